@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Creates .venv (once) and installs Gregor with its pinned dependencies into it.
+# Safe to run again: it only installs what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.gregor-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+  touch "$stamp"
+fi

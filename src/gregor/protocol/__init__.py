@@ -1,0 +1,1 @@
+"""Kafka wire protocol, sans-IO: bytes in, messages out. Nothing here touches sockets or files."""
