@@ -1,0 +1,3 @@
+from gregor.cli.main import main
+
+main()

@@ -1,0 +1,257 @@
+"""Broker configuration in Kafka's vocabulary.
+
+A ``server.properties``-style file (``key=value`` lines, ``#`` comments, ``\\`` continuations)
+plus command-line overrides, validated against a table of known keys with Kafka's types and
+defaults. Unknown keys are kept (Kafka warns and ignores them) so operators' files load as they
+are. Values are parsed once at start; ``BrokerConfig`` is immutable after that except for
+dynamic topic configs, which live with the topics.
+
+The defaults are chosen to work on a laptop: ``gregor serve`` alone listens on 127.0.0.1:9092
+and keeps its data in ``./gregor-data``. Where Kafka's own default would not work on one node
+(replication factor 3 for internal topics) the single-node value is the default here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that cannot be used (INVALID_CONFIG on the wire)."""
+
+
+def _bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{v!r} is not a boolean")
+
+
+def _int(v: str) -> int:
+    return int(v.strip())
+
+
+def _str(v: str) -> str:
+    return v.strip()
+
+
+def _list(v: str) -> list[str]:
+    return [p.strip() for p in v.split(",") if p.strip()]
+
+
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "boolean": _bool,
+    "int": _int,
+    "long": _int,
+    "string": _str,
+    "list": _list,
+    "password": _str,
+}
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str
+    default: Any
+    doc: str
+    minimum: int | None = None
+
+
+_HOUR_MS = 3600 * 1000
+
+BROKER_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("node.id", "int", 1, "This broker's id."),
+    ConfigKey("broker.id", "int", None, "Alias of node.id (older name)."),
+    ConfigKey("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
+    ConfigKey("advertised.listeners", "list", None, "Addresses given to clients; default listeners."),
+    ConfigKey("log.dirs", "list", None, "Data directories; default log.dir."),
+    ConfigKey("log.dir", "string", "./gregor-data", "Data directory when log.dirs is unset."),
+    ConfigKey("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties."),
+    ConfigKey("broker.rack", "string", None, "Rack of this broker."),
+    ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", 1),
+    ConfigKey("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", 1),
+    ConfigKey("auto.create.topics.enable", "boolean", True, "Create topics on metadata/produce."),
+    ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),
+    ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted.", 0),
+    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame.", 1),
+    ConfigKey("log.segment.bytes", "int", 1073741824, "Segment size before rolling.", 14),
+    ConfigKey("log.roll.ms", "long", None, "Segment age before rolling."),
+    ConfigKey("log.roll.hours", "int", 168, "Segment age before rolling, in hours.", 1),
+    ConfigKey("log.retention.ms", "long", None, "Retention by time."),
+    ConfigKey("log.retention.minutes", "int", None, "Retention by time, minutes."),
+    ConfigKey("log.retention.hours", "int", 168, "Retention by time, hours."),
+    ConfigKey("log.retention.bytes", "long", -1, "Retention by size per partition."),
+    ConfigKey("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", 1),
+    ConfigKey("log.cleanup.policy", "list", ["delete"], "delete, compact or both."),
+    ConfigKey("log.cleaner.enable", "boolean", True, "Run the log cleaner."),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when idle."),
+    ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention."),
+    ConfigKey("log.cleaner.min.cleanable.ratio", "string", "0.5", "Dirty ratio to clean at."),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction."),
+    ConfigKey("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", 0),
+    ConfigKey("log.index.size.max.bytes", "int", 10485760, "Max index file size.", 4),
+    ConfigKey("log.flush.interval.messages", "long", 9223372036854775807, "fsync every N messages.", 1),
+    ConfigKey("log.flush.interval.ms", "long", None, "fsync every N ms."),
+    ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime."),
+    ConfigKey("log.message.timestamp.before.max.ms", "long", 9223372036854775807, "Oldest allowed."),
+    ConfigKey("log.message.timestamp.after.max.ms", "long", 3600000, "Newest allowed ahead of now."),
+    ConfigKey("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", 1),
+    ConfigKey("offsets.topic.replication.factor", "int", 1, "Replication of __consumer_offsets.", 1),
+    ConfigKey("offsets.retention.minutes", "int", 10080, "Committed offset retention.", 1),
+    ConfigKey("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", 1),
+    ConfigKey("transaction.state.log.replication.factor", "int", 1, "Replication of __transaction_state.", 1),
+    ConfigKey("transaction.max.timeout.ms", "int", 900000, "Longest transaction timeout.", 1),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000, "Idle transactional id expiry.", 1),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", 1),
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members on a new group."),
+    ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
+    ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
+    ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "KIP-848 heartbeat interval."),
+    ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "KIP-848 session timeout."),
+    ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response.", 1024),
+    ConfigKey("min.insync.replicas", "int", 1, "Replicas that must ack acks=all.", 1),
+    ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; Gregor uses one event loop."),
+    ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility."),
+    ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept.", 0),
+    ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
+    ConfigKey("metadata.store", "string", "file", "file (single node) or etcd://host:port."),
+)
+
+_BY_NAME = {k.name: k for k in BROKER_KEYS}
+
+_LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listener(text: str) -> Listener:
+    m = _LISTENER.match(text.strip())
+    if not m:
+        raise ConfigError(f"listener {text!r} is not NAME://host:port")
+    host = m.group("host").strip("[]")
+    port = int(m.group("port"))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"listener {text!r} has an invalid port")
+    return Listener(m.group("name") or "PLAINTEXT", host, port)
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties text: ``key=value`` or ``key: value``, comments, continuations."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            out[line] = ""
+            continue
+        out[m.group(1)] = m.group(2).strip()
+    if pending:
+        raise ConfigError("properties file ends inside a line continuation")
+    return out
+
+
+class BrokerConfig:
+    """Typed, validated broker configuration. Access by Kafka key: ``cfg["log.dirs"]``."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self.raw: dict[str, str] = dict(props or {})
+        self.values: dict[str, Any] = {}
+        self.unknown: list[str] = []
+        for key in BROKER_KEYS:
+            self.values[key.name] = key.default
+        for name, text in self.raw.items():
+            key = _BY_NAME.get(name)
+            if key is None:
+                self.unknown.append(name)
+                self.values[name] = text
+                continue
+            try:
+                value = _TYPES[key.type](text)
+            except ValueError as e:
+                raise ConfigError(f"{name}={text!r}: {e}") from None
+            if key.minimum is not None and isinstance(value, int) and value < key.minimum:
+                raise ConfigError(f"{name}={value} is below the minimum {key.minimum}")
+            self.values[name] = value
+        if self.raw.get("broker.id") and "node.id" not in self.raw:
+            self.values["node.id"] = self.values["broker.id"]
+        if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+        self.listeners = [parse_listener(x) for x in self.values["listeners"]]
+        if not self.listeners:
+            raise ConfigError("listeners is empty")
+        adv = self.values["advertised.listeners"]
+        self.advertised_listeners = [parse_listener(x) for x in adv] if adv else list(self.listeners)
+        for i, a in enumerate(self.advertised_listeners):
+            if a.host in ("", "0.0.0.0", "::"):
+                # A wildcard bind is not an address a client can use; advertise loopback.
+                self.advertised_listeners[i] = Listener(a.name, "127.0.0.1", a.port)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Read ``path`` (if given) and apply ``key=value`` overrides on top."""
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(read_properties(Path(path).read_text()))
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} is not key=value")
+            k, v = item.split("=", 1)
+            props[k.strip()] = v.strip()
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = self.values.get(name)
+        return default if v is None else v
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def retention_ms(self) -> int:
+        if self.values["log.retention.ms"] is not None:
+            return int(self.values["log.retention.ms"])
+        if self.values["log.retention.minutes"] is not None:
+            return int(self.values["log.retention.minutes"]) * 60000
+        return int(self.values["log.retention.hours"]) * _HOUR_MS
+
+    @property
+    def segment_ms(self) -> int:
+        if self.values["log.roll.ms"] is not None:
+            return int(self.values["log.roll.ms"])
+        return int(self.values["log.roll.hours"]) * _HOUR_MS
+
+    def source_of(self, name: str) -> str:
+        """Where a value came from: STATIC_BROKER_CONFIG if set in the file/overrides."""
+        return "STATIC_BROKER_CONFIG" if name in self.raw else "DEFAULT_CONFIG"

@@ -1,0 +1,1 @@
+"""Command line: gregor serve | topics | produce | consume | groups."""

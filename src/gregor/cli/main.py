@@ -1,0 +1,43 @@
+"""``gregor`` command line entry point."""
+
+from __future__ import annotations
+
+import click
+
+from gregor import __version__
+
+
+@click.group()
+@click.version_option(__version__, prog_name="gregor")
+def main() -> None:
+    """Gregor: a Kafka-compatible event streaming platform."""
+
+
+@main.command()
+@click.argument("config_file", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--override",
+    "-o",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a broker config key, as in server.properties (repeatable).",
+)
+@click.option("--log-level", default="INFO", show_default=True)
+def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -> None:
+    """Run a broker. With no arguments: 127.0.0.1:9092, data in ./gregor-data."""
+    from gregor.broker.config import BrokerConfig, ConfigError
+    from gregor.broker.logging import setup_logging
+
+    setup_logging(log_level)
+    try:
+        config = BrokerConfig.load(config_file, overrides)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    from gregor.broker.server import run
+
+    raise SystemExit(run(config))
+
+
+if __name__ == "__main__":
+    main()
