@@ -183,3 +183,45 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
     _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
     _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
     _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, batch_length + LOG_OVERHEAD))
+
+
+def count_records(buf: bytes | bytearray | memoryview) -> int:
+    """Total records_count over the v2 batches in ``buf`` (headers only)."""
+    return sum(h.records_count for _, h in iter_batches(buf))
+
+
+def assign_offsets(
+    buf: bytearray | memoryview,
+    base_offset: int,
+    *,
+    partition_leader_epoch: int | None = None,
+    log_append_time: int | None = None,
+) -> int:
+    """Give the batches in ``buf`` consecutive offsets from ``base_offset`` in place, as a
+    leader does on append; optionally stamp the leader epoch and LogAppendTime. Returns the
+    next offset (last offset + 1). Validate the batches first: this trusts their headers."""
+    next_offset = base_offset
+    for pos, h in iter_batches(buf):
+        _I64.pack_into(buf, pos, next_offset)
+        if partition_leader_epoch is not None:
+            _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        if log_append_time is not None:
+            set_log_append_time(buf, pos, log_append_time)
+        next_offset += h.last_offset_delta + 1
+    return next_offset
+
+
+def valid_prefix_size(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> int:
+    """Bytes of ``buf`` taken by leading whole, well-formed (and CRC-valid) v2 batches: where
+    log recovery truncates a segment after a torn write."""
+    pos = 0
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        try:
+            h = read_header(buf, pos)
+        except ProtocolError:
+            break
+        if pos + h.size > end or (check_crc and not crc_ok(buf, pos, h)):
+            break
+        pos += h.size
+    return pos

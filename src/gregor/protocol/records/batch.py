@@ -1,0 +1,597 @@
+"""RecordBatch v2: build batches from records and decode them back.
+
+Theory of operation. A :class:`RecordBatchBuilder` serializes each appended record straight
+into a bytearray (record fields are zigzag varints, see ``_varint``), tracking what the header
+needs: the first record's timestamp (the batch's base timestamp, which later records' signed
+deltas are relative to), the max timestamp, the last offset delta and the count. ``build()``
+compresses the record bytes if asked, writes the 61-byte header (layout in ``header``) and the
+CRC32C over attributes..end.
+
+The reader works the other way: :func:`decode_batch` parses the header, checks the CRC,
+decompresses (bounded) and walks the records with the one- and two-byte varint cases inlined.
+Records come back with absolute offsets (base_offset + offset_delta) and absolute timestamps
+(base_timestamp + timestamp_delta, or the batch's max_timestamp for LogAppendTime batches, as
+Kafka's consumers do). Any inconsistency raises ProtocolError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records import compression as _compression
+from gregor.protocol.records._varint import _CACHE, _CACHE_LIMIT, _encode_unsigned
+from gregor.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from gregor.protocol.records.header import (
+    _HEADER,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    crc_ok,
+    iter_batches,
+    read_header,
+)
+
+NO_TIMESTAMP = -1
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+Header = tuple[str, bytes | None]
+Buffer = bytes | bytearray | memoryview
+
+
+class Record(NamedTuple):
+    """One record. ``offset`` is absolute when decoded from a batch."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header]
+
+
+class RecordBatch:
+    """A decoded v2 batch: its header and its records."""
+
+    __slots__ = ("header", "records")
+
+    def __init__(self, header: BatchHeader, records: list[Record]) -> None:
+        self.header = header
+        self.records = records
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        h = self.header
+        return (
+            f"RecordBatch(base_offset={h.base_offset}, last_offset={h.last_offset}, "
+            f"records={len(self.records)}, compression={h.compression}, "
+            f"transactional={h.is_transactional}, control={h.is_control})"
+        )
+
+    base_offset = property(lambda self: self.header.base_offset)
+    last_offset = property(lambda self: self.header.last_offset)
+    last_offset_delta = property(lambda self: self.header.last_offset_delta)
+    partition_leader_epoch = property(lambda self: self.header.partition_leader_epoch)
+    base_timestamp = property(lambda self: self.header.base_timestamp)
+    max_timestamp = property(lambda self: self.header.max_timestamp)
+    producer_id = property(lambda self: self.header.producer_id)
+    producer_epoch = property(lambda self: self.header.producer_epoch)
+    base_sequence = property(lambda self: self.header.base_sequence)
+    compression = property(lambda self: self.header.compression)
+    timestamp_type = property(lambda self: self.header.timestamp_type)
+    is_transactional = property(lambda self: self.header.is_transactional)
+    is_control = property(lambda self: self.header.is_control)
+    size = property(lambda self: self.header.size)
+
+
+def _varint_bytes(n: int) -> bytes:
+    u = (n << 1) ^ (n >> 63)
+    if 0 <= u < _CACHE_LIMIT:
+        return _CACHE[u]
+    if not -(1 << 63) <= n < (1 << 63):
+        raise ValueError(f"{n} does not fit a varlong")
+    return _encode_unsigned(u)
+
+
+_NULL = _CACHE[1]  # varint -1, the length of a null key/value
+_EMPTY_HEADERS = _CACHE[0]  # varint 0 header count
+
+
+class RecordBatchBuilder:
+    """Accumulates records and builds one v2 batch.
+
+    ``append`` takes the record's timestamp (ms), key, value and headers; offset deltas count
+    up from 0 unless given (they must increase; gaps are allowed, as compaction leaves them)."""
+
+    __slots__ = (
+        "base_offset",
+        "compression",
+        "compression_level",
+        "timestamp_type",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "is_transactional",
+        "is_control",
+        "partition_leader_epoch",
+        "_buf",
+        "_count",
+        "_base_timestamp",
+        "_max_timestamp",
+        "_next_delta",
+    )
+
+    def __init__(
+        self,
+        *,
+        base_offset: int = 0,
+        compression: int = 0,
+        compression_level: int | None = None,
+        timestamp_type: int = CREATE_TIME,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    ) -> None:
+        if compression not in (0, 1, 2, 3, 4):
+            raise ValueError(f"unknown compression codec {compression}")
+        self.base_offset = base_offset
+        self.compression = compression
+        self.compression_level = compression_level
+        self.timestamp_type = timestamp_type
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.partition_leader_epoch = partition_leader_epoch
+        self._buf = bytearray()
+        self._count = 0
+        self._base_timestamp: int | None = None
+        self._max_timestamp = NO_TIMESTAMP
+        self._next_delta = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def records_size(self) -> int:
+        """Bytes of (uncompressed) record data so far."""
+        return len(self._buf)
+
+    @property
+    def next_offset_delta(self) -> int:
+        return self._next_delta
+
+    def append(
+        self,
+        timestamp: int,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[tuple[str | bytes, Buffer | None]] = (),
+        *,
+        offset_delta: int | None = None,
+    ) -> int:
+        """Append a record; return its offset delta."""
+        if offset_delta is None:
+            offset_delta = self._next_delta
+        elif offset_delta < self._next_delta:
+            raise ValueError(f"offset delta {offset_delta} does not increase")
+        if offset_delta > 0x7FFFFFFF:
+            raise ValueError("offset delta does not fit int32")
+        base_ts = self._base_timestamp
+        if base_ts is None:
+            self._base_timestamp = base_ts = timestamp
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        cache = _CACHE
+        limit = _CACHE_LIMIT
+        n = timestamp - base_ts
+        u = (n << 1) ^ (n >> 63)
+        ts_enc = cache[u] if 0 <= u < limit else _varint_bytes(n)
+        u = offset_delta << 1
+        od_enc = cache[u] if u < limit else _varint_bytes(offset_delta)
+        if key is None:
+            key_len = _NULL
+            key = b""
+        else:
+            u = len(key) << 1
+            key_len = cache[u] if u < limit else _varint_bytes(len(key))
+        if value is None:
+            value_len = _NULL
+            value = b""
+        else:
+            u = len(value) << 1
+            value_len = cache[u] if u < limit else _varint_bytes(len(value))
+        if headers:
+            body = b"".join(
+                (b"\x00", ts_enc, od_enc, key_len, key, value_len, value, _encode_headers(headers))
+            )
+        else:
+            body = b"".join(
+                (b"\x00", ts_enc, od_enc, key_len, key, value_len, value, _EMPTY_HEADERS)
+            )
+        u = len(body) << 1
+        buf = self._buf
+        buf += cache[u] if u < limit else _varint_bytes(len(body))
+        buf += body
+        self._count += 1
+        self._next_delta = offset_delta + 1
+        return offset_delta
+
+    def append_record(self, record: Record) -> int:
+        """Append a decoded record, keeping its absolute offset (relative to base_offset)."""
+        return self.append(
+            record.timestamp,
+            record.key,
+            record.value,
+            record.headers,
+            offset_delta=record.offset - self.base_offset,
+        )
+
+    def build(
+        self, *, last_offset_delta: int | None = None, max_timestamp: int | None = None
+    ) -> bytes:
+        """The finished batch. ``last_offset_delta`` may exceed the last record's delta (a
+        compacted batch keeps its original one); ``max_timestamp`` overrides the computed one
+        (LogAppendTime)."""
+        if last_offset_delta is None:
+            last_offset_delta = max(self._next_delta - 1, 0)
+        elif last_offset_delta < self._next_delta - 1:
+            raise ValueError("last offset delta is below the last record's offset delta")
+        base_ts = self._base_timestamp if self._base_timestamp is not None else NO_TIMESTAMP
+        if max_timestamp is None:
+            max_timestamp = self._max_timestamp
+        attributes = self.compression
+        if self.timestamp_type == LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if self.is_transactional:
+            attributes |= TRANSACTIONAL_MASK
+        if self.is_control:
+            attributes |= CONTROL_MASK
+        records = self._buf
+        if self.compression:
+            records = _compression.compress(
+                self.compression, records, magic=2, level=self.compression_level
+            )
+        return _assemble(
+            self.base_offset,
+            self.partition_leader_epoch,
+            attributes,
+            last_offset_delta,
+            base_ts,
+            max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+            records,
+        )
+
+
+def _encode_headers(headers: Sequence[tuple[str | bytes, Buffer | None]]) -> bytes:
+    parts = [_varint_bytes(len(headers))]
+    for hkey, hvalue in headers:
+        kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
+        parts.append(_varint_bytes(len(kb)))
+        parts.append(kb)
+        if hvalue is None:
+            parts.append(_NULL)
+        else:
+            parts.append(_varint_bytes(len(hvalue)))
+            parts.append(bytes(hvalue))
+    return b"".join(parts)
+
+
+def _assemble(
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+    records: Buffer,
+) -> bytes:
+    out = bytearray(HEADER_SIZE)
+    out += records
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    crc = crc32c(memoryview(out)[21:])
+    out[17:21] = crc.to_bytes(4, "big")
+    return bytes(out)
+
+
+def build_batch(
+    records: Iterable[tuple[int, Buffer | None, Buffer | None] | Record], **builder_args: object
+) -> bytes:
+    """Build one batch from (timestamp, key, value) triples or Records (offsets kept)."""
+    b = RecordBatchBuilder(**builder_args)  # type: ignore[arg-type]
+    for r in records:
+        if isinstance(r, Record):
+            b.append_record(r)
+        else:
+            b.append(r[0], r[1], r[2])
+    return b.build()
+
+
+# --- reading ---
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """Unsigned varint at ``pos`` (the slow path of the inlined reads)."""
+    u = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            if u >> 64:
+                raise ProtocolError("varint does not fit 64 bits")
+            return u, pos
+        shift += 7
+        if shift >= 70:
+            raise ProtocolError("varint longer than 10 bytes")
+
+
+def decode_records(
+    data: bytes,
+    count: int,
+    base_offset: int = 0,
+    base_timestamp: int = 0,
+    log_append_time: int | None = None,
+) -> list[Record]:
+    """Decode ``count`` records that must fill ``data`` exactly."""
+    end = len(data)
+    pos = 0
+    out: list[Record] = []
+    append = out.append
+    new = tuple.__new__
+    R = Record
+    uvarint = _uvarint
+    try:
+        for _ in range(count):
+            # length
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = uvarint(data, pos)
+            rec_end = pos + ((n >> 1) ^ -(n & 1))
+            if rec_end > end or rec_end < pos + 6:
+                raise ProtocolError("record length is inconsistent with the batch")
+            pos += 1  # attributes (unused)
+            # timestamp delta
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = uvarint(data, pos)
+            ts_delta = (n >> 1) ^ -(n & 1)
+            # offset delta
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = uvarint(data, pos)
+            offset_delta = (n >> 1) ^ -(n & 1)
+            # key
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record key length")
+                key = None
+            else:
+                n >>= 1
+                key = data[pos : pos + n]
+                pos += n
+            # value
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record value length")
+                value = None
+            else:
+                n >>= 1
+                value = data[pos : pos + n]
+                pos += n
+            # headers
+            b = data[pos]
+            if b == 0:
+                pos += 1
+                headers: list[Header] = []
+            else:
+                headers, pos = _decode_headers(data, pos, rec_end)
+            if pos != rec_end:
+                raise ProtocolError("record fields do not add up to its length")
+            append(
+                new(
+                    R,
+                    (
+                        base_offset + offset_delta,
+                        base_timestamp + ts_delta if log_append_time is None else log_append_time,
+                        key,
+                        value,
+                        headers,
+                    ),
+                )
+            )
+    except IndexError:
+        raise ProtocolError("record data truncated") from None
+    if pos != end:
+        raise ProtocolError(f"{end - pos} bytes left over after {count} records")
+    return out
+
+
+def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[list[Header], int]:
+    n, pos = _uvarint(data, pos)
+    count = (n >> 1) ^ -(n & 1)
+    if count < 0 or count > rec_end - pos:
+        raise ProtocolError(f"invalid record header count {count}")
+    headers: list[Header] = []
+    for _ in range(count):
+        n, pos = _uvarint(data, pos)
+        klen = (n >> 1) ^ -(n & 1)
+        if klen < 0 or pos + klen > rec_end:
+            raise ProtocolError("invalid record header key length")
+        try:
+            hkey = data[pos : pos + klen].decode()
+        except UnicodeDecodeError:
+            raise ProtocolError("record header key is not UTF-8") from None
+        pos += klen
+        n, pos = _uvarint(data, pos)
+        vlen = (n >> 1) ^ -(n & 1)
+        if vlen == -1:
+            hvalue = None
+        elif vlen < 0 or pos + vlen > rec_end:
+            raise ProtocolError("invalid record header value length")
+        else:
+            hvalue = data[pos : pos + vlen]
+            pos += vlen
+        headers.append((hkey, hvalue))
+    return headers, pos
+
+
+def batch_payload(
+    buf: Buffer,
+    pos: int,
+    header: BatchHeader,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytes:
+    """The batch's record bytes, decompressed."""
+    mv = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    codec = header.attributes & COMPRESSION_MASK
+    if codec:
+        return _compression.decompress(codec, mv, max_size=max_decompressed_size)
+    return bytes(mv)
+
+
+def decode_batch(
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> RecordBatch:
+    """Decode the whole v2 batch at ``pos``: header, CRC, decompression, records."""
+    h = read_header(buf, pos)
+    if pos + h.size > len(buf):
+        raise ProtocolError("record batch truncated")
+    if verify_crc and not crc_ok(buf, pos, h):
+        raise ProtocolError(f"record batch at byte {pos} fails its CRC32C check")
+    data = batch_payload(buf, pos, h, max_decompressed_size)
+    records = decode_records(
+        data,
+        h.records_count,
+        h.base_offset,
+        h.base_timestamp,
+        h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None,
+    )
+    return RecordBatch(h, records)
+
+
+def decode_batches(
+    buf: Buffer,
+    *,
+    verify_crc: bool = True,
+    allow_partial_tail: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[RecordBatch]:
+    """Decode every v2 batch in ``buf``."""
+    return [
+        decode_batch(
+            buf, pos, verify_crc=verify_crc, max_decompressed_size=max_decompressed_size
+        )
+        for pos, _ in iter_batches(buf, allow_partial_tail=allow_partial_tail)
+    ]
+
+
+def iter_records(
+    buf: Buffer,
+    *,
+    skip_control: bool = False,
+    verify_crc: bool = True,
+    allow_partial_tail: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Iterator[Record]:
+    """Every record of every v2 batch in ``buf``, with absolute offsets and timestamps."""
+    for pos, h in iter_batches(buf, allow_partial_tail=allow_partial_tail):
+        if skip_control and h.is_control:
+            continue
+        yield from decode_batch(
+            buf, pos, verify_crc=verify_crc, max_decompressed_size=max_decompressed_size
+        ).records
