@@ -198,8 +198,8 @@ class RecordBatchBuilder:
             raise ValueError("offset delta does not fit int32")
         base_ts = self._base_timestamp
         if base_ts is None:
-            self._base_timestamp = base_ts = timestamp
-        if timestamp > self._max_timestamp:
+            self._base_timestamp = base_ts = self._max_timestamp = timestamp
+        elif timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         cache = _CACHE
         limit = _CACHE_LIMIT
