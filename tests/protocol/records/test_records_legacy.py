@@ -136,8 +136,10 @@ def test_legacy_errors():
         list(iter_legacy_messages(_wrap(_wrap(good))))
     with pytest.raises(ProtocolError, match="magic differs"):
         list(iter_legacy_messages(_wrap(encode_message(0, 0, 0, -1, None, b"x"))))
-    with pytest.raises(ProtocolError, match="below"):
-        list(iter_legacy_messages(_wrap(encode_message(5, 1, 0, 0, None, b"x"), offset=2)))
+    # A produced wrapper (offset 0, below the last inner relative offset) keeps relative offsets.
+    inner = encode_message(0, 1, 0, 0, None, b"x") + encode_message(1, 1, 0, 0, None, b"y")
+    assert [m.offset for m in iter_legacy_messages(_wrap(inner, offset=0))] == [0, 1]
+    assert [m.offset for m in iter_legacy_messages(_wrap(inner, offset=9))] == [8, 9]
     with pytest.raises(ProtocolError, match="null value"):
         list(iter_legacy_messages(encode_message(0, 1, 1, 0, None, None)))
     with pytest.raises(UnsupportedCompressionError):

@@ -9,7 +9,8 @@ Attributes: bits 0-2 compression codec, bit 3 timestamp type (v1; 1 = LogAppendT
 Compression wraps a whole inner message set in the value of one wrapper message carrying the
 codec. For magic 1, inner offsets are relative (0, 1, ...) and the wrapper's offset is the
 absolute offset of the last inner message, so inner absolute offset = wrapper offset -
-last inner relative offset + inner relative offset. For magic 0 inner offsets are absolute.
+last inner relative offset + inner relative offset (a produced wrapper whose offset is still
+below that keeps relative offsets). For magic 0 inner offsets are absolute.
 A LogAppendTime wrapper's timestamp applies to all its inner messages. Inner messages may not
 be compressed themselves and share the wrapper's magic.
 
@@ -249,9 +250,9 @@ def deep_messages(
             raise ProtocolError("inner legacy message is itself compressed")
     if magic == 0:
         return inner
-    shift = wrapper.offset - inner[-1].offset
-    if shift < 0:
-        raise ProtocolError("wrapper offset is below its last inner relative offset")
+    # A producer does not know offsets and leaves the wrapper's at 0: then, as Kafka does, the
+    # inner offsets stay relative.
+    shift = max(wrapper.offset - inner[-1].offset, 0)
     log_append = wrapper.attributes & TIMESTAMP_TYPE_MASK
     return [
         LegacyMessage(
