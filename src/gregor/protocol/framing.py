@@ -1,0 +1,331 @@
+"""Size-prefixed frames and the request/response headers.
+
+Every Kafka message on the wire is ``INT32 size`` followed by ``size`` bytes: a header, then
+the body. Header versions (from the guide):
+
+* request header v0: api_key INT16, api_version INT16, correlation_id INT32
+* request header v1: v0 + client_id NULLABLE_STRING
+* request header v2: v1 + TAG_BUFFER (client_id stays a non-compact NULLABLE_STRING)
+* response header v0: correlation_id INT32
+* response header v1: v0 + TAG_BUFFER
+
+Which version applies is decided by the API key and version (see
+:func:`gregor.protocol.messages.request_header_version` and ``response_header_version``).
+
+:func:`decode_request_header` always manages the first 8 bytes, even for an API key or version
+this codec does not know, so a broker can answer UNSUPPORTED_VERSION to the right correlation
+id. :class:`FrameDecoder` turns a byte stream into whole frames, refusing size prefixes that
+are negative or over its limit.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import Any
+
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.messages import (
+    API_KEYS,
+    Message,
+    request_header_version,
+    response_header_version,
+)
+from gregor.protocol.primitives import read_tag_buffer, write_tag_buffer
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FrameTooLarge",
+    "FrameDecoder",
+    "RequestHeader",
+    "decode_request_header",
+    "encode_request_header",
+    "decode_response_header",
+    "encode_response_header",
+    "peek_correlation_id",
+    "encode_request",
+    "encode_request_parts",
+    "encode_response",
+    "encode_response_parts",
+    "frame",
+]
+
+#: Kafka's default socket.request.max.bytes (100 MiB).
+DEFAULT_MAX_FRAME_SIZE = 104857600
+
+_SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+
+
+class FrameTooLarge(ProtocolError):
+    """A size prefix is negative or larger than the configured maximum."""
+
+    def __init__(self, size: int, max_size: int) -> None:
+        super().__init__(f"frame size {size} is outside 0..{max_size}")
+        self.size = size
+        self.max_size = max_size
+
+
+class RequestHeader:
+    """A request header (v0, v1 or v2; which one is implied by api_key/api_version)."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "unknown_tags")
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None = None,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.unknown_tags = {} if unknown_tags is None else unknown_tags
+
+    @property
+    def header_version(self) -> int:
+        """The request header version for this key/version (1 for unknown API keys)."""
+        if self.api_key not in API_KEYS:
+            return 1
+        return request_header_version(self.api_key, self.api_version)
+
+    @property
+    def known(self) -> bool:
+        """True when this codec can decode the body (known key, supported version)."""
+        info = API_KEYS.get(self.api_key)
+        return info is not None and info.min_version <= self.api_version <= info.max_version
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RequestHeader):
+            return NotImplemented
+        return (
+            self.api_key == other.api_key
+            and self.api_version == other.api_version
+            and self.correlation_id == other.correlation_id
+            and self.client_id == other.client_id
+            and self.unknown_tags == other.unknown_tags
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        tags = f", unknown_tags={self.unknown_tags!r}" if self.unknown_tags else ""
+        return (
+            f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "
+            f"correlation_id={self.correlation_id}, client_id={self.client_id!r}{tags})"
+        )
+
+
+def _read_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
+    if pos + 2 > len(buf):
+        raise ProtocolError("truncated request header (client_id)")
+    (n,) = _I16.unpack_from(buf, pos)
+    pos += 2
+    if n == -1:
+        return None, pos
+    if n < 0 or pos + n > len(buf):
+        raise ProtocolError(f"invalid client_id length {n}")
+    try:
+        return str(buf[pos : pos + n], "utf-8"), pos + n
+    except UnicodeDecodeError:
+        raise ProtocolError("client_id is not valid UTF-8") from None
+
+
+def decode_request_header(
+    frame: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[RequestHeader, int]:
+    """Decode the request header at the start of a frame (size prefix already removed).
+
+    Returns (header, offset of the body). For an unknown API key the header is read as v1
+    on a best-effort basis (client_id None if that fails); only the first 8 bytes are needed.
+    """
+    if len(frame) - pos < 8:
+        raise ProtocolError(f"request header needs 8 bytes, got {len(frame) - pos}")
+    api_key, api_version, correlation_id = _HEAD.unpack_from(frame, pos)
+    header = RequestHeader(api_key, api_version, correlation_id)
+    pos += 8
+    if api_key not in API_KEYS:
+        try:
+            header.client_id, pos = _read_nullable_string(frame, pos)
+        except ProtocolError:
+            pass
+        return header, pos
+    hv = request_header_version(api_key, api_version)
+    if hv >= 1:
+        header.client_id, pos = _read_nullable_string(frame, pos)
+    if hv >= 2:
+        try:
+            header.unknown_tags, pos = read_tag_buffer(frame, pos)
+        except IndexError:
+            raise ProtocolError("truncated request header tag buffer") from None
+    return header, pos
+
+
+def encode_request_header(header: RequestHeader) -> bytes:
+    hv = header.header_version
+    out = [_HEAD.pack(header.api_key, header.api_version, header.correlation_id)]
+    if hv >= 1:
+        if header.client_id is None:
+            out.append(b"\xff\xff")
+        else:
+            cid = header.client_id.encode()
+            out.append(_I16.pack(len(cid)))
+            out.append(cid)
+    if hv >= 2:
+        _tags(out, header.unknown_tags)
+    return b"".join(out)
+
+
+def _tags(out: list[Any], tags: dict[int, bytes] | None) -> None:
+    if tags:
+        write_tag_buffer(out.append, tags.items())
+    else:
+        out.append(b"\x00")
+
+
+def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
+    """The correlation id of a response frame (its first 4 bytes)."""
+    if len(frame) < 4:
+        raise ProtocolError("response frame shorter than a correlation id")
+    return _SIZE.unpack_from(frame, 0)[0]
+
+
+def decode_response_header(
+    frame: bytes | bytearray | memoryview, header_version: int
+) -> tuple[int, dict[int, bytes], int]:
+    """Decode a response header: (correlation_id, unknown_tags, offset of the body)."""
+    correlation_id = peek_correlation_id(frame)
+    if header_version == 0:
+        return correlation_id, {}, 4
+    if len(frame) < 5:
+        raise ProtocolError("truncated response header tag buffer")
+    tags, pos = read_tag_buffer(frame, 4)
+    return correlation_id, tags, pos
+
+
+def encode_response_header(
+    correlation_id: int, header_version: int, unknown_tags: dict[int, bytes] | None = None
+) -> bytes:
+    out: list[Any] = [_SIZE.pack(correlation_id)]
+    if header_version >= 1:
+        _tags(out, unknown_tags)
+    return b"".join(out)
+
+
+def frame(parts: Iterable[Any]) -> list[Any]:
+    """Prefix a list of parts with their total size (as INT32). Returns a new list."""
+    parts = list(parts)
+    size = sum(len(p) for p in parts)
+    return [_SIZE.pack(size), *parts]
+
+
+def encode_request_parts(header: RequestHeader, message: Message) -> list[Any]:
+    """Size prefix, header and body as parts (RECORDS values kept as given)."""
+    return frame([encode_request_header(header), *message.encode_parts(header.api_version)])
+
+
+def encode_request(header: RequestHeader, message: Message) -> bytes:
+    """A whole request frame: size prefix, header (version chosen from key/version), body."""
+    if message.API_KEY != header.api_key:
+        raise ProtocolError(
+            f"header api_key {header.api_key} does not match {type(message).__name__}"
+        )
+    return b"".join(encode_request_parts(header, message))
+
+
+def encode_response_parts(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    message: Message,
+    unknown_tags: dict[int, bytes] | None = None,
+) -> list[Any]:
+    hv = response_header_version(api_key, api_version)
+    head = encode_response_header(correlation_id, hv, unknown_tags)
+    return frame([head, *message.encode_parts(api_version)])
+
+
+def encode_response(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    message: Message,
+    unknown_tags: dict[int, bytes] | None = None,
+) -> bytes:
+    """A whole response frame: size prefix, header (v0 or v1 as the API requires), body."""
+    return b"".join(encode_response_parts(api_key, api_version, correlation_id, message, unknown_tags))
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames (the bytes after each INT32 size prefix).
+
+    ``feed(data)`` returns every frame completed by ``data``. Frames that arrive whole inside
+    one immutable ``bytes`` chunk are returned as memoryview slices of it (no copy); others are
+    ``bytes``. A negative size or one over ``max_frame_size`` raises :class:`FrameTooLarge`
+    (after which the stream cannot be resynchronised: close the connection).
+    """
+
+    __slots__ = ("max_frame_size", "_buf", "_need")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._need = -1  # size of the frame being collected, -1 while reading the prefix
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held waiting for the rest of a frame."""
+        return len(self._buf)
+
+    def _check(self, size: int) -> int:
+        if size < 0 or size > self.max_frame_size:
+            raise FrameTooLarge(size, self.max_frame_size)
+        return size
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview | bytes]:
+        frames: list[memoryview | bytes] = []
+        if not data:
+            return frames
+        pos = 0
+        end = len(data)
+        if self._buf or self._need >= 0:
+            # Finish the partial frame first, copying into the buffer.
+            buf = self._buf
+            if self._need < 0:
+                take = min(4 - len(buf), end)
+                buf += data[:take]
+                pos = take
+                if len(buf) < 4:
+                    return frames
+                self._need = self._check(_SIZE.unpack_from(buf, 0)[0])
+                del buf[:4]
+            take = min(self._need - len(buf), end - pos)
+            buf += data[pos : pos + take]
+            pos += take
+            if len(buf) < self._need:
+                return frames
+            frames.append(bytes(buf))
+            buf.clear()
+            self._need = -1
+        view = data if isinstance(data, bytes) else bytes(data[pos:])
+        if view is not data:
+            end = len(view)
+            pos = 0
+        mv = memoryview(view)
+        while end - pos >= 4:
+            size = self._check(_SIZE.unpack_from(view, pos)[0])
+            if end - pos - 4 < size:
+                break
+            frames.append(mv[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+        if pos < end:
+            self._buf += view[pos:]
+            if len(self._buf) >= 4:
+                self._need = self._check(_SIZE.unpack_from(self._buf, 0)[0])
+                del self._buf[:4]
+        return frames
+
