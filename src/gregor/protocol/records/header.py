@@ -13,6 +13,10 @@ Layout (offsets in bytes):
    43 producer_id int64        51 producer_epoch int16  53 base_sequence int32
    57 records_count int32      61 records...
 batch_length counts the bytes after itself, so a batch occupies batch_length + 12 bytes.
+
+For the log: ``count_records`` sums record counts, ``assign_offsets`` numbers a produced record
+set in place (base offsets, leader epoch, LogAppendTime), ``valid_prefix_size`` finds where a
+torn segment tail starts.
 Legacy messages (magic 0/1) share the first 17 bytes' layout up to the magic byte.
 """
 
