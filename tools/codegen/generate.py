@@ -26,13 +26,11 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
 
-import emit  # noqa: E402
-import guide  # noqa: E402
-import model  # noqa: E402
-import schema  # noqa: E402
-from api_keys import API_KEYS  # noqa: E402
+from codegen import emit, guide, model, schema  # noqa: E402
+from codegen.api_keys import API_KEYS  # noqa: E402
 
 ROOT = HERE.parent.parent
 GUIDE = ROOT.parent / "shared" / "spec" / "kafka-protocol-guide.txt"

@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from schema import parse_versions
+from codegen.schema import parse_versions
 
 FIXED: dict[str, tuple[str, int]] = {
     "boolean": ("?", 1),

@@ -13,7 +13,7 @@ the relative order of two fields, merging fails loudly rather than guessing.
 
 from __future__ import annotations
 
-from guide import Field, Version
+from codegen.guide import Field, Version
 
 _STRINGS = {
     "STRING": ("string", False, False),

@@ -1,0 +1,1 @@
+"""Gregor's protocol code generator: guide -> spec JSON -> message modules (see generate.py)."""
