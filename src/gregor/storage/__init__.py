@@ -1,0 +1,74 @@
+"""Gregor's commit log on disk, laid out and recovered as Kafka's.
+
+``LogManager`` owns the log directories and every partition's ``Log``; a ``Log`` is a list of
+``LogSegment``s (``.log`` + ``.index`` + ``.timeindex`` + ``.txnindex``) with a leader-epoch
+cache and producer state; ``LogCleaner`` compacts. Imports only ``gregor.protocol``.
+"""
+
+from gregor.storage.cleaner import CleanResult, LogCleaner
+from gregor.storage.config import LogConfig, from_broker_props
+from gregor.storage.epoch import LeaderEpochCache
+from gregor.storage.errors import (
+    CorruptRecordError,
+    DuplicateSequenceError,
+    InvalidConfigError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTxnStateError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+    UnknownProducerIdError,
+)
+from gregor.storage.index import AbortedTxn
+from gregor.storage.log import (
+    FetchDataInfo,
+    Log,
+    LogAppendInfo,
+    TimestampAndOffset,
+    delete_segment_files,
+)
+from gregor.storage.manager import LogManager, PendingDeletions, delete_files
+from gregor.storage.producer_state import AppendOrigin, ProducerStateManager
+from gregor.storage.segment import FileRegion, LogSegment
+
+__all__ = [
+    "AbortedTxn",
+    "AppendOrigin",
+    "CleanResult",
+    "CorruptRecordError",
+    "DuplicateSequenceError",
+    "FetchDataInfo",
+    "FileRegion",
+    "InvalidConfigError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "InvalidTxnStateError",
+    "KafkaStorageError",
+    "LeaderEpochCache",
+    "Log",
+    "LogAppendInfo",
+    "LogCleaner",
+    "LogConfig",
+    "LogManager",
+    "LogSegment",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "PendingDeletions",
+    "ProducerStateManager",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "StorageError",
+    "TimestampAndOffset",
+    "TransactionCoordinatorFencedError",
+    "UnknownProducerIdError",
+    "delete_files",
+    "delete_segment_files",
+    "from_broker_props",
+]

@@ -1,0 +1,485 @@
+"""A segment's indexes in Kafka's byte layout: offset index, time index, transaction index.
+
+Theory of operation. The offset index (``.index``) and time index (``.timeindex``) are sparse:
+the segment adds one entry per ``index.interval.bytes`` of log. Both are memory-mapped and
+preallocated as Kafka does: an active segment's index file is extended to
+``segment.index.bytes`` (rounded down to whole entries) when it is opened for writing, entries
+are written straight into the map, and the file is trimmed to its real entries when the segment
+rolls or the log closes. So a file's length is its entry count times the entry size for every
+inactive segment, and a crash can only leave the *active* segment's index untrimmed (a zero
+tail), which recovery rebuilds anyway. Preallocation keeps appends to a store into the map (no
+system call), and lookups are binary searches over the map with no copying.
+
+Entries (big-endian, relative offsets are ``offset - base_offset``):
+    offset index  8 bytes: relative_offset int32, position int32
+                  The offset is the *last* offset of the batch starting at ``position``.
+    time index   12 bytes: timestamp int64, relative_offset int32
+                  The segment's max timestamp so far and the offset where it was reached;
+                  appended only when the timestamp grows. One slot is kept free for the
+                  entry written when the segment rolls (its final max timestamp).
+
+The transaction index (``.txnindex``) lists aborted transactions whose abort marker is in the
+segment: 34-byte entries (version int16 = 0, producer_id int64, first_offset int64,
+last_offset int64, last_stable_offset int64), appended to a plain file that is only created
+when the first entry arrives, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import NamedTuple
+
+OFFSET_ENTRY_SIZE = 8
+TIME_ENTRY_SIZE = 12
+TXN_ENTRY_SIZE = 34
+TXN_INDEX_VERSION = 0
+NO_TIMESTAMP = -1
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+class CorruptIndexError(Exception):
+    """An index file fails its sanity check; the segment rebuilds it."""
+
+
+class _MmapIndex:
+    """A fixed-entry-size index file mapped into memory, Kafka's AbstractIndex."""
+
+    ENTRY_SIZE = 0
+
+    __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_fd", "_entries", "_writable")
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max(
+            max_index_size // self.ENTRY_SIZE * self.ENTRY_SIZE, self.ENTRY_SIZE
+        )
+        self._mm: mmap.mmap | None = None
+        self._fd = -1
+        self._writable = False
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            self._entries = length // self.ENTRY_SIZE
+            if length:
+                self._mm = mmap.mmap(fd, length)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    # --- size management ---
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def writable(self) -> bool:
+        """Whether the file is preallocated for appends (the active segment's)."""
+        return self._writable
+
+    @property
+    def max_entries(self) -> int:
+        return self.max_index_size // self.ENTRY_SIZE
+
+    @property
+    def file_size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of real entries."""
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def _resize(self, new_size: int) -> None:
+        new_size = new_size // self.ENTRY_SIZE * self.ENTRY_SIZE
+        mm = self._mm
+        if mm is not None and len(mm) == new_size:
+            return
+        if new_size == 0:
+            if mm is not None:
+                mm.close()
+                self._mm = None
+            os.ftruncate(self._fd, 0)
+            return
+        if mm is None:
+            os.ftruncate(self._fd, new_size)
+            self._mm = mmap.mmap(self._fd, new_size)
+        else:
+            mm.resize(new_size)
+
+    def make_writable(self) -> None:
+        """Preallocate to the maximum size (the segment became the active one)."""
+        self._writable = True
+        self._resize(max(self.max_index_size, self.size_in_bytes))
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to its entries (the segment rolled or the log is closing)."""
+        self._writable = False
+        self._resize(self.size_in_bytes)
+
+    def _ensure_room(self) -> mmap.mmap:
+        mm = self._mm
+        need = (self._entries + 1) * self.ENTRY_SIZE
+        if mm is None or len(mm) < need:
+            self._resize(max(self.max_index_size, need))
+            mm = self._mm
+        assert mm is not None
+        return mm
+
+    def truncate_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries (the rest is zeroed, so a crash cannot revive them)."""
+        if n >= self._entries:
+            return
+        mm = self._mm
+        if mm is not None:
+            start = n * self.ENTRY_SIZE
+            end = self._entries * self.ENTRY_SIZE
+            mm[start:end] = bytes(end - start)
+        self._entries = n
+        if not self._writable:
+            self._resize(n * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        self.truncate_entries(0)
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_and_trim(self) -> None:
+        if self._fd >= 0:
+            self.trim_to_valid_size()
+        self.close()
+
+    def rename(self, new_path: str) -> None:
+        os.replace(self.path, new_path)
+        self.path = new_path
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def sanity_check(self) -> None:
+        if self.file_size % self.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"{self.path}: length {self.file_size} is not a multiple of {self.ENTRY_SIZE}"
+            )
+
+
+class OffsetIndex(_MmapIndex):
+    ENTRY_SIZE = OFFSET_ENTRY_SIZE
+    __slots__ = ()
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """(offset, position) of entry ``n``."""
+        assert self._mm is not None
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._mm, n * OFFSET_ENTRY_SIZE)
+        return self.base_offset + rel, pos
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry (the base offset when empty)."""
+        if not self._entries:
+            return self.base_offset
+        return self.entry(self._entries - 1)[0]
+
+    def append(self, offset: int, position: int) -> None:
+        n = self._entries
+        if n and offset <= self.entry(n - 1)[0]:
+            raise ValueError(
+                f"offset {offset} is not above the last indexed offset {self.last_offset}"
+            )
+        mm = self._ensure_room()
+        _OFFSET_ENTRY.pack_into(mm, n * OFFSET_ENTRY_SIZE, offset - self.base_offset, position)
+        self._entries = n + 1
+
+    def lookup(self, target: int) -> tuple[int, int]:
+        """(offset, position) of the last entry with offset <= ``target``, or
+        (base_offset, 0) if there is none."""
+        n = self._entries
+        mm = self._mm
+        if not n or mm is None:
+            return self.base_offset, 0
+        rel = target - self.base_offset
+        unpack = _OFFSET_ENTRY.unpack_from
+        last_rel, last_pos = unpack(mm, (n - 1) * OFFSET_ENTRY_SIZE)
+        if last_rel <= rel:
+            return self.base_offset + last_rel, last_pos
+        first_rel, first_pos = unpack(mm, 0)
+        if first_rel > rel:
+            return self.base_offset, 0
+        lo, hi = 0, n - 1  # entry lo <= rel < entry hi
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            if _I32.unpack_from(mm, mid * OFFSET_ENTRY_SIZE)[0] <= rel:
+                lo = mid
+            else:
+                hi = mid
+        r, p = unpack(mm, lo * OFFSET_ENTRY_SIZE)
+        return self.base_offset + r, p
+
+    def lookup_by_position(self, position: int) -> int | None:
+        """The offset of the first entry at or after ``position`` (None if none): an upper
+        bound for the offsets of a region ending there."""
+        n = self._entries
+        mm = self._mm
+        if not n or mm is None:
+            return None
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _I32.unpack_from(mm, mid * OFFSET_ENTRY_SIZE + 4)[0] < position:
+                lo = mid + 1
+            else:
+                hi = mid
+        return None if lo == n else self.entry(lo)[0]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset``."""
+        n = self._entries
+        mm = self._mm
+        if not n or mm is None:
+            return
+        rel = offset - self.base_offset
+        lo, hi = 0, n  # first entry with rel_offset >= rel
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _I32.unpack_from(mm, mid * OFFSET_ENTRY_SIZE)[0] < rel:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.truncate_entries(lo)
+
+    def sanity_check(self) -> None:
+        super().sanity_check()
+        n = self._entries
+        if n and self.last_offset < self.base_offset:
+            raise CorruptIndexError(f"{self.path}: last offset is below the base offset")
+        if n > 1:
+            first_off, first_pos = self.entry(0)
+            last_off, last_pos = self.entry(n - 1)
+            if last_off <= first_off or last_pos <= first_pos:
+                raise CorruptIndexError(f"{self.path}: entries are not increasing")
+
+
+class TimeIndex(_MmapIndex):
+    ENTRY_SIZE = TIME_ENTRY_SIZE
+    __slots__ = ()
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """(timestamp, offset) of entry ``n``."""
+        assert self._mm is not None
+        ts, rel = _TIME_ENTRY.unpack_from(self._mm, n * TIME_ENTRY_SIZE)
+        return ts, self.base_offset + rel
+
+    def last_entry(self) -> tuple[int, int]:
+        """The last (timestamp, offset), or (NO_TIMESTAMP, base_offset) when empty."""
+        if not self._entries:
+            return NO_TIMESTAMP, self.base_offset
+        return self.entry(self._entries - 1)
+
+    def is_full(self) -> bool:
+        # One slot stays free for the entry a roll appends.
+        return self._entries >= self.max_entries - 1
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append if ``timestamp`` is above the last entry's."""
+        n = self._entries
+        if n:
+            last_ts, last_off = self.entry(n - 1)
+            if timestamp <= last_ts:
+                return
+            if offset < last_off:
+                raise ValueError(f"time index offset {offset} is below {last_off}")
+        mm = self._ensure_room()
+        _TIME_ENTRY.pack_into(mm, n * TIME_ENTRY_SIZE, timestamp, offset - self.base_offset)
+        self._entries = n + 1
+
+    def lookup(self, target_timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry with timestamp <= target, or
+        (NO_TIMESTAMP, base_offset) when there is none."""
+        n = self._entries
+        mm = self._mm
+        if not n or mm is None:
+            return NO_TIMESTAMP, self.base_offset
+        unpack = _I64.unpack_from
+        if unpack(mm, 0)[0] > target_timestamp:
+            return NO_TIMESTAMP, self.base_offset
+        lo, hi = 0, n  # entry lo <= target < entry hi
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            if unpack(mm, mid * TIME_ENTRY_SIZE)[0] <= target_timestamp:
+                lo = mid
+            else:
+                hi = mid
+        return self.entry(lo)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset``."""
+        n = self._entries
+        mm = self._mm
+        if not n or mm is None:
+            return
+        rel = offset - self.base_offset
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _I32.unpack_from(mm, mid * TIME_ENTRY_SIZE + 8)[0] < rel:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.truncate_entries(lo)
+
+    def sanity_check(self) -> None:
+        super().sanity_check()
+        n = self._entries
+        if n:
+            first_ts, _ = self.entry(0)
+            last_ts, last_off = self.entry(n - 1)
+            if last_ts < first_ts:
+                raise CorruptIndexError(f"{self.path}: last timestamp is below the first")
+            if last_off < self.base_offset:
+                raise CorruptIndexError(f"{self.path}: last offset is below the base offset")
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _TXN_ENTRY.pack(TXN_INDEX_VERSION, *self)
+
+
+class TransactionIndex:
+    """Aborted transactions whose markers are in one segment, in marker order."""
+
+    __slots__ = ("path", "base_offset", "_entries")
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._entries: list[AbortedTxn] | None = None  # loaded on first use
+
+    def _load(self) -> list[AbortedTxn]:
+        if self._entries is None:
+            try:
+                with open(self.path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                data = b""
+            n = len(data) // TXN_ENTRY_SIZE
+            self._entries = [
+                AbortedTxn(*_TXN_ENTRY.unpack_from(data, i * TXN_ENTRY_SIZE)[1:]) for i in range(n)
+            ]
+        return self._entries
+
+    @property
+    def entries(self) -> list[AbortedTxn]:
+        return list(self._load())
+
+    def append(self, txn: AbortedTxn) -> None:
+        entries = self._load()
+        if entries and txn.last_offset <= entries[-1].last_offset:
+            raise ValueError(
+                f"aborted transaction last offset {txn.last_offset} does not increase"
+            )
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, txn.encode())
+        finally:
+            os.close(fd)
+        entries.append(txn)
+
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset), and whether the
+        search is complete (an entry's last stable offset reached the upper bound, so later
+        segments cannot add any)."""
+        out = []
+        for txn in self._load():
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                out.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return out, True
+        return out, False
+
+    def _rewrite(self, entries: list[AbortedTxn]) -> None:
+        if entries:
+            with open(self.path, "wb") as f:
+                f.write(b"".join(t.encode() for t in entries))
+        else:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+        self._entries = entries
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove transactions whose marker is at or after ``offset``."""
+        entries = self._load()
+        keep = [t for t in entries if t.last_offset < offset]
+        if len(keep) != len(entries):
+            self._rewrite(keep)
+
+    def reset(self) -> None:
+        self._rewrite([])
+
+    def flush(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        pass
+
+    def rename(self, new_path: str) -> None:
+        try:
+            os.replace(self.path, new_path)
+        except FileNotFoundError:
+            pass
+        self.path = new_path
+
+    def delete(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def sanity_check(self) -> None:
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return
+        if size % TXN_ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"{self.path}: length {size} is not a multiple of {TXN_ENTRY_SIZE}"
+            )
