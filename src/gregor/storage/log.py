@@ -894,7 +894,7 @@ class Log:
             self.recovery_point = leo
         ps = self.producer_state
         ps.delete_snapshots_above(leo)
-        loader.rebuild_producer_state(self, rebuild_txn_index_from=None)
+        loader.rebuild_producer_state(self, None)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
