@@ -494,8 +494,7 @@ class LogSegment:
         writable = self.offset_index.writable
         self.recover(reset_txn_index=False)
         if not writable:
-            self.offset_index.trim_to_valid_size()
-            self.time_index.trim_to_valid_size()
+            self.on_become_inactive()
 
     # --- truncation ---
 
