@@ -1,0 +1,1 @@
+"""The broker: asyncio server, request dispatch, handlers by API family."""

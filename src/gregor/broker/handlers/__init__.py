@@ -1,0 +1,16 @@
+"""Request handlers by API family. Importing this package registers them all.
+
+Each handler is ``async def handle(ctx: RequestContext, request) -> response | None`` and is
+registered with the versions it implements; ApiVersions advertises exactly that table.
+"""
+
+from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
+    api_versions,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+)
+from gregor.broker.handlers.registry import HANDLERS, HandlerEntry, handles
+
+__all__ = ["HANDLERS", "HandlerEntry", "handles"]
