@@ -884,6 +884,10 @@ class Log:
         self._retire(later)
         active = self._segments[-1]
         active.truncate_to(offset)
+        if active.next_offset < self.log_start_offset:
+            # The batch holding the log start offset went: nothing readable is left.
+            self.truncate_fully_and_start_at(self.log_start_offset)
+            return True
         self.log_end_offset = active.next_offset
         leo = self.log_end_offset
         logger.info("%s: truncated to offset %d (log end offset now %d)", self.name, offset, leo)
