@@ -948,6 +948,19 @@ class Log:
             self._clock() if now_ms is None else now_ms
         )
 
+    def prune_producer_snapshots(self) -> int:
+        """Delete snapshots no recovery can need, as Kafka does after checkpointing recovery
+        points: those below both the segment before the one holding the recovery point and
+        the segment before the active one. Returns the oldest offset kept."""
+        segs = self._segments
+        i_rp = self._segment_index(self.recovery_point)
+        keep_from = min(
+            segs[max(i_rp - 1, 0)].base_offset,
+            segs[max(len(segs) - 2, 0)].base_offset,
+        )
+        self.producer_state.delete_snapshots_below(keep_from)
+        return keep_from
+
     def take_producer_snapshot(self) -> None:
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot()

@@ -344,7 +344,8 @@ class LogManager:
         return out
 
     def checkpoint(self) -> None:
-        """Write the recovery-point, log-start, high-watermark and cleaner checkpoints."""
+        """Write the recovery-point, log-start, high-watermark and cleaner checkpoints, then
+        drop producer snapshots older than recovery can need."""
         for d, entries in self._by_dir().items():
             self._write(d, RECOVERY_POINT_CHECKPOINT, ((tp, log.recovery_point) for tp, log in entries))
             self._write(d, LOG_START_OFFSET_CHECKPOINT, ((tp, log.log_start_offset) for tp, log in entries))
@@ -354,6 +355,9 @@ class LogManager:
                 CLEANER_OFFSET_CHECKPOINT,
                 ((tp, self._first_dirty[tp]) for tp, _ in entries if tp in self._first_dirty),
             )  # fmt: skip
+            for _, log in entries:
+                if not log.closed:
+                    log.prune_producer_snapshots()
 
     def _write(self, d: str, name: str, entries: Iterable[tuple[TopicPartition, int]]) -> None:
         write_offsets(
