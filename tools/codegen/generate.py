@@ -89,8 +89,8 @@ def build_spec(text: str) -> dict[Path, str]:
     return out
 
 
-def build_code(spec_files: dict[Path, str] | None = None) -> dict[Path, str]:
-    """Stage 2: spec (given in memory, or read from SPEC_DIR) -> {path: Python source}."""
+def load_model(spec_files: dict[Path, str] | None = None) -> list[model.Api]:
+    """The generator's model of every API, from the spec (in memory, or read from SPEC_DIR)."""
 
     def read(name: str) -> str:
         if spec_files is not None and SPEC_DIR / name in spec_files:
@@ -101,7 +101,18 @@ def build_code(spec_files: dict[Path, str] | None = None) -> dict[Path, str]:
     apis = [json.loads(read(e["file"])) for e in index]
     tagged = (SPEC_DIR / "tagged_fields.toml").read_text(encoding="utf-8")
     overrides = (SPEC_DIR / "overrides.toml").read_text(encoding="utf-8")
-    messages = model.build(apis, tagged, overrides)
+    return model.build(apis, tagged, overrides)
+
+
+def build_code(spec_files: dict[Path, str] | None = None) -> dict[Path, str]:
+    """Stage 2: spec (given in memory, or read from SPEC_DIR) -> {path: Python source}."""
+
+    def read(name: str) -> str:
+        if spec_files is not None and SPEC_DIR / name in spec_files:
+            return spec_files[SPEC_DIR / name]
+        return (SPEC_DIR / name).read_text(encoding="utf-8")
+
+    messages = load_model(spec_files)
     out: dict[Path, str] = {}
     for api in messages:
         out[MESSAGES_DIR / f"{api.module}.py"] = emit.emit_module(api)
