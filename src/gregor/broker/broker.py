@@ -22,6 +22,7 @@ from typing import Any
 from gregor.broker.config import BrokerConfig
 from gregor.broker.logging import log_event
 from gregor.broker.server import Dispatcher, start_listener
+from gregor.broker.topic_configs import validate_overrides
 from gregor.broker.topics import INTERNAL_TOPICS, assign_replicas, topic_name_error
 from gregor.cluster.metadata import MetadataStore, TopicState
 from gregor.protocol.errors import ErrorCode
@@ -168,7 +169,9 @@ class Broker:
         return self.metadata.topics.get(name)
 
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
-        """Raise InvalidConfigError for a config the log would not accept."""
+        """Raise InvalidConfigError for an unknown topic config, a bad value, or a config the
+        log would not accept."""
+        validate_overrides(configs)
         LogConfig.from_props(configs, self.default_log_config).validate()
 
     def create_topic(
@@ -245,7 +248,9 @@ class Broker:
         log_event(log, "topic.deleted", topic=name, topic_id=ts.topic_id)
         return 0
 
-    def add_partitions(self, name: str, new_total: int, assignments: list[list[int]] | None) -> tuple[int, str | None]:
+    def add_partitions(
+        self, name: str, new_total: int, assignments: list[list[int]] | None, validate_only: bool = False
+    ) -> tuple[int, str | None]:
         ts = self.metadata.topics.get(name)
         if ts is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
@@ -265,6 +270,8 @@ class Broker:
                     return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {reps}"
         else:
             assignments = assign_replicas(new_total - current, rf, self.live_broker_ids(), start=current)
+        if validate_only:
+            return 0, None
         self.metadata.add_partitions(name, assignments)
         for p in range(current, new_total):
             self.logs.get_or_create_log(name, p)
