@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 stale.append(p)  # a generated module nothing generates any more
         if stale:
             for p in stale:
-                print(f"stale: {p.relative_to(ROOT)}")
+                print(f"stale: {p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}")
             print("run: .venv/bin/python tools/codegen/generate.py")
             return 1
         print(f"ok: {len(files)} generated files are up to date")

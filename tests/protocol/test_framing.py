@@ -1,0 +1,138 @@
+"""Size-prefixed frames, request headers v0-v2 and response headers v0-v1."""
+
+from __future__ import annotations
+
+import pytest
+
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.framing import (
+    FrameDecoder,
+    FrameTooLarge,
+    RequestHeader,
+    decode_request_header,
+    decode_response_header,
+    encode_request,
+    encode_response,
+    encode_response_header,
+)
+from gregor.protocol.messages import (
+    ApiVersionsResponse,
+    ControlledShutdownRequest,
+    MetadataRequest,
+    MetadataResponse,
+)
+
+
+def test_request_header_v0_controlled_shutdown() -> None:
+    h = RequestHeader(7, 0, 5, client_id="ignored")
+    assert h.header_version == 0
+    frame = encode_request(h, ControlledShutdownRequest(broker_id=1))
+    assert frame.hex() == "0000000c" "0007" "0000" "00000005" "00000001"
+    got, pos = decode_request_header(frame[4:])
+    assert (got.api_key, got.api_version, got.correlation_id, got.client_id, pos) == (7, 0, 5, None, 8)
+
+
+def test_request_header_v1() -> None:
+    h = RequestHeader(3, 1, 9, client_id="cl")
+    frame = encode_request(h, MetadataRequest(topics=None))
+    assert frame.hex() == "00000010" "0003" "0001" "00000009" "0002" "636c" "ffffffff"
+    got, pos = decode_request_header(frame[4:])
+    assert got == h and pos == 12
+    assert MetadataRequest.decode(frame[4 + pos :], 1).topics is None
+
+
+def test_request_header_v2_with_tags() -> None:
+    h = RequestHeader(3, 12, 1, client_id=None, unknown_tags={3: b"x"})
+    frame = encode_request(h, MetadataRequest(topics=None))
+    assert frame[4:].hex().startswith("0003" "000c" "00000001" "ffff" "01" "03" "01" "78")
+    got, pos = decode_request_header(frame[4:])
+    assert got == h
+    assert MetadataRequest.decode(frame[4 + pos :], 12) == MetadataRequest(topics=None)
+
+
+def test_header_of_unknown_api_key_or_version() -> None:
+    got, pos = decode_request_header(bytes.fromhex("03e7" "0005" "0000002a"))
+    assert (got.api_key, got.api_version, got.correlation_id, pos) == (999, 5, 42, 8)
+    assert not got.known
+    got, _ = decode_request_header(bytes.fromhex("03e7" "0005" "0000002a" "0002" "6869" "ff"))
+    assert got.client_id == "hi"
+    # Produce v99: known key, unknown version, read with the flexible header (v2).
+    got, pos = decode_request_header(bytes.fromhex("0000" "0063" "00000001" "0001" "61" "00"))
+    assert (got.client_id, pos, got.known) == ("a", 12, False)
+
+
+def test_short_header_is_protocol_error() -> None:
+    with pytest.raises(ProtocolError):
+        decode_request_header(b"\x00\x03\x00\x01\x00\x00\x00")
+    with pytest.raises(ProtocolError):
+        decode_request_header(bytes.fromhex("0003" "0001" "00000001" "0005" "61"))
+
+
+def test_encode_request_checks_the_api_key() -> None:
+    with pytest.raises(ProtocolError):
+        encode_request(RequestHeader(18, 0, 1), MetadataRequest())
+
+
+def test_response_headers() -> None:
+    # ApiVersions responses always use header v0, even for flexible versions.
+    frame = encode_response(18, 3, 7, ApiVersionsResponse())
+    assert frame.hex() == "0000000c" "00000007" "0000" "01" "00000000" "00"
+    # Flexible Metadata response: header v1 (correlation id + empty tag buffer).
+    frame = encode_response(3, 9, 7, MetadataResponse())
+    assert frame[4:9].hex() == "00000007" "00"
+    assert decode_response_header(frame[4:], 1) == (7, {}, 5)
+    frame = encode_response(3, 8, 7, MetadataResponse())
+    assert decode_response_header(frame[4:], 0) == (7, {}, 4)
+    assert encode_response_header(1, 1, {2: b"ab"}).hex() == "00000001" "01" "02" "02" "6162"
+
+
+def _frames(*bodies: bytes) -> bytes:
+    return b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+
+
+def test_frame_decoder_whole_and_split() -> None:
+    stream = _frames(b"abc", b"", b"defgh")
+    assert [bytes(f) for f in FrameDecoder().feed(stream)] == [b"abc", b"", b"defgh"]
+    for cut in range(len(stream) + 1):
+        d = FrameDecoder()
+        got = [bytes(f) for f in d.feed(stream[:cut])] + [bytes(f) for f in d.feed(stream[cut:])]
+        assert got == [b"abc", b"", b"defgh"], cut
+        assert d.buffered == 0
+    d = FrameDecoder()
+    got = []
+    for i in range(len(stream)):
+        got += [bytes(f) for f in d.feed(stream[i : i + 1])]
+    assert got == [b"abc", b"", b"defgh"]
+
+
+def test_frame_decoder_views_and_copies() -> None:
+    data = _frames(b"abc")
+    (f,) = FrameDecoder().feed(data)
+    assert isinstance(f, memoryview) and f.obj is data  # bytes input: a view, no copy
+    mutable = bytearray(data)
+    (g,) = FrameDecoder().feed(mutable)
+    mutable[4] = ord("X")
+    assert bytes(g) == b"abc"  # bytearray input: copied
+
+
+def test_frame_decoder_partial_state() -> None:
+    d = FrameDecoder()
+    assert d.feed(b"\x00\x00") == []
+    assert d.buffered == 2
+    assert d.feed(b"\x00\x02a") == []
+    assert [bytes(f) for f in d.feed(b"b\x00")] == [b"ab"]
+    assert d.buffered == 1
+
+
+def test_oversize_and_negative_frames() -> None:
+    with pytest.raises(FrameTooLarge) as e:
+        FrameDecoder(max_frame_size=10).feed(_frames(b"x" * 11))
+    assert (e.value.size, e.value.max_size) == (11, 10)
+    assert isinstance(e.value, ProtocolError)
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder().feed(b"\xff\xff\xff\xff")
+    d = FrameDecoder(max_frame_size=10)
+    d.feed(b"\x00\x00")
+    with pytest.raises(FrameTooLarge):
+        d.feed(b"\x01\x00")  # prefix completed across chunks: 256
+    assert [bytes(f) for f in FrameDecoder(max_frame_size=10).feed(_frames(b"x" * 10))] == [b"x" * 10]
