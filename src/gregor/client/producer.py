@@ -1,0 +1,719 @@
+"""The asyncio producer: partitioning, batching, ordered retries, idempotence, transactions.
+
+Theory of operation. ``send`` picks a partition (explicit, murmur2 of the key, or sticky for
+null keys), appends the record to the :class:`RecordAccumulator` and returns a
+:class:`ProduceFuture`; nothing else happens on the caller's path, so the synchronous facade can
+call :meth:`AIOProducer.send_nowait` straight from the user's thread.
+
+A single sender task on the event loop drains ready batches (full, lingered, or flushed),
+groups them by partition leader and sends one Produce request per broker, keeping at most
+``max.in.flight.requests.per.connection`` requests outstanding per broker. Order per
+partition: without idempotence one batch per partition is in flight at a time, so a retry can
+never overtake a later batch; with idempotence up to five are, each carrying its producer id,
+epoch and base sequence, and a failed batch blocks its partition until the batches sent after
+it have come back too, then everything goes out again in sequence order (the broker rejects
+a sequence gap, so nothing is written twice or out of order).
+
+Idempotence is on by default (Kafka's default since 3.0): the producer asks any broker for a
+producer id with InitProducerId. When the broker has no InitProducerId and the setting was
+left at its default, the producer runs without it (and logs that); asking for it explicitly
+then fails. A ``transactional.id`` makes the producer transactional: the id comes from the
+transaction coordinator, partitions join the transaction (AddPartitionsToTxn) before their
+first batch is sent, and commit/abort end it with EndTxn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
+from gregor.client.config import Config
+from gregor.client.core import STALE_METADATA, KafkaClient
+from gregor.client.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedForBrokerError,
+    error_for_code,
+)
+from gregor.client.futures import ProduceFuture, RecordMetadata
+from gregor.client.metadata import TopicPartition
+from gregor.client.partitioner import StickyPartitioner, partition_for_key
+from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+)
+
+log = logging.getLogger("gregor.client.producer")
+
+COMPRESSION_TYPES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
+_MAX_SEQUENCE = (1 << 31) - 1
+
+__all__ = ["AIOProducer", "ProduceFuture", "RecordMetadata", "COMPRESSION_TYPES"]
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _to_bytes(v: Any) -> Buffer | None:
+    if v is None or isinstance(v, (bytes, bytearray, memoryview)):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    raise TypeError(f"key and value must be bytes or str, not {type(v).__name__}")
+
+
+class AIOProducer:
+    """An asyncio Kafka producer. ``async with AIOProducer({...}) as p: await p.send(...)``."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = cfg = Config("producer", config, **kwargs)
+        acks = _ACKS.get(str(cfg["acks"]).lower())
+        if acks is None:
+            raise ConfigError(f"acks must be all, -1, 0 or 1, got {cfg['acks']!r}")
+        self.acks = acks
+        codec = COMPRESSION_TYPES.get(str(cfg["compression.type"]).lower())
+        if codec is None:
+            raise ConfigError(f"unknown compression.type {cfg['compression.type']!r}")
+        self.transactional_id: str | None = cfg["transactional.id"]
+        idem = cfg["enable.idempotence"]
+        explicit = "enable.idempotence" in cfg.explicit
+        if self.transactional_id and not idem:
+            if explicit:
+                raise ConfigError("a transactional producer needs enable.idempotence=true")
+            idem = True
+        conflicts = acks != -1 or cfg["max.in.flight.requests.per.connection"] > 5 or cfg["retries"] == 0
+        if idem and conflicts:
+            if explicit or self.transactional_id:
+                raise ConfigError(
+                    "enable.idempotence needs acks=all, retries > 0 and "
+                    "max.in.flight.requests.per.connection <= 5"
+                )
+            idem = False
+        self.idempotence = idem
+        self._idempotence_explicit = explicit or bool(self.transactional_id)
+        level = cfg["compression.level"]
+        self._client = KafkaClient(cfg)
+        self._wake_fut: asyncio.Future[None] | None = None
+        self._wake_pending = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self.accumulator = RecordAccumulator(
+            batch_size=cfg["batch.size"],
+            linger_ms=cfg["linger.ms"],
+            buffer_memory=cfg["buffer.memory"],
+            compression=codec,
+            compression_level=None if level is None or level < 0 else level,
+            wakeup=self._wakeup,
+        )
+        self._sticky = StickyPartitioner(cfg["batch.size"])
+        self._ignore_keys = cfg["partitioner.ignore.keys"]
+        self._sender: asyncio.Task[None] | None = None
+        self._node_in_flight: dict[int, int] = {}
+        self._connecting: set[int] = set()
+        self._max_in_flight = cfg["max.in.flight.requests.per.connection"]
+        self._request_timeout = cfg["request.timeout.ms"] / 1000
+        self._delivery_timeout = cfg["delivery.timeout.ms"] / 1000
+        self._retry_backoff = cfg["retry.backoff.ms"] / 1000
+        self._retry_backoff_max = cfg["retry.backoff.max.ms"] / 1000
+        self._max_block = cfg["max.block.ms"] / 1000
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._need_pid_reset = False
+        self._closed = False
+        self._started = False
+        self._fatal: BaseException | None = None
+        # transactions
+        self._txn_state = "uninitialized" if self.transactional_id else "none"
+        self._txn_partitions: set[TopicPartition] = set()
+        self._txn_new: set[TopicPartition] = set()
+        self._txn_coordinator = -1
+        self._txn_offsets = False
+        self._txn_lock = threading.Lock()
+
+    # --- lifecycle ---
+
+    async def start(self) -> AIOProducer:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        await self._client.start()
+        if self.idempotence and not self.transactional_id:
+            conn = await self._client.any_connection()
+            if not conn.supports(InitProducerIdRequest.API_KEY):
+                if self._idempotence_explicit:
+                    raise UnsupportedForBrokerError(
+                        "enable.idempotence=true but the broker has no InitProducerId"
+                    )
+                log.info("broker has no InitProducerId: producing without idempotence")
+                self.idempotence = False
+            else:
+                await self._init_producer_id()
+        self._sender = self._loop.create_task(self._run_sender())
+        self._started = True
+        return self
+
+    async def __aenter__(self) -> AIOProducer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send everything queued (up to ``timeout``), then stop."""
+        if self._closed:
+            return
+        try:
+            if self._started:
+                await self.flush(timeout)
+        except KafkaTimeoutError:
+            pass
+        finally:
+            self._closed = True
+            self.accumulator.closing = True
+            self._wakeup()
+            if self._sender is not None:
+                self._sender.cancel()
+                try:
+                    await self._sender
+                except BaseException:
+                    pass
+            err = KafkaConnectionError("producer closed")
+            for b in self.accumulator.abort_all():
+                self._fail_batch(b, err)
+            for r in self.accumulator.pending_results():
+                r.complete(-1, -1, err)
+            await self._client.close()
+
+    @property
+    def client(self) -> KafkaClient:
+        return self._client
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        return await self._client.wait_for_metadata(topic, self._max_block)
+
+    # --- sending ---
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, Any]] | None = None,
+    ) -> ProduceFuture:
+        """Queue a record; the returned future resolves when the broker has it."""
+        if self._client.cluster.partitions_for(topic) is None:
+            await self._client.wait_for_metadata(topic, self._max_block)
+        while True:
+            try:
+                return self.send_nowait(topic, value, key, partition, timestamp_ms, headers, block=False)
+            except _BufferFull:
+                await asyncio.sleep(0.001)
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
+        fut = await self.send(topic, value, key, **kw)
+        return await fut
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, Any]] | None = None,
+        *,
+        block: bool = True,
+    ) -> ProduceFuture:
+        """Queue a record whose topic metadata is known (safe from any thread)."""
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
+        if self.transactional_id and self._txn_state != "in_transaction":
+            raise IllegalStateError("send outside a transaction: call begin_transaction() first")
+        key = _to_bytes(key)
+        value = _to_bytes(value)
+        hdrs: list[tuple[str, Buffer | None]] = []
+        if headers:
+            for hk, hv in headers:
+                hdrs.append((hk.decode() if isinstance(hk, bytes) else hk, _to_bytes(hv)))
+        cluster = self._client.cluster
+        tm = cluster.topics.get(topic)
+        if tm is None or not tm.partitions:
+            raise KafkaTimeoutError(f"no metadata for topic {topic!r}")
+        n = len(tm.partitions)
+        if partition is None:
+            if key is not None and not self._ignore_keys:
+                partition = partition_for_key(key, n)
+            else:
+                size = (len(value) if value is not None else 0) + 12
+                partition = self._sticky.partition(topic, cluster.available_partitions(topic), n, size)
+        elif not 0 <= partition < n:
+            raise KafkaError(f"partition {partition} out of range for {topic!r} ({n} partitions)")
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        tp = TopicPartition(topic, partition)
+        if self.transactional_id and tp not in self._txn_partitions:
+            with self._txn_lock:
+                self._txn_new.add(tp)
+        acc = self.accumulator
+        if not block and acc.bytes_used > acc.buffer_memory:
+            raise _BufferFull()
+        return acc.append(tp, timestamp_ms, key, value, hdrs, self._max_block)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send every queued record and wait for all outstanding deliveries."""
+        acc = self.accumulator
+        acc.flushing += 1
+        self._wakeup()
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for r in acc.pending_results():
+                w = r.waiter()
+                if deadline is None:
+                    await w
+                else:
+                    try:
+                        await asyncio.wait_for(w, max(0.0, deadline - time.monotonic()))
+                    except TimeoutError:
+                        raise KafkaTimeoutError(f"flush did not finish in {timeout}s") from None
+        finally:
+            acc.flushing -= 1
+
+    # --- the sender ---
+
+    def _wakeup(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._set_wake()
+        elif not self._wake_pending:
+            self._wake_pending = True
+            try:
+                loop.call_soon_threadsafe(self._set_wake)
+            except RuntimeError:  # loop closed
+                pass
+
+    def _set_wake(self) -> None:
+        self._wake_pending = False
+        f = self._wake_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    async def _run_sender(self) -> None:
+        loop = asyncio.get_running_loop()
+        acc = self.accumulator
+        while True:
+            self._wake_fut = loop.create_future()
+            now = time.monotonic()
+            try:
+                await self._housekeeping(now)
+            except KafkaError as e:
+                log.warning("producer housekeeping failed: %s", e)
+            batches, next_time = acc.ready_batches(now, self._can_send)
+            if batches:
+                by_node: dict[int, list[ProducerBatch]] = {}
+                cluster = self._client.cluster
+                for b in batches:
+                    by_node.setdefault(cluster.leader_for(b.tp), []).append(b)
+                for node, bs in by_node.items():
+                    self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+                    for b in bs:
+                        acc.queue(b.tp).in_flight += 1
+                    loop.create_task(self._send_produce(node, bs))
+                continue  # more may be ready at once
+            timeout = None if next_time is None else max(0.0, next_time - time.monotonic())
+            if self._need_pid_reset or self._txn_new:
+                timeout = self._retry_backoff if timeout is None else min(timeout, self._retry_backoff)
+            if timeout is None or timeout > 0:
+                handle = None if timeout is None else loop.call_later(timeout, self._set_wake)
+                try:
+                    await self._wake_fut
+                finally:
+                    if handle is not None:
+                        handle.cancel()
+
+    async def _housekeeping(self, now: float) -> None:
+        acc = self.accumulator
+        for b in acc.expired(now, self._delivery_timeout):
+            self._fail_batch(b, KafkaTimeoutError(f"{b.tp}: record expired after delivery.timeout.ms"))
+        if self._need_pid_reset and not any(self._node_in_flight.values()):
+            await self._reset_producer_id()
+        if self._txn_new and self._txn_state == "in_transaction":
+            await self._add_partitions_to_txn()
+
+    def _can_send(self, tp: TopicPartition, q: PartitionQueue) -> bool:
+        if self._need_pid_reset:
+            return False
+        cluster = self._client.cluster
+        node = cluster.leader_for(tp)
+        if node < 0:
+            self._client.request_update()
+            return False
+        if self.transactional_id and tp not in self._txn_partitions:
+            return False
+        if q.blocked:
+            if q.in_flight:
+                return False
+            q.blocked = False
+        limit = self._max_in_flight if self.idempotence else 1
+        if q.in_flight >= limit:
+            return False
+        if self._node_in_flight.get(node, 0) >= self._max_in_flight:
+            return False
+        if self._client.connection_nowait(node) is None:
+            if node not in self._connecting:
+                self._connecting.add(node)
+                asyncio.get_running_loop().create_task(self._connect(node))
+            return False
+        return True
+
+    async def _connect(self, node: int) -> None:
+        try:
+            await self._client.connection(node)
+        except KafkaError as e:
+            log.debug("connect to node %s failed: %s", node, e)
+            await asyncio.sleep(self._retry_backoff)
+        finally:
+            self._connecting.discard(node)
+            self._wakeup()
+
+    async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        acc = self.accumulator
+        try:
+            conn = self._client.connection_nowait(node)
+            if conn is None:
+                raise KafkaConnectionError(f"no connection to node {node}")
+            topic_data: dict[str, list[ProduceRequest.TopicData.PartitionData]] = {}
+            transactional = bool(self.transactional_id)
+            for b in batches:
+                if b.payload is None:
+                    seq = -1
+                    if self.idempotence:
+                        q = acc.queue(b.tp)
+                        seq = q.next_sequence
+                        q.next_sequence = (seq + b.record_count) & _MAX_SEQUENCE
+                    b.build(self.producer_id, self.producer_epoch, seq, transactional)
+                b.attempts += 1
+                topic_data.setdefault(b.tp.topic, []).append(
+                    ProduceRequest.TopicData.PartitionData(index=b.tp.partition, records=b.payload)
+                )
+            req = ProduceRequest(
+                transactional_id=self.transactional_id,
+                acks=self.acks,
+                timeout_ms=int(self._request_timeout * 1000),
+                topic_data=[
+                    ProduceRequest.TopicData(name=t, partition_data=pd) for t, pd in topic_data.items()
+                ],
+            )
+            version = conn.version(ProduceRequest.API_KEY, min_version=3)
+            resp = await conn.send(req, version)
+        except KafkaError as e:
+            for b in batches:
+                self._on_batch_error(b, e.code if hasattr(e, "code") else -1, e, None)
+        else:
+            if resp is None:  # acks=0
+                for b in batches:
+                    self._complete_batch(b, -1, -1)
+            else:
+                self._on_response(batches, resp)
+        finally:
+            self._node_in_flight[node] -= 1
+            for b in batches:
+                acc.queue(b.tp).in_flight -= 1
+            self._wakeup()
+
+    def _on_response(self, batches: list[ProducerBatch], resp: Any) -> None:
+        results: dict[TopicPartition, Any] = {}
+        for t in resp.responses:
+            for p in t.partition_responses:
+                results[TopicPartition(t.name, p.index)] = p
+        endpoints = resp.node_endpoints
+        cluster = self._client.cluster
+        for b in batches:
+            p = results.get(b.tp)
+            if p is None:
+                self._on_batch_error(b, ErrorCode.UNKNOWN_SERVER_ERROR, None, "no result for partition")
+                continue
+            code = p.error_code
+            if code == 0:
+                self._complete_batch(b, p.base_offset, p.log_append_time_ms)
+            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                self._complete_batch(b, p.base_offset, p.log_append_time_ms)
+            else:
+                cl = p.current_leader
+                if cl.leader_id >= 0:
+                    cluster.update_leader(b.tp.topic, b.tp.partition, cl.leader_id, cl.leader_epoch, endpoints)
+                self._on_batch_error(b, code, None, p.error_message)
+
+    def _complete_batch(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.accumulator.release(b)
+        b.result.complete(base_offset, log_append_time if log_append_time is not None else -1)
+
+    def _fail_batch(self, b: ProducerBatch, err: BaseException) -> None:
+        self.accumulator.release(b)
+        b.result.complete(-1, -1, err)
+
+    def _on_batch_error(self, b: ProducerBatch, code: int, exc: BaseException | None, message: str | None) -> None:
+        now = time.monotonic()
+        if exc is None:
+            exc = error_for_code(code)(message) if code else KafkaError(message)
+        retriable = exc.retriable if isinstance(exc, KafkaError) else False
+        q = self.accumulator.queue(b.tp)
+        if self.idempotence and code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID):
+            if q.blocked:
+                retriable = True  # an earlier batch of this partition failed: resend in order
+            elif not self.transactional_id:
+                # The broker lost our producer state (or a batch failed for good before this
+                # one): start a new producer id and resend with fresh sequences.
+                self._need_pid_reset = True
+                retriable = True
+        if code in STALE_METADATA or isinstance(exc, KafkaConnectionError):
+            self._client.request_update()
+        expired = now - b.created >= self._delivery_timeout
+        if retriable and not expired and b.attempts <= self.config["retries"] and not self._closed:
+            q.blocked = True
+            backoff = min(self._retry_backoff * (2 ** min(b.attempts - 1, 10)), self._retry_backoff_max)
+            self.accumulator.requeue(b, now + backoff)
+            return
+        if self.idempotence and not self.transactional_id:
+            self._need_pid_reset = True  # the sequence now has a gap
+        if self.transactional_id:
+            self._txn_state = "abortable_error"
+        self._fail_batch(b, exc)
+
+    # --- producer ids ---
+
+    async def _init_producer_id(self) -> None:
+        async def attempt() -> None:
+            req = InitProducerIdRequest(
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=self.config["transaction.timeout.ms"],
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+            )
+            if self.transactional_id:
+                node = await self._txn_coordinator_node()
+                conn = await self._client.connection(node)
+            else:
+                conn = await self._client.any_connection()
+            resp = await conn.send(req, conn.version(req.API_KEY))
+            if resp.error_code:
+                if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                    self._txn_coordinator = -1
+                raise error_for_code(resp.error_code)()
+            self.producer_id = resp.producer_id
+            self.producer_epoch = resp.producer_epoch
+
+        await self._client.with_retries(attempt, timeout=self._max_block)
+        log.debug("producer id %s epoch %s", self.producer_id, self.producer_epoch)
+
+    async def _reset_producer_id(self) -> None:
+        self.producer_id = -1
+        self.producer_epoch = -1
+        await self._init_producer_id()
+        acc = self.accumulator
+        with acc.lock:
+            for q in acc.queues.values():
+                q.next_sequence = 0
+                q.blocked = False
+                seq = 0
+                for b in q.batches:
+                    if b.payload is not None:
+                        b.rebuild_with(self.producer_id, self.producer_epoch, seq, bool(self.transactional_id))
+                        seq = (seq + b.record_count) & _MAX_SEQUENCE
+                q.next_sequence = seq
+        self._need_pid_reset = False
+
+    # --- transactions ---
+
+    async def _txn_coordinator_node(self) -> int:
+        if self._txn_coordinator < 0:
+            assert self.transactional_id is not None
+            self._txn_coordinator = await self._client.find_coordinator(self.transactional_id, 1)
+        return self._txn_coordinator
+
+    async def _txn_request(self, make: Any) -> Any:
+        """Send a request to the transaction coordinator, retrying what may be retried."""
+
+        async def attempt() -> Any:
+            node = await self._txn_coordinator_node()
+            conn = await self._client.connection(node)
+            req = make()
+            max_v = 3 if isinstance(req, AddPartitionsToTxnRequest) else None
+            resp = await conn.send(req, conn.version(req.API_KEY, max_v))
+            code = _first_error(resp)
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self._txn_coordinator = -1
+            if code:
+                raise error_for_code(code)()
+            return resp
+
+        return await self._client.with_retries(attempt, timeout=self._max_block)
+
+    def _require_transactional(self) -> None:
+        if not self.transactional_id:
+            raise IllegalStateError("this producer has no transactional.id")
+
+    async def init_transactions(self) -> None:
+        self._require_transactional()
+        await self._init_producer_id()
+        self._txn_state = "ready"
+
+    def begin_transaction(self) -> None:
+        self._require_transactional()
+        if self._txn_state != "ready":
+            raise IllegalStateError(f"cannot begin a transaction in state {self._txn_state}")
+        self._txn_state = "in_transaction"
+
+    async def _add_partitions_to_txn(self) -> None:
+        with self._txn_lock:
+            new, self._txn_new = self._txn_new - self._txn_partitions, set()
+        if not new:
+            return
+        by_topic: dict[str, list[int]] = {}
+        for tp in new:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        try:
+            await self._txn_request(
+                lambda: AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id=self.transactional_id,
+                    v3_and_below_producer_id=self.producer_id,
+                    v3_and_below_producer_epoch=self.producer_epoch,
+                    v3_and_below_topics=[
+                        AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=sorted(ps))
+                        for t, ps in by_topic.items()
+                    ],
+                )
+            )
+        except BaseException:
+            with self._txn_lock:
+                self._txn_new |= new
+            raise
+        self._txn_partitions |= new
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group: Any,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction.
+
+        ``group`` is a group id or a consumer's group metadata (``consumer.group_metadata()``,
+        with generation and member id, which lets the coordinator fence zombies).
+        """
+        self._require_transactional()
+        if self._txn_state != "in_transaction":
+            raise IllegalStateError("no transaction in progress")
+        group_id = group if isinstance(group, str) else group.group_id
+        await self._txn_request(
+            lambda: AddOffsetsToTxnRequest(
+                transactional_id=self.transactional_id,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                group_id=group_id,
+            )
+        )
+        self._txn_offsets = True
+        by_topic: dict[str, list[TxnOffsetCommitRequest.Topics.Partitions]] = {}
+        for tp, off in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                TxnOffsetCommitRequest.Topics.Partitions(partition_index=tp.partition, committed_offset=int(off))
+            )
+        generation = -1 if isinstance(group, str) else group.generation_id
+        member_id = "" if isinstance(group, str) else group.member_id
+        instance_id = None if isinstance(group, str) else group.group_instance_id
+        coordinator = [-1]
+
+        async def attempt() -> None:
+            if coordinator[0] < 0:
+                coordinator[0] = await self._client.find_coordinator(group_id, 0)
+            conn = await self._client.connection(coordinator[0])
+            req = TxnOffsetCommitRequest(
+                transactional_id=self.transactional_id,
+                group_id=group_id,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                generation_id=generation,
+                member_id=member_id,
+                group_instance_id=instance_id,
+                topics=[TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+            resp = await conn.send(req, conn.version(req.API_KEY))
+            code = _first_error(resp)
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                coordinator[0] = -1
+            if code:
+                raise error_for_code(code)()
+
+        await self._client.with_retries(attempt, timeout=self._max_block)
+
+    async def commit_transaction(self) -> None:
+        self._require_transactional()
+        if self._txn_state == "abortable_error":
+            raise IllegalStateError("a send in this transaction failed: abort it")
+        if self._txn_state != "in_transaction":
+            raise IllegalStateError("no transaction in progress")
+        await self.flush()
+        if self._txn_state == "abortable_error":
+            raise IllegalStateError("a send in this transaction failed: abort it")
+        await self._end_txn(True)
+
+    async def abort_transaction(self) -> None:
+        self._require_transactional()
+        if self._txn_state not in ("in_transaction", "abortable_error"):
+            raise IllegalStateError("no transaction in progress")
+        err = KafkaError("transaction aborted")
+        for b in self.accumulator.abort_all():
+            self._fail_batch(b, err)
+        for r in self.accumulator.pending_results():
+            await r.waiter()
+        await self._end_txn(False)
+
+    async def _end_txn(self, commit: bool) -> None:
+        if self._txn_partitions or self._txn_offsets:
+            await self._txn_request(
+                lambda: EndTxnRequest(
+                    transactional_id=self.transactional_id,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    committed=commit,
+                )
+            )
+        self._txn_partitions = set()
+        self._txn_offsets = False
+        with self._txn_lock:
+            self._txn_new = set()
+        self._txn_state = "ready"
+
+
+class _BufferFull(Exception):
+    pass
+
+
+def _first_error(resp: Any) -> int:
+    """The first non-zero error code anywhere in a (small) response."""
+    code = getattr(resp, "error_code", 0)
+    if code:
+        return code
+    for attr in ("topics", "results_by_topic_v3_and_below"):
+        for t in getattr(resp, attr, ()) or ():
+            for p in getattr(t, "partitions", None) or getattr(t, "results_by_partition", ()):
+                c = getattr(p, "error_code", 0) or getattr(p, "partition_error_code", 0)
+                if c:
+                    return c
+    return 0
