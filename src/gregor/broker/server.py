@@ -116,7 +116,9 @@ class Dispatcher:
             return False
         info = API_KEYS[api_key]
         try:
-            request = info.request.decode(memoryview(frame)[body_offset:], version)
+            # Bytes after the body are ignored, as Kafka does: librdkafka 2.x sends Metadata
+            # v12 for "all topics" with three stray bytes after the tag buffer.
+            request, _ = info.request.decode_from(memoryview(frame), body_offset, version)
         except ProtocolError as e:
             log_event(
                 log, "request.malformed", logging.WARNING,
