@@ -56,6 +56,14 @@ class PartitionWatchers:
                 if not s:
                     del self._waiters[k]
 
+    def wake_all(self) -> None:
+        """Wake every waiting fetch (shutdown: they answer with what they have)."""
+        waiters, self._waiters = self._waiters, defaultdict(set)
+        for s in waiters.values():
+            for fut in s:
+                if not fut.done():
+                    fut.set_result(None)
+
     def notify(self, key: tuple[str, int]) -> None:
         s = self._waiters.pop(key, None)
         if s:
@@ -124,6 +132,8 @@ class Broker:
         self.stopping = True
         for s in self.servers:
             s.close()
+        # Long-poll fetches would otherwise hold their connection busy until max_wait_ms.
+        self.watchers.wake_all()
         deadline = time.monotonic() + timeout
         # Let connections finish the request they are handling.
         while any(c.busy for c in self.connections) and time.monotonic() < deadline:
