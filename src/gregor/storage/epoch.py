@@ -36,6 +36,8 @@ class LeaderEpochCache:
         self._sync = sync
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        self.latest = UNDEFINED_EPOCH  # the latest epoch, -1 when empty (a plain attribute
+        # for the append fast path; kept in step by every change below)
         if self._path:
             try:
                 entries = read_epochs(self._path) or []
@@ -44,6 +46,7 @@ class LeaderEpochCache:
                 entries = []
             for epoch, offset in entries:
                 self._put(epoch, offset)
+        self.latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     # --- queries ---
 
@@ -127,5 +130,6 @@ class LeaderEpochCache:
         self._offsets.append(offset)
 
     def _flush(self) -> None:
+        self.latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
         if self._path:
             write_epochs(self._path, self.entries, sync=self._sync)

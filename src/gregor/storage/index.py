@@ -29,6 +29,9 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
+from array import array
+from bisect import bisect_right
 from typing import NamedTuple
 
 OFFSET_ENTRY_SIZE = 8
@@ -36,6 +39,7 @@ TIME_ENTRY_SIZE = 12
 TXN_ENTRY_SIZE = 34
 TXN_INDEX_VERSION = 0
 NO_TIMESTAMP = -1
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -53,7 +57,16 @@ class _MmapIndex:
 
     ENTRY_SIZE = 0
 
-    __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_fd", "_entries", "_writable")
+    __slots__ = (
+        "path",
+        "base_offset",
+        "max_index_size",
+        "_mm",
+        "_fd",
+        "_entries",
+        "_writable",
+        "_keys",
+    )
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         self.path = path
@@ -64,6 +77,7 @@ class _MmapIndex:
         self._mm: mmap.mmap | None = None
         self._fd = -1
         self._writable = False
+        self._keys: array | None = None  # the offset index's relative offsets, for bisect
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             length = os.fstat(fd).st_size
@@ -148,6 +162,7 @@ class _MmapIndex:
             end = self._entries * self.ENTRY_SIZE
             mm[start:end] = bytes(end - start)
         self._entries = n
+        self._keys = None
         if not self._writable:
             self._resize(n * self.ENTRY_SIZE)
 
@@ -213,8 +228,26 @@ class OffsetIndex(_MmapIndex):
                 f"offset {offset} is not above the last indexed offset {self.last_offset}"
             )
         mm = self._ensure_room()
-        _OFFSET_ENTRY.pack_into(mm, n * OFFSET_ENTRY_SIZE, offset - self.base_offset, position)
+        rel = offset - self.base_offset
+        _OFFSET_ENTRY.pack_into(mm, n * OFFSET_ENTRY_SIZE, rel, position)
         self._entries = n + 1
+        if self._keys is not None:
+            self._keys.append(rel)
+
+    def _relative_offsets(self) -> array:
+        """The entries' relative offsets as an in-memory int32 array (built once, then kept
+        up to date by appends): binary search with ``bisect`` instead of Python probes."""
+        keys = self._keys
+        if keys is None:
+            keys = array("i")
+            if self._entries and self._mm is not None:
+                pairs = array("i")
+                pairs.frombytes(self._mm[: self._entries * OFFSET_ENTRY_SIZE])
+                if _LITTLE_ENDIAN:
+                    pairs.byteswap()
+                keys = pairs[::2]
+            self._keys = keys
+        return keys
 
     def lookup(self, target: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= ``target``, or
@@ -224,21 +257,13 @@ class OffsetIndex(_MmapIndex):
         if not n or mm is None:
             return self.base_offset, 0
         rel = target - self.base_offset
-        unpack = _OFFSET_ENTRY.unpack_from
-        last_rel, last_pos = unpack(mm, (n - 1) * OFFSET_ENTRY_SIZE)
+        last_rel, last_pos = _OFFSET_ENTRY.unpack_from(mm, (n - 1) * OFFSET_ENTRY_SIZE)
         if last_rel <= rel:
             return self.base_offset + last_rel, last_pos
-        first_rel, first_pos = unpack(mm, 0)
-        if first_rel > rel:
+        i = bisect_right(self._relative_offsets(), rel) - 1
+        if i < 0:
             return self.base_offset, 0
-        lo, hi = 0, n - 1  # entry lo <= rel < entry hi
-        while hi - lo > 1:
-            mid = (lo + hi) >> 1
-            if _I32.unpack_from(mm, mid * OFFSET_ENTRY_SIZE)[0] <= rel:
-                lo = mid
-            else:
-                hi = mid
-        r, p = unpack(mm, lo * OFFSET_ENTRY_SIZE)
+        r, p = _OFFSET_ENTRY.unpack_from(mm, i * OFFSET_ENTRY_SIZE)
         return self.base_offset + r, p
 
     def lookup_by_position(self, position: int) -> int | None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -58,6 +59,7 @@ from gregor.protocol.records.control import (
 )
 from gregor.protocol.records.header import (
     ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     read_header,
@@ -71,6 +73,7 @@ from gregor.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -96,10 +99,17 @@ logger = logging.getLogger(__name__)
 
 INT32_MAX = 0x7FFFFFFF
 NO_TIMESTAMP = -1
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (see records.header)
+_PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
+_COPY_LIMIT = 16 * 1024  # above this, writev the header apart instead of copying the batch
+_new_tuple = tuple.__new__
+
+
+_time_ns = time.time_ns
 
 
 def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return _time_ns() // 1_000_000
 
 
 class LogAppendInfo(NamedTuple):
@@ -172,7 +182,7 @@ class Log:
         tp = parse_topic_partition(os.path.basename(self.dir))
         self.topic, self.partition = tp if tp else (os.path.basename(self.dir), 0)
         self.name = os.path.basename(self.dir)
-        self.config = config or LogConfig()
+        self.config = config or LogConfig()  # (a property: see below)
         self._clock = clock
         self._sync_metadata = sync_metadata
         self._segments: list[LogSegment] = []
@@ -195,6 +205,15 @@ class Log:
         self.update_high_watermark(
             high_watermark if high_watermark is not None else self.log_start_offset
         )
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._fast = not config.compact and not config.log_append_time
 
     # --- segments ---
 
@@ -280,8 +299,108 @@ class Log:
     ) -> LogAppendInfo:
         """Append as the leader: validate, assign offsets from the log end offset, stamp
         ``leader_epoch`` (and LogAppendTime if configured), write. A writable buffer
-        (bytearray) is rewritten in place; other buffers are copied first."""
+        (bytearray) is rewritten in place; other buffers are copied first (or, when large,
+        written from two pieces with ``writev``)."""
+        if origin is AppendOrigin.CLIENT and self._fast:
+            info = self._append_fast(records, leader_epoch, now_ms)
+            if info is not None:
+                return info
         return self._append(records, origin, leader_epoch, True, now_ms)
+
+    def _append_fast(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int | None
+    ) -> LogAppendInfo | None:
+        """The common produce: one plain batch (no producer id, not transactional, not a
+        compacted or LogAppendTime topic) that needs no roll. Does what ``_append`` does with
+        the fewest steps; returns None (nothing done) whenever anything is unusual, and the
+        general path then handles or rejects the batch."""
+        n = len(records)
+        if n < HEADER_SIZE:
+            return None
+        (_, blen, _, magic, crc, attributes, delta, base_ts, max_ts, pid, _, _, count) = (
+            _HEADER.unpack_from(records)
+        )
+        cfg = self._config
+        if (
+            blen + LOG_OVERHEAD != n
+            or magic != 2
+            or pid >= 0
+            or attributes & 0x30  # transactional or control
+            or count != delta + 1
+            or count <= 0
+            or n > cfg.max_message_bytes
+            or base_ts < 0
+            or base_ts > max_ts
+        ):
+            return None
+        if now_ms is None:
+            now_ms = self._clock() if self._clock is not _now_ms else _time_ns() // 1_000_000
+        if (
+            now_ms - base_ts > cfg.message_timestamp_before_max_ms
+            or max_ts - now_ms > cfg.message_timestamp_after_max_ms
+        ):
+            return None
+        mv = records if type(records) is memoryview else memoryview(records)
+        if crc32c(mv[ATTRIBUTES_OFFSET:]) != crc:
+            return None
+        offset = self.log_end_offset
+        last = offset + delta
+        seg = self._segments[-1]
+        size = seg.size
+        since = seg.bytes_since_last_index_entry
+        index_now = since > seg.index_interval_bytes
+        if (
+            size + n > cfg.segment_bytes
+            or last - seg.base_offset > INT32_MAX
+            or (index_now and (seg.offset_index.is_full() or seg.time_index.is_full()))
+        ):
+            return None
+        if size:
+            rolling = seg._rolling_based_timestamp
+            if rolling is None:
+                return None
+            waited = max_ts - rolling if rolling >= 0 else now_ms - seg.created_ms
+            if waited > cfg.segment_ms:
+                return None
+        fd = seg.fd
+        try:
+            if not mv.readonly:
+                _PREFIX.pack_into(mv, 0, offset, blen, leader_epoch)
+                written = os.write(fd, mv)
+            elif n <= _COPY_LIMIT:
+                buf = bytearray(mv)
+                _PREFIX.pack_into(buf, 0, offset, blen, leader_epoch)
+                written = os.write(fd, buf)
+            else:
+                written = os.writev(fd, [_PREFIX.pack(offset, blen, leader_epoch), mv[16:]])
+            if written != n:
+                raise OSError(f"short write: {written} of {n} bytes")
+        except OSError as e:
+            seg._undo_write(size)
+            raise KafkaStorageError(f"write to {seg.log_path} failed: {e}") from e
+        seg.size = size + n
+        if max_ts > seg.max_timestamp_so_far:
+            seg.max_timestamp_so_far = max_ts
+            seg.offset_of_max_timestamp_so_far = last
+        if index_now:
+            seg.offset_index.append(last, size)
+            seg.time_index.maybe_append(
+                seg.max_timestamp_so_far, seg.offset_of_max_timestamp_so_far
+            )
+            since = 0
+        seg.bytes_since_last_index_entry = since + n
+        seg.next_offset = last + 1
+        if not size:
+            seg._rolling_based_timestamp = max_ts
+        self.log_end_offset = last + 1
+        self.producer_state.map_end_offset = last + 1
+        if leader_epoch > self.leader_epoch_cache.latest:
+            self.leader_epoch_cache.assign(leader_epoch, offset)
+        if last + 1 - self.recovery_point >= cfg.flush_messages:
+            self.flush()
+        return _new_tuple(
+            LogAppendInfo, (offset, last, -1, self.log_start_offset, max_ts, last, count, n, False)
+        )
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
@@ -723,17 +842,16 @@ class Log:
                 continue
             starting = start
             while True:
-                found = seg.find_offset_by_timestamp(timestamp, starting)
-                if found is None:
+                bp = seg.find_offset_by_timestamp(timestamp, starting)
+                if bp is None:
                     break
-                pos, h, _ = found
-                batch = decode_batch(seg.read_batch(pos, h.size), 0, verify_crc=False)
-                for r in batch.records:
-                    if r.timestamp >= timestamp and r.offset >= start:
-                        return TimestampAndOffset(
-                            r.timestamp, r.offset, self.leader_epoch_cache.epoch_for_offset(r.offset)
-                        )
-                starting = h.last_offset + 1
+                found = _first_record_at(seg.read_batch(bp.position, bp.size), timestamp, start)
+                if found is not None:
+                    ts, offset = found
+                    return TimestampAndOffset(
+                        ts, offset, self.leader_epoch_cache.epoch_for_offset(offset)
+                    )
+                starting = bp.last_offset + 1
         return None
 
     def latest_timestamp(self) -> TimestampAndOffset | None:
@@ -1014,3 +1132,44 @@ def _read_control(mv: memoryview, pos: int, h: BatchHeader) -> tuple[bool, int, 
     if control.type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
         return None
     return control.type == ControlRecordType.COMMIT, control.coordinator_epoch or 0, rec.timestamp
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: (value, next position)."""
+    u = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (u >> 1) ^ -(u & 1), pos
+        shift += 7
+
+
+def _first_record_at(batch: bytes, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the batch's first record with a timestamp >= ``timestamp`` and
+    an offset >= ``min_offset``. Uncompressed batches are scanned for the two fields only;
+    compressed ones are decoded."""
+    h = read_header(batch)
+    if h.compression:
+        for r in decode_batch(batch, 0, verify_crc=False).records:
+            if r.timestamp >= timestamp and r.offset >= min_offset:
+                return r.timestamp, r.offset
+        return None
+    log_append_time = h.max_timestamp if h.timestamp_type else None
+    pos = HEADER_SIZE
+    try:
+        for _ in range(h.records_count):
+            length, pos = _varint(batch, pos)
+            end = pos + length
+            ts_delta, p = _varint(batch, pos + 1)  # after the attributes byte
+            offset_delta, _ = _varint(batch, p)
+            ts = h.base_timestamp + ts_delta if log_append_time is None else log_append_time
+            offset = h.base_offset + offset_delta
+            if ts >= timestamp and offset >= min_offset:
+                return ts, offset
+            pos = end
+    except IndexError:
+        raise CorruptRecordError(f"batch at offset {h.base_offset} is truncated") from None
+    return None

@@ -27,6 +27,7 @@ from typing import NamedTuple
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.header import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     crc_ok,
     read_header,
@@ -52,7 +53,10 @@ SWAP_SUFFIX = ".swap"
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 _READ_CHUNK = 64 * 1024
+_WALK_CHUNK = 8 * 1024
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_OFFSET_LENGTH = struct.Struct(">qi")
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -360,9 +364,35 @@ class LogSegment:
         _, pos = self.offset_index.lookup(offset)
         if pos < starting_position:
             pos = starting_position
-        for bp in self.iter_batches(pos, chunk=8192):
-            if bp.last_offset >= offset:
-                return bp
+        return self._walk(pos, offset, None)
+
+    def _walk(self, pos: int, offset: int, timestamp: int | None) -> BatchPosition | None:
+        """From the batch at ``pos``, the first batch with last offset >= ``offset`` (and,
+        if ``timestamp`` is given, max timestamp >= it). Reads headers a few KiB at a time
+        and unpacks only the fields it needs (the data was validated when appended)."""
+        fd = self.fd
+        end = self.size
+        unpack_ol = _OFFSET_LENGTH.unpack_from
+        unpack_i32 = _I32.unpack_from
+        unpack_i64 = _I64.unpack_from
+        while end - pos >= HEADER_SIZE:
+            buf = os.pread(fd, min(_WALK_CHUNK, end - pos), pos)
+            n = len(buf)
+            i = 0
+            while n - i >= HEADER_SIZE:
+                base, length = unpack_ol(buf, i)
+                size = length + LOG_OVERHEAD
+                if size < HEADER_SIZE or pos + i + size > end:
+                    return None
+                last = base + unpack_i32(buf, i + 23)[0]
+                if last >= offset:
+                    max_ts = unpack_i64(buf, i + 35)[0]
+                    if timestamp is None or max_ts >= timestamp:
+                        return BatchPosition(pos + i, size, base, last, max_ts)
+                i += size
+            if i == 0:
+                return None
+            pos += i
         return None
 
     def read(
@@ -386,18 +416,12 @@ class LogSegment:
             return None
         return FileRegion(self.log_path, self.fd, first.position, length), first
 
-    def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int
-    ) -> tuple[int, BatchHeader, int] | None:
-        """(batch position, header, offset) of the first batch at or after
-        ``starting_offset`` whose max timestamp is >= ``timestamp``; the caller decodes the
-        batch to find the exact record. None if the segment has none."""
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchPosition | None:
+        """The first batch at or after ``starting_offset`` whose max timestamp is >=
+        ``timestamp`` (the caller decodes it to find the exact record); None if none."""
         _, offset = self.time_index.lookup(timestamp)
         _, pos = self.offset_index.lookup(max(offset, starting_offset))
-        for p, h, _ in self._scan(pos, None, with_data=False, chunk=_READ_CHUNK):
-            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
-                return p, h, max(h.base_offset, starting_offset)
-        return None
+        return self._walk(pos, starting_offset, timestamp)
 
     def read_batch(self, position: int, size: int) -> bytes:
         return pread_fully(self.fd, size, position)
