@@ -61,33 +61,45 @@ class _MmapIndex:
         "path",
         "base_offset",
         "max_index_size",
-        "_mm",
-        "_fd",
+        "_map",
+        "_mapped",
         "_entries",
         "_writable",
         "_keys",
     )
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
+        """Open (or create) the index. The file is mapped lazily, on first use, so a broker
+        with many segments holds maps (and the file descriptors they keep) only for the
+        indexes it touches, as Kafka's LazyIndex does."""
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max(
             max_index_size // self.ENTRY_SIZE * self.ENTRY_SIZE, self.ENTRY_SIZE
         )
-        self._mm: mmap.mmap | None = None
-        self._fd = -1
+        self._map: mmap.mmap | None = None
+        self._mapped = False
         self._writable = False
         self._keys: array | None = None  # the offset index's relative offsets, for bisect
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            length = os.fstat(fd).st_size
-            self._entries = length // self.ENTRY_SIZE
+            length = os.stat(path).st_size
+        except FileNotFoundError:
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+            length = 0
+        self._entries = length // self.ENTRY_SIZE
+
+    @property
+    def _mm(self) -> mmap.mmap | None:
+        if not self._mapped:
+            self._mapped = True
+            length = os.stat(self.path).st_size
             if length:
-                self._mm = mmap.mmap(fd, length)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    self._map = mmap.mmap(fd, length)  # the map keeps its own descriptor
+                finally:
+                    os.close(fd)
+        return self._map
 
     # --- size management ---
 
@@ -106,7 +118,8 @@ class _MmapIndex:
 
     @property
     def file_size(self) -> int:
-        return os.fstat(self._fd).st_size
+        mm = self._map
+        return len(mm) if mm is not None else os.stat(self.path).st_size
 
     @property
     def size_in_bytes(self) -> int:
@@ -124,12 +137,16 @@ class _MmapIndex:
         if new_size == 0:
             if mm is not None:
                 mm.close()
-                self._mm = None
-            os.ftruncate(self._fd, 0)
+                self._map = None
+            os.truncate(self.path, 0)
             return
         if mm is None:
-            os.ftruncate(self._fd, new_size)
-            self._mm = mmap.mmap(self._fd, new_size)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, new_size)
+                self._map = mmap.mmap(fd, new_size)
+            finally:
+                os.close(fd)
         else:
             mm.resize(new_size)
 
@@ -170,19 +187,34 @@ class _MmapIndex:
         self.truncate_entries(0)
 
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        if self._map is not None:
+            self._map.flush()
+        else:  # written through a map since released, or never mapped: fsync the file
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._mapped = True  # closed: nothing to map any more
+
+    def release(self) -> None:
+        """Unmap a trimmed (inactive) index until it is used again."""
+        if not self._writable and self._map is not None:
+            self._map.close()
+            self._map = None
+            self._mapped = False
+            self._keys = None
 
     def close_and_trim(self) -> None:
-        if self._fd >= 0:
+        if self._map is not None or self._writable:
             self.trim_to_valid_size()
         self.close()
 

@@ -150,6 +150,8 @@ def load(log: Log, *, had_clean_shutdown: bool) -> None:
     active.time_index.make_writable()
     for seg in segments:
         seg.load_state()
+    for seg in segments[:-1]:
+        seg.release_index_maps()
     log._set_segments(segments)
 
     # Offsets.

@@ -720,6 +720,7 @@ class Log:
         self._bases.append(new_base)
         if self.recovery_point >= new_base:
             old.flush()
+        old.release_index_maps()
         ps = self.producer_state
         ps.map_end_offset = self.log_end_offset
         ps.take_snapshot()

@@ -551,6 +551,11 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
+    def release_index_maps(self) -> None:
+        """Unmap an inactive segment's indexes (they map again on the next lookup)."""
+        self.offset_index.release()
+        self.time_index.release()
+
     def flush(self) -> None:
         os.fsync(self.fd)
         self.offset_index.flush()
