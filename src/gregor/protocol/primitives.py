@@ -31,6 +31,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable
+from functools import cache
 from typing import Any
 
 from gregor.protocol.exceptions import ProtocolError
@@ -52,6 +53,8 @@ __all__ = [
     "zigzag_decode",
     "uuid_from_int",
     "uuid_from_bytes",
+    "fixed_array_unpackers",
+    "fixed_array_packers",
     "read_tag_buffer",
     "write_tag_buffer",
     "write_records",
@@ -99,8 +102,36 @@ def uuid_from_bytes(b: bytes | memoryview) -> uuid.UUID:
 # --- varints ---------------------------------------------------------------------------------
 
 
-def read_uvarint(buf: Any, pos: int, max_bytes: int = 5) -> tuple[int, int]:
-    """Decode an UNSIGNED_VARINT at ``pos``; return (value, new_pos)."""
+def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
+    """Decode an UNSIGNED_VARINT (at most 5 bytes, < 2**32) at ``pos``: (value, new_pos)."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
+        r = b & 0x7F
+        b = buf[pos + 1]
+        if b < 0x80:
+            return r | (b << 7), pos + 2
+        r |= (b & 0x7F) << 7
+        b = buf[pos + 2]
+        if b < 0x80:
+            return r | (b << 14), pos + 3
+        r |= (b & 0x7F) << 14
+        b = buf[pos + 3]
+        if b < 0x80:
+            return r | (b << 21), pos + 4
+        r |= (b & 0x7F) << 21
+        b = buf[pos + 4]
+    except IndexError:
+        raise ProtocolError("truncated varint") from None
+    if b < 0x10:
+        return r | (b << 28), pos + 5
+    if b < 0x80:
+        raise ProtocolError("unsigned varint out of range")
+    raise ProtocolError("varint longer than 5 bytes")
+
+
+def _read_uvarint_n(buf: Any, pos: int, max_bytes: int) -> tuple[int, int]:
     result = 0
     shift = 0
     end = pos + max_bytes
@@ -110,8 +141,6 @@ def read_uvarint(buf: Any, pos: int, max_bytes: int = 5) -> tuple[int, int]:
             pos += 1
             result |= (b & 0x7F) << shift
             if b < 0x80:
-                if max_bytes == 5 and result > 0xFFFFFFFF:
-                    raise ProtocolError("unsigned varint out of range")
                 return result, pos
             shift += 7
     except IndexError:
@@ -120,7 +149,11 @@ def read_uvarint(buf: Any, pos: int, max_bytes: int = 5) -> tuple[int, int]:
 
 
 def read_uvarlong(buf: Any, pos: int) -> tuple[int, int]:
-    return read_uvarint(buf, pos, 10)
+    """Decode an unsigned varint of at most 10 bytes (< 2**64)."""
+    n, pos = _read_uvarint_n(buf, pos, 10)
+    if n > _MASK64:
+        raise ProtocolError("varlong out of range")
+    return n, pos
 
 
 def zigzag_decode(n: int) -> int:
@@ -134,15 +167,13 @@ def zigzag_encode(n: int) -> int:
 
 def read_varint(buf: Any, pos: int) -> tuple[int, int]:
     """Decode a zig-zag VARINT (int32 range)."""
-    n, pos = read_uvarint(buf, pos, 5)
+    n, pos = read_uvarint(buf, pos)
     return (n >> 1) ^ -(n & 1), pos
 
 
 def read_varlong(buf: Any, pos: int) -> tuple[int, int]:
     """Decode a zig-zag VARLONG (int64 range)."""
-    n, pos = read_uvarint(buf, pos, 10)
-    if n > _MASK64:
-        raise ProtocolError("varlong out of range")
+    n, pos = read_uvarlong(buf, pos)
     return (n >> 1) ^ -(n & 1), pos
 
 
@@ -170,6 +201,24 @@ def varlong_bytes(n: int) -> bytes:
     if not -(1 << 63) <= n < (1 << 63):
         raise ProtocolError(f"varlong out of range: {n}")
     return uvarint_bytes(zigzag_encode(n))
+
+
+# --- arrays of fixed-size values ------------------------------------------------------------
+
+#: Arrays up to this many elements use a prebuilt struct.Struct per length.
+FIXED_ARRAY_TABLE = 64
+
+
+@cache
+def fixed_array_unpackers(code: str) -> tuple[Callable[..., tuple], ...]:
+    """``t[n](buf, pos)`` unpacks n big-endian values of struct format ``code``."""
+    return tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(FIXED_ARRAY_TABLE))
+
+
+@cache
+def fixed_array_packers(code: str) -> tuple[Callable[..., bytes], ...]:
+    """``t[n](*values)`` packs n big-endian values of struct format ``code``."""
+    return tuple(struct.Struct(f">{n}{code}").pack for n in range(FIXED_ARRAY_TABLE))
 
 
 # --- tagged fields ---------------------------------------------------------------------------
@@ -284,23 +333,17 @@ class Reader:
         hi, lo = UUID_PAIR.unpack_from(self.buf, self._take(16))
         return uuid_from_int((hi << 64) | lo)
 
-    def _varint(self, max_bytes: int) -> int:
-        if self.pos >= self.end:
-            raise ProtocolError("truncated varint")
-        n, self.pos = read_uvarint(self.buf, self.pos, max_bytes)
+    def unsigned_varint(self) -> int:
+        n, self.pos = read_uvarint(self.buf, self.pos)
         return n
 
-    def unsigned_varint(self) -> int:
-        return self._varint(5)
-
     def varint(self) -> int:
-        return zigzag_decode(self._varint(5))
+        n, self.pos = read_varint(self.buf, self.pos)
+        return n
 
     def varlong(self) -> int:
-        n = self._varint(10)
-        if n > _MASK64:
-            raise ProtocolError("varlong out of range")
-        return zigzag_decode(n)
+        n, self.pos = read_varlong(self.buf, self.pos)
+        return n
 
     def raw(self, n: int) -> memoryview:
         start = self._take(n)

@@ -83,7 +83,19 @@ class Message(Struct):
 
         RECORDS fields of the result are memoryview slices of ``data`` (no copy).
         """
-        obj, pos = cls.decode_from(data, 0, version)
+        try:
+            fn = cls._DECODERS[version]
+        except (KeyError, TypeError):
+            raise ProtocolError(
+                f"{cls.__name__} version {version!r} is not supported "
+                f"({cls.MIN_VERSION}-{cls.MAX_VERSION})"
+            ) from None
+        try:
+            obj, pos = fn(data, 0)
+        except ProtocolError:
+            raise
+        except _DECODE_ERRORS as e:
+            raise ProtocolError(f"{cls.__name__} v{version}: malformed body ({e})") from None
         if pos != len(data):
             raise ProtocolError(
                 f"{cls.__name__} v{version}: {len(data) - pos} trailing bytes after the body"
@@ -129,7 +141,21 @@ class Message(Struct):
 
     def encode(self, version: int) -> bytes:
         """The encoded body (no size prefix, no header)."""
-        return b"".join(self.encode_parts(version))
+        try:
+            fn = self._ENCODERS[version]
+        except (KeyError, TypeError):
+            raise ProtocolError(
+                f"{type(self).__name__} version {version!r} is not supported "
+                f"({self.MIN_VERSION}-{self.MAX_VERSION})"
+            ) from None
+        parts: list[Any] = []
+        try:
+            fn(self, parts.append)
+            return b"".join(parts)
+        except ProtocolError:
+            raise
+        except _ENCODE_ERRORS as e:
+            raise ProtocolError(f"{type(self).__name__} v{version}: cannot encode ({e})") from e
 
 
 def records_repr(v: Any) -> str:

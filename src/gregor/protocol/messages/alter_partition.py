@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_i = _array_unpackers('i')
+_PA_i = _array_packers('i')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
@@ -304,8 +307,9 @@ def _decode_req_v0(buf, pos):
                     n -= 1
                     if n < 0: e2.new_isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.new_isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
+                        else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     e2.new_isr_with_epochs = []
                     e2.leader_recovery_state = 0
@@ -361,8 +365,9 @@ def _decode_req_v1(buf, pos):
                     n -= 1
                     if n < 0: e2.new_isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.new_isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
+                        else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
                     e2.new_isr_with_epochs = []
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
@@ -412,8 +417,9 @@ def _decode_req_v2(buf, pos):
                     n -= 1
                     if n < 0: e2.new_isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.new_isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
+                        else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
                     e2.new_isr_with_epochs = []
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
@@ -507,8 +513,10 @@ def _encode_req_v0(o, ap):
                     l2 = x1.new_isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -540,8 +548,10 @@ def _encode_req_v1(o, ap):
                     l2 = x1.new_isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -571,8 +581,10 @@ def _encode_req_v2(o, ap):
                     l2 = x1.new_isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -658,8 +670,9 @@ def _decode_resp_v0(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     e2.leader_recovery_state = 0
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
@@ -714,8 +727,9 @@ def _decode_resp_v1(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -764,8 +778,9 @@ def _decode_resp_v2(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -800,8 +815,10 @@ def _encode_resp_v0(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -833,8 +850,10 @@ def _encode_resp_v1(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -864,8 +883,10 @@ def _encode_resp_v2(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())

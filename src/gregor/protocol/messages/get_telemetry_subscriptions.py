@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_b = _array_unpackers('b')
+_PA_b = _array_packers('b')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
@@ -142,8 +145,9 @@ def _decode_resp_v0(buf, pos):
     n -= 1
     if n < 0: o.accepted_compression_types = None
     else:
-        if n > blen - pos: raise _bad_count(n)
-        o.accepted_compression_types = list(_unpack_from('>%db' % n, buf, pos)); pos += n * 1
+        if n < 64: o.accepted_compression_types = list(_UA_b[n](buf, pos))
+        else: o.accepted_compression_types = list(_unpack_from('>%db' % n, buf, pos))
+        pos += n * 1
     o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality = _U_iio(buf, pos); pos += 9
     n = buf[pos]
     if n < 128: pos += 1
@@ -173,8 +177,10 @@ def _encode_resp_v0(o, ap):
     l0 = o.accepted_compression_types
     if l0 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(_pack('>%db' % len(l0), *l0))
+        c = len(l0)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_b[c](*l0))
+        else: ap(_pack('>%db' % c, *l0))
     ap(_P_iio(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality))
     l0 = o.requested_metrics
     if l0 is None: ap(b'\x00')

@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,

@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_i = _array_unpackers('i')
+_PA_i = _array_packers('i')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
@@ -377,16 +380,18 @@ def _decode_req_v0(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.partition_epoch, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.is_new = False
             e1.unknown_tags = {}
             a0(e1)
@@ -440,16 +445,18 @@ def _decode_req_v1(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.partition_epoch, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.is_new, = _U_o(buf, pos); pos += 1
             e1.unknown_tags = {}
             a0(e1)
@@ -512,16 +519,18 @@ def _decode_req_v2(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.is_new, = _U_o(buf, pos); pos += 1
                     e2.adding_replicas = []
                     e2.removing_replicas = []
@@ -590,30 +599,34 @@ def _decode_req_v3(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.adding_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.removing_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.is_new, = _U_o(buf, pos); pos += 1
                     e2.leader_recovery_state = 0
                     e2.unknown_tags = {}
@@ -686,8 +699,9 @@ def _decode_req_v4(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -695,24 +709,27 @@ def _decode_req_v4(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.adding_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.removing_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.is_new, = _U_o(buf, pos); pos += 1
                     e2.leader_recovery_state = 0
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
@@ -795,8 +812,9 @@ def _decode_req_v5(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -804,24 +822,27 @@ def _decode_req_v5(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.adding_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.removing_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.is_new, = _U_o(buf, pos); pos += 1
                     e2.leader_recovery_state = 0
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
@@ -902,8 +923,9 @@ def _decode_req_v6(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -911,24 +933,27 @@ def _decode_req_v6(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.adding_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.removing_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.is_new, e2.leader_recovery_state = _U_ob(buf, pos); pos += 2
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -1008,8 +1033,9 @@ def _decode_req_v7(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.partition_epoch, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -1017,24 +1043,27 @@ def _decode_req_v7(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.adding_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.removing_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.is_new, e2.leader_recovery_state = _U_ob(buf, pos); pos += 2
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -1087,14 +1116,18 @@ def _encode_req_v0(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.partition_epoch))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
     l0 = o.live_leaders
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1121,14 +1154,18 @@ def _encode_req_v1(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.partition_epoch))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_o(x0.is_new))
     l0 = o.live_leaders
     if l0 is None: ap(b'\xff\xff\xff\xff')
@@ -1161,14 +1198,18 @@ def _encode_req_v2(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_o(x1.is_new))
     l0 = o.live_leaders
     if l0 is None: ap(b'\xff\xff\xff\xff')
@@ -1201,24 +1242,32 @@ def _encode_req_v3(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.adding_replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.removing_replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_o(x1.is_new))
     l0 = o.live_leaders
     if l0 is None: ap(b'\xff\xff\xff\xff')
@@ -1251,24 +1300,32 @@ def _encode_req_v4(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.adding_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.removing_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_o(x1.is_new))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1314,24 +1371,32 @@ def _encode_req_v5(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.adding_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.removing_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_o(x1.is_new))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1377,24 +1442,32 @@ def _encode_req_v6(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.adding_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.removing_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_ob(x1.is_new, x1.leader_recovery_state))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1440,24 +1513,32 @@ def _encode_req_v7(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.partition_epoch))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.adding_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.removing_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_ob(x1.is_new, x1.leader_recovery_state))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())

@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_q = _array_unpackers('q')
+_PA_q = _array_packers('q')
 _S_h = _struct.Struct('>h')
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -567,8 +570,9 @@ def _decode_resp_v0(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.old_style_offsets = None
                     else:
-                        if n * 8 > blen - pos: raise _bad_count(n)
-                        e2.old_style_offsets = list(_unpack_from('>%dq' % n, buf, pos)); pos += n * 8
+                        if n < 64: e2.old_style_offsets = list(_UA_q[n](buf, pos))
+                        else: e2.old_style_offsets = list(_unpack_from('>%dq' % n, buf, pos))
+                        pos += n * 8
                     e2.timestamp = -1
                     e2.offset = -1
                     e2.leader_epoch = -1
@@ -763,8 +767,10 @@ def _encode_resp_v0(o, ap):
                     l2 = x1.old_style_offsets
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%dq' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_q[c](*l2))
+                        else: ap(_pack('>%dq' % c, *l2))
 
 
 def _encode_resp_v1(o, ap):

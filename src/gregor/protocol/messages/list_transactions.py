@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_q = _array_unpackers('q')
+_PA_q = _array_packers('q')
 _S_ih = _struct.Struct('>ih')
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
@@ -160,8 +163,9 @@ def _decode_req_v0(buf, pos):
     n -= 1
     if n < 0: o.producer_id_filters = None
     else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos)); pos += n * 8
+        if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
+        else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
+        pos += n * 8
     o.duration_filter = -1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -195,8 +199,9 @@ def _decode_req_v1(buf, pos):
     n -= 1
     if n < 0: o.producer_id_filters = None
     else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos)); pos += n * 8
+        if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
+        else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
+        pos += n * 8
     o.duration_filter, = _U_q(buf, pos); pos += 8
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -215,8 +220,10 @@ def _encode_req_v0(o, ap):
     l0 = o.producer_id_filters
     if l0 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(_pack('>%dq' % len(l0), *l0))
+        c = len(l0)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_q[c](*l0))
+        else: ap(_pack('>%dq' % c, *l0))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -234,8 +241,10 @@ def _encode_req_v1(o, ap):
     l0 = o.producer_id_filters
     if l0 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(_pack('>%dq' % len(l0), *l0))
+        c = len(l0)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_q[c](*l0))
+        else: ap(_pack('>%dq' % c, *l0))
     ap(_P_q(o.duration_filter))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_i = _array_unpackers('i')
+_PA_i = _array_packers('i')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
@@ -582,15 +585,17 @@ def _decode_resp_v0(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_epoch = -1
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
@@ -668,15 +673,17 @@ def _decode_resp_v1(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_epoch = -1
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
@@ -758,15 +765,17 @@ def _decode_resp_v2(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_epoch = -1
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
@@ -848,15 +857,17 @@ def _decode_resp_v3(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_epoch = -1
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
@@ -937,22 +948,25 @@ def _decode_resp_v5(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.leader_epoch = -1
                     e2.unknown_tags = {}
                     a1(e2)
@@ -1032,22 +1046,25 @@ def _decode_resp_v7(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -1126,22 +1143,25 @@ def _decode_resp_v8(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -1237,24 +1257,27 @@ def _decode_resp_v9(buf, pos):
                     n -= 1
                     if n < 0: e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -1354,24 +1377,27 @@ def _decode_resp_v10(buf, pos):
                     n -= 1
                     if n < 0: e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -1470,24 +1496,27 @@ def _decode_resp_v11(buf, pos):
                     n -= 1
                     if n < 0: e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -1588,24 +1617,27 @@ def _decode_resp_v12(buf, pos):
                     n -= 1
                     if n < 0: e2.replica_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.isr_nodes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -1650,13 +1682,17 @@ def _encode_resp_v0(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v1(o, ap):
@@ -1696,13 +1732,17 @@ def _encode_resp_v1(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v2(o, ap):
@@ -1748,13 +1788,17 @@ def _encode_resp_v2(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v3(o, ap):
@@ -1801,13 +1845,17 @@ def _encode_resp_v3(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v5(o, ap):
@@ -1854,18 +1902,24 @@ def _encode_resp_v5(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v7(o, ap):
@@ -1912,18 +1966,24 @@ def _encode_resp_v7(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v8(o, ap):
@@ -1970,18 +2030,24 @@ def _encode_resp_v8(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
             ap(_P_i(x0.topic_authorized_operations))
     ap(_P_i(o.cluster_authorized_operations))
 
@@ -2033,18 +2099,24 @@ def _encode_resp_v9(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
@@ -2105,18 +2177,24 @@ def _encode_resp_v10(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
@@ -2177,18 +2255,24 @@ def _encode_resp_v11(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
@@ -2251,18 +2335,24 @@ def _encode_resp_v12(o, ap):
                     l2 = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.isr_nodes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')

@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_i = _array_unpackers('i')
+_PA_i = _array_packers('i')
 _S_h = _struct.Struct('>h')
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -360,8 +363,9 @@ def _decode_req_v0(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.partition_indexes = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.unknown_tags = {}
             a0(e1)
         o.topics = l0
@@ -404,8 +408,9 @@ def _decode_req_v6(buf, pos):
             n -= 1
             if n < 0: e1.partition_indexes = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -450,8 +455,9 @@ def _decode_req_v7(buf, pos):
             n -= 1
             if n < 0: e1.partition_indexes = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -506,8 +512,9 @@ def _decode_req_v8(buf, pos):
                     n -= 1
                     if n < 0: e2.partition_indexes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
+                        else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -579,8 +586,9 @@ def _decode_req_v9(buf, pos):
                     n -= 1
                     if n < 0: e2.partition_indexes = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
+                        else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -612,8 +620,10 @@ def _encode_req_v0(o, ap):
             l1 = x0.partition_indexes
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
 
 
 def _encode_req_v6(o, ap):
@@ -631,8 +641,10 @@ def _encode_req_v6(o, ap):
             l1 = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -656,8 +668,10 @@ def _encode_req_v7(o, ap):
             l1 = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -687,8 +701,10 @@ def _encode_req_v8(o, ap):
                     l2 = x1.partition_indexes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
@@ -728,8 +744,10 @@ def _encode_req_v9(o, ap):
                     l2 = x1.partition_indexes
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')

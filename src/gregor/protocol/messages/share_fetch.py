@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,10 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_b = _array_unpackers('b')
+_UA_i = _array_unpackers('i')
+_PA_b = _array_packers('b')
+_PA_i = _array_packers('i')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
@@ -445,8 +450,9 @@ def _decode_req_v0(buf, pos):
                             n -= 1
                             if n < 0: e3.acknowledge_types = None
                             else:
-                                if n > blen - pos: raise _bad_count(n)
-                                e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos)); pos += n * 1
+                                if n < 64: e3.acknowledge_types = list(_UA_b[n](buf, pos))
+                                else: e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
+                                pos += n * 1
                             if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
                             else: e3.unknown_tags, pos = _read_tags(buf, pos)
                             a2(e3)
@@ -477,8 +483,9 @@ def _decode_req_v0(buf, pos):
             n -= 1
             if n < 0: e1.partitions = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.partitions = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -523,8 +530,10 @@ def _encode_req_v0(o, ap):
                             l3 = x2.acknowledge_types
                             if l3 is None: ap(b'\x00')
                             else:
-                                n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(_pack('>%db' % len(l3), *l3))
+                                c = len(l3)
+                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                                if c < 64: ap(_PA_b[c](*l3))
+                                else: ap(_pack('>%db' % c, *l3))
                             ut3 = x2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
@@ -543,8 +552,10 @@ def _encode_req_v0(o, ap):
             l1 = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')

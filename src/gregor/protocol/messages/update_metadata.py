@@ -11,7 +11,8 @@ from gregor.protocol.messages._base import (
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
-    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, read_tag_buffer as _read_tags,
+    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,
+    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,
     read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,
     uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,
     varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,
@@ -24,6 +25,8 @@ _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _M64 = (1 << 64) - 1
+_UA_i = _array_unpackers('i')
+_PA_i = _array_packers('i')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
@@ -314,16 +317,18 @@ def _decode_req_v0(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.zk_version, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.offline_replicas = []
             e1.unknown_tags = {}
             a0(e1)
@@ -379,16 +384,18 @@ def _decode_req_v1(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.zk_version, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.offline_replicas = []
             e1.unknown_tags = {}
             a0(e1)
@@ -459,16 +466,18 @@ def _decode_req_v2(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.zk_version, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.offline_replicas = []
             e1.unknown_tags = {}
             a0(e1)
@@ -544,16 +553,18 @@ def _decode_req_v3(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.zk_version, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.offline_replicas = []
             e1.unknown_tags = {}
             a0(e1)
@@ -632,23 +643,26 @@ def _decode_req_v4(buf, pos):
                 if n != -1: raise _bad_length(n)
                 e1.isr = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.zk_version, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
                 e1.offline_replicas = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                e1.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                if n < 64: e1.offline_replicas = list(_UA_i[n](buf, pos))
+                else: e1.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
             e1.unknown_tags = {}
             a0(e1)
         o.ungrouped_partition_states = l0
@@ -735,23 +749,26 @@ def _decode_req_v5(buf, pos):
                         if n != -1: raise _bad_length(n)
                         e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.zk_version, = _U_i(buf, pos); pos += 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
                         e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partition_states = l1
@@ -847,8 +864,9 @@ def _decode_req_v6(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.zk_version, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -856,16 +874,18 @@ def _decode_req_v6(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -979,8 +999,9 @@ def _decode_req_v7(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.zk_version, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -988,16 +1009,18 @@ def _decode_req_v7(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -1110,8 +1133,9 @@ def _decode_req_v8(buf, pos):
                     n -= 1
                     if n < 0: e2.isr = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.isr = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     e2.zk_version, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -1119,16 +1143,18 @@ def _decode_req_v8(buf, pos):
                     n -= 1
                     if n < 0: e2.replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n < 0: e2.offline_replicas = None
                     else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos)); pos += n * 4
+                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                        pos += n * 4
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -1226,14 +1252,18 @@ def _encode_req_v0(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.zk_version))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
     l0 = o.live_brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1260,14 +1290,18 @@ def _encode_req_v1(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.zk_version))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
     l0 = o.live_brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1300,14 +1334,18 @@ def _encode_req_v2(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.zk_version))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
     l0 = o.live_brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1346,14 +1384,18 @@ def _encode_req_v3(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.zk_version))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
     l0 = o.live_brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1395,19 +1437,25 @@ def _encode_req_v4(o, ap):
             l1 = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             ap(_P_i(x0.zk_version))
             l1 = x0.replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
             l1 = x0.offline_replicas
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                ap(_pack('>%di' % len(l1), *l1))
+                c = len(l1)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l1))
+                else: ap(_pack('>%di' % c, *l1))
     l0 = o.live_brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1454,19 +1502,25 @@ def _encode_req_v5(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.zk_version))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        ap(_P_i(len(l2)))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        ap(_P_i(c))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
     l0 = o.live_brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
@@ -1513,19 +1567,25 @@ def _encode_req_v6(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.zk_version))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
@@ -1588,19 +1648,25 @@ def _encode_req_v7(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.zk_version))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
@@ -1663,19 +1729,25 @@ def _encode_req_v8(o, ap):
                     l2 = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ap(_P_i(x1.zk_version))
                     l2 = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(_pack('>%di' % len(l2), *l2))
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
