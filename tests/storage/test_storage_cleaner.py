@@ -79,22 +79,31 @@ def test_batch_boundaries_and_offsets_are_kept(log_dir, clock):
     check_log(log)
 
 
-def test_dirty_ratio_and_checkpoint(log_dir, clock):
-    log = compacted(log_dir, clock, min_cleanable_dirty_ratio=0.5)
-    for i in range(20):
-        put(log, (b"k%d" % (i % 2), VALUE))
+def test_dirty_ratio(log_dir, clock):
+    size = len(batch([(T0, b"u0000", VALUE)]))
+    log = compacted(log_dir, clock, min_cleanable_dirty_ratio=0.5, segment_bytes=4 * size)
     cleaner = LogCleaner()
-    first = cleaner.clean(log, 0)
-    assert first is not None
-    # a little more dirt than clean: not enough yet
-    for i in range(3):
-        put(log, (b"k%d" % (i % 2), VALUE))
-    log.roll()
-    plan = cleaner.plan(log, first.end_offset)
-    assert plan is None or plan.dirty_ratio >= 0.5
-    total, first_dirty, ratio = cleaner.cleanable_range(log, first.end_offset, clock.now)
-    assert 0 < ratio
-    assert (cleaner.clean(log, first.end_offset) is None) == (ratio < 0.5)
+    n = 0
+
+    def write_segments(count):
+        nonlocal n
+        for _ in range(4 * count):
+            put(log, (b"u%04d" % n, VALUE))  # unique keys: cleaning removes nothing
+            n += 1
+
+    write_segments(4)
+    first = cleaner.clean(log, 0)  # everything is dirty: ratio 1
+    assert first is not None and first.end_offset == 12  # 3 whole segments, the 4th active
+    for dirty in (1, 2):  # segment 12 (active at the first cleaning) and newer ones
+        write_segments(1)
+        _, _, ratio = cleaner.cleanable_range(log, first.end_offset, clock.now)
+        assert ratio == pytest.approx(dirty / (3 + dirty))
+        assert cleaner.clean(log, first.end_offset) is None  # below 0.5
+    write_segments(1)
+    second = cleaner.clean(log, first.end_offset)  # 3 / 6 reaches it
+    assert second is not None and second.end_offset == 24
+    assert [r.offset for r in read_records(log)] == list(range(n))
+    check_log(log)
 
 
 def test_does_not_clean_past_the_last_stable_offset(log_dir, clock):
