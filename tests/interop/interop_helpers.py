@@ -43,11 +43,14 @@ def make_records(
     partitions: int,
     *,
     null_header_values: bool = True,
+    both_null: bool = True,
     text: bool = False,
     value_size: int = 40,
 ) -> list[Rec]:
     """A deterministic mix: null keys (every 7th), null values (every 11th), 0-3 headers.
 
+    ``both_null=False`` gives a key to records that would have neither key nor value and
+    ``null_header_values=False`` avoids null header values (kafka-python refuses both).
     ``text`` keeps keys, values and headers printable without ``|`` or newlines (for kcat).
     Timestamps increase by 3 ms per record from a fixed base so they are all distinct.
     """
@@ -60,6 +63,8 @@ def make_records(
             value = f"value-{i}-".encode() + b"x" * (i % value_size)
         else:
             value = i.to_bytes(4, "big") + bytes((i * 31 + j) & 0xFF for j in range(i % value_size))
+        if key is None and value is None and not both_null:
+            key = b"k"
         headers: list[tuple[str, bytes | None]] = []
         for h in range(i % 4):
             hv: bytes | None = f"h{h}-{i}".encode()
