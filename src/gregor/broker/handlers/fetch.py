@@ -155,19 +155,20 @@ async def handle_fetch(ctx: Any, req: FetchRequest) -> FetchResponse:
     sid, sepoch = req.session_id, req.session_epoch
     if version < 7:
         sid, sepoch = 0, FINAL_EPOCH
-    if sid != 0:
-        session = cache.get(sid)
-        if sepoch == FINAL_EPOCH:
+    full = sepoch == INITIAL_EPOCH or sepoch == FINAL_EPOCH
+    if full:
+        # A full fetch naming a session closes it (a client resets its session this way,
+        # e.g. kafka-python after a seek); epoch 0 then opens a new one, -1 stays sessionless.
+        if sid != 0:
             cache.remove(sid)
-            session = None
-        elif session is None:
+    else:
+        session = cache.get(sid) if sid != 0 else None
+        if session is None:
             top_error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
         elif session.epoch != sepoch:
             top_error = ErrorCode.INVALID_FETCH_SESSION_EPOCH
         else:
             incremental = True
-    elif sepoch != INITIAL_EPOCH and sepoch != FINAL_EPOCH:
-        top_error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     if top_error:
         return FetchResponse(throttle_time_ms=0, error_code=top_error, session_id=0, responses=[])
 
@@ -206,7 +207,7 @@ async def handle_fetch(ctx: Any, req: FetchRequest) -> FetchResponse:
                 if name is None:
                     unresolved[(name, tid, p.partition)] = cp
                 wanted_cps.append(cp)
-        if sid == 0 and sepoch == INITIAL_EPOCH and not is_follower:
+        if sepoch == INITIAL_EPOCH and not is_follower:
             session = cache.create()
             if session is not None:
                 for cp in wanted_cps:
