@@ -66,6 +66,7 @@ class _MmapIndex:
         "_entries",
         "_writable",
         "_keys",
+        "_last",
     )
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
@@ -81,6 +82,7 @@ class _MmapIndex:
         self._mapped = False
         self._writable = False
         self._keys: array | None = None  # the offset index's relative offsets, for bisect
+        self._last: tuple[int, int] | None = None  # the last entry, once read or written
         try:
             length = os.stat(path).st_size
         except FileNotFoundError:
@@ -180,6 +182,7 @@ class _MmapIndex:
             mm[start:end] = bytes(end - start)
         self._entries = n
         self._keys = None
+        self._last = None
         if not self._writable:
             self._resize(n * self.ENTRY_SIZE)
 
@@ -251,18 +254,26 @@ class OffsetIndex(_MmapIndex):
         """The offset of the last entry (the base offset when empty)."""
         if not self._entries:
             return self.base_offset
-        return self.entry(self._entries - 1)[0]
+        last = self._last
+        if last is None:
+            last = self._last = self.entry(self._entries - 1)
+        return last[0]
 
     def append(self, offset: int, position: int) -> None:
         n = self._entries
-        if n and offset <= self.entry(n - 1)[0]:
-            raise ValueError(
-                f"offset {offset} is not above the last indexed offset {self.last_offset}"
-            )
-        mm = self._ensure_room()
+        if n:
+            last = self._last
+            if last is None:
+                last = self._last = self.entry(n - 1)
+            if offset <= last[0]:
+                raise ValueError(f"offset {offset} is not above the last indexed offset {last[0]}")
+        mm = self._map
+        if mm is None or len(mm) < (n + 1) * OFFSET_ENTRY_SIZE:
+            mm = self._ensure_room()
         rel = offset - self.base_offset
         _OFFSET_ENTRY.pack_into(mm, n * OFFSET_ENTRY_SIZE, rel, position)
         self._entries = n + 1
+        self._last = (offset, position)
         if self._keys is not None:
             self._keys.append(rel)
 
@@ -356,7 +367,10 @@ class TimeIndex(_MmapIndex):
         """The last (timestamp, offset), or (NO_TIMESTAMP, base_offset) when empty."""
         if not self._entries:
             return NO_TIMESTAMP, self.base_offset
-        return self.entry(self._entries - 1)
+        last = self._last
+        if last is None:
+            last = self._last = self.entry(self._entries - 1)
+        return last
 
     def is_full(self) -> bool:
         # One slot stays free for the entry a roll appends.
@@ -366,14 +380,19 @@ class TimeIndex(_MmapIndex):
         """Append if ``timestamp`` is above the last entry's."""
         n = self._entries
         if n:
-            last_ts, last_off = self.entry(n - 1)
-            if timestamp <= last_ts:
+            last = self._last
+            if last is None:
+                last = self._last = self.entry(n - 1)
+            if timestamp <= last[0]:
                 return
-            if offset < last_off:
-                raise ValueError(f"time index offset {offset} is below {last_off}")
-        mm = self._ensure_room()
+            if offset < last[1]:
+                raise ValueError(f"time index offset {offset} is below {last[1]}")
+        mm = self._map
+        if mm is None or len(mm) < (n + 1) * TIME_ENTRY_SIZE:
+            mm = self._ensure_room()
         _TIME_ENTRY.pack_into(mm, n * TIME_ENTRY_SIZE, timestamp, offset - self.base_offset)
         self._entries = n + 1
+        self._last = (timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the last entry with timestamp <= target, or
