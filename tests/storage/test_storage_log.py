@@ -386,3 +386,16 @@ def test_close_and_reopen_clean(log_dir, clock):
     assert again.log_end_offset == 20 and again.recovery_point == 20
     assert again.append(kv(1)).first_offset == 20
     check_log(again)
+
+
+def test_follower_keeps_the_leaders_log_append_time(log_dir, clock):
+    leader = open_log(log_dir, clock, message_timestamp_type="LogAppendTime")
+    stamped = clock.now
+    leader.append(kv(2, ts=5))
+    clock.advance(60_000)
+    follower = open_log(log_dir + "f", clock, message_timestamp_type="LogAppendTime")
+    follower.append_as_follower(leader.read(0, 10**6).read_bytes())
+    assert leader.read(0, 10**6).read_bytes() == follower.read(0, 10**6).read_bytes()
+    assert follower.latest_timestamp().timestamp == stamped
+    assert follower.offset_for_timestamp(stamped).offset == 0
+    check_log(follower)

@@ -444,7 +444,8 @@ class Log:
         mv = records if isinstance(records, memoryview) else memoryview(records)
         total = len(mv)
         headers = self._validate(mv, total, origin, assign, now_ms)
-        log_append_time = now_ms if cfg.log_append_time else NO_TIMESTAMP
+        # A leader stamps LogAppendTime; a follower keeps the leader's timestamps.
+        log_append_time = now_ms if assign and cfg.log_append_time else NO_TIMESTAMP
 
         # The offsets each batch gets.
         if assign:
