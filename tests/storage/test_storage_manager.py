@@ -155,3 +155,18 @@ def test_run_periodic_retention_compaction_expiry(tmp_path, clock):
     m.close()
     with open(os.path.join(d, "cleaner-offset-checkpoint")) as f:
         assert f.read().splitlines()[2] == f"c 0 {m.first_dirty_offset('c', 0)}"
+
+
+def test_checkpoint_prunes_old_producer_snapshots(tmp_path, clock):
+    d = str(tmp_path / "data")
+    m = manager(d, clock, default_config={**FAR, "segment.bytes": "300"})
+    log = m.get_or_create_log("t", 0)
+    for _ in range(10):
+        log.append(kv(1, value=bytes(150)))
+    bases = [s.base_offset for s in log.segments]
+    snaps = lambda: sorted(int(n[:20]) for n in os.listdir(log.dir) if n.endswith(".snapshot"))  # noqa: E731
+    assert snaps() == bases[1:]  # one per roll
+    log.flush(bases[5])
+    m.checkpoint()
+    # kept: from the segment before the one holding the recovery point (and before the active)
+    assert snaps() == [b for b in bases[1:] if b >= bases[4]]
