@@ -3,7 +3,9 @@
 Rows (each encode and decode of a whole body, no header):
   * MetadataResponse v12, 100 topics x 10 partitions (3 replicas, 3 ISR each);
   * FetchRequest v15, 100 partitions (10 topics by id x 10 partitions);
-  * ProduceRequest v11, 10 partitions with one 1 KiB record batch each (opaque bytes).
+  * ProduceRequest v11, 10 partitions with one 1 KiB record batch each (opaque bytes);
+  * FetchResponse v16, 100 partitions (10 topics x 10) with 1 KiB of records each (extra row:
+    the broker's encode and the consumer's decode hot path).
 
 Every library encodes the same content: kafka-python's and kio's objects are made by decoding
 our bytes, and their encodings are checked to be byte-identical to ours before timing.
@@ -26,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from gregor.protocol.messages import FetchRequest, MetadataResponse, ProduceRequest
+from gregor.protocol.messages import FetchRequest, FetchResponse, MetadataResponse, ProduceRequest
 
 Row = tuple[str, float, float, "float | None"]
 
@@ -127,19 +129,50 @@ def produce_request() -> ProduceRequest:
     )
 
 
+def fetch_response() -> FetchResponse:
+    T, P = FetchResponse.Responses, FetchResponse.Responses.Partitions
+    batch = os.urandom(1024)
+    return FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=123,
+        responses=[
+            T(
+                topic_id=uuid.UUID(int=(t + 1) * 0x1000100010001),
+                partitions=[
+                    P(
+                        partition_index=p,
+                        error_code=0,
+                        high_watermark=2_000_000,
+                        last_stable_offset=2_000_000,
+                        log_start_offset=0,
+                        aborted_transactions=[],
+                        preferred_read_replica=-1,
+                        records=batch,
+                    )
+                    for p in range(10)
+                ],
+            )
+            for t in range(10)
+        ],
+    )
+
+
 CASES = [
     ("MetadataResponse v12 100x10", metadata_response, 12),
     ("FetchRequest v15 100 partitions", fetch_request, 15),
     ("ProduceRequest v11 10x1KiB", produce_request, 11),
+    ("FetchResponse v16 100x1KiB", fetch_response, 16),
 ]
 
 
 def _kafka_python(name: str):
     from kafka.protocol.consumer import FetchRequest as KF
+    from kafka.protocol.consumer import FetchResponse as KFR
     from kafka.protocol.metadata import MetadataResponse as KM
     from kafka.protocol.producer import ProduceRequest as KP
 
-    return {"MetadataResponse": KM, "FetchRequest": KF, "ProduceRequest": KP}[name]
+    return {"MetadataResponse": KM, "FetchRequest": KF, "ProduceRequest": KP, "FetchResponse": KFR}[name]
 
 
 def _kio(name: str, version: int):
@@ -148,7 +181,12 @@ def _kio(name: str, version: int):
     from kio.schema.index import schema_name_map
     from kio.static.constants import EntityType
 
-    api = {"MetadataResponse": "metadata", "FetchRequest": "fetch", "ProduceRequest": "produce"}[name]
+    api = {
+        "MetadataResponse": "metadata",
+        "FetchRequest": "fetch",
+        "FetchResponse": "fetch",
+        "ProduceRequest": "produce",
+    }[name]
     kind = EntityType.response if name.endswith("Response") else EntityType.request
     return resolve_name(schema_name_map[api][version][kind])
 

@@ -72,6 +72,17 @@ def default_expr(f: FieldDef) -> str:
     return repr(d)
 
 
+def lazy(f: FieldDef) -> bool:
+    """A tagged struct field with a struct default: stored in slot ``_<name>`` as None until
+    read (a property creates the default then), so decoding a struct does not build default
+    instances of tagged fields that are absent, which is the common case."""
+    return f.tag is not None and f.type == "struct" and not f.array and f.default is STRUCT
+
+
+def slot(f: FieldDef) -> str:
+    return f"_{f.name}" if lazy(f) else f.name
+
+
 def _is_marker(f: FieldDef) -> bool:
     return f.default is LIST or f.default is STRUCT
 
@@ -139,7 +150,10 @@ class DecodeGen(_Gen):
         for f in sd.fields:
             if f in present:
                 continue
-            self.w(ind, f"{tgt}.{f.name} = {default_expr(f)}")
+            if lazy(f):
+                self.w(ind, f"{tgt}.{slot(f)} = None")
+            else:
+                self.w(ind, f"{tgt}.{f.name} = {default_expr(f)}")
         if self.flex:
             self.tags(sd, tgt, ind, depth)
         elif self.has_tags:
@@ -193,11 +207,16 @@ class DecodeGen(_Gen):
         else:
             raise AssertionError(f.type)
 
-    def count(self, width: str, ind: int) -> None:
-        """Emit code leaving a length/count in ``n`` (-1 = null)."""
+    def count(self, width: str, ind: int, big: bool = False) -> None:
+        """Emit code leaving a length/count in ``n`` (-1 = null).
+
+        ``big``: lengths usually past 127 (records), so the 2-byte varint is inlined too.
+        """
         if self.flex:
             self.w(ind, "n = buf[pos]")
             self.w(ind, "if n < 128: pos += 1")
+            if big:
+                self.w(ind, "elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2")
             self.w(ind, "else: n, pos = _ruv(buf, pos)")
             self.w(ind, "n -= 1")
         else:
@@ -205,7 +224,7 @@ class DecodeGen(_Gen):
             self.w(ind, f"n, = _U_{self.mod.st(width)}(buf, pos); pos += {size}")
 
     def varlen(self, typ: str, nullable: bool, dest: str, ind: int) -> None:
-        self.count("h" if typ == "string" else "i", ind)
+        self.count("h" if typ == "string" else "i", ind, big=typ == "records")
         if typ == "string":
             value = "str(buf[pos:end], 'utf-8')"
         elif typ == "bytes":
@@ -284,7 +303,7 @@ class DecodeGen(_Gen):
         self.w(ind, f"if tend{d} > blen: raise _bad_length(sz{d})")
         for k, f in enumerate(tagged):
             self.w(ind, f"{'if' if k == 0 else 'elif'} tg{d} == {f.tag}:")
-            self.field(f, f"{tgt}.{f.name}", ind + 1, depth + 1)
+            self.field(f, f"{tgt}.{slot(f)}", ind + 1, depth + 1)
             self.w(ind + 1, f"if pos != tend{d}: raise _bad_tag_size(tg{d})")
         self.w(ind, f"else: ut{d}[tg{d}] = bytes(buf[pos:tend{d}]); pos = tend{d}")
         self.w(ind - 1, f"{tgt}.unknown_tags = ut{d}")
@@ -411,7 +430,14 @@ class EncodeGen(_Gen):
             if f.default is None:
                 return f"{var} is not None"
             assert f.struct is not None
-            return f"{var} != {self.mod.default_instance(f.struct)}"
+            subs = f.struct.fields
+            if all(not x.array and x.type != "struct" for x in subs):
+                # Inline comparison with the defaults (cheaper than the generated __eq__).
+                checks = [self.differs(x, f"{var}.{x.name}") for x in subs]
+                if self.has_tags:
+                    checks.append(f"{var}.unknown_tags")
+                return f"{var} is not None and ({' or '.join(checks) or 'False'})"
+            return f"{var} is not None and {var} != {self.mod.default_instance(f.struct)}"
         if f.default is None:
             return f"{var} is not None"
         if f.type == "boolean":
@@ -429,7 +455,7 @@ class EncodeGen(_Gen):
         self.w(ind, f"tl{d} = []")
         for f in tagged:
             tv = f"tv{d}"
-            self.w(ind, f"{tv} = {src}.{f.name}")
+            self.w(ind, f"{tv} = {src}.{slot(f)}")
             self.w(ind, f"if {self.differs(f, tv)}:")
             self.w(ind + 1, f"tp{d} = []; tap{d} = tp{d}.append")
             self.field(f, tv, ind + 1, depth + 1, f"tap{d}")
@@ -507,9 +533,11 @@ def _class(
         out.append((f"{p}    {line}").rstrip())
     out.append(f'{p}    """')
     out.append("")
-    slots = [f.name for f in sd.fields] + (["unknown_tags"] if msg.flexible_min is not None else [])
+    tags = ["unknown_tags"] if msg.flexible_min is not None else []
+    slots = [slot(f) for f in sd.fields] + tags
+    names = [f.name for f in sd.fields] + tags
     out.append(f"{p}    __slots__ = {tuple(slots)!r}")
-    out.append(f"{p}    _FIELDS = {tuple(slots)!r}")
+    out.append(f"{p}    _FIELDS = {tuple(names)!r}")
     if top:
         out.append(f"{p}    API_KEY = {msg.api_key}")
         out.append(f"{p}    API_NAME = {msg.api!r}")
@@ -525,7 +553,10 @@ def _class(
     params = []
     body = []
     for f in sd.fields:
-        if _is_marker(f):
+        if lazy(f):
+            params.append(f"{f.name}=None")
+            body.append(f"self.{slot(f)} = {f.name}")
+        elif _is_marker(f):
             params.append(f"{f.name}=UNSET")
             body.append(f"self.{f.name} = {default_expr(f)} if {f.name} is UNSET else {f.name}")
         else:
@@ -545,11 +576,26 @@ def _class(
     out.append("")
     out.append(f"{p}    def __eq__(self, other):")
     out.append(f"{p}        if other.__class__ is not self.__class__: return NotImplemented")
-    if slots:
-        cmp = " and ".join(f"self.{s} == other.{s}" for s in slots)
+    if names:
+        cmp = " and ".join(f"self.{s} == other.{s}" for s in names)
         out.append(f"{p}        return {cmp}")
     else:
         out.append(f"{p}        return True")
+    # lazily created defaults of tagged struct fields
+    for f in sd.fields:
+        if not lazy(f):
+            continue
+        assert f.struct is not None
+        out.append("")
+        out.append(f"{p}    @property")
+        out.append(f"{p}    def {f.name}(self):")
+        out.append(f"{p}        v = self.{slot(f)}")
+        out.append(f"{p}        if v is None: v = self.{slot(f)} = {f.struct.alias}()")
+        out.append(f"{p}        return v")
+        out.append("")
+        out.append(f"{p}    @{f.name}.setter")
+        out.append(f"{p}    def {f.name}(self, value):")
+        out.append(f"{p}        self.{slot(f)} = value")
     # __repr__
     out.append("")
     out.append(f"{p}    def __repr__(self):")

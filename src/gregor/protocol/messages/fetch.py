@@ -109,7 +109,7 @@ class FetchRequest(Message):
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
 
-    __slots__ = ('replica_id', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'cluster_id', 'replica_state', 'unknown_tags')
+    __slots__ = ('replica_id', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'cluster_id', '_replica_state', 'unknown_tags')
     _FIELDS = ('replica_id', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'cluster_id', 'replica_state', 'unknown_tags')
     API_KEY = 1
     API_NAME = 'Fetch'
@@ -227,7 +227,7 @@ class FetchRequest(Message):
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FetchRequest.ReplicaState(replica_id={self.replica_id!r}, replica_epoch={self.replica_epoch!r}{tags})"
 
-    def __init__(self, *, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=UNSET, forgotten_topics_data=UNSET, rack_id='', cluster_id=None, replica_state=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=UNSET, forgotten_topics_data=UNSET, rack_id='', cluster_id=None, replica_state=None, unknown_tags=UNSET):
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -239,12 +239,22 @@ class FetchRequest(Message):
         self.forgotten_topics_data = [] if forgotten_topics_data is UNSET else forgotten_topics_data
         self.rack_id = rack_id
         self.cluster_id = cluster_id
-        self.replica_state = _C_FetchRequest_ReplicaState() if replica_state is UNSET else replica_state
+        self._replica_state = replica_state
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__: return NotImplemented
         return self.replica_id == other.replica_id and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.isolation_level == other.isolation_level and self.session_id == other.session_id and self.session_epoch == other.session_epoch and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.rack_id == other.rack_id and self.cluster_id == other.cluster_id and self.replica_state == other.replica_state and self.unknown_tags == other.unknown_tags
+
+    @property
+    def replica_state(self):
+        v = self._replica_state
+        if v is None: v = self._replica_state = _C_FetchRequest_ReplicaState()
+        return v
+
+    @replica_state.setter
+    def replica_state(self, value):
+        self._replica_state = value
 
     def __repr__(self):
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
@@ -301,7 +311,7 @@ class FetchResponse(Message):
                 snapshot_id (SnapshotId, v12+, tag 2; _C_FetchResponse_Responses_Partitions_SnapshotId())
             """
 
-            __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'aborted_transactions', 'preferred_read_replica', 'records', 'diverging_epoch', 'current_leader', 'snapshot_id', 'unknown_tags')
+            __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'aborted_transactions', 'preferred_read_replica', 'records', '_diverging_epoch', '_current_leader', '_snapshot_id', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'aborted_transactions', 'preferred_read_replica', 'records', 'diverging_epoch', 'current_leader', 'snapshot_id', 'unknown_tags')
 
             class AbortedTransactions(Struct):
@@ -400,7 +410,7 @@ class FetchResponse(Message):
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"FetchResponse.Responses.Partitions.SnapshotId(end_offset={self.end_offset!r}, epoch={self.epoch!r}{tags})"
 
-            def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, aborted_transactions=UNSET, preferred_read_replica=-1, records=None, diverging_epoch=UNSET, current_leader=UNSET, snapshot_id=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, aborted_transactions=UNSET, preferred_read_replica=-1, records=None, diverging_epoch=None, current_leader=None, snapshot_id=None, unknown_tags=UNSET):
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.high_watermark = high_watermark
@@ -409,14 +419,44 @@ class FetchResponse(Message):
                 self.aborted_transactions = [] if aborted_transactions is UNSET else aborted_transactions
                 self.preferred_read_replica = preferred_read_replica
                 self.records = records
-                self.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch() if diverging_epoch is UNSET else diverging_epoch
-                self.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader() if current_leader is UNSET else current_leader
-                self.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId() if snapshot_id is UNSET else snapshot_id
+                self._diverging_epoch = diverging_epoch
+                self._current_leader = current_leader
+                self._snapshot_id = snapshot_id
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
             def __eq__(self, other):
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.high_watermark == other.high_watermark and self.last_stable_offset == other.last_stable_offset and self.log_start_offset == other.log_start_offset and self.aborted_transactions == other.aborted_transactions and self.preferred_read_replica == other.preferred_read_replica and self.records == other.records and self.diverging_epoch == other.diverging_epoch and self.current_leader == other.current_leader and self.snapshot_id == other.snapshot_id and self.unknown_tags == other.unknown_tags
+
+            @property
+            def diverging_epoch(self):
+                v = self._diverging_epoch
+                if v is None: v = self._diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
+                return v
+
+            @diverging_epoch.setter
+            def diverging_epoch(self, value):
+                self._diverging_epoch = value
+
+            @property
+            def current_leader(self):
+                v = self._current_leader
+                if v is None: v = self._current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
+                return v
+
+            @current_leader.setter
+            def current_leader(self, value):
+                self._current_leader = value
+
+            @property
+            def snapshot_id(self):
+                v = self._snapshot_id
+                if v is None: v = self._snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                return v
+
+            @snapshot_id.setter
+            def snapshot_id(self, value):
+                self._snapshot_id = value
 
             def __repr__(self):
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
@@ -494,10 +534,6 @@ _C_FetchResponse_Responses_Partitions_DivergingEpoch = FetchResponse.Responses.P
 _C_FetchResponse_Responses_Partitions_CurrentLeader = FetchResponse.Responses.Partitions.CurrentLeader
 _C_FetchResponse_Responses_Partitions_SnapshotId = FetchResponse.Responses.Partitions.SnapshotId
 _C_FetchResponse_NodeEndpoints = FetchResponse.NodeEndpoints
-_D_FetchRequest_ReplicaState = _C_FetchRequest_ReplicaState()
-_D_FetchResponse_Responses_Partitions_DivergingEpoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-_D_FetchResponse_Responses_Partitions_CurrentLeader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-_D_FetchResponse_Responses_Partitions_SnapshotId = _C_FetchResponse_Responses_Partitions_SnapshotId()
 
 
 def _decode_req_v0(buf, pos):
@@ -545,7 +581,7 @@ def _decode_req_v0(buf, pos):
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -594,7 +630,7 @@ def _decode_req_v3(buf, pos):
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -642,7 +678,7 @@ def _decode_req_v4(buf, pos):
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -689,7 +725,7 @@ def _decode_req_v5(buf, pos):
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -758,7 +794,7 @@ def _decode_req_v7(buf, pos):
         o.forgotten_topics_data = l0
     o.rack_id = ''
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -826,7 +862,7 @@ def _decode_req_v9(buf, pos):
         o.forgotten_topics_data = l0
     o.rack_id = ''
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -897,7 +933,7 @@ def _decode_req_v11(buf, pos):
     if n < 0 or end > blen: raise _bad_length(n)
     o.rack_id = str(buf[pos:end], 'utf-8'); pos = end
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     o.unknown_tags = {}
     return o, pos
 
@@ -983,7 +1019,7 @@ def _decode_req_v12(buf, pos):
     if n < 0 or end > blen: raise _bad_length(n)
     o.rack_id = str(buf[pos:end], 'utf-8'); pos = end
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
@@ -1080,7 +1116,7 @@ def _decode_req_v13(buf, pos):
     if n < 0 or end > blen: raise _bad_length(n)
     o.rack_id = str(buf[pos:end], 'utf-8'); pos = end
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
@@ -1178,7 +1214,7 @@ def _decode_req_v15(buf, pos):
     o.rack_id = str(buf[pos:end], 'utf-8'); pos = end
     o.replica_id = -1
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
@@ -1204,7 +1240,7 @@ def _decode_req_v15(buf, pos):
             e2.replica_id, e2.replica_epoch = _U_iq(buf, pos); pos += 12
             if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
             else: e2.unknown_tags, pos = _read_tags(buf, pos)
-            o.replica_state = e2
+            o._replica_state = e2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
@@ -1296,7 +1332,7 @@ def _decode_req_v17(buf, pos):
     o.rack_id = str(buf[pos:end], 'utf-8'); pos = end
     o.replica_id = -1
     o.cluster_id = None
-    o.replica_state = _C_FetchRequest_ReplicaState()
+    o._replica_state = None
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
@@ -1322,7 +1358,7 @@ def _decode_req_v17(buf, pos):
             e2.replica_id, e2.replica_epoch = _U_iq(buf, pos); pos += 12
             if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
             else: e2.unknown_tags, pos = _read_tags(buf, pos)
-            o.replica_state = e2
+            o._replica_state = e2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
@@ -1669,8 +1705,8 @@ def _encode_req_v15(o, ap):
             n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             tap0(s)
         tl0.append((0, b''.join(tp0)))
-    tv0 = o.replica_state
-    if tv0 != _D_FetchRequest_ReplicaState:
+    tv0 = o._replica_state
+    if tv0 is not None and (tv0.replica_id != -1 or tv0.replica_epoch != -1 or tv0.unknown_tags):
         tp0 = []; tap0 = tp0.append
         e2 = tv0
         tap0(_P_iq(e2.replica_id, e2.replica_epoch))
@@ -1741,8 +1777,8 @@ def _encode_req_v17(o, ap):
             n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             tap0(s)
         tl0.append((0, b''.join(tp0)))
-    tv0 = o.replica_state
-    if tv0 != _D_FetchRequest_ReplicaState:
+    tv0 = o._replica_state
+    if tv0 is not None and (tv0.replica_id != -1 or tv0.replica_epoch != -1 or tv0.unknown_tags):
         tp0 = []; tap0 = tp0.append
         e2 = tv0
         tap0(_P_iq(e2.replica_id, e2.replica_epoch))
@@ -1793,9 +1829,9 @@ def _decode_resp_v0(buf, pos):
                     e2.log_start_offset = -1
                     e2.aborted_transactions = []
                     e2.preferred_read_replica = -1
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -1849,9 +1885,9 @@ def _decode_resp_v1(buf, pos):
                     e2.log_start_offset = -1
                     e2.aborted_transactions = []
                     e2.preferred_read_replica = -1
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -1915,9 +1951,9 @@ def _decode_resp_v4(buf, pos):
                         e2.records = mv[pos:end]; pos = end
                     e2.log_start_offset = -1
                     e2.preferred_read_replica = -1
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -1980,9 +2016,9 @@ def _decode_resp_v5(buf, pos):
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.records = mv[pos:end]; pos = end
                     e2.preferred_read_replica = -1
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -2045,9 +2081,9 @@ def _decode_resp_v7(buf, pos):
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.records = mv[pos:end]; pos = end
                     e2.preferred_read_replica = -1
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -2108,9 +2144,9 @@ def _decode_resp_v11(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.records = mv[pos:end]; pos = end
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partitions = l1
@@ -2174,6 +2210,7 @@ def _decode_resp_v12(buf, pos):
                     e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
+                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n == -1: e2.records = None
@@ -2181,9 +2218,9 @@ def _decode_resp_v12(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.records = mv[pos:end]; pos = end
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
@@ -2198,21 +2235,21 @@ def _decode_resp_v12(buf, pos):
                             e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.diverging_epoch = e4
+                            e2._diverging_epoch = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 1:
                             e4 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
                             e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.current_leader = e4
+                            e2._current_leader = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 2:
                             e4 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
                             e4.end_offset, e4.epoch = _U_qi(buf, pos); pos += 12
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.snapshot_id = e4
+                            e2._snapshot_id = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -2275,6 +2312,7 @@ def _decode_resp_v13(buf, pos):
                     e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
+                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n == -1: e2.records = None
@@ -2282,9 +2320,9 @@ def _decode_resp_v13(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.records = mv[pos:end]; pos = end
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
@@ -2299,21 +2337,21 @@ def _decode_resp_v13(buf, pos):
                             e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.diverging_epoch = e4
+                            e2._diverging_epoch = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 1:
                             e4 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
                             e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.current_leader = e4
+                            e2._current_leader = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 2:
                             e4 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
                             e4.end_offset, e4.epoch = _U_qi(buf, pos); pos += 12
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.snapshot_id = e4
+                            e2._snapshot_id = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -2376,6 +2414,7 @@ def _decode_resp_v16(buf, pos):
                     e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
+                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n == -1: e2.records = None
@@ -2383,9 +2422,9 @@ def _decode_resp_v16(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.records = mv[pos:end]; pos = end
-                    e2.diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
-                    e2.current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
-                    e2.snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
+                    e2._diverging_epoch = None
+                    e2._current_leader = None
+                    e2._snapshot_id = None
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
@@ -2400,21 +2439,21 @@ def _decode_resp_v16(buf, pos):
                             e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.diverging_epoch = e4
+                            e2._diverging_epoch = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 1:
                             e4 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
                             e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.current_leader = e4
+                            e2._current_leader = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 2:
                             e4 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
                             e4.end_offset, e4.epoch = _U_qi(buf, pos); pos += 12
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.snapshot_id = e4
+                            e2._snapshot_id = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -2640,8 +2679,8 @@ def _encode_resp_v12(o, ap):
                     ap(_P_i(x1.preferred_read_replica))
                     _write_compact_records(ap, x1.records)
                     tl2 = []
-                    tv2 = x1.diverging_epoch
-                    if tv2 != _D_FetchResponse_Responses_Partitions_DivergingEpoch:
+                    tv2 = x1._diverging_epoch
+                    if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_iq(e4.epoch, e4.end_offset))
@@ -2649,8 +2688,8 @@ def _encode_resp_v12(o, ap):
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((0, b''.join(tp2)))
-                    tv2 = x1.current_leader
-                    if tv2 != _D_FetchResponse_Responses_Partitions_CurrentLeader:
+                    tv2 = x1._current_leader
+                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_ii(e4.leader_id, e4.leader_epoch))
@@ -2658,8 +2697,8 @@ def _encode_resp_v12(o, ap):
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((1, b''.join(tp2)))
-                    tv2 = x1.snapshot_id
-                    if tv2 != _D_FetchResponse_Responses_Partitions_SnapshotId:
+                    tv2 = x1._snapshot_id
+                    if tv2 is not None and (tv2.end_offset != -1 or tv2.epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_qi(e4.end_offset, e4.epoch))
@@ -2705,8 +2744,8 @@ def _encode_resp_v13(o, ap):
                     ap(_P_i(x1.preferred_read_replica))
                     _write_compact_records(ap, x1.records)
                     tl2 = []
-                    tv2 = x1.diverging_epoch
-                    if tv2 != _D_FetchResponse_Responses_Partitions_DivergingEpoch:
+                    tv2 = x1._diverging_epoch
+                    if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_iq(e4.epoch, e4.end_offset))
@@ -2714,8 +2753,8 @@ def _encode_resp_v13(o, ap):
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((0, b''.join(tp2)))
-                    tv2 = x1.current_leader
-                    if tv2 != _D_FetchResponse_Responses_Partitions_CurrentLeader:
+                    tv2 = x1._current_leader
+                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_ii(e4.leader_id, e4.leader_epoch))
@@ -2723,8 +2762,8 @@ def _encode_resp_v13(o, ap):
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((1, b''.join(tp2)))
-                    tv2 = x1.snapshot_id
-                    if tv2 != _D_FetchResponse_Responses_Partitions_SnapshotId:
+                    tv2 = x1._snapshot_id
+                    if tv2 is not None and (tv2.end_offset != -1 or tv2.epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_qi(e4.end_offset, e4.epoch))
@@ -2770,8 +2809,8 @@ def _encode_resp_v16(o, ap):
                     ap(_P_i(x1.preferred_read_replica))
                     _write_compact_records(ap, x1.records)
                     tl2 = []
-                    tv2 = x1.diverging_epoch
-                    if tv2 != _D_FetchResponse_Responses_Partitions_DivergingEpoch:
+                    tv2 = x1._diverging_epoch
+                    if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_iq(e4.epoch, e4.end_offset))
@@ -2779,8 +2818,8 @@ def _encode_resp_v16(o, ap):
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((0, b''.join(tp2)))
-                    tv2 = x1.current_leader
-                    if tv2 != _D_FetchResponse_Responses_Partitions_CurrentLeader:
+                    tv2 = x1._current_leader
+                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_ii(e4.leader_id, e4.leader_epoch))
@@ -2788,8 +2827,8 @@ def _encode_resp_v16(o, ap):
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((1, b''.join(tp2)))
-                    tv2 = x1.snapshot_id
-                    if tv2 != _D_FetchResponse_Responses_Partitions_SnapshotId:
+                    tv2 = x1._snapshot_id
+                    if tv2 is not None and (tv2.end_offset != -1 or tv2.epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_qi(e4.end_offset, e4.epoch))

@@ -176,7 +176,7 @@ class ProduceResponse(Message):
                 current_leader (CurrentLeader, v10+, tag 0; _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader())
             """
 
-            __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tags')
+            __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', '_current_leader', 'unknown_tags')
             _FIELDS = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tags')
 
             class RecordErrors(Struct):
@@ -227,7 +227,7 @@ class ProduceResponse(Message):
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ProduceResponse.Responses.PartitionResponses.CurrentLeader(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
-            def __init__(self, *, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=UNSET, error_message=None, current_leader=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=UNSET, error_message=None, current_leader=None, unknown_tags=UNSET):
                 self.index = index
                 self.error_code = error_code
                 self.base_offset = base_offset
@@ -235,12 +235,22 @@ class ProduceResponse(Message):
                 self.log_start_offset = log_start_offset
                 self.record_errors = [] if record_errors is UNSET else record_errors
                 self.error_message = error_message
-                self.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader() if current_leader is UNSET else current_leader
+                self._current_leader = current_leader
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
             def __eq__(self, other):
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.index == other.index and self.error_code == other.error_code and self.base_offset == other.base_offset and self.log_append_time_ms == other.log_append_time_ms and self.log_start_offset == other.log_start_offset and self.record_errors == other.record_errors and self.error_message == other.error_message and self.current_leader == other.current_leader and self.unknown_tags == other.unknown_tags
+
+            @property
+            def current_leader(self):
+                v = self._current_leader
+                if v is None: v = self._current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                return v
+
+            @current_leader.setter
+            def current_leader(self, value):
+                self._current_leader = value
 
             def __repr__(self):
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
@@ -311,7 +321,6 @@ _C_ProduceResponse_Responses_PartitionResponses = ProduceResponse.Responses.Part
 _C_ProduceResponse_Responses_PartitionResponses_RecordErrors = ProduceResponse.Responses.PartitionResponses.RecordErrors
 _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader = ProduceResponse.Responses.PartitionResponses.CurrentLeader
 _C_ProduceResponse_NodeEndpoints = ProduceResponse.NodeEndpoints
-_D_ProduceResponse_Responses_PartitionResponses_CurrentLeader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
 
 
 def _decode_req_v0(buf, pos):
@@ -453,6 +462,7 @@ def _decode_req_v9(buf, pos):
                     e2.index, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
+                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n == -1: e2.records = None
@@ -581,7 +591,7 @@ def _decode_resp_v0(buf, pos):
                     e2.log_start_offset = -1
                     e2.record_errors = []
                     e2.error_message = None
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partition_responses = l1
@@ -624,7 +634,7 @@ def _decode_resp_v1(buf, pos):
                     e2.log_start_offset = -1
                     e2.record_errors = []
                     e2.error_message = None
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partition_responses = l1
@@ -666,7 +676,7 @@ def _decode_resp_v2(buf, pos):
                     e2.log_start_offset = -1
                     e2.record_errors = []
                     e2.error_message = None
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partition_responses = l1
@@ -707,7 +717,7 @@ def _decode_resp_v5(buf, pos):
                     e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
                     e2.record_errors = []
                     e2.error_message = None
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partition_responses = l1
@@ -771,7 +781,7 @@ def _decode_resp_v8(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     e2.unknown_tags = {}
                     a1(e2)
                 e1.partition_responses = l1
@@ -848,7 +858,7 @@ def _decode_resp_v9(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -928,7 +938,7 @@ def _decode_resp_v10(buf, pos):
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
                         e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
+                    e2._current_leader = None
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
@@ -943,7 +953,7 @@ def _decode_resp_v10(buf, pos):
                             e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
                             if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
                             else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2.current_leader = e4
+                            e2._current_leader = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -1195,8 +1205,8 @@ def _encode_resp_v10(o, ap):
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     tl2 = []
-                    tv2 = x1.current_leader
-                    if tv2 != _D_ProduceResponse_Responses_PartitionResponses_CurrentLeader:
+                    tv2 = x1._current_leader
+                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
                         e4 = tv2
                         tap2(_P_ii(e4.leader_id, e4.leader_epoch))

@@ -627,6 +627,7 @@ def _decode_resp_v0(buf, pos):
                     e2.current_leader = e3
                     n = buf[pos]
                     if n < 128: pos += 1
+                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     if n == -1: e2.records = None
