@@ -1,32 +1,31 @@
-"""Storage exceptions, each carrying the Kafka error code the broker answers with.
-
-``gregor.protocol.errors`` may name these codes too; here they are plain ints with the Kafka
-error's name beside each, so the storage layer depends on nothing but ``gregor.protocol``.
-"""
+"""Storage exceptions, each carrying the Kafka error code the broker answers with
+(``error_code``, a :class:`~gregor.protocol.errors.ErrorCode`, which is an int)."""
 
 from __future__ import annotations
+
+from gregor.protocol.errors import ErrorCode
 
 
 class StorageError(Exception):
     """Base class. ``error_code`` is the Kafka error code for a produce/fetch response."""
 
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+    error_code: int = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class KafkaStorageError(StorageError):
     """An I/O failure on a log directory."""
 
-    error_code = 56  # KAFKA_STORAGE_ERROR
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class InvalidConfigError(StorageError, ValueError):
-    error_code = 40  # INVALID_CONFIG
+    error_code = ErrorCode.INVALID_CONFIG
 
 
 class OffsetOutOfRangeError(StorageError):
     """The offset is outside [log_start_offset, log_end_offset]."""
 
-    error_code = 1  # OFFSET_OUT_OF_RANGE
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
     def __init__(self, offset: int, log_start_offset: int, log_end_offset: int, what: str = ""):
         self.offset = offset
@@ -42,64 +41,64 @@ class OffsetOutOfRangeError(StorageError):
 class CorruptRecordError(StorageError):
     """A batch fails its CRC, is malformed, or (compacted topics) has a record without a key."""
 
-    error_code = 2  # CORRUPT_MESSAGE
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(StorageError):
     """A well-formed batch the broker refuses (inconsistent offsets/count, a client writing
     control batches, a producer id without a sequence)."""
 
-    error_code = 87  # INVALID_RECORD
+    error_code = ErrorCode.INVALID_RECORD
 
 
 class RecordTooLargeError(StorageError):
     """A batch is larger than ``max.message.bytes``."""
 
-    error_code = 10  # MESSAGE_TOO_LARGE
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class RecordBatchTooLargeError(StorageError):
     """The appended record set is larger than ``segment.bytes``."""
 
-    error_code = 18  # RECORD_LIST_TOO_LARGE
+    error_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class InvalidTimestampError(StorageError):
     """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms."""
 
-    error_code = 32  # INVALID_TIMESTAMP
+    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class OutOfOrderSequenceError(StorageError):
-    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class DuplicateSequenceError(StorageError):
     """The batch was written before but is older than the five batches whose offsets we keep."""
 
-    error_code = 46  # DUPLICATE_SEQUENCE_NUMBER
+    error_code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(StorageError):
-    error_code = 47  # INVALID_PRODUCER_EPOCH
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 class InvalidTxnStateError(StorageError):
-    error_code = 48  # INVALID_TXN_STATE
+    error_code = ErrorCode.INVALID_TXN_STATE
 
 
 class TransactionCoordinatorFencedError(StorageError):
-    error_code = 52  # TRANSACTION_COORDINATOR_FENCED
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class UnknownProducerIdError(StorageError):
-    error_code = 59  # UNKNOWN_PRODUCER_ID
+    error_code = ErrorCode.UNKNOWN_PRODUCER_ID
 
 
 class UnexpectedAppendOffsetError(StorageError):
     """A follower append whose first offset is below the log end offset."""
 
-    error_code = -1  # UNKNOWN_SERVER_ERROR (Kafka's UnexpectedAppendOffsetException)
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class LogClosedError(KafkaStorageError):
