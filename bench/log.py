@@ -8,9 +8,12 @@ Rows (best of several rounds, each on a fresh file):
                sequential 1 MiB preads of the same bytes in a plain file
   ts lookup    Log.offset_for_timestamp for random timestamps (time index, offset index, one
                batch decoded) vs one pread of a batch at a random position
-Ratios are plain-file time / Gregor time for each row's work (1.0 = as fast as the file).
+Each ratio is Gregor's throughput over the plain file's (for latencies, the plain file's time
+over Gregor's): 1.0 means as fast as the file. Rounds of the two alternate, after ``os.sync``,
+and the best round of each counts, to keep other load on the machine out of the comparison.
 
 Run: .venv/bin/python bench/log.py [--mb 64] [--dir /path/on/the/disk/to/test]
+(``--dir /dev/shm`` takes the disk out and shows the CPU cost alone.)
 """
 
 from __future__ import annotations
@@ -49,13 +52,6 @@ def make_batches(batch_size: int, count: int) -> tuple[list[bytes], int]:
             b = build(n, sizes)
         out.append(b)
     return out, per
-
-
-def best(rounds: int, fn) -> float:  # noqa: ANN001
-    times = []
-    for _ in range(rounds):
-        times.append(fn())
-    return min(times)
 
 
 def bench_append(workdir: str, batches: list[bytes], total: int, fsync: bool) -> tuple[float, float]:
@@ -145,8 +141,10 @@ def bench_read(workdir: str, batch_size: int, per: int) -> tuple[float, float, i
         return elapsed
 
     ours(), plain()  # warm the page cache
-    t_plain = best(5, plain)
-    t_ours = best(5, ours)
+    t_plain = t_ours = float("inf")
+    for _ in range(15):  # alternate, so both see the same background load
+        t_plain = min(t_plain, plain())
+        t_ours = min(t_ours, ours())
     log.close()
     return t_ours, t_plain, size
 
@@ -181,8 +179,10 @@ def bench_lookup(
             pread(fd, batch_size, p)
         return (time.perf_counter() - start) / lookups
 
-    t_ours = best(3, ours)
-    t_plain = best(3, plain)
+    t_plain = t_ours = float("inf")
+    for _ in range(5):
+        t_plain = min(t_plain, plain())
+        t_ours = min(t_ours, ours())
     log.close()
     return t_ours, t_plain
 
@@ -214,6 +214,7 @@ def main() -> None:
             rows.append((f"append+fsync {label} batches", mb / t_ours, mb / t_plain, "MB/s"))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    print(f"directory: {args.dir or tempfile.gettempdir()}")
     print(f"{'':40} {'gregor':>12} {'plain file':>12} {'ratio':>7}")
     for name, ours, plain, unit in rows:
         ratio = plain / ours if unit == "us" else ours / plain
