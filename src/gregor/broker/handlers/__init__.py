@@ -5,7 +5,10 @@ registered with the versions it implements; ApiVersions advertises exactly that 
 """
 
 from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
+    admin_topics,
     api_versions,
+    cluster_info,
+    configs,
     fetch,
     list_offsets,
     metadata,

@@ -1,0 +1,216 @@
+"""Cluster and topic descriptions: DescribeCluster, DescribeLogDirs, DescribeTopicPartitions.
+
+DescribeCluster answers with the live brokers, the controller and the cluster id. This broker
+serves the broker endpoints only (endpoint_type 1); asking it for the controllers' endpoints
+(v1, type 2) is UNSUPPORTED_ENDPOINT_TYPE, as it is for any Kafka broker.
+
+DescribeLogDirs lists each configured log directory with the partitions it holds, their sizes
+on disk, an offset lag of 0 (every log here is the current one, none is a future replica) and,
+from v4, the total and usable bytes of the directory's volume.
+
+DescribeTopicPartitions pages through topics sorted by name: it starts at the request's cursor
+(topic name and partition index), stops after ``response_partition_limit`` partitions and
+returns the place to resume as ``next_cursor`` (null when nothing is left). An empty topic list
+means every topic.
+
+There is no authorizer yet, so every operation is reported as allowed where a bitfield of
+authorized operations is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from gregor.broker.handlers.registry import handles
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.describe_cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from gregor.protocol.messages.describe_log_dirs import (
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
+from gregor.protocol.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
+from gregor.protocol.primitives import ZERO_UUID
+
+OPERATIONS_NOT_REQUESTED = -(1 << 31)
+
+# Kafka's ACL operation codes.
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+CLUSTER_OPERATIONS = (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
+TOPIC_OPERATIONS = (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+
+ENDPOINT_BROKERS = 1
+
+# The most partitions one DescribeTopicPartitions response carries (Kafka's
+# max.request.partition.size.limit default).
+MAX_RESPONSE_PARTITIONS = 2000
+
+
+def operations_bitfield(ops: tuple[int, ...]) -> int:
+    bits = 0
+    for op in ops:
+        bits |= 1 << op
+    return bits
+
+
+@handles(DescribeClusterRequest)
+async def handle_describe_cluster(ctx: Any, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    endpoint_type = req.endpoint_type if ctx.version >= 1 else ENDPOINT_BROKERS
+    if endpoint_type != ENDPOINT_BROKERS:
+        return DescribeClusterResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"This broker serves endpoint type {ENDPOINT_BROKERS} (brokers) only.",
+            endpoint_type=endpoint_type,
+            cluster_id=broker.metadata.cluster_id,
+            controller_id=-1,
+            brokers=[],
+        )
+    brokers = [
+        DescribeClusterResponse.Brokers(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.metadata_brokers(_BrokerInfo)
+    ]
+    ops = (
+        operations_bitfield(CLUSTER_OPERATIONS)
+        if req.include_cluster_authorized_operations
+        else OPERATIONS_NOT_REQUESTED
+    )
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=endpoint_type,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.controller_id,
+        brokers=brokers,
+        cluster_authorized_operations=ops,
+    )
+
+
+class _BrokerInfo:
+    """Adapter for ``Broker.metadata_brokers``, which builds one object per live broker."""
+
+    def __init__(self, node_id: int, host: str, port: int, rack: str | None) -> None:
+        self.node_id, self.host, self.port, self.rack = node_id, host, port, rack
+
+
+LDResult = DescribeLogDirsResponse.Results
+LDTopic = DescribeLogDirsResponse.Results.Topics
+LDPart = DescribeLogDirsResponse.Results.Topics.Partitions
+
+
+@handles(DescribeLogDirsRequest)
+async def handle_describe_log_dirs(ctx: Any, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    broker = ctx.broker
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {}
+        for t in req.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    by_dir: dict[str, dict[str, list[LDPart]]] = {os.path.abspath(d): {} for d in broker.logs.log_dirs}
+    for (topic, partition), plog in sorted(broker.logs.logs.items()):
+        if wanted is not None and partition not in wanted.get(topic, ()):
+            continue
+        d = os.path.dirname(plog.dir)
+        by_dir.setdefault(d, {}).setdefault(topic, []).append(
+            LDPart(
+                partition_index=partition,
+                partition_size=plog.size,
+                offset_lag=0,  # the current log of a leader: no lag
+                is_future_key=False,
+            )
+        )
+    results = []
+    for d, topics in by_dir.items():
+        try:
+            usage = shutil.disk_usage(d)
+            total, usable, code = usage.total, usage.free, 0
+        except OSError:
+            total, usable, code = -1, -1, ErrorCode.KAFKA_STORAGE_ERROR
+        results.append(LDResult(
+            error_code=code,
+            log_dir=d,
+            topics=[LDTopic(name=name, partitions=parts) for name, parts in topics.items()],
+            total_bytes=total,
+            usable_bytes=usable,
+        ))
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
+
+
+DTPTopic = DescribeTopicPartitionsResponse.Topics
+DTPPart = DescribeTopicPartitionsResponse.Topics.Partitions
+DTPCursor = DescribeTopicPartitionsResponse.NextCursor
+
+
+def _unknown_topic(name: str, code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) -> DTPTopic:
+    return DTPTopic(
+        error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+        topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
+    )
+
+
+@handles(DescribeTopicPartitionsRequest)
+async def handle_describe_topic_partitions(
+    ctx: Any, req: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    store = ctx.broker.metadata
+    if req.topics:
+        names = sorted({t.name for t in req.topics})
+    else:
+        names = sorted(store.topics)
+    cursor = req.cursor
+    start_partition = 0
+    if cursor is not None:
+        if req.topics and cursor.topic_name not in names:
+            # Kafka refuses a cursor outside the listed topics; there is no top-level error
+            # field, so the cursor's topic is answered as an invalid request.
+            return DescribeTopicPartitionsResponse(
+                throttle_time_ms=0,
+                topics=[_unknown_topic(cursor.topic_name, ErrorCode.INVALID_REQUEST)],
+                next_cursor=None,
+            )
+        names = [n for n in names if n >= cursor.topic_name]
+        if names and names[0] == cursor.topic_name:
+            start_partition = max(cursor.partition_index, 0)
+    limit = min(max(req.response_partition_limit, 1), MAX_RESPONSE_PARTITIONS)
+    ops = operations_bitfield(TOPIC_OPERATIONS)
+    topics: list[DTPTopic] = []
+    next_cursor = None
+    remaining = limit
+    for i, name in enumerate(names):
+        first = start_partition if i == 0 else 0
+        ts = store.topics.get(name)
+        if ts is None:
+            topics.append(_unknown_topic(name))
+            continue
+        if remaining == 0:
+            next_cursor = DTPCursor(topic_name=name, partition_index=first)
+            break
+        chosen = ts.partitions[first : first + remaining]
+        remaining -= len(chosen)
+        topics.append(DTPTopic(
+            error_code=0, name=name, topic_id=ts.topic_id, is_internal=ts.internal,
+            partitions=[
+                DTPPart(
+                    error_code=0, partition_index=p.partition, leader_id=p.leader,
+                    leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+                    eligible_leader_replicas=[], last_known_elr=[], offline_replicas=list(p.offline_replicas),
+                )
+                for p in chosen
+            ],
+            topic_authorized_operations=ops,
+        ))
+        if first + len(chosen) < len(ts.partitions):
+            next_cursor = DTPCursor(topic_name=name, partition_index=first + len(chosen))
+            break
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

@@ -1,0 +1,342 @@
+"""Configs: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Resources are topics (type 2), this broker (4) and its loggers (8). A topic's configs are its
+overrides on top of the broker's ``server.properties`` and Kafka's defaults, resolved and
+described by :mod:`gregor.broker.topic_configs`. Broker configs are static here: DescribeConfigs
+reports every known broker key with its value and source (STATIC_BROKER_CONFIG when set,
+DEFAULT_CONFIG otherwise), read-only; altering a broker or logger resource answers
+INVALID_REQUEST because Gregor has no dynamic broker configs. An empty broker resource name
+means the cluster-wide dynamic defaults, of which there are none.
+
+AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs edits it key by key
+(SET, DELETE, APPEND and SUBTRACT, the last two for list configs only, applied to the
+effective value). Both validate the resulting set as a whole before anything changes, so a
+resource is either fully updated or not at all; ``validate_only`` stops after validation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from gregor.broker.config import BROKER_KEYS, BrokerConfig
+from gregor.broker.handlers.registry import handles
+from gregor.broker.topic_configs import (
+    BROKER_SYNONYMS,
+    BY_NAME,
+    ConfigEntry,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigType,
+    describe_topic,
+    effective_value,
+    split_list,
+)
+from gregor.broker.topics import topic_name_error
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from gregor.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from gregor.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from gregor.storage.errors import InvalidConfigError
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+_BROKER_TYPES = {
+    "boolean": ConfigType.BOOLEAN,
+    "int": ConfigType.INT,
+    "long": ConfigType.LONG,
+    "string": ConfigType.STRING,
+    "list": ConfigType.LIST,
+    "password": ConfigType.PASSWORD,
+}
+
+# Python's level names in Kafka's (log4j) vocabulary.
+_LEVEL_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
+
+
+class ResourceError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _format_default(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def check_broker_resource(config: BrokerConfig, name: str) -> bool:
+    """True for this broker's id, False for "" (cluster-wide defaults); raises otherwise."""
+    if name == "":
+        return False
+    try:
+        node = int(name)
+    except ValueError:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if node != config.node_id:
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {config.node_id} or empty string, but received {name}",
+        )
+    return True
+
+
+def describe_broker(
+    config: BrokerConfig, include_synonyms: bool, include_documentation: bool
+) -> list[ConfigEntry]:
+    """Every broker key Gregor knows, plus the broker-level synonyms of topic configs."""
+    raw = config.raw
+    entries: list[ConfigEntry] = []
+    known: set[str] = set()
+
+    def add(name: str, ctype: ConfigType, default: str | None, doc: str) -> None:
+        known.add(name)
+        sensitive = ctype is ConfigType.PASSWORD
+        if name in raw:
+            value, source = raw[name], ConfigSource.STATIC_BROKER_CONFIG
+        else:
+            value, source = default, ConfigSource.DEFAULT_CONFIG
+        synonyms = None
+        if include_synonyms:
+            synonyms = []
+            if name in raw:
+                synonyms.append((name, None if sensitive else raw[name], ConfigSource.STATIC_BROKER_CONFIG))
+            if default is not None:
+                synonyms.append((name, None if sensitive else default, ConfigSource.DEFAULT_CONFIG))
+        entries.append(ConfigEntry(
+            name, None if sensitive else value, source, ctype,
+            doc if include_documentation else None,
+            read_only=True, is_sensitive=sensitive, synonyms=synonyms,
+        ))
+
+    for key in BROKER_KEYS:
+        add(key.name, _BROKER_TYPES.get(key.type, ConfigType.STRING), _format_default(key.default), key.doc)
+    for name, syn in BROKER_SYNONYMS.items():
+        if name in known:
+            continue
+        topic_def = next(d for d in BY_NAME.values() if syn in d.synonyms)
+        add(name, topic_def.type, syn.default, f"Broker default of the topic config {topic_def.name}.")
+    entries.sort(key=lambda e: e.name)
+    return entries
+
+
+def describe_loggers(include_documentation: bool) -> list[ConfigEntry]:
+    manager = logging.Logger.manager
+    names = sorted(n for n, lg in manager.loggerDict.items() if n.startswith("gregor") and isinstance(lg, logging.Logger))
+    out = []
+    for name in ["root", *names]:
+        logger = logging.getLogger() if name == "root" else logging.getLogger(name)
+        level = logging.getLevelName(logger.getEffectiveLevel())
+        out.append(ConfigEntry(
+            name, _LEVEL_NAMES.get(level, level), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+            ConfigType.STRING, "The effective log level of this logger." if include_documentation else None,
+            read_only=True,
+        ))
+    return out
+
+
+DCResult = DescribeConfigsResponse.Results
+DCConfig = DescribeConfigsResponse.Results.Configs
+DCSynonym = DescribeConfigsResponse.Results.Configs.Synonyms
+
+
+def _describe_resource(broker: Any, res: Any, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
+    keys: Iterable[str] | None = res.configuration_keys or None
+    rtype = res.resource_type
+    if rtype == ConfigResourceType.TOPIC:
+        name = res.resource_name
+        why = topic_name_error(name)
+        if why is not None:
+            raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name '{name}': {why}")
+        ts = broker.topic(name)
+        if ts is None:
+            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        return describe_topic(
+            ts.configs, broker.config.raw, keys,
+            include_synonyms=include_synonyms, include_documentation=include_documentation,
+        )
+    if rtype == ConfigResourceType.BROKER:
+        if not check_broker_resource(broker.config, res.resource_name):
+            return []  # no dynamic cluster-wide defaults
+        entries = describe_broker(broker.config, include_synonyms, include_documentation)
+    elif rtype == ConfigResourceType.BROKER_LOGGER:
+        if not check_broker_resource(broker.config, res.resource_name):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "A broker logger resource needs a broker id.")
+        entries = describe_loggers(include_documentation)
+    else:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype} for DescribeConfigs.")
+    if keys is not None:
+        wanted = set(keys)
+        entries = [e for e in entries if e.name in wanted]
+    return entries
+
+
+def _to_wire(e: ConfigEntry) -> DCConfig:
+    return DCConfig(
+        name=e.name,
+        value=e.value,
+        read_only=e.read_only,
+        config_source=int(e.source),
+        is_default=e.source == ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=e.is_sensitive,
+        synonyms=[DCSynonym(name=n, value=v, source=int(s)) for n, v, s in (e.synonyms or [])],
+        config_type=int(e.config_type),
+        documentation=e.documentation,
+    )
+
+
+@handles(DescribeConfigsRequest)
+async def handle_describe_configs(ctx: Any, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    version = ctx.version
+    include_synonyms = bool(req.include_synonyms) if version >= 1 else False
+    include_documentation = bool(req.include_documentation) if version >= 3 else False
+    results = []
+    for res in req.resources:
+        try:
+            entries = _describe_resource(ctx.broker, res, include_synonyms, include_documentation)
+        except ResourceError as e:
+            results.append(DCResult(
+                error_code=e.code, error_message=e.message, resource_type=res.resource_type,
+                resource_name=res.resource_name, configs=[],
+            ))
+            continue
+        results.append(DCResult(
+            error_code=0, error_message=None, resource_type=res.resource_type,
+            resource_name=res.resource_name, configs=[_to_wire(e) for e in entries],
+        ))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+# --- altering ---
+
+
+def _not_alterable(broker: Any, rtype: int, name: str) -> ResourceError:
+    if rtype == ConfigResourceType.BROKER:
+        check_broker_resource(broker.config, name)
+        return ResourceError(ErrorCode.INVALID_REQUEST, "dynamic broker configs are not supported")
+    if rtype == ConfigResourceType.BROKER_LOGGER:
+        check_broker_resource(broker.config, name)
+        return ResourceError(ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported")
+    return ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
+
+
+def _topic_state(broker: Any, name: str) -> Any:
+    ts = broker.topic(name)
+    if ts is None:
+        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    return ts
+
+
+def _check_unique_keys(configs: Iterable[Any]) -> None:
+    dup = [n for n, c in Counter(c.name for c in configs).items() if c > 1]
+    if dup:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
+
+
+def _apply(broker: Any, name: str, new: dict[str, str], validate_only: bool) -> None:
+    try:
+        if validate_only:
+            broker.validate_topic_configs(new)
+        else:
+            broker.set_topic_configs(name, new)
+    except InvalidConfigError as e:
+        raise ResourceError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+
+def _alter(broker: Any, res: Any, validate_only: bool) -> None:
+    if res.resource_type != ConfigResourceType.TOPIC:
+        raise _not_alterable(broker, res.resource_type, res.resource_name)
+    _topic_state(broker, res.resource_name)
+    _check_unique_keys(res.configs)
+    new: dict[str, str] = {}
+    for c in res.configs:
+        if c.value is None:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config: {c.name}")
+        new[c.name] = c.value
+    _apply(broker, res.resource_name, new, validate_only)
+
+
+def _incremental_alter(broker: Any, res: Any, validate_only: bool) -> None:
+    if res.resource_type != ConfigResourceType.TOPIC:
+        raise _not_alterable(broker, res.resource_type, res.resource_name)
+    ts = _topic_state(broker, res.resource_name)
+    _check_unique_keys(res.configs)
+    raw = broker.config.raw
+    new = dict(ts.configs)
+    for c in res.configs:
+        op, key, value = c.config_operation, c.name, c.value
+        definition = BY_NAME.get(key)
+        if definition is None:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
+        if op != DELETE and value is None:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
+        if op == SET:
+            new[key] = value
+        elif op == DELETE:
+            new.pop(key, None)
+        else:
+            if definition.type is not ConfigType.LIST:
+                verb = "append" if op == APPEND else "subtract"
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
+            current = split_list(effective_value(key, new, raw))
+            items = split_list(value)
+            if op == APPEND:
+                result = current + [i for i in items if i not in current]
+            else:
+                result = [i for i in current if i not in items]
+            new[key] = ",".join(result)
+    _apply(broker, res.resource_name, new, validate_only)
+
+
+def _alter_all(broker: Any, resources: list[Any], validate_only: bool, one: Any, result_cls: Any) -> list[Any]:
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    out = []
+    for res in resources:
+        try:
+            if counts[(res.resource_type, res.resource_name)] > 1:
+                raise ResourceError(ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request.")
+            one(broker, res, validate_only)
+        except ResourceError as e:
+            out.append(result_cls(
+                error_code=e.code, error_message=e.message,
+                resource_type=res.resource_type, resource_name=res.resource_name,
+            ))
+            continue
+        out.append(result_cls(
+            error_code=0, error_message=None,
+            resource_type=res.resource_type, resource_name=res.resource_name,
+        ))
+    return out
+
+
+@handles(AlterConfigsRequest)
+async def handle_alter_configs(ctx: Any, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = _alter_all(ctx.broker, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+@handles(IncrementalAlterConfigsRequest)
+async def handle_incremental_alter_configs(
+    ctx: Any, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    responses = _alter_all(
+        ctx.broker, req.resources, req.validate_only, _incremental_alter,
+        IncrementalAlterConfigsResponse.Responses,
+    )
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
