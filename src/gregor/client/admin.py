@@ -1,0 +1,591 @@
+"""The asyncio admin client: topics and partitions, configs, groups, records, cluster.
+
+Each call sends the API to the broker that owns the answer (the controller for topic changes,
+the group coordinator for group calls, partition leaders for DeleteRecords and ListOffsets,
+any broker otherwise) and returns plain Python values. Per-item failures come back as
+exception objects in the result dict rather than raising, so one bad topic does not hide the
+others' results (``raise_on_error=True`` raises the first instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gregor.client.config import Config
+from gregor.client.consumer import EARLIEST, LATEST, list_offsets
+from gregor.client.core import KafkaClient
+from gregor.client.errors import UnsupportedForBrokerError, error_for_code
+from gregor.client.group import GroupBase, OffsetAndMetadata
+from gregor.client.metadata import TopicPartition
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import (
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    IncrementalAlterConfigsRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+)
+
+TOPIC = 2
+BROKER = 4
+RESOURCE_TYPES = {"topic": TOPIC, "broker": BROKER, "broker_logger": 8, "group": 3}
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+    assignments: dict[int, list[int]] | None = None
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str
+    read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: list[tuple[str, str | None, str]] = field(default_factory=list)
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    topic_id: Any
+    is_internal: bool
+    partitions: list[PartitionInfo]
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: set[TopicPartition]
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    error: KafkaError | None = None
+
+
+@dataclass
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[tuple[int, str, int, str | None]]
+
+
+def _err(code: int, message: str | None = None) -> KafkaError | None:
+    return error_for_code(code)(message) if code else None
+
+
+def _check(results: Mapping[Any, Any], raise_on_error: bool) -> None:
+    if raise_on_error:
+        for v in results.values():
+            if isinstance(v, BaseException):
+                raise v
+
+
+class AIOAdminClient:
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = Config("admin", config, **kwargs)
+        self._client = KafkaClient(self.config)
+        self._timeout_ms = self.config["default.api.timeout.ms"]
+
+    async def start(self) -> AIOAdminClient:
+        await self._client.start()
+        return self
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> AIOAdminClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    @property
+    def client(self) -> KafkaClient:
+        return self._client
+
+    async def _controller(self) -> Any:
+        node = self._client.cluster.controller_id
+        if node >= 0 and node in self._client.cluster.brokers:
+            try:
+                return await self._client.connection(node)
+            except KafkaError:
+                pass
+        return await self._client.any_connection()
+
+    async def _any(self) -> Any:
+        return await self._client.any_connection()
+
+    # --- topics ---
+
+    async def create_topics(
+        self, topics: Iterable[NewTopic], *, validate_only: bool = False, raise_on_error: bool = False
+    ) -> dict[str, KafkaError | None]:
+        topics = list(topics)
+        conn = await self._controller()
+        version = conn.version(CreateTopicsRequest.API_KEY)
+        req_topics = []
+        for t in topics:
+            np, rf = t.num_partitions, t.replication_factor
+            if version < 4:
+                np = 1 if np < 0 else np
+                rf = 1 if rf < 0 else rf
+            assignments = [
+                CreateTopicsRequest.Topics.Assignments(partition_index=p, broker_ids=list(b))
+                for p, b in sorted((t.assignments or {}).items())
+            ]
+            if assignments:
+                np, rf = -1, -1
+            req_topics.append(
+                CreateTopicsRequest.Topics(
+                    name=t.name,
+                    num_partitions=np,
+                    replication_factor=rf,
+                    assignments=assignments,
+                    configs=[CreateTopicsRequest.Topics.Configs(name=k, value=str(v)) for k, v in t.configs.items()],
+                )
+            )
+        req = CreateTopicsRequest(topics=req_topics, timeout_ms=self._timeout_ms, validate_only=validate_only)
+        resp = await conn.send(req, version)
+        out = {t.name: _err(t.error_code, t.error_message) for t in resp.topics}
+        self._client.request_update()
+        _check(out, raise_on_error)
+        return out
+
+    async def delete_topics(
+        self, names: Iterable[str], *, raise_on_error: bool = False
+    ) -> dict[str, KafkaError | None]:
+        names = list(names)
+        conn = await self._controller()
+        version = conn.version(DeleteTopicsRequest.API_KEY)
+        if version >= 6:
+            req = DeleteTopicsRequest(
+                topics=[DeleteTopicsRequest.Topics(name=n) for n in names], timeout_ms=self._timeout_ms
+            )
+        else:
+            req = DeleteTopicsRequest(topic_names=names, timeout_ms=self._timeout_ms)
+        resp = await conn.send(req, version)
+        out = {r.name: _err(r.error_code, r.error_message) for r in resp.responses}
+        self._client.request_update()
+        _check(out, raise_on_error)
+        return out
+
+    async def create_partitions(
+        self,
+        counts: Mapping[str, int],
+        *,
+        assignments: Mapping[str, list[list[int]]] | None = None,
+        validate_only: bool = False,
+        raise_on_error: bool = False,
+    ) -> dict[str, KafkaError | None]:
+        conn = await self._controller()
+        req = CreatePartitionsRequest(
+            topics=[
+                CreatePartitionsRequest.Topics(
+                    name=t,
+                    count=n,
+                    assignments=[
+                        CreatePartitionsRequest.Topics.Assignments(broker_ids=b)
+                        for b in (assignments or {}).get(t, [])
+                    ]
+                    or None,
+                )
+                for t, n in counts.items()
+            ],
+            timeout_ms=self._timeout_ms,
+            validate_only=validate_only,
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out = {r.name: _err(r.error_code, r.error_message) for r in resp.results}
+        self._client.request_update()
+        _check(out, raise_on_error)
+        return out
+
+    async def list_topics(self, internal: bool = False) -> dict[str, TopicDescription]:
+        resp = await self._client.fetch_metadata(None, update=False)
+        return {
+            d.name: d
+            for d in (self._describe(t) for t in resp.topics if t.name and not t.error_code)
+            if internal or not d.is_internal
+        }
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription | KafkaError]:
+        resp = await self._client.fetch_metadata(list(names), update=False)
+        out: dict[str, TopicDescription | KafkaError] = {}
+        for t in resp.topics:
+            if t.error_code:
+                out[t.name] = error_for_code(t.error_code)(t.name)
+            else:
+                out[t.name] = self._describe(t)
+        return out
+
+    @staticmethod
+    def _describe(t: Any) -> TopicDescription:
+        return TopicDescription(
+            t.name,
+            t.topic_id,
+            t.is_internal,
+            sorted(
+                (
+                    PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
+                    for p in t.partitions
+                ),
+                key=lambda p: p.partition,
+            ),
+        )
+
+    # --- configs ---
+
+    async def describe_configs(
+        self, resources: Iterable[tuple[int | str, str]], *, include_synonyms: bool = False
+    ) -> dict[tuple[int, str], dict[str, ConfigEntry] | KafkaError]:
+        res = [(RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t, n) for t, n in resources]  # type: ignore[misc]
+        conn = await self._any()
+        req = DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)
+                for t, n in res
+            ],
+            include_synonyms=include_synonyms,
+        )
+        version = conn.version(req.API_KEY)
+        resp = await conn.send(req, version)
+        out: dict[tuple[int, str], dict[str, ConfigEntry] | KafkaError] = {}
+        for r in resp.results:
+            key = (r.resource_type, r.resource_name)
+            if r.error_code:
+                out[key] = error_for_code(r.error_code)(r.error_message)
+                continue
+            entries = {}
+            for c in r.configs:
+                source = CONFIG_SOURCES.get(c.config_source, str(c.config_source))
+                if version == 0:
+                    source = "DEFAULT_CONFIG" if c.is_default else "UNKNOWN"
+                entries[c.name] = ConfigEntry(
+                    c.name,
+                    c.value,
+                    source,
+                    c.read_only,
+                    c.is_sensitive,
+                    [(s.name, s.value, CONFIG_SOURCES.get(s.source, str(s.source))) for s in c.synonyms],
+                )
+            out[key] = entries
+        return out
+
+    async def alter_configs(
+        self,
+        configs: Mapping[tuple[int | str, str], Mapping[str, str | None]],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = False,
+    ) -> dict[tuple[int, str], KafkaError | None]:
+        """Replace a resource's whole override set (AlterConfigs)."""
+        conn = await self._any()
+        req = AlterConfigsRequest(
+            resources=[
+                AlterConfigsRequest.Resources(
+                    resource_type=RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t,  # type: ignore[arg-type]
+                    resource_name=n,
+                    configs=[AlterConfigsRequest.Resources.Configs(name=k, value=v) for k, v in kv.items()],
+                )
+                for (t, n), kv in configs.items()
+            ],
+            validate_only=validate_only,
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out = {(r.resource_type, r.resource_name): _err(r.error_code, r.error_message) for r in resp.responses}
+        _check(out, raise_on_error)
+        return out
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[tuple[int | str, str], Iterable[tuple[str, int, str | None]]],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = False,
+    ) -> dict[tuple[int, str], KafkaError | None]:
+        """Apply (name, operation, value) changes; operations OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT."""
+        conn = await self._any()
+        req = IncrementalAlterConfigsRequest(
+            resources=[
+                IncrementalAlterConfigsRequest.Resources(
+                    resource_type=RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t,  # type: ignore[arg-type]
+                    resource_name=n,
+                    configs=[
+                        IncrementalAlterConfigsRequest.Resources.Configs(name=k, config_operation=op, value=v)
+                        for k, op, v in ops
+                    ],
+                )
+                for (t, n), ops in changes.items()
+            ],
+            validate_only=validate_only,
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out = {(r.resource_type, r.resource_name): _err(r.error_code, r.error_message) for r in resp.responses}
+        _check(out, raise_on_error)
+        return out
+
+    # --- groups ---
+
+    async def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group_id, protocol_type, state) for every group on every broker."""
+        await self._client.refresh_metadata()
+        out: list[tuple[str, str, str]] = []
+        for node in list(self._client.cluster.brokers):
+            conn = await self._client.connection(node)
+            resp = await conn.send(ListGroupsRequest(), conn.version(ListGroupsRequest.API_KEY))
+            if resp.error_code:
+                raise error_for_code(resp.error_code)()
+            out.extend((g.group_id, g.protocol_type, g.group_state) for g in resp.groups)
+        return sorted(out)
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        from gregor.client.assignors import decode_assignment
+
+        out: dict[str, GroupDescription] = {}
+        for gid in group_ids:
+            node = await self._client.find_coordinator(gid, 0)
+            conn = await self._client.connection(node)
+            resp = await conn.send(DescribeGroupsRequest(groups=[gid]), conn.version(DescribeGroupsRequest.API_KEY))
+            for g in resp.groups:
+                members = []
+                for m in g.members:
+                    tps: set[TopicPartition] = set()
+                    if g.protocol_type == "consumer" and m.member_assignment:
+                        try:
+                            a = decode_assignment(m.member_assignment)
+                            tps = {TopicPartition(t, p) for t, ps in a.partitions.items() for p in ps}
+                        except KafkaError:
+                            pass
+                    members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, tps))
+                out[g.group_id] = GroupDescription(
+                    g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, _err(g.error_code)
+                )
+        return out
+
+    async def delete_groups(self, group_ids: Iterable[str], *, raise_on_error: bool = False) -> dict[str, KafkaError | None]:
+        out: dict[str, KafkaError | None] = {}
+        for gid in group_ids:
+            node = await self._client.find_coordinator(gid, 0)
+            conn = await self._client.connection(node)
+            resp = await conn.send(DeleteGroupsRequest(groups_names=[gid]), conn.version(DeleteGroupsRequest.API_KEY))
+            for r in resp.results:
+                out[r.group_id] = _err(r.error_code)
+        _check(out, raise_on_error)
+        return out
+
+    def _group(self, group_id: str) -> GroupBase:
+        cfg = Config("consumer", {"bootstrap.servers": self.config["bootstrap.servers"], "group.id": group_id})
+        return GroupBase(self._client, cfg, None)  # type: ignore[arg-type]
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of a group (all its partitions when ``partitions`` is None)."""
+        g = self._group(group_id)
+        if partitions is None:
+            return await self._all_group_offsets(g)
+        got = await g.fetch_committed(list(partitions))
+        return {tp: om for tp, om in got.items() if om is not None}
+
+    async def _all_group_offsets(self, g: GroupBase) -> dict[TopicPartition, OffsetAndMetadata]:
+        from gregor.protocol.messages import OffsetFetchRequest
+
+        node = await g.coordinator_node()
+        conn = await self._client.connection(node)
+        version = conn.version(OffsetFetchRequest.API_KEY, min_version=2)
+        if version >= 8:
+            req = OffsetFetchRequest(groups=[OffsetFetchRequest.Groups(group_id=g.group_id, topics=None)])
+        else:
+            req = OffsetFetchRequest(group_id=g.group_id, topics=None)
+        resp = await conn.send(req, version)
+        if version >= 8:
+            code, topics = resp.groups[0].error_code, resp.groups[0].topics
+        else:
+            code, topics = resp.error_code, resp.topics
+        if code:
+            raise error_for_code(code)(g.group_id)
+        out = {}
+        for t in topics:
+            for p in t.partitions:
+                if not p.error_code and p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                        p.committed_offset, p.metadata, p.committed_leader_epoch
+                    )
+        return out
+
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> None:
+        """Set a group's committed offsets (the group must have no active members)."""
+        g = self._group(group_id)
+        oms = {
+            TopicPartition(*tp): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
+            for tp, v in offsets.items()
+        }
+        await g.commit(oms)
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        from gregor.protocol.messages import OffsetDeleteRequest
+
+        g = self._group(group_id)
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        node = await g.coordinator_node()
+        conn = await self._client.connection(node)
+        req = OffsetDeleteRequest(
+            group_id=group_id,
+            topics=[
+                OffsetDeleteRequest.Topics(
+                    name=t, partitions=[OffsetDeleteRequest.Topics.Partitions(partition_index=p) for p in ps]
+                )
+                for t, ps in by_topic.items()
+            ],
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(group_id)
+
+    # --- records and offsets ---
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int], *, raise_on_error: bool = False
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """Delete records below the given offsets (-1: the high watermark); returns low watermarks."""
+        cluster = self._client.cluster
+        self._client.add_topics({tp.topic for tp in before})
+        await self._client.refresh_metadata()
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        out: dict[TopicPartition, int | KafkaError] = {}
+        for tp, off in before.items():
+            tp = TopicPartition(*tp)
+            node = cluster.leader_for(tp)
+            if node < 0:
+                out[tp] = error_for_code(3)(str(tp))
+                continue
+            by_node.setdefault(node, {})[tp] = off
+
+        async def one(node: int, q: dict[TopicPartition, int]) -> None:
+            conn = await self._client.connection(node)
+            topics: dict[str, list[DeleteRecordsRequest.Topics.Partitions]] = {}
+            for tp, off in q.items():
+                topics.setdefault(tp.topic, []).append(
+                    DeleteRecordsRequest.Topics.Partitions(partition_index=tp.partition, offset=off)
+                )
+            req = DeleteRecordsRequest(
+                topics=[DeleteRecordsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
+                timeout_ms=self._timeout_ms,
+            )
+            resp = await conn.send(req, conn.version(req.API_KEY))
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = error_for_code(p.error_code)(str(tp)) if p.error_code else p.low_watermark
+
+        await asyncio.gather(*(one(n, q) for n, q in by_node.items()))
+        _check(out, raise_on_error)
+        return out
+
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, int | str], *, isolation_level: int = 0
+    ) -> dict[TopicPartition, tuple[int | None, int]]:
+        """Offsets by spec: "earliest", "latest", or a timestamp in ms."""
+        q = {}
+        for tp, spec in specs.items():
+            if spec == "earliest":
+                q[TopicPartition(*tp)] = EARLIEST
+            elif spec == "latest":
+                q[TopicPartition(*tp)] = LATEST
+            else:
+                q[TopicPartition(*tp)] = int(spec)
+        r = await list_offsets(self._client, q, isolation_level, self._timeout_ms / 1000)
+        return {tp: (v[0], v[1]) for tp, v in r.items()}
+
+    # --- cluster ---
+
+    async def describe_cluster(self) -> ClusterDescription:
+        conn = await self._any()
+        if conn.supports(DescribeClusterRequest.API_KEY):
+            resp = await conn.send(DescribeClusterRequest(), conn.version(DescribeClusterRequest.API_KEY))
+            if resp.error_code:
+                raise error_for_code(resp.error_code)(resp.error_message)
+            return ClusterDescription(
+                resp.cluster_id,
+                resp.controller_id,
+                sorted((b.broker_id, b.host, b.port, b.rack) for b in resp.brokers),
+            )
+        meta = await self._client.fetch_metadata([], update=False)
+        return ClusterDescription(
+            meta.cluster_id, meta.controller_id, sorted((b.node_id, b.host, b.port, b.rack) for b in meta.brokers)
+        )
+
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        conn = await self._any()
+        return dict(conn.api_versions)
+
+    async def supports(self, api_key: int) -> bool:
+        conn = await self._any()
+        return conn.supports(api_key)
+
+
+__all__ = [
+    "AIOAdminClient",
+    "ClusterDescription",
+    "ConfigEntry",
+    "GroupDescription",
+    "MemberDescription",
+    "NewTopic",
+    "OP_APPEND",
+    "OP_DELETE",
+    "OP_SET",
+    "OP_SUBTRACT",
+    "OffsetCommitRequest",
+    "TopicDescription",
+    "UnsupportedForBrokerError",
+]
