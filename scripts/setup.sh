@@ -12,3 +12,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
   touch "$stamp"
 fi
+# Byte-compile once: the generated codec is large, and with PYTHONDONTWRITEBYTECODE set
+# every process would otherwise recompile it at import.
+.venv/bin/python -m compileall -q src >/dev/null
