@@ -1,0 +1,95 @@
+"""The Arrow bulk decoder against the record decoder of gregor.protocol, on built batches."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from gregor.client.arrow import ArrowBatchBuilder, spark_schema
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records import LOG_APPEND_TIME, RecordBatchBuilder, build_control_batch, iter_records
+
+
+def _batch(base: int, n: int, codec: int = 0, **kw: object) -> bytes:
+    b = RecordBatchBuilder(base_offset=base, compression=codec, **kw)  # type: ignore[arg-type]
+    for i in range(n):
+        o = base + i
+        b.append(
+            1_700_000_000_000 + o,
+            None if o % 7 == 0 else b"k%d" % o,
+            None if o % 11 == 0 else bytes([o % 256]) * (o % 300),
+            [("h", b"x"), ("n", None)] if o % 5 == 0 else [],
+        )
+    return b.build()
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_matches_record_decoder(codec: int) -> None:
+    data = _batch(0, 300, codec) + _batch(300, 200, codec)
+    ab = ArrowBatchBuilder("topic-a", 4)
+    assert ab.add_record_set(data) == 500
+    rb = ab.build()
+    assert rb.schema == spark_schema(True, "us")
+    assert rb.num_rows == 500
+    rows = rb.to_pylist()
+    for row, rec in zip(rows, iter_records(data), strict=True):
+        assert row["offset"] == rec.offset
+        assert row["key"] == rec.key
+        assert row["value"] == rec.value
+        assert row["topic"] == "topic-a" and row["partition"] == 4
+        assert int(row["timestamp"].timestamp() * 1000) == rec.timestamp
+        assert row["timestampType"] == 0
+        assert [(h["key"], h["value"]) for h in row["headers"]] == rec.headers
+    assert rb.column("key").null_count == len([o for o in range(500) if o % 7 == 0])
+    assert rb.column("value").null_count == len([o for o in range(500) if o % 11 == 0])
+
+
+def test_range_slicing_partial_tail_and_ms_unit() -> None:
+    data = _batch(100, 50) + _batch(150, 50)
+    ab = ArrowBatchBuilder("t", 0, include_headers=False, timestamp_unit="ms")
+    # a fetch response may end with a partial batch: it is ignored
+    assert ab.add_record_set(data + _batch(200, 10)[:40]) == 200
+    rb = ab.build(120, 170)
+    assert rb.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    assert rb.column("offset").to_pylist() == list(range(120, 170))
+    assert rb.column("timestamp").type == pa.timestamp("ms", tz="UTC")
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [1_700_000_000_000 + o for o in range(120, 170)]
+
+
+def test_log_append_time_and_control_batches() -> None:
+    b = RecordBatchBuilder(base_offset=0, timestamp_type=LOG_APPEND_TIME)
+    b.append(5, b"a", b"1")
+    b.append(6, b"b", b"2")
+    lat = b.build(max_timestamp=1234)
+    ctrl = build_control_batch(9, 0, True, 0, base_offset=2, timestamp=7)
+    ab = ArrowBatchBuilder("t", 1)
+    assert ab.add_record_set(lat + ctrl) == 3
+    rb = ab.build()
+    assert rb.column("offset").to_pylist() == [0, 1]
+    assert rb.column("timestampType").to_pylist() == [1, 1]
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [1_234_000, 1_234_000]
+
+
+def test_read_committed_drops_aborted_transactions() -> None:
+    committed = _batch(0, 3, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True)
+    commit = build_control_batch(1, 0, True, 0, base_offset=3, timestamp=1)
+    aborted = _batch(4, 2, producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True)
+    abort = build_control_batch(2, 0, False, 0, base_offset=6, timestamp=1)
+    plain = _batch(7, 2)
+    data = committed + commit + aborted + abort + plain
+    rc = ArrowBatchBuilder("t", 0, read_committed=True)
+    rc.add_record_set(data, [(2, 4)])
+    assert rc.build().column("offset").to_pylist() == [0, 1, 2, 7, 8]
+    ru = ArrowBatchBuilder("t", 0)
+    ru.add_record_set(data, [(2, 4)])
+    assert ru.build().column("offset").to_pylist() == [0, 1, 2, 4, 5, 7, 8]
+
+
+def test_empty_and_corrupt() -> None:
+    ab = ArrowBatchBuilder("t", 0)
+    rb = ab.build()
+    assert rb.num_rows == 0 and rb.schema == spark_schema()
+    bad = bytearray(_batch(0, 3))
+    bad[-1] ^= 0xFF
+    with pytest.raises(ProtocolError):
+        ArrowBatchBuilder("t", 0).add_record_set(bytes(bad))
