@@ -98,6 +98,9 @@ class Broker:
         from gregor.broker.handlers import HANDLERS
 
         self.dispatcher = Dispatcher(self, HANDLERS)
+        from gregor.broker.group_runtime import GroupRuntime
+
+        self.groups = GroupRuntime(self)
         self._maintenance_task: asyncio.Task[None] | None = None
         # Make sure every partition the metadata knows has a log (e.g. after a crash between
         # the metadata write and the first append).
@@ -118,6 +121,7 @@ class Broker:
             (a.name, a.host, a.port or bound.get(a.name, a.port)) for a in self.config.advertised_listeners
         ]
         self._maintenance_task = asyncio.create_task(self._maintenance())
+        await self.groups.start()
         log_event(
             log,
             "broker.started",
@@ -150,6 +154,7 @@ class Broker:
                 await self._maintenance_task
             except asyncio.CancelledError:
                 pass
+        await self.groups.stop()
         self.logs.close()
         log_event(log, "broker.stopped", node_id=self.node_id, clean=True)
 

@@ -10,6 +10,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     cluster_info,
     configs,
     fetch,
+    groups,
     list_offsets,
     metadata,
     produce,

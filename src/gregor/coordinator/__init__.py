@@ -1,0 +1,27 @@
+"""Group coordination as a sans-IO state machine (classic and KIP-848 protocols, offsets).
+
+Imports only ``gregor.protocol``. The broker wraps :class:`GroupCoordinator` in an asyncio
+shell that appends its writes to ``__consumer_offsets``, delivers its replies and ticks its
+clock; tests drive it directly with a fake clock.
+"""
+
+from gregor.coordinator.coordinator import GroupCoordinator
+from gregor.coordinator.core import (
+    CoordinatorConfig,
+    PartitionStatus,
+    Reply,
+    TopicsView,
+    Write,
+)
+from gregor.coordinator.partitioning import java_string_hashcode, partition_for
+
+__all__ = [
+    "CoordinatorConfig",
+    "GroupCoordinator",
+    "PartitionStatus",
+    "Reply",
+    "TopicsView",
+    "Write",
+    "java_string_hashcode",
+    "partition_for",
+]

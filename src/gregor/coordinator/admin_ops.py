@@ -1,0 +1,160 @@
+"""Group administration: DescribeGroups, ListGroups, DeleteGroups.
+
+DescribeGroups speaks the classic format. A classic group shows member metadata and
+assignments only when Stable (as Kafka does). A KIP-848 group is shown in the same format
+so that clients with only the classic admin API see its real members: protocol type
+"consumer", the server assignor as the protocol, each member's subscription and current
+assignment encoded in the consumer protocol's layouts.
+
+ListGroups filters by state (case-insensitive, v4+) and by type ("classic" / "consumer",
+v5+). DeleteGroups removes empty groups with all their offsets (tombstones first, then the
+in-memory state, then the answer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.coordinator.classic import ClassicGroup, ClassicState
+from gregor.coordinator.consumer_ops import GROUP_AUTHORIZED_OPERATIONS
+from gregor.coordinator.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    encode_assignment,
+    encode_subscription,
+)
+from gregor.coordinator.core import CoordinatorCore, PartitionStatus, storage_error_to_coordinator
+from gregor.coordinator.records import Key, OffsetCommitKey, Value
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from gregor.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+
+
+class AdminOps(CoordinatorCore):
+    def describe_groups(self, token: Any, req: DescribeGroupsRequest, version: int) -> None:
+        G = DescribeGroupsResponse.Groups
+        M = G.Members
+        ops = GROUP_AUTHORIZED_OPERATIONS if version >= 3 and req.include_authorized_operations else -2147483648
+        out = []
+        for gid in req.groups:
+            err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            if err:
+                out.append(G(error_code=err, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+                continue
+            group = self.groups.get(gid)
+            if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
+                out.append(G(error_code=0, group_id=gid, group_state="Dead", protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+                continue
+            if isinstance(group, ClassicGroup):
+                stable = group.is_(ClassicState.STABLE)
+                members = [
+                    M(
+                        member_id=m.member_id, group_instance_id=m.group_instance_id,
+                        client_id=m.client_id, client_host=m.client_host,
+                        member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                        member_assignment=m.assignment if stable else b"",
+                    )
+                    for m in group.members.values()
+                ]
+                out.append(G(
+                    error_code=0, group_id=gid, group_state=group.describe_state(),
+                    protocol_type=group.protocol_type or "",
+                    protocol_data=(group.protocol_name or "") if stable else "",
+                    members=members, authorized_operations=ops,
+                ))
+                continue
+            members = []
+            for m in group.members.values():
+                assigned: dict[str, list[int]] = {}
+                for tid, ps in m.assigned.items():
+                    name = self.topics.topic_name(tid)
+                    if name is not None and ps:
+                        assigned[name] = sorted(ps)
+                members.append(M(
+                    member_id=m.member_id, group_instance_id=m.instance_id,
+                    client_id=m.client_id, client_host=m.client_host,
+                    member_metadata=encode_subscription(m.subscribed_topic_names),
+                    member_assignment=encode_assignment(assigned),
+                ))
+            out.append(G(
+                error_code=0, group_id=gid, group_state=group.describe_state(),
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocol_data=group.assignor_name if group.members else "",
+                members=members, authorized_operations=ops,
+            ))
+        self.reply(token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
+
+    def list_groups(self, token: Any, req: ListGroupsRequest, version: int) -> None:
+        states = {s.lower() for s in req.states_filter} if version >= 4 else set()
+        types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+        loading = any(s is PartitionStatus.LOADING for s in self.partitions.values())
+        out = []
+        for group in self.active_groups():
+            if isinstance(group, ClassicGroup):
+                if group.is_(ClassicState.DEAD):
+                    continue
+                protocol_type = group.protocol_type or ""
+            else:
+                protocol_type = CONSUMER_PROTOCOL_TYPE
+            state = group.describe_state()
+            if states and state.lower() not in states:
+                continue
+            if types and group.TYPE not in types:
+                continue
+            out.append(ListGroupsResponse.Groups(
+                group_id=group.group_id, protocol_type=protocol_type,
+                group_state=state, group_type=group.TYPE,
+            ))
+        self.reply(token, ListGroupsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else 0,
+            groups=out,
+        ))
+
+    def delete_groups(self, token: Any, req: DeleteGroupsRequest, version: int) -> None:
+        names = list(req.groups_names)
+        results: dict[int, int] = {}
+        waiting = [0]
+
+        def finish() -> None:
+            self.reply(token, DeleteGroupsResponse(
+                throttle_time_ms=0,
+                results=[DeleteGroupsResponse.Results(group_id=g, error_code=results[i]) for i, g in enumerate(names)],
+            ))
+
+        for i, gid in enumerate(names):
+            err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            if err:
+                results[i] = err
+                continue
+            group = self.groups.get(gid)
+            if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
+                results[i] = ErrorCode.GROUP_ID_NOT_FOUND
+                continue
+            if isinstance(group, ClassicGroup):
+                busy = not group.is_(ClassicState.EMPTY)
+            else:
+                busy = not group.is_empty
+            if busy:
+                results[i] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            records: list[tuple[Key, Value | None]] = [
+                (OffsetCommitKey(gid, t, p), None) for t, p in sorted(group.offsets.committed)
+            ]
+            records += self.group_tombstones(group)  # type: ignore[attr-defined]
+            waiting[0] += 1
+
+            def done(code: int, _offset: int, i: int = i, gid: str = gid, group: Any = group) -> None:
+                if code:
+                    results[i] = storage_error_to_coordinator(code)
+                else:
+                    if self.groups.get(gid) is group:
+                        self.remove_group(gid)
+                    results[i] = 0
+                waiting[0] -= 1
+                if waiting[0] == 0:
+                    finish()
+
+            self.write(gid, records, done)
+        if waiting[0] == 0:
+            finish()

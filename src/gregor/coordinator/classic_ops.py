@@ -1,0 +1,663 @@
+"""Classic group protocol requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the
+timers behind them (session expiry, join completion, the initial rebalance delay, pending
+SyncGroup expiry).
+
+The rules follow Kafka's classic group coordinator; see ``coordinator.classic`` for the state
+diagram. Responses are built here for the request's version: MEMBER_ID_REQUIRED only from
+JoinGroup v4, nullable protocol names from v7, ``skip_assignment`` (KIP-814) from v9,
+batched LeaveGroup from v3.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
+from gregor.coordinator.consumer_group import ConsumerGroup
+from gregor.coordinator.core import CoordinatorCore, storage_error_to_coordinator
+from gregor.coordinator.records import (
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from gregor.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from gregor.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from gregor.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+
+S = ClassicState
+
+
+def _new_member_id(prefix: str | None) -> str:
+    return f"{prefix or ''}-{uuid.uuid4()}"
+
+
+class ClassicOps(CoordinatorCore):
+    # --- response builders ---
+
+    @staticmethod
+    def join_response(
+        version: int,
+        error: int = 0,
+        member_id: str = "",
+        generation_id: int = -1,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader: str = "",
+        members: list[Any] | None = None,
+        skip_assignment: bool = False,
+    ) -> JoinGroupResponse:
+        if version < 7 and protocol_name is None:
+            protocol_name = ""
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=error,
+            generation_id=generation_id,
+            protocol_type=protocol_type if version >= 7 else None,
+            protocol_name=protocol_name,
+            leader=leader,
+            skip_assignment=skip_assignment if version >= 9 else False,
+            member_id=member_id,
+            members=members or [],
+        )
+
+    @staticmethod
+    def sync_response(
+        error: int = 0,
+        assignment: bytes = b"",
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> SyncGroupResponse:
+        return SyncGroupResponse(
+            throttle_time_ms=0,
+            error_code=error,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            assignment=assignment,
+        )
+
+    def _member_list(self, group: ClassicGroup) -> list[Any]:
+        return [
+            JoinGroupResponse.Members(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                metadata=m.metadata(group.protocol_name),
+            )
+            for m in group.members.values()
+        ]
+
+    def _current_join_response(self, group: ClassicGroup, member: ClassicMember, version: int, leader_view: bool) -> JoinGroupResponse:
+        return self.join_response(
+            version,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            members=self._member_list(group) if leader_view else [],
+        )
+
+    # --- JoinGroup ---
+
+    def join_group(
+        self,
+        token: Any,
+        req: JoinGroupRequest,
+        version: int,
+        client_id: str | None = "",
+        client_host: str = "",
+    ) -> None:
+        gid = req.group_id
+        member_id = req.member_id or ""
+
+        def fail(code: int, mid: str = member_id) -> None:
+            self.reply(token, self.join_response(version, error=code, member_id=mid))
+
+        if not gid:
+            return fail(ErrorCode.INVALID_GROUP_ID)
+        err = self.partition_error(gid)
+        if err:
+            return fail(err)
+        cfg = self.config
+        session = req.session_timeout_ms
+        if not cfg.min_session_timeout_ms <= session <= cfg.max_session_timeout_ms:
+            return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
+        rebalance = req.rebalance_timeout_ms if version >= 1 and req.rebalance_timeout_ms >= 0 else session
+        instance_id = req.group_instance_id if version >= 5 else None
+        protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
+        group = self.groups.get(gid)
+        unknown = member_id == ""
+        if group is None:
+            if not unknown:
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+            group = ClassicGroup(gid, state_timestamp=self.clock())
+            self.groups[gid] = group
+        elif isinstance(group, ConsumerGroup):
+            if not group.is_empty:
+                return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            group = self._convert_to_classic(group)
+        if unknown and len(group.members) >= cfg.max_group_size:
+            return fail(ErrorCode.GROUP_MAX_SIZE_REACHED)
+        if not group.supports_protocols(req.protocol_type, protocols):
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        args = (client_id or "", client_host, rebalance, session, req.protocol_type, protocols)
+        if unknown:
+            self._join_unknown(group, token, version, instance_id, *args)
+        else:
+            self._join_known(group, token, version, member_id, instance_id, *args)
+
+    def _convert_to_classic(self, cg: ConsumerGroup) -> ClassicGroup:
+        """An empty KIP-848 group becomes a classic group (its offsets stay)."""
+        group = ClassicGroup(cg.group_id, state_timestamp=self.clock())
+        group.offsets = cg.offsets
+        self.groups[cg.group_id] = group
+        self.write(cg.group_id, [
+            (ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, cg.group_id), None),
+            (ConsumerGroupKey(CONSUMER_GROUP_METADATA, cg.group_id), None),
+        ])
+        return group
+
+    def _join_unknown(
+        self, group: ClassicGroup, token: Any, version: int, instance_id: str | None,
+        client_id: str, client_host: str, rebalance: int, session: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        new_id = _new_member_id(instance_id if instance_id is not None else client_id)
+        if instance_id is not None:
+            old_id = group.static_member_id(instance_id)
+            if old_id is not None:
+                self._replace_static_member(
+                    group, token, version, instance_id, old_id, new_id,
+                    rebalance, session, protocols,
+                )
+                return
+            self._add_member_and_rebalance(
+                group, token, version, new_id, instance_id, client_id, client_host,
+                rebalance, session, protocol_type, protocols,
+            )
+        elif version >= 4:
+            # KIP-394: hand out the id first; the member joins for real with it.
+            group.pending_members.add(new_id)
+            self.timers.schedule(
+                ("hb", group.group_id, new_id), self.clock() + session,
+                lambda: self._expire_pending_member(group.group_id, new_id),
+            )
+            self.reply(token, self.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
+        else:
+            self._add_member_and_rebalance(
+                group, token, version, new_id, None, client_id, client_host,
+                rebalance, session, protocol_type, protocols,
+            )
+
+    def _join_known(
+        self, group: ClassicGroup, token: Any, version: int, member_id: str,
+        instance_id: str | None, client_id: str, client_host: str, rebalance: int,
+        session: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.timers.cancel(("hb", group.group_id, member_id))
+            self._add_member_and_rebalance(
+                group, token, version, member_id, instance_id, client_id, client_host,
+                rebalance, session, protocol_type, protocols,
+            )
+            return
+        if group.is_static_member_fenced(member_id, instance_id):
+            self.reply(token, self.join_response(version, ErrorCode.FENCED_INSTANCE_ID, member_id=member_id))
+            return
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY) or group.is_(S.DEAD):
+            self.reply(token, self.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+            return
+        if group.is_(S.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols, client_id, client_host)
+        elif group.is_(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # It did not get the join response: send the current generation again.
+                self.reply(token, self._current_join_response(group, member, version, member_id == group.leader_id))
+            else:
+                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols, client_id, client_host)
+        else:  # Stable
+            if member_id == group.leader_id or not member.matches(protocols):
+                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols, client_id, client_host)
+            else:
+                self.reply(token, self._current_join_response(group, member, version, False))
+
+    def _add_member_and_rebalance(
+        self, group: ClassicGroup, token: Any, version: int, member_id: str,
+        instance_id: str | None, client_id: str, client_host: str, rebalance: int,
+        session: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        member = ClassicMember(
+            member_id=member_id, group_instance_id=instance_id, client_id=client_id,
+            client_host=client_host, rebalance_timeout_ms=rebalance, session_timeout_ms=session,
+            protocol_type=protocol_type, protocols=protocols, join_token=token,
+            join_version=version, is_new=True,
+        )
+        group.add(member)
+        if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        # A new member cannot heartbeat until its join completes; if the join never does,
+        # drop it after the new-member timeout (it retries if still alive).
+        self.schedule_heartbeat_expiry(group, member, self.clock() + self.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance(group)
+
+    def _update_member_and_rebalance(
+        self, group: ClassicGroup, member: ClassicMember, token: Any, version: int,
+        rebalance: int, session: int, protocols: list[tuple[str, bytes]],
+        client_id: str, client_host: str,
+    ) -> None:
+        if member.join_token is not None and member.join_token is not token:
+            self.reply(member.join_token, self.join_response(
+                member.join_version, ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance
+        member.session_timeout_ms = session
+        member.client_id = client_id
+        member.client_host = client_host
+        member.join_token = token
+        member.join_version = version
+        self._maybe_prepare_rebalance(group)
+
+    def _replace_static_member(
+        self, group: ClassicGroup, token: Any, version: int, instance_id: str, old_id: str,
+        new_id: str, rebalance: int, session: int, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        old = group.members[old_id]
+        # A live old instance learns it was replaced.
+        if old.join_token is not None:
+            self.reply(old.join_token, self.join_response(old.join_version, ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+            old.join_token = None
+        if old.sync_token is not None:
+            self.reply(old.sync_token, self.sync_response(ErrorCode.FENCED_INSTANCE_ID))
+            old.sync_token = None
+        self.timers.cancel(("hb", group.group_id, old_id))
+        leader_before = group.leader_id
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        old_protocols = member.protocols
+        old_timeouts = (member.rebalance_timeout_ms, member.session_timeout_ms)
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance
+        member.session_timeout_ms = session
+        self.schedule_heartbeat_expiry(group, member, self.clock() + session)
+        if group.is_(S.STABLE):
+            if group.protocol_name == group.select_protocol():
+                # Same protocol: persist the new member id, hand back the old assignment.
+                generation = group.generation_id
+
+                def done(code: int, _offset: int) -> None:
+                    if code:
+                        member.protocols = old_protocols
+                        member.rebalance_timeout_ms, member.session_timeout_ms = old_timeouts
+                        if group.members.get(new_id) is member:
+                            group.replace_static_member(instance_id, new_id, old_id)
+                            self.timers.cancel(("hb", group.group_id, new_id))
+                            self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+                        self.reply(token, self.join_response(version, storage_error_to_coordinator(code), member_id=new_id))
+                        return
+                    skip = version >= 9 and group.leader_id == new_id
+                    self.reply(token, self.join_response(
+                        version,
+                        member_id=new_id,
+                        generation_id=generation,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=(group.leader_id if version >= 9 else leader_before) or "",
+                        members=self._member_list(group) if skip else [],
+                        skip_assignment=skip,
+                    ))
+
+                self.store_group(group, done)
+            else:
+                member.join_token, member.join_version = token, version
+                self._maybe_prepare_rebalance(group)
+        elif group.is_(S.COMPLETING_REBALANCE):
+            member.join_token, member.join_version = token, version
+            self._maybe_prepare_rebalance(group)
+        else:  # PreparingRebalance: the member is now part of this rebalance
+            member.join_token, member.join_version = token, version
+            self._try_complete_join(group)
+
+    # --- rebalance ---
+
+    def _maybe_prepare_rebalance(self, group: ClassicGroup) -> None:
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
+            self._prepare_rebalance(group)
+        elif group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _prepare_rebalance(self, group: ClassicGroup) -> None:
+        if group.is_(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self.timers.cancel(("sync", group.group_id))
+        group.pending_sync.clear()
+        now = self.clock()
+        initial = group.is_(S.EMPTY)
+        group.transition(S.PREPARING_REBALANCE, now)
+        gid = group.group_id
+        if initial:
+            delay = self.config.initial_rebalance_delay_ms
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+            group.new_member_added = False
+            self.timers.schedule(("join", gid), now + delay, lambda: self._on_initial_delay(group, delay))
+        else:
+            group.initial_delay_remaining_ms = -1
+            self.timers.schedule(("join", gid), now + group.rebalance_timeout_ms(), lambda: self._complete_join(group))
+            self._try_complete_join(group)
+
+    def _on_initial_delay(self, group: ClassicGroup, last_delay: int) -> None:
+        remaining = group.initial_delay_remaining_ms
+        if group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            group.initial_delay_remaining_ms = max(remaining - delay, 0)
+            self.timers.schedule(
+                ("join", group.group_id), self.clock() + delay,
+                lambda: self._on_initial_delay(group, delay),
+            )
+        else:
+            self._complete_join(group)
+
+    def _try_complete_join(self, group: ClassicGroup) -> None:
+        if (
+            group.is_(S.PREPARING_REBALANCE)
+            and group.initial_delay_remaining_ms < 0
+            and group.has_all_members_joined()
+        ):
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        gid = group.group_id
+        if self.groups.get(gid) is not group or not group.is_(S.PREPARING_REBALANCE):
+            return
+        self.timers.cancel(("join", gid))
+        group.initial_delay_remaining_ms = -1
+        for m in group.not_yet_rejoined():
+            if not m.is_static:
+                self._remove_member(group, m.member_id)
+        now = self.clock()
+        if group.members and not group.maybe_elect_new_joined_leader():
+            # Nobody rejoined: wait another round for session expiry to clear them out.
+            self.timers.schedule(("join", gid), now + group.rebalance_timeout_ms(), lambda: self._complete_join(group))
+            return
+        group.generation_id += 1
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.transition(S.COMPLETING_REBALANCE, now)
+            group.pending_sync = set(group.members)
+            generation = group.generation_id
+            self.timers.schedule(
+                ("sync", gid), now + group.rebalance_timeout_ms(),
+                lambda: self._expire_pending_sync(group, generation),
+            )
+            for m in group.members.values():
+                if m.join_token is not None:
+                    self.reply(m.join_token, self._current_join_response(
+                        group, m, m.join_version, m.member_id == group.leader_id))
+                    m.join_token = None
+                m.is_new = False
+                self.schedule_heartbeat_expiry(group, m, now + m.session_timeout_ms)
+        else:
+            group.protocol_name = None
+            group.transition(S.EMPTY, now)
+            self.store_group(group, None)
+
+    def _expire_pending_sync(self, group: ClassicGroup, generation: int) -> None:
+        if self.groups.get(group.group_id) is not group or generation != group.generation_id:
+            return
+        if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
+            return
+        for mid in list(group.pending_sync):
+            self._remove_member(group, mid)
+        group.pending_sync.clear()
+        self._maybe_prepare_rebalance(group)
+
+    def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: int) -> None:
+        for m in group.members.values():
+            m.assignment = b""
+            if m.sync_token is not None:
+                self.reply(m.sync_token, self.sync_response(error))
+                m.sync_token = None
+
+    def _set_and_propagate_assignment(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
+        now = self.clock()
+        for m in group.members.values():
+            m.assignment = assignment.get(m.member_id, b"")
+            if m.sync_token is not None:
+                self.reply(m.sync_token, self.sync_response(
+                    0, m.assignment, group.protocol_type, group.protocol_name))
+                m.sync_token = None
+                self.schedule_heartbeat_expiry(group, m, now + m.session_timeout_ms)
+
+    def group_metadata_value(self, group: ClassicGroup, assignment: dict[str, bytes] | None = None) -> GroupMetadataValue:
+        return GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id if group.members else None,
+            current_state_timestamp=group.state_timestamp,
+            members=[
+                MemberMetadata(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout=m.rebalance_timeout_ms,
+                    session_timeout=m.session_timeout_ms,
+                    subscription=m.metadata(group.protocol_name),
+                    assignment=(assignment or {}).get(m.member_id, m.assignment),
+                    group_instance_id=m.group_instance_id,
+                )
+                for m in group.members.values()
+            ],
+        )
+
+    def store_group(self, group: ClassicGroup, on_done: Any, assignment: dict[str, bytes] | None = None) -> None:
+        value = self.group_metadata_value(group, assignment)
+        self.write(group.group_id, [(GroupMetadataKey(group.group_id), value)], on_done)
+
+    # --- member removal and expiry ---
+
+    def _remove_member(self, group: ClassicGroup, member_id: str) -> ClassicMember | None:
+        member = group.remove(member_id)
+        self.timers.cancel(("hb", group.group_id, member_id))
+        if member is not None:
+            if member.join_token is not None:
+                self.reply(member.join_token, self.join_response(
+                    member.join_version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+                member.join_token = None
+            if member.sync_token is not None:
+                self.reply(member.sync_token, self.sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
+                member.sync_token = None
+        return member
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str) -> None:
+        self._remove_member(group, member_id)
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _expire_pending_member(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup) and member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._try_complete_join(group)
+
+    def schedule_heartbeat_expiry(self, group: ClassicGroup, member: ClassicMember, deadline: int) -> None:
+        member.heartbeat_deadline = deadline
+        gid, mid = group.group_id, member.member_id
+        self.timers.schedule(("hb", gid, mid), deadline, lambda: self._on_heartbeat_expired(gid, mid))
+
+    def _on_heartbeat_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        if not member.is_new and (member.awaiting_join or member.awaiting_sync):
+            # Members waiting on a rebalance owe no heartbeats.
+            self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+            return
+        self._remove_member_and_update_group(group, member_id)
+
+    # --- SyncGroup ---
+
+    def sync_group(self, token: Any, req: SyncGroupRequest, version: int) -> None:
+        gid = req.group_id
+
+        def fail(code: int) -> None:
+            self.reply(token, self.sync_response(code))
+
+        if not gid:
+            return fail(ErrorCode.INVALID_GROUP_ID)
+        err = self.partition_error(gid)
+        if err:
+            return fail(err)
+        group = self.groups.get(gid)
+        if not isinstance(group, ClassicGroup):
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        member_id = req.member_id
+        instance_id = req.group_instance_id if version >= 3 else None
+        if group.is_(S.DEAD):
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, instance_id):
+            return fail(ErrorCode.FENCED_INSTANCE_ID)
+        member = group.members.get(member_id)
+        if member is None:
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if req.generation_id != group.generation_id:
+            return fail(ErrorCode.ILLEGAL_GENERATION)
+        if version >= 5:
+            if req.protocol_type is not None and req.protocol_type != group.protocol_type:
+                return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            if req.protocol_name is not None and req.protocol_name != group.protocol_name:
+                return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_(S.EMPTY):
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_(S.PREPARING_REBALANCE):
+            return fail(ErrorCode.REBALANCE_IN_PROGRESS)
+        pt, pn = (group.protocol_type, group.protocol_name) if version >= 5 else (None, None)
+        if group.is_(S.STABLE):
+            group.pending_sync.discard(member_id)
+            self.reply(token, self.sync_response(0, member.assignment, pt, pn))
+            self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+            return
+        # CompletingRebalance
+        if member.sync_token is not None and member.sync_token is not token:
+            self.reply(member.sync_token, self.sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.sync_token = token
+        member.sync_version = version
+        group.pending_sync.discard(member_id)
+        if member_id != group.leader_id:
+            return
+        assignment = {a.member_id: bytes(a.assignment) for a in req.assignments}
+        assignment = {mid: assignment.get(mid, b"") for mid in group.members}
+        generation = group.generation_id
+
+        def done(code: int, _offset: int) -> None:
+            if self.groups.get(gid) is not group:
+                return
+            if not group.is_(S.COMPLETING_REBALANCE) or generation != group.generation_id:
+                return
+            if code:
+                self._reset_and_propagate_assignment_error(group, storage_error_to_coordinator(code))
+                self._maybe_prepare_rebalance(group)
+                return
+            group.transition(S.STABLE, self.clock())
+            self._set_and_propagate_assignment(group, assignment)
+
+        self.store_group(group, done, assignment)
+
+    # --- Heartbeat ---
+
+    def heartbeat(self, token: Any, req: HeartbeatRequest, version: int) -> None:
+        gid = req.group_id
+
+        def answer(code: int) -> None:
+            self.reply(token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
+
+        if not gid:
+            return answer(ErrorCode.INVALID_GROUP_ID)
+        err = self.partition_error(gid)
+        if err:
+            return answer(err)
+        group = self.groups.get(gid)
+        if not isinstance(group, ClassicGroup):
+            return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+        instance_id = req.group_instance_id if version >= 3 else None
+        if group.is_(S.DEAD):
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(req.member_id, instance_id):
+            return answer(ErrorCode.FENCED_INSTANCE_ID)
+        member = group.members.get(req.member_id)
+        if member is None:
+            return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+        if req.generation_id != group.generation_id:
+            return answer(ErrorCode.ILLEGAL_GENERATION)
+        if group.is_(S.EMPTY):
+            return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+        self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
+        if group.is_(S.PREPARING_REBALANCE):
+            return answer(ErrorCode.REBALANCE_IN_PROGRESS)
+        answer(0)
+
+    # --- LeaveGroup ---
+
+    def leave_group(self, token: Any, req: LeaveGroupRequest, version: int) -> None:
+        gid = req.group_id
+        if version >= 3:
+            leaving = [(m.member_id or "", m.group_instance_id) for m in req.members]
+        else:
+            leaving = [(req.member_id or "", None)]
+
+        def answer(top: int, errors: list[int]) -> None:
+            if version < 3:
+                code = top or (errors[0] if errors else 0)
+                self.reply(token, LeaveGroupResponse(throttle_time_ms=0, error_code=code))
+                return
+            self.reply(token, LeaveGroupResponse(
+                throttle_time_ms=0, error_code=top,
+                members=[] if top else [
+                    LeaveGroupResponse.Members(member_id=mid, group_instance_id=iid, error_code=e)
+                    for (mid, iid), e in zip(leaving, errors, strict=True)
+                ],
+            ))
+
+        if not gid:
+            return answer(ErrorCode.INVALID_GROUP_ID, [])
+        err = self.partition_error(gid)
+        if err:
+            return answer(err, [])
+        group = self.groups.get(gid)
+        if not isinstance(group, ClassicGroup):
+            return answer(0, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving))
+        if group.is_(S.DEAD):
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
+        errors = []
+        for member_id, instance_id in leaving:
+            if member_id == "":
+                current = group.static_member_id(instance_id)
+                if current is None:
+                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                else:
+                    self._remove_member_and_update_group(group, current)
+                    errors.append(0)
+            elif member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self.timers.cancel(("hb", gid, member_id))
+                self._try_complete_join(group)
+                errors.append(0)
+            elif group.is_static_member_fenced(member_id, instance_id):
+                errors.append(ErrorCode.FENCED_INSTANCE_ID)
+            elif group.has(member_id):
+                self._remove_member_and_update_group(group, member_id)
+                errors.append(0)
+            else:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+        answer(0, errors)

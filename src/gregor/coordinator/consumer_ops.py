@@ -1,0 +1,497 @@
+"""KIP-848 requests: ConsumerGroupHeartbeat and ConsumerGroupDescribe, with session and
+revocation timers.
+
+One heartbeat does, in order: validate the request; find or create the member (epoch 0
+joins, -1 leaves, -2 is a static member stepping out for a restart); fence a member whose
+epoch is neither current nor the previous one with a subset of its partitions (its last
+response may have been lost); apply subscription changes; bump the group epoch when the
+assignment's inputs changed (members, subscriptions, the partition counts of subscribed
+topics); recompute the target assignment when the group epoch is ahead; reconcile this
+member toward its target; persist what changed; answer with the member's epoch and, when
+it changed or the request was a full one, its assignment.
+
+A member that stops heartbeating for ``group.consumer.session.timeout.ms``, or does not
+revoke partitions within its rebalance timeout, is removed and the group epoch bumped. A
+static member leaving with epoch -2 keeps its assignment until its session expires; when it
+rejoins with the same instance id it gets that assignment back with no epoch bump.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections import Counter
+from typing import Any
+
+from gregor.coordinator.assignors import MemberSpec, assign
+from gregor.coordinator.classic import ClassicGroup
+from gregor.coordinator.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    copy_assignment,
+)
+from gregor.coordinator.core import CoordinatorCore, storage_error_to_coordinator
+from gregor.coordinator.records import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerMemberKey,
+    CurrentMemberAssignmentValue,
+    GroupMetadataKey,
+    Key,
+    TargetAssignmentMemberValue,
+    TargetAssignmentMetadataValue,
+    Value,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from gregor.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
+Records = list[tuple[Key, Value | None]]
+
+# Bits of the group operations a describe reports when authorization is not configured:
+# READ (3), DELETE (6), DESCRIBE (8).
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def new_member_id() -> str:
+    """A random id in Kafka's ``Uuid.toString`` form (22 base64url characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _to_wire(a: dict[uuid.UUID, set[int]]) -> list[Any]:
+    TP = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
+    return [TP(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]
+
+
+class ConsumerOps(CoordinatorCore):
+    # --- records ---
+
+    def _member_metadata_record(self, group: ConsumerGroup, m: ConsumerMember) -> tuple[Key, Value]:
+        return (
+            ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, group.group_id, m.member_id),
+            ConsumerGroupMemberMetadataValue(
+                instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
+                client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            ),
+        )
+
+    def _current_assignment_record(self, group: ConsumerGroup, m: ConsumerMember) -> tuple[Key, Value]:
+        return (
+            ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, m.member_id),
+            CurrentMemberAssignmentValue(
+                member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+                state=int(m.state),
+                assigned_partitions={t: sorted(ps) for t, ps in m.assigned.items() if ps},
+                partitions_pending_revocation={t: sorted(ps) for t, ps in m.pending_revocation.items() if ps},
+            ),
+        )
+
+    def _epoch_record(self, group: ConsumerGroup) -> tuple[Key, Value]:
+        return (ConsumerGroupKey(CONSUMER_GROUP_METADATA, group.group_id), ConsumerGroupMetadataValue(group.group_epoch))
+
+    def _member_tombstones(self, group: ConsumerGroup, member_id: str) -> Records:
+        gid = group.group_id
+        return [
+            (ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id), None),
+            (ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id), None),
+            (ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, gid, member_id), None),
+        ]
+
+    # --- timers ---
+
+    def schedule_consumer_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        gid, mid = group.group_id, member.member_id
+        self.timers.schedule(
+            ("cg-session", gid, mid), self.clock() + self.config.consumer_session_timeout_ms,
+            lambda: self._fence(gid, mid),
+        )
+
+    def schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        gid, mid = group.group_id, member.member_id
+        key = ("cg-revoke", gid, mid)
+        if self.timers.deadline(key) is None:
+            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.consumer_session_timeout_ms
+            self.timers.schedule(key, self.clock() + timeout, lambda: self._fence(gid, mid))
+
+    def _cancel_member_timers(self, gid: str, mid: str) -> None:
+        self.timers.cancel(("cg-session", gid, mid))
+        self.timers.cancel(("cg-revoke", gid, mid))
+
+    def _fence(self, gid: str, mid: str) -> None:
+        """Session or revocation timeout: drop the member, bump the group epoch."""
+        group = self.groups.get(gid)
+        if not isinstance(group, ConsumerGroup) or mid not in group.members:
+            return
+        self.write(gid, self._remove_consumer_member(group, mid))
+
+    def _remove_consumer_member(self, group: ConsumerGroup, mid: str) -> Records:
+        self._cancel_member_timers(group.group_id, mid)
+        group.remove_member(mid)
+        group.group_epoch += 1
+        group.state_timestamp = self.clock()
+        return self._member_tombstones(group, mid) + [self._epoch_record(group)]
+
+    # --- assignment ---
+
+    def _choose_assignor(self, group: ConsumerGroup) -> str:
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        if votes:
+            best = max(votes.values())
+            return sorted(n for n, c in votes.items() if c == best)[0]
+        return self.config.consumer_assignors[0] if self.config.consumer_assignors else "uniform"
+
+    def _compute_target(self, group: ConsumerGroup, fingerprint: dict[str, tuple[uuid.UUID, int]]) -> Records:
+        partitions = {tid: count for tid, count in fingerprint.values()}
+        specs = {
+            mid: MemberSpec(
+                mid,
+                {fingerprint[n][0] for n in m.subscribed_topic_names if n in fingerprint},
+                copy_assignment(group.target.get(mid, {})),
+            )
+            for mid, m in group.members.items()
+        }
+        group.assignor_name = self._choose_assignor(group)
+        new = assign(group.assignor_name, specs, partitions)
+        records: Records = []
+        gid = group.group_id
+        for mid in sorted(group.members):
+            target = copy_assignment(new.get(mid, {}))
+            if target != copy_assignment(group.target.get(mid, {})) or mid not in group.target:
+                records.append((
+                    ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid),
+                    TargetAssignmentMemberValue({t: sorted(ps) for t, ps in target.items()}),
+                ))
+            group.target[mid] = target
+        group.assignment_epoch = group.group_epoch
+        records.append((
+            ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid),
+            TargetAssignmentMetadataValue(group.assignment_epoch),
+        ))
+        return records
+
+    # --- ConsumerGroupHeartbeat ---
+
+    @staticmethod
+    def _cgh_error(code: int, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+            member_epoch=0, heartbeat_interval_ms=0, assignment=None,
+        )
+
+    def _validate_cgh(self, req: ConsumerGroupHeartbeatRequest) -> tuple[int, str] | None:
+        bad = ErrorCode.INVALID_REQUEST
+        if not req.group_id:
+            return bad, "GroupId can't be empty."
+        if req.instance_id is not None and req.instance_id == "":
+            return bad, "InstanceId can't be empty."
+        if req.rack_id is not None and req.rack_id == "":
+            return bad, "RackId can't be empty."
+        epoch = req.member_epoch
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                return bad, "RebalanceTimeoutMs must be provided in first request."
+            if req.topic_partitions is None or req.topic_partitions:
+                return bad, "TopicPartitions must be empty when (re-)joining."
+            if req.subscribed_topic_names is None:
+                return bad, "SubscribedTopicNames must be set in first request."
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not req.member_id:
+                return bad, "MemberId can't be empty."
+            if req.instance_id is None:
+                return bad, "InstanceId can't be null."
+        elif epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not req.member_id:
+                return bad, "MemberId can't be empty."
+        else:
+            return bad, f"MemberEpoch is invalid: {epoch}."
+        if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
+            return ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.config.consumer_assignors)}."
+        return None
+
+    def consumer_group_heartbeat(
+        self,
+        token: Any,
+        req: ConsumerGroupHeartbeatRequest,
+        version: int,
+        client_id: str | None = "",
+        client_host: str = "",
+    ) -> None:
+        problem = self._validate_cgh(req)
+        if problem is not None:
+            return self.reply(token, self._cgh_error(*problem))
+        gid = req.group_id
+        err = self.partition_error(gid)
+        if err:
+            return self.reply(token, self._cgh_error(err))
+        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._cgh_leave(token, req)
+        records: Records = []
+        group = self.groups.get(gid)
+        if group is None:
+            if req.member_epoch != 0:
+                return self.reply(token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+            group = ConsumerGroup(gid, state_timestamp=self.clock())
+            self.groups[gid] = group
+        elif isinstance(group, ClassicGroup):
+            if not group.is_empty or group.pending_members:
+                return self.reply(token, self._cgh_error(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."))
+            cg = ConsumerGroup(gid, state_timestamp=self.clock())
+            cg.offsets = group.offsets
+            self.remove_group(gid)
+            self.groups[gid] = cg
+            group = cg
+            records.append((GroupMetadataKey(gid), None))
+        bump = False
+        full_reply = req.member_epoch == 0
+        if req.member_epoch == 0:
+            member, joined, extra, error = self._cgh_join(group, req, client_id or "", client_host)
+            if error is not None:
+                return self.reply(token, self._cgh_error(*error))
+            records += extra
+            bump = joined
+        else:
+            member = group.members.get(req.member_id)
+            if member is None:
+                return self.reply(token, self._cgh_error(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {gid}."))
+            fenced = self._check_epoch(member, req)
+            if fenced is not None:
+                return self.reply(token, self._cgh_error(ErrorCode.FENCED_MEMBER_EPOCH, fenced))
+        assigned_before = copy_assignment(member.assigned)
+        if req.member_epoch != 0 and self._apply_subscription(member, req):
+            records.append(self._member_metadata_record(group, member))
+            bump = True
+        fingerprint = self.topic_fingerprint(group)
+        if fingerprint != group.topic_fingerprint:
+            group.topic_fingerprint = fingerprint
+            bump = True
+        if bump:
+            group.group_epoch += 1
+            records.append(self._epoch_record(group))
+        if group.group_epoch > group.assignment_epoch:
+            records += self._compute_target(group, fingerprint)
+        owned = None
+        if req.topic_partitions is not None:
+            owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}
+        if group.reconcile(member, owned) or req.member_epoch == 0:
+            records.append(self._current_assignment_record(group, member))
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            self.schedule_revocation(group, member)
+        else:
+            self.timers.cancel(("cg-revoke", gid, member.member_id))
+        self.schedule_consumer_session(group, member)
+        is_full = (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
+        send_assignment = full_reply or is_full or copy_assignment(member.assigned) != assigned_before
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=0, error_message=None,
+            member_id=member.member_id, member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=_to_wire(member.assigned))
+            if send_assignment else None,
+        )
+        self._write_then_reply(gid, records, token, response)
+
+    def _write_then_reply(self, gid: str, records: Records, token: Any, response: Any) -> None:
+        if not records:
+            self.reply(token, response)
+            return
+
+        def done(code: int, _offset: int) -> None:
+            if code:
+                self.reply(token, self._cgh_error(storage_error_to_coordinator(code)))
+            else:
+                self.reply(token, response)
+
+        self.write(gid, records, done)
+
+    def _cgh_join(
+        self, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str,
+    ) -> tuple[ConsumerMember, bool, Records, tuple[int, str] | None]:
+        """(member, is a new member, records, error) for a heartbeat with epoch 0."""
+        records: Records = []
+        instance_id = req.instance_id
+        if instance_id is not None:
+            existing_id = group.static_members.get(instance_id)
+            if existing_id is not None:
+                existing = group.members[existing_id]
+                if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing_id != req.member_id:
+                    return existing, False, [], (
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"Static member {existing_id} with instance id {instance_id} cannot be replaced because it has not left the group.",
+                    )
+                new_id = req.member_id or new_member_id()
+                if new_id != existing_id:
+                    records += self._member_tombstones(group, existing_id)
+                    self._cancel_member_timers(group.group_id, existing_id)
+                    member = group.rename_member(existing_id, new_id)
+                    if new_id in group.target:
+                        t = group.target[new_id]
+                        records.append((
+                            ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, new_id),
+                            TargetAssignmentMemberValue({tid: sorted(ps) for tid, ps in t.items()}),
+                        ))
+                else:
+                    member = existing
+                if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # Back with its old assignment; reconciliation restores the epoch.
+                    member.member_epoch = max(member.previous_member_epoch, 0)
+                member.client_id, member.client_host = client_id, client_host
+                self._apply_subscription(member, req)
+                records.append(self._member_metadata_record(group, member))
+                return member, False, records, None
+        member = group.members.get(req.member_id) if req.member_id else None
+        if member is not None:
+            changed = self._apply_subscription(member, req)
+            if changed:
+                records.append(self._member_metadata_record(group, member))
+            return member, changed, records, None
+        if len(group.members) >= self.config.consumer_max_group_size:
+            return ConsumerMember(""), False, [], (ErrorCode.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.config.consumer_max_group_size} members.")
+        member = ConsumerMember(
+            member_id=req.member_id or new_member_id(),
+            instance_id=instance_id,
+            rack_id=req.rack_id,
+            client_id=client_id,
+            client_host=client_host,
+            subscribed_topic_names=sorted(set(req.subscribed_topic_names or [])),
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            server_assignor=req.server_assignor,
+        )
+        group.add_member(member)
+        records.append(self._member_metadata_record(group, member))
+        return member, True, records, None
+
+    @staticmethod
+    def _apply_subscription(member: ConsumerMember, req: ConsumerGroupHeartbeatRequest) -> bool:
+        """Apply the fields a heartbeat may change; True if the assignment inputs changed."""
+        changed = False
+        if req.subscribed_topic_names is not None:
+            names = sorted(set(req.subscribed_topic_names))
+            if names != member.subscribed_topic_names:
+                member.subscribed_topic_names = names
+                changed = True
+        if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+            member.server_assignor = req.server_assignor
+            changed = True
+        if req.rack_id is not None and req.rack_id != member.rack_id:
+            member.rack_id = req.rack_id
+            changed = True
+        if req.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        return changed
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, req: ConsumerGroupHeartbeatRequest) -> str | None:
+        epoch = req.member_epoch
+        if epoch > member.member_epoch:
+            return f"The consumer group member has a greater member epoch ({epoch}) than the one known by the group coordinator ({member.member_epoch})."
+        if epoch < member.member_epoch:
+            if epoch != member.previous_member_epoch:
+                return f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group coordinator ({member.member_epoch})."
+            if req.topic_partitions is not None:
+                for tp in req.topic_partitions:
+                    if not set(tp.partitions) <= member.assigned.get(tp.topic_id, set()):
+                        return "The consumer group member has a smaller member epoch and owns partitions it was not assigned."
+        return None
+
+    def _cgh_leave(self, token: Any, req: ConsumerGroupHeartbeatRequest) -> None:
+        gid = req.group_id
+        group = self.groups.get(gid)
+        if not isinstance(group, ConsumerGroup):
+            return self.reply(token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+        member_id = req.member_id
+        if req.instance_id is not None:
+            static_id = group.static_members.get(req.instance_id)
+            if static_id is None:
+                return self.reply(token, self._cgh_error(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."))
+            if static_id != member_id:
+                return self.reply(token, self._cgh_error(
+                    ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} was replaced by {static_id}."))
+        member = group.members.get(member_id)
+        if member is None:
+            return self.reply(token, self._cgh_error(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}."))
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Stepping out for a restart: keep the assignment until the session expires.
+            if member.member_epoch > 0:
+                member.previous_member_epoch = member.member_epoch
+            member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            self.timers.cancel(("cg-revoke", gid, member_id))
+            records = [self._current_assignment_record(group, member)]
+        else:
+            records = self._remove_consumer_member(group, member_id)
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+            member_epoch=req.member_epoch, heartbeat_interval_ms=0, assignment=None,
+        )
+        self._write_then_reply(gid, records, token, response)
+
+    # --- ConsumerGroupDescribe ---
+
+    def consumer_group_describe(self, token: Any, req: ConsumerGroupDescribeRequest, version: int) -> None:
+        G = ConsumerGroupDescribeResponse.Groups
+        M = G.Members
+        A, TA = M.Assignment, M.TargetAssignment
+        out = []
+        ops = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else -2147483648
+        for gid in req.group_ids:
+            err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
+            if err:
+                out.append(G(error_code=err, error_message=None, group_id=gid))
+                continue
+            group = self.groups.get(gid)
+            if group is None:
+                out.append(G(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=f"Group {gid} not found.", group_id=gid))
+                continue
+            if not isinstance(group, ConsumerGroup):
+                out.append(G(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                             error_message=f"Group {gid} is not a consumer group.", group_id=gid))
+                continue
+
+            def tps(a: dict[uuid.UUID, set[int]], cls: Any) -> list[Any]:
+                res = []
+                for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
+                    if ps:
+                        res.append(cls.TopicPartitions(topic_id=t, topic_name=self.topics.topic_name(t) or "", partitions=sorted(ps)))
+                return res
+
+            members = [
+                M(
+                    member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                    member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed_topic_names),
+                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    assignment=A(topic_partitions=tps(m.assigned, A)),
+                    target_assignment=TA(topic_partitions=tps(group.target.get(m.member_id, {}), TA)),
+                )
+                for m in group.members.values()
+            ]
+            out.append(G(
+                error_code=0, error_message=None, group_id=gid, group_state=group.describe_state(),
+                group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                assignor_name=group.assignor_name, members=members, authorized_operations=ops,
+            ))
+        self.reply(token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))

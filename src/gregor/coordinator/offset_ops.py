@@ -1,0 +1,393 @@
+"""Offset requests: OffsetCommit, OffsetFetch, OffsetDelete, and offset retention.
+
+A commit is validated against the group (generation for classic groups, member epoch for
+KIP-848 groups; generation -1 with no member id is a "simple" commit, allowed while the group
+has no members), written as one batch of OffsetCommit records, and acknowledged - and made
+visible to OffsetFetch - only when the write completes.
+
+Retention (``offsets.retention.minutes``, checked every
+``offsets.retention.check.interval.ms``) follows Kafka: offsets of an empty group expire
+that long after the group became empty (or after the commit, for groups that never had
+members); offsets of an active consumer group expire only for topics it no longer subscribes
+to; an explicit expire timestamp (OffsetCommit v2-v4 ``retention_time_ms``) wins. A group left
+empty and without offsets is deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.coordinator.classic import ClassicGroup, ClassicState
+from gregor.coordinator.consumer_group import ConsumerGroup
+from gregor.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from gregor.coordinator.core import CoordinatorCore, Group
+from gregor.coordinator.offsets import OffsetAndMetadata
+from gregor.coordinator.records import (
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
+    GroupMetadataKey,
+    Key,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Value,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from gregor.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+
+
+def commit_error(code: int) -> int:
+    """Kafka's mapping of an append error for OffsetCommit."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+class OffsetOps(CoordinatorCore):
+    # --- OffsetCommit ---
+
+    def _validate_commit(
+        self, group: Group, member_id: str, instance_id: str | None, generation: int,
+        version: int, partitions: list[tuple[str, int]],
+    ) -> int:
+        if isinstance(group, ClassicGroup):
+            if group.is_(ClassicState.DEAD):
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if generation < 0 and group.is_(ClassicState.EMPTY):
+                return 0
+            if generation >= 0 or member_id or instance_id is not None:
+                if group.is_static_member_fenced(member_id, instance_id):
+                    return ErrorCode.FENCED_INSTANCE_ID
+                if not group.has(member_id):
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if generation != group.generation_id:
+                    return ErrorCode.ILLEGAL_GENERATION
+            elif not group.is_(ClassicState.EMPTY):
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if group.is_(ClassicState.COMPLETING_REBALANCE):
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return 0
+        # KIP-848 group
+        if generation < 0 and not member_id and group.is_empty:
+            return 0
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation == member.member_epoch:
+            return 0
+        stale = ErrorCode.STALE_MEMBER_EPOCH if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+        if generation > member.member_epoch or generation < 0:
+            return stale
+        # An older epoch is fine for partitions the member still owns (they cannot have moved
+        # to anyone else meanwhile), as Kafka allows since KIP-1251.
+        for topic, p in partitions:
+            tid = self.topics.topic_id(topic)
+            if tid is None or group.owners.get((tid, p)) != member_id:
+                return stale
+        return 0
+
+    def offset_commit(self, token: Any, req: OffsetCommitRequest, version: int) -> None:
+        gid = req.group_id
+        Topic, Part = OffsetCommitResponse.Topics, OffsetCommitResponse.Topics.Partitions
+        results: dict[tuple[str, int], int] = {}
+        order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+
+        def respond() -> None:
+            topics: dict[str, list[Any]] = {}
+            for name, p in order:
+                topics.setdefault(name, []).append(Part(partition_index=p, error_code=results[(name, p)]))
+            self.reply(token, OffsetCommitResponse(
+                throttle_time_ms=0,
+                topics=[Topic(name=n, partitions=ps) for n, ps in topics.items()],
+            ))
+
+        def fail_all(code: int) -> None:
+            for tp in order:
+                results[tp] = code
+            respond()
+
+        if gid is None:
+            return fail_all(ErrorCode.INVALID_GROUP_ID)
+        err = self.partition_error(gid)
+        if err:
+            return fail_all(err)
+        generation = req.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = (req.member_id or "") if version >= 1 else ""
+        instance_id = req.group_instance_id if version >= 7 else None
+        group = self.groups.get(gid)
+        if group is None:
+            if generation >= 0 or member_id:
+                return fail_all(
+                    ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 and member_id else ErrorCode.ILLEGAL_GENERATION
+                )
+            group = ClassicGroup(gid, state_timestamp=self.clock())
+            self.groups[gid] = group
+        code = self._validate_commit(group, member_id, instance_id, generation, version, order)
+        if code:
+            return fail_all(code)
+        now = self.clock()
+        records: list[tuple[Key, Value | None]] = []
+        staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
+        for t in req.topics:
+            count = self.topics.partition_count(t.name)
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                    results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    continue
+                if count is None or not 0 <= p.partition_index < count:
+                    results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
+                expire_ts = -1
+                if 2 <= version <= 4 and req.retention_time_ms >= 0:
+                    expire_ts = commit_ts + req.retention_time_ms
+                leader_epoch = p.committed_leader_epoch if version >= 6 else -1
+                oam = OffsetAndMetadata(p.committed_offset, leader_epoch, metadata, commit_ts, expire_ts)
+                staged.append((tp, oam))
+                records.append((
+                    OffsetCommitKey(gid, tp[0], tp[1]),
+                    OffsetCommitValue(p.committed_offset, metadata, commit_ts, leader_epoch, expire_ts),
+                ))
+        if isinstance(group, ClassicGroup) and member_id in group.members:
+            member = group.members[member_id]
+            self.schedule_heartbeat_expiry(group, member, now + member.session_timeout_ms)
+        if not records:
+            return respond()
+
+        def done(code: int, base_offset: int) -> None:
+            for i, (tp, oam) in enumerate(staged):
+                if code:
+                    results[tp] = commit_error(code)
+                else:
+                    oam.log_offset = base_offset + i if base_offset >= 0 else -1
+                    current = self.groups.get(gid)
+                    if current is not None:
+                        current.offsets.commit(tp, oam)
+                    results[tp] = 0
+            respond()
+
+        self.write(gid, records, done)
+
+    # --- OffsetFetch ---
+
+    def offset_fetch(self, token: Any, req: OffsetFetchRequest, version: int) -> None:
+        require_stable = req.require_stable if version >= 7 else False
+        if version >= 8:
+            groups = [
+                (g.group_id, g.member_id if version >= 9 else None, g.member_epoch if version >= 9 else -1,
+                 None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics])
+                for g in req.groups
+            ]
+        else:
+            topics = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+            groups = [(req.group_id, None, -1, topics)]
+        results = [self._fetch_group(gid, mid, epoch, topics, require_stable, version) for gid, mid, epoch, topics in groups]
+        if version >= 8:
+            G, T, P = OffsetFetchResponse.Groups, OffsetFetchResponse.Groups.Topics, OffsetFetchResponse.Groups.Topics.Partitions
+            out = []
+            for (gid, _, _, _), (err, parts) in zip(groups, results, strict=True):
+                by_topic: dict[str, list[Any]] = {}
+                for (t, p), (off, epoch, meta, code) in parts:
+                    by_topic.setdefault(t, []).append(P(
+                        partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
+                        metadata=meta, error_code=code))
+                out.append(G(group_id=gid, error_code=err,
+                             topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+            self.reply(token, OffsetFetchResponse(throttle_time_ms=0, groups=out))
+            return
+        T1, P1 = OffsetFetchResponse.Topics, OffsetFetchResponse.Topics.Partitions
+        err, parts = results[0]
+        by_topic = {}
+        for (t, p), (off, epoch, meta, code) in parts:
+            by_topic.setdefault(t, []).append(P1(
+                partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
+                metadata=meta, error_code=code))
+        self.reply(token, OffsetFetchResponse(
+            throttle_time_ms=0, error_code=err if version >= 2 else 0,
+            topics=[T1(name=t, partitions=ps) for t, ps in by_topic.items()],
+        ))
+
+    def _fetch_group(
+        self, gid: str, member_id: str | None, member_epoch: int,
+        topics: list[tuple[str, list[int]]] | None, require_stable: bool, version: int,
+    ) -> tuple[int, list[tuple[tuple[str, int], tuple[int, int, str | None, int]]]]:
+        """(group error, [((topic, partition), (offset, leader epoch, metadata, error))])."""
+        missing = (-1, -1, "", 0)
+
+        def per_partition(code: int) -> list[Any]:
+            return [((t, p), (-1, -1, "", code)) for t, ps in (topics or []) for p in ps]
+
+        err = self.partition_error(gid) if gid is not None else ErrorCode.INVALID_GROUP_ID
+        if err:
+            # v0/v1 have no group-level error: carry it on every partition.
+            return (err, per_partition(err) if version < 2 else [])
+        group = self.groups.get(gid)
+        if isinstance(group, ConsumerGroup) and member_id is not None:
+            member = group.members.get(member_id)
+            if member is None:
+                return (ErrorCode.UNKNOWN_MEMBER_ID, [])
+            if member_epoch != member.member_epoch:
+                return (ErrorCode.STALE_MEMBER_EPOCH, [])
+        if topics is None:
+            if group is None:
+                return (0, [])
+            wanted = sorted(group.offsets.committed)
+        else:
+            wanted = [(t, p) for t, ps in topics for p in ps]
+        out = []
+        for tp in wanted:
+            if group is None:
+                out.append((tp, missing))
+                continue
+            if require_stable and group.offsets.has_pending(tp):
+                out.append((tp, (-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)))
+                continue
+            oam = group.offsets.get(tp)
+            if oam is None:
+                out.append((tp, missing))
+            else:
+                out.append((tp, (oam.offset, oam.leader_epoch, oam.metadata, 0)))
+        return (0, out)
+
+    # --- OffsetDelete ---
+
+    def _subscribed(self, group: Group, topic: str) -> bool:
+        if isinstance(group, ConsumerGroup):
+            return topic in group.subscribed_topic_names()
+        subs = group.subscribed_topics()
+        return True if subs is None else topic in subs
+
+    def offset_delete(self, token: Any, req: OffsetDeleteRequest, version: int) -> None:
+        gid = req.group_id
+        T, P = OffsetDeleteResponse.Topics, OffsetDeleteResponse.Topics.Partitions
+
+        def top(code: int) -> None:
+            self.reply(token, OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[]))
+
+        if not gid:
+            return top(ErrorCode.INVALID_GROUP_ID)
+        err = self.partition_error(gid)
+        if err:
+            return top(err)
+        group = self.groups.get(gid)
+        if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
+            return top(ErrorCode.GROUP_ID_NOT_FOUND)
+        if isinstance(group, ClassicGroup) and not group.is_(ClassicState.EMPTY):
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return top(ErrorCode.NON_EMPTY_GROUP)
+        results: list[tuple[str, list[tuple[int, int]]]] = []
+        records: list[tuple[Key, Value | None]] = []
+        doomed: list[tuple[str, int]] = []
+        active = not group.is_empty
+        for t in req.topics:
+            subscribed = active and self._subscribed(group, t.name)
+            parts = []
+            for p in t.partitions:
+                if subscribed:
+                    parts.append((p.partition_index, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
+                    continue
+                parts.append((p.partition_index, 0))
+                tp = (t.name, p.partition_index)
+                if group.offsets.get(tp) is not None:
+                    doomed.append(tp)
+                    records.append((OffsetCommitKey(gid, tp[0], tp[1]), None))
+            results.append((t.name, parts))
+
+        def respond(code: int = 0) -> None:
+            if code:
+                return top(code)
+            self.reply(token, OffsetDeleteResponse(
+                error_code=0, throttle_time_ms=0,
+                topics=[T(name=n, partitions=[P(partition_index=i, error_code=e) for i, e in ps]) for n, ps in results],
+            ))
+
+        if not records:
+            return respond()
+
+        def done(code: int, _offset: int) -> None:
+            if code:
+                return respond(commit_error(code))
+            for tp in doomed:
+                group.offsets.delete(tp)
+            respond()
+
+        self.write(gid, records, done)
+
+    # --- retention ---
+
+    def ensure_retention_timer(self) -> None:
+        if self.timers.deadline(("retention",)) is None:
+            self.timers.schedule(
+                ("retention",), self.clock() + self.config.offsets_retention_check_interval_ms,
+                self._run_retention,
+            )
+
+    def _expired_offsets(self, group: Group, now: int) -> list[tuple[str, int]]:
+        retention = self.config.offsets_retention_ms
+        offsets = group.offsets
+        if isinstance(group, ClassicGroup):
+            if group.is_(ClassicState.EMPTY) or group.protocol_type is None:
+                empty_since = group.state_timestamp if group.is_(ClassicState.EMPTY) and group.protocol_type else -1
+                subscribed: set[str] = set()
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.is_(ClassicState.STABLE):
+                subs = group.subscribed_topics()
+                if subs is None:
+                    return []
+                subscribed, empty_since = subs, -1
+            else:
+                return []
+        else:
+            subscribed, empty_since = group.subscribed_topic_names(), -1
+        out = []
+        for tp, oam in offsets.committed.items():
+            if tp[0] in subscribed or offsets.has_pending(tp):
+                continue
+            if oam.expire_timestamp >= 0:
+                if now >= oam.expire_timestamp:
+                    out.append(tp)
+                continue
+            base = empty_since if empty_since >= 0 else oam.commit_timestamp
+            if now - base >= retention:
+                out.append(tp)
+        return out
+
+    def _run_retention(self) -> None:
+        now = self.clock()
+        for group in self.active_groups():
+            gid = group.group_id
+            expired = self._expired_offsets(group, now)
+            records: list[tuple[Key, Value | None]] = []
+            for tp in expired:
+                group.offsets.delete(tp)
+                records.append((OffsetCommitKey(gid, tp[0], tp[1]), None))
+            empty = group.is_(ClassicState.EMPTY) if isinstance(group, ClassicGroup) else group.is_empty
+            if empty and not len(group.offsets) and not group.offsets.pending_txn:
+                records.extend(self.group_tombstones(group))
+                self.remove_group(gid)
+            if records:
+                self.write(gid, records)
+        self.timers.schedule(
+            ("retention",), now + self.config.offsets_retention_check_interval_ms, self._run_retention
+        )
+
+    def group_tombstones(self, group: Group) -> list[tuple[Key, Value | None]]:
+        gid = group.group_id
+        if isinstance(group, ConsumerGroup):
+            return [
+                (ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), None),
+                (ConsumerGroupKey(CONSUMER_GROUP_METADATA, gid), None),
+            ]
+        return [(GroupMetadataKey(gid), None)]
