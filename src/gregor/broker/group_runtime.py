@@ -64,6 +64,9 @@ class BrokerTopics:
         ts = self.broker.metadata.topics_by_id.get(topic_id)
         return None if ts is None else ts.name
 
+    def topic_names(self) -> list[str]:
+        return [name for name, ts in self.broker.metadata.topics.items() if not ts.internal]
+
 
 class GroupRuntime:
     def __init__(self, broker: Any, clock: Callable[[], int] = wall_clock_ms) -> None:

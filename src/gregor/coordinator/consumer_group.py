@@ -104,9 +104,6 @@ class ConsumerGroup:
                 return "Reconciling"
         return "Stable"
 
-    def subscribed_topic_names(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
-
     # --- ownership ---
 
     def release(self, member: ConsumerMember) -> None:

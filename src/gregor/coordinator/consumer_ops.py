@@ -33,7 +33,11 @@ from gregor.coordinator.consumer_group import (
     MemberState,
     copy_assignment,
 )
-from gregor.coordinator.core import CoordinatorCore, storage_error_to_coordinator
+from gregor.coordinator.core import (
+    CoordinatorCore,
+    compile_subscription_regex,
+    storage_error_to_coordinator,
+)
 from gregor.coordinator.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -71,6 +75,11 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 def new_member_id() -> str:
     """A random id in Kafka's ``Uuid.toString`` form (22 base64url characters)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _regex(req: ConsumerGroupHeartbeatRequest) -> str | None:
+    """The regex of a v1+ request (the v0 layout has no such field)."""
+    return getattr(req, "subscribed_topic_regex", None)
 
 
 def _to_wire(a: dict[uuid.UUID, set[int]]) -> list[Any]:
@@ -162,7 +171,7 @@ class ConsumerOps(CoordinatorCore):
         specs = {
             mid: MemberSpec(
                 mid,
-                {fingerprint[n][0] for n in m.subscribed_topic_names if n in fingerprint},
+                {fingerprint[n][0] for n in self.member_topics(m) if n in fingerprint},
                 copy_assignment(group.target.get(mid, {})),
             )
             for mid, m in group.members.items()
@@ -209,8 +218,8 @@ class ConsumerOps(CoordinatorCore):
                 return bad, "RebalanceTimeoutMs must be provided in first request."
             if req.topic_partitions is None or req.topic_partitions:
                 return bad, "TopicPartitions must be empty when (re-)joining."
-            if req.subscribed_topic_names is None:
-                return bad, "SubscribedTopicNames must be set in first request."
+            if req.subscribed_topic_names is None and _regex(req) is None:
+                return bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not req.member_id:
                 return bad, "MemberId can't be empty."
@@ -221,6 +230,9 @@ class ConsumerOps(CoordinatorCore):
                 return bad, "MemberId can't be empty."
         else:
             return bad, f"MemberEpoch is invalid: {epoch}."
+        regex = _regex(req)
+        if regex is not None and regex != "" and compile_subscription_regex(regex) is None:
+            return bad, f"SubscribedTopicRegex {regex} is not a valid regular expression."
         if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
             return ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.config.consumer_assignors)}."
         return None
@@ -376,6 +388,7 @@ class ConsumerOps(CoordinatorCore):
             client_id=client_id,
             client_host=client_host,
             subscribed_topic_names=sorted(set(req.subscribed_topic_names or [])),
+            subscribed_topic_regex=_regex(req) or None,
             rebalance_timeout_ms=req.rebalance_timeout_ms,
             server_assignor=req.server_assignor,
         )
@@ -391,6 +404,13 @@ class ConsumerOps(CoordinatorCore):
             names = sorted(set(req.subscribed_topic_names))
             if names != member.subscribed_topic_names:
                 member.subscribed_topic_names = names
+                changed = True
+        regex = _regex(req)
+        if regex is not None:
+            # An empty string clears the regex (Kafka's convention).
+            value = regex or None
+            if value != member.subscribed_topic_regex:
+                member.subscribed_topic_regex = value
                 changed = True
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor

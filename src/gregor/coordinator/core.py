@@ -23,9 +23,11 @@ COORDINATOR_LOAD_IN_PROGRESS) or active; a group lives in ``partition_for(group_
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -72,6 +74,10 @@ class TopicsView(Protocol):
     def topic_id(self, topic: str) -> uuid.UUID | None: ...
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+    def topic_names(self) -> Iterable[str]:
+        """Every non-internal topic (what a regex subscription can match)."""
+        ...
 
 
 @dataclass
@@ -505,10 +511,25 @@ class CoordinatorCore:
             m.assigned = {t: set(ps) for t, ps in value.assigned_partitions.items()}
             m.pending_revocation = {t: set(ps) for t, ps in value.partitions_pending_revocation.items()}
 
+    def member_topics(self, member: ConsumerMember) -> set[str]:
+        """The topics a KIP-848 member subscribes to: its names plus its regex's matches."""
+        topics = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = compile_subscription_regex(member.subscribed_topic_regex)
+            if pattern is not None:
+                topics.update(n for n in self.topics.topic_names() if pattern.fullmatch(n))
+        return topics
+
+    def group_topics(self, group: ConsumerGroup) -> set[str]:
+        out: set[str] = set()
+        for m in group.members.values():
+            out |= self.member_topics(m)
+        return out
+
     def topic_fingerprint(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         """Subscribed topic -> (id, partition count): a change means a new assignment."""
         out = {}
-        for name in sorted(group.subscribed_topic_names()):
+        for name in sorted(self.group_topics(group)):
             tid = self.topics.topic_id(name)
             count = self.topics.partition_count(name)
             if tid is not None and count is not None:
@@ -530,5 +551,11 @@ class CoordinatorCore:
         raise NotImplementedError
 
 
-def group_ids_in(groups: Iterable[Group]) -> list[str]:
-    return [g.group_id for g in groups]
+@functools.lru_cache(maxsize=256)
+def compile_subscription_regex(pattern: str) -> re.Pattern[str] | None:
+    """A KIP-848 subscription regex (Kafka uses RE2/J; Python's ``re`` agrees on the common
+    syntax); None if it does not compile."""
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None

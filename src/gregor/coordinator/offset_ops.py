@@ -266,7 +266,7 @@ class OffsetOps(CoordinatorCore):
 
     def _subscribed(self, group: Group, topic: str) -> bool:
         if isinstance(group, ConsumerGroup):
-            return topic in group.subscribed_topic_names()
+            return topic in self.group_topics(group)
         subs = group.subscribed_topics()
         return True if subs is None else topic in subs
 
@@ -350,7 +350,7 @@ class OffsetOps(CoordinatorCore):
             else:
                 return []
         else:
-            subscribed, empty_since = group.subscribed_topic_names(), -1
+            subscribed, empty_since = self.group_topics(group), -1
         out = []
         for tp, oam in offsets.committed.items():
             if tp[0] in subscribed or offsets.has_pending(tp):
