@@ -280,6 +280,7 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
 )
 
 BY_NAME: dict[str, TopicConfigDef] = {d.name: d for d in TOPIC_CONFIGS}
+_SORTED = sorted(TOPIC_CONFIGS, key=lambda d: d.name)
 
 # Broker keys that are synonyms of a topic config, with Kafka's default for each.
 BROKER_SYNONYMS: dict[str, Synonym] = {s.name: s for d in TOPIC_CONFIGS for s in d.synonyms}
@@ -427,7 +428,7 @@ def describe_topic(
     asked, synonyms and documentation. Sorted by name."""
     wanted = None if names is None else set(names)
     out = []
-    for d in TOPIC_CONFIGS:
+    for d in _SORTED:
         if wanted is not None and d.name not in wanted:
             continue
         if d.name in overrides:
