@@ -7,7 +7,12 @@ import pytest
 
 from gregor.client.arrow import ArrowBatchBuilder, spark_schema
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records import LOG_APPEND_TIME, RecordBatchBuilder, build_control_batch, iter_records
+from gregor.protocol.records import (
+    LOG_APPEND_TIME,
+    RecordBatchBuilder,
+    build_control_batch,
+    iter_records,
+)
 
 
 def _batch(base: int, n: int, codec: int = 0, **kw: object) -> bytes:

@@ -410,8 +410,8 @@ async def fetch_arrow(
         version = min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
         req = FetchRequest(
             replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
+            max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
+            min_bytes=1,
             max_bytes=max_bytes,
             isolation_level=isolation_level,
             session_id=0,
@@ -430,6 +430,9 @@ async def fetch_arrow(
         resp = await conn.send(req, version)
         if resp.error_code:
             raise error_for_code(resp.error_code)(str(tp))
+        if not resp.responses or not resp.responses[0].partitions:
+            await asyncio.sleep(client.retry_backoff)
+            continue
         p = resp.responses[0].partitions[0]
         if p.error_code:
             if p.error_code in STALE_METADATA:
@@ -449,7 +452,7 @@ async def fetch_arrow(
             # a batch bigger than max_bytes: ask for more
             max_bytes *= 2
             continue
-        aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+        aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
         nxt = builder.add_record_set(records, aborted)
         if nxt <= position:
             max_bytes *= 2

@@ -267,7 +267,12 @@ class Fetcher:
         finally:
             self.in_flight.discard(node)
             self.wakeup()
-        self._handle_response(node, session, resp, wanted, send, forgotten, full, use_ids)
+        try:
+            self._handle_response(node, session, resp, wanted, send, forgotten, full, use_ids)
+        except Exception as e:  # surface to poll rather than dying in a task
+            session.reset()
+            self.errors.append(e)
+            self._notify_data()
 
     def _build(
         self,
@@ -376,7 +381,7 @@ class Fetcher:
                     data = p.records
                     if data is not None and len(data):
                         self.completed.append(
-                            CompletedFetch(tp, data, st.position, list(p.aborted_transactions), requested[1])
+                            CompletedFetch(tp, data, st.position, list(p.aborted_transactions or ()), requested[1])
                         )
                         got_data = True
                     continue
