@@ -179,6 +179,33 @@ def test_kafka_python_create_errors(kadmin: KafkaAdminClient) -> None:
     assert set(kadmin.list_topics()).isdisjoint(codes)
 
 
+def test_kafka_python_bad_input(broker: BrokerProcess, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+    kadmin.create_topics({"kp-exists": {"num_partitions": 1}})
+    result = kadmin.create_topics(
+        {
+            "kp bad/name": {"num_partitions": 1},
+            "kp-exists": {"num_partitions": 3},
+            "kp-unknown-config": {"configs": {"retention.days": "7"}},
+            "kp-bad-value": {"configs": {"max.message.bytes": "-5"}},
+            "kp.exists": {"num_partitions": 1},  # no clash with kp-exists: only '.' and '_' collide
+            "kp_exists": {"num_partitions": 1},
+            "kp.exists2": {"num_partitions": 1},
+        },
+        raise_errors=False,
+    )
+    got = {t["name"]: (t["error_code"], t["error_message"]) for t in result["topics"]}
+    assert got == {
+        "kp bad/name": (17, "topic name may contain only ASCII letters, digits, '.', '_' and '-'"),
+        "kp-exists": (36, "Topic 'kp-exists' already exists."),
+        "kp-unknown-config": (40, "Unknown topic config name: retention.days"),
+        "kp-bad-value": (40, "Invalid value -5 for configuration max.message.bytes: must be at least 0"),
+        "kp.exists": (0, None),
+        "kp_exists": (17, "Topic 'kp_exists' collides with existing topic: kp.exists"),
+        "kp.exists2": (0, None),
+    }
+    assert_serving(broker, admin)
+
+
 def test_kafka_python_validate_only(kadmin: KafkaAdminClient) -> None:
     result = kadmin.create_topics({"kp-dry": {"num_partitions": 3}}, validate_only=True)
     (topic,) = result["topics"]

@@ -22,6 +22,7 @@ from typing import Any
 from gregor.broker.handlers.registry import handles
 from gregor.broker.logging import log_event
 from gregor.broker.topic_configs import describe_topic
+from gregor.broker.topics import topic_name_error
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
@@ -88,7 +89,22 @@ def _resolve_layout(
     return 0, None, num_partitions, replication_factor, None
 
 
+def _collision(broker: Any, name: str) -> str | None:
+    """An existing topic whose name equals ``name`` once '.' and '_' are made the same (their
+    metric names would clash, so Kafka refuses the second one)."""
+    if name in broker.metadata.topics or topic_name_error(name) is not None:
+        return None
+    key = name.replace(".", "_")
+    for other in broker.metadata.topics:
+        if other.replace(".", "_") == key:
+            return other
+    return None
+
+
 def _create_one(broker: Any, t: Any, version: int, validate_only: bool) -> CTTopic:
+    other = _collision(broker, t.name)
+    if other is not None:
+        return _ct_error(t.name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {other}")
     code, message, num_partitions, replication_factor, assignments = _resolve_layout(broker, t, version)
     if code:
         return _ct_error(t.name, code, message or "")
