@@ -98,3 +98,15 @@ def test_empty_and_corrupt() -> None:
     bad[-1] ^= 0xFF
     with pytest.raises(ProtocolError):
         ArrowBatchBuilder("t", 0).add_record_set(bytes(bad))
+
+
+def test_read_committed_without_aborted_list_uses_abort_markers() -> None:
+    # Some brokers (Tansu 0.6.0) send no aborted-transaction list: the ABORT marker that
+    # follows a producer's transactional batches in the same data still identifies them.
+    t1 = _batch(0, 2, producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+    abort = build_control_batch(5, 0, False, 0, base_offset=2, timestamp=1)
+    t2 = _batch(3, 2, producer_id=5, producer_epoch=0, base_sequence=2, is_transactional=True)
+    commit = build_control_batch(5, 0, True, 0, base_offset=5, timestamp=1)
+    rc = ArrowBatchBuilder("t", 0, read_committed=True)
+    assert rc.add_record_set(t1 + abort + t2 + commit, []) == 6
+    assert rc.build().column("offset").to_pylist() == [3, 4]

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from gregor.client.core import STALE_METADATA, KafkaClient
 from gregor.client.errors import KafkaTimeoutError, error_for_code
+from gregor.client.fetcher import aborted_by_markers
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import FetchRequest
@@ -101,6 +102,7 @@ class ArrowBatchBuilder:
         pos = 0
         end = len(mv)
         aborted = sorted(aborted, key=lambda a: a[1])
+        marker_aborted = aborted_by_markers(mv) if self.read_committed else set()
         ai = 0
         while pos + 17 <= end:
             size = int.from_bytes(mv[pos + 8 : pos + 12], "big", signed=True)
@@ -120,7 +122,11 @@ class ArrowBatchBuilder:
             attrs = h.attributes
             if attrs & CONTROL_MASK:
                 self._aborted_pids.discard(h.producer_id)
-            elif not (self.read_committed and attrs & TRANSACTIONAL_MASK and h.producer_id in self._aborted_pids):
+            elif not (
+                self.read_committed
+                and attrs & TRANSACTIONAL_MASK
+                and (h.producer_id in self._aborted_pids or pos in marker_aborted)
+            ):
                 if self.verify_crc and not crc_ok(mv, pos, h):
                     raise ProtocolError(f"record batch at offset {h.base_offset} fails its CRC32C check")
                 if attrs & COMPRESSION_MASK:

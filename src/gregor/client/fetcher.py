@@ -33,12 +33,14 @@ from gregor.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records import decode_batch
+from gregor.protocol.records.control import ControlRecordType, parse_control_key
 from gregor.protocol.records.convert import iter_record_set
 from gregor.protocol.records.header import (
     _HEADER,
     CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    iter_batches,
 )
 
 log = logging.getLogger("gregor.client.consumer")
@@ -47,6 +49,33 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 _FINAL_EPOCH = -1
 _INT32_MAX = (1 << 31) - 1
+
+
+def aborted_by_markers(data: Any) -> set[int]:
+    """Positions of transactional batches that an ABORT marker in the same data closes.
+
+    The Fetch response's aborted-transaction list is how Kafka tells read_committed consumers
+    what to drop; some brokers leave it empty. A transactional batch of producer P followed
+    (before any other marker of P) by P's ABORT marker is aborted by definition, so this scan
+    only ever finds a subset of the truth and is safe to combine with the list.
+    """
+    out: set[int] = set()
+    pending: dict[int, list[int]] = {}
+    for pos, h in iter_batches(data, allow_partial_tail=True):
+        if not h.attributes & TRANSACTIONAL_MASK:
+            continue
+        if h.attributes & CONTROL_MASK:
+            positions = pending.pop(h.producer_id, [])
+            try:
+                recs = decode_batch(data, pos).records
+                kind = parse_control_key(recs[0].key)[1] if recs else None
+            except ProtocolError:
+                kind = None
+            if kind == ControlRecordType.ABORT:
+                out.update(positions)
+        else:
+            pending.setdefault(h.producer_id, []).append(pos)
+    return out
 
 
 class ConsumerRecord(NamedTuple):
@@ -460,6 +489,7 @@ class Fetcher:
         read_committed = self.isolation == READ_COMMITTED
         aborted = sorted(cf.aborted, key=lambda a: a.first_offset) if read_committed else []
         aborted_pids: set[int] = set()
+        marker_aborted = aborted_by_markers(data) if read_committed else set()
         ai = 0
         pos = 0
         end = len(data)
@@ -494,7 +524,9 @@ class Fetcher:
                 next_offset = max(next_offset, last_offset + 1)
                 pos = entry_end
                 continue
-            if read_committed and attributes & TRANSACTIONAL_MASK and producer_id in aborted_pids:
+            if read_committed and attributes & TRANSACTIONAL_MASK and (
+                producer_id in aborted_pids or pos in marker_aborted
+            ):
                 next_offset = max(next_offset, last_offset + 1)
                 pos = entry_end
                 continue
