@@ -320,6 +320,18 @@ def test_delete_records(broker: BrokerProcess, admin: AdminClient) -> None:
     assert_serving(broker, admin)
 
 
+def test_delete_records_on_compact_only_topic_is_refused(broker: BrokerProcess, admin: AdminClient) -> None:
+    fs = admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})])
+    assert error_code(fs["compacted"]) == 0
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    for i in range(3):
+        producer.produce("compacted", b"v", key=b"k%d" % i)
+    assert producer.flush(TIMEOUT) == 0
+    (f,) = admin.delete_records([TopicPartition("compacted", 0, 2)]).values()
+    assert error_code(f) == 44  # POLICY_VIOLATION
+    assert_serving(broker, admin)
+
+
 def test_kafka_python_delete_records(broker: BrokerProcess, kadmin: KafkaAdminClient) -> None:
     kadmin.create_topics({"kp-trim": {"num_partitions": 1}})
     _produce(broker, "kp-trim", 0, 5)

@@ -11,6 +11,10 @@ CreateTopics from v4 lets ``num_partitions`` / ``replication_factor`` be -1 for 
 An explicit replica assignment replaces both (they must then be -1) and must number its
 partitions 0..n-1. From v5 a created topic is answered with its partition count, replication
 factor and every config with its value and source; from v7 with its topic id.
+
+DeleteRecords raises a partition's log start offset (at most to the high watermark; -1 means
+the high watermark) and answers the new low watermark; a topic whose cleanup.policy is
+compact only refuses it with POLICY_VIOLATION, as Kafka does.
 """
 
 from __future__ import annotations
@@ -241,6 +245,10 @@ def _delete_records(broker: Any, topic: str, index: int, offset: int) -> DRPart:
     plog = broker.get_log(topic, index)
     if plog is None:
         return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if not plog.config.delete:
+        # As in Kafka: a compact-only topic keeps the latest value of every key; deleting a
+        # prefix would drop keys, so it is a policy violation.
+        return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.POLICY_VIOLATION)
     before = plog.log_start_offset
     try:
         low_watermark = plog.delete_records(offset)
