@@ -128,9 +128,9 @@ def test_timestamp_bounds(log_dir, clock):
 def test_compacted_topic_rejects_keyless_records(log_dir, clock):
     log = open_log(log_dir, clock, cleanup_policy="compact")
     log.append(batch([(T0, b"k", b"v")]))
-    with pytest.raises(CorruptRecordError) as e:
+    with pytest.raises(InvalidRecordError) as e:
         log.append(batch([(T0, b"k", b"v"), (T0, None, b"v")]))
-    assert e.value.error_code == 2
+    assert e.value.error_code == 87
     assert log.log_end_offset == 1
 
 

@@ -593,7 +593,9 @@ class Log:
             raise CorruptRecordError(f"record batch at byte {pos}: {e}") from None
         for r in batch.records:
             if r.key is None:
-                raise CorruptRecordError(
+                # INVALID_RECORD, as Kafka answers since KIP-467: CORRUPT_MESSAGE is retriable
+                # and makes clients retry a batch that can never succeed.
+                raise InvalidRecordError(
                     "a compacted topic cannot accept a record without a key"
                 )
 
