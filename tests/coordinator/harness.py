@@ -230,10 +230,13 @@ class Harness:
                                  for t in resp.topics for p in t.partitions}
 
     def cgh(self, group: str, member_id: str = "", epoch: int = 0, *, topics: list[str] | None = None,
-            owned: dict[str, list[int]] | None = None, rebalance: int = -1, instance: str | None = None,
+            owned: dict[str, list[int]] | None | str = "auto", rebalance: int = -1, instance: str | None = None,
             assignor: str | None = None, version: int = 0, regex: str | None = None) -> Any:
+        """A ConsumerGroupHeartbeat; ``owned`` "auto" sends [] when joining, else null."""
+        if owned == "auto":
+            owned = {} if epoch == 0 else None
         owned_wire = None
-        if owned is not None:
+        if isinstance(owned, dict):
             owned_wire = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=self.topics.topic_id(t), partitions=ps)
                           for t, ps in owned.items()]
         fields = dict(group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,

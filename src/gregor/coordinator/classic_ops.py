@@ -215,16 +215,16 @@ class ClassicOps(CoordinatorCore):
             self.reply(token, self.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
             return
         if group.is_(S.PREPARING_REBALANCE):
-            self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols, client_id, client_host)
+            self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols)
         elif group.is_(S.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # It did not get the join response: send the current generation again.
                 self.reply(token, self._current_join_response(group, member, version, member_id == group.leader_id))
             else:
-                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols, client_id, client_host)
+                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols)
         else:  # Stable
             if member_id == group.leader_id or not member.matches(protocols):
-                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols, client_id, client_host)
+                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols)
             else:
                 self.reply(token, self._current_join_response(group, member, version, False))
 
@@ -250,7 +250,6 @@ class ClassicOps(CoordinatorCore):
     def _update_member_and_rebalance(
         self, group: ClassicGroup, member: ClassicMember, token: Any, version: int,
         rebalance: int, session: int, protocols: list[tuple[str, bytes]],
-        client_id: str, client_host: str,
     ) -> None:
         if member.join_token is not None and member.join_token is not token:
             self.reply(member.join_token, self.join_response(
@@ -258,8 +257,6 @@ class ClassicOps(CoordinatorCore):
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance
         member.session_timeout_ms = session
-        member.client_id = client_id
-        member.client_host = client_host
         member.join_token = token
         member.join_version = version
         self._maybe_prepare_rebalance(group)
