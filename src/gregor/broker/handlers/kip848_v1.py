@@ -7,7 +7,7 @@ schemas): the v1 request adds ``subscribed_topic_regex`` (compact nullable strin
 ``subscribed_topic_names``, and members generate their own member id (KIP-1082); the v1
 response has exactly the v0 layout.
 
-This module adds a v1 request decoder and v1 response encoder to the generated classes'
+This module adds v1 request and response codecs to the generated classes'
 version tables (``setdefault``: once the generator knows v1, its codecs win). Decoded v1
 requests are :class:`ConsumerGroupHeartbeatRequestV1`, which also carries the regex.
 """
@@ -92,8 +92,13 @@ def encode_request_v1(req: ConsumerGroupHeartbeatRequest) -> bytes:
     return w.getvalue()
 
 
+def _encode_request_v1(req: ConsumerGroupHeartbeatRequest, append: Any) -> None:
+    append(encode_request_v1(req))
+
+
 def install() -> None:
     ConsumerGroupHeartbeatRequest._DECODERS.setdefault(V1, decode_request_v1)
+    ConsumerGroupHeartbeatRequest._ENCODERS.setdefault(V1, _encode_request_v1)
     ConsumerGroupHeartbeatResponse._ENCODERS.setdefault(V1, ConsumerGroupHeartbeatResponse._ENCODERS[0])
     ConsumerGroupHeartbeatResponse._DECODERS.setdefault(V1, ConsumerGroupHeartbeatResponse._DECODERS[0])
 
