@@ -595,8 +595,9 @@ def record(out: Path, clients: list[str]) -> None:
     for rank, broker_cls in enumerate((Tansu, Gregor)):
         with broker_cls() as broker:
             meta["brokers"][broker.name] = broker.version
-            # Idempotent producers (InitProducerId) where the broker has it: kafka-python's
-            # default idempotent producer sends nothing, silently, to a broker without it.
+            # Idempotent producers (InitProducerId) where the broker has it: without it,
+            # kafka-python 3's default idempotent producer fails every send with
+            # IncompatibleBrokerVersion (while flush() returns quietly).
             idempotent = 22 in api_versions(broker.port)
             for client in clients:
                 run, _ = CLIENTS[client]
