@@ -156,8 +156,11 @@ def downconvert(
         mb = MessageSetBuilder(
             magic, codec, base_offset=first, timestamp_type=1 if log_append else 0
         )
-        for r in records:
-            mb.append(r.timestamp, r.key, r.value, offset_delta=r.offset - first)
+        try:
+            for r in records:
+                mb.append(r.timestamp, r.key, r.value, offset_delta=r.offset - first)
+        except ValueError as e:  # offsets that do not increase: a malformed batch
+            raise ProtocolError(f"record batch at byte {pos} cannot be down-converted: {e}") from None
         parts.append(mb.build(wrapper_timestamp=h.max_timestamp if log_append else None))
     return b"".join(parts)
 
