@@ -80,6 +80,9 @@ class MetadataStore:
         self.topics: dict[str, TopicState] = {}
         self.topics_by_id: dict[uuid.UUID, TopicState] = {}
         self.cluster_id = cluster_id or ""
+        # Producer ids are handed out in blocks; the file records the start of the next block,
+        # so ids are never reused across restarts (an unused rest of a block is skipped).
+        self.next_producer_id_block = 0
         self._load()
 
     def _load(self) -> None:
@@ -91,6 +94,7 @@ class MetadataStore:
                     f"cluster.id {self.cluster_id!r} does not match {stored!r} in {self.path}"
                 )
             self.cluster_id = stored or self.cluster_id
+            self.next_producer_id_block = int(d.get("next_producer_id_block", 0))
             for t in d.get("topics", []):
                 ts = TopicState.from_json(t)
                 self.topics[ts.name] = ts
@@ -104,7 +108,11 @@ class MetadataStore:
 
     def _persist(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"cluster_id": self.cluster_id, "topics": [t.to_json() for t in self.topics.values()]}
+        data = {
+            "cluster_id": self.cluster_id,
+            "next_producer_id_block": self.next_producer_id_block,
+            "topics": [t.to_json() for t in self.topics.values()],
+        }
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
@@ -145,6 +153,13 @@ class MetadataStore:
         self.topics_by_id.pop(ts.topic_id, None)
         self._persist()
         return ts
+
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Reserve ``size`` producer ids durably; returns the first."""
+        start = self.next_producer_id_block
+        self.next_producer_id_block = start + size
+        self._persist()
+        return start
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)

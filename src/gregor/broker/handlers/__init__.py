@@ -14,6 +14,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     list_offsets,
     metadata,
     produce,
+    producer_ids,
 )
 from gregor.broker.handlers.registry import HANDLERS, HandlerEntry, handles
 

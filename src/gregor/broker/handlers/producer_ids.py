@@ -1,0 +1,38 @@
+"""InitProducerId for idempotent producers (no transactional id).
+
+An idempotent producer gets a fresh producer id with epoch 0 on every call, as Kafka does for
+producers without a transactional id (a KIP-360 epoch-bump request from such a producer also
+gets a fresh id, which the client accepts). Transactional ids need the transaction
+coordinator: until it exists the request is answered COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.broker.handlers.registry import handles
+from gregor.broker.producer_ids import ProducerIdManager
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+
+
+def producer_id_manager(broker: Any) -> ProducerIdManager:
+    mgr = getattr(broker, "producer_ids", None)
+    if mgr is None:
+        mgr = ProducerIdManager(broker.metadata)
+        broker.producer_ids = mgr
+    return mgr
+
+
+@handles(InitProducerIdRequest)
+async def handle_init_producer_id(ctx: Any, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    if req.transactional_id is not None:
+        txn = getattr(ctx.broker, "transactions", None)
+        if txn is not None:
+            return await txn.handle_init_producer_id(ctx, req)
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            producer_id=-1, producer_epoch=-1,
+        )
+    pid = producer_id_manager(ctx.broker).generate()
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
