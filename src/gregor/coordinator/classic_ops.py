@@ -15,7 +15,7 @@ from typing import Any
 
 from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
 from gregor.coordinator.consumer_group import ConsumerGroup
-from gregor.coordinator.core import CoordinatorCore, storage_error_to_coordinator
+from gregor.coordinator.core import CoordinatorCore, log_event, storage_error_to_coordinator
 from gregor.coordinator.records import (
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
@@ -337,6 +337,7 @@ class ClassicOps(CoordinatorCore):
         initial = group.is_(S.EMPTY)
         group.transition(S.PREPARING_REBALANCE, now)
         gid = group.group_id
+        log_event("group.rebalance", group=gid, generation=group.generation_id, members=len(group.members))
         if initial:
             delay = self.config.initial_rebalance_delay_ms
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
@@ -376,7 +377,7 @@ class ClassicOps(CoordinatorCore):
         group.initial_delay_remaining_ms = -1
         for m in group.not_yet_rejoined():
             if not m.is_static:
-                self._remove_member(group, m.member_id)
+                self._remove_member(group, m.member_id, "not rejoined")
         now = self.clock()
         if group.members and not group.maybe_elect_new_joined_leader():
             # Nobody rejoined: wait another round for session expiry to clear them out.
@@ -385,6 +386,10 @@ class ClassicOps(CoordinatorCore):
         group.generation_id += 1
         if group.members:
             group.protocol_name = group.select_protocol()
+            log_event(
+                "group.generation", group=gid, generation=group.generation_id,
+                protocol=group.protocol_name, members=len(group.members), leader=group.leader_id,
+            )
             group.transition(S.COMPLETING_REBALANCE, now)
             group.pending_sync = set(group.members)
             generation = group.generation_id
@@ -402,6 +407,7 @@ class ClassicOps(CoordinatorCore):
         else:
             group.protocol_name = None
             group.transition(S.EMPTY, now)
+            log_event("group.generation", group=gid, generation=group.generation_id, members=0)
             self.store_group(group, None)
 
     def _expire_pending_sync(self, group: ClassicGroup, generation: int) -> None:
@@ -410,7 +416,7 @@ class ClassicOps(CoordinatorCore):
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
             return
         for mid in list(group.pending_sync):
-            self._remove_member(group, mid)
+            self._remove_member(group, mid, "no SyncGroup")
         group.pending_sync.clear()
         self._maybe_prepare_rebalance(group)
 
@@ -459,10 +465,11 @@ class ClassicOps(CoordinatorCore):
 
     # --- member removal and expiry ---
 
-    def _remove_member(self, group: ClassicGroup, member_id: str) -> ClassicMember | None:
+    def _remove_member(self, group: ClassicGroup, member_id: str, reason: str) -> ClassicMember | None:
         member = group.remove(member_id)
         self.timers.cancel(("hb", group.group_id, member_id))
         if member is not None:
+            log_event("group.member_removed", group=group.group_id, member=member_id, reason=reason)
             if member.join_token is not None:
                 self.reply(member.join_token, self.join_response(
                     member.join_version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
@@ -472,8 +479,8 @@ class ClassicOps(CoordinatorCore):
                 member.sync_token = None
         return member
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str) -> None:
-        self._remove_member(group, member_id)
+    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, reason: str) -> None:
+        self._remove_member(group, member_id, reason)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group)
         elif group.is_(S.PREPARING_REBALANCE):
@@ -501,7 +508,7 @@ class ClassicOps(CoordinatorCore):
             # Members waiting on a rebalance owe no heartbeats.
             self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
             return
-        self._remove_member_and_update_group(group, member_id)
+        self._remove_member_and_update_group(group, member_id, "new member join timeout" if member.is_new else "session timeout")
 
     # --- SyncGroup ---
 
@@ -643,7 +650,7 @@ class ClassicOps(CoordinatorCore):
                 if current is None:
                     errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 else:
-                    self._remove_member_and_update_group(group, current)
+                    self._remove_member_and_update_group(group, current, "left")
                     errors.append(0)
             elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
@@ -653,7 +660,7 @@ class ClassicOps(CoordinatorCore):
             elif group.is_static_member_fenced(member_id, instance_id):
                 errors.append(ErrorCode.FENCED_INSTANCE_ID)
             elif group.has(member_id):
-                self._remove_member_and_update_group(group, member_id)
+                self._remove_member_and_update_group(group, member_id, "left")
                 errors.append(0)
             else:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)

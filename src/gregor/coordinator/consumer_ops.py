@@ -36,6 +36,7 @@ from gregor.coordinator.consumer_group import (
 from gregor.coordinator.core import (
     CoordinatorCore,
     compile_subscription_regex,
+    log_event,
     storage_error_to_coordinator,
 )
 from gregor.coordinator.records import (
@@ -129,7 +130,7 @@ class ConsumerOps(CoordinatorCore):
         gid, mid = group.group_id, member.member_id
         self.timers.schedule(
             ("cg-session", gid, mid), self.clock() + self.config.consumer_session_timeout_ms,
-            lambda: self._fence(gid, mid),
+            lambda: self._fence(gid, mid, "session timeout"),
         )
 
     def schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -137,17 +138,18 @@ class ConsumerOps(CoordinatorCore):
         key = ("cg-revoke", gid, mid)
         if self.timers.deadline(key) is None:
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.consumer_session_timeout_ms
-            self.timers.schedule(key, self.clock() + timeout, lambda: self._fence(gid, mid))
+            self.timers.schedule(key, self.clock() + timeout, lambda: self._fence(gid, mid, "revocation timeout"))
 
     def _cancel_member_timers(self, gid: str, mid: str) -> None:
         self.timers.cancel(("cg-session", gid, mid))
         self.timers.cancel(("cg-revoke", gid, mid))
 
-    def _fence(self, gid: str, mid: str) -> None:
+    def _fence(self, gid: str, mid: str, reason: str) -> None:
         """Session or revocation timeout: drop the member, bump the group epoch."""
         group = self.groups.get(gid)
         if not isinstance(group, ConsumerGroup) or mid not in group.members:
             return
+        log_event("group.member_removed", group=gid, member=mid, reason=reason)
         self.write(gid, self._remove_consumer_member(group, mid))
 
     def _remove_consumer_member(self, group: ConsumerGroup, mid: str) -> Records:
@@ -155,6 +157,7 @@ class ConsumerOps(CoordinatorCore):
         group.remove_member(mid)
         group.group_epoch += 1
         group.state_timestamp = self.clock()
+        log_event("group.epoch", group=group.group_id, epoch=group.group_epoch, members=len(group.members))
         return self._member_tombstones(group, mid) + [self._epoch_record(group)]
 
     # --- assignment ---
@@ -298,6 +301,7 @@ class ConsumerOps(CoordinatorCore):
         if bump:
             group.group_epoch += 1
             records.append(self._epoch_record(group))
+            log_event("group.epoch", group=gid, epoch=group.group_epoch, members=len(group.members))
         if group.group_epoch > group.assignment_epoch:
             records += self._compute_target(group, fingerprint)
         owned = None

@@ -1,0 +1,80 @@
+"""Consumer group membership with real clients: sharing, leaving, crashing, static members.
+
+For each client flavour (confluent-kafka eager / cooperative-sticky / group.protocol=consumer,
+kafka-python, aiokafka), members run in their own processes (see ``test_groups_support``):
+
+* three members of a six-partition topic end with disjoint assignments covering every
+  partition; one closes and the other two take its partitions; one is killed with SIGKILL and,
+  after its session timeout, the last one holds everything;
+* a static member (group.instance.id) that restarts gets its old assignment back and the
+  group does not rebalance: the coordinator logs no new generation / epoch and the other
+  member's assignment never changes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from interop_helpers import create_topic, topic_name
+from test_groups_support import BROKER_CONFIG, KINDS, Member, splits_evenly, wait_for
+
+from gregor.testing import BrokerProcess
+
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    with BrokerProcess(config=BROKER_CONFIG) as b:
+        yield b
+        assert b.running, b.read_log()[-4000:]
+        assert "event=request.failed" not in b.read_log(), b.read_log()[-4000:]
+
+
+def _setup(broker: BrokerProcess, kind: str) -> tuple[str, str]:
+    topic = topic_name(f"grp-{kind}")
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    return topic, f"group-{kind}-{uuid.uuid4().hex[:8]}"
+
+
+def _rebalances(broker: BrokerProcess, group: str) -> int:
+    """New generations (classic) or group epochs (KIP-848) the coordinator logged."""
+    pattern = re.compile(rf"event=group\.(generation|epoch) group={re.escape(group)} ")
+    return len(pattern.findall(broker.read_log()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_members_share_then_leave_then_crash(broker: BrokerProcess, kind: str) -> None:
+    topic, group = _setup(broker, kind)
+    bs = broker.bootstrap_servers
+    with Member(kind, bs, group, topic) as m0, Member(kind, bs, group, topic) as m1, Member(kind, bs, group, topic) as m2:
+        wait_for(lambda: splits_evenly([m0, m1, m2], PARTITIONS), "three members to split the topic")
+        assert sorted(len(m.state()[0]) for m in (m0, m1, m2)) == [2, 2, 2]
+        m0.close()
+        wait_for(lambda: splits_evenly([m1, m2], PARTITIONS), "two members to take over the leaver's partitions")
+        m1.kill()
+        wait_for(lambda: m2.state()[0] == frozenset(range(PARTITIONS)), "the last member to hold everything")
+        m2.close()
+    log = broker.read_log()
+    assert re.search(rf"event=group\.member_removed group={re.escape(group)} member=\S+ reason=\"session timeout\"", log)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_static_member_restart_keeps_its_assignment(broker: BrokerProcess, kind: str) -> None:
+    topic, group = _setup(broker, kind)
+    bs = broker.bootstrap_servers
+    with Member(kind, bs, group, topic, "static-a", 10000) as a, Member(kind, bs, group, topic, "static-b", 10000) as b:
+        wait_for(lambda: splits_evenly([a, b], PARTITIONS), "two static members to split the topic")
+        a_parts = a.state()[0]
+        b_before = b.state()
+        rebalances = _rebalances(broker, group)
+        a.close()  # a static member does not leave the group when it stops
+        with Member(kind, bs, group, topic, "static-a", 10000) as a2:
+            wait_for(lambda: a2.state()[0] == a_parts, "the restarted member to get its old partitions")
+            assert b.state() == b_before
+            assert _rebalances(broker, group) == rebalances
+            a2.close()
+        b.close()

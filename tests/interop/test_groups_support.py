@@ -1,0 +1,258 @@
+"""Group members in child processes, for the consumer group interop tests (no tests here).
+
+A test starts members with ``Member(...)``: each runs ``python test_groups_support.py`` with a
+real client (confluent-kafka, kafka-python or aiokafka) subscribed to a topic, and prints a JSON
+line with its full assignment whenever it changes. The parent reads those lines on a thread and
+can close a member cleanly (a line on its stdin) or kill it with SIGKILL, which is why members
+are processes and not threads.
+
+Client flavours (``kind``):
+  ck-eager        confluent-kafka, classic protocol, range assignor (eager)
+  ck-cooperative  confluent-kafka, classic protocol, cooperative-sticky (incremental)
+  ck-consumer     confluent-kafka, group.protocol=consumer (KIP-848, server-side assignor)
+  kafka-python    kafka-python, classic protocol, its default (range, round robin) assignors
+  aiokafka        aiokafka, classic protocol, its default (round robin) assignor
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+KINDS = ("ck-eager", "ck-cooperative", "ck-consumer", "kafka-python", "aiokafka")
+SESSION_TIMEOUT_MS = 3000
+HEARTBEAT_MS = 300
+WAIT_S = 40.0
+
+#: Broker settings for group tests: short sessions so expiry tests stay quick.
+BROKER_CONFIG = {
+    "group.min.session.timeout.ms": 1000,
+    "group.consumer.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+}
+
+
+# --- parent side -----------------------------------------------------------------------------
+
+
+def _stderr_sink() -> object:
+    """Members' client logs: discarded, or with GROUP_MEMBER_DEBUG=1 kept (DEBUG level) in
+    a temporary file per member for diagnosing a failure."""
+    if os.environ.get("GROUP_MEMBER_DEBUG"):
+        import tempfile
+
+        return tempfile.NamedTemporaryFile("w", prefix="group-member-", suffix=".log", delete=False)
+    return subprocess.DEVNULL
+
+
+class Member:
+    """A consumer group member in a child process."""
+
+    def __init__(
+        self, kind: str, bootstrap: str, group: str, topic: str,
+        instance_id: str | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    ) -> None:
+        args = [sys.executable, os.path.abspath(__file__), "--kind", kind, "--bootstrap", bootstrap,
+                "--group", group, "--topic", topic, "--session-timeout-ms", str(session_timeout_ms)]
+        if instance_id is not None:
+            args += ["--instance-id", instance_id]
+        self.kind = kind
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=_stderr_sink(), text=True,
+        )
+        self.lock = threading.Lock()
+        self.assignment: frozenset[int] = frozenset()
+        self.changes = 0  # assignment changes seen, the first one included
+        self.closed = False
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            with self.lock:
+                if "assignment" in msg:
+                    self.assignment = frozenset(msg["assignment"])
+                    self.changes += 1
+                if msg.get("closed"):
+                    self.closed = True
+
+    def state(self) -> tuple[frozenset[int], int]:
+        with self.lock:
+            return self.assignment, self.changes
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Leave cleanly: the client's own close()."""
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("close\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout)
+        self.reader.join(5)
+        with self.lock:
+            self.assignment = frozenset()
+
+    def kill(self) -> None:
+        """SIGKILL: no LeaveGroup, the coordinator only notices the silence."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        with self.lock:
+            self.assignment = frozenset()
+
+    def __enter__(self) -> Member:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> float:
+    """Poll ``cond`` until true; returns the seconds it took."""
+    start = time.monotonic()
+    while not cond():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def splits_evenly(members: list[Member], partitions: int) -> bool:
+    """Disjoint assignments, together covering every partition, none empty."""
+    sets = [m.state()[0] for m in members]
+    union: set[int] = set()
+    for s in sets:
+        if not s or union & s:
+            return False
+        union |= s
+    return union == set(range(partitions))
+
+
+# --- child side ------------------------------------------------------------------------------
+
+
+def _emit(**msg: object) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def _stdin_closed_flag() -> threading.Event:
+    ev = threading.Event()
+
+    def watch() -> None:
+        for line in sys.stdin:
+            if line.strip() == "close":
+                break
+        ev.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return ev
+
+
+def _run_confluent(a: argparse.Namespace, stop: threading.Event) -> None:
+    from confluent_kafka import Consumer
+
+    conf: dict[str, object] = {
+        "bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000,
+    }
+    if a.kind == "ck-consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf["session.timeout.ms"] = a.session_timeout_ms
+        conf["heartbeat.interval.ms"] = HEARTBEAT_MS
+        conf["partition.assignment.strategy"] = "cooperative-sticky" if a.kind == "ck-cooperative" else "range"
+    if a.instance_id:
+        conf["group.instance.id"] = a.instance_id
+    c = Consumer(conf)
+    c.subscribe([a.topic])
+    last = None
+    while not stop.is_set():
+        c.poll(0.05)
+        now = sorted(tp.partition for tp in c.assignment())
+        if now != last:
+            _emit(assignment=now)
+            last = now
+    c.close()
+
+
+def _run_kafka_python(a: argparse.Namespace, stop: threading.Event) -> None:
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(
+        bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
+        auto_offset_reset="earliest", session_timeout_ms=a.session_timeout_ms,
+        heartbeat_interval_ms=HEARTBEAT_MS, group_instance_id=a.instance_id,
+        metadata_max_age_ms=1000,
+    )
+    c.subscribe([a.topic])
+    last = None
+    while not stop.is_set():
+        # kafka-python 3.0.12 can lose a SyncGroup completion when poll() times out while the
+        # request is in flight (seen as a member that never heartbeats again); a poll
+        # timeout longer than a rebalance round trip keeps clear of that client race.
+        c.poll(timeout_ms=1000)
+        now = sorted(tp.partition for tp in c.assignment())
+        if now != last:
+            _emit(assignment=now)
+            last = now
+    c.close()
+
+
+def _run_aiokafka(a: argparse.Namespace, stop: threading.Event) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    async def main() -> None:
+        c = AIOKafkaConsumer(
+            a.topic, bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
+            auto_offset_reset="earliest", session_timeout_ms=a.session_timeout_ms,
+            heartbeat_interval_ms=HEARTBEAT_MS, group_instance_id=a.instance_id,
+            metadata_max_age_ms=1000,
+        )
+        await c.start()
+        last = None
+        while not stop.is_set():
+            await c.getmany(timeout_ms=50)
+            now = sorted(tp.partition for tp in c.assignment())
+            if now != last:
+                _emit(assignment=now)
+                last = now
+        await c.stop()
+
+    asyncio.run(main())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--kind", choices=KINDS, required=True)
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--instance-id")
+    p.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
+    a = p.parse_args()
+    if os.environ.get("GROUP_MEMBER_DEBUG"):
+        import logging
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s %(message)s")
+    stop = _stdin_closed_flag()
+    if a.kind.startswith("ck-"):
+        _run_confluent(a, stop)
+    elif a.kind == "kafka-python":
+        _run_kafka_python(a, stop)
+    else:
+        _run_aiokafka(a, stop)
+    _emit(closed=True)
+
+
+if __name__ == "__main__":
+    main()
