@@ -138,6 +138,92 @@ def splits_evenly(members: list[Member], partitions: int) -> bool:
     return union == set(range(partitions))
 
 
+def consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+    """Join ``group`` as its only member, take exactly ``n`` records, commit what was taken
+    (synchronously), leave. Returns (partition, offset, value) in delivery order."""
+    if kind.startswith("ck-"):
+        return _ck_consume_and_commit(kind, bootstrap, group, topic, n)
+    if kind == "kafka-python":
+        return _kp_consume_and_commit(bootstrap, group, topic, n)
+    return asyncio.run(_aio_consume_and_commit(bootstrap, group, topic, n))
+
+
+def _ck_config(kind: str, bootstrap: str, group: str) -> dict[str, object]:
+    conf: dict[str, object] = {
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+    if kind == "ck-consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf["session.timeout.ms"] = SESSION_TIMEOUT_MS
+        conf["heartbeat.interval.ms"] = HEARTBEAT_MS
+        conf["partition.assignment.strategy"] = "cooperative-sticky" if kind == "ck-cooperative" else "range"
+    return conf
+
+
+def _ck_consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+    from confluent_kafka import Consumer
+
+    c = Consumer(_ck_config(kind, bootstrap, group))
+    c.subscribe([topic])
+    out: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"consumed {len(out)} of {n}"
+        msg = c.poll(0.1)
+        if msg is None:
+            continue
+        assert msg.error() is None, msg.error()
+        out.append((msg.partition(), msg.offset(), msg.value()))
+    c.commit(asynchronous=False)
+    c.close()
+    return out
+
+
+def _kp_consume_and_commit(bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+    )
+    c.subscribe([topic])
+    out: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"consumed {len(out)} of {n}"
+        for records in c.poll(timeout_ms=1000, max_records=n - len(out)).values():
+            out.extend((r.partition, r.offset, r.value) for r in records)
+    c.commit()
+    c.close()
+    return out
+
+
+async def _aio_consume_and_commit(bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+    )
+    await c.start()
+    out: list[tuple[int, int, bytes]] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(out) < n:
+            assert time.monotonic() < deadline, f"consumed {len(out)} of {n}"
+            batch = await c.getmany(timeout_ms=200, max_records=n - len(out))
+            for records in batch.values():
+                out.extend((r.partition, r.offset, r.value) for r in records)
+        await c.commit()
+    finally:
+        await c.stop()
+    return out
+
+
 # --- child side ------------------------------------------------------------------------------
 
 

@@ -1,0 +1,56 @@
+"""Committed offsets with real clients: resumed after a consumer restart and after a broker
+restart (SIGKILL), with no record delivered twice beyond the last commit and none skipped."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from interop_clients import ck_produce
+from interop_helpers import BASE_TS, Rec, create_topic, topic_name
+from test_groups_support import BROKER_CONFIG, KINDS, consume_and_commit
+
+from gregor.testing import BrokerProcess
+
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    with BrokerProcess(config=BROKER_CONFIG) as b:
+        yield b
+        assert "event=request.failed" not in b.read_log(), b.read_log()[-4000:]
+
+
+def _produce(bs: str, topic: str, start: int, count: int) -> set[bytes]:
+    recs = [Rec(i % PARTITIONS, None, f"v{i}".encode(), (), BASE_TS + i) for i in range(start, start + count)]
+    ck_produce(bs, topic, recs)
+    return {r.value for r in recs}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_commits_survive_consumer_and_broker_restarts(broker: BrokerProcess, kind: str) -> None:
+    bs = broker.bootstrap_servers
+    topic = topic_name(f"offsets-{kind}")
+    create_topic(bs, topic, PARTITIONS)
+    group = f"offsets-{kind}-{uuid.uuid4().hex[:8]}"
+    first_batch = _produce(bs, topic, 0, 60)
+
+    first = consume_and_commit(kind, bs, group, topic, 25)
+    second = consume_and_commit(kind, bs, group, topic, 35)  # a new consumer resumes
+    values_1 = [v for _, _, v in first]
+    values_2 = [v for _, _, v in second]
+    assert len(set(values_1)) == 25 and len(set(values_2)) == 35
+    assert set(values_1) | set(values_2) == first_batch
+    # Each partition continues exactly where the first consumer's commit left it.
+    for p in range(PARTITIONS):
+        offs_1 = [o for q, o, _ in first if q == p]
+        offs_2 = [o for q, o, _ in second if q == p]
+        assert offs_1 + offs_2 == list(range(10))
+
+    broker.restart(hard=True)  # SIGKILL: the commits must come back from __consumer_offsets
+    new_batch = _produce(bs, topic, 60, 12)
+    third = consume_and_commit(kind, bs, group, topic, 12)
+    assert sorted(v for _, _, v in third) == sorted(new_batch)
+    assert sorted((p, o) for p, o, _ in third) == sorted((p, o) for p in range(PARTITIONS) for o in (10, 11))
