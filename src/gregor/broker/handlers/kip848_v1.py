@@ -7,9 +7,12 @@ schemas): the v1 request adds ``subscribed_topic_regex`` (compact nullable strin
 ``subscribed_topic_names``, and members generate their own member id (KIP-1082); the v1
 response has exactly the v0 layout.
 
-This module adds v1 request and response codecs to the generated classes'
-version tables (``setdefault``: once the generator knows v1, its codecs win). Decoded v1
-requests are :class:`ConsumerGroupHeartbeatRequestV1`, which also carries the regex.
+:func:`install` adds v1 request and response codecs to the generated classes' version tables
+(``setdefault``: once the generator knows v1, its codecs win). The broker calls it when it
+builds its group runtime, so only a broker process carries the extension; importing this
+module changes nothing. Decoded v1 requests are :class:`ConsumerGroupHeartbeatRequestV1`,
+which also carries the regex. The proper home of these facts is the code generator (the
+guide lacks v1); this module is a stopgap until it learns versions beyond the guide.
 """
 
 from __future__ import annotations
@@ -97,10 +100,8 @@ def _encode_request_v1(req: ConsumerGroupHeartbeatRequest, append: Any) -> None:
 
 
 def install() -> None:
+    """Teach the generated ConsumerGroupHeartbeat classes v1 (idempotent)."""
     ConsumerGroupHeartbeatRequest._DECODERS.setdefault(V1, decode_request_v1)
     ConsumerGroupHeartbeatRequest._ENCODERS.setdefault(V1, _encode_request_v1)
     ConsumerGroupHeartbeatResponse._ENCODERS.setdefault(V1, ConsumerGroupHeartbeatResponse._ENCODERS[0])
     ConsumerGroupHeartbeatResponse._DECODERS.setdefault(V1, ConsumerGroupHeartbeatResponse._DECODERS[0])
-
-
-install()
