@@ -1,0 +1,203 @@
+"""Bad input on raw sockets: only the offending connection is closed (or answered), while a
+connection opened before it and a real client keep working.
+
+Well-formed requests are encoded with Gregor's own sans-IO codec; the bad ones are written
+byte by byte here."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+from interop_clients import ck_consumer, ck_drain, ck_produce
+from interop_helpers import BASE_TS, RawClient, Rec, create_topic, topic_name
+
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from gregor.protocol.messages.fetch import FetchRequest
+from gregor.protocol.messages.metadata import MetadataRequest
+from gregor.protocol.messages.produce import ProduceRequest
+from gregor.protocol.records.batch import build_batch, decode_batches
+
+P = 3
+
+
+@pytest.fixture(scope="module")
+def topic(broker) -> str:  # noqa: ANN001
+    name = topic_name("raw")
+    create_topic(broker.bootstrap_servers, name, P)
+    return name
+
+
+@pytest.fixture(scope="module")
+def bystander(broker):  # noqa: ANN001, ANN201
+    """A connection open through all the bad input; it must keep working."""
+    with RawClient(broker.bootstrap_servers) as c:
+        yield c
+
+
+def _still_serving(broker, bystander: RawClient, topic: str) -> None:  # noqa: ANN001
+    md = bystander.request(MetadataRequest(topics=[MetadataRequest.Topics(name=topic)]), 9)
+    assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [(topic, 0, P)]
+    value = uuid.uuid4().hex.encode()
+    [msg] = ck_produce(broker.bootstrap_servers, topic, [Rec(0, b"alive", value, (), BASE_TS)])
+    c = ck_consumer(broker.bootstrap_servers)
+    try:
+        c.assign([TopicPartition(topic, 0, msg.offset())])
+        assert [(o, r.value) for o, r in ck_drain(c, 1)] == [(msg.offset(), value)]
+    finally:
+        c.close()
+
+
+def _closed_without_answer(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _open(broker) -> socket.socket:  # noqa: ANN001
+    return socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def _header(api_key: int, version: int, correlation_id: int = 7, client_id: bytes = b"raw") -> bytes:
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", id="http-garbage"),
+        pytest.param(struct.pack(">i", 0x7FFFFFFF) + b"\x00" * 16, id="absurd-size"),
+        pytest.param(struct.pack(">i", -5) + b"\x00" * 16, id="negative-size"),
+        pytest.param(_frame(b"\x00\x03\x00"), id="frame-shorter-than-header"),
+        pytest.param(_frame(_header(3, 9) + b"\xff\xff\xff"), id="malformed-body"),
+        pytest.param(_frame(_header(3, 9)[:8] + struct.pack(">h", 200) + b"abc"), id="bad-client-id-length"),
+        pytest.param(_frame(_header(9999, 0)), id="unknown-api-key"),
+        pytest.param(_frame(_header(3, 99)), id="unknown-version"),
+        pytest.param(_frame(_header(-1, 0)), id="negative-api-key"),
+    ],
+)
+def test_bad_input_closes_only_that_connection(broker, topic, bystander, data: bytes) -> None:  # noqa: ANN001
+    with _open(broker) as s:
+        s.sendall(data)
+        assert _closed_without_answer(s)
+    _still_serving(broker, bystander, topic)
+
+
+def test_truncated_frame_then_eof(broker, topic, bystander) -> None:  # noqa: ANN001
+    """A frame that promises 100 bytes and delivers 10 before the client hangs up."""
+    with _open(broker) as s:
+        s.sendall(struct.pack(">i", 100) + _header(18, 0))
+        s.shutdown(socket.SHUT_WR)
+        assert _closed_without_answer(s)
+    _still_serving(broker, bystander, topic)
+
+
+def test_garbage_in_slow_drips(broker, topic, bystander) -> None:  # noqa: ANN001
+    """A size prefix delivered one byte at a time is still judged once it is complete."""
+    with _open(broker) as s:
+        for b in struct.pack(">i", 0x7FFFFFFF):
+            s.sendall(bytes([b]))
+            time.sleep(0.01)
+        assert _closed_without_answer(s)
+    _still_serving(broker, bystander, topic)
+
+
+def test_api_versions_unknown_version_answers_v0(broker, topic, bystander) -> None:  # noqa: ANN001
+    """ApiVersions at a version we lack: UNSUPPORTED_VERSION in the v0 layout, then the same
+    connection carries on at a version we have."""
+    with RawClient(broker.bootstrap_servers) as c:
+        # v127 would use request header v2 (client id + empty tag buffer).
+        c.send_raw(_frame(_header(18, 127, correlation_id=4242) + b"\x00" + b"\x00\x00"))
+        frame = c.recv_frame()
+        assert frame is not None
+        (cid,) = struct.unpack_from(">i", frame)
+        assert cid == 4242
+        body = ApiVersionsResponse.decode(memoryview(frame)[4:], 0)  # v0: no header tags
+        assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
+        keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        assert keys[18][1] >= 3 and keys[0][1] >= 9 and keys[1][1] >= 12
+        ok = c.request(ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3)
+        assert ok.error_code == 0
+        assert {k.api_key: (k.min_version, k.max_version) for k in ok.api_keys} == keys
+    _still_serving(broker, bystander, topic)
+
+
+def _produce(c: RawClient, topic: str, partition: int, records: bytes, acks: int = 1):  # noqa: ANN202
+    req = ProduceRequest(
+        transactional_id=None, acks=acks, timeout_ms=5000,
+        topic_data=[ProduceRequest.TopicData(name=topic, partition_data=[
+            ProduceRequest.TopicData.PartitionData(index=partition, records=records)
+        ])],
+    )
+    resp = c.request(req, 9)
+    [t] = resp.responses
+    [p] = t.partition_responses
+    return p
+
+
+def test_produce_errors_answer_per_partition(broker, topic, bystander) -> None:  # noqa: ANN001
+    """A corrupt CRC and an oversize batch are refused with their error codes; the connection
+    stays usable and the log is unchanged by them."""
+    with RawClient(broker.bootstrap_servers) as c:
+        good = build_batch([(BASE_TS, b"k", b"v")])
+        first = _produce(c, topic, 2, good)
+        assert first.error_code == 0
+        bad = bytearray(good)
+        bad[-1] ^= 0xFF  # flips a record byte: the CRC no longer matches
+        p = _produce(c, topic, 2, bytes(bad))
+        assert p.error_code == ErrorCode.CORRUPT_MESSAGE
+        huge = build_batch([(BASE_TS, b"k", b"x" * 1_100_000)])  # > message.max.bytes 1,048,588
+        p = _produce(c, topic, 2, huge)
+        assert p.error_code == ErrorCode.MESSAGE_TOO_LARGE
+        p = _produce(c, topic, 99, good)
+        assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        again = _produce(c, topic, 2, good)
+        assert (again.error_code, again.base_offset) == (0, first.base_offset + 1)
+    _still_serving(broker, bystander, topic)
+
+
+def _fetch(c: RawClient, topic: str, partition: int, offset: int, max_wait_ms: int) -> list:
+    req = FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=[FetchRequest.Topics(topic=topic, partitions=[
+            FetchRequest.Topics.Partitions(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)
+        ])],
+        forgotten_topics_data=[], rack_id="",
+    )
+    resp = c.request(req, 12)
+    [t] = resp.responses
+    [p] = t.partitions
+    assert p.error_code == 0
+    return [(r.offset, r.value) for b in decode_batches(bytes(p.records or b"")) for r in b]
+
+
+def test_long_poll_is_answered_by_an_append(broker, topic, bystander) -> None:  # noqa: ANN001
+    """A fetch that may wait 10 minutes is answered once a record is appended a second later;
+    meanwhile another connection is served (the wait blocks only its own connection)."""
+    fresh = topic_name("raw-lp")
+    create_topic(broker.bootstrap_servers, fresh, P)
+    result: list = []
+    with RawClient(broker.bootstrap_servers, timeout=120) as waiter:
+        t = threading.Thread(target=lambda: result.append(_fetch(waiter, fresh, 0, 0, 600_000)))
+        t.start()
+        time.sleep(1.0)
+        assert t.is_alive()  # parked: there is nothing to return yet
+        _still_serving(broker, bystander, topic)
+        with RawClient(broker.bootstrap_servers) as producer:
+            assert _produce(producer, fresh, 0, build_batch([(BASE_TS, None, b"wake")])).error_code == 0
+        t.join(60)
+        assert not t.is_alive()
+    assert result == [[(0, b"wake")]]
