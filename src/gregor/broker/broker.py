@@ -106,7 +106,12 @@ class Broker:
         # the metadata write and the first append).
         for ts in self.metadata.topics.values():
             for p in ts.partitions:
-                self.logs.get_or_create_log(ts.name, p.partition)
+                plog = self.logs.get_or_create_log(ts.name, p.partition)
+                # The checkpointed high watermark lags after a crash (SIGKILL). A leader whose
+                # ISR is itself alone has every replica's copy, so it may expose its whole log,
+                # as Kafka's leader does when it takes over a single-replica partition.
+                if p.leader == self.node_id and list(p.isr) == [self.node_id]:
+                    plog.maybe_increment_high_watermark(plog.log_end_offset)
 
     # --- lifecycle ---
 
