@@ -31,6 +31,7 @@ from gregor.broker.logging import log_event
 from gregor.coordinator import CoordinatorConfig, GroupCoordinator, Write
 from gregor.protocol.errors import ErrorCode
 from gregor.storage.errors import StorageError
+from gregor.storage.producer_state import AppendOrigin
 
 log = logging.getLogger("gregor.broker.groups")
 
@@ -184,8 +185,11 @@ class GroupRuntime:
             self.coordinator.write_complete(w.id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         try:
+            # COORDINATOR origin: transactional offset commits (TxnOffsetCommit) carry the
+            # producer's id and epoch but no sequence of their own; the epoch is still checked.
             info = plog.append(
-                bytearray(w.batch), leader_epoch=ts.partitions[w.partition].leader_epoch
+                bytearray(w.batch), leader_epoch=ts.partitions[w.partition].leader_epoch,
+                origin=AppendOrigin.COORDINATOR,
             )
         except StorageError as e:
             code = e.error_code if e.error_code > 0 else ErrorCode.UNKNOWN_SERVER_ERROR

@@ -12,7 +12,8 @@ from gregor.coordinator.admin_ops import AdminOps
 from gregor.coordinator.classic_ops import ClassicOps
 from gregor.coordinator.consumer_ops import ConsumerOps
 from gregor.coordinator.offset_ops import OffsetOps
+from gregor.coordinator.transaction_offsets import TxnOffsetOps
 
 
-class GroupCoordinator(ClassicOps, ConsumerOps, OffsetOps, AdminOps):
+class GroupCoordinator(ClassicOps, ConsumerOps, OffsetOps, AdminOps, TxnOffsetOps):
     """A group coordinator for every ``__consumer_offsets`` partition this broker leads."""

@@ -1,0 +1,703 @@
+"""The transaction coordinator as a state machine without I/O.
+
+Theory of operation. Every transactional id lives in one partition of ``__transaction_state``
+(``partition_for``: Kafka's hash of the id); the coordinator serves an id only while that
+partition is active (loaded). Its inputs are requests (each with an opaque ``token``),
+completions of the work it asked for, batches of ``__transaction_state`` read back at load,
+and the passing of time (``tick``). Its outputs wait in an outbox drained with ``take()``:
+
+* ``TxnLogWrite(id, partition, batch)`` - a RecordBatch to append to ``__transaction_state``;
+  the caller reports ``write_complete(id, error_code)``. A state change is applied only once
+  its record is written, and the reply that depends on it is sent then.
+* ``MarkerWrite(id, ...)`` - COMMIT or ABORT markers to write to the listed partitions with
+  the producer's id and epoch and the coordinator epoch; the caller reports
+  ``markers_complete(id, {partition: error_code})``. Partitions that failed are retried after
+  ``retry_backoff_ms``; a partition that no longer exists counts as done (Kafka's rule).
+* ``TxnReply(token, result)`` - the result of a request (an error code, or an
+  :class:`InitProducerIdResult`); the broker turns it into the response of the request's
+  version.
+
+Two-phase commit. EndTxn writes PrepareCommit/PrepareAbort, answers the client, then asks for
+the markers; when every partition has its marker it writes CompleteCommit/CompleteAbort. After
+a restart, a transaction found in a Prepare state has its markers sent again, and an Ongoing
+one is aborted when its timeout passes (unless its producer commits or aborts it first).
+
+Fencing. InitProducerId for an id whose transaction is Ongoing bumps the epoch and aborts that
+transaction with the new epoch (answering CONCURRENT_TRANSACTIONS, so the client retries and
+gets a further bump once the abort is complete). A transaction older than its timeout is
+aborted the same way. The markers carry the bumped epoch, so the old producer's writes are
+refused by every partition of the transaction afterwards.
+
+Queries that need no write (``verify``, ``describe``, ``list_transactions``) answer at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, NamedTuple
+
+from gregor.coordinator.core import Timers
+from gregor.coordinator.partitioning import partition_for
+from gregor.coordinator.transaction_records import (
+    TxnLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from gregor.coordinator.transaction_state import (
+    IDLE,
+    PREPARING,
+    STATES_BY_NAME,
+    TopicPartition,
+    TxnMetadata,
+    TxnState,
+    TxnTransit,
+    is_epoch_exhausted,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.batch import RecordBatchBuilder, decode_batch
+from gregor.protocol.records.header import iter_batches
+
+log = logging.getLogger("gregor.coordinator.transactions")
+
+
+def log_event(name: str, **fields: Any) -> None:
+    if log.isEnabledFor(logging.INFO):
+        log.info(name, extra={"fields": fields})
+
+
+@dataclass
+class TxnCoordinatorConfig:
+    num_partitions: int = 50
+    max_timeout_ms: int = 900000
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    id_expiration_check_interval_ms: int = 3600 * 1000
+    retry_backoff_ms: int = 100
+
+    @classmethod
+    def from_props(cls, get: Callable[[str, Any], Any]) -> TxnCoordinatorConfig:
+        """Build from Kafka broker keys; ``get(key, default)`` reads the broker config."""
+
+        def i(key: str, default: int) -> int:
+            return int(get(key, default))
+
+        return cls(
+            num_partitions=i("transaction.state.log.num.partitions", 50),
+            max_timeout_ms=i("transaction.max.timeout.ms", 900000),
+            id_expiration_ms=i("transactional.id.expiration.ms", 7 * 24 * 3600 * 1000),
+            id_expiration_check_interval_ms=i(
+                "transaction.remove.expired.transaction.cleanup.interval.ms", 3600 * 1000
+            ),
+            retry_backoff_ms=i("transaction.retry.backoff.ms", 100),
+        )
+
+
+class TxnLogWrite(NamedTuple):
+    id: int
+    partition: int
+    batch: bytes
+
+
+class MarkerWrite(NamedTuple):
+    id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+class TxnReply(NamedTuple):
+    token: Any
+    result: Any
+
+
+class InitProducerIdResult(NamedTuple):
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TxnDescription(NamedTuple):
+    transactional_id: str
+    error_code: int
+    state: str = ""
+    timeout_ms: int = 0
+    start_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+class TxnListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class _Status(Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+def log_append_error(code: int) -> int:
+    """Kafka's mapping of a failed ``__transaction_state`` append to what a producer sees."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# Marker results after which a partition needs no further marker.
+_MARKER_DONE = frozenset({0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+# A newer producer epoch or coordinator already wrote to the partition: sending again is futile.
+_MARKER_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: TxnCoordinatorConfig,
+        generate_producer_id: Callable[[], int],
+        clock: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.generate_producer_id = generate_producer_id
+        self.clock = clock
+        self.txns: dict[str, TxnMetadata] = {}
+        self.partitions: dict[int, tuple[_Status, int]] = {}  # -> (status, coordinator epoch)
+        self.timers = Timers()
+        self._writes: list[TxnLogWrite] = []
+        self._markers: list[MarkerWrite] = []
+        self._replies: list[TxnReply] = []
+        self._write_callbacks: dict[int, Callable[[int], None]] = {}
+        self._marker_requests: dict[int, MarkerWrite] = {}
+        self._ids = itertools.count(1)
+
+    # --- outbox ---
+
+    def take(self) -> tuple[list[TxnLogWrite], list[MarkerWrite], list[TxnReply]]:
+        out = (self._writes, self._markers, self._replies)
+        self._writes, self._markers, self._replies = [], [], []
+        return out
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self._writes or self._markers or self._replies)
+
+    def reply(self, token: Any, result: Any) -> None:
+        self._replies.append(TxnReply(token, result))
+
+    # --- time ---
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def tick(self) -> None:
+        while True:
+            fn = self.timers.pop_due(self.clock())
+            if fn is None:
+                return
+            fn()
+
+    # --- partitions ---
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    def partition_error(self, transactional_id: str) -> int:
+        """0 if this coordinator serves ``transactional_id`` now, else the error to answer."""
+        entry = self.partitions.get(self.partition_for(transactional_id))
+        if entry is None:
+            return ErrorCode.NOT_COORDINATOR
+        return 0 if entry[0] is _Status.ACTIVE else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        entry = self.partitions.get(self.partition_for(transactional_id))
+        return entry[1] if entry is not None else -1
+
+    @property
+    def loading(self) -> bool:
+        return any(s is _Status.LOADING for s, _ in self.partitions.values())
+
+    def begin_load(self, partition: int) -> None:
+        self.partitions[partition] = (_Status.LOADING, -1)
+
+    def load_batches(self, partition: int, data: bytes | memoryview) -> None:
+        """Replay whole batches read from ``partition`` of ``__transaction_state``."""
+        for pos, h in iter_batches(data):
+            if h.is_control:
+                continue
+            for rec in decode_batch(data, pos).records:
+                try:
+                    tid = decode_key(rec.key)
+                    value = decode_value(rec.value) if tid is not None else None
+                    state = TxnState(value.state) if value is not None else None
+                except (ProtocolError, ValueError) as e:
+                    log.warning("skipping unreadable __transaction_state record at %d: %s", rec.offset, e)
+                    continue
+                if tid is None:
+                    continue
+                if value is None or state is None:
+                    self.txns.pop(tid, None)
+                    continue
+                self.txns[tid] = TxnMetadata(
+                    tid,
+                    value.producer_id,
+                    value.transaction_timeout_ms,
+                    producer_epoch=value.producer_epoch,
+                    last_producer_id=value.previous_producer_id,
+                    state=state,
+                    partitions=set(value.partitions),
+                    start_ms=value.start_timestamp_ms,
+                    last_update_ms=value.last_update_timestamp_ms,
+                )
+
+    def complete_load(self, partition: int, coordinator_epoch: int) -> None:
+        """The partition is read to its end: serve its ids, finish what was in flight."""
+        self.partitions[partition] = (_Status.ACTIVE, coordinator_epoch)
+        resumed = aborting = 0
+        for md in self._txns_of(partition):
+            md.pending = None
+            if md.state in PREPARING:
+                resumed += 1
+                self._send_markers(md)
+            elif md.state == TxnState.ONGOING:
+                aborting += 1
+                self._schedule_timeout(md)
+        if resumed or aborting:
+            log_event("txn.partition_loaded", partition=partition, completing=resumed, ongoing=aborting)
+        if self.timers.deadline(("expire",)) is None:
+            self.timers.schedule(
+                ("expire",), self.clock() + self.config.id_expiration_check_interval_ms,
+                self._expire_ids,
+            )
+
+    def unload(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        for md in list(self._txns_of(partition)):
+            del self.txns[md.transactional_id]
+            for kind in ("timeout", "markers", "complete"):
+                self.timers.cancel((kind, md.transactional_id))
+
+    def _txns_of(self, partition: int) -> list[TxnMetadata]:
+        return [md for tid, md in self.txns.items() if self.partition_for(tid) == partition]
+
+    # --- writes ---
+
+    def _write_transit(self, md: TxnMetadata, transit: TxnTransit, done: Callable[[int], None]) -> None:
+        """Append ``transit`` for ``md``; apply it when written, then call ``done(error)``."""
+        tid = md.transactional_id
+        partition = self.partition_for(tid)
+        epoch = self.coordinator_epoch(tid)
+        now = self.clock()
+        if transit.state == TxnState.DEAD:
+            value = None
+        else:
+            value = encode_value(TxnLogValue(
+                transit.producer_id, transit.producer_epoch, transit.timeout_ms, int(transit.state),
+                sorted(transit.partitions), transit.last_update_ms, transit.start_ms,
+            ))
+        b = RecordBatchBuilder()
+        b.append(now, encode_key(tid), value)
+        wid = next(self._ids)
+
+        def completed(code: int) -> None:
+            current = self.partitions.get(partition)
+            if self.txns.get(tid) is not md or current != (_Status.ACTIVE, epoch):
+                # Unloaded (or reloaded) meanwhile: someone else owns the id now.
+                return done(ErrorCode.NOT_COORDINATOR)
+            if code:
+                md.pending = None
+                log_event("txn.state_write_failed", transactional_id=tid, state=transit.state.display_name, error=code)
+                return done(log_append_error(code))
+            if transit.state == TxnState.DEAD:
+                del self.txns[tid]
+            else:
+                md.apply(transit)
+            done(0)
+
+        self._write_callbacks[wid] = completed
+        self._writes.append(TxnLogWrite(wid, partition, b.build()))
+
+    def write_complete(self, write_id: int, error_code: int) -> None:
+        cb = self._write_callbacks.pop(write_id, None)
+        if cb is not None:
+            cb(error_code)
+
+    # --- InitProducerId ---
+
+    def init_producer_id(
+        self,
+        token: Any,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        def reply(code: int, pid: int = -1, epoch: int = -1) -> None:
+            self.reply(token, InitProducerIdResult(code, pid, epoch))
+
+        if not transactional_id:
+            return reply(ErrorCode.INVALID_REQUEST)
+        err = self.partition_error(transactional_id)
+        if err:
+            return reply(err)
+        if not 0 < transaction_timeout_ms <= self.config.max_timeout_ms:
+            return reply(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if (producer_id == -1) != (producer_epoch == -1):
+            return reply(ErrorCode.INVALID_REQUEST)
+        expected = None if producer_id == -1 else (producer_id, producer_epoch)
+        now = self.clock()
+        md = self.txns.get(transactional_id)
+        if md is None:
+            md = TxnMetadata(
+                transactional_id, self.generate_producer_id(), transaction_timeout_ms,
+                last_update_ms=now,
+            )
+            self.txns[transactional_id] = md
+        if md.pending is not None:
+            return reply(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not self._is_valid_producer(md, *expected):
+            return reply(ErrorCode.PRODUCER_FENCED)
+        if md.state in PREPARING:
+            return reply(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if md.state == TxnState.ONGOING:
+            # Abort the running transaction with a bumped epoch; the client retries.
+            epoch = md.fence_epoch()
+            log_event("txn.fencing", transactional_id=transactional_id, producer_id=md.producer_id,
+                      epoch=epoch, reason="init_producer_id")
+            self._end(md, md.producer_id, epoch, False, False,
+                      lambda code: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS))
+            return
+        if md.state not in IDLE:
+            return reply(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if is_epoch_exhausted(md.producer_epoch) and (expected is None or expected[1] == md.producer_epoch):
+            transit = md.prepare_producer_id_rotation(
+                self.generate_producer_id(), transaction_timeout_ms, now, expected is not None
+            )
+        else:
+            bumped = md.prepare_epoch_bump(
+                transaction_timeout_ms, None if expected is None else expected[1], now
+            )
+            if bumped is None:
+                return reply(ErrorCode.PRODUCER_FENCED)
+            transit = bumped
+
+        def written(code: int) -> None:
+            if code:
+                return reply(code)
+            log_event("txn.producer_initialized", transactional_id=transactional_id,
+                      producer_id=md.producer_id, epoch=md.producer_epoch)
+            reply(0, md.producer_id, md.producer_epoch)
+
+        self._write_transit(md, transit, written)
+
+    @staticmethod
+    def _is_valid_producer(md: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:
+        """KIP-360: a producer may re-initialize with its last id and epoch unless another
+        producer took the transactional id over meanwhile."""
+        return (
+            md.producer_epoch == -1
+            or producer_id == md.producer_id
+            or (producer_id == md.last_producer_id and is_epoch_exhausted(producer_epoch))
+        )
+
+    # --- AddPartitionsToTxn / AddOffsetsToTxn ---
+
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> tuple[int, TxnMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        err = self.partition_error(transactional_id)
+        if err:
+            return err, None
+        md = self.txns.get(transactional_id)
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if md.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        return 0, md
+
+    def add_partitions(
+        self,
+        token: Any,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        """Add partitions to the producer's transaction (starting one if none runs)."""
+        err, md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if md is None:
+            return self.reply(token, err)
+        added = set(partitions)
+        if md.pending is not None or md.state in PREPARING:
+            return self.reply(token, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if md.state == TxnState.ONGOING and added <= md.partitions:
+            return self.reply(token, 0)
+        transit = md.prepare_add_partitions(added, self.clock())
+
+        def written(code: int) -> None:
+            if not code:
+                self._schedule_timeout(md)
+            self.reply(token, code)
+
+        self._write_transit(md, transit, written)
+
+    def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """Whether each partition is part of the producer's running transaction (KIP-890's
+        verification): 0, or the error for it. Answers at once; changes nothing."""
+        parts = list(partitions)
+        err, md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if md is None:
+            return dict.fromkeys(parts, err)
+        if md.state in PREPARING:
+            return dict.fromkeys(parts, ErrorCode.CONCURRENT_TRANSACTIONS)
+        return {tp: 0 if tp in md.partitions else ErrorCode.INVALID_TXN_STATE for tp in parts}
+
+    # --- EndTxn ---
+
+    def end_txn(
+        self, token: Any, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> None:
+        if not transactional_id:
+            return self.reply(token, ErrorCode.INVALID_REQUEST)
+        err = self.partition_error(transactional_id)
+        if err:
+            return self.reply(token, err)
+        md = self.txns.get(transactional_id)
+        if md is None:
+            return self.reply(token, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        self._end(md, producer_id, producer_epoch, commit, True, lambda code: self.reply(token, code))
+
+    def _end(
+        self,
+        md: TxnMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        from_client: bool,
+        done: Callable[[int], None],
+    ) -> None:
+        fencing = md.pending == TxnState.PREPARE_EPOCH_FENCE
+        code: int
+        if md.producer_id != producer_id:
+            code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif (from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
+            code = ErrorCode.PRODUCER_FENCED
+        elif md.pending is not None and not fencing:
+            code = ErrorCode.CONCURRENT_TRANSACTIONS
+        elif md.state == TxnState.ONGOING:
+            if fencing and not commit:
+                # The fence becomes the abort: the bumped epoch is in force from now on.
+                md.pending = None
+                md.producer_epoch = producer_epoch
+                md.last_producer_epoch = -1
+            target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            transit = md.transit(target, self.clock())
+
+            def written(code: int) -> None:
+                if code:
+                    if fencing:
+                        md.failed_epoch_fence = True
+                    return done(code)
+                self.timers.cancel(("timeout", md.transactional_id))
+                done(0)
+                self._send_markers(md)
+
+            self._write_transit(md, transit, written)
+            return
+        elif md.state == TxnState.COMPLETE_COMMIT:
+            code = 0 if commit else ErrorCode.INVALID_TXN_STATE
+        elif md.state == TxnState.COMPLETE_ABORT:
+            code = ErrorCode.INVALID_TXN_STATE if commit else 0
+        elif md.state == TxnState.PREPARE_COMMIT:
+            code = ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
+        elif md.state == TxnState.PREPARE_ABORT:
+            code = ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            code = ErrorCode.INVALID_TXN_STATE
+        if fencing:
+            md.pending = None
+        done(code)
+
+    # --- markers ---
+
+    def _send_markers(self, md: TxnMetadata) -> None:
+        self.timers.cancel(("markers", md.transactional_id))
+        if not md.partitions:
+            return self._complete(md)
+        m = MarkerWrite(
+            next(self._ids), md.transactional_id, md.producer_id, md.producer_epoch,
+            md.state == TxnState.PREPARE_COMMIT, self.coordinator_epoch(md.transactional_id),
+            tuple(sorted(md.partitions)),
+        )
+        self._marker_requests[m.id] = m
+        self._markers.append(m)
+
+    def markers_complete(self, marker_id: int, results: dict[TopicPartition, int]) -> None:
+        """The caller wrote (or failed to write) the markers of request ``marker_id``."""
+        m = self._marker_requests.pop(marker_id, None)
+        if m is None:
+            return
+        md = self.txns.get(m.transactional_id)
+        if (
+            md is None
+            or md.producer_id != m.producer_id
+            or md.producer_epoch != m.producer_epoch
+            or md.state not in PREPARING
+            or md.pending is not None
+        ):
+            return
+        failed = []
+        for tp in m.partitions:
+            code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code in _MARKER_DONE or code in _MARKER_FENCED:
+                if code in _MARKER_FENCED:
+                    log_event("txn.marker_fenced", transactional_id=m.transactional_id,
+                              topic=tp[0], partition=tp[1], error=code)
+                md.partitions.discard(tp)
+            else:
+                failed.append((tp, code))
+        if md.partitions:
+            log_event("txn.marker_retry", transactional_id=m.transactional_id,
+                      partitions=len(md.partitions), error=failed[0][1] if failed else 0)
+            tid = md.transactional_id
+            self.timers.schedule(
+                ("markers", tid), self.clock() + self.config.retry_backoff_ms,
+                lambda: self._retry_markers(tid, md),
+            )
+            return
+        self._complete(md)
+
+    def _retry_markers(self, tid: str, md: TxnMetadata) -> None:
+        if self.txns.get(tid) is md and md.state in PREPARING and md.pending is None:
+            self._send_markers(md)
+
+    def _complete(self, md: TxnMetadata) -> None:
+        tid = md.transactional_id
+        transit = md.prepare_complete(self.clock())
+        commit = transit.state == TxnState.COMPLETE_COMMIT
+
+        def written(code: int) -> None:
+            if not code:
+                log_event("txn.completed", transactional_id=tid, producer_id=md.producer_id,
+                          epoch=md.producer_epoch, result="commit" if commit else "abort")
+                return
+            if code == ErrorCode.NOT_COORDINATOR:
+                return
+            self.timers.schedule(
+                ("complete", tid), self.clock() + self.config.retry_backoff_ms,
+                lambda: self._retry_complete(tid, md),
+            )
+
+        self._write_transit(md, transit, written)
+
+    def _retry_complete(self, tid: str, md: TxnMetadata) -> None:
+        if self.txns.get(tid) is md and md.state in PREPARING and md.pending is None and not md.partitions:
+            self._complete(md)
+
+    # --- timeouts and expiration ---
+
+    def _schedule_timeout(self, md: TxnMetadata, deadline: int | None = None) -> None:
+        tid, start = md.transactional_id, md.start_ms
+        if deadline is None:
+            deadline = start + md.timeout_ms
+        self.timers.schedule(("timeout", tid), deadline, lambda: self._on_timeout(tid, start))
+
+    def _on_timeout(self, tid: str, start: int) -> None:
+        md = self.txns.get(tid)
+        if md is None or md.state != TxnState.ONGOING or md.start_ms != start:
+            return
+        if md.pending is not None:
+            self._schedule_timeout(md, self.clock() + self.config.retry_backoff_ms)
+            return
+        epoch = md.fence_epoch()
+        log_event("txn.timed_out", transactional_id=tid, producer_id=md.producer_id, epoch=epoch,
+                  timeout_ms=md.timeout_ms)
+
+        def aborted(code: int) -> None:
+            if code and self.txns.get(tid) is md and md.state == TxnState.ONGOING:
+                self._schedule_timeout(md, self.clock() + self.config.retry_backoff_ms)
+
+        self._end(md, md.producer_id, epoch, False, False, aborted)
+
+    def _expire_ids(self) -> None:
+        now = self.clock()
+        horizon = now - self.config.id_expiration_ms
+        for tid, md in list(self.txns.items()):
+            if (
+                md.pending is None
+                and md.state in IDLE
+                and md.last_update_ms <= horizon
+                and self.partition_error(tid) == 0
+            ):
+                log_event("txn.id_expired", transactional_id=tid, producer_id=md.producer_id)
+                self._write_transit(md, md.prepare_dead(now), lambda code: None)
+        self.timers.schedule(
+            ("expire",), now + self.config.id_expiration_check_interval_ms, self._expire_ids
+        )
+
+    # --- DescribeTransactions / ListTransactions ---
+
+    def describe(self, transactional_ids: Iterable[str]) -> list[TxnDescription]:
+        out = []
+        for tid in transactional_ids:
+            err = self.partition_error(tid) if tid else ErrorCode.INVALID_REQUEST
+            md = self.txns.get(tid) if not err else None
+            if err:
+                out.append(TxnDescription(tid, err))
+            elif md is None or md.state == TxnState.DEAD:
+                out.append(TxnDescription(tid, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
+            else:
+                out.append(TxnDescription(
+                    tid, 0, md.state.display_name, md.timeout_ms, md.start_ms,
+                    md.producer_id, md.producer_epoch, tuple(sorted(md.partitions)),
+                ))
+        return out
+
+    def list_transactions(
+        self, state_filters: Iterable[str], producer_id_filters: Iterable[int], duration_filter_ms: int = -1
+    ) -> tuple[int, list[str], list[TxnListing]]:
+        """(error, unknown state names, matching transactions)."""
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], []
+        states, unknown = set(), []
+        for name in state_filters:
+            if name in STATES_BY_NAME:
+                states.add(STATES_BY_NAME[name])
+            else:
+                unknown.append(name)
+        pids = set(producer_id_filters)
+        now = self.clock()
+        out = []
+        for tid, md in sorted(self.txns.items()):
+            if md.state == TxnState.DEAD or self.partition_error(tid):
+                continue
+            if pids and md.producer_id not in pids:
+                continue
+            if states and md.state not in states:
+                continue
+            if duration_filter_ms >= 0 and now - md.start_ms <= duration_filter_ms:
+                continue
+            out.append(TxnListing(tid, md.producer_id, md.state.display_name))
+        return 0, unknown, out
