@@ -100,8 +100,6 @@ def ck_drain(c, count: int, budget: float = POLL_BUDGET_S) -> list[tuple[int, Re
 def kp_produce(bootstrap: str, topic: str, recs: Iterable[Rec], **conf: object) -> list:
     from kafka import KafkaProducer
 
-    # Idempotence (kafka-python 3's default) needs InitProducerId, which comes with transactions.
-    conf.setdefault("enable_idempotence", False)
     p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **conf)
     try:
         futs = [
