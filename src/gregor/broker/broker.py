@@ -101,6 +101,9 @@ class Broker:
         from gregor.broker.group_runtime import GroupRuntime
 
         self.groups = GroupRuntime(self)
+        from gregor.broker.txn_runtime import TxnRuntime
+
+        self.transactions = TxnRuntime(self)
         self._maintenance_task: asyncio.Task[None] | None = None
         # Make sure every partition the metadata knows has a log (e.g. after a crash between
         # the metadata write and the first append).
@@ -127,6 +130,7 @@ class Broker:
         ]
         self._maintenance_task = asyncio.create_task(self._maintenance())
         await self.groups.start()
+        await self.transactions.start()
         log_event(
             log,
             "broker.started",
@@ -160,6 +164,7 @@ class Broker:
             except asyncio.CancelledError:
                 pass
         await self.groups.stop()
+        await self.transactions.stop()
         self.logs.close()
         log_event(log, "broker.stopped", node_id=self.node_id, clean=True)
 

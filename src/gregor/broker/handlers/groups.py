@@ -49,7 +49,8 @@ def _coordinator_error(ctx: Any, key: str, key_type: int) -> tuple[int, str | No
         code = runtime.coordinator.partition_error(key)
         return code, (None if not code else ErrorCode(code).name)
     if key_type == TRANSACTION_KEY_TYPE:
-        return 0, None
+        code = ctx.broker.transactions.coordinator_error(key)
+        return code, (None if not code else ErrorCode(code).name)
     return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 
 

@@ -18,7 +18,7 @@ from gregor.protocol.errors import ErrorCode
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse
 from gregor.protocol.records.convert import upconvert
-from gregor.protocol.records.header import peek_magic
+from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
 from gregor.storage.errors import StorageError
 
 log = logging.getLogger("gregor.broker.produce")
@@ -34,7 +34,25 @@ def _error(index: int, code: int, message: str | None = None) -> PartResp:
     )
 
 
-def append_partition(broker: Any, topic: str, index: int, records: Any, version: int) -> PartResp:
+def _verify_transaction(broker: Any, plog: Any, topic: str, index: int, records: Any,
+                        transactional_id: str | None) -> int:
+    """KIP-890: a transactional batch that starts its producer's transaction on this partition
+    must come after the partition was added to the transaction (AddPartitionsToTxn), or a late
+    write from a finished transaction would open a transaction nobody ends."""
+    txn = getattr(broker, "transactions", None)
+    if txn is None or transactional_id is None or len(records) < HEADER_SIZE:
+        return 0
+    h = read_header(records)
+    if h.magic != 2 or not h.is_transactional or h.producer_id < 0:
+        return 0
+    entry = plog.producer_state.last_entry(h.producer_id)
+    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == h.producer_epoch:
+        return 0
+    return txn.verify_produce(transactional_id, topic, index, h.producer_id, h.producer_epoch)
+
+
+def append_partition(broker: Any, topic: str, index: int, records: Any, version: int,
+                     transactional_id: str | None = None) -> PartResp:
     ts = broker.topic(topic)
     if ts is None or not 0 <= index < len(ts.partitions):
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -47,6 +65,10 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, version:
         magic = peek_magic(records)
         if magic < 2:
             records = upconvert(records, max_decompressed_size=max(plog.config.max_message_bytes * 4, 1 << 26))
+        elif transactional_id is not None:
+            code = _verify_transaction(broker, plog, topic, index, records, transactional_id)
+            if code:
+                return _error(index, code)
         buf = bytearray(records)
         info = plog.append(buf, leader_epoch=ts.partitions[index].leader_epoch)
     except StorageError as e:
@@ -75,7 +97,8 @@ async def handle_produce(ctx: Any, req: ProduceRequest) -> ProduceResponse | Non
             ]))
     else:
         for t in req.topic_data:
-            parts = [append_partition(broker, t.name, p.index, p.records, version) for p in t.partition_data]
+            txn_id = req.transactional_id if version >= 3 else None
+            parts = [append_partition(broker, t.name, p.index, p.records, version, txn_id) for p in t.partition_data]
             responses.append(TopicResp(name=t.name, partition_responses=parts))
     if req.acks == 0:
         for r in responses:

@@ -1,9 +1,9 @@
-"""InitProducerId for idempotent producers (no transactional id).
+"""InitProducerId.
 
-An idempotent producer gets a fresh producer id with epoch 0 on every call, as Kafka does for
-producers without a transactional id (a KIP-360 epoch-bump request from such a producer also
-gets a fresh id, which the client accepts). Transactional ids need the transaction
-coordinator: until it exists the request is answered COORDINATOR_NOT_AVAILABLE.
+An idempotent producer (no transactional id) gets a fresh producer id with epoch 0 on every
+call, as Kafka does (a KIP-360 epoch-bump request from such a producer also gets a fresh id,
+which the client accepts). A transactional id goes to the transaction coordinator
+(``handlers.transactions.init_producer_id``), which maps it to a producer and bumps its epoch.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ def producer_id_manager(broker: Any) -> ProducerIdManager:
 @handles(InitProducerIdRequest)
 async def handle_init_producer_id(ctx: Any, req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is not None:
-        txn = getattr(ctx.broker, "transactions", None)
-        if txn is not None:
-            return await txn.handle_init_producer_id(ctx, req)
+        if getattr(ctx.broker, "transactions", None) is not None:
+            from gregor.broker.handlers.transactions import init_producer_id
+
+            return await init_producer_id(ctx, req)
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
             producer_id=-1, producer_epoch=-1,
