@@ -323,3 +323,14 @@ def test_group_becomes_empty_and_is_stored() -> None:
     key, value = h.records()[-1]
     assert key == GroupMetadataKey("g")
     assert (value.generation, value.members, value.protocol) == (3, [], None)
+
+
+def test_release_waiting_answers_held_requests_not_coordinator() -> None:
+    h = Harness()
+    a, b, gen = stable_pair(h)
+    tc = h.join("g", version=3, client_id="c")  # held: a and b have not rejoined
+    ta = h.join("g", a, version=3)
+    assert (h.result(tc), h.result(ta)) == (PENDING, PENDING)
+    h.coord.release_waiting()
+    h.pump()
+    assert {h.result(t).error_code for t in (tc, ta)} == {E.NOT_COORDINATOR}

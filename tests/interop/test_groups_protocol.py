@@ -292,3 +292,26 @@ def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
         group_id=group + "-bad", member_id="x", member_epoch=0, rebalance_timeout_ms=30000,
         subscribed_topic_names=None, subscribed_topic_regex="(", topic_partitions=[])
     assert _cgh(client, bad, 1).error_code == E.INVALID_REQUEST
+
+
+def test_held_join_is_answered_when_the_broker_stops(broker: BrokerProcess) -> None:
+    """A graceful stop answers JoinGroup requests the coordinator holds (NOT_COORDINATOR)
+    rather than leaving them hanging until the shutdown timeout."""
+    group = gid("stopping")
+    with RawClient(broker.bootstrap_servers) as first, RawClient(broker.bootstrap_servers) as second:
+        r = _join(first, group, 3)
+        first.request(SyncGroupRequest(group_id=group, generation_id=1, member_id=r.member_id, assignments=[]), 3)
+        req = JoinGroupRequest(
+            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=60000, member_id="",
+            protocol_type="consumer", protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"")],
+        )
+        _, data = second.conn.send_request(req, 3)
+        second.sock.sendall(data)  # held: the first member has not rejoined
+        broker.restart()
+        while True:
+            chunk = second.sock.recv(1 << 16)
+            assert chunk, "the broker closed the connection without answering"
+            done = second.conn.receive_data(chunk)
+            if done:
+                break
+        assert done[0].response.error_code == E.NOT_COORDINATOR

@@ -147,6 +147,8 @@ class Broker:
             s.close()
         # Long-poll fetches would otherwise hold their connection busy until max_wait_ms.
         self.watchers.wake_all()
+        # Held JoinGroup/SyncGroup responses would too: answer them NOT_COORDINATOR.
+        self.groups.release_waiting()
         deadline = time.monotonic() + timeout
         # Let connections finish the request they are handling.
         while any(c.busy for c in self.connections) and time.monotonic() < deadline:

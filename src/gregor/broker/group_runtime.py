@@ -94,6 +94,11 @@ class GroupRuntime:
             self.coordinator.begin_load(p.partition)
         self._load_task = asyncio.create_task(self._load_all([p.partition for p in ts.partitions]))
 
+    def release_waiting(self) -> None:
+        """Answer held JoinGroup/SyncGroup requests so shutdown need not wait for them."""
+        self.coordinator.release_waiting()
+        self._pump()
+
     async def stop(self) -> None:
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
