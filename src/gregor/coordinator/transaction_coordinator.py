@@ -126,13 +126,16 @@ class InitProducerIdResult(NamedTuple):
 
 
 class TxnDescription(NamedTuple):
+    """One DescribeTransactions entry; on an error only the error is set (the other fields
+    keep the wire defaults, as Kafka leaves them)."""
+
     transactional_id: str
     error_code: int
     state: str = ""
     timeout_ms: int = 0
-    start_ms: int = -1
-    producer_id: int = -1
-    producer_epoch: int = -1
+    start_ms: int = 0
+    producer_id: int = 0
+    producer_epoch: int = 0
     partitions: tuple[TopicPartition, ...] = ()
 
 
