@@ -78,3 +78,38 @@ def test_static_member_restart_keeps_its_assignment(broker: BrokerProcess, kind:
             assert _rebalances(broker, group) == rebalances
             a2.close()
         b.close()
+
+
+def test_consumer_protocol_regex_subscription_follows_new_topics(broker: BrokerProcess) -> None:
+    """librdkafka sends a regex subscription as ConsumerGroupHeartbeat v1's
+    subscribed_topic_regex; the coordinator resolves it, also against topics created later."""
+    from confluent_kafka import Consumer
+    from interop_helpers import RawClient
+
+    from gregor.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+
+    bs = broker.bootstrap_servers
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    create_topic(bs, f"{prefix}-a", 2)
+    create_topic(bs, f"{prefix}-b", 3)
+    create_topic(bs, f"other{prefix}", 1)
+    group = f"regex-{prefix}"
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer",
+                  "topic.metadata.refresh.interval.ms": 500})
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+
+        def assigned() -> list[tuple[str, int]]:
+            c.poll(0.05)
+            return sorted((tp.topic, tp.partition) for tp in c.assignment())
+
+        want = [(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0), (f"{prefix}-b", 1), (f"{prefix}-b", 2)]
+        wait_for(lambda: assigned() == want, "the regex's topics to be assigned")
+        with RawClient(bs) as raw:
+            d = raw.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups[0]
+        # librdkafka joins its regex subscriptions into one alternation group.
+        assert [m.subscribed_topic_regex for m in d.members] == [f"(^{prefix}-.*)"]
+        create_topic(bs, f"{prefix}-c", 1)
+        wait_for(lambda: assigned() == sorted([*want, (f"{prefix}-c", 0)]), "a new matching topic to be assigned")
+    finally:
+        c.close()

@@ -228,8 +228,6 @@ class CoordinatorCore:
         self._replies: list[Reply] = []
         self._callbacks: dict[int, WriteCallback] = {}
         self._write_ids = itertools.count(1)
-        # producer id -> partitions holding its pending transactional offsets (load only)
-        self._retention_scheduled = False
 
     # --- outbox ---
 
