@@ -5,8 +5,8 @@ reached the log. A plain OffsetCommit becomes visible only after its record is a
 coordinator applies it in the write's completion), so a reader never sees an offset that a
 crash could lose.
 
-Transactional offsets (TxnOffsetCommit, a later issue) are written inside a producer's
-transaction; they sit in ``pending_txn[producer_id]`` until the transaction marker is
+Transactional offsets (TxnOffsetCommit, ``coordinator.transaction_offsets``) are written
+inside a producer's transaction; they sit in ``pending_txn[producer_id]`` until the transaction marker is
 written: COMMIT moves them to ``committed`` unless a plain commit landed later in the log
 (compared by log offset, as Kafka does), ABORT drops them. While any are pending for a
 partition, OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for it.
