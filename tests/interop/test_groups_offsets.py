@@ -54,3 +54,38 @@ def test_commits_survive_consumer_and_broker_restarts(broker: BrokerProcess, kin
     third = consume_and_commit(kind, bs, group, topic, 12)
     assert sorted(v for _, _, v in third) == sorted(new_batch)
     assert sorted((p, o) for p, o, _ in third) == sorted((p, o) for p in range(PARTITIONS) for o in (10, 11))
+
+
+def test_offsets_topic_partition_count_is_taken_from_the_topic() -> None:
+    """Changing offsets.topic.num.partitions after the topic exists must not lose groups:
+    they hash over the partitions the topic really has."""
+    from interop_helpers import RawClient
+
+    from gregor.protocol.errors import ErrorCode
+    from gregor.protocol.messages.metadata import MetadataRequest
+    from gregor.protocol.messages.offset_commit import OffsetCommitRequest
+    from gregor.protocol.messages.offset_fetch import OffsetFetchRequest
+
+    with BrokerProcess(config={**BROKER_CONFIG, "offsets.topic.num.partitions": 5}) as b:
+        topic = topic_name("hashing")
+        create_topic(b.bootstrap_servers, topic, 1)
+        groups = [f"g{i}" for i in range(20)]
+        with RawClient(b.bootstrap_servers) as c:
+            for i, g in enumerate(groups):
+                c.request(OffsetCommitRequest(group_id=g, generation_id_or_member_epoch=-1, topics=[
+                    OffsetCommitRequest.Topics(name=topic, partitions=[
+                        OffsetCommitRequest.Topics.Partitions(partition_index=0, committed_offset=i)])]), 8)
+        b.config["offsets.topic.num.partitions"] = "7"
+        b.restart()
+        with RawClient(b.bootstrap_servers) as c:
+            md = c.request(MetadataRequest(topics=[MetadataRequest.Topics(name="__consumer_offsets")]), 9)
+            assert len(md.topics[0].partitions) == 5
+            got = []
+            for g in groups:
+                req = OffsetFetchRequest(groups=[OffsetFetchRequest.Groups(group_id=g, topics=[
+                    OffsetFetchRequest.Groups.Topics(name=topic, partition_indexes=[0])])])
+                f = c.request(req, 8)
+                while f.groups[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    f = c.request(req, 8)  # as clients do: ask again until the load is done
+                got.append(f.groups[0].topics[0].partitions[0].committed_offset)
+        assert got == list(range(20))

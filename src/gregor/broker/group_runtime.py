@@ -90,6 +90,8 @@ class GroupRuntime:
         ts = self.broker.topic(OFFSETS_TOPIC)
         if ts is None:
             return
+        # Groups hash over the partitions the topic has, whatever the config says now.
+        self.config.num_partitions = len(ts.partitions)
         for p in ts.partitions:
             self.coordinator.begin_load(p.partition)
         self._load_task = asyncio.create_task(self._load_all([p.partition for p in ts.partitions]))
