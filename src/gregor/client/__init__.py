@@ -8,7 +8,6 @@ Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOAdminClient`,
 """
 
 from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDescription
-from gregor.client.arrow import ArrowBatchBuilder, fetch_arrow, spark_schema
 from gregor.client.config import Config
 from gregor.client.consumer import AIOConsumer
 from gregor.client.errors import (
@@ -27,6 +26,17 @@ from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import murmur2, partition_for_key
 from gregor.client.producer import AIOProducer
 from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer
+
+_ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
+
+
+def __getattr__(name: str) -> object:
+    # pyarrow is imported only when the bulk read path is used
+    if name in _ARROW:
+        from gregor.client import arrow
+
+        return getattr(arrow, name)
+    raise AttributeError(f"module 'gregor.client' has no attribute {name!r}")
 
 __all__ = [
     "AIOAdminClient",

@@ -55,6 +55,18 @@ STALE_METADATA = frozenset(
 )
 
 
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("background task %s failed: %r", task.get_name(), task.exception())
+
+
+def spawn(coro: Any, name: str | None = None) -> asyncio.Task[Any]:
+    """A background task whose failure is logged (at debug) rather than left unretrieved."""
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    task.add_done_callback(_retrieve)
+    return task
+
+
 class _Backoff:
     __slots__ = ("failures", "until")
 
@@ -82,12 +94,15 @@ class KafkaClient:
         self.request_timeout = config["request.timeout.ms"] / 1000
         self.retry_backoff = config["retry.backoff.ms"] / 1000
         self.metadata_updated = asyncio.Event()
+        self._update_wanted = asyncio.Event()
+        #: Called (on the loop) after every metadata update: owners waiting on a leader wake up.
+        self.listeners: list[Any] = []
 
     # --- lifecycle ---
 
     async def start(self) -> None:
         await self.refresh_metadata()
-        self._metadata_task = asyncio.get_running_loop().create_task(self._metadata_loop())
+        self._metadata_task = spawn(self._metadata_loop(), "gregor-metadata")
 
     async def close(self) -> None:
         self._closed = True
@@ -106,15 +121,23 @@ class KafkaClient:
     async def _metadata_loop(self) -> None:
         max_age = self.config["metadata.max.age.ms"] / 1000
         while not self._closed:
-            await asyncio.sleep(min(max_age, 1.0) if self._need_update else max_age / 4)
             age = time.monotonic() - self.cluster.last_refresh
-            if self._need_update or age >= max_age:
-                if self._need_update and age < self.retry_backoff:
-                    continue
+            if self._need_update:
+                wait = max(0.0, self.retry_backoff - age)
+            else:
+                wait = max(0.0, max_age - age)
+            if wait > 0:
+                self._update_wanted.clear()
                 try:
-                    await self.refresh_metadata()
-                except KafkaError as e:
-                    log.debug("metadata refresh failed: %s", e)
+                    await asyncio.wait_for(self._update_wanted.wait(), wait)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                await self.refresh_metadata()
+            except KafkaError as e:
+                log.debug("metadata refresh failed: %s", e)
+                await asyncio.sleep(self.retry_backoff)
 
     # --- topics the owner cares about ---
 
@@ -123,21 +146,23 @@ class KafkaClient:
         new = set(topics) - self._topics
         if new:
             self._topics |= new
-            self._need_update = True
+            self.request_update()
         return bool(new)
 
     def set_topics(self, topics: Iterable[str]) -> None:
         topics = set(topics)
         if topics != self._topics:
             self._topics = topics
-            self._need_update = True
+            self.request_update()
 
     def track_all_topics(self, on: bool = True) -> None:
         self._all_topics = on
-        self._need_update = True
+        self.request_update()
 
     def request_update(self) -> None:
+        """Ask for a metadata refresh soon (after retry.backoff.ms since the last one)."""
         self._need_update = True
+        self._update_wanted.set()
 
     # --- connections ---
 
@@ -170,7 +195,7 @@ class KafkaClient:
             return c
         task = self._connecting.get(node_id)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._open(node_id))
+            task = spawn(self._open(node_id))
             self._connecting[node_id] = task
         return await asyncio.shield(task)
 
@@ -272,7 +297,7 @@ class KafkaClient:
         """Refresh the tracked topics' metadata (coalescing concurrent calls)."""
         task = self._refresh
         if task is None or task.done():
-            task = self._refresh = asyncio.get_running_loop().create_task(self._do_refresh())
+            task = self._refresh = spawn(self._do_refresh())
         await asyncio.shield(task)
 
     async def _do_refresh(self) -> None:
@@ -308,6 +333,8 @@ class KafkaClient:
                     self._need_update = True
             self.metadata_updated.set()
             self.metadata_updated = asyncio.Event()
+            for fn in list(self.listeners):
+                fn()
         return resp
 
     async def wait_for_metadata(self, topic: str, timeout: float) -> list[int]:

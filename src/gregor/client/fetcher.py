@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from gregor.client.core import STALE_METADATA, KafkaClient
+from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import KafkaConnectionError, error_for_code
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
@@ -188,8 +188,10 @@ class Fetcher:
     # --- task plumbing ---
 
     def start(self) -> None:
+        if self.wakeup not in self.client.listeners:
+            self.client.listeners.append(self.wakeup)
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = spawn(self._run())
 
     async def close(self) -> None:
         self._closed = True
@@ -249,12 +251,11 @@ class Fetcher:
                 self.client.request_update()
                 continue
             by_node.setdefault(node, []).append(tp)
-        loop = asyncio.get_running_loop()
         for node, tps in by_node.items():
             if node in self.in_flight:
                 continue
             self.in_flight.add(node)
-            loop.create_task(self._fetch(node, tps))
+            spawn(self._fetch(node, tps))
         # nodes with nothing to fetch but a session keep it; nothing to do
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:

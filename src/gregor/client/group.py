@@ -35,7 +35,7 @@ from gregor.client.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from gregor.client.core import KafkaClient
+from gregor.client.core import KafkaClient, spawn
 from gregor.client.errors import KafkaConnectionError, error_for_code
 from gregor.client.fetcher import SubscriptionState
 from gregor.client.metadata import TopicPartition
@@ -343,7 +343,7 @@ class ClassicMember(GroupBase):
             self.subs.assign(new)
             await self._assigned(new)
         if self._heartbeat_task is None or self._heartbeat_task.done():
-            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+            self._heartbeat_task = spawn(self._heartbeat_loop())
 
     async def _join_and_sync(self, topics: set[str], owned: set[TopicPartition]) -> Assignment:
         owned_map: dict[str, list[int]] = {}
@@ -518,7 +518,7 @@ class ConsumerProtocolMember(GroupBase):
             self._topics = set(topics)
             self.rejoin_needed = True
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+            self._task = spawn(self._loop())
         if self.rejoin_needed or self.member_epoch <= 0:
             await self._heartbeat()
         if self._pending is not None:

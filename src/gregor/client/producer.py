@@ -33,7 +33,7 @@ from typing import Any
 
 from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from gregor.client.config import Config
-from gregor.client.core import STALE_METADATA, KafkaClient
+from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import (
     ConfigError,
     IllegalStateError,
@@ -159,7 +159,8 @@ class AIOProducer:
                 self.idempotence = False
             else:
                 await self._init_producer_id()
-        self._sender = self._loop.create_task(self._run_sender())
+        self._client.listeners.append(self._wakeup)
+        self._sender = spawn(self._run_sender())
         self._started = True
         return self
 
@@ -334,7 +335,7 @@ class AIOProducer:
                     self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
                     for b in bs:
                         acc.queue(b.tp).in_flight += 1
-                    loop.create_task(self._send_produce(node, bs))
+                    spawn(self._send_produce(node, bs))
                 continue  # more may be ready at once
             timeout = None if next_time is None else max(0.0, next_time - time.monotonic())
             if self._need_pid_reset or self._txn_new:
@@ -378,7 +379,7 @@ class AIOProducer:
         if self._client.connection_nowait(node) is None:
             if node not in self._connecting:
                 self._connecting.add(node)
-                asyncio.get_running_loop().create_task(self._connect(node))
+                spawn(self._connect(node))
             return False
         return True
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Se
 from typing import Any, TypeVar
 
 from gregor.client.admin import AIOAdminClient
-from gregor.client.arrow import fetch_arrow
 from gregor.client.config import Config
 from gregor.client.consumer import AIOConsumer, ConsumerRecord
 from gregor.client.core import KafkaClient
@@ -232,6 +231,9 @@ class BulkReader:
         self._lt.run(self._client.start())
 
     def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None, **kw: Any) -> Any:
+        """Offsets [start_offset, end_offset) as a ``pyarrow.RecordBatch`` (see ``fetch_arrow``)."""
+        from gregor.client.arrow import fetch_arrow
+
         return self._lt.run(fetch_arrow(self._client, topic, partition, start_offset, end_offset, **kw))
 
     def close(self) -> None:

@@ -1,0 +1,147 @@
+"""``gregor topics``: create, list, describe, alter and delete topics."""
+
+from __future__ import annotations
+
+import click
+
+from gregor.cli.clientopts import client_config, client_options, fail, parse_kv
+
+
+def _admin(bootstrap_server: str, properties: tuple[str, ...]):  # noqa: ANN202
+    from gregor.client import AdminClient
+
+    return AdminClient(client_config(bootstrap_server, properties))
+
+
+@click.group()
+def topics() -> None:
+    """Manage topics (like kafka-topics)."""
+
+
+@topics.command("list")
+@client_options
+@click.option("--internal", is_flag=True, help="Include internal topics.")
+def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bool) -> None:
+    """List topic names."""
+    with _admin(bootstrap_server, properties) as admin:
+        for name in sorted(admin.list_topics(internal=internal)):
+            click.echo(name)
+
+
+@topics.command()
+@client_options
+@click.argument("name")
+@click.option("--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's).")
+@click.option("--replication-factor", "-r", type=int, default=-1, help="Replicas (default: the broker's).")
+@click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config; repeatable.")
+@click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
+def create(
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+) -> None:
+    """Create a topic."""
+    from gregor.client import NewTopic
+    from gregor.protocol.errors import TopicAlreadyExistsError
+
+    with _admin(bootstrap_server, properties) as admin:
+        res = admin.create_topics([NewTopic(name, partitions, replication_factor, parse_kv(configs, "--config"))])
+    err = res.get(name)
+    if err is not None and not (if_not_exists and isinstance(err, TopicAlreadyExistsError)):
+        fail(f"cannot create {name}: {err}")
+    click.echo(f"Created topic {name}." if err is None else f"Topic {name} already exists.")
+
+
+@topics.command()
+@client_options
+@click.argument("names", nargs=-1)
+def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...]) -> None:
+    """Partitions (leader, replicas, ISR) and config overrides of topics (all when none named)."""
+    from gregor.client.admin import TOPIC
+
+    with _admin(bootstrap_server, properties) as admin:
+        if not names:
+            names = tuple(sorted(admin.list_topics()))
+        descs = admin.describe_topics(list(names))
+        try:
+            configs = admin.describe_configs([(TOPIC, n) for n in names])
+        except Exception:  # a broker without DescribeConfigs still gets partitions shown
+            configs = {}
+    failed = False
+    for name in names:
+        d = descs.get(name)
+        if d is None or isinstance(d, Exception):
+            click.echo(f"Topic: {name}\tError: {d}", err=True)
+            failed = True
+            continue
+        entries = configs.get((TOPIC, name))
+        overrides = ""
+        if isinstance(entries, dict):
+            overrides = ",".join(
+                f"{e.name}={e.value}" for e in sorted(entries.values(), key=lambda e: e.name)
+                if e.source == "DYNAMIC_TOPIC_CONFIG"
+            )
+        click.echo(
+            f"Topic: {name}\tTopicId: {d.topic_id}\tPartitionCount: {len(d.partitions)}\t"
+            f"ReplicationFactor: {len(d.partitions[0].replicas) if d.partitions else 0}\tConfigs: {overrides}"
+        )
+        for p in d.partitions:
+            click.echo(
+                f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+            )
+    if failed:
+        raise SystemExit(1)
+
+
+@topics.command()
+@client_options
+@click.argument("name")
+@click.option("--partitions", "-p", type=int, default=None, help="New (larger) partition count.")
+@click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config.")
+@click.option("--delete-config", "deletes", multiple=True, metavar="KEY", help="Remove a config override.")
+def alter(
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    name: str,
+    partitions: int | None,
+    configs: tuple[str, ...],
+    deletes: tuple[str, ...],
+) -> None:
+    """Add partitions to a topic or change its configs."""
+    from gregor.client.admin import OP_DELETE, OP_SET, TOPIC
+
+    if partitions is None and not configs and not deletes:
+        fail("nothing to alter: give --partitions, --config or --delete-config")
+    with _admin(bootstrap_server, properties) as admin:
+        if partitions is not None:
+            err = admin.create_partitions({name: partitions}).get(name)
+            if err is not None:
+                fail(f"cannot change partitions of {name}: {err}")
+            click.echo(f"Topic {name} now has {partitions} partitions.")
+        if configs or deletes:
+            ops = [(k, OP_SET, v) for k, v in parse_kv(configs, "--config").items()]
+            ops += [(k, OP_DELETE, None) for k in deletes]
+            err = admin.incremental_alter_configs({(TOPIC, name): ops}).get((TOPIC, name))
+            if err is not None:
+                fail(f"cannot alter configs of {name}: {err}")
+            click.echo(f"Updated configs of {name}.")
+
+
+@topics.command()
+@client_options
+@click.argument("names", nargs=-1, required=True)
+def delete(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...]) -> None:
+    """Delete topics."""
+    with _admin(bootstrap_server, properties) as admin:
+        res = admin.delete_topics(list(names))
+    bad = {n: e for n, e in res.items() if e is not None}
+    for n in names:
+        if n not in bad:
+            click.echo(f"Deleted topic {n}.")
+    if bad:
+        fail("; ".join(f"{n}: {e}" for n, e in bad.items()))

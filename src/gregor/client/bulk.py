@@ -1,0 +1,326 @@
+"""Chunked bulk reads: a partition's offset range as a stream of ``pyarrow.RecordBatch``.
+
+:func:`gregor.client.arrow.fetch_arrow` returns a whole range as one batch. A data-source task
+reading millions of records wants bounded memory and no idle network, so :class:`RangeReader`
+reads ``[start_offset, end_offset)`` in chunks of about ``chunk_records`` records, with one
+Fetch always in flight.
+
+Theory of operation. The fetches run on the synchronous facade's loop thread; decoding into
+Arrow (:class:`~gregor.client.arrow.ArrowBatchBuilder`) runs on the caller's thread. The next
+fetch offset is known from the batch headers of a response alone (base offset plus last offset
+delta of the last whole v2 batch), so the reader asks for the next record set *before* decoding
+the current one and the broker's answer travels while this thread works. A response whose
+only batch is larger than the byte limit comes back partial: the limit doubles and the fetch
+is repeated. An out-of-range fetch offset (retention deleted records, or the log was
+truncated) is data loss: it raises :class:`DataLossError` unless ``fail_on_data_loss`` is
+false, in which case the reader skips to the log start offset and reports the skipped count in
+``lost``.
+
+:func:`shared_client` keeps one started :class:`KafkaClient` per configuration per process,
+so the many short tasks of a long-lived worker process reuse their connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+import pyarrow as pa
+
+from gregor.client.arrow import ArrowBatchBuilder
+from gregor.client.config import COMMON, Config
+from gregor.client.consumer import list_offsets
+from gregor.client.core import STALE_METADATA, KafkaClient
+from gregor.client.errors import KafkaError, KafkaTimeoutError, error_for_code
+from gregor.client.metadata import TopicPartition
+from gregor.client.sync import LoopThread
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages import FetchRequest
+
+EARLIEST = -2
+LATEST = -1
+
+
+class DataLossError(KafkaError):
+    """Records that a read was asked for no longer exist (deleted, truncated or never written)."""
+
+
+_CLIENTS: dict[tuple[tuple[str, str], ...], KafkaClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def client_config(settings: Mapping[str, Any]) -> Config:
+    """A bare client's :class:`Config` from Kafka settings; keys a bare client lacks are dropped."""
+    known = {k: v for k, v in settings.items() if k.replace("_", ".") in COMMON}
+    known.setdefault("allow.auto.create.topics", False)
+    return Config("client", known)
+
+
+def shared_client(settings: Mapping[str, Any]) -> KafkaClient:
+    """A started client for these settings, shared by every caller in this process."""
+    key = tuple(sorted((str(k), str(v)) for k, v in settings.items()))
+    lt = LoopThread.get()
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None and not client._closed:
+            return client
+        cfg = client_config(settings)
+
+        async def make() -> KafkaClient:
+            c = KafkaClient(cfg)
+            await c.start()
+            return c
+
+        client = lt.run(make())
+        _CLIENTS[key] = client
+        return client
+
+
+def close_shared_clients() -> None:
+    lt = LoopThread.get()
+    with _CLIENTS_LOCK:
+        clients = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for c in clients:
+        lt.run(c.close())
+
+
+def next_fetch_offset(records: Any) -> int | None:
+    """The offset after the last whole v2 batch in a record set, from headers alone.
+
+    None when the set holds no whole batch or a legacy (v0/v1) message set, whose next offset
+    is only known after decoding.
+    """
+    mv = memoryview(records)
+    end = len(mv)
+    pos = 0
+    nxt = None
+    while pos + 61 <= end:
+        size = int.from_bytes(mv[pos + 8 : pos + 12], "big", signed=True)
+        entry_end = pos + 12 + size
+        if size < 49 or entry_end > end:
+            break
+        if mv[pos + 16] != 2:
+            return None
+        base = int.from_bytes(mv[pos : pos + 8], "big", signed=True)
+        delta = int.from_bytes(mv[pos + 23 : pos + 27], "big", signed=True)
+        nxt = base + delta + 1
+        pos = entry_end
+    return nxt
+
+
+class _Fetched:
+    __slots__ = ("error_code", "records", "high_watermark", "last_stable_offset", "log_start_offset", "aborted")
+
+    def __init__(self, error_code: int, records: Any, hw: int, lso: int, log_start: int, aborted: list[tuple[int, int]]) -> None:
+        self.error_code = error_code
+        self.records = records
+        self.high_watermark = hw
+        self.last_stable_offset = lso
+        self.log_start_offset = log_start
+        self.aborted = aborted
+
+
+async def _fetch(client: KafkaClient, tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, timeout: float) -> _Fetched:
+    """One Fetch of one partition at ``offset``; waits for a leader, retries stale metadata."""
+    deadline = time.monotonic() + timeout
+    await client.wait_for_metadata(tp.topic, timeout)
+    while True:
+        node = client.cluster.leader_for(tp)
+        if node >= 0:
+            try:
+                conn = await client.connection(node)
+                version = min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
+                req = FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
+                    min_bytes=1,
+                    max_bytes=max_bytes,
+                    isolation_level=isolation_level,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=[
+                        FetchRequest.Topics(
+                            topic=tp.topic,
+                            partitions=[
+                                FetchRequest.Topics.Partitions(
+                                    partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                                )
+                            ],
+                        )
+                    ],
+                )
+                resp = await conn.send(req, version)
+            except KafkaError as e:
+                if not e.retriable or time.monotonic() > deadline:
+                    raise
+                client.request_update()
+            else:
+                if resp.error_code:
+                    raise error_for_code(resp.error_code)(str(tp))
+                if resp.responses and resp.responses[0].partitions:
+                    p = resp.responses[0].partitions[0]
+                    if p.error_code not in STALE_METADATA:
+                        aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
+                        return _Fetched(
+                            p.error_code, p.records, p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted
+                        )
+                    client.request_update()
+        if time.monotonic() > deadline:
+            raise KafkaTimeoutError(f"{tp}: no answer to Fetch at offset {offset} within {timeout}s")
+        await client.refresh_metadata()
+        await asyncio.sleep(client.retry_backoff)
+
+
+class RangeReader:
+    """Iterate offsets ``[start_offset, end_offset)`` of one partition as Arrow record batches.
+
+    ``end_offset`` None reads up to the high watermark (last stable offset for read_committed)
+    seen by the first fetch. Batches follow Spark's Kafka schema (see ``spark_schema``) and
+    never hold records outside the range; transaction markers and aborted records leave gaps
+    in the offsets, so a batch may hold fewer records than its offset span.
+    """
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        include_headers: bool = False,
+        isolation_level: int = 0,
+        chunk_records: int = 65536,
+        max_bytes: int = 8 * 1024 * 1024,
+        fail_on_data_loss: bool = True,
+        timeout: float = 60.0,
+        verify_crc: bool = True,
+    ) -> None:
+        self.client = client
+        self.tp = TopicPartition(topic, partition)
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        self.include_headers = include_headers
+        self.isolation_level = isolation_level
+        self.chunk_records = chunk_records
+        self.max_bytes = max_bytes
+        self.fail_on_data_loss = fail_on_data_loss
+        self.timeout = timeout
+        self.verify_crc = verify_crc
+        self.lost = 0  # offsets skipped because they no longer exist
+        self.records = 0
+        self._lt = LoopThread.get()
+
+    def _submit(self, offset: int) -> Future[_Fetched]:
+        coro = _fetch(self.client, self.tp, offset, self.max_bytes, self.isolation_level, self.timeout)
+        return asyncio.run_coroutine_threadsafe(coro, self._lt.loop)
+
+    def _builder(self, previous: ArrowBatchBuilder | None) -> ArrowBatchBuilder:
+        b = ArrowBatchBuilder(
+            self.tp.topic,
+            self.tp.partition,
+            include_headers=self.include_headers,
+            read_committed=self.isolation_level == 1,
+            verify_crc=self.verify_crc,
+        )
+        if previous is not None:  # an aborted transaction may span two chunks
+            b._aborted_pids = previous._aborted_pids
+        return b
+
+    def _lose(self, what: str, frm: int, to: int) -> None:
+        if self.fail_on_data_loss:
+            raise DataLossError(
+                f"{self.tp}: {what}: offsets [{frm}, {to}) are gone. Set failOnDataLoss to false "
+                "to skip them."
+            )
+        self.lost += max(to - frm, 0)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        position = self.start_offset
+        end = self.end_offset
+        builder = self._builder(None)
+        chunk_start = position
+        pending: Future[_Fetched] | None = self._submit(position) if end is None or position < end else None
+        while pending is not None:
+            f = pending.result(self.timeout + 5)
+            pending = None
+            if f.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                low = self._log_start()
+                if position < low:
+                    self._lose("deleted before they were read", position, min(low, end) if end is not None else low)
+                    position = low
+                else:
+                    high = self._high_watermark()
+                    stop = end if end is not None else high
+                    self._lose("the log ends before them", max(position, high), stop)
+                    break
+                if end is not None and position >= end:
+                    break
+                pending = self._submit(position)
+                continue
+            if f.error_code:
+                raise error_for_code(f.error_code)(f"{self.tp} at offset {position}")
+            limit = f.last_stable_offset if self.isolation_level == 1 and f.last_stable_offset >= 0 else f.high_watermark
+            if end is None:
+                end = limit
+            if position >= end:
+                break
+            records = f.records
+            if not records:
+                if limit <= position:
+                    if self.isolation_level == 1 and f.high_watermark > position:
+                        # an open transaction holds the last stable offset back: wait for it
+                        time.sleep(0.05)
+                        pending = self._submit(position)
+                        continue
+                    self._lose("the log ends before them", position, end)
+                    break
+                self.max_bytes *= 2  # one batch bigger than max_bytes: ask for more
+                pending = self._submit(position)
+                continue
+            nxt = next_fetch_offset(records)
+            if nxt is not None and nxt > position:
+                if nxt < end:
+                    pending = self._submit(nxt)  # in flight while this thread decodes
+                builder.add_record_set(records, f.aborted)
+                position = nxt
+            else:
+                got = builder.add_record_set(records, f.aborted)
+                if got <= position:
+                    self.max_bytes *= 2
+                    pending = self._submit(position)
+                    continue
+                position = got
+                if position < end:
+                    pending = self._submit(position)
+            if len(builder) >= self.chunk_records or position >= end:
+                batch = builder.build(chunk_start, end)
+                self.records += batch.num_rows
+                if batch.num_rows:
+                    yield batch
+                builder = self._builder(builder)
+                chunk_start = position
+        if len(builder):
+            batch = builder.build(chunk_start, end)
+            self.records += batch.num_rows
+            if batch.num_rows:
+                yield batch
+
+    def _offsets(self, spec: int) -> int:
+        r = self._lt.run(list_offsets(self.client, {self.tp: spec}, self.isolation_level, self.timeout))
+        off = r[self.tp][0]
+        return off if off is not None else 0
+
+    def _log_start(self) -> int:
+        return self._offsets(EARLIEST)
+
+    def _high_watermark(self) -> int:
+        return self._offsets(LATEST)
+
+
+__all__ = ["DataLossError", "RangeReader", "client_config", "close_shared_clients", "next_fetch_offset", "shared_client"]
