@@ -14,12 +14,13 @@ kafka-python, aiokafka), members run in their own processes (see ``test_groups_s
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from interop_helpers import create_topic, topic_name
-from test_groups_support import BROKER_CONFIG, KINDS, Member, splits_evenly, wait_for
+from test_groups_support import BROKER_CONFIG, HEARTBEAT_MS, KINDS, Member, splits_evenly, wait_for
 
 from gregor.testing import BrokerProcess
 
@@ -113,3 +114,22 @@ def test_consumer_protocol_regex_subscription_follows_new_topics(broker: BrokerP
         wait_for(lambda: assigned() == sorted([*want, (f"{prefix}-c", 0)]), "a new matching topic to be assigned")
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_live_members_carry_on_across_a_broker_restart(broker: BrokerProcess, kind: str) -> None:
+    """SIGKILL the broker under a stable group: the coordinator reloads the group from
+    __consumer_offsets and the members' heartbeats are accepted (same member ids, same
+    generation or epochs), so nobody rejoins and nothing is reassigned."""
+    topic, group = _setup(broker, kind)
+    bs = broker.bootstrap_servers
+    with Member(kind, bs, group, topic, session_timeout_ms=10000) as a, Member(kind, bs, group, topic, session_timeout_ms=10000) as b:
+        wait_for(lambda: splits_evenly([a, b], PARTITIONS), "two members to split the topic")
+        before = (a.state(), b.state())
+        broker.restart(hard=True)
+        # Several heartbeat intervals: a member the coordinator forgot would rejoin by now.
+        time.sleep(10 * HEARTBEAT_MS / 1000)
+        assert (a.state(), b.state()) == before
+        assert _rebalances(broker, group) == 0  # read_log() covers the new process only
+        a.close()
+        b.close()
