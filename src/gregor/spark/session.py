@@ -1,0 +1,47 @@
+"""A SparkSession for Gregor jobs: local by default, the data source registered.
+
+PySpark starts its Python workers with ``PYSPARK_PYTHON`` (default: ``python3`` on the PATH),
+which may not be the interpreter that has Gregor installed; this helper points it at the
+current interpreter unless it is already set. ``SPARK_LOCAL_IP`` defaults to 127.0.0.1 so a
+local session never depends on the machine's network names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+
+def local_session(
+    app_name: str = "gregor",
+    master: str | None = None,
+    config: Mapping[str, str] | None = None,
+    *,
+    kafka_alias: bool = False,
+) -> Any:
+    """Get or create a SparkSession (``local[*]`` unless ``master`` says otherwise)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from gregor.spark import register
+
+    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.host": os.environ["SPARK_LOCAL_IP"] if not master else "",
+    }
+    for k, v in {**defaults, **dict(config or {})}.items():
+        if v != "":
+            builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    register(spark, kafka_alias=kafka_alias)
+    return spark
+
+
+__all__ = ["local_session"]

@@ -1,0 +1,58 @@
+"""The data source classes Spark instantiates: ``gregor`` (and its ``kafka`` twin)."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from gregor.spark.options import OptionError, parse_sink, parse_source
+from gregor.spark.reader import KafkaBatchReader, KafkaStreamReader
+from gregor.spark.schema import kafka_schema
+from gregor.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_sink_schema
+
+
+class GregorDataSource(DataSource):
+    """Topics of any Kafka-compatible broker, with the options and schema of Spark's Kafka source."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "gregor"
+
+    def schema(self) -> StructType:
+        include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
+        return kafka_schema(include)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(parse_source(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(parse_source(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OptionError("a topic can only be appended to: use mode('append')")
+        sink = parse_sink(self.options)
+        check_sink_schema(schema, sink)
+        return KafkaBatchWriter(sink)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        sink = parse_sink(self.options)
+        check_sink_schema(schema, sink)
+        return KafkaStreamWriter(sink)  # type: ignore[return-value]
+
+
+class KafkaDataSource(GregorDataSource):
+    """The same source under the name ``kafka``, for :func:`gregor.spark.register` to try."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka"
+
+
+__all__ = ["GregorDataSource", "KafkaDataSource"]
