@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.gregor-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
   touch "$stamp"
 fi
 # Byte-compile once: the generated codec is large, and with PYTHONDONTWRITEBYTECODE set
