@@ -58,7 +58,7 @@ def test_round_trip_keys_headers_compression(broker: BrokerInfo, topic_name: str
         assert r.key == (None if i % 4 == 0 else b"key-%d" % i)
         assert r.value == (None if i % 10 == 3 else b"value-%d" % i)
         assert r.timestamp == 1_600_000_000_000 + i
-        assert r.headers == ([("i", str(i).encode()), ("none", None)] if i % 3 == 0 else [])
+        assert r.headers == ((("i", str(i).encode()), ("none", None)) if i % 3 == 0 else ())
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])

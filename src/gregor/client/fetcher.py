@@ -20,6 +20,7 @@ control batches are never returned but move the position past them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections import deque
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ from gregor.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records import decode_batch
+from gregor.protocol.records.batch import batch_payload
 from gregor.protocol.records.control import ControlRecordType, parse_control_key
 from gregor.protocol.records.convert import iter_record_set
 from gregor.protocol.records.header import (
@@ -40,7 +42,9 @@ from gregor.protocol.records.header import (
     CONTROL_MASK,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    crc_ok,
     iter_batches,
+    read_header,
 )
 
 log = logging.getLogger("gregor.client.consumer")
@@ -49,6 +53,186 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 _FINAL_EPOCH = -1
 _INT32_MAX = (1 << 31) - 1
+
+
+def _uvarint(data: Any, pos: int) -> tuple[int, int]:
+    u = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            return u, pos
+        shift += 7
+        if shift >= 70:
+            raise ProtocolError("varint longer than 10 bytes")
+
+
+#: Records without headers share one empty tuple (no allocation, nothing for the GC to track).
+_NO_HEADERS: tuple[()] = ()
+
+
+def _headers(data: bytes, pos: int, end: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    n, pos = _uvarint(data, pos)
+    count = (n >> 1) ^ -(n & 1)
+    if count < 0 or count > end - pos:
+        raise ProtocolError(f"invalid record header count {count}")
+    out: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        n, pos = _uvarint(data, pos)
+        klen = (n >> 1) ^ -(n & 1)
+        if klen < 0 or pos + klen > end:
+            raise ProtocolError("invalid record header key length")
+        try:
+            key = data[pos : pos + klen].decode()
+        except UnicodeDecodeError:
+            raise ProtocolError("record header key is not UTF-8") from None
+        pos += klen
+        n, pos = _uvarint(data, pos)
+        vlen = (n >> 1) ^ -(n & 1)
+        if vlen < 0:
+            out.append((key, None))
+        else:
+            if pos + vlen > end:
+                raise ProtocolError("invalid record header value length")
+            out.append((key, data[pos : pos + vlen]))
+            pos += vlen
+    return tuple(out), pos
+
+
+def _decode_records(
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    log_append: int | None,
+    topic: str,
+    partition: int,
+    ts_type: int,
+    epoch: int,
+    start: int,
+    append: Any,
+) -> None:
+    """Decode a batch's records straight into ConsumerRecord tuples (offsets >= start).
+
+    The record layout (all zigzag varints but the attribute byte): length, attributes,
+    timestamp delta, offset delta, key length + key, value length + value, header count +
+    headers. One- and two-byte varints are read inline.
+    """
+    new = tuple.__new__
+    CR = ConsumerRecord
+    end = len(data)
+    pos = 0
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = _uvarint(data, pos)
+            rec_end = pos + ((n >> 1) ^ -(n & 1))
+            if rec_end > end or rec_end < pos + 6:
+                raise ProtocolError("record length is inconsistent with the batch")
+            b = data[pos + 1]
+            if b < 0x80:
+                n = b
+                pos += 2
+            else:
+                c = data[pos + 2]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 3
+                else:
+                    n, pos = _uvarint(data, pos + 1)
+            ts = base_ts + ((n >> 1) ^ -(n & 1)) if log_append is None else log_append
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = _uvarint(data, pos)
+            offset = base_offset + ((n >> 1) ^ -(n & 1))
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = _uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record key length")
+                key = None
+            else:
+                n = pos + (n >> 1)
+                key = data[pos:n]
+                pos = n
+            b = data[pos]
+            if b < 0x80:
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = _uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record value length")
+                value = None
+            else:
+                n = pos + (n >> 1)
+                value = data[pos:n]
+                pos = n
+            if data[pos] == 0:
+                headers: Any = _NO_HEADERS
+                pos += 1
+            else:
+                headers, pos = _headers(data, pos, rec_end)
+            if pos != rec_end:
+                raise ProtocolError("record fields do not add up to its length")
+            if offset >= start:
+                append(new(CR, (topic, partition, offset, ts, ts_type, key, value, headers, epoch)))
+    except IndexError:
+        raise ProtocolError("record data truncated") from None
+    if pos != end:
+        raise ProtocolError(f"{end - pos} bytes left over after {count} records")
+
+
+def _end_offset(data: Any) -> int:
+    """The offset after the last whole batch (or legacy message) in a record set; -1 if none."""
+    pos = 0
+    end = len(data)
+    last = -2
+    while pos + 17 <= end:
+        base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if size < 0 or pos + 12 + size > end:
+            break
+        if data[pos + 16] == 2 and size >= 49:
+            last = base + int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
+        else:
+            last = base  # a legacy wrapper carries the offset of its last inner message
+        pos += 12 + size
+    return last + 1
 
 
 def aborted_by_markers(data: Any) -> set[int]:
@@ -86,7 +270,7 @@ class ConsumerRecord(NamedTuple):
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 none
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+    headers: tuple[tuple[str, bytes | None], ...]
     leader_epoch: int
 
 
@@ -180,6 +364,8 @@ class Fetcher:
         self.sessions: dict[int, _Session] = {}
         self.in_flight: set[int] = set()
         self.use_sessions = True
+        #: Completed fetches kept per partition: >1 lets the next fetch overlap decoding.
+        self.prefetch = 2
         self._wake: asyncio.Future[None] | None = None
         self._data_waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -236,16 +422,29 @@ class Fetcher:
 
     # --- building requests ---
 
-    def _buffered(self) -> set[TopicPartition]:
-        return {cf.tp for cf in self.completed}
+    def _buffered(self) -> dict[TopicPartition, tuple[int, int]]:
+        """Per partition: (completed fetches waiting, offset after the last of them)."""
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        for cf in self.completed:
+            n, _ = out.get(cf.tp, (0, 0))
+            out[cf.tp] = (n + 1, cf.next_offset)
+        return out
+
+    def fetch_offset(self, tp: TopicPartition, position: int) -> int:
+        """Where the next fetch of ``tp`` starts: after what is buffered, else the position."""
+        for cf in reversed(self.completed):
+            if cf.tp == tp:
+                return cf.next_offset
+        return position
 
     def _send_fetches(self) -> None:
         cluster = self.client.cluster
         buffered = self._buffered()
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in self.subs.fetchable():
-            if tp in buffered:
-                continue
+            waiting = buffered.get(tp)
+            if waiting is not None and waiting[0] >= self.prefetch:
+                continue  # enough decoded-on-demand data queued for this partition
             node = cluster.leader_for(tp)
             if node < 0:
                 self.client.request_update()
@@ -277,7 +476,7 @@ class Fetcher:
                 if st is None or st.position is None:
                     continue
                 pm = cluster.partition(tp)
-                wanted[tp] = (st.position, pm.leader_epoch if pm is not None else -1)
+                wanted[tp] = (self.fetch_offset(tp, st.position), pm.leader_epoch if pm is not None else -1)
             full = session.session_id == 0 or session.epoch == 0
             if full:
                 send = dict(wanted)
@@ -400,7 +599,7 @@ class Fetcher:
                 if st is None:
                     continue
                 requested = wanted.get(tp)
-                if requested is None or st.position != requested[0]:
+                if requested is None or st.position is None or self.fetch_offset(tp, st.position) != requested[0]:
                     session.partitions.pop(tp, None)  # stale: make the next request name it
                     continue
                 code = p.error_code
@@ -410,10 +609,11 @@ class Fetcher:
                     st.log_start_offset = p.log_start_offset
                     data = p.records
                     if data is not None and len(data):
-                        self.completed.append(
-                            CompletedFetch(tp, data, st.position, list(p.aborted_transactions or ()), requested[1])
-                        )
-                        got_data = True
+                        cf = CompletedFetch(tp, data, requested[0], list(p.aborted_transactions or ()), requested[1])
+                        cf.next_offset = max(_end_offset(data), requested[0])
+                        if cf.next_offset > requested[0]:
+                            self.completed.append(cf)
+                            got_data = True
                     continue
                 session.partitions.pop(tp, None)
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -451,14 +651,22 @@ class Fetcher:
                 completed.popleft()
                 continue
             if cf.records is None:
-                if st.position != cf.fetch_offset:
+                if st.position != cf.fetch_offset and not cf.fetch_offset < st.position < cf.next_offset:
                     completed.popleft()
                     continue
+                cf.fetch_offset = st.position
+                gc_was_enabled = gc.isenabled()
                 try:
+                    # Thousands of small tuples in one go: a collection pass every 700 of them
+                    # would cost more than the decoding; nothing here can form a cycle.
+                    gc.disable()
                     cf.records, cf.next_offset = self._decode(cf)
                 except ProtocolError as e:
                     completed.popleft()
                     raise KafkaError(f"{cf.tp}: corrupt record data at offset {cf.fetch_offset}: {e}") from None
+                finally:
+                    if gc_was_enabled:
+                        gc.enable()
                 cf.data = None
             recs = cf.records
             n = max_records - len(out)
@@ -487,6 +695,7 @@ class Fetcher:
         append = out.append
         new = tuple.__new__
         CR = ConsumerRecord
+        data = memoryview(data) if not isinstance(data, (bytes, memoryview)) else data
         read_committed = self.isolation == READ_COMMITTED
         aborted = sorted(cf.aborted, key=lambda a: a.first_offset) if read_committed else []
         aborted_pids: set[int] = set()
@@ -504,7 +713,7 @@ class Fetcher:
             if magic != 2:
                 for r in iter_record_set(data[pos:entry_end], verify_crc=self.check_crcs):
                     if r.offset >= start:
-                        append(new(CR, (topic, partition, r.offset, r.timestamp, 0, r.key, r.value, r.headers, -1)))
+                        append(new(CR, (topic, partition, r.offset, r.timestamp, 0, r.key, r.value, tuple(r.headers), -1)))
                         next_offset = r.offset + 1
                 pos = entry_end
                 continue
@@ -531,11 +740,15 @@ class Fetcher:
                 next_offset = max(next_offset, last_offset + 1)
                 pos = entry_end
                 continue
-            batch = decode_batch(data, pos, verify_crc=self.check_crcs)
-            ts_type = 1 if attributes & TIMESTAMP_TYPE_MASK else 0
-            for r in batch.records:
-                if r.offset >= start:
-                    append(new(CR, (topic, partition, r[0], r[1], ts_type, r[2], r[3], r[4], epoch)))
+            h = read_header(data, pos)
+            if self.check_crcs and not crc_ok(data, pos, h):
+                raise ProtocolError(f"record batch at offset {base_offset} fails its CRC32C check")
+            payload = batch_payload(data, pos, h)
+            log_append = h.max_timestamp if attributes & TIMESTAMP_TYPE_MASK else None
+            _decode_records(
+                payload, h.records_count, base_offset, h.base_timestamp, log_append,
+                topic, partition, 1 if log_append is not None else 0, epoch, start, append,
+            )
             next_offset = max(next_offset, last_offset + 1)
             pos = entry_end
         return out, next_offset
