@@ -110,3 +110,15 @@ def test_read_committed_without_aborted_list_uses_abort_markers() -> None:
     rc = ArrowBatchBuilder("t", 0, read_committed=True)
     assert rc.add_record_set(t1 + abort + t2 + commit, []) == 6
     assert rc.build().column("offset").to_pylist() == [3, 4]
+
+
+def test_batches_with_offset_gaps() -> None:
+    # a compacted batch keeps its records' original offset deltas
+    b = RecordBatchBuilder(base_offset=100)
+    for d in (0, 3, 4, 9):
+        b.append(1000 + d, b"k%d" % d, b"v%d" % d, offset_delta=d)
+    ab = ArrowBatchBuilder("t", 0)
+    assert ab.add_record_set(b.build()) == 110
+    rb = ab.build(103)
+    assert rb.column("offset").to_pylist() == [103, 104, 109]
+    assert rb.column("value").to_pylist() == [b"v3", b"v4", b"v9"]

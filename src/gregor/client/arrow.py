@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from gregor.client.core import STALE_METADATA, KafkaClient
 from gregor.client.errors import KafkaTimeoutError, error_for_code
-from gregor.client.fetcher import aborted_by_markers
+from gregor.client.fetcher import _end_offset, aborted_by_markers
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import FetchRequest
@@ -83,11 +83,12 @@ class ArrowBatchBuilder:
         self.verify_crc = verify_crc
         self.data = bytearray()
         self.bounds = array("i")  # key_start, key_end, value_start, value_end per record
-        self.flags = bytearray()  # bit 0: key present, bit 1: value present
+        self.null_keys: list[int] = []  # record indexes with a null key (rare: kept sparse)
+        self.null_values: list[int] = []
         self.offsets = array("q")
         self.timestamps = array("q")
         self.ts_types = array("i")
-        self.h_counts = array("i", [0])  # list offsets into headers
+        self.h_sparse: list[tuple[int, int]] = []  # (record index, header count) when > 0
         self.h_bounds = array("i")  # hkey_start, hkey_end, hvalue_start, hvalue_end
         self.h_flags = bytearray()  # 1 when the header value is present
         self.next_offset = -1
@@ -154,12 +155,15 @@ class ArrowBatchBuilder:
             ke = len(self.data)
             if r.value is not None:
                 self.data += r.value
+            i = len(self.offsets)
             self.bounds.extend((ks, ke, ke, len(self.data)))
-            self.flags.append((r.key is not None) | ((r.value is not None) << 1))
+            if r.key is None:
+                self.null_keys.append(i)
+            if r.value is None:
+                self.null_values.append(i)
             self.offsets.append(r.offset)
             self.timestamps.append(r.timestamp)
             self.ts_types.append(0)
-            self.h_counts.append(self.h_counts[-1])
             self.next_offset = max(self.next_offset, r.offset + 1)
 
     def _add_records(
@@ -171,77 +175,97 @@ class ArrowBatchBuilder:
         end = len(data)
         pos = base
         bounds = self.bounds
-        flags = self.flags
-        offsets = self.offsets
         timestamps = self.timestamps
         want_headers = self.include_headers
-        h_counts = self.h_counts
-        h_total = h_counts[-1]
+        first = len(self.offsets)
         self.ts_types.extend(array("i", [ts_type]) * count)
+        contiguous = True
+        zz = 0  # zigzag of the expected offset delta (0, 1, 2, ... -> 0, 2, 4, ...)
         try:
-            for _ in range(count):
-                # record length (varint, zigzag)
+            for i in range(first, first + count):
+                # record length
                 b = data[pos]
                 if b < 0x80:
                     n = b
                     pos += 1
                 else:
-                    n, pos = _uvarint(data, pos)
+                    c = data[pos + 1]
+                    if c < 0x80:
+                        n = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        n, pos = _uvarint(data, pos)
                 rec_end = pos + ((n >> 1) ^ -(n & 1))
-                pos += 1  # attributes
+                # attributes, then the timestamp delta
+                b = data[pos + 1]
+                if b < 0x80:
+                    n = b
+                    pos += 2
+                else:
+                    c = data[pos + 2]
+                    if c < 0x80:
+                        n = (b & 0x7F) | (c << 7)
+                        pos += 3
+                    else:
+                        n, pos = _uvarint(data, pos + 1)
+                timestamps.append(base_ts + ((n >> 1) ^ -(n & 1)) if log_append_time is None else log_append_time)
+                # offset delta: only checked here; offsets are filled per batch below
                 b = data[pos]
                 if b < 0x80:
                     n = b
                     pos += 1
                 else:
-                    n, pos = _uvarint(data, pos)
-                ts_delta = (n >> 1) ^ -(n & 1)
-                b = data[pos]
-                if b < 0x80:
-                    n = b
-                    pos += 1
-                else:
-                    n, pos = _uvarint(data, pos)
-                offsets.append(base_offset + ((n >> 1) ^ -(n & 1)))
-                timestamps.append(base_ts + ts_delta if log_append_time is None else log_append_time)
+                    c = data[pos + 1]
+                    if c < 0x80:
+                        n = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        n, pos = _uvarint(data, pos)
+                if n != zz:
+                    contiguous = False
+                zz += 2
                 # key
                 b = data[pos]
                 if b < 0x80:
                     n = b
                     pos += 1
                 else:
-                    n, pos = _uvarint(data, pos)
-                if n == 1:
-                    ks = ke = pos
-                    f = 0
-                elif n & 1:
-                    raise ProtocolError("negative record key length")
+                    c = data[pos + 1]
+                    if c < 0x80:
+                        n = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        n, pos = _uvarint(data, pos)
+                ks = pos
+                if n & 1:
+                    if n != 1:
+                        raise ProtocolError("negative record key length")
+                    self.null_keys.append(i)
                 else:
-                    ks = pos
                     pos += n >> 1
-                    ke = pos
-                    f = 1
+                ke = pos
                 # value
                 b = data[pos]
                 if b < 0x80:
                     n = b
                     pos += 1
                 else:
-                    n, pos = _uvarint(data, pos)
-                if n == 1:
-                    vs = ve = pos
-                elif n & 1:
-                    raise ProtocolError("negative record value length")
+                    c = data[pos + 1]
+                    if c < 0x80:
+                        n = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        n, pos = _uvarint(data, pos)
+                vs = pos
+                if n & 1:
+                    if n != 1:
+                        raise ProtocolError("negative record value length")
+                    self.null_values.append(i)
                 else:
-                    vs = pos
                     pos += n >> 1
-                    ve = pos
-                    f |= 2
-                bounds.extend((ks, ke, vs, ve))
-                flags.append(f)
+                bounds.extend((ks, ke, vs, pos))
                 if data[pos] != 0 and want_headers:
-                    h_total += self._add_headers(data, pos, rec_end)
-                h_counts.append(h_total)
+                    self.h_sparse.append((i, self._add_headers(data, pos, rec_end)))
                 if rec_end > end:
                     raise ProtocolError("record runs past its batch")
                 pos = rec_end
@@ -249,6 +273,10 @@ class ArrowBatchBuilder:
             raise ProtocolError("record data truncated") from None
         if pos != end:
             raise ProtocolError("records do not fill their batch")
+        if contiguous:
+            self.offsets.extend(array("q", range(base_offset, base_offset + count)))
+        else:
+            self.offsets.extend(array("q", (base_offset + d for d in _offset_deltas(data, base, count))))
 
     def _add_headers(self, data: bytearray, pos: int, rec_end: int) -> int:
         n, pos = _uvarint(data, pos)
@@ -276,13 +304,31 @@ class ArrowBatchBuilder:
                 raise ProtocolError("header runs past its record")
         return count
 
+    def _headers_column(self, data_buf: pa.Buffer, n: int) -> pa.Array:
+        if self.h_sparse:
+            counts = array("i", bytes(4 * n))
+            for i, c in self.h_sparse:
+                counts[i] = c
+            summed = pc.cumulative_sum(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(counts)]))
+            offsets = pa.concat_arrays([pa.array([0], pa.int32()), summed])
+        else:
+            offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(bytes(4 * (n + 1)))])
+        hn = len(self.h_flags)
+        if hn:
+            absent = [i for i, f in enumerate(self.h_flags) if not f]
+            hkeys, hvalues = _split_pairs(self.h_bounds, data_buf, hn, [], absent, pa.string())
+            structs = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
+        else:
+            structs = pa.array([], type=HEADER_TYPE.value_type)
+        return pa.ListArray.from_arrays(offsets, structs).cast(HEADER_TYPE)
+
     def build(self, start_offset: int | None = None, end_offset: int | None = None) -> pa.RecordBatch:
         n = len(self.offsets)
         schema = spark_schema(self.include_headers, self.timestamp_unit)
         if n == 0:
             return pa.RecordBatch.from_pylist([], schema=schema)
         data_buf = pa.py_buffer(self.data)
-        keys, values = _split_pairs(self.bounds, data_buf, self.flags, n, pa.binary())
+        keys, values = _split_pairs(self.bounds, data_buf, n, self.null_keys, self.null_values, pa.binary())
         offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)])
         ts = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.timestamps)])
         if self.timestamp_unit == "us":
@@ -301,13 +347,7 @@ class ArrowBatchBuilder:
             ts_types,
         ]
         if self.include_headers:
-            hn = len(self.h_flags)
-            if hn:
-                hkeys, hvalues = _split_pairs(self.h_bounds, data_buf, _hflags(self.h_flags), hn, pa.string())
-                structs = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
-            else:
-                structs = pa.array([], type=HEADER_TYPE.value_type)
-            columns.append(pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(self.h_counts)]), structs).cast(HEADER_TYPE))
+            columns.append(self._headers_column(data_buf, n))
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         lo = 0
         hi = n
@@ -320,36 +360,52 @@ class ArrowBatchBuilder:
         return batch
 
 
-def _hflags(h_flags: bytearray) -> bytearray:
-    # header keys are never null (bit 0); the value is present when the flag is 1 (bit 1)
-    return h_flags.translate(_HFLAG_TABLE)
-
-
-_HFLAG_TABLE = bytes([1, 3] + [3] * 254)
-
-
-def _split_pairs(bounds: array, data_buf: pa.Buffer, flags: Any, n: int, key_type: pa.DataType) -> tuple[pa.Array, pa.Array]:
+def _split_pairs(
+    bounds: array, data_buf: pa.Buffer, n: int, key_nulls: list[int], value_nulls: list[int], key_type: pa.DataType
+) -> tuple[pa.Array, pa.Array]:
     """Keys and values out of [ks, ke, vs, ve]* bounds over one data buffer."""
     m = len(bounds) - 1
     combined = pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(bounds), data_buf])
-    idx_k = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", range(0, 4 * n, 4)))])
-    idx_v = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", range(2, 4 * n, 4)))])
-    keys = combined.take(idx_k)
-    values = combined.take(idx_v)
-    f = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)])
-    if len(flags) and min(flags) != 3:
-        kvalid = pc.not_equal(pc.bit_wise_and(f, 1), 0)
-        vvalid = pc.not_equal(pc.bit_wise_and(f, 2), 0)
-        keys = _with_validity(keys, kvalid)
-        values = _with_validity(values, vvalid)
+    idx_k = _every_fourth(n)
+    keys = combined.take(idx_k) if len(key_nulls) < n else pa.nulls(n, pa.binary())
+    values = combined.take(pc.add(idx_k, 2)) if len(value_nulls) < n else pa.nulls(n, pa.binary())
+    if key_nulls and len(key_nulls) < n:
+        keys = _with_validity(keys, _validity(n, key_nulls))
+    if value_nulls and len(value_nulls) < n:
+        values = _with_validity(values, _validity(n, value_nulls))
     if key_type != pa.binary():
         keys = keys.cast(key_type)
     return keys, values
 
 
+def _every_fourth(n: int) -> pa.Array:
+    """int32 [0, 4, 8, ...] of length n, built in Arrow (no Python int per element)."""
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(4, pa.int32()), n)), 4)
+
+
+def _validity(n: int, nulls: list[int]) -> pa.BooleanArray:
+    flags = bytearray(b"\x01") * n
+    for i in nulls:
+        flags[i] = 0
+    return pc.not_equal(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), 0)
+
+
 def _with_validity(arr: pa.Array, valid: pa.BooleanArray) -> pa.Array:
     bufs = arr.buffers()
     return pa.Array.from_buffers(arr.type, len(arr), [valid.buffers()[1], bufs[1], bufs[2]], offset=arr.offset)
+
+
+def _offset_deltas(data: Any, pos: int, count: int) -> list[int]:
+    """Offset deltas of a batch's records (the slow path, for batches with gaps)."""
+    out = []
+    for _ in range(count):
+        n, pos = _uvarint(data, pos)
+        rec_end = pos + ((n >> 1) ^ -(n & 1))
+        _, p = _uvarint(data, pos + 1)  # timestamp delta
+        n, _ = _uvarint(data, p)
+        out.append((n >> 1) ^ -(n & 1))
+        pos = rec_end
+    return out
 
 
 def _bisect(offsets: array, target: int) -> int:
@@ -387,7 +443,7 @@ async def fetch_arrow(
     include_headers: bool = True,
     timestamp_unit: str = "us",
     isolation_level: int = 0,
-    max_bytes: int = 16 * 1024 * 1024,
+    max_bytes: int = 8 * 1024 * 1024,
     timeout: float = 60.0,
     verify_crc: bool = True,
 ) -> pa.RecordBatch:
@@ -404,16 +460,9 @@ async def fetch_arrow(
     position = start_offset
     deadline = time.monotonic() + timeout
     await client.wait_for_metadata(topic, timeout)
-    while end_offset is None or position < end_offset:
-        if time.monotonic() > deadline:
-            raise KafkaTimeoutError(f"{tp}: bulk read did not finish in {timeout}s")
-        node = client.cluster.leader_for(tp)
-        if node < 0:
-            await client.refresh_metadata()
-            await asyncio.sleep(client.retry_backoff)
-            continue
-        conn = await client.connection(node)
-        version = min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
+    pending: tuple[int, Any] | None = None  # a fetch sent ahead while the last is decoded
+
+    def send(conn: Any, offset: int) -> Any:
         req = FetchRequest(
             replica_id=-1,
             max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
@@ -427,13 +476,27 @@ async def fetch_arrow(
                     topic=topic,
                     partitions=[
                         FetchRequest.Topics.Partitions(
-                            partition=partition, fetch_offset=position, partition_max_bytes=max_bytes
+                            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
                         )
                     ],
                 )
             ],
         )
-        resp = await conn.send(req, version)
+        return conn.send(req, min(conn.version(FetchRequest.API_KEY, min_version=4), 12))
+
+    while end_offset is None or position < end_offset:
+        if time.monotonic() > deadline:
+            raise KafkaTimeoutError(f"{tp}: bulk read did not finish in {timeout}s")
+        if pending is None or pending[0] != position:
+            node = client.cluster.leader_for(tp)
+            if node < 0:
+                await client.refresh_metadata()
+                await asyncio.sleep(client.retry_backoff)
+                continue
+            conn = await client.connection(node)
+            pending = (position, send(conn, position))
+        resp = await pending[1]
+        pending = None
         if resp.error_code:
             raise error_for_code(resp.error_code)(str(tp))
         if not resp.responses or not resp.responses[0].partitions:
@@ -455,9 +518,11 @@ async def fetch_arrow(
         if not records:
             if limit <= position:
                 break
-            # a batch bigger than max_bytes: ask for more
-            max_bytes *= 2
+            max_bytes *= 2  # a batch bigger than max_bytes: ask for more
             continue
+        ahead = _end_offset(records)
+        if position < ahead < min(end_offset, limit):
+            pending = (ahead, send(conn, ahead))  # overlap the next fetch with this decode
         aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
         nxt = builder.add_record_set(records, aborted)
         if nxt <= position:
