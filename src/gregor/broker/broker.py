@@ -154,11 +154,7 @@ class Broker:
         while any(c.busy for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         for c in list(self.connections):
-            c.closed = True
-            try:
-                c.writer.close()
-            except Exception:  # noqa: BLE001
-                pass
+            c.close()
         if self._maintenance_task is not None:
             self._maintenance_task.cancel()
             try:

@@ -1,7 +1,8 @@
 """The asyncio server: accept, read frames, dispatch in order, write responses.
 
-Theory of operation. One task per connection reads bytes into a ``FrameDecoder`` and handles
-the whole frames it yields strictly one after another, so responses leave in request order and a
+Theory of operation. Each connection feeds the bytes it receives into a ``FrameDecoder`` and
+one task at a time handles the whole frames strictly one after another (``Connection``), so
+responses leave in request order and a
 connection's requests never race each other (an idempotent producer pipelines up to five
 produce requests and relies on that). A frame larger than ``socket.request.max.bytes``, a
 header that cannot be parsed, an unknown API key or a version we do not implement closes that
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections import deque
 from typing import Any
 
 from gregor.broker.config import BrokerConfig, Listener
@@ -27,62 +29,179 @@ from gregor.protocol.framing import FrameDecoder, decode_request_header, encode_
 
 log = logging.getLogger("gregor.broker")
 
-READ_CHUNK = 256 * 1024
+#: Frames queued on a connection before it stops reading from the socket for a while.
+MAX_QUEUED_FRAMES = 64
+#: Gathered responses are written at once when they reach this size.
+FLUSH_BYTES = 64 * 1024
 
 
-class Connection:
-    """Per-connection state handlers may use (fetch sessions, SASL state, peer address)."""
+class Connection(asyncio.Protocol):
+    """One client connection, and the per-connection state handlers may use (fetch sessions,
+    SASL state, peer address).
 
-    def __init__(self, broker: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    Bytes arrive in ``data_received`` straight from the transport and go into the
+    ``FrameDecoder``; whole frames wait in a queue that one task at a time works through in
+    order (started when frames arrive and the connection is idle). When many frames are
+    queued, reading pauses until the task has caught up.
+
+    Responses are gathered and written once per turn of the event loop: a client that
+    pipelines requests (librdkafka keeps many produce requests in flight) gets all the
+    responses ready in one pass in one write instead of a write system call each. The gathered
+    responses go out when the connection's task yields, whether because it has handled every
+    queued frame or because a handler waits (long poll); big ones (fetches) go at once. When
+    the transport's write buffer is full the task waits for it to drain before handling more.
+    """
+
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
         self.closed = False
         self.busy = False
+        self._decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self._frames: deque[memoryview | bytes] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._reading_paused = False
+        self._writing_paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._out: list[bytes | bytearray | memoryview] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._close_after_current = False  # bad bytes arrived while a request was in hand
+        self._eof = False  # the client has shut down its sending side
 
-    async def run(self) -> None:
-        decoder = FrameDecoder(self.broker.config["socket.request.max.bytes"])
+    # --- asyncio.Protocol ---
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.broker.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
         try:
-            while not self.closed:
-                data = await self.reader.read(READ_CHUNK)
-                if not data:
-                    break
-                try:
-                    frames = decoder.feed(data)
-                except ProtocolError as e:
-                    log_event(log, "connection.closed", logging.WARNING, peer=self.peer, reason=str(e))
-                    break
-                for frame in frames:
+            frames = self._decoder.feed(data)
+        except ProtocolError as e:
+            log_event(log, "connection.closed", logging.WARNING, peer=self.peer, reason=str(e))
+            self._frames.clear()
+            if self._task is None:
+                self.close()
+            else:
+                self._close_after_current = True
+            return
+        if not frames:
+            return
+        self._frames.extend(frames)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._work())
+        if len(self._frames) >= MAX_QUEUED_FRAMES and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def eof_received(self) -> bool | None:
+        # The client will send no more; answer what is queued, then close.
+        self._eof = True
+        if self._task is None:
+            self.close()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._frames.clear()
+        self.broker.connections.discard(self)
+        self._wake_writer()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_writer()
+
+    # --- the connection's task ---
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                frames = self._frames
+                while frames and not self.closed:
+                    frame = frames.popleft()
                     self.busy = True
                     try:
                         ok = await self.broker.dispatcher.handle_frame(self, frame)
                     finally:
                         self.busy = False
-                    if not ok:
-                        self.closed = True
-                        break
-                    if self.broker.stopping:
-                        self.closed = True
-                        break
-                if self.writer.transport.get_write_buffer_size() > 0:
-                    await self.writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+                    if not ok or self.broker.stopping or self._close_after_current:
+                        self.flush(final=True)
+                        self.close()
+                        return
+                    if self._reading_paused and len(frames) <= MAX_QUEUED_FRAMES // 2 and not self.closed:
+                        self._reading_paused = False
+                        self.transport.resume_reading()  # type: ignore[union-attr]
+                self.flush()
+                if self._writing_paused and not self.closed:
+                    await self._wait_drained()
+                    continue
+                if self._eof:
+                    self.close()
+                return
+        except Exception:  # noqa: BLE001 - never let a connection's task die silently
+            log.exception("connection task failed")
+            self.close()
         finally:
-            self.closed = True
-            try:
-                self.writer.close()
-            except Exception:  # noqa: BLE001 - closing a broken transport
-                pass
+            self._task = None
+            if self._frames and not self.closed:  # arrived while we were finishing
+                self._task = asyncio.get_running_loop().create_task(self._work())
+
+    async def _wait_drained(self) -> None:
+        if self._drained is None or self._drained.done():
+            self._drained = asyncio.get_running_loop().create_future()
+        await self._drained
+
+    def _wake_writer(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # --- output ---
 
     def send(self, data: bytes | bytearray | memoryview) -> None:
-        if not self.closed:
-            self.writer.write(data)
+        if self.closed:
+            return
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes >= FLUSH_BYTES:
+            self.flush()  # big responses (fetches) go out at once, as the socket takes them
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self, final: bool = False) -> None:
+        """Write the gathered responses (also called from the loop after a send)."""
+        self._flush_scheduled = False
+        out = self._out
+        if not out or (self.closed and not final) or self.transport is None:
+            return
+        self._out = []
+        self._out_bytes = 0
+        if self.transport.is_closing():
+            return
+        if len(out) == 1:
+            self.transport.write(out[0])
+        else:
+            self.transport.writelines(out)  # one writev, no copy into a joined buffer
 
     async def drain(self) -> None:
-        await self.writer.drain()
+        self.flush()
+        if self._writing_paused and not self.closed:
+            await self._wait_drained()
+
+    def close(self) -> None:
+        self.closed = True
+        self._frames.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
 
 
 class Dispatcher:
@@ -170,7 +289,27 @@ async def serve(config: BrokerConfig) -> int:
     return 0
 
 
+PROFILE_ENV = "GREGOR_PROFILE"
+
+
 def run(config: BrokerConfig) -> int:
+    """Serve until SIGTERM/SIGINT. With ``GREGOR_PROFILE=path`` set, the whole run is profiled
+    with cProfile and the stats are written to ``path`` at a clean stop (for bench/broker.py)."""
+    import os
+
+    profile_path = os.environ.get(PROFILE_ENV)
+    if not profile_path:
+        return _run_loop(config)
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(_run_loop, config)
+    finally:
+        prof.dump_stats(profile_path)
+
+
+def _run_loop(config: BrokerConfig) -> int:
     try:
         import uvloop
 
@@ -180,14 +319,9 @@ def run(config: BrokerConfig) -> int:
 
 
 async def start_listener(broker: Any, listener: Listener) -> tuple[asyncio.base_events.Server, int]:
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(broker, reader, writer)
-        broker.connections.add(conn)
-        try:
-            await conn.run()
-        finally:
-            broker.connections.discard(conn)
-
-    server = await asyncio.start_server(on_connect, listener.host, listener.port, limit=READ_CHUNK, backlog=1024)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: Connection(broker), listener.host, listener.port, backlog=1024
+    )
     port = server.sockets[0].getsockname()[1]
     return server, port
