@@ -69,8 +69,9 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, version:
             code = _verify_transaction(broker, plog, topic, index, records, transactional_id)
             if code:
                 return _error(index, code)
-        buf = bytearray(records)
-        info = plog.append(buf, leader_epoch=ts.partitions[index].leader_epoch)
+        # No copy here: the log stamps offsets into a writable buffer in place and copies (or
+        # writes in two pieces) a read-only one such as a slice of the request frame.
+        info = plog.append(records, leader_epoch=ts.partitions[index].leader_epoch)
     except StorageError as e:
         return _error(index, e.error_code if e.error_code >= 0 else ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
     except ProtocolError as e:
