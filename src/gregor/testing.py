@@ -35,6 +35,15 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+def _level_number(name: str) -> int:
+    import logging
+
+    n = logging.getLevelName(name.upper())
+    if not isinstance(n, int):
+        raise ValueError(f"unknown log level {name!r}")
+    return n
+
+
 class BrokerProcess:
     def __init__(
         self,
@@ -52,6 +61,10 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.port = port
         self.start_timeout = start_timeout
+        if _level_number(log_level) > _level_number("INFO"):
+            # The port is learned from the INFO line ``broker.started``; a quieter level would
+            # hide it and start() would wait for a line that never comes.
+            raise ValueError(f"log_level {log_level!r} hides the broker.started line; use INFO or DEBUG")
         self.log_level = log_level
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "broker.log"
