@@ -129,43 +129,43 @@ class RecordAccumulator:
     ) -> ProduceFuture:
         ksize = len(key) if key is not None else -1
         vsize = len(value) if value is not None else -1
-        size = max(ksize, 0) + max(vsize, 0) + RECORD_OVERHEAD
+        size = RECORD_OVERHEAD + (ksize if ksize > 0 else 0) + (vsize if vsize > 0 else 0)
         if headers:
             size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in headers)
         wake = False
         with self.lock:
             if self.bytes_used + size > self.buffer_memory and self.bytes_used > 0:
-                deadline = time.monotonic() + max_block
-                while self.bytes_used + size > self.buffer_memory and self.bytes_used > 0:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        from gregor.client.errors import KafkaTimeoutError
-
-                        raise KafkaTimeoutError(f"buffer.memory full for {max_block:.1f}s")
-                    self.room.wait(min(left, 0.05))
+                self._wait_for_room(size, max_block)
             q = self.queues.get(tp)
             if q is None:
                 q = self.queues[tp] = PartitionQueue()
-            batch = q.batches[-1] if q.batches else None
+            batches = q.batches
+            batch = batches[-1] if batches else None
             if batch is None or batch.closed or (batch.size + size > self.batch_size and batch.size > 0):
                 if batch is not None and not batch.closed:
                     wake = True  # the previous batch is full: ready now
-                builder = RecordBatchBuilder(
-                    compression=self.compression, compression_level=self.compression_level
-                )
+                builder = RecordBatchBuilder(compression=self.compression, compression_level=self.compression_level)
                 batch = ProducerBatch(tp, builder, time.monotonic())
-                q.batches.append(batch)
+                batches.append(batch)
                 self.incomplete.add(batch)
-                if len(q.batches) == 1:
+                if len(batches) == 1:
                     wake = True  # the sender must arm a linger timer
             index = batch.builder.append(timestamp, key, value, headers)
             batch.size += size
             self.bytes_used += size
-            if batch.size >= self.batch_size:
-                wake = True
         if wake:
             self._wakeup()
         return ProduceFuture(batch.result, index, timestamp, ksize, vsize)
+
+    def _wait_for_room(self, size: int, max_block: float) -> None:
+        deadline = time.monotonic() + max_block
+        while self.bytes_used + size > self.buffer_memory and self.bytes_used > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                from gregor.client.errors import KafkaTimeoutError
+
+                raise KafkaTimeoutError(f"buffer.memory full for {max_block:.1f}s")
+            self.room.wait(min(left, 0.05))
 
     def release(self, batch: ProducerBatch) -> None:
         with self.lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import struct
+from typing import Any
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -54,10 +55,13 @@ class StickyPartitioner:
         self.batch_size = max(batch_size, 1)
         self._current: dict[str, list[int]] = {}  # topic -> [partition, bytes so far]
 
-    def partition(self, topic: str, available: list[int], all_partitions: int, size: int) -> int:
+    def partition(self, topic: str, cluster: Any, all_partitions: int, size: int) -> int:
+        """The sticky partition for a record of ``size`` bytes; ``cluster`` is consulted (for
+        partitions with a leader) only when it is time to move, or a list of them is given."""
         cur = self._current.get(topic)
-        if cur is None or cur[1] >= self.batch_size or (available and cur[0] not in available):
-            choices = available or list(range(all_partitions))
+        if cur is None or cur[1] >= self.batch_size:
+            available = cluster if isinstance(cluster, list) else cluster.available_partitions(topic)
+            choices = [p for p in available if p < all_partitions] or list(range(all_partitions))
             if cur is not None and len(choices) > 1:
                 choices = [p for p in choices if p != cur[0]] or choices
             cur = self._current[topic] = [random.choice(choices), 0]

@@ -118,6 +118,8 @@ class AIOProducer:
             wakeup=self._wakeup,
         )
         self._sticky = StickyPartitioner(cfg["batch.size"])
+        self._tps: dict[str, list[TopicPartition]] = {}
+        self._tps_version = -1
         self._ignore_keys = cfg["partitioner.ignore.keys"]
         self._sender: asyncio.Task[None] | None = None
         self._node_in_flight: dict[int, int] = {}
@@ -239,34 +241,31 @@ class AIOProducer:
         block: bool = True,
     ) -> ProduceFuture:
         """Queue a record whose topic metadata is known (safe from any thread)."""
-        if self._closed:
-            raise IllegalStateError("producer is closed")
-        if self._fatal is not None:
-            raise self._fatal
-        if self.transactional_id and self._txn_state != "in_transaction":
-            raise IllegalStateError("send outside a transaction: call begin_transaction() first")
-        key = _to_bytes(key)
-        value = _to_bytes(value)
-        hdrs: list[tuple[str, Buffer | None]] = []
+        if self._closed or self._fatal is not None or self.transactional_id:
+            self._check_can_send()
+        if key is not None and key.__class__ is not bytes:
+            key = _to_bytes(key)
+        if value is not None and value.__class__ is not bytes:
+            value = _to_bytes(value)
+        hdrs: Any = ()
         if headers:
-            for hk, hv in headers:
-                hdrs.append((hk.decode() if isinstance(hk, bytes) else hk, _to_bytes(hv)))
-        cluster = self._client.cluster
-        tm = cluster.topics.get(topic)
-        if tm is None or not tm.partitions:
-            raise KafkaTimeoutError(f"no metadata for topic {topic!r}")
-        n = len(tm.partitions)
+            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, _to_bytes(hv)) for hk, hv in headers]
+        tps = self._tps.get(topic)
+        if tps is None or self._tps_version != self._client.cluster.version:
+            tps = self._topic_partitions(topic)
+        n = len(tps)
         if partition is None:
             if key is not None and not self._ignore_keys:
                 partition = partition_for_key(key, n)
             else:
-                size = (len(value) if value is not None else 0) + 12
-                partition = self._sticky.partition(topic, cluster.available_partitions(topic), n, size)
+                partition = self._sticky.partition(
+                    topic, self._client.cluster, n, (len(value) if value is not None else 0) + 12
+                )
         elif not 0 <= partition < n:
             raise KafkaError(f"partition {partition} out of range for {topic!r} ({n} partitions)")
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        tp = TopicPartition(topic, partition)
+        tp = tps[partition]
         if self.transactional_id and tp not in self._txn_partitions:
             with self._txn_lock:
                 self._txn_new.add(tp)
@@ -274,6 +273,27 @@ class AIOProducer:
         if not block and acc.bytes_used > acc.buffer_memory:
             raise _BufferFull()
         return acc.append(tp, timestamp_ms, key, value, hdrs, self._max_block)
+
+    def _check_can_send(self) -> None:
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
+        if self.transactional_id and self._txn_state != "in_transaction":
+            raise IllegalStateError("send outside a transaction: call begin_transaction() first")
+
+    def _topic_partitions(self, topic: str) -> list[TopicPartition]:
+        """TopicPartition objects of a topic, made once per metadata version (not per record)."""
+        cluster = self._client.cluster
+        if self._tps_version != cluster.version:
+            self._tps = {}
+            self._tps_version = cluster.version
+        tm = cluster.topics.get(topic)
+        if tm is None or not tm.partitions:
+            raise KafkaTimeoutError(f"no metadata for topic {topic!r}")
+        tps = [TopicPartition(topic, p) for p in range(len(tm.partitions))]
+        self._tps[topic] = tps
+        return tps
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send every queued record and wait for all outstanding deliveries."""
