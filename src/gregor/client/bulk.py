@@ -125,7 +125,15 @@ class _Fetched:
         self.aborted = aborted
 
 
-async def _fetch(client: KafkaClient, tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, timeout: float) -> _Fetched:
+async def _fetch(
+    client: KafkaClient,
+    tp: TopicPartition,
+    offset: int,
+    max_bytes: int,
+    isolation_level: int,
+    timeout: float,
+    min_bytes: int = 1,
+) -> _Fetched:
     """One Fetch of one partition at ``offset``; waits for a leader, retries stale metadata."""
     deadline = time.monotonic() + timeout
     await client.wait_for_metadata(tp.topic, timeout)
@@ -138,7 +146,7 @@ async def _fetch(client: KafkaClient, tp: TopicPartition, offset: int, max_bytes
                 req = FetchRequest(
                     replica_id=-1,
                     max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
-                    min_bytes=1,
+                    min_bytes=min_bytes,
                     max_bytes=max_bytes,
                     isolation_level=isolation_level,
                     session_id=0,
@@ -174,6 +182,45 @@ async def _fetch(client: KafkaClient, tp: TopicPartition, offset: int, max_bytes
             raise KafkaTimeoutError(f"{tp}: no answer to Fetch at offset {offset} within {timeout}s")
         await client.refresh_metadata()
         await asyncio.sleep(client.retry_backoff)
+
+
+async def end_offsets_async(
+    client: KafkaClient, tps: list[TopicPartition], isolation_level: int = 0, timeout: float = 60.0
+) -> dict[TopicPartition, int]:
+    """Each partition's end: the high watermark (last stable offset for read_committed).
+
+    Taken from Fetch responses, not ListOffsets(latest): that is where the high watermark is
+    defined, and some brokers (Tansu) answer ListOffsets(latest) with the last batch's base
+    offset plus one. One small fetch per partition, at its log start offset.
+    """
+    if not tps:
+        return {}
+    starts = await list_offsets(client, dict.fromkeys(tps, EARLIEST), isolation_level, timeout)
+
+    async def one(tp: TopicPartition) -> int:
+        offset = starts[tp][0] or 0
+        for _ in range(5):
+            f = await _fetch(client, tp, offset, 1, isolation_level, timeout, min_bytes=0)
+            if f.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:  # retention moved the start
+                r = await list_offsets(client, {tp: EARLIEST}, isolation_level, timeout)
+                offset = r[tp][0] or 0
+                continue
+            if f.error_code:
+                raise error_for_code(f.error_code)(f"{tp}: Fetch for its high watermark")
+            if isolation_level == 1 and f.last_stable_offset >= 0:
+                return f.last_stable_offset
+            return f.high_watermark
+        raise KafkaTimeoutError(f"{tp}: no high watermark (the log start keeps moving)")
+
+    values = await asyncio.gather(*(one(tp) for tp in tps))
+    return dict(zip(tps, values, strict=True))
+
+
+def end_offsets(
+    client: KafkaClient, tps: list[TopicPartition], isolation_level: int = 0, timeout: float = 60.0
+) -> dict[TopicPartition, int]:
+    """:func:`end_offsets_async` from any thread but the client's loop."""
+    return LoopThread.get().run(end_offsets_async(client, list(tps), isolation_level, timeout))
 
 
 class RangeReader:
@@ -320,7 +367,16 @@ class RangeReader:
         return self._offsets(EARLIEST)
 
     def _high_watermark(self) -> int:
-        return self._offsets(LATEST)
+        return end_offsets(self.client, [self.tp], self.isolation_level, self.timeout)[self.tp]
 
 
-__all__ = ["DataLossError", "RangeReader", "client_config", "close_shared_clients", "next_fetch_offset", "shared_client"]
+__all__ = [
+    "DataLossError",
+    "RangeReader",
+    "client_config",
+    "close_shared_clients",
+    "end_offsets",
+    "end_offsets_async",
+    "next_fetch_offset",
+    "shared_client",
+]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.client import ConfigError, TopicPartition
-from gregor.client.config import COMMON, CONSUMER, PRODUCER
+from gregor.client.config import COMMON, PRODUCER
 
 EARLIEST = -2
 LATEST = -1
@@ -93,12 +93,13 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def kafka_settings(options: Mapping[str, str], role: str) -> dict[str, str]:
-    """The ``kafka.*`` options the client knows for ``role`` ("consumer" or "producer").
+    """The ``kafka.*`` options the client uses for ``role`` ("source" or "producer").
 
-    Settings the client has no use for (``kafka.group.id`` for a source, tuning knobs of the
-    JVM client) are dropped; the ones Spark forbids raise :class:`OptionError`.
+    A source reads with a bare client (connection settings only); a sink adds the producer's.
+    Settings with no use here (``kafka.group.id``, consumer tuning of the JVM client) are
+    dropped; the ones Spark forbids raise :class:`OptionError`.
     """
-    known = {**COMMON, **(CONSUMER if role == "consumer" else PRODUCER)}
+    known = {**COMMON, **(PRODUCER if role == "producer" else {})}
     out: dict[str, str] = {}
     for k, v in _lower(options).items():
         if not k.startswith("kafka."):
@@ -203,7 +204,7 @@ def _offset_spec(opts: dict[str, str], prefix: str, streaming: bool) -> OffsetSp
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     opts = _lower(options)
-    client = kafka_settings(opts, "consumer")
+    client = kafka_settings(opts, "source")
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
     if len(chosen) != 1:
         raise OptionError(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gregor.client import AdminClient, TopicPartition
-from gregor.client.bulk import DataLossError
+from gregor.client.bulk import DataLossError, end_offsets, shared_client
 from gregor.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 log = logging.getLogger("gregor.spark")
@@ -146,7 +146,12 @@ class OffsetPlanner:
         return {tp: v or 0 for tp, v in self.list_offsets(dict.fromkeys(tps, "earliest")).items()}
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: v or 0 for tp, v in self.list_offsets(dict.fromkeys(tps, "latest")).items()}
+        """High watermarks (last stable offsets under read_committed), from Fetch responses."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        client = shared_client(self.options.client)
+        return end_offsets(client, tps, self.options.isolation_level, self.options.timeout)
 
     def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False) -> dict[TopicPartition, int]:
         """Concrete offsets for ``tps``; a starting timestamp with no later record follows

@@ -1,0 +1,177 @@
+"""Batch reads through the data source against Gregor and Tansu, option by option."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from conftest import BASE_TS, Broker, create_topic, produce
+
+from gregor.client import AdminClient, Producer, TopicPartition
+from gregor.spark.schema import kafka_schema
+
+
+def read(spark: Any, b: Broker, **opts: str) -> Any:
+    r = spark.read.format("gregor")
+    for k, v in b.options(**opts).items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def rows(df: Any) -> list[tuple]:
+    out = []
+    for r in df.collect():
+        ts = int(r.timestamp.replace(tzinfo=dt.UTC).timestamp() * 1000)
+        out.append((r.topic, r.partition, r.offset, r.key, r.value, ts, r.timestampType))
+    return sorted(out)
+
+
+def expected(name: str, produced: list[tuple], keep: Any = lambda p, i: True) -> list[tuple]:
+    # offsets equal i when each partition was written from i = 0
+    return sorted(
+        (name, p, i, k, v, ts, 0) for p, i, k, v, ts in produced if keep(p, i)
+    )
+
+
+def test_read_everything_in_kafka_schema(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 3)
+    produced = produce(broker, topic, {0: 25, 1: 17, 2: 0})
+    df = read(spark, broker, subscribe=topic)
+    assert df.schema == kafka_schema(False)
+    assert rows(df) == expected(topic, produced)
+
+
+def test_headers(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 1)
+    produce(broker, topic, {0: 3}, headers=True)
+    df = read(spark, broker, subscribe=topic, includeHeaders="true")
+    assert df.schema == kafka_schema(True)
+    got = sorted((r.offset, [(h.key, h.value) for h in r.headers]) for r in df.collect())
+    assert got == [(i, [("n", str(i).encode()), ("empty", None)]) for i in range(3)]
+
+
+def test_starting_and_ending_offsets_json(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 3)
+    produced = produce(broker, topic, {0: 10, 1: 10, 2: 10})
+    df = read(
+        spark,
+        broker,
+        subscribe=topic,
+        startingOffsets=f'{{"{topic}": {{"0": 3, "1": -2, "2": 9}}}}',
+        endingOffsets=f'{{"{topic}": {{"0": 5, "1": 2, "2": -1}}}}',
+    )
+    keep = {0: range(3, 5), 1: range(0, 2), 2: range(9, 10)}
+    assert rows(df) == expected(topic, produced, lambda p, i: i in keep[p])
+
+
+def test_offsets_json_must_cover_the_subscription(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 2)
+    df = read(spark, broker, subscribe=topic, startingOffsets=f'{{"{topic}": {{"0": 0}}}}')
+    with pytest.raises(Exception, match="must name every partition"):
+        df.collect()
+
+
+def test_assign(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 3)
+    produced = produce(broker, topic, {0: 4, 1: 5, 2: 6})
+    df = read(spark, broker, assign=f'{{"{topic}": [0, 2]}}')
+    assert rows(df) == expected(topic, produced, lambda p, i: p != 1)
+
+
+def test_subscribe_pattern_and_list(spark: Any, broker: Broker, topic: str) -> None:
+    names = [f"{topic}-a", f"{topic}-b", f"x{topic}"]
+    produced = {}
+    for n in names:
+        create_topic(broker, n, 1)
+        produced[n] = produce(broker, n, {0: 3})
+    df = read(spark, broker, subscribePattern=f"{topic}-.*")
+    assert rows(df) == sorted(expected(names[0], produced[names[0]]) + expected(names[1], produced[names[1]]))
+    df = read(spark, broker, subscribe=f"{names[1]},{names[2]}")
+    assert rows(df) == sorted(expected(names[1], produced[names[1]]) + expected(names[2], produced[names[2]]))
+
+
+def test_min_partitions_and_max_records_per_partition(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 2)
+    produced = produce(broker, topic, {0: 30, 1: 10})
+    df = read(spark, broker, subscribe=topic, minPartitions="4")
+    assert df.rdd.getNumPartitions() == 4  # 30 -> 3 tasks, 10 -> 1
+    assert rows(df) == expected(topic, produced)
+    df = read(spark, broker, subscribe=topic, maxRecordsPerPartition="7")
+    assert df.rdd.getNumPartitions() == 5 + 2
+    assert rows(df) == expected(topic, produced)
+
+
+def test_timestamps(spark: Any, gregor: Broker, topic: str) -> None:
+    create_topic(gregor, topic, 2)
+    produced = produce(gregor, topic, {0: 10, 1: 10})
+    # record i has timestamp BASE_TS + i s
+    df = read(spark, gregor, subscribe=topic, startingTimestamp=str(BASE_TS + 7000))
+    assert rows(df) == expected(topic, produced, lambda p, i: i >= 7)
+    df = read(
+        spark,
+        gregor,
+        subscribe=topic,
+        startingOffsetsByTimestamp=f'{{"{topic}": {{"0": {BASE_TS + 2500}, "1": {BASE_TS + 8000}}}}}',
+        endingOffsetsByTimestamp=f'{{"{topic}": {{"0": {BASE_TS + 4000}, "1": {BASE_TS + 99000}}}}}',
+    )
+    assert rows(df) == expected(topic, produced, lambda p, i: (3 <= i < 4) if p == 0 else i >= 8)
+    df = read(spark, gregor, subscribe=topic, startingTimestamp=str(BASE_TS + 3000), endingTimestamp=str(BASE_TS + 5000))
+    assert rows(df) == expected(topic, produced, lambda p, i: 3 <= i < 5)
+    # no record at or after the timestamp: an error by default, the end with strategy latest
+    late = str(BASE_TS + 60_000)
+    with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
+        read(spark, gregor, subscribe=topic, startingTimestamp=late).collect()
+    df = read(spark, gregor, subscribe=topic, startingTimestamp=late, startingOffsetsByTimestampStrategy="latest")
+    assert rows(df) == []
+
+
+def test_fail_on_data_loss(spark: Any, gregor: Broker, topic: str) -> None:
+    create_topic(gregor, topic, 1)
+    produced = produce(gregor, topic, {0: 10})
+    with AdminClient({"bootstrap.servers": gregor.bootstrap_servers}) as admin:
+        assert admin.delete_records({TopicPartition(topic, 0): 4}) == {TopicPartition(topic, 0): 4}
+    start = f'{{"{topic}": {{"0": 1}}}}'
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read(spark, gregor, subscribe=topic, startingOffsets=start).collect()
+    df = read(spark, gregor, subscribe=topic, startingOffsets=start, failOnDataLoss="false")
+    assert rows(df) == expected(topic, produced, lambda p, i: i >= 4)
+    # earliest is the log start offset, not 0
+    assert rows(read(spark, gregor, subscribe=topic)) == expected(topic, produced, lambda p, i: i >= 4)
+
+
+def test_isolation_level(spark: Any, gregor: Broker, topic: str) -> None:
+    create_topic(gregor, topic, 1)
+    bs = gregor.bootstrap_servers
+    with Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic}"}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(3):
+            p.send(topic, f"committed-{i}".encode(), partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(2):
+            p.send(topic, f"aborted-{i}".encode(), partition=0)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, b"committed-3", partition=0)
+        p.commit_transaction()
+    # offsets: 0-2 committed, 3 marker, 4-5 aborted, 6 marker, 7 committed, 8 marker
+    committed = read(spark, gregor, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+    assert sorted((r.offset, r.value) for r in committed.collect()) == [
+        (0, b"committed-0"), (1, b"committed-1"), (2, b"committed-2"), (7, b"committed-3"),
+    ]
+    everything = read(spark, gregor, subscribe=topic)
+    assert sorted((r.offset, r.value) for r in everything.collect()) == [
+        (0, b"committed-0"), (1, b"committed-1"), (2, b"committed-2"),
+        (4, b"aborted-0"), (5, b"aborted-1"), (7, b"committed-3"),
+    ]
+
+
+def test_sql_and_dataframe_api_on_top(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 2)
+    produce(broker, topic, {0: 6, 1: 4})
+    df = read(spark, broker, subscribe=topic)
+    df.createOrReplaceTempView("src")
+    got = spark.sql("SELECT partition, count(*) AS n, max(offset) AS last FROM src GROUP BY partition ORDER BY partition").collect()
+    assert [tuple(r) for r in got] == [(0, 6, 5), (1, 4, 3)]
