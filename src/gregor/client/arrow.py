@@ -443,7 +443,7 @@ async def fetch_arrow(
     include_headers: bool = True,
     timestamp_unit: str = "us",
     isolation_level: int = 0,
-    max_bytes: int = 8 * 1024 * 1024,
+    max_bytes: int = 4 * 1024 * 1024,
     timeout: float = 60.0,
     verify_crc: bool = True,
 ) -> pa.RecordBatch:
