@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -115,7 +116,113 @@ def test_committed_spec_alone_regenerates_the_same_code(monkeypatch) -> None:
     assert code == without
 
 
+TOTALS = [
+    "79 APIs, 305 request versions, 305 response versions in the guide",
+    "+2 request versions, +2 response versions from the supplement: "
+    "ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1",
+    "79 APIs, 307 request versions, 307 response versions in all",
+]
+
+
 def test_counts() -> None:
+    # The guide's own figures, then the supplement's additions, then both.
     out = generate.counts()
-    assert out.splitlines()[-1] == "79 APIs, 305 request versions, 305 response versions"
+    assert out.splitlines()[-3:] == TOTALS
+    assert "  68  ConsumerGroupHeartbeat           2   2  (supplement: v1)" in out.splitlines()
+    assert "   8  OffsetCommit                    10  10" in out.splitlines()
     assert "   0  Produce" in out and "  87  ReadShareGroupStateSummary" in out
+
+
+def test_counts_of_the_registry_match_the_generator() -> None:
+    from gregor.protocol import messages
+
+    assert messages.counts().splitlines()[-3:] == TOTALS
+    assert messages.SUPPLEMENT_VERSIONS == {68: (1,), 69: (1,)}
+
+
+# --- the supplement (versions the guide lacks) ----------------------------------------------
+
+SUPPLEMENT = """\
+# A header comment is allowed anywhere outside a block.
+
+# source: the test's own imagination,
+# continued here.
+Demo Request (Version: 2) => name extra [parts] [ids] more TAG_BUFFER
+name => COMPACT_NULLABLE_STRING
+extra => UUID
+parts => index [replicas] blob TAG_BUFFER
+index => INT32
+replicas => INT32
+blob => COMPACT_NULLABLE_BYTES
+ids => INT64
+more => INT8
+Field |
+Description |
+---|
+more | One more byte. |
+"""
+
+
+def test_supplement_blocks_carry_their_source_and_partial_descriptions() -> None:
+    (v2,) = guide.parse_supplement(SUPPLEMENT)
+    assert (v2.api, v2.kind, v2.version, v2.flexible) == ("Demo", "request", 2, True)
+    assert v2.source == "the test's own imagination, continued here."
+    assert [(f.name, f.about) for f in v2.fields] == [
+        ("name", ""), ("extra", ""), ("parts", ""), ("ids", ""), ("more", "One more byte.")]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (SUPPLEMENT.replace("# source: the test's own imagination,\n", ""), "without a '# source:'"),
+        (SUPPLEMENT.replace("# A header", "A header"), "line 1: not a block"),
+        (SUPPLEMENT + "stray text\n", "not a block, blank or # comment"),
+        (SUPPLEMENT.replace("more | One more byte.", "nothing | No such field."), "'nothing' matches no field"),
+        (SUPPLEMENT + "index | Named once in the block. |\n", None),
+        (SUPPLEMENT + "# source: x\nDemo Request (Version: 3) => a\na => INT8\n"
+         "Field |\nDescription |\n---|\nb | B. |\n", "'b' matches no field"),
+        (SUPPLEMENT + "\nNONE | 0 | False | |\n", "line 19: not a block"),
+    ],
+)
+def test_supplement_is_parsed_strictly(text: str, message: str | None) -> None:
+    if message is None:  # accepted: rows naming fields that occur once
+        assert len(guide.parse_supplement(text)) == 1
+        return
+    with pytest.raises(guide.GuideError, match=message):
+        guide.parse_supplement(text)
+
+
+def test_supplement_rejects_a_field_named_twice_in_a_description() -> None:
+    text = SUPPLEMENT.replace("ids => INT64\n", "ids => index\nindex => INT64\n").replace(
+        "more | One", "index | Which one? |\nmore | One")
+    with pytest.raises(guide.GuideError, match="'index' matches more than one field"):
+        guide.parse_supplement(text)
+
+
+def test_build_spec_merges_the_supplement_after_the_guide(monkeypatch) -> None:
+    monkeypatch.setitem(generate.API_KEYS, "Demo", 1000)
+    response = "Demo Response (Version: {v}) => x TAG_BUFFER\nx => INT8\n"
+    text = SAMPLE + response.format(v=0).replace(" TAG_BUFFER", "") + response.format(v=1)
+    extra = SUPPLEMENT + "# source: here\n" + response.format(v=2)
+    files = generate.build_spec(text, extra)
+    doc = json.loads(files[generate.SPEC_DIR / "demo.json"])
+    assert doc["_note"] == generate.SUPPLEMENT_JSON_NOTE
+    assert (doc["request"]["versions"], doc["request"]["supplement_versions"]) == ("0-2", "2-2")
+    assert (doc["response"]["versions"], doc["response"]["supplement_versions"]) == ("0-2", "2-2")
+    by_name = {f["name"]: f for f in doc["request"]["fields"]}
+    assert by_name["more"] == {"name": "more", "type": "int8", "versions": "2-2", "about": "One more byte."}
+    assert by_name["name"]["about"] == "The name."  # the guide's description stays
+    # Without a supplement nothing is marked.
+    plain = json.loads(generate.build_spec(text)[generate.SPEC_DIR / "demo.json"])
+    assert plain["_note"] == generate.HEADER_JSON_NOTE and "supplement_versions" not in plain["request"]
+    # A version the guide already documents must be deleted from the supplement.
+    with pytest.raises(SystemExit, match="the guide now documents Demo response v1"):
+        generate.build_spec(text, extra + "# source: here\n" + response.format(v=1))
+
+
+def test_the_committed_supplement() -> None:
+    blocks = guide.parse_supplement(generate.SUPPLEMENT.read_text(encoding="utf-8"))
+    assert [(v.api, v.kind, v.version) for v in blocks] == [
+        ("ConsumerGroupHeartbeat", "request", 1), ("ConsumerGroupHeartbeat", "response", 1),
+        ("ConsumerGroupDescribe", "request", 1), ("ConsumerGroupDescribe", "response", 1)]
+    assert all(v.source.startswith("kio 0.6.5, kio/schema/") for v in blocks)

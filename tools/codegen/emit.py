@@ -759,6 +759,17 @@ def emit_registry(apis: list[Api]) -> str:
     out.append("}")
     out.append("API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()}")
     out.append("")
+    out.append("# Versions (of both request and response) that come from tools/codegen/supplement.txt")
+    out.append("# rather than the protocol guide, by API key.")
+    out.append("SUPPLEMENT_VERSIONS: dict[int, tuple[int, ...]] = {")
+    for api in sorted(apis, key=lambda a: a.api_key):
+        rq, rs = api.request, api.response
+        if rq.supplement_versions != rs.supplement_versions:
+            raise ValueError(f"{api.name}: request and response supplement versions differ")
+        if rq.supplement_versions:
+            out.append(f"    {api.api_key}: {tuple(sorted(rq.supplement_versions))!r},")
+    out.append("}")
+    out.append("")
     out.append(
         '''
 
@@ -794,20 +805,37 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 
 def counts() -> str:
-    """A table of version counts per API, and the totals."""
+    """A table of version counts per API; totals for the guide, the supplement and both."""
     lines = [f"{'key':>4}  {'api':<30} {'req':>3} {'resp':>4}"]
-    n_req = n_resp = 0
+    n_req = n_resp = n_sup = guide_apis = 0
+    added = []
     for key, info in sorted(API_KEYS.items()):
         req = len(info.request._DECODERS)
         resp = len(info.response._DECODERS)
+        sup = SUPPLEMENT_VERSIONS.get(key, ())
         n_req += req
         n_resp += resp
-        lines.append(f"{key:>4}  {info.name:<30} {req:>3} {resp:>4}")
-    lines.append(f"{len(API_KEYS)} APIs, {n_req} request versions, {n_resp} response versions")
+        n_sup += len(sup)
+        guide_apis += req > len(sup)
+        note = ""
+        if sup:
+            vs = ", ".join(f"v{v}" for v in sup)
+            note = f"  (supplement: {vs})"
+            added.append(f"{info.name} {vs}")
+        lines.append(f"{key:>4}  {info.name:<30} {req:>3} {resp:>4}{note}")
+    lines.append(
+        f"{guide_apis} APIs, {n_req - n_sup} request versions, {n_resp - n_sup} response versions"
+        " in the guide"
+    )
+    lines.append(
+        f"+{n_sup} request versions, +{n_sup} response versions from the supplement"
+        + (": " + "; ".join(added) if added else "")
+    )
+    lines.append(f"{len(API_KEYS)} APIs, {n_req} request versions, {n_resp} response versions in all")
     return "\\n".join(lines)'''.lstrip("\n")
     )
     names = ["ApiInfo", "API_KEYS", "API_BY_NAME", "Message", "Struct", "is_flexible"]
-    names += ["request_header_version", "response_header_version", "counts"]
+    names += ["request_header_version", "response_header_version", "counts", "SUPPLEMENT_VERSIONS"]
     for api in sorted(apis, key=lambda a: a.module):
         names += [api.request.class_name, api.response.class_name]
     out.append("")

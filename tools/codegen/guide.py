@@ -25,6 +25,11 @@ descriptions are attached by walking the tree in that order.
 
 The output of this module is a plain data structure (see :class:`Version`); merging versions
 into one schema per message is the job of :mod:`schema`.
+
+:func:`parse_supplement` reads the hand-written supplement (``tools/codegen/supplement.txt``)
+in the same block format, strictly: apart from blocks only blank lines and ``#`` comments are
+allowed, every block must be preceded by a ``# source:`` comment saying where its facts come
+from, and its description table (optional) may describe just the fields it names.
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ class Version:
     flexible: bool
     fields: list[Field] = field(default_factory=list)
     line: int = 0
+    source: str = ""  # supplement blocks: where the facts come from
 
 
 @dataclass
@@ -155,17 +161,54 @@ def _walk(fields: list[Field]):
             yield from _walk(f.fields)
 
 
+def _describe_by_name(fields: list[Field], rows: list[tuple[str, str]], where: str) -> None:
+    """Attach a partial description table: each row names one field of the block."""
+    by_name: dict[str, list[Field]] = {}
+    for f in _walk(fields):
+        by_name.setdefault(f.name, []).append(f)
+    for name, about in rows:
+        found = by_name.get(name, [])
+        if len(found) != 1:
+            what = "no field" if not found else "more than one field"
+            raise GuideError(f"{where}: description row {name!r} matches {what}")
+        found[0].about = about
+
+
 def parse_guide(text: str) -> tuple[list[Version], list[ErrorCode]]:
     """Return every request/response version block and the error table, in guide order."""
+    return _parse(text, strict=False)
+
+
+def parse_supplement(text: str) -> list[Version]:
+    """Return the supplement's version blocks (see the module docstring for the rules)."""
+    return _parse(text, strict=True)[0]  # an error-table row is "not a block" here
+
+
+_SOURCE_RE = re.compile(r"^#\s*source:\s*(.*)$", re.IGNORECASE)
+
+
+def _parse(text: str, strict: bool) -> tuple[list[Version], list[ErrorCode]]:
     lines = text.splitlines()
     versions: list[Version] = []
     i = 0
     n = len(lines)
+    source: list[str] = []  # the "# source:" comment (and its continuation lines) seen last
     while i < n:
         m = _BLOCK_RE.match(lines[i])
         if not m:
+            if strict:
+                line = lines[i].strip()
+                src = _SOURCE_RE.match(line)
+                if src:
+                    source = [src.group(1).strip()]
+                elif line.startswith("#") and source:
+                    source.append(line.lstrip("#").strip())
+                elif line and not line.startswith("#"):
+                    raise GuideError(f"supplement line {i + 1}: not a block, blank or # comment")
             i += 1
             continue
+        if strict and not source:
+            raise GuideError(f"supplement line {i + 1}: block without a '# source:' comment")
         api, kind, ver, rhs = m.group(1), m.group(2).lower(), int(m.group(3)), m.group(4)
         start = i + 1
         i += 1
@@ -203,9 +246,21 @@ def parse_guide(text: str) -> tuple[list[Version], list[ErrorCode]]:
         if [r[0] for r in named] == [f.name for f in flat]:
             for f, (_, about) in zip(flat, named, strict=True):
                 f.about = about
+        elif strict:
+            _describe_by_name(fields, named, f"{api} {kind} v{ver} (line {start})")
         versions.append(
-            Version(api=api, kind=kind, version=ver, flexible=flexible, fields=fields, line=start)
+            Version(
+                api=api,
+                kind=kind,
+                version=ver,
+                flexible=flexible,
+                fields=fields,
+                line=start,
+                source=" ".join(source) if strict else "",
+            )
         )
+        if strict:
+            source = []  # each block names its own source
     errors = [
         ErrorCode(m.group(1), int(m.group(2)), m.group(3) == "True", m.group(4).strip())
         for m in map(_ERROR_ROW_RE.match, lines)

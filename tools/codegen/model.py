@@ -128,6 +128,7 @@ class MessageDef:
     max_version: int
     flexible_min: int | None
     root: StructDef
+    supplement_versions: frozenset[int] = frozenset()  # versions from tools/codegen/supplement.txt
 
     @property
     def versions(self) -> range:
@@ -271,6 +272,9 @@ def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
                 max_version=vs[-1],
                 flexible_min=flex[0] if flex else None,
                 root=root,
+                supplement_versions=frozenset(
+                    parse_versions(spec.get("supplement_versions", ""), 0)
+                ),
             )
             msgs[kind] = m
             by_class[cname] = m

@@ -167,8 +167,8 @@ API_KEYS: dict[int, ApiInfo] = {
     65: ApiInfo(65, 'DescribeTransactions', DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, 0),
     66: ApiInfo(66, 'ListTransactions', ListTransactionsRequest, ListTransactionsResponse, 0, 1, 0),
     67: ApiInfo(67, 'AllocateProducerIds', AllocateProducerIdsRequest, AllocateProducerIdsResponse, 0, 0, 0),
-    68: ApiInfo(68, 'ConsumerGroupHeartbeat', ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 0, 0),
-    69: ApiInfo(69, 'ConsumerGroupDescribe', ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0, 0),
+    68: ApiInfo(68, 'ConsumerGroupHeartbeat', ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1, 0),
+    69: ApiInfo(69, 'ConsumerGroupDescribe', ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1, 0),
     71: ApiInfo(71, 'GetTelemetrySubscriptions', GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, 0, 0, 0),
     72: ApiInfo(72, 'PushTelemetry', PushTelemetryRequest, PushTelemetryResponse, 0, 0, 0),
     74: ApiInfo(74, 'ListClientMetricsResources', ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse, 0, 0, 0),
@@ -186,6 +186,13 @@ API_KEYS: dict[int, ApiInfo] = {
     87: ApiInfo(87, 'ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 0, 0),
 }
 API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()}
+
+# Versions (of both request and response) that come from tools/codegen/supplement.txt
+# rather than the protocol guide, by API key.
+SUPPLEMENT_VERSIONS: dict[int, tuple[int, ...]] = {
+    68: (1,),
+    69: (1,),
+}
 
 def _info(api_key: int) -> ApiInfo:
     try:
@@ -219,16 +226,33 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 
 def counts() -> str:
-    """A table of version counts per API, and the totals."""
+    """A table of version counts per API; totals for the guide, the supplement and both."""
     lines = [f"{'key':>4}  {'api':<30} {'req':>3} {'resp':>4}"]
-    n_req = n_resp = 0
+    n_req = n_resp = n_sup = guide_apis = 0
+    added = []
     for key, info in sorted(API_KEYS.items()):
         req = len(info.request._DECODERS)
         resp = len(info.response._DECODERS)
+        sup = SUPPLEMENT_VERSIONS.get(key, ())
         n_req += req
         n_resp += resp
-        lines.append(f"{key:>4}  {info.name:<30} {req:>3} {resp:>4}")
-    lines.append(f"{len(API_KEYS)} APIs, {n_req} request versions, {n_resp} response versions")
+        n_sup += len(sup)
+        guide_apis += req > len(sup)
+        note = ""
+        if sup:
+            vs = ", ".join(f"v{v}" for v in sup)
+            note = f"  (supplement: {vs})"
+            added.append(f"{info.name} {vs}")
+        lines.append(f"{key:>4}  {info.name:<30} {req:>3} {resp:>4}{note}")
+    lines.append(
+        f"{guide_apis} APIs, {n_req - n_sup} request versions, {n_resp - n_sup} response versions"
+        " in the guide"
+    )
+    lines.append(
+        f"+{n_sup} request versions, +{n_sup} response versions from the supplement"
+        + (": " + "; ".join(added) if added else "")
+    )
+    lines.append(f"{len(API_KEYS)} APIs, {n_req} request versions, {n_resp} response versions in all")
     return "\n".join(lines)
 
 
@@ -242,6 +266,7 @@ __all__ = [
     'request_header_version',
     'response_header_version',
     'counts',
+    'SUPPLEMENT_VERSIONS',
     'AddOffsetsToTxnRequest',
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',

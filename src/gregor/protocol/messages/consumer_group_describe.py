@@ -30,6 +30,9 @@ _PA_i = _array_packers('i')
 _S_QQ = _struct.Struct('>QQ')
 _U_QQ = _S_QQ.unpack_from
 _P_QQ = _S_QQ.pack
+_S_b = _struct.Struct('>b')
+_U_b = _S_b.unpack_from
+_P_b = _S_b.pack
 _S_h = _struct.Struct('>h')
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -45,7 +48,7 @@ _P_o = _S_o.pack
 
 
 class ConsumerGroupDescribeRequest(Message):
-    """ConsumerGroupDescribe request (API key 69), v0-0, flexible from v0.
+    """ConsumerGroupDescribe request (API key 69), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         group_ids (list[str], all; []): The ids of the groups to describe
@@ -59,7 +62,7 @@ class ConsumerGroupDescribeRequest(Message):
     API_KEY = 69
     API_NAME = 'ConsumerGroupDescribe'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     def __init__(self, *, group_ids=UNSET, include_authorized_operations=False, unknown_tags=UNSET):
@@ -77,7 +80,7 @@ class ConsumerGroupDescribeRequest(Message):
 
 
 class ConsumerGroupDescribeResponse(Message):
-    """ConsumerGroupDescribe response (API key 69), v0-0, flexible from v0.
+    """ConsumerGroupDescribe response (API key 69), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0)
@@ -91,7 +94,7 @@ class ConsumerGroupDescribeResponse(Message):
     API_KEY = 69
     API_NAME = 'ConsumerGroupDescribe'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     class Groups(Struct):
@@ -126,10 +129,11 @@ class ConsumerGroupDescribeResponse(Message):
                 subscribed_topic_regex (str, all, nullable; None)
                 assignment (Assignment, all; _C_ConsumerGroupDescribeResponse_Groups_Members_Assignment())
                 target_assignment (TargetAssignment, all; _C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment())
+                member_type (int8, v1+; -1): What protocol the member speaks: 1 a KIP-848 consumer, 0 a classic (JoinGroup/SyncGroup) member in a consumer group, -1 unknown.
             """
 
-            __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tags')
-            _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tags')
+            __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', 'unknown_tags')
+            _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', 'unknown_tags')
 
             class Assignment(Struct):
                 """Struct ``ConsumerGroupDescribeResponse.Groups.Members.Assignment``.
@@ -227,7 +231,7 @@ class ConsumerGroupDescribeResponse(Message):
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment(topic_partitions={self.topic_partitions!r}{tags})"
 
-            def __init__(self, *, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=UNSET, subscribed_topic_regex=None, assignment=UNSET, target_assignment=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=UNSET, subscribed_topic_regex=None, assignment=UNSET, target_assignment=UNSET, member_type=-1, unknown_tags=UNSET):
                 self.member_id = member_id
                 self.instance_id = instance_id
                 self.rack_id = rack_id
@@ -238,15 +242,16 @@ class ConsumerGroupDescribeResponse(Message):
                 self.subscribed_topic_regex = subscribed_topic_regex
                 self.assignment = _C_ConsumerGroupDescribeResponse_Groups_Members_Assignment() if assignment is UNSET else assignment
                 self.target_assignment = _C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment() if target_assignment is UNSET else target_assignment
+                self.member_type = member_type
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
             def __eq__(self, other):
                 if other.__class__ is not self.__class__: return NotImplemented
-                return self.member_id == other.member_id and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.member_epoch == other.member_epoch and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.subscribed_topic_regex == other.subscribed_topic_regex and self.assignment == other.assignment and self.target_assignment == other.target_assignment and self.unknown_tags == other.unknown_tags
+                return self.member_id == other.member_id and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.member_epoch == other.member_epoch and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.subscribed_topic_regex == other.subscribed_topic_regex and self.assignment == other.assignment and self.target_assignment == other.target_assignment and self.member_type == other.member_type and self.unknown_tags == other.unknown_tags
 
             def __repr__(self):
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
-                return f"ConsumerGroupDescribeResponse.Groups.Members(member_id={self.member_id!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, subscribed_topic_regex={self.subscribed_topic_regex!r}, assignment={self.assignment!r}, target_assignment={self.target_assignment!r}{tags})"
+                return f"ConsumerGroupDescribeResponse.Groups.Members(member_id={self.member_id!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, subscribed_topic_regex={self.subscribed_topic_regex!r}, assignment={self.assignment!r}, target_assignment={self.target_assignment!r}, member_type={self.member_type!r}{tags})"
 
         def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=UNSET, authorized_operations=-2147483648, unknown_tags=UNSET):
             self.error_code = error_code
@@ -529,6 +534,217 @@ def _decode_resp_v0(buf, pos):
                     if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
                     else: e3.unknown_tags, pos = _read_tags(buf, pos)
                     e2.target_assignment = e3
+                    e2.member_type = -1
+                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1(e2)
+                e1.members = l1
+            e1.authorized_operations, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+            else: e1.unknown_tags, pos = _read_tags(buf, pos)
+            a0(e1)
+        o.groups = l0
+    if buf[pos] == 0: pos += 1; o.unknown_tags = {}
+    else: o.unknown_tags, pos = _read_tags(buf, pos)
+    return o, pos
+
+
+def _decode_resp_v1(buf, pos):
+    blen = len(buf)
+    o = _new(_C_ConsumerGroupDescribeResponse)
+    o.throttle_time_ms, = _U_i(buf, pos); pos += 4
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: o.groups = None
+    else:
+        if n * 20 > blen - pos: raise _bad_count(n)
+        l0 = []; a0 = l0.append
+        for _ in range(n):
+            e1 = _new(_C_ConsumerGroupDescribeResponse_Groups)
+            e1.error_code, = _U_h(buf, pos); pos += 2
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e1.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+            e1.group_epoch, e1.assignment_epoch = _U_ii(buf, pos); pos += 8
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.assignor_name = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e1.members = None
+            else:
+                if n * 17 > blen - pos: raise _bad_count(n)
+                l1 = []; a1 = l1.append
+                for _ in range(n):
+                    e2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members)
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n == -1: e2.instance_id = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen: raise _bad_length(n)
+                        e2.instance_id = str(buf[pos:end], 'utf-8'); pos = end
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n == -1: e2.rack_id = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen: raise _bad_length(n)
+                        e2.rack_id = str(buf[pos:end], 'utf-8'); pos = end
+                    e2.member_epoch, = _U_i(buf, pos); pos += 4
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n < 0: e2.subscribed_topic_names = None
+                    else:
+                        if n > blen - pos: raise _bad_count(n)
+                        l2 = []; a2 = l2.append
+                        for _ in range(n):
+                            n = buf[pos]
+                            if n < 128: pos += 1
+                            else: n, pos = _ruv(buf, pos)
+                            n -= 1
+                            end = pos + n
+                            if n < 0 or end > blen: raise _bad_length(n)
+                            x = str(buf[pos:end], 'utf-8'); pos = end
+                            a2(x)
+                        e2.subscribed_topic_names = l2
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n == -1: e2.subscribed_topic_regex = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen: raise _bad_length(n)
+                        e2.subscribed_topic_regex = str(buf[pos:end], 'utf-8'); pos = end
+                    e3 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment)
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n < 0: e3.topic_partitions = None
+                    else:
+                        if n * 19 > blen - pos: raise _bad_count(n)
+                        l3 = []; a3 = l3.append
+                        for _ in range(n):
+                            e4 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions)
+                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                            e4.topic_id = _uuid(uh0 << 64 | ul0)
+                            n = buf[pos]
+                            if n < 128: pos += 1
+                            else: n, pos = _ruv(buf, pos)
+                            n -= 1
+                            end = pos + n
+                            if n < 0 or end > blen: raise _bad_length(n)
+                            e4.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                            n = buf[pos]
+                            if n < 128: pos += 1
+                            else: n, pos = _ruv(buf, pos)
+                            n -= 1
+                            if n < 0: e4.partitions = None
+                            else:
+                                if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
+                                else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                                pos += n * 4
+                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                            a3(e4)
+                        e3.topic_partitions = l3
+                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                    e2.assignment = e3
+                    e3 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment)
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n < 0: e3.topic_partitions = None
+                    else:
+                        if n * 19 > blen - pos: raise _bad_count(n)
+                        l3 = []; a3 = l3.append
+                        for _ in range(n):
+                            e4 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment_TopicPartitions)
+                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                            e4.topic_id = _uuid(uh0 << 64 | ul0)
+                            n = buf[pos]
+                            if n < 128: pos += 1
+                            else: n, pos = _ruv(buf, pos)
+                            n -= 1
+                            end = pos + n
+                            if n < 0 or end > blen: raise _bad_length(n)
+                            e4.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                            n = buf[pos]
+                            if n < 128: pos += 1
+                            else: n, pos = _ruv(buf, pos)
+                            n -= 1
+                            if n < 0: e4.partitions = None
+                            else:
+                                if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
+                                else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                                pos += n * 4
+                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                            a3(e4)
+                        e3.topic_partitions = l3
+                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                    e2.target_assignment = e3
+                    e2.member_type, = _U_b(buf, pos); pos += 1
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -666,7 +882,131 @@ def _encode_resp_v0(o, ap):
     else: ap(b'\x00')
 
 
-ConsumerGroupDescribeRequest._DECODERS = {0: _decode_req_v0}
-ConsumerGroupDescribeRequest._ENCODERS = {0: _encode_req_v0}
-ConsumerGroupDescribeResponse._DECODERS = {0: _decode_resp_v0}
-ConsumerGroupDescribeResponse._ENCODERS = {0: _encode_resp_v0}
+def _encode_resp_v1(o, ap):
+    ap(_P_i(o.throttle_time_ms))
+    l0 = o.groups
+    if l0 is None: ap(b'\x00')
+    else:
+        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0 in l0:
+            ap(_P_h(x0.error_code))
+            s = x0.error_message
+            if s is None: ap(b'\x00')
+            else:
+                s = s.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            s = x0.group_id.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x0.group_state.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_ii(x0.group_epoch, x0.assignment_epoch))
+            s = x0.assignor_name.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            l1 = x0.members
+            if l1 is None: ap(b'\x00')
+            else:
+                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1 in l1:
+                    s = x1.member_id.encode()
+                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                    ap(s)
+                    s = x1.instance_id
+                    if s is None: ap(b'\x00')
+                    else:
+                        s = s.encode()
+                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        ap(s)
+                    s = x1.rack_id
+                    if s is None: ap(b'\x00')
+                    else:
+                        s = s.encode()
+                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        ap(s)
+                    ap(_P_i(x1.member_epoch))
+                    s = x1.client_id.encode()
+                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                    ap(s)
+                    s = x1.client_host.encode()
+                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                    ap(s)
+                    l2 = x1.subscribed_topic_names
+                    if l2 is None: ap(b'\x00')
+                    else:
+                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x2 in l2:
+                            s = x2.encode()
+                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                            ap(s)
+                    s = x1.subscribed_topic_regex
+                    if s is None: ap(b'\x00')
+                    else:
+                        s = s.encode()
+                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        ap(s)
+                    e3 = x1.assignment
+                    l3 = e3.topic_partitions
+                    if l3 is None: ap(b'\x00')
+                    else:
+                        n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x3 in l3:
+                            ap(_P_QQ(x3.topic_id.int >> 64, x3.topic_id.int & _M64))
+                            s = x3.topic_name.encode()
+                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                            ap(s)
+                            l4 = x3.partitions
+                            if l4 is None: ap(b'\x00')
+                            else:
+                                c = len(l4)
+                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                                if c < 64: ap(_PA_i[c](*l4))
+                                else: ap(_pack('>%di' % c, *l4))
+                            ut4 = x3.unknown_tags
+                            if ut4: _write_tags(ap, ut4.items())
+                            else: ap(b'\x00')
+                    ut3 = e3.unknown_tags
+                    if ut3: _write_tags(ap, ut3.items())
+                    else: ap(b'\x00')
+                    e3 = x1.target_assignment
+                    l3 = e3.topic_partitions
+                    if l3 is None: ap(b'\x00')
+                    else:
+                        n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x3 in l3:
+                            ap(_P_QQ(x3.topic_id.int >> 64, x3.topic_id.int & _M64))
+                            s = x3.topic_name.encode()
+                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                            ap(s)
+                            l4 = x3.partitions
+                            if l4 is None: ap(b'\x00')
+                            else:
+                                c = len(l4)
+                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                                if c < 64: ap(_PA_i[c](*l4))
+                                else: ap(_pack('>%di' % c, *l4))
+                            ut4 = x3.unknown_tags
+                            if ut4: _write_tags(ap, ut4.items())
+                            else: ap(b'\x00')
+                    ut3 = e3.unknown_tags
+                    if ut3: _write_tags(ap, ut3.items())
+                    else: ap(b'\x00')
+                    ap(_P_b(x1.member_type))
+                    ut2 = x1.unknown_tags
+                    if ut2: _write_tags(ap, ut2.items())
+                    else: ap(b'\x00')
+            ap(_P_i(x0.authorized_operations))
+            ut1 = x0.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    ut0 = o.unknown_tags
+    if ut0: _write_tags(ap, ut0.items())
+    else: ap(b'\x00')
+
+
+ConsumerGroupDescribeRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0}
+ConsumerGroupDescribeRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0}
+ConsumerGroupDescribeResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v1}
+ConsumerGroupDescribeResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v1}
