@@ -242,12 +242,7 @@ class Harness:
         fields = dict(group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
                       rebalance_timeout_ms=rebalance, subscribed_topic_names=topics,
                       server_assignor=assignor, topic_partitions=owned_wire)
-        if version >= 1:
-            from gregor.broker.handlers.kip848_v1 import ConsumerGroupHeartbeatRequestV1
-
-            req: Any = ConsumerGroupHeartbeatRequestV1(subscribed_topic_regex=regex, **fields)
-        else:
-            req = ConsumerGroupHeartbeatRequest(**fields)
+        req = ConsumerGroupHeartbeatRequest(subscribed_topic_regex=regex, **fields)
         return self.call("consumer_group_heartbeat", req, version, "client", "/10.0.0.1")
 
     def assignment_of(self, resp: Any) -> dict[str, list[int]] | None:

@@ -15,18 +15,7 @@ from collections.abc import Iterator
 import pytest
 from interop_helpers import RawClient, create_topic
 
-from gregor.broker.handlers.kip848_v1 import (
-    ConsumerGroupHeartbeatRequestV1,
-    decode_request_v1,
-    encode_request_v1,
-)
 from gregor.protocol.errors import ErrorCode as E
-from gregor.protocol.framing import (
-    RequestHeader,
-    decode_response_header,
-    encode_request_header,
-    frame,
-)
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
 from gregor.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from gregor.protocol.messages.consumer_group_heartbeat import (
@@ -45,7 +34,6 @@ from gregor.protocol.messages.offset_commit import OffsetCommitRequest
 from gregor.protocol.messages.offset_delete import OffsetDeleteRequest
 from gregor.protocol.messages.offset_fetch import OffsetFetchRequest
 from gregor.protocol.messages.sync_group import SyncGroupRequest
-from gregor.protocol.primitives import Writer
 from gregor.testing import BrokerProcess
 
 TOPIC = "wire-groups"
@@ -74,7 +62,7 @@ def test_api_versions_advertise_the_group_apis(client: RawClient) -> None:
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert {k: ranges[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69)} == {
         8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
-        15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0), 68: (0, 1), 69: (0, 0),
+        15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0), 68: (0, 1), 69: (0, 1),
     }
 
 
@@ -216,52 +204,14 @@ def test_delete_groups_and_offset_delete(client: RawClient, version: int) -> Non
 
 
 def _cgh(client: RawClient, req: ConsumerGroupHeartbeatRequest, version: int) -> ConsumerGroupHeartbeatResponse:
-    """v0 through the generated codec; v1 framed by hand (the v1 codec is installed only in
-    the broker process) and answered in the v0 layout, which v1 shares."""
-    if version == 0:
-        return client.request(req, 0)
-    header = RequestHeader(68, 1, 4242, "interop-raw")
-    client.send_raw(b"".join(frame([encode_request_header(header), encode_request_v1(req)])))
-    data = client.recv_frame()
-    assert data is not None
-    correlation_id, _, pos = decode_response_header(data, 1)
-    assert correlation_id == 4242
-    return ConsumerGroupHeartbeatResponse.decode(memoryview(data)[pos:], 0)
-
-
-def test_consumer_group_heartbeat_v1_layout() -> None:
-    """v1 = v0 + subscribed_topic_regex after subscribed_topic_names, byte for byte."""
-    tid = uuid.UUID(int=7)
-    req = ConsumerGroupHeartbeatRequestV1(
-        group_id="g", member_id="m", member_epoch=3, instance_id=None, rack_id="r",
-        rebalance_timeout_ms=500, subscribed_topic_names=["a"], subscribed_topic_regex="b.*",
-        server_assignor=None, topic_partitions=[ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tid, partitions=[1])],
-    )
-    w = Writer()
-    w.raw(b"\x02g\x02m")
-    w.int32(3)
-    w.raw(b"\x00\x02r")
-    w.int32(500)
-    w.raw(b"\x02\x02a" + b"\x04b.*" + b"\x00" + b"\x02" + tid.bytes + b"\x02")
-    w.int32(1)
-    w.raw(b"\x00\x00")
-    expected = w.getvalue()
-    assert encode_request_v1(req) == expected
-    decoded, end = decode_request_v1(expected, 0)
-    assert end == len(expected) and decoded == req and decoded.subscribed_topic_regex == "b.*"
-    # Null arrays (unchanged subscription and ownership) stay null.
-    empty = ConsumerGroupHeartbeatRequestV1(group_id="g", member_id="m", member_epoch=4,
-                                            subscribed_topic_names=None, topic_partitions=None)
-    back, _ = decode_request_v1(encode_request_v1(empty), 0)
-    assert (back.subscribed_topic_names, back.topic_partitions, back.subscribed_topic_regex) == (None, None, None)
+    return client.request(req, version)
 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_consumer_group_heartbeat_and_describe(client: RawClient, version: int) -> None:
     group = gid(f"cgh-v{version}")
     member_id = "" if version == 0 else f"member-{uuid.uuid4().hex[:6]}"
-    cls = ConsumerGroupHeartbeatRequest if version == 0 else ConsumerGroupHeartbeatRequestV1
-    req = cls(
+    req = ConsumerGroupHeartbeatRequest(
         group_id=group, member_id=member_id, member_epoch=0, rebalance_timeout_ms=30000,
         subscribed_topic_names=[TOPIC], topic_partitions=[])
     r = _cgh(client, req, version)
@@ -271,24 +221,26 @@ def test_consumer_group_heartbeat_and_describe(client: RawClient, version: int) 
     md = client.request(MetadataRequest(topics=[MetadataRequest.Topics(name=TOPIC)]), 12)
     topic_id = md.topics[0].topic_id
     assert [(tp.topic_id, sorted(tp.partitions)) for tp in r.assignment.topic_partitions] == [(topic_id, [0, 1, 2, 3])]
-    d = client.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0)
+    d = client.request(ConsumerGroupDescribeRequest(group_ids=[group]), version)
     g = d.groups[0]
     assert (g.error_code, g.group_state, g.group_epoch, g.assignor_name) == (0, "Stable", 1, "uniform")
+    # member_type is on the wire from v1 (a KIP-848 member: 1); v0 decodes to the default -1.
+    assert [m.member_type for m in g.members] == [1 if version == 1 else -1]
     assert [(m.member_id, m.member_epoch, [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions])
             for m in g.members] == [(r.member_id, 1, [(TOPIC, [0, 1, 2, 3])])]
-    leave = cls(group_id=group, member_id=r.member_id, member_epoch=-1)
+    leave = ConsumerGroupHeartbeatRequest(group_id=group, member_id=r.member_id, member_epoch=-1)
     assert _cgh(client, leave, version).member_epoch == -1
 
 
 def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
     group = gid("cgh-regex")
-    req = ConsumerGroupHeartbeatRequestV1(
+    req = ConsumerGroupHeartbeatRequest(
         group_id=group, member_id="regex-member", member_epoch=0, rebalance_timeout_ms=30000,
         subscribed_topic_names=[], subscribed_topic_regex="wire-gro.*", topic_partitions=[])
     r = _cgh(client, req, 1)
     assert (r.error_code, r.member_epoch) == (0, 1)
     assert [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0, 1, 2, 3]]
-    bad = ConsumerGroupHeartbeatRequestV1(
+    bad = ConsumerGroupHeartbeatRequest(
         group_id=group + "-bad", member_id="x", member_epoch=0, rebalance_timeout_ms=30000,
         subscribed_topic_names=None, subscribed_topic_regex="(", topic_partitions=[])
     assert _cgh(client, bad, 1).error_code == E.INVALID_REQUEST

@@ -71,9 +71,6 @@ class BrokerTopics:
 
 class GroupRuntime:
     def __init__(self, broker: Any, clock: Callable[[], int] = wall_clock_ms) -> None:
-        from gregor.broker.handlers import kip848_v1
-
-        kip848_v1.install()  # ConsumerGroupHeartbeat v1, which librdkafka requires
         self.broker = broker
         self.clock = clock
         self.config = CoordinatorConfig.from_props(broker.config.get)

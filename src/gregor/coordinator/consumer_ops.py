@@ -510,6 +510,7 @@ class ConsumerOps(CoordinatorCore):
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=A(topic_partitions=tps(m.assigned, A)),
                     target_assignment=TA(topic_partitions=tps(group.target.get(m.member_id, {}), TA)),
+                    member_type=1,  # v1+ (KIP-1099): every member of a consumer group speaks KIP-848
                 )
                 for m in group.members.values()
             ]

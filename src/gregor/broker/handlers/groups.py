@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.broker.handlers import kip848_v1
 from gregor.broker.handlers.registry import handles
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
@@ -144,7 +143,7 @@ async def handle_delete_groups(ctx: Any, req: DeleteGroupsRequest) -> Any:
     return await rt.call(rt.coordinator.delete_groups, req, ctx.version)
 
 
-@handles(ConsumerGroupHeartbeatRequest, 0, kip848_v1.V1)
+@handles(ConsumerGroupHeartbeatRequest)  # v0-1: v1 from tools/codegen/supplement.txt
 async def handle_consumer_group_heartbeat(ctx: Any, req: ConsumerGroupHeartbeatRequest) -> Any:
     rt = ctx.broker.groups
     return await rt.call(
