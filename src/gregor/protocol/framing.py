@@ -265,7 +265,7 @@ class FrameDecoder:
 
     ``feed(data)`` returns every frame completed by ``data``. Frames that arrive whole inside
     one immutable ``bytes`` chunk are returned as memoryview slices of it (no copy); others are
-    ``bytes``. A negative size or one over ``max_frame_size`` raises :class:`FrameTooLarge`
+    gathered into a buffer of their own and returned as a memoryview of it (one copy). A negative size or one over ``max_frame_size`` raises :class:`FrameTooLarge`
     (after which the stream cannot be resynchronised: close the connection).
     """
 
@@ -304,12 +304,12 @@ class FrameDecoder:
                 self._need = self._check(_SIZE.unpack_from(buf, 0)[0])
                 del buf[:4]
             take = min(self._need - len(buf), end - pos)
-            buf += data[pos : pos + take]
+            buf += memoryview(data)[pos : pos + take]
             pos += take
             if len(buf) < self._need:
                 return frames
-            frames.append(bytes(buf))
-            buf.clear()
+            frames.append(memoryview(buf))
+            self._buf = bytearray()
             self._need = -1
         view = data if isinstance(data, bytes) else bytes(data[pos:])
         if view is not data:
@@ -323,7 +323,7 @@ class FrameDecoder:
             frames.append(mv[pos + 4 : pos + 4 + size])
             pos += 4 + size
         if pos < end:
-            self._buf += view[pos:]
+            self._buf += mv[pos:]
             if len(self._buf) >= 4:
                 self._need = self._check(_SIZE.unpack_from(self._buf, 0)[0])
                 del self._buf[:4]
