@@ -364,6 +364,8 @@ class Fetcher:
         self.sessions: dict[int, _Session] = {}
         self.in_flight: set[int] = set()
         self.use_sessions = True
+        #: Fetches the broker refused for a session id or epoch it did not expect.
+        self.session_errors = 0
         #: Completed fetches kept per partition: >1 lets the next fetch overlap decoding.
         self.prefetch = 2
         self._wake: asyncio.Future[None] | None = None
@@ -570,6 +572,7 @@ class Fetcher:
     ) -> None:
         if resp.error_code:
             if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                self.session_errors += 1
                 session.reset()
             else:
                 log.debug("fetch from node %s failed: error %s", node, resp.error_code)
