@@ -556,7 +556,9 @@ class ConsumerProtocolMember(GroupBase):
                     for t, ps in owned.items()
                 ],
             )
-            resp = await self._send(req)
+            # v0: the coordinator names the member. From v1 (KIP-1082) a member must bring its
+            # own id, which Kafka 4 brokers enforce and this client does not do yet.
+            resp = await self._send(req, max_version=0)
             code = resp.error_code
             if leaving:
                 return
