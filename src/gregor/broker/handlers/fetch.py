@@ -254,8 +254,9 @@ async def handle_fetch(ctx: Any, req: FetchRequest) -> FetchResponse:
     responses = [
         TopicResp(topic=name, topic_id=tid, partitions=parts) for (name, tid), parts in by_topic.items()
     ]
-    if session is not None:
-        session.next_epoch()
+    if incremental:
+        assert session is not None
+        session.next_epoch()  # a new session already expects epoch 1 from its first use
     return FetchResponse(
         throttle_time_ms=0, error_code=0, session_id=session.session_id if session else 0,
         responses=responses,
