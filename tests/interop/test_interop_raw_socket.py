@@ -201,3 +201,49 @@ def test_long_poll_is_answered_by_an_append(broker, topic, bystander) -> None:  
         t.join(60)
         assert not t.is_alive()
     assert result == [[(0, b"wake")]]
+
+
+def test_fetch_session_epochs(broker, topic, bystander) -> None:  # noqa: ANN001
+    """KIP-227 on the wire: epoch 0 opens a session, the next fetch in it carries epoch 1 and
+    each later one the next number; a wrong epoch or an unknown id is refused, and a full fetch
+    naming the session replaces it."""
+    fresh = topic_name("raw-fs")
+    create_topic(broker.bootstrap_servers, fresh, P)
+
+    def fetch(c: RawClient, sid: int, epoch: int, parts: list[tuple[int, int]]):  # noqa: ANN202
+        req = FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+            session_id=sid, session_epoch=epoch,
+            topics=[FetchRequest.Topics(topic=fresh, partitions=[
+                FetchRequest.Topics.Partitions(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                for p, o in parts
+            ])] if parts else [],
+            forgotten_topics_data=[], rack_id="",
+        )
+        return c.request(req, 12)
+
+    def listed(resp) -> list[tuple[int, int, int]]:  # noqa: ANN001
+        return [(p.partition_index, p.error_code, p.high_watermark) for t in resp.responses for p in t.partitions]
+
+    with RawClient(broker.bootstrap_servers) as c:
+        opened = fetch(c, 0, 0, [(0, 0), (1, 0)])
+        sid = opened.session_id
+        assert (opened.error_code, sid != 0) == (0, True)
+        assert sorted(listed(opened)) == [(0, 0, 0), (1, 0, 0)]
+        # Nothing changed: an incremental fetch lists no partitions.
+        assert (fetch(c, sid, 1, []).error_code, listed(fetch(c, sid, 2, []))) == (0, [])
+        # A produce moves partition 1's high watermark: only it is listed, with the record.
+        assert _produce(c, fresh, 1, build_batch([(BASE_TS, None, b"x")])).error_code == 0
+        news = fetch(c, sid, 3, [])
+        assert listed(news) == [(1, 0, 1)]
+        assert fetch(c, sid, 3, []).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        assert fetch(c, sid, 4, []).error_code == 0  # a refused fetch does not advance the epoch
+        assert fetch(c, sid + 1, 1, []).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        # A full fetch naming the session closes it and opens another.
+        again = fetch(c, sid, 0, [(2, 0)])
+        assert again.error_code == 0 and again.session_id not in (0, sid)
+        assert fetch(c, sid, 5, []).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        assert listed(fetch(c, again.session_id, 1, [])) == []
+        # Epoch -1 fetches without a session.
+        assert fetch(c, 0, -1, [(0, 0)]).session_id == 0
+    _still_serving(broker, bystander, topic)
