@@ -229,6 +229,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--broker", choices=["gregor", "tansu"], default="gregor")
     ap.add_argument("--clients", default=",".join(PRODUCERS))
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; each client's best round is reported")
     args = ap.parse_args()
     clients = args.clients.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -245,25 +246,31 @@ def main() -> None:
             value = os.urandom(size)
             source = new_topic(bootstrap)
             produce_gregor(bootstrap, source, value, n)  # the topic every consumer reads
-            for name in clients:
-                dt = PRODUCERS[name](bootstrap, new_topic(bootstrap), value, n)
-                rows.append(("produce", size, name, n / dt, n * size / dt / 1e6))
-                print(f"produce {size:>5} B  {name:<16} {n / dt:>10,.0f} rec/s", flush=True)
-            for name in clients:
-                dt = CONSUMERS[name](bootstrap, source, n)
-                rows.append(("consume", size, name, n / dt, n * size / dt / 1e6))
-                print(f"consume {size:>5} B  {name:<16} {n / dt:>10,.0f} rec/s", flush=True)
-            dt = bulk_gregor(bootstrap, source, n)
-            rows.append(("bulk arrow", size, "gregor", n / dt, n * size / dt / 1e6))
-            print(f"bulk    {size:>5} B  gregor (Arrow)   {n / dt:>10,.0f} rec/s", flush=True)
+            best: dict[tuple[str, str], float] = {}
+            # clients take turns within each round, so a busy moment on a shared machine
+            # hurts all of them alike; each client's best round is kept
+            for _ in range(args.repeat):
+                for name in clients:
+                    dt = PRODUCERS[name](bootstrap, new_topic(bootstrap), value, n)
+                    best[("produce", name)] = max(best.get(("produce", name), 0), n / dt)
+                for name in clients:
+                    dt = CONSUMERS[name](bootstrap, source, n)
+                    best[("consume", name)] = max(best.get(("consume", name), 0), n / dt)
+                dt = bulk_gregor(bootstrap, source, n)
+                best[("bulk arrow", "gregor")] = max(best.get(("bulk arrow", "gregor"), 0), n / dt)
+            for (op, name), rate in best.items():
+                rows.append((op, size, name, rate, rate * size / 1e6))
+                print(f"{op:<10} {size:>5} B  {name:<16} {rate:>10,.0f} rec/s", flush=True)
     finally:
         stop()
     print()
-    print(f"broker: {args.broker}; records: {args.records} (100 B) / {max(args.records // 4, 1000)} (1 KiB)")
+    print(f"broker: {args.broker}; records: {args.records} (100 B) / {max(args.records // 4, 1000)} (1 KiB); "
+          f"best of {args.repeat} rounds")
     print("| operation | size | client | records/s | MB/s | gregor / this |")
     print("|---|---|---|---|---|---|")
     best = {(op, size): rate for op, size, name, rate, _ in rows if name == "gregor"}
-    for op, size, name, rate, mbs in rows:
+    order = {"produce": 0, "consume": 1, "bulk arrow": 2}
+    for op, size, name, rate, mbs in sorted(rows, key=lambda r: (r[1], order[r[0]])):
         ratio = best[(op, size)] / rate
         print(f"| {op} | {size} B | {name} | {rate:,.0f} | {mbs:,.1f} | {ratio:.2f} |")
 

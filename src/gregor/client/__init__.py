@@ -11,6 +11,7 @@ from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDesc
 from gregor.client.config import Config
 from gregor.client.consumer import AIOConsumer
 from gregor.client.errors import (
+    BufferFullError,
     ConfigError,
     IllegalStateError,
     KafkaConnectionError,
@@ -44,6 +45,7 @@ __all__ = [
     "AIOProducer",
     "AdminClient",
     "ArrowBatchBuilder",
+    "BufferFullError",
     "BulkReader",
     "Config",
     "ConfigEntry",

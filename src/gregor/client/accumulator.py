@@ -158,6 +158,10 @@ class RecordAccumulator:
         return ProduceFuture(batch.result, index, timestamp, ksize, vsize)
 
     def _wait_for_room(self, size: int, max_block: float) -> None:
+        if max_block <= 0:
+            from gregor.client.errors import BufferFullError
+
+            raise BufferFullError(f"buffer.memory ({self.buffer_memory} bytes) is full")
         deadline = time.monotonic() + max_block
         while self.bytes_used + size > self.buffer_memory and self.bytes_used > 0:
             left = deadline - time.monotonic()

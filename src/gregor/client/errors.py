@@ -15,6 +15,7 @@ from gregor.protocol.errors import (
 )
 
 __all__ = [
+    "BufferFullError",
     "ConfigError",
     "ErrorCode",
     "IllegalStateError",
@@ -51,6 +52,12 @@ class UnsupportedForBrokerError(KafkaError):
     """The broker does not implement an API (or version) the operation needs."""
 
     name = "UNSUPPORTED_VERSION"
+
+
+class BufferFullError(RetriableError):
+    """``buffer.memory`` is used up and the call may not wait (``send_nowait`` on the loop)."""
+
+    name = "BUFFER_FULL"
 
 
 class IllegalStateError(KafkaError):

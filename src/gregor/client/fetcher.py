@@ -364,6 +364,9 @@ class Fetcher:
         self.sessions: dict[int, _Session] = {}
         self.in_flight: set[int] = set()
         self.use_sessions = True
+        #: Nodes that kept refusing our fetch sessions: fetched without one from then on.
+        self.sessionless: set[int] = set()
+        self._session_failures: dict[int, int] = {}
         #: Fetches the broker refused for a session id or epoch it did not expect.
         self.session_errors = 0
         #: Completed fetches kept per partition: >1 lets the next fetch overlap decoding.
@@ -470,7 +473,8 @@ class Fetcher:
             if not use_ids:
                 version = min(version, 12)
             session = self.sessions.setdefault(node, _Session())
-            if version < 7 or not self.use_sessions:
+            use_session = self.use_sessions and version >= 7 and node not in self.sessionless
+            if not use_session:
                 session.reset()
             wanted: dict[TopicPartition, tuple[int, int]] = {}
             for tp in tps:
@@ -486,7 +490,7 @@ class Fetcher:
             else:
                 send = {tp: v for tp, v in wanted.items() if session.partitions.get(tp) != v}
                 forgotten = [tp for tp in session.partitions if tp not in wanted]
-            req = self._build(version, session, send, forgotten, use_ids, full)
+            req = self._build(version, session, send, forgotten, use_ids, full, use_session)
             timeout = self.client.request_timeout + self.max_wait_ms / 1000
             resp = await conn.send(req, version, timeout=timeout)
         except KafkaError as e:
@@ -513,6 +517,7 @@ class Fetcher:
         forgotten: list[TopicPartition],
         use_ids: bool,
         full: bool,
+        use_session: bool = True,
     ) -> FetchRequest:
         cluster = self.client.cluster
         topics: dict[str, list[FetchRequest.Topics.Partitions]] = {}
@@ -551,7 +556,7 @@ class Fetcher:
             max_bytes=self.max_bytes,
             isolation_level=self.isolation,
             session_id=session.session_id if not full else 0,
-            session_epoch=session.epoch if not full else (0 if self.use_sessions else _FINAL_EPOCH),
+            session_epoch=session.epoch if not full else (0 if use_session else _FINAL_EPOCH),
             topics=t_list,
             forgotten_topics_data=f_list,
             rack_id=self.rack,
@@ -574,12 +579,20 @@ class Fetcher:
             if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
                 self.session_errors += 1
                 session.reset()
+                failures = self._session_failures[node] = self._session_failures.get(node, 0) + 1
+                if failures >= 3:
+                    # A broker that refuses the session it just granted, again and again,
+                    # costs a wasted round trip per fetch: stop asking it for sessions.
+                    log.warning("node %s keeps refusing fetch sessions: fetching without", node)
+                    self.sessionless.add(node)
             else:
                 log.debug("fetch from node %s failed: error %s", node, resp.error_code)
                 session.reset()
                 self.client.request_update()
             return
         # session bookkeeping
+        if not full:
+            self._session_failures.pop(node, None)
         if full:
             session.session_id = resp.session_id
             session.partitions = dict(wanted)

@@ -35,6 +35,7 @@ from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccum
 from gregor.client.config import Config
 from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import (
+    BufferFullError,
     ConfigError,
     IllegalStateError,
     KafkaConnectionError,
@@ -219,10 +220,13 @@ class AIOProducer:
         """Queue a record; the returned future resolves when the broker has it."""
         if self._client.cluster.partitions_for(topic) is None:
             await self._client.wait_for_metadata(topic, self._max_block)
+        deadline = time.monotonic() + self._max_block
         while True:
             try:
                 return self.send_nowait(topic, value, key, partition, timestamp_ms, headers, block=False)
-            except _BufferFull:
+            except BufferFullError:
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(f"buffer.memory full for {self._max_block:.1f}s") from None
                 await asyncio.sleep(0.001)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
@@ -240,7 +244,12 @@ class AIOProducer:
         *,
         block: bool = True,
     ) -> ProduceFuture:
-        """Queue a record whose topic metadata is known (safe from any thread)."""
+        """Queue a record whose topic metadata is known (safe from any thread).
+
+        When ``buffer.memory`` is full this waits up to ``max.block.ms`` for room, except on
+        the producer's own event loop (or with ``block=False``), where it raises
+        :class:`BufferFullError` at once: ``await send(...)`` waits there instead.
+        """
         if self._closed or self._fatal is not None or self.transactional_id:
             self._check_can_send()
         if key is not None and key.__class__ is not bytes:
@@ -269,10 +278,9 @@ class AIOProducer:
         if self.transactional_id and tp not in self._txn_partitions:
             with self._txn_lock:
                 self._txn_new.add(tp)
-        acc = self.accumulator
-        if not block and acc.bytes_used > acc.buffer_memory:
-            raise _BufferFull()
-        return acc.append(tp, timestamp_ms, key, value, hdrs, self._max_block)
+        # Waiting for room is for other threads; on the loop it would stall the sender itself.
+        wait = self._max_block if block and threading.get_ident() != self._loop_thread else 0.0
+        return self.accumulator.append(tp, timestamp_ms, key, value, hdrs, wait)
 
     def _check_can_send(self) -> None:
         if self._closed:
@@ -720,10 +728,6 @@ class AIOProducer:
         with self._txn_lock:
             self._txn_new = set()
         self._txn_state = "ready"
-
-
-class _BufferFull(Exception):
-    pass
 
 
 def _first_error(resp: Any) -> int:
