@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -158,11 +159,21 @@ def test_seek_beginning_and_end(broker) -> None:  # noqa: ANN001
     create_topic(broker.bootstrap_servers, topic, P)
     first = [Rec(2, f"a{i}".encode(), b"old", (), BASE_TS + i) for i in range(20)]
     ck_produce(broker.bootstrap_servers, topic, first)
-    c = ck_consumer(broker.bootstrap_servers)
+    fetch_state: dict[str, object] = {}
+
+    def on_stats(text: str) -> None:
+        part = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {}).get("2", {})
+        fetch_state.update(state=part.get("fetch_state"), next_offset=part.get("next_offset"))
+
+    c = ck_consumer(broker.bootstrap_servers, **{"statistics.interval.ms": 100, "stats_cb": on_stats})
     try:
         c.assign([TopicPartition(topic, 2, OFFSET_END)])
-        # Nothing new yet; wait until the consumer has resolved the end offset.
-        assert ck_drain(c, 1, budget=2.0) == []
+        # Nothing new yet; wait until the consumer has resolved "end" (ListOffsets latest) to
+        # offset 20 and is fetching from there, so the next records are after its start.
+        deadline = time.monotonic() + 30
+        while fetch_state != {"state": "active", "next_offset": 20} and time.monotonic() < deadline:
+            assert ck_drain(c, 1, budget=0.1) == []
+        assert fetch_state == {"state": "active", "next_offset": 20}
         second = [Rec(2, f"b{i}".encode(), b"new", (), BASE_TS + 100 + i) for i in range(5)]
         ck_produce(broker.bootstrap_servers, topic, second)
         got = ck_drain(c, 5)
