@@ -124,6 +124,8 @@ def _decode_records(
     CR = ConsumerRecord
     end = len(data)
     pos = 0
+    last_delta = -1
+    ts = 0
     try:
         for _ in range(count):
             b = data[pos]
@@ -151,7 +153,9 @@ def _decode_records(
                     pos += 3
                 else:
                     n, pos = _uvarint(data, pos + 1)
-            ts = base_ts + ((n >> 1) ^ -(n & 1)) if log_append is None else log_append
+            if n != last_delta:  # records of one batch often share a timestamp: reuse the int
+                last_delta = n
+                ts = base_ts + ((n >> 1) ^ -(n & 1)) if log_append is None else log_append
             b = data[pos]
             if b < 0x80:
                 n = b
