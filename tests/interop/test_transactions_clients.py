@@ -13,10 +13,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from interop_helpers import RawClient, create_topic
-from test_transactions_support import CLIENTS, consumer, producer, read
+from interop_helpers import create_topic
+from test_transactions_support import CLIENTS, consumer, end_offsets, producer, read
 
-from gregor.protocol.messages.list_offsets import ListOffsetsRequest
 from gregor.testing import BrokerProcess
 
 
@@ -34,20 +33,6 @@ def new_topic(broker: BrokerProcess, partitions: int = 2) -> str:
     return name
 
 
-def end_offsets(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int]:
-    """(latest offset for read_uncommitted, for read_committed): the high watermark and the
-    last stable offset."""
-    out = []
-    for isolation in (0, 1):
-        req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[ListOffsetsRequest.Topics(
-            name=topic, partitions=[ListOffsetsRequest.Topics.Partitions(partition_index=partition, timestamp=-1)])])
-        with RawClient(broker.bootstrap_servers) as c:
-            p = c.request(req, 5).topics[0].partitions[0]
-        assert p.error_code == 0
-        out.append(p.offset)
-    return out[0], out[1]
-
-
 @pytest.mark.parametrize("client", CLIENTS)
 def test_commit_is_seen_once_and_not_before(broker: BrokerProcess, client: str) -> None:
     bs = broker.bootstrap_servers
@@ -62,7 +47,7 @@ def test_commit_is_seen_once_and_not_before(broker: BrokerProcess, client: str) 
             p.send(topic, 0, v)
         p.flush()
         # Written but not committed: the LSO holds at the transaction's first offset.
-        assert end_offsets(broker, topic, 0) == (60, 0)
+        assert end_offsets(broker.bootstrap_servers, topic, 0) == (60, 0)
         # A non-transactional record on the other partition, written after the transaction's
         # records: once the watcher has it, it has fetched past them and seen nothing.
         plain = producer("confluent", bs)
@@ -78,7 +63,7 @@ def test_commit_is_seen_once_and_not_before(broker: BrokerProcess, client: str) 
     finally:
         p.close()
     # 60 records and the COMMIT marker.
-    assert end_offsets(broker, topic, 0) == (61, 61)
+    assert end_offsets(broker.bootstrap_servers, topic, 0) == (61, 61)
     after: list[tuple[int, int, bytes | None]] = []
     while len(after) < 60:
         after += watcher.poll()
@@ -115,7 +100,7 @@ def test_abort_is_invisible_to_read_committed(broker: BrokerProcess, client: str
         [b"aborted-%d" % i for i in range(30)] + [b"kept-%d" % i for i in range(4)]
     )
     # Per partition: 15 aborted, ABORT marker, 2 kept, COMMIT marker.
-    assert [end_offsets(broker, topic, q) for q in (0, 1)] == [(19, 19), (19, 19)]
+    assert [end_offsets(broker.bootstrap_servers, topic, q) for q in (0, 1)] == [(19, 19), (19, 19)]
 
 
 @pytest.mark.parametrize("client", CLIENTS)

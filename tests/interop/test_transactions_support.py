@@ -153,7 +153,10 @@ class KpProducer:
 
 
 class AioProducer:
-    """aiokafka's producer driven on a private event loop."""
+    """aiokafka's producer driven on a private event loop. ``send`` only queues: the loop runs
+    while whole batches of sends are awaited (``flush``, and before ``send_offsets``,
+    ``commit`` and ``abort``), so the producer's background tasks run the way they do in an
+    asyncio application rather than in short bursts between calls."""
 
     def __init__(self, bootstrap: str, transactional_id: str | None, **conf: Any) -> None:
         from aiokafka import AIOKafkaProducer
@@ -168,7 +171,7 @@ class AioProducer:
             return AIOKafkaProducer(**base)
 
         self.p = self.run(make())
-        self.futures: list[Any] = []
+        self.pending: list[tuple[str, int, bytes, bytes | None]] = []
         self.started = False
 
     def run(self, coro: Any) -> Any:
@@ -182,24 +185,32 @@ class AioProducer:
         self.run(self.p.begin_transaction())
 
     def send(self, topic: str, partition: int, value: bytes, key: bytes | None = None) -> None:
-        self.futures.append(self.run(self.p.send(topic, value=value, key=key, partition=partition)))
+        self.pending.append((topic, partition, value, key))
 
     def flush(self) -> None:
-        self.run(self.p.flush())
-        futures, self.futures = self.futures, []
-        for f in futures:
-            self.run(asyncio.wait_for(f, BUDGET_S))
+        if not self.started:
+            self.init()
+        pending, self.pending = self.pending, []
+
+        async def drain() -> None:
+            futures = [await self.p.send(t, value=v, key=k, partition=q) for t, q, v, k in pending]
+            await asyncio.wait_for(asyncio.gather(*futures), BUDGET_S)
+
+        self.run(drain())
 
     def send_offsets(self, offsets: dict[TP, int], group: str, consumer: Any) -> None:
         from aiokafka import TopicPartition
 
+        self.flush()
         self.run(self.p.send_offsets_to_transaction(
             {TopicPartition(t, p): o for (t, p), o in offsets.items()}, group))
 
     def commit(self) -> None:
+        self.flush()
         self.run(self.p.commit_transaction())
 
     def abort(self) -> None:
+        self.flush()
         self.run(self.p.abort_transaction())
 
     def close(self) -> None:
@@ -318,13 +329,14 @@ def consumer(client: str, bootstrap: str, tps: list[TP], isolation: str = "read_
 
 
 def read(client: str, bootstrap: str, tps: list[TP], isolation: str, count: int,
-         linger: float = 1.0) -> list[tuple[int, int, bytes | None]]:
+         linger: float = 1.0, budget: float = BUDGET_S) -> list[tuple[int, int, bytes | None]]:
     """(partition, offset, value) as ``client``'s consumer delivers them: until ``count``
-    records came, then ``linger`` seconds more so that extra (duplicate) records show."""
+    records came (or ``budget`` seconds passed), then ``linger`` seconds more so that extra
+    (duplicate) records show."""
     c = consumer(client, bootstrap, tps, isolation)
     try:
         out: list[tuple[int, int, bytes | None]] = []
-        deadline = time.monotonic() + BUDGET_S
+        deadline = time.monotonic() + budget
         while len(out) < count and time.monotonic() < deadline:
             out += c.poll()
         end = time.monotonic() + linger
@@ -333,6 +345,24 @@ def read(client: str, bootstrap: str, tps: list[TP], isolation: str, count: int,
         return out
     finally:
         c.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """(latest offset for read_uncommitted, for read_committed), i.e. the high watermark and
+    the last stable offset, from ListOffsets on the wire."""
+    from interop_helpers import RawClient
+
+    from gregor.protocol.messages.list_offsets import ListOffsetsRequest
+
+    out = []
+    for isolation in (0, 1):
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[ListOffsetsRequest.Topics(
+            name=topic, partitions=[ListOffsetsRequest.Topics.Partitions(partition_index=partition, timestamp=-1)])])
+        with RawClient(bootstrap) as c:
+            p = c.request(req, 5).topics[0].partitions[0]
+        assert p.error_code == 0
+        out.append(p.offset)
+    return out[0], out[1]
 
 
 # --- the consume-transform-produce worker ---------------------------------------------------
