@@ -41,6 +41,7 @@ def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -
 
 from gregor.cli.consume import consume  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
+from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
 
@@ -48,6 +49,7 @@ main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
+main.add_command(pipeline)
 
 
 if __name__ == "__main__":

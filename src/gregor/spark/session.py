@@ -32,6 +32,7 @@ def local_session(
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     defaults = {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.host": os.environ["SPARK_LOCAL_IP"] if not master else "",

@@ -1,0 +1,1 @@
+"""Reference data pipelines built on Gregor and Spark (see :mod:`gregor.pipelines.clickstream`)."""

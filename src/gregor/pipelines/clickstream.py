@@ -1,0 +1,383 @@
+"""The reference pipeline: per-page views and distinct users over event-time windows.
+
+A generator writes JSON page views to an input topic (key: user id)::
+
+    {"event_id": 17, "user_id": "u042", "page": "/products/3", "ts": 1767225612345,
+     "referrer": "search", "duration_ms": 5120}
+
+A Spark Structured Streaming job reads them through the ``gregor`` data source, parses the
+JSON, takes ``ts`` as event time with a watermark, and counts views and distinct users per
+page in tumbling windows. Windows are emitted once the watermark has passed them (append
+mode) and each micro-batch goes to two places: the output topic (one JSON record per window,
+key: page) and Parquet files under ``<output>/windows/batch_id=N`` (overwritten whole when a
+batch is replayed after a crash, so the Parquet side holds every window exactly once).
+
+Events arrive out of order by up to ``jitter_s`` seconds, less than the watermark delay, so no
+event is dropped as late. The generator ends with an end-of-stream marker whose event time is
+far enough ahead to close every window; its own window never closes, so it is never written. Everything is
+deterministic for a seed, and :func:`expected_windows` computes the exact answer from the
+generated events, which :func:`check` compares with what the job wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+END_PAGE = "__end__"
+PAGES = ["/", "/search", "/cart", "/checkout", "/help"] + [f"/products/{i}" for i in range(1, 8)]
+REFERRERS = ["direct", "search", "social", "email"]
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    bootstrap_servers: str
+    input_topic: str = "pageviews"
+    output_topic: str = "pageview-windows"
+    output_dir: str = "gregor-pipeline"
+    events: int = 20000
+    users: int = 300
+    minutes: int = 10
+    window: str = "1 minute"
+    watermark: str = "1 minute"
+    jitter_s: int = 20
+    seed: int = 7
+    partitions: int = 3
+    max_offsets_per_trigger: int = 5000
+
+    @property
+    def parquet_dir(self) -> str:
+        return str(Path(self.output_dir) / "windows")
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return str(Path(self.output_dir) / "checkpoint")
+
+
+# --- the generator ---
+
+
+def generate_events(n: int, *, users: int = 300, minutes: int = 10, jitter_s: int = 20, seed: int = 7) -> list[dict]:
+    """``n`` page views spread over ``minutes`` of event time, out of order by < ``jitter_s``."""
+    rng = random.Random(seed)
+    span = minutes * 60_000
+    events = []
+    weights = [1.0 / (i + 1) for i in range(len(PAGES))]  # a few popular pages, a long tail
+    for i in range(n):
+        nominal = START_MS + (span * i) // n
+        ts = max(START_MS, nominal - rng.randrange(0, jitter_s * 1000))
+        ts = min(ts, START_MS + span - 1)
+        events.append(
+            {
+                "event_id": i,
+                "user_id": f"u{rng.randrange(users):04d}",
+                "page": rng.choices(PAGES, weights)[0],
+                "ts": ts,
+                "referrer": rng.choice(REFERRERS),
+                "duration_ms": rng.randrange(200, 60_000),
+            }
+        )
+    return events
+
+
+def end_marker(events: list[dict], window_ms: int = 60_000, watermark_ms: int = 60_000) -> dict:
+    """An event late enough in event time that the watermark passes every real window."""
+    last = max(e["ts"] for e in events) if events else START_MS
+    ts = (last // window_ms + 1) * window_ms + watermark_ms + window_ms
+    return {"event_id": -1, "user_id": "", "page": END_PAGE, "ts": ts, "referrer": "", "duration_ms": 0}
+
+
+def produce_events(bootstrap_servers: str, topic: str, events: Iterable[dict]) -> int:
+    from gregor.client import Producer
+
+    n = 0
+    with Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 10, "compression.type": "lz4"}) as p:
+        futures = []
+        for e in events:
+            futures.append(p.send(topic, json.dumps(e, separators=(",", ":")).encode(), e["user_id"].encode() or None))
+            n += 1
+        p.flush()
+        for f in futures:
+            f.result(60)
+    return n
+
+
+def create_topics(config: PipelineConfig) -> None:
+    from gregor.client import AdminClient, NewTopic
+
+    with AdminClient({"bootstrap.servers": config.bootstrap_servers}) as admin:
+        existing = admin.list_topics()
+        new = [
+            NewTopic(name, parts, 1)
+            for name, parts in ((config.input_topic, config.partitions), (config.output_topic, 1))
+            if name not in existing
+        ]
+        if new:
+            admin.create_topics(new, raise_on_error=True)
+
+
+# --- the ground truth ---
+
+
+def expected_windows(events: Iterable[dict], window_ms: int = 60_000) -> dict[tuple[int, str], tuple[int, int]]:
+    """(window start ms, page) -> (views, distinct users), from the generated events."""
+    views: dict[tuple[int, str], int] = {}
+    users: dict[tuple[int, str], set[str]] = {}
+    for e in events:
+        if e["page"] == END_PAGE:
+            continue
+        k = (e["ts"] // window_ms * window_ms, e["page"])
+        views[k] = views.get(k, 0) + 1
+        users.setdefault(k, set()).add(e["user_id"])
+    return {k: (views[k], len(users[k])) for k in views}
+
+
+# --- the Spark job ---
+
+
+def event_schema() -> Any:
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    return StructType(
+        [
+            StructField("event_id", LongType()),
+            StructField("user_id", StringType()),
+            StructField("page", StringType()),
+            StructField("ts", LongType()),
+            StructField("referrer", StringType()),
+            StructField("duration_ms", IntegerType()),
+        ]
+    )
+
+
+def windows_stream(spark: Any, config: PipelineConfig) -> Any:
+    """The streaming DataFrame of closed windows: window_start, window_end, page, views, users."""
+    from pyspark.sql import functions as F
+
+    events = (
+        spark.readStream.format("gregor")
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("subscribe", config.input_topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), event_schema()).alias("e"))
+        .select("e.*")
+        .withColumn("event_time", F.timestamp_millis(F.col("ts")))
+        .withWatermark("event_time", config.watermark)
+    )
+    # The end marker is not filtered out: Spark would push that filter below the watermark and
+    # the marker would no longer advance it. Its own window lies beyond the watermark it sets,
+    # so it is never emitted.
+    return (
+        events.groupBy(F.window("event_time", config.window), F.col("page"))
+        .agg(F.count(F.lit(1)).alias("views"), F.size(F.collect_set("user_id")).alias("users"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "page",
+            "views",
+            "users",
+        )
+    )
+
+
+def write_batch(config: PipelineConfig) -> Callable[[Any, int], None]:
+    """The foreachBatch function: one micro-batch of windows to Parquet and to the output topic."""
+
+    def sink(df: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        if df.isEmpty():
+            return
+        df = df.persist()
+        try:
+            df.write.mode("overwrite").parquet(f"{config.parquet_dir}/batch_id={batch_id}")
+            (
+                df.select(
+                    F.col("page").cast("binary").alias("key"),
+                    F.to_json(
+                        F.struct(
+                            F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+                            F.date_format("window_end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+                            "page",
+                            "views",
+                            "users",
+                        )
+                    ).alias("value"),
+                )
+                .write.format("gregor")
+                .option("kafka.bootstrap.servers", config.bootstrap_servers)
+                .option("topic", config.output_topic)
+                .mode("append")
+                .save()
+            )
+        finally:
+            df.unpersist()
+
+    return sink
+
+
+def run_job(
+    spark: Any,
+    config: PipelineConfig,
+    *,
+    drain: bool = True,
+    on_progress: Callable[[dict], None] | None = None,
+    poll_s: float = 0.5,
+    timeout_s: float = 3600.0,
+) -> Any:
+    """Run the streaming query; with ``drain``, stop once the input present at the start is
+    processed and the windows it closes are written.
+
+    Trigger.AvailableNow would stop right after the batch that reads the last event, before
+    the no-data batch in which the advanced watermark emits the last windows, so draining
+    runs a processing-time trigger and stops after the batch that follows the one reaching the
+    input's end offsets (or a few seconds later when Spark has nothing more to run).
+    """
+    target = _input_end_offsets(config) if drain else None
+    query = (
+        windows_stream(spark, config)
+        .writeStream.outputMode("append")
+        .foreachBatch(write_batch(config))
+        .option("checkpointLocation", config.checkpoint_dir)
+        .queryName("pageview_windows")
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    seen = -1
+    reached: float | None = None  # when a batch reached the target offsets
+    reached_batch = -1
+    deadline = time.monotonic() + timeout_s
+    try:
+        while query.isActive:
+            query.awaitTermination(poll_s)
+            for p in _new_progress(query, seen):
+                seen = p["batchId"]
+                if on_progress is not None:
+                    on_progress(p)
+                if target is not None and reached is None and _source_end(p) == target:
+                    reached, reached_batch = time.monotonic(), seen
+            if reached is not None and not query.status["isTriggerActive"]:
+                # the batch after the one that read the last input emits the closed windows;
+                # Spark runs none when no window is left to close
+                if seen > reached_batch or time.monotonic() - reached > 10:
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the pipeline did not finish in {timeout_s}s")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if query.isActive:
+            query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    return query
+
+
+def _input_end_offsets(config: PipelineConfig) -> dict:
+    from gregor.client import AdminClient
+    from gregor.client.bulk import end_offsets, shared_client
+    from gregor.spark.options import offsets_json
+
+    with AdminClient({"bootstrap.servers": config.bootstrap_servers}) as admin:
+        desc = admin.describe_topics([config.input_topic])[config.input_topic]
+    from gregor.client import TopicPartition
+
+    tps = [TopicPartition(config.input_topic, p.partition) for p in desc.partitions]
+    ends = end_offsets(shared_client({"bootstrap.servers": config.bootstrap_servers}), tps)
+    return offsets_json(ends)
+
+
+def _source_end(progress: dict) -> Any:
+    sources = progress.get("sources") or []
+    if not sources or not sources[0].get("endOffset"):
+        return None
+    end = sources[0]["endOffset"]
+    return json.loads(end) if isinstance(end, str) else end
+
+
+def _new_progress(query: Any, seen: int) -> Iterator[dict]:
+    for p in query.recentProgress:
+        if p["batchId"] > seen:
+            yield p
+
+
+# --- results ---
+
+
+def parquet_results(spark: Any, config: PipelineConfig) -> dict[tuple[int, str], tuple[int, int]]:
+    path = Path(config.parquet_dir)
+    if not path.exists():
+        return {}
+    out: dict[tuple[int, str], tuple[int, int]] = {}
+    for r in spark.read.parquet(str(path)).collect():
+        k = (_ms(r.window_start), r.page)
+        if k in out:
+            raise AssertionError(f"window {k} written twice")
+        out[k] = (r.views, r.users)
+    return out
+
+
+def topic_results(spark: Any, config: PipelineConfig) -> list[dict]:
+    df = (
+        spark.read.format("gregor")
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("subscribe", config.output_topic)
+        .load()
+    )
+    return [json.loads(r.value) for r in df.select("value").collect()]
+
+
+def check(expected: dict, got: dict) -> list[str]:
+    """Differences between the ground truth and the job's windows (empty when they match)."""
+    problems = []
+    for k in sorted(set(expected) | set(got)):
+        if expected.get(k) != got.get(k):
+            problems.append(f"{_iso(k[0])} {k[1]}: expected {expected.get(k)}, got {got.get(k)}")
+    return problems
+
+
+def format_table(results: dict[tuple[int, str], tuple[int, int]], limit: int | None = None) -> str:
+    rows = sorted(results.items())
+    header = f"{'window start (UTC)':<21} {'page':<13} {'views':>6} {'users':>6}"
+    lines = [header, "-" * len(header)]
+    shown = rows if limit is None else rows[:limit]
+    for (start, page), (views, users) in shown:
+        lines.append(f"{_iso(start):<21} {page:<13} {views:>6} {users:>6}")
+    if limit is not None and len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more rows")
+    return "\n".join(lines)
+
+
+def _ms(t: Any) -> int:
+    import datetime as dt
+
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+__all__ = [
+    "PipelineConfig",
+    "check",
+    "create_topics",
+    "end_marker",
+    "expected_windows",
+    "format_table",
+    "generate_events",
+    "parquet_results",
+    "produce_events",
+    "run_job",
+    "topic_results",
+]
