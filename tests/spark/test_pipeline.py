@@ -1,0 +1,80 @@
+"""The reference pipeline end to end on a small input, its results checked exactly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import Broker
+
+from gregor.pipelines import clickstream as cs
+
+
+def test_generator_is_deterministic_and_bounded() -> None:
+    a = cs.generate_events(500, users=50, minutes=5, jitter_s=20, seed=3)
+    assert a == cs.generate_events(500, users=50, minutes=5, jitter_s=20, seed=3)
+    ts = [e["ts"] for e in a]
+    assert min(ts) >= cs.START_MS and max(ts) < cs.START_MS + 5 * 60_000
+    assert any(b < x for x, b in zip(ts, ts[1:], strict=False))  # out of order ...
+    assert all(x - b < 20_000 for x, b in zip(ts, ts[1:], strict=False))  # ... by less than the jitter
+    marker = cs.end_marker(a)
+    assert marker["ts"] == (max(ts) // 60_000 + 1) * 60_000 + 120_000
+    exp = cs.expected_windows([*a, marker])
+    assert sum(v for v, _u in exp.values()) == 500
+    assert {start for start, _p in exp} == {cs.START_MS + m * 60_000 for m in range(5)}
+
+
+def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None:
+    config = cs.PipelineConfig(
+        gregor.bootstrap_servers,
+        input_topic="views-e2e",
+        output_topic="windows-e2e",
+        output_dir=str(tmp_path / "out"),
+        events=600,
+        users=40,
+        minutes=4,
+        max_offsets_per_trigger=250,
+    )
+    cs.create_topics(config)
+    events = cs.generate_events(config.events, users=config.users, minutes=config.minutes, seed=config.seed)
+    assert cs.produce_events(config.bootstrap_servers, config.input_topic, [*events, cs.end_marker(events)]) == 601
+    progress: list[dict] = []
+    cs.run_job(spark, config, on_progress=progress.append)
+    # 601 offsets, 250 per trigger: 250, 250, 101, then the no-data batch that closes the windows
+    assert [p["numInputRows"] for p in progress] == [250, 250, 101, 0]
+
+    expected = cs.expected_windows(events)
+    assert len(expected) == 4 * len(cs.PAGES)
+    assert cs.parquet_results(spark, config) == expected
+    in_topic = cs.topic_results(spark, config)
+    got = {}
+    for r in in_topic:
+        start = cs.START_MS + (int(r["window_start"][14:16]) * 60_000)
+        assert r["window_start"][:14] == "2026-01-01T00:" and r["window_end"][:14] == "2026-01-01T00:"
+        got[(start, r["page"])] = (r["views"], r["users"])
+    assert len(in_topic) == len(expected)
+    assert got == expected
+
+
+def test_cli_against_an_external_broker(gregor: Broker, tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    r = subprocess.run(
+        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
+         "--master", "local[2]", "--events", "300", "--minutes", "3", "--input-topic", "cli-in",
+         "--output-topic", "cli-out", "--output-dir", str(out), "--rows", "0"],
+        capture_output=True,
+        timeout=300,
+    )
+    text = r.stdout.decode()
+    assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
+    assert f"check: all {3 * len(cs.PAGES)} windows match" in text
+    # the printed table: one line per window, as the generator's ground truth says
+    expected = cs.expected_windows(cs.generate_events(300, users=300, minutes=3, seed=7))
+    printed = {}
+    for ln in text.splitlines():
+        if ln.startswith("2026-01-01T00:"):
+            when, page, views, users = ln.split()
+            printed[(cs.START_MS + int(when[14:16]) * 60_000, page)] = (int(views), int(users))
+    assert printed == expected
