@@ -377,3 +377,27 @@ def test_state_survives_a_broker_kill() -> None:
             data = [(bt.producer_id, r.value) for bt in batches if not bt.is_control for r in bt.records]
             assert data == [(pk, b"k1"), (pd, b"d1"), (pk, b"k2")]
         assert "event=txn.timed_out" in b.read_log()
+
+
+def test_idempotent_sequences_on_the_wire(client: RawClient) -> None:
+    """Duplicates get their original offsets; gaps, stale epochs and unknown producers get
+    the errors clients act on."""
+    r = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0,
+                                             producer_id=-1, producer_epoch=-1), 4)
+    pid = r.producer_id
+    assert (r.error_code, r.producer_epoch) == (0, 0)
+    first = produce(client, TOPIC, 2, pid, 0, 0, [b"i0", b"i1"], None)
+    second = produce(client, TOPIC, 2, pid, 0, 2, [b"i2"], None)
+    assert (first.error_code, second.error_code) == (0, 0)
+    assert second.base_offset == first.base_offset + 2
+    # a retry of either batch is answered with its original offset and not written again
+    assert produce(client, TOPIC, 2, pid, 0, 0, [b"i0", b"i1"], None).base_offset == first.base_offset
+    assert produce(client, TOPIC, 2, pid, 0, 2, [b"i2"], None).base_offset == second.base_offset
+    hw, _, _, batches = fetch(client, TOPIC, 2, 0, first.base_offset)
+    assert hw == first.base_offset + 3
+    assert values_of(batches) == [b"i0", b"i1", b"i2"]
+    assert produce(client, TOPIC, 2, pid, 0, 5, [b"gap"], None).error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # a new epoch starts at sequence 0; the old epoch is fenced from then on
+    assert produce(client, TOPIC, 2, pid, 1, 0, [b"e1"], None).error_code == 0
+    assert produce(client, TOPIC, 2, pid, 0, 3, [b"old"], None).error_code == E.INVALID_PRODUCER_EPOCH
+    assert produce(client, TOPIC, 2, pid + 12345, 0, 7, [b"who"], None).error_code == E.UNKNOWN_PRODUCER_ID
