@@ -26,6 +26,7 @@ from gregor.broker.handlers.registry import handles
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.fetch import FetchRequest, FetchResponse
 from gregor.protocol.records.convert import downconvert
+from gregor.protocol.records.header import iter_batches
 from gregor.storage.errors import StorageError
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -49,6 +50,16 @@ def _error_part(index: int, code: int) -> PartResp:
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
         log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None,
     )
+
+
+def _drop_partial_tail(records: bytes) -> bytes | memoryview:
+    """A read cut off by the byte limit usually ends inside a batch, which the client could
+    only discard (Kafka sends it anyway); leave it out unless it is all there is, so an old
+    client can still see that a batch is larger than its limit."""
+    end = 0
+    for pos, h in iter_batches(records, allow_partial_tail=True):
+        end = pos + h.size
+    return memoryview(records)[:end] if 0 < end < len(records) else records
 
 
 class _Wanted:
@@ -103,6 +114,8 @@ def _read_all(broker: Any, wanted: list[_Wanted], max_bytes: int, isolation: int
                 )
                 if info.region is not None:
                     records = info.region.read()
+                    if len(records) >= limit:
+                        records = _drop_partial_tail(records)
                 if info.aborted_transactions is not None:
                     aborted = [Aborted(producer_id=a.producer_id, first_offset=a.first_offset) for a in info.aborted_transactions]
             else:
@@ -113,7 +126,7 @@ def _read_all(broker: Any, wanted: list[_Wanted], max_bytes: int, isolation: int
             w.resp.log_start_offset = plog.log_start_offset
             continue
         if records and version < 4:
-            records = downconvert(records, 0 if version < 2 else 1)
+            records = downconvert(records, 0 if version < 2 else 1, allow_partial_tail=True)
         n = len(records) if records else 0
         if n:
             first_with_data = False
