@@ -199,8 +199,10 @@ def chunks(it: Iterable, n: int) -> Iterable[list]:
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def stored_codecs(data_dir, topic: str, partition: int) -> list[int]:  # noqa: ANN001
-    """The compression codec of every batch in a partition's log files, read from disk."""
+def stored_codecs(data_dir, topic: str, partition: int, min_records: int = 1) -> list[int]:  # noqa: ANN001
+    """The compression codec of every batch (of at least ``min_records`` records) in a
+    partition's log files, read from disk. librdkafka sends a batch uncompressed when
+    compressing would not make it smaller, as happens to a batch of one or two short records."""
     from pathlib import Path
 
     from gregor.protocol.records.header import iter_batches
@@ -209,5 +211,6 @@ def stored_codecs(data_dir, topic: str, partition: int) -> list[int]:  # noqa: A
     pdir = Path(data_dir) / "logs" / f"{topic}-{partition}"
     for seg in sorted(pdir.glob("*.log")):
         for _, h in iter_batches(seg.read_bytes()):
-            out.append(h.attributes & 0x7)
+            if h.records_count >= min_records:
+                out.append(h.attributes & 0x7)
     return out

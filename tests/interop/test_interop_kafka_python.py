@@ -162,3 +162,17 @@ def test_long_poll_wakes_on_produce(broker) -> None:  # noqa: ANN001
         assert [(o, r.value) for o, r in got] == [(0, b"late")]
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("api_version", [(0, 10, 0), (0, 9)])
+def test_old_client_reads_past_its_fetch_limit(broker, api_version: tuple) -> None:  # noqa: ANN001
+    """3 MB in batches of about 100 KB, read 64 KB per partition per fetch: most reads stop
+    inside a batch, and down-conversion must still hand the old client whole messages."""
+    topic = topic_name("kp-oldbig")
+    create_topic(broker.bootstrap_servers, topic, P)
+    recs = [Rec(i % 2, b"k%d" % i, bytes([i % 251]) * 1000, (), BASE_TS + i) for i in range(3000)]
+    ck_produce(broker.bootstrap_servers, topic, recs, **{"linger.ms": 50, "batch.size": 100_000})
+    got = kp_consume(broker.bootstrap_servers, topic, P, len(recs), api_version=api_version,
+                     max_partition_fetch_bytes=65536)
+    magic = 1 if api_version >= (0, 10) else 0
+    assert_same_per_partition(_strip(recs, magic=magic, no_timestamp=None), got)

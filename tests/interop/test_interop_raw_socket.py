@@ -247,3 +247,34 @@ def test_fetch_session_epochs(broker, topic, bystander) -> None:  # noqa: ANN001
         # Epoch -1 fetches without a session.
         assert fetch(c, 0, -1, [(0, 0)]).session_id == 0
     _still_serving(broker, bystander, topic)
+
+
+def test_fetch_returns_whole_batches(broker, topic, bystander) -> None:  # noqa: ANN001
+    """A read cut off by the byte limit ends at the last whole batch; a first batch larger
+    than the limit still comes whole (KIP-74)."""
+    fresh = topic_name("raw-whole")
+    create_topic(broker.bootstrap_servers, fresh, P)
+    batches = [build_batch([(BASE_TS + i, None, bytes([i]) * 10_000)]) for i in range(3)]
+    sizes = [len(b) for b in batches]
+    with RawClient(broker.bootstrap_servers) as c:
+        for b in batches:
+            assert _produce(c, fresh, 0, b).error_code == 0
+
+        def fetch_bytes(limit: int) -> bytes:
+            req = FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1,
+                topics=[FetchRequest.Topics(topic=fresh, partitions=[
+                    FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=limit)
+                ])],
+                forgotten_topics_data=[], rack_id="",
+            )
+            [t] = c.request(req, 12).responses
+            return bytes(t.partitions[0].records or b"")
+
+        assert len(fetch_bytes(sizes[0] + sizes[1] + 100)) == sizes[0] + sizes[1]
+        assert len(fetch_bytes(sum(sizes))) == sum(sizes)
+        first = fetch_bytes(1000)
+        assert len(first) == sizes[0]
+        assert [(r.offset, r.value) for b in decode_batches(first) for r in b] == [(0, bytes([0]) * 10_000)]
+    _still_serving(broker, bystander, topic)
