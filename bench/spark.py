@@ -1,0 +1,158 @@
+"""Spark batch read throughput: the gregor data source beside Parquet and librdkafka.
+
+    .venv/bin/python bench/spark.py [--records 5000000] [--partitions 4] [--master local[*]]
+
+Loads N records with 100-byte values into a topic of a Gregor broker (confluent-kafka
+producer), then times, in one run and on one SparkSession:
+
+1. the gregor source into Spark's no-op sink (``format("noop")``), all columns;
+2. the gregor source into Parquet (this writes the file used next);
+3. Spark reading that Parquet file into the no-op sink: the upper bound, Spark's own
+   vectorized reader with no network and no Python;
+4. a confluent-kafka (librdkafka) consumer reading the whole topic in this process;
+5. the client's bulk path alone (``RangeReader``, one thread, no Spark).
+
+Each Spark figure is the best of ``--repeat`` runs. Prints records/s and ratios to the
+Parquet upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def load(bootstrap: str, topic: str, n: int) -> float:
+    import confluent_kafka
+
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "none",
+         "queue.buffering.max.messages": 1_000_000}
+    )
+    value = b"x" * 100
+    t = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.005)
+    p.flush()
+    return time.perf_counter() - t
+
+
+def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def confluent_read(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    import confluent_kafka
+
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}", "enable.auto.commit": False,
+         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 8388608}
+    )
+    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+    got = 0
+    t = time.perf_counter()
+    while got < n:
+        for m in c.consume(10000, 1.0):
+            if m.error() is None:
+                got += 1
+    elapsed = time.perf_counter() - t
+    c.close()
+    return elapsed
+
+
+def bulk_read(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    from gregor.client import TopicPartition
+    from gregor.client.bulk import RangeReader, end_offsets, shared_client
+
+    client = shared_client({"bootstrap.servers": bootstrap})
+    ends = end_offsets(client, [TopicPartition(topic, p) for p in range(partitions)])
+    t = time.perf_counter()
+    got = 0
+    for p in range(partitions):
+        for batch in RangeReader(client, topic, p, 0, ends[TopicPartition(topic, p)]):
+            got += batch.num_rows
+    assert got == n, got
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    n = args.records
+
+    from gregor.client import AdminClient, NewTopic
+    from gregor.spark import local_session
+    from gregor.testing import BrokerProcess
+
+    work = Path(tempfile.mkdtemp(prefix="gregor-bench-spark-"))
+    try:
+        with BrokerProcess(data_dir=work / "broker", log_level="INFO") as broker:
+            bs = broker.bootstrap_servers
+            topic = "bench"
+            with AdminClient({"bootstrap.servers": bs}) as admin:
+                admin.create_topics([NewTopic(topic, args.partitions, 1)], raise_on_error=True)
+            secs = load(bs, topic, n)
+            print(f"loaded {n:,} records of 100 bytes into {args.partitions} partitions in {secs:.1f}s", flush=True)
+
+            spark = local_session("gregor-bench", master=args.master, config={"spark.driver.memory": "4g"})
+            spark.sparkContext.setLogLevel("ERROR")
+            cores = spark.sparkContext.defaultParallelism
+
+            def source():  # type: ignore[no-untyped-def]
+                return (
+                    spark.read.format("gregor")
+                    .option("kafka.bootstrap.servers", bs)
+                    .option("subscribe", topic)
+                    .option("minPartitions", str(max(cores, args.partitions)))
+                    .load()
+                )
+
+            parquet = str(work / "records.parquet")
+            count = source().count()
+            assert count == n, count
+            results: list[tuple[str, float]] = []
+            t_noop = best(lambda: source().write.format("noop").mode("overwrite").save(), args.repeat)
+            results.append(("gregor source -> noop", t_noop))
+            t_pq = best(lambda: source().write.mode("overwrite").parquet(parquet), args.repeat)
+            results.append(("gregor source -> Parquet", t_pq))
+            assert spark.read.parquet(parquet).count() == n
+            t_up = best(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(), args.repeat + 1)
+            results.append(("Parquet file -> noop (upper bound)", t_up))
+            spark.stop()
+            results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
+            results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
+
+        upper = n / t_up
+        print(f"\n{n:,} records x 100 bytes, Spark {args.master} ({cores} cores), {os.cpu_count()} CPUs on the machine")
+        print(f"{'read':<38} {'seconds':>8} {'records/s':>12} {'vs Parquet':>11}")
+        for name, secs in results:
+            rate = n / secs
+            print(f"{name:<38} {secs:>8.2f} {rate:>12,.0f} {rate / upper:>10.2f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
