@@ -11,6 +11,7 @@ RecordBatch v2, so their data is down-converted to magic 0 (v0-v1) or magic 1 (v
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import uuid
 from typing import Any
@@ -26,10 +27,12 @@ from gregor.broker.handlers.registry import handles
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.fetch import FetchRequest, FetchResponse
 from gregor.protocol.records.convert import downconvert
-from gregor.protocol.records.header import iter_batches
 from gregor.storage.errors import StorageError
 
 ZERO_UUID = uuid.UUID(int=0)
+_I32 = struct.Struct(">i")
+#: A cut-off read whose first batch is smaller than 1/MANY_BATCHES of it is sent as it is.
+MANY_BATCHES = 8
 READ_COMMITTED = 1
 
 TopicResp = FetchResponse.Responses
@@ -53,13 +56,30 @@ def _error_part(index: int, code: int) -> PartResp:
 
 
 def _drop_partial_tail(records: bytes) -> bytes | memoryview:
-    """A read cut off by the byte limit usually ends inside a batch, which the client could
-    only discard (Kafka sends it anyway); leave it out unless it is all there is, so an old
-    client can still see that a batch is larger than its limit."""
-    end = 0
-    for pos, h in iter_batches(records, allow_partial_tail=True):
-        end = pos + h.size
-    return memoryview(records)[:end] if 0 < end < len(records) else records
+    """A read cut off by the byte limit usually ends inside a batch, which the client can only
+    discard (Kafka sends it anyway). When the batches are big, leave that tail out: it can be
+    nearly as large as the rest. Reads of many small batches are sent as they are (judged by
+    the first batch: the tail is then small, and walking the batches would cost more than
+    sending it), and so is a read that is all tail, so an old client can still see that a
+    batch is larger than its limit."""
+    n = len(records)
+    if n < 12:
+        return records
+    unpack = _I32.unpack_from
+    first = 12 + unpack(records, 8)[0]  # base offset (8), length (4), then the batch
+    if first * MANY_BATCHES < n:
+        return records
+    pos = 0
+    for _ in range(4 * MANY_BATCHES):
+        if pos + 12 > n:
+            break
+        end = pos + 12 + unpack(records, pos + 8)[0]
+        if end > n or end <= pos:
+            break
+        pos = end
+    else:
+        return records
+    return memoryview(records)[:pos] if 0 < pos < n else records
 
 
 class _Wanted:
