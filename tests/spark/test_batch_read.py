@@ -143,29 +143,26 @@ def test_fail_on_data_loss(spark: Any, gregor: Broker, topic: str) -> None:
 def test_isolation_level(spark: Any, gregor: Broker, topic: str) -> None:
     create_topic(gregor, topic, 1)
     bs = gregor.bootstrap_servers
+    committed, aborted = [], []
     with Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic}"}) as p:
         p.init_transactions()
-        p.begin_transaction()
-        for i in range(3):
-            p.send(topic, f"committed-{i}".encode(), partition=0)
-        p.commit_transaction()
-        p.begin_transaction()
-        for i in range(2):
-            p.send(topic, f"aborted-{i}".encode(), partition=0)
-        p.abort_transaction()
-        p.begin_transaction()
-        p.send(topic, b"committed-3", partition=0)
-        p.commit_transaction()
-    # offsets: 0-2 committed, 3 marker, 4-5 aborted, 6 marker, 7 committed, 8 marker
-    committed = read(spark, gregor, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
-    assert sorted((r.offset, r.value) for r in committed.collect()) == [
-        (0, b"committed-0"), (1, b"committed-1"), (2, b"committed-2"), (7, b"committed-3"),
-    ]
+        for kind, n in (("committed", 3), ("aborted", 2), ("committed", 1)):
+            p.begin_transaction()
+            futures = [p.send(topic, f"{kind}-{i}".encode(), partition=0) for i in range(n)]
+            p.flush()  # on the broker before the transaction ends
+            written = [(f.result(30).offset, f"{kind}-{i}".encode()) for i, f in enumerate(futures)]
+            if kind == "committed":
+                p.commit_transaction()
+                committed += written
+            else:
+                p.abort_transaction()
+                aborted += written
+    # three transactions, each closed by a marker: 3 + 1 + 2 + 1 + 1 + 1 offsets
+    assert [o for o, _v in committed] == [0, 1, 2, 7] and [o for o, _v in aborted] == [4, 5]
+    read_committed = read(spark, gregor, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+    assert sorted((r.offset, r.value) for r in read_committed.collect()) == committed
     everything = read(spark, gregor, subscribe=topic)
-    assert sorted((r.offset, r.value) for r in everything.collect()) == [
-        (0, b"committed-0"), (1, b"committed-1"), (2, b"committed-2"),
-        (4, b"aborted-0"), (5, b"aborted-1"), (7, b"committed-3"),
-    ]
+    assert sorted((r.offset, r.value) for r in everything.collect()) == sorted(committed + aborted)
 
 
 def test_sql_and_dataframe_api_on_top(spark: Any, broker: Broker, topic: str) -> None:
