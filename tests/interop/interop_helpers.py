@@ -199,10 +199,11 @@ def chunks(it: Iterable, n: int) -> Iterable[list]:
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def stored_codecs(data_dir, topic: str, partition: int, min_records: int = 1) -> list[int]:  # noqa: ANN001
+def stored_codecs(data_dir, topic: str, partition: int, min_records: int = 8) -> list[int]:  # noqa: ANN001
     """The compression codec of every batch (of at least ``min_records`` records) in a
-    partition's log files, read from disk. librdkafka sends a batch uncompressed when
-    compressing would not make it smaller, as happens to a batch of one or two short records."""
+    partition's log files, read from disk. Clients (librdkafka, kafka-python, aiokafka) send a
+    batch uncompressed when compressing would not make it smaller, as can happen to a batch of
+    one or two short records, so small batches say nothing about the codec path."""
     from pathlib import Path
 
     from gregor.protocol.records.header import iter_batches
