@@ -10,7 +10,10 @@ producer), then times, in one run and on one SparkSession:
 3. Spark reading that Parquet file into the no-op sink: the upper bound, Spark's own
    vectorized reader with no network and no Python;
 4. a confluent-kafka (librdkafka) consumer reading the whole topic in this process;
-5. the client's bulk path alone (``RangeReader``, one thread, no Spark).
+5. the client's bulk path alone (``RangeReader``, one thread, no Spark);
+6. a Python data source that yields ready-made Arrow batches of the same shape into the
+   no-op sink: what Spark's Python Data Source API itself can carry on this machine, the
+   ceiling for any Python source (no network, no decoding).
 
 Each Spark figure is the best of ``--repeat`` runs. Prints records/s and ratios to the
 Parquet upper bound.
@@ -93,12 +96,59 @@ def bulk_read(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return time.perf_counter() - t
 
 
+def register_ceiling(spark, n: int, partitions: int, chunk: int) -> None:  # type: ignore[no-untyped-def]
+    """A Python source yielding prebuilt Spark-schema Arrow batches (no I/O, no decoding)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from gregor.spark.schema import kafka_schema
+
+    class Reader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(i) for i in range(partitions)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            import pyarrow as pa
+
+            from gregor.spark.schema import arrow_schema
+
+            cols = [
+                pa.nulls(chunk, pa.binary()),
+                pa.array([b"x" * 100] * chunk, pa.binary()),
+                pa.array(["bench"] * chunk),
+                pa.array([partition.value] * chunk, pa.int32()),
+                pa.array(range(chunk), pa.int64()),
+                pa.array([0] * chunk, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * chunk, pa.int32()),
+            ]
+            batch = pa.RecordBatch.from_arrays(cols, schema=arrow_schema(False))
+            left = n // partitions + (1 if partition.value < n % partitions else 0)
+            while left > 0:
+                k = min(chunk, left)
+                yield batch.slice(0, k)
+                left -= k
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "gregor_bench_ceiling"
+
+        def schema(self):  # type: ignore[no-untyped-def]
+            return kafka_schema(False)
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader()
+
+    spark.dataSource.register(Ceiling)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--chunk-records", type=int, default=None, help="records per Arrow batch from the source")
+    ap.add_argument("--only-source", action="store_true", help="time only the gregor source into noop")
     args = ap.parse_args()
     n = args.records
 
@@ -126,20 +176,33 @@ def main() -> None:
                     .option("kafka.bootstrap.servers", bs)
                     .option("subscribe", topic)
                     .option("minPartitions", str(max(cores, args.partitions)))
+                    .options(**chunk)
                     .load()
                 )
 
+            chunk = {"gregor.chunkRecords": str(args.chunk_records)} if args.chunk_records else {}
             parquet = str(work / "records.parquet")
             count = source().count()
             assert count == n, count
             results: list[tuple[str, float]] = []
             t_noop = best(lambda: source().write.format("noop").mode("overwrite").save(), args.repeat)
             results.append(("gregor source -> noop", t_noop))
+            if args.only_source:
+                print(f"gregor source -> noop: {n / t_noop:,.0f} records/s")
+                spark.stop()
+                return
             t_pq = best(lambda: source().write.mode("overwrite").parquet(parquet), args.repeat)
             results.append(("gregor source -> Parquet", t_pq))
             assert spark.read.parquet(parquet).count() == n
+            register_ceiling(spark, n, max(cores, args.partitions), args.chunk_records or 65536)
+            assert spark.read.format("gregor_bench_ceiling").load().count() == n
+            t_ceiling = best(
+                lambda: spark.read.format("gregor_bench_ceiling").load().write.format("noop").mode("overwrite").save(),
+                args.repeat,
+            )
             t_up = best(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(), args.repeat + 1)
             results.append(("Parquet file -> noop (upper bound)", t_up))
+            results.append(("prebuilt Arrow Python source -> noop", t_ceiling))
             spark.stop()
             results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
             results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
