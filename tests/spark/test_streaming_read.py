@@ -10,7 +10,7 @@ from typing import Any
 
 from conftest import Broker, create_topic, produce
 
-from gregor.client import AdminClient
+from gregor.client import AdminClient, TopicPartition
 
 
 def stream(spark: Any, b: Broker, **opts: str) -> Any:
@@ -137,3 +137,35 @@ def test_new_partitions_and_topics_are_picked_up(spark: Any, gregor: Broker, top
         ]
     finally:
         q.stop()
+
+
+def test_fail_on_data_loss_in_a_stream(spark: Any, gregor: Broker, topic: str, tmp_path: Path) -> None:
+    create_topic(gregor, topic, 1)
+    produce(gregor, topic, {0: 5})
+
+    def run(cp: Path, out: Path, fail: str) -> Any:
+        q = (
+            stream(spark, gregor, subscribe=topic, startingOffsets="earliest", failOnDataLoss=fail)
+            .selectExpr("offset", "value")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(cp))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            q.awaitTermination(120)
+        except Exception:  # a failed query raises here; its exception() tells why
+            pass
+        return q
+
+    for fail in ("true", "false"):
+        assert run(tmp_path / f"cp-{fail}", tmp_path / f"out-{fail}", fail).exception() is None
+    produce(gregor, topic, {0: 5}, first={0: 5})
+    with AdminClient({"bootstrap.servers": gregor.bootstrap_servers}) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 8})  # offsets 5, 6, 7 are never read
+    q = run(tmp_path / "cp-true", tmp_path / "out-true", "true")
+    assert q.exception() is not None and "failOnDataLoss" in str(q.exception())
+    assert run(tmp_path / "cp-false", tmp_path / "out-false", "false").exception() is None
+    got = sorted((r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out-false")).collect())
+    assert got == [(i, f"v0-{i}".encode()) for i in (0, 1, 2, 3, 4, 8, 9)]

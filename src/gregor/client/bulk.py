@@ -300,7 +300,13 @@ class RangeReader:
                 low = self._log_start()
                 if position < low:
                     self._lose("deleted before they were read", position, min(low, end) if end is not None else low)
-                    position = low
+                    if len(builder):  # what was read before the gap, then a new chunk after it
+                        batch = builder.build(chunk_start, position)
+                        self.records += batch.num_rows
+                        if batch.num_rows:
+                            yield batch
+                        builder = self._builder(builder)
+                    position = chunk_start = low
                 else:
                     high = self._high_watermark()
                     stop = end if end is not None else high
