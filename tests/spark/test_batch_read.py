@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from conftest import BASE_TS, Broker, create_topic, produce
+from spark_helpers import BASE_TS, Broker, create_topic, produce
 
 from gregor.client import AdminClient, Producer, TopicPartition
 from gregor.spark.schema import kafka_schema

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import Broker, create_topic, produce
+from spark_helpers import Broker, create_topic, produce
 
 JOB = Path(__file__).with_name("stream_job.py")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Broker, create_topic, produce
+from spark_helpers import Broker, create_topic, produce
 
 from gregor.spark import alias_kafka
 from gregor.spark.source import KafkaDataSource

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import Broker
+from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
 

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from conftest import Broker, create_topic, produce
+from spark_helpers import Broker, create_topic, produce
 
 from gregor.client import AdminClient, TopicPartition
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Broker, create_topic, produce
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -15,6 +14,7 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+from spark_helpers import Broker, create_topic, produce
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
