@@ -43,7 +43,7 @@ SIZES = (100, 1024)
 PARTITIONS = (1, 6)
 ACKS = ("1", "all")
 #: Records per produce run at --scale 1 (bounded so a whole run stays within ~3 minutes).
-COUNTS = {100: 200_000, 1024: 60_000}
+COUNTS = {100: 400_000, 1024: 120_000}
 LATENCY_RATE = 1_000
 LATENCY_SECONDS = 3.0
 
