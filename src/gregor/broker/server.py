@@ -2,9 +2,8 @@
 
 Theory of operation. Each connection feeds the bytes it receives into a ``FrameDecoder`` and
 one task at a time handles the whole frames strictly one after another (``Connection``), so
-responses leave in request order and a
-connection's requests never race each other (an idempotent producer pipelines up to five
-produce requests and relies on that). A frame larger than ``socket.request.max.bytes``, a
+responses leave in request order and a connection's requests never race each other (an
+idempotent producer pipelines up to five produce requests and relies on that). A frame larger than ``socket.request.max.bytes``, a
 header that cannot be parsed, an unknown API key or a version we do not implement closes that
 connection only (as Kafka does), except ApiVersions at an unknown version, which is answered
 with UNSUPPORTED_VERSION in the v0 format so the client can retry lower. Handler exceptions are
