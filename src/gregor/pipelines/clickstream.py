@@ -50,6 +50,7 @@ class PipelineConfig:
     seed: int = 7
     partitions: int = 3
     max_offsets_per_trigger: int = 5000
+    starting_offsets: str = "earliest"  # or Spark's JSON form, to skip older input
 
     @property
     def parquet_dir(self) -> str:
@@ -164,7 +165,7 @@ def windows_stream(spark: Any, config: PipelineConfig) -> Any:
         spark.readStream.format("gregor")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
         .option("subscribe", config.input_topic)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", config.starting_offsets)
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .load()
         .select(F.from_json(F.col("value").cast("string"), event_schema()).alias("e"))
@@ -281,6 +282,11 @@ def run_job(
     return query
 
 
+def input_end_offsets(config: PipelineConfig) -> dict:
+    """The input topic's end offsets now, in Spark's JSON form (``{"topic": {"0": n}}``)."""
+    return _input_end_offsets(config)
+
+
 def _input_end_offsets(config: PipelineConfig) -> dict:
     from gregor.client import AdminClient
     from gregor.client.bulk import end_offsets, shared_client
@@ -376,6 +382,7 @@ __all__ = [
     "expected_windows",
     "format_table",
     "generate_events",
+    "input_end_offsets",
     "parquet_results",
     "produce_events",
     "run_job",
