@@ -77,8 +77,28 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
 
 
+def drop_producer(settings: dict[str, str]) -> None:
+    """Forget (and close) a shared producer after an error, so the next task starts afresh."""
+    key = tuple(sorted(settings.items()))
+    with _LOCK:
+        p = _PRODUCERS.pop(key, None)
+    if p is not None:
+        try:
+            p.close(5)
+        except Exception:  # it failed already; closing is best effort
+            pass
+
+
 def write_batches(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMessage:
     """Send every row, flush, and raise the first delivery error, if any."""
+    try:
+        return _write(options, batches)
+    except Exception:
+        drop_producer(options.client)
+        raise
+
+
+def _write(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMessage:
     producer = shared_producer(options.client)
     send = producer.send
     futures = []
