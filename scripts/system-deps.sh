@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Debian packages the test suite uses: kcat (an older librdkafka, for interop tests) and a Java
+# runtime for Spark. Installed only when missing, and only where we may (root with apt-get).
+set -euo pipefail
+need=()
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "[setup] installing ${need[*]}"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+else
+  echo "[setup] missing ${need[*]}: install them (apt-get install ${need[*]})" >&2
+  exit 1
+fi
