@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from gregor.broker.internal_topics import cancel_task, replay_partitions
 from gregor.broker.logging import log_event
 from gregor.coordinator import CoordinatorConfig, GroupCoordinator, Write
 from gregor.protocol.errors import ErrorCode
@@ -99,31 +100,21 @@ class GroupRuntime:
         self._pump()
 
     async def stop(self) -> None:
-        if self._load_task is not None and not self._load_task.done():
-            self._load_task.cancel()
-            try:
-                await self._load_task
-            except asyncio.CancelledError:
-                pass
+        await cancel_task(self._load_task)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     async def _load_all(self, partitions: list[int]) -> None:
         started = time.monotonic()
-        records = 0
-        for p in partitions:
-            plog = self.broker.get_log(OFFSETS_TOPIC, p)
-            if plog is not None:
-                for _, data in plog.iter_batches():
-                    try:
-                        self.coordinator.load_batches(p, data)
-                    except Exception:  # noqa: BLE001 - one bad batch must not stop the load
-                        log.exception("could not replay a batch of %s-%d", OFFSETS_TOPIC, p)
-                    records += 1
+
+        def complete(p: int) -> None:
             self.coordinator.complete_load(p)
             self._pump()
-            await asyncio.sleep(0)
+
+        records = await replay_partitions(
+            self.broker, OFFSETS_TOPIC, partitions, self.coordinator.load_batches, complete
+        )
         log_event(
             log, "groups.loaded", partitions=len(partitions), batches=records,
             groups=len(self.coordinator.groups),

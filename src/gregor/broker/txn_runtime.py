@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gregor.broker.internal_topics import cancel_task, replay_partitions
 from gregor.broker.logging import log_event
 from gregor.coordinator.transaction_coordinator import (
     MarkerWrite,
@@ -91,31 +92,21 @@ class TxnRuntime:
         self._load_task = asyncio.create_task(self._load_all([p.partition for p in ts.partitions]))
 
     async def stop(self) -> None:
-        if self._load_task is not None and not self._load_task.done():
-            self._load_task.cancel()
-            try:
-                await self._load_task
-            except asyncio.CancelledError:
-                pass
+        await cancel_task(self._load_task)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     async def _load_all(self, partitions: list[int]) -> None:
         started = time.monotonic()
-        batches = 0
-        for p in partitions:
-            plog = self.broker.get_log(TXN_TOPIC, p)
-            if plog is not None:
-                for _, data in plog.iter_batches():
-                    try:
-                        self.coordinator.load_batches(p, data)
-                    except Exception:  # noqa: BLE001 - one bad batch must not stop the load
-                        log.exception("could not replay a batch of %s-%d", TXN_TOPIC, p)
-                    batches += 1
+
+        def complete(p: int) -> None:
             self.coordinator.complete_load(p, self._leader_epoch(p))
             self._pump()
-            await asyncio.sleep(0)
+
+        batches = await replay_partitions(
+            self.broker, TXN_TOPIC, partitions, self.coordinator.load_batches, complete
+        )
         log_event(
             log, "transactions.loaded", partitions=len(partitions), batches=batches,
             transactional_ids=len(self.coordinator.txns),
