@@ -16,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import defaultdict
 from typing import Any
 
 from gregor.broker.config import BrokerConfig
+from gregor.broker.fetch_session import FetchSessionCache
 from gregor.broker.logging import log_event
+from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.server import Dispatcher, start_listener
 from gregor.broker.topic_configs import validate_overrides
 from gregor.broker.topics import INTERNAL_TOPICS, assign_replicas, topic_name_error
@@ -95,6 +98,8 @@ class Broker:
             retention_check_interval_ms=int(config["log.retention.check.interval.ms"]),
         )
         self.watchers = PartitionWatchers()
+        self.fetch_sessions = FetchSessionCache(int(config["max.incremental.fetch.session.cache.slots"]))
+        self.producer_ids = ProducerIdManager(self.metadata)
         from gregor.broker.handlers import HANDLERS
 
         self.dispatcher = Dispatcher(self, HANDLERS)
@@ -239,7 +244,7 @@ class Broker:
         except InvalidConfigError as e:
             return ErrorCode.INVALID_CONFIG, str(e), None
         if validate_only:
-            return 0, None, TopicState(name, __import__("uuid").UUID(int=0), [], configs)
+            return 0, None, TopicState(name, uuid.UUID(int=0), [], configs)
         ts = self.metadata.create_topic(name, assignments, configs, internal=name in INTERNAL_TOPICS)
         if configs:
             self.logs.set_topic_config(name, configs)

@@ -77,9 +77,7 @@ class TxnRuntime:
         self._load_task: asyncio.Task[None] | None = None
 
     def _generate_producer_id(self) -> int:
-        from gregor.broker.handlers.producer_ids import producer_id_manager
-
-        return producer_id_manager(self.broker).generate()
+        return self.broker.producer_ids.generate()
 
     # --- lifecycle ---
 

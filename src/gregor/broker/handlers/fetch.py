@@ -21,7 +21,6 @@ from gregor.broker.fetch_session import (
     INITIAL_EPOCH,
     CachedPartition,
     FetchSession,
-    FetchSessionCache,
 )
 from gregor.broker.handlers.registry import handles
 from gregor.protocol.errors import ErrorCode
@@ -38,14 +37,6 @@ READ_COMMITTED = 1
 TopicResp = FetchResponse.Responses
 PartResp = FetchResponse.Responses.Partitions
 Aborted = FetchResponse.Responses.Partitions.AbortedTransactions
-
-
-def _cache(broker: Any) -> FetchSessionCache:
-    cache = getattr(broker, "fetch_sessions", None)
-    if cache is None:
-        cache = FetchSessionCache(int(broker.config["max.incremental.fetch.session.cache.slots"]))
-        broker.fetch_sessions = cache
-    return cache
 
 
 def _error_part(index: int, code: int) -> PartResp:
@@ -166,7 +157,7 @@ async def handle_fetch(ctx: Any, req: FetchRequest) -> FetchResponse:
     broker = ctx.broker
     version = ctx.version
     store = broker.metadata
-    cache = _cache(broker)
+    cache = broker.fetch_sessions
     replica_id = req.replica_id
     if version >= 15 and req.replica_state is not None:
         replica_id = req.replica_state.replica_id

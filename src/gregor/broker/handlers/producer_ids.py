@@ -11,17 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.broker.handlers.registry import handles
-from gregor.broker.producer_ids import ProducerIdManager
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-
-
-def producer_id_manager(broker: Any) -> ProducerIdManager:
-    mgr = getattr(broker, "producer_ids", None)
-    if mgr is None:
-        mgr = ProducerIdManager(broker.metadata)
-        broker.producer_ids = mgr
-    return mgr
 
 
 @handles(InitProducerIdRequest)
@@ -35,5 +26,5 @@ async def handle_init_producer_id(ctx: Any, req: InitProducerIdRequest) -> InitP
             throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
             producer_id=-1, producer_epoch=-1,
         )
-    pid = producer_id_manager(ctx.broker).generate()
+    pid = ctx.broker.producer_ids.generate()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
