@@ -1,0 +1,237 @@
+"""Metadata changes as pure functions: old image in, new image out, or a Kafka error.
+
+Every store applies its changes with these functions, so validation, error classes and the
+shape of the resulting image are the same whichever store holds the data; a store only adds
+serialisation, durability and publishing around them. Each function returns a new image with
+``version`` one higher and ``controller_id`` recomputed, and never touches the image it was
+given, so a refused change leaves nothing behind.
+
+What is checked here is the shape of a change (names, replica lists, epochs). Choosing the
+replicas, checking topic names against Kafka's rules and validating config values is the
+caller's job (the broker's topic admin), as it needs the broker's configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+
+from gregor.cluster.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
+from gregor.protocol.errors import (
+    BrokerIdNotRegisteredError,
+    FencedLeaderEpochError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    InvalidTopicError,
+    InvalidUpdateVersionError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+NIL_UUID = uuid.UUID(int=0)
+
+
+def controller_for(brokers: Mapping[int, BrokerRegistration]) -> int:
+    """The local stores' controller: the lowest unfenced registered node id, -1 when none."""
+    live = [node_id for node_id, reg in brokers.items() if not reg.fenced]
+    return min(live) if live else -1
+
+
+def _next(
+    image: MetadataImage,
+    *,
+    topics: Mapping[str, TopicImage] | None = None,
+    topics_by_id: Mapping[uuid.UUID, TopicImage] | None = None,
+    brokers: Mapping[int, BrokerRegistration] | None = None,
+    next_producer_id: int | None = None,
+) -> MetadataImage:
+    """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
+    brokers = image.brokers if brokers is None else brokers
+    return MetadataImage(
+        version=image.version + 1,
+        cluster_id=image.cluster_id,
+        controller_id=controller_for(brokers),
+        topics=image.topics if topics is None else topics,
+        topics_by_id=image.topics_by_id if topics_by_id is None else topics_by_id,
+        brokers=brokers,
+        next_producer_id=image.next_producer_id if next_producer_id is None else next_producer_id,
+    )
+
+
+def _new_partition(index: int, replicas: Sequence[int]) -> PartitionImage:
+    reps = tuple(replicas)
+    return PartitionImage(index, reps[0], 0, 0, reps, reps)
+
+
+def _check_assignments(assignments: Sequence[Sequence[int]], replication_factor: int | None) -> None:
+    if not assignments:
+        raise InvalidPartitionsError("at least one partition is needed")
+    rf = replication_factor if replication_factor is not None else len(assignments[0])
+    for i, reps in enumerate(assignments):
+        if not reps:
+            raise InvalidReplicaAssignmentError(f"partition {i} has no replicas")
+        if len(set(reps)) != len(reps):
+            raise InvalidReplicaAssignmentError(f"partition {i} lists a replica twice: {list(reps)}")
+        if any(not isinstance(b, int) or b < 0 for b in reps):
+            raise InvalidReplicaAssignmentError(f"partition {i} has an invalid broker id: {list(reps)}")
+        if len(reps) != rf:
+            raise InvalidReplicaAssignmentError(
+                f"partition {i} has {len(reps)} replicas, expected {rf} like the others"
+            )
+
+
+def _topic(image: MetadataImage, name: str) -> TopicImage:
+    topic = image.topics.get(name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+    return topic
+
+
+def _replace_topic(image: MetadataImage, topic: TopicImage) -> MetadataImage:
+    topics = dict(image.topics)
+    by_id = dict(image.topics_by_id)
+    topics[topic.name] = topic
+    by_id[topic.topic_id] = topic
+    return _next(image, topics=topics, topics_by_id=by_id)
+
+
+def create_topic(
+    image: MetadataImage,
+    name: str,
+    assignments: Sequence[Sequence[int]],
+    configs: Mapping[str, str],
+    internal: bool = False,
+    topic_id: uuid.UUID | None = None,
+) -> tuple[MetadataImage, TopicImage]:
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError(f"invalid topic name {name!r}")
+    if name in image.topics:
+        raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+    if topic_id is None:
+        topic_id = uuid.uuid4()
+    elif topic_id == NIL_UUID:
+        raise InvalidRequestError("the all-zero topic id is reserved")
+    elif topic_id in image.topics_by_id:
+        raise TopicAlreadyExistsError(f"a topic with id {topic_id} already exists")
+    _check_assignments(assignments, None)
+    topic = TopicImage(
+        name,
+        topic_id,
+        tuple(_new_partition(i, reps) for i, reps in enumerate(assignments)),
+        dict(configs),
+        internal,
+    )
+    return _replace_topic(image, topic), topic
+
+
+def delete_topic(image: MetadataImage, name: str) -> tuple[MetadataImage, TopicImage]:
+    topic = _topic(image, name)
+    topics = {n: t for n, t in image.topics.items() if n != name}
+    by_id = {i: t for i, t in image.topics_by_id.items() if i != topic.topic_id}
+    return _next(image, topics=topics, topics_by_id=by_id), topic
+
+
+def add_partitions(
+    image: MetadataImage, name: str, assignments: Sequence[Sequence[int]]
+) -> tuple[MetadataImage, TopicImage]:
+    topic = _topic(image, name)
+    if not assignments:
+        raise InvalidPartitionsError("at least one new partition is needed")
+    rf = len(topic.partitions[0].replicas) if topic.partitions else None
+    _check_assignments(assignments, rf)
+    start = len(topic.partitions)
+    added = tuple(_new_partition(start + i, reps) for i, reps in enumerate(assignments))
+    new = dataclasses.replace(topic, partitions=topic.partitions + added)
+    return _replace_topic(image, new), new
+
+
+def alter_topic_configs(
+    image: MetadataImage, name: str, configs: Mapping[str, str]
+) -> tuple[MetadataImage, TopicImage]:
+    topic = _topic(image, name)
+    new = dataclasses.replace(topic, configs=dict(configs))
+    return _replace_topic(image, new), new
+
+
+def alter_partition(
+    image: MetadataImage,
+    topic_name: str,
+    partition: int,
+    *,
+    leader: int,
+    leader_epoch: int,
+    isr: Sequence[int],
+    expected_partition_epoch: int,
+) -> tuple[MetadataImage, PartitionImage]:
+    """Compare-and-set one partition's leader, leader_epoch and ISR.
+
+    Refused with FENCED_LEADER_EPOCH when ``leader_epoch`` is below the current one, with
+    INVALID_UPDATE_VERSION when ``expected_partition_epoch`` is not the current
+    partition_epoch (someone else changed it first), and with INVALID_REQUEST when the new
+    state is not well formed (ISR outside the replicas, leader outside the ISR, a new leader
+    without a higher leader_epoch).
+    """
+    topic = _topic(image, topic_name)
+    current = topic.partition(partition)
+    if current is None:
+        raise UnknownTopicOrPartitionError(f"Partition {topic_name}-{partition} does not exist.")
+    new_isr = tuple(isr)
+    if len(set(new_isr)) != len(new_isr):
+        raise InvalidRequestError(f"ISR {list(new_isr)} lists a replica twice")
+    if any(b not in current.replicas for b in new_isr):
+        raise InvalidRequestError(
+            f"ISR {list(new_isr)} is not a subset of the replicas {list(current.replicas)}"
+        )
+    if leader != -1 and leader not in new_isr:
+        raise InvalidRequestError(f"leader {leader} is not in the ISR {list(new_isr)}")
+    if leader_epoch < current.leader_epoch:
+        raise FencedLeaderEpochError(
+            f"leader_epoch {leader_epoch} is older than the current {current.leader_epoch}"
+        )
+    if expected_partition_epoch != current.partition_epoch:
+        raise InvalidUpdateVersionError(
+            f"partition_epoch {expected_partition_epoch} is not the current {current.partition_epoch}"
+        )
+    if leader != current.leader and leader_epoch == current.leader_epoch:
+        raise InvalidRequestError(
+            f"a new leader ({current.leader} -> {leader}) needs a leader_epoch above {leader_epoch}"
+        )
+    new = dataclasses.replace(
+        current,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=current.partition_epoch + 1,
+        isr=new_isr,
+    )
+    partitions = list(topic.partitions)
+    partitions[partition] = new
+    return _replace_topic(image, dataclasses.replace(topic, partitions=tuple(partitions))), new
+
+
+def register_broker(image: MetadataImage, registration: BrokerRegistration) -> MetadataImage:
+    """Add or replace (re-registration after a restart) a broker's registration."""
+    if registration.node_id < 0:
+        raise InvalidRequestError(f"invalid broker id {registration.node_id}")
+    listeners = [ep.listener for ep in registration.endpoints]
+    if len(set(listeners)) != len(listeners):
+        raise InvalidRequestError(f"broker {registration.node_id} lists a listener twice: {listeners}")
+    brokers = dict(image.brokers)
+    brokers[registration.node_id] = registration
+    return _next(image, brokers=brokers)
+
+
+def unregister_broker(image: MetadataImage, node_id: int) -> MetadataImage:
+    if node_id not in image.brokers:
+        raise BrokerIdNotRegisteredError(f"broker {node_id} is not registered")
+    brokers = {n: r for n, r in image.brokers.items() if n != node_id}
+    return _next(image, brokers=brokers)
+
+
+def allocate_producer_ids(image: MetadataImage, count: int) -> tuple[MetadataImage, int]:
+    """Reserve ``count`` producer ids; returns the new image and the first id of the block."""
+    if count < 1:
+        raise InvalidRequestError(f"cannot allocate {count} producer ids")
+    first = image.next_producer_id
+    return _next(image, next_producer_id=first + count), first

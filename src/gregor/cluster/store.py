@@ -1,0 +1,109 @@
+"""The metadata store interface every store implements, and the factory for ``metadata.store``.
+
+Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
+
+- ``image`` is the latest ``MetadataImage``; ``start()`` loads or initialises it (and fixes the
+  cluster id), ``close()`` ends every ``watch()`` stream.
+- Every successful change produces a new image with ``version`` one higher and calls every
+  subscribed listener synchronously, in subscription order, with the ``MetadataDelta`` before
+  the mutating coroutine returns; ``watch()`` yields the same deltas.
+- Refusals are the Kafka exceptions of ``gregor.protocol.errors`` (TOPIC_ALREADY_EXISTS,
+  UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
+  FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INVALID_REQUEST, BROKER_ID_NOT_REGISTERED);
+  a refused change leaves the image and the durable state as they were.
+- A new partition has leader = first replica, leader_epoch 0, partition_epoch 0, isr =
+  replicas. ``alter_partition`` is a compare-and-set on ``partition_epoch`` and bumps it.
+- Broker registrations are ephemeral; producer-id blocks are durable and never overlap.
+- Changes are serialised: concurrent callers never lose an update.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from gregor.cluster.file_store import FileMetadataStore
+from gregor.cluster.image import (
+    BrokerRegistration,
+    MetadataDelta,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
+from gregor.cluster.memory_store import MemoryMetadataStore
+
+__all__ = ["MetadataStore", "open_metadata_store", "STORE_KINDS"]
+
+STORE_KINDS = ("file", "memory")
+
+
+class MetadataStore(Protocol):
+    @property
+    def image(self) -> MetadataImage:
+        """The latest image."""
+        ...
+
+    async def start(self) -> MetadataImage:
+        """Load (file) or initialise (memory) the image; sets the cluster id."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def subscribe(self, listener: Callable[[MetadataDelta], None]) -> None:
+        """Call ``listener`` with every delta, synchronously, before the change returns."""
+        ...
+
+    def watch(self) -> AsyncIterator[MetadataDelta]:
+        """The deltas published from now on, as an async iterator; ends when the store closes."""
+        ...
+
+    async def create_topic(
+        self,
+        name: str,
+        assignments: Sequence[Sequence[int]],
+        configs: Mapping[str, str],
+        internal: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicImage: ...
+
+    async def delete_topic(self, name: str) -> TopicImage: ...
+
+    async def add_partitions(self, name: str, assignments: Sequence[Sequence[int]]) -> TopicImage: ...
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
+        """Replace the topic's whole set of config overrides."""
+        ...
+
+    async def alter_partition(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        leader: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        expected_partition_epoch: int,
+    ) -> PartitionImage: ...
+
+    async def register_broker(self, registration: BrokerRegistration) -> None: ...
+
+    async def unregister_broker(self, node_id: int) -> None: ...
+
+    async def allocate_producer_ids(self, count: int) -> int:
+        """Reserve ``count`` ids durably; returns the first of the block."""
+        ...
+
+
+def open_metadata_store(url_or_kind: str, log_dir: Path, cluster_id: str | None) -> MetadataStore:
+    """The store a ``metadata.store`` value names: ``file`` (in ``log_dir``) or ``memory``."""
+    kind = url_or_kind.strip().lower()
+    if kind == "file":
+        return FileMetadataStore(log_dir, cluster_id)
+    if kind == "memory":
+        return MemoryMetadataStore(cluster_id)
+    raise ValueError(
+        f"metadata.store={url_or_kind!r} is not available yet: this broker supports "
+        + " and ".join(STORE_KINDS)
+    )
