@@ -121,8 +121,22 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility."),
     ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept.", 0),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
-    ConfigKey("metadata.store", "string", "file", "file (single node) or etcd://host:port."),
+    ConfigKey("metadata.store", "string", "file", "file (single node, default) or memory (tests)."),
+    ConfigKey(
+        "listener.security.protocol.map", "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener name to security protocol.",
+    ),
+    ConfigKey("inter.broker.listener.name", "string", None, "Listener brokers use between them."),
+    ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT", "Inter-broker security protocol."),
+    ConfigKey("authorizer.class.name", "string", "", "ACL authorizer (none in this version)."),
 )
+
+#: Security protocols this broker can serve. Anything else stops it at start (fail closed):
+#: a listener that asks for TLS or SASL must never be served as plain text.
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+KNOWN_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+METADATA_STORES = frozenset({"file", "memory"})
 
 _BY_NAME = {k.name: k for k in BROKER_KEYS}
 
@@ -208,6 +222,67 @@ class BrokerConfig:
             if a.host in ("", "0.0.0.0", "::"):
                 # A wildcard bind is not an address a client can use; advertise loopback.
                 self.advertised_listeners[i] = Listener(a.name, "127.0.0.1", a.port)
+        self._check_can_honour()
+
+    # --- fail closed ---
+
+    def _check_can_honour(self) -> None:
+        """Refuse, at start, any setting this broker cannot honour, rather than run a
+        silently weaker broker (a TLS or SASL listener served as plain text, ACLs that
+        are not enforced, a metadata store it does not have)."""
+        self.security_protocol_map: dict[str, str] = {}
+        for entry in self.values["listener.security.protocol.map"]:
+            name, sep, protocol = entry.partition(":")
+            protocol = protocol.strip().upper()
+            if not sep or not name.strip() or protocol not in KNOWN_SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listener.security.protocol.map entry {entry!r} is not NAME:PROTOCOL with a "
+                    f"protocol of {', '.join(sorted(KNOWN_SECURITY_PROTOCOLS))}"
+                )
+            self.security_protocol_map[name.strip().upper()] = protocol
+        names = [listener.name for listener in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners has a listener name more than once: {','.join(names)}")
+        for listener in self.listeners + self.advertised_listeners:
+            self.security_protocol(listener.name)
+        for a in self.advertised_listeners:
+            if a.name not in names:
+                raise ConfigError(f"advertised listener {a} names no listener in listeners")
+        inter = self.values["inter.broker.listener.name"]
+        if inter is not None and inter not in names:
+            raise ConfigError(f"inter.broker.listener.name={inter} names no listener in listeners")
+        protocol = str(self.values["security.inter.broker.protocol"]).upper()
+        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"security.inter.broker.protocol={protocol} is not supported: this version of "
+                "Gregor has no TLS or SASL yet"
+            )
+        if self.values["authorizer.class.name"]:
+            raise ConfigError(
+                f"authorizer.class.name={self.values['authorizer.class.name']}: this version of "
+                "Gregor has no authorizer, so ACLs would not be enforced; remove the setting"
+            )
+        store = str(self.values["metadata.store"])
+        if store not in METADATA_STORES:
+            raise ConfigError(
+                f"metadata.store={store} is not available in this version of Gregor "
+                f"(use one of: {', '.join(sorted(METADATA_STORES))})"
+            )
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener; ConfigError if it is unmapped or one this
+        broker cannot serve."""
+        protocol = self.security_protocol_map.get(listener_name.upper())
+        if protocol is None:
+            raise ConfigError(
+                f"listener {listener_name} has no entry in listener.security.protocol.map"
+            )
+        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener {listener_name} uses security protocol {protocol}, which this version "
+                "of Gregor cannot serve (no TLS or SASL yet); it would not be served as plain text"
+            )
+        return protocol
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:

@@ -1,13 +1,14 @@
-"""The asyncio server: accept, read frames, dispatch in order, write responses.
+"""The asyncio server: accept, read frames, answer in order, write responses.
 
 Theory of operation. Each connection feeds the bytes it receives into a ``FrameDecoder`` and
 one task at a time handles the whole frames strictly one after another (``Connection``), so
 responses leave in request order and a connection's requests never race each other (an
-idempotent producer pipelines up to five produce requests and relies on that). A frame larger than ``socket.request.max.bytes``, a
-header that cannot be parsed, an unknown API key or a version we do not implement closes that
-connection only (as Kafka does), except ApiVersions at an unknown version, which is answered
-with UNSUPPORTED_VERSION in the v0 format so the client can retry lower. Handler exceptions are
-logged and close that connection; they never reach the accept loop.
+idempotent producer pipelines up to five produce requests and relies on that). A frame larger
+than ``socket.request.max.bytes`` closes that connection only; everything about a frame's
+content is the ``Dispatcher``'s business. A client that hangs up while its request waits (a
+long-poll fetch) is released at once. A connection with no
+request in hand and nothing received or sent for ``connections.max.idle.ms`` is closed by
+``close_idle``, which the broker calls periodically.
 
 Shutdown (SIGTERM/SIGINT): stop accepting, let each connection finish the request it is
 handling, close the logs (flush, clean-shutdown marker), exit 0.
@@ -17,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections import deque
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-from gregor.broker.config import BrokerConfig, Listener
-from gregor.broker.logging import log_event
+from gregor.broker.config import Listener
+from gregor.broker.events import log_event
+from gregor.broker.state import ConnectionInfo
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.framing import FrameDecoder, decode_request_header, encode_response
+from gregor.protocol.framing import FrameDecoder
 
 log = logging.getLogger("gregor.broker")
 
@@ -32,6 +34,21 @@ log = logging.getLogger("gregor.broker")
 MAX_QUEUED_FRAMES = 64
 #: Gathered responses are written at once when they reach this size.
 FLUSH_BYTES = 64 * 1024
+
+
+class ServerHost(Protocol):
+    """What a connection needs of the broker."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def connections(self) -> set[Connection]: ...
+
+    @property
+    def max_request_bytes(self) -> int: ...
+
+    def handle_frame(self, conn: Connection, frame: memoryview | bytes) -> Awaitable[bool]: ...
 
 
 class Connection(asyncio.Protocol):
@@ -51,13 +68,15 @@ class Connection(asyncio.Protocol):
     the transport's write buffer is full the task waits for it to drain before handling more.
     """
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, host: ServerHost, listener: str, security_protocol: str) -> None:
+        self.host = host
+        loop = asyncio.get_running_loop()
+        self.info = ConnectionInfo("?", listener, security_protocol, loop.create_future())
         self.transport: asyncio.Transport | None = None
-        self.peer = "?"
         self.closed = False
         self.busy = False
-        self._decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self.last_active = loop.time()
+        self._decoder = FrameDecoder(host.max_request_bytes)
         self._frames: deque[memoryview | bytes] = deque()
         self._task: asyncio.Task[None] | None = None
         self._reading_paused = False
@@ -74,16 +93,21 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.broker.connections.add(self)
+        self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host.connections.add(self)
+
+    @property
+    def peer(self) -> str:
+        return self.info.peer
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_active = asyncio.get_running_loop().time()
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as e:
-            log_event(log, "connection.closed", logging.WARNING, peer=self.peer, reason=str(e))
+            log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
             self._frames.clear()
             if self._task is None:
                 self.close()
@@ -109,8 +133,12 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._frames.clear()
-        self.broker.connections.discard(self)
+        self.host.connections.discard(self)
         self._wake_writer()
+        if not self.info.hung_up.done():
+            # A request that waits (a long-poll fetch) is released now rather than when its
+            # wait would have ended.
+            self.info.hung_up.set_result(None)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -129,10 +157,10 @@ class Connection(asyncio.Protocol):
                     frame = frames.popleft()
                     self.busy = True
                     try:
-                        ok = await self.broker.dispatcher.handle_frame(self, frame)
+                        ok = await self.host.handle_frame(self, frame)
                     finally:
                         self.busy = False
-                    if not ok or self.broker.stopping or self._close_after_current:
+                    if not ok or self.host.stopping or self._close_after_current:
                         self.flush(final=True)
                         self.close()
                         return
@@ -168,6 +196,7 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes | bytearray | memoryview) -> None:
         if self.closed:
             return
+        self.last_active = asyncio.get_running_loop().time()
         self._out.append(data)
         self._out_bytes += len(data)
         if self._out_bytes >= FLUSH_BYTES:
@@ -196,6 +225,10 @@ class Connection(asyncio.Protocol):
         if self._writing_paused and not self.closed:
             await self._wait_drained()
 
+    @property
+    def has_queued_frames(self) -> bool:
+        return bool(self._frames)
+
     def close(self) -> None:
         self.closed = True
         self._frames.clear()
@@ -203,124 +236,29 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
 
-class Dispatcher:
-    """Maps a frame to its handler; owns the protocol-level error paths."""
-
-    def __init__(self, broker: Any, handlers: dict[int, Any]) -> None:
-        self.broker = broker
-        self.handlers = handlers
-
-    async def handle_frame(self, conn: Connection, frame: memoryview | bytes) -> bool:
-        from gregor.protocol.messages import API_KEYS
-
-        try:
-            header, body_offset = decode_request_header(frame)
-        except ProtocolError as e:
-            log_event(log, "request.malformed", logging.WARNING, peer=conn.peer, reason=str(e))
-            return False
-        api_key, version = header.api_key, header.api_version
-        entry = self.handlers.get(api_key)
-        if entry is None or not entry.min_version <= version <= entry.max_version:
-            if api_key == 18:  # ApiVersions: answer in v0 so the client can pick a version
-                from gregor.broker.handlers.api_versions import unsupported_version_response
-
-                conn.send(unsupported_version_response(header.correlation_id))
-                return True
-            name = API_KEYS[api_key].name if api_key in API_KEYS else "unknown"
-            log_event(
-                log, "request.unsupported", logging.WARNING,
-                peer=conn.peer, api_key=api_key, api=name, version=version,
-            )
-            return False
-        info = API_KEYS[api_key]
-        try:
-            # Bytes after the body are ignored, as Kafka does: librdkafka 2.x sends Metadata
-            # v12 for "all topics" with three stray bytes after the tag buffer.
-            request, _ = info.request.decode_from(memoryview(frame), body_offset, version)
-        except ProtocolError as e:
-            log_event(
-                log, "request.malformed", logging.WARNING,
-                peer=conn.peer, api=info.name, version=version, reason=str(e),
-            )
-            return False
-        try:
-            response = await entry.handler(RequestContext(self.broker, conn, header), request)
-        except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
-            log.exception("handler failed")
-            log_event(log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e))
-            return False
-        if response is not None:
-            if isinstance(response, (bytes, bytearray, memoryview)):
-                conn.send(response)
-            else:
-                conn.send(encode_response(api_key, version, header.correlation_id, response))
-        return True
+def close_idle(connections: set[Connection], max_idle_ms: int) -> int:
+    """Close connections with no request in hand that have been silent for ``max_idle_ms``
+    (``connections.max.idle.ms``); returns how many."""
+    if max_idle_ms < 0:
+        return 0
+    now = asyncio.get_running_loop().time()
+    closed = 0
+    for conn in list(connections):
+        if not conn.busy and not conn.has_queued_frames and (now - conn.last_active) * 1000 >= max_idle_ms:
+            log_event(log, "connection.idle_closed", peer=conn.info.peer, idle_ms=max_idle_ms)
+            conn.close()
+            closed += 1
+    return closed
 
 
-class RequestContext:
-    __slots__ = ("broker", "conn", "header")
-
-    def __init__(self, broker: Any, conn: Connection, header: Any) -> None:
-        self.broker = broker
-        self.conn = conn
-        self.header = header
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
-
-    @property
-    def client_id(self) -> str | None:
-        return self.header.client_id
-
-
-async def serve(config: BrokerConfig) -> int:
-    from gregor.broker.broker import Broker
-
-    broker = Broker(config)
-    await broker.start()
+async def start_listener(
+    host: ServerHost, listener: Listener, security_protocol: str
+) -> tuple[asyncio.base_events.Server, int]:
+    """Bind ``listener`` (port 0: any free port); the caller calls ``start_serving()``."""
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await broker.stop()
-    return 0
-
-
-PROFILE_ENV = "GREGOR_PROFILE"
-
-
-def run(config: BrokerConfig) -> int:
-    """Serve until SIGTERM/SIGINT. With ``GREGOR_PROFILE=path`` set, the whole run is profiled
-    with cProfile and the stats are written to ``path`` at a clean stop (for bench/broker.py)."""
-    import os
-
-    profile_path = os.environ.get(PROFILE_ENV)
-    if not profile_path:
-        return _run_loop(config)
-    import cProfile
-
-    prof = cProfile.Profile()
-    try:
-        return prof.runcall(_run_loop, config)
-    finally:
-        prof.dump_stats(profile_path)
-
-
-def _run_loop(config: BrokerConfig) -> int:
-    try:
-        import uvloop
-
-        return uvloop.run(serve(config))
-    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
-        return asyncio.run(serve(config))
-
-
-async def start_listener(broker: Any, listener: Listener) -> tuple[asyncio.base_events.Server, int]:
-    loop = asyncio.get_running_loop()
+    factory: Callable[[], Connection] = lambda: Connection(host, listener.name, security_protocol)  # noqa: E731
     server = await loop.create_server(
-        lambda: Connection(broker), listener.host, listener.port, backlog=1024
+        factory, listener.host, listener.port, backlog=1024, start_serving=False
     )
     port = server.sockets[0].getsockname()[1]
     return server, port

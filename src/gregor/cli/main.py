@@ -27,14 +27,21 @@ def main() -> None:
 def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -> None:
     """Run a broker. With no arguments: 127.0.0.1:9092, data in ./gregor-data."""
     from gregor.broker.config import BrokerConfig, ConfigError
-    from gregor.broker.logging import setup_logging
+    from gregor.broker.events import setup_logging
 
     setup_logging(log_level)
     try:
         config = BrokerConfig.load(config_file, overrides)
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
-    from gregor.broker.server import run
+    import logging
+
+    from gregor.broker.events import log_event
+    from gregor.broker.main import run
+
+    for key in config.unknown:
+        # As Kafka: a key it does not know is reported and otherwise ignored.
+        log_event(logging.getLogger("gregor.broker"), "config.unknown_key", logging.WARNING, key=key)
 
     raise SystemExit(run(config))
 

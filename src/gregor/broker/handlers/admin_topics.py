@@ -2,9 +2,9 @@
 
 Each request carries many topics and each topic gets its own result: one bad topic never fails
 the others. A name given twice in one request is ambiguous, so every copy of it is refused with
-INVALID_REQUEST (one result per distinct name). The changes themselves go through ``Broker``
-methods, which persist the metadata and log a structured line per change; ``validate_only``
-runs every check and changes nothing.
+INVALID_REQUEST (one result per distinct name). The handlers only turn each request into arguments
+(by version) and answers; the checks and changes are ``TopicAdmin``'s, which raises Kafka's
+error for a broken rule; ``validate_only`` runs every check and changes nothing.
 
 CreateTopics from v4 lets ``num_partitions`` / ``replication_factor`` be -1 for the broker's
 ``num.partitions`` / ``default.replication.factor``; older versions must give real numbers.
@@ -20,14 +20,21 @@ compact only refuses it with POLICY_VIOLATION, as Kafka does.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
-from typing import Any
 
+from gregor.broker.errors import code_of, message_of
+from gregor.broker.events import log_event
 from gregor.broker.handlers.registry import handles
-from gregor.broker.logging import log_event
+from gregor.broker.state import RequestContext
 from gregor.broker.topic_configs import describe_topic
-from gregor.broker.topics import topic_name_error
-from gregor.protocol.errors import ErrorCode
+from gregor.protocol.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    KafkaError,
+)
 from gregor.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -51,81 +58,49 @@ def _ct_error(name: str, code: int, message: str) -> CTTopic:
     )
 
 
-def _resolve_layout(
-    broker: Any, t: Any, version: int
-) -> tuple[int, str | None, int, int, list[list[int]] | None]:
-    """Check the requested partition layout; returns (error, message, partitions,
-    replication factor, explicit assignment or None)."""
+def _layout(
+    t: CreateTopicsRequest.Topics, version: int
+) -> tuple[int | None, int | None, list[list[int]] | None]:
+    """The request's partitions, replication factor (None: the broker's default, v4+) and
+    explicit assignment; raises for a malformed assignment."""
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
-            return (
-                ErrorCode.INVALID_REQUEST,
-                "num_partitions and replication_factor must be -1 when a replica assignment is given",
-                0, 0, None,
+            raise InvalidRequestError(
+                "num_partitions and replication_factor must be -1 when a replica assignment is given"
             )
         ordered = sorted(t.assignments, key=lambda a: a.partition_index)
         if [a.partition_index for a in ordered] != list(range(len(ordered))):
-            return (
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "partitions of a replica assignment must be numbered 0 to n-1",
-                0, 0, None,
-            )
-        lists = [list(a.broker_ids) for a in ordered]
-        return 0, None, len(lists), len(lists[0]), lists
-    num_partitions, replication_factor = t.num_partitions, t.replication_factor
+            raise InvalidReplicaAssignmentError("partitions of a replica assignment must be numbered 0 to n-1")
+        return None, None, [list(a.broker_ids) for a in ordered]
+    num_partitions: int | None = t.num_partitions
+    replication_factor: int | None = t.replication_factor
     if version >= 4:
-        if num_partitions == -1:
-            num_partitions = int(broker.config["num.partitions"])
-        if replication_factor == -1:
-            replication_factor = int(broker.config["default.replication.factor"])
-    if num_partitions < 1:
-        return (
-            ErrorCode.INVALID_PARTITIONS,
-            f"Number of partitions must be larger than 0 (got {t.num_partitions}).",
-            0, 0, None,
+        num_partitions = None if num_partitions == -1 else num_partitions
+        replication_factor = None if replication_factor == -1 else replication_factor
+    return num_partitions, replication_factor, None
+
+
+async def _create_one(ctx: RequestContext, t: CreateTopicsRequest.Topics, validate_only: bool) -> CTTopic:
+    version = ctx.version
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    try:
+        nulls = [c.name for c in t.configs if c.value is None]
+        if nulls:
+            raise InvalidConfigError(f"Null value not supported for topic configs: {','.join(nulls)}")
+        num_partitions, replication_factor, assignments = _layout(t, version)
+        created = await ctx.broker.topics.create_topic(
+            t.name, num_partitions, replication_factor, assignments, configs, validate_only
         )
-    if replication_factor < 1:
-        return (
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor must be larger than 0 (got {t.replication_factor}).",
-            0, 0, None,
-        )
-    return 0, None, num_partitions, replication_factor, None
-
-
-def _collision(broker: Any, name: str) -> str | None:
-    """An existing topic whose name equals ``name`` once '.' and '_' are made the same (their
-    metric names would clash, so Kafka refuses the second one)."""
-    if name in broker.metadata.topics or topic_name_error(name) is not None:
-        return None
-    key = name.replace(".", "_")
-    for other in broker.metadata.topics:
-        if other.replace(".", "_") == key:
-            return other
-    return None
-
-
-def _create_one(broker: Any, t: Any, version: int, validate_only: bool) -> CTTopic:
-    other = _collision(broker, t.name)
-    if other is not None:
-        return _ct_error(t.name, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {other}")
-    code, message, num_partitions, replication_factor, assignments = _resolve_layout(broker, t, version)
-    if code:
-        return _ct_error(t.name, code, message or "")
-    configs = {c.name: c.value for c in t.configs}
-    code, message, ts = broker.create_topic(
-        t.name, num_partitions, replication_factor, assignments, configs, validate_only
-    )
-    if code:
-        return _ct_error(t.name, code, message or "")
-    described = describe_topic(configs, broker.config.raw) if version >= 5 else []
+    except KafkaError as e:
+        return _ct_error(t.name, code_of(e), message_of(e))
+    described = describe_topic(dict(created.configs), ctx.broker.config.raw) if version >= 5 else []
     return CTTopic(
         name=t.name,
-        topic_id=ts.topic_id if ts is not None and not validate_only else ZERO_UUID,
+        topic_id=created.topic_id,
         error_code=0,
         error_message=None,
-        num_partitions=num_partitions,
-        replication_factor=replication_factor,
+        num_partitions=created.num_partitions,
+        replication_factor=created.replication_factor,
         configs=[
             CTConfig(
                 name=e.name, value=e.value, read_only=e.read_only,
@@ -137,7 +112,7 @@ def _create_one(broker: Any, t: Any, version: int, validate_only: bool) -> CTTop
 
 
 @handles(CreateTopicsRequest)
-async def handle_create_topics(ctx: Any, req: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(t.name for t in req.topics)
     validate_only = bool(req.validate_only) if ctx.version >= 1 else False
     results: list[CTTopic] = []
@@ -151,29 +126,24 @@ async def handle_create_topics(ctx: Any, req: CreateTopicsRequest) -> CreateTopi
                 _ct_error(t.name, ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' appears more than once in the request.")
             )
             continue
-        results.append(_create_one(ctx.broker, t, ctx.version, validate_only))
+        results.append(await _create_one(ctx, t, validate_only))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
 DTResult = DeleteTopicsResponse.Responses
 
-_DELETE_MESSAGES = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic.",
-    ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled (delete.topic.enable=false).",
-}
-
 
 @handles(DeleteTopicsRequest)
-async def handle_delete_topics(ctx: Any, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    broker = ctx.broker
-    store = broker.metadata
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    image = ctx.broker.image
+    wanted: list[tuple[str | None, uuid.UUID]]
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id or ZERO_UUID) for t in req.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
     counts = Counter(wanted)
     results: list[DTResult] = []
-    done: set[tuple[str | None, Any]] = set()
+    done: set[tuple[str | None, uuid.UUID]] = set()
     for name, topic_id in wanted:
         if (name, topic_id) in done:
             continue
@@ -191,21 +161,22 @@ async def handle_delete_topics(ctx: Any, req: DeleteTopicsRequest) -> DeleteTopi
             ))
             continue
         if name is None:
-            ts = store.topics_by_id.get(topic_id)
-            if ts is None:
+            by_id = image.topic_by_id(topic_id)
+            if by_id is None:
                 results.append(DTResult(
                     name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                     error_message=f"No topic has the id {topic_id}.",
                 ))
                 continue
-            name = ts.name
-        ts = store.topics.get(name)
-        topic_id = ts.topic_id if ts is not None else ZERO_UUID
-        code = broker.delete_topic(name)
-        results.append(DTResult(
-            name=name, topic_id=topic_id, error_code=code,
-            error_message=_DELETE_MESSAGES.get(code, f"error {code}") if code else None,
-        ))
+            name = by_id.name
+        found = image.topic(name)
+        topic_id = found.topic_id if found is not None else ZERO_UUID
+        try:
+            await ctx.broker.topics.delete_topic(name)
+        except KafkaError as e:
+            results.append(DTResult(name=name, topic_id=topic_id, error_code=code_of(e), error_message=message_of(e)))
+            continue
+        results.append(DTResult(name=name, topic_id=topic_id, error_code=0, error_message=None))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -213,8 +184,7 @@ CPResult = CreatePartitionsResponse.Results
 
 
 @handles(CreatePartitionsRequest)
-async def handle_create_partitions(ctx: Any, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    broker = ctx.broker
+async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in req.topics)
     results: list[CPResult] = []
     done: set[str] = set()
@@ -229,8 +199,12 @@ async def handle_create_partitions(ctx: Any, req: CreatePartitionsRequest) -> Cr
             ))
             continue
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-        code, message = broker.add_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
-        results.append(CPResult(name=t.name, error_code=code, error_message=message if code else None))
+        try:
+            await ctx.broker.topics.add_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+        except KafkaError as e:
+            results.append(CPResult(name=t.name, error_code=code_of(e), error_message=message_of(e)))
+            continue
+        results.append(CPResult(name=t.name, error_code=0, error_message=None))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
@@ -238,23 +212,13 @@ DRTopic = DeleteRecordsResponse.Topics
 DRPart = DeleteRecordsResponse.Topics.Partitions
 
 
-def _delete_records(broker: Any, topic: str, index: int, offset: int) -> DRPart:
-    ts = broker.topic(topic)
-    if ts is None or not 0 <= index < len(ts.partitions):
-        return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    plog = broker.get_log(topic, index)
-    if plog is None:
-        return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if not plog.config.delete:
-        # As in Kafka: a compact-only topic keeps the latest value of every key; deleting a
-        # prefix would drop keys, so it is a policy violation.
-        return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.POLICY_VIOLATION)
-    before = plog.log_start_offset
+def _delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> DRPart:
     try:
-        low_watermark = plog.delete_records(offset)
-    except StorageError as e:
-        code = e.error_code if e.error_code >= 0 else ErrorCode.UNKNOWN_SERVER_ERROR
-        return DRPart(partition_index=index, low_watermark=-1, error_code=code)
+        partition = ctx.broker.replicas.leader_partition(topic, index)
+        before = partition.log.log_start_offset
+        low_watermark = partition.delete_records(offset)
+    except (KafkaError, StorageError) as e:
+        return DRPart(partition_index=index, low_watermark=-1, error_code=code_of(e))
     if low_watermark != before:
         log_event(
             log, "records.deleted", topic=topic, partition=index,
@@ -264,11 +228,11 @@ def _delete_records(broker: Any, topic: str, index: int, offset: int) -> DRPart:
 
 
 @handles(DeleteRecordsRequest)
-async def handle_delete_records(ctx: Any, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = [
         DRTopic(
             name=t.name,
-            partitions=[_delete_records(ctx.broker, t.name, p.partition_index, p.offset) for p in t.partitions],
+            partitions=[_delete_records(ctx, t.name, p.partition_index, p.offset) for p in t.partitions],
         )
         for t in req.topics
     ]

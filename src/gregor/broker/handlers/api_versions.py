@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gregor.broker.handlers.registry import HANDLERS, handles
+from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.framing import encode_response
 from gregor.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -24,5 +23,5 @@ def unsupported_version_response(correlation_id: int) -> bytes:
 
 
 @handles(ApiVersionsRequest)
-async def handle_api_versions(ctx: Any, req: ApiVersionsRequest) -> ApiVersionsResponse:
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     return ApiVersionsResponse(error_code=0, api_keys=supported_api_keys(), throttle_time_ms=0)

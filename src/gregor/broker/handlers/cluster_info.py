@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
 
 from gregor.broker.handlers.registry import handles
+from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
@@ -63,8 +63,8 @@ def operations_bitfield(ops: tuple[int, ...]) -> int:
 
 
 @handles(DescribeClusterRequest)
-async def handle_describe_cluster(ctx: Any, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
+async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    image = ctx.broker.image
     endpoint_type = req.endpoint_type if ctx.version >= 1 else ENDPOINT_BROKERS
     if endpoint_type != ENDPOINT_BROKERS:
         return DescribeClusterResponse(
@@ -72,13 +72,13 @@ async def handle_describe_cluster(ctx: Any, req: DescribeClusterRequest) -> Desc
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message=f"This broker serves endpoint type {ENDPOINT_BROKERS} (brokers) only.",
             endpoint_type=endpoint_type,
-            cluster_id=broker.metadata.cluster_id,
+            cluster_id=image.cluster_id,
             controller_id=-1,
             brokers=[],
         )
     brokers = [
-        DescribeClusterResponse.Brokers(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in broker.metadata_brokers(_BrokerInfo)
+        DescribeClusterResponse.Brokers(broker_id=node, host=e.host, port=e.port, rack=rack)
+        for node, e, rack in ctx.broker.endpoints(ctx.conn.listener)
     ]
     ops = (
         operations_bitfield(CLUSTER_OPERATIONS)
@@ -90,18 +90,11 @@ async def handle_describe_cluster(ctx: Any, req: DescribeClusterRequest) -> Desc
         error_code=0,
         error_message=None,
         endpoint_type=endpoint_type,
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.controller_id,
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
         brokers=brokers,
         cluster_authorized_operations=ops,
     )
-
-
-class _BrokerInfo:
-    """Adapter for ``Broker.metadata_brokers``, which builds one object per live broker."""
-
-    def __init__(self, node_id: int, host: str, port: int, rack: str | None) -> None:
-        self.node_id, self.host, self.port, self.rack = node_id, host, port, rack
 
 
 LDResult = DescribeLogDirsResponse.Results
@@ -110,15 +103,15 @@ LDPart = DescribeLogDirsResponse.Results.Topics.Partitions
 
 
 @handles(DescribeLogDirsRequest)
-async def handle_describe_log_dirs(ctx: Any, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    broker = ctx.broker
+async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    logs = ctx.broker.logs
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {}
         for t in req.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
-    by_dir: dict[str, dict[str, list[LDPart]]] = {os.path.abspath(d): {} for d in broker.logs.log_dirs}
-    for (topic, partition), plog in sorted(broker.logs.logs.items()):
+    by_dir: dict[str, dict[str, list[LDPart]]] = {os.path.abspath(d): {} for d in logs.log_dirs}
+    for (topic, partition), plog in sorted(logs.logs.items()):
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
         d = os.path.dirname(plog.dir)
@@ -161,13 +154,13 @@ def _unknown_topic(name: str, code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) 
 
 @handles(DescribeTopicPartitionsRequest)
 async def handle_describe_topic_partitions(
-    ctx: Any, req: DescribeTopicPartitionsRequest
+    ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
-    store = ctx.broker.metadata
+    image = ctx.broker.image
     if req.topics:
         names = sorted({t.name for t in req.topics})
     else:
-        names = sorted(store.topics)
+        names = sorted(image.topics)
     cursor = req.cursor
     start_partition = 0
     if cursor is not None:
@@ -189,7 +182,7 @@ async def handle_describe_topic_partitions(
     remaining = limit
     for i, name in enumerate(names):
         first = start_partition if i == 0 else 0
-        ts = store.topics.get(name)
+        ts = image.topic(name)
         if ts is None:
             topics.append(_unknown_topic(name))
             continue

@@ -19,10 +19,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from gregor.broker.config import BROKER_KEYS, BrokerConfig
+from gregor.broker.errors import code_of, kafka_error, message_of
 from gregor.broker.handlers.registry import handles
+from gregor.broker.state import BrokerState, RequestContext
 from gregor.broker.topic_configs import (
     BROKER_SYNONYMS,
     BY_NAME,
@@ -35,7 +37,8 @@ from gregor.broker.topic_configs import (
     split_list,
 )
 from gregor.broker.topics import topic_name_error
-from gregor.protocol.errors import ErrorCode
+from gregor.cluster.image import TopicImage
+from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from gregor.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
@@ -45,7 +48,6 @@ from gregor.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from gregor.storage.errors import InvalidConfigError
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -60,13 +62,6 @@ _BROKER_TYPES = {
 
 # Python's level names in Kafka's (log4j) vocabulary.
 _LEVEL_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
-
-
-class ResourceError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _format_default(value: Any) -> str | None:
@@ -86,9 +81,9 @@ def check_broker_resource(config: BrokerConfig, name: str) -> bool:
     try:
         node = int(name)
     except ValueError:
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        raise kafka_error(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
     if node != config.node_id:
-        raise ResourceError(
+        raise kafka_error(
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {config.node_id} or empty string, but received {name}",
         )
@@ -154,19 +149,19 @@ DCConfig = DescribeConfigsResponse.Results.Configs
 DCSynonym = DescribeConfigsResponse.Results.Configs.Synonyms
 
 
-def _describe_resource(broker: Any, res: Any, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
+def _describe_resource(broker: BrokerState, res: DescribeConfigsRequest.Resources, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
     keys: Iterable[str] | None = res.configuration_keys or None
     rtype = res.resource_type
     if rtype == ConfigResourceType.TOPIC:
         name = res.resource_name
         why = topic_name_error(name)
         if why is not None:
-            raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name '{name}': {why}")
-        ts = broker.topic(name)
+            raise kafka_error(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name '{name}': {why}")
+        ts = broker.image.topic(name)
         if ts is None:
-            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         return describe_topic(
-            ts.configs, broker.config.raw, keys,
+            dict(ts.configs), broker.config.raw, keys,
             include_synonyms=include_synonyms, include_documentation=include_documentation,
         )
     if rtype == ConfigResourceType.BROKER:
@@ -175,10 +170,10 @@ def _describe_resource(broker: Any, res: Any, include_synonyms: bool, include_do
         entries = describe_broker(broker.config, include_synonyms, include_documentation)
     elif rtype == ConfigResourceType.BROKER_LOGGER:
         if not check_broker_resource(broker.config, res.resource_name):
-            raise ResourceError(ErrorCode.INVALID_REQUEST, "A broker logger resource needs a broker id.")
+            raise kafka_error(ErrorCode.INVALID_REQUEST, "A broker logger resource needs a broker id.")
         entries = describe_loggers(include_documentation)
     else:
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype} for DescribeConfigs.")
+        raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype} for DescribeConfigs.")
     if keys is not None:
         wanted = set(keys)
         entries = [e for e in entries if e.name in wanted]
@@ -200,7 +195,7 @@ def _to_wire(e: ConfigEntry) -> DCConfig:
 
 
 @handles(DescribeConfigsRequest)
-async def handle_describe_configs(ctx: Any, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.version
     include_synonyms = bool(req.include_synonyms) if version >= 1 else False
     include_documentation = bool(req.include_documentation) if version >= 3 else False
@@ -208,9 +203,9 @@ async def handle_describe_configs(ctx: Any, req: DescribeConfigsRequest) -> Desc
     for res in req.resources:
         try:
             entries = _describe_resource(ctx.broker, res, include_synonyms, include_documentation)
-        except ResourceError as e:
+        except KafkaError as e:
             results.append(DCResult(
-                error_code=e.code, error_message=e.message, resource_type=res.resource_type,
+                error_code=code_of(e), error_message=message_of(e), resource_type=res.resource_type,
                 resource_name=res.resource_name, configs=[],
             ))
             continue
@@ -224,40 +219,37 @@ async def handle_describe_configs(ctx: Any, req: DescribeConfigsRequest) -> Desc
 # --- altering ---
 
 
-def _not_alterable(broker: Any, rtype: int, name: str) -> ResourceError:
+def _not_alterable(broker: BrokerState, rtype: int, name: str) -> KafkaError:
     if rtype == ConfigResourceType.BROKER:
         check_broker_resource(broker.config, name)
-        return ResourceError(ErrorCode.INVALID_REQUEST, "dynamic broker configs are not supported")
+        return kafka_error(ErrorCode.INVALID_REQUEST, "dynamic broker configs are not supported")
     if rtype == ConfigResourceType.BROKER_LOGGER:
         check_broker_resource(broker.config, name)
-        return ResourceError(ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported")
-    return ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
+        return kafka_error(ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported")
+    return kafka_error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
 
-def _topic_state(broker: Any, name: str) -> Any:
-    ts = broker.topic(name)
+def _topic_state(broker: BrokerState, name: str) -> TopicImage:
+    ts = broker.image.topic(name)
     if ts is None:
-        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     return ts
 
 
 def _check_unique_keys(configs: Iterable[Any]) -> None:
     dup = [n for n, c in Counter(c.name for c in configs).items() if c > 1]
     if dup:
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
+        raise kafka_error(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
 
 
-def _apply(broker: Any, name: str, new: dict[str, str], validate_only: bool) -> None:
-    try:
-        if validate_only:
-            broker.validate_topic_configs(new)
-        else:
-            broker.set_topic_configs(name, new)
-    except InvalidConfigError as e:
-        raise ResourceError(ErrorCode.INVALID_CONFIG, str(e)) from None
+async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_only: bool) -> None:
+    if validate_only:
+        broker.topics.validate_topic_configs(new)
+    else:
+        await broker.topics.set_topic_configs(name, new)
 
 
-def _alter(broker: Any, res: Any, validate_only: bool) -> None:
+async def _alter(broker: BrokerState, res: Any, validate_only: bool) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
         raise _not_alterable(broker, res.resource_type, res.resource_name)
     _topic_state(broker, res.resource_name)
@@ -265,12 +257,12 @@ def _alter(broker: Any, res: Any, validate_only: bool) -> None:
     new: dict[str, str] = {}
     for c in res.configs:
         if c.value is None:
-            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config: {c.name}")
+            raise kafka_error(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config: {c.name}")
         new[c.name] = c.value
-    _apply(broker, res.resource_name, new, validate_only)
+    await _apply(broker, res.resource_name, new, validate_only)
 
 
-def _incremental_alter(broker: Any, res: Any, validate_only: bool) -> None:
+async def _incremental_alter(broker: BrokerState, res: Any, validate_only: bool) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
         raise _not_alterable(broker, res.resource_type, res.resource_name)
     ts = _topic_state(broker, res.resource_name)
@@ -281,11 +273,11 @@ def _incremental_alter(broker: Any, res: Any, validate_only: bool) -> None:
         op, key, value = c.config_operation, c.name, c.value
         definition = BY_NAME.get(key)
         if definition is None:
-            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+            raise kafka_error(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
         if op not in (SET, DELETE, APPEND, SUBTRACT):
-            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
+            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
         if op != DELETE and value is None:
-            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
+            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
         if op == SET:
             new[key] = value
         elif op == DELETE:
@@ -293,7 +285,7 @@ def _incremental_alter(broker: Any, res: Any, validate_only: bool) -> None:
         else:
             if definition.type is not ConfigType.LIST:
                 verb = "append" if op == APPEND else "subtract"
-                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
+                raise kafka_error(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
             current = split_list(effective_value(key, new, raw))
             items = split_list(value)
             if op == APPEND:
@@ -301,20 +293,26 @@ def _incremental_alter(broker: Any, res: Any, validate_only: bool) -> None:
             else:
                 result = [i for i in current if i not in items]
             new[key] = ",".join(result)
-    _apply(broker, res.resource_name, new, validate_only)
+    await _apply(broker, res.resource_name, new, validate_only)
 
 
-def _alter_all(broker: Any, resources: list[Any], validate_only: bool, one: Any, result_cls: Any) -> list[Any]:
+class _AlterOne(Protocol):
+    async def __call__(self, broker: BrokerState, res: Any, validate_only: bool) -> None: ...
+
+
+async def _alter_all(
+    broker: BrokerState, resources: list[Any], validate_only: bool, one: _AlterOne, result_cls: Any
+) -> list[Any]:
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     out = []
     for res in resources:
         try:
             if counts[(res.resource_type, res.resource_name)] > 1:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request.")
-            one(broker, res, validate_only)
-        except ResourceError as e:
+                raise kafka_error(ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request.")
+            await one(broker, res, validate_only)
+        except KafkaError as e:
             out.append(result_cls(
-                error_code=e.code, error_message=e.message,
+                error_code=code_of(e), error_message=message_of(e),
                 resource_type=res.resource_type, resource_name=res.resource_name,
             ))
             continue
@@ -326,16 +324,16 @@ def _alter_all(broker: Any, resources: list[Any], validate_only: bool, one: Any,
 
 
 @handles(AlterConfigsRequest)
-async def handle_alter_configs(ctx: Any, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = _alter_all(ctx.broker, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses)
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = await _alter_all(ctx.broker, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
 @handles(IncrementalAlterConfigsRequest)
 async def handle_incremental_alter_configs(
-    ctx: Any, req: IncrementalAlterConfigsRequest
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    responses = _alter_all(
+    responses = await _alter_all(
         ctx.broker, req.resources, req.validate_only, _incremental_alter,
         IncrementalAlterConfigsResponse.Responses,
     )

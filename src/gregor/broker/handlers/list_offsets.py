@@ -1,23 +1,22 @@
-"""ListOffsets (earliest, latest, by timestamp, max timestamp) and OffsetForLeaderEpoch."""
+"""ListOffsets (earliest, latest, by timestamp, max timestamp) and OffsetForLeaderEpoch.
+
+The lookup rules are the partition's (``Partition.fetch_offset_for_timestamp``); the handler
+checks the leader epoch the client names and shapes the answer for the request's version
+(v0 answers a list of "old style" offsets).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
-from gregor.protocol.errors import ErrorCode
+from gregor.broker.partition import Partition
+from gregor.broker.state import RequestContext
+from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from gregor.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
-
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-READ_COMMITTED = 1
 
 LOTopic = ListOffsetsResponse.Topics
 LOPart = ListOffsetsResponse.Topics.Partitions
@@ -27,57 +26,43 @@ def _lo_error(index: int, code: int) -> LOPart:
     return LOPart(partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[])
 
 
-def list_offset(broker: Any, topic: str, p: Any, version: int, isolation: int, replica_id: int) -> LOPart:
-    ts = broker.topic(topic)
-    plog = broker.get_log(topic, p.partition_index) if ts else None
-    if ts is None or plog is None:
-        return _lo_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    epoch = ts.partitions[p.partition_index].leader_epoch
-    cle = p.current_leader_epoch
-    if version >= 4 and cle is not None and cle >= 0 and cle != epoch:
-        return _lo_error(p.partition_index, ErrorCode.FENCED_LEADER_EPOCH if cle < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
-    t = p.timestamp
-    cache = plog.leader_epoch_cache
-    if t == LATEST or t == LATEST_TIERED:
-        if replica_id >= 0:
-            off = plog.log_end_offset
-        else:
-            off = plog.last_stable_offset if isolation == READ_COMMITTED else plog.high_watermark
-        found = (-1, off, cache.latest_epoch if cache.latest_epoch is not None else epoch)
-    elif t == EARLIEST or t == EARLIEST_LOCAL:
-        off = plog.log_start_offset
-        e = cache.epoch_for_offset(off)
-        found = (-1, off, e if e is not None else epoch)
-    elif t == MAX_TIMESTAMP:
-        r = plog.latest_timestamp()
-        found = (r.timestamp, r.offset, r.leader_epoch if r.leader_epoch is not None else -1) if r else (-1, -1, -1)
-    elif t < 0:
-        return _lo_error(p.partition_index, ErrorCode.INVALID_REQUEST)
-    else:
-        r = plog.offset_for_timestamp(t)
-        if r is None or (isolation == READ_COMMITTED and r.offset >= plog.last_stable_offset) or r.offset >= plog.high_watermark:
-            found = (-1, -1, -1)
-        else:
-            found = (r.timestamp, r.offset, r.leader_epoch if r.leader_epoch is not None else -1)
-    timestamp, offset, leader_epoch = found
+def _leader(ctx: RequestContext, topic: str, index: int) -> Partition:
+    """The partition this broker leads, or the error; a known topic's missing partition is
+    UNKNOWN_TOPIC_OR_PARTITION as well."""
+    return ctx.broker.replicas.leader_partition(topic, index)
+
+
+def list_offset(
+    ctx: RequestContext, topic: str, p: ListOffsetsRequest.Topics.Partitions, isolation: int, replica_id: int
+) -> LOPart:
+    version = ctx.version
+    index = p.partition_index
+    try:
+        partition = _leader(ctx, topic, index)
+        if version >= 4:
+            fenced = partition.check_epoch(p.current_leader_epoch)
+            if fenced:
+                return _lo_error(index, fenced)
+        found = partition.fetch_offset_for_timestamp(p.timestamp, isolation, replica_id >= 0)
+    except KafkaError as e:
+        return _lo_error(index, code_of(e))
     if version == 0:
-        olds = [offset] if offset >= 0 else []
+        olds = [found.offset] if found.offset >= 0 else []
         if p.max_num_offsets is not None and p.max_num_offsets < len(olds):
             olds = olds[: p.max_num_offsets]
-        return LOPart(partition_index=p.partition_index, error_code=0, old_style_offsets=olds)
+        return LOPart(partition_index=index, error_code=0, old_style_offsets=olds)
     return LOPart(
-        partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
-        leader_epoch=leader_epoch, old_style_offsets=[],
+        partition_index=index, error_code=0, timestamp=found.timestamp, offset=found.offset,
+        leader_epoch=found.leader_epoch, old_style_offsets=[],
     )
 
 
 @handles(ListOffsetsRequest)
-async def handle_list_offsets(ctx: Any, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    version = ctx.version
-    isolation = req.isolation_level if version >= 2 else 0
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    isolation = req.isolation_level if ctx.version >= 2 else 0
     topics = []
     for t in req.topics:
-        parts = [list_offset(ctx.broker, t.name, p, version, isolation, req.replica_id) for p in t.partitions]
+        parts = [list_offset(ctx, t.name, p, isolation, req.replica_id) for p in t.partitions]
         topics.append(LOTopic(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -86,25 +71,24 @@ OETopic = OffsetForLeaderEpochResponse.Topics
 OEPart = OffsetForLeaderEpochResponse.Topics.Partitions
 
 
+def _end_offset(ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.Topics.Partitions) -> OEPart:
+    try:
+        partition = _leader(ctx, topic, p.partition)
+    except KafkaError as e:
+        return OEPart(error_code=code_of(e), partition=p.partition, leader_epoch=-1, end_offset=-1)
+    fenced = partition.check_epoch(p.current_leader_epoch)
+    if fenced:
+        return OEPart(error_code=fenced, partition=p.partition, leader_epoch=-1, end_offset=-1)
+    epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
+    return OEPart(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end)
+
+
 @handles(OffsetForLeaderEpochRequest)
-async def handle_offset_for_leader_epoch(ctx: Any, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
-    broker = ctx.broker
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            ts = broker.topic(t.topic)
-            plog = broker.get_log(t.topic, p.partition) if ts else None
-            if ts is None or plog is None:
-                parts.append(OEPart(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition, leader_epoch=-1, end_offset=-1))
-                continue
-            epoch = ts.partitions[p.partition].leader_epoch
-            cle = p.current_leader_epoch
-            if cle is not None and cle >= 0 and cle != epoch:
-                code = ErrorCode.FENCED_LEADER_EPOCH if cle < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-                parts.append(OEPart(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1))
-                continue
-            e, end = plog.leader_epoch_cache.end_offset_for(p.leader_epoch, plog.log_end_offset)
-            parts.append(OEPart(error_code=0, partition=p.partition, leader_epoch=e, end_offset=end))
-        topics.append(OETopic(topic=t.topic, partitions=parts))
+async def handle_offset_for_leader_epoch(
+    ctx: RequestContext, req: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    topics = [
+        OETopic(topic=t.topic, partitions=[_end_offset(ctx, t.topic, p) for p in t.partitions])
+        for t in req.topics
+    ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -3,26 +3,30 @@
 Topic list semantics by version: v0 sends an empty list to mean "all topics"; from v1 a null
 list means all topics and an empty list means none. From v4 the request says whether missing
 topics may be auto-created (older versions: allowed when the broker allows it). From v10
-topics carry ids, and from v12 a request may name a topic by id alone.
+topics carry ids, and from v12 a request may name a topic by id alone. The brokers listed are
+each live broker's endpoint on the listener this request came in on.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
+from gregor.broker.state import RequestContext
 from gregor.broker.topics import topic_name_error
-from gregor.protocol.errors import ErrorCode
+from gregor.cluster.image import TopicImage
+from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 ZERO_UUID = uuid.UUID(int=0)
+OPERATIONS_NOT_PROVIDED = -2147483648
 
 Topic = MetadataResponse.Topics
 Partition = MetadataResponse.Topics.Partitions
 
 
-def _topic_entry(broker: Any, ts: Any) -> Topic:
+def _topic_entry(topic: TopicImage) -> Topic:
     parts = [
         Partition(
             error_code=0,
@@ -31,64 +35,66 @@ def _topic_entry(broker: Any, ts: Any) -> Topic:
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
-            offline_replicas=[],
+            offline_replicas=list(p.offline_replicas),
         )
-        for p in ts.partitions
+        for p in topic.partitions
     ]
     return Topic(
         error_code=0,
-        name=ts.name,
-        topic_id=ts.topic_id,
-        is_internal=ts.internal,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
         partitions=parts,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=OPERATIONS_NOT_PROVIDED,
     )
 
 
+async def _named_topic(ctx: RequestContext, t: MetadataRequest.Topics, allow_create: bool) -> Topic:
+    image = ctx.broker.image
+    name = t.name
+    if name is None and t.topic_id is not None and t.topic_id != ZERO_UUID:
+        by_id = image.topic_by_id(t.topic_id)
+        if by_id is None:
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
+        return _topic_entry(by_id)
+    found = image.topic(name) if name is not None else None
+    if found is not None:
+        return _topic_entry(found)
+    if name is None or topic_name_error(name) is not None:
+        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID)
+    if not allow_create:
+        return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID)
+    try:
+        created = await ctx.broker.topics.auto_create(name)
+    except KafkaError as e:
+        return Topic(error_code=code_of(e), name=name, topic_id=ZERO_UUID)
+    if created is None:
+        return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID)
+    return _topic_entry(created)
+
+
 @handles(MetadataRequest)
-async def handle_metadata(ctx: Any, req: MetadataRequest) -> MetadataResponse:
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.version
-    store = broker.metadata
     topics: list[Topic] = []
-    all_topics = req.topics is None or (version == 0 and not req.topics)
-    if all_topics:
-        for ts in list(store.topics.values()):
-            topics.append(_topic_entry(broker, ts))
+    if req.topics is None or (version == 0 and not req.topics):
+        topics = [_topic_entry(t) for t in broker.image.topics.values()]
     else:
-        allow_create = broker.config["auto.create.topics.enable"] and (
-            version < 4 or req.allow_auto_topic_creation
+        allow_create = bool(broker.config["auto.create.topics.enable"]) and (
+            version < 4 or bool(req.allow_auto_topic_creation)
         )
         for t in req.topics:
-            name = t.name
-            if name is None and t.topic_id is not None and t.topic_id != ZERO_UUID:
-                ts = store.topics_by_id.get(t.topic_id)
-                if ts is None:
-                    topics.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
-                else:
-                    topics.append(_topic_entry(broker, ts))
-                continue
-            ts = store.topics.get(name)
-            if ts is not None:
-                topics.append(_topic_entry(broker, ts))
-                continue
-            if topic_name_error(name) is not None:
-                topics.append(Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
-                continue
-            if allow_create:
-                code = await broker.auto_create_topic(name)
-                ts = store.topics.get(name)
-                if code == 0 and ts is not None:
-                    topics.append(_topic_entry(broker, ts))
-                    continue
-                topics.append(Topic(error_code=code or ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID))
-                continue
-            topics.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID))
+            topics.append(await _named_topic(ctx, t, allow_create))
+    image = broker.image
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=broker.metadata_brokers(MetadataResponse.Brokers),
-        cluster_id=store.cluster_id,
-        controller_id=broker.controller_id,
+        brokers=[
+            MetadataResponse.Brokers(node_id=node, host=e.host, port=e.port, rack=rack)
+            for node, e, rack in broker.endpoints(ctx.conn.listener)
+        ],
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
         topics=topics,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=OPERATIONS_NOT_PROVIDED,
     )

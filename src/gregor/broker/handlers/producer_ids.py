@@ -8,23 +8,15 @@ which the client accepts). A transactional id goes to the transaction coordinato
 
 from __future__ import annotations
 
-from typing import Any
-
 from gregor.broker.handlers.registry import handles
-from gregor.protocol.errors import ErrorCode
+from gregor.broker.handlers.transactions import init_producer_id
+from gregor.broker.state import RequestContext
 from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 
 @handles(InitProducerIdRequest)
-async def handle_init_producer_id(ctx: Any, req: InitProducerIdRequest) -> InitProducerIdResponse:
+async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is not None:
-        if getattr(ctx.broker, "transactions", None) is not None:
-            from gregor.broker.handlers.transactions import init_producer_id
-
-            return await init_producer_id(ctx, req)
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            producer_id=-1, producer_epoch=-1,
-        )
-    pid = ctx.broker.producer_ids.generate()
+        return await init_producer_id(ctx, req)
+    pid = await ctx.broker.producer_ids.next_id()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)

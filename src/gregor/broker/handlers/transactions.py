@@ -3,7 +3,7 @@ EndTxn, TxnOffsetCommit, WriteTxnMarkers, DescribeTransactions, ListTransactions
 DescribeProducers.
 
 The handlers are thin: the transaction coordinator (``broker.transactions``, a
-``TxnRuntime``) returns results in its own terms and the handlers shape them into the response
+``TxnService``) returns results in its own terms and the handlers shape them into the response
 of the request's version. Older versions do not know PRODUCER_FENCED (KIP-588): InitProducerId
 below v4 and AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2 get
 INVALID_PRODUCER_EPOCH instead, which those clients treat the same way.
@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
-from gregor.protocol.errors import ErrorCode
+from gregor.broker.state import RequestContext
+from gregor.broker.topics import OFFSETS_TOPIC
+from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -50,8 +53,6 @@ from gregor.protocol.messages.write_txn_markers import (
     WriteTxnMarkersResponse,
 )
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 AddResp = AddPartitionsToTxnResponse
 
 
@@ -65,13 +66,13 @@ def _fenced(code: int, version: int, first_version: int) -> int:
 # --- InitProducerId ---
 
 
-async def init_producer_id(ctx: Any, req: InitProducerIdRequest) -> InitProducerIdResponse:
+async def init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     """InitProducerId with a transactional id (``handlers.producer_ids`` delegates here)."""
-    rt = ctx.broker.transactions
     version = ctx.version
+    assert req.transactional_id is not None
     pid, epoch = (req.producer_id, req.producer_epoch) if version >= 3 else (-1, -1)
-    result = await rt.call(
-        rt.coordinator.init_producer_id, req.transactional_id, req.transaction_timeout_ms, pid, epoch
+    result = await ctx.broker.transactions.init_producer_id(
+        req.transactional_id, req.transaction_timeout_ms, pid, epoch
     )
     code = _fenced(result.error_code, version, 4)
     return InitProducerIdResponse(
@@ -84,25 +85,16 @@ async def init_producer_id(ctx: Any, req: InitProducerIdRequest) -> InitProducer
 # --- AddPartitionsToTxn ---
 
 
-def _unknown_partitions(broker: Any, partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
-    out = set()
-    for topic, p in partitions:
-        ts = broker.topic(topic)
-        if ts is None or not 0 <= p < len(ts.partitions):
-            out.add((topic, p))
-    return out
-
-
 async def _add_partitions(
-    ctx: Any, transactional_id: str, producer_id: int, producer_epoch: int,
+    ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
     partitions: list[tuple[str, int]], verify_only: bool,
 ) -> dict[tuple[str, int], int]:
     """Per-partition results of adding (or, for ``verify_only``, checking) partitions."""
-    rt = ctx.broker.transactions
+    txns = ctx.broker.transactions
     if verify_only:
-        rt.ensure_topic()
-        return rt.coordinator.verify(transactional_id, producer_id, producer_epoch, partitions)
-    unknown = _unknown_partitions(ctx.broker, partitions)
+        return dict(await txns.verify(transactional_id, producer_id, producer_epoch, partitions))
+    image = ctx.broker.image
+    unknown = {(topic, p) for topic, p in partitions if image.partition(topic, p) is None}
     if unknown:
         # Kafka adds nothing when any partition is unknown: those say why, the rest were
         # not attempted.
@@ -110,8 +102,8 @@ async def _add_partitions(
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in partitions
         }
-    code = await rt.call(rt.coordinator.add_partitions, transactional_id, producer_id, producer_epoch, partitions)
-    return dict.fromkeys(partitions, code)
+    code = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    return dict.fromkeys(partitions, int(code))
 
 
 def _by_topic(results: dict[tuple[str, int], int], topic_cls: Any, part_cls: Any) -> list[Any]:
@@ -122,7 +114,7 @@ def _by_topic(results: dict[tuple[str, int], int], topic_cls: Any, part_cls: Any
 
 
 @handles(AddPartitionsToTxnRequest)
-async def handle_add_partitions_to_txn(ctx: Any, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     version = ctx.version
     if version <= 3:
         partitions = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
@@ -131,13 +123,13 @@ async def handle_add_partitions_to_txn(ctx: Any, req: AddPartitionsToTxnRequest)
             req.v3_and_below_producer_epoch, partitions, False,
         )
         results = {tp: _fenced(code, version, 2) for tp, code in results.items()}
-        T = AddResp.ResultsByTopicV3AndBelow
+        v3 = AddResp.ResultsByTopicV3AndBelow
         return AddResp(
             throttle_time_ms=0,
-            results_by_topic_v3_and_below=_by_topic(results, T, T.ResultsByPartition),
+            results_by_topic_v3_and_below=_by_topic(results, v3, v3.ResultsByPartition),
         )
     out = []
-    R = AddResp.ResultsByTransaction
+    by_txn = AddResp.ResultsByTransaction
     for txn in req.transactions:
         partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
         results = await _add_partitions(
@@ -148,9 +140,9 @@ async def handle_add_partitions_to_txn(ctx: Any, req: AddPartitionsToTxnRequest)
                 tp: ErrorCode.TRANSACTION_ABORTABLE if code == ErrorCode.INVALID_TXN_STATE else code
                 for tp, code in results.items()
             }
-        out.append(R(
+        out.append(by_txn(
             transactional_id=txn.transactional_id,
-            topic_results=_by_topic(results, R.TopicResults, R.TopicResults.ResultsByPartition),
+            topic_results=_by_topic(results, by_txn.TopicResults, by_txn.TopicResults.ResultsByPartition),
         ))
     return AddResp(throttle_time_ms=0, error_code=0, results_by_transaction=out)
 
@@ -159,14 +151,12 @@ async def handle_add_partitions_to_txn(ctx: Any, req: AddPartitionsToTxnRequest)
 
 
 @handles(AddOffsetsToTxnRequest)
-async def handle_add_offsets_to_txn(ctx: Any, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     groups = ctx.broker.groups
-    groups.ensure_offsets_topic()
-    partition = groups.coordinator.partition_for(req.group_id)
-    rt = ctx.broker.transactions
-    code = await rt.call(
-        rt.coordinator.add_partitions, req.transactional_id, req.producer_id, req.producer_epoch,
-        [(OFFSETS_TOPIC, partition)],
+    await groups.ensure_topic()
+    partition = groups.partition_for(req.group_id)
+    code = await ctx.broker.transactions.add_partitions(
+        req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, partition)]
     )
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced(code, ctx.version, 2))
 
@@ -175,10 +165,9 @@ async def handle_add_offsets_to_txn(ctx: Any, req: AddOffsetsToTxnRequest) -> Ad
 
 
 @handles(EndTxnRequest)
-async def handle_end_txn(ctx: Any, req: EndTxnRequest) -> EndTxnResponse:
-    rt = ctx.broker.transactions
-    code = await rt.call(
-        rt.coordinator.end_txn, req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    code = await ctx.broker.transactions.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed
     )
     return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(code, ctx.version, 2))
 
@@ -187,44 +176,43 @@ async def handle_end_txn(ctx: Any, req: EndTxnRequest) -> EndTxnResponse:
 
 
 @handles(TxnOffsetCommitRequest)
-async def handle_txn_offset_commit(ctx: Any, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     groups = ctx.broker.groups
-    groups.ensure_offsets_topic()
-    rt = ctx.broker.transactions
-    rt.ensure_topic()
-    tp = (OFFSETS_TOPIC, groups.coordinator.partition_for(req.group_id))
-    code = rt.coordinator.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])[tp]
+    await groups.ensure_topic()
+    tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+    found = await ctx.broker.transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+    code = found[tp]
     if code:
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
-        T, P = TxnOffsetCommitResponse.Topics, TxnOffsetCommitResponse.Topics.Partitions
+        topic, part = TxnOffsetCommitResponse.Topics, TxnOffsetCommitResponse.Topics.Partitions
         return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+            topic(name=t.name, partitions=[part(partition_index=p.partition_index, error_code=code) for p in t.partitions])
             for t in req.topics
         ])
-    return await groups.call(groups.coordinator.txn_offset_commit, req, ctx.version)
+    return await groups.txn_offset_commit(req, ctx.version)
 
 
 # --- WriteTxnMarkers ---
 
 
 @handles(WriteTxnMarkersRequest)
-async def handle_write_txn_markers(ctx: Any, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    rt = ctx.broker.transactions
-    M = WriteTxnMarkersResponse.Markers
-    T, P = M.Topics, M.Topics.Partitions
+async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    replicas = ctx.broker.replicas
+    markers = WriteTxnMarkersResponse.Markers
+    topic, part = markers.Topics, markers.Topics.Partitions
     out = []
     for m in req.markers:
         topics = []
         for t in m.topics:
             parts = [
-                P(partition_index=p, error_code=rt.write_marker(
+                part(partition_index=p, error_code=replicas.write_txn_marker(
                     t.name, p, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
                 ))
                 for p in t.partition_indexes
             ]
-            topics.append(T(name=t.name, partitions=parts))
-        out.append(M(producer_id=m.producer_id, topics=topics))
+            topics.append(topic(name=t.name, partitions=parts))
+        out.append(markers(producer_id=m.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=out)
 
 
@@ -232,63 +220,60 @@ async def handle_write_txn_markers(ctx: Any, req: WriteTxnMarkersRequest) -> Wri
 
 
 @handles(DescribeTransactionsRequest)
-async def handle_describe_transactions(ctx: Any, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    rt = ctx.broker.transactions
-    rt.ensure_topic()
-    S = DescribeTransactionsResponse.TransactionStates
+async def handle_describe_transactions(
+    ctx: RequestContext, req: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
+    state_cls = DescribeTransactionsResponse.TransactionStates
     out = []
-    for d in rt.coordinator.describe(req.transactional_ids):
+    for d in await ctx.broker.transactions.describe(req.transactional_ids):
         topics: dict[str, list[int]] = {}
         for topic, p in d.partitions:
             topics.setdefault(topic, []).append(p)
-        out.append(S(
+        out.append(state_cls(
             error_code=d.error_code, transactional_id=d.transactional_id, transaction_state=d.state,
             transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms,
             producer_id=d.producer_id, producer_epoch=d.producer_epoch,
-            topics=[S.Topics(topic=t, partitions=ps) for t, ps in topics.items()],
+            topics=[state_cls.Topics(topic=t, partitions=ps) for t, ps in topics.items()],
         ))
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
 
 
 @handles(ListTransactionsRequest)
-async def handle_list_transactions(ctx: Any, req: ListTransactionsRequest) -> ListTransactionsResponse:
-    rt = ctx.broker.transactions
-    rt.ensure_topic()
+async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
     duration = req.duration_filter if ctx.version >= 1 else -1
-    code, unknown, listing = rt.coordinator.list_transactions(
+    code, unknown, listing = await ctx.broker.transactions.list_transactions(
         req.state_filters, req.producer_id_filters, duration
     )
-    S = ListTransactionsResponse.TransactionStates
+    state_cls = ListTransactionsResponse.TransactionStates
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=code, unknown_state_filters=unknown,
         transaction_states=[
-            S(transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
+            state_cls(transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
             for t in listing
         ],
     )
 
 
 @handles(DescribeProducersRequest)
-async def handle_describe_producers(ctx: Any, req: DescribeProducersRequest) -> DescribeProducersResponse:
-    broker = ctx.broker
-    T = DescribeProducersResponse.Topics
-    P, A = T.Partitions, T.Partitions.ActiveProducers
+async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+    replicas = ctx.broker.replicas
+    topic_cls = DescribeProducersResponse.Topics
+    part_cls, active_cls = topic_cls.Partitions, topic_cls.Partitions.ActiveProducers
     out = []
     for t in req.topics:
-        ts = broker.topic(t.name)
         parts = []
         for p in t.partition_indexes:
-            plog = broker.get_log(t.name, p) if ts is not None and 0 <= p < len(ts.partitions) else None
-            if plog is None:
-                parts.append(P(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                               error_message=None, active_producers=[]))
+            try:
+                partition = replicas.leader_partition(t.name, p)
+            except KafkaError as e:
+                parts.append(part_cls(partition_index=p, error_code=code_of(e), error_message=None, active_producers=[]))
                 continue
             active = [
-                A(producer_id=e.producer_id, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
-                  last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                  current_txn_start_offset=e.current_txn_first_offset)
-                for e in sorted(plog.producer_state.entries.values(), key=lambda e: e.producer_id)
+                active_cls(producer_id=e.producer_id, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
+                           last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                           current_txn_start_offset=e.current_txn_first_offset)
+                for e in partition.active_producers()
             ]
-            parts.append(P(partition_index=p, error_code=0, error_message=None, active_producers=active))
-        out.append(T(name=t.name, partitions=parts))
+            parts.append(part_cls(partition_index=p, error_code=0, error_message=None, active_producers=active))
+        out.append(topic_cls(name=t.name, partitions=parts))
     return DescribeProducersResponse(throttle_time_ms=0, topics=out)

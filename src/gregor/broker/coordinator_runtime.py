@@ -1,0 +1,303 @@
+"""One asyncio runtime for the coordinators' state machines (groups and transactions).
+
+Theory of operation. A coordinator (``gregor.coordinator``) does no I/O: it takes requests
+with an opaque token and leaves writes to its internal topic and replies in an outbox. This
+runtime owns the rest, once for both coordinators (Kafka's ``CoordinatorRuntime``), all on
+the broker's event loop so the coordinator's state has one owner:
+
+* ``call(method, *args)`` creates a future for a token, runs the coordinator method and
+  *pumps*: each write in the outbox is appended through the ``PartitionWriter`` (the replica
+  manager) and completed when its partition's high watermark covers it (``committed``: at
+  once on one node, after the followers have it in a cluster); each reply completes its
+  future. JoinGroup and SyncGroup futures may stay pending until other members arrive.
+* One ``TimerHandle`` tracks the coordinator's earliest deadline; when it fires the runtime
+  calls ``tick()`` and pumps again.
+* The internal topic is created on first use (``ensure_topic``). The metadata publisher
+  tells the runtime which of its partitions this broker leads (``load``) or no longer leads
+  (``unload``). Loading replays a partition from its log start: its keys answer
+  COORDINATOR_LOAD_IN_PROGRESS until then. Empty partitions (a new topic) are loaded at
+  once; the others in a background task that yields after each partition.
+
+Subclasses adapt one coordinator: how to drain its outbox (``_drain``), complete its writes
+(``_write_complete``) and finish a load (``_complete_load``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from gregor.broker.errors import code_of
+from gregor.broker.events import log_event
+from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.storage.errors import StorageError
+from gregor.storage.log import Log, LogAppendInfo
+from gregor.storage.producer_state import AppendOrigin
+
+log = logging.getLogger("gregor.broker.coordinators")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionWriter(Protocol):
+    """Where a coordinator's writes go: the replica manager."""
+
+    def append_internal(
+        self, topic: str, index: int, records: bytes | bytearray | memoryview, origin: AppendOrigin
+    ) -> LogAppendInfo: ...
+
+    def committed(self, topic: str, index: int, offset: int) -> asyncio.Future[None]: ...
+
+    def local_log(self, topic: str, index: int) -> Log | None: ...
+
+
+class Shard(Protocol):
+    """What the runtime needs of a coordinator state machine."""
+
+    @property
+    def has_output(self) -> bool: ...
+
+    def next_deadline(self) -> int | None: ...
+
+    def tick(self) -> None: ...
+
+    def begin_load(self, partition: int) -> None: ...
+
+    def load_batches(self, partition: int, data: bytes | memoryview) -> None: ...
+
+    def unload(self, partition: int) -> None: ...
+
+
+class InternalWrite(NamedTuple):
+    id: int
+    partition: int
+    batch: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopic:
+    """An internal topic a coordinator keeps its state in."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+    origin: AppendOrigin
+
+
+class TopicCreator(Protocol):
+    async def create_internal_topic(self, topic: InternalTopic) -> None: ...
+
+    def exists(self, topic: str) -> bool: ...
+
+
+class CoordinatorRuntime(ABC):
+    def __init__(
+        self,
+        name: str,
+        shard: Shard,
+        topic: InternalTopic,
+        writer: PartitionWriter,
+        creator: TopicCreator,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.name = name
+        self.shard = shard
+        self.topic = topic
+        self.writer = writer
+        self.creator = creator
+        self.clock = clock
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._tokens = itertools.count(1)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._load_tasks: set[asyncio.Task[None]] = set()
+        self._pumping = False
+        self._pump_again = False
+        self._creating: asyncio.Future[None] | None = None
+
+    # --- adapters ---
+
+    @abstractmethod
+    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
+        """Take the shard's outbox: writes and (token, result) replies. Other outputs
+        (transaction markers) are handled here by the subclass."""
+
+    @abstractmethod
+    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None: ...
+
+    @abstractmethod
+    def _complete_load(self, partition: int, leader_epoch: int) -> None: ...
+
+    # --- lifecycle ---
+
+    async def stop(self) -> None:
+        for task in list(self._load_tasks):
+            task.cancel()
+        for task in list(self._load_tasks):
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def load(self, partitions: Mapping[int, int]) -> None:
+        """This broker now leads these partitions (index -> leader epoch): replay them."""
+        if not partitions:
+            return
+        for p in partitions:
+            self.shard.begin_load(p)
+        later: dict[int, int] = {}
+        for p, epoch in partitions.items():
+            plog = self.writer.local_log(self.topic.name, p)
+            if plog is None or plog.log_end_offset == plog.log_start_offset:
+                self._complete_load(p, epoch)
+            else:
+                later[p] = epoch
+        self.pump()
+        if later:
+            task = asyncio.get_running_loop().create_task(self._replay(later))
+            self._load_tasks.add(task)
+            task.add_done_callback(self._load_tasks.discard)
+
+    def unload(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self.shard.unload(p)
+        self.pump()
+
+    async def _replay(self, partitions: dict[int, int]) -> None:
+        started = time.monotonic()
+        batches = 0
+        for p, epoch in partitions.items():
+            plog = self.writer.local_log(self.topic.name, p)
+            if plog is not None:
+                for _, data in plog.iter_batches():
+                    try:
+                        self.shard.load_batches(p, data)
+                    except Exception:  # noqa: BLE001 - one bad batch must not stop the load
+                        log.exception("could not replay a batch of %s-%d", self.topic.name, p)
+                    batches += 1
+            self._complete_load(p, epoch)
+            self.pump()
+            await asyncio.sleep(0)
+        log_event(
+            log, f"{self.name}.loaded", partitions=len(partitions), batches=batches,
+            ms=int((time.monotonic() - started) * 1000),
+        )
+
+    # --- the internal topic ---
+
+    async def ensure_topic(self) -> None:
+        """Create the internal topic on first use; its new partitions are empty, so they are
+        loaded at once by the publisher's call to ``load``."""
+        if self.creator.exists(self.topic.name):
+            return
+        if self._creating is None:
+            self._creating = asyncio.get_running_loop().create_future()
+            try:
+                await self.creator.create_internal_topic(self.topic)
+            except KafkaError as e:
+                log_event(log, f"{self.name}.topic_failed", logging.ERROR, topic=self.topic.name, error=str(e))
+            finally:
+                done, self._creating = self._creating, None
+                done.set_result(None)
+        else:
+            await asyncio.shield(self._creating)
+
+    # --- requests ---
+
+    async def call(self, method: Callable[..., None], *args: Any) -> Any:
+        """Run a coordinator request method (its first argument is the token) and wait for
+        its reply."""
+        await self.ensure_topic()
+        token = next(self._tokens)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[token] = fut
+        try:
+            method(token, *args)
+        finally:
+            self.pump()
+        try:
+            return await fut
+        finally:
+            self._futures.pop(token, None)
+
+    # --- the pump ---
+
+    def pump(self) -> None:
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            while True:
+                self._pump_again = False
+                while self.shard.has_output:
+                    writes, replies = self._drain()
+                    for w in writes:
+                        self._append(w)
+                    for token, result in replies:
+                        fut = self._futures.pop(token, None)
+                        if fut is not None and not fut.done():
+                            fut.set_result(result)
+                if not self._pump_again:
+                    break
+        finally:
+            self._pumping = False
+        self._reschedule()
+
+    def _append(self, w: InternalWrite) -> None:
+        topic = self.topic.name
+        try:
+            info = self.writer.append_internal(topic, w.partition, bytearray(w.batch), self.topic.origin)
+            committed = self.writer.committed(topic, w.partition, info.last_offset + 1)
+        except (KafkaError, StorageError) as e:
+            code = code_of(e)
+            log_event(log, f"{self.name}.append_failed", logging.ERROR, partition=w.partition, error=str(e))
+            self._write_complete(w.id, code, -1)
+            return
+
+        def done(fut: asyncio.Future[None]) -> None:
+            exc = None if fut.cancelled() else fut.exception()
+            if fut.cancelled() or exc is not None:
+                code = ErrorCode.REQUEST_TIMED_OUT if exc is None else code_of(exc)
+                self._write_complete(w.id, code, -1)
+            else:
+                self._write_complete(w.id, 0, info.first_offset)
+
+        if committed.done():
+            done(committed)
+        else:
+            committed.add_done_callback(lambda f: (done(f), self.pump()))
+
+    def _reschedule(self) -> None:
+        deadline = self.shard.next_deadline()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is None:
+            return
+        delay = max(deadline - self.clock(), 0) / 1000.0
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        try:
+            self.shard.tick()
+        except Exception:  # noqa: BLE001 - a timer bug must not stop the loop's timers
+            log.exception("%s coordinator timer failed", self.name)
+        self.pump()

@@ -1,0 +1,88 @@
+"""From a request frame to its handler, and the protocol-level error paths.
+
+Every request passes through ``Dispatcher.handle_frame``: the header is decoded, the API key
+and version are looked up in the handler table (which is also what ApiVersions advertises),
+the body is decoded with the generated codec and the handler is called with a typed
+``RequestContext``. A frame whose header or body cannot be parsed, an unknown API key or a
+version we do not serve closes that connection only (as Kafka does), except ApiVersions at an
+unknown version, which is answered with UNSUPPORTED_VERSION in the v0 layout so the client
+can retry lower. A handler that raises is logged and closes that connection. This is the one
+choke point where authentication and authorization will sit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Protocol
+
+from gregor.broker.events import log_event
+from gregor.broker.handlers.api_versions import unsupported_version_response
+from gregor.broker.handlers.registry import HandlerEntry
+from gregor.broker.state import BrokerState, ConnectionInfo, RequestContext
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.framing import decode_request_header, encode_response
+from gregor.protocol.messages import API_KEYS
+from gregor.protocol.messages.api_versions import ApiVersionsRequest
+
+log = logging.getLogger("gregor.broker")
+
+
+class ResponseSink(Protocol):
+    """Where a connection's responses go (``server.Connection``)."""
+
+    @property
+    def info(self) -> ConnectionInfo: ...
+
+    def send(self, data: bytes | bytearray | memoryview) -> None: ...
+
+
+class Dispatcher:
+    def __init__(self, broker: BrokerState, handlers: Mapping[int, HandlerEntry]) -> None:
+        self.broker = broker
+        self.handlers = handlers
+
+    async def handle_frame(self, conn: ResponseSink, frame: memoryview | bytes) -> bool:
+        """Handle one request; False means close the connection."""
+        peer = conn.info.peer
+        try:
+            header, body_offset = decode_request_header(frame)
+        except ProtocolError as e:
+            log_event(log, "request.malformed", logging.WARNING, peer=peer, reason=str(e))
+            return False
+        api_key, version = header.api_key, header.api_version
+        entry = self.handlers.get(api_key)
+        if entry is None or not entry.min_version <= version <= entry.max_version:
+            if api_key == ApiVersionsRequest.API_KEY:  # answer in v0 so the client can pick
+                conn.send(unsupported_version_response(header.correlation_id))
+                return True
+            name = API_KEYS[api_key].name if api_key in API_KEYS else "unknown"
+            log_event(
+                log, "request.unsupported", logging.WARNING,
+                peer=peer, api_key=api_key, api=name, version=version,
+            )
+            return False
+        info = API_KEYS[api_key]
+        try:
+            # Bytes after the body are ignored, as Kafka does: librdkafka 2.x sends Metadata
+            # v12 for "all topics" with three stray bytes after the tag buffer.
+            request, _ = info.request.decode_from(memoryview(frame), body_offset, version)
+        except ProtocolError as e:
+            log_event(
+                log, "request.malformed", logging.WARNING,
+                peer=peer, api=info.name, version=version, reason=str(e),
+            )
+            return False
+        try:
+            response = await entry.handler(RequestContext(self.broker, conn.info, header), request)
+        except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
+            log.exception("handler failed")
+            log_event(log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e))
+            return False
+        if response is not None:
+            if isinstance(response, (bytes, bytearray, memoryview)):
+                conn.send(response)
+            else:
+                conn.send(encode_response(api_key, version, header.correlation_id, response))
+        return True
+

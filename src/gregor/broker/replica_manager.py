@@ -1,0 +1,401 @@
+"""The partitions this broker hosts, and the only path for appends and reads.
+
+Theory of operation. The ``ReplicaManager`` owns one ``Partition`` per hosted partition
+(Kafka's ``ReplicaManager``). The metadata publisher calls ``become_leader`` /
+``become_follower`` / ``stop_replicas`` as the metadata image changes; everything else goes
+through this class:
+
+* **Produce** (``append_records``): legacy message sets are up-converted to RecordBatch v2,
+  a transactional batch that would start a transaction is verified with the transaction
+  coordinator first (KIP-890), each partition is appended by its ``Partition`` (validation,
+  offsets and leader epoch are the log's and the partition's business), and acks=-1 waits
+  until the high watermark covers the batch (the produce purgatory) or the request times
+  out. On one node the ISR is this broker, so that wait ends at once.
+* **Coordinator writes** (``append_internal`` / ``committed``, the coordinators'
+  ``PartitionWriter``) and **transaction markers** (``write_txn_marker``) take the same
+  partition path. Listeners registered with ``on_txn_marker`` hear of every marker (the group
+  coordinator turns pending transactional offsets into committed ones).
+* **Fetch** (``fetch``): reads every requested partition; if fewer than ``min_bytes`` are
+  ready it parks one future on each partition's waiters and reads again when any of them
+  moves (high watermark for consumers, log end offset for followers) or ``max_wait_ms``
+  passes (the fetch purgatory). A fetch from a follower also reports its position to the
+  partition, which may move the high watermark.
+
+Everything runs on the broker's event loop. Whether an absent partition is unknown or simply
+led elsewhere is read from the current metadata image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from gregor.broker.errors import code_of, kafka_error, message_of
+from gregor.broker.partition import Partition
+from gregor.cluster.image import MetadataImage
+from gregor.protocol.errors import (
+    CorruptMessageError,
+    ErrorCode,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.convert import upconvert
+from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
+from gregor.storage.errors import StorageError
+from gregor.storage.log import Log, LogAppendInfo
+from gregor.storage.manager import LogManager
+from gregor.storage.index import AbortedTxn
+from gregor.storage.producer_state import AppendOrigin
+
+TopicPartition = tuple[str, int]
+#: A cut-off read whose first batch is smaller than 1/MANY_BATCHES of it is sent as it is.
+MANY_BATCHES = 8
+
+
+class TransactionVerifier(Protocol):
+    """KIP-890: may this transactional batch start a transaction on this partition?"""
+
+    async def verify_produce(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> ErrorCode: ...
+
+
+TxnMarkerListener = Callable[[str, int, int, bool], None]  # topic, partition, producer id, commit
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    info: LogAppendInfo | None = None
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    """One partition of a fetch: what to read, and (after ``fetch``) what was found."""
+
+    topic: str
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    #: An error known before reading (an unknown topic id); the result is then that error.
+    preset_error: ErrorCode = ErrorCode.NONE
+    error: ErrorCode = ErrorCode.NONE
+    records: bytes | memoryview | None = None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: list[AbortedTxn] | None = None
+    size: int = 0
+
+
+@dataclass(slots=True)
+class FetchParams:
+    max_bytes: int
+    min_bytes: int
+    max_wait_ms: int
+    isolation: int
+    replica_id: int = -1
+    #: Error for a partition this broker does not know (UNKNOWN_TOPIC_ID from Fetch v13).
+    unknown_error: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    #: Applied to each partition's records (down-conversion for old fetch versions).
+    convert: Callable[[bytes | memoryview], bytes | memoryview] | None = None
+    #: Done when the client hung up: a waiting fetch returns at once.
+    hung_up: asyncio.Future[None] | None = None
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, logs: LogManager, image: Callable[[], MetadataImage]) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self._image = image
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.stopping = False
+        self.transactions: TransactionVerifier | None = None
+        self._marker_listeners: list[TxnMarkerListener] = []
+
+    # --- lifecycle, driven by the metadata publisher ---
+
+    def become_leader(
+        self, topic: str, index: int, *, topic_id: uuid.UUID, leader_epoch: int, partition_epoch: int,
+        replicas: Sequence[int], isr: Sequence[int], min_insync_replicas: int,
+    ) -> Partition:
+        partition = self._partition_for_hosting(topic, index, topic_id)
+        partition.min_insync_replicas = min_insync_replicas
+        partition.make_leader(leader_epoch, partition_epoch, replicas, isr)
+        return partition
+
+    def become_follower(
+        self, topic: str, index: int, *, topic_id: uuid.UUID, leader: int, leader_epoch: int,
+        partition_epoch: int, replicas: Sequence[int],
+    ) -> Partition:
+        partition = self._partition_for_hosting(topic, index, topic_id)
+        partition.make_follower(leader, leader_epoch, partition_epoch, replicas)
+        return partition
+
+    def _partition_for_hosting(self, topic: str, index: int, topic_id: uuid.UUID) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            log = self.logs.get_or_create_log(topic, index)
+            partition = Partition(topic, index, topic_id, log, self.node_id)
+            self.partitions[(topic, index)] = partition
+        return partition
+
+    def stop_replicas(self, topic: str, indexes: Iterable[int], *, delete: bool) -> None:
+        """Stop hosting (and with ``delete``, remove the logs of) these partitions."""
+        for index in indexes:
+            partition = self.partitions.pop((topic, index), None)
+            if partition is not None:
+                partition.release_waiters(KafkaError("partition deleted"))
+            if delete:
+                self.logs.delete_log(topic, index)
+
+    def shutdown(self) -> None:
+        """Wake every waiting fetch and produce: they answer with what they have."""
+        self.stopping = True
+        for partition in self.partitions.values():
+            partition.release_waiters()
+
+    # --- lookups ---
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def local_log(self, topic: str, index: int) -> Log | None:
+        partition = self.partitions.get((topic, index))
+        return partition.log if partition is not None else None
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition if this broker leads it; raises UNKNOWN_TOPIC_OR_PARTITION or
+        NOT_LEADER_OR_FOLLOWER otherwise."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None and partition.is_leader:
+            return partition
+        if self._image().partition(topic, index) is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host {topic}-{index}.")
+        raise NotLeaderOrFollowerError(f"This broker is not the leader of {topic}-{index}.")
+
+    # --- produce ---
+
+    async def append_records(
+        self,
+        entries: Sequence[tuple[str, int, bytes | memoryview | None]],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+    ) -> list[ProduceResult]:
+        """Append each (topic, partition, records); acks=-1 waits for the high watermark."""
+        results: list[ProduceResult] = []
+        waits: list[tuple[ProduceResult, asyncio.Future[None]]] = []
+        for topic, index, records in entries:
+            result = ProduceResult()
+            results.append(result)
+            try:
+                partition = self.leader_partition(topic, index)
+                if records is None or len(records) == 0:
+                    raise _corrupt("empty record set")
+                data = await self._prepare(partition, records, transactional_id)
+                # No copy: the log stamps offsets into a writable buffer in place and copies
+                # (or writes in two pieces) a read-only one such as a slice of the request.
+                result.info = partition.append_as_leader(data, AppendOrigin.CLIENT, required_acks)
+            except (KafkaError, StorageError, ProtocolError) as e:
+                result.error, result.message = code_of(e), message_of(e)
+                continue
+            if required_acks == -1:
+                waits.append((result, partition.wait_for_high_watermark(result.info.last_offset + 1)))
+        if waits:
+            await self._await_acks(waits, timeout_ms)
+        return results
+
+    async def _prepare(
+        self, partition: Partition, records: bytes | memoryview, transactional_id: str | None
+    ) -> bytes | bytearray | memoryview:
+        if peek_magic(records) < 2:
+            limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)
+            return upconvert(records, max_decompressed_size=limit)
+        if transactional_id is not None and self.transactions is not None and len(records) >= HEADER_SIZE:
+            h = read_header(records)
+            if (
+                h.is_transactional
+                and h.producer_id >= 0
+                and not partition.has_ongoing_transaction(h.producer_id, h.producer_epoch)
+            ):
+                code = await self.transactions.verify_produce(
+                    transactional_id, partition.topic, partition.index, h.producer_id, h.producer_epoch
+                )
+                if code:
+                    raise kafka_error(code, f"transaction verification failed: {code.name}")
+        return records
+
+    @staticmethod
+    async def _await_acks(waits: list[tuple[ProduceResult, asyncio.Future[None]]], timeout_ms: int) -> None:
+        pending = [f for _, f in waits if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000.0)
+        for result, fut in waits:
+            if not fut.done():
+                fut.cancel()
+                result.error = ErrorCode.REQUEST_TIMED_OUT
+                result.message = str(RequestTimedOutError("acks=all timed out waiting for the ISR"))
+            elif fut.exception() is not None:
+                exc = fut.exception()
+                assert exc is not None
+                result.error, result.message = code_of(exc), message_of(exc)
+
+    # --- coordinator writes and transaction markers ---
+
+    def append_internal(
+        self, topic: str, index: int, records: bytes | bytearray | memoryview, origin: AppendOrigin
+    ) -> LogAppendInfo:
+        """A coordinator's write (``PartitionWriter.append``); raises on failure."""
+        return self.leader_partition(topic, index).append_as_leader(records, origin)
+
+    def committed(self, topic: str, index: int, offset: int) -> asyncio.Future[None]:
+        """Done once the partition's high watermark reaches ``offset`` (the write is then
+        on every in-sync replica)."""
+        return self.leader_partition(topic, index).wait_for_high_watermark(offset)
+
+    def on_txn_marker(self, listener: TxnMarkerListener) -> None:
+        self._marker_listeners.append(listener)
+
+    def write_txn_marker(
+        self, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
+        coordinator_epoch: int,
+    ) -> ErrorCode:
+        """Append a COMMIT/ABORT marker to one partition; returns the error code."""
+        try:
+            self.leader_partition(topic, index).append_txn_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch
+            )
+        except (KafkaError, StorageError) as e:
+            return code_of(e)
+        for listener in self._marker_listeners:
+            listener(topic, index, producer_id, commit)
+        return ErrorCode.NONE
+
+    # --- fetch ---
+
+    async def fetch(self, parts: list[FetchPartition], params: FetchParams) -> None:
+        """Fill in each part; wait for ``min_bytes`` up to ``max_wait_ms`` (long poll)."""
+        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000.0
+        if params.from_follower:
+            now_ms = int(time.time() * 1000)
+            for part in parts:
+                p = self.partitions.get((part.topic, part.index))
+                if p is not None and p.is_leader:
+                    p.update_follower(params.replica_id, part.fetch_offset, now_ms)
+        while True:
+            total = self._read_all(parts, params)
+            remaining = deadline - time.monotonic()
+            hosted = [
+                p for part in parts
+                if not part.error and (p := self.partitions.get((part.topic, part.index))) is not None
+            ]
+            hung_up = params.hung_up is not None and params.hung_up.done()
+            if (
+                total >= params.min_bytes or remaining <= 0 or not hosted or self.stopping
+                or hung_up or any(part.error for part in parts)
+            ):
+                return
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            for p in hosted:
+                p.add_waiter(fut, params.from_follower)
+            waits: set[asyncio.Future[None]] = {fut}
+            if params.hung_up is not None:
+                waits.add(params.hung_up)
+            try:
+                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for p in hosted:
+                    p.remove_waiter(fut)
+
+    def _read_all(self, parts: list[FetchPartition], params: FetchParams) -> int:
+        total = 0
+        first_with_data = True
+        for part in parts:
+            part.error = part.preset_error  # e.g. an unknown topic id: nothing to read
+            part.records, part.aborted_transactions, part.size = None, None, 0
+            part.high_watermark = part.last_stable_offset = part.log_start_offset = -1
+            if part.error:
+                continue
+            partition = self.partitions.get((part.topic, part.index))
+            if partition is None:
+                part.error = params.unknown_error
+                continue
+            if not partition.is_leader:
+                part.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            fenced = partition.check_epoch(part.current_leader_epoch)
+            if fenced:
+                part.error = fenced
+                continue
+            limit = min(part.max_bytes, params.max_bytes - total)
+            try:
+                read = partition.read(
+                    part.fetch_offset, limit, isolation=params.isolation,
+                    from_follower=params.from_follower, min_one=first_with_data,
+                )
+            except StorageError as e:
+                part.error = code_of(e)
+                part.high_watermark = partition.log.high_watermark
+                part.log_start_offset = partition.log.log_start_offset
+                continue
+            records = read.records
+            if records is not None and len(records) >= limit:
+                records = drop_partial_tail(records)
+            if records is not None and params.convert is not None and len(records):
+                records = params.convert(records)
+            n = len(records) if records is not None else 0
+            if n:
+                first_with_data = False
+                total += n
+            part.records = records if records is not None else b""
+            part.size = n
+            part.high_watermark = read.high_watermark
+            part.last_stable_offset = read.last_stable_offset
+            part.log_start_offset = read.log_start_offset
+            part.aborted_transactions = read.aborted_transactions
+        return total
+
+
+def drop_partial_tail(records: bytes | memoryview) -> bytes | memoryview:
+    """A read cut off by the byte limit usually ends inside a batch, which the client can only
+    discard (Kafka sends it anyway). When the batches are big, leave that tail out: it can be
+    nearly as large as the rest. Reads of many small batches are sent as they are (judged by
+    the first batch: the tail is then small, and walking the batches would cost more than
+    sending it), and so is a read that is all tail, so an old client can still see that a
+    batch is larger than its limit."""
+    n = len(records)
+    if n < 12:
+        return records
+    first = 12 + int.from_bytes(records[8:12], "big", signed=True)  # base offset, length
+    if first * MANY_BATCHES < n:
+        return records
+    pos = 0
+    for _ in range(4 * MANY_BATCHES):
+        if pos + 12 > n:
+            break
+        end = pos + 12 + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+        if end > n or end <= pos:
+            break
+        pos = end
+    else:
+        return records
+    return memoryview(records)[:pos] if 0 < pos < n else records
+
+
+def _corrupt(message: str) -> KafkaError:
+    return CorruptMessageError(message)

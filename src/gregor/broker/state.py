@@ -1,0 +1,107 @@
+"""What handlers may touch: the broker state as a Protocol, and the typed request context.
+
+Handlers receive a ``RequestContext``: the broker state (``BrokerState``, implemented by
+``Broker``; tests may fake it), what is known of the connection (peer, listener, security
+protocol, principal) and the request header. They read the metadata image and call typed
+services (groups, transactions, topic admin, replica manager); they never reach into
+runtimes or storage. A handler is ``async def handle(ctx, request) -> response``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from gregor.broker.config import BrokerConfig
+from gregor.cluster.image import BrokerEndpoint, MetadataImage
+from gregor.protocol.framing import RequestHeader
+
+if TYPE_CHECKING:  # the services import nothing from here; this only names their types
+    from gregor.broker.fetch_session import FetchSessionCache
+    from gregor.broker.group_service import GroupService
+    from gregor.broker.producer_ids import ProducerIdManager
+    from gregor.broker.replica_manager import ReplicaManager
+    from gregor.broker.topic_admin import TopicAdmin
+    from gregor.broker.txn_service import TxnService
+    from gregor.storage.manager import LogManager
+
+
+#: The principal of a connection before authentication exists (Kafka's ``User:ANONYMOUS``).
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class ConnectionInfo:
+    """One client connection as handlers see it."""
+
+    peer: str  # "host:port"
+    listener: str  # the listener name the connection arrived on ("PLAINTEXT", ...)
+    security_protocol: str  # PLAINTEXT until security exists
+    hung_up: asyncio.Future[None]  # done when the client has gone
+    principal: str = ANONYMOUS
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0] if ":" in self.peer else self.peer
+
+
+class BrokerState(Protocol):
+    """The broker as handlers see it."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def groups(self) -> GroupService: ...
+
+    @property
+    def transactions(self) -> TxnService: ...
+
+    @property
+    def topics(self) -> TopicAdmin: ...
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+
+    @property
+    def producer_ids(self) -> ProducerIdManager: ...
+
+    def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
+        """(node id, endpoint, rack) of every live broker on ``listener``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    broker: BrokerState
+    conn: ConnectionInfo
+    header: RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def client_host(self) -> str:
+        """Kafka reports a member's host as ``/address``."""
+        return "/" + self.conn.host

@@ -1,0 +1,162 @@
+"""The transaction coordinator as a typed service for the handlers.
+
+``TxnService`` runs ``TransactionCoordinator`` (``gregor.coordinator``) on the shared
+``CoordinatorRuntime``; its state lives in ``__transaction_state`` and the coordinator epoch
+of a partition is that partition's leader epoch. Besides writes and replies, this
+coordinator's outbox holds marker requests: each becomes a COMMIT/ABORT control batch
+appended to every partition of the transaction through the replica manager, and the results
+go back to the coordinator (which usually finishes a whole EndTxn in one pump). New producer
+ids come from the broker's ``ProducerIdManager``; a block is reserved before each request
+that may need one, so the state machine's synchronous ``generate`` never waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
+
+from gregor.broker.coordinator_runtime import (
+    CoordinatorRuntime,
+    InternalTopic,
+    InternalWrite,
+    PartitionWriter,
+    TopicCreator,
+    wall_clock_ms,
+)
+from gregor.broker.producer_ids import ProducerIdManager
+from gregor.broker.topics import TXN_TOPIC
+from gregor.coordinator.transaction_coordinator import (
+    InitProducerIdResult,
+    MarkerWrite,
+    TransactionCoordinator,
+    TxnCoordinatorConfig,
+    TxnDescription,
+    TxnListing,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.storage.producer_state import AppendOrigin
+
+TXN_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "104857600",
+    "compression.type": "uncompressed",
+}
+
+TopicPartition = tuple[str, int]
+
+# Verification answers a producer should retry (KIP-890 maps coordinator trouble to a
+# retriable produce error).
+_RETRIABLE_VERIFY = frozenset({
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+})
+
+
+#: Appends one COMMIT/ABORT marker: (topic, partition, producer id, producer epoch, commit,
+#: coordinator epoch) -> error code (the replica manager's ``write_txn_marker``).
+MarkerWriter = Callable[[str, int, int, int, bool, int], ErrorCode]
+
+
+class TxnService(CoordinatorRuntime):
+    def __init__(
+        self,
+        config: TxnCoordinatorConfig,
+        replication_factor: int,
+        producer_ids: ProducerIdManager,
+        writer: PartitionWriter,
+        markers: MarkerWriter,
+        creator: TopicCreator,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.producer_ids = producer_ids
+        self.write_marker = markers
+        self.coordinator = TransactionCoordinator(config, producer_ids.generate, clock)
+        topic = InternalTopic(
+            TXN_TOPIC, config.num_partitions, replication_factor, TXN_TOPIC_CONFIGS, AppendOrigin.CLIENT
+        )
+        super().__init__("transactions", self.coordinator, topic, writer, creator, clock)
+
+    # --- runtime adapters ---
+
+    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
+        writes, markers, replies = self.coordinator.take()
+        for m in markers:
+            self._write_markers(m)
+        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [(r.token, r.result) for r in replies]
+
+    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
+        self.coordinator.write_complete(write_id, error)
+
+    def _complete_load(self, partition: int, leader_epoch: int) -> None:
+        # The coordinator epoch is the leader epoch of the __transaction_state partition.
+        self.coordinator.complete_load(partition, max(leader_epoch, 0))
+
+    def _write_markers(self, m: MarkerWrite) -> None:
+        results = {
+            tp: int(self.write_marker(tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch))
+            for tp in m.partitions
+        }
+        self.coordinator.markers_complete(m.id, results)
+
+    # --- lookups ---
+
+    async def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """FindCoordinator for a transactional id: NONE or the error to answer."""
+        await self.ensure_topic()
+        return ErrorCode(self.coordinator.partition_error(transactional_id))
+
+    # --- requests ---
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> InitProducerIdResult:
+        await self.producer_ids.reserve(2)
+        c = self.coordinator
+        result = await self.call(c.init_producer_id, transactional_id, timeout_ms, producer_id, producer_epoch)
+        return cast(InitProducerIdResult, result)
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition]
+    ) -> ErrorCode:
+        c = self.coordinator
+        code = await self.call(c.add_partitions, transactional_id, producer_id, producer_epoch, list(partitions))
+        return ErrorCode(code)
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        c = self.coordinator
+        return ErrorCode(await self.call(c.end_txn, transactional_id, producer_id, producer_epoch, commit))
+
+    async def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Whether each partition is in the producer's ongoing transaction (no write)."""
+        await self.ensure_topic()
+        found = self.coordinator.verify(transactional_id, producer_id, producer_epoch, list(partitions))
+        return {tp: ErrorCode(code) for tp, code in found.items()}
+
+    async def verify_produce(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> ErrorCode:
+        """KIP-890 verification of a transactional batch that starts a transaction on a
+        partition: NONE if the partition was added to the producer's transaction, else the
+        Produce error to answer."""
+        tp = (topic, partition)
+        code = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+        if code in _RETRIABLE_VERIFY:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return code
+
+    async def describe(self, transactional_ids: Iterable[str]) -> list[TxnDescription]:
+        await self.ensure_topic()
+        return self.coordinator.describe(transactional_ids)
+
+    async def list_transactions(
+        self, states: Sequence[str], producer_ids: Sequence[int], duration_ms: int
+    ) -> tuple[ErrorCode, list[str], list[TxnListing]]:
+        await self.ensure_topic()
+        code, unknown, listing = self.coordinator.list_transactions(states, producer_ids, duration_ms)
+        return ErrorCode(code), list(unknown), listing
