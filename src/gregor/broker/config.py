@@ -243,11 +243,11 @@ class BrokerConfig:
         names = [listener.name for listener in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError(f"listeners has a listener name more than once: {','.join(names)}")
-        for listener in self.listeners + self.advertised_listeners:
-            self.security_protocol(listener.name)
         for a in self.advertised_listeners:
             if a.name not in names:
                 raise ConfigError(f"advertised listener {a} names no listener in listeners")
+        for listener in self.listeners:
+            self.security_protocol(listener.name)
         inter = self.values["inter.broker.listener.name"]
         if inter is not None and inter not in names:
             raise ConfigError(f"inter.broker.listener.name={inter} names no listener in listeners")
