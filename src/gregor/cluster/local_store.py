@@ -79,8 +79,12 @@ class DeltaStream:
             self._queue.put_nowait(None)
 
     async def aclose(self) -> None:
+        """Stop watching now: deltas not taken yet are dropped, like an async generator's."""
         self._detach(self)
-        self.end()
+        self._ended = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._queue.put_nowait(None)
 
 
 class Backend(Protocol):

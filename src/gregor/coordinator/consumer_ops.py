@@ -19,6 +19,7 @@ rejoins with the same instance id it gets that assignment back with no epoch bum
 from __future__ import annotations
 
 import base64
+import logging
 import uuid
 from collections import Counter
 from typing import Any
@@ -36,9 +37,9 @@ from gregor.coordinator.consumer_group import (
 from gregor.coordinator.core import (
     CoordinatorCore,
     compile_subscription_regex,
-    log_event,
     storage_error_to_coordinator,
 )
+from gregor.coordinator.events import log_event
 from gregor.coordinator.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -65,6 +66,8 @@ from gregor.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+
+log = logging.getLogger("gregor.coordinator")
 
 Records = list[tuple[Key, Value | None]]
 
@@ -149,7 +152,7 @@ class ConsumerOps(CoordinatorCore):
         group = self.groups.get(gid)
         if not isinstance(group, ConsumerGroup) or mid not in group.members:
             return
-        log_event("group.member_removed", group=gid, member=mid, reason=reason)
+        log_event(log, "group.member_removed", group=gid, member=mid, reason=reason)
         self.write(gid, self._remove_consumer_member(group, mid))
 
     def _remove_consumer_member(self, group: ConsumerGroup, mid: str) -> Records:
@@ -157,7 +160,7 @@ class ConsumerOps(CoordinatorCore):
         group.remove_member(mid)
         group.group_epoch += 1
         group.state_timestamp = self.clock()
-        log_event("group.epoch", group=group.group_id, epoch=group.group_epoch, members=len(group.members))
+        log_event(log, "group.epoch", group=group.group_id, epoch=group.group_epoch, members=len(group.members))
         return self._member_tombstones(group, mid) + [self._epoch_record(group)]
 
     # --- assignment ---
@@ -301,7 +304,7 @@ class ConsumerOps(CoordinatorCore):
         if bump:
             group.group_epoch += 1
             records.append(self._epoch_record(group))
-            log_event("group.epoch", group=gid, epoch=group.group_epoch, members=len(group.members))
+            log_event(log, "group.epoch", group=gid, epoch=group.group_epoch, members=len(group.members))
         if group.group_epoch > group.assignment_epoch:
             records += self._compute_target(group, fingerprint)
         owned = None

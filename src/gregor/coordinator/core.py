@@ -64,11 +64,6 @@ from gregor.protocol.records.header import iter_batches
 log = logging.getLogger("gregor.coordinator")
 
 
-def log_event(name: str, **fields: Any) -> None:
-    """One structured log line (the broker renders ``fields`` as logfmt)."""
-    if log.isEnabledFor(logging.INFO):
-        log.info(name, extra={"fields": fields})
-
 Group = ClassicGroup | ConsumerGroup
 
 

@@ -29,6 +29,10 @@ aborted the same way. The markers carry the bumped epoch, so the old producer's 
 refused by every partition of the transaction afterwards.
 
 Queries that need no write (``verify``, ``describe``, ``list_transactions``) answer at once.
+
+Around this module: ``transaction_types`` (config, outbox entries, results; re-exported
+here), ``transaction_load`` (replaying ``__transaction_state``), ``transaction_queries``
+(describe and list), ``transaction_state`` (per-id metadata and its transitions).
 """
 
 from __future__ import annotations
@@ -36,138 +40,57 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 
 from gregor.coordinator.core import Timers
+from gregor.coordinator.events import log_event
 from gregor.coordinator.partitioning import partition_for
-from gregor.coordinator.transaction_records import (
-    TxnLogValue,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
+from gregor.coordinator.transaction_load import replay_transaction_log
+from gregor.coordinator.transaction_queries import describe_transactions, list_transactions
+from gregor.coordinator.transaction_records import TxnLogValue, encode_key, encode_value
 from gregor.coordinator.transaction_state import (
     IDLE,
     PREPARING,
-    STATES_BY_NAME,
     TopicPartition,
     TxnMetadata,
     TxnState,
     TxnTransit,
     is_epoch_exhausted,
 )
+from gregor.coordinator.transaction_types import (
+    MARKER_DONE,
+    MARKER_FENCED,
+    InitProducerIdResult,
+    MarkerWrite,
+    TxnCoordinatorConfig,
+    TxnDescription,
+    TxnListing,
+    TxnLogWrite,
+    TxnReply,
+    log_append_error,
+)
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records.batch import RecordBatchBuilder, decode_batch
-from gregor.protocol.records.header import iter_batches
+from gregor.protocol.records.batch import RecordBatchBuilder
+
+__all__ = [
+    "InitProducerIdResult",
+    "MarkerWrite",
+    "TransactionCoordinator",
+    "TxnCoordinatorConfig",
+    "TxnDescription",
+    "TxnListing",
+    "TxnLogWrite",
+    "TxnReply",
+    "log_append_error",
+]
 
 log = logging.getLogger("gregor.coordinator.transactions")
-
-
-def log_event(name: str, **fields: Any) -> None:
-    if log.isEnabledFor(logging.INFO):
-        log.info(name, extra={"fields": fields})
-
-
-@dataclass
-class TxnCoordinatorConfig:
-    num_partitions: int = 50
-    max_timeout_ms: int = 900000
-    id_expiration_ms: int = 7 * 24 * 3600 * 1000
-    id_expiration_check_interval_ms: int = 3600 * 1000
-    retry_backoff_ms: int = 100
-
-    @classmethod
-    def from_props(cls, get: Callable[[str, Any], Any]) -> TxnCoordinatorConfig:
-        """Build from Kafka broker keys; ``get(key, default)`` reads the broker config."""
-
-        def i(key: str, default: int) -> int:
-            return int(get(key, default))
-
-        return cls(
-            num_partitions=i("transaction.state.log.num.partitions", 50),
-            max_timeout_ms=i("transaction.max.timeout.ms", 900000),
-            id_expiration_ms=i("transactional.id.expiration.ms", 7 * 24 * 3600 * 1000),
-            id_expiration_check_interval_ms=i(
-                "transaction.remove.expired.transaction.cleanup.interval.ms", 3600 * 1000
-            ),
-            retry_backoff_ms=i("transaction.retry.backoff.ms", 100),
-        )
-
-
-class TxnLogWrite(NamedTuple):
-    id: int
-    partition: int
-    batch: bytes
-
-
-class MarkerWrite(NamedTuple):
-    id: int
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    coordinator_epoch: int
-    partitions: tuple[TopicPartition, ...]
-
-
-class TxnReply(NamedTuple):
-    token: Any
-    result: Any
-
-
-class InitProducerIdResult(NamedTuple):
-    error_code: int
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-
-class TxnDescription(NamedTuple):
-    """One DescribeTransactions entry; on an error only the error is set (the other fields
-    keep the wire defaults, as Kafka leaves them)."""
-
-    transactional_id: str
-    error_code: int
-    state: str = ""
-    timeout_ms: int = 0
-    start_ms: int = 0
-    producer_id: int = 0
-    producer_epoch: int = 0
-    partitions: tuple[TopicPartition, ...] = ()
-
-
-class TxnListing(NamedTuple):
-    transactional_id: str
-    producer_id: int
-    state: str
 
 
 class _Status(Enum):
     LOADING = "loading"
     ACTIVE = "active"
-
-
-def log_append_error(code: int) -> int:
-    """Kafka's mapping of a failed ``__transaction_state`` append to what a producer sees."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR):
-        return ErrorCode.NOT_COORDINATOR
-    return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-# Marker results after which a partition needs no further marker.
-_MARKER_DONE = frozenset({0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
-# A newer producer epoch or coordinator already wrote to the partition: sending again is futile.
-_MARKER_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
 class TransactionCoordinator:
@@ -241,33 +164,11 @@ class TransactionCoordinator:
 
     def load_batches(self, partition: int, data: bytes | memoryview) -> None:
         """Replay whole batches read from ``partition`` of ``__transaction_state``."""
-        for pos, h in iter_batches(data):
-            if h.is_control:
-                continue
-            for rec in decode_batch(data, pos).records:
-                try:
-                    tid = decode_key(rec.key)
-                    value = decode_value(rec.value) if tid is not None else None
-                    state = TxnState(value.state) if value is not None else None
-                except (ProtocolError, ValueError) as e:
-                    log.warning("skipping unreadable __transaction_state record at %d: %s", rec.offset, e)
-                    continue
-                if tid is None:
-                    continue
-                if value is None or state is None:
-                    self.txns.pop(tid, None)
-                    continue
-                self.txns[tid] = TxnMetadata(
-                    tid,
-                    value.producer_id,
-                    value.transaction_timeout_ms,
-                    producer_epoch=value.producer_epoch,
-                    last_producer_id=value.previous_producer_id,
-                    state=state,
-                    partitions=set(value.partitions),
-                    start_ms=value.start_timestamp_ms,
-                    last_update_ms=value.last_update_timestamp_ms,
-                )
+        for tid, md in replay_transaction_log(data):
+            if md is None:
+                self.txns.pop(tid, None)
+            else:
+                self.txns[tid] = md
 
     def complete_load(self, partition: int, coordinator_epoch: int) -> None:
         """The partition is read to its end: serve its ids, finish what was in flight."""
@@ -282,7 +183,7 @@ class TransactionCoordinator:
                 aborting += 1
                 self._schedule_timeout(md)
         if resumed or aborting:
-            log_event("txn.partition_loaded", partition=partition, completing=resumed, ongoing=aborting)
+            log_event(log, "txn.partition_loaded", partition=partition, completing=resumed, ongoing=aborting)
         if self.timers.deadline(("expire",)) is None:
             self.timers.schedule(
                 ("expire",), self.clock() + self.config.id_expiration_check_interval_ms,
@@ -325,7 +226,7 @@ class TransactionCoordinator:
                 return done(ErrorCode.NOT_COORDINATOR)
             if code:
                 md.pending = None
-                log_event("txn.state_write_failed", transactional_id=tid, state=transit.state.display_name, error=code)
+                log_event(log, "txn.state_write_failed", transactional_id=tid, state=transit.state.display_name, error=code)
                 return done(log_append_error(code))
             if transit.state == TxnState.DEAD:
                 del self.txns[tid]
@@ -381,7 +282,7 @@ class TransactionCoordinator:
         if md.state == TxnState.ONGOING:
             # Abort the running transaction with a bumped epoch; the client retries.
             epoch = md.fence_epoch()
-            log_event("txn.fencing", transactional_id=transactional_id, producer_id=md.producer_id,
+            log_event(log, "txn.fencing", transactional_id=transactional_id, producer_id=md.producer_id,
                       epoch=epoch, reason="init_producer_id")
             self._end(md, md.producer_id, epoch, False, False,
                       lambda code: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS))
@@ -403,7 +304,7 @@ class TransactionCoordinator:
         def written(code: int) -> None:
             if code:
                 return reply(code)
-            log_event("txn.producer_initialized", transactional_id=transactional_id,
+            log_event(log, "txn.producer_initialized", transactional_id=transactional_id,
                       producer_id=md.producer_id, epoch=md.producer_epoch)
             reply(0, md.producer_id, md.producer_epoch)
 
@@ -574,15 +475,15 @@ class TransactionCoordinator:
         failed = []
         for tp in m.partitions:
             code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if code in _MARKER_DONE or code in _MARKER_FENCED:
-                if code in _MARKER_FENCED:
-                    log_event("txn.marker_fenced", transactional_id=m.transactional_id,
+            if code in MARKER_DONE or code in MARKER_FENCED:
+                if code in MARKER_FENCED:
+                    log_event(log, "txn.marker_fenced", transactional_id=m.transactional_id,
                               topic=tp[0], partition=tp[1], error=code)
                 md.partitions.discard(tp)
             else:
                 failed.append((tp, code))
         if md.partitions:
-            log_event("txn.marker_retry", transactional_id=m.transactional_id,
+            log_event(log, "txn.marker_retry", transactional_id=m.transactional_id,
                       partitions=len(md.partitions), error=failed[0][1] if failed else 0)
             tid = md.transactional_id
             self.timers.schedule(
@@ -603,7 +504,7 @@ class TransactionCoordinator:
 
         def written(code: int) -> None:
             if not code:
-                log_event("txn.completed", transactional_id=tid, producer_id=md.producer_id,
+                log_event(log, "txn.completed", transactional_id=tid, producer_id=md.producer_id,
                           epoch=md.producer_epoch, result="commit" if commit else "abort")
                 return
             if code == ErrorCode.NOT_COORDINATOR:
@@ -635,7 +536,7 @@ class TransactionCoordinator:
             self._schedule_timeout(md, self.clock() + self.config.retry_backoff_ms)
             return
         epoch = md.fence_epoch()
-        log_event("txn.timed_out", transactional_id=tid, producer_id=md.producer_id, epoch=epoch,
+        log_event(log, "txn.timed_out", transactional_id=tid, producer_id=md.producer_id, epoch=epoch,
                   timeout_ms=md.timeout_ms)
 
         def aborted(code: int) -> None:
@@ -654,7 +555,7 @@ class TransactionCoordinator:
                 and md.last_update_ms <= horizon
                 and self.partition_error(tid) == 0
             ):
-                log_event("txn.id_expired", transactional_id=tid, producer_id=md.producer_id)
+                log_event(log, "txn.id_expired", transactional_id=tid, producer_id=md.producer_id)
                 self._write_transit(md, md.prepare_dead(now), lambda code: None)
         self.timers.schedule(
             ("expire",), now + self.config.id_expiration_check_interval_ms, self._expire_ids
@@ -663,44 +564,13 @@ class TransactionCoordinator:
     # --- DescribeTransactions / ListTransactions ---
 
     def describe(self, transactional_ids: Iterable[str]) -> list[TxnDescription]:
-        out = []
-        for tid in transactional_ids:
-            err = self.partition_error(tid) if tid else ErrorCode.INVALID_REQUEST
-            md = self.txns.get(tid) if not err else None
-            if err:
-                out.append(TxnDescription(tid, err))
-            elif md is None or md.state == TxnState.DEAD:
-                out.append(TxnDescription(tid, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
-            else:
-                out.append(TxnDescription(
-                    tid, 0, md.state.display_name, md.timeout_ms, md.start_ms,
-                    md.producer_id, md.producer_epoch, tuple(sorted(md.partitions)),
-                ))
-        return out
+        return describe_transactions(self.txns, self.partition_error, transactional_ids)
 
     def list_transactions(
         self, state_filters: Iterable[str], producer_id_filters: Iterable[int], duration_filter_ms: int = -1
     ) -> tuple[int, list[str], list[TxnListing]]:
         """(error, unknown state names, matching transactions)."""
-        if self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], []
-        states, unknown = set(), []
-        for name in state_filters:
-            if name in STATES_BY_NAME:
-                states.add(STATES_BY_NAME[name])
-            else:
-                unknown.append(name)
-        pids = set(producer_id_filters)
-        now = self.clock()
-        out = []
-        for tid, md in sorted(self.txns.items()):
-            if md.state == TxnState.DEAD or self.partition_error(tid):
-                continue
-            if pids and md.producer_id not in pids:
-                continue
-            if states and md.state not in states:
-                continue
-            if duration_filter_ms >= 0 and now - md.start_ms <= duration_filter_ms:
-                continue
-            out.append(TxnListing(tid, md.producer_id, md.state.display_name))
-        return 0, unknown, out
+        return list_transactions(
+            self.txns, self.partition_error, self.loading, self.clock,
+            state_filters, producer_id_filters, duration_filter_ms,
+        )

@@ -1,0 +1,108 @@
+"""The transaction coordinator's configuration, outbox entries and results.
+
+``TransactionCoordinator`` (``coordinator.transaction_coordinator``) emits ``TxnLogWrite``,
+``MarkerWrite`` and ``TxnReply``; the broker reports write outcomes back with the error codes
+that ``log_append_error`` and ``MARKER_DONE``/``MARKER_FENCED`` interpret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from gregor.coordinator.transaction_state import TopicPartition
+from gregor.protocol.errors import ErrorCode
+
+
+@dataclass
+class TxnCoordinatorConfig:
+    num_partitions: int = 50
+    max_timeout_ms: int = 900000
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    id_expiration_check_interval_ms: int = 3600 * 1000
+    retry_backoff_ms: int = 100
+
+    @classmethod
+    def from_props(cls, get: Callable[[str, Any], Any]) -> TxnCoordinatorConfig:
+        """Build from Kafka broker keys; ``get(key, default)`` reads the broker config."""
+
+        def i(key: str, default: int) -> int:
+            return int(get(key, default))
+
+        return cls(
+            num_partitions=i("transaction.state.log.num.partitions", 50),
+            max_timeout_ms=i("transaction.max.timeout.ms", 900000),
+            id_expiration_ms=i("transactional.id.expiration.ms", 7 * 24 * 3600 * 1000),
+            id_expiration_check_interval_ms=i(
+                "transaction.remove.expired.transaction.cleanup.interval.ms", 3600 * 1000
+            ),
+            retry_backoff_ms=i("transaction.retry.backoff.ms", 100),
+        )
+
+
+class TxnLogWrite(NamedTuple):
+    id: int
+    partition: int
+    batch: bytes
+
+
+class MarkerWrite(NamedTuple):
+    id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+class TxnReply(NamedTuple):
+    token: Any
+    result: Any
+
+
+class InitProducerIdResult(NamedTuple):
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TxnDescription(NamedTuple):
+    """One DescribeTransactions entry; on an error only the error is set (the other fields
+    keep the wire defaults, as Kafka leaves them)."""
+
+    transactional_id: str
+    error_code: int
+    state: str = ""
+    timeout_ms: int = 0
+    start_ms: int = 0
+    producer_id: int = 0
+    producer_epoch: int = 0
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+class TxnListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+def log_append_error(code: int) -> int:
+    """Kafka's mapping of a failed ``__transaction_state`` append to what a producer sees."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# Marker results after which a partition needs no further marker.
+MARKER_DONE = frozenset({0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+# A newer producer epoch or coordinator already wrote to the partition: sending again is futile.
+MARKER_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
