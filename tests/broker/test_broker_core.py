@@ -223,7 +223,7 @@ def test_internal_topics_cannot_be_deleted_or_grown() -> None:
             client = await Client.connect(broker)
             found = await client.call(FindCoordinatorRequest(key="g", key_type=0), 1)
             assert found.error_code == 0 and found.node_id == broker.node_id
-            resp = await client.call(DeleteTopicsRequest(topic_names=["__consumer_offsets"], timeout_ms=5000), 4)
+            resp = await client.call(DeleteTopicsRequest(topic_names=["__consumer_offsets"], timeout_ms=5000), 5)
             (result,) = resp.responses
             assert result.error_code == ErrorCode.INVALID_REQUEST
             assert "internal topic" in result.error_message

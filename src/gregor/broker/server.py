@@ -124,8 +124,11 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool | None:
-        # The client will send no more; answer what is queued, then close.
+        # The client will send no more: answer what is queued (a waiting long poll at once,
+        # with what it has), then close.
         self._eof = True
+        if not self.info.hung_up.done():
+            self.info.hung_up.set_result(None)
         if self._task is None:
             self.close()
         return True
