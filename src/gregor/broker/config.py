@@ -197,11 +197,12 @@ class BrokerConfig:
         for key in BROKER_KEYS:
             self.values[key.name] = key.default
         for name, text in self.raw.items():
-            key = _BY_NAME.get(name)
-            if key is None:
+            known = _BY_NAME.get(name)
+            if known is None:
                 self.unknown.append(name)
                 self.values[name] = text
                 continue
+            key = known
             try:
                 value = _TYPES[key.type](text)
             except ValueError as e:

@@ -275,10 +275,14 @@ class CoordinatorRuntime(ABC):
             else:
                 self._write_complete(w.id, 0, info.first_offset)
 
+        def done_later(fut: asyncio.Future[None]) -> None:
+            done(fut)
+            self.pump()
+
         if committed.done():
             done(committed)
         else:
-            committed.add_done_callback(lambda f: (done(f), self.pump()))
+            committed.add_done_callback(done_later)
 
     def _reschedule(self) -> None:
         deadline = self.shard.next_deadline()

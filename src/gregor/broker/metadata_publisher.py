@@ -62,12 +62,12 @@ class MetadataPublisher:
 
     def _apply(self, delta: MetadataDelta) -> None:
         image = delta.image
-        for topic in delta.deleted_topics:
-            self.replicas.stop_replicas(topic.name, range(len(topic.partitions)), delete=True)
-            self.logs.set_topic_config(topic.name, {})
-            coordinator = self.coordinators.get(topic.name)
+        for gone in delta.deleted_topics:
+            self.replicas.stop_replicas(gone.name, range(len(gone.partitions)), delete=True)
+            self.logs.set_topic_config(gone.name, {})
+            coordinator = self.coordinators.get(gone.name)
             if coordinator is not None:
-                coordinator.unload([p.partition for p in topic.partitions])
+                coordinator.unload([p.partition for p in gone.partitions])
         for name in delta.changed_configs:
             changed = image.topic(name)
             if changed is None:

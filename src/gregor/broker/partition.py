@@ -36,8 +36,8 @@ from gregor.protocol.errors import (
     NotLeaderOrFollowerError,
     PolicyViolationError,
 )
-from gregor.storage.log import Log, LogAppendInfo
 from gregor.storage.index import AbortedTxn
+from gregor.storage.log import Log, LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin, ProducerStateEntry
 
 READ_UNCOMMITTED = 0

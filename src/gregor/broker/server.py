@@ -91,7 +91,8 @@ class Connection(asyncio.Protocol):
     # --- asyncio.Protocol ---
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
+        # uvloop's transport is not an asyncio.Transport subclass, but has its methods.
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host.connections.add(self)

@@ -436,7 +436,7 @@ def describe_topic(
             source = ConfigSource.TOPIC_CONFIG
         else:
             value, source = broker_default(d, broker_props)
-        synonyms = None
+        synonyms: list[tuple[str, str | None, ConfigSource]] | None = None
         if include_synonyms:
             synonyms = []
             if d.name in overrides:

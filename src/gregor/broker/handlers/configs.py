@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from gregor.broker.config import BROKER_KEYS, BrokerConfig
 from gregor.broker.errors import code_of, kafka_error, message_of
@@ -101,11 +101,11 @@ def describe_broker(
     def add(name: str, ctype: ConfigType, default: str | None, doc: str) -> None:
         known.add(name)
         sensitive = ctype is ConfigType.PASSWORD
+        value: str | None = default
+        source = ConfigSource.DEFAULT_CONFIG
         if name in raw:
             value, source = raw[name], ConfigSource.STATIC_BROKER_CONFIG
-        else:
-            value, source = default, ConfigSource.DEFAULT_CONFIG
-        synonyms = None
+        synonyms: list[tuple[str, str | None, ConfigSource]] | None = None
         if include_synonyms:
             synonyms = []
             if name in raw:
@@ -249,7 +249,7 @@ async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_o
         await broker.topics.set_topic_configs(name, new)
 
 
-async def _alter(broker: BrokerState, res: Any, validate_only: bool) -> None:
+async def _alter(broker: BrokerState, res: AlterConfigsRequest.Resources, validate_only: bool) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
         raise _not_alterable(broker, res.resource_type, res.resource_name)
     _topic_state(broker, res.resource_name)
@@ -262,7 +262,9 @@ async def _alter(broker: BrokerState, res: Any, validate_only: bool) -> None:
     await _apply(broker, res.resource_name, new, validate_only)
 
 
-async def _incremental_alter(broker: BrokerState, res: Any, validate_only: bool) -> None:
+async def _incremental_alter(
+    broker: BrokerState, res: IncrementalAlterConfigsRequest.Resources, validate_only: bool
+) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
         raise _not_alterable(broker, res.resource_type, res.resource_name)
     ts = _topic_state(broker, res.resource_name)
@@ -296,13 +298,17 @@ async def _incremental_alter(broker: BrokerState, res: Any, validate_only: bool)
     await _apply(broker, res.resource_name, new, validate_only)
 
 
-class _AlterOne(Protocol):
-    async def __call__(self, broker: BrokerState, res: Any, validate_only: bool) -> None: ...
+Res = TypeVar("Res", AlterConfigsRequest.Resources, IncrementalAlterConfigsRequest.Resources)
+Out = TypeVar("Out", AlterConfigsResponse.Responses, IncrementalAlterConfigsResponse.Responses)
 
 
 async def _alter_all(
-    broker: BrokerState, resources: list[Any], validate_only: bool, one: _AlterOne, result_cls: Any
-) -> list[Any]:
+    broker: BrokerState,
+    resources: list[Res],
+    validate_only: bool,
+    one: Callable[[BrokerState, Res, bool], Awaitable[None]],
+    result_cls: type[Out],
+) -> list[Out]:
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     out = []
     for res in resources:
