@@ -136,6 +136,8 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceReques
         ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer"),
         ({"metadata.store": "etcd://127.0.0.1:2379"}, "metadata.store"),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),
+        ({"log.cleanup.policy": "archive"}, "cleanup.policy"),
+        ({"log.cleaner.min.cleanable.ratio": "7"}, "min.cleanable.dirty.ratio"),
         ({"advertised.listeners": "OTHER://example.com:9092"}, "names no listener"),
         (
             {"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"},

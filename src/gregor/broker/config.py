@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gregor.storage.config import from_broker_props
+from gregor.storage.errors import InvalidConfigError
+
 
 class ConfigError(ValueError):
     """A configuration key or value that cannot be used (INVALID_CONFIG on the wire)."""
@@ -263,6 +266,10 @@ class BrokerConfig:
                 f"authorizer.class.name={self.values['authorizer.class.name']}: this version of "
                 "Gregor has no authorizer, so ACLs would not be enforced; remove the setting"
             )
+        try:
+            from_broker_props(dict(self.raw)).validate()
+        except (InvalidConfigError, ValueError) as e:
+            raise ConfigError(f"invalid log setting: {e}") from None
         store = str(self.values["metadata.store"])
         if store not in METADATA_STORES:
             raise ConfigError(
