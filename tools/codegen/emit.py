@@ -100,7 +100,7 @@ def _min_size(f: FieldDef, v: int, flex: bool, as_element: bool = False) -> int:
     if f.type in ("varint", "varlong"):
         return 1
     assert f.struct is not None
-    if f.nullable(v):
+    if f.nullable(v) and not f.array:
         return 1
     return sum(_min_size(x, v, flex) for x in f.struct.present(v)) + (1 if flex else 0)
 
@@ -279,7 +279,7 @@ class DecodeGen(_Gen):
             self.w(ind + 1, f"uh0, ul0 = _U_{self.mod.st('QQ')}(buf, pos); pos += 16")
             self.w(ind + 1, f"{av}(_uuid(uh0 << 64 | ul0))")
         else:
-            elem = FieldDef(f.name, f.type, False, f.versions, f.nullable_versions)
+            elem = FieldDef(f.name, f.type, False, f.versions)
             self.single(elem, "x", ind + 1, depth)
             self.w(ind + 1, f"{av}(x)")
         self.w(ind, f"{dest} = {lv}")
@@ -420,7 +420,7 @@ class EncodeGen(_Gen):
         elif f.type == "uuid":
             self.fixed_group([(f, x)], ind + 1, ap)
         else:
-            elem = FieldDef(f.name, f.type, False, f.versions, f.nullable_versions)
+            elem = FieldDef(f.name, f.type, False, f.versions)
             self.single(elem, x, ind + 1, depth + 1, ap)
 
     def differs(self, f: FieldDef, var: str) -> str:

@@ -69,7 +69,7 @@ class AlterPartitionReassignmentsRequest(Message):
 
             Fields (type, versions[, tag]; default):
                 partition_index (int32, all; 0): The partition index.
-                replicas (list[int32], all; []): The replicas to place the partitions on, or null to cancel a pending reassignment for this partition.
+                replicas (list[int32], all, nullable; []): The replicas to place the partitions on, or null to cancel a pending reassignment for this partition.
             """
 
             __slots__ = ('partition_index', 'replicas', 'unknown_tags')

@@ -54,10 +54,10 @@ class ConsumerGroupHeartbeatRequest(Message):
         instance_id (str, all, nullable; None): null if not provided or if it didn't change since the last heartbeat; the instance Id otherwise.
         rack_id (str, all, nullable; None): null if not provided or if it didn't change since the last heartbeat; the rack ID of consumer otherwise.
         rebalance_timeout_ms (int32, all; -1): -1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator will wait on the member to revoke its partitions otherwise.
-        subscribed_topic_names (list[str], all; []): null if it didn't change since the last heartbeat; the subscribed topic names otherwise.
+        subscribed_topic_names (list[str], all, nullable; []): null if it didn't change since the last heartbeat; the subscribed topic names otherwise.
         subscribed_topic_regex (str, v1+, nullable; None): The regular expression (RE2/J syntax) the member subscribes with, or null if it did not change since the last heartbeat.
         server_assignor (str, all, nullable; None): null if not used or if it didn't change since the last heartbeat; the server side assignor to use otherwise.
-        topic_partitions (list[TopicPartitions], all; []): null if it didn't change since the last heartbeat; the partitions owned by the member.
+        topic_partitions (list[TopicPartitions], all, nullable; []): null if it didn't change since the last heartbeat; the partitions owned by the member.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """

@@ -63,7 +63,7 @@ class CreatePartitionsRequest(Message):
         Fields (type, versions[, tag]; default):
             name (str, all; ''): The topic name.
             count (int32, all; 0): The new partition count.
-            assignments (list[Assignments], all; []): The new partition assignments.
+            assignments (list[Assignments], all, nullable; []): The new partition assignments.
         """
 
         __slots__ = ('name', 'count', 'assignments', 'unknown_tags')

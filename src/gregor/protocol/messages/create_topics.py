@@ -187,7 +187,7 @@ class CreateTopicsResponse(Message):
             error_message (str, v1+, nullable; None): The error message, or null if there was no error.
             num_partitions (int32, v5+; -1): Number of partitions of the topic.
             replication_factor (int16, v5+; -1): Replication factor of the topic.
-            configs (list[Configs], v5+; []): Configuration of the topic.
+            configs (list[Configs], v5+, nullable; []): Configuration of the topic.
             topic_config_error_code (int16, v5+, tag 0; 0)
         """
 

@@ -110,7 +110,7 @@ class DescribeClientQuotasResponse(Message):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
         error_code (int16, all; 0): The error code, or `0` if the quota description succeeded.
         error_message (str, all, nullable; None): The error message, or `null` if the quota description succeeded.
-        entries (list[Entries], all; []): A result entry.
+        entries (list[Entries], all, nullable; []): A result entry.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """

@@ -73,7 +73,7 @@ class DescribeConfigsRequest(Message):
         Fields (type, versions[, tag]; default):
             resource_type (int8, all; 0): The resource type.
             resource_name (str, all; ''): The resource name.
-            configuration_keys (list[str], all; []): The configuration keys to list, or null to list all configuration keys.
+            configuration_keys (list[str], all, nullable; []): The configuration keys to list, or null to list all configuration keys.
         """
 
         __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tags')

@@ -40,7 +40,7 @@ class DescribeDelegationTokenRequest(Message):
     """DescribeDelegationToken request (API key 41), v0-3, flexible from v2.
 
     Fields (type, versions[, tag]; default):
-        owners (list[Owners], all; []): Each owner that we want to describe delegation tokens for, or null to describe all tokens.
+        owners (list[Owners], all, nullable; []): Each owner that we want to describe delegation tokens for, or null to describe all tokens.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """

@@ -48,7 +48,7 @@ class DescribeLogDirsRequest(Message):
     """DescribeLogDirs request (API key 35), v0-4, flexible from v2.
 
     Fields (type, versions[, tag]; default):
-        topics (list[Topics], all; []): Each topic that we want to describe log directories for, or null for all topics.
+        topics (list[Topics], all, nullable; []): Each topic that we want to describe log directories for, or null for all topics.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """

@@ -168,8 +168,8 @@ class DescribeTopicPartitionsResponse(Message):
                 leader_epoch (int32, all; -1): The leader epoch of this partition.
                 replica_nodes (list[int32], all; []): The set of all nodes that host this partition.
                 isr_nodes (list[int32], all; []): The set of nodes that are in sync with the leader for this partition.
-                eligible_leader_replicas (list[int32], all; []): The new eligible leader replicas otherwise.
-                last_known_elr (list[int32], all; []): The last known ELR.
+                eligible_leader_replicas (list[int32], all, nullable; []): The new eligible leader replicas otherwise.
+                last_known_elr (list[int32], all, nullable; []): The last known ELR.
                 offline_replicas (list[int32], all; []): The set of offline replicas of this partition.
             """
 

@@ -40,7 +40,7 @@ class DescribeUserScramCredentialsRequest(Message):
     """DescribeUserScramCredentials request (API key 50), v0-0, flexible from v0.
 
     Fields (type, versions[, tag]; default):
-        users (list[Users], all; []): The users to describe, or null/empty to describe all users.
+        users (list[Users], all, nullable; []): The users to describe, or null/empty to describe all users.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """

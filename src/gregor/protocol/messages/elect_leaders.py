@@ -46,7 +46,7 @@ class ElectLeadersRequest(Message):
 
     Fields (type, versions[, tag]; default):
         election_type (int8, v1+; 0): Type of elections to conduct for the partition. A value of '0' elects the preferred replica. A value of '1' elects the first live replica if there are no in-sync replica.
-        topic_partitions (list[TopicPartitions], all; []): The topic partitions to elect leaders.
+        topic_partitions (list[TopicPartitions], all, nullable; []): The topic partitions to elect leaders.
         timeout_ms (int32, all; 60000): The time in ms to wait for the election to complete.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).

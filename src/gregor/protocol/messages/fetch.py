@@ -303,7 +303,7 @@ class FetchResponse(Message):
                 high_watermark (int64, all; 0): The current high water mark.
                 last_stable_offset (int64, v4+; -1): The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED)
                 log_start_offset (int64, v5+; -1): The current log start offset.
-                aborted_transactions (list[AbortedTransactions], v4+; []): The aborted transactions.
+                aborted_transactions (list[AbortedTransactions], v4+, nullable; []): The aborted transactions.
                 preferred_read_replica (int32, v11+; -1): The preferred read replica for the consumer to use on its next fetch request
                 records (records, all; None): The record data.
                 diverging_epoch (DivergingEpoch, v12+, tag 0; _C_FetchResponse_Responses_Partitions_DivergingEpoch())

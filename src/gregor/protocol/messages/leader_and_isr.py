@@ -109,8 +109,8 @@ class LeaderAndIsrRequest(Message):
                 isr (list[int32], v2+; []): The in-sync replica IDs.
                 partition_epoch (int32, v2+; 0): The current epoch for the partition. The epoch is a monotonically increasing value which is incremented after every partition change. (Since the LeaderAndIsr request is only used by the legacy controller, this corresponds to the zkVersion)
                 replicas (list[int32], v2+; []): The replica IDs.
-                adding_replicas (list[int32], v3+; []): The replica IDs that we are adding this partition to, or null if no replicas are being added.
-                removing_replicas (list[int32], v3+; []): The replica IDs that we are removing this partition from, or null if no replicas are being removed.
+                adding_replicas (list[int32], v3+, nullable; []): The replica IDs that we are adding this partition to, or null if no replicas are being added.
+                removing_replicas (list[int32], v3+, nullable; []): The replica IDs that we are removing this partition from, or null if no replicas are being removed.
                 is_new (bool, v2+; False): Whether the replica should have existed on the broker or not.
                 leader_recovery_state (int8, v6+; 0): 1 if the partition is recovering from an unclean leader election; 0 otherwise.
             """

@@ -40,7 +40,7 @@ class ListPartitionReassignmentsRequest(Message):
 
     Fields (type, versions[, tag]; default):
         timeout_ms (int32, all; 60000): The time in ms to wait for the request to complete.
-        topics (list[Topics], all; []): The topics to list partition reassignments for, or null to list everything.
+        topics (list[Topics], all, nullable; []): The topics to list partition reassignments for, or null to list everything.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """

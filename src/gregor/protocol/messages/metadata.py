@@ -60,7 +60,7 @@ class MetadataRequest(Message):
     """Metadata request (API key 3), v0-12, flexible from v9.
 
     Fields (type, versions[, tag]; default):
-        topics (list[Topics], all; []): The topics to fetch metadata for.
+        topics (list[Topics], all, nullable v1+; []): The topics to fetch metadata for.
         allow_auto_topic_creation (bool, v4+; True): If this is true, the broker may auto-create topics that we requested which do not already exist, if it is configured to do so.
         include_cluster_authorized_operations (bool, v8-10; False): Whether to include cluster authorized operations.
         include_topic_authorized_operations (bool, v8+; False): Whether to include topic authorized operations.

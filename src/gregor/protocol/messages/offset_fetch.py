@@ -50,7 +50,7 @@ class OffsetFetchRequest(Message):
     Fields (type, versions[, tag]; default):
         groups (list[Groups], v8+; []): Each group we would like to fetch offsets for
         group_id (str, v0-7; ''): The group to fetch offsets for.
-        topics (list[Topics], v0-7; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
+        topics (list[Topics], v0-7, nullable v2-7; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
         require_stable (bool, v7+; False): Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
@@ -71,7 +71,7 @@ class OffsetFetchRequest(Message):
             group_id (str, v8+; ''): The group ID.
             member_id (str, v9+, nullable; None): The member ID assigned by the group coordinator if using the new consumer protocol (KIP-848).
             member_epoch (int32, v9+; -1): The member epoch if using the new consumer protocol (KIP-848).
-            topics (list[Topics], v8+; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
+            topics (list[Topics], v8+, nullable; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
         """
 
         __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tags')
