@@ -36,20 +36,27 @@ def emit_module(api: Api) -> str:
             entries = ", ".join(f"{v}: {fn}" for v, fn in table.items())
             tables.append(f"{msg.class_name}.{attr} = {{{entries}}}")
 
+    uses_uuid = any(
+        f.type == "uuid" for m in (api.request, api.response) for sd in m.root.walk() for f in sd.fields
+    )
     out = [HEADER.rstrip("\n")]
-    layouts = len({t for t in tables})
     out.append(
         f'"""{api.name} (API key {api.api_key}): request and response codecs.\n\n'
         f"Generated from src/gregor/protocol/spec/{api.module}.json and the hand-written tables "
         f"beside it.\n"
         f'See gregor.protocol.messages._base for the runtime contract."""'
     )
-    del layouts
+    out.append("")
+    out.append("from __future__ import annotations")
     out.append("")
     out.append("import struct as _struct")
+    out.append("from typing import Any")
+    if uses_uuid:
+        out.append("from uuid import UUID")
     out.append("")
     out.append("from gregor.protocol.messages._base import (")
-    out.append("    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,")
+    out.append("    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,")
+    out.append("    bad_count as _bad_count, bad_length as _bad_length,")
     out.append("    bad_tag_size as _bad_tag_size, records_repr as _records_repr,")
     out.append(")")
     out.append("from gregor.protocol.primitives import (")

@@ -1,9 +1,24 @@
-"""Emit the class of a message or nested struct: docstring, slots, constructor, equality,
-repr, and the properties of lazily created tagged struct fields."""
+"""Emit the class of a message or nested struct: docstring, slots, field annotations, typed
+keyword-only constructor, equality, repr, and the properties of lazily created tagged struct
+fields.
+
+The annotations are class-level declarations without values (``group_id: str``), which do
+not clash with ``__slots__``; nested classes are named by their qualified name
+(``list[MetadataRequest.Topics]``), which the module's ``from __future__ import annotations``
+leaves unevaluated."""
 
 from __future__ import annotations
 
-from codegen.emit_fields import Module, default_expr, is_marker, lazy, slot
+from codegen.emit_fields import (
+    Module,
+    attr_type,
+    default_expr,
+    elem_type,
+    is_marker,
+    lazy,
+    slot,
+    slot_type,
+)
 from codegen.model import FieldDef, MessageDef, StructDef
 
 
@@ -82,6 +97,12 @@ def emit_class(
         out.append(f"{p}    MIN_VERSION = {msg.min_version}")
         out.append(f"{p}    MAX_VERSION = {msg.max_version}")
         out.append(f"{p}    FLEXIBLE_MIN_VERSION = {msg.flexible_min!r}")
+    if slots:
+        out.append("")
+    for f in sd.fields:
+        out.append(f"{p}    {slot(f)}: {slot_type(f)}")
+    if tags:
+        out.append(f"{p}    unknown_tags: dict[int, bytes]")
     for f in sd.fields:
         if f.struct is not None:
             out.append("")
@@ -92,27 +113,27 @@ def emit_class(
     body = []
     for f in sd.fields:
         if lazy(f):
-            params.append(f"{f.name}=None")
+            params.append(f"{f.name}: {slot_type(f)} = None")
             body.append(f"self.{slot(f)} = {f.name}")
         elif is_marker(f):
-            params.append(f"{f.name}=UNSET")
+            params.append(f"{f.name}: {attr_type(f)} = UNSET")
             body.append(f"self.{f.name} = {default_expr(f)} if {f.name} is UNSET else {f.name}")
         else:
-            params.append(f"{f.name}={default_expr(f)}")
+            params.append(f"{f.name}: {attr_type(f)} = {default_expr(f)}")
             body.append(f"self.{f.name} = {f.name}")
     if msg.flexible_min is not None:
-        params.append("unknown_tags=UNSET")
+        params.append("unknown_tags: dict[int, bytes] = UNSET")
         body.append("self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags")
     if params:
-        out.append(f"{p}    def __init__(self, *, {', '.join(params)}):")
+        out.append(f"{p}    def __init__(self, *, {', '.join(params)}) -> None:")
     else:
-        out.append(f"{p}    def __init__(self):")
+        out.append(f"{p}    def __init__(self) -> None:")
         body.append("pass")
     for b in body:
         out.append(f"{p}        {b}")
     # __eq__
     out.append("")
-    out.append(f"{p}    def __eq__(self, other):")
+    out.append(f"{p}    def __eq__(self, other: Any) -> bool:")
     out.append(f"{p}        if other.__class__ is not self.__class__: return NotImplemented")
     if names:
         cmp = " and ".join(f"self.{s} == other.{s}" for s in names)
@@ -126,17 +147,17 @@ def emit_class(
         assert f.struct is not None
         out.append("")
         out.append(f"{p}    @property")
-        out.append(f"{p}    def {f.name}(self):")
+        out.append(f"{p}    def {f.name}(self) -> {elem_type(f)}:")
         out.append(f"{p}        v = self.{slot(f)}")
         out.append(f"{p}        if v is None: v = self.{slot(f)} = {f.struct.alias}()")
         out.append(f"{p}        return v")
         out.append("")
         out.append(f"{p}    @{f.name}.setter")
-        out.append(f"{p}    def {f.name}(self, value):")
+        out.append(f"{p}    def {f.name}(self, value: {elem_type(f)}) -> None:")
         out.append(f"{p}        self.{slot(f)} = value")
     # __repr__
     out.append("")
-    out.append(f"{p}    def __repr__(self):")
+    out.append(f"{p}    def __repr__(self) -> str:")
     parts = []
     for f in sd.fields:
         if f.type == "records":

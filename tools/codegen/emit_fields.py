@@ -1,4 +1,13 @@
-"""Shared pieces of the emitter: per-module state, field defaults and lazy tagged slots."""
+"""Shared pieces of the emitter: per-module state, field defaults, lazy tagged slots and the
+Python types of fields (the annotations of the generated classes and codec locals).
+
+Types: integers of every width ``int``, FLOAT64 ``float``, BOOLEAN ``bool``, STRING ``str``,
+BYTES ``bytes``, UUID ``UUID``, a struct its nested class by qualified name
+(``MetadataRequest.Topics``), an array ``list[T]``, and RECORDS
+``bytes | bytearray | memoryview`` (decoders produce memoryview slices of the input;
+encoders take any bytes-like value). A field is ``T | None`` when some version lets it be
+null or its default is None.
+"""
 
 from __future__ import annotations
 
@@ -59,3 +68,57 @@ def slot(f: FieldDef) -> str:
 
 def is_marker(f: FieldDef) -> bool:
     return f.default is LIST or f.default is STRUCT
+
+
+_PY_TYPES = {
+    "boolean": "bool",
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "int64": "int",
+    "uint16": "int",
+    "uint32": "int",
+    "varint": "int",
+    "varlong": "int",
+    "float64": "float",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "bytes | bytearray | memoryview",
+    "uuid": "UUID",
+}
+
+
+def elem_type(f: FieldDef) -> str:
+    """The Python type of one value of ``f`` (one element, for an array), never None."""
+    if f.type == "struct":
+        assert f.struct is not None
+        return f.struct.qualname
+    return _PY_TYPES[f.type]
+
+
+def optional(f: FieldDef) -> bool:
+    """Whether the field's type admits None (null in some version, or a None default)."""
+    return bool(f.nullable_versions) or f.default is None
+
+
+def attr_type(f: FieldDef) -> str:
+    """The annotation of the field's attribute (and ``__init__`` parameter)."""
+    t = elem_type(f)
+    if f.array:
+        t = f"list[{t}]"
+    return f"{t} | None" if optional(f) else t
+
+
+def version_type(f: FieldDef, v: int) -> str:
+    """The type a codec handles for ``f`` in version ``v``: None only if ``v`` allows null."""
+    t = elem_type(f)
+    if f.array:
+        t = f"list[{t}]"
+    return f"{t} | None" if f.nullable(v) else t
+
+
+def slot_type(f: FieldDef) -> str:
+    """The annotation of the field's slot: a lazy field's slot holds None until first read."""
+    if lazy(f):
+        return f"{elem_type(f)} | None"
+    return attr_type(f)

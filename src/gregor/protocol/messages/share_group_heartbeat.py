@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/share_group_heartbeat.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -65,7 +70,14 @@ class ShareGroupHeartbeatRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, group_id='', member_id='', member_epoch=0, rack_id=None, subscribed_topic_names=UNSET, unknown_tags=UNSET):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, group_id: str = '', member_id: str = '', member_epoch: int = 0, rack_id: str | None = None, subscribed_topic_names: list[str] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
@@ -73,11 +85,11 @@ class ShareGroupHeartbeatRequest(Message):
         self.subscribed_topic_names = [] if subscribed_topic_names is UNSET else subscribed_topic_names
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.rack_id == other.rack_id and self.subscribed_topic_names == other.subscribed_topic_names and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareGroupHeartbeatRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, rack_id={self.rack_id!r}, subscribed_topic_names={self.subscribed_topic_names!r}{tags})"
 
@@ -105,6 +117,15 @@ class ShareGroupHeartbeatResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    unknown_tags: dict[int, bytes]
+
     class Assignment(Struct):
         """Struct ``ShareGroupHeartbeatResponse.Assignment``.
 
@@ -114,6 +135,9 @@ class ShareGroupHeartbeatResponse(Message):
 
         __slots__ = ('topic_partitions', 'unknown_tags')
         _FIELDS = ('topic_partitions', 'unknown_tags')
+
+        topic_partitions: list[ShareGroupHeartbeatResponse.Assignment.TopicPartitions]
+        unknown_tags: dict[int, bytes]
 
         class TopicPartitions(Struct):
             """Struct ``ShareGroupHeartbeatResponse.Assignment.TopicPartitions``.
@@ -126,32 +150,36 @@ class ShareGroupHeartbeatResponse(Message):
             __slots__ = ('topic_id', 'partitions', 'unknown_tags')
             _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
 
-            def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+            topic_id: UUID
+            partitions: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.topic_id = topic_id
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ShareGroupHeartbeatResponse.Assignment.TopicPartitions(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, topic_partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_partitions: list[ShareGroupHeartbeatResponse.Assignment.TopicPartitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_partitions == other.topic_partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareGroupHeartbeatResponse.Assignment(topic_partitions={self.topic_partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, member_id: str | None = None, member_epoch: int = 0, heartbeat_interval_ms: int = 0, assignment: ShareGroupHeartbeatResponse.Assignment | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -161,11 +189,11 @@ class ShareGroupHeartbeatResponse(Message):
         self.assignment = assignment
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.assignment == other.assignment and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareGroupHeartbeatResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, heartbeat_interval_ms={self.heartbeat_interval_ms!r}, assignment={self.assignment!r}{tags})"
 
@@ -176,7 +204,7 @@ _C_ShareGroupHeartbeatResponse_Assignment = ShareGroupHeartbeatResponse.Assignme
 _C_ShareGroupHeartbeatResponse_Assignment_TopicPartitions = ShareGroupHeartbeatResponse.Assignment.TopicPartitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
     blen = len(buf)
     o = _new(_C_ShareGroupHeartbeatRequest)
     n = buf[pos]
@@ -210,7 +238,7 @@ def _decode_req_v0(buf, pos):
     if n < 0: o.subscribed_topic_names = None
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -226,21 +254,21 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: ShareGroupHeartbeatRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.member_epoch))
-    s = o.rack_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.rack_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.subscribed_topic_names
+    l0: list[str] | None = o.subscribed_topic_names
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -253,7 +281,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
     blen = len(buf)
     o = _new(_C_ShareGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -284,10 +312,10 @@ def _decode_resp_v0(buf, pos):
         if n < 128: pos += 1
         else: n, pos = _ruv(buf, pos)
         n -= 1
-        if n < 0: e1.topic_partitions = None
+        if n < 0: e1.topic_partitions = None  # type: ignore[assignment]
         else:
             if n * 18 > blen - pos: raise _bad_count(n)
-            l1 = []; a1 = l1.append
+            l1: list[ShareGroupHeartbeatResponse.Assignment.TopicPartitions] = []; a1 = l1.append
             for _ in range(n):
                 e2 = _new(_C_ShareGroupHeartbeatResponse_Assignment_TopicPartitions)
                 uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -296,7 +324,7 @@ def _decode_resp_v0(buf, pos):
                 if n < 128: pos += 1
                 else: n, pos = _ruv(buf, pos)
                 n -= 1
-                if n < 0: e2.partitions = None
+                if n < 0: e2.partitions = None  # type: ignore[assignment]
                 else:
                     if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
                     else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -313,32 +341,32 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ShareGroupHeartbeatResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.member_id
-    if s is None: ap(b'\x00')
+    sn = o.member_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_ii(o.member_epoch, o.heartbeat_interval_ms))
-    e1 = o.assignment
+    e1: ShareGroupHeartbeatResponse.Assignment | None = o.assignment
     if e1 is None: ap(b'\xff')
     else:
         ap(b'\x01')
-        l1 = e1.topic_partitions
+        l1: list[ShareGroupHeartbeatResponse.Assignment.TopicPartitions] = e1.topic_partitions
         if l1 is None: ap(b'\x00')
         else:
             n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             for x1 in l1:
                 ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
-                l2 = x1.partitions
+                l2: list[int] = x1.partitions
                 if l2 is None: ap(b'\x00')
                 else:
                     c = len(l2)
