@@ -30,8 +30,8 @@ def emit_module(api: Api) -> str:
         for sd in msg.root.walk():
             aliases.append(f"{sd.alias} = {sd.qualname}")
         for kind in ("decode", "encode"):
-            code, table = functions(mod, msg, kind)
-            funcs += code
+            body, table = functions(mod, msg, kind)
+            funcs += body
             attr = "_DECODERS" if kind == "decode" else "_ENCODERS"
             entries = ", ".join(f"{v}: {fn}" for v, fn in table.items())
             tables.append(f"{msg.class_name}.{attr} = {{{entries}}}")

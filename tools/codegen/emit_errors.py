@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from codegen.emit_fields import HEADER
 from codegen.model import camel
 
@@ -89,7 +91,7 @@ def raise_for_code(code: int, message: str | None = None) -> None:
 '''
 
 
-def emit_errors(errors: list[dict]) -> str:
+def emit_errors(errors: list[dict[str, Any]]) -> str:
     out = [HEADER.rstrip("\n"), ERRORS_PRELUDE]
     out.append("")
     out.append("class ErrorCode(IntEnum):")

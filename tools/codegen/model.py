@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +116,7 @@ class StructDef:
             key=lambda f: f.tag,  # type: ignore[arg-type,return-value]
         )
 
-    def walk(self):
+    def walk(self) -> Iterator[StructDef]:
         yield self
         for f in self.fields:
             if f.struct is not None:
@@ -151,7 +152,7 @@ class Api:
     response: MessageDef
 
 
-def _field_from_spec(d: dict, max_version: int, qual: str) -> FieldDef:
+def _field_from_spec(d: dict[str, Any], max_version: int, qual: str) -> FieldDef:
     versions = parse_versions(d["versions"], max_version)
     f = FieldDef(
         name=d["name"],
@@ -175,7 +176,7 @@ def _field_from_spec(d: dict, max_version: int, qual: str) -> FieldDef:
     return f
 
 
-def _tagged_field(t: dict, max_version: int, qual: str, versions: set[int]) -> FieldDef:
+def _tagged_field(t: dict[str, Any], max_version: int, qual: str, versions: set[int]) -> FieldDef:
     f = FieldDef(
         name=t["name"],
         type=t["type"],
@@ -254,7 +255,7 @@ def _fill_defaults(sd: StructDef, max_version: int) -> None:
             f.default = 0
 
 
-def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
+def build(apis: list[dict[str, Any]], tagged_text: str, overrides_text: str) -> list[Api]:
     tagged = tomllib.loads(tagged_text).get("tagged", [])
     overrides = tomllib.loads(overrides_text)
     out: list[Api] = []
@@ -269,7 +270,7 @@ def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
             root = StructDef(
                 cname, cname, [_field_from_spec(d, vs[-1], cname) for d in spec["fields"]]
             )
-            m = MessageDef(
+            msg = MessageDef(
                 api=doc["name"],
                 api_key=doc["api_key"],
                 kind=kind,
@@ -282,8 +283,8 @@ def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
                     parse_versions(spec.get("supplement_versions", ""), 0)
                 ),
             )
-            msgs[kind] = m
-            by_class[cname] = m
+            msgs[kind] = msg
+            by_class[cname] = msg
         out.append(
             Api(doc["name"], doc["api_key"], module_name(doc["name"]), msgs["request"], msgs["response"])
         )
