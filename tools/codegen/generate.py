@@ -27,6 +27,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
@@ -84,12 +85,12 @@ def build_spec(text: str, supplement: str = "") -> dict[Path, str]:
             order.append(v.api)
         by_api[v.api][v.kind].append(v)
     out: dict[Path, str] = {}
-    index = []
+    index: list[dict[str, Any]] = []
     for api in order:
         if api not in API_KEYS:
             raise SystemExit(f"no API key known for {api!r}: add it to tools/codegen/api_keys.py")
         kinds = by_api[api]
-        doc = {
+        doc: dict[str, Any] = {
             "_note": HEADER_JSON_NOTE,
             "name": api,
             "api_key": API_KEYS[api],

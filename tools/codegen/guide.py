@@ -35,6 +35,7 @@ from, and its description table (optional) may describe just the fields it names
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 PRIMITIVES = frozenset(
@@ -154,7 +155,7 @@ def _parse_fields(refs: list[tuple[str, bool]], cursor: _Cursor) -> list[Field]:
     return out
 
 
-def _walk(fields: list[Field]):
+def _walk(fields: list[Field]) -> Iterator[Field]:
     for f in fields:
         yield f
         if f.fields is not None:

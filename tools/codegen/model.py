@@ -4,8 +4,10 @@
 :class:`MessageDef` for the request and the response. On the way it:
 
 * merges the tagged fields of ``tagged_fields.toml`` into the right structs;
-* applies ``overrides.toml``: per-field default values and which non-array struct fields are
-  nullable (the guide does not say; a nullable struct is preceded by an INT8 marker, -1 null);
+* applies ``overrides.toml``: per-field default values, which non-array struct fields are
+  nullable (the guide does not say; a nullable struct is preceded by an INT8 marker, -1 null)
+  and which arrays may be null (the guide does not say either; it changes no wire code, since
+  every decoder reads a -1 count as null, but it is the field's type: ``list[T] | None``);
 * computes every field's default value.
 
 Names: module = snake_case of the API name, class = ``<Api>Request`` / ``<Api>Response``,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +91,8 @@ class FieldDef:
         return not self.array and self.type in FIXED
 
     def nullable(self, version: int) -> bool:
+        """Whether the value may be null in ``version`` (for an array: the array itself;
+        array elements are never null)."""
         return version in self.nullable_versions
 
 
@@ -111,7 +116,7 @@ class StructDef:
             key=lambda f: f.tag,  # type: ignore[arg-type,return-value]
         )
 
-    def walk(self):
+    def walk(self) -> Iterator[StructDef]:
         yield self
         for f in self.fields:
             if f.struct is not None:
@@ -147,7 +152,7 @@ class Api:
     response: MessageDef
 
 
-def _field_from_spec(d: dict, max_version: int, qual: str) -> FieldDef:
+def _field_from_spec(d: dict[str, Any], max_version: int, qual: str) -> FieldDef:
     versions = parse_versions(d["versions"], max_version)
     f = FieldDef(
         name=d["name"],
@@ -159,6 +164,8 @@ def _field_from_spec(d: dict, max_version: int, qual: str) -> FieldDef:
     )
     if f.type == "records":
         f.nullable_versions = set(versions)
+    if f.array and f.nullable_versions:
+        raise ModelError(f"{qual}.{f.name}: an array of nullable elements is not supported")
     if f.type == "struct":
         cname = camel(f.name)
         f.struct = StructDef(
@@ -169,7 +176,7 @@ def _field_from_spec(d: dict, max_version: int, qual: str) -> FieldDef:
     return f
 
 
-def _tagged_field(t: dict, max_version: int, qual: str, versions: set[int]) -> FieldDef:
+def _tagged_field(t: dict[str, Any], max_version: int, qual: str, versions: set[int]) -> FieldDef:
     f = FieldDef(
         name=t["name"],
         type=t["type"],
@@ -248,7 +255,7 @@ def _fill_defaults(sd: StructDef, max_version: int) -> None:
             f.default = 0
 
 
-def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
+def build(apis: list[dict[str, Any]], tagged_text: str, overrides_text: str) -> list[Api]:
     tagged = tomllib.loads(tagged_text).get("tagged", [])
     overrides = tomllib.loads(overrides_text)
     out: list[Api] = []
@@ -263,7 +270,7 @@ def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
             root = StructDef(
                 cname, cname, [_field_from_spec(d, vs[-1], cname) for d in spec["fields"]]
             )
-            m = MessageDef(
+            msg = MessageDef(
                 api=doc["name"],
                 api_key=doc["api_key"],
                 kind=kind,
@@ -276,8 +283,8 @@ def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
                     parse_versions(spec.get("supplement_versions", ""), 0)
                 ),
             )
-            msgs[kind] = m
-            by_class[cname] = m
+            msgs[kind] = msg
+            by_class[cname] = msg
         out.append(
             Api(doc["name"], doc["api_key"], module_name(doc["name"]), msgs["request"], msgs["response"])
         )
@@ -305,6 +312,18 @@ def build(apis: list[dict], tagged_text: str, overrides_text: str) -> list[Api]:
             if f.type != "struct" or f.array:
                 raise ModelError(f"nullable_structs: {cls_name}.{p} is not a struct field")
             f.nullable_versions = set(f.versions)
+
+    for cls_name, table in overrides.get("nullable_arrays", {}).items():
+        m = by_class.get(cls_name)
+        if m is None:
+            raise ModelError(f"overrides.toml: unknown message {cls_name!r}")
+        for p, text in table.items():
+            f = _find_field(m.root, p)
+            if not f.array:
+                raise ModelError(f"nullable_arrays: {cls_name}.{p} is not an array")
+            f.nullable_versions = parse_versions(text, m.max_version)
+            if not f.nullable_versions or not f.nullable_versions <= f.versions:
+                raise ModelError(f"nullable_arrays: {cls_name}.{p}: versions {text!r}")
 
     for cls_name, table in overrides.get("defaults", {}).items():
         m = by_class.get(cls_name)

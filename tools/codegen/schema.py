@@ -13,6 +13,9 @@ the relative order of two fields, merging fails loudly rather than guessing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from codegen.guide import Field, Version
 
 _STRINGS = {
@@ -33,7 +36,7 @@ class SchemaError(Exception):
     pass
 
 
-def format_versions(versions: set[int] | list[int]) -> str:
+def format_versions(versions: Iterable[int]) -> str:
     """``{0,1,2,5,6}`` -> ``"0-2,5-6"``."""
     vs = sorted(set(versions))
     if not vs:
@@ -94,10 +97,10 @@ def _merge_order(orders: list[list[str]]) -> list[str]:
     return merged
 
 
-def merge_level(per_version: dict[int, list[Field]], where: str) -> list[dict]:
+def merge_level(per_version: dict[int, list[Field]], where: str) -> list[dict[str, Any]]:
     """Merge one struct level given {version: fields at this level}."""
     order = _merge_order([[f.name for f in fs] for _, fs in sorted(per_version.items())])
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for name in order:
         present: dict[int, Field] = {}
         for v, fs in per_version.items():
@@ -108,7 +111,7 @@ def merge_level(per_version: dict[int, list[Field]], where: str) -> list[dict]:
         if len(kinds) != 1:
             raise SchemaError(f"{where}.{name}: type changes between versions: {sorted(kinds)}")
         ((ftype, is_array),) = kinds
-        entry: dict = {"name": name, "type": ftype}
+        entry: dict[str, Any] = {"name": name, "type": ftype}
         if is_array:
             entry["array"] = True
         entry["versions"] = format_versions(present.keys())
@@ -127,7 +130,7 @@ def merge_level(per_version: dict[int, list[Field]], where: str) -> list[dict]:
     return out
 
 
-def merge_message(versions: list[Version]) -> dict:
+def merge_message(versions: list[Version]) -> dict[str, Any]:
     """One message (e.g. all Produce Request versions) -> spec dict."""
     versions = sorted(versions, key=lambda v: v.version)
     nums = [v.version for v in versions]

@@ -124,7 +124,9 @@ def alter(
                 fail(f"cannot change partitions of {name}: {err}")
             click.echo(f"Topic {name} now has {partitions} partitions.")
         if configs or deletes:
-            ops = [(k, OP_SET, v) for k, v in parse_kv(configs, "--config").items()]
+            ops: list[tuple[str, int, str | None]] = [
+                (k, OP_SET, v) for k, v in parse_kv(configs, "--config").items()
+            ]
             ops += [(k, OP_DELETE, None) for k in deletes]
             err = admin.incremental_alter_configs({(TOPIC, name): ops}).get((TOPIC, name))
             if err is not None:

@@ -288,7 +288,7 @@ class AIOAdminClient:
         conn = await self._any()
         req = DescribeConfigsRequest(
             resources=[
-                DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)
+                DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)  # type: ignore[arg-type]
                 for t, n in res
             ],
             include_synonyms=include_synonyms,

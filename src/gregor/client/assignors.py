@@ -190,7 +190,9 @@ class RangeAssignor(Assignor):
 
     name = "range"
 
-    def assign(self, members, partitions):  # type: ignore[no-untyped-def]
+    def assign(
+        self, members: Mapping[str, Subscription], partitions: Mapping[str, int]
+    ) -> dict[str, dict[str, list[int]]]:
         out: dict[str, dict[str, list[int]]] = {m: {} for m in members}
         by_topic: dict[str, list[str]] = defaultdict(list)
         for m, sub in members.items():
@@ -216,7 +218,9 @@ class RoundRobinAssignor(Assignor):
 
     name = "roundrobin"
 
-    def assign(self, members, partitions):  # type: ignore[no-untyped-def]
+    def assign(
+        self, members: Mapping[str, Subscription], partitions: Mapping[str, int]
+    ) -> dict[str, dict[str, list[int]]]:
         out: dict[str, dict[str, list[int]]] = {m: {} for m in members}
         ids = sorted(members)
         if not ids:
@@ -240,7 +244,9 @@ class CooperativeStickyAssignor(Assignor):
     name = "cooperative-sticky"
     protocol = COOPERATIVE
 
-    def assign(self, members, partitions):  # type: ignore[no-untyped-def]
+    def assign(
+        self, members: Mapping[str, Subscription], partitions: Mapping[str, int]
+    ) -> dict[str, dict[str, list[int]]]:
         ids = sorted(members)
         out: dict[str, dict[str, list[int]]] = {m: {} for m in ids}
         if not ids:

@@ -277,11 +277,11 @@ class AIOConsumer:
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): EARLIEST for tp in tps})
-        return {tp: v[0] for tp, v in r.items()}
+        return {tp: v[0] for tp, v in r.items()}  # type: ignore[misc]  # earliest is never None
 
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): LATEST for tp in tps})
-        return {tp: v[0] for tp, v in r.items()}
+        return {tp: v[0] for tp, v in r.items()}  # type: ignore[misc]  # latest is never None
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]

@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import KafkaConnectionError, error_for_code
@@ -536,22 +537,23 @@ class Fetcher:
             )
         t_list = []
         for topic, parts in topics.items():
-            if use_ids:
-                t_list.append(FetchRequest.Topics(topic_id=cluster.topic_id(topic), partitions=parts))
+            if use_ids:  # only when every topic sent has an id (see the caller)
+                tid = cast(uuid.UUID, cluster.topic_id(topic))
+                t_list.append(FetchRequest.Topics(topic_id=tid, partitions=parts))
             else:
                 t_list.append(FetchRequest.Topics(topic=topic, partitions=parts))
         f_topics: dict[str, list[int]] = {}
         for tp in forgotten:
             f_topics.setdefault(tp.topic, []).append(tp.partition)
         f_list = []
-        for topic, parts in f_topics.items():
-            tid = cluster.topic_id(topic) if use_ids else None
-            if use_ids and tid is None:
+        for topic, f_parts in f_topics.items():
+            f_tid = cluster.topic_id(topic) if use_ids else None
+            if use_ids and f_tid is None:
                 continue
             f_list.append(
-                FetchRequest.ForgottenTopicsData(topic_id=tid, partitions=parts)
+                FetchRequest.ForgottenTopicsData(topic_id=cast(uuid.UUID, f_tid), partitions=f_parts)
                 if use_ids
-                else FetchRequest.ForgottenTopicsData(topic=topic, partitions=parts)
+                else FetchRequest.ForgottenTopicsData(topic=topic, partitions=f_parts)
             )
         return FetchRequest(
             replica_id=-1,

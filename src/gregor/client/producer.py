@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from gregor.client.config import Config
@@ -620,7 +620,7 @@ class AIOProducer:
         try:
             await self._txn_request(
                 lambda: AddPartitionsToTxnRequest(
-                    v3_and_below_transactional_id=self.transactional_id,
+                    v3_and_below_transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
                     v3_and_below_producer_id=self.producer_id,
                     v3_and_below_producer_epoch=self.producer_epoch,
                     v3_and_below_topics=[
@@ -651,7 +651,7 @@ class AIOProducer:
         group_id = group if isinstance(group, str) else group.group_id
         await self._txn_request(
             lambda: AddOffsetsToTxnRequest(
-                transactional_id=self.transactional_id,
+                transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 group_id=group_id,
@@ -673,7 +673,7 @@ class AIOProducer:
                 coordinator[0] = await self._client.find_coordinator(group_id, 0)
             conn = await self._client.connection(coordinator[0])
             req = TxnOffsetCommitRequest(
-                transactional_id=self.transactional_id,
+                transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
                 group_id=group_id,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
@@ -717,7 +717,7 @@ class AIOProducer:
         if self._txn_partitions or self._txn_offsets:
             await self._txn_request(
                 lambda: EndTxnRequest(
-                    transactional_id=self.transactional_id,
+                    transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     committed=commit,
@@ -737,7 +737,7 @@ def _first_error(resp: Any) -> int:
         return code
     for attr in ("topics", "results_by_topic_v3_and_below"):
         for t in getattr(resp, attr, ()) or ():
-            for p in getattr(t, "partitions", None) or getattr(t, "results_by_partition", ()):
+            for p in getattr(t, "partitions", ()) or getattr(t, "results_by_partition", ()):
                 c = getattr(p, "error_code", 0) or getattr(p, "partition_error_code", 0)
                 if c:
                     return c

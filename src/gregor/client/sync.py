@@ -34,7 +34,7 @@ class LoopThread:
         try:
             import uvloop
 
-            self.loop = uvloop.new_event_loop()
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:  # pragma: no cover
             self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="gregor-client-loop", daemon=True)

@@ -390,7 +390,7 @@ class ClassicOps(ClassicRebalance):
             return answer(0, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving))
         if group.is_(S.DEAD):
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
-        errors = []
+        errors: list[int] = []
         for member_id, instance_id in leaving:
             if member_id == "":
                 current = group.static_member_id(instance_id)

@@ -279,6 +279,7 @@ class ConsumerOps(CoordinatorCore):
             records.append((GroupMetadataKey(gid), None))
         bump = False
         full_reply = req.member_epoch == 0
+        member: ConsumerMember | None
         if req.member_epoch == 0:
             member, joined, extra, error = self._cgh_join(group, req, client_id or "", client_host)
             if error is not None:
@@ -350,6 +351,7 @@ class ConsumerOps(CoordinatorCore):
     ) -> tuple[ConsumerMember, bool, Records, tuple[int, str] | None]:
         """(member, is a new member, records, error) for a heartbeat with epoch 0."""
         records: Records = []
+        member: ConsumerMember | None
         instance_id = req.instance_id
         if instance_id is not None:
             existing_id = group.static_members.get(instance_id)
@@ -467,7 +469,7 @@ class ConsumerOps(CoordinatorCore):
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             self.timers.cancel(("cg-revoke", gid, member_id))
-            records = [self._current_assignment_record(group, member)]
+            records: Records = [self._current_assignment_record(group, member)]
         else:
             records = self._remove_consumer_member(group, member_id)
         response = ConsumerGroupHeartbeatResponse(

@@ -355,11 +355,11 @@ class CoordinatorCore:
             else:
                 group.owners.clear()
                 group.topic_fingerprint = self.topic_fingerprint(group)
-                for m in group.members.values():
-                    group.claim(m)
-                    self.schedule_consumer_session(group, m)
-                    if m.state == MemberState.UNREVOKED_PARTITIONS:
-                        self.schedule_revocation(group, m)
+                for cm in group.members.values():
+                    group.claim(cm)
+                    self.schedule_consumer_session(group, cm)
+                    if cm.state == MemberState.UNREVOKED_PARTITIONS:
+                        self.schedule_revocation(group, cm)
         self.ensure_retention_timer()
 
     def unload(self, partition: int) -> None:

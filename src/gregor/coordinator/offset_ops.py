@@ -247,7 +247,7 @@ class OffsetOps(CoordinatorCore):
             wanted = sorted(group.offsets.committed)
         else:
             wanted = [(t, p) for t, ps in topics for p in ps]
-        out = []
+        out: list[tuple[tuple[str, int], tuple[int, int, str | None, int]]] = []
         for tp in wanted:
             if group is None:
                 out.append((tp, missing))
@@ -294,7 +294,7 @@ class OffsetOps(CoordinatorCore):
         active = not group.is_empty
         for t in req.topics:
             subscribed = active and self._subscribed(group, t.name)
-            parts = []
+            parts: list[tuple[int, int]] = []
             for p in t.partitions:
                 if subscribed:
                     parts.append((p.partition_index, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))

@@ -191,7 +191,8 @@ def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
     """The correlation id of a response frame (its first 4 bytes)."""
     if len(frame) < 4:
         raise ProtocolError("response frame shorter than a correlation id")
-    return _SIZE.unpack_from(frame, 0)[0]
+    cid: int = _SIZE.unpack_from(frame, 0)[0]
+    return cid
 
 
 def decode_response_header(

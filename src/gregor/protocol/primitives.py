@@ -28,6 +28,7 @@ Semantics, from the guide:
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable, Iterable
@@ -210,7 +211,7 @@ FIXED_ARRAY_TABLE = 64
 
 
 @cache
-def fixed_array_unpackers(code: str) -> tuple[Callable[..., tuple], ...]:
+def fixed_array_unpackers(code: str) -> tuple[Callable[..., tuple[Any, ...]], ...]:
     """``t[n](buf, pos)`` unpacks n big-endian values of struct format ``code``."""
     return tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(FIXED_ARRAY_TABLE))
 
@@ -305,29 +306,34 @@ class Reader:
     def _fixed(self, s: struct.Struct) -> Any:
         return s.unpack_from(self.buf, self._take(s.size))[0]
 
+    def _int(self, s: struct.Struct) -> int:
+        v: int = s.unpack_from(self.buf, self._take(s.size))[0]
+        return v
+
     def boolean(self) -> bool:
         return self.buf[self._take(1)] != 0
 
     def int8(self) -> int:
-        return self._fixed(INT8)
+        return self._int(INT8)
 
     def int16(self) -> int:
-        return self._fixed(INT16)
+        return self._int(INT16)
 
     def int32(self) -> int:
-        return self._fixed(INT32)
+        return self._int(INT32)
 
     def int64(self) -> int:
-        return self._fixed(INT64)
+        return self._int(INT64)
 
     def uint16(self) -> int:
-        return self._fixed(UINT16)
+        return self._int(UINT16)
 
     def uint32(self) -> int:
-        return self._fixed(UINT32)
+        return self._int(UINT32)
 
     def float64(self) -> float:
-        return self._fixed(FLOAT64)
+        v: float = self._fixed(FLOAT64)
+        return v
 
     def uuid(self) -> uuid.UUID:
         hi, lo = UUID_PAIR.unpack_from(self.buf, self._take(16))
@@ -388,13 +394,13 @@ class Reader:
     def bytes(self) -> bytes:
         return self._bytes(False, False)  # type: ignore[return-value]
 
-    def nullable_bytes(self) -> bytes | None:
+    def nullable_bytes(self) -> builtins.bytes | None:
         return self._bytes(False, True)
 
-    def compact_bytes(self) -> bytes:
+    def compact_bytes(self) -> builtins.bytes:
         return self._bytes(True, False)  # type: ignore[return-value]
 
-    def compact_nullable_bytes(self) -> bytes | None:
+    def compact_nullable_bytes(self) -> builtins.bytes | None:
         return self._bytes(True, True)
 
     def records(self) -> memoryview | None:
@@ -413,20 +419,20 @@ class Reader:
     def compact_array_length(self) -> int | None:
         return self._length(True, True, INT32)
 
-    def array(self, item: Callable[[], Any]) -> list | None:
+    def array(self, item: Callable[[], Any]) -> list[Any] | None:
         n = self.array_length()
         return None if n is None else self._items(n, item)
 
-    def compact_array(self, item: Callable[[], Any]) -> list | None:
+    def compact_array(self, item: Callable[[], Any]) -> list[Any] | None:
         n = self.compact_array_length()
         return None if n is None else self._items(n, item)
 
-    def _items(self, n: int, item: Callable[[], Any]) -> list:
+    def _items(self, n: int, item: Callable[[], Any]) -> list[Any]:
         if n > self.remaining:
             raise ProtocolError(f"array count {n} exceeds the remaining {self.remaining} bytes")
         return [item() for _ in range(n)]
 
-    def tagged_fields(self) -> dict[int, bytes]:
+    def tagged_fields(self) -> dict[int, builtins.bytes]:
         if self.pos >= self.end:
             raise ProtocolError("truncated tag buffer")
         tags, self.pos = read_tag_buffer(self.buf, self.pos)
@@ -550,17 +556,17 @@ class Writer:
     def compact_records(self, v: Any) -> None:
         write_compact_records(self.append, v)
 
-    def array(self, items: list | None, item: Callable[[Any], Any]) -> None:
+    def array(self, items: list[Any] | None, item: Callable[[Any], Any]) -> None:
         self._length(None if items is None else len(items), False, INT32)
         for x in items or ():
             item(x)
 
-    def compact_array(self, items: list | None, item: Callable[[Any], Any]) -> None:
+    def compact_array(self, items: list[Any] | None, item: Callable[[Any], Any]) -> None:
         self._length(None if items is None else len(items), True, INT32)
         for x in items or ():
             item(x)
 
-    def tagged_fields(self, fields: dict[int, bytes] | None) -> None:
+    def tagged_fields(self, fields: dict[int, builtins.bytes] | None) -> None:
         if not fields:
             self.append(b"\x00")
         else:

@@ -6,9 +6,14 @@ carries two tables filled in by its module: ``_DECODERS`` and ``_ENCODERS``, map
 to a plain function with straight-line code for that version's layout (versions with the same
 layout share one function). The functions:
 
-* ``decoder(buf, pos) -> (obj, new_pos)`` reads from any bytes-like ``buf``;
-* ``encoder(obj, append)`` calls ``append`` with each encoded part (bytes, or the RECORDS
-  value itself, see :func:`gregor.protocol.primitives.write_records`).
+* ``decoder(buf, pos) -> (obj, new_pos)`` reads from any bytes-like ``buf`` (:data:`Buffer`);
+* ``encoder(obj, append)`` calls ``append`` (:data:`Append`) with each encoded part (bytes, or
+  the RECORDS value itself, see :func:`gregor.protocol.primitives.write_records`).
+
+The generated classes declare their fields with annotations (``group_id: str``,
+``topics: list[MetadataRequest.Topics]``, ``records: bytes | bytearray | memoryview | None``)
+and take them as typed keyword arguments; the codec functions are annotated too, and the
+whole package type-checks under ``mypy --strict``.
 
 This module turns low-level failures inside those functions (``struct.error`` on truncation,
 ``UnicodeDecodeError``, ``IndexError`` past the end, ...) into :class:`ProtocolError`, checks for
@@ -18,11 +23,21 @@ trailing bytes and unsupported versions, and joins parts once on encode.
 from __future__ import annotations
 
 import struct
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 from gregor.protocol.exceptions import ProtocolError
 
 T = TypeVar("T", bound="Message")
+
+#: What decoders read: any bytes-like buffer.
+Buffer: TypeAlias = bytes | bytearray | memoryview
+#: What encoders write through: ``list.append`` of the parts list.
+Append: TypeAlias = Callable[[Any], object]
+#: ``decoder(buf, pos) -> (message, position after it)``
+Decoder: TypeAlias = Callable[[Buffer, int], tuple[Any, int]]
+#: ``encoder(message, append)``
+Encoder: TypeAlias = Callable[[Any, Append], None]
 
 
 class _Unset:
@@ -74,11 +89,11 @@ class Message(Struct):
     MIN_VERSION: ClassVar[int]
     MAX_VERSION: ClassVar[int]
     FLEXIBLE_MIN_VERSION: ClassVar[int | None]
-    _DECODERS: ClassVar[dict[int, Any]]
-    _ENCODERS: ClassVar[dict[int, Any]]
+    _DECODERS: ClassVar[dict[int, Decoder]]
+    _ENCODERS: ClassVar[dict[int, Encoder]]
 
     @classmethod
-    def decode(cls: type[T], data: bytes | bytearray | memoryview, version: int) -> T:
+    def decode(cls: type[T], data: Buffer, version: int) -> T:
         """Decode a whole body (everything after the header); trailing bytes are an error.
 
         RECORDS fields of the result are memoryview slices of ``data`` (no copy).
@@ -90,6 +105,7 @@ class Message(Struct):
                 f"{cls.__name__} version {version!r} is not supported "
                 f"({cls.MIN_VERSION}-{cls.MAX_VERSION})"
             ) from None
+        obj: T
         try:
             obj, pos = fn(data, 0)
         except ProtocolError:
@@ -103,9 +119,7 @@ class Message(Struct):
         return obj
 
     @classmethod
-    def decode_from(
-        cls: type[T], buf: bytes | bytearray | memoryview, pos: int, version: int
-    ) -> tuple[T, int]:
+    def decode_from(cls: type[T], buf: Buffer, pos: int, version: int) -> tuple[T, int]:
         """Decode one body starting at ``pos``; return (message, position after it)."""
         try:
             fn = cls._DECODERS[version]

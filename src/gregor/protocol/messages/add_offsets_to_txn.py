@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/add_offsets_to_txn.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -56,18 +60,24 @@ class AddOffsetsToTxnRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 3
 
-    def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, group_id='', unknown_tags=UNSET):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, group_id: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.group_id = group_id
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.group_id == other.group_id and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AddOffsetsToTxnRequest(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, group_id={self.group_id!r}{tags})"
 
@@ -90,16 +100,20 @@ class AddOffsetsToTxnResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 3
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AddOffsetsToTxnResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}{tags})"
 
@@ -108,7 +122,7 @@ _C_AddOffsetsToTxnRequest = AddOffsetsToTxnRequest
 _C_AddOffsetsToTxnResponse = AddOffsetsToTxnResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     blen = len(buf)
     o = _new(_C_AddOffsetsToTxnRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -124,7 +138,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     blen = len(buf)
     o = _new(_C_AddOffsetsToTxnRequest)
     n = buf[pos]
@@ -147,8 +161,8 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.transactional_id.encode()
+def _encode_req_v0(o: AddOffsetsToTxnRequest, ap: _Append) -> None:
+    s: bytes = o.transactional_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_qh(o.producer_id, o.producer_epoch))
@@ -157,8 +171,8 @@ def _encode_req_v0(o, ap):
     ap(s)
 
 
-def _encode_req_v3(o, ap):
-    s = o.transactional_id.encode()
+def _encode_req_v3(o: AddOffsetsToTxnRequest, ap: _Append) -> None:
+    s: bytes = o.transactional_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_qh(o.producer_id, o.producer_epoch))
@@ -170,14 +184,14 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     o = _new(_C_AddOffsetsToTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     o = _new(_C_AddOffsetsToTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -185,11 +199,11 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AddOffsetsToTxnResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: AddOffsetsToTxnResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/add_partitions_to_txn.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -65,6 +69,13 @@ class AddPartitionsToTxnRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
+    transactions: list[AddPartitionsToTxnRequest.Transactions]
+    v3_and_below_transactional_id: str
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: list[AddPartitionsToTxnRequest.V3AndBelowTopics]
+    unknown_tags: dict[int, bytes]
+
     class Transactions(Struct):
         """Struct ``AddPartitionsToTxnRequest.Transactions``.
 
@@ -79,6 +90,13 @@ class AddPartitionsToTxnRequest(Message):
         __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', 'unknown_tags')
         _FIELDS = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', 'unknown_tags')
 
+        transactional_id: str
+        producer_id: int
+        producer_epoch: int
+        verify_only: bool
+        topics: list[AddPartitionsToTxnRequest.Transactions.Topics]
+        unknown_tags: dict[int, bytes]
+
         class Topics(Struct):
             """Struct ``AddPartitionsToTxnRequest.Transactions.Topics``.
 
@@ -90,20 +108,24 @@ class AddPartitionsToTxnRequest(Message):
             __slots__ = ('name', 'partitions', 'unknown_tags')
             _FIELDS = ('name', 'partitions', 'unknown_tags')
 
-            def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+            name: str
+            partitions: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AddPartitionsToTxnRequest.Transactions.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, verify_only=False, topics=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, verify_only: bool = False, topics: list[AddPartitionsToTxnRequest.Transactions.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.transactional_id = transactional_id
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
@@ -111,11 +133,11 @@ class AddPartitionsToTxnRequest(Message):
             self.topics = [] if topics is UNSET else topics
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.verify_only == other.verify_only and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AddPartitionsToTxnRequest.Transactions(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, verify_only={self.verify_only!r}, topics={self.topics!r}{tags})"
 
@@ -130,20 +152,24 @@ class AddPartitionsToTxnRequest(Message):
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        name: str
+        partitions: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AddPartitionsToTxnRequest.V3AndBelowTopics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, transactions=UNSET, v3_and_below_transactional_id='', v3_and_below_producer_id=0, v3_and_below_producer_epoch=0, v3_and_below_topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, transactions: list[AddPartitionsToTxnRequest.Transactions] = UNSET, v3_and_below_transactional_id: str = '', v3_and_below_producer_id: int = 0, v3_and_below_producer_epoch: int = 0, v3_and_below_topics: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.transactions = [] if transactions is UNSET else transactions
         self.v3_and_below_transactional_id = v3_and_below_transactional_id
         self.v3_and_below_producer_id = v3_and_below_producer_id
@@ -151,11 +177,11 @@ class AddPartitionsToTxnRequest(Message):
         self.v3_and_below_topics = [] if v3_and_below_topics is UNSET else v3_and_below_topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.transactions == other.transactions and self.v3_and_below_transactional_id == other.v3_and_below_transactional_id and self.v3_and_below_producer_id == other.v3_and_below_producer_id and self.v3_and_below_producer_epoch == other.v3_and_below_producer_epoch and self.v3_and_below_topics == other.v3_and_below_topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AddPartitionsToTxnRequest(transactions={self.transactions!r}, v3_and_below_transactional_id={self.v3_and_below_transactional_id!r}, v3_and_below_producer_id={self.v3_and_below_producer_id!r}, v3_and_below_producer_epoch={self.v3_and_below_producer_epoch!r}, v3_and_below_topics={self.v3_and_below_topics!r}{tags})"
 
@@ -180,6 +206,12 @@ class AddPartitionsToTxnResponse(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
+    throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResponse.ResultsByTransaction]
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow]
+    unknown_tags: dict[int, bytes]
+
     class ResultsByTransaction(Struct):
         """Struct ``AddPartitionsToTxnResponse.ResultsByTransaction``.
 
@@ -190,6 +222,10 @@ class AddPartitionsToTxnResponse(Message):
 
         __slots__ = ('transactional_id', 'topic_results', 'unknown_tags')
         _FIELDS = ('transactional_id', 'topic_results', 'unknown_tags')
+
+        transactional_id: str
+        topic_results: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults]
+        unknown_tags: dict[int, bytes]
 
         class TopicResults(Struct):
             """Struct ``AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults``.
@@ -202,6 +238,10 @@ class AddPartitionsToTxnResponse(Message):
             __slots__ = ('name', 'results_by_partition', 'unknown_tags')
             _FIELDS = ('name', 'results_by_partition', 'unknown_tags')
 
+            name: str
+            results_by_partition: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition]
+            unknown_tags: dict[int, bytes]
+
             class ResultsByPartition(Struct):
                 """Struct ``AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition``.
 
@@ -213,42 +253,46 @@ class AddPartitionsToTxnResponse(Message):
                 __slots__ = ('partition_index', 'partition_error_code', 'unknown_tags')
                 _FIELDS = ('partition_index', 'partition_error_code', 'unknown_tags')
 
-                def __init__(self, *, partition_index=0, partition_error_code=0, unknown_tags=UNSET):
+                partition_index: int
+                partition_error_code: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, partition_index: int = 0, partition_error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.partition_index = partition_index
                     self.partition_error_code = partition_error_code
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.partition_index == other.partition_index and self.partition_error_code == other.partition_error_code and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition(partition_index={self.partition_index!r}, partition_error_code={self.partition_error_code!r}{tags})"
 
-            def __init__(self, *, name='', results_by_partition=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, name: str = '', results_by_partition: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.results_by_partition = [] if results_by_partition is UNSET else results_by_partition
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.results_by_partition == other.results_by_partition and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults(name={self.name!r}, results_by_partition={self.results_by_partition!r}{tags})"
 
-        def __init__(self, *, transactional_id='', topic_results=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, transactional_id: str = '', topic_results: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.transactional_id = transactional_id
             self.topic_results = [] if topic_results is UNSET else topic_results
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.transactional_id == other.transactional_id and self.topic_results == other.topic_results and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AddPartitionsToTxnResponse.ResultsByTransaction(transactional_id={self.transactional_id!r}, topic_results={self.topic_results!r}{tags})"
 
@@ -263,6 +307,10 @@ class AddPartitionsToTxnResponse(Message):
         __slots__ = ('name', 'results_by_partition', 'unknown_tags')
         _FIELDS = ('name', 'results_by_partition', 'unknown_tags')
 
+        name: str
+        results_by_partition: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition]
+        unknown_tags: dict[int, bytes]
+
         class ResultsByPartition(Struct):
             """Struct ``AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition``.
 
@@ -274,44 +322,48 @@ class AddPartitionsToTxnResponse(Message):
             __slots__ = ('partition_index', 'partition_error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'partition_error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, partition_error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            partition_error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, partition_error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.partition_error_code = partition_error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.partition_error_code == other.partition_error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition(partition_index={self.partition_index!r}, partition_error_code={self.partition_error_code!r}{tags})"
 
-        def __init__(self, *, name='', results_by_partition=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', results_by_partition: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.results_by_partition = [] if results_by_partition is UNSET else results_by_partition
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.results_by_partition == other.results_by_partition and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow(name={self.name!r}, results_by_partition={self.results_by_partition!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, results_by_transaction=UNSET, results_by_topic_v3_and_below=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, results_by_transaction: list[AddPartitionsToTxnResponse.ResultsByTransaction] = UNSET, results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.results_by_transaction = [] if results_by_transaction is UNSET else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is UNSET else results_by_topic_v3_and_below
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.results_by_transaction == other.results_by_transaction and self.results_by_topic_v3_and_below == other.results_by_topic_v3_and_below and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AddPartitionsToTxnResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results_by_transaction={self.results_by_transaction!r}, results_by_topic_v3_and_below={self.results_by_topic_v3_and_below!r}{tags})"
 
@@ -328,7 +380,7 @@ _C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow = AddPartitionsToTxnRespo
 _C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition = AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     blen = len(buf)
     o = _new(_C_AddPartitionsToTxnRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -339,10 +391,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.v3_and_below_topics = None
+        o.v3_and_below_topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddPartitionsToTxnRequest_V3AndBelowTopics)
             n, = _U_h(buf, pos); pos += 2
@@ -352,7 +404,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -365,7 +417,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     blen = len(buf)
     o = _new(_C_AddPartitionsToTxnRequest)
     n = buf[pos]
@@ -380,10 +432,10 @@ def _decode_req_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.v3_and_below_topics = None
+    if n < 0: o.v3_and_below_topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddPartitionsToTxnRequest_V3AndBelowTopics)
             n = buf[pos]
@@ -397,7 +449,7 @@ def _decode_req_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -412,17 +464,17 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     blen = len(buf)
     o = _new(_C_AddPartitionsToTxnRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transactions = None
+    if n < 0: o.transactions = None  # type: ignore[assignment]
     else:
         if n * 14 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddPartitionsToTxnRequest.Transactions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddPartitionsToTxnRequest_Transactions)
             n = buf[pos]
@@ -437,10 +489,10 @@ def _decode_req_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AddPartitionsToTxnRequest.Transactions.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AddPartitionsToTxnRequest_Transactions_Topics)
                     n = buf[pos]
@@ -454,7 +506,7 @@ def _decode_req_v4(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
                         else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -476,12 +528,12 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.v3_and_below_transactional_id.encode()
+def _encode_req_v0(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
+    s: bytes = o.v3_and_below_transactional_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
-    l0 = o.v3_and_below_topics
+    l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = o.v3_and_below_topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -489,7 +541,7 @@ def _encode_req_v0(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -498,12 +550,12 @@ def _encode_req_v0(o, ap):
                 else: ap(_pack('>%di' % c, *l1))
 
 
-def _encode_req_v3(o, ap):
-    s = o.v3_and_below_transactional_id.encode()
+def _encode_req_v3(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
+    s: bytes = o.v3_and_below_transactional_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
-    l0 = o.v3_and_below_topics
+    l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = o.v3_and_below_topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -511,7 +563,7 @@ def _encode_req_v3(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -526,17 +578,17 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v4(o, ap):
-    l0 = o.transactions
+def _encode_req_v4(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
+    l0: list[AddPartitionsToTxnRequest.Transactions] = o.transactions
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.transactional_id.encode()
+            s: bytes = x0.transactional_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.verify_only))
-            l1 = x0.topics
+            l1: list[AddPartitionsToTxnRequest.Transactions.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -544,7 +596,7 @@ def _encode_req_v4(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[int] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -562,17 +614,17 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     blen = len(buf)
     o = _new(_C_AddPartitionsToTxnResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results_by_topic_v3_and_below = None
+        o.results_by_topic_v3_and_below = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow)
             n, = _U_h(buf, pos); pos += 2
@@ -582,10 +634,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.results_by_partition = None
+                e1.results_by_partition = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition)
                     e2.partition_index, e2.partition_error_code = _U_ih(buf, pos); pos += 6
@@ -601,7 +653,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     blen = len(buf)
     o = _new(_C_AddPartitionsToTxnResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -609,10 +661,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results_by_topic_v3_and_below = None
+    if n < 0: o.results_by_topic_v3_and_below = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow)
             n = buf[pos]
@@ -626,10 +678,10 @@ def _decode_resp_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.results_by_partition = None
+            if n < 0: e1.results_by_partition = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition)
                     e2.partition_index, e2.partition_error_code = _U_ih(buf, pos); pos += 6
@@ -648,7 +700,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     blen = len(buf)
     o = _new(_C_AddPartitionsToTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -656,10 +708,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results_by_transaction = None
+    if n < 0: o.results_by_transaction = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddPartitionsToTxnResponse.ResultsByTransaction] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction)
             n = buf[pos]
@@ -673,10 +725,10 @@ def _decode_resp_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topic_results = None
+            if n < 0: e1.topic_results = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction_TopicResults)
                     n = buf[pos]
@@ -690,10 +742,10 @@ def _decode_resp_v4(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.results_by_partition = None
+                    if n < 0: e2.results_by_partition = None  # type: ignore[assignment]
                     else:
                         if n * 7 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction_TopicResults_ResultsByPartition)
                             e3.partition_index, e3.partition_error_code = _U_ih(buf, pos); pos += 6
@@ -715,17 +767,17 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results_by_topic_v3_and_below
+    l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = o.results_by_topic_v3_and_below
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.results_by_partition
+            l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = x0.results_by_partition
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -733,17 +785,17 @@ def _encode_resp_v0(o, ap):
                     ap(_P_ih(x1.partition_index, x1.partition_error_code))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results_by_topic_v3_and_below
+    l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = o.results_by_topic_v3_and_below
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.results_by_partition
+            l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = x0.results_by_partition
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -760,17 +812,17 @@ def _encode_resp_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.results_by_transaction
+    l0: list[AddPartitionsToTxnResponse.ResultsByTransaction] = o.results_by_transaction
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.transactional_id.encode()
+            s: bytes = x0.transactional_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topic_results
+            l1: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = x0.topic_results
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -778,7 +830,7 @@ def _encode_resp_v4(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.results_by_partition
+                    l2: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = x1.results_by_partition
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

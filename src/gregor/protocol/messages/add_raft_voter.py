@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/add_raft_voter.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +62,13 @@ class AddRaftVoterRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: UUID
+    listeners: list[AddRaftVoterRequest.Listeners]
+    unknown_tags: dict[int, bytes]
+
     class Listeners(Struct):
         """Struct ``AddRaftVoterRequest.Listeners``.
 
@@ -69,21 +81,26 @@ class AddRaftVoterRequest(Message):
         __slots__ = ('name', 'host', 'port', 'unknown_tags')
         _FIELDS = ('name', 'host', 'port', 'unknown_tags')
 
-        def __init__(self, *, name='', host='', port=0, unknown_tags=UNSET):
+        name: str
+        host: str
+        port: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', host: str = '', port: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.host = host
             self.port = port
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AddRaftVoterRequest.Listeners(name={self.name!r}, host={self.host!r}, port={self.port!r}{tags})"
 
-    def __init__(self, *, cluster_id=None, timeout_ms=0, voter_id=0, voter_directory_id=_ZERO_UUID, listeners=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, cluster_id: str | None = None, timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = _ZERO_UUID, listeners: list[AddRaftVoterRequest.Listeners] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.voter_id = voter_id
@@ -91,11 +108,11 @@ class AddRaftVoterRequest(Message):
         self.listeners = [] if listeners is UNSET else listeners
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.cluster_id == other.cluster_id and self.timeout_ms == other.timeout_ms and self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.listeners == other.listeners and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AddRaftVoterRequest(cluster_id={self.cluster_id!r}, timeout_ms={self.timeout_ms!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, listeners={self.listeners!r}{tags})"
 
@@ -119,17 +136,22 @@ class AddRaftVoterResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AddRaftVoterResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
@@ -139,7 +161,7 @@ _C_AddRaftVoterRequest_Listeners = AddRaftVoterRequest.Listeners
 _C_AddRaftVoterResponse = AddRaftVoterResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AddRaftVoterRequest, int]:
     blen = len(buf)
     o = _new(_C_AddRaftVoterRequest)
     n = buf[pos]
@@ -157,10 +179,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.listeners = None
+    if n < 0: o.listeners = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AddRaftVoterRequest.Listeners] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AddRaftVoterRequest_Listeners)
             n = buf[pos]
@@ -187,15 +209,15 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.cluster_id
-    if s is None: ap(b'\x00')
+def _encode_req_v0(o: AddRaftVoterRequest, ap: _Append) -> None:
+    sn: str | None = o.cluster_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_iiQQ(o.timeout_ms, o.voter_id, o.voter_directory_id.int >> 64, o.voter_directory_id.int & _M64))
-    l0 = o.listeners
+    l0: list[AddRaftVoterRequest.Listeners] = o.listeners
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -215,7 +237,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AddRaftVoterResponse, int]:
     blen = len(buf)
     o = _new(_C_AddRaftVoterResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -233,12 +255,12 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AddRaftVoterResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ut0 = o.unknown_tags

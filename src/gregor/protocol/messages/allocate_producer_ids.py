@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/allocate_producer_ids.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -51,16 +55,20 @@ class AllocateProducerIdsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, broker_id=0, broker_epoch=-1, unknown_tags=UNSET):
+    broker_id: int
+    broker_epoch: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AllocateProducerIdsRequest(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}{tags})"
 
@@ -85,18 +93,24 @@ class AllocateProducerIdsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, producer_id_start=0, producer_id_len=0, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    producer_id_start: int
+    producer_id_len: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id_start: int = 0, producer_id_len: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id_start = producer_id_start
         self.producer_id_len = producer_id_len
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.producer_id_start == other.producer_id_start and self.producer_id_len == other.producer_id_len and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AllocateProducerIdsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id_start={self.producer_id_start!r}, producer_id_len={self.producer_id_len!r}{tags})"
 
@@ -105,7 +119,7 @@ _C_AllocateProducerIdsRequest = AllocateProducerIdsRequest
 _C_AllocateProducerIdsResponse = AllocateProducerIdsResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AllocateProducerIdsRequest, int]:
     o = _new(_C_AllocateProducerIdsRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -113,14 +127,14 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: AllocateProducerIdsRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AllocateProducerIdsResponse, int]:
     o = _new(_C_AllocateProducerIdsResponse)
     o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len = _U_ihqi(buf, pos); pos += 18
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -128,7 +142,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AllocateProducerIdsResponse, ap: _Append) -> None:
     ap(_P_ihqi(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

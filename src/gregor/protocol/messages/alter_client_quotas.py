@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/alter_client_quotas.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +61,10 @@ class AlterClientQuotasRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    entries: list[AlterClientQuotasRequest.Entries]
+    validate_only: bool
+    unknown_tags: dict[int, bytes]
+
     class Entries(Struct):
         """Struct ``AlterClientQuotasRequest.Entries``.
 
@@ -67,6 +75,10 @@ class AlterClientQuotasRequest(Message):
 
         __slots__ = ('entity', 'ops', 'unknown_tags')
         _FIELDS = ('entity', 'ops', 'unknown_tags')
+
+        entity: list[AlterClientQuotasRequest.Entries.Entity]
+        ops: list[AlterClientQuotasRequest.Entries.Ops]
+        unknown_tags: dict[int, bytes]
 
         class Entity(Struct):
             """Struct ``AlterClientQuotasRequest.Entries.Entity``.
@@ -79,16 +91,20 @@ class AlterClientQuotasRequest(Message):
             __slots__ = ('entity_type', 'entity_name', 'unknown_tags')
             _FIELDS = ('entity_type', 'entity_name', 'unknown_tags')
 
-            def __init__(self, *, entity_type='', entity_name=None, unknown_tags=UNSET):
+            entity_type: str
+            entity_name: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.entity_type = entity_type
                 self.entity_name = entity_name
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterClientQuotasRequest.Entries.Entity(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}{tags})"
 
@@ -104,43 +120,48 @@ class AlterClientQuotasRequest(Message):
             __slots__ = ('key', 'value', 'remove', 'unknown_tags')
             _FIELDS = ('key', 'value', 'remove', 'unknown_tags')
 
-            def __init__(self, *, key='', value=0.0, remove=False, unknown_tags=UNSET):
+            key: str
+            value: float
+            remove: bool
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, key: str = '', value: float = 0.0, remove: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.key = key
                 self.value = value
                 self.remove = remove
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.key == other.key and self.value == other.value and self.remove == other.remove and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterClientQuotasRequest.Entries.Ops(key={self.key!r}, value={self.value!r}, remove={self.remove!r}{tags})"
 
-        def __init__(self, *, entity=UNSET, ops=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, entity: list[AlterClientQuotasRequest.Entries.Entity] = UNSET, ops: list[AlterClientQuotasRequest.Entries.Ops] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.entity = [] if entity is UNSET else entity
             self.ops = [] if ops is UNSET else ops
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.entity == other.entity and self.ops == other.ops and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterClientQuotasRequest.Entries(entity={self.entity!r}, ops={self.ops!r}{tags})"
 
-    def __init__(self, *, entries=UNSET, validate_only=False, unknown_tags=UNSET):
+    def __init__(self, *, entries: list[AlterClientQuotasRequest.Entries] = UNSET, validate_only: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.entries = [] if entries is UNSET else entries
         self.validate_only = validate_only
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.entries == other.entries and self.validate_only == other.validate_only and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterClientQuotasRequest(entries={self.entries!r}, validate_only={self.validate_only!r}{tags})"
 
@@ -163,6 +184,10 @@ class AlterClientQuotasResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponse.Entries]
+    unknown_tags: dict[int, bytes]
+
     class Entries(Struct):
         """Struct ``AlterClientQuotasResponse.Entries``.
 
@@ -175,6 +200,11 @@ class AlterClientQuotasResponse(Message):
         __slots__ = ('error_code', 'error_message', 'entity', 'unknown_tags')
         _FIELDS = ('error_code', 'error_message', 'entity', 'unknown_tags')
 
+        error_code: int
+        error_message: str | None
+        entity: list[AlterClientQuotasResponse.Entries.Entity]
+        unknown_tags: dict[int, bytes]
+
         class Entity(Struct):
             """Struct ``AlterClientQuotasResponse.Entries.Entity``.
 
@@ -186,43 +216,47 @@ class AlterClientQuotasResponse(Message):
             __slots__ = ('entity_type', 'entity_name', 'unknown_tags')
             _FIELDS = ('entity_type', 'entity_name', 'unknown_tags')
 
-            def __init__(self, *, entity_type='', entity_name=None, unknown_tags=UNSET):
+            entity_type: str
+            entity_name: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.entity_type = entity_type
                 self.entity_name = entity_name
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterClientQuotasResponse.Entries.Entity(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}{tags})"
 
-        def __init__(self, *, error_code=0, error_message=None, entity=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, entity: list[AlterClientQuotasResponse.Entries.Entity] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.entity = [] if entity is UNSET else entity
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.error_message == other.error_message and self.entity == other.entity and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterClientQuotasResponse.Entries(error_code={self.error_code!r}, error_message={self.error_message!r}, entity={self.entity!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, entries=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, entries: list[AlterClientQuotasResponse.Entries] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.entries = [] if entries is UNSET else entries
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.entries == other.entries and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterClientQuotasResponse(throttle_time_ms={self.throttle_time_ms!r}, entries={self.entries!r}{tags})"
 
@@ -236,25 +270,25 @@ _C_AlterClientQuotasResponse_Entries = AlterClientQuotasResponse.Entries
 _C_AlterClientQuotasResponse_Entries_Entity = AlterClientQuotasResponse.Entries.Entity
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterClientQuotasRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.entries = None
+        o.entries = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterClientQuotasRequest.Entries] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterClientQuotasRequest_Entries)
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.entity = None
+                e1.entity = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterClientQuotasRequest.Entries.Entity] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterClientQuotasRequest_Entries_Entity)
                     n, = _U_h(buf, pos); pos += 2
@@ -273,20 +307,20 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.ops = None
+                e1.ops = None  # type: ignore[assignment]
             else:
                 if n * 11 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[AlterClientQuotasRequest.Entries.Ops] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
+                    e2_2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.value, e2.remove = _U_do(buf, pos); pos += 9
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.ops = l1
+                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.value, e2_2.remove = _U_do(buf, pos); pos += 9
+                    e2_2.unknown_tags = {}
+                    a1_2(e2_2)
+                e1.ops = l1_2
             e1.unknown_tags = {}
             a0(e1)
         o.entries = l0
@@ -295,27 +329,27 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterClientQuotasRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.entries = None
+    if n < 0: o.entries = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterClientQuotasRequest.Entries] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterClientQuotasRequest_Entries)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.entity = None
+            if n < 0: e1.entity = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterClientQuotasRequest.Entries.Entity] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterClientQuotasRequest_Entries_Entity)
                     n = buf[pos]
@@ -342,24 +376,24 @@ def _decode_req_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.ops = None
+            if n < 0: e1.ops = None  # type: ignore[assignment]
             else:
                 if n * 11 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[AlterClientQuotasRequest.Entries.Ops] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
+                    e2_2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.value, e2.remove = _U_do(buf, pos); pos += 9
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.ops = l1
+                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.value, e2_2.remove = _U_do(buf, pos); pos += 9
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1.ops = l1_2
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -370,71 +404,71 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.entries
+def _encode_req_v0(o: AlterClientQuotasRequest, ap: _Append) -> None:
+    l0: list[AlterClientQuotasRequest.Entries] = o.entries
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            l1 = x0.entity
+            l1: list[AlterClientQuotasRequest.Entries.Entity] = x0.entity
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
-                    s = x1.entity_type.encode()
+                    s: bytes = x1.entity_type.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.entity_name
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.entity_name
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
-            l1 = x0.ops
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[AlterClientQuotasRequest.Entries.Ops] = x0.ops
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.key.encode()
+                ap(_P_i(len(l1_2)))
+                for x1_2 in l1_2:
+                    s = x1_2.key.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    ap(_P_do(x1.value, x1.remove))
+                    ap(_P_do(x1_2.value, x1_2.remove))
     ap(_P_o(o.validate_only))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.entries
+def _encode_req_v1(o: AlterClientQuotasRequest, ap: _Append) -> None:
+    l0: list[AlterClientQuotasRequest.Entries] = o.entries
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            l1 = x0.entity
+            l1: list[AlterClientQuotasRequest.Entries.Entity] = x0.entity
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
-                    s = x1.entity_type.encode()
+                    s: bytes = x1.entity_type.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.entity_name
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.entity_name
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            l1 = x0.ops
-            if l1 is None: ap(b'\x00')
+            l1_2: list[AlterClientQuotasRequest.Entries.Ops] = x0.ops
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.key.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    s = x1_2.key.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_do(x1.value, x1.remove))
-                    ut2 = x1.unknown_tags
+                    ap(_P_do(x1_2.value, x1_2.remove))
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
             ut1 = x0.unknown_tags
@@ -446,17 +480,17 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterClientQuotasResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.entries = None
+        o.entries = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterClientQuotasResponse.Entries] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterClientQuotasResponse_Entries)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -469,10 +503,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.entity = None
+                e1.entity = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterClientQuotasResponse_Entries_Entity)
                     n, = _U_h(buf, pos); pos += 2
@@ -495,7 +529,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterClientQuotasResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -503,10 +537,10 @@ def _decode_resp_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.entries = None
+    if n < 0: o.entries = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterClientQuotasResponse.Entries] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterClientQuotasResponse_Entries)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -523,10 +557,10 @@ def _decode_resp_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.entity = None
+            if n < 0: e1.entity = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterClientQuotasResponse_Entries_Entity)
                     n = buf[pos]
@@ -558,21 +592,21 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AlterClientQuotasResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.entries
+    l0: list[AlterClientQuotasResponse.Entries] = o.entries
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            l1 = x0.entity
+            l1: list[AlterClientQuotasResponse.Entries.Entity] = x0.entity
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -580,29 +614,29 @@ def _encode_resp_v0(o, ap):
                     s = x1.entity_type.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.entity_name
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.entity_name
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: AlterClientQuotasResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.entries
+    l0: list[AlterClientQuotasResponse.Entries] = o.entries
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            l1 = x0.entity
+            l1: list[AlterClientQuotasResponse.Entries.Entity] = x0.entity
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -610,10 +644,10 @@ def _encode_resp_v1(o, ap):
                     s = x1.entity_type.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.entity_name
-                    if s is None: ap(b'\x00')
+                    sn = x1.entity_name
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/alter_partition.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -69,6 +74,11 @@ class AlterPartitionRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 0
 
+    broker_id: int
+    broker_epoch: int
+    topics: list[AlterPartitionRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``AlterPartitionRequest.Topics``.
 
@@ -80,6 +90,11 @@ class AlterPartitionRequest(Message):
 
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'topic_name', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        topic_name: str
+        partitions: list[AlterPartitionRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``AlterPartitionRequest.Topics.Partitions``.
@@ -96,6 +111,14 @@ class AlterPartitionRequest(Message):
             __slots__ = ('partition_index', 'leader_epoch', 'new_isr_with_epochs', 'new_isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tags')
             _FIELDS = ('partition_index', 'leader_epoch', 'new_isr_with_epochs', 'new_isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tags')
 
+            partition_index: int
+            leader_epoch: int
+            new_isr_with_epochs: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs]
+            new_isr: list[int]
+            leader_recovery_state: int
+            partition_epoch: int
+            unknown_tags: dict[int, bytes]
+
             class NewIsrWithEpochs(Struct):
                 """Struct ``AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs``.
 
@@ -107,20 +130,24 @@ class AlterPartitionRequest(Message):
                 __slots__ = ('broker_id', 'broker_epoch', 'unknown_tags')
                 _FIELDS = ('broker_id', 'broker_epoch', 'unknown_tags')
 
-                def __init__(self, *, broker_id=0, broker_epoch=-1, unknown_tags=UNSET):
+                broker_id: int
+                broker_epoch: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.broker_id = broker_id
                     self.broker_epoch = broker_epoch
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}{tags})"
 
-            def __init__(self, *, partition_index=0, leader_epoch=0, new_isr_with_epochs=UNSET, new_isr=UNSET, leader_recovery_state=0, partition_epoch=0, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, leader_epoch: int = 0, new_isr_with_epochs: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = UNSET, new_isr: list[int] = UNSET, leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.leader_epoch = leader_epoch
                 self.new_isr_with_epochs = [] if new_isr_with_epochs is UNSET else new_isr_with_epochs
@@ -129,39 +156,39 @@ class AlterPartitionRequest(Message):
                 self.partition_epoch = partition_epoch
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.leader_epoch == other.leader_epoch and self.new_isr_with_epochs == other.new_isr_with_epochs and self.new_isr == other.new_isr and self.leader_recovery_state == other.leader_recovery_state and self.partition_epoch == other.partition_epoch and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterPartitionRequest.Topics.Partitions(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, new_isr_with_epochs={self.new_isr_with_epochs!r}, new_isr={self.new_isr!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, topic_name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, topic_name: str = '', partitions: list[AlterPartitionRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.topic_name = topic_name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterPartitionRequest.Topics(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, broker_id=0, broker_epoch=-1, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, topics: list[AlterPartitionRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterPartitionRequest(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, topics={self.topics!r}{tags})"
 
@@ -185,6 +212,11 @@ class AlterPartitionResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    topics: list[AlterPartitionResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``AlterPartitionResponse.Topics``.
 
@@ -196,6 +228,11 @@ class AlterPartitionResponse(Message):
 
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'topic_name', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        topic_name: str
+        partitions: list[AlterPartitionResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``AlterPartitionResponse.Topics.Partitions``.
@@ -213,7 +250,16 @@ class AlterPartitionResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, isr=UNSET, leader_recovery_state=0, partition_epoch=0, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            leader_id: int
+            leader_epoch: int
+            isr: list[int]
+            leader_recovery_state: int
+            partition_epoch: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, isr: list[int] = UNSET, leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.leader_id = leader_id
@@ -223,39 +269,39 @@ class AlterPartitionResponse(Message):
                 self.partition_epoch = partition_epoch
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.leader_recovery_state == other.leader_recovery_state and self.partition_epoch == other.partition_epoch and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterPartitionResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, topic_name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, topic_name: str = '', partitions: list[AlterPartitionResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.topic_name = topic_name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterPartitionResponse.Topics(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, topics: list[AlterPartitionResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterPartitionResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, topics={self.topics!r}{tags})"
 
@@ -269,7 +315,7 @@ _C_AlterPartitionResponse_Topics = AlterPartitionResponse.Topics
 _C_AlterPartitionResponse_Topics_Partitions = AlterPartitionResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
@@ -277,10 +323,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionRequest_Topics)
             n = buf[pos]
@@ -294,10 +340,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
                     e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
@@ -305,7 +351,7 @@ def _decode_req_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.new_isr = None
+                    if n < 0: e2.new_isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
                         else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -327,7 +373,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
@@ -335,10 +381,10 @@ def _decode_req_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionRequest_Topics)
             n = buf[pos]
@@ -352,10 +398,10 @@ def _decode_req_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 15 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
                     e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
@@ -363,7 +409,7 @@ def _decode_req_v1(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.new_isr = None
+                    if n < 0: e2.new_isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
                         else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -384,7 +430,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
@@ -392,10 +438,10 @@ def _decode_req_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -404,10 +450,10 @@ def _decode_req_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 15 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
                     e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
@@ -415,7 +461,7 @@ def _decode_req_v2(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.new_isr = None
+                    if n < 0: e2.new_isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
                         else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -436,7 +482,7 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
@@ -444,10 +490,10 @@ def _decode_req_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -456,10 +502,10 @@ def _decode_req_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 15 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
                     e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
@@ -467,10 +513,10 @@ def _decode_req_v3(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.new_isr_with_epochs = None
+                    if n < 0: e2.new_isr_with_epochs = None  # type: ignore[assignment]
                     else:
                         if n * 13 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_AlterPartitionRequest_Topics_Partitions_NewIsrWithEpochs)
                             e3.broker_id, e3.broker_epoch = _U_iq(buf, pos); pos += 12
@@ -494,23 +540,23 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
-    l0 = o.topics
+    l0: list[AlterPartitionRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2 = x1.new_isr
+                    l2: list[int] = x1.new_isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -529,23 +575,23 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
-    l0 = o.topics
+    l0: list[AlterPartitionRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2 = x1.new_isr
+                    l2: list[int] = x1.new_isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -564,21 +610,21 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
-    l0 = o.topics
+    l0: list[AlterPartitionRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2 = x1.new_isr
+                    l2: list[int] = x1.new_isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -597,21 +643,21 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
-    l0 = o.topics
+    l0: list[AlterPartitionRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2 = x1.new_isr_with_epochs
+                    l2: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = x1.new_isr_with_epochs
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -632,7 +678,7 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -640,10 +686,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionResponse_Topics)
             n = buf[pos]
@@ -657,10 +703,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 20 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
@@ -668,7 +714,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -689,7 +735,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -697,10 +743,10 @@ def _decode_resp_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionResponse_Topics)
             n = buf[pos]
@@ -714,10 +760,10 @@ def _decode_resp_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 21 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
@@ -725,7 +771,7 @@ def _decode_resp_v1(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -745,7 +791,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -753,10 +799,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionResponse_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -765,10 +811,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 21 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
@@ -776,7 +822,7 @@ def _decode_resp_v2(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -796,23 +842,23 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AlterPartitionResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.topics
+    l0: list[AlterPartitionResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -831,23 +877,23 @@ def _encode_resp_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: AlterPartitionResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.topics
+    l0: list[AlterPartitionResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -866,21 +912,21 @@ def _encode_resp_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: AlterPartitionResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.topics
+    l0: list[AlterPartitionResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)

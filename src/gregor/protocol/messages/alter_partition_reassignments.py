@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/alter_partition_reassignments.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -53,6 +57,10 @@ class AlterPartitionReassignmentsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``AlterPartitionReassignmentsRequest.Topics``.
 
@@ -64,53 +72,61 @@ class AlterPartitionReassignmentsRequest(Message):
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
 
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``AlterPartitionReassignmentsRequest.Topics.Partitions``.
 
             Fields (type, versions[, tag]; default):
                 partition_index (int32, all; 0): The partition index.
-                replicas (list[int32], all; []): The replicas to place the partitions on, or null to cancel a pending reassignment for this partition.
+                replicas (list[int32], all, nullable; []): The replicas to place the partitions on, or null to cancel a pending reassignment for this partition.
             """
 
             __slots__ = ('partition_index', 'replicas', 'unknown_tags')
             _FIELDS = ('partition_index', 'replicas', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, replicas=UNSET, unknown_tags=UNSET):
+            partition_index: int
+            replicas: list[int] | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, replicas: list[int] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.replicas = [] if replicas is UNSET else replicas
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.replicas == other.replicas and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterPartitionReassignmentsRequest.Topics.Partitions(partition_index={self.partition_index!r}, replicas={self.replicas!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[AlterPartitionReassignmentsRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterPartitionReassignmentsRequest.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, timeout_ms=60000, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, timeout_ms: int = 60000, topics: list[AlterPartitionReassignmentsRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.timeout_ms = timeout_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.timeout_ms == other.timeout_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterPartitionReassignmentsRequest(timeout_ms={self.timeout_ms!r}, topics={self.topics!r}{tags})"
 
@@ -135,6 +151,12 @@ class AlterPartitionReassignmentsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponse.Responses]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``AlterPartitionReassignmentsResponse.Responses``.
 
@@ -145,6 +167,10 @@ class AlterPartitionReassignmentsResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[AlterPartitionReassignmentsResponse.Responses.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``AlterPartitionReassignmentsResponse.Responses.Partitions``.
@@ -158,45 +184,50 @@ class AlterPartitionReassignmentsResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'error_message', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=None, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterPartitionReassignmentsResponse.Responses.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[AlterPartitionReassignmentsResponse.Responses.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterPartitionReassignmentsResponse.Responses(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, responses=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[AlterPartitionReassignmentsResponse.Responses] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is UNSET else responses
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterPartitionReassignmentsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}{tags})"
 
@@ -209,7 +240,7 @@ _C_AlterPartitionReassignmentsResponse_Responses = AlterPartitionReassignmentsRe
 _C_AlterPartitionReassignmentsResponse_Responses_Partitions = AlterPartitionReassignmentsResponse.Responses.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionReassignmentsRequest)
     o.timeout_ms, = _U_i(buf, pos); pos += 4
@@ -217,10 +248,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionReassignmentsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionReassignmentsRequest_Topics)
             n = buf[pos]
@@ -234,10 +265,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionReassignmentsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionReassignmentsRequest_Topics_Partitions)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
@@ -263,23 +294,23 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: AlterPartitionReassignmentsRequest, ap: _Append) -> None:
     ap(_P_i(o.timeout_ms))
-    l0 = o.topics
+    l0: list[AlterPartitionReassignmentsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterPartitionReassignmentsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_i(x1.partition_index))
-                    l2 = x1.replicas
+                    l2: list[int] | None = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -297,7 +328,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterPartitionReassignmentsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -314,10 +345,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterPartitionReassignmentsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterPartitionReassignmentsResponse_Responses)
             n = buf[pos]
@@ -331,10 +362,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterPartitionReassignmentsResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterPartitionReassignmentsResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -360,15 +391,15 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AlterPartitionReassignmentsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.responses
+    l0: list[AlterPartitionReassignmentsResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -376,16 +407,16 @@ def _encode_resp_v0(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterPartitionReassignmentsResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_index, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/alter_replica_log_dirs.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -55,6 +59,9 @@ class AlterReplicaLogDirsRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    dirs: list[AlterReplicaLogDirsRequest.Dirs]
+    unknown_tags: dict[int, bytes]
+
     class Dirs(Struct):
         """Struct ``AlterReplicaLogDirsRequest.Dirs``.
 
@@ -65,6 +72,10 @@ class AlterReplicaLogDirsRequest(Message):
 
         __slots__ = ('path', 'topics', 'unknown_tags')
         _FIELDS = ('path', 'topics', 'unknown_tags')
+
+        path: str
+        topics: list[AlterReplicaLogDirsRequest.Dirs.Topics]
+        unknown_tags: dict[int, bytes]
 
         class Topics(Struct):
             """Struct ``AlterReplicaLogDirsRequest.Dirs.Topics``.
@@ -77,41 +88,45 @@ class AlterReplicaLogDirsRequest(Message):
             __slots__ = ('name', 'partitions', 'unknown_tags')
             _FIELDS = ('name', 'partitions', 'unknown_tags')
 
-            def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+            name: str
+            partitions: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterReplicaLogDirsRequest.Dirs.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, path='', topics=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, path: str = '', topics: list[AlterReplicaLogDirsRequest.Dirs.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.path = path
             self.topics = [] if topics is UNSET else topics
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.path == other.path and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterReplicaLogDirsRequest.Dirs(path={self.path!r}, topics={self.topics!r}{tags})"
 
-    def __init__(self, *, dirs=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, dirs: list[AlterReplicaLogDirsRequest.Dirs] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.dirs = [] if dirs is UNSET else dirs
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.dirs == other.dirs and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterReplicaLogDirsRequest(dirs={self.dirs!r}{tags})"
 
@@ -134,6 +149,10 @@ class AlterReplicaLogDirsResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``AlterReplicaLogDirsResponse.Results``.
 
@@ -144,6 +163,10 @@ class AlterReplicaLogDirsResponse(Message):
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_name', 'partitions', 'unknown_tags')
+
+        topic_name: str
+        partitions: list[AlterReplicaLogDirsResponse.Results.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``AlterReplicaLogDirsResponse.Results.Partitions``.
@@ -156,42 +179,46 @@ class AlterReplicaLogDirsResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"AlterReplicaLogDirsResponse.Results.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-        def __init__(self, *, topic_name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_name: str = '', partitions: list[AlterReplicaLogDirsResponse.Results.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterReplicaLogDirsResponse.Results(topic_name={self.topic_name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterReplicaLogDirsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterReplicaLogDirsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}{tags})"
 
@@ -204,16 +231,16 @@ _C_AlterReplicaLogDirsResponse_Results = AlterReplicaLogDirsResponse.Results
 _C_AlterReplicaLogDirsResponse_Results_Partitions = AlterReplicaLogDirsResponse.Results.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterReplicaLogDirsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.dirs = None
+        o.dirs = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterReplicaLogDirsRequest.Dirs] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterReplicaLogDirsRequest_Dirs)
             n, = _U_h(buf, pos); pos += 2
@@ -223,10 +250,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.topics = None
+                e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterReplicaLogDirsRequest_Dirs_Topics)
                     n, = _U_h(buf, pos); pos += 2
@@ -236,7 +263,7 @@ def _decode_req_v0(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.partitions = None
+                        e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
                         else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -251,17 +278,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterReplicaLogDirsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.dirs = None
+    if n < 0: o.dirs = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterReplicaLogDirsRequest.Dirs] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterReplicaLogDirsRequest_Dirs)
             n = buf[pos]
@@ -275,10 +302,10 @@ def _decode_req_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterReplicaLogDirsRequest_Dirs_Topics)
                     n = buf[pos]
@@ -292,7 +319,7 @@ def _decode_req_v2(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
                         else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -310,16 +337,16 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.dirs
+def _encode_req_v0(o: AlterReplicaLogDirsRequest, ap: _Append) -> None:
+    l0: list[AlterReplicaLogDirsRequest.Dirs] = o.dirs
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.path.encode()
+            s: bytes = x0.path.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.topics
+            l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = x0.topics
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -327,7 +354,7 @@ def _encode_req_v0(o, ap):
                     s = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[int] = x1.partitions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -336,16 +363,16 @@ def _encode_req_v0(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.dirs
+def _encode_req_v2(o: AlterReplicaLogDirsRequest, ap: _Append) -> None:
+    l0: list[AlterReplicaLogDirsRequest.Dirs] = o.dirs
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.path.encode()
+            s: bytes = x0.path.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topics
+            l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -353,7 +380,7 @@ def _encode_req_v2(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[int] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -371,17 +398,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterReplicaLogDirsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterReplicaLogDirsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterReplicaLogDirsResponse_Results)
             n, = _U_h(buf, pos); pos += 2
@@ -391,10 +418,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterReplicaLogDirsResponse_Results_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -408,7 +435,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterReplicaLogDirsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -416,10 +443,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterReplicaLogDirsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterReplicaLogDirsResponse_Results)
             n = buf[pos]
@@ -433,10 +460,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_AlterReplicaLogDirsResponse_Results_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -453,17 +480,17 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AlterReplicaLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[AlterReplicaLogDirsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -471,17 +498,17 @@ def _encode_resp_v0(o, ap):
                     ap(_P_ih(x1.partition_index, x1.error_code))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: AlterReplicaLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[AlterReplicaLogDirsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

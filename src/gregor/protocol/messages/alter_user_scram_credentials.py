@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/alter_user_scram_credentials.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +61,10 @@ class AlterUserScramCredentialsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    deletions: list[AlterUserScramCredentialsRequest.Deletions]
+    upsertions: list[AlterUserScramCredentialsRequest.Upsertions]
+    unknown_tags: dict[int, bytes]
+
     class Deletions(Struct):
         """Struct ``AlterUserScramCredentialsRequest.Deletions``.
 
@@ -68,16 +76,20 @@ class AlterUserScramCredentialsRequest(Message):
         __slots__ = ('name', 'mechanism', 'unknown_tags')
         _FIELDS = ('name', 'mechanism', 'unknown_tags')
 
-        def __init__(self, *, name='', mechanism=0, unknown_tags=UNSET):
+        name: str
+        mechanism: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', mechanism: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.mechanism = mechanism
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.mechanism == other.mechanism and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterUserScramCredentialsRequest.Deletions(name={self.name!r}, mechanism={self.mechanism!r}{tags})"
 
@@ -95,7 +107,14 @@ class AlterUserScramCredentialsRequest(Message):
         __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tags')
         _FIELDS = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tags')
 
-        def __init__(self, *, name='', mechanism=0, iterations=0, salt=b'', salted_password=b'', unknown_tags=UNSET):
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', mechanism: int = 0, iterations: int = 0, salt: bytes = b'', salted_password: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.mechanism = mechanism
             self.iterations = iterations
@@ -103,24 +122,24 @@ class AlterUserScramCredentialsRequest(Message):
             self.salted_password = salted_password
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.mechanism == other.mechanism and self.iterations == other.iterations and self.salt == other.salt and self.salted_password == other.salted_password and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterUserScramCredentialsRequest.Upsertions(name={self.name!r}, mechanism={self.mechanism!r}, iterations={self.iterations!r}, salt={self.salt!r}, salted_password={self.salted_password!r}{tags})"
 
-    def __init__(self, *, deletions=UNSET, upsertions=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, deletions: list[AlterUserScramCredentialsRequest.Deletions] = UNSET, upsertions: list[AlterUserScramCredentialsRequest.Upsertions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.deletions = [] if deletions is UNSET else deletions
         self.upsertions = [] if upsertions is UNSET else upsertions
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.deletions == other.deletions and self.upsertions == other.upsertions and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterUserScramCredentialsRequest(deletions={self.deletions!r}, upsertions={self.upsertions!r}{tags})"
 
@@ -143,6 +162,10 @@ class AlterUserScramCredentialsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``AlterUserScramCredentialsResponse.Results``.
 
@@ -155,30 +178,35 @@ class AlterUserScramCredentialsResponse(Message):
         __slots__ = ('user', 'error_code', 'error_message', 'unknown_tags')
         _FIELDS = ('user', 'error_code', 'error_message', 'unknown_tags')
 
-        def __init__(self, *, user='', error_code=0, error_message=None, unknown_tags=UNSET):
+        user: str
+        error_code: int
+        error_message: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.user = user
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.user == other.user and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"AlterUserScramCredentialsResponse.Results(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterUserScramCredentialsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"AlterUserScramCredentialsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}{tags})"
 
@@ -190,17 +218,17 @@ _C_AlterUserScramCredentialsResponse = AlterUserScramCredentialsResponse
 _C_AlterUserScramCredentialsResponse_Results = AlterUserScramCredentialsResponse.Results
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
     blen = len(buf)
     o = _new(_C_AlterUserScramCredentialsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.deletions = None
+    if n < 0: o.deletions = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterUserScramCredentialsRequest.Deletions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterUserScramCredentialsRequest_Deletions)
             n = buf[pos]
@@ -219,72 +247,72 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.upsertions = None
+    if n < 0: o.upsertions = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[AlterUserScramCredentialsRequest.Upsertions] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_AlterUserScramCredentialsRequest_Upsertions)
+            e1_2 = _new(_C_AlterUserScramCredentialsRequest_Upsertions)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.mechanism, e1.iterations = _U_bi(buf, pos); pos += 5
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.mechanism, e1_2.iterations = _U_bi(buf, pos); pos += 5
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.salt = bytes(buf[pos:end]); pos = end
+            e1_2.salt = bytes(buf[pos:end]); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.salted_password = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.upsertions = l0
+            e1_2.salted_password = bytes(buf[pos:end]); pos = end
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.upsertions = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.deletions
+def _encode_req_v0(o: AlterUserScramCredentialsRequest, ap: _Append) -> None:
+    l0: list[AlterUserScramCredentialsRequest.Deletions] = o.deletions
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_b(x0.mechanism))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.upsertions
-    if l0 is None: ap(b'\x00')
+    l0_2: list[AlterUserScramCredentialsRequest.Upsertions] = o.upsertions
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            s = x0_2.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_bi(x0.mechanism, x0.iterations))
-            s = x0.salt
+            ap(_P_bi(x0_2.mechanism, x0_2.iterations))
+            s = x0_2.salt
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.salted_password
+            s = x0_2.salted_password
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -292,7 +320,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
     blen = len(buf)
     o = _new(_C_AlterUserScramCredentialsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -300,10 +328,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[AlterUserScramCredentialsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_AlterUserScramCredentialsResponse_Results)
             n = buf[pos]
@@ -332,21 +360,21 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: AlterUserScramCredentialsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[AlterUserScramCredentialsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.user.encode()
+            s: bytes = x0.user.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

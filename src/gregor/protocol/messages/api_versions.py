@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/api_versions.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -63,16 +67,20 @@ class ApiVersionsRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 3
 
-    def __init__(self, *, client_software_name='', client_software_version='', unknown_tags=UNSET):
+    client_software_name: str
+    client_software_version: str
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, client_software_name: str = '', client_software_version: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.client_software_name == other.client_software_name and self.client_software_version == other.client_software_version and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ApiVersionsRequest(client_software_name={self.client_software_name!r}, client_software_version={self.client_software_version!r}{tags})"
 
@@ -100,6 +108,15 @@ class ApiVersionsResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 3
 
+    error_code: int
+    api_keys: list[ApiVersionsResponse.ApiKeys]
+    throttle_time_ms: int
+    supported_features: list[ApiVersionsResponse.SupportedFeatures]
+    finalized_features_epoch: int
+    finalized_features: list[ApiVersionsResponse.FinalizedFeatures]
+    zk_migration_ready: bool
+    unknown_tags: dict[int, bytes]
+
     class ApiKeys(Struct):
         """Struct ``ApiVersionsResponse.ApiKeys``.
 
@@ -112,17 +129,22 @@ class ApiVersionsResponse(Message):
         __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tags')
         _FIELDS = ('api_key', 'min_version', 'max_version', 'unknown_tags')
 
-        def __init__(self, *, api_key=0, min_version=0, max_version=0, unknown_tags=UNSET):
+        api_key: int
+        min_version: int
+        max_version: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, api_key: int = 0, min_version: int = 0, max_version: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.api_key = api_key
             self.min_version = min_version
             self.max_version = max_version
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.api_key == other.api_key and self.min_version == other.min_version and self.max_version == other.max_version and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ApiVersionsResponse.ApiKeys(api_key={self.api_key!r}, min_version={self.min_version!r}, max_version={self.max_version!r}{tags})"
 
@@ -138,17 +160,22 @@ class ApiVersionsResponse(Message):
         __slots__ = ('name', 'min_version', 'max_version', 'unknown_tags')
         _FIELDS = ('name', 'min_version', 'max_version', 'unknown_tags')
 
-        def __init__(self, *, name='', min_version=0, max_version=0, unknown_tags=UNSET):
+        name: str
+        min_version: int
+        max_version: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', min_version: int = 0, max_version: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.min_version = min_version
             self.max_version = max_version
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.min_version == other.min_version and self.max_version == other.max_version and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ApiVersionsResponse.SupportedFeatures(name={self.name!r}, min_version={self.min_version!r}, max_version={self.max_version!r}{tags})"
 
@@ -164,21 +191,26 @@ class ApiVersionsResponse(Message):
         __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tags')
         _FIELDS = ('name', 'max_version_level', 'min_version_level', 'unknown_tags')
 
-        def __init__(self, *, name='', max_version_level=0, min_version_level=0, unknown_tags=UNSET):
+        name: str
+        max_version_level: int
+        min_version_level: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', max_version_level: int = 0, min_version_level: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.max_version_level = max_version_level
             self.min_version_level = min_version_level
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.max_version_level == other.max_version_level and self.min_version_level == other.min_version_level and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ApiVersionsResponse.FinalizedFeatures(name={self.name!r}, max_version_level={self.max_version_level!r}, min_version_level={self.min_version_level!r}{tags})"
 
-    def __init__(self, *, error_code=0, api_keys=UNSET, throttle_time_ms=0, supported_features=UNSET, finalized_features_epoch=-1, finalized_features=UNSET, zk_migration_ready=False, unknown_tags=UNSET):
+    def __init__(self, *, error_code: int = 0, api_keys: list[ApiVersionsResponse.ApiKeys] = UNSET, throttle_time_ms: int = 0, supported_features: list[ApiVersionsResponse.SupportedFeatures] = UNSET, finalized_features_epoch: int = -1, finalized_features: list[ApiVersionsResponse.FinalizedFeatures] = UNSET, zk_migration_ready: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.api_keys = [] if api_keys is UNSET else api_keys
         self.throttle_time_ms = throttle_time_ms
@@ -188,11 +220,11 @@ class ApiVersionsResponse(Message):
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.api_keys == other.api_keys and self.throttle_time_ms == other.throttle_time_ms and self.supported_features == other.supported_features and self.finalized_features_epoch == other.finalized_features_epoch and self.finalized_features == other.finalized_features and self.zk_migration_ready == other.zk_migration_ready and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ApiVersionsResponse(error_code={self.error_code!r}, api_keys={self.api_keys!r}, throttle_time_ms={self.throttle_time_ms!r}, supported_features={self.supported_features!r}, finalized_features_epoch={self.finalized_features_epoch!r}, finalized_features={self.finalized_features!r}, zk_migration_ready={self.zk_migration_ready!r}{tags})"
 
@@ -204,7 +236,7 @@ _C_ApiVersionsResponse_SupportedFeatures = ApiVersionsResponse.SupportedFeatures
 _C_ApiVersionsResponse_FinalizedFeatures = ApiVersionsResponse.FinalizedFeatures
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ApiVersionsRequest, int]:
     o = _new(_C_ApiVersionsRequest)
     o.client_software_name = ''
     o.client_software_version = ''
@@ -212,7 +244,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[ApiVersionsRequest, int]:
     blen = len(buf)
     o = _new(_C_ApiVersionsRequest)
     n = buf[pos]
@@ -234,12 +266,12 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ApiVersionsRequest, ap: _Append) -> None:
     pass
 
 
-def _encode_req_v3(o, ap):
-    s = o.client_software_name.encode()
+def _encode_req_v3(o: ApiVersionsRequest, ap: _Append) -> None:
+    s: bytes = o.client_software_name.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.client_software_version.encode()
@@ -250,17 +282,17 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
     blen = len(buf)
     o = _new(_C_ApiVersionsResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.api_keys = None
+        o.api_keys = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ApiVersionsResponse_ApiKeys)
             e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
@@ -276,17 +308,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
     blen = len(buf)
     o = _new(_C_ApiVersionsResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.api_keys = None
+        o.api_keys = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ApiVersionsResponse_ApiKeys)
             e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
@@ -302,7 +334,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
     blen = len(buf)
     o = _new(_C_ApiVersionsResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -310,10 +342,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.api_keys = None
+    if n < 0: o.api_keys = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ApiVersionsResponse_ApiKeys)
             e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
@@ -329,7 +361,7 @@ def _decode_resp_v3(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -340,10 +372,10 @@ def _decode_resp_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.supported_features = None
+            if n < 0: o.supported_features = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ApiVersionsResponse.SupportedFeatures] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ApiVersionsResponse_SupportedFeatures)
                     n = buf[pos]
@@ -367,24 +399,24 @@ def _decode_resp_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.finalized_features = None
+            if n < 0: o.finalized_features = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[ApiVersionsResponse.FinalizedFeatures] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_ApiVersionsResponse_FinalizedFeatures)
+                    e2_2 = _new(_C_ApiVersionsResponse_FinalizedFeatures)
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.max_version_level, e2.min_version_level = _U_hh(buf, pos); pos += 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                o.finalized_features = l1
+                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.max_version_level, e2_2.min_version_level = _U_hh(buf, pos); pos += 4
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                o.finalized_features = l1_2
             if pos != tend0: raise _bad_tag_size(tg0)
         elif tg0 == 3:
             o.zk_migration_ready, = _U_o(buf, pos); pos += 1
@@ -394,9 +426,9 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ApiVersionsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.api_keys
+    l0: list[ApiVersionsResponse.ApiKeys] = o.api_keys
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -404,9 +436,9 @@ def _encode_resp_v0(o, ap):
             ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: ApiVersionsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.api_keys
+    l0: list[ApiVersionsResponse.ApiKeys] = o.api_keys
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -415,9 +447,9 @@ def _encode_resp_v1(o, ap):
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: ApiVersionsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.api_keys
+    l0: list[ApiVersionsResponse.ApiKeys] = o.api_keys
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -427,16 +459,16 @@ def _encode_resp_v3(o, ap):
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
-    tl0 = []
-    tv0 = o.supported_features
+    tl0: list[tuple[int, bytes]] = []
+    tv0: list[ApiVersionsResponse.SupportedFeatures] = o.supported_features
     if tv0:
-        tp0 = []; tap0 = tp0.append
-        l1 = tv0
+        tp0: list[bytes] = []; tap0 = tp0.append
+        l1: list[ApiVersionsResponse.SupportedFeatures] = tv0
         if l1 is None: tap0(b'\x00')
         else:
             n = len(l1) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             for x1 in l1:
-                s = x1.name.encode()
+                s: bytes = x1.name.encode()
                 n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                 tap0(s)
                 tap0(_P_hh(x1.min_version, x1.max_version))
@@ -444,31 +476,31 @@ def _encode_resp_v3(o, ap):
                 if ut2: _write_tags(tap0, ut2.items())
                 else: tap0(b'\x00')
         tl0.append((0, b''.join(tp0)))
-    tv0 = o.finalized_features_epoch
-    if tv0 != -1:
+    tv0_2: int = o.finalized_features_epoch
+    if tv0_2 != -1:
         tp0 = []; tap0 = tp0.append
-        tap0(_P_q(tv0))
+        tap0(_P_q(tv0_2))
         tl0.append((1, b''.join(tp0)))
-    tv0 = o.finalized_features
-    if tv0:
+    tv0_3: list[ApiVersionsResponse.FinalizedFeatures] = o.finalized_features
+    if tv0_3:
         tp0 = []; tap0 = tp0.append
-        l1 = tv0
-        if l1 is None: tap0(b'\x00')
+        l1_2: list[ApiVersionsResponse.FinalizedFeatures] = tv0_3
+        if l1_2 is None: tap0(b'\x00')
         else:
-            n = len(l1) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1 in l1:
-                s = x1.name.encode()
+            n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            for x1_2 in l1_2:
+                s = x1_2.name.encode()
                 n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                 tap0(s)
-                tap0(_P_hh(x1.max_version_level, x1.min_version_level))
-                ut2 = x1.unknown_tags
+                tap0(_P_hh(x1_2.max_version_level, x1_2.min_version_level))
+                ut2 = x1_2.unknown_tags
                 if ut2: _write_tags(tap0, ut2.items())
                 else: tap0(b'\x00')
         tl0.append((2, b''.join(tp0)))
-    tv0 = o.zk_migration_ready
-    if tv0:
+    tv0_4: bool = o.zk_migration_ready
+    if tv0_4:
         tp0 = []; tap0 = tp0.append
-        tap0(_P_o(tv0))
+        tap0(_P_o(tv0_4))
         tl0.append((3, b''.join(tp0)))
     ut0 = o.unknown_tags
     if ut0: tl0.extend(ut0.items())

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/consumer_group_heartbeat.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,10 +59,10 @@ class ConsumerGroupHeartbeatRequest(Message):
         instance_id (str, all, nullable; None): null if not provided or if it didn't change since the last heartbeat; the instance Id otherwise.
         rack_id (str, all, nullable; None): null if not provided or if it didn't change since the last heartbeat; the rack ID of consumer otherwise.
         rebalance_timeout_ms (int32, all; -1): -1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator will wait on the member to revoke its partitions otherwise.
-        subscribed_topic_names (list[str], all; []): null if it didn't change since the last heartbeat; the subscribed topic names otherwise.
+        subscribed_topic_names (list[str], all, nullable; []): null if it didn't change since the last heartbeat; the subscribed topic names otherwise.
         subscribed_topic_regex (str, v1+, nullable; None): The regular expression (RE2/J syntax) the member subscribes with, or null if it did not change since the last heartbeat.
         server_assignor (str, all, nullable; None): null if not used or if it didn't change since the last heartbeat; the server side assignor to use otherwise.
-        topic_partitions (list[TopicPartitions], all; []): null if it didn't change since the last heartbeat; the partitions owned by the member.
+        topic_partitions (list[TopicPartitions], all, nullable; []): null if it didn't change since the last heartbeat; the partitions owned by the member.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -70,6 +75,18 @@ class ConsumerGroupHeartbeatRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None
+    unknown_tags: dict[int, bytes]
+
     class TopicPartitions(Struct):
         """Struct ``ConsumerGroupHeartbeatRequest.TopicPartitions``.
 
@@ -81,20 +98,24 @@ class ConsumerGroupHeartbeatRequest(Message):
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        topic_id: UUID
+        partitions: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id='', member_id='', member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=UNSET, subscribed_topic_regex=None, server_assignor=None, topic_partitions=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', member_id: str = '', member_epoch: int = 0, instance_id: str | None = None, rack_id: str | None = None, rebalance_timeout_ms: int = -1, subscribed_topic_names: list[str] | None = UNSET, subscribed_topic_regex: str | None = None, server_assignor: str | None = None, topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
@@ -107,11 +128,11 @@ class ConsumerGroupHeartbeatRequest(Message):
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.subscribed_topic_names == other.subscribed_topic_names and self.subscribed_topic_regex == other.subscribed_topic_regex and self.server_assignor == other.server_assignor and self.topic_partitions == other.topic_partitions and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ConsumerGroupHeartbeatRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, rebalance_timeout_ms={self.rebalance_timeout_ms!r}, subscribed_topic_names={self.subscribed_topic_names!r}, subscribed_topic_regex={self.subscribed_topic_regex!r}, server_assignor={self.server_assignor!r}, topic_partitions={self.topic_partitions!r}{tags})"
 
@@ -139,6 +160,15 @@ class ConsumerGroupHeartbeatResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponse.Assignment | None
+    unknown_tags: dict[int, bytes]
+
     class Assignment(Struct):
         """Struct ``ConsumerGroupHeartbeatResponse.Assignment``.
 
@@ -148,6 +178,9 @@ class ConsumerGroupHeartbeatResponse(Message):
 
         __slots__ = ('topic_partitions', 'unknown_tags')
         _FIELDS = ('topic_partitions', 'unknown_tags')
+
+        topic_partitions: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions]
+        unknown_tags: dict[int, bytes]
 
         class TopicPartitions(Struct):
             """Struct ``ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions``.
@@ -160,32 +193,36 @@ class ConsumerGroupHeartbeatResponse(Message):
             __slots__ = ('topic_id', 'partitions', 'unknown_tags')
             _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
 
-            def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+            topic_id: UUID
+            partitions: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.topic_id = topic_id
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, topic_partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_partitions: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_partitions == other.topic_partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ConsumerGroupHeartbeatResponse.Assignment(topic_partitions={self.topic_partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, member_id: str | None = None, member_epoch: int = 0, heartbeat_interval_ms: int = 0, assignment: ConsumerGroupHeartbeatResponse.Assignment | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -195,11 +232,11 @@ class ConsumerGroupHeartbeatResponse(Message):
         self.assignment = assignment
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.assignment == other.assignment and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ConsumerGroupHeartbeatResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, heartbeat_interval_ms={self.heartbeat_interval_ms!r}, assignment={self.assignment!r}{tags})"
 
@@ -211,7 +248,7 @@ _C_ConsumerGroupHeartbeatResponse_Assignment = ConsumerGroupHeartbeatResponse.As
 _C_ConsumerGroupHeartbeatResponse_Assignment_TopicPartitions = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
     blen = len(buf)
     o = _new(_C_ConsumerGroupHeartbeatRequest)
     n = buf[pos]
@@ -255,7 +292,7 @@ def _decode_req_v0(buf, pos):
     if n < 0: o.subscribed_topic_names = None
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -282,7 +319,7 @@ def _decode_req_v0(buf, pos):
     if n < 0: o.topic_partitions = None
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[ConsumerGroupHeartbeatRequest.TopicPartitions] = []; a0_2 = l0_2.append
         for _ in range(n):
             e1 = _new(_C_ConsumerGroupHeartbeatRequest_TopicPartitions)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -291,22 +328,22 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_partitions = l0
+            a0_2(e1)
+        o.topic_partitions = l0_2
     o.subscribed_topic_regex = None
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
     blen = len(buf)
     o = _new(_C_ConsumerGroupHeartbeatRequest)
     n = buf[pos]
@@ -350,7 +387,7 @@ def _decode_req_v1(buf, pos):
     if n < 0: o.subscribed_topic_names = None
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -386,7 +423,7 @@ def _decode_req_v1(buf, pos):
     if n < 0: o.topic_partitions = None
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[ConsumerGroupHeartbeatRequest.TopicPartitions] = []; a0_2 = l0_2.append
         for _ in range(n):
             e1 = _new(_C_ConsumerGroupHeartbeatRequest_TopicPartitions)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -395,42 +432,42 @@ def _decode_req_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_partitions = l0
+            a0_2(e1)
+        o.topic_partitions = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: ConsumerGroupHeartbeatRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.member_epoch))
-    s = o.instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.rack_id
-    if s is None: ap(b'\x00')
+    sn = o.rack_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.rebalance_timeout_ms))
-    l0 = o.subscribed_topic_names
+    l0: list[str] | None = o.subscribed_topic_names
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -438,26 +475,26 @@ def _encode_req_v0(o, ap):
             s = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-    s = o.server_assignor
-    if s is None: ap(b'\x00')
+    sn = o.server_assignor
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.topic_partitions
-    if l0 is None: ap(b'\x00')
+    l0_2: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = o.topic_partitions
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1: list[int] = x0_2.partitions
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -465,28 +502,28 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v1(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v1(o: ConsumerGroupHeartbeatRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.member_epoch))
-    s = o.instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.rack_id
-    if s is None: ap(b'\x00')
+    sn = o.rack_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.rebalance_timeout_ms))
-    l0 = o.subscribed_topic_names
+    l0: list[str] | None = o.subscribed_topic_names
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -494,32 +531,32 @@ def _encode_req_v1(o, ap):
             s = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-    s = o.subscribed_topic_regex
-    if s is None: ap(b'\x00')
+    sn = o.subscribed_topic_regex
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.server_assignor
-    if s is None: ap(b'\x00')
+    sn = o.server_assignor
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.topic_partitions
-    if l0 is None: ap(b'\x00')
+    l0_2: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = o.topic_partitions
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1: list[int] = x0_2.partitions
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -527,7 +564,7 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupHeartbeatResponse, int]:
     blen = len(buf)
     o = _new(_C_ConsumerGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -558,10 +595,10 @@ def _decode_resp_v0(buf, pos):
         if n < 128: pos += 1
         else: n, pos = _ruv(buf, pos)
         n -= 1
-        if n < 0: e1.topic_partitions = None
+        if n < 0: e1.topic_partitions = None  # type: ignore[assignment]
         else:
             if n * 18 > blen - pos: raise _bad_count(n)
-            l1 = []; a1 = l1.append
+            l1: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions] = []; a1 = l1.append
             for _ in range(n):
                 e2 = _new(_C_ConsumerGroupHeartbeatResponse_Assignment_TopicPartitions)
                 uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -570,7 +607,7 @@ def _decode_resp_v0(buf, pos):
                 if n < 128: pos += 1
                 else: n, pos = _ruv(buf, pos)
                 n -= 1
-                if n < 0: e2.partitions = None
+                if n < 0: e2.partitions = None  # type: ignore[assignment]
                 else:
                     if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
                     else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -587,32 +624,32 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ConsumerGroupHeartbeatResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.member_id
-    if s is None: ap(b'\x00')
+    sn = o.member_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_ii(o.member_epoch, o.heartbeat_interval_ms))
-    e1 = o.assignment
+    e1: ConsumerGroupHeartbeatResponse.Assignment | None = o.assignment
     if e1 is None: ap(b'\xff')
     else:
         ap(b'\x01')
-        l1 = e1.topic_partitions
+        l1: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions] = e1.topic_partitions
         if l1 is None: ap(b'\x00')
         else:
             n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             for x1 in l1:
                 ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
-                l2 = x1.partitions
+                l2: list[int] = x1.partitions
                 if l2 is None: ap(b'\x00')
                 else:
                     c = len(l2)

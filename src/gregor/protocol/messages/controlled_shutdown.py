@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/controlled_shutdown.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,16 +58,20 @@ class ControlledShutdownRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 3
 
-    def __init__(self, *, broker_id=0, broker_epoch=0, unknown_tags=UNSET):
+    broker_id: int
+    broker_epoch: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, broker_id: int = 0, broker_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ControlledShutdownRequest(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}{tags})"
 
@@ -86,6 +94,10 @@ class ControlledShutdownResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 3
 
+    error_code: int
+    remaining_partitions: list[ControlledShutdownResponse.RemainingPartitions]
+    unknown_tags: dict[int, bytes]
+
     class RemainingPartitions(Struct):
         """Struct ``ControlledShutdownResponse.RemainingPartitions``.
 
@@ -97,29 +109,33 @@ class ControlledShutdownResponse(Message):
         __slots__ = ('topic_name', 'partition_index', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ControlledShutdownResponse.RemainingPartitions(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}{tags})"
 
-    def __init__(self, *, error_code=0, remaining_partitions=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, error_code: int = 0, remaining_partitions: list[ControlledShutdownResponse.RemainingPartitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.remaining_partitions = [] if remaining_partitions is UNSET else remaining_partitions
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.remaining_partitions == other.remaining_partitions and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ControlledShutdownResponse(error_code={self.error_code!r}, remaining_partitions={self.remaining_partitions!r}{tags})"
 
@@ -129,7 +145,7 @@ _C_ControlledShutdownResponse = ControlledShutdownResponse
 _C_ControlledShutdownResponse_RemainingPartitions = ControlledShutdownResponse.RemainingPartitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ControlledShutdownRequest, int]:
     o = _new(_C_ControlledShutdownRequest)
     o.broker_id, = _U_i(buf, pos); pos += 4
     o.broker_epoch = 0
@@ -137,14 +153,14 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[ControlledShutdownRequest, int]:
     o = _new(_C_ControlledShutdownRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[ControlledShutdownRequest, int]:
     o = _new(_C_ControlledShutdownRequest)
     o.broker_id, o.broker_epoch = _U_iq(buf, pos); pos += 12
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -152,32 +168,32 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ControlledShutdownRequest, ap: _Append) -> None:
     ap(_P_i(o.broker_id))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: ControlledShutdownRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: ControlledShutdownRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ControlledShutdownResponse, int]:
     blen = len(buf)
     o = _new(_C_ControlledShutdownResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.remaining_partitions = None
+        o.remaining_partitions = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ControlledShutdownResponse.RemainingPartitions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ControlledShutdownResponse_RemainingPartitions)
             n, = _U_h(buf, pos); pos += 2
@@ -192,7 +208,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ControlledShutdownResponse, int]:
     blen = len(buf)
     o = _new(_C_ControlledShutdownResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -200,10 +216,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.remaining_partitions = None
+    if n < 0: o.remaining_partitions = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ControlledShutdownResponse.RemainingPartitions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ControlledShutdownResponse_RemainingPartitions)
             n = buf[pos]
@@ -223,27 +239,27 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ControlledShutdownResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.remaining_partitions
+    l0: list[ControlledShutdownResponse.RemainingPartitions] = o.remaining_partitions
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.partition_index))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: ControlledShutdownResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.remaining_partitions
+    l0: list[ControlledShutdownResponse.RemainingPartitions] = o.remaining_partitions
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.partition_index))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/create_acls.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -56,6 +60,9 @@ class CreateAclsRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    creations: list[CreateAclsRequest.Creations]
+    unknown_tags: dict[int, bytes]
+
     class Creations(Struct):
         """Struct ``CreateAclsRequest.Creations``.
 
@@ -72,7 +79,16 @@ class CreateAclsRequest(Message):
         __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tags')
         _FIELDS = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tags')
 
-        def __init__(self, *, resource_type=0, resource_name='', resource_pattern_type=3, principal='', host='', operation=0, permission_type=0, unknown_tags=UNSET):
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', resource_pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.resource_pattern_type = resource_pattern_type
@@ -82,23 +98,23 @@ class CreateAclsRequest(Message):
             self.permission_type = permission_type
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.resource_pattern_type == other.resource_pattern_type and self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreateAclsRequest.Creations(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, resource_pattern_type={self.resource_pattern_type!r}, principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r}{tags})"
 
-    def __init__(self, *, creations=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, creations: list[CreateAclsRequest.Creations] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.creations = [] if creations is UNSET else creations
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.creations == other.creations and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreateAclsRequest(creations={self.creations!r}{tags})"
 
@@ -121,6 +137,10 @@ class CreateAclsResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    results: list[CreateAclsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``CreateAclsResponse.Results``.
 
@@ -132,29 +152,33 @@ class CreateAclsResponse(Message):
         __slots__ = ('error_code', 'error_message', 'unknown_tags')
         _FIELDS = ('error_code', 'error_message', 'unknown_tags')
 
-        def __init__(self, *, error_code=0, error_message=None, unknown_tags=UNSET):
+        error_code: int
+        error_message: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreateAclsResponse.Results(error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreateAclsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreateAclsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}{tags})"
 
@@ -165,16 +189,16 @@ _C_CreateAclsResponse = CreateAclsResponse
 _C_CreateAclsResponse_Results = CreateAclsResponse.Results
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.creations = None
+        o.creations = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateAclsRequest_Creations)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -199,16 +223,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.creations = None
+        o.creations = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateAclsRequest_Creations)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -233,17 +257,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.creations = None
+    if n < 0: o.creations = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateAclsRequest_Creations)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -279,14 +303,14 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.creations
+def _encode_req_v0(o: CreateAclsRequest, ap: _Append) -> None:
+    l0: list[CreateAclsRequest.Creations] = o.creations
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.principal.encode()
@@ -298,14 +322,14 @@ def _encode_req_v0(o, ap):
             ap(_P_bb(x0.operation, x0.permission_type))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.creations
+def _encode_req_v1(o: CreateAclsRequest, ap: _Append) -> None:
+    l0: list[CreateAclsRequest.Creations] = o.creations
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_b(x0.resource_pattern_type))
@@ -318,14 +342,14 @@ def _encode_req_v1(o, ap):
             ap(_P_bb(x0.operation, x0.permission_type))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.creations
+def _encode_req_v2(o: CreateAclsRequest, ap: _Append) -> None:
+    l0: list[CreateAclsRequest.Creations] = o.creations
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_b(x0.resource_pattern_type))
@@ -344,17 +368,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreateAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateAclsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateAclsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -371,7 +395,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreateAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -379,10 +403,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateAclsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateAclsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -404,34 +428,34 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: CreateAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[CreateAclsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: CreateAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[CreateAclsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/create_delegation_token.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -59,6 +63,12 @@ class CreateDelegationTokenRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreateDelegationTokenRequest.Renewers]
+    max_lifetime_ms: int
+    unknown_tags: dict[int, bytes]
+
     class Renewers(Struct):
         """Struct ``CreateDelegationTokenRequest.Renewers``.
 
@@ -70,31 +80,35 @@ class CreateDelegationTokenRequest(Message):
         __slots__ = ('principal_type', 'principal_name', 'unknown_tags')
         _FIELDS = ('principal_type', 'principal_name', 'unknown_tags')
 
-        def __init__(self, *, principal_type='', principal_name='', unknown_tags=UNSET):
+        principal_type: str
+        principal_name: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, principal_type: str = '', principal_name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.principal_type = principal_type
             self.principal_name = principal_name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreateDelegationTokenRequest.Renewers(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}{tags})"
 
-    def __init__(self, *, owner_principal_type=None, owner_principal_name=None, renewers=UNSET, max_lifetime_ms=0, unknown_tags=UNSET):
+    def __init__(self, *, owner_principal_type: str | None = None, owner_principal_name: str | None = None, renewers: list[CreateDelegationTokenRequest.Renewers] = UNSET, max_lifetime_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.owner_principal_type = owner_principal_type
         self.owner_principal_name = owner_principal_name
         self.renewers = [] if renewers is UNSET else renewers
         self.max_lifetime_ms = max_lifetime_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.owner_principal_type == other.owner_principal_type and self.owner_principal_name == other.owner_principal_name and self.renewers == other.renewers and self.max_lifetime_ms == other.max_lifetime_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreateDelegationTokenRequest(owner_principal_type={self.owner_principal_type!r}, owner_principal_name={self.owner_principal_name!r}, renewers={self.renewers!r}, max_lifetime_ms={self.max_lifetime_ms!r}{tags})"
 
@@ -126,7 +140,20 @@ class CreateDelegationTokenResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, error_code=0, principal_type='', principal_name='', token_requester_principal_type='', token_requester_principal_name='', issue_timestamp_ms=0, expiry_timestamp_ms=0, max_timestamp_ms=0, token_id='', hmac=b'', throttle_time_ms=0, unknown_tags=UNSET):
+    error_code: int
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+    token_id: str
+    hmac: bytes
+    throttle_time_ms: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, error_code: int = 0, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp_ms: int = 0, expiry_timestamp_ms: int = 0, max_timestamp_ms: int = 0, token_id: str = '', hmac: bytes = b'', throttle_time_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.principal_type = principal_type
         self.principal_name = principal_name
@@ -140,11 +167,11 @@ class CreateDelegationTokenResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.token_requester_principal_type == other.token_requester_principal_type and self.token_requester_principal_name == other.token_requester_principal_name and self.issue_timestamp_ms == other.issue_timestamp_ms and self.expiry_timestamp_ms == other.expiry_timestamp_ms and self.max_timestamp_ms == other.max_timestamp_ms and self.token_id == other.token_id and self.hmac == other.hmac and self.throttle_time_ms == other.throttle_time_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreateDelegationTokenResponse(error_code={self.error_code!r}, principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, token_requester_principal_type={self.token_requester_principal_type!r}, token_requester_principal_name={self.token_requester_principal_name!r}, issue_timestamp_ms={self.issue_timestamp_ms!r}, expiry_timestamp_ms={self.expiry_timestamp_ms!r}, max_timestamp_ms={self.max_timestamp_ms!r}, token_id={self.token_id!r}, hmac={self.hmac!r}, throttle_time_ms={self.throttle_time_ms!r}{tags})"
 
@@ -154,16 +181,16 @@ _C_CreateDelegationTokenRequest_Renewers = CreateDelegationTokenRequest.Renewers
 _C_CreateDelegationTokenResponse = CreateDelegationTokenResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.renewers = None
+        o.renewers = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
             n, = _U_h(buf, pos); pos += 2
@@ -184,17 +211,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.renewers = None
+    if n < 0: o.renewers = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
             n = buf[pos]
@@ -223,7 +250,7 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenRequest)
     n = buf[pos]
@@ -248,10 +275,10 @@ def _decode_req_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.renewers = None
+    if n < 0: o.renewers = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
             n = buf[pos]
@@ -278,13 +305,13 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.renewers
+def _encode_req_v0(o: CreateDelegationTokenRequest, ap: _Append) -> None:
+    l0: list[CreateDelegationTokenRequest.Renewers] = o.renewers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.principal_type.encode()
+            s: bytes = x0.principal_type.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.principal_name.encode()
@@ -293,8 +320,41 @@ def _encode_req_v0(o, ap):
     ap(_P_q(o.max_lifetime_ms))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.renewers
+def _encode_req_v2(o: CreateDelegationTokenRequest, ap: _Append) -> None:
+    l0: list[CreateDelegationTokenRequest.Renewers] = o.renewers
+    if l0 is None: ap(b'\x00')
+    else:
+        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0 in l0:
+            s: bytes = x0.principal_type.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x0.principal_name.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ut1 = x0.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    ap(_P_q(o.max_lifetime_ms))
+    ut0 = o.unknown_tags
+    if ut0: _write_tags(ap, ut0.items())
+    else: ap(b'\x00')
+
+
+def _encode_req_v3(o: CreateDelegationTokenRequest, ap: _Append) -> None:
+    sn: str | None = o.owner_principal_type
+    if sn is None: ap(b'\x00')
+    else:
+        s: bytes = sn.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+    sn = o.owner_principal_name
+    if sn is None: ap(b'\x00')
+    else:
+        s = sn.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+    l0: list[CreateDelegationTokenRequest.Renewers] = o.renewers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -314,40 +374,7 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v3(o, ap):
-    s = o.owner_principal_type
-    if s is None: ap(b'\x00')
-    else:
-        s = s.encode()
-        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(s)
-    s = o.owner_principal_name
-    if s is None: ap(b'\x00')
-    else:
-        s = s.encode()
-        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(s)
-    l0 = o.renewers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.principal_type.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.principal_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
-    ap(_P_q(o.max_lifetime_ms))
-    ut0 = o.unknown_tags
-    if ut0: _write_tags(ap, ut0.items())
-    else: ap(b'\x00')
-
-
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -375,7 +402,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -416,7 +443,7 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -469,9 +496,9 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: CreateDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.principal_type.encode()
+    s: bytes = o.principal_type.encode()
     ap(_P_h(len(s)))
     ap(s)
     s = o.principal_name.encode()
@@ -487,9 +514,9 @@ def _encode_resp_v0(o, ap):
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: CreateDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.principal_type.encode()
+    s: bytes = o.principal_type.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.principal_name.encode()
@@ -508,9 +535,9 @@ def _encode_resp_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: CreateDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.principal_type.encode()
+    s: bytes = o.principal_type.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.principal_name.encode()

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/create_partitions.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,17 +61,27 @@ class CreatePartitionsRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    topics: list[CreatePartitionsRequest.Topics]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``CreatePartitionsRequest.Topics``.
 
         Fields (type, versions[, tag]; default):
             name (str, all; ''): The topic name.
             count (int32, all; 0): The new partition count.
-            assignments (list[Assignments], all; []): The new partition assignments.
+            assignments (list[Assignments], all, nullable; []): The new partition assignments.
         """
 
         __slots__ = ('name', 'count', 'assignments', 'unknown_tags')
         _FIELDS = ('name', 'count', 'assignments', 'unknown_tags')
+
+        name: str
+        count: int
+        assignments: list[CreatePartitionsRequest.Topics.Assignments] | None
+        unknown_tags: dict[int, bytes]
 
         class Assignments(Struct):
             """Struct ``CreatePartitionsRequest.Topics.Assignments``.
@@ -79,43 +93,46 @@ class CreatePartitionsRequest(Message):
             __slots__ = ('broker_ids', 'unknown_tags')
             _FIELDS = ('broker_ids', 'unknown_tags')
 
-            def __init__(self, *, broker_ids=UNSET, unknown_tags=UNSET):
+            broker_ids: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, broker_ids: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.broker_ids = [] if broker_ids is UNSET else broker_ids
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.broker_ids == other.broker_ids and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"CreatePartitionsRequest.Topics.Assignments(broker_ids={self.broker_ids!r}{tags})"
 
-        def __init__(self, *, name='', count=0, assignments=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', count: int = 0, assignments: list[CreatePartitionsRequest.Topics.Assignments] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.count = count
             self.assignments = [] if assignments is UNSET else assignments
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.count == other.count and self.assignments == other.assignments and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreatePartitionsRequest.Topics(name={self.name!r}, count={self.count!r}, assignments={self.assignments!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, timeout_ms=0, validate_only=False, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[CreatePartitionsRequest.Topics] = UNSET, timeout_ms: int = 0, validate_only: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.timeout_ms == other.timeout_ms and self.validate_only == other.validate_only and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreatePartitionsRequest(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r}{tags})"
 
@@ -138,6 +155,10 @@ class CreatePartitionsResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``CreatePartitionsResponse.Results``.
 
@@ -150,30 +171,35 @@ class CreatePartitionsResponse(Message):
         __slots__ = ('name', 'error_code', 'error_message', 'unknown_tags')
         _FIELDS = ('name', 'error_code', 'error_message', 'unknown_tags')
 
-        def __init__(self, *, name='', error_code=0, error_message=None, unknown_tags=UNSET):
+        name: str
+        error_code: int
+        error_message: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreatePartitionsResponse.Results(name={self.name!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreatePartitionsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreatePartitionsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}{tags})"
 
@@ -185,16 +211,16 @@ _C_CreatePartitionsResponse = CreatePartitionsResponse
 _C_CreatePartitionsResponse_Results = CreatePartitionsResponse.Results
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreatePartitionsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreatePartitionsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreatePartitionsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -208,13 +234,13 @@ def _decode_req_v0(buf, pos):
                 e1.assignments = None
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreatePartitionsRequest.Topics.Assignments] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreatePartitionsRequest_Topics_Assignments)
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.broker_ids = None
+                        e2.broker_ids = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
                         else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
@@ -230,17 +256,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreatePartitionsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreatePartitionsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreatePartitionsRequest_Topics)
             n = buf[pos]
@@ -258,14 +284,14 @@ def _decode_req_v2(buf, pos):
             if n < 0: e1.assignments = None
             else:
                 if n * 2 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreatePartitionsRequest.Topics.Assignments] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreatePartitionsRequest_Topics_Assignments)
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.broker_ids = None
+                    if n < 0: e2.broker_ids = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
                         else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
@@ -284,22 +310,22 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: CreatePartitionsRequest, ap: _Append) -> None:
+    l0: list[CreatePartitionsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.count))
-            l1 = x0.assignments
+            l1: list[CreatePartitionsRequest.Topics.Assignments] | None = x0.assignments
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
-                    l2 = x1.broker_ids
+                    l2: list[int] = x1.broker_ids
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -309,22 +335,22 @@ def _encode_req_v0(o, ap):
     ap(_P_io(o.timeout_ms, o.validate_only))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.topics
+def _encode_req_v2(o: CreatePartitionsRequest, ap: _Append) -> None:
+    l0: list[CreatePartitionsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.count))
-            l1 = x0.assignments
+            l1: list[CreatePartitionsRequest.Topics.Assignments] | None = x0.assignments
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
-                    l2 = x1.broker_ids
+                    l2: list[int] = x1.broker_ids
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -343,17 +369,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreatePartitionsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreatePartitionsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreatePartitionsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreatePartitionsResponse_Results)
             n, = _U_h(buf, pos); pos += 2
@@ -374,7 +400,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreatePartitionsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreatePartitionsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -382,10 +408,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreatePartitionsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreatePartitionsResponse_Results)
             n = buf[pos]
@@ -414,40 +440,40 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: CreatePartitionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[CreatePartitionsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: CreatePartitionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[CreatePartitionsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

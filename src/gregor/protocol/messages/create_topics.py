@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/create_topics.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -66,6 +71,11 @@ class CreateTopicsRequest(Message):
     MAX_VERSION = 7
     FLEXIBLE_MIN_VERSION = 5
 
+    topics: list[CreateTopicsRequest.Topics]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``CreateTopicsRequest.Topics``.
 
@@ -80,6 +90,13 @@ class CreateTopicsRequest(Message):
         __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tags')
         _FIELDS = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tags')
 
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: list[CreateTopicsRequest.Topics.Assignments]
+        configs: list[CreateTopicsRequest.Topics.Configs]
+        unknown_tags: dict[int, bytes]
+
         class Assignments(Struct):
             """Struct ``CreateTopicsRequest.Topics.Assignments``.
 
@@ -91,16 +108,20 @@ class CreateTopicsRequest(Message):
             __slots__ = ('partition_index', 'broker_ids', 'unknown_tags')
             _FIELDS = ('partition_index', 'broker_ids', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, broker_ids=UNSET, unknown_tags=UNSET):
+            partition_index: int
+            broker_ids: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, broker_ids: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.broker_ids = [] if broker_ids is UNSET else broker_ids
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.broker_ids == other.broker_ids and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"CreateTopicsRequest.Topics.Assignments(partition_index={self.partition_index!r}, broker_ids={self.broker_ids!r}{tags})"
 
@@ -115,20 +136,24 @@ class CreateTopicsRequest(Message):
             __slots__ = ('name', 'value', 'unknown_tags')
             _FIELDS = ('name', 'value', 'unknown_tags')
 
-            def __init__(self, *, name='', value=None, unknown_tags=UNSET):
+            name: str
+            value: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', value: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.value = value
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.value == other.value and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"CreateTopicsRequest.Topics.Configs(name={self.name!r}, value={self.value!r}{tags})"
 
-        def __init__(self, *, name='', num_partitions=0, replication_factor=0, assignments=UNSET, configs=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreateTopicsRequest.Topics.Assignments] = UNSET, configs: list[CreateTopicsRequest.Topics.Configs] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.num_partitions = num_partitions
             self.replication_factor = replication_factor
@@ -136,25 +161,25 @@ class CreateTopicsRequest(Message):
             self.configs = [] if configs is UNSET else configs
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.num_partitions == other.num_partitions and self.replication_factor == other.replication_factor and self.assignments == other.assignments and self.configs == other.configs and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreateTopicsRequest.Topics(name={self.name!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, assignments={self.assignments!r}, configs={self.configs!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, timeout_ms=60000, validate_only=False, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[CreateTopicsRequest.Topics] = UNSET, timeout_ms: int = 60000, validate_only: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.timeout_ms == other.timeout_ms and self.validate_only == other.validate_only and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreateTopicsRequest(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r}{tags})"
 
@@ -177,6 +202,10 @@ class CreateTopicsResponse(Message):
     MAX_VERSION = 7
     FLEXIBLE_MIN_VERSION = 5
 
+    throttle_time_ms: int
+    topics: list[CreateTopicsResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``CreateTopicsResponse.Topics``.
 
@@ -187,12 +216,22 @@ class CreateTopicsResponse(Message):
             error_message (str, v1+, nullable; None): The error message, or null if there was no error.
             num_partitions (int32, v5+; -1): Number of partitions of the topic.
             replication_factor (int16, v5+; -1): Replication factor of the topic.
-            configs (list[Configs], v5+; []): Configuration of the topic.
+            configs (list[Configs], v5+, nullable; []): Configuration of the topic.
             topic_config_error_code (int16, v5+, tag 0; 0)
         """
 
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'num_partitions', 'replication_factor', 'configs', 'topic_config_error_code', 'unknown_tags')
         _FIELDS = ('name', 'topic_id', 'error_code', 'error_message', 'num_partitions', 'replication_factor', 'configs', 'topic_config_error_code', 'unknown_tags')
+
+        name: str
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        num_partitions: int
+        replication_factor: int
+        configs: list[CreateTopicsResponse.Topics.Configs] | None
+        topic_config_error_code: int
+        unknown_tags: dict[int, bytes]
 
         class Configs(Struct):
             """Struct ``CreateTopicsResponse.Topics.Configs``.
@@ -208,7 +247,14 @@ class CreateTopicsResponse(Message):
             __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tags')
             _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tags')
 
-            def __init__(self, *, name='', value=None, read_only=False, config_source=0, is_sensitive=False, unknown_tags=UNSET):
+            name: str
+            value: str | None
+            read_only: bool
+            config_source: int
+            is_sensitive: bool
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', value: str | None = None, read_only: bool = False, config_source: int = 0, is_sensitive: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.value = value
                 self.read_only = read_only
@@ -216,15 +262,15 @@ class CreateTopicsResponse(Message):
                 self.is_sensitive = is_sensitive
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.value == other.value and self.read_only == other.read_only and self.config_source == other.config_source and self.is_sensitive == other.is_sensitive and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"CreateTopicsResponse.Topics.Configs(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, config_source={self.config_source!r}, is_sensitive={self.is_sensitive!r}{tags})"
 
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, error_code=0, error_message=None, num_partitions=-1, replication_factor=-1, configs=UNSET, topic_config_error_code=0, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', topic_id: UUID = _ZERO_UUID, error_code: int = 0, error_message: str | None = None, num_partitions: int = -1, replication_factor: int = -1, configs: list[CreateTopicsResponse.Topics.Configs] | None = UNSET, topic_config_error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.topic_id = topic_id
             self.error_code = error_code
@@ -235,24 +281,24 @@ class CreateTopicsResponse(Message):
             self.topic_config_error_code = topic_config_error_code
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.topic_id == other.topic_id and self.error_code == other.error_code and self.error_message == other.error_message and self.num_partitions == other.num_partitions and self.replication_factor == other.replication_factor and self.configs == other.configs and self.topic_config_error_code == other.topic_config_error_code and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"CreateTopicsResponse.Topics(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, configs={self.configs!r}, topic_config_error_code={self.topic_config_error_code!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[CreateTopicsResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"CreateTopicsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -266,16 +312,16 @@ _C_CreateTopicsResponse_Topics = CreateTopicsResponse.Topics
 _C_CreateTopicsResponse_Topics_Configs = CreateTopicsResponse.Topics.Configs
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 16 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -286,17 +332,17 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.assignments = None
+                e1.assignments = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.broker_ids = None
+                        e2.broker_ids = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
                         else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
@@ -307,25 +353,25 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.configs = None
+                e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_CreateTopicsRequest_Topics_Configs)
+                    e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
                     n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.value = None
+                    if n == -1: e2_2.value = None
                     else:
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.configs = l1
+                        e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.unknown_tags = {}
+                    a1_2(e2_2)
+                e1.configs = l1_2
             e1.unknown_tags = {}
             a0(e1)
         o.topics = l0
@@ -335,16 +381,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 16 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -355,17 +401,17 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.assignments = None
+                e1.assignments = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.broker_ids = None
+                        e2.broker_ids = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
                         else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
@@ -376,25 +422,25 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.configs = None
+                e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_CreateTopicsRequest_Topics_Configs)
+                    e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
                     n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.value = None
+                    if n == -1: e2_2.value = None
                     else:
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.configs = l1
+                        e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.unknown_tags = {}
+                    a1_2(e2_2)
+                e1.configs = l1_2
             e1.unknown_tags = {}
             a0(e1)
         o.topics = l0
@@ -403,17 +449,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsRequest_Topics)
             n = buf[pos]
@@ -428,10 +474,10 @@ def _decode_req_v5(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.assignments = None
+            if n < 0: e1.assignments = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
@@ -439,7 +485,7 @@ def _decode_req_v5(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.broker_ids = None
+                    if n < 0: e2.broker_ids = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
                         else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
@@ -452,32 +498,32 @@ def _decode_req_v5(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.configs = None
+            if n < 0: e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_CreateTopicsRequest_Topics_Configs)
+                    e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n == -1: e2.value = None
+                    if n == -1: e2_2.value = None
                     else:
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.configs = l1
+                        e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1.configs = l1_2
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -488,103 +534,103 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: CreateTopicsRequest, ap: _Append) -> None:
+    l0: list[CreateTopicsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1 = x0.assignments
+            l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_i(x1.partition_index))
-                    l2 = x1.broker_ids
+                    l2: list[int] = x1.broker_ids
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
                         ap(_P_i(c))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-            l1 = x0.configs
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
+                ap(_P_i(len(l1_2)))
+                for x1_2 in l1_2:
+                    s = x1_2.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1_2.value
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
     ap(_P_i(o.timeout_ms))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.topics
+def _encode_req_v1(o: CreateTopicsRequest, ap: _Append) -> None:
+    l0: list[CreateTopicsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1 = x0.assignments
+            l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_i(x1.partition_index))
-                    l2 = x1.broker_ids
+                    l2: list[int] = x1.broker_ids
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
                         ap(_P_i(c))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-            l1 = x0.configs
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
+                ap(_P_i(len(l1_2)))
+                for x1_2 in l1_2:
+                    s = x1_2.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1_2.value
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
     ap(_P_io(o.timeout_ms, o.validate_only))
 
 
-def _encode_req_v5(o, ap):
-    l0 = o.topics
+def _encode_req_v5(o: CreateTopicsRequest, ap: _Append) -> None:
+    l0: list[CreateTopicsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1 = x0.assignments
+            l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_i(x1.partition_index))
-                    l2 = x1.broker_ids
+                    l2: list[int] = x1.broker_ids
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -594,21 +640,21 @@ def _encode_req_v5(o, ap):
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            l1 = x0.configs
-            if l1 is None: ap(b'\x00')
+            l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    s = x1_2.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1_2.value
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
-                    ut2 = x1.unknown_tags
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
             ut1 = x0.unknown_tags
@@ -620,16 +666,16 @@ def _encode_req_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -651,16 +697,16 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -687,17 +733,17 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -723,7 +769,7 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -731,10 +777,10 @@ def _decode_resp_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsResponse_Topics)
             n = buf[pos]
@@ -762,7 +808,7 @@ def _decode_resp_v5(buf, pos):
             if n < 0: e1.configs = None
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreateTopicsResponse.Topics.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreateTopicsResponse_Topics_Configs)
                     n = buf[pos]
@@ -791,7 +837,7 @@ def _decode_resp_v5(buf, pos):
             nt1 = buf[pos]
             if nt1 < 128: pos += 1
             else: nt1, pos = _ruv(buf, pos)
-            ut1 = {}
+            ut1: dict[int, bytes] = {}
             for _ in range(nt1):
                 tg1, pos = _ruv(buf, pos)
                 sz1, pos = _ruv(buf, pos)
@@ -809,7 +855,7 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _decode_resp_v7(buf, pos):
+def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -817,10 +863,10 @@ def _decode_resp_v7(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 28 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_CreateTopicsResponse_Topics)
             n = buf[pos]
@@ -849,7 +895,7 @@ def _decode_resp_v7(buf, pos):
             if n < 0: e1.configs = None
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[CreateTopicsResponse.Topics.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_CreateTopicsResponse_Topics_Configs)
                     n = buf[pos]
@@ -877,7 +923,7 @@ def _decode_resp_v7(buf, pos):
             nt1 = buf[pos]
             if nt1 < 128: pos += 1
             else: nt1, pos = _ruv(buf, pos)
-            ut1 = {}
+            ut1: dict[int, bytes] = {}
             for _ in range(nt1):
                 tg1, pos = _ruv(buf, pos)
                 sz1, pos = _ruv(buf, pos)
@@ -895,74 +941,74 @@ def _decode_resp_v7(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.topics
+def _encode_resp_v0(o: CreateTopicsResponse, ap: _Append) -> None:
+    l0: list[CreateTopicsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
 
 
-def _encode_resp_v1(o, ap):
-    l0 = o.topics
+def _encode_resp_v1(o: CreateTopicsResponse, ap: _Append) -> None:
+    l0: list[CreateTopicsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: CreateTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[CreateTopicsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: CreateTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[CreateTopicsResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1 = x0.configs
+            l1: list[CreateTopicsResponse.Topics.Configs] | None = x0.configs
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -970,20 +1016,20 @@ def _encode_resp_v5(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\x00')
+                    sn = x1.value
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            tl1 = []
-            tv1 = x0.topic_config_error_code
+            tl1: list[tuple[int, bytes]] = []
+            tv1: int = x0.topic_config_error_code
             if tv1 != 0:
-                tp1 = []; tap1 = tp1.append
+                tp1: list[bytes] = []; tap1 = tp1.append
                 tap1(_P_h(tv1))
                 tl1.append((0, b''.join(tp1)))
             ut1 = x0.unknown_tags
@@ -995,25 +1041,25 @@ def _encode_resp_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v7(o, ap):
+def _encode_resp_v7(o: CreateTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[CreateTopicsResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_QQh(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1 = x0.configs
+            l1: list[CreateTopicsResponse.Topics.Configs] | None = x0.configs
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1021,20 +1067,20 @@ def _encode_resp_v7(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\x00')
+                    sn = x1.value
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            tl1 = []
-            tv1 = x0.topic_config_error_code
+            tl1: list[tuple[int, bytes]] = []
+            tv1: int = x0.topic_config_error_code
             if tv1 != 0:
-                tp1 = []; tap1 = tp1.append
+                tp1: list[bytes] = []; tap1 = tp1.append
                 tap1(_P_h(tv1))
                 tl1.append((0, b''.join(tp1)))
             ut1 = x0.unknown_tags

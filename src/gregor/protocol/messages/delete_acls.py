@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/delete_acls.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -56,6 +60,9 @@ class DeleteAclsRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    filters: list[DeleteAclsRequest.Filters]
+    unknown_tags: dict[int, bytes]
+
     class Filters(Struct):
         """Struct ``DeleteAclsRequest.Filters``.
 
@@ -72,7 +79,16 @@ class DeleteAclsRequest(Message):
         __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tags')
         _FIELDS = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tags')
 
-        def __init__(self, *, resource_type_filter=0, resource_name_filter=None, pattern_type_filter=3, principal_filter=None, host_filter=None, operation=0, permission_type=0, unknown_tags=UNSET):
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = None, pattern_type_filter: int = 3, principal_filter: str | None = None, host_filter: str | None = None, operation: int = 0, permission_type: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.resource_type_filter = resource_type_filter
             self.resource_name_filter = resource_name_filter
             self.pattern_type_filter = pattern_type_filter
@@ -82,23 +98,23 @@ class DeleteAclsRequest(Message):
             self.permission_type = permission_type
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.resource_type_filter == other.resource_type_filter and self.resource_name_filter == other.resource_name_filter and self.pattern_type_filter == other.pattern_type_filter and self.principal_filter == other.principal_filter and self.host_filter == other.host_filter and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteAclsRequest.Filters(resource_type_filter={self.resource_type_filter!r}, resource_name_filter={self.resource_name_filter!r}, pattern_type_filter={self.pattern_type_filter!r}, principal_filter={self.principal_filter!r}, host_filter={self.host_filter!r}, operation={self.operation!r}, permission_type={self.permission_type!r}{tags})"
 
-    def __init__(self, *, filters=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, filters: list[DeleteAclsRequest.Filters] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.filters = [] if filters is UNSET else filters
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.filters == other.filters and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteAclsRequest(filters={self.filters!r}{tags})"
 
@@ -121,6 +137,10 @@ class DeleteAclsResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponse.FilterResults]
+    unknown_tags: dict[int, bytes]
+
     class FilterResults(Struct):
         """Struct ``DeleteAclsResponse.FilterResults``.
 
@@ -132,6 +152,11 @@ class DeleteAclsResponse(Message):
 
         __slots__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tags')
         _FIELDS = ('error_code', 'error_message', 'matching_acls', 'unknown_tags')
+
+        error_code: int
+        error_message: str | None
+        matching_acls: list[DeleteAclsResponse.FilterResults.MatchingAcls]
+        unknown_tags: dict[int, bytes]
 
         class MatchingAcls(Struct):
             """Struct ``DeleteAclsResponse.FilterResults.MatchingAcls``.
@@ -151,7 +176,18 @@ class DeleteAclsResponse(Message):
             __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tags')
             _FIELDS = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tags')
 
-            def __init__(self, *, error_code=0, error_message=None, resource_type=0, resource_name='', pattern_type=3, principal='', host='', operation=0, permission_type=0, unknown_tags=UNSET):
+            error_code: int
+            error_message: str | None
+            resource_type: int
+            resource_name: str
+            pattern_type: int
+            principal: str
+            host: str
+            operation: int
+            permission_type: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, error_code: int = 0, error_message: str | None = None, resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.error_code = error_code
                 self.error_message = error_message
                 self.resource_type = resource_type
@@ -163,38 +199,38 @@ class DeleteAclsResponse(Message):
                 self.permission_type = permission_type
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.pattern_type == other.pattern_type and self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DeleteAclsResponse.FilterResults.MatchingAcls(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r}{tags})"
 
-        def __init__(self, *, error_code=0, error_message=None, matching_acls=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, matching_acls: list[DeleteAclsResponse.FilterResults.MatchingAcls] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.matching_acls = [] if matching_acls is UNSET else matching_acls
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.error_message == other.error_message and self.matching_acls == other.matching_acls and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteAclsResponse.FilterResults(error_code={self.error_code!r}, error_message={self.error_message!r}, matching_acls={self.matching_acls!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, filter_results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, filter_results: list[DeleteAclsResponse.FilterResults] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is UNSET else filter_results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.filter_results == other.filter_results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteAclsResponse(throttle_time_ms={self.throttle_time_ms!r}, filter_results={self.filter_results!r}{tags})"
 
@@ -206,16 +242,16 @@ _C_DeleteAclsResponse_FilterResults = DeleteAclsResponse.FilterResults
 _C_DeleteAclsResponse_FilterResults_MatchingAcls = DeleteAclsResponse.FilterResults.MatchingAcls
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.filters = None
+        o.filters = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteAclsRequest_Filters)
             e1.resource_type_filter, = _U_b(buf, pos); pos += 1
@@ -246,16 +282,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.filters = None
+        o.filters = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteAclsRequest_Filters)
             e1.resource_type_filter, = _U_b(buf, pos); pos += 1
@@ -286,17 +322,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.filters = None
+    if n < 0: o.filters = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteAclsRequest_Filters)
             e1.resource_type_filter, = _U_b(buf, pos); pos += 1
@@ -338,87 +374,87 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.filters
+def _encode_req_v0(o: DeleteAclsRequest, ap: _Append) -> None:
+    l0: list[DeleteAclsRequest.Filters] = o.filters
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type_filter))
-            s = x0.resource_name_filter
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.resource_name_filter
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            s = x0.principal_filter
-            if s is None: ap(b'\xff\xff')
+            sn = x0.principal_filter
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            s = x0.host_filter
-            if s is None: ap(b'\xff\xff')
+            sn = x0.host_filter
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_bb(x0.operation, x0.permission_type))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.filters
+def _encode_req_v1(o: DeleteAclsRequest, ap: _Append) -> None:
+    l0: list[DeleteAclsRequest.Filters] = o.filters
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type_filter))
-            s = x0.resource_name_filter
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.resource_name_filter
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_b(x0.pattern_type_filter))
-            s = x0.principal_filter
-            if s is None: ap(b'\xff\xff')
+            sn = x0.principal_filter
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            s = x0.host_filter
-            if s is None: ap(b'\xff\xff')
+            sn = x0.host_filter
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_bb(x0.operation, x0.permission_type))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.filters
+def _encode_req_v2(o: DeleteAclsRequest, ap: _Append) -> None:
+    l0: list[DeleteAclsRequest.Filters] = o.filters
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_b(x0.resource_type_filter))
-            s = x0.resource_name_filter
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.resource_name_filter
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_b(x0.pattern_type_filter))
-            s = x0.principal_filter
-            if s is None: ap(b'\x00')
+            sn = x0.principal_filter
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            s = x0.host_filter
-            if s is None: ap(b'\x00')
+            sn = x0.host_filter
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_bb(x0.operation, x0.permission_type))
@@ -430,17 +466,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.filter_results = None
+        o.filter_results = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteAclsResponse_FilterResults)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -453,10 +489,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.matching_acls = None
+                e1.matching_acls = None  # type: ignore[assignment]
             else:
                 if n * 13 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
                     e2.error_code, = _U_h(buf, pos); pos += 2
@@ -491,17 +527,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.filter_results = None
+        o.filter_results = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteAclsResponse_FilterResults)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -514,10 +550,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.matching_acls = None
+                e1.matching_acls = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
                     e2.error_code, = _U_h(buf, pos); pos += 2
@@ -552,7 +588,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -560,10 +596,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.filter_results = None
+    if n < 0: o.filter_results = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteAclsResponse_FilterResults)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -580,10 +616,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.matching_acls = None
+            if n < 0: e1.matching_acls = None  # type: ignore[assignment]
             else:
                 if n * 11 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
                     e2.error_code, = _U_h(buf, pos); pos += 2
@@ -633,30 +669,30 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DeleteAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.filter_results
+    l0: list[DeleteAclsResponse.FilterResults] = o.filter_results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            l1 = x0.matching_acls
+            l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_h(x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_b(x1.resource_type))
@@ -672,30 +708,30 @@ def _encode_resp_v0(o, ap):
                     ap(_P_bb(x1.operation, x1.permission_type))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DeleteAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.filter_results
+    l0: list[DeleteAclsResponse.FilterResults] = o.filter_results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            l1 = x0.matching_acls
+            l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_h(x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_b(x1.resource_type))
@@ -712,30 +748,30 @@ def _encode_resp_v1(o, ap):
                     ap(_P_bb(x1.operation, x1.permission_type))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DeleteAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.filter_results
+    l0: list[DeleteAclsResponse.FilterResults] = o.filter_results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            l1 = x0.matching_acls
+            l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_h(x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_b(x1.resource_type))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/delete_groups.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -50,15 +54,18 @@ class DeleteGroupsRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, groups_names=UNSET, unknown_tags=UNSET):
+    groups_names: list[str]
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, groups_names: list[str] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.groups_names = [] if groups_names is UNSET else groups_names
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.groups_names == other.groups_names and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteGroupsRequest(groups_names={self.groups_names!r}{tags})"
 
@@ -81,6 +88,10 @@ class DeleteGroupsResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    results: list[DeleteGroupsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``DeleteGroupsResponse.Results``.
 
@@ -92,29 +103,33 @@ class DeleteGroupsResponse(Message):
         __slots__ = ('group_id', 'error_code', 'unknown_tags')
         _FIELDS = ('group_id', 'error_code', 'unknown_tags')
 
-        def __init__(self, *, group_id='', error_code=0, unknown_tags=UNSET):
+        group_id: str
+        error_code: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, group_id: str = '', error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.group_id = group_id
             self.error_code = error_code
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.group_id == other.group_id and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteGroupsResponse.Results(group_id={self.group_id!r}, error_code={self.error_code!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[DeleteGroupsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteGroupsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}{tags})"
 
@@ -124,16 +139,16 @@ _C_DeleteGroupsResponse = DeleteGroupsResponse
 _C_DeleteGroupsResponse_Results = DeleteGroupsResponse.Results
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteGroupsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups_names = None
+        o.groups_names = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
@@ -145,17 +160,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteGroupsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups_names = None
+    if n < 0: o.groups_names = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -171,24 +186,24 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.groups_names
+def _encode_req_v0(o: DeleteGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.groups_names
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             ap(_P_h(len(s)))
             ap(s)
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.groups_names
+def _encode_req_v2(o: DeleteGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.groups_names
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ut0 = o.unknown_tags
@@ -196,17 +211,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteGroupsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteGroupsResponse_Results)
             n, = _U_h(buf, pos); pos += 2
@@ -221,7 +236,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -229,10 +244,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteGroupsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteGroupsResponse_Results)
             n = buf[pos]
@@ -252,27 +267,27 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DeleteGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DeleteGroupsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DeleteGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DeleteGroupsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/delete_records.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +61,10 @@ class DeleteRecordsRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    topics: list[DeleteRecordsRequest.Topics]
+    timeout_ms: int
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DeleteRecordsRequest.Topics``.
 
@@ -67,6 +75,10 @@ class DeleteRecordsRequest(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[DeleteRecordsRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``DeleteRecordsRequest.Topics.Partitions``.
@@ -79,42 +91,46 @@ class DeleteRecordsRequest(Message):
             __slots__ = ('partition_index', 'offset', 'unknown_tags')
             _FIELDS = ('partition_index', 'offset', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, offset=0, unknown_tags=UNSET):
+            partition_index: int
+            offset: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, offset: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.offset = offset
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.offset == other.offset and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DeleteRecordsRequest.Topics.Partitions(partition_index={self.partition_index!r}, offset={self.offset!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[DeleteRecordsRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteRecordsRequest.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, timeout_ms=0, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[DeleteRecordsRequest.Topics] = UNSET, timeout_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.timeout_ms = timeout_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.timeout_ms == other.timeout_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteRecordsRequest(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}{tags})"
 
@@ -137,6 +153,10 @@ class DeleteRecordsResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DeleteRecordsResponse.Topics``.
 
@@ -147,6 +167,10 @@ class DeleteRecordsResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[DeleteRecordsResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``DeleteRecordsResponse.Topics.Partitions``.
@@ -160,43 +184,48 @@ class DeleteRecordsResponse(Message):
             __slots__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'low_watermark', 'error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, low_watermark=0, error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            low_watermark: int
+            error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.low_watermark = low_watermark
                 self.error_code = error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.low_watermark == other.low_watermark and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DeleteRecordsResponse.Topics.Partitions(partition_index={self.partition_index!r}, low_watermark={self.low_watermark!r}, error_code={self.error_code!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[DeleteRecordsResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteRecordsResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[DeleteRecordsResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteRecordsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -209,16 +238,16 @@ _C_DeleteRecordsResponse_Topics = DeleteRecordsResponse.Topics
 _C_DeleteRecordsResponse_Topics_Partitions = DeleteRecordsResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteRecordsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteRecordsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteRecordsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -228,10 +257,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 12 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteRecordsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteRecordsRequest_Topics_Partitions)
                     e2.partition_index, e2.offset = _U_iq(buf, pos); pos += 12
@@ -246,17 +275,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteRecordsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteRecordsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteRecordsRequest_Topics)
             n = buf[pos]
@@ -270,10 +299,10 @@ def _decode_req_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 13 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteRecordsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteRecordsRequest_Topics_Partitions)
                     e2.partition_index, e2.offset = _U_iq(buf, pos); pos += 12
@@ -291,16 +320,16 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: DeleteRecordsRequest, ap: _Append) -> None:
+    l0: list[DeleteRecordsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DeleteRecordsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -309,16 +338,16 @@ def _encode_req_v0(o, ap):
     ap(_P_i(o.timeout_ms))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.topics
+def _encode_req_v2(o: DeleteRecordsRequest, ap: _Append) -> None:
+    l0: list[DeleteRecordsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DeleteRecordsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -336,17 +365,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteRecordsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteRecordsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteRecordsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteRecordsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -356,10 +385,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteRecordsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteRecordsResponse_Topics_Partitions)
                     e2.partition_index, e2.low_watermark, e2.error_code = _U_iqh(buf, pos); pos += 14
@@ -373,7 +402,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteRecordsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteRecordsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -381,10 +410,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteRecordsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteRecordsResponse_Topics)
             n = buf[pos]
@@ -398,10 +427,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 15 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteRecordsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteRecordsResponse_Topics_Partitions)
                     e2.partition_index, e2.low_watermark, e2.error_code = _U_iqh(buf, pos); pos += 14
@@ -418,17 +447,17 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DeleteRecordsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[DeleteRecordsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DeleteRecordsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -436,17 +465,17 @@ def _encode_resp_v0(o, ap):
                     ap(_P_iqh(x1.partition_index, x1.low_watermark, x1.error_code))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DeleteRecordsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[DeleteRecordsResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DeleteRecordsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/delete_share_group_state.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,6 +59,10 @@ class DeleteShareGroupStateRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str
+    topics: list[DeleteShareGroupStateRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DeleteShareGroupStateRequest.Topics``.
 
@@ -65,6 +74,10 @@ class DeleteShareGroupStateRequest(Message):
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
 
+        topic_id: UUID
+        partitions: list[DeleteShareGroupStateRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``DeleteShareGroupStateRequest.Topics.Partitions``.
 
@@ -75,41 +88,44 @@ class DeleteShareGroupStateRequest(Message):
             __slots__ = ('partition', 'unknown_tags')
             _FIELDS = ('partition', 'unknown_tags')
 
-            def __init__(self, *, partition=0, unknown_tags=UNSET):
+            partition: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DeleteShareGroupStateRequest.Topics.Partitions(partition={self.partition!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[DeleteShareGroupStateRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteShareGroupStateRequest.Topics(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id='', topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', topics: list[DeleteShareGroupStateRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteShareGroupStateRequest(group_id={self.group_id!r}, topics={self.topics!r}{tags})"
 
@@ -131,6 +147,9 @@ class DeleteShareGroupStateResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    results: list[DeleteShareGroupStateResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``DeleteShareGroupStateResponse.Results``.
 
@@ -141,6 +160,10 @@ class DeleteShareGroupStateResponse(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[DeleteShareGroupStateResponse.Results.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``DeleteShareGroupStateResponse.Results.Partitions``.
@@ -154,42 +177,47 @@ class DeleteShareGroupStateResponse(Message):
             __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tags')
             _FIELDS = ('partition', 'error_code', 'error_message', 'unknown_tags')
 
-            def __init__(self, *, partition=0, error_code=0, error_message=None, unknown_tags=UNSET):
+            partition: int
+            error_code: int
+            error_message: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.error_code = error_code
                 self.error_message = error_message
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DeleteShareGroupStateResponse.Results.Partitions(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[DeleteShareGroupStateResponse.Results.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteShareGroupStateResponse.Results(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, results: list[DeleteShareGroupStateResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteShareGroupStateResponse(results={self.results!r}{tags})"
 
@@ -202,7 +230,7 @@ _C_DeleteShareGroupStateResponse_Results = DeleteShareGroupStateResponse.Results
 _C_DeleteShareGroupStateResponse_Results_Partitions = DeleteShareGroupStateResponse.Results.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteShareGroupStateRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteShareGroupStateRequest)
     n = buf[pos]
@@ -216,10 +244,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteShareGroupStateRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteShareGroupStateRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -228,10 +256,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 5 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteShareGroupStateRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteShareGroupStateRequest_Topics_Partitions)
                     e2.partition, = _U_i(buf, pos); pos += 4
@@ -248,17 +276,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: DeleteShareGroupStateRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.topics
+    l0: list[DeleteShareGroupStateRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[DeleteShareGroupStateRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -275,17 +303,17 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteShareGroupStateResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteShareGroupStateResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteShareGroupStateResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteShareGroupStateResponse_Results)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -294,10 +322,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DeleteShareGroupStateResponse.Results.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DeleteShareGroupStateResponse_Results_Partitions)
                     e2.partition, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -323,23 +351,23 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.results
+def _encode_resp_v0(o: DeleteShareGroupStateResponse, ap: _Append) -> None:
+    l0: list[DeleteShareGroupStateResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[DeleteShareGroupStateResponse.Results.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s: bytes = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

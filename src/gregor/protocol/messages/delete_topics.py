@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/delete_topics.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -58,6 +63,11 @@ class DeleteTopicsRequest(Message):
     MAX_VERSION = 6
     FLEXIBLE_MIN_VERSION = 4
 
+    topics: list[DeleteTopicsRequest.Topics]
+    topic_names: list[str]
+    timeout_ms: int
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DeleteTopicsRequest.Topics``.
 
@@ -69,30 +79,34 @@ class DeleteTopicsRequest(Message):
         __slots__ = ('name', 'topic_id', 'unknown_tags')
         _FIELDS = ('name', 'topic_id', 'unknown_tags')
 
-        def __init__(self, *, name=None, topic_id=_ZERO_UUID, unknown_tags=UNSET):
+        name: str | None
+        topic_id: UUID
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str | None = None, topic_id: UUID = _ZERO_UUID, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.topic_id = topic_id
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.topic_id == other.topic_id and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteTopicsRequest.Topics(name={self.name!r}, topic_id={self.topic_id!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, topic_names=UNSET, timeout_ms=0, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[DeleteTopicsRequest.Topics] = UNSET, topic_names: list[str] = UNSET, timeout_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.topic_names = [] if topic_names is UNSET else topic_names
         self.timeout_ms = timeout_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.topic_names == other.topic_names and self.timeout_ms == other.timeout_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteTopicsRequest(topics={self.topics!r}, topic_names={self.topic_names!r}, timeout_ms={self.timeout_ms!r}{tags})"
 
@@ -115,6 +129,10 @@ class DeleteTopicsResponse(Message):
     MAX_VERSION = 6
     FLEXIBLE_MIN_VERSION = 4
 
+    throttle_time_ms: int
+    responses: list[DeleteTopicsResponse.Responses]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``DeleteTopicsResponse.Responses``.
 
@@ -128,31 +146,37 @@ class DeleteTopicsResponse(Message):
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tags')
         _FIELDS = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tags')
 
-        def __init__(self, *, name=None, topic_id=_ZERO_UUID, error_code=0, error_message=None, unknown_tags=UNSET):
+        name: str | None
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str | None = None, topic_id: UUID = _ZERO_UUID, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.topic_id = topic_id
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.topic_id == other.topic_id and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DeleteTopicsResponse.Responses(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, responses=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, responses: list[DeleteTopicsResponse.Responses] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is UNSET else responses
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DeleteTopicsResponse(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r}{tags})"
 
@@ -163,16 +187,16 @@ _C_DeleteTopicsResponse = DeleteTopicsResponse
 _C_DeleteTopicsResponse_Responses = DeleteTopicsResponse.Responses
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topic_names = None
+        o.topic_names = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
@@ -186,17 +210,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_names = None
+    if n < 0: o.topic_names = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -214,17 +238,17 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteTopicsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteTopicsRequest_Topics)
             n = buf[pos]
@@ -249,25 +273,25 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topic_names
+def _encode_req_v0(o: DeleteTopicsRequest, ap: _Append) -> None:
+    l0: list[str] = o.topic_names
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             ap(_P_h(len(s)))
             ap(s)
     ap(_P_i(o.timeout_ms))
 
 
-def _encode_req_v4(o, ap):
-    l0 = o.topic_names
+def _encode_req_v4(o: DeleteTopicsRequest, ap: _Append) -> None:
+    l0: list[str] = o.topic_names
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ap(_P_i(o.timeout_ms))
@@ -276,16 +300,16 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v6(o, ap):
-    l0 = o.topics
+def _encode_req_v6(o: DeleteTopicsRequest, ap: _Append) -> None:
+    l0: list[DeleteTopicsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.name
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
@@ -298,16 +322,16 @@ def _encode_req_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteTopicsResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -325,17 +349,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteTopicsResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -352,7 +376,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -360,10 +384,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteTopicsResponse_Responses)
             n = buf[pos]
@@ -385,7 +409,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -393,10 +417,10 @@ def _decode_resp_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteTopicsResponse_Responses)
             n = buf[pos]
@@ -426,7 +450,7 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _decode_resp_v6(buf, pos):
+def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -434,10 +458,10 @@ def _decode_resp_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 21 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DeleteTopicsResponse_Responses)
             n = buf[pos]
@@ -469,39 +493,39 @@ def _decode_resp_v6(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.responses
+def _encode_resp_v0(o: DeleteTopicsResponse, ap: _Append) -> None:
+    l0: list[DeleteTopicsResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[DeleteTopicsResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_h(x0.error_code))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[DeleteTopicsResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
@@ -513,21 +537,21 @@ def _encode_resp_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[DeleteTopicsResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -538,24 +562,24 @@ def _encode_resp_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v6(o, ap):
+def _encode_resp_v6(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[DeleteTopicsResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.name
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_QQh(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

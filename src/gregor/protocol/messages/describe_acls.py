@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_acls.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -65,7 +69,16 @@ class DescribeAclsRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, resource_type_filter=0, resource_name_filter=None, pattern_type_filter=3, principal_filter=None, host_filter=None, operation=0, permission_type=0, unknown_tags=UNSET):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = None, pattern_type_filter: int = 3, principal_filter: str | None = None, host_filter: str | None = None, operation: int = 0, permission_type: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.resource_type_filter = resource_type_filter
         self.resource_name_filter = resource_name_filter
         self.pattern_type_filter = pattern_type_filter
@@ -75,11 +88,11 @@ class DescribeAclsRequest(Message):
         self.permission_type = permission_type
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.resource_type_filter == other.resource_type_filter and self.resource_name_filter == other.resource_name_filter and self.pattern_type_filter == other.pattern_type_filter and self.principal_filter == other.principal_filter and self.host_filter == other.host_filter and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeAclsRequest(resource_type_filter={self.resource_type_filter!r}, resource_name_filter={self.resource_name_filter!r}, pattern_type_filter={self.pattern_type_filter!r}, principal_filter={self.principal_filter!r}, host_filter={self.host_filter!r}, operation={self.operation!r}, permission_type={self.permission_type!r}{tags})"
 
@@ -104,6 +117,12 @@ class DescribeAclsResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponse.Resources]
+    unknown_tags: dict[int, bytes]
+
     class Resources(Struct):
         """Struct ``DescribeAclsResponse.Resources``.
 
@@ -116,6 +135,12 @@ class DescribeAclsResponse(Message):
 
         __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tags')
         _FIELDS = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tags')
+
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: list[DescribeAclsResponse.Resources.Acls]
+        unknown_tags: dict[int, bytes]
 
         class Acls(Struct):
             """Struct ``DescribeAclsResponse.Resources.Acls``.
@@ -130,48 +155,54 @@ class DescribeAclsResponse(Message):
             __slots__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tags')
             _FIELDS = ('principal', 'host', 'operation', 'permission_type', 'unknown_tags')
 
-            def __init__(self, *, principal='', host='', operation=0, permission_type=0, unknown_tags=UNSET):
+            principal: str
+            host: str
+            operation: int
+            permission_type: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.principal = principal
                 self.host = host
                 self.operation = operation
                 self.permission_type = permission_type
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeAclsResponse.Resources.Acls(principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r}{tags})"
 
-        def __init__(self, *, resource_type=0, resource_name='', pattern_type=3, acls=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, acls: list[DescribeAclsResponse.Resources.Acls] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.pattern_type = pattern_type
             self.acls = [] if acls is UNSET else acls
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.pattern_type == other.pattern_type and self.acls == other.acls and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeAclsResponse.Resources(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, acls={self.acls!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, resources=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, resources: list[DescribeAclsResponse.Resources] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.resources = [] if resources is UNSET else resources
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.resources == other.resources and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeAclsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, resources={self.resources!r}{tags})"
 
@@ -182,7 +213,7 @@ _C_DescribeAclsResponse_Resources = DescribeAclsResponse.Resources
 _C_DescribeAclsResponse_Resources_Acls = DescribeAclsResponse.Resources.Acls
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeAclsRequest)
     o.resource_type_filter, = _U_b(buf, pos); pos += 1
@@ -210,7 +241,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeAclsRequest)
     o.resource_type_filter, = _U_b(buf, pos); pos += 1
@@ -238,7 +269,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DescribeAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeAclsRequest)
     o.resource_type_filter, = _U_b(buf, pos); pos += 1
@@ -276,72 +307,72 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: DescribeAclsRequest, ap: _Append) -> None:
     ap(_P_b(o.resource_type_filter))
-    s = o.resource_name_filter
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.resource_name_filter
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    s = o.principal_filter
-    if s is None: ap(b'\xff\xff')
+    sn = o.principal_filter
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    s = o.host_filter
-    if s is None: ap(b'\xff\xff')
+    sn = o.host_filter
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: DescribeAclsRequest, ap: _Append) -> None:
     ap(_P_b(o.resource_type_filter))
-    s = o.resource_name_filter
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.resource_name_filter
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_b(o.pattern_type_filter))
-    s = o.principal_filter
-    if s is None: ap(b'\xff\xff')
+    sn = o.principal_filter
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    s = o.host_filter
-    if s is None: ap(b'\xff\xff')
+    sn = o.host_filter
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: DescribeAclsRequest, ap: _Append) -> None:
     ap(_P_b(o.resource_type_filter))
-    s = o.resource_name_filter
-    if s is None: ap(b'\x00')
+    sn: str | None = o.resource_name_filter
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_b(o.pattern_type_filter))
-    s = o.principal_filter
-    if s is None: ap(b'\x00')
+    sn = o.principal_filter
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.host_filter
-    if s is None: ap(b'\x00')
+    sn = o.host_filter
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_bb(o.operation, o.permission_type))
@@ -350,7 +381,7 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -363,10 +394,10 @@ def _decode_resp_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.resources = None
+        o.resources = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeAclsResponse_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -377,10 +408,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.acls = None
+                e1.acls = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
                     n, = _U_h(buf, pos); pos += 2
@@ -403,7 +434,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -416,10 +447,10 @@ def _decode_resp_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.resources = None
+        o.resources = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeAclsResponse_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -431,10 +462,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.acls = None
+                e1.acls = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
                     n, = _U_h(buf, pos); pos += 2
@@ -456,7 +487,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeAclsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -473,10 +504,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.resources = None
+    if n < 0: o.resources = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeAclsResponse_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -492,10 +523,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.acls = None
+            if n < 0: e1.acls = None  # type: ignore[assignment]
             else:
                 if n * 5 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
                     n = buf[pos]
@@ -526,15 +557,15 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeAclsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    l0 = o.resources
+    l0: list[DescribeAclsResponse.Resources] = o.resources
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -543,7 +574,7 @@ def _encode_resp_v0(o, ap):
             s = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.acls
+            l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -557,15 +588,15 @@ def _encode_resp_v0(o, ap):
                     ap(_P_bb(x1.operation, x1.permission_type))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DescribeAclsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    l0 = o.resources
+    l0: list[DescribeAclsResponse.Resources] = o.resources
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -575,7 +606,7 @@ def _encode_resp_v1(o, ap):
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_b(x0.pattern_type))
-            l1 = x0.acls
+            l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -589,15 +620,15 @@ def _encode_resp_v1(o, ap):
                     ap(_P_bb(x1.operation, x1.permission_type))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DescribeAclsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.resources
+    l0: list[DescribeAclsResponse.Resources] = o.resources
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -607,7 +638,7 @@ def _encode_resp_v2(o, ap):
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_b(x0.pattern_type))
-            l1 = x0.acls
+            l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_client_quotas.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -63,6 +67,10 @@ class DescribeClientQuotasRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    components: list[DescribeClientQuotasRequest.Components]
+    strict: bool
+    unknown_tags: dict[int, bytes]
+
     class Components(Struct):
         """Struct ``DescribeClientQuotasRequest.Components``.
 
@@ -75,30 +83,35 @@ class DescribeClientQuotasRequest(Message):
         __slots__ = ('entity_type', 'match_type', 'match', 'unknown_tags')
         _FIELDS = ('entity_type', 'match_type', 'match', 'unknown_tags')
 
-        def __init__(self, *, entity_type='', match_type=0, match=None, unknown_tags=UNSET):
+        entity_type: str
+        match_type: int
+        match: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, entity_type: str = '', match_type: int = 0, match: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.entity_type = entity_type
             self.match_type = match_type
             self.match = match
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.entity_type == other.entity_type and self.match_type == other.match_type and self.match == other.match and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeClientQuotasRequest.Components(entity_type={self.entity_type!r}, match_type={self.match_type!r}, match={self.match!r}{tags})"
 
-    def __init__(self, *, components=UNSET, strict=False, unknown_tags=UNSET):
+    def __init__(self, *, components: list[DescribeClientQuotasRequest.Components] = UNSET, strict: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.components = [] if components is UNSET else components
         self.strict = strict
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.components == other.components and self.strict == other.strict and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeClientQuotasRequest(components={self.components!r}, strict={self.strict!r}{tags})"
 
@@ -110,7 +123,7 @@ class DescribeClientQuotasResponse(Message):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
         error_code (int16, all; 0): The error code, or `0` if the quota description succeeded.
         error_message (str, all, nullable; None): The error message, or `null` if the quota description succeeded.
-        entries (list[Entries], all; []): A result entry.
+        entries (list[Entries], all, nullable; []): A result entry.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -123,6 +136,12 @@ class DescribeClientQuotasResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponse.Entries] | None
+    unknown_tags: dict[int, bytes]
+
     class Entries(Struct):
         """Struct ``DescribeClientQuotasResponse.Entries``.
 
@@ -133,6 +152,10 @@ class DescribeClientQuotasResponse(Message):
 
         __slots__ = ('entity', 'values', 'unknown_tags')
         _FIELDS = ('entity', 'values', 'unknown_tags')
+
+        entity: list[DescribeClientQuotasResponse.Entries.Entity]
+        values: list[DescribeClientQuotasResponse.Entries.Values]
+        unknown_tags: dict[int, bytes]
 
         class Entity(Struct):
             """Struct ``DescribeClientQuotasResponse.Entries.Entity``.
@@ -145,16 +168,20 @@ class DescribeClientQuotasResponse(Message):
             __slots__ = ('entity_type', 'entity_name', 'unknown_tags')
             _FIELDS = ('entity_type', 'entity_name', 'unknown_tags')
 
-            def __init__(self, *, entity_type='', entity_name=None, unknown_tags=UNSET):
+            entity_type: str
+            entity_name: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.entity_type = entity_type
                 self.entity_name = entity_name
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeClientQuotasResponse.Entries.Entity(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}{tags})"
 
@@ -169,44 +196,48 @@ class DescribeClientQuotasResponse(Message):
             __slots__ = ('key', 'value', 'unknown_tags')
             _FIELDS = ('key', 'value', 'unknown_tags')
 
-            def __init__(self, *, key='', value=0.0, unknown_tags=UNSET):
+            key: str
+            value: float
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, key: str = '', value: float = 0.0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.key = key
                 self.value = value
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.key == other.key and self.value == other.value and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeClientQuotasResponse.Entries.Values(key={self.key!r}, value={self.value!r}{tags})"
 
-        def __init__(self, *, entity=UNSET, values=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, entity: list[DescribeClientQuotasResponse.Entries.Entity] = UNSET, values: list[DescribeClientQuotasResponse.Entries.Values] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.entity = [] if entity is UNSET else entity
             self.values = [] if values is UNSET else values
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.entity == other.entity and self.values == other.values and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeClientQuotasResponse.Entries(entity={self.entity!r}, values={self.values!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, entries=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, entries: list[DescribeClientQuotasResponse.Entries] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.entries = [] if entries is UNSET else entries
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.entries == other.entries and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeClientQuotasResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, entries={self.entries!r}{tags})"
 
@@ -219,16 +250,16 @@ _C_DescribeClientQuotasResponse_Entries_Entity = DescribeClientQuotasResponse.En
 _C_DescribeClientQuotasResponse_Entries_Values = DescribeClientQuotasResponse.Entries.Values
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeClientQuotasRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.components = None
+        o.components = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeClientQuotasRequest.Components] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeClientQuotasRequest_Components)
             n, = _U_h(buf, pos); pos += 2
@@ -250,17 +281,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeClientQuotasRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.components = None
+    if n < 0: o.components = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeClientQuotasRequest.Components] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeClientQuotasRequest_Components)
             n = buf[pos]
@@ -290,39 +321,39 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.components
+def _encode_req_v0(o: DescribeClientQuotasRequest, ap: _Append) -> None:
+    l0: list[DescribeClientQuotasRequest.Components] = o.components
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.entity_type.encode()
+            s: bytes = x0.entity_type.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_b(x0.match_type))
-            s = x0.match
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.match
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
     ap(_P_o(o.strict))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.components
+def _encode_req_v1(o: DescribeClientQuotasRequest, ap: _Append) -> None:
+    l0: list[DescribeClientQuotasRequest.Components] = o.components
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.entity_type.encode()
+            s: bytes = x0.entity_type.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_b(x0.match_type))
-            s = x0.match
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.match
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -334,7 +365,7 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeClientQuotasResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -350,16 +381,16 @@ def _decode_resp_v0(buf, pos):
         o.entries = None
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeClientQuotasResponse.Entries] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeClientQuotasResponse_Entries)
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.entity = None
+                e1.entity = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeClientQuotasResponse_Entries_Entity)
                     n, = _U_h(buf, pos); pos += 2
@@ -378,20 +409,20 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.values = None
+                e1.values = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[DescribeClientQuotasResponse.Entries.Values] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
+                    e2_2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.value, = _U_d(buf, pos); pos += 8
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.values = l1
+                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.value, = _U_d(buf, pos); pos += 8
+                    e2_2.unknown_tags = {}
+                    a1_2(e2_2)
+                e1.values = l1_2
             e1.unknown_tags = {}
             a0(e1)
         o.entries = l0
@@ -399,7 +430,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeClientQuotasResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -419,17 +450,17 @@ def _decode_resp_v1(buf, pos):
     if n < 0: o.entries = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeClientQuotasResponse.Entries] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeClientQuotasResponse_Entries)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.entity = None
+            if n < 0: e1.entity = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeClientQuotasResponse_Entries_Entity)
                     n = buf[pos]
@@ -456,24 +487,24 @@ def _decode_resp_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.values = None
+            if n < 0: e1.values = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[DescribeClientQuotasResponse.Entries.Values] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
+                    e2_2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.value, = _U_d(buf, pos); pos += 8
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.values = l1
+                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.value, = _U_d(buf, pos); pos += 8
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1.values = l1_2
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -483,20 +514,20 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeClientQuotasResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    l0 = o.entries
+    l0: list[DescribeClientQuotasResponse.Entries] | None = o.entries
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            l1 = x0.entity
+            l1: list[DescribeClientQuotasResponse.Entries.Entity] = x0.entity
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -504,37 +535,37 @@ def _encode_resp_v0(o, ap):
                     s = x1.entity_type.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.entity_name
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.entity_name
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
-            l1 = x0.values
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[DescribeClientQuotasResponse.Entries.Values] = x0.values
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.key.encode()
+                ap(_P_i(len(l1_2)))
+                for x1_2 in l1_2:
+                    s = x1_2.key.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    ap(_P_d(x1.value))
+                    ap(_P_d(x1_2.value))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DescribeClientQuotasResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.entries
+    l0: list[DescribeClientQuotasResponse.Entries] | None = o.entries
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            l1 = x0.entity
+            l1: list[DescribeClientQuotasResponse.Entries.Entity] = x0.entity
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -542,25 +573,25 @@ def _encode_resp_v1(o, ap):
                     s = x1.entity_type.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.entity_name
-                    if s is None: ap(b'\x00')
+                    sn = x1.entity_name
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            l1 = x0.values
-            if l1 is None: ap(b'\x00')
+            l1_2: list[DescribeClientQuotasResponse.Entries.Values] = x0.values
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.key.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    s = x1_2.key.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_d(x1.value))
-                    ut2 = x1.unknown_tags
+                    ap(_P_d(x1_2.value))
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
             ut1 = x0.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_cluster.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -60,16 +64,20 @@ class DescribeClusterRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, include_cluster_authorized_operations=False, endpoint_type=1, unknown_tags=UNSET):
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and self.endpoint_type == other.endpoint_type and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeClusterRequest(include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, endpoint_type={self.endpoint_type!r}{tags})"
 
@@ -98,6 +106,16 @@ class DescribeClusterResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponse.Brokers]
+    cluster_authorized_operations: int
+    unknown_tags: dict[int, bytes]
+
     class Brokers(Struct):
         """Struct ``DescribeClusterResponse.Brokers``.
 
@@ -111,22 +129,28 @@ class DescribeClusterResponse(Message):
         __slots__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tags')
         _FIELDS = ('broker_id', 'host', 'port', 'rack', 'unknown_tags')
 
-        def __init__(self, *, broker_id=0, host='', port=0, rack=None, unknown_tags=UNSET):
+        broker_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, broker_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.broker_id = broker_id
             self.host = host
             self.port = port
             self.rack = rack
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.broker_id == other.broker_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeClusterResponse.Brokers(broker_id={self.broker_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id='', controller_id=-1, brokers=UNSET, cluster_authorized_operations=-2147483648, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, endpoint_type: int = 1, cluster_id: str = '', controller_id: int = -1, brokers: list[DescribeClusterResponse.Brokers] = UNSET, cluster_authorized_operations: int = -2147483648, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -137,11 +161,11 @@ class DescribeClusterResponse(Message):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.endpoint_type == other.endpoint_type and self.cluster_id == other.cluster_id and self.controller_id == other.controller_id and self.brokers == other.brokers and self.cluster_authorized_operations == other.cluster_authorized_operations and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeClusterResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, endpoint_type={self.endpoint_type!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, brokers={self.brokers!r}, cluster_authorized_operations={self.cluster_authorized_operations!r}{tags})"
 
@@ -151,7 +175,7 @@ _C_DescribeClusterResponse = DescribeClusterResponse
 _C_DescribeClusterResponse_Brokers = DescribeClusterResponse.Brokers
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeClusterRequest, int]:
     o = _new(_C_DescribeClusterRequest)
     o.include_cluster_authorized_operations, = _U_o(buf, pos); pos += 1
     o.endpoint_type = 1
@@ -160,7 +184,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeClusterRequest, int]:
     o = _new(_C_DescribeClusterRequest)
     o.include_cluster_authorized_operations, o.endpoint_type = _U_ob(buf, pos); pos += 2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -168,21 +192,21 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: DescribeClusterRequest, ap: _Append) -> None:
     ap(_P_o(o.include_cluster_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: DescribeClusterRequest, ap: _Append) -> None:
     ap(_P_ob(o.include_cluster_authorized_operations, o.endpoint_type))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeClusterResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeClusterResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -207,10 +231,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None
+    if n < 0: o.brokers = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeClusterResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeClusterResponse_Brokers)
             e1.broker_id, = _U_i(buf, pos); pos += 4
@@ -242,7 +266,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeClusterResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeClusterResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -268,10 +292,10 @@ def _decode_resp_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None
+    if n < 0: o.brokers = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeClusterResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeClusterResponse_Brokers)
             e1.broker_id, = _U_i(buf, pos); pos += 4
@@ -302,19 +326,19 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeClusterResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.cluster_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.brokers
+    l0: list[DescribeClusterResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -324,10 +348,10 @@ def _encode_resp_v0(o, ap):
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn = x0.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -339,12 +363,12 @@ def _encode_resp_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DescribeClusterResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_b(o.endpoint_type))
@@ -352,7 +376,7 @@ def _encode_resp_v1(o, ap):
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.brokers
+    l0: list[DescribeClusterResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -362,10 +386,10 @@ def _encode_resp_v1(o, ap):
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn = x0.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

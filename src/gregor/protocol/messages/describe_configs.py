@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_configs.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -67,43 +71,53 @@ class DescribeConfigsRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 4
 
+    resources: list[DescribeConfigsRequest.Resources]
+    include_synonyms: bool
+    include_documentation: bool
+    unknown_tags: dict[int, bytes]
+
     class Resources(Struct):
         """Struct ``DescribeConfigsRequest.Resources``.
 
         Fields (type, versions[, tag]; default):
             resource_type (int8, all; 0): The resource type.
             resource_name (str, all; ''): The resource name.
-            configuration_keys (list[str], all; []): The configuration keys to list, or null to list all configuration keys.
+            configuration_keys (list[str], all, nullable; []): The configuration keys to list, or null to list all configuration keys.
         """
 
         __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tags')
         _FIELDS = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tags')
 
-        def __init__(self, *, resource_type=0, resource_name='', configuration_keys=UNSET, unknown_tags=UNSET):
+        resource_type: int
+        resource_name: str
+        configuration_keys: list[str] | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.configuration_keys = [] if configuration_keys is UNSET else configuration_keys
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configuration_keys == other.configuration_keys and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeConfigsRequest.Resources(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configuration_keys={self.configuration_keys!r}{tags})"
 
-    def __init__(self, *, resources=UNSET, include_synonyms=False, include_documentation=False, unknown_tags=UNSET):
+    def __init__(self, *, resources: list[DescribeConfigsRequest.Resources] = UNSET, include_synonyms: bool = False, include_documentation: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.resources = [] if resources is UNSET else resources
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.resources == other.resources and self.include_synonyms == other.include_synonyms and self.include_documentation == other.include_documentation and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeConfigsRequest(resources={self.resources!r}, include_synonyms={self.include_synonyms!r}, include_documentation={self.include_documentation!r}{tags})"
 
@@ -126,6 +140,10 @@ class DescribeConfigsResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 4
 
+    throttle_time_ms: int
+    results: list[DescribeConfigsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``DescribeConfigsResponse.Results``.
 
@@ -139,6 +157,13 @@ class DescribeConfigsResponse(Message):
 
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tags')
         _FIELDS = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tags')
+
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        configs: list[DescribeConfigsResponse.Results.Configs]
+        unknown_tags: dict[int, bytes]
 
         class Configs(Struct):
             """Struct ``DescribeConfigsResponse.Results.Configs``.
@@ -158,6 +183,17 @@ class DescribeConfigsResponse(Message):
             __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tags')
             _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tags')
 
+            name: str
+            value: str | None
+            read_only: bool
+            config_source: int
+            is_default: bool
+            is_sensitive: bool
+            synonyms: list[DescribeConfigsResponse.Results.Configs.Synonyms]
+            config_type: int
+            documentation: str | None
+            unknown_tags: dict[int, bytes]
+
             class Synonyms(Struct):
                 """Struct ``DescribeConfigsResponse.Results.Configs.Synonyms``.
 
@@ -170,21 +206,26 @@ class DescribeConfigsResponse(Message):
                 __slots__ = ('name', 'value', 'source', 'unknown_tags')
                 _FIELDS = ('name', 'value', 'source', 'unknown_tags')
 
-                def __init__(self, *, name='', value=None, source=0, unknown_tags=UNSET):
+                name: str
+                value: str | None
+                source: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, name: str = '', value: str | None = None, source: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.name = name
                     self.value = value
                     self.source = source
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.name == other.name and self.value == other.value and self.source == other.source and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"DescribeConfigsResponse.Results.Configs.Synonyms(name={self.name!r}, value={self.value!r}, source={self.source!r}{tags})"
 
-            def __init__(self, *, name='', value=None, read_only=False, config_source=-1, is_default=False, is_sensitive=False, synonyms=UNSET, config_type=0, documentation=None, unknown_tags=UNSET):
+            def __init__(self, *, name: str = '', value: str | None = None, read_only: bool = False, config_source: int = -1, is_default: bool = False, is_sensitive: bool = False, synonyms: list[DescribeConfigsResponse.Results.Configs.Synonyms] = UNSET, config_type: int = 0, documentation: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.value = value
                 self.read_only = read_only
@@ -196,15 +237,15 @@ class DescribeConfigsResponse(Message):
                 self.documentation = documentation
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.value == other.value and self.read_only == other.read_only and self.config_source == other.config_source and self.is_default == other.is_default and self.is_sensitive == other.is_sensitive and self.synonyms == other.synonyms and self.config_type == other.config_type and self.documentation == other.documentation and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeConfigsResponse.Results.Configs(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, config_source={self.config_source!r}, is_default={self.is_default!r}, is_sensitive={self.is_sensitive!r}, synonyms={self.synonyms!r}, config_type={self.config_type!r}, documentation={self.documentation!r}{tags})"
 
-        def __init__(self, *, error_code=0, error_message=None, resource_type=0, resource_name='', configs=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, resource_type: int = 0, resource_name: str = '', configs: list[DescribeConfigsResponse.Results.Configs] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.resource_type = resource_type
@@ -212,24 +253,24 @@ class DescribeConfigsResponse(Message):
             self.configs = [] if configs is UNSET else configs
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configs == other.configs and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeConfigsResponse.Results(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[DescribeConfigsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeConfigsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}{tags})"
 
@@ -242,16 +283,16 @@ _C_DescribeConfigsResponse_Results_Configs = DescribeConfigsResponse.Results.Con
 _C_DescribeConfigsResponse_Results_Configs_Synonyms = DescribeConfigsResponse.Results.Configs.Synonyms
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.resources = None
+        o.resources = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsRequest_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -265,7 +306,7 @@ def _decode_req_v0(buf, pos):
                 e1.configuration_keys = None
             else:
                 if n * 2 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[str] = []; a1 = l1.append
                 for _ in range(n):
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
@@ -282,16 +323,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.resources = None
+        o.resources = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsRequest_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -305,7 +346,7 @@ def _decode_req_v1(buf, pos):
                 e1.configuration_keys = None
             else:
                 if n * 2 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[str] = []; a1 = l1.append
                 for _ in range(n):
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
@@ -322,16 +363,16 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.resources = None
+        o.resources = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsRequest_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -345,7 +386,7 @@ def _decode_req_v3(buf, pos):
                 e1.configuration_keys = None
             else:
                 if n * 2 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[str] = []; a1 = l1.append
                 for _ in range(n):
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
@@ -361,17 +402,17 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.resources = None
+    if n < 0: o.resources = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsRequest_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -389,7 +430,7 @@ def _decode_req_v4(buf, pos):
             if n < 0: e1.configuration_keys = None
             else:
                 if n > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[str] = []; a1 = l1.append
                 for _ in range(n):
                     n = buf[pos]
                     if n < 128: pos += 1
@@ -410,17 +451,17 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.resources
+def _encode_req_v0(o: DescribeConfigsRequest, ap: _Append) -> None:
+    l0: list[DescribeConfigsRequest.Resources] = o.resources
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configuration_keys
+            l1: list[str] | None = x0.configuration_keys
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -430,17 +471,17 @@ def _encode_req_v0(o, ap):
                     ap(s)
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.resources
+def _encode_req_v1(o: DescribeConfigsRequest, ap: _Append) -> None:
+    l0: list[DescribeConfigsRequest.Resources] = o.resources
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configuration_keys
+            l1: list[str] | None = x0.configuration_keys
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -451,17 +492,17 @@ def _encode_req_v1(o, ap):
     ap(_P_o(o.include_synonyms))
 
 
-def _encode_req_v3(o, ap):
-    l0 = o.resources
+def _encode_req_v3(o: DescribeConfigsRequest, ap: _Append) -> None:
+    l0: list[DescribeConfigsRequest.Resources] = o.resources
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configuration_keys
+            l1: list[str] | None = x0.configuration_keys
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -472,17 +513,17 @@ def _encode_req_v3(o, ap):
     ap(_P_oo(o.include_synonyms, o.include_documentation))
 
 
-def _encode_req_v4(o, ap):
-    l0 = o.resources
+def _encode_req_v4(o: DescribeConfigsRequest, ap: _Append) -> None:
+    l0: list[DescribeConfigsRequest.Resources] = o.resources
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.configuration_keys
+            l1: list[str] | None = x0.configuration_keys
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -499,17 +540,17 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -527,10 +568,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.configs = None
+                e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
                     n, = _U_h(buf, pos); pos += 2
@@ -558,17 +599,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -586,10 +627,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.configs = None
+                e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 11 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
                     n, = _U_h(buf, pos); pos += 2
@@ -606,10 +647,10 @@ def _decode_resp_v1(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.synonyms = None
+                        e2.synonyms = None  # type: ignore[assignment]
                     else:
                         if n * 5 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
                             n, = _U_h(buf, pos); pos += 2
@@ -639,17 +680,17 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -667,10 +708,10 @@ def _decode_resp_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.configs = None
+                e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
                     n, = _U_h(buf, pos); pos += 2
@@ -687,10 +728,10 @@ def _decode_resp_v3(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.synonyms = None
+                        e2.synonyms = None  # type: ignore[assignment]
                     else:
                         if n * 5 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
                             n, = _U_h(buf, pos); pos += 2
@@ -725,7 +766,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -733,10 +774,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeConfigsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -761,10 +802,10 @@ def _decode_resp_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.configs = None
+            if n < 0: e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 9 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
                     n = buf[pos]
@@ -788,10 +829,10 @@ def _decode_resp_v4(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.synonyms = None
+                    if n < 0: e2.synonyms = None  # type: ignore[assignment]
                     else:
                         if n * 4 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
                             n = buf[pos]
@@ -839,25 +880,25 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DescribeConfigsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_b(x0.resource_type))
             s = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configs
+            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -865,34 +906,34 @@ def _encode_resp_v0(o, ap):
                     s = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.value
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_ooo(x1.read_only, x1.is_default, x1.is_sensitive))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DescribeConfigsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_b(x0.resource_type))
             s = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configs
+            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -900,14 +941,14 @@ def _encode_resp_v1(o, ap):
                     s = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.value
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    l2 = x1.synonyms
+                    l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -915,34 +956,34 @@ def _encode_resp_v1(o, ap):
                             s = x2.name.encode()
                             ap(_P_h(len(s)))
                             ap(s)
-                            s = x2.value
-                            if s is None: ap(b'\xff\xff')
+                            sn = x2.value
+                            if sn is None: ap(b'\xff\xff')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 ap(_P_h(len(s)))
                                 ap(s)
                             ap(_P_b(x2.source))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DescribeConfigsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_b(x0.resource_type))
             s = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configs
+            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -950,14 +991,14 @@ def _encode_resp_v3(o, ap):
                     s = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.value
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    l2 = x1.synonyms
+                    l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -965,41 +1006,41 @@ def _encode_resp_v3(o, ap):
                             s = x2.name.encode()
                             ap(_P_h(len(s)))
                             ap(s)
-                            s = x2.value
-                            if s is None: ap(b'\xff\xff')
+                            sn = x2.value
+                            if sn is None: ap(b'\xff\xff')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 ap(_P_h(len(s)))
                                 ap(s)
                             ap(_P_b(x2.source))
                     ap(_P_b(x1.config_type))
-                    s = x1.documentation
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.documentation
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DescribeConfigsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_b(x0.resource_type))
             s = x0.resource_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.configs
+            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1007,14 +1048,14 @@ def _encode_resp_v4(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.value
-                    if s is None: ap(b'\x00')
+                    sn = x1.value
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    l2 = x1.synonyms
+                    l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1022,10 +1063,10 @@ def _encode_resp_v4(o, ap):
                             s = x2.name.encode()
                             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                             ap(s)
-                            s = x2.value
-                            if s is None: ap(b'\x00')
+                            sn = x2.value
+                            if sn is None: ap(b'\x00')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                                 ap(s)
                             ap(_P_b(x2.source))
@@ -1033,10 +1074,10 @@ def _encode_resp_v4(o, ap):
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
                     ap(_P_b(x1.config_type))
-                    s = x1.documentation
-                    if s is None: ap(b'\x00')
+                    sn = x1.documentation
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

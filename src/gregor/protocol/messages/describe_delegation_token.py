@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_delegation_token.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -40,7 +44,7 @@ class DescribeDelegationTokenRequest(Message):
     """DescribeDelegationToken request (API key 41), v0-3, flexible from v2.
 
     Fields (type, versions[, tag]; default):
-        owners (list[Owners], all; []): Each owner that we want to describe delegation tokens for, or null to describe all tokens.
+        owners (list[Owners], all, nullable; []): Each owner that we want to describe delegation tokens for, or null to describe all tokens.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -53,6 +57,9 @@ class DescribeDelegationTokenRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    owners: list[DescribeDelegationTokenRequest.Owners] | None
+    unknown_tags: dict[int, bytes]
+
     class Owners(Struct):
         """Struct ``DescribeDelegationTokenRequest.Owners``.
 
@@ -64,28 +71,32 @@ class DescribeDelegationTokenRequest(Message):
         __slots__ = ('principal_type', 'principal_name', 'unknown_tags')
         _FIELDS = ('principal_type', 'principal_name', 'unknown_tags')
 
-        def __init__(self, *, principal_type='', principal_name='', unknown_tags=UNSET):
+        principal_type: str
+        principal_name: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, principal_type: str = '', principal_name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.principal_type = principal_type
             self.principal_name = principal_name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeDelegationTokenRequest.Owners(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}{tags})"
 
-    def __init__(self, *, owners=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, owners: list[DescribeDelegationTokenRequest.Owners] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.owners = [] if owners is UNSET else owners
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.owners == other.owners and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeDelegationTokenRequest(owners={self.owners!r}{tags})"
 
@@ -109,6 +120,11 @@ class DescribeDelegationTokenResponse(Message):
     MAX_VERSION = 3
     FLEXIBLE_MIN_VERSION = 2
 
+    error_code: int
+    tokens: list[DescribeDelegationTokenResponse.Tokens]
+    throttle_time_ms: int
+    unknown_tags: dict[int, bytes]
+
     class Tokens(Struct):
         """Struct ``DescribeDelegationTokenResponse.Tokens``.
 
@@ -128,6 +144,18 @@ class DescribeDelegationTokenResponse(Message):
         __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tags')
         _FIELDS = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tags')
 
+        principal_type: str
+        principal_name: str
+        token_requester_principal_type: str
+        token_requester_principal_name: str
+        issue_timestamp: int
+        expiry_timestamp: int
+        max_timestamp: int
+        token_id: str
+        hmac: bytes
+        renewers: list[DescribeDelegationTokenResponse.Tokens.Renewers]
+        unknown_tags: dict[int, bytes]
+
         class Renewers(Struct):
             """Struct ``DescribeDelegationTokenResponse.Tokens.Renewers``.
 
@@ -139,20 +167,24 @@ class DescribeDelegationTokenResponse(Message):
             __slots__ = ('principal_type', 'principal_name', 'unknown_tags')
             _FIELDS = ('principal_type', 'principal_name', 'unknown_tags')
 
-            def __init__(self, *, principal_type='', principal_name='', unknown_tags=UNSET):
+            principal_type: str
+            principal_name: str
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, principal_type: str = '', principal_name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.principal_type = principal_type
                 self.principal_name = principal_name
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeDelegationTokenResponse.Tokens.Renewers(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}{tags})"
 
-        def __init__(self, *, principal_type='', principal_name='', token_requester_principal_type='', token_requester_principal_name='', issue_timestamp=0, expiry_timestamp=0, max_timestamp=0, token_id='', hmac=b'', renewers=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp: int = 0, expiry_timestamp: int = 0, max_timestamp: int = 0, token_id: str = '', hmac: bytes = b'', renewers: list[DescribeDelegationTokenResponse.Tokens.Renewers] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.principal_type = principal_type
             self.principal_name = principal_name
             self.token_requester_principal_type = token_requester_principal_type
@@ -165,25 +197,25 @@ class DescribeDelegationTokenResponse(Message):
             self.renewers = [] if renewers is UNSET else renewers
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.token_requester_principal_type == other.token_requester_principal_type and self.token_requester_principal_name == other.token_requester_principal_name and self.issue_timestamp == other.issue_timestamp and self.expiry_timestamp == other.expiry_timestamp and self.max_timestamp == other.max_timestamp and self.token_id == other.token_id and self.hmac == other.hmac and self.renewers == other.renewers and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeDelegationTokenResponse.Tokens(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, token_requester_principal_type={self.token_requester_principal_type!r}, token_requester_principal_name={self.token_requester_principal_name!r}, issue_timestamp={self.issue_timestamp!r}, expiry_timestamp={self.expiry_timestamp!r}, max_timestamp={self.max_timestamp!r}, token_id={self.token_id!r}, hmac={self.hmac!r}, renewers={self.renewers!r}{tags})"
 
-    def __init__(self, *, error_code=0, tokens=UNSET, throttle_time_ms=0, unknown_tags=UNSET):
+    def __init__(self, *, error_code: int = 0, tokens: list[DescribeDelegationTokenResponse.Tokens] = UNSET, throttle_time_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.tokens = [] if tokens is UNSET else tokens
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.tokens == other.tokens and self.throttle_time_ms == other.throttle_time_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeDelegationTokenResponse(error_code={self.error_code!r}, tokens={self.tokens!r}, throttle_time_ms={self.throttle_time_ms!r}{tags})"
 
@@ -195,7 +227,7 @@ _C_DescribeDelegationTokenResponse_Tokens = DescribeDelegationTokenResponse.Toke
 _C_DescribeDelegationTokenResponse_Tokens_Renewers = DescribeDelegationTokenResponse.Tokens.Renewers
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeDelegationTokenRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -204,7 +236,7 @@ def _decode_req_v0(buf, pos):
         o.owners = None
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeDelegationTokenRequest.Owners] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeDelegationTokenRequest_Owners)
             n, = _U_h(buf, pos); pos += 2
@@ -222,7 +254,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeDelegationTokenRequest)
     n = buf[pos]
@@ -232,7 +264,7 @@ def _decode_req_v2(buf, pos):
     if n < 0: o.owners = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeDelegationTokenRequest.Owners] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeDelegationTokenRequest_Owners)
             n = buf[pos]
@@ -258,13 +290,13 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.owners
+def _encode_req_v0(o: DescribeDelegationTokenRequest, ap: _Append) -> None:
+    l0: list[DescribeDelegationTokenRequest.Owners] | None = o.owners
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.principal_type.encode()
+            s: bytes = x0.principal_type.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.principal_name.encode()
@@ -272,13 +304,13 @@ def _encode_req_v0(o, ap):
             ap(s)
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.owners
+def _encode_req_v2(o: DescribeDelegationTokenRequest, ap: _Append) -> None:
+    l0: list[DescribeDelegationTokenRequest.Owners] | None = o.owners
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.principal_type.encode()
+            s: bytes = x0.principal_type.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.principal_name.encode()
@@ -292,17 +324,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.tokens = None
+        o.tokens = None  # type: ignore[assignment]
     else:
         if n * 38 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
             n, = _U_h(buf, pos); pos += 2
@@ -325,10 +357,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.renewers = None
+                e1.renewers = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
                     n, = _U_h(buf, pos); pos += 2
@@ -352,7 +384,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -360,10 +392,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.tokens = None
+    if n < 0: o.tokens = None  # type: ignore[assignment]
     else:
         if n * 30 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
             n = buf[pos]
@@ -399,10 +431,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.renewers = None
+            if n < 0: e1.renewers = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
                     n = buf[pos]
@@ -435,7 +467,7 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -443,10 +475,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.tokens = None
+    if n < 0: o.tokens = None  # type: ignore[assignment]
     else:
         if n * 32 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
             n = buf[pos]
@@ -496,10 +528,10 @@ def _decode_resp_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.renewers = None
+            if n < 0: e1.renewers = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
                     n = buf[pos]
@@ -530,14 +562,14 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.tokens
+    l0: list[DescribeDelegationTokenResponse.Tokens] = o.tokens
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.principal_type.encode()
+            s: bytes = x0.principal_type.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.principal_name.encode()
@@ -550,7 +582,7 @@ def _encode_resp_v0(o, ap):
             s = x0.hmac
             ap(_P_i(len(s)))
             ap(s)
-            l1 = x0.renewers
+            l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -564,14 +596,14 @@ def _encode_resp_v0(o, ap):
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.tokens
+    l0: list[DescribeDelegationTokenResponse.Tokens] = o.tokens
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.principal_type.encode()
+            s: bytes = x0.principal_type.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.principal_name.encode()
@@ -584,7 +616,7 @@ def _encode_resp_v2(o, ap):
             s = x0.hmac
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.renewers
+            l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -607,14 +639,14 @@ def _encode_resp_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.tokens
+    l0: list[DescribeDelegationTokenResponse.Tokens] = o.tokens
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.principal_type.encode()
+            s: bytes = x0.principal_type.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.principal_name.encode()
@@ -633,7 +665,7 @@ def _encode_resp_v3(o, ap):
             s = x0.hmac
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.renewers
+            l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_groups.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,16 +58,20 @@ class DescribeGroupsRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 5
 
-    def __init__(self, *, groups=UNSET, include_authorized_operations=False, unknown_tags=UNSET):
+    groups: list[str]
+    include_authorized_operations: bool
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, groups: list[str] = UNSET, include_authorized_operations: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.groups = [] if groups is UNSET else groups
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.groups == other.groups and self.include_authorized_operations == other.include_authorized_operations and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeGroupsRequest(groups={self.groups!r}, include_authorized_operations={self.include_authorized_operations!r}{tags})"
 
@@ -86,6 +94,10 @@ class DescribeGroupsResponse(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 5
 
+    throttle_time_ms: int
+    groups: list[DescribeGroupsResponse.Groups]
+    unknown_tags: dict[int, bytes]
+
     class Groups(Struct):
         """Struct ``DescribeGroupsResponse.Groups``.
 
@@ -102,6 +114,15 @@ class DescribeGroupsResponse(Message):
         __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tags')
         _FIELDS = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tags')
 
+        error_code: int
+        group_id: str
+        group_state: str
+        protocol_type: str
+        protocol_data: str
+        members: list[DescribeGroupsResponse.Groups.Members]
+        authorized_operations: int
+        unknown_tags: dict[int, bytes]
+
         class Members(Struct):
             """Struct ``DescribeGroupsResponse.Groups.Members``.
 
@@ -117,7 +138,15 @@ class DescribeGroupsResponse(Message):
             __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tags')
             _FIELDS = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tags')
 
-            def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b'', member_assignment=b'', unknown_tags=UNSET):
+            member_id: str
+            group_instance_id: str | None
+            client_id: str
+            client_host: str
+            member_metadata: bytes
+            member_assignment: bytes
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, client_id: str = '', client_host: str = '', member_metadata: bytes = b'', member_assignment: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.member_id = member_id
                 self.group_instance_id = group_instance_id
                 self.client_id = client_id
@@ -126,15 +155,15 @@ class DescribeGroupsResponse(Message):
                 self.member_assignment = member_assignment
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.client_id == other.client_id and self.client_host == other.client_host and self.member_metadata == other.member_metadata and self.member_assignment == other.member_assignment and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeGroupsResponse.Groups.Members(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, member_metadata={self.member_metadata!r}, member_assignment={self.member_assignment!r}{tags})"
 
-        def __init__(self, *, error_code=0, group_id='', group_state='', protocol_type='', protocol_data='', members=UNSET, authorized_operations=-2147483648, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, group_id: str = '', group_state: str = '', protocol_type: str = '', protocol_data: str = '', members: list[DescribeGroupsResponse.Groups.Members] = UNSET, authorized_operations: int = -2147483648, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.group_id = group_id
             self.group_state = group_state
@@ -144,24 +173,24 @@ class DescribeGroupsResponse(Message):
             self.authorized_operations = authorized_operations
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.group_id == other.group_id and self.group_state == other.group_state and self.protocol_type == other.protocol_type and self.protocol_data == other.protocol_data and self.members == other.members and self.authorized_operations == other.authorized_operations and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeGroupsResponse.Groups(error_code={self.error_code!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, protocol_type={self.protocol_type!r}, protocol_data={self.protocol_data!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, groups=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, groups: list[DescribeGroupsResponse.Groups] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is UNSET else groups
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeGroupsResponse(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}{tags})"
 
@@ -172,16 +201,16 @@ _C_DescribeGroupsResponse_Groups = DescribeGroupsResponse.Groups
 _C_DescribeGroupsResponse_Groups_Members = DescribeGroupsResponse.Groups.Members
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
@@ -194,16 +223,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
@@ -216,17 +245,17 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -243,36 +272,36 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.groups
+def _encode_req_v0(o: DescribeGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             ap(_P_h(len(s)))
             ap(s)
 
 
-def _encode_req_v3(o, ap):
-    l0 = o.groups
+def _encode_req_v3(o: DescribeGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             ap(_P_h(len(s)))
             ap(s)
     ap(_P_o(o.include_authorized_operations))
 
 
-def _encode_req_v5(o, ap):
-    l0 = o.groups
+def _encode_req_v5(o: DescribeGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ap(_P_o(o.include_authorized_operations))
@@ -281,16 +310,16 @@ def _encode_req_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 14 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeGroupsResponse_Groups)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -313,10 +342,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.members = None
+                e1.members = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
                     n, = _U_h(buf, pos); pos += 2
@@ -352,17 +381,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 14 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeGroupsResponse_Groups)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -385,10 +414,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.members = None
+                e1.members = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
                     n, = _U_h(buf, pos); pos += 2
@@ -423,17 +452,17 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeGroupsResponse_Groups)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -456,10 +485,10 @@ def _decode_resp_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.members = None
+                e1.members = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
                     n, = _U_h(buf, pos); pos += 2
@@ -494,17 +523,17 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeGroupsResponse_Groups)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -527,10 +556,10 @@ def _decode_resp_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.members = None
+                e1.members = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
                     n, = _U_h(buf, pos); pos += 2
@@ -570,7 +599,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -578,10 +607,10 @@ def _decode_resp_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeGroupsResponse_Groups)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -617,10 +646,10 @@ def _decode_resp_v5(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.members = None
+            if n < 0: e1.members = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
                     n = buf[pos]
@@ -681,14 +710,14 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.groups
+def _encode_resp_v0(o: DescribeGroupsResponse, ap: _Append) -> None:
+    l0: list[DescribeGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.group_state.encode()
@@ -700,7 +729,7 @@ def _encode_resp_v0(o, ap):
             s = x0.protocol_data.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.members
+            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -722,15 +751,15 @@ def _encode_resp_v0(o, ap):
                     ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.groups
+    l0: list[DescribeGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.group_state.encode()
@@ -742,7 +771,7 @@ def _encode_resp_v1(o, ap):
             s = x0.protocol_data.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.members
+            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -764,15 +793,15 @@ def _encode_resp_v1(o, ap):
                     ap(s)
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.groups
+    l0: list[DescribeGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.group_state.encode()
@@ -784,7 +813,7 @@ def _encode_resp_v3(o, ap):
             s = x0.protocol_data.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.members
+            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -807,15 +836,15 @@ def _encode_resp_v3(o, ap):
             ap(_P_i(x0.authorized_operations))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.groups
+    l0: list[DescribeGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.group_state.encode()
@@ -827,7 +856,7 @@ def _encode_resp_v4(o, ap):
             s = x0.protocol_data.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.members
+            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -835,10 +864,10 @@ def _encode_resp_v4(o, ap):
                     s = x1.member_id.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.group_instance_id
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.group_instance_id
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     s = x1.client_id.encode()
@@ -856,15 +885,15 @@ def _encode_resp_v4(o, ap):
             ap(_P_i(x0.authorized_operations))
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.groups
+    l0: list[DescribeGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.group_state.encode()
@@ -876,7 +905,7 @@ def _encode_resp_v5(o, ap):
             s = x0.protocol_data.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.members
+            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -884,10 +913,10 @@ def _encode_resp_v5(o, ap):
                     s = x1.member_id.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.group_instance_id
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.group_instance_id
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     s = x1.client_id.encode()

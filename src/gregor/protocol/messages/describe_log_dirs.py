@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_log_dirs.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -48,7 +52,7 @@ class DescribeLogDirsRequest(Message):
     """DescribeLogDirs request (API key 35), v0-4, flexible from v2.
 
     Fields (type, versions[, tag]; default):
-        topics (list[Topics], all; []): Each topic that we want to describe log directories for, or null for all topics.
+        topics (list[Topics], all, nullable; []): Each topic that we want to describe log directories for, or null for all topics.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -61,6 +65,9 @@ class DescribeLogDirsRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 2
 
+    topics: list[DescribeLogDirsRequest.Topics] | None
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeLogDirsRequest.Topics``.
 
@@ -72,28 +79,32 @@ class DescribeLogDirsRequest(Message):
         __slots__ = ('topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic', 'partitions', 'unknown_tags')
 
-        def __init__(self, *, topic='', partitions=UNSET, unknown_tags=UNSET):
+        topic: str
+        partitions: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeLogDirsRequest.Topics(topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[DescribeLogDirsRequest.Topics] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeLogDirsRequest(topics={self.topics!r}{tags})"
 
@@ -117,6 +128,11 @@ class DescribeLogDirsResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``DescribeLogDirsResponse.Results``.
 
@@ -131,6 +147,13 @@ class DescribeLogDirsResponse(Message):
         __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tags')
         _FIELDS = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tags')
 
+        error_code: int
+        log_dir: str
+        topics: list[DescribeLogDirsResponse.Results.Topics]
+        total_bytes: int
+        usable_bytes: int
+        unknown_tags: dict[int, bytes]
+
         class Topics(Struct):
             """Struct ``DescribeLogDirsResponse.Results.Topics``.
 
@@ -141,6 +164,10 @@ class DescribeLogDirsResponse(Message):
 
             __slots__ = ('name', 'partitions', 'unknown_tags')
             _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+            name: str
+            partitions: list[DescribeLogDirsResponse.Results.Topics.Partitions]
+            unknown_tags: dict[int, bytes]
 
             class Partitions(Struct):
                 """Struct ``DescribeLogDirsResponse.Results.Topics.Partitions``.
@@ -155,35 +182,41 @@ class DescribeLogDirsResponse(Message):
                 __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tags')
                 _FIELDS = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tags')
 
-                def __init__(self, *, partition_index=0, partition_size=0, offset_lag=0, is_future_key=False, unknown_tags=UNSET):
+                partition_index: int
+                partition_size: int
+                offset_lag: int
+                is_future_key: bool
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, partition_index: int = 0, partition_size: int = 0, offset_lag: int = 0, is_future_key: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.partition_index = partition_index
                     self.partition_size = partition_size
                     self.offset_lag = offset_lag
                     self.is_future_key = is_future_key
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.partition_index == other.partition_index and self.partition_size == other.partition_size and self.offset_lag == other.offset_lag and self.is_future_key == other.is_future_key and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"DescribeLogDirsResponse.Results.Topics.Partitions(partition_index={self.partition_index!r}, partition_size={self.partition_size!r}, offset_lag={self.offset_lag!r}, is_future_key={self.is_future_key!r}{tags})"
 
-            def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, name: str = '', partitions: list[DescribeLogDirsResponse.Results.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeLogDirsResponse.Results.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, error_code=0, log_dir='', topics=UNSET, total_bytes=-1, usable_bytes=-1, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, log_dir: str = '', topics: list[DescribeLogDirsResponse.Results.Topics] = UNSET, total_bytes: int = -1, usable_bytes: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.log_dir = log_dir
             self.topics = [] if topics is UNSET else topics
@@ -191,25 +224,25 @@ class DescribeLogDirsResponse(Message):
             self.usable_bytes = usable_bytes
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.log_dir == other.log_dir and self.topics == other.topics and self.total_bytes == other.total_bytes and self.usable_bytes == other.usable_bytes and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeLogDirsResponse.Results(error_code={self.error_code!r}, log_dir={self.log_dir!r}, topics={self.topics!r}, total_bytes={self.total_bytes!r}, usable_bytes={self.usable_bytes!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, results: list[DescribeLogDirsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeLogDirsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results={self.results!r}{tags})"
 
@@ -222,7 +255,7 @@ _C_DescribeLogDirsResponse_Results_Topics = DescribeLogDirsResponse.Results.Topi
 _C_DescribeLogDirsResponse_Results_Topics_Partitions = DescribeLogDirsResponse.Results.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeLogDirsRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -231,7 +264,7 @@ def _decode_req_v0(buf, pos):
         o.topics = None
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeLogDirsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeLogDirsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -241,7 +274,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -253,7 +286,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeLogDirsRequest)
     n = buf[pos]
@@ -263,7 +296,7 @@ def _decode_req_v2(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeLogDirsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeLogDirsRequest_Topics)
             n = buf[pos]
@@ -277,7 +310,7 @@ def _decode_req_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -291,16 +324,16 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: DescribeLogDirsRequest, ap: _Append) -> None:
+    l0: list[DescribeLogDirsRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -309,16 +342,16 @@ def _encode_req_v0(o, ap):
                 else: ap(_pack('>%di' % c, *l1))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.topics
+def _encode_req_v2(o: DescribeLogDirsRequest, ap: _Append) -> None:
+    l0: list[DescribeLogDirsRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -333,17 +366,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeLogDirsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.results = None
+        o.results = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeLogDirsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -354,10 +387,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.topics = None
+                e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
                     n, = _U_h(buf, pos); pos += 2
@@ -367,10 +400,10 @@ def _decode_resp_v0(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.partitions = None
+                        e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 21 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
                             e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
@@ -390,7 +423,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeLogDirsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -398,10 +431,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeLogDirsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -416,10 +449,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
                     n = buf[pos]
@@ -433,10 +466,10 @@ def _decode_resp_v2(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 22 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
                             e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
@@ -460,7 +493,7 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeLogDirsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -468,10 +501,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeLogDirsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -486,10 +519,10 @@ def _decode_resp_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
                     n = buf[pos]
@@ -503,10 +536,10 @@ def _decode_resp_v3(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 22 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
                             e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
@@ -529,7 +562,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeLogDirsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -537,10 +570,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 21 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeLogDirsResponse_Results)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -555,10 +588,10 @@ def _decode_resp_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
                     n = buf[pos]
@@ -572,10 +605,10 @@ def _decode_resp_v4(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 22 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
                             e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
@@ -597,18 +630,18 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DescribeLogDirsResponse.Results] = o.results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.log_dir.encode()
+            s: bytes = x0.log_dir.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.topics
+            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -616,7 +649,7 @@ def _encode_resp_v0(o, ap):
                     s = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -624,18 +657,18 @@ def _encode_resp_v0(o, ap):
                             ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.results
+    l0: list[DescribeLogDirsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.log_dir.encode()
+            s: bytes = x0.log_dir.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topics
+            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -643,7 +676,7 @@ def _encode_resp_v2(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -663,18 +696,18 @@ def _encode_resp_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.results
+    l0: list[DescribeLogDirsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.log_dir.encode()
+            s: bytes = x0.log_dir.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topics
+            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -682,7 +715,7 @@ def _encode_resp_v3(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -702,18 +735,18 @@ def _encode_resp_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.results
+    l0: list[DescribeLogDirsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.log_dir.encode()
+            s: bytes = x0.log_dir.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topics
+            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -721,7 +754,7 @@ def _encode_resp_v4(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_producers.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -55,6 +59,9 @@ class DescribeProducersRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    topics: list[DescribeProducersRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeProducersRequest.Topics``.
 
@@ -66,28 +73,32 @@ class DescribeProducersRequest(Message):
         __slots__ = ('name', 'partition_indexes', 'unknown_tags')
         _FIELDS = ('name', 'partition_indexes', 'unknown_tags')
 
-        def __init__(self, *, name='', partition_indexes=UNSET, unknown_tags=UNSET):
+        name: str
+        partition_indexes: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeProducersRequest.Topics(name={self.name!r}, partition_indexes={self.partition_indexes!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[DescribeProducersRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeProducersRequest(topics={self.topics!r}{tags})"
 
@@ -110,6 +121,10 @@ class DescribeProducersResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeProducersResponse.Topics``.
 
@@ -120,6 +135,10 @@ class DescribeProducersResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[DescribeProducersResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``DescribeProducersResponse.Topics.Partitions``.
@@ -133,6 +152,12 @@ class DescribeProducersResponse(Message):
 
             __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'error_message', 'active_producers', 'unknown_tags')
+
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            active_producers: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers]
+            unknown_tags: dict[int, bytes]
 
             class ActiveProducers(Struct):
                 """Struct ``DescribeProducersResponse.Topics.Partitions.ActiveProducers``.
@@ -149,7 +174,15 @@ class DescribeProducersResponse(Message):
                 __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset', 'unknown_tags')
                 _FIELDS = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset', 'unknown_tags')
 
-                def __init__(self, *, producer_id=0, producer_epoch=0, last_sequence=-1, last_timestamp=-1, coordinator_epoch=0, current_txn_start_offset=-1, unknown_tags=UNSET):
+                producer_id: int
+                producer_epoch: int
+                last_sequence: int
+                last_timestamp: int
+                coordinator_epoch: int
+                current_txn_start_offset: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, last_sequence: int = -1, last_timestamp: int = -1, coordinator_epoch: int = 0, current_txn_start_offset: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.producer_id = producer_id
                     self.producer_epoch = producer_epoch
                     self.last_sequence = last_sequence
@@ -158,52 +191,52 @@ class DescribeProducersResponse(Message):
                     self.current_txn_start_offset = current_txn_start_offset
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.last_sequence == other.last_sequence and self.last_timestamp == other.last_timestamp and self.coordinator_epoch == other.coordinator_epoch and self.current_txn_start_offset == other.current_txn_start_offset and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"DescribeProducersResponse.Topics.Partitions.ActiveProducers(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, last_sequence={self.last_sequence!r}, last_timestamp={self.last_timestamp!r}, coordinator_epoch={self.coordinator_epoch!r}, current_txn_start_offset={self.current_txn_start_offset!r}{tags})"
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=None, active_producers=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, active_producers: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
                 self.active_producers = [] if active_producers is UNSET else active_producers
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.active_producers == other.active_producers and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeProducersResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, active_producers={self.active_producers!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[DescribeProducersResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeProducersResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[DescribeProducersResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeProducersResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -216,17 +249,17 @@ _C_DescribeProducersResponse_Topics_Partitions = DescribeProducersResponse.Topic
 _C_DescribeProducersResponse_Topics_Partitions_ActiveProducers = DescribeProducersResponse.Topics.Partitions.ActiveProducers
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeProducersRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeProducersRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeProducersRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeProducersRequest_Topics)
             n = buf[pos]
@@ -240,7 +273,7 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None
+            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -254,16 +287,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: DescribeProducersRequest, ap: _Append) -> None:
+    l0: list[DescribeProducersRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -278,7 +311,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeProducersResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeProducersResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -286,10 +319,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeProducersResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeProducersResponse_Topics)
             n = buf[pos]
@@ -303,10 +336,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 9 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeProducersResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeProducersResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -323,10 +356,10 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.active_producers = None
+                    if n < 0: e2.active_producers = None  # type: ignore[assignment]
                     else:
                         if n * 37 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeProducersResponse_Topics_Partitions_ActiveProducers)
                             e3.producer_id, e3.producer_epoch, e3.last_sequence, e3.last_timestamp, e3.coordinator_epoch, e3.current_txn_start_offset = _U_qiiqiq(buf, pos); pos += 36
@@ -347,29 +380,29 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeProducersResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[DescribeProducersResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DescribeProducersResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_index, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
-                    l2 = x1.active_producers
+                    l2: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = x1.active_producers
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

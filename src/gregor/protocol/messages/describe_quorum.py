@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/describe_quorum.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -71,6 +76,9 @@ class DescribeQuorumRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 0
 
+    topics: list[DescribeQuorumRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeQuorumRequest.Topics``.
 
@@ -82,6 +90,10 @@ class DescribeQuorumRequest(Message):
         __slots__ = ('topic_name', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_name', 'partitions', 'unknown_tags')
 
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``DescribeQuorumRequest.Topics.Partitions``.
 
@@ -92,40 +104,43 @@ class DescribeQuorumRequest(Message):
             __slots__ = ('partition_index', 'unknown_tags')
             _FIELDS = ('partition_index', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, unknown_tags=UNSET):
+            partition_index: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeQuorumRequest.Topics.Partitions(partition_index={self.partition_index!r}{tags})"
 
-        def __init__(self, *, topic_name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeQuorumRequest.Topics(topic_name={self.topic_name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[DescribeQuorumRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeQuorumRequest(topics={self.topics!r}{tags})"
 
@@ -150,6 +165,12 @@ class DescribeQuorumResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 0
 
+    error_code: int
+    error_message: str | None
+    topics: list[DescribeQuorumResponse.Topics]
+    nodes: list[DescribeQuorumResponse.Nodes]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeQuorumResponse.Topics``.
 
@@ -160,6 +181,10 @@ class DescribeQuorumResponse(Message):
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_name', 'partitions', 'unknown_tags')
+
+        topic_name: str
+        partitions: list[DescribeQuorumResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``DescribeQuorumResponse.Topics.Partitions``.
@@ -178,6 +203,16 @@ class DescribeQuorumResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tags')
 
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            leader_id: int
+            leader_epoch: int
+            high_watermark: int
+            current_voters: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters]
+            observers: list[DescribeQuorumResponse.Topics.Partitions.Observers]
+            unknown_tags: dict[int, bytes]
+
             class CurrentVoters(Struct):
                 """Struct ``DescribeQuorumResponse.Topics.Partitions.CurrentVoters``.
 
@@ -192,7 +227,14 @@ class DescribeQuorumResponse(Message):
                 __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tags')
                 _FIELDS = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tags')
 
-                def __init__(self, *, replica_id=0, replica_directory_id=_ZERO_UUID, log_end_offset=0, last_fetch_timestamp=-1, last_caught_up_timestamp=-1, unknown_tags=UNSET):
+                replica_id: int
+                replica_directory_id: UUID
+                log_end_offset: int
+                last_fetch_timestamp: int
+                last_caught_up_timestamp: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, replica_id: int = 0, replica_directory_id: UUID = _ZERO_UUID, log_end_offset: int = 0, last_fetch_timestamp: int = -1, last_caught_up_timestamp: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.replica_id = replica_id
                     self.replica_directory_id = replica_directory_id
                     self.log_end_offset = log_end_offset
@@ -200,11 +242,11 @@ class DescribeQuorumResponse(Message):
                     self.last_caught_up_timestamp = last_caught_up_timestamp
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.replica_id == other.replica_id and self.replica_directory_id == other.replica_directory_id and self.log_end_offset == other.log_end_offset and self.last_fetch_timestamp == other.last_fetch_timestamp and self.last_caught_up_timestamp == other.last_caught_up_timestamp and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"DescribeQuorumResponse.Topics.Partitions.CurrentVoters(replica_id={self.replica_id!r}, replica_directory_id={self.replica_directory_id!r}, log_end_offset={self.log_end_offset!r}, last_fetch_timestamp={self.last_fetch_timestamp!r}, last_caught_up_timestamp={self.last_caught_up_timestamp!r}{tags})"
 
@@ -222,7 +264,14 @@ class DescribeQuorumResponse(Message):
                 __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tags')
                 _FIELDS = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tags')
 
-                def __init__(self, *, replica_id=0, replica_directory_id=_ZERO_UUID, log_end_offset=0, last_fetch_timestamp=-1, last_caught_up_timestamp=-1, unknown_tags=UNSET):
+                replica_id: int
+                replica_directory_id: UUID
+                log_end_offset: int
+                last_fetch_timestamp: int
+                last_caught_up_timestamp: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, replica_id: int = 0, replica_directory_id: UUID = _ZERO_UUID, log_end_offset: int = 0, last_fetch_timestamp: int = -1, last_caught_up_timestamp: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.replica_id = replica_id
                     self.replica_directory_id = replica_directory_id
                     self.log_end_offset = log_end_offset
@@ -230,15 +279,15 @@ class DescribeQuorumResponse(Message):
                     self.last_caught_up_timestamp = last_caught_up_timestamp
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.replica_id == other.replica_id and self.replica_directory_id == other.replica_directory_id and self.log_end_offset == other.log_end_offset and self.last_fetch_timestamp == other.last_fetch_timestamp and self.last_caught_up_timestamp == other.last_caught_up_timestamp and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"DescribeQuorumResponse.Topics.Partitions.Observers(replica_id={self.replica_id!r}, replica_directory_id={self.replica_directory_id!r}, log_end_offset={self.log_end_offset!r}, last_fetch_timestamp={self.last_fetch_timestamp!r}, last_caught_up_timestamp={self.last_caught_up_timestamp!r}{tags})"
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=None, leader_id=0, leader_epoch=0, high_watermark=0, current_voters=UNSET, observers=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, leader_id: int = 0, leader_epoch: int = 0, high_watermark: int = 0, current_voters: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = UNSET, observers: list[DescribeQuorumResponse.Topics.Partitions.Observers] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
@@ -249,24 +298,24 @@ class DescribeQuorumResponse(Message):
                 self.observers = [] if observers is UNSET else observers
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.high_watermark == other.high_watermark and self.current_voters == other.current_voters and self.observers == other.observers and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeQuorumResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, high_watermark={self.high_watermark!r}, current_voters={self.current_voters!r}, observers={self.observers!r}{tags})"
 
-        def __init__(self, *, topic_name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeQuorumResponse.Topics(topic_name={self.topic_name!r}, partitions={self.partitions!r}{tags})"
 
@@ -281,6 +330,10 @@ class DescribeQuorumResponse(Message):
         __slots__ = ('node_id', 'listeners', 'unknown_tags')
         _FIELDS = ('node_id', 'listeners', 'unknown_tags')
 
+        node_id: int
+        listeners: list[DescribeQuorumResponse.Nodes.Listeners]
+        unknown_tags: dict[int, bytes]
+
         class Listeners(Struct):
             """Struct ``DescribeQuorumResponse.Nodes.Listeners``.
 
@@ -293,45 +346,50 @@ class DescribeQuorumResponse(Message):
             __slots__ = ('name', 'host', 'port', 'unknown_tags')
             _FIELDS = ('name', 'host', 'port', 'unknown_tags')
 
-            def __init__(self, *, name='', host='', port=0, unknown_tags=UNSET):
+            name: str
+            host: str
+            port: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', host: str = '', port: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.host = host
                 self.port = port
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeQuorumResponse.Nodes.Listeners(name={self.name!r}, host={self.host!r}, port={self.port!r}{tags})"
 
-        def __init__(self, *, node_id=0, listeners=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, node_id: int = 0, listeners: list[DescribeQuorumResponse.Nodes.Listeners] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.node_id = node_id
             self.listeners = [] if listeners is UNSET else listeners
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.node_id == other.node_id and self.listeners == other.listeners and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeQuorumResponse.Nodes(node_id={self.node_id!r}, listeners={self.listeners!r}{tags})"
 
-    def __init__(self, *, error_code=0, error_message=None, topics=UNSET, nodes=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, error_code: int = 0, error_message: str | None = None, topics: list[DescribeQuorumResponse.Topics] = UNSET, nodes: list[DescribeQuorumResponse.Nodes] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is UNSET else topics
         self.nodes = [] if nodes is UNSET else nodes
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.error_message == other.error_message and self.topics == other.topics and self.nodes == other.nodes and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeQuorumResponse(error_code={self.error_code!r}, error_message={self.error_message!r}, topics={self.topics!r}, nodes={self.nodes!r}{tags})"
 
@@ -348,17 +406,17 @@ _C_DescribeQuorumResponse_Nodes = DescribeQuorumResponse.Nodes
 _C_DescribeQuorumResponse_Nodes_Listeners = DescribeQuorumResponse.Nodes.Listeners
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeQuorumRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeQuorumRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeQuorumRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeQuorumRequest_Topics)
             n = buf[pos]
@@ -372,10 +430,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 5 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeQuorumRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeQuorumRequest_Topics_Partitions)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
@@ -392,16 +450,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: DescribeQuorumRequest, ap: _Append) -> None:
+    l0: list[DescribeQuorumRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DescribeQuorumRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -418,7 +476,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeQuorumResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -426,10 +484,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeQuorumResponse_Topics)
             n = buf[pos]
@@ -443,10 +501,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 25 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_ihiiq(buf, pos); pos += 22
@@ -454,10 +512,10 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.current_voters = None
+                    if n < 0: e2.current_voters = None  # type: ignore[assignment]
                     else:
                         if n * 13 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
                             e3.replica_id, e3.log_end_offset = _U_iq(buf, pos); pos += 12
@@ -472,20 +530,20 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.observers = None
+                    if n < 0: e2.observers = None  # type: ignore[assignment]
                     else:
                         if n * 13 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
                         for _ in range(n):
-                            e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
-                            e3.replica_id, e3.log_end_offset = _U_iq(buf, pos); pos += 12
-                            e3.replica_directory_id = _ZERO_UUID
-                            e3.last_fetch_timestamp = -1
-                            e3.last_caught_up_timestamp = -1
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.observers = l2
+                            e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
+                            e3_2.replica_id, e3_2.log_end_offset = _U_iq(buf, pos); pos += 12
+                            e3_2.replica_directory_id = _ZERO_UUID
+                            e3_2.last_fetch_timestamp = -1
+                            e3_2.last_caught_up_timestamp = -1
+                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                            a2_2(e3_2)
+                        e2.observers = l2_2
                     e2.error_message = None
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -502,7 +560,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeQuorumResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -510,10 +568,10 @@ def _decode_resp_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeQuorumResponse_Topics)
             n = buf[pos]
@@ -527,10 +585,10 @@ def _decode_resp_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 25 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_ihiiq(buf, pos); pos += 22
@@ -538,10 +596,10 @@ def _decode_resp_v1(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.current_voters = None
+                    if n < 0: e2.current_voters = None  # type: ignore[assignment]
                     else:
                         if n * 29 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
                             e3.replica_id, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
@@ -554,18 +612,18 @@ def _decode_resp_v1(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.observers = None
+                    if n < 0: e2.observers = None  # type: ignore[assignment]
                     else:
                         if n * 29 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
                         for _ in range(n):
-                            e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
-                            e3.replica_id, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
-                            e3.replica_directory_id = _ZERO_UUID
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.observers = l2
+                            e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
+                            e3_2.replica_id, e3_2.log_end_offset, e3_2.last_fetch_timestamp, e3_2.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
+                            e3_2.replica_directory_id = _ZERO_UUID
+                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                            a2_2(e3_2)
+                        e2.observers = l2_2
                     e2.error_message = None
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -582,7 +640,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeQuorumResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -599,10 +657,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeQuorumResponse_Topics)
             n = buf[pos]
@@ -616,10 +674,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 26 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -637,10 +695,10 @@ def _decode_resp_v2(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.current_voters = None
+                    if n < 0: e2.current_voters = None  # type: ignore[assignment]
                     else:
                         if n * 45 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
                             e3.replica_id, uh1, ul1, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
@@ -653,18 +711,18 @@ def _decode_resp_v2(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.observers = None
+                    if n < 0: e2.observers = None  # type: ignore[assignment]
                     else:
                         if n * 45 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
                         for _ in range(n):
-                            e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
-                            e3.replica_id, uh1, ul1, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
-                            e3.replica_directory_id = _uuid(uh1 << 64 | ul1)
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.observers = l2
+                            e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
+                            e3_2.replica_id, uh1, ul1, e3_2.log_end_offset, e3_2.last_fetch_timestamp, e3_2.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
+                            e3_2.replica_directory_id = _uuid(uh1 << 64 | ul1)
+                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                            a2_2(e3_2)
+                        e2.observers = l2_2
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
@@ -677,68 +735,68 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.nodes = None
+    if n < 0: o.nodes = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[DescribeQuorumResponse.Nodes] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_DescribeQuorumResponse_Nodes)
-            e1.node_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_DescribeQuorumResponse_Nodes)
+            e1_2.node_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.listeners = None
+            if n < 0: e1_2.listeners = None  # type: ignore[assignment]
             else:
                 if n * 5 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[DescribeQuorumResponse.Nodes.Listeners] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_DescribeQuorumResponse_Nodes_Listeners)
+                    e2_2 = _new(_C_DescribeQuorumResponse_Nodes_Listeners)
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.port, = _U_H(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.listeners = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.nodes = l0
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.port, = _U_H(buf, pos); pos += 2
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1_2.listeners = l1_2
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.nodes = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeQuorumResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.topics
+    l0: list[DescribeQuorumResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihiiq(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch, x1.high_watermark))
-                    l2 = x1.current_voters
+                    l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -747,13 +805,13 @@ def _encode_resp_v0(o, ap):
                             ut3 = x2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
-                    l2 = x1.observers
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iq(x2.replica_id, x2.log_end_offset))
-                            ut3 = x2.unknown_tags
+                        n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x2_2 in l2_2:
+                            ap(_P_iq(x2_2.replica_id, x2_2.log_end_offset))
+                            ut3 = x2_2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
                     ut2 = x1.unknown_tags
@@ -767,23 +825,23 @@ def _encode_resp_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: DescribeQuorumResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.topics
+    l0: list[DescribeQuorumResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihiiq(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch, x1.high_watermark))
-                    l2 = x1.current_voters
+                    l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -792,13 +850,13 @@ def _encode_resp_v1(o, ap):
                             ut3 = x2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
-                    l2 = x1.observers
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqqq(x2.replica_id, x2.log_end_offset, x2.last_fetch_timestamp, x2.last_caught_up_timestamp))
-                            ut3 = x2.unknown_tags
+                        n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x2_2 in l2_2:
+                            ap(_P_iqqq(x2_2.replica_id, x2_2.log_end_offset, x2_2.last_fetch_timestamp, x2_2.last_caught_up_timestamp))
+                            ut3 = x2_2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
                     ut2 = x1.unknown_tags
@@ -812,15 +870,15 @@ def _encode_resp_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: DescribeQuorumResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.topics
+    l0: list[DescribeQuorumResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -828,20 +886,20 @@ def _encode_resp_v2(o, ap):
             s = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_index, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_iiq(x1.leader_id, x1.leader_epoch, x1.high_watermark))
-                    l2 = x1.current_voters
+                    l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -850,13 +908,13 @@ def _encode_resp_v2(o, ap):
                             ut3 = x2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
-                    l2 = x1.observers
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iQQqqq(x2.replica_id, x2.replica_directory_id.int >> 64, x2.replica_directory_id.int & _M64, x2.log_end_offset, x2.last_fetch_timestamp, x2.last_caught_up_timestamp))
-                            ut3 = x2.unknown_tags
+                        n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x2_2 in l2_2:
+                            ap(_P_iQQqqq(x2_2.replica_id, x2_2.replica_directory_id.int >> 64, x2_2.replica_directory_id.int & _M64, x2_2.log_end_offset, x2_2.last_fetch_timestamp, x2_2.last_caught_up_timestamp))
+                            ut3 = x2_2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
                     ut2 = x1.unknown_tags
@@ -865,28 +923,28 @@ def _encode_resp_v2(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.nodes
-    if l0 is None: ap(b'\x00')
+    l0_2: list[DescribeQuorumResponse.Nodes] = o.nodes
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            l1 = x0.listeners
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.node_id))
+            l1_2: list[DescribeQuorumResponse.Nodes.Listeners] = x0_2.listeners
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    s = x1_2.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.host.encode()
+                    s = x1_2.host.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_H(x1.port))
-                    ut2 = x1.unknown_tags
+                    ap(_P_H(x1_2.port))
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/describe_topic_partitions.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -63,6 +68,11 @@ class DescribeTopicPartitionsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    topics: list[DescribeTopicPartitionsRequest.Topics]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequest.Cursor | None
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeTopicPartitionsRequest.Topics``.
 
@@ -73,15 +83,18 @@ class DescribeTopicPartitionsRequest(Message):
         __slots__ = ('name', 'unknown_tags')
         _FIELDS = ('name', 'unknown_tags')
 
-        def __init__(self, *, name='', unknown_tags=UNSET):
+        name: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeTopicPartitionsRequest.Topics(name={self.name!r}{tags})"
 
@@ -96,30 +109,34 @@ class DescribeTopicPartitionsRequest(Message):
         __slots__ = ('topic_name', 'partition_index', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeTopicPartitionsRequest.Cursor(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, response_partition_limit=2000, cursor=None, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[DescribeTopicPartitionsRequest.Topics] = UNSET, response_partition_limit: int = 2000, cursor: DescribeTopicPartitionsRequest.Cursor | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.response_partition_limit = response_partition_limit
         self.cursor = cursor
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.response_partition_limit == other.response_partition_limit and self.cursor == other.cursor and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeTopicPartitionsRequest(topics={self.topics!r}, response_partition_limit={self.response_partition_limit!r}, cursor={self.cursor!r}{tags})"
 
@@ -143,6 +160,11 @@ class DescribeTopicPartitionsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponse.Topics]
+    next_cursor: DescribeTopicPartitionsResponse.NextCursor | None
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``DescribeTopicPartitionsResponse.Topics``.
 
@@ -158,6 +180,14 @@ class DescribeTopicPartitionsResponse(Message):
         __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tags')
         _FIELDS = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tags')
 
+        error_code: int
+        name: str | None
+        topic_id: UUID
+        is_internal: bool
+        partitions: list[DescribeTopicPartitionsResponse.Topics.Partitions]
+        topic_authorized_operations: int
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``DescribeTopicPartitionsResponse.Topics.Partitions``.
 
@@ -168,15 +198,26 @@ class DescribeTopicPartitionsResponse(Message):
                 leader_epoch (int32, all; -1): The leader epoch of this partition.
                 replica_nodes (list[int32], all; []): The set of all nodes that host this partition.
                 isr_nodes (list[int32], all; []): The set of nodes that are in sync with the leader for this partition.
-                eligible_leader_replicas (list[int32], all; []): The new eligible leader replicas otherwise.
-                last_known_elr (list[int32], all; []): The last known ELR.
+                eligible_leader_replicas (list[int32], all, nullable; []): The new eligible leader replicas otherwise.
+                last_known_elr (list[int32], all, nullable; []): The last known ELR.
                 offline_replicas (list[int32], all; []): The set of offline replicas of this partition.
             """
 
             __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tags')
             _FIELDS = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tags')
 
-            def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=UNSET, isr_nodes=UNSET, eligible_leader_replicas=UNSET, last_known_elr=UNSET, offline_replicas=UNSET, unknown_tags=UNSET):
+            error_code: int
+            partition_index: int
+            leader_id: int
+            leader_epoch: int
+            replica_nodes: list[int]
+            isr_nodes: list[int]
+            eligible_leader_replicas: list[int] | None
+            last_known_elr: list[int] | None
+            offline_replicas: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] = UNSET, isr_nodes: list[int] = UNSET, eligible_leader_replicas: list[int] | None = UNSET, last_known_elr: list[int] | None = UNSET, offline_replicas: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.error_code = error_code
                 self.partition_index = partition_index
                 self.leader_id = leader_id
@@ -188,15 +229,15 @@ class DescribeTopicPartitionsResponse(Message):
                 self.offline_replicas = [] if offline_replicas is UNSET else offline_replicas
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.error_code == other.error_code and self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.replica_nodes == other.replica_nodes and self.isr_nodes == other.isr_nodes and self.eligible_leader_replicas == other.eligible_leader_replicas and self.last_known_elr == other.last_known_elr and self.offline_replicas == other.offline_replicas and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeTopicPartitionsResponse.Topics.Partitions(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, eligible_leader_replicas={self.eligible_leader_replicas!r}, last_known_elr={self.last_known_elr!r}, offline_replicas={self.offline_replicas!r}{tags})"
 
-        def __init__(self, *, error_code=0, name=None, topic_id=_ZERO_UUID, is_internal=False, partitions=UNSET, topic_authorized_operations=-2147483648, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, name: str | None = None, topic_id: UUID = _ZERO_UUID, is_internal: bool = False, partitions: list[DescribeTopicPartitionsResponse.Topics.Partitions] = UNSET, topic_authorized_operations: int = -2147483648, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.name = name
             self.topic_id = topic_id
@@ -205,11 +246,11 @@ class DescribeTopicPartitionsResponse(Message):
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.name == other.name and self.topic_id == other.topic_id and self.is_internal == other.is_internal and self.partitions == other.partitions and self.topic_authorized_operations == other.topic_authorized_operations and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeTopicPartitionsResponse.Topics(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r}{tags})"
 
@@ -224,30 +265,34 @@ class DescribeTopicPartitionsResponse(Message):
         __slots__ = ('topic_name', 'partition_index', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeTopicPartitionsResponse.NextCursor(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, next_cursor=None, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[DescribeTopicPartitionsResponse.Topics] = UNSET, next_cursor: DescribeTopicPartitionsResponse.NextCursor | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.next_cursor = next_cursor
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.next_cursor == other.next_cursor and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeTopicPartitionsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, next_cursor={self.next_cursor!r}{tags})"
 
@@ -261,17 +306,17 @@ _C_DescribeTopicPartitionsResponse_Topics_Partitions = DescribeTopicPartitionsRe
 _C_DescribeTopicPartitionsResponse_NextCursor = DescribeTopicPartitionsResponse.NextCursor
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeTopicPartitionsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeTopicPartitionsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeTopicPartitionsRequest_Topics)
             n = buf[pos]
@@ -289,37 +334,37 @@ def _decode_req_v0(buf, pos):
     n, = _U_b(buf, pos); pos += 1
     if n < 0: o.cursor = None
     else:
-        e1 = _new(_C_DescribeTopicPartitionsRequest_Cursor)
+        e1_2 = _new(_C_DescribeTopicPartitionsRequest_Cursor)
         n = buf[pos]
         if n < 128: pos += 1
         else: n, pos = _ruv(buf, pos)
         n -= 1
         end = pos + n
         if n < 0 or end > blen: raise _bad_length(n)
-        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-        e1.partition_index, = _U_i(buf, pos); pos += 4
-        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-        else: e1.unknown_tags, pos = _read_tags(buf, pos)
-        o.cursor = e1
+        e1_2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.partition_index, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        o.cursor = e1_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: DescribeTopicPartitionsRequest, ap: _Append) -> None:
+    l0: list[DescribeTopicPartitionsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ap(_P_i(o.response_partition_limit))
-    e1 = o.cursor
+    e1: DescribeTopicPartitionsRequest.Cursor | None = o.cursor
     if e1 is None: ap(b'\xff')
     else:
         ap(b'\x01')
@@ -335,7 +380,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeTopicPartitionsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -343,10 +388,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 26 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeTopicPartitionsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeTopicPartitionsResponse_Topics)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -365,10 +410,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 20 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeTopicPartitionsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeTopicPartitionsResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
@@ -376,7 +421,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replica_nodes = None
+                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -385,7 +430,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr_nodes = None
+                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -412,7 +457,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -429,45 +474,45 @@ def _decode_resp_v0(buf, pos):
     n, = _U_b(buf, pos); pos += 1
     if n < 0: o.next_cursor = None
     else:
-        e1 = _new(_C_DescribeTopicPartitionsResponse_NextCursor)
+        e1_2 = _new(_C_DescribeTopicPartitionsResponse_NextCursor)
         n = buf[pos]
         if n < 128: pos += 1
         else: n, pos = _ruv(buf, pos)
         n -= 1
         end = pos + n
         if n < 0 or end > blen: raise _bad_length(n)
-        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-        e1.partition_index, = _U_i(buf, pos); pos += 4
-        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-        else: e1.unknown_tags, pos = _read_tags(buf, pos)
-        o.next_cursor = e1
+        e1_2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.partition_index, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        o.next_cursor = e1_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeTopicPartitionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[DescribeTopicPartitionsResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.name
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.name
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_QQo(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.is_internal))
-            l1 = x0.partitions
+            l1: list[DescribeTopicPartitionsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -481,20 +526,20 @@ def _encode_resp_v0(o, ap):
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.eligible_leader_replicas
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[int] | None = x1.eligible_leader_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.last_known_elr
-                    if l2 is None: ap(b'\x00')
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
+                    l2_2 = x1.last_known_elr
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
                     l2 = x1.offline_replicas
                     if l2 is None: ap(b'\x00')
                     else:
@@ -509,7 +554,7 @@ def _encode_resp_v0(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    e1 = o.next_cursor
+    e1: DescribeTopicPartitionsResponse.NextCursor | None = o.next_cursor
     if e1 is None: ap(b'\xff')
     else:
         ap(b'\x01')

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_transactions.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -55,15 +59,18 @@ class DescribeTransactionsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, transactional_ids=UNSET, unknown_tags=UNSET):
+    transactional_ids: list[str]
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, transactional_ids: list[str] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.transactional_ids = [] if transactional_ids is UNSET else transactional_ids
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.transactional_ids == other.transactional_ids and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeTransactionsRequest(transactional_ids={self.transactional_ids!r}{tags})"
 
@@ -86,6 +93,10 @@ class DescribeTransactionsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponse.TransactionStates]
+    unknown_tags: dict[int, bytes]
+
     class TransactionStates(Struct):
         """Struct ``DescribeTransactionsResponse.TransactionStates``.
 
@@ -103,6 +114,16 @@ class DescribeTransactionsResponse(Message):
         __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics', 'unknown_tags')
         _FIELDS = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics', 'unknown_tags')
 
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: list[DescribeTransactionsResponse.TransactionStates.Topics]
+        unknown_tags: dict[int, bytes]
+
         class Topics(Struct):
             """Struct ``DescribeTransactionsResponse.TransactionStates.Topics``.
 
@@ -114,20 +135,24 @@ class DescribeTransactionsResponse(Message):
             __slots__ = ('topic', 'partitions', 'unknown_tags')
             _FIELDS = ('topic', 'partitions', 'unknown_tags')
 
-            def __init__(self, *, topic='', partitions=UNSET, unknown_tags=UNSET):
+            topic: str
+            partitions: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, topic: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.topic = topic
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeTransactionsResponse.TransactionStates.Topics(topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, error_code=0, transactional_id='', transaction_state='', transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, transactional_id: str = '', transaction_state: str = '', transaction_timeout_ms: int = 0, transaction_start_time_ms: int = 0, producer_id: int = 0, producer_epoch: int = 0, topics: list[DescribeTransactionsResponse.TransactionStates.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.transactional_id = transactional_id
             self.transaction_state = transaction_state
@@ -138,24 +163,24 @@ class DescribeTransactionsResponse(Message):
             self.topics = [] if topics is UNSET else topics
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.transactional_id == other.transactional_id and self.transaction_state == other.transaction_state and self.transaction_timeout_ms == other.transaction_timeout_ms and self.transaction_start_time_ms == other.transaction_start_time_ms and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeTransactionsResponse.TransactionStates(error_code={self.error_code!r}, transactional_id={self.transactional_id!r}, transaction_state={self.transaction_state!r}, transaction_timeout_ms={self.transaction_timeout_ms!r}, transaction_start_time_ms={self.transaction_start_time_ms!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, topics={self.topics!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, transaction_states=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, transaction_states: list[DescribeTransactionsResponse.TransactionStates] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is UNSET else transaction_states
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.transaction_states == other.transaction_states and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeTransactionsResponse(throttle_time_ms={self.throttle_time_ms!r}, transaction_states={self.transaction_states!r}{tags})"
 
@@ -166,17 +191,17 @@ _C_DescribeTransactionsResponse_TransactionStates = DescribeTransactionsResponse
 _C_DescribeTransactionsResponse_TransactionStates_Topics = DescribeTransactionsResponse.TransactionStates.Topics
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeTransactionsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeTransactionsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transactional_ids = None
+    if n < 0: o.transactional_ids = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -192,13 +217,13 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.transactional_ids
+def _encode_req_v0(o: DescribeTransactionsRequest, ap: _Append) -> None:
+    l0: list[str] = o.transactional_ids
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ut0 = o.unknown_tags
@@ -206,7 +231,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeTransactionsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeTransactionsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -214,10 +239,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transaction_states = None
+    if n < 0: o.transaction_states = None  # type: ignore[assignment]
     else:
         if n * 28 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeTransactionsResponse.TransactionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeTransactionsResponse_TransactionStates)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -240,10 +265,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeTransactionsResponse.TransactionStates.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeTransactionsResponse_TransactionStates_Topics)
                     n = buf[pos]
@@ -257,7 +282,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
                         else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -275,22 +300,22 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeTransactionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.transaction_states
+    l0: list[DescribeTransactionsResponse.TransactionStates] = o.transaction_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.transactional_id.encode()
+            s: bytes = x0.transactional_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.transaction_state.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_iqqh(x0.transaction_timeout_ms, x0.transaction_start_time_ms, x0.producer_id, x0.producer_epoch))
-            l1 = x0.topics
+            l1: list[DescribeTransactionsResponse.TransactionStates.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -298,7 +323,7 @@ def _encode_resp_v0(o, ap):
                     s = x1.topic.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[int] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/describe_user_scram_credentials.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -40,7 +44,7 @@ class DescribeUserScramCredentialsRequest(Message):
     """DescribeUserScramCredentials request (API key 50), v0-0, flexible from v0.
 
     Fields (type, versions[, tag]; default):
-        users (list[Users], all; []): The users to describe, or null/empty to describe all users.
+        users (list[Users], all, nullable; []): The users to describe, or null/empty to describe all users.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -53,6 +57,9 @@ class DescribeUserScramCredentialsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    users: list[DescribeUserScramCredentialsRequest.Users] | None
+    unknown_tags: dict[int, bytes]
+
     class Users(Struct):
         """Struct ``DescribeUserScramCredentialsRequest.Users``.
 
@@ -63,27 +70,30 @@ class DescribeUserScramCredentialsRequest(Message):
         __slots__ = ('name', 'unknown_tags')
         _FIELDS = ('name', 'unknown_tags')
 
-        def __init__(self, *, name='', unknown_tags=UNSET):
+        name: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeUserScramCredentialsRequest.Users(name={self.name!r}{tags})"
 
-    def __init__(self, *, users=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.Users] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.users = [] if users is UNSET else users
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.users == other.users and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeUserScramCredentialsRequest(users={self.users!r}{tags})"
 
@@ -108,6 +118,12 @@ class DescribeUserScramCredentialsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``DescribeUserScramCredentialsResponse.Results``.
 
@@ -121,6 +137,12 @@ class DescribeUserScramCredentialsResponse(Message):
         __slots__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tags')
         _FIELDS = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tags')
 
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos]
+        unknown_tags: dict[int, bytes]
+
         class CredentialInfos(Struct):
             """Struct ``DescribeUserScramCredentialsResponse.Results.CredentialInfos``.
 
@@ -132,46 +154,50 @@ class DescribeUserScramCredentialsResponse(Message):
             __slots__ = ('mechanism', 'iterations', 'unknown_tags')
             _FIELDS = ('mechanism', 'iterations', 'unknown_tags')
 
-            def __init__(self, *, mechanism=0, iterations=0, unknown_tags=UNSET):
+            mechanism: int
+            iterations: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, mechanism: int = 0, iterations: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.mechanism = mechanism
                 self.iterations = iterations
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.mechanism == other.mechanism and self.iterations == other.iterations and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"DescribeUserScramCredentialsResponse.Results.CredentialInfos(mechanism={self.mechanism!r}, iterations={self.iterations!r}{tags})"
 
-        def __init__(self, *, user='', error_code=0, error_message=None, credential_infos=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = None, credential_infos: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.user = user
             self.error_code = error_code
             self.error_message = error_message
             self.credential_infos = [] if credential_infos is UNSET else credential_infos
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.user == other.user and self.error_code == other.error_code and self.error_message == other.error_message and self.credential_infos == other.credential_infos and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"DescribeUserScramCredentialsResponse.Results(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, credential_infos={self.credential_infos!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, results: list[DescribeUserScramCredentialsResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"DescribeUserScramCredentialsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, results={self.results!r}{tags})"
 
@@ -183,7 +209,7 @@ _C_DescribeUserScramCredentialsResponse_Results = DescribeUserScramCredentialsRe
 _C_DescribeUserScramCredentialsResponse_Results_CredentialInfos = DescribeUserScramCredentialsResponse.Results.CredentialInfos
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeUserScramCredentialsRequest)
     n = buf[pos]
@@ -193,7 +219,7 @@ def _decode_req_v0(buf, pos):
     if n < 0: o.users = None
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeUserScramCredentialsRequest.Users] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeUserScramCredentialsRequest_Users)
             n = buf[pos]
@@ -212,13 +238,13 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.users
+def _encode_req_v0(o: DescribeUserScramCredentialsRequest, ap: _Append) -> None:
+    l0: list[DescribeUserScramCredentialsRequest.Users] | None = o.users
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ut1 = x0.unknown_tags
@@ -229,7 +255,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
     blen = len(buf)
     o = _new(_C_DescribeUserScramCredentialsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -246,10 +272,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[DescribeUserScramCredentialsResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_DescribeUserScramCredentialsResponse_Results)
             n = buf[pos]
@@ -273,10 +299,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.credential_infos = None
+            if n < 0: e1.credential_infos = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_DescribeUserScramCredentialsResponse_Results_CredentialInfos)
                     e2.mechanism, e2.iterations = _U_bi(buf, pos); pos += 5
@@ -293,15 +319,15 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: DescribeUserScramCredentialsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.results
+    l0: list[DescribeUserScramCredentialsResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -310,13 +336,13 @@ def _encode_resp_v0(o, ap):
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            l1 = x0.credential_infos
+            l1: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = x0.credential_infos
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/elect_leaders.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -46,7 +50,7 @@ class ElectLeadersRequest(Message):
 
     Fields (type, versions[, tag]; default):
         election_type (int8, v1+; 0): Type of elections to conduct for the partition. A value of '0' elects the preferred replica. A value of '1' elects the first live replica if there are no in-sync replica.
-        topic_partitions (list[TopicPartitions], all; []): The topic partitions to elect leaders.
+        topic_partitions (list[TopicPartitions], all, nullable; []): The topic partitions to elect leaders.
         timeout_ms (int32, all; 60000): The time in ms to wait for the election to complete.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
@@ -60,6 +64,11 @@ class ElectLeadersRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    unknown_tags: dict[int, bytes]
+
     class TopicPartitions(Struct):
         """Struct ``ElectLeadersRequest.TopicPartitions``.
 
@@ -71,30 +80,34 @@ class ElectLeadersRequest(Message):
         __slots__ = ('topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic', 'partitions', 'unknown_tags')
 
-        def __init__(self, *, topic='', partitions=UNSET, unknown_tags=UNSET):
+        topic: str
+        partitions: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ElectLeadersRequest.TopicPartitions(topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, election_type=0, topic_partitions=UNSET, timeout_ms=60000, unknown_tags=UNSET):
+    def __init__(self, *, election_type: int = 0, topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = UNSET, timeout_ms: int = 60000, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.election_type = election_type
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
         self.timeout_ms = timeout_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.election_type == other.election_type and self.topic_partitions == other.topic_partitions and self.timeout_ms == other.timeout_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ElectLeadersRequest(election_type={self.election_type!r}, topic_partitions={self.topic_partitions!r}, timeout_ms={self.timeout_ms!r}{tags})"
 
@@ -118,6 +131,11 @@ class ElectLeadersResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResults]
+    unknown_tags: dict[int, bytes]
+
     class ReplicaElectionResults(Struct):
         """Struct ``ElectLeadersResponse.ReplicaElectionResults``.
 
@@ -128,6 +146,10 @@ class ElectLeadersResponse(Message):
 
         __slots__ = ('topic', 'partition_result', 'unknown_tags')
         _FIELDS = ('topic', 'partition_result', 'unknown_tags')
+
+        topic: str
+        partition_result: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult]
+        unknown_tags: dict[int, bytes]
 
         class PartitionResult(Struct):
             """Struct ``ElectLeadersResponse.ReplicaElectionResults.PartitionResult``.
@@ -141,44 +163,49 @@ class ElectLeadersResponse(Message):
             __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tags')
             _FIELDS = ('partition_id', 'error_code', 'error_message', 'unknown_tags')
 
-            def __init__(self, *, partition_id=0, error_code=0, error_message=None, unknown_tags=UNSET):
+            partition_id: int
+            error_code: int
+            error_message: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_id: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_id = partition_id
                 self.error_code = error_code
                 self.error_message = error_message
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_id == other.partition_id and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ElectLeadersResponse.ReplicaElectionResults.PartitionResult(partition_id={self.partition_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-        def __init__(self, *, topic='', partition_result=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic: str = '', partition_result: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic = topic
             self.partition_result = [] if partition_result is UNSET else partition_result
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic == other.topic and self.partition_result == other.partition_result and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ElectLeadersResponse.ReplicaElectionResults(topic={self.topic!r}, partition_result={self.partition_result!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, replica_election_results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, replica_election_results: list[ElectLeadersResponse.ReplicaElectionResults] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is UNSET else replica_election_results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.replica_election_results == other.replica_election_results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ElectLeadersResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, replica_election_results={self.replica_election_results!r}{tags})"
 
@@ -190,7 +217,7 @@ _C_ElectLeadersResponse_ReplicaElectionResults = ElectLeadersResponse.ReplicaEle
 _C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult = ElectLeadersResponse.ReplicaElectionResults.PartitionResult
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ElectLeadersRequest, int]:
     blen = len(buf)
     o = _new(_C_ElectLeadersRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -199,7 +226,7 @@ def _decode_req_v0(buf, pos):
         o.topic_partitions = None
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ElectLeadersRequest.TopicPartitions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ElectLeadersRequest_TopicPartitions)
             n, = _U_h(buf, pos); pos += 2
@@ -209,7 +236,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -223,7 +250,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ElectLeadersRequest, int]:
     blen = len(buf)
     o = _new(_C_ElectLeadersRequest)
     o.election_type, = _U_b(buf, pos); pos += 1
@@ -233,7 +260,7 @@ def _decode_req_v1(buf, pos):
         o.topic_partitions = None
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ElectLeadersRequest.TopicPartitions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ElectLeadersRequest_TopicPartitions)
             n, = _U_h(buf, pos); pos += 2
@@ -243,7 +270,7 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -256,7 +283,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[ElectLeadersRequest, int]:
     blen = len(buf)
     o = _new(_C_ElectLeadersRequest)
     o.election_type, = _U_b(buf, pos); pos += 1
@@ -267,7 +294,7 @@ def _decode_req_v2(buf, pos):
     if n < 0: o.topic_partitions = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ElectLeadersRequest.TopicPartitions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ElectLeadersRequest_TopicPartitions)
             n = buf[pos]
@@ -281,7 +308,7 @@ def _decode_req_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
                 else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -296,16 +323,16 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topic_partitions
+def _encode_req_v0(o: ElectLeadersRequest, ap: _Append) -> None:
+    l0: list[ElectLeadersRequest.TopicPartitions] | None = o.topic_partitions
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -315,17 +342,17 @@ def _encode_req_v0(o, ap):
     ap(_P_i(o.timeout_ms))
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: ElectLeadersRequest, ap: _Append) -> None:
     ap(_P_b(o.election_type))
-    l0 = o.topic_partitions
+    l0: list[ElectLeadersRequest.TopicPartitions] | None = o.topic_partitions
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -335,17 +362,17 @@ def _encode_req_v1(o, ap):
     ap(_P_i(o.timeout_ms))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: ElectLeadersRequest, ap: _Append) -> None:
     ap(_P_b(o.election_type))
-    l0 = o.topic_partitions
+    l0: list[ElectLeadersRequest.TopicPartitions] | None = o.topic_partitions
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[int] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -361,17 +388,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
     blen = len(buf)
     o = _new(_C_ElectLeadersResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.replica_election_results = None
+        o.replica_election_results = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
             n, = _U_h(buf, pos); pos += 2
@@ -381,10 +408,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_result = None
+                e1.partition_result = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
                     e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -405,17 +432,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
     blen = len(buf)
     o = _new(_C_ElectLeadersResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.replica_election_results = None
+        o.replica_election_results = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
             n, = _U_h(buf, pos); pos += 2
@@ -425,10 +452,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_result = None
+                e1.partition_result = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
                     e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -448,7 +475,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
     blen = len(buf)
     o = _new(_C_ElectLeadersResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -456,10 +483,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.replica_election_results = None
+    if n < 0: o.replica_election_results = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
             n = buf[pos]
@@ -473,10 +500,10 @@ def _decode_resp_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_result = None
+            if n < 0: e1.partition_result = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
                     e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -502,74 +529,74 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ElectLeadersResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.replica_election_results
+    l0: list[ElectLeadersResponse.ReplicaElectionResults] = o.replica_election_results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_result
+            l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_id, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: ElectLeadersResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.replica_election_results
+    l0: list[ElectLeadersResponse.ReplicaElectionResults] = o.replica_election_results
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_result
+            l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_id, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: ElectLeadersResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.replica_election_results
+    l0: list[ElectLeadersResponse.ReplicaElectionResults] = o.replica_election_results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_result
+            l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_id, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/envelope.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -49,17 +53,22 @@ class EnvelopeRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, request_data=b'', request_principal=None, client_host_address=b'', unknown_tags=UNSET):
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, request_data: bytes = b'', request_principal: bytes | None = None, client_host_address: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.request_data = request_data
         self.request_principal = request_principal
         self.client_host_address = client_host_address
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.request_data == other.request_data and self.request_principal == other.request_principal and self.client_host_address == other.client_host_address and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"EnvelopeRequest(request_data={self.request_data!r}, request_principal={self.request_principal!r}, client_host_address={self.client_host_address!r}{tags})"
 
@@ -82,16 +91,20 @@ class EnvelopeResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, response_data=None, error_code=0, unknown_tags=UNSET):
+    response_data: bytes | None
+    error_code: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, response_data: bytes | None = None, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.response_data = response_data
         self.error_code = error_code
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.response_data == other.response_data and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"EnvelopeResponse(response_data={self.response_data!r}, error_code={self.error_code!r}{tags})"
 
@@ -100,7 +113,7 @@ _C_EnvelopeRequest = EnvelopeRequest
 _C_EnvelopeResponse = EnvelopeResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[EnvelopeRequest, int]:
     blen = len(buf)
     o = _new(_C_EnvelopeRequest)
     n = buf[pos]
@@ -131,15 +144,15 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.request_data
+def _encode_req_v0(o: EnvelopeRequest, ap: _Append) -> None:
+    s: bytes = o.request_data
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.request_principal
-    if s is None: ap(b'\x00')
+    bn: bytes | None = o.request_principal
+    if bn is None: ap(b'\x00')
     else:
-        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(s)
+        n = len(bn) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(bn)
     s = o.client_host_address
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
@@ -148,7 +161,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[EnvelopeResponse, int]:
     blen = len(buf)
     o = _new(_C_EnvelopeResponse)
     n = buf[pos]
@@ -166,12 +179,12 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    s = o.response_data
-    if s is None: ap(b'\x00')
+def _encode_resp_v0(o: EnvelopeResponse, ap: _Append) -> None:
+    bn: bytes | None = o.response_data
+    if bn is None: ap(b'\x00')
     else:
-        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(s)
+        n = len(bn) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(bn)
     ap(_P_h(o.error_code))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/expire_delegation_token.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,16 +58,20 @@ class ExpireDelegationTokenRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, hmac=b'', expiry_time_period_ms=0, unknown_tags=UNSET):
+    hmac: bytes
+    expiry_time_period_ms: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, hmac: bytes = b'', expiry_time_period_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.hmac = hmac
         self.expiry_time_period_ms = expiry_time_period_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.hmac == other.hmac and self.expiry_time_period_ms == other.expiry_time_period_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ExpireDelegationTokenRequest(hmac={self.hmac!r}, expiry_time_period_ms={self.expiry_time_period_ms!r}{tags})"
 
@@ -87,17 +95,22 @@ class ExpireDelegationTokenResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, error_code=0, expiry_timestamp_ms=0, throttle_time_ms=0, unknown_tags=UNSET):
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, error_code: int = 0, expiry_timestamp_ms: int = 0, throttle_time_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.expiry_timestamp_ms == other.expiry_timestamp_ms and self.throttle_time_ms == other.throttle_time_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ExpireDelegationTokenResponse(error_code={self.error_code!r}, expiry_timestamp_ms={self.expiry_timestamp_ms!r}, throttle_time_ms={self.throttle_time_ms!r}{tags})"
 
@@ -106,7 +119,7 @@ _C_ExpireDelegationTokenRequest = ExpireDelegationTokenRequest
 _C_ExpireDelegationTokenResponse = ExpireDelegationTokenResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ExpireDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_ExpireDelegationTokenRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -118,7 +131,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[ExpireDelegationTokenRequest, int]:
     blen = len(buf)
     o = _new(_C_ExpireDelegationTokenRequest)
     n = buf[pos]
@@ -134,15 +147,15 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.hmac
+def _encode_req_v0(o: ExpireDelegationTokenRequest, ap: _Append) -> None:
+    s: bytes = o.hmac
     ap(_P_i(len(s)))
     ap(s)
     ap(_P_q(o.expiry_time_period_ms))
 
 
-def _encode_req_v2(o, ap):
-    s = o.hmac
+def _encode_req_v2(o: ExpireDelegationTokenRequest, ap: _Append) -> None:
+    s: bytes = o.hmac
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_q(o.expiry_time_period_ms))
@@ -151,14 +164,14 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ExpireDelegationTokenResponse, int]:
     o = _new(_C_ExpireDelegationTokenResponse)
     o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms = _U_hqi(buf, pos); pos += 14
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ExpireDelegationTokenResponse, int]:
     o = _new(_C_ExpireDelegationTokenResponse)
     o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms = _U_hqi(buf, pos); pos += 14
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -166,11 +179,11 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ExpireDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_hqi(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: ExpireDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_hqi(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

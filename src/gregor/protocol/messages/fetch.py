@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/fetch.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -117,6 +122,20 @@ class FetchRequest(Message):
     MAX_VERSION = 17
     FLEXIBLE_MIN_VERSION = 12
 
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchRequest.Topics]
+    forgotten_topics_data: list[FetchRequest.ForgottenTopicsData]
+    rack_id: str
+    cluster_id: str | None
+    _replica_state: FetchRequest.ReplicaState | None
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``FetchRequest.Topics``.
 
@@ -128,6 +147,11 @@ class FetchRequest(Message):
 
         __slots__ = ('topic_id', 'topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'topic', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        topic: str
+        partitions: list[FetchRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``FetchRequest.Topics.Partitions``.
@@ -145,7 +169,16 @@ class FetchRequest(Message):
             __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tags')
             _FIELDS = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tags')
 
-            def __init__(self, *, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=_ZERO_UUID, unknown_tags=UNSET):
+            partition: int
+            current_leader_epoch: int
+            fetch_offset: int
+            last_fetched_epoch: int
+            log_start_offset: int
+            partition_max_bytes: int
+            replica_directory_id: UUID
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: UUID = _ZERO_UUID, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.current_leader_epoch = current_leader_epoch
                 self.fetch_offset = fetch_offset
@@ -155,25 +188,25 @@ class FetchRequest(Message):
                 self.replica_directory_id = replica_directory_id
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.current_leader_epoch == other.current_leader_epoch and self.fetch_offset == other.fetch_offset and self.last_fetched_epoch == other.last_fetched_epoch and self.log_start_offset == other.log_start_offset and self.partition_max_bytes == other.partition_max_bytes and self.replica_directory_id == other.replica_directory_id and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"FetchRequest.Topics.Partitions(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, fetch_offset={self.fetch_offset!r}, last_fetched_epoch={self.last_fetched_epoch!r}, log_start_offset={self.log_start_offset!r}, partition_max_bytes={self.partition_max_bytes!r}, replica_directory_id={self.replica_directory_id!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, topic='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, topic: str = '', partitions: list[FetchRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FetchRequest.Topics(topic_id={self.topic_id!r}, topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
@@ -189,17 +222,22 @@ class FetchRequest(Message):
         __slots__ = ('topic_id', 'topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'topic', 'partitions', 'unknown_tags')
 
-        def __init__(self, *, topic_id=_ZERO_UUID, topic='', partitions=UNSET, unknown_tags=UNSET):
+        topic_id: UUID
+        topic: str
+        partitions: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, topic: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FetchRequest.ForgottenTopicsData(topic_id={self.topic_id!r}, topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
@@ -214,20 +252,24 @@ class FetchRequest(Message):
         __slots__ = ('replica_id', 'replica_epoch', 'unknown_tags')
         _FIELDS = ('replica_id', 'replica_epoch', 'unknown_tags')
 
-        def __init__(self, *, replica_id=-1, replica_epoch=-1, unknown_tags=UNSET):
+        replica_id: int
+        replica_epoch: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, replica_id: int = -1, replica_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.replica_id = replica_id
             self.replica_epoch = replica_epoch
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.replica_id == other.replica_id and self.replica_epoch == other.replica_epoch and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FetchRequest.ReplicaState(replica_id={self.replica_id!r}, replica_epoch={self.replica_epoch!r}{tags})"
 
-    def __init__(self, *, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=UNSET, forgotten_topics_data=UNSET, rack_id='', cluster_id=None, replica_state=None, unknown_tags=UNSET):
+    def __init__(self, *, replica_id: int = -1, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchRequest.Topics] = UNSET, forgotten_topics_data: list[FetchRequest.ForgottenTopicsData] = UNSET, rack_id: str = '', cluster_id: str | None = None, replica_state: FetchRequest.ReplicaState | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -242,21 +284,21 @@ class FetchRequest(Message):
         self._replica_state = replica_state
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.replica_id == other.replica_id and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.isolation_level == other.isolation_level and self.session_id == other.session_id and self.session_epoch == other.session_epoch and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.rack_id == other.rack_id and self.cluster_id == other.cluster_id and self.replica_state == other.replica_state and self.unknown_tags == other.unknown_tags
 
     @property
-    def replica_state(self):
+    def replica_state(self) -> FetchRequest.ReplicaState:
         v = self._replica_state
         if v is None: v = self._replica_state = _C_FetchRequest_ReplicaState()
         return v
 
     @replica_state.setter
-    def replica_state(self, value):
+    def replica_state(self, value: FetchRequest.ReplicaState) -> None:
         self._replica_state = value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"FetchRequest(replica_id={self.replica_id!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, isolation_level={self.isolation_level!r}, session_id={self.session_id!r}, session_epoch={self.session_epoch!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}, rack_id={self.rack_id!r}, cluster_id={self.cluster_id!r}, replica_state={self.replica_state!r}{tags})"
 
@@ -282,6 +324,13 @@ class FetchResponse(Message):
     MAX_VERSION = 17
     FLEXIBLE_MIN_VERSION = 12
 
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchResponse.Responses]
+    node_endpoints: list[FetchResponse.NodeEndpoints]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``FetchResponse.Responses``.
 
@@ -294,6 +343,11 @@ class FetchResponse(Message):
         __slots__ = ('topic_id', 'topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'topic', 'partitions', 'unknown_tags')
 
+        topic_id: UUID
+        topic: str
+        partitions: list[FetchResponse.Responses.Partitions]
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``FetchResponse.Responses.Partitions``.
 
@@ -303,7 +357,7 @@ class FetchResponse(Message):
                 high_watermark (int64, all; 0): The current high water mark.
                 last_stable_offset (int64, v4+; -1): The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED)
                 log_start_offset (int64, v5+; -1): The current log start offset.
-                aborted_transactions (list[AbortedTransactions], v4+; []): The aborted transactions.
+                aborted_transactions (list[AbortedTransactions], v4+, nullable; []): The aborted transactions.
                 preferred_read_replica (int32, v11+; -1): The preferred read replica for the consumer to use on its next fetch request
                 records (records, all; None): The record data.
                 diverging_epoch (DivergingEpoch, v12+, tag 0; _C_FetchResponse_Responses_Partitions_DivergingEpoch())
@@ -313,6 +367,19 @@ class FetchResponse(Message):
 
             __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'aborted_transactions', 'preferred_read_replica', 'records', '_diverging_epoch', '_current_leader', '_snapshot_id', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'aborted_transactions', 'preferred_read_replica', 'records', 'diverging_epoch', 'current_leader', 'snapshot_id', 'unknown_tags')
+
+            partition_index: int
+            error_code: int
+            high_watermark: int
+            last_stable_offset: int
+            log_start_offset: int
+            aborted_transactions: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None
+            preferred_read_replica: int
+            records: bytes | bytearray | memoryview | None
+            _diverging_epoch: FetchResponse.Responses.Partitions.DivergingEpoch | None
+            _current_leader: FetchResponse.Responses.Partitions.CurrentLeader | None
+            _snapshot_id: FetchResponse.Responses.Partitions.SnapshotId | None
+            unknown_tags: dict[int, bytes]
 
             class AbortedTransactions(Struct):
                 """Struct ``FetchResponse.Responses.Partitions.AbortedTransactions``.
@@ -325,16 +392,20 @@ class FetchResponse(Message):
                 __slots__ = ('producer_id', 'first_offset', 'unknown_tags')
                 _FIELDS = ('producer_id', 'first_offset', 'unknown_tags')
 
-                def __init__(self, *, producer_id=0, first_offset=0, unknown_tags=UNSET):
+                producer_id: int
+                first_offset: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, producer_id: int = 0, first_offset: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.producer_id = producer_id
                     self.first_offset = first_offset
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.producer_id == other.producer_id and self.first_offset == other.first_offset and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"FetchResponse.Responses.Partitions.AbortedTransactions(producer_id={self.producer_id!r}, first_offset={self.first_offset!r}{tags})"
 
@@ -349,16 +420,20 @@ class FetchResponse(Message):
                 __slots__ = ('epoch', 'end_offset', 'unknown_tags')
                 _FIELDS = ('epoch', 'end_offset', 'unknown_tags')
 
-                def __init__(self, *, epoch=-1, end_offset=-1, unknown_tags=UNSET):
+                epoch: int
+                end_offset: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, epoch: int = -1, end_offset: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.epoch = epoch
                     self.end_offset = end_offset
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.epoch == other.epoch and self.end_offset == other.end_offset and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"FetchResponse.Responses.Partitions.DivergingEpoch(epoch={self.epoch!r}, end_offset={self.end_offset!r}{tags})"
 
@@ -373,16 +448,20 @@ class FetchResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', 'unknown_tags')
                 _FIELDS = ('leader_id', 'leader_epoch', 'unknown_tags')
 
-                def __init__(self, *, leader_id=-1, leader_epoch=-1, unknown_tags=UNSET):
+                leader_id: int
+                leader_epoch: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"FetchResponse.Responses.Partitions.CurrentLeader(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
@@ -397,20 +476,24 @@ class FetchResponse(Message):
                 __slots__ = ('end_offset', 'epoch', 'unknown_tags')
                 _FIELDS = ('end_offset', 'epoch', 'unknown_tags')
 
-                def __init__(self, *, end_offset=-1, epoch=-1, unknown_tags=UNSET):
+                end_offset: int
+                epoch: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, end_offset: int = -1, epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.end_offset = end_offset
                     self.epoch = epoch
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.end_offset == other.end_offset and self.epoch == other.epoch and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"FetchResponse.Responses.Partitions.SnapshotId(end_offset={self.end_offset!r}, epoch={self.epoch!r}{tags})"
 
-            def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, aborted_transactions=UNSET, preferred_read_replica=-1, records=None, diverging_epoch=None, current_leader=None, snapshot_id=None, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, high_watermark: int = 0, last_stable_offset: int = -1, log_start_offset: int = -1, aborted_transactions: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = UNSET, preferred_read_replica: int = -1, records: bytes | bytearray | memoryview | None = None, diverging_epoch: FetchResponse.Responses.Partitions.DivergingEpoch | None = None, current_leader: FetchResponse.Responses.Partitions.CurrentLeader | None = None, snapshot_id: FetchResponse.Responses.Partitions.SnapshotId | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.high_watermark = high_watermark
@@ -424,55 +507,55 @@ class FetchResponse(Message):
                 self._snapshot_id = snapshot_id
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.high_watermark == other.high_watermark and self.last_stable_offset == other.last_stable_offset and self.log_start_offset == other.log_start_offset and self.aborted_transactions == other.aborted_transactions and self.preferred_read_replica == other.preferred_read_replica and self.records == other.records and self.diverging_epoch == other.diverging_epoch and self.current_leader == other.current_leader and self.snapshot_id == other.snapshot_id and self.unknown_tags == other.unknown_tags
 
             @property
-            def diverging_epoch(self):
+            def diverging_epoch(self) -> FetchResponse.Responses.Partitions.DivergingEpoch:
                 v = self._diverging_epoch
                 if v is None: v = self._diverging_epoch = _C_FetchResponse_Responses_Partitions_DivergingEpoch()
                 return v
 
             @diverging_epoch.setter
-            def diverging_epoch(self, value):
+            def diverging_epoch(self, value: FetchResponse.Responses.Partitions.DivergingEpoch) -> None:
                 self._diverging_epoch = value
 
             @property
-            def current_leader(self):
+            def current_leader(self) -> FetchResponse.Responses.Partitions.CurrentLeader:
                 v = self._current_leader
                 if v is None: v = self._current_leader = _C_FetchResponse_Responses_Partitions_CurrentLeader()
                 return v
 
             @current_leader.setter
-            def current_leader(self, value):
+            def current_leader(self, value: FetchResponse.Responses.Partitions.CurrentLeader) -> None:
                 self._current_leader = value
 
             @property
-            def snapshot_id(self):
+            def snapshot_id(self) -> FetchResponse.Responses.Partitions.SnapshotId:
                 v = self._snapshot_id
                 if v is None: v = self._snapshot_id = _C_FetchResponse_Responses_Partitions_SnapshotId()
                 return v
 
             @snapshot_id.setter
-            def snapshot_id(self, value):
+            def snapshot_id(self, value: FetchResponse.Responses.Partitions.SnapshotId) -> None:
                 self._snapshot_id = value
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"FetchResponse.Responses.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, high_watermark={self.high_watermark!r}, last_stable_offset={self.last_stable_offset!r}, log_start_offset={self.log_start_offset!r}, aborted_transactions={self.aborted_transactions!r}, preferred_read_replica={self.preferred_read_replica!r}, records={_records_repr(self.records)}, diverging_epoch={self.diverging_epoch!r}, current_leader={self.current_leader!r}, snapshot_id={self.snapshot_id!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, topic='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, topic: str = '', partitions: list[FetchResponse.Responses.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FetchResponse.Responses(topic_id={self.topic_id!r}, topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
@@ -489,22 +572,28 @@ class FetchResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
         _FIELDS = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=UNSET):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
             self.rack = rack
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FetchResponse.NodeEndpoints(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, session_id=0, responses=UNSET, node_endpoints=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, session_id: int = 0, responses: list[FetchResponse.Responses] = UNSET, node_endpoints: list[FetchResponse.NodeEndpoints] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.session_id = session_id
@@ -512,11 +601,11 @@ class FetchResponse(Message):
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.session_id == other.session_id and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"FetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, session_id={self.session_id!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r}{tags})"
 
@@ -536,17 +625,17 @@ _C_FetchResponse_Responses_Partitions_SnapshotId = FetchResponse.Responses.Parti
 _C_FetchResponse_NodeEndpoints = FetchResponse.NodeEndpoints
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes = _U_iii(buf, pos); pos += 12
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -556,10 +645,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
@@ -586,17 +675,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes = _U_iiii(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -606,10 +695,10 @@ def _decode_req_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
@@ -635,17 +724,17 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _U_iiiib(buf, pos); pos += 17
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -655,10 +744,10 @@ def _decode_req_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
@@ -683,17 +772,17 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _U_iiiib(buf, pos); pos += 17
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -703,10 +792,10 @@ def _decode_req_v5(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 24 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iqqi(buf, pos); pos += 24
@@ -730,17 +819,17 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _decode_req_v7(buf, pos):
+def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -750,10 +839,10 @@ def _decode_req_v7(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 24 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iqqi(buf, pos); pos += 24
@@ -770,28 +859,28 @@ def _decode_req_v7(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.forgotten_topics_data = None
+        o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     o.rack_id = ''
     o.cluster_id = None
     o._replica_state = None
@@ -799,17 +888,17 @@ def _decode_req_v7(buf, pos):
     return o, pos
 
 
-def _decode_req_v9(buf, pos):
+def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -819,10 +908,10 @@ def _decode_req_v9(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 28 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iiqqi(buf, pos); pos += 28
@@ -838,28 +927,28 @@ def _decode_req_v9(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.forgotten_topics_data = None
+        o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     o.rack_id = ''
     o.cluster_id = None
     o._replica_state = None
@@ -867,17 +956,17 @@ def _decode_req_v9(buf, pos):
     return o, pos
 
 
-def _decode_req_v11(buf, pos):
+def _decode_req_v11(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -887,10 +976,10 @@ def _decode_req_v11(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 28 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iiqqi(buf, pos); pos += 28
@@ -906,28 +995,28 @@ def _decode_req_v11(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.forgotten_topics_data = None
+        o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     n, = _U_h(buf, pos); pos += 2
     end = pos + n
     if n < 0 or end > blen: raise _bad_length(n)
@@ -938,7 +1027,7 @@ def _decode_req_v11(buf, pos):
     return o, pos
 
 
-def _decode_req_v12(buf, pos):
+def _decode_req_v12(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
@@ -946,10 +1035,10 @@ def _decode_req_v12(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             n = buf[pos]
@@ -963,10 +1052,10 @@ def _decode_req_v12(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 33 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
@@ -984,33 +1073,33 @@ def _decode_req_v12(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None
+    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic_id = _ZERO_UUID
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1023,7 +1112,7 @@ def _decode_req_v12(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -1045,7 +1134,7 @@ def _decode_req_v12(buf, pos):
     return o, pos
 
 
-def _decode_req_v13(buf, pos):
+def _decode_req_v13(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
@@ -1053,10 +1142,10 @@ def _decode_req_v13(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -1065,10 +1154,10 @@ def _decode_req_v13(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 33 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
@@ -1086,28 +1175,28 @@ def _decode_req_v13(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None
+    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic = ''
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1120,7 +1209,7 @@ def _decode_req_v13(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -1142,7 +1231,7 @@ def _decode_req_v13(buf, pos):
     return o, pos
 
 
-def _decode_req_v15(buf, pos):
+def _decode_req_v15(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiibii(buf, pos); pos += 21
@@ -1150,10 +1239,10 @@ def _decode_req_v15(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -1162,10 +1251,10 @@ def _decode_req_v15(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 33 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
@@ -1183,28 +1272,28 @@ def _decode_req_v15(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None
+    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic = ''
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1218,7 +1307,7 @@ def _decode_req_v15(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -1236,18 +1325,18 @@ def _decode_req_v15(buf, pos):
                 o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
             if pos != tend0: raise _bad_tag_size(tg0)
         elif tg0 == 1:
-            e2 = _new(_C_FetchRequest_ReplicaState)
-            e2.replica_id, e2.replica_epoch = _U_iq(buf, pos); pos += 12
-            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-            else: e2.unknown_tags, pos = _read_tags(buf, pos)
-            o._replica_state = e2
+            e2_2 = _new(_C_FetchRequest_ReplicaState)
+            e2_2.replica_id, e2_2.replica_epoch = _U_iq(buf, pos); pos += 12
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            o._replica_state = e2_2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
     return o, pos
 
 
-def _decode_req_v17(buf, pos):
+def _decode_req_v17(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
     o = _new(_C_FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiibii(buf, pos); pos += 21
@@ -1255,10 +1344,10 @@ def _decode_req_v17(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -1267,10 +1356,10 @@ def _decode_req_v17(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 33 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
@@ -1278,7 +1367,7 @@ def _decode_req_v17(buf, pos):
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
-                    ut2 = {}
+                    ut2: dict[int, bytes] = {}
                     for _ in range(nt2):
                         tg2, pos = _ruv(buf, pos)
                         sz2, pos = _ruv(buf, pos)
@@ -1301,28 +1390,28 @@ def _decode_req_v17(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None
+    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.forgotten_topics_data = l0
+            e1_2.topic = ''
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1336,7 +1425,7 @@ def _decode_req_v17(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -1354,28 +1443,28 @@ def _decode_req_v17(buf, pos):
                 o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
             if pos != tend0: raise _bad_tag_size(tg0)
         elif tg0 == 1:
-            e2 = _new(_C_FetchRequest_ReplicaState)
-            e2.replica_id, e2.replica_epoch = _U_iq(buf, pos); pos += 12
-            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-            else: e2.unknown_tags, pos = _read_tags(buf, pos)
-            o._replica_state = e2
+            e2_2 = _new(_C_FetchRequest_ReplicaState)
+            e2_2.replica_id, e2_2.replica_epoch = _U_iq(buf, pos); pos += 12
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            o._replica_state = e2_2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iii(o.replica_id, o.max_wait_ms, o.min_bytes))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1383,17 +1472,17 @@ def _encode_req_v0(o, ap):
                     ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1401,17 +1490,17 @@ def _encode_req_v3(o, ap):
                     ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1419,17 +1508,17 @@ def _encode_req_v4(o, ap):
                     ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
 
 
-def _encode_req_v5(o, ap):
+def _encode_req_v5(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1437,119 +1526,119 @@ def _encode_req_v5(o, ap):
                     ap(_P_iqqi(x1.partition, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
 
 
-def _encode_req_v7(o, ap):
+def _encode_req_v7(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iqqi(x1.partition, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.topic.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            s = x0_2.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
 
 
-def _encode_req_v9(o, ap):
+def _encode_req_v9(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iiqqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.topic.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            s = x0_2.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
 
 
-def _encode_req_v11(o, ap):
+def _encode_req_v11(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iiqqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.topic.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            s = x0_2.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
     s = o.rack_id.encode()
     ap(_P_h(len(s)))
     ap(s)
 
 
-def _encode_req_v12(o, ap):
+def _encode_req_v12(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1561,35 +1650,35 @@ def _encode_req_v12(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\x00')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.topic.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            s = x0_2.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
-            if l1 is None: ap(b'\x00')
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\x00')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     s = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    tl0 = []
-    tv0 = o.cluster_id
+    tl0: list[tuple[int, bytes]] = []
+    tv0: str | None = o.cluster_id
     if tv0 is not None:
-        tp0 = []; tap0 = tp0.append
-        s = tv0
-        if s is None: tap0(b'\x00')
+        tp0: list[bytes] = []; tap0 = tp0.append
+        sn: str | None = tv0
+        if sn is None: tap0(b'\x00')
         else:
-            s = s.encode()
+            s = sn.encode()
             n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             tap0(s)
         tl0.append((0, b''.join(tp0)))
@@ -1599,15 +1688,15 @@ def _encode_req_v12(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v13(o, ap):
+def _encode_req_v13(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1619,33 +1708,33 @@ def _encode_req_v13(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\x00')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\x00')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.rack_id.encode()
+    s: bytes = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    tl0 = []
-    tv0 = o.cluster_id
+    tl0: list[tuple[int, bytes]] = []
+    tv0: str | None = o.cluster_id
     if tv0 is not None:
-        tp0 = []; tap0 = tp0.append
-        s = tv0
-        if s is None: tap0(b'\x00')
+        tp0: list[bytes] = []; tap0 = tp0.append
+        sn: str | None = tv0
+        if sn is None: tap0(b'\x00')
         else:
-            s = s.encode()
+            s = sn.encode()
             n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             tap0(s)
         tl0.append((0, b''.join(tp0)))
@@ -1655,15 +1744,15 @@ def _encode_req_v13(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v15(o, ap):
+def _encode_req_v15(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1675,40 +1764,40 @@ def _encode_req_v15(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\x00')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\x00')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.rack_id.encode()
+    s: bytes = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    tl0 = []
-    tv0 = o.cluster_id
+    tl0: list[tuple[int, bytes]] = []
+    tv0: str | None = o.cluster_id
     if tv0 is not None:
-        tp0 = []; tap0 = tp0.append
-        s = tv0
-        if s is None: tap0(b'\x00')
+        tp0: list[bytes] = []; tap0 = tp0.append
+        sn: str | None = tv0
+        if sn is None: tap0(b'\x00')
         else:
-            s = s.encode()
+            s = sn.encode()
             n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             tap0(s)
         tl0.append((0, b''.join(tp0)))
-    tv0 = o._replica_state
-    if tv0 is not None and (tv0.replica_id != -1 or tv0.replica_epoch != -1 or tv0.unknown_tags):
+    tv0_2: FetchRequest.ReplicaState | None = o._replica_state
+    if tv0_2 is not None and (tv0_2.replica_id != -1 or tv0_2.replica_epoch != -1 or tv0_2.unknown_tags):
         tp0 = []; tap0 = tp0.append
-        e2 = tv0
+        e2: FetchRequest.ReplicaState = tv0_2
         tap0(_P_iq(e2.replica_id, e2.replica_epoch))
         ut2 = e2.unknown_tags
         if ut2: _write_tags(tap0, ut2.items())
@@ -1720,24 +1809,24 @@ def _encode_req_v15(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v17(o, ap):
+def _encode_req_v17(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l0 = o.topics
+    l0: list[FetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
-                    tl2 = []
-                    tv2 = x1.replica_directory_id
+                    tl2: list[tuple[int, bytes]] = []
+                    tv2: UUID = x1.replica_directory_id
                     if tv2 != _ZERO_UUID:
-                        tp2 = []; tap2 = tp2.append
+                        tp2: list[bytes] = []; tap2 = tp2.append
                         tap2(_P_QQ(tv2.int >> 64, tv2.int & _M64))
                         tl2.append((0, b''.join(tp2)))
                     ut2 = x1.unknown_tags
@@ -1747,40 +1836,40 @@ def _encode_req_v17(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\x00')
+    l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\x00')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.rack_id.encode()
+    s: bytes = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    tl0 = []
-    tv0 = o.cluster_id
+    tl0: list[tuple[int, bytes]] = []
+    tv0: str | None = o.cluster_id
     if tv0 is not None:
-        tp0 = []; tap0 = tp0.append
-        s = tv0
-        if s is None: tap0(b'\x00')
+        tp0: list[bytes] = []; tap0 = tp0.append
+        sn: str | None = tv0
+        if sn is None: tap0(b'\x00')
         else:
-            s = s.encode()
+            s = sn.encode()
             n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
             tap0(s)
         tl0.append((0, b''.join(tp0)))
-    tv0 = o._replica_state
-    if tv0 is not None and (tv0.replica_id != -1 or tv0.replica_epoch != -1 or tv0.unknown_tags):
+    tv0_2: FetchRequest.ReplicaState | None = o._replica_state
+    if tv0_2 is not None and (tv0_2.replica_id != -1 or tv0_2.replica_epoch != -1 or tv0_2.unknown_tags):
         tp0 = []; tap0 = tp0.append
-        e2 = tv0
+        e2: FetchRequest.ReplicaState = tv0_2
         tap0(_P_iq(e2.replica_id, e2.replica_epoch))
         ut2 = e2.unknown_tags
         if ut2: _write_tags(tap0, ut2.items())
@@ -1792,17 +1881,17 @@ def _encode_req_v17(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -1812,10 +1901,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark = _U_ihq(buf, pos); pos += 14
@@ -1847,7 +1936,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -1855,10 +1944,10 @@ def _decode_resp_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -1868,10 +1957,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark = _U_ihq(buf, pos); pos += 14
@@ -1902,7 +1991,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -1910,10 +1999,10 @@ def _decode_resp_v4(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -1923,10 +2012,10 @@ def _decode_resp_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 30 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset = _U_ihqq(buf, pos); pos += 22
@@ -1936,7 +2025,7 @@ def _decode_resp_v4(buf, pos):
                         e2.aborted_transactions = None
                     else:
                         if n * 16 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -1968,7 +2057,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -1976,10 +2065,10 @@ def _decode_resp_v5(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -1989,10 +2078,10 @@ def _decode_resp_v5(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 38 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -2002,7 +2091,7 @@ def _decode_resp_v5(buf, pos):
                         e2.aborted_transactions = None
                     else:
                         if n * 16 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -2033,7 +2122,7 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _decode_resp_v7(buf, pos):
+def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -2041,10 +2130,10 @@ def _decode_resp_v7(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -2054,10 +2143,10 @@ def _decode_resp_v7(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 38 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -2067,7 +2156,7 @@ def _decode_resp_v7(buf, pos):
                         e2.aborted_transactions = None
                     else:
                         if n * 16 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -2096,7 +2185,7 @@ def _decode_resp_v7(buf, pos):
     return o, pos
 
 
-def _decode_resp_v11(buf, pos):
+def _decode_resp_v11(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -2104,10 +2193,10 @@ def _decode_resp_v11(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -2117,10 +2206,10 @@ def _decode_resp_v11(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 42 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -2130,7 +2219,7 @@ def _decode_resp_v11(buf, pos):
                         e2.aborted_transactions = None
                     else:
                         if n * 16 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -2159,7 +2248,7 @@ def _decode_resp_v11(buf, pos):
     return o, pos
 
 
-def _decode_resp_v12(buf, pos):
+def _decode_resp_v12(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -2168,10 +2257,10 @@ def _decode_resp_v12(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             n = buf[pos]
@@ -2185,10 +2274,10 @@ def _decode_resp_v12(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 37 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -2199,7 +2288,7 @@ def _decode_resp_v12(buf, pos):
                     if n < 0: e2.aborted_transactions = None
                     else:
                         if n * 17 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -2224,7 +2313,7 @@ def _decode_resp_v12(buf, pos):
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
-                    ut2 = {}
+                    ut2: dict[int, bytes] = {}
                     for _ in range(nt2):
                         tg2, pos = _ruv(buf, pos)
                         sz2, pos = _ruv(buf, pos)
@@ -2238,18 +2327,18 @@ def _decode_resp_v12(buf, pos):
                             e2._diverging_epoch = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 1:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
-                            e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4
+                            e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
+                            e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
+                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                            e2._current_leader = e4_2
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 2:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
-                            e4.end_offset, e4.epoch = _U_qi(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._snapshot_id = e4
+                            e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
+                            e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
+                            if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
+                            else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
+                            e2._snapshot_id = e4_3
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -2266,7 +2355,7 @@ def _decode_resp_v12(buf, pos):
     return o, pos
 
 
-def _decode_resp_v13(buf, pos):
+def _decode_resp_v13(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -2275,10 +2364,10 @@ def _decode_resp_v13(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -2287,10 +2376,10 @@ def _decode_resp_v13(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 37 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -2301,7 +2390,7 @@ def _decode_resp_v13(buf, pos):
                     if n < 0: e2.aborted_transactions = None
                     else:
                         if n * 17 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -2326,7 +2415,7 @@ def _decode_resp_v13(buf, pos):
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
-                    ut2 = {}
+                    ut2: dict[int, bytes] = {}
                     for _ in range(nt2):
                         tg2, pos = _ruv(buf, pos)
                         sz2, pos = _ruv(buf, pos)
@@ -2340,18 +2429,18 @@ def _decode_resp_v13(buf, pos):
                             e2._diverging_epoch = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 1:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
-                            e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4
+                            e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
+                            e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
+                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                            e2._current_leader = e4_2
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 2:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
-                            e4.end_offset, e4.epoch = _U_qi(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._snapshot_id = e4
+                            e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
+                            e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
+                            if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
+                            else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
+                            e2._snapshot_id = e4_3
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -2368,7 +2457,7 @@ def _decode_resp_v13(buf, pos):
     return o, pos
 
 
-def _decode_resp_v16(buf, pos):
+def _decode_resp_v16(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
@@ -2377,10 +2466,10 @@ def _decode_resp_v16(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FetchResponse_Responses)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -2389,10 +2478,10 @@ def _decode_resp_v16(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 37 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_FetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -2403,7 +2492,7 @@ def _decode_resp_v16(buf, pos):
                     if n < 0: e2.aborted_transactions = None
                     else:
                         if n * 17 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
                             e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
@@ -2428,7 +2517,7 @@ def _decode_resp_v16(buf, pos):
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
-                    ut2 = {}
+                    ut2: dict[int, bytes] = {}
                     for _ in range(nt2):
                         tg2, pos = _ruv(buf, pos)
                         sz2, pos = _ruv(buf, pos)
@@ -2442,18 +2531,18 @@ def _decode_resp_v16(buf, pos):
                             e2._diverging_epoch = e4
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 1:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
-                            e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4
+                            e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
+                            e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
+                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                            e2._current_leader = e4_2
                             if pos != tend2: raise _bad_tag_size(tg2)
                         elif tg2 == 2:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
-                            e4.end_offset, e4.epoch = _U_qi(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._snapshot_id = e4
+                            e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
+                            e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
+                            if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
+                            else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
+                            e2._snapshot_id = e4_3
                             if pos != tend2: raise _bad_tag_size(tg2)
                         else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
                     e2.unknown_tags = ut2
@@ -2468,7 +2557,7 @@ def _decode_resp_v16(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -2479,50 +2568,50 @@ def _decode_resp_v16(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.node_endpoints = None
+            if n < 0: o.node_endpoints = None  # type: ignore[assignment]
             else:
                 if n * 11 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[FetchResponse.NodeEndpoints] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_NodeEndpoints)
-                    e2.node_id, = _U_i(buf, pos); pos += 4
+                    e2_2 = _new(_C_FetchResponse_NodeEndpoints)
+                    e2_2.node_id, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.port, = _U_i(buf, pos); pos += 4
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.port, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n == -1: e2.rack = None
+                    if n == -1: e2_2.rack = None
                     else:
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
-                        e2.rack = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                o.node_endpoints = l1
+                        e2_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                o.node_endpoints = l1_2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.responses
+def _encode_resp_v0(o: FetchResponse, ap: _Append) -> None:
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -2531,17 +2620,17 @@ def _encode_resp_v0(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: FetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -2550,23 +2639,23 @@ def _encode_resp_v1(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: FetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ihqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -2575,23 +2664,23 @@ def _encode_resp_v4(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: FetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -2600,23 +2689,23 @@ def _encode_resp_v5(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_resp_v7(o, ap):
+def _encode_resp_v7(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -2625,23 +2714,23 @@ def _encode_resp_v7(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_resp_v11(o, ap):
+def _encode_resp_v11(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -2651,23 +2740,23 @@ def _encode_resp_v11(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_resp_v12(o, ap):
+def _encode_resp_v12(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -2678,31 +2767,31 @@ def _encode_resp_v12(o, ap):
                             else: ap(b'\x00')
                     ap(_P_i(x1.preferred_read_replica))
                     _write_compact_records(ap, x1.records)
-                    tl2 = []
-                    tv2 = x1._diverging_epoch
+                    tl2: list[tuple[int, bytes]] = []
+                    tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
                     if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4 = tv2
+                        tp2: list[bytes] = []; tap2 = tp2.append
+                        e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
                         tap2(_P_iq(e4.epoch, e4.end_offset))
                         ut4 = e4.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((0, b''.join(tp2)))
-                    tv2 = x1._current_leader
-                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
+                    tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
+                    if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
-                        e4 = tv2
-                        tap2(_P_ii(e4.leader_id, e4.leader_epoch))
-                        ut4 = e4.unknown_tags
+                        e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
+                        tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
+                        ut4 = e4_2.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((1, b''.join(tp2)))
-                    tv2 = x1._snapshot_id
-                    if tv2 is not None and (tv2.end_offset != -1 or tv2.epoch != -1 or tv2.unknown_tags):
+                    tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
+                    if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
                         tp2 = []; tap2 = tp2.append
-                        e4 = tv2
-                        tap2(_P_qi(e4.end_offset, e4.epoch))
-                        ut4 = e4.unknown_tags
+                        e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
+                        tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
+                        ut4 = e4_3.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((2, b''.join(tp2)))
@@ -2718,21 +2807,21 @@ def _encode_resp_v12(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v13(o, ap):
+def _encode_resp_v13(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -2743,31 +2832,31 @@ def _encode_resp_v13(o, ap):
                             else: ap(b'\x00')
                     ap(_P_i(x1.preferred_read_replica))
                     _write_compact_records(ap, x1.records)
-                    tl2 = []
-                    tv2 = x1._diverging_epoch
+                    tl2: list[tuple[int, bytes]] = []
+                    tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
                     if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4 = tv2
+                        tp2: list[bytes] = []; tap2 = tp2.append
+                        e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
                         tap2(_P_iq(e4.epoch, e4.end_offset))
                         ut4 = e4.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((0, b''.join(tp2)))
-                    tv2 = x1._current_leader
-                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
+                    tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
+                    if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
-                        e4 = tv2
-                        tap2(_P_ii(e4.leader_id, e4.leader_epoch))
-                        ut4 = e4.unknown_tags
+                        e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
+                        tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
+                        ut4 = e4_2.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((1, b''.join(tp2)))
-                    tv2 = x1._snapshot_id
-                    if tv2 is not None and (tv2.end_offset != -1 or tv2.epoch != -1 or tv2.unknown_tags):
+                    tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
+                    if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
                         tp2 = []; tap2 = tp2.append
-                        e4 = tv2
-                        tap2(_P_qi(e4.end_offset, e4.epoch))
-                        ut4 = e4.unknown_tags
+                        e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
+                        tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
+                        ut4 = e4_3.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((2, b''.join(tp2)))
@@ -2783,21 +2872,21 @@ def _encode_resp_v13(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v16(o, ap):
+def _encode_resp_v16(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l0 = o.responses
+    l0: list[FetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2 = x1.aborted_transactions
+                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -2808,31 +2897,31 @@ def _encode_resp_v16(o, ap):
                             else: ap(b'\x00')
                     ap(_P_i(x1.preferred_read_replica))
                     _write_compact_records(ap, x1.records)
-                    tl2 = []
-                    tv2 = x1._diverging_epoch
+                    tl2: list[tuple[int, bytes]] = []
+                    tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
                     if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4 = tv2
+                        tp2: list[bytes] = []; tap2 = tp2.append
+                        e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
                         tap2(_P_iq(e4.epoch, e4.end_offset))
                         ut4 = e4.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((0, b''.join(tp2)))
-                    tv2 = x1._current_leader
-                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
+                    tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
+                    if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
                         tp2 = []; tap2 = tp2.append
-                        e4 = tv2
-                        tap2(_P_ii(e4.leader_id, e4.leader_epoch))
-                        ut4 = e4.unknown_tags
+                        e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
+                        tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
+                        ut4 = e4_2.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((1, b''.join(tp2)))
-                    tv2 = x1._snapshot_id
-                    if tv2 is not None and (tv2.end_offset != -1 or tv2.epoch != -1 or tv2.unknown_tags):
+                    tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
+                    if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
                         tp2 = []; tap2 = tp2.append
-                        e4 = tv2
-                        tap2(_P_qi(e4.end_offset, e4.epoch))
-                        ut4 = e4.unknown_tags
+                        e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
+                        tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
+                        ut4 = e4_3.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
                         else: tap2(b'\x00')
                         tl2.append((2, b''.join(tp2)))
@@ -2843,27 +2932,27 @@ def _encode_resp_v16(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    tl0 = []
-    tv0 = o.node_endpoints
+    tl0: list[tuple[int, bytes]] = []
+    tv0: list[FetchResponse.NodeEndpoints] = o.node_endpoints
     if tv0:
-        tp0 = []; tap0 = tp0.append
-        l1 = tv0
-        if l1 is None: tap0(b'\x00')
+        tp0: list[bytes] = []; tap0 = tp0.append
+        l1_2: list[FetchResponse.NodeEndpoints] = tv0
+        if l1_2 is None: tap0(b'\x00')
         else:
-            n = len(l1) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1 in l1:
-                tap0(_P_i(x1.node_id))
-                s = x1.host.encode()
+            n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            for x1_2 in l1_2:
+                tap0(_P_i(x1_2.node_id))
+                s: bytes = x1_2.host.encode()
                 n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                 tap0(s)
-                tap0(_P_i(x1.port))
-                s = x1.rack
-                if s is None: tap0(b'\x00')
+                tap0(_P_i(x1_2.port))
+                sn: str | None = x1_2.rack
+                if sn is None: tap0(b'\x00')
                 else:
-                    s = s.encode()
+                    s = sn.encode()
                     n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                     tap0(s)
-                ut2 = x1.unknown_tags
+                ut2 = x1_2.unknown_tags
                 if ut2: _write_tags(tap0, ut2.items())
                 else: tap0(b'\x00')
         tl0.append((0, b''.join(tp0)))

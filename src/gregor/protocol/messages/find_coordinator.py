@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/find_coordinator.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -61,17 +65,22 @@ class FindCoordinatorRequest(Message):
     MAX_VERSION = 6
     FLEXIBLE_MIN_VERSION = 3
 
-    def __init__(self, *, key='', key_type=0, coordinator_keys=UNSET, unknown_tags=UNSET):
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, key: str = '', key_type: int = 0, coordinator_keys: list[str] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.key = key
         self.key_type = key_type
         self.coordinator_keys = [] if coordinator_keys is UNSET else coordinator_keys
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.key == other.key and self.key_type == other.key_type and self.coordinator_keys == other.coordinator_keys and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"FindCoordinatorRequest(key={self.key!r}, key_type={self.key_type!r}, coordinator_keys={self.coordinator_keys!r}{tags})"
 
@@ -99,6 +108,15 @@ class FindCoordinatorResponse(Message):
     MAX_VERSION = 6
     FLEXIBLE_MIN_VERSION = 3
 
+    throttle_time_ms: int
+    coordinators: list[FindCoordinatorResponse.Coordinators]
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+    unknown_tags: dict[int, bytes]
+
     class Coordinators(Struct):
         """Struct ``FindCoordinatorResponse.Coordinators``.
 
@@ -114,7 +132,15 @@ class FindCoordinatorResponse(Message):
         __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tags')
         _FIELDS = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tags')
 
-        def __init__(self, *, key='', node_id=0, host='', port=0, error_code=0, error_message=None, unknown_tags=UNSET):
+        key: str
+        node_id: int
+        host: str
+        port: int
+        error_code: int
+        error_message: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, key: str = '', node_id: int = 0, host: str = '', port: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.key = key
             self.node_id = node_id
             self.host = host
@@ -123,15 +149,15 @@ class FindCoordinatorResponse(Message):
             self.error_message = error_message
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.key == other.key and self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"FindCoordinatorResponse.Coordinators(key={self.key!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, coordinators=UNSET, error_code=0, error_message=None, node_id=0, host='', port=0, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, coordinators: list[FindCoordinatorResponse.Coordinators] = UNSET, error_code: int = 0, error_message: str | None = None, node_id: int = 0, host: str = '', port: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.coordinators = [] if coordinators is UNSET else coordinators
         self.error_code = error_code
@@ -141,11 +167,11 @@ class FindCoordinatorResponse(Message):
         self.port = port
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.coordinators == other.coordinators and self.error_code == other.error_code and self.error_message == other.error_message and self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"FindCoordinatorResponse(throttle_time_ms={self.throttle_time_ms!r}, coordinators={self.coordinators!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}{tags})"
 
@@ -155,7 +181,7 @@ _C_FindCoordinatorResponse = FindCoordinatorResponse
 _C_FindCoordinatorResponse_Coordinators = FindCoordinatorResponse.Coordinators
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[FindCoordinatorRequest, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -168,7 +194,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[FindCoordinatorRequest, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -181,7 +207,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[FindCoordinatorRequest, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorRequest)
     n = buf[pos]
@@ -198,7 +224,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[FindCoordinatorRequest, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorRequest)
     o.key_type, = _U_b(buf, pos); pos += 1
@@ -206,10 +232,10 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.coordinator_keys = None
+    if n < 0: o.coordinator_keys = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -226,21 +252,21 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.key.encode()
+def _encode_req_v0(o: FindCoordinatorRequest, ap: _Append) -> None:
+    s: bytes = o.key.encode()
     ap(_P_h(len(s)))
     ap(s)
 
 
-def _encode_req_v1(o, ap):
-    s = o.key.encode()
+def _encode_req_v1(o: FindCoordinatorRequest, ap: _Append) -> None:
+    s: bytes = o.key.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_b(o.key_type))
 
 
-def _encode_req_v3(o, ap):
-    s = o.key.encode()
+def _encode_req_v3(o: FindCoordinatorRequest, ap: _Append) -> None:
+    s: bytes = o.key.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_b(o.key_type))
@@ -249,14 +275,14 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: FindCoordinatorRequest, ap: _Append) -> None:
     ap(_P_b(o.key_type))
-    l0 = o.coordinator_keys
+    l0: list[str] = o.coordinator_keys
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ut0 = o.unknown_tags
@@ -264,7 +290,7 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[FindCoordinatorResponse, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorResponse)
     o.error_code, o.node_id = _U_hi(buf, pos); pos += 6
@@ -280,7 +306,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[FindCoordinatorResponse, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -301,7 +327,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[FindCoordinatorResponse, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -329,7 +355,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[FindCoordinatorResponse, int]:
     blen = len(buf)
     o = _new(_C_FindCoordinatorResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -337,10 +363,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.coordinators = None
+    if n < 0: o.coordinators = None  # type: ignore[assignment]
     else:
         if n * 14 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[FindCoordinatorResponse.Coordinators] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_FindCoordinatorResponse_Coordinators)
             n = buf[pos]
@@ -382,20 +408,20 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: FindCoordinatorResponse, ap: _Append) -> None:
     ap(_P_hi(o.error_code, o.node_id))
-    s = o.host.encode()
+    s: bytes = o.host.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.port))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: FindCoordinatorResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.node_id))
@@ -405,12 +431,12 @@ def _encode_resp_v1(o, ap):
     ap(_P_i(o.port))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: FindCoordinatorResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.node_id))
@@ -423,14 +449,14 @@ def _encode_resp_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: FindCoordinatorResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.coordinators
+    l0: list[FindCoordinatorResponse.Coordinators] = o.coordinators
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.key.encode()
+            s: bytes = x0.key.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.node_id))
@@ -438,10 +464,10 @@ def _encode_resp_v4(o, ap):
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_ih(x0.port, x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

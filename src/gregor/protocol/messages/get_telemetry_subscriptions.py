@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/get_telemetry_subscriptions.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -55,15 +60,18 @@ class GetTelemetrySubscriptionsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, client_instance_id=_ZERO_UUID, unknown_tags=UNSET):
+    client_instance_id: UUID
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, client_instance_id: UUID = _ZERO_UUID, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.client_instance_id = client_instance_id
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.client_instance_id == other.client_instance_id and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"GetTelemetrySubscriptionsRequest(client_instance_id={self.client_instance_id!r}{tags})"
 
@@ -93,7 +101,18 @@ class GetTelemetrySubscriptionsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, client_instance_id=_ZERO_UUID, subscription_id=0, accepted_compression_types=UNSET, push_interval_ms=0, telemetry_max_bytes=0, delta_temporality=False, requested_metrics=UNSET, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: UUID
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, client_instance_id: UUID = _ZERO_UUID, subscription_id: int = 0, accepted_compression_types: list[int] = UNSET, push_interval_ms: int = 0, telemetry_max_bytes: int = 0, delta_temporality: bool = False, requested_metrics: list[str] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.client_instance_id = client_instance_id
@@ -105,11 +124,11 @@ class GetTelemetrySubscriptionsResponse(Message):
         self.requested_metrics = [] if requested_metrics is UNSET else requested_metrics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.client_instance_id == other.client_instance_id and self.subscription_id == other.subscription_id and self.accepted_compression_types == other.accepted_compression_types and self.push_interval_ms == other.push_interval_ms and self.telemetry_max_bytes == other.telemetry_max_bytes and self.delta_temporality == other.delta_temporality and self.requested_metrics == other.requested_metrics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"GetTelemetrySubscriptionsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, accepted_compression_types={self.accepted_compression_types!r}, push_interval_ms={self.push_interval_ms!r}, telemetry_max_bytes={self.telemetry_max_bytes!r}, delta_temporality={self.delta_temporality!r}, requested_metrics={self.requested_metrics!r}{tags})"
 
@@ -118,7 +137,7 @@ _C_GetTelemetrySubscriptionsRequest = GetTelemetrySubscriptionsRequest
 _C_GetTelemetrySubscriptionsResponse = GetTelemetrySubscriptionsResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
     o = _new(_C_GetTelemetrySubscriptionsRequest)
     uh0, ul0 = _U_QQ(buf, pos); pos += 16
     o.client_instance_id = _uuid(uh0 << 64 | ul0)
@@ -127,14 +146,14 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: GetTelemetrySubscriptionsRequest, ap: _Append) -> None:
     ap(_P_QQ(o.client_instance_id.int >> 64, o.client_instance_id.int & _M64))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[GetTelemetrySubscriptionsResponse, int]:
     blen = len(buf)
     o = _new(_C_GetTelemetrySubscriptionsResponse)
     o.throttle_time_ms, o.error_code, uh2, ul2, o.subscription_id = _U_ihQQi(buf, pos); pos += 26
@@ -143,7 +162,7 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.accepted_compression_types = None
+    if n < 0: o.accepted_compression_types = None  # type: ignore[assignment]
     else:
         if n < 64: o.accepted_compression_types = list(_UA_b[n](buf, pos))
         else: o.accepted_compression_types = list(_unpack_from('>%db' % n, buf, pos))
@@ -153,10 +172,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.requested_metrics = None
+    if n < 0: o.requested_metrics = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -172,9 +191,9 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: GetTelemetrySubscriptionsResponse, ap: _Append) -> None:
     ap(_P_ihQQi(o.throttle_time_ms, o.error_code, o.client_instance_id.int >> 64, o.client_instance_id.int & _M64, o.subscription_id))
-    l0 = o.accepted_compression_types
+    l0: list[int] = o.accepted_compression_types
     if l0 is None: ap(b'\x00')
     else:
         c = len(l0)
@@ -182,12 +201,12 @@ def _encode_resp_v0(o, ap):
         if c < 64: ap(_PA_b[c](*l0))
         else: ap(_pack('>%db' % c, *l0))
     ap(_P_iio(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality))
-    l0 = o.requested_metrics
-    if l0 is None: ap(b'\x00')
+    l0_2: list[str] = o.requested_metrics
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0 in l0_2:
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ut0 = o.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/heartbeat.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -56,18 +60,24 @@ class HeartbeatRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 4
 
-    def __init__(self, *, group_id='', generation_id=0, member_id='', group_instance_id=None, unknown_tags=UNSET):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.generation_id == other.generation_id and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"HeartbeatRequest(group_id={self.group_id!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}{tags})"
 
@@ -90,16 +100,20 @@ class HeartbeatResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 4
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"HeartbeatResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}{tags})"
 
@@ -108,7 +122,7 @@ _C_HeartbeatRequest = HeartbeatRequest
 _C_HeartbeatResponse = HeartbeatResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[HeartbeatRequest, int]:
     blen = len(buf)
     o = _new(_C_HeartbeatRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -125,7 +139,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[HeartbeatRequest, int]:
     blen = len(buf)
     o = _new(_C_HeartbeatRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -147,7 +161,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[HeartbeatRequest, int]:
     blen = len(buf)
     o = _new(_C_HeartbeatRequest)
     n = buf[pos]
@@ -179,8 +193,8 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: HeartbeatRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id))
@@ -189,34 +203,34 @@ def _encode_req_v0(o, ap):
     ap(s)
 
 
-def _encode_req_v3(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v3(o: HeartbeatRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
 
 
-def _encode_req_v4(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v4(o: HeartbeatRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.generation_id))
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ut0 = o.unknown_tags
@@ -224,7 +238,7 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[HeartbeatResponse, int]:
     o = _new(_C_HeartbeatResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     o.throttle_time_ms = 0
@@ -232,14 +246,14 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[HeartbeatResponse, int]:
     o = _new(_C_HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[HeartbeatResponse, int]:
     o = _new(_C_HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -247,15 +261,15 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: HeartbeatResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: HeartbeatResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: HeartbeatResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/incremental_alter_configs.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +61,10 @@ class IncrementalAlterConfigsRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    resources: list[IncrementalAlterConfigsRequest.Resources]
+    validate_only: bool
+    unknown_tags: dict[int, bytes]
+
     class Resources(Struct):
         """Struct ``IncrementalAlterConfigsRequest.Resources``.
 
@@ -68,6 +76,11 @@ class IncrementalAlterConfigsRequest(Message):
 
         __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tags')
         _FIELDS = ('resource_type', 'resource_name', 'configs', 'unknown_tags')
+
+        resource_type: int
+        resource_name: str
+        configs: list[IncrementalAlterConfigsRequest.Resources.Configs]
+        unknown_tags: dict[int, bytes]
 
         class Configs(Struct):
             """Struct ``IncrementalAlterConfigsRequest.Resources.Configs``.
@@ -81,44 +94,49 @@ class IncrementalAlterConfigsRequest(Message):
             __slots__ = ('name', 'config_operation', 'value', 'unknown_tags')
             _FIELDS = ('name', 'config_operation', 'value', 'unknown_tags')
 
-            def __init__(self, *, name='', config_operation=0, value=None, unknown_tags=UNSET):
+            name: str
+            config_operation: int
+            value: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', config_operation: int = 0, value: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.config_operation = config_operation
                 self.value = value
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.config_operation == other.config_operation and self.value == other.value and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"IncrementalAlterConfigsRequest.Resources.Configs(name={self.name!r}, config_operation={self.config_operation!r}, value={self.value!r}{tags})"
 
-        def __init__(self, *, resource_type=0, resource_name='', configs=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configs: list[IncrementalAlterConfigsRequest.Resources.Configs] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.configs = [] if configs is UNSET else configs
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configs == other.configs and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"IncrementalAlterConfigsRequest.Resources(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r}{tags})"
 
-    def __init__(self, *, resources=UNSET, validate_only=False, unknown_tags=UNSET):
+    def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.Resources] = UNSET, validate_only: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.resources = [] if resources is UNSET else resources
         self.validate_only = validate_only
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.resources == other.resources and self.validate_only == other.validate_only and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"IncrementalAlterConfigsRequest(resources={self.resources!r}, validate_only={self.validate_only!r}{tags})"
 
@@ -141,6 +159,10 @@ class IncrementalAlterConfigsResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.Responses]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``IncrementalAlterConfigsResponse.Responses``.
 
@@ -154,31 +176,37 @@ class IncrementalAlterConfigsResponse(Message):
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tags')
         _FIELDS = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tags')
 
-        def __init__(self, *, error_code=0, error_message=None, resource_type=0, resource_name='', unknown_tags=UNSET):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, resource_type: int = 0, resource_name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"IncrementalAlterConfigsResponse.Responses(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, responses=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, responses: list[IncrementalAlterConfigsResponse.Responses] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is UNSET else responses
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"IncrementalAlterConfigsResponse(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r}{tags})"
 
@@ -190,16 +218,16 @@ _C_IncrementalAlterConfigsResponse = IncrementalAlterConfigsResponse
 _C_IncrementalAlterConfigsResponse_Responses = IncrementalAlterConfigsResponse.Responses
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     blen = len(buf)
     o = _new(_C_IncrementalAlterConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.resources = None
+        o.resources = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[IncrementalAlterConfigsRequest.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_IncrementalAlterConfigsRequest_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -210,10 +238,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.configs = None
+                e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 5 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_IncrementalAlterConfigsRequest_Resources_Configs)
                     n, = _U_h(buf, pos); pos += 2
@@ -238,17 +266,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     blen = len(buf)
     o = _new(_C_IncrementalAlterConfigsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.resources = None
+    if n < 0: o.resources = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[IncrementalAlterConfigsRequest.Resources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_IncrementalAlterConfigsRequest_Resources)
             e1.resource_type, = _U_b(buf, pos); pos += 1
@@ -263,10 +291,10 @@ def _decode_req_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.configs = None
+            if n < 0: e1.configs = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_IncrementalAlterConfigsRequest_Resources_Configs)
                     n = buf[pos]
@@ -300,17 +328,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.resources
+def _encode_req_v0(o: IncrementalAlterConfigsRequest, ap: _Append) -> None:
+    l0: list[IncrementalAlterConfigsRequest.Resources] = o.resources
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.configs
+            l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = x0.configs
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -319,26 +347,26 @@ def _encode_req_v0(o, ap):
                     ap(_P_h(len(s)))
                     ap(s)
                     ap(_P_b(x1.config_operation))
-                    s = x1.value
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.value
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
     ap(_P_o(o.validate_only))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.resources
+def _encode_req_v1(o: IncrementalAlterConfigsRequest, ap: _Append) -> None:
+    l0: list[IncrementalAlterConfigsRequest.Resources] = o.resources
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+            s: bytes = x0.resource_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.configs
+            l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = x0.configs
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -347,10 +375,10 @@ def _encode_req_v1(o, ap):
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
                     ap(_P_b(x1.config_operation))
-                    s = x1.value
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.value
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags
@@ -365,17 +393,17 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     blen = len(buf)
     o = _new(_C_IncrementalAlterConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[IncrementalAlterConfigsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_IncrementalAlterConfigsResponse_Responses)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -397,7 +425,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     blen = len(buf)
     o = _new(_C_IncrementalAlterConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -405,10 +433,10 @@ def _decode_resp_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[IncrementalAlterConfigsResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_IncrementalAlterConfigsResponse_Responses)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -438,18 +466,18 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: IncrementalAlterConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[IncrementalAlterConfigsResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_b(x0.resource_type))
@@ -458,18 +486,18 @@ def _encode_resp_v0(o, ap):
             ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: IncrementalAlterConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.responses
+    l0: list[IncrementalAlterConfigsResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_b(x0.resource_type))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/init_producer_id.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -59,18 +63,24 @@ class InitProducerIdRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, transactional_id=None, transaction_timeout_ms=0, producer_id=-1, producer_epoch=-1, unknown_tags=UNSET):
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, transactional_id: str | None = None, transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.transactional_id == other.transactional_id and self.transaction_timeout_ms == other.transaction_timeout_ms and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"InitProducerIdRequest(transactional_id={self.transactional_id!r}, transaction_timeout_ms={self.transaction_timeout_ms!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}{tags})"
 
@@ -95,18 +105,24 @@ class InitProducerIdResponse(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=0, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"InitProducerIdResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}{tags})"
 
@@ -115,7 +131,7 @@ _C_InitProducerIdRequest = InitProducerIdRequest
 _C_InitProducerIdResponse = InitProducerIdResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[InitProducerIdRequest, int]:
     blen = len(buf)
     o = _new(_C_InitProducerIdRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -131,7 +147,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[InitProducerIdRequest, int]:
     blen = len(buf)
     o = _new(_C_InitProducerIdRequest)
     n = buf[pos]
@@ -151,7 +167,7 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[InitProducerIdRequest, int]:
     blen = len(buf)
     o = _new(_C_InitProducerIdRequest)
     n = buf[pos]
@@ -169,21 +185,21 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.transactional_id
-    if s is None: ap(b'\xff\xff')
+def _encode_req_v0(o: InitProducerIdRequest, ap: _Append) -> None:
+    sn: str | None = o.transactional_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.transaction_timeout_ms))
 
 
-def _encode_req_v2(o, ap):
-    s = o.transactional_id
-    if s is None: ap(b'\x00')
+def _encode_req_v2(o: InitProducerIdRequest, ap: _Append) -> None:
+    sn: str | None = o.transactional_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.transaction_timeout_ms))
@@ -192,11 +208,11 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v3(o, ap):
-    s = o.transactional_id
-    if s is None: ap(b'\x00')
+def _encode_req_v3(o: InitProducerIdRequest, ap: _Append) -> None:
+    sn: str | None = o.transactional_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_iqh(o.transaction_timeout_ms, o.producer_id, o.producer_epoch))
@@ -205,14 +221,14 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[InitProducerIdResponse, int]:
     o = _new(_C_InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _U_ihqh(buf, pos); pos += 16
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[InitProducerIdResponse, int]:
     o = _new(_C_InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _U_ihqh(buf, pos); pos += 16
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -220,11 +236,11 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: InitProducerIdResponse, ap: _Append) -> None:
     ap(_P_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: InitProducerIdResponse, ap: _Append) -> None:
     ap(_P_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/initialize_share_group_state.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,6 +59,10 @@ class InitializeShareGroupStateRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str
+    topics: list[InitializeShareGroupStateRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``InitializeShareGroupStateRequest.Topics``.
 
@@ -64,6 +73,10 @@ class InitializeShareGroupStateRequest(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[InitializeShareGroupStateRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``InitializeShareGroupStateRequest.Topics.Partitions``.
@@ -77,43 +90,48 @@ class InitializeShareGroupStateRequest(Message):
             __slots__ = ('partition', 'state_epoch', 'start_offset', 'unknown_tags')
             _FIELDS = ('partition', 'state_epoch', 'start_offset', 'unknown_tags')
 
-            def __init__(self, *, partition=0, state_epoch=0, start_offset=0, unknown_tags=UNSET):
+            partition: int
+            state_epoch: int
+            start_offset: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, state_epoch: int = 0, start_offset: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.state_epoch = state_epoch
                 self.start_offset = start_offset
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.state_epoch == other.state_epoch and self.start_offset == other.start_offset and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"InitializeShareGroupStateRequest.Topics.Partitions(partition={self.partition!r}, state_epoch={self.state_epoch!r}, start_offset={self.start_offset!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[InitializeShareGroupStateRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"InitializeShareGroupStateRequest.Topics(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id='', topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', topics: list[InitializeShareGroupStateRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"InitializeShareGroupStateRequest(group_id={self.group_id!r}, topics={self.topics!r}{tags})"
 
@@ -135,6 +153,9 @@ class InitializeShareGroupStateResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    results: list[InitializeShareGroupStateResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``InitializeShareGroupStateResponse.Results``.
 
@@ -145,6 +166,10 @@ class InitializeShareGroupStateResponse(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[InitializeShareGroupStateResponse.Results.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``InitializeShareGroupStateResponse.Results.Partitions``.
@@ -158,42 +183,47 @@ class InitializeShareGroupStateResponse(Message):
             __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tags')
             _FIELDS = ('partition', 'error_code', 'error_message', 'unknown_tags')
 
-            def __init__(self, *, partition=0, error_code=0, error_message=None, unknown_tags=UNSET):
+            partition: int
+            error_code: int
+            error_message: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.error_code = error_code
                 self.error_message = error_message
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"InitializeShareGroupStateResponse.Results.Partitions(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[InitializeShareGroupStateResponse.Results.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"InitializeShareGroupStateResponse.Results(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, results: list[InitializeShareGroupStateResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"InitializeShareGroupStateResponse(results={self.results!r}{tags})"
 
@@ -206,7 +236,7 @@ _C_InitializeShareGroupStateResponse_Results = InitializeShareGroupStateResponse
 _C_InitializeShareGroupStateResponse_Results_Partitions = InitializeShareGroupStateResponse.Results.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[InitializeShareGroupStateRequest, int]:
     blen = len(buf)
     o = _new(_C_InitializeShareGroupStateRequest)
     n = buf[pos]
@@ -220,10 +250,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[InitializeShareGroupStateRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_InitializeShareGroupStateRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -232,10 +262,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 17 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[InitializeShareGroupStateRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_InitializeShareGroupStateRequest_Topics_Partitions)
                     e2.partition, e2.state_epoch, e2.start_offset = _U_iiq(buf, pos); pos += 16
@@ -252,17 +282,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: InitializeShareGroupStateRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.topics
+    l0: list[InitializeShareGroupStateRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[InitializeShareGroupStateRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -279,17 +309,17 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[InitializeShareGroupStateResponse, int]:
     blen = len(buf)
     o = _new(_C_InitializeShareGroupStateResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[InitializeShareGroupStateResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_InitializeShareGroupStateResponse_Results)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -298,10 +328,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[InitializeShareGroupStateResponse.Results.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_InitializeShareGroupStateResponse_Results_Partitions)
                     e2.partition, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -327,23 +357,23 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.results
+def _encode_resp_v0(o: InitializeShareGroupStateResponse, ap: _Append) -> None:
+    l0: list[InitializeShareGroupStateResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[InitializeShareGroupStateResponse.Results.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s: bytes = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/join_group.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -69,6 +73,16 @@ class JoinGroupRequest(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 6
 
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[JoinGroupRequest.Protocols]
+    reason: str | None
+    unknown_tags: dict[int, bytes]
+
     class Protocols(Struct):
         """Struct ``JoinGroupRequest.Protocols``.
 
@@ -80,20 +94,24 @@ class JoinGroupRequest(Message):
         __slots__ = ('name', 'metadata', 'unknown_tags')
         _FIELDS = ('name', 'metadata', 'unknown_tags')
 
-        def __init__(self, *, name='', metadata=b'', unknown_tags=UNSET):
+        name: str
+        metadata: bytes
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', metadata: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.metadata = metadata
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.metadata == other.metadata and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"JoinGroupRequest.Protocols(name={self.name!r}, metadata={self.metadata!r}{tags})"
 
-    def __init__(self, *, group_id='', session_timeout_ms=0, rebalance_timeout_ms=-1, member_id='', group_instance_id=None, protocol_type='', protocols=UNSET, reason=None, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', session_timeout_ms: int = 0, rebalance_timeout_ms: int = -1, member_id: str = '', group_instance_id: str | None = None, protocol_type: str = '', protocols: list[JoinGroupRequest.Protocols] = UNSET, reason: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
@@ -104,11 +122,11 @@ class JoinGroupRequest(Message):
         self.reason = reason
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.session_timeout_ms == other.session_timeout_ms and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.protocol_type == other.protocol_type and self.protocols == other.protocols and self.reason == other.reason and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"JoinGroupRequest(group_id={self.group_id!r}, session_timeout_ms={self.session_timeout_ms!r}, rebalance_timeout_ms={self.rebalance_timeout_ms!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, protocol_type={self.protocol_type!r}, protocols={self.protocols!r}, reason={self.reason!r}{tags})"
 
@@ -138,6 +156,17 @@ class JoinGroupResponse(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 6
 
+    throttle_time_ms: int
+    error_code: int
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str
+    skip_assignment: bool
+    member_id: str
+    members: list[JoinGroupResponse.Members]
+    unknown_tags: dict[int, bytes]
+
     class Members(Struct):
         """Struct ``JoinGroupResponse.Members``.
 
@@ -150,21 +179,26 @@ class JoinGroupResponse(Message):
         __slots__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tags')
         _FIELDS = ('member_id', 'group_instance_id', 'metadata', 'unknown_tags')
 
-        def __init__(self, *, member_id='', group_instance_id=None, metadata=b'', unknown_tags=UNSET):
+        member_id: str
+        group_instance_id: str | None
+        metadata: bytes
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, metadata: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
             self.metadata = metadata
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.metadata == other.metadata and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"JoinGroupResponse.Members(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, metadata={self.metadata!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, generation_id=-1, protocol_type=None, protocol_name=None, leader='', skip_assignment=False, member_id='', members=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, generation_id: int = -1, protocol_type: str | None = None, protocol_name: str | None = None, leader: str = '', skip_assignment: bool = False, member_id: str = '', members: list[JoinGroupResponse.Members] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.generation_id = generation_id
@@ -176,11 +210,11 @@ class JoinGroupResponse(Message):
         self.members = [] if members is UNSET else members
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.generation_id == other.generation_id and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.leader == other.leader and self.skip_assignment == other.skip_assignment and self.member_id == other.member_id and self.members == other.members and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"JoinGroupResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, generation_id={self.generation_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, leader={self.leader!r}, skip_assignment={self.skip_assignment!r}, member_id={self.member_id!r}, members={self.members!r}{tags})"
 
@@ -191,7 +225,7 @@ _C_JoinGroupResponse = JoinGroupResponse
 _C_JoinGroupResponse_Members = JoinGroupResponse.Members
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -210,10 +244,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.protocols = None
+        o.protocols = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupRequest_Protocols)
             n, = _U_h(buf, pos); pos += 2
@@ -234,7 +268,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -253,10 +287,10 @@ def _decode_req_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.protocols = None
+        o.protocols = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupRequest_Protocols)
             n, = _U_h(buf, pos); pos += 2
@@ -276,7 +310,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -301,10 +335,10 @@ def _decode_req_v5(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.protocols = None
+        o.protocols = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupRequest_Protocols)
             n, = _U_h(buf, pos); pos += 2
@@ -323,7 +357,7 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupRequest)
     n = buf[pos]
@@ -361,10 +395,10 @@ def _decode_req_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.protocols = None
+    if n < 0: o.protocols = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupRequest_Protocols)
             n = buf[pos]
@@ -391,7 +425,7 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _decode_req_v8(buf, pos):
+def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupRequest)
     n = buf[pos]
@@ -429,10 +463,10 @@ def _decode_req_v8(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.protocols = None
+    if n < 0: o.protocols = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupRequest_Protocols)
             n = buf[pos]
@@ -467,8 +501,8 @@ def _decode_req_v8(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: JoinGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.session_timeout_ms))
@@ -478,7 +512,7 @@ def _encode_req_v0(o, ap):
     s = o.protocol_type.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.protocols
+    l0: list[JoinGroupRequest.Protocols] = o.protocols
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -491,8 +525,8 @@ def _encode_req_v0(o, ap):
             ap(s)
 
 
-def _encode_req_v1(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v1(o: JoinGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
@@ -502,7 +536,7 @@ def _encode_req_v1(o, ap):
     s = o.protocol_type.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.protocols
+    l0: list[JoinGroupRequest.Protocols] = o.protocols
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -515,24 +549,24 @@ def _encode_req_v1(o, ap):
             ap(s)
 
 
-def _encode_req_v5(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v5(o: JoinGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     s = o.protocol_type.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.protocols
+    l0: list[JoinGroupRequest.Protocols] = o.protocols
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -545,24 +579,24 @@ def _encode_req_v5(o, ap):
             ap(s)
 
 
-def _encode_req_v6(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v6(o: JoinGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.protocol_type.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.protocols
+    l0: list[JoinGroupRequest.Protocols] = o.protocols
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -581,24 +615,24 @@ def _encode_req_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v8(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v8(o: JoinGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.protocol_type.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.protocols
+    l0: list[JoinGroupRequest.Protocols] = o.protocols
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -612,10 +646,10 @@ def _encode_req_v8(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.reason
-    if s is None: ap(b'\x00')
+    sn = o.reason
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ut0 = o.unknown_tags
@@ -623,7 +657,7 @@ def _encode_req_v8(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupResponse)
     o.error_code, o.generation_id = _U_hi(buf, pos); pos += 6
@@ -642,10 +676,10 @@ def _decode_resp_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.members = None
+        o.members = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupResponse_Members)
             n, = _U_h(buf, pos); pos += 2
@@ -667,7 +701,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos); pos += 10
@@ -686,10 +720,10 @@ def _decode_resp_v2(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.members = None
+        o.members = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupResponse_Members)
             n, = _U_h(buf, pos); pos += 2
@@ -710,7 +744,7 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos); pos += 10
@@ -729,10 +763,10 @@ def _decode_resp_v5(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.members = None
+        o.members = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupResponse_Members)
             n, = _U_h(buf, pos); pos += 2
@@ -758,7 +792,7 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _decode_resp_v6(buf, pos):
+def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos); pos += 10
@@ -787,10 +821,10 @@ def _decode_resp_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None
+    if n < 0: o.members = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupResponse_Members)
             n = buf[pos]
@@ -827,7 +861,7 @@ def _decode_resp_v6(buf, pos):
     return o, pos
 
 
-def _decode_resp_v7(buf, pos):
+def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos); pos += 10
@@ -867,10 +901,10 @@ def _decode_resp_v7(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None
+    if n < 0: o.members = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupResponse_Members)
             n = buf[pos]
@@ -906,7 +940,7 @@ def _decode_resp_v7(buf, pos):
     return o, pos
 
 
-def _decode_resp_v9(buf, pos):
+def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos); pos += 10
@@ -947,10 +981,10 @@ def _decode_resp_v9(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None
+    if n < 0: o.members = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_JoinGroupResponse_Members)
             n = buf[pos]
@@ -985,9 +1019,9 @@ def _decode_resp_v9(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_hi(o.error_code, o.generation_id))
-    s = o.protocol_name.encode()
+    s: bytes = o.protocol_name.encode()  # type: ignore[union-attr]
     ap(_P_h(len(s)))
     ap(s)
     s = o.leader.encode()
@@ -996,7 +1030,7 @@ def _encode_resp_v0(o, ap):
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.members
+    l0: list[JoinGroupResponse.Members] = o.members
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -1009,9 +1043,9 @@ def _encode_resp_v0(o, ap):
             ap(s)
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    s = o.protocol_name.encode()
+    s: bytes = o.protocol_name.encode()  # type: ignore[union-attr]
     ap(_P_h(len(s)))
     ap(s)
     s = o.leader.encode()
@@ -1020,7 +1054,7 @@ def _encode_resp_v2(o, ap):
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.members
+    l0: list[JoinGroupResponse.Members] = o.members
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -1033,9 +1067,9 @@ def _encode_resp_v2(o, ap):
             ap(s)
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    s = o.protocol_name.encode()
+    s: bytes = o.protocol_name.encode()  # type: ignore[union-attr]
     ap(_P_h(len(s)))
     ap(s)
     s = o.leader.encode()
@@ -1044,7 +1078,7 @@ def _encode_resp_v5(o, ap):
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.members
+    l0: list[JoinGroupResponse.Members] = o.members
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -1052,10 +1086,10 @@ def _encode_resp_v5(o, ap):
             s = x0.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             s = x0.metadata
@@ -1063,9 +1097,9 @@ def _encode_resp_v5(o, ap):
             ap(s)
 
 
-def _encode_resp_v6(o, ap):
+def _encode_resp_v6(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    s = o.protocol_name.encode()
+    s: bytes = o.protocol_name.encode()  # type: ignore[union-attr]
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.leader.encode()
@@ -1074,7 +1108,7 @@ def _encode_resp_v6(o, ap):
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.members
+    l0: list[JoinGroupResponse.Members] = o.members
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1082,10 +1116,10 @@ def _encode_resp_v6(o, ap):
             s = x0.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             s = x0.metadata
@@ -1099,18 +1133,18 @@ def _encode_resp_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v7(o, ap):
+def _encode_resp_v7(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    s = o.protocol_type
-    if s is None: ap(b'\x00')
+    sn: str | None = o.protocol_type
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.protocol_name
-    if s is None: ap(b'\x00')
+    sn = o.protocol_name
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.leader.encode()
@@ -1119,7 +1153,7 @@ def _encode_resp_v7(o, ap):
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.members
+    l0: list[JoinGroupResponse.Members] = o.members
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1127,10 +1161,10 @@ def _encode_resp_v7(o, ap):
             s = x0.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\x00')
+            sn = x0.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             s = x0.metadata
@@ -1144,18 +1178,18 @@ def _encode_resp_v7(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v9(o, ap):
+def _encode_resp_v9(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    s = o.protocol_type
-    if s is None: ap(b'\x00')
+    sn: str | None = o.protocol_type
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.protocol_name
-    if s is None: ap(b'\x00')
+    sn = o.protocol_name
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.leader.encode()
@@ -1165,7 +1199,7 @@ def _encode_resp_v9(o, ap):
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.members
+    l0: list[JoinGroupResponse.Members] = o.members
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1173,10 +1207,10 @@ def _encode_resp_v9(o, ap):
             s = x0.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\x00')
+            sn = x0.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             s = x0.metadata

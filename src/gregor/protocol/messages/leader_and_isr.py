@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/leader_and_isr.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -86,6 +91,16 @@ class LeaderAndIsrRequest(Message):
     MAX_VERSION = 7
     FLEXIBLE_MIN_VERSION = 4
 
+    controller_id: int
+    is_kraft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    type: int
+    topic_states: list[LeaderAndIsrRequest.TopicStates]
+    ungrouped_partition_states: list[LeaderAndIsrRequest.UngroupedPartitionStates]
+    live_leaders: list[LeaderAndIsrRequest.LiveLeaders]
+    unknown_tags: dict[int, bytes]
+
     class TopicStates(Struct):
         """Struct ``LeaderAndIsrRequest.TopicStates``.
 
@@ -98,6 +113,11 @@ class LeaderAndIsrRequest(Message):
         __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tags')
         _FIELDS = ('topic_name', 'topic_id', 'partition_states', 'unknown_tags')
 
+        topic_name: str
+        topic_id: UUID
+        partition_states: list[LeaderAndIsrRequest.TopicStates.PartitionStates]
+        unknown_tags: dict[int, bytes]
+
         class PartitionStates(Struct):
             """Struct ``LeaderAndIsrRequest.TopicStates.PartitionStates``.
 
@@ -109,8 +129,8 @@ class LeaderAndIsrRequest(Message):
                 isr (list[int32], v2+; []): The in-sync replica IDs.
                 partition_epoch (int32, v2+; 0): The current epoch for the partition. The epoch is a monotonically increasing value which is incremented after every partition change. (Since the LeaderAndIsr request is only used by the legacy controller, this corresponds to the zkVersion)
                 replicas (list[int32], v2+; []): The replica IDs.
-                adding_replicas (list[int32], v3+; []): The replica IDs that we are adding this partition to, or null if no replicas are being added.
-                removing_replicas (list[int32], v3+; []): The replica IDs that we are removing this partition from, or null if no replicas are being removed.
+                adding_replicas (list[int32], v3+, nullable; []): The replica IDs that we are adding this partition to, or null if no replicas are being added.
+                removing_replicas (list[int32], v3+, nullable; []): The replica IDs that we are removing this partition from, or null if no replicas are being removed.
                 is_new (bool, v2+; False): Whether the replica should have existed on the broker or not.
                 leader_recovery_state (int8, v6+; 0): 1 if the partition is recovering from an unclean leader election; 0 otherwise.
             """
@@ -118,7 +138,20 @@ class LeaderAndIsrRequest(Message):
             __slots__ = ('partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tags')
             _FIELDS = ('partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, controller_epoch=0, leader=0, leader_epoch=0, isr=UNSET, partition_epoch=0, replicas=UNSET, adding_replicas=UNSET, removing_replicas=UNSET, is_new=False, leader_recovery_state=0, unknown_tags=UNSET):
+            partition_index: int
+            controller_epoch: int
+            leader: int
+            leader_epoch: int
+            isr: list[int]
+            partition_epoch: int
+            replicas: list[int]
+            adding_replicas: list[int] | None
+            removing_replicas: list[int] | None
+            is_new: bool
+            leader_recovery_state: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: list[int] = UNSET, partition_epoch: int = 0, replicas: list[int] = UNSET, adding_replicas: list[int] | None = UNSET, removing_replicas: list[int] | None = UNSET, is_new: bool = False, leader_recovery_state: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.controller_epoch = controller_epoch
                 self.leader = leader
@@ -132,25 +165,25 @@ class LeaderAndIsrRequest(Message):
                 self.leader_recovery_state = leader_recovery_state
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.partition_epoch == other.partition_epoch and self.replicas == other.replicas and self.adding_replicas == other.adding_replicas and self.removing_replicas == other.removing_replicas and self.is_new == other.is_new and self.leader_recovery_state == other.leader_recovery_state and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"LeaderAndIsrRequest.TopicStates.PartitionStates(partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, partition_epoch={self.partition_epoch!r}, replicas={self.replicas!r}, adding_replicas={self.adding_replicas!r}, removing_replicas={self.removing_replicas!r}, is_new={self.is_new!r}, leader_recovery_state={self.leader_recovery_state!r}{tags})"
 
-        def __init__(self, *, topic_name='', topic_id=_ZERO_UUID, partition_states=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_name: str = '', topic_id: UUID = _ZERO_UUID, partition_states: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.topic_id = topic_id
             self.partition_states = [] if partition_states is UNSET else partition_states
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partition_states == other.partition_states and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaderAndIsrRequest.TopicStates(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partition_states={self.partition_states!r}{tags})"
 
@@ -172,7 +205,18 @@ class LeaderAndIsrRequest(Message):
         __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'is_new', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'is_new', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, controller_epoch=0, leader=0, leader_epoch=0, isr=UNSET, partition_epoch=0, replicas=UNSET, is_new=False, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: list[int]
+        partition_epoch: int
+        replicas: list[int]
+        is_new: bool
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: list[int] = UNSET, partition_epoch: int = 0, replicas: list[int] = UNSET, is_new: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.controller_epoch = controller_epoch
@@ -184,11 +228,11 @@ class LeaderAndIsrRequest(Message):
             self.is_new = is_new
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.partition_epoch == other.partition_epoch and self.replicas == other.replicas and self.is_new == other.is_new and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaderAndIsrRequest.UngroupedPartitionStates(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, partition_epoch={self.partition_epoch!r}, replicas={self.replicas!r}, is_new={self.is_new!r}{tags})"
 
@@ -204,21 +248,26 @@ class LeaderAndIsrRequest(Message):
         __slots__ = ('broker_id', 'host_name', 'port', 'unknown_tags')
         _FIELDS = ('broker_id', 'host_name', 'port', 'unknown_tags')
 
-        def __init__(self, *, broker_id=0, host_name='', port=0, unknown_tags=UNSET):
+        broker_id: int
+        host_name: str
+        port: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, broker_id: int = 0, host_name: str = '', port: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.broker_id = broker_id
             self.host_name = host_name
             self.port = port
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.broker_id == other.broker_id and self.host_name == other.host_name and self.port == other.port and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaderAndIsrRequest.LiveLeaders(broker_id={self.broker_id!r}, host_name={self.host_name!r}, port={self.port!r}{tags})"
 
-    def __init__(self, *, controller_id=0, is_kraft_controller=False, controller_epoch=0, broker_epoch=0, type=0, topic_states=UNSET, ungrouped_partition_states=UNSET, live_leaders=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, controller_id: int = 0, is_kraft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = 0, type: int = 0, topic_states: list[LeaderAndIsrRequest.TopicStates] = UNSET, ungrouped_partition_states: list[LeaderAndIsrRequest.UngroupedPartitionStates] = UNSET, live_leaders: list[LeaderAndIsrRequest.LiveLeaders] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.controller_id = controller_id
         self.is_kraft_controller = is_kraft_controller
         self.controller_epoch = controller_epoch
@@ -229,11 +278,11 @@ class LeaderAndIsrRequest(Message):
         self.live_leaders = [] if live_leaders is UNSET else live_leaders
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.controller_id == other.controller_id and self.is_kraft_controller == other.is_kraft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.type == other.type and self.topic_states == other.topic_states and self.ungrouped_partition_states == other.ungrouped_partition_states and self.live_leaders == other.live_leaders and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"LeaderAndIsrRequest(controller_id={self.controller_id!r}, is_kraft_controller={self.is_kraft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, type={self.type!r}, topic_states={self.topic_states!r}, ungrouped_partition_states={self.ungrouped_partition_states!r}, live_leaders={self.live_leaders!r}{tags})"
 
@@ -257,6 +306,11 @@ class LeaderAndIsrResponse(Message):
     MAX_VERSION = 7
     FLEXIBLE_MIN_VERSION = 4
 
+    error_code: int
+    topics: list[LeaderAndIsrResponse.Topics]
+    partition_errors: list[LeaderAndIsrResponse.PartitionErrors]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``LeaderAndIsrResponse.Topics``.
 
@@ -267,6 +321,10 @@ class LeaderAndIsrResponse(Message):
 
         __slots__ = ('topic_id', 'partition_errors', 'unknown_tags')
         _FIELDS = ('topic_id', 'partition_errors', 'unknown_tags')
+
+        topic_id: UUID
+        partition_errors: list[LeaderAndIsrResponse.Topics.PartitionErrors]
+        unknown_tags: dict[int, bytes]
 
         class PartitionErrors(Struct):
             """Struct ``LeaderAndIsrResponse.Topics.PartitionErrors``.
@@ -279,29 +337,33 @@ class LeaderAndIsrResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"LeaderAndIsrResponse.Topics.PartitionErrors(partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partition_errors=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partition_errors: list[LeaderAndIsrResponse.Topics.PartitionErrors] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partition_errors = [] if partition_errors is UNSET else partition_errors
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partition_errors == other.partition_errors and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaderAndIsrResponse.Topics(topic_id={self.topic_id!r}, partition_errors={self.partition_errors!r}{tags})"
 
@@ -317,31 +379,36 @@ class LeaderAndIsrResponse(Message):
         __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'error_code', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, error_code=0, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaderAndIsrResponse.PartitionErrors(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-    def __init__(self, *, error_code=0, topics=UNSET, partition_errors=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, error_code: int = 0, topics: list[LeaderAndIsrResponse.Topics] = UNSET, partition_errors: list[LeaderAndIsrResponse.PartitionErrors] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.topics = [] if topics is UNSET else topics
         self.partition_errors = [] if partition_errors is UNSET else partition_errors
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.topics == other.topics and self.partition_errors == other.partition_errors and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"LeaderAndIsrResponse(error_code={self.error_code!r}, topics={self.topics!r}, partition_errors={self.partition_errors!r}{tags})"
 
@@ -357,17 +424,17 @@ _C_LeaderAndIsrResponse_Topics_PartitionErrors = LeaderAndIsrResponse.Topics.Par
 _C_LeaderAndIsrResponse_PartitionErrors = LeaderAndIsrResponse.PartitionErrors
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 30 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -378,7 +445,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -387,7 +454,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -399,21 +466,21 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_leaders = None
+        o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.type = 0
@@ -422,17 +489,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 31 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -443,7 +510,7 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -452,7 +519,7 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -464,21 +531,21 @@ def _decode_req_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_leaders = None
+        o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.type = 0
@@ -487,17 +554,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topic_states = None
+        o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
             n, = _U_h(buf, pos); pos += 2
@@ -507,17 +574,17 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_states = None
+                e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 29 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr = None
+                        e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -526,7 +593,7 @@ def _decode_req_v2(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replicas = None
+                        e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -545,21 +612,21 @@ def _decode_req_v2(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_leaders = None
+        o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.type = 0
     o.ungrouped_partition_states = []
@@ -567,17 +634,17 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topic_states = None
+        o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
             n, = _U_h(buf, pos); pos += 2
@@ -587,17 +654,17 @@ def _decode_req_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_states = None
+                e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 37 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr = None
+                        e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -606,7 +673,7 @@ def _decode_req_v3(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replicas = None
+                        e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -639,21 +706,21 @@ def _decode_req_v3(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_leaders = None
+        o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.type = 0
     o.ungrouped_partition_states = []
@@ -661,7 +728,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
@@ -669,10 +736,10 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
             n = buf[pos]
@@ -686,10 +753,10 @@ def _decode_req_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 26 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -697,7 +764,7 @@ def _decode_req_v4(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -707,7 +774,7 @@ def _decode_req_v4(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -745,25 +812,25 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None
+    if n < 0: o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.type = 0
     o.ungrouped_partition_states = []
@@ -772,7 +839,7 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.type = _U_iiqb(buf, pos); pos += 17
@@ -780,10 +847,10 @@ def _decode_req_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 19 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
             n = buf[pos]
@@ -799,10 +866,10 @@ def _decode_req_v5(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 26 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -810,7 +877,7 @@ def _decode_req_v5(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -820,7 +887,7 @@ def _decode_req_v5(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -857,25 +924,25 @@ def _decode_req_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None
+    if n < 0: o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -883,7 +950,7 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.type = _U_iiqb(buf, pos); pos += 17
@@ -891,10 +958,10 @@ def _decode_req_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 19 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
             n = buf[pos]
@@ -910,10 +977,10 @@ def _decode_req_v6(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 27 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -921,7 +988,7 @@ def _decode_req_v6(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -931,7 +998,7 @@ def _decode_req_v6(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -967,25 +1034,25 @@ def _decode_req_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None
+    if n < 0: o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -993,7 +1060,7 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _decode_req_v7(buf, pos):
+def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch, o.type = _U_ioiqb(buf, pos); pos += 18
@@ -1001,10 +1068,10 @@ def _decode_req_v7(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 19 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
             n = buf[pos]
@@ -1020,10 +1087,10 @@ def _decode_req_v7(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 27 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -1031,7 +1098,7 @@ def _decode_req_v7(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -1041,7 +1108,7 @@ def _decode_req_v7(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1077,43 +1144,43 @@ def _decode_req_v7(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None
+    if n < 0: o.live_leaders = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+            e1_2.broker_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_leaders = l0
+            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_leaders = l0_2
     o.ungrouped_partition_states = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1128,30 +1195,30 @@ def _encode_req_v0(o, ap):
                 ap(_P_i(c))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
+            ap(_P_i(x0_2.port))
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1167,35 +1234,35 @@ def _encode_req_v1(o, ap):
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
             ap(_P_o(x0.is_new))
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
+            ap(_P_i(x0_2.port))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1211,35 +1278,35 @@ def _encode_req_v2(o, ap):
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
                     ap(_P_o(x1.is_new))
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
+            ap(_P_i(x0_2.port))
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1254,50 +1321,50 @@ def _encode_req_v3(o, ap):
                         ap(_P_i(c))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.adding_replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
+                    l2_2: list[int] | None = x1.adding_replicas
+                    if l2_2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.removing_replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
+                    l2_2 = x1.removing_replicas
+                    if l2_2 is None: ap(b'\xff\xff\xff\xff')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
                     ap(_P_o(x1.is_new))
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
+            ap(_P_i(x0_2.port))
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1312,20 +1379,20 @@ def _encode_req_v4(o, ap):
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.adding_replicas
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[int] | None = x1.adding_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.removing_replicas
-                    if l2 is None: ap(b'\x00')
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
+                    l2_2 = x1.removing_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
                     ap(_P_o(x1.is_new))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1333,17 +1400,17 @@ def _encode_req_v4(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\x00')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            ut1 = x0.unknown_tags
+            ap(_P_i(x0_2.port))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -1351,24 +1418,24 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v5(o, ap):
+def _encode_req_v5(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiqb(o.controller_id, o.controller_epoch, o.broker_epoch, o.type))
-    l0 = o.topic_states
+    l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partition_states
+            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1383,20 +1450,20 @@ def _encode_req_v5(o, ap):
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.adding_replicas
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[int] | None = x1.adding_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.removing_replicas
-                    if l2 is None: ap(b'\x00')
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
+                    l2_2 = x1.removing_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
                     ap(_P_o(x1.is_new))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1404,17 +1471,17 @@ def _encode_req_v5(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\x00')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            ut1 = x0.unknown_tags
+            ap(_P_i(x0_2.port))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -1422,24 +1489,24 @@ def _encode_req_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v6(o, ap):
+def _encode_req_v6(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiqb(o.controller_id, o.controller_epoch, o.broker_epoch, o.type))
-    l0 = o.topic_states
+    l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partition_states
+            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1454,20 +1521,20 @@ def _encode_req_v6(o, ap):
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.adding_replicas
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[int] | None = x1.adding_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.removing_replicas
-                    if l2 is None: ap(b'\x00')
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
+                    l2_2 = x1.removing_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
                     ap(_P_ob(x1.is_new, x1.leader_recovery_state))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1475,17 +1542,17 @@ def _encode_req_v6(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\x00')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            ut1 = x0.unknown_tags
+            ap(_P_i(x0_2.port))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -1493,24 +1560,24 @@ def _encode_req_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v7(o, ap):
+def _encode_req_v7(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_ioiqb(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch, o.type))
-    l0 = o.topic_states
+    l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partition_states
+            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1525,20 +1592,20 @@ def _encode_req_v7(o, ap):
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.adding_replicas
-                    if l2 is None: ap(b'\x00')
+                    l2_2: list[int] | None = x1.adding_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.removing_replicas
-                    if l2 is None: ap(b'\x00')
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
+                    l2_2 = x1.removing_replicas
+                    if l2_2 is None: ap(b'\x00')
                     else:
-                        c = len(l2)
+                        c = len(l2_2)
                         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+                        if c < 64: ap(_PA_i[c](*l2_2))
+                        else: ap(_pack('>%di' % c, *l2_2))
                     ap(_P_ob(x1.is_new, x1.leader_recovery_state))
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
@@ -1546,17 +1613,17 @@ def _encode_req_v7(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_leaders
-    if l0 is None: ap(b'\x00')
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host_name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.broker_id))
+            s = x0_2.host_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            ut1 = x0.unknown_tags
+            ap(_P_i(x0_2.port))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -1564,17 +1631,17 @@ def _encode_req_v7(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.partition_errors = None
+        o.partition_errors = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrResponse.PartitionErrors] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrResponse_PartitionErrors)
             n, = _U_h(buf, pos); pos += 2
@@ -1590,7 +1657,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -1598,10 +1665,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.partition_errors = None
+    if n < 0: o.partition_errors = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrResponse.PartitionErrors] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrResponse_PartitionErrors)
             n = buf[pos]
@@ -1622,7 +1689,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     blen = len(buf)
     o = _new(_C_LeaderAndIsrResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -1630,10 +1697,10 @@ def _decode_resp_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaderAndIsrResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaderAndIsrResponse_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -1642,10 +1709,10 @@ def _decode_resp_v5(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_errors = None
+            if n < 0: e1.partition_errors = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[LeaderAndIsrResponse.Topics.PartitionErrors] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_LeaderAndIsrResponse_Topics_PartitionErrors)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -1663,27 +1730,27 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: LeaderAndIsrResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.partition_errors
+    l0: list[LeaderAndIsrResponse.PartitionErrors] = o.partition_errors
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_ih(x0.partition_index, x0.error_code))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: LeaderAndIsrResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.partition_errors
+    l0: list[LeaderAndIsrResponse.PartitionErrors] = o.partition_errors
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_ih(x0.partition_index, x0.error_code))
@@ -1695,15 +1762,15 @@ def _encode_resp_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: LeaderAndIsrResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.topics
+    l0: list[LeaderAndIsrResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partition_errors
+            l1: list[LeaderAndIsrResponse.Topics.PartitionErrors] = x0.partition_errors
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/leave_group.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -55,6 +59,11 @@ class LeaveGroupRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 4
 
+    group_id: str
+    members: list[LeaveGroupRequest.Members]
+    member_id: str
+    unknown_tags: dict[int, bytes]
+
     class Members(Struct):
         """Struct ``LeaveGroupRequest.Members``.
 
@@ -67,31 +76,36 @@ class LeaveGroupRequest(Message):
         __slots__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tags')
         _FIELDS = ('member_id', 'group_instance_id', 'reason', 'unknown_tags')
 
-        def __init__(self, *, member_id='', group_instance_id=None, reason=None, unknown_tags=UNSET):
+        member_id: str
+        group_instance_id: str | None
+        reason: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
             self.reason = reason
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.reason == other.reason and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaveGroupRequest.Members(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, reason={self.reason!r}{tags})"
 
-    def __init__(self, *, group_id='', members=UNSET, member_id='', unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', members: list[LeaveGroupRequest.Members] = UNSET, member_id: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.members = [] if members is UNSET else members
         self.member_id = member_id
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.members == other.members and self.member_id == other.member_id and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"LeaveGroupRequest(group_id={self.group_id!r}, members={self.members!r}, member_id={self.member_id!r}{tags})"
 
@@ -115,6 +129,11 @@ class LeaveGroupResponse(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 4
 
+    throttle_time_ms: int
+    error_code: int
+    members: list[LeaveGroupResponse.Members]
+    unknown_tags: dict[int, bytes]
+
     class Members(Struct):
         """Struct ``LeaveGroupResponse.Members``.
 
@@ -127,31 +146,36 @@ class LeaveGroupResponse(Message):
         __slots__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tags')
         _FIELDS = ('member_id', 'group_instance_id', 'error_code', 'unknown_tags')
 
-        def __init__(self, *, member_id='', group_instance_id=None, error_code=0, unknown_tags=UNSET):
+        member_id: str
+        group_instance_id: str | None
+        error_code: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
             self.error_code = error_code
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"LeaveGroupResponse.Members(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, error_code={self.error_code!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, members=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, members: list[LeaveGroupResponse.Members] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.members = [] if members is UNSET else members
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.members == other.members and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"LeaveGroupResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, members={self.members!r}{tags})"
 
@@ -162,7 +186,7 @@ _C_LeaveGroupResponse = LeaveGroupResponse
 _C_LeaveGroupResponse_Members = LeaveGroupResponse.Members
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaveGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -178,7 +202,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaveGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -188,10 +212,10 @@ def _decode_req_v3(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.members = None
+        o.members = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaveGroupRequest_Members)
             n, = _U_h(buf, pos); pos += 2
@@ -213,7 +237,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaveGroupRequest)
     n = buf[pos]
@@ -227,10 +251,10 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None
+    if n < 0: o.members = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaveGroupRequest_Members)
             n = buf[pos]
@@ -260,7 +284,7 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_LeaveGroupRequest)
     n = buf[pos]
@@ -274,10 +298,10 @@ def _decode_req_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None
+    if n < 0: o.members = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaveGroupRequest_Members)
             n = buf[pos]
@@ -315,8 +339,8 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: LeaveGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     s = o.member_id.encode()
@@ -324,11 +348,11 @@ def _encode_req_v0(o, ap):
     ap(s)
 
 
-def _encode_req_v3(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v3(o: LeaveGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.members
+    l0: list[LeaveGroupRequest.Members] = o.members
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -336,19 +360,19 @@ def _encode_req_v3(o, ap):
             s = x0.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_req_v4(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v4(o: LeaveGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.members
+    l0: list[LeaveGroupRequest.Members] = o.members
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -356,10 +380,10 @@ def _encode_req_v4(o, ap):
             s = x0.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -370,11 +394,11 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v5(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v5(o: LeaveGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.members
+    l0: list[LeaveGroupRequest.Members] = o.members
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -382,16 +406,16 @@ def _encode_req_v5(o, ap):
             s = x0.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            s = x0.reason
-            if s is None: ap(b'\x00')
+            sn = x0.reason
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -402,7 +426,7 @@ def _encode_req_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_LeaveGroupResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     o.throttle_time_ms = 0
@@ -411,7 +435,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     o.members = []
@@ -419,17 +443,17 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[LeaveGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.members = None
+        o.members = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaveGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaveGroupResponse_Members)
             n, = _U_h(buf, pos); pos += 2
@@ -450,7 +474,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[LeaveGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -458,10 +482,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None
+    if n < 0: o.members = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[LeaveGroupResponse.Members] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_LeaveGroupResponse_Members)
             n = buf[pos]
@@ -490,47 +514,47 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: LeaveGroupResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: LeaveGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: LeaveGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.members
+    l0: list[LeaveGroupResponse.Members] = o.members
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.member_id.encode()
+            s: bytes = x0.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
             ap(_P_h(x0.error_code))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: LeaveGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.members
+    l0: list[LeaveGroupResponse.Members] = o.members
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.member_id.encode()
+            s: bytes = x0.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_instance_id
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_h(x0.error_code))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/list_client_metrics_resources.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -44,14 +48,16 @@ class ListClientMetricsResourcesRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, unknown_tags=UNSET):
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListClientMetricsResourcesRequest({tags})"
 
@@ -75,6 +81,11 @@ class ListClientMetricsResourcesResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    client_metrics_resources: list[ListClientMetricsResourcesResponse.ClientMetricsResources]
+    unknown_tags: dict[int, bytes]
+
     class ClientMetricsResources(Struct):
         """Struct ``ListClientMetricsResourcesResponse.ClientMetricsResources``.
 
@@ -85,29 +96,32 @@ class ListClientMetricsResourcesResponse(Message):
         __slots__ = ('name', 'unknown_tags')
         _FIELDS = ('name', 'unknown_tags')
 
-        def __init__(self, *, name='', unknown_tags=UNSET):
+        name: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListClientMetricsResourcesResponse.ClientMetricsResources(name={self.name!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, client_metrics_resources=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, client_metrics_resources: list[ListClientMetricsResourcesResponse.ClientMetricsResources] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.client_metrics_resources = [] if client_metrics_resources is UNSET else client_metrics_resources
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.client_metrics_resources == other.client_metrics_resources and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListClientMetricsResourcesResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, client_metrics_resources={self.client_metrics_resources!r}{tags})"
 
@@ -117,20 +131,20 @@ _C_ListClientMetricsResourcesResponse = ListClientMetricsResourcesResponse
 _C_ListClientMetricsResourcesResponse_ClientMetricsResources = ListClientMetricsResourcesResponse.ClientMetricsResources
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListClientMetricsResourcesRequest, int]:
     o = _new(_C_ListClientMetricsResourcesRequest)
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ListClientMetricsResourcesRequest, ap: _Append) -> None:
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListClientMetricsResourcesResponse, int]:
     blen = len(buf)
     o = _new(_C_ListClientMetricsResourcesResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -138,10 +152,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.client_metrics_resources = None
+    if n < 0: o.client_metrics_resources = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListClientMetricsResourcesResponse.ClientMetricsResources] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListClientMetricsResourcesResponse_ClientMetricsResources)
             n = buf[pos]
@@ -160,14 +174,14 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ListClientMetricsResourcesResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.client_metrics_resources
+    l0: list[ListClientMetricsResourcesResponse.ClientMetricsResources] = o.client_metrics_resources
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ut1 = x0.unknown_tags

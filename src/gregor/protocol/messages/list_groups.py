@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/list_groups.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,16 +58,20 @@ class ListGroupsRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
-    def __init__(self, *, states_filter=UNSET, types_filter=UNSET, unknown_tags=UNSET):
+    states_filter: list[str]
+    types_filter: list[str]
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, states_filter: list[str] = UNSET, types_filter: list[str] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.states_filter = [] if states_filter is UNSET else states_filter
         self.types_filter = [] if types_filter is UNSET else types_filter
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.states_filter == other.states_filter and self.types_filter == other.types_filter and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListGroupsRequest(states_filter={self.states_filter!r}, types_filter={self.types_filter!r}{tags})"
 
@@ -87,6 +95,11 @@ class ListGroupsResponse(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
+    throttle_time_ms: int
+    error_code: int
+    groups: list[ListGroupsResponse.Groups]
+    unknown_tags: dict[int, bytes]
+
     class Groups(Struct):
         """Struct ``ListGroupsResponse.Groups``.
 
@@ -100,32 +113,38 @@ class ListGroupsResponse(Message):
         __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tags')
         _FIELDS = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tags')
 
-        def __init__(self, *, group_id='', protocol_type='', group_state='', group_type='', unknown_tags=UNSET):
+        group_id: str
+        protocol_type: str
+        group_state: str
+        group_type: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, group_id: str = '', protocol_type: str = '', group_state: str = '', group_type: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.group_id = group_id
             self.protocol_type = protocol_type
             self.group_state = group_state
             self.group_type = group_type
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.group_id == other.group_id and self.protocol_type == other.protocol_type and self.group_state == other.group_state and self.group_type == other.group_type and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListGroupsResponse.Groups(group_id={self.group_id!r}, protocol_type={self.protocol_type!r}, group_state={self.group_state!r}, group_type={self.group_type!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, groups=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, groups: list[ListGroupsResponse.Groups] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.groups = [] if groups is UNSET else groups
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.groups == other.groups and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListGroupsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, groups={self.groups!r}{tags})"
 
@@ -135,7 +154,7 @@ _C_ListGroupsResponse = ListGroupsResponse
 _C_ListGroupsResponse_Groups = ListGroupsResponse.Groups
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListGroupsRequest, int]:
     o = _new(_C_ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
@@ -143,7 +162,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[ListGroupsRequest, int]:
     o = _new(_C_ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
@@ -152,17 +171,17 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[ListGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.states_filter = None
+    if n < 0: o.states_filter = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -179,17 +198,17 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[ListGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.states_filter = None
+    if n < 0: o.states_filter = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -204,7 +223,7 @@ def _decode_req_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.types_filter = None
+    if n < 0: o.types_filter = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
         l0 = []; a0 = l0.append
@@ -223,23 +242,23 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ListGroupsRequest, ap: _Append) -> None:
     pass
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: ListGroupsRequest, ap: _Append) -> None:
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _encode_req_v4(o, ap):
-    l0 = o.states_filter
+def _encode_req_v4(o: ListGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.states_filter
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ut0 = o.unknown_tags
@@ -247,13 +266,13 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v5(o, ap):
-    l0 = o.states_filter
+def _encode_req_v5(o: ListGroupsRequest, ap: _Append) -> None:
+    l0: list[str] = o.states_filter
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     l0 = o.types_filter
@@ -269,17 +288,17 @@ def _encode_req_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListGroupsResponse_Groups)
             n, = _U_h(buf, pos); pos += 2
@@ -300,17 +319,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ListGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.groups = None
+        o.groups = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListGroupsResponse_Groups)
             n, = _U_h(buf, pos); pos += 2
@@ -330,7 +349,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ListGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -338,10 +357,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListGroupsResponse_Groups)
             n = buf[pos]
@@ -369,7 +388,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[ListGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -377,10 +396,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListGroupsResponse_Groups)
             n = buf[pos]
@@ -414,7 +433,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[ListGroupsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -422,10 +441,10 @@ def _decode_resp_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListGroupsResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListGroupsResponse_Groups)
             n = buf[pos]
@@ -465,14 +484,14 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ListGroupsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.groups
+    l0: list[ListGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.protocol_type.encode()
@@ -480,14 +499,14 @@ def _encode_resp_v0(o, ap):
             ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: ListGroupsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.groups
+    l0: list[ListGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             ap(_P_h(len(s)))
             ap(s)
             s = x0.protocol_type.encode()
@@ -495,14 +514,14 @@ def _encode_resp_v1(o, ap):
             ap(s)
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: ListGroupsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.groups
+    l0: list[ListGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.protocol_type.encode()
@@ -516,14 +535,14 @@ def _encode_resp_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: ListGroupsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.groups
+    l0: list[ListGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.protocol_type.encode()
@@ -540,14 +559,14 @@ def _encode_resp_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: ListGroupsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.groups
+    l0: list[ListGroupsResponse.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             s = x0.protocol_type.encode()

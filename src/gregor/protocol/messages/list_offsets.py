@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/list_offsets.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -75,6 +79,11 @@ class ListOffsetsRequest(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 6
 
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ListOffsetsRequest.Topics``.
 
@@ -85,6 +94,10 @@ class ListOffsetsRequest(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[ListOffsetsRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ListOffsetsRequest.Topics.Partitions``.
@@ -99,45 +112,51 @@ class ListOffsetsRequest(Message):
             __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tags')
             _FIELDS = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=0, unknown_tags=UNSET):
+            partition_index: int
+            current_leader_epoch: int
+            timestamp: int
+            max_num_offsets: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.current_leader_epoch = current_leader_epoch
                 self.timestamp = timestamp
                 self.max_num_offsets = max_num_offsets
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.current_leader_epoch == other.current_leader_epoch and self.timestamp == other.timestamp and self.max_num_offsets == other.max_num_offsets and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ListOffsetsRequest.Topics.Partitions(partition_index={self.partition_index!r}, current_leader_epoch={self.current_leader_epoch!r}, timestamp={self.timestamp!r}, max_num_offsets={self.max_num_offsets!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[ListOffsetsRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListOffsetsRequest.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, replica_id=-1, isolation_level=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, replica_id: int = -1, isolation_level: int = 0, topics: list[ListOffsetsRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.replica_id = replica_id
         self.isolation_level = isolation_level
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.replica_id == other.replica_id and self.isolation_level == other.isolation_level and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListOffsetsRequest(replica_id={self.replica_id!r}, isolation_level={self.isolation_level!r}, topics={self.topics!r}{tags})"
 
@@ -160,6 +179,10 @@ class ListOffsetsResponse(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 6
 
+    throttle_time_ms: int
+    topics: list[ListOffsetsResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ListOffsetsResponse.Topics``.
 
@@ -170,6 +193,10 @@ class ListOffsetsResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[ListOffsetsResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ListOffsetsResponse.Topics.Partitions``.
@@ -186,7 +213,15 @@ class ListOffsetsResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch', 'old_style_offsets', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch', 'old_style_offsets', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=UNSET, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            timestamp: int
+            offset: int
+            leader_epoch: int
+            old_style_offsets: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1, old_style_offsets: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.timestamp = timestamp
@@ -195,37 +230,37 @@ class ListOffsetsResponse(Message):
                 self.old_style_offsets = [] if old_style_offsets is UNSET else old_style_offsets
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.timestamp == other.timestamp and self.offset == other.offset and self.leader_epoch == other.leader_epoch and self.old_style_offsets == other.old_style_offsets and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ListOffsetsResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, timestamp={self.timestamp!r}, offset={self.offset!r}, leader_epoch={self.leader_epoch!r}, old_style_offsets={self.old_style_offsets!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[ListOffsetsResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListOffsetsResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[ListOffsetsResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListOffsetsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -238,17 +273,17 @@ _C_ListOffsetsResponse_Topics = ListOffsetsResponse.Topics
 _C_ListOffsetsResponse_Topics_Partitions = ListOffsetsResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -258,10 +293,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
                     e2.partition_index, e2.timestamp, e2.max_num_offsets = _U_iqi(buf, pos); pos += 16
@@ -277,17 +312,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -297,10 +332,10 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 12 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
                     e2.partition_index, e2.timestamp = _U_iq(buf, pos); pos += 12
@@ -317,17 +352,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, o.isolation_level = _U_ib(buf, pos); pos += 5
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -337,10 +372,10 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 12 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
                     e2.partition_index, e2.timestamp = _U_iq(buf, pos); pos += 12
@@ -356,17 +391,17 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, o.isolation_level = _U_ib(buf, pos); pos += 5
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -376,10 +411,10 @@ def _decode_req_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
                     e2.partition_index, e2.current_leader_epoch, e2.timestamp = _U_iiq(buf, pos); pos += 16
@@ -394,7 +429,7 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, o.isolation_level = _U_ib(buf, pos); pos += 5
@@ -402,10 +437,10 @@ def _decode_req_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsRequest_Topics)
             n = buf[pos]
@@ -419,10 +454,10 @@ def _decode_req_v6(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 17 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
                     e2.partition_index, e2.current_leader_epoch, e2.timestamp = _U_iiq(buf, pos); pos += 16
@@ -440,17 +475,17 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
-    l0 = o.topics
+    l0: list[ListOffsetsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -458,17 +493,17 @@ def _encode_req_v0(o, ap):
                     ap(_P_iqi(x1.partition_index, x1.timestamp, x1.max_num_offsets))
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
-    l0 = o.topics
+    l0: list[ListOffsetsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -476,17 +511,17 @@ def _encode_req_v1(o, ap):
                     ap(_P_iq(x1.partition_index, x1.timestamp))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l0 = o.topics
+    l0: list[ListOffsetsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -494,17 +529,17 @@ def _encode_req_v2(o, ap):
                     ap(_P_iq(x1.partition_index, x1.timestamp))
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l0 = o.topics
+    l0: list[ListOffsetsRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -512,17 +547,17 @@ def _encode_req_v4(o, ap):
                     ap(_P_iiq(x1.partition_index, x1.current_leader_epoch, x1.timestamp))
 
 
-def _encode_req_v6(o, ap):
+def _encode_req_v6(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l0 = o.topics
+    l0: list[ListOffsetsRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -539,16 +574,16 @@ def _encode_req_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -558,17 +593,17 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.old_style_offsets = None
+                        e2.old_style_offsets = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.old_style_offsets = list(_UA_q[n](buf, pos))
                         else: e2.old_style_offsets = list(_unpack_from('>%dq' % n, buf, pos))
@@ -587,16 +622,16 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -606,10 +641,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.timestamp, e2.offset = _U_ihqq(buf, pos); pos += 22
@@ -626,17 +661,17 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -646,10 +681,10 @@ def _decode_resp_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.timestamp, e2.offset = _U_ihqq(buf, pos); pos += 22
@@ -665,17 +700,17 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -685,10 +720,10 @@ def _decode_resp_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 26 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.timestamp, e2.offset, e2.leader_epoch = _U_ihqqi(buf, pos); pos += 26
@@ -703,7 +738,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v6(buf, pos):
+def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -711,10 +746,10 @@ def _decode_resp_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListOffsetsResponse_Topics)
             n = buf[pos]
@@ -728,10 +763,10 @@ def _decode_resp_v6(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 27 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code, e2.timestamp, e2.offset, e2.leader_epoch = _U_ihqqi(buf, pos); pos += 26
@@ -749,22 +784,22 @@ def _decode_resp_v6(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.topics
+def _encode_resp_v0(o: ListOffsetsResponse, ap: _Append) -> None:
+    l0: list[ListOffsetsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_index, x1.error_code))
-                    l2 = x1.old_style_offsets
+                    l2: list[int] = x1.old_style_offsets
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -773,16 +808,16 @@ def _encode_resp_v0(o, ap):
                         else: ap(_pack('>%dq' % c, *l2))
 
 
-def _encode_resp_v1(o, ap):
-    l0 = o.topics
+def _encode_resp_v1(o: ListOffsetsResponse, ap: _Append) -> None:
+    l0: list[ListOffsetsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -790,17 +825,17 @@ def _encode_resp_v1(o, ap):
                     ap(_P_ihqq(x1.partition_index, x1.error_code, x1.timestamp, x1.offset))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: ListOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[ListOffsetsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -808,17 +843,17 @@ def _encode_resp_v2(o, ap):
                     ap(_P_ihqq(x1.partition_index, x1.error_code, x1.timestamp, x1.offset))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: ListOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[ListOffsetsResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -826,17 +861,17 @@ def _encode_resp_v4(o, ap):
                     ap(_P_ihqqi(x1.partition_index, x1.error_code, x1.timestamp, x1.offset, x1.leader_epoch))
 
 
-def _encode_resp_v6(o, ap):
+def _encode_resp_v6(o: ListOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[ListOffsetsResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/list_partition_reassignments.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -40,7 +44,7 @@ class ListPartitionReassignmentsRequest(Message):
 
     Fields (type, versions[, tag]; default):
         timeout_ms (int32, all; 60000): The time in ms to wait for the request to complete.
-        topics (list[Topics], all; []): The topics to list partition reassignments for, or null to list everything.
+        topics (list[Topics], all, nullable; []): The topics to list partition reassignments for, or null to list everything.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -53,6 +57,10 @@ class ListPartitionReassignmentsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.Topics] | None
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ListPartitionReassignmentsRequest.Topics``.
 
@@ -64,29 +72,33 @@ class ListPartitionReassignmentsRequest(Message):
         __slots__ = ('name', 'partition_indexes', 'unknown_tags')
         _FIELDS = ('name', 'partition_indexes', 'unknown_tags')
 
-        def __init__(self, *, name='', partition_indexes=UNSET, unknown_tags=UNSET):
+        name: str
+        partition_indexes: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListPartitionReassignmentsRequest.Topics(name={self.name!r}, partition_indexes={self.partition_indexes!r}{tags})"
 
-    def __init__(self, *, timeout_ms=60000, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsRequest.Topics] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.timeout_ms = timeout_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.timeout_ms == other.timeout_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListPartitionReassignmentsRequest(timeout_ms={self.timeout_ms!r}, topics={self.topics!r}{tags})"
 
@@ -111,6 +123,12 @@ class ListPartitionReassignmentsResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ListPartitionReassignmentsResponse.Topics``.
 
@@ -121,6 +139,10 @@ class ListPartitionReassignmentsResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[ListPartitionReassignmentsResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ListPartitionReassignmentsResponse.Topics.Partitions``.
@@ -135,46 +157,52 @@ class ListPartitionReassignmentsResponse(Message):
             __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tags')
             _FIELDS = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, replicas=UNSET, adding_replicas=UNSET, removing_replicas=UNSET, unknown_tags=UNSET):
+            partition_index: int
+            replicas: list[int]
+            adding_replicas: list[int]
+            removing_replicas: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, replicas: list[int] = UNSET, adding_replicas: list[int] = UNSET, removing_replicas: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.replicas = [] if replicas is UNSET else replicas
                 self.adding_replicas = [] if adding_replicas is UNSET else adding_replicas
                 self.removing_replicas = [] if removing_replicas is UNSET else removing_replicas
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.replicas == other.replicas and self.adding_replicas == other.adding_replicas and self.removing_replicas == other.removing_replicas and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ListPartitionReassignmentsResponse.Topics.Partitions(partition_index={self.partition_index!r}, replicas={self.replicas!r}, adding_replicas={self.adding_replicas!r}, removing_replicas={self.removing_replicas!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[ListPartitionReassignmentsResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListPartitionReassignmentsResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, topics: list[ListPartitionReassignmentsResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListPartitionReassignmentsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, topics={self.topics!r}{tags})"
 
@@ -186,7 +214,7 @@ _C_ListPartitionReassignmentsResponse_Topics = ListPartitionReassignmentsRespons
 _C_ListPartitionReassignmentsResponse_Topics_Partitions = ListPartitionReassignmentsResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListPartitionReassignmentsRequest)
     o.timeout_ms, = _U_i(buf, pos); pos += 4
@@ -197,7 +225,7 @@ def _decode_req_v0(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListPartitionReassignmentsRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListPartitionReassignmentsRequest_Topics)
             n = buf[pos]
@@ -211,7 +239,7 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None
+            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -225,17 +253,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ListPartitionReassignmentsRequest, ap: _Append) -> None:
     ap(_P_i(o.timeout_ms))
-    l0 = o.topics
+    l0: list[ListPartitionReassignmentsRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -250,7 +278,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListPartitionReassignmentsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -267,10 +295,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ListPartitionReassignmentsResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ListPartitionReassignmentsResponse_Topics)
             n = buf[pos]
@@ -284,10 +312,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ListPartitionReassignmentsResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ListPartitionReassignmentsResponse_Topics_Partitions)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
@@ -295,7 +323,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -304,7 +332,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.adding_replicas = None
+                    if n < 0: e2.adding_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
                         else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -313,7 +341,7 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.removing_replicas = None
+                    if n < 0: e2.removing_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
                         else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -331,15 +359,15 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ListPartitionReassignmentsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.topics
+    l0: list[ListPartitionReassignmentsResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -347,13 +375,13 @@ def _encode_resp_v0(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[ListPartitionReassignmentsResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_i(x1.partition_index))
-                    l2 = x1.replicas
+                    l2: list[int] = x1.replicas
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/list_transactions.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,17 +58,22 @@ class ListTransactionsRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, state_filters=UNSET, producer_id_filters=UNSET, duration_filter=-1, unknown_tags=UNSET):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, state_filters: list[str] = UNSET, producer_id_filters: list[int] = UNSET, duration_filter: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.state_filters = [] if state_filters is UNSET else state_filters
         self.producer_id_filters = [] if producer_id_filters is UNSET else producer_id_filters
         self.duration_filter = duration_filter
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.state_filters == other.state_filters and self.producer_id_filters == other.producer_id_filters and self.duration_filter == other.duration_filter and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListTransactionsRequest(state_filters={self.state_filters!r}, producer_id_filters={self.producer_id_filters!r}, duration_filter={self.duration_filter!r}{tags})"
 
@@ -89,6 +98,12 @@ class ListTransactionsResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponse.TransactionStates]
+    unknown_tags: dict[int, bytes]
+
     class TransactionStates(Struct):
         """Struct ``ListTransactionsResponse.TransactionStates``.
 
@@ -101,32 +116,37 @@ class ListTransactionsResponse(Message):
         __slots__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tags')
         _FIELDS = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tags')
 
-        def __init__(self, *, transactional_id='', producer_id=0, transaction_state='', unknown_tags=UNSET):
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, transactional_id: str = '', producer_id: int = 0, transaction_state: str = '', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.transactional_id = transactional_id
             self.producer_id = producer_id
             self.transaction_state = transaction_state
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.transaction_state == other.transaction_state and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ListTransactionsResponse.TransactionStates(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, transaction_state={self.transaction_state!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_state_filters=UNSET, transaction_states=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_state_filters: list[str] = UNSET, transaction_states: list[ListTransactionsResponse.TransactionStates] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_state_filters = [] if unknown_state_filters is UNSET else unknown_state_filters
         self.transaction_states = [] if transaction_states is UNSET else transaction_states
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_state_filters == other.unknown_state_filters and self.transaction_states == other.transaction_states and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ListTransactionsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, unknown_state_filters={self.unknown_state_filters!r}, transaction_states={self.transaction_states!r}{tags})"
 
@@ -136,17 +156,17 @@ _C_ListTransactionsResponse = ListTransactionsResponse
 _C_ListTransactionsResponse_TransactionStates = ListTransactionsResponse.TransactionStates
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListTransactionsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListTransactionsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.state_filters = None
+    if n < 0: o.state_filters = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -161,7 +181,7 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.producer_id_filters = None
+    if n < 0: o.producer_id_filters = None  # type: ignore[assignment]
     else:
         if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
         else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
@@ -172,17 +192,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ListTransactionsRequest, int]:
     blen = len(buf)
     o = _new(_C_ListTransactionsRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.state_filters = None
+    if n < 0: o.state_filters = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -197,7 +217,7 @@ def _decode_req_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.producer_id_filters = None
+    if n < 0: o.producer_id_filters = None  # type: ignore[assignment]
     else:
         if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
         else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
@@ -208,50 +228,50 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.state_filters
+def _encode_req_v0(o: ListTransactionsRequest, ap: _Append) -> None:
+    l0: list[str] = o.state_filters
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-    l0 = o.producer_id_filters
-    if l0 is None: ap(b'\x00')
+    l0_2: list[int] = o.producer_id_filters
+    if l0_2 is None: ap(b'\x00')
     else:
-        c = len(l0)
+        c = len(l0_2)
         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        if c < 64: ap(_PA_q[c](*l0))
-        else: ap(_pack('>%dq' % c, *l0))
+        if c < 64: ap(_PA_q[c](*l0_2))
+        else: ap(_pack('>%dq' % c, *l0_2))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.state_filters
+def _encode_req_v1(o: ListTransactionsRequest, ap: _Append) -> None:
+    l0: list[str] = o.state_filters
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-    l0 = o.producer_id_filters
-    if l0 is None: ap(b'\x00')
+    l0_2: list[int] = o.producer_id_filters
+    if l0_2 is None: ap(b'\x00')
     else:
-        c = len(l0)
+        c = len(l0_2)
         n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        if c < 64: ap(_PA_q[c](*l0))
-        else: ap(_pack('>%dq' % c, *l0))
+        if c < 64: ap(_PA_q[c](*l0_2))
+        else: ap(_pack('>%dq' % c, *l0_2))
     ap(_P_q(o.duration_filter))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListTransactionsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListTransactionsResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -259,10 +279,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.unknown_state_filters = None
+    if n < 0: o.unknown_state_filters = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -277,10 +297,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transaction_states = None
+    if n < 0: o.transaction_states = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[ListTransactionsResponse.TransactionStates] = []; a0_2 = l0_2.append
         for _ in range(n):
             e1 = _new(_C_ListTransactionsResponse_TransactionStates)
             n = buf[pos]
@@ -300,36 +320,36 @@ def _decode_resp_v0(buf, pos):
             e1.transaction_state = str(buf[pos:end], 'utf-8'); pos = end
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.transaction_states = l0
+            a0_2(e1)
+        o.transaction_states = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ListTransactionsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l0 = o.unknown_state_filters
+    l0: list[str] = o.unknown_state_filters
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-    l0 = o.transaction_states
-    if l0 is None: ap(b'\x00')
+    l0_2: list[ListTransactionsResponse.TransactionStates] = o.transaction_states
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.transactional_id.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            s = x0_2.transactional_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_q(x0.producer_id))
-            s = x0.transaction_state.encode()
+            ap(_P_q(x0_2.producer_id))
+            s = x0_2.transaction_state.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/metadata.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -60,7 +65,7 @@ class MetadataRequest(Message):
     """Metadata request (API key 3), v0-12, flexible from v9.
 
     Fields (type, versions[, tag]; default):
-        topics (list[Topics], all; []): The topics to fetch metadata for.
+        topics (list[Topics], all, nullable v1+; []): The topics to fetch metadata for.
         allow_auto_topic_creation (bool, v4+; True): If this is true, the broker may auto-create topics that we requested which do not already exist, if it is configured to do so.
         include_cluster_authorized_operations (bool, v8-10; False): Whether to include cluster authorized operations.
         include_topic_authorized_operations (bool, v8+; False): Whether to include topic authorized operations.
@@ -76,6 +81,12 @@ class MetadataRequest(Message):
     MAX_VERSION = 12
     FLEXIBLE_MIN_VERSION = 9
 
+    topics: list[MetadataRequest.Topics] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``MetadataRequest.Topics``.
 
@@ -87,31 +98,35 @@ class MetadataRequest(Message):
         __slots__ = ('topic_id', 'name', 'unknown_tags')
         _FIELDS = ('topic_id', 'name', 'unknown_tags')
 
-        def __init__(self, *, topic_id=_ZERO_UUID, name=None, unknown_tags=UNSET):
+        topic_id: UUID
+        name: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, name: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.name = name
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.name == other.name and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"MetadataRequest.Topics(topic_id={self.topic_id!r}, name={self.name!r}{tags})"
 
-    def __init__(self, *, topics=UNSET, allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False, unknown_tags=UNSET):
+    def __init__(self, *, topics: list[MetadataRequest.Topics] | None = UNSET, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.topics == other.topics and self.allow_auto_topic_creation == other.allow_auto_topic_creation and self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and self.include_topic_authorized_operations == other.include_topic_authorized_operations and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"MetadataRequest(topics={self.topics!r}, allow_auto_topic_creation={self.allow_auto_topic_creation!r}, include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, include_topic_authorized_operations={self.include_topic_authorized_operations!r}{tags})"
 
@@ -138,6 +153,14 @@ class MetadataResponse(Message):
     MAX_VERSION = 12
     FLEXIBLE_MIN_VERSION = 9
 
+    throttle_time_ms: int
+    brokers: list[MetadataResponse.Brokers]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponse.Topics]
+    cluster_authorized_operations: int
+    unknown_tags: dict[int, bytes]
+
     class Brokers(Struct):
         """Struct ``MetadataResponse.Brokers``.
 
@@ -151,18 +174,24 @@ class MetadataResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
         _FIELDS = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=UNSET):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
             self.rack = rack
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"MetadataResponse.Brokers(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
@@ -181,6 +210,14 @@ class MetadataResponse(Message):
         __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tags')
         _FIELDS = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tags')
 
+        error_code: int
+        name: str | None
+        topic_id: UUID
+        is_internal: bool
+        partitions: list[MetadataResponse.Topics.Partitions]
+        topic_authorized_operations: int
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``MetadataResponse.Topics.Partitions``.
 
@@ -197,7 +234,16 @@ class MetadataResponse(Message):
             __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tags')
             _FIELDS = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tags')
 
-            def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=UNSET, isr_nodes=UNSET, offline_replicas=UNSET, unknown_tags=UNSET):
+            error_code: int
+            partition_index: int
+            leader_id: int
+            leader_epoch: int
+            replica_nodes: list[int]
+            isr_nodes: list[int]
+            offline_replicas: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] = UNSET, isr_nodes: list[int] = UNSET, offline_replicas: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.error_code = error_code
                 self.partition_index = partition_index
                 self.leader_id = leader_id
@@ -207,15 +253,15 @@ class MetadataResponse(Message):
                 self.offline_replicas = [] if offline_replicas is UNSET else offline_replicas
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.error_code == other.error_code and self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.replica_nodes == other.replica_nodes and self.isr_nodes == other.isr_nodes and self.offline_replicas == other.offline_replicas and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"MetadataResponse.Topics.Partitions(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, offline_replicas={self.offline_replicas!r}{tags})"
 
-        def __init__(self, *, error_code=0, name=None, topic_id=_ZERO_UUID, is_internal=False, partitions=UNSET, topic_authorized_operations=-2147483648, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, name: str | None = None, topic_id: UUID = _ZERO_UUID, is_internal: bool = False, partitions: list[MetadataResponse.Topics.Partitions] = UNSET, topic_authorized_operations: int = -2147483648, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.name = name
             self.topic_id = topic_id
@@ -224,15 +270,15 @@ class MetadataResponse(Message):
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.name == other.name and self.topic_id == other.topic_id and self.is_internal == other.is_internal and self.partitions == other.partitions and self.topic_authorized_operations == other.topic_authorized_operations and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"MetadataResponse.Topics(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, brokers=UNSET, cluster_id=None, controller_id=-1, topics=UNSET, cluster_authorized_operations=-2147483648, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, brokers: list[MetadataResponse.Brokers] = UNSET, cluster_id: str | None = None, controller_id: int = -1, topics: list[MetadataResponse.Topics] = UNSET, cluster_authorized_operations: int = -2147483648, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is UNSET else brokers
         self.cluster_id = cluster_id
@@ -241,11 +287,11 @@ class MetadataResponse(Message):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.brokers == other.brokers and self.cluster_id == other.cluster_id and self.controller_id == other.controller_id and self.topics == other.topics and self.cluster_authorized_operations == other.cluster_authorized_operations and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"MetadataResponse(throttle_time_ms={self.throttle_time_ms!r}, brokers={self.brokers!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, topics={self.topics!r}, cluster_authorized_operations={self.cluster_authorized_operations!r}{tags})"
 
@@ -258,7 +304,7 @@ _C_MetadataResponse_Topics = MetadataResponse.Topics
 _C_MetadataResponse_Topics_Partitions = MetadataResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_MetadataRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -267,7 +313,7 @@ def _decode_req_v0(buf, pos):
         o.topics = None
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -285,7 +331,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_MetadataRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -294,7 +340,7 @@ def _decode_req_v4(buf, pos):
         o.topics = None
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -312,7 +358,7 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v8(buf, pos):
+def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_MetadataRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -321,7 +367,7 @@ def _decode_req_v8(buf, pos):
         o.topics = None
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -337,7 +383,7 @@ def _decode_req_v8(buf, pos):
     return o, pos
 
 
-def _decode_req_v9(buf, pos):
+def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_MetadataRequest)
     n = buf[pos]
@@ -347,7 +393,7 @@ def _decode_req_v9(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataRequest_Topics)
             n = buf[pos]
@@ -368,7 +414,7 @@ def _decode_req_v9(buf, pos):
     return o, pos
 
 
-def _decode_req_v10(buf, pos):
+def _decode_req_v10(buf: _Buffer, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_MetadataRequest)
     n = buf[pos]
@@ -378,7 +424,7 @@ def _decode_req_v10(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -402,7 +448,7 @@ def _decode_req_v10(buf, pos):
     return o, pos
 
 
-def _decode_req_v11(buf, pos):
+def _decode_req_v11(buf: _Buffer, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_MetadataRequest)
     n = buf[pos]
@@ -412,7 +458,7 @@ def _decode_req_v11(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -437,48 +483,48 @@ def _decode_req_v11(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: MetadataRequest, ap: _Append) -> None:
+    l0: list[MetadataRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
 
 
-def _encode_req_v4(o, ap):
-    l0 = o.topics
+def _encode_req_v4(o: MetadataRequest, ap: _Append) -> None:
+    l0: list[MetadataRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
     ap(_P_o(o.allow_auto_topic_creation))
 
 
-def _encode_req_v8(o, ap):
-    l0 = o.topics
+def _encode_req_v8(o: MetadataRequest, ap: _Append) -> None:
+    l0: list[MetadataRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
     ap(_P_ooo(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
 
 
-def _encode_req_v9(o, ap):
-    l0 = o.topics
+def _encode_req_v9(o: MetadataRequest, ap: _Append) -> None:
+    l0: list[MetadataRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()  # type: ignore[union-attr]
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ut1 = x0.unknown_tags
@@ -490,17 +536,17 @@ def _encode_req_v9(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v10(o, ap):
-    l0 = o.topics
+def _encode_req_v10(o: MetadataRequest, ap: _Append) -> None:
+    l0: list[MetadataRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            s = x0.name
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.name
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -512,17 +558,17 @@ def _encode_req_v10(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v11(o, ap):
-    l0 = o.topics
+def _encode_req_v11(o: MetadataRequest, ap: _Append) -> None:
+    l0: list[MetadataRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            s = x0.name
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.name
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
@@ -534,16 +580,16 @@ def _encode_req_v11(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -559,31 +605,31 @@ def _decode_resp_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -591,7 +637,7 @@ def _decode_resp_v0(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -600,13 +646,13 @@ def _decode_resp_v0(buf, pos):
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.is_internal = False
-            e1.topic_authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.is_internal = False
+            e1_2.topic_authorized_operations = -2147483648
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.throttle_time_ms = 0
     o.cluster_id = None
     o.controller_id = -1
@@ -615,16 +661,16 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -646,32 +692,32 @@ def _decode_resp_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -679,7 +725,7 @@ def _decode_resp_v1(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -688,12 +734,12 @@ def _decode_resp_v1(buf, pos):
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.topic_authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.topic_authorized_operations = -2147483648
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.throttle_time_ms = 0
     o.cluster_id = None
     o.cluster_authorized_operations = -2147483648
@@ -701,16 +747,16 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -738,32 +784,32 @@ def _decode_resp_v2(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -771,7 +817,7 @@ def _decode_resp_v2(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -780,29 +826,29 @@ def _decode_resp_v2(buf, pos):
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.topic_authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.topic_authorized_operations = -2147483648
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.throttle_time_ms = 0
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -830,32 +876,32 @@ def _decode_resp_v3(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -863,7 +909,7 @@ def _decode_resp_v3(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -872,28 +918,28 @@ def _decode_resp_v3(buf, pos):
                     e2.offline_replicas = []
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.topic_authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.topic_authorized_operations = -2147483648
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -921,32 +967,32 @@ def _decode_resp_v5(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -954,7 +1000,7 @@ def _decode_resp_v5(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -962,7 +1008,7 @@ def _decode_resp_v5(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None
+                        e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -970,28 +1016,28 @@ def _decode_resp_v5(buf, pos):
                     e2.leader_epoch = -1
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.topic_authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.topic_authorized_operations = -2147483648
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v7(buf, pos):
+def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -1019,32 +1065,32 @@ def _decode_resp_v7(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 9 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 26 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1052,7 +1098,7 @@ def _decode_resp_v7(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1060,35 +1106,35 @@ def _decode_resp_v7(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None
+                        e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
                         pos += n * 4
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.topic_authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.topic_authorized_operations = -2147483648
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v8(buf, pos):
+def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.brokers = None
+        o.brokers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -1116,32 +1162,32 @@ def _decode_resp_v8(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 13 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 26 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None
+                        e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1149,7 +1195,7 @@ def _decode_resp_v8(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None
+                        e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1157,25 +1203,25 @@ def _decode_resp_v8(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None
+                        e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
                         pos += n * 4
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+            e1_2.topic_id = _ZERO_UUID
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v9(buf, pos):
+def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -1183,10 +1229,10 @@ def _decode_resp_v9(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None
+    if n < 0: o.brokers = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -1225,29 +1271,29 @@ def _decode_resp_v9(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.is_internal, = _U_o(buf, pos); pos += 1
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.is_internal, = _U_o(buf, pos); pos += 1
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
@@ -1255,7 +1301,7 @@ def _decode_resp_v9(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replica_nodes = None
+                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1264,7 +1310,7 @@ def _decode_resp_v9(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr_nodes = None
+                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1273,7 +1319,7 @@ def _decode_resp_v9(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1281,20 +1327,20 @@ def _decode_resp_v9(buf, pos):
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+            e1_2.topic_id = _ZERO_UUID
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _decode_resp_v10(buf, pos):
+def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -1302,10 +1348,10 @@ def _decode_resp_v10(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None
+    if n < 0: o.brokers = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -1344,30 +1390,30 @@ def _decode_resp_v10(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 26 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1.is_internal = _U_QQo(buf, pos); pos += 17
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
@@ -1375,7 +1421,7 @@ def _decode_resp_v10(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replica_nodes = None
+                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1384,7 +1430,7 @@ def _decode_resp_v10(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr_nodes = None
+                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1393,7 +1439,7 @@ def _decode_resp_v10(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1401,19 +1447,19 @@ def _decode_resp_v10(buf, pos):
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _decode_resp_v11(buf, pos):
+def _decode_resp_v11(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -1421,10 +1467,10 @@ def _decode_resp_v11(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None
+    if n < 0: o.brokers = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -1463,30 +1509,30 @@ def _decode_resp_v11(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 26 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1.is_internal = _U_QQo(buf, pos); pos += 17
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
@@ -1494,7 +1540,7 @@ def _decode_resp_v11(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replica_nodes = None
+                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1503,7 +1549,7 @@ def _decode_resp_v11(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr_nodes = None
+                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1512,7 +1558,7 @@ def _decode_resp_v11(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1520,19 +1566,19 @@ def _decode_resp_v11(buf, pos):
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _decode_resp_v12(buf, pos):
+def _decode_resp_v12(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -1540,10 +1586,10 @@ def _decode_resp_v12(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None
+    if n < 0: o.brokers = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_MetadataResponse_Brokers)
             e1.node_id, = _U_i(buf, pos); pos += 4
@@ -1582,32 +1628,32 @@ def _decode_resp_v12(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 26 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e1_2 = _new(_C_MetadataResponse_Topics)
+            e1_2.error_code, = _U_h(buf, pos); pos += 2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.name = None
+            if n == -1: e1_2.name = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1.is_internal = _U_QQo(buf, pos); pos += 17
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+                e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_MetadataResponse_Topics_Partitions)
                     e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
@@ -1615,7 +1661,7 @@ def _decode_resp_v12(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replica_nodes = None
+                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
                         else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1624,7 +1670,7 @@ def _decode_resp_v12(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr_nodes = None
+                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
                         else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
@@ -1633,7 +1679,7 @@ def _decode_resp_v12(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1641,45 +1687,45 @@ def _decode_resp_v12(buf, pos):
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
                     a1(e2)
-                e1.partitions = l1
-            e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                e1_2.partitions = l1
+            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.brokers
+def _encode_resp_v0(o: MetadataResponse, ap: _Append) -> None:
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1695,41 +1741,41 @@ def _encode_resp_v0(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_resp_v1(o, ap):
-    l0 = o.brokers
+def _encode_resp_v1(o: MetadataResponse, ap: _Append) -> None:
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1745,47 +1791,47 @@ def _encode_resp_v1(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_resp_v2(o, ap):
-    l0 = o.brokers
+def _encode_resp_v2(o: MetadataResponse, ap: _Append) -> None:
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-    s = o.cluster_id
-    if s is None: ap(b'\xff\xff')
+    sn = o.cluster_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1801,48 +1847,48 @@ def _encode_resp_v2(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-    s = o.cluster_id
-    if s is None: ap(b'\xff\xff')
+    sn = o.cluster_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1858,48 +1904,48 @@ def _encode_resp_v3(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-    s = o.cluster_id
-    if s is None: ap(b'\xff\xff')
+    sn = o.cluster_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1922,48 +1968,48 @@ def _encode_resp_v5(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_resp_v7(o, ap):
+def _encode_resp_v7(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-    s = o.cluster_id
-    if s is None: ap(b'\xff\xff')
+    sn = o.cluster_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1986,48 +2032,48 @@ def _encode_resp_v7(o, ap):
                         else: ap(_pack('>%di' % c, *l2))
 
 
-def _encode_resp_v8(o, ap):
+def _encode_resp_v8(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-    s = o.cluster_id
-    if s is None: ap(b'\xff\xff')
+    sn = o.cluster_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -2048,55 +2094,55 @@ def _encode_resp_v8(o, ap):
                         ap(_P_i(c))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-            ap(_P_i(x0.topic_authorized_operations))
+            ap(_P_i(x0_2.topic_authorized_operations))
     ap(_P_i(o.cluster_authorized_operations))
 
 
-def _encode_resp_v9(o, ap):
+def _encode_resp_v9(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.cluster_id
-    if s is None: ap(b'\x00')
+    sn = o.cluster_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\x00')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_o(x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_o(x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -2120,86 +2166,8 @@ def _encode_resp_v9(o, ap):
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            ap(_P_i(x0.topic_authorized_operations))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
-    ap(_P_i(o.cluster_authorized_operations))
-    ut0 = o.unknown_tags
-    if ut0: _write_tags(ap, ut0.items())
-    else: ap(b'\x00')
-
-
-def _encode_resp_v10(o, ap):
-    ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s = x0.host.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
-            else:
-                s = s.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
-    s = o.cluster_id
-    if s is None: ap(b'\x00')
-    else:
-        s = s.encode()
-        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        ap(s)
-    ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_QQo(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.is_internal))
-            l1 = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0.topic_authorized_operations))
-            ut1 = x0.unknown_tags
+            ap(_P_i(x0_2.topic_authorized_operations))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ap(_P_i(o.cluster_authorized_operations))
@@ -2208,51 +2176,51 @@ def _encode_resp_v10(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v11(o, ap):
+def _encode_resp_v10(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.cluster_id
-    if s is None: ap(b'\x00')
+    sn = o.cluster_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\x00')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_QQo(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -2276,8 +2244,86 @@ def _encode_resp_v11(o, ap):
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            ap(_P_i(x0.topic_authorized_operations))
+            ap(_P_i(x0_2.topic_authorized_operations))
+            ut1 = x0_2.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    ap(_P_i(o.cluster_authorized_operations))
+    ut0 = o.unknown_tags
+    if ut0: _write_tags(ap, ut0.items())
+    else: ap(b'\x00')
+
+
+def _encode_resp_v11(o: MetadataResponse, ap: _Append) -> None:
+    ap(_P_i(o.throttle_time_ms))
+    l0: list[MetadataResponse.Brokers] = o.brokers
+    if l0 is None: ap(b'\x00')
+    else:
+        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0 in l0:
+            ap(_P_i(x0.node_id))
+            s: bytes = x0.host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_i(x0.port))
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\x00')
+            else:
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
             ut1 = x0.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    sn = o.cluster_id
+    if sn is None: ap(b'\x00')
+    else:
+        s = sn.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+    ap(_P_i(o.controller_id))
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\x00')
+    else:
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            s = x0_2.name.encode()  # type: ignore[union-attr]
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+            if l1 is None: ap(b'\x00')
+            else:
+                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1 in l1:
+                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+                    l2: list[int] = x1.replica_nodes
+                    if l2 is None: ap(b'\x00')
+                    else:
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
+                    l2 = x1.isr_nodes
+                    if l2 is None: ap(b'\x00')
+                    else:
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
+                    l2 = x1.offline_replicas
+                    if l2 is None: ap(b'\x00')
+                    else:
+                        c = len(l2)
+                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        if c < 64: ap(_PA_i[c](*l2))
+                        else: ap(_pack('>%di' % c, *l2))
+                    ut2 = x1.unknown_tags
+                    if ut2: _write_tags(ap, ut2.items())
+                    else: ap(b'\x00')
+            ap(_P_i(x0_2.topic_authorized_operations))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -2285,54 +2331,54 @@ def _encode_resp_v11(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v12(o, ap):
+def _encode_resp_v12(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.brokers
+    l0: list[MetadataResponse.Brokers] = o.brokers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+            s: bytes = x0.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    s = o.cluster_id
-    if s is None: ap(b'\x00')
+    sn = o.cluster_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.controller_id))
-    l0 = o.topics
-    if l0 is None: ap(b'\x00')
+    l0_2: list[MetadataResponse.Topics] = o.topics
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s = x0.name
-            if s is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_h(x0_2.error_code))
+            sn = x0_2.name
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ap(_P_QQo(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.is_internal))
-            l1 = x0.partitions
+            ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
+            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2 = x1.replica_nodes
+                    l2: list[int] = x1.replica_nodes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -2356,8 +2402,8 @@ def _encode_resp_v12(o, ap):
                     ut2 = x1.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            ap(_P_i(x0.topic_authorized_operations))
-            ut1 = x0.unknown_tags
+            ap(_P_i(x0_2.topic_authorized_operations))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/offset_commit.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -70,6 +74,14 @@ class OffsetCommitRequest(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 8
 
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int
+    topics: list[OffsetCommitRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``OffsetCommitRequest.Topics``.
 
@@ -80,6 +92,10 @@ class OffsetCommitRequest(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[OffsetCommitRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``OffsetCommitRequest.Topics.Partitions``.
@@ -95,7 +111,14 @@ class OffsetCommitRequest(Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tags')
             _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=0, committed_metadata=None, unknown_tags=UNSET):
+            partition_index: int
+            committed_offset: int
+            committed_leader_epoch: int
+            commit_timestamp: int
+            committed_metadata: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, commit_timestamp: int = 0, committed_metadata: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.committed_offset = committed_offset
                 self.committed_leader_epoch = committed_leader_epoch
@@ -103,28 +126,28 @@ class OffsetCommitRequest(Message):
                 self.committed_metadata = committed_metadata
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.commit_timestamp == other.commit_timestamp and self.committed_metadata == other.committed_metadata and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetCommitRequest.Topics.Partitions(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, commit_timestamp={self.commit_timestamp!r}, committed_metadata={self.committed_metadata!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetCommitRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetCommitRequest.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id='', generation_id_or_member_epoch=-1, member_id='', group_instance_id=None, retention_time_ms=-1, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, retention_time_ms: int = -1, topics: list[OffsetCommitRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
@@ -133,11 +156,11 @@ class OffsetCommitRequest(Message):
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.generation_id_or_member_epoch == other.generation_id_or_member_epoch and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.retention_time_ms == other.retention_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"OffsetCommitRequest(group_id={self.group_id!r}, generation_id_or_member_epoch={self.generation_id_or_member_epoch!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, retention_time_ms={self.retention_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -160,6 +183,10 @@ class OffsetCommitResponse(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 8
 
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``OffsetCommitResponse.Topics``.
 
@@ -170,6 +197,10 @@ class OffsetCommitResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[OffsetCommitResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``OffsetCommitResponse.Topics.Partitions``.
@@ -182,42 +213,46 @@ class OffsetCommitResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetCommitResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetCommitResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetCommitResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetCommitResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"OffsetCommitResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -230,7 +265,7 @@ _C_OffsetCommitResponse_Topics = OffsetCommitResponse.Topics
 _C_OffsetCommitResponse_Topics_Partitions = OffsetCommitResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -240,10 +275,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -253,10 +288,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -282,7 +317,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -297,10 +332,10 @@ def _decode_req_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -310,10 +345,10 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.commit_timestamp = _U_iqq(buf, pos); pos += 20
@@ -336,7 +371,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -352,10 +387,10 @@ def _decode_req_v2(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -365,10 +400,10 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -391,7 +426,7 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -406,10 +441,10 @@ def _decode_req_v5(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -419,10 +454,10 @@ def _decode_req_v5(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -446,7 +481,7 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -461,10 +496,10 @@ def _decode_req_v6(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -474,10 +509,10 @@ def _decode_req_v6(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -500,7 +535,7 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _decode_req_v7(buf, pos):
+def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -521,10 +556,10 @@ def _decode_req_v7(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -534,10 +569,10 @@ def _decode_req_v7(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -559,7 +594,7 @@ def _decode_req_v7(buf, pos):
     return o, pos
 
 
-def _decode_req_v8(buf, pos):
+def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitRequest)
     n = buf[pos]
@@ -590,10 +625,10 @@ def _decode_req_v8(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitRequest_Topics)
             n = buf[pos]
@@ -607,10 +642,10 @@ def _decode_req_v8(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -638,11 +673,11 @@ def _decode_req_v8(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -650,29 +685,29 @@ def _encode_req_v0(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v1(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v1(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id_or_member_epoch))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -680,22 +715,22 @@ def _encode_req_v1(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iqq(x1.partition_index, x1.committed_offset, x1.commit_timestamp))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v2(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v2(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id_or_member_epoch))
@@ -703,7 +738,7 @@ def _encode_req_v2(o, ap):
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_q(o.retention_time_ms))
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -711,29 +746,29 @@ def _encode_req_v2(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v5(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v5(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id_or_member_epoch))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -741,29 +776,29 @@ def _encode_req_v5(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v6(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v6(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id_or_member_epoch))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -771,35 +806,35 @@ def _encode_req_v6(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v7(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v7(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id_or_member_epoch))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -807,35 +842,35 @@ def _encode_req_v7(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v8(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v8(o: OffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.generation_id_or_member_epoch))
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.topics
+    l0: list[OffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -843,16 +878,16 @@ def _encode_req_v8(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\x00')
+                    sn = x1.committed_metadata
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags
@@ -866,16 +901,16 @@ def _encode_req_v8(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -885,10 +920,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -903,17 +938,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -923,10 +958,10 @@ def _decode_resp_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -940,7 +975,7 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v8(buf, pos):
+def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -948,10 +983,10 @@ def _decode_resp_v8(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetCommitResponse_Topics)
             n = buf[pos]
@@ -965,10 +1000,10 @@ def _decode_resp_v8(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -985,16 +1020,16 @@ def _decode_resp_v8(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.topics
+def _encode_resp_v0(o: OffsetCommitResponse, ap: _Append) -> None:
+    l0: list[OffsetCommitResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1002,17 +1037,17 @@ def _encode_resp_v0(o, ap):
                     ap(_P_ih(x1.partition_index, x1.error_code))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: OffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetCommitResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1020,17 +1055,17 @@ def _encode_resp_v3(o, ap):
                     ap(_P_ih(x1.partition_index, x1.error_code))
 
 
-def _encode_resp_v8(o, ap):
+def _encode_resp_v8(o: OffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetCommitResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

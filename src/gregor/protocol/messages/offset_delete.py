@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/offset_delete.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +61,9 @@ class OffsetDeleteRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = None
 
+    group_id: str
+    topics: list[OffsetDeleteRequest.Topics]
+
     class Topics(Struct):
         """Struct ``OffsetDeleteRequest.Topics``.
 
@@ -68,6 +75,9 @@ class OffsetDeleteRequest(Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = ('name', 'partitions')
 
+        name: str
+        partitions: list[OffsetDeleteRequest.Topics.Partitions]
+
         class Partitions(Struct):
             """Struct ``OffsetDeleteRequest.Topics.Partitions``.
 
@@ -78,36 +88,38 @@ class OffsetDeleteRequest(Message):
             __slots__ = ('partition_index',)
             _FIELDS = ('partition_index',)
 
-            def __init__(self, *, partition_index=0):
+            partition_index: int
+
+            def __init__(self, *, partition_index: int = 0) -> None:
                 self.partition_index = partition_index
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 return f"OffsetDeleteRequest.Topics.Partitions(partition_index={self.partition_index!r})"
 
-        def __init__(self, *, name='', partitions=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetDeleteRequest.Topics.Partitions] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             return f"OffsetDeleteRequest.Topics(name={self.name!r}, partitions={self.partitions!r})"
 
-    def __init__(self, *, group_id='', topics=UNSET):
+    def __init__(self, *, group_id: str = '', topics: list[OffsetDeleteRequest.Topics] = UNSET) -> None:
         self.group_id = group_id
         self.topics = [] if topics is UNSET else topics
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.topics == other.topics
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"OffsetDeleteRequest(group_id={self.group_id!r}, topics={self.topics!r})"
 
 
@@ -130,6 +142,10 @@ class OffsetDeleteResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = None
 
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponse.Topics]
+
     class Topics(Struct):
         """Struct ``OffsetDeleteResponse.Topics``.
 
@@ -140,6 +156,9 @@ class OffsetDeleteResponse(Message):
 
         __slots__ = ('name', 'partitions')
         _FIELDS = ('name', 'partitions')
+
+        name: str
+        partitions: list[OffsetDeleteResponse.Topics.Partitions]
 
         class Partitions(Struct):
             """Struct ``OffsetDeleteResponse.Topics.Partitions``.
@@ -152,38 +171,41 @@ class OffsetDeleteResponse(Message):
             __slots__ = ('partition_index', 'error_code')
             _FIELDS = ('partition_index', 'error_code')
 
-            def __init__(self, *, partition_index=0, error_code=0):
+            partition_index: int
+            error_code: int
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 return f"OffsetDeleteResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
 
-        def __init__(self, *, name='', partitions=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetDeleteResponse.Topics.Partitions] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             return f"OffsetDeleteResponse.Topics(name={self.name!r}, partitions={self.partitions!r})"
 
-    def __init__(self, *, error_code=0, throttle_time_ms=0, topics=UNSET):
+    def __init__(self, *, error_code: int = 0, throttle_time_ms: int = 0, topics: list[OffsetDeleteResponse.Topics] = UNSET) -> None:
         self.error_code = error_code
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"OffsetDeleteResponse(error_code={self.error_code!r}, throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
 
 
@@ -195,7 +217,7 @@ _C_OffsetDeleteResponse_Topics = OffsetDeleteResponse.Topics
 _C_OffsetDeleteResponse_Topics_Partitions = OffsetDeleteResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetDeleteRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetDeleteRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -205,10 +227,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetDeleteRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetDeleteRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -218,10 +240,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 4 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetDeleteRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetDeleteRequest_Topics_Partitions)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
@@ -232,11 +254,11 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: OffsetDeleteRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetDeleteRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -244,7 +266,7 @@ def _encode_req_v0(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetDeleteRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -252,17 +274,17 @@ def _encode_req_v0(o, ap):
                     ap(_P_i(x1.partition_index))
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetDeleteResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetDeleteResponse)
     o.error_code, o.throttle_time_ms = _U_hi(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetDeleteResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetDeleteResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -272,10 +294,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetDeleteResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetDeleteResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -286,17 +308,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: OffsetDeleteResponse, ap: _Append) -> None:
     ap(_P_hi(o.error_code, o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetDeleteResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetDeleteResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))

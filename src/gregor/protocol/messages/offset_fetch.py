@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/offset_fetch.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -50,7 +54,7 @@ class OffsetFetchRequest(Message):
     Fields (type, versions[, tag]; default):
         groups (list[Groups], v8+; []): Each group we would like to fetch offsets for
         group_id (str, v0-7; ''): The group to fetch offsets for.
-        topics (list[Topics], v0-7; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
+        topics (list[Topics], v0-7, nullable v2-7; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
         require_stable (bool, v7+; False): Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
@@ -64,6 +68,12 @@ class OffsetFetchRequest(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 6
 
+    groups: list[OffsetFetchRequest.Groups]
+    group_id: str
+    topics: list[OffsetFetchRequest.Topics] | None
+    require_stable: bool
+    unknown_tags: dict[int, bytes]
+
     class Groups(Struct):
         """Struct ``OffsetFetchRequest.Groups``.
 
@@ -71,11 +81,17 @@ class OffsetFetchRequest(Message):
             group_id (str, v8+; ''): The group ID.
             member_id (str, v9+, nullable; None): The member ID assigned by the group coordinator if using the new consumer protocol (KIP-848).
             member_epoch (int32, v9+; -1): The member epoch if using the new consumer protocol (KIP-848).
-            topics (list[Topics], v8+; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
+            topics (list[Topics], v8+, nullable; []): Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
         """
 
         __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tags')
         _FIELDS = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tags')
+
+        group_id: str
+        member_id: str | None
+        member_epoch: int
+        topics: list[OffsetFetchRequest.Groups.Topics] | None
+        unknown_tags: dict[int, bytes]
 
         class Topics(Struct):
             """Struct ``OffsetFetchRequest.Groups.Topics``.
@@ -88,31 +104,35 @@ class OffsetFetchRequest(Message):
             __slots__ = ('name', 'partition_indexes', 'unknown_tags')
             _FIELDS = ('name', 'partition_indexes', 'unknown_tags')
 
-            def __init__(self, *, name='', partition_indexes=UNSET, unknown_tags=UNSET):
+            name: str
+            partition_indexes: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', partition_indexes: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetFetchRequest.Groups.Topics(name={self.name!r}, partition_indexes={self.partition_indexes!r}{tags})"
 
-        def __init__(self, *, group_id='', member_id=None, member_epoch=-1, topics=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: list[OffsetFetchRequest.Groups.Topics] | None = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.group_id = group_id
             self.member_id = member_id
             self.member_epoch = member_epoch
             self.topics = [] if topics is UNSET else topics
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetFetchRequest.Groups(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, topics={self.topics!r}{tags})"
 
@@ -127,31 +147,35 @@ class OffsetFetchRequest(Message):
         __slots__ = ('name', 'partition_indexes', 'unknown_tags')
         _FIELDS = ('name', 'partition_indexes', 'unknown_tags')
 
-        def __init__(self, *, name='', partition_indexes=UNSET, unknown_tags=UNSET):
+        name: str
+        partition_indexes: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetFetchRequest.Topics(name={self.name!r}, partition_indexes={self.partition_indexes!r}{tags})"
 
-    def __init__(self, *, groups=UNSET, group_id='', topics=UNSET, require_stable=False, unknown_tags=UNSET):
+    def __init__(self, *, groups: list[OffsetFetchRequest.Groups] = UNSET, group_id: str = '', topics: list[OffsetFetchRequest.Topics] | None = UNSET, require_stable: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.groups = [] if groups is UNSET else groups
         self.group_id = group_id
         self.topics = [] if topics is UNSET else topics
         self.require_stable = require_stable
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.groups == other.groups and self.group_id == other.group_id and self.topics == other.topics and self.require_stable == other.require_stable and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"OffsetFetchRequest(groups={self.groups!r}, group_id={self.group_id!r}, topics={self.topics!r}, require_stable={self.require_stable!r}{tags})"
 
@@ -176,6 +200,12 @@ class OffsetFetchResponse(Message):
     MAX_VERSION = 9
     FLEXIBLE_MIN_VERSION = 6
 
+    throttle_time_ms: int
+    groups: list[OffsetFetchResponse.Groups]
+    topics: list[OffsetFetchResponse.Topics]
+    error_code: int
+    unknown_tags: dict[int, bytes]
+
     class Groups(Struct):
         """Struct ``OffsetFetchResponse.Groups``.
 
@@ -188,6 +218,11 @@ class OffsetFetchResponse(Message):
         __slots__ = ('group_id', 'topics', 'error_code', 'unknown_tags')
         _FIELDS = ('group_id', 'topics', 'error_code', 'unknown_tags')
 
+        group_id: str
+        topics: list[OffsetFetchResponse.Groups.Topics]
+        error_code: int
+        unknown_tags: dict[int, bytes]
+
         class Topics(Struct):
             """Struct ``OffsetFetchResponse.Groups.Topics``.
 
@@ -198,6 +233,10 @@ class OffsetFetchResponse(Message):
 
             __slots__ = ('name', 'partitions', 'unknown_tags')
             _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+            name: str
+            partitions: list[OffsetFetchResponse.Groups.Topics.Partitions]
+            unknown_tags: dict[int, bytes]
 
             class Partitions(Struct):
                 """Struct ``OffsetFetchResponse.Groups.Topics.Partitions``.
@@ -213,7 +252,14 @@ class OffsetFetchResponse(Message):
                 __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tags')
                 _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tags')
 
-                def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata=None, error_code=0, unknown_tags=UNSET):
+                partition_index: int
+                committed_offset: int
+                committed_leader_epoch: int
+                metadata: str | None
+                error_code: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = None, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.partition_index = partition_index
                     self.committed_offset = committed_offset
                     self.committed_leader_epoch = committed_leader_epoch
@@ -221,38 +267,38 @@ class OffsetFetchResponse(Message):
                     self.error_code = error_code
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.metadata == other.metadata and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"OffsetFetchResponse.Groups.Topics.Partitions(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r}{tags})"
 
-            def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, name: str = '', partitions: list[OffsetFetchResponse.Groups.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetFetchResponse.Groups.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, group_id='', topics=UNSET, error_code=0, unknown_tags=UNSET):
+        def __init__(self, *, group_id: str = '', topics: list[OffsetFetchResponse.Groups.Topics] = UNSET, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.group_id = group_id
             self.topics = [] if topics is UNSET else topics
             self.error_code = error_code
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.group_id == other.group_id and self.topics == other.topics and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetFetchResponse.Groups(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r}{tags})"
 
@@ -266,6 +312,10 @@ class OffsetFetchResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[OffsetFetchResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``OffsetFetchResponse.Topics.Partitions``.
@@ -281,7 +331,14 @@ class OffsetFetchResponse(Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata=None, error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            committed_offset: int
+            committed_leader_epoch: int
+            metadata: str | None
+            error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = None, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.committed_offset = committed_offset
                 self.committed_leader_epoch = committed_leader_epoch
@@ -289,39 +346,39 @@ class OffsetFetchResponse(Message):
                 self.error_code = error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.metadata == other.metadata and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetFetchResponse.Topics.Partitions(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetFetchResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetFetchResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, groups=UNSET, topics=UNSET, error_code=0, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, groups: list[OffsetFetchResponse.Groups] = UNSET, topics: list[OffsetFetchResponse.Topics] = UNSET, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is UNSET else groups
         self.topics = [] if topics is UNSET else topics
         self.error_code = error_code
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and self.topics == other.topics and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"OffsetFetchResponse(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}, topics={self.topics!r}, error_code={self.error_code!r}{tags})"
 
@@ -338,7 +395,7 @@ _C_OffsetFetchResponse_Topics = OffsetFetchResponse.Topics
 _C_OffsetFetchResponse_Topics_Partitions = OffsetFetchResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -351,7 +408,7 @@ def _decode_req_v0(buf, pos):
         o.topics = None
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -361,7 +418,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_indexes = None
+                e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -375,7 +432,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchRequest)
     n = buf[pos]
@@ -392,7 +449,7 @@ def _decode_req_v6(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchRequest_Topics)
             n = buf[pos]
@@ -406,7 +463,7 @@ def _decode_req_v6(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None
+            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -422,7 +479,7 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _decode_req_v7(buf, pos):
+def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchRequest)
     n = buf[pos]
@@ -439,7 +496,7 @@ def _decode_req_v7(buf, pos):
     if n < 0: o.topics = None
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchRequest_Topics)
             n = buf[pos]
@@ -453,7 +510,7 @@ def _decode_req_v7(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None
+            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -469,17 +526,17 @@ def _decode_req_v7(buf, pos):
     return o, pos
 
 
-def _decode_req_v8(buf, pos):
+def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchRequest.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchRequest_Groups)
             n = buf[pos]
@@ -496,7 +553,7 @@ def _decode_req_v8(buf, pos):
             if n < 0: e1.topics = None
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchRequest.Groups.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchRequest_Groups_Topics)
                     n = buf[pos]
@@ -510,7 +567,7 @@ def _decode_req_v8(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partition_indexes = None
+                    if n < 0: e2.partition_indexes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
                         else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -533,17 +590,17 @@ def _decode_req_v8(buf, pos):
     return o, pos
 
 
-def _decode_req_v9(buf, pos):
+def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchRequest.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchRequest_Groups)
             n = buf[pos]
@@ -570,7 +627,7 @@ def _decode_req_v9(buf, pos):
             if n < 0: e1.topics = None
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchRequest.Groups.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchRequest_Groups_Topics)
                     n = buf[pos]
@@ -584,7 +641,7 @@ def _decode_req_v9(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partition_indexes = None
+                    if n < 0: e2.partition_indexes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
                         else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -605,11 +662,11 @@ def _decode_req_v9(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: OffsetFetchRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetFetchRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -617,7 +674,7 @@ def _encode_req_v0(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -626,11 +683,11 @@ def _encode_req_v0(o, ap):
                 else: ap(_pack('>%di' % c, *l1))
 
 
-def _encode_req_v6(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v6(o: OffsetFetchRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetFetchRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -638,7 +695,7 @@ def _encode_req_v6(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -653,11 +710,11 @@ def _encode_req_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v7(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v7(o: OffsetFetchRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.topics
+    l0: list[OffsetFetchRequest.Topics] | None = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -665,7 +722,7 @@ def _encode_req_v7(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -681,16 +738,16 @@ def _encode_req_v7(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v8(o, ap):
-    l0 = o.groups
+def _encode_req_v8(o: OffsetFetchRequest, ap: _Append) -> None:
+    l0: list[OffsetFetchRequest.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topics
+            l1: list[OffsetFetchRequest.Groups.Topics] | None = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -698,7 +755,7 @@ def _encode_req_v8(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partition_indexes
+                    l2: list[int] = x1.partition_indexes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -717,23 +774,23 @@ def _encode_req_v8(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v9(o, ap):
-    l0 = o.groups
+def _encode_req_v9(o: OffsetFetchRequest, ap: _Append) -> None:
+    l0: list[OffsetFetchRequest.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.member_id
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.member_id
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ap(_P_i(x0.member_epoch))
-            l1 = x0.topics
+            l1: list[OffsetFetchRequest.Groups.Topics] | None = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -741,7 +798,7 @@ def _encode_req_v9(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partition_indexes
+                    l2: list[int] = x1.partition_indexes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -760,16 +817,16 @@ def _encode_req_v9(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -779,10 +836,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -807,16 +864,16 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -826,10 +883,10 @@ def _decode_resp_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -854,17 +911,17 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -874,10 +931,10 @@ def _decode_resp_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 16 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -901,17 +958,17 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -921,10 +978,10 @@ def _decode_resp_v5(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 20 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -947,7 +1004,7 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _decode_resp_v6(buf, pos):
+def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -955,10 +1012,10 @@ def _decode_resp_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchResponse_Topics)
             n = buf[pos]
@@ -972,10 +1029,10 @@ def _decode_resp_v6(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 20 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -1004,7 +1061,7 @@ def _decode_resp_v6(buf, pos):
     return o, pos
 
 
-def _decode_resp_v8(buf, pos):
+def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -1012,10 +1069,10 @@ def _decode_resp_v8(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetFetchResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetFetchResponse_Groups)
             n = buf[pos]
@@ -1029,10 +1086,10 @@ def _decode_resp_v8(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetFetchResponse.Groups.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetFetchResponse_Groups_Topics)
                     n = buf[pos]
@@ -1046,10 +1103,10 @@ def _decode_resp_v8(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 20 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[OffsetFetchResponse.Groups.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_OffsetFetchResponse_Groups_Topics_Partitions)
                             e3.partition_index, e3.committed_offset, e3.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -1083,127 +1140,127 @@ def _decode_resp_v8(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.topics
+def _encode_resp_v0(o: OffsetFetchResponse, ap: _Append) -> None:
+    l0: list[OffsetFetchResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_h(x1.error_code))
 
 
-def _encode_resp_v2(o, ap):
-    l0 = o.topics
+def _encode_resp_v2(o: OffsetFetchResponse, ap: _Append) -> None:
+    l0: list[OffsetFetchResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_h(x1.error_code))
-    ap(_P_h(o.error_code))
-
-
-def _encode_resp_v3(o, ap):
-    ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1 = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.metadata
-                    if s is None: ap(b'\xff\xff')
-                    else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_h(x1.error_code))
     ap(_P_h(o.error_code))
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v3(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetFetchResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
+            if l1 is None: ap(b'\xff\xff\xff\xff')
+            else:
+                ap(_P_i(len(l1)))
+                for x1 in l1:
+                    ap(_P_iq(x1.partition_index, x1.committed_offset))
+                    sn: str | None = x1.metadata
+                    if sn is None: ap(b'\xff\xff')
+                    else:
+                        s = sn.encode()
+                        ap(_P_h(len(s)))
+                        ap(s)
+                    ap(_P_h(x1.error_code))
+    ap(_P_h(o.error_code))
+
+
+def _encode_resp_v5(o: OffsetFetchResponse, ap: _Append) -> None:
+    ap(_P_i(o.throttle_time_ms))
+    l0: list[OffsetFetchResponse.Topics] = o.topics
+    if l0 is None: ap(b'\xff\xff\xff\xff')
+    else:
+        ap(_P_i(len(l0)))
+        for x0 in l0:
+            s: bytes = x0.name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
                     ap(_P_h(x1.error_code))
     ap(_P_h(o.error_code))
 
 
-def _encode_resp_v6(o, ap):
+def _encode_resp_v6(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetFetchResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.metadata
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.metadata
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_h(x1.error_code))
@@ -1219,17 +1276,17 @@ def _encode_resp_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v8(o, ap):
+def _encode_resp_v8(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.groups
+    l0: list[OffsetFetchResponse.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.group_id.encode()
+            s: bytes = x0.group_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.topics
+            l1: list[OffsetFetchResponse.Groups.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -1237,16 +1294,16 @@ def _encode_resp_v8(o, ap):
                     s = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[OffsetFetchResponse.Groups.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         for x2 in l2:
                             ap(_P_iqi(x2.partition_index, x2.committed_offset, x2.committed_leader_epoch))
-                            s = x2.metadata
-                            if s is None: ap(b'\x00')
+                            sn: str | None = x2.metadata
+                            if sn is None: ap(b'\x00')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                                 ap(s)
                             ap(_P_h(x2.error_code))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/offset_for_leader_epoch.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -63,6 +67,10 @@ class OffsetForLeaderEpochRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 4
 
+    replica_id: int
+    topics: list[OffsetForLeaderEpochRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``OffsetForLeaderEpochRequest.Topics``.
 
@@ -73,6 +81,10 @@ class OffsetForLeaderEpochRequest(Message):
 
         __slots__ = ('topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic', 'partitions', 'unknown_tags')
+
+        topic: str
+        partitions: list[OffsetForLeaderEpochRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``OffsetForLeaderEpochRequest.Topics.Partitions``.
@@ -86,43 +98,48 @@ class OffsetForLeaderEpochRequest(Message):
             __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tags')
             _FIELDS = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tags')
 
-            def __init__(self, *, partition=0, current_leader_epoch=-1, leader_epoch=0, unknown_tags=UNSET):
+            partition: int
+            current_leader_epoch: int
+            leader_epoch: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.current_leader_epoch = current_leader_epoch
                 self.leader_epoch = leader_epoch
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.current_leader_epoch == other.current_leader_epoch and self.leader_epoch == other.leader_epoch and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetForLeaderEpochRequest.Topics.Partitions(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
-        def __init__(self, *, topic='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderEpochRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetForLeaderEpochRequest.Topics(topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, replica_id=-2, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, replica_id: int = -2, topics: list[OffsetForLeaderEpochRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.replica_id = replica_id
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.replica_id == other.replica_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"OffsetForLeaderEpochRequest(replica_id={self.replica_id!r}, topics={self.topics!r}{tags})"
 
@@ -145,6 +162,10 @@ class OffsetForLeaderEpochResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 4
 
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderEpochResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``OffsetForLeaderEpochResponse.Topics``.
 
@@ -155,6 +176,10 @@ class OffsetForLeaderEpochResponse(Message):
 
         __slots__ = ('topic', 'partitions', 'unknown_tags')
         _FIELDS = ('topic', 'partitions', 'unknown_tags')
+
+        topic: str
+        partitions: list[OffsetForLeaderEpochResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``OffsetForLeaderEpochResponse.Topics.Partitions``.
@@ -169,44 +194,50 @@ class OffsetForLeaderEpochResponse(Message):
             __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tags')
             _FIELDS = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tags')
 
-            def __init__(self, *, error_code=0, partition=0, leader_epoch=-1, end_offset=-1, unknown_tags=UNSET):
+            error_code: int
+            partition: int
+            leader_epoch: int
+            end_offset: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, error_code: int = 0, partition: int = 0, leader_epoch: int = -1, end_offset: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.error_code = error_code
                 self.partition = partition
                 self.leader_epoch = leader_epoch
                 self.end_offset = end_offset
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.error_code == other.error_code and self.partition == other.partition and self.leader_epoch == other.leader_epoch and self.end_offset == other.end_offset and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"OffsetForLeaderEpochResponse.Topics.Partitions(error_code={self.error_code!r}, partition={self.partition!r}, leader_epoch={self.leader_epoch!r}, end_offset={self.end_offset!r}{tags})"
 
-        def __init__(self, *, topic='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderEpochResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic == other.topic and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"OffsetForLeaderEpochResponse.Topics(topic={self.topic!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetForLeaderEpochResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"OffsetForLeaderEpochResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -219,16 +250,16 @@ _C_OffsetForLeaderEpochResponse_Topics = OffsetForLeaderEpochResponse.Topics
 _C_OffsetForLeaderEpochResponse_Topics_Partitions = OffsetForLeaderEpochResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -238,10 +269,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
                     e2.partition, e2.leader_epoch = _U_ii(buf, pos); pos += 8
@@ -257,16 +288,16 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -276,10 +307,10 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 12 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
@@ -294,17 +325,17 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -314,10 +345,10 @@ def _decode_req_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 12 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
@@ -331,7 +362,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
@@ -339,10 +370,10 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
             n = buf[pos]
@@ -356,10 +387,10 @@ def _decode_req_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 13 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
                     e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
@@ -376,16 +407,16 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.topics
+def _encode_req_v0(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
+    l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -393,16 +424,16 @@ def _encode_req_v0(o, ap):
                     ap(_P_ii(x1.partition, x1.leader_epoch))
 
 
-def _encode_req_v2(o, ap):
-    l0 = o.topics
+def _encode_req_v2(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
+    l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -410,17 +441,17 @@ def _encode_req_v2(o, ap):
                     ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
-    l0 = o.topics
+    l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -428,17 +459,17 @@ def _encode_req_v3(o, ap):
                     ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
-    l0 = o.topics
+    l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -455,16 +486,16 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -474,10 +505,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
                     e2.error_code, e2.partition, e2.end_offset = _U_hiq(buf, pos); pos += 14
@@ -493,16 +524,16 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -512,10 +543,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
                     e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
@@ -530,17 +561,17 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -550,10 +581,10 @@ def _decode_resp_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
                     e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
@@ -567,7 +598,7 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -575,10 +606,10 @@ def _decode_resp_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
             n = buf[pos]
@@ -592,10 +623,10 @@ def _decode_resp_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 19 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
                     e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
@@ -612,16 +643,16 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.topics
+def _encode_resp_v0(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
+    l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -629,16 +660,16 @@ def _encode_resp_v0(o, ap):
                     ap(_P_hiq(x1.error_code, x1.partition, x1.end_offset))
 
 
-def _encode_resp_v1(o, ap):
-    l0 = o.topics
+def _encode_resp_v1(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
+    l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -646,17 +677,17 @@ def _encode_resp_v1(o, ap):
                     ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -664,17 +695,17 @@ def _encode_resp_v2(o, ap):
                     ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic.encode()
+            s: bytes = x0.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/produce.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -68,6 +72,12 @@ class ProduceRequest(Message):
     MAX_VERSION = 11
     FLEXIBLE_MIN_VERSION = 9
 
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[ProduceRequest.TopicData]
+    unknown_tags: dict[int, bytes]
+
     class TopicData(Struct):
         """Struct ``ProduceRequest.TopicData``.
 
@@ -78,6 +88,10 @@ class ProduceRequest(Message):
 
         __slots__ = ('name', 'partition_data', 'unknown_tags')
         _FIELDS = ('name', 'partition_data', 'unknown_tags')
+
+        name: str
+        partition_data: list[ProduceRequest.TopicData.PartitionData]
+        unknown_tags: dict[int, bytes]
 
         class PartitionData(Struct):
             """Struct ``ProduceRequest.TopicData.PartitionData``.
@@ -90,44 +104,48 @@ class ProduceRequest(Message):
             __slots__ = ('index', 'records', 'unknown_tags')
             _FIELDS = ('index', 'records', 'unknown_tags')
 
-            def __init__(self, *, index=0, records=None, unknown_tags=UNSET):
+            index: int
+            records: bytes | bytearray | memoryview | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, index: int = 0, records: bytes | bytearray | memoryview | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.index = index
                 self.records = records
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.index == other.index and self.records == other.records and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ProduceRequest.TopicData.PartitionData(index={self.index!r}, records={_records_repr(self.records)}{tags})"
 
-        def __init__(self, *, name='', partition_data=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partition_data: list[ProduceRequest.TopicData.PartitionData] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partition_data = [] if partition_data is UNSET else partition_data
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partition_data == other.partition_data and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ProduceRequest.TopicData(name={self.name!r}, partition_data={self.partition_data!r}{tags})"
 
-    def __init__(self, *, transactional_id=None, acks=0, timeout_ms=0, topic_data=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: list[ProduceRequest.TopicData] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.transactional_id = transactional_id
         self.acks = acks
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is UNSET else topic_data
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.transactional_id == other.transactional_id and self.acks == other.acks and self.timeout_ms == other.timeout_ms and self.topic_data == other.topic_data and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ProduceRequest(transactional_id={self.transactional_id!r}, acks={self.acks!r}, timeout_ms={self.timeout_ms!r}, topic_data={self.topic_data!r}{tags})"
 
@@ -151,6 +169,11 @@ class ProduceResponse(Message):
     MAX_VERSION = 11
     FLEXIBLE_MIN_VERSION = 9
 
+    responses: list[ProduceResponse.Responses]
+    throttle_time_ms: int
+    node_endpoints: list[ProduceResponse.NodeEndpoints]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``ProduceResponse.Responses``.
 
@@ -161,6 +184,10 @@ class ProduceResponse(Message):
 
         __slots__ = ('name', 'partition_responses', 'unknown_tags')
         _FIELDS = ('name', 'partition_responses', 'unknown_tags')
+
+        name: str
+        partition_responses: list[ProduceResponse.Responses.PartitionResponses]
+        unknown_tags: dict[int, bytes]
 
         class PartitionResponses(Struct):
             """Struct ``ProduceResponse.Responses.PartitionResponses``.
@@ -179,6 +206,16 @@ class ProduceResponse(Message):
             __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', '_current_leader', 'unknown_tags')
             _FIELDS = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tags')
 
+            index: int
+            error_code: int
+            base_offset: int
+            log_append_time_ms: int
+            log_start_offset: int
+            record_errors: list[ProduceResponse.Responses.PartitionResponses.RecordErrors]
+            error_message: str | None
+            _current_leader: ProduceResponse.Responses.PartitionResponses.CurrentLeader | None
+            unknown_tags: dict[int, bytes]
+
             class RecordErrors(Struct):
                 """Struct ``ProduceResponse.Responses.PartitionResponses.RecordErrors``.
 
@@ -190,16 +227,20 @@ class ProduceResponse(Message):
                 __slots__ = ('batch_index', 'batch_index_error_message', 'unknown_tags')
                 _FIELDS = ('batch_index', 'batch_index_error_message', 'unknown_tags')
 
-                def __init__(self, *, batch_index=0, batch_index_error_message=None, unknown_tags=UNSET):
+                batch_index: int
+                batch_index_error_message: str | None
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, batch_index: int = 0, batch_index_error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.batch_index = batch_index
                     self.batch_index_error_message = batch_index_error_message
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.batch_index == other.batch_index and self.batch_index_error_message == other.batch_index_error_message and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ProduceResponse.Responses.PartitionResponses.RecordErrors(batch_index={self.batch_index!r}, batch_index_error_message={self.batch_index_error_message!r}{tags})"
 
@@ -214,20 +255,24 @@ class ProduceResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', 'unknown_tags')
                 _FIELDS = ('leader_id', 'leader_epoch', 'unknown_tags')
 
-                def __init__(self, *, leader_id=-1, leader_epoch=-1, unknown_tags=UNSET):
+                leader_id: int
+                leader_epoch: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ProduceResponse.Responses.PartitionResponses.CurrentLeader(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
-            def __init__(self, *, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=UNSET, error_message=None, current_leader=None, unknown_tags=UNSET):
+            def __init__(self, *, index: int = 0, error_code: int = 0, base_offset: int = 0, log_append_time_ms: int = -1, log_start_offset: int = -1, record_errors: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = UNSET, error_message: str | None = None, current_leader: ProduceResponse.Responses.PartitionResponses.CurrentLeader | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.index = index
                 self.error_code = error_code
                 self.base_offset = base_offset
@@ -238,34 +283,34 @@ class ProduceResponse(Message):
                 self._current_leader = current_leader
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.index == other.index and self.error_code == other.error_code and self.base_offset == other.base_offset and self.log_append_time_ms == other.log_append_time_ms and self.log_start_offset == other.log_start_offset and self.record_errors == other.record_errors and self.error_message == other.error_message and self.current_leader == other.current_leader and self.unknown_tags == other.unknown_tags
 
             @property
-            def current_leader(self):
+            def current_leader(self) -> ProduceResponse.Responses.PartitionResponses.CurrentLeader:
                 v = self._current_leader
                 if v is None: v = self._current_leader = _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader()
                 return v
 
             @current_leader.setter
-            def current_leader(self, value):
+            def current_leader(self, value: ProduceResponse.Responses.PartitionResponses.CurrentLeader) -> None:
                 self._current_leader = value
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ProduceResponse.Responses.PartitionResponses(index={self.index!r}, error_code={self.error_code!r}, base_offset={self.base_offset!r}, log_append_time_ms={self.log_append_time_ms!r}, log_start_offset={self.log_start_offset!r}, record_errors={self.record_errors!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r}{tags})"
 
-        def __init__(self, *, name='', partition_responses=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partition_responses: list[ProduceResponse.Responses.PartitionResponses] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partition_responses = [] if partition_responses is UNSET else partition_responses
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partition_responses == other.partition_responses and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ProduceResponse.Responses(name={self.name!r}, partition_responses={self.partition_responses!r}{tags})"
 
@@ -282,32 +327,38 @@ class ProduceResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
         _FIELDS = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=UNSET):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
             self.rack = rack
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ProduceResponse.NodeEndpoints(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
-    def __init__(self, *, responses=UNSET, throttle_time_ms=0, node_endpoints=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, responses: list[ProduceResponse.Responses] = UNSET, throttle_time_ms: int = 0, node_endpoints: list[ProduceResponse.NodeEndpoints] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.responses = [] if responses is UNSET else responses
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.responses == other.responses and self.throttle_time_ms == other.throttle_time_ms and self.node_endpoints == other.node_endpoints and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ProduceResponse(responses={self.responses!r}, throttle_time_ms={self.throttle_time_ms!r}, node_endpoints={self.node_endpoints!r}{tags})"
 
@@ -323,7 +374,7 @@ _C_ProduceResponse_Responses_PartitionResponses_CurrentLeader = ProduceResponse.
 _C_ProduceResponse_NodeEndpoints = ProduceResponse.NodeEndpoints
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_ProduceRequest)
@@ -331,10 +382,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topic_data = None
+        o.topic_data = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceRequest_TopicData)
             n, = _U_h(buf, pos); pos += 2
@@ -344,10 +395,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_data = None
+                e1.partition_data = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
                     e2.index, = _U_i(buf, pos); pos += 4
@@ -368,7 +419,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_ProduceRequest)
@@ -382,10 +433,10 @@ def _decode_req_v3(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topic_data = None
+        o.topic_data = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceRequest_TopicData)
             n, = _U_h(buf, pos); pos += 2
@@ -395,10 +446,10 @@ def _decode_req_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_data = None
+                e1.partition_data = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
                     e2.index, = _U_i(buf, pos); pos += 4
@@ -418,7 +469,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v9(buf, pos):
+def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_ProduceRequest)
@@ -436,10 +487,10 @@ def _decode_req_v9(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_data = None
+    if n < 0: o.topic_data = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceRequest_TopicData)
             n = buf[pos]
@@ -453,10 +504,10 @@ def _decode_req_v9(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_data = None
+            if n < 0: e1.partition_data = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
                     e2.index, = _U_i(buf, pos); pos += 4
@@ -483,17 +534,17 @@ def _decode_req_v9(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: ProduceRequest, ap: _Append) -> None:
     ap(_P_hi(o.acks, o.timeout_ms))
-    l0 = o.topic_data
+    l0: list[ProduceRequest.TopicData] = o.topic_data
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_data
+            l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -502,15 +553,15 @@ def _encode_req_v0(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_req_v3(o, ap):
-    s = o.transactional_id
-    if s is None: ap(b'\xff\xff')
+def _encode_req_v3(o: ProduceRequest, ap: _Append) -> None:
+    sn: str | None = o.transactional_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     ap(_P_hi(o.acks, o.timeout_ms))
-    l0 = o.topic_data
+    l0: list[ProduceRequest.TopicData] = o.topic_data
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -518,7 +569,7 @@ def _encode_req_v3(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_data
+            l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -527,15 +578,15 @@ def _encode_req_v3(o, ap):
                     _write_records(ap, x1.records)
 
 
-def _encode_req_v9(o, ap):
-    s = o.transactional_id
-    if s is None: ap(b'\x00')
+def _encode_req_v9(o: ProduceRequest, ap: _Append) -> None:
+    sn: str | None = o.transactional_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_hi(o.acks, o.timeout_ms))
-    l0 = o.topic_data
+    l0: list[ProduceRequest.TopicData] = o.topic_data
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -543,7 +594,7 @@ def _encode_req_v9(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_data
+            l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -561,16 +612,16 @@ def _encode_req_v9(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -580,10 +631,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_responses = None
+                e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset = _U_ihq(buf, pos); pos += 14
@@ -604,16 +655,16 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -623,10 +674,10 @@ def _decode_resp_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_responses = None
+                e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset = _U_ihq(buf, pos); pos += 14
@@ -647,16 +698,16 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -666,10 +717,10 @@ def _decode_resp_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_responses = None
+                e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms = _U_ihqq(buf, pos); pos += 22
@@ -689,16 +740,16 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -708,10 +759,10 @@ def _decode_resp_v5(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_responses = None
+                e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 30 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -730,16 +781,16 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _decode_resp_v8(buf, pos):
+def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.responses = None
+        o.responses = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n, = _U_h(buf, pos); pos += 2
@@ -749,20 +800,20 @@ def _decode_resp_v8(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_responses = None
+                e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 36 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.record_errors = None
+                        e2.record_errors = None  # type: ignore[assignment]
                     else:
                         if n * 6 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
                             e3.batch_index, = _U_i(buf, pos); pos += 4
@@ -794,17 +845,17 @@ def _decode_resp_v8(buf, pos):
     return o, pos
 
 
-def _decode_resp_v9(buf, pos):
+def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n = buf[pos]
@@ -818,10 +869,10 @@ def _decode_resp_v9(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_responses = None
+            if n < 0: e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 33 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -829,10 +880,10 @@ def _decode_resp_v9(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.record_errors = None
+                    if n < 0: e2.record_errors = None  # type: ignore[assignment]
                     else:
                         if n * 6 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
                             e3.batch_index, = _U_i(buf, pos); pos += 4
@@ -874,17 +925,17 @@ def _decode_resp_v9(buf, pos):
     return o, pos
 
 
-def _decode_resp_v10(buf, pos):
+def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ProduceResponse_Responses)
             n = buf[pos]
@@ -898,10 +949,10 @@ def _decode_resp_v10(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_responses = None
+            if n < 0: e1.partition_responses = None  # type: ignore[assignment]
             else:
                 if n * 33 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
                     e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
@@ -909,10 +960,10 @@ def _decode_resp_v10(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.record_errors = None
+                    if n < 0: e2.record_errors = None  # type: ignore[assignment]
                     else:
                         if n * 6 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
                             e3.batch_index, = _U_i(buf, pos); pos += 4
@@ -942,7 +993,7 @@ def _decode_resp_v10(buf, pos):
                     nt2 = buf[pos]
                     if nt2 < 128: pos += 1
                     else: nt2, pos = _ruv(buf, pos)
-                    ut2 = {}
+                    ut2: dict[int, bytes] = {}
                     for _ in range(nt2):
                         tg2, pos = _ruv(buf, pos)
                         sz2, pos = _ruv(buf, pos)
@@ -968,7 +1019,7 @@ def _decode_resp_v10(buf, pos):
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -979,50 +1030,50 @@ def _decode_resp_v10(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.node_endpoints = None
+            if n < 0: o.node_endpoints = None  # type: ignore[assignment]
             else:
                 if n * 11 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[ProduceResponse.NodeEndpoints] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_NodeEndpoints)
-                    e2.node_id, = _U_i(buf, pos); pos += 4
+                    e2_2 = _new(_C_ProduceResponse_NodeEndpoints)
+                    e2_2.node_id, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.port, = _U_i(buf, pos); pos += 4
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.port, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n == -1: e2.rack = None
+                    if n == -1: e2_2.rack = None
                     else:
                         end = pos + n
                         if n < 0 or end > blen: raise _bad_length(n)
-                        e2.rack = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                o.node_endpoints = l1
+                        e2_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                o.node_endpoints = l1_2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.responses
+def _encode_resp_v0(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1030,16 +1081,16 @@ def _encode_resp_v0(o, ap):
                     ap(_P_ihq(x1.index, x1.error_code, x1.base_offset))
 
 
-def _encode_resp_v1(o, ap):
-    l0 = o.responses
+def _encode_resp_v1(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1048,16 +1099,16 @@ def _encode_resp_v1(o, ap):
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v2(o, ap):
-    l0 = o.responses
+def _encode_resp_v2(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1066,16 +1117,16 @@ def _encode_resp_v2(o, ap):
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v5(o, ap):
-    l0 = o.responses
+def _encode_resp_v5(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -1084,76 +1135,76 @@ def _encode_resp_v5(o, ap):
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v8(o, ap):
-    l0 = o.responses
+def _encode_resp_v8(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
-                    l2 = x1.record_errors
+                    l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
                         for x2 in l2:
                             ap(_P_i(x2.batch_index))
-                            s = x2.batch_index_error_message
-                            if s is None: ap(b'\xff\xff')
+                            sn: str | None = x2.batch_index_error_message
+                            if sn is None: ap(b'\xff\xff')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 ap(_P_h(len(s)))
                                 ap(s)
-                    s = x1.error_message
-                    if s is None: ap(b'\xff\xff')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _encode_resp_v9(o, ap):
-    l0 = o.responses
+def _encode_resp_v9(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
-                    l2 = x1.record_errors
+                    l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         for x2 in l2:
                             ap(_P_i(x2.batch_index))
-                            s = x2.batch_index_error_message
-                            if s is None: ap(b'\x00')
+                            sn: str | None = x2.batch_index_error_message
+                            if sn is None: ap(b'\x00')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                                 ap(s)
                             ut3 = x2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags
@@ -1168,47 +1219,47 @@ def _encode_resp_v9(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v10(o, ap):
-    l0 = o.responses
+def _encode_resp_v10(o: ProduceResponse, ap: _Append) -> None:
+    l0: list[ProduceResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_responses
+            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
-                    l2 = x1.record_errors
+                    l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         for x2 in l2:
                             ap(_P_i(x2.batch_index))
-                            s = x2.batch_index_error_message
-                            if s is None: ap(b'\x00')
+                            sn: str | None = x2.batch_index_error_message
+                            if sn is None: ap(b'\x00')
                             else:
-                                s = s.encode()
+                                s = sn.encode()
                                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                                 ap(s)
                             ut3 = x2.unknown_tags
                             if ut3: _write_tags(ap, ut3.items())
                             else: ap(b'\x00')
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
-                    tl2 = []
-                    tv2 = x1._current_leader
+                    tl2: list[tuple[int, bytes]] = []
+                    tv2: ProduceResponse.Responses.PartitionResponses.CurrentLeader | None = x1._current_leader
                     if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4 = tv2
+                        tp2: list[bytes] = []; tap2 = tp2.append
+                        e4: ProduceResponse.Responses.PartitionResponses.CurrentLeader = tv2
                         tap2(_P_ii(e4.leader_id, e4.leader_epoch))
                         ut4 = e4.unknown_tags
                         if ut4: _write_tags(tap2, ut4.items())
@@ -1222,27 +1273,27 @@ def _encode_resp_v10(o, ap):
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
-    tl0 = []
-    tv0 = o.node_endpoints
+    tl0: list[tuple[int, bytes]] = []
+    tv0: list[ProduceResponse.NodeEndpoints] = o.node_endpoints
     if tv0:
-        tp0 = []; tap0 = tp0.append
-        l1 = tv0
-        if l1 is None: tap0(b'\x00')
+        tp0: list[bytes] = []; tap0 = tp0.append
+        l1_2: list[ProduceResponse.NodeEndpoints] = tv0
+        if l1_2 is None: tap0(b'\x00')
         else:
-            n = len(l1) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1 in l1:
-                tap0(_P_i(x1.node_id))
-                s = x1.host.encode()
+            n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            for x1_2 in l1_2:
+                tap0(_P_i(x1_2.node_id))
+                s = x1_2.host.encode()
                 n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                 tap0(s)
-                tap0(_P_i(x1.port))
-                s = x1.rack
-                if s is None: tap0(b'\x00')
+                tap0(_P_i(x1_2.port))
+                sn = x1_2.rack
+                if sn is None: tap0(b'\x00')
                 else:
-                    s = s.encode()
+                    s = sn.encode()
                     n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                     tap0(s)
-                ut2 = x1.unknown_tags
+                ut2 = x1_2.unknown_tags
                 if ut2: _write_tags(tap0, ut2.items())
                 else: tap0(b'\x00')
         tl0.append((0, b''.join(tp0)))

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/push_telemetry.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -54,7 +59,14 @@ class PushTelemetryRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, client_instance_id=_ZERO_UUID, subscription_id=0, terminating=False, compression_type=0, metrics=b'', unknown_tags=UNSET):
+    client_instance_id: UUID
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, client_instance_id: UUID = _ZERO_UUID, subscription_id: int = 0, terminating: bool = False, compression_type: int = 0, metrics: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.client_instance_id = client_instance_id
         self.subscription_id = subscription_id
         self.terminating = terminating
@@ -62,11 +74,11 @@ class PushTelemetryRequest(Message):
         self.metrics = metrics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.client_instance_id == other.client_instance_id and self.subscription_id == other.subscription_id and self.terminating == other.terminating and self.compression_type == other.compression_type and self.metrics == other.metrics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"PushTelemetryRequest(client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, terminating={self.terminating!r}, compression_type={self.compression_type!r}, metrics={self.metrics!r}{tags})"
 
@@ -89,16 +101,20 @@ class PushTelemetryResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"PushTelemetryResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}{tags})"
 
@@ -107,7 +123,7 @@ _C_PushTelemetryRequest = PushTelemetryRequest
 _C_PushTelemetryResponse = PushTelemetryResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[PushTelemetryRequest, int]:
     blen = len(buf)
     o = _new(_C_PushTelemetryRequest)
     uh0, ul0, o.subscription_id, o.terminating, o.compression_type = _U_QQiob(buf, pos); pos += 22
@@ -124,9 +140,9 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: PushTelemetryRequest, ap: _Append) -> None:
     ap(_P_QQiob(o.client_instance_id.int >> 64, o.client_instance_id.int & _M64, o.subscription_id, o.terminating, o.compression_type))
-    s = o.metrics
+    s: bytes = o.metrics
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ut0 = o.unknown_tags
@@ -134,7 +150,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[PushTelemetryResponse, int]:
     o = _new(_C_PushTelemetryResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -142,7 +158,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: PushTelemetryResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

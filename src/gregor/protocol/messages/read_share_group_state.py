@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/read_share_group_state.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -60,6 +65,10 @@ class ReadShareGroupStateRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str
+    topics: list[ReadShareGroupStateRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ReadShareGroupStateRequest.Topics``.
 
@@ -70,6 +79,10 @@ class ReadShareGroupStateRequest(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[ReadShareGroupStateRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ReadShareGroupStateRequest.Topics.Partitions``.
@@ -82,42 +95,46 @@ class ReadShareGroupStateRequest(Message):
             __slots__ = ('partition', 'leader_epoch', 'unknown_tags')
             _FIELDS = ('partition', 'leader_epoch', 'unknown_tags')
 
-            def __init__(self, *, partition=0, leader_epoch=0, unknown_tags=UNSET):
+            partition: int
+            leader_epoch: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, leader_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.leader_epoch = leader_epoch
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.leader_epoch == other.leader_epoch and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ReadShareGroupStateRequest.Topics.Partitions(partition={self.partition!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[ReadShareGroupStateRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ReadShareGroupStateRequest.Topics(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id='', topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', topics: list[ReadShareGroupStateRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ReadShareGroupStateRequest(group_id={self.group_id!r}, topics={self.topics!r}{tags})"
 
@@ -139,6 +156,9 @@ class ReadShareGroupStateResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    results: list[ReadShareGroupStateResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``ReadShareGroupStateResponse.Results``.
 
@@ -149,6 +169,10 @@ class ReadShareGroupStateResponse(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[ReadShareGroupStateResponse.Results.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ReadShareGroupStateResponse.Results.Partitions``.
@@ -165,6 +189,14 @@ class ReadShareGroupStateResponse(Message):
             __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tags')
             _FIELDS = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tags')
 
+            partition: int
+            error_code: int
+            error_message: str | None
+            state_epoch: int
+            start_offset: int
+            state_batches: list[ReadShareGroupStateResponse.Results.Partitions.StateBatches]
+            unknown_tags: dict[int, bytes]
+
             class StateBatches(Struct):
                 """Struct ``ReadShareGroupStateResponse.Results.Partitions.StateBatches``.
 
@@ -178,22 +210,28 @@ class ReadShareGroupStateResponse(Message):
                 __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tags')
                 _FIELDS = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tags')
 
-                def __init__(self, *, first_offset=0, last_offset=0, delivery_state=0, delivery_count=0, unknown_tags=UNSET):
+                first_offset: int
+                last_offset: int
+                delivery_state: int
+                delivery_count: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, first_offset: int = 0, last_offset: int = 0, delivery_state: int = 0, delivery_count: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.first_offset = first_offset
                     self.last_offset = last_offset
                     self.delivery_state = delivery_state
                     self.delivery_count = delivery_count
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ReadShareGroupStateResponse.Results.Partitions.StateBatches(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_state={self.delivery_state!r}, delivery_count={self.delivery_count!r}{tags})"
 
-            def __init__(self, *, partition=0, error_code=0, error_message=None, state_epoch=0, start_offset=0, state_batches=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, start_offset: int = 0, state_batches: list[ReadShareGroupStateResponse.Results.Partitions.StateBatches] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.error_code = error_code
                 self.error_message = error_message
@@ -202,36 +240,36 @@ class ReadShareGroupStateResponse(Message):
                 self.state_batches = [] if state_batches is UNSET else state_batches
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and self.state_epoch == other.state_epoch and self.start_offset == other.start_offset and self.state_batches == other.state_batches and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ReadShareGroupStateResponse.Results.Partitions(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, state_epoch={self.state_epoch!r}, start_offset={self.start_offset!r}, state_batches={self.state_batches!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[ReadShareGroupStateResponse.Results.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ReadShareGroupStateResponse.Results(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, results: list[ReadShareGroupStateResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ReadShareGroupStateResponse(results={self.results!r}{tags})"
 
@@ -245,7 +283,7 @@ _C_ReadShareGroupStateResponse_Results_Partitions = ReadShareGroupStateResponse.
 _C_ReadShareGroupStateResponse_Results_Partitions_StateBatches = ReadShareGroupStateResponse.Results.Partitions.StateBatches
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ReadShareGroupStateRequest, int]:
     blen = len(buf)
     o = _new(_C_ReadShareGroupStateRequest)
     n = buf[pos]
@@ -259,10 +297,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ReadShareGroupStateRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ReadShareGroupStateRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -271,10 +309,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 9 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ReadShareGroupStateRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ReadShareGroupStateRequest_Topics_Partitions)
                     e2.partition, e2.leader_epoch = _U_ii(buf, pos); pos += 8
@@ -291,17 +329,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: ReadShareGroupStateRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.topics
+    l0: list[ReadShareGroupStateRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[ReadShareGroupStateRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -318,17 +356,17 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ReadShareGroupStateResponse, int]:
     blen = len(buf)
     o = _new(_C_ReadShareGroupStateResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ReadShareGroupStateResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ReadShareGroupStateResponse_Results)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -337,10 +375,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 21 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ReadShareGroupStateResponse.Results.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ReadShareGroupStateResponse_Results_Partitions)
                     e2.partition, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -358,10 +396,10 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.state_batches = None
+                    if n < 0: e2.state_batches = None  # type: ignore[assignment]
                     else:
                         if n * 20 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ReadShareGroupStateResponse.Results.Partitions.StateBatches] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_ReadShareGroupStateResponse_Results_Partitions_StateBatches)
                             e3.first_offset, e3.last_offset, e3.delivery_state, e3.delivery_count = _U_qqbh(buf, pos); pos += 19
@@ -382,27 +420,27 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.results
+def _encode_resp_v0(o: ReadShareGroupStateResponse, ap: _Append) -> None:
+    l0: list[ReadShareGroupStateResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[ReadShareGroupStateResponse.Results.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s: bytes = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_iq(x1.state_epoch, x1.start_offset))
-                    l2 = x1.state_batches
+                    l2: list[ReadShareGroupStateResponse.Results.Partitions.StateBatches] = x1.state_batches
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/remove_raft_voter.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -52,17 +57,22 @@ class RemoveRaftVoterRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, cluster_id=None, voter_id=0, voter_directory_id=_ZERO_UUID, unknown_tags=UNSET):
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: UUID
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, cluster_id: str | None = None, voter_id: int = 0, voter_directory_id: UUID = _ZERO_UUID, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.cluster_id == other.cluster_id and self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"RemoveRaftVoterRequest(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}{tags})"
 
@@ -86,17 +96,22 @@ class RemoveRaftVoterResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"RemoveRaftVoterResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
@@ -105,7 +120,7 @@ _C_RemoveRaftVoterRequest = RemoveRaftVoterRequest
 _C_RemoveRaftVoterResponse = RemoveRaftVoterResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[RemoveRaftVoterRequest, int]:
     blen = len(buf)
     o = _new(_C_RemoveRaftVoterRequest)
     n = buf[pos]
@@ -124,11 +139,11 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.cluster_id
-    if s is None: ap(b'\x00')
+def _encode_req_v0(o: RemoveRaftVoterRequest, ap: _Append) -> None:
+    sn: str | None = o.cluster_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_iQQ(o.voter_id, o.voter_directory_id.int >> 64, o.voter_directory_id.int & _M64))
@@ -137,7 +152,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[RemoveRaftVoterResponse, int]:
     blen = len(buf)
     o = _new(_C_RemoveRaftVoterResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -155,12 +170,12 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: RemoveRaftVoterResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ut0 = o.unknown_tags

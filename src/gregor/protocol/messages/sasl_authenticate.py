@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/sasl_authenticate.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -53,15 +57,18 @@ class SaslAuthenticateRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, auth_bytes=b'', unknown_tags=UNSET):
+    auth_bytes: bytes
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, auth_bytes: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.auth_bytes = auth_bytes
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.auth_bytes == other.auth_bytes and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"SaslAuthenticateRequest(auth_bytes={self.auth_bytes!r}{tags})"
 
@@ -86,18 +93,24 @@ class SaslAuthenticateResponse(Message):
     MAX_VERSION = 2
     FLEXIBLE_MIN_VERSION = 2
 
-    def __init__(self, *, error_code=0, error_message=None, auth_bytes=b'', session_lifetime_ms=0, unknown_tags=UNSET):
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, error_code: int = 0, error_message: str | None = None, auth_bytes: bytes = b'', session_lifetime_ms: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.error_message == other.error_message and self.auth_bytes == other.auth_bytes and self.session_lifetime_ms == other.session_lifetime_ms and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"SaslAuthenticateResponse(error_code={self.error_code!r}, error_message={self.error_message!r}, auth_bytes={self.auth_bytes!r}, session_lifetime_ms={self.session_lifetime_ms!r}{tags})"
 
@@ -106,7 +119,7 @@ _C_SaslAuthenticateRequest = SaslAuthenticateRequest
 _C_SaslAuthenticateResponse = SaslAuthenticateResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     blen = len(buf)
     o = _new(_C_SaslAuthenticateRequest)
     n, = _U_i(buf, pos); pos += 4
@@ -117,7 +130,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     blen = len(buf)
     o = _new(_C_SaslAuthenticateRequest)
     n = buf[pos]
@@ -132,14 +145,14 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.auth_bytes
+def _encode_req_v0(o: SaslAuthenticateRequest, ap: _Append) -> None:
+    s: bytes = o.auth_bytes
     ap(_P_i(len(s)))
     ap(s)
 
 
-def _encode_req_v2(o, ap):
-    s = o.auth_bytes
+def _encode_req_v2(o: SaslAuthenticateRequest, ap: _Append) -> None:
+    s: bytes = o.auth_bytes
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ut0 = o.unknown_tags
@@ -147,7 +160,7 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     blen = len(buf)
     o = _new(_C_SaslAuthenticateResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -166,7 +179,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     blen = len(buf)
     o = _new(_C_SaslAuthenticateResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -185,7 +198,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     blen = len(buf)
     o = _new(_C_SaslAuthenticateResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -211,12 +224,12 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: SaslAuthenticateResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     s = o.auth_bytes
@@ -224,12 +237,12 @@ def _encode_resp_v0(o, ap):
     ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: SaslAuthenticateResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
     s = o.auth_bytes
@@ -238,12 +251,12 @@ def _encode_resp_v1(o, ap):
     ap(_P_q(o.session_lifetime_ms))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: SaslAuthenticateResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.auth_bytes

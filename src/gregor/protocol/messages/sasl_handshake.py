@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/sasl_handshake.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -50,14 +54,16 @@ class SaslHandshakeRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = None
 
-    def __init__(self, *, mechanism=''):
+    mechanism: str
+
+    def __init__(self, *, mechanism: str = '') -> None:
         self.mechanism = mechanism
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.mechanism == other.mechanism
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"SaslHandshakeRequest(mechanism={self.mechanism!r})"
 
 
@@ -79,15 +85,18 @@ class SaslHandshakeResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = None
 
-    def __init__(self, *, error_code=0, mechanisms=UNSET):
+    error_code: int
+    mechanisms: list[str]
+
+    def __init__(self, *, error_code: int = 0, mechanisms: list[str] = UNSET) -> None:
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is UNSET else mechanisms
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.mechanisms == other.mechanisms
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"SaslHandshakeResponse(error_code={self.error_code!r}, mechanisms={self.mechanisms!r})"
 
 
@@ -95,7 +104,7 @@ _C_SaslHandshakeRequest = SaslHandshakeRequest
 _C_SaslHandshakeResponse = SaslHandshakeResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[SaslHandshakeRequest, int]:
     blen = len(buf)
     o = _new(_C_SaslHandshakeRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -105,23 +114,23 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.mechanism.encode()
+def _encode_req_v0(o: SaslHandshakeRequest, ap: _Append) -> None:
+    s: bytes = o.mechanism.encode()
     ap(_P_h(len(s)))
     ap(s)
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[SaslHandshakeResponse, int]:
     blen = len(buf)
     o = _new(_C_SaslHandshakeResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.mechanisms = None
+        o.mechanisms = None  # type: ignore[assignment]
     else:
         if n * 2 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
@@ -132,14 +141,14 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: SaslHandshakeResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.mechanisms
+    l0: list[str] = o.mechanisms
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             ap(_P_h(len(s)))
             ap(s)
 

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/share_acknowledge.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -64,6 +69,12 @@ class ShareAcknowledgeRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ShareAcknowledgeRequest.Topics``.
 
@@ -75,6 +86,10 @@ class ShareAcknowledgeRequest(Message):
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
 
+        topic_id: UUID
+        partitions: list[ShareAcknowledgeRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
+
         class Partitions(Struct):
             """Struct ``ShareAcknowledgeRequest.Topics.Partitions``.
 
@@ -85,6 +100,10 @@ class ShareAcknowledgeRequest(Message):
 
             __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tags')
             _FIELDS = ('partition_index', 'acknowledgement_batches', 'unknown_tags')
+
+            partition_index: int
+            acknowledgement_batches: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches]
+            unknown_tags: dict[int, bytes]
 
             class AcknowledgementBatches(Struct):
                 """Struct ``ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches``.
@@ -98,58 +117,63 @@ class ShareAcknowledgeRequest(Message):
                 __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tags')
                 _FIELDS = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tags')
 
-                def __init__(self, *, first_offset=0, last_offset=0, acknowledge_types=UNSET, unknown_tags=UNSET):
+                first_offset: int
+                last_offset: int
+                acknowledge_types: list[int]
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, first_offset: int = 0, last_offset: int = 0, acknowledge_types: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.first_offset = first_offset
                     self.last_offset = last_offset
                     self.acknowledge_types = [] if acknowledge_types is UNSET else acknowledge_types
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.acknowledge_types == other.acknowledge_types and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r}{tags})"
 
-            def __init__(self, *, partition_index=0, acknowledgement_batches=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, acknowledgement_batches: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.acknowledgement_batches = [] if acknowledgement_batches is UNSET else acknowledgement_batches
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.acknowledgement_batches == other.acknowledgement_batches and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ShareAcknowledgeRequest.Topics.Partitions(partition_index={self.partition_index!r}, acknowledgement_batches={self.acknowledgement_batches!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[ShareAcknowledgeRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareAcknowledgeRequest.Topics(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id=None, member_id=None, share_session_epoch=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = None, share_session_epoch: int = 0, topics: list[ShareAcknowledgeRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareAcknowledgeRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, topics={self.topics!r}{tags})"
 
@@ -175,6 +199,13 @@ class ShareAcknowledgeResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponse.Responses]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoints]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``ShareAcknowledgeResponse.Responses``.
 
@@ -185,6 +216,10 @@ class ShareAcknowledgeResponse(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[ShareAcknowledgeResponse.Responses.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ShareAcknowledgeResponse.Responses.Partitions``.
@@ -199,6 +234,12 @@ class ShareAcknowledgeResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tags')
 
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            current_leader: ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader
+            unknown_tags: dict[int, bytes]
+
             class CurrentLeader(Struct):
                 """Struct ``ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader``.
 
@@ -210,44 +251,48 @@ class ShareAcknowledgeResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', 'unknown_tags')
                 _FIELDS = ('leader_id', 'leader_epoch', 'unknown_tags')
 
-                def __init__(self, *, leader_id=0, leader_epoch=0, unknown_tags=UNSET):
+                leader_id: int
+                leader_epoch: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, leader_id: int = 0, leader_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=None, current_leader=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, current_leader: ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
                 self.current_leader = _C_ShareAcknowledgeResponse_Responses_Partitions_CurrentLeader() if current_leader is UNSET else current_leader
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.current_leader == other.current_leader and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ShareAcknowledgeResponse.Responses.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[ShareAcknowledgeResponse.Responses.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareAcknowledgeResponse.Responses(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
@@ -264,22 +309,28 @@ class ShareAcknowledgeResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
         _FIELDS = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=UNSET):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
             self.rack = rack
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareAcknowledgeResponse.NodeEndpoints(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, responses=UNSET, node_endpoints=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareAcknowledgeResponse.Responses] = UNSET, node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoints] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -287,11 +338,11 @@ class ShareAcknowledgeResponse(Message):
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareAcknowledgeResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r}{tags})"
 
@@ -307,7 +358,7 @@ _C_ShareAcknowledgeResponse_Responses_Partitions_CurrentLeader = ShareAcknowledg
 _C_ShareAcknowledgeResponse_NodeEndpoints = ShareAcknowledgeResponse.NodeEndpoints
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
     blen = len(buf)
     o = _new(_C_ShareAcknowledgeRequest)
     n = buf[pos]
@@ -333,10 +384,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ShareAcknowledgeRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ShareAcknowledgeRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -345,10 +396,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ShareAcknowledgeRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ShareAcknowledgeRequest_Topics_Partitions)
                     e2.partition_index, = _U_i(buf, pos); pos += 4
@@ -356,10 +407,10 @@ def _decode_req_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.acknowledgement_batches = None
+                    if n < 0: e2.acknowledgement_batches = None  # type: ignore[assignment]
                     else:
                         if n * 18 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_ShareAcknowledgeRequest_Topics_Partitions_AcknowledgementBatches)
                             e3.first_offset, e3.last_offset = _U_qq(buf, pos); pos += 16
@@ -367,7 +418,7 @@ def _decode_req_v0(buf, pos):
                             if n < 128: pos += 1
                             else: n, pos = _ruv(buf, pos)
                             n -= 1
-                            if n < 0: e3.acknowledge_types = None
+                            if n < 0: e3.acknowledge_types = None  # type: ignore[assignment]
                             else:
                                 if n < 64: e3.acknowledge_types = list(_UA_b[n](buf, pos))
                                 else: e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
@@ -389,39 +440,39 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id
-    if s is None: ap(b'\x00')
+def _encode_req_v0(o: ShareAcknowledgeRequest, ap: _Append) -> None:
+    sn: str | None = o.group_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.member_id
-    if s is None: ap(b'\x00')
+    sn = o.member_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_i(o.share_session_epoch))
-    l0 = o.topics
+    l0: list[ShareAcknowledgeRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[ShareAcknowledgeRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_i(x1.partition_index))
-                    l2 = x1.acknowledgement_batches
+                    l2: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = x1.acknowledgement_batches
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         for x2 in l2:
                             ap(_P_qq(x2.first_offset, x2.last_offset))
-                            l3 = x2.acknowledge_types
+                            l3: list[int] = x2.acknowledge_types
                             if l3 is None: ap(b'\x00')
                             else:
                                 c = len(l3)
@@ -442,7 +493,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
     blen = len(buf)
     o = _new(_C_ShareAcknowledgeResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -459,10 +510,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ShareAcknowledgeResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ShareAcknowledgeResponse_Responses)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -471,10 +522,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 17 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ShareAcknowledgeResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ShareAcknowledgeResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -504,66 +555,66 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.node_endpoints = None
+    if n < 0: o.node_endpoints = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[ShareAcknowledgeResponse.NodeEndpoints] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_ShareAcknowledgeResponse_NodeEndpoints)
-            e1.node_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_ShareAcknowledgeResponse_NodeEndpoints)
+            e1_2.node_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
+            e1_2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.node_endpoints = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.node_endpoints = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ShareAcknowledgeResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.responses
+    l0: list[ShareAcknowledgeResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[ShareAcknowledgeResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_index, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
-                    e3 = x1.current_leader
+                    e3: ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader = x1.current_leader
                     ap(_P_ii(e3.leader_id, e3.leader_epoch))
                     ut3 = e3.unknown_tags
                     if ut3: _write_tags(ap, ut3.items())
@@ -574,23 +625,23 @@ def _encode_resp_v0(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.node_endpoints
-    if l0 is None: ap(b'\x00')
+    l0_2: list[ShareAcknowledgeResponse.NodeEndpoints] = o.node_endpoints
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.node_id))
+            s = x0_2.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            ap(_P_i(x0_2.port))
+            sn = x0_2.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags

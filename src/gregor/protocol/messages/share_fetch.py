@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/share_fetch.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -79,6 +84,16 @@ class ShareFetchRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    topics: list[ShareFetchRequest.Topics]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopicsData]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``ShareFetchRequest.Topics``.
 
@@ -89,6 +104,10 @@ class ShareFetchRequest(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[ShareFetchRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ShareFetchRequest.Topics.Partitions``.
@@ -102,6 +121,11 @@ class ShareFetchRequest(Message):
             __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tags')
             _FIELDS = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tags')
 
+            partition_index: int
+            partition_max_bytes: int
+            acknowledgement_batches: list[ShareFetchRequest.Topics.Partitions.AcknowledgementBatches]
+            unknown_tags: dict[int, bytes]
+
             class AcknowledgementBatches(Struct):
                 """Struct ``ShareFetchRequest.Topics.Partitions.AcknowledgementBatches``.
 
@@ -114,44 +138,49 @@ class ShareFetchRequest(Message):
                 __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tags')
                 _FIELDS = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tags')
 
-                def __init__(self, *, first_offset=0, last_offset=0, acknowledge_types=UNSET, unknown_tags=UNSET):
+                first_offset: int
+                last_offset: int
+                acknowledge_types: list[int]
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, first_offset: int = 0, last_offset: int = 0, acknowledge_types: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.first_offset = first_offset
                     self.last_offset = last_offset
                     self.acknowledge_types = [] if acknowledge_types is UNSET else acknowledge_types
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.acknowledge_types == other.acknowledge_types and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareFetchRequest.Topics.Partitions.AcknowledgementBatches(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r}{tags})"
 
-            def __init__(self, *, partition_index=0, partition_max_bytes=0, acknowledgement_batches=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, partition_max_bytes: int = 0, acknowledgement_batches: list[ShareFetchRequest.Topics.Partitions.AcknowledgementBatches] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.partition_max_bytes = partition_max_bytes
                 self.acknowledgement_batches = [] if acknowledgement_batches is UNSET else acknowledgement_batches
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.partition_max_bytes == other.partition_max_bytes and self.acknowledgement_batches == other.acknowledgement_batches and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ShareFetchRequest.Topics.Partitions(partition_index={self.partition_index!r}, partition_max_bytes={self.partition_max_bytes!r}, acknowledgement_batches={self.acknowledgement_batches!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[ShareFetchRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareFetchRequest.Topics(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
@@ -166,20 +195,24 @@ class ShareFetchRequest(Message):
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        topic_id: UUID
+        partitions: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareFetchRequest.ForgottenTopicsData(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id=None, member_id=None, share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=0, topics=UNSET, forgotten_topics_data=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = None, share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 0, topics: list[ShareFetchRequest.Topics] = UNSET, forgotten_topics_data: list[ShareFetchRequest.ForgottenTopicsData] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
@@ -190,11 +223,11 @@ class ShareFetchRequest(Message):
         self.forgotten_topics_data = [] if forgotten_topics_data is UNSET else forgotten_topics_data
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareFetchRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}{tags})"
 
@@ -220,6 +253,13 @@ class ShareFetchResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareFetchResponse.Responses]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoints]
+    unknown_tags: dict[int, bytes]
+
     class Responses(Struct):
         """Struct ``ShareFetchResponse.Responses``.
 
@@ -230,6 +270,10 @@ class ShareFetchResponse(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[ShareFetchResponse.Responses.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``ShareFetchResponse.Responses.Partitions``.
@@ -248,6 +292,16 @@ class ShareFetchResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tags')
 
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            acknowledge_error_code: int
+            acknowledge_error_message: str | None
+            current_leader: ShareFetchResponse.Responses.Partitions.CurrentLeader
+            records: bytes | bytearray | memoryview | None
+            acquired_records: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords]
+            unknown_tags: dict[int, bytes]
+
             class CurrentLeader(Struct):
                 """Struct ``ShareFetchResponse.Responses.Partitions.CurrentLeader``.
 
@@ -259,16 +313,20 @@ class ShareFetchResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', 'unknown_tags')
                 _FIELDS = ('leader_id', 'leader_epoch', 'unknown_tags')
 
-                def __init__(self, *, leader_id=0, leader_epoch=0, unknown_tags=UNSET):
+                leader_id: int
+                leader_epoch: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, leader_id: int = 0, leader_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareFetchResponse.Responses.Partitions.CurrentLeader(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}{tags})"
 
@@ -284,21 +342,26 @@ class ShareFetchResponse(Message):
                 __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tags')
                 _FIELDS = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tags')
 
-                def __init__(self, *, first_offset=0, last_offset=0, delivery_count=0, unknown_tags=UNSET):
+                first_offset: int
+                last_offset: int
+                delivery_count: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, first_offset: int = 0, last_offset: int = 0, delivery_count: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.first_offset = first_offset
                     self.last_offset = last_offset
                     self.delivery_count = delivery_count
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_count == other.delivery_count and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareFetchResponse.Responses.Partitions.AcquiredRecords(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_count={self.delivery_count!r}{tags})"
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=None, acknowledge_error_code=0, acknowledge_error_message=None, current_leader=UNSET, records=None, acquired_records=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, acknowledge_error_code: int = 0, acknowledge_error_message: str | None = None, current_leader: ShareFetchResponse.Responses.Partitions.CurrentLeader = UNSET, records: bytes | bytearray | memoryview | None = None, acquired_records: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
@@ -309,24 +372,24 @@ class ShareFetchResponse(Message):
                 self.acquired_records = [] if acquired_records is UNSET else acquired_records
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.acknowledge_error_code == other.acknowledge_error_code and self.acknowledge_error_message == other.acknowledge_error_message and self.current_leader == other.current_leader and self.records == other.records and self.acquired_records == other.acquired_records and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ShareFetchResponse.Responses.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acknowledge_error_code={self.acknowledge_error_code!r}, acknowledge_error_message={self.acknowledge_error_message!r}, current_leader={self.current_leader!r}, records={_records_repr(self.records)}, acquired_records={self.acquired_records!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[ShareFetchResponse.Responses.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareFetchResponse.Responses(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
@@ -343,22 +406,28 @@ class ShareFetchResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
         _FIELDS = ('node_id', 'host', 'port', 'rack', 'unknown_tags')
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=UNSET):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
             self.rack = rack
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareFetchResponse.NodeEndpoints(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, responses=UNSET, node_endpoints=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareFetchResponse.Responses] = UNSET, node_endpoints: list[ShareFetchResponse.NodeEndpoints] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -366,11 +435,11 @@ class ShareFetchResponse(Message):
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareFetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r}{tags})"
 
@@ -388,7 +457,7 @@ _C_ShareFetchResponse_Responses_Partitions_AcquiredRecords = ShareFetchResponse.
 _C_ShareFetchResponse_NodeEndpoints = ShareFetchResponse.NodeEndpoints
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ShareFetchRequest, int]:
     blen = len(buf)
     o = _new(_C_ShareFetchRequest)
     n = buf[pos]
@@ -414,10 +483,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ShareFetchRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ShareFetchRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -426,10 +495,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ShareFetchRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ShareFetchRequest_Topics_Partitions)
                     e2.partition_index, e2.partition_max_bytes = _U_ii(buf, pos); pos += 8
@@ -437,10 +506,10 @@ def _decode_req_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.acknowledgement_batches = None
+                    if n < 0: e2.acknowledgement_batches = None  # type: ignore[assignment]
                     else:
                         if n * 18 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ShareFetchRequest.Topics.Partitions.AcknowledgementBatches] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_ShareFetchRequest_Topics_Partitions_AcknowledgementBatches)
                             e3.first_offset, e3.last_offset = _U_qq(buf, pos); pos += 16
@@ -448,7 +517,7 @@ def _decode_req_v0(buf, pos):
                             if n < 128: pos += 1
                             else: n, pos = _ruv(buf, pos)
                             n -= 1
-                            if n < 0: e3.acknowledge_types = None
+                            if n < 0: e3.acknowledge_types = None  # type: ignore[assignment]
                             else:
                                 if n < 64: e3.acknowledge_types = list(_UA_b[n](buf, pos))
                                 else: e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
@@ -469,65 +538,65 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None
+    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[ShareFetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_ShareFetchRequest_ForgottenTopicsData)
+            e1_2 = _new(_C_ShareFetchRequest_ForgottenTopicsData)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
             else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
                 pos += n * 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.forgotten_topics_data = l0
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id
-    if s is None: ap(b'\x00')
+def _encode_req_v0(o: ShareFetchRequest, ap: _Append) -> None:
+    sn: str | None = o.group_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.member_id
-    if s is None: ap(b'\x00')
+    sn = o.member_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ap(_P_iiii(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes))
-    l0 = o.topics
+    l0: list[ShareFetchRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[ShareFetchRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ii(x1.partition_index, x1.partition_max_bytes))
-                    l2 = x1.acknowledgement_batches
+                    l2: list[ShareFetchRequest.Topics.Partitions.AcknowledgementBatches] = x1.acknowledgement_batches
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         for x2 in l2:
                             ap(_P_qq(x2.first_offset, x2.last_offset))
-                            l3 = x2.acknowledge_types
+                            l3: list[int] = x2.acknowledge_types
                             if l3 is None: ap(b'\x00')
                             else:
                                 c = len(l3)
@@ -543,20 +612,20 @@ def _encode_req_v0(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.forgotten_topics_data
-    if l0 is None: ap(b'\x00')
+    l0_2: list[ShareFetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\x00')
             else:
-                c = len(l1)
+                c = len(l1_2)
                 n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -564,7 +633,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareFetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_ShareFetchResponse)
@@ -582,10 +651,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None
+    if n < 0: o.responses = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ShareFetchResponse.Responses] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ShareFetchResponse_Responses)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -594,10 +663,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ShareFetchResponse.Responses.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ShareFetchResponse_Responses_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -639,16 +708,16 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.acquired_records = None
+                    if n < 0: e2.acquired_records = None  # type: ignore[assignment]
                     else:
                         if n * 19 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = []; a2 = l2.append
                         for _ in range(n):
-                            e3 = _new(_C_ShareFetchResponse_Responses_Partitions_AcquiredRecords)
-                            e3.first_offset, e3.last_offset, e3.delivery_count = _U_qqh(buf, pos); pos += 18
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
+                            e3_2 = _new(_C_ShareFetchResponse_Responses_Partitions_AcquiredRecords)
+                            e3_2.first_offset, e3_2.last_offset, e3_2.delivery_count = _U_qqh(buf, pos); pos += 18
+                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                            a2(e3_2)
                         e2.acquired_records = l2
                     if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
                     else: e2.unknown_tags, pos = _read_tags(buf, pos)
@@ -662,79 +731,79 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.node_endpoints = None
+    if n < 0: o.node_endpoints = None  # type: ignore[assignment]
     else:
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[ShareFetchResponse.NodeEndpoints] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_ShareFetchResponse_NodeEndpoints)
-            e1.node_id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_ShareFetchResponse_NodeEndpoints)
+            e1_2.node_id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
+            e1_2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.node_endpoints = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.node_endpoints = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ShareFetchResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.responses
+    l0: list[ShareFetchResponse.Responses] = o.responses
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[ShareFetchResponse.Responses.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition_index, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_h(x1.acknowledge_error_code))
-                    s = x1.acknowledge_error_message
-                    if s is None: ap(b'\x00')
+                    sn = x1.acknowledge_error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
-                    e3 = x1.current_leader
+                    e3: ShareFetchResponse.Responses.Partitions.CurrentLeader = x1.current_leader
                     ap(_P_ii(e3.leader_id, e3.leader_epoch))
                     ut3 = e3.unknown_tags
                     if ut3: _write_tags(ap, ut3.items())
                     else: ap(b'\x00')
                     _write_compact_records(ap, x1.records)
-                    l2 = x1.acquired_records
+                    l2: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = x1.acquired_records
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -749,23 +818,23 @@ def _encode_resp_v0(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.node_endpoints
-    if l0 is None: ap(b'\x00')
+    l0_2: list[ShareFetchResponse.NodeEndpoints] = o.node_endpoints
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s = x0.host.encode()
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.node_id))
+            s = x0_2.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            ap(_P_i(x0_2.port))
+            sn = x0_2.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags

@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/share_group_describe.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -62,16 +67,20 @@ class ShareGroupDescribeRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, group_ids=UNSET, include_authorized_operations=False, unknown_tags=UNSET):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, group_ids: list[str] = UNSET, include_authorized_operations: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_ids = [] if group_ids is UNSET else group_ids
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_ids == other.group_ids and self.include_authorized_operations == other.include_authorized_operations and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareGroupDescribeRequest(group_ids={self.group_ids!r}, include_authorized_operations={self.include_authorized_operations!r}{tags})"
 
@@ -94,6 +103,10 @@ class ShareGroupDescribeResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.Groups]
+    unknown_tags: dict[int, bytes]
+
     class Groups(Struct):
         """Struct ``ShareGroupDescribeResponse.Groups``.
 
@@ -112,6 +125,17 @@ class ShareGroupDescribeResponse(Message):
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tags')
         _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tags')
 
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Groups.Members]
+        authorized_operations: int
+        unknown_tags: dict[int, bytes]
+
         class Members(Struct):
             """Struct ``ShareGroupDescribeResponse.Groups.Members``.
 
@@ -128,6 +152,15 @@ class ShareGroupDescribeResponse(Message):
             __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tags')
             _FIELDS = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tags')
 
+            member_id: str
+            rack_id: str | None
+            member_epoch: int
+            client_id: str
+            client_host: str
+            subscribed_topic_names: list[str]
+            assignment: ShareGroupDescribeResponse.Groups.Members.Assignment
+            unknown_tags: dict[int, bytes]
+
             class Assignment(Struct):
                 """Struct ``ShareGroupDescribeResponse.Groups.Members.Assignment``.
 
@@ -137,6 +170,9 @@ class ShareGroupDescribeResponse(Message):
 
                 __slots__ = ('topic_partitions', 'unknown_tags')
                 _FIELDS = ('topic_partitions', 'unknown_tags')
+
+                topic_partitions: list[ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions]
+                unknown_tags: dict[int, bytes]
 
                 class TopicPartitions(Struct):
                     """Struct ``ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions``.
@@ -150,33 +186,38 @@ class ShareGroupDescribeResponse(Message):
                     __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tags')
                     _FIELDS = ('topic_id', 'topic_name', 'partitions', 'unknown_tags')
 
-                    def __init__(self, *, topic_id=_ZERO_UUID, topic_name='', partitions=UNSET, unknown_tags=UNSET):
+                    topic_id: UUID
+                    topic_name: str
+                    partitions: list[int]
+                    unknown_tags: dict[int, bytes]
+
+                    def __init__(self, *, topic_id: UUID = _ZERO_UUID, topic_name: str = '', partitions: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                         self.topic_id = topic_id
                         self.topic_name = topic_name
                         self.partitions = [] if partitions is UNSET else partitions
                         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                    def __eq__(self, other):
+                    def __eq__(self, other: Any) -> bool:
                         if other.__class__ is not self.__class__: return NotImplemented
                         return self.topic_id == other.topic_id and self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-                    def __repr__(self):
+                    def __repr__(self) -> str:
                         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                         return f"ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r}{tags})"
 
-                def __init__(self, *, topic_partitions=UNSET, unknown_tags=UNSET):
+                def __init__(self, *, topic_partitions: list[ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.topic_partitions == other.topic_partitions and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareGroupDescribeResponse.Groups.Members.Assignment(topic_partitions={self.topic_partitions!r}{tags})"
 
-            def __init__(self, *, member_id='', rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=UNSET, assignment=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, member_id: str = '', rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] = UNSET, assignment: ShareGroupDescribeResponse.Groups.Members.Assignment = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.member_id = member_id
                 self.rack_id = rack_id
                 self.member_epoch = member_epoch
@@ -186,15 +227,15 @@ class ShareGroupDescribeResponse(Message):
                 self.assignment = _C_ShareGroupDescribeResponse_Groups_Members_Assignment() if assignment is UNSET else assignment
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.member_id == other.member_id and self.rack_id == other.rack_id and self.member_epoch == other.member_epoch and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.assignment == other.assignment and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"ShareGroupDescribeResponse.Groups.Members(member_id={self.member_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, assignment={self.assignment!r}{tags})"
 
-        def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=UNSET, authorized_operations=0, unknown_tags=UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', group_epoch: int = 0, assignment_epoch: int = 0, assignor_name: str = '', members: list[ShareGroupDescribeResponse.Groups.Members] = UNSET, authorized_operations: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.group_id = group_id
@@ -206,24 +247,24 @@ class ShareGroupDescribeResponse(Message):
             self.authorized_operations = authorized_operations
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.error_code == other.error_code and self.error_message == other.error_message and self.group_id == other.group_id and self.group_state == other.group_state and self.group_epoch == other.group_epoch and self.assignment_epoch == other.assignment_epoch and self.assignor_name == other.assignor_name and self.members == other.members and self.authorized_operations == other.authorized_operations and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareGroupDescribeResponse.Groups(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, groups=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, groups: list[ShareGroupDescribeResponse.Groups] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is UNSET else groups
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"ShareGroupDescribeResponse(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}{tags})"
 
@@ -236,17 +277,17 @@ _C_ShareGroupDescribeResponse_Groups_Members_Assignment = ShareGroupDescribeResp
 _C_ShareGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions = ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
     blen = len(buf)
     o = _new(_C_ShareGroupDescribeRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.group_ids = None
+    if n < 0: o.group_ids = None  # type: ignore[assignment]
     else:
         if n > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[str] = []; a0 = l0.append
         for _ in range(n):
             n = buf[pos]
             if n < 128: pos += 1
@@ -263,13 +304,13 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.group_ids
+def _encode_req_v0(o: ShareGroupDescribeRequest, ap: _Append) -> None:
+    l0: list[str] = o.group_ids
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.encode()
+            s: bytes = x0.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
     ap(_P_o(o.include_authorized_operations))
@@ -278,7 +319,7 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
     blen = len(buf)
     o = _new(_C_ShareGroupDescribeResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -286,10 +327,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None
+    if n < 0: o.groups = None  # type: ignore[assignment]
     else:
         if n * 20 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[ShareGroupDescribeResponse.Groups] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_ShareGroupDescribeResponse_Groups)
             e1.error_code, = _U_h(buf, pos); pos += 2
@@ -328,10 +369,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.members = None
+            if n < 0: e1.members = None  # type: ignore[assignment]
             else:
                 if n * 12 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[ShareGroupDescribeResponse.Groups.Members] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_ShareGroupDescribeResponse_Groups_Members)
                     n = buf[pos]
@@ -369,10 +410,10 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.subscribed_topic_names = None
+                    if n < 0: e2.subscribed_topic_names = None  # type: ignore[assignment]
                     else:
                         if n > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[str] = []; a2 = l2.append
                         for _ in range(n):
                             n = buf[pos]
                             if n < 128: pos += 1
@@ -388,10 +429,10 @@ def _decode_resp_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e3.topic_partitions = None
+                    if n < 0: e3.topic_partitions = None  # type: ignore[assignment]
                     else:
                         if n * 19 > blen - pos: raise _bad_count(n)
-                        l3 = []; a3 = l3.append
+                        l3: list[ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = []; a3 = l3.append
                         for _ in range(n):
                             e4 = _new(_C_ShareGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions)
                             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -407,7 +448,7 @@ def _decode_resp_v0(buf, pos):
                             if n < 128: pos += 1
                             else: n, pos = _ruv(buf, pos)
                             n -= 1
-                            if n < 0: e4.partitions = None
+                            if n < 0: e4.partitions = None  # type: ignore[assignment]
                             else:
                                 if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
                                 else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
@@ -433,18 +474,18 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: ShareGroupDescribeResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.groups
+    l0: list[ShareGroupDescribeResponse.Groups] = o.groups
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn: str | None = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s: bytes = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             s = x0.group_id.encode()
@@ -457,7 +498,7 @@ def _encode_resp_v0(o, ap):
             s = x0.assignor_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.members
+            l1: list[ShareGroupDescribeResponse.Groups.Members] = x0.members
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -465,10 +506,10 @@ def _encode_resp_v0(o, ap):
                     s = x1.member_id.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.rack_id
-                    if s is None: ap(b'\x00')
+                    sn = x1.rack_id
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ap(_P_i(x1.member_epoch))
@@ -478,7 +519,7 @@ def _encode_resp_v0(o, ap):
                     s = x1.client_host.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.subscribed_topic_names
+                    l2: list[str] = x1.subscribed_topic_names
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -486,8 +527,8 @@ def _encode_resp_v0(o, ap):
                             s = x2.encode()
                             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                             ap(s)
-                    e3 = x1.assignment
-                    l3 = e3.topic_partitions
+                    e3: ShareGroupDescribeResponse.Groups.Members.Assignment = x1.assignment
+                    l3: list[ShareGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = e3.topic_partitions
                     if l3 is None: ap(b'\x00')
                     else:
                         n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -496,7 +537,7 @@ def _encode_resp_v0(o, ap):
                             s = x3.topic_name.encode()
                             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                             ap(s)
-                            l4 = x3.partitions
+                            l4: list[int] = x3.partitions
                             if l4 is None: ap(b'\x00')
                             else:
                                 c = len(l4)

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/stop_replica.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -74,6 +78,16 @@ class StopReplicaRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 2
 
+    controller_id: int
+    is_kraft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    topic_states: list[StopReplicaRequest.TopicStates]
+    delete_partitions: bool
+    topics: list[StopReplicaRequest.Topics]
+    ungrouped_partitions: list[StopReplicaRequest.UngroupedPartitions]
+    unknown_tags: dict[int, bytes]
+
     class TopicStates(Struct):
         """Struct ``StopReplicaRequest.TopicStates``.
 
@@ -84,6 +98,10 @@ class StopReplicaRequest(Message):
 
         __slots__ = ('topic_name', 'partition_states', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_states', 'unknown_tags')
+
+        topic_name: str
+        partition_states: list[StopReplicaRequest.TopicStates.PartitionStates]
+        unknown_tags: dict[int, bytes]
 
         class PartitionStates(Struct):
             """Struct ``StopReplicaRequest.TopicStates.PartitionStates``.
@@ -97,30 +115,35 @@ class StopReplicaRequest(Message):
             __slots__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tags')
             _FIELDS = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, leader_epoch=0, delete_partition=False, unknown_tags=UNSET):
+            partition_index: int
+            leader_epoch: int
+            delete_partition: bool
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, leader_epoch: int = 0, delete_partition: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.leader_epoch = leader_epoch
                 self.delete_partition = delete_partition
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.leader_epoch == other.leader_epoch and self.delete_partition == other.delete_partition and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"StopReplicaRequest.TopicStates.PartitionStates(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, delete_partition={self.delete_partition!r}{tags})"
 
-        def __init__(self, *, topic_name='', partition_states=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_name: str = '', partition_states: list[StopReplicaRequest.TopicStates.PartitionStates] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_states = [] if partition_states is UNSET else partition_states
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_states == other.partition_states and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"StopReplicaRequest.TopicStates(topic_name={self.topic_name!r}, partition_states={self.partition_states!r}{tags})"
 
@@ -135,16 +158,20 @@ class StopReplicaRequest(Message):
         __slots__ = ('name', 'partition_indexes', 'unknown_tags')
         _FIELDS = ('name', 'partition_indexes', 'unknown_tags')
 
-        def __init__(self, *, name='', partition_indexes=UNSET, unknown_tags=UNSET):
+        name: str
+        partition_indexes: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"StopReplicaRequest.Topics(name={self.name!r}, partition_indexes={self.partition_indexes!r}{tags})"
 
@@ -159,20 +186,24 @@ class StopReplicaRequest(Message):
         __slots__ = ('topic_name', 'partition_index', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"StopReplicaRequest.UngroupedPartitions(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}{tags})"
 
-    def __init__(self, *, controller_id=0, is_kraft_controller=False, controller_epoch=0, broker_epoch=0, topic_states=UNSET, delete_partitions=False, topics=UNSET, ungrouped_partitions=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, controller_id: int = 0, is_kraft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = 0, topic_states: list[StopReplicaRequest.TopicStates] = UNSET, delete_partitions: bool = False, topics: list[StopReplicaRequest.Topics] = UNSET, ungrouped_partitions: list[StopReplicaRequest.UngroupedPartitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.controller_id = controller_id
         self.is_kraft_controller = is_kraft_controller
         self.controller_epoch = controller_epoch
@@ -183,11 +214,11 @@ class StopReplicaRequest(Message):
         self.ungrouped_partitions = [] if ungrouped_partitions is UNSET else ungrouped_partitions
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.controller_id == other.controller_id and self.is_kraft_controller == other.is_kraft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.topic_states == other.topic_states and self.delete_partitions == other.delete_partitions and self.topics == other.topics and self.ungrouped_partitions == other.ungrouped_partitions and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"StopReplicaRequest(controller_id={self.controller_id!r}, is_kraft_controller={self.is_kraft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, topic_states={self.topic_states!r}, delete_partitions={self.delete_partitions!r}, topics={self.topics!r}, ungrouped_partitions={self.ungrouped_partitions!r}{tags})"
 
@@ -210,6 +241,10 @@ class StopReplicaResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 2
 
+    error_code: int
+    partition_errors: list[StopReplicaResponse.PartitionErrors]
+    unknown_tags: dict[int, bytes]
+
     class PartitionErrors(Struct):
         """Struct ``StopReplicaResponse.PartitionErrors``.
 
@@ -222,30 +257,35 @@ class StopReplicaResponse(Message):
         __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'error_code', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, error_code=0, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"StopReplicaResponse.PartitionErrors(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-    def __init__(self, *, error_code=0, partition_errors=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, error_code: int = 0, partition_errors: list[StopReplicaResponse.PartitionErrors] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.partition_errors = [] if partition_errors is UNSET else partition_errors
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.partition_errors == other.partition_errors and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"StopReplicaResponse(error_code={self.error_code!r}, partition_errors={self.partition_errors!r}{tags})"
 
@@ -259,17 +299,17 @@ _C_StopReplicaResponse = StopReplicaResponse
 _C_StopReplicaResponse_PartitionErrors = StopReplicaResponse.PartitionErrors
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.delete_partitions = _U_iio(buf, pos); pos += 9
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partitions = None
+        o.ungrouped_partitions = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaRequest.UngroupedPartitions] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaRequest_UngroupedPartitions)
             n, = _U_h(buf, pos); pos += 2
@@ -288,17 +328,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions = _U_iiqo(buf, pos); pos += 17
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -308,7 +348,7 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_indexes = None
+                e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -323,7 +363,7 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions = _U_iiqo(buf, pos); pos += 17
@@ -331,10 +371,10 @@ def _decode_req_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaRequest_Topics)
             n = buf[pos]
@@ -348,7 +388,7 @@ def _decode_req_v2(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None
+            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
                 else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -365,7 +405,7 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
@@ -373,10 +413,10 @@ def _decode_req_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaRequest_TopicStates)
             n = buf[pos]
@@ -390,10 +430,10 @@ def _decode_req_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[StopReplicaRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_StopReplicaRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.leader_epoch, e2.delete_partition = _U_iio(buf, pos); pos += 9
@@ -414,7 +454,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch = _U_ioiq(buf, pos); pos += 17
@@ -422,10 +462,10 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaRequest_TopicStates)
             n = buf[pos]
@@ -439,10 +479,10 @@ def _decode_req_v4(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[StopReplicaRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_StopReplicaRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.leader_epoch, e2.delete_partition = _U_iio(buf, pos); pos += 9
@@ -462,30 +502,30 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iio(o.controller_id, o.controller_epoch, o.delete_partitions))
-    l0 = o.ungrouped_partitions
+    l0: list[StopReplicaRequest.UngroupedPartitions] = o.ungrouped_partitions
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_i(x0.partition_index))
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iiqo(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions))
-    l0 = o.topics
+    l0: list[StopReplicaRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -494,17 +534,17 @@ def _encode_req_v1(o, ap):
                 else: ap(_pack('>%di' % c, *l1))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iiqo(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions))
-    l0 = o.topics
+    l0: list[StopReplicaRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_indexes
+            l1: list[int] = x0.partition_indexes
             if l1 is None: ap(b'\x00')
             else:
                 c = len(l1)
@@ -519,17 +559,17 @@ def _encode_req_v2(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[StopReplicaRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[StopReplicaRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -546,17 +586,17 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_ioiq(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[StopReplicaRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[StopReplicaRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -573,17 +613,17 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[StopReplicaResponse, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.partition_errors = None
+        o.partition_errors = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaResponse.PartitionErrors] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaResponse_PartitionErrors)
             n, = _U_h(buf, pos); pos += 2
@@ -598,7 +638,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v2(buf, pos):
+def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[StopReplicaResponse, int]:
     blen = len(buf)
     o = _new(_C_StopReplicaResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -606,10 +646,10 @@ def _decode_resp_v2(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.partition_errors = None
+    if n < 0: o.partition_errors = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[StopReplicaResponse.PartitionErrors] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_StopReplicaResponse_PartitionErrors)
             n = buf[pos]
@@ -629,27 +669,27 @@ def _decode_resp_v2(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: StopReplicaResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.partition_errors
+    l0: list[StopReplicaResponse.PartitionErrors] = o.partition_errors
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_ih(x0.partition_index, x0.error_code))
 
 
-def _encode_resp_v2(o, ap):
+def _encode_resp_v2(o: StopReplicaResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    l0 = o.partition_errors
+    l0: list[StopReplicaResponse.PartitionErrors] = o.partition_errors
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_ih(x0.partition_index, x0.error_code))

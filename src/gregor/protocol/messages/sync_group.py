@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/sync_group.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -59,6 +63,15 @@ class SyncGroupRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 4
 
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: list[SyncGroupRequest.Assignments]
+    unknown_tags: dict[int, bytes]
+
     class Assignments(Struct):
         """Struct ``SyncGroupRequest.Assignments``.
 
@@ -70,20 +83,24 @@ class SyncGroupRequest(Message):
         __slots__ = ('member_id', 'assignment', 'unknown_tags')
         _FIELDS = ('member_id', 'assignment', 'unknown_tags')
 
-        def __init__(self, *, member_id='', assignment=b'', unknown_tags=UNSET):
+        member_id: str
+        assignment: bytes
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, member_id: str = '', assignment: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.member_id = member_id
             self.assignment = assignment
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.member_id == other.member_id and self.assignment == other.assignment and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"SyncGroupRequest.Assignments(member_id={self.member_id!r}, assignment={self.assignment!r}{tags})"
 
-    def __init__(self, *, group_id='', generation_id=0, member_id='', group_instance_id=None, protocol_type=None, protocol_name=None, assignments=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None, protocol_type: str | None = None, protocol_name: str | None = None, assignments: list[SyncGroupRequest.Assignments] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.generation_id = generation_id
         self.member_id = member_id
@@ -93,11 +110,11 @@ class SyncGroupRequest(Message):
         self.assignments = [] if assignments is UNSET else assignments
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.generation_id == other.generation_id and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.assignments == other.assignments and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"SyncGroupRequest(group_id={self.group_id!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, assignments={self.assignments!r}{tags})"
 
@@ -123,7 +140,14 @@ class SyncGroupResponse(Message):
     MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 4
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, protocol_type=None, protocol_name=None, assignment=b'', unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b'', unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.protocol_type = protocol_type
@@ -131,11 +155,11 @@ class SyncGroupResponse(Message):
         self.assignment = assignment
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.assignment == other.assignment and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"SyncGroupResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, assignment={self.assignment!r}{tags})"
 
@@ -145,7 +169,7 @@ _C_SyncGroupRequest_Assignments = SyncGroupRequest.Assignments
 _C_SyncGroupResponse = SyncGroupResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -160,10 +184,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.assignments = None
+        o.assignments = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_SyncGroupRequest_Assignments)
             n, = _U_h(buf, pos); pos += 2
@@ -184,7 +208,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -205,10 +229,10 @@ def _decode_req_v3(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.assignments = None
+        o.assignments = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_SyncGroupRequest_Assignments)
             n, = _U_h(buf, pos); pos += 2
@@ -228,7 +252,7 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupRequest)
     n = buf[pos]
@@ -259,10 +283,10 @@ def _decode_req_v4(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.assignments = None
+    if n < 0: o.assignments = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_SyncGroupRequest_Assignments)
             n = buf[pos]
@@ -290,7 +314,7 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupRequest)
     n = buf[pos]
@@ -339,10 +363,10 @@ def _decode_req_v5(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.assignments = None
+    if n < 0: o.assignments = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_SyncGroupRequest_Assignments)
             n = buf[pos]
@@ -368,15 +392,15 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: SyncGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    l0 = o.assignments
+    l0: list[SyncGroupRequest.Assignments] = o.assignments
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -389,21 +413,21 @@ def _encode_req_v0(o, ap):
             ap(s)
 
 
-def _encode_req_v3(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v3(o: SyncGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_i(o.generation_id))
     s = o.member_id.encode()
     ap(_P_h(len(s)))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\xff\xff')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\xff\xff')
     else:
-        s = s.encode()
+        s = sn.encode()
         ap(_P_h(len(s)))
         ap(s)
-    l0 = o.assignments
+    l0: list[SyncGroupRequest.Assignments] = o.assignments
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -416,21 +440,21 @@ def _encode_req_v3(o, ap):
             ap(s)
 
 
-def _encode_req_v4(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v4(o: SyncGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.generation_id))
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.assignments
+    l0: list[SyncGroupRequest.Assignments] = o.assignments
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -449,33 +473,33 @@ def _encode_req_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v5(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v5(o: SyncGroupRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ap(_P_i(o.generation_id))
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.protocol_type
-    if s is None: ap(b'\x00')
+    sn = o.protocol_type
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.protocol_name
-    if s is None: ap(b'\x00')
+    sn = o.protocol_name
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.assignments
+    l0: list[SyncGroupRequest.Assignments] = o.assignments
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -494,7 +518,7 @@ def _encode_req_v5(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[SyncGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
@@ -509,7 +533,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[SyncGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -523,7 +547,7 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _decode_resp_v4(buf, pos):
+def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[SyncGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -541,7 +565,7 @@ def _decode_resp_v4(buf, pos):
     return o, pos
 
 
-def _decode_resp_v5(buf, pos):
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[SyncGroupResponse, int]:
     blen = len(buf)
     o = _new(_C_SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -575,23 +599,23 @@ def _decode_resp_v5(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: SyncGroupResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
-    s = o.assignment
+    s: bytes = o.assignment
     ap(_P_i(len(s)))
     ap(s)
 
 
-def _encode_resp_v1(o, ap):
+def _encode_resp_v1(o: SyncGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.assignment
+    s: bytes = o.assignment
     ap(_P_i(len(s)))
     ap(s)
 
 
-def _encode_resp_v4(o, ap):
+def _encode_resp_v4(o: SyncGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.assignment
+    s: bytes = o.assignment
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     ut0 = o.unknown_tags
@@ -599,18 +623,18 @@ def _encode_resp_v4(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_resp_v5(o, ap):
+def _encode_resp_v5(o: SyncGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.protocol_type
-    if s is None: ap(b'\x00')
+    sn: str | None = o.protocol_type
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    s = o.protocol_name
-    if s is None: ap(b'\x00')
+    sn = o.protocol_name
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     s = o.assignment

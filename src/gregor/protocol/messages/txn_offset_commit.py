@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/txn_offset_commit.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -72,6 +76,16 @@ class TxnOffsetCommitRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 3
 
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``TxnOffsetCommitRequest.Topics``.
 
@@ -82,6 +96,10 @@ class TxnOffsetCommitRequest(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[TxnOffsetCommitRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``TxnOffsetCommitRequest.Topics.Partitions``.
@@ -96,35 +114,41 @@ class TxnOffsetCommitRequest(Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tags')
             _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=None, unknown_tags=UNSET):
+            partition_index: int
+            committed_offset: int
+            committed_leader_epoch: int
+            committed_metadata: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.committed_offset = committed_offset
                 self.committed_leader_epoch = committed_leader_epoch
                 self.committed_metadata = committed_metadata
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.committed_metadata == other.committed_metadata and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"TxnOffsetCommitRequest.Topics.Partitions(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, committed_metadata={self.committed_metadata!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"TxnOffsetCommitRequest.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, transactional_id='', group_id='', producer_id=0, producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.transactional_id = transactional_id
         self.group_id = group_id
         self.producer_id = producer_id
@@ -135,11 +159,11 @@ class TxnOffsetCommitRequest(Message):
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.transactional_id == other.transactional_id and self.group_id == other.group_id and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.generation_id == other.generation_id and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"TxnOffsetCommitRequest(transactional_id={self.transactional_id!r}, group_id={self.group_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, topics={self.topics!r}{tags})"
 
@@ -162,6 +186,10 @@ class TxnOffsetCommitResponse(Message):
     MAX_VERSION = 4
     FLEXIBLE_MIN_VERSION = 3
 
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponse.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``TxnOffsetCommitResponse.Topics``.
 
@@ -172,6 +200,10 @@ class TxnOffsetCommitResponse(Message):
 
         __slots__ = ('name', 'partitions', 'unknown_tags')
         _FIELDS = ('name', 'partitions', 'unknown_tags')
+
+        name: str
+        partitions: list[TxnOffsetCommitResponse.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``TxnOffsetCommitResponse.Topics.Partitions``.
@@ -184,42 +216,46 @@ class TxnOffsetCommitResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'unknown_tags')
             _FIELDS = ('partition_index', 'error_code', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, error_code=0, unknown_tags=UNSET):
+            partition_index: int
+            error_code: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"TxnOffsetCommitResponse.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-        def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponse.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"TxnOffsetCommitResponse.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[TxnOffsetCommitResponse.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"TxnOffsetCommitResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}{tags})"
 
@@ -232,7 +268,7 @@ _C_TxnOffsetCommitResponse_Topics = TxnOffsetCommitResponse.Topics
 _C_TxnOffsetCommitResponse_Topics_Partitions = TxnOffsetCommitResponse.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_TxnOffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -247,10 +283,10 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_TxnOffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -260,10 +296,10 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 14 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
@@ -287,7 +323,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_TxnOffsetCommitRequest)
     n, = _U_h(buf, pos); pos += 2
@@ -302,10 +338,10 @@ def _decode_req_v2(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_TxnOffsetCommitRequest_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -315,10 +351,10 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -341,7 +377,7 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     blen = len(buf)
     o = _new(_C_TxnOffsetCommitRequest)
     n = buf[pos]
@@ -379,10 +415,10 @@ def _decode_req_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_TxnOffsetCommitRequest_Topics)
             n = buf[pos]
@@ -396,10 +432,10 @@ def _decode_req_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 18 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
                     e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
@@ -425,15 +461,15 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.transactional_id.encode()
+def _encode_req_v0(o: TxnOffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.transactional_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     s = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_qh(o.producer_id, o.producer_epoch))
-    l0 = o.topics
+    l0: list[TxnOffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -441,29 +477,29 @@ def _encode_req_v0(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v2(o, ap):
-    s = o.transactional_id.encode()
+def _encode_req_v2(o: TxnOffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.transactional_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     s = o.group_id.encode()
     ap(_P_h(len(s)))
     ap(s)
     ap(_P_qh(o.producer_id, o.producer_epoch))
-    l0 = o.topics
+    l0: list[TxnOffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
@@ -471,22 +507,22 @@ def _encode_req_v2(o, ap):
             s = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\xff\xff')
+                    sn: str | None = x1.committed_metadata
+                    if sn is None: ap(b'\xff\xff')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         ap(_P_h(len(s)))
                         ap(s)
 
 
-def _encode_req_v3(o, ap):
-    s = o.transactional_id.encode()
+def _encode_req_v3(o: TxnOffsetCommitRequest, ap: _Append) -> None:
+    s: bytes = o.transactional_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     s = o.group_id.encode()
@@ -496,13 +532,13 @@ def _encode_req_v3(o, ap):
     s = o.member_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    s = o.group_instance_id
-    if s is None: ap(b'\x00')
+    sn: str | None = o.group_instance_id
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.topics
+    l0: list[TxnOffsetCommitRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -510,16 +546,16 @@ def _encode_req_v3(o, ap):
             s = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    s = x1.committed_metadata
-                    if s is None: ap(b'\x00')
+                    sn = x1.committed_metadata
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags
@@ -533,17 +569,17 @@ def _encode_req_v3(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     blen = len(buf)
     o = _new(_C_TxnOffsetCommitResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topics = None
+        o.topics = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[TxnOffsetCommitResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_TxnOffsetCommitResponse_Topics)
             n, = _U_h(buf, pos); pos += 2
@@ -553,10 +589,10 @@ def _decode_resp_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None
+                e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[TxnOffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_TxnOffsetCommitResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -570,7 +606,7 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v3(buf, pos):
+def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     blen = len(buf)
     o = _new(_C_TxnOffsetCommitResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
@@ -578,10 +614,10 @@ def _decode_resp_v3(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[TxnOffsetCommitResponse.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_TxnOffsetCommitResponse_Topics)
             n = buf[pos]
@@ -595,10 +631,10 @@ def _decode_resp_v3(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 7 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[TxnOffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_TxnOffsetCommitResponse_Topics_Partitions)
                     e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -615,17 +651,17 @@ def _decode_resp_v3(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: TxnOffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[TxnOffsetCommitResponse.Topics] = o.topics
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partitions
+            l1: list[TxnOffsetCommitResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
@@ -633,17 +669,17 @@ def _encode_resp_v0(o, ap):
                     ap(_P_ih(x1.partition_index, x1.error_code))
 
 
-def _encode_resp_v3(o, ap):
+def _encode_resp_v3(o: TxnOffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
-    l0 = o.topics
+    l0: list[TxnOffsetCommitResponse.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.name.encode()
+            s: bytes = x0.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partitions
+            l1: list[TxnOffsetCommitResponse.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))

@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/unregister_broker.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -50,15 +54,18 @@ class UnregisterBrokerRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, broker_id=0, unknown_tags=UNSET):
+    broker_id: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, broker_id: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.broker_id = broker_id
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.broker_id == other.broker_id and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"UnregisterBrokerRequest(broker_id={self.broker_id!r}{tags})"
 
@@ -82,17 +89,22 @@ class UnregisterBrokerResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, unknown_tags=UNSET):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"UnregisterBrokerResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
@@ -101,7 +113,7 @@ _C_UnregisterBrokerRequest = UnregisterBrokerRequest
 _C_UnregisterBrokerResponse = UnregisterBrokerResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[UnregisterBrokerRequest, int]:
     o = _new(_C_UnregisterBrokerRequest)
     o.broker_id, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -109,14 +121,14 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: UnregisterBrokerRequest, ap: _Append) -> None:
     ap(_P_i(o.broker_id))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[UnregisterBrokerResponse, int]:
     blen = len(buf)
     o = _new(_C_UnregisterBrokerResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -134,12 +146,12 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: UnregisterBrokerResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     ut0 = o.unknown_tags

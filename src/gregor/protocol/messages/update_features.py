@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/update_features.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -64,6 +68,11 @@ class UpdateFeaturesRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdates]
+    validate_only: bool
+    unknown_tags: dict[int, bytes]
+
     class FeatureUpdates(Struct):
         """Struct ``UpdateFeaturesRequest.FeatureUpdates``.
 
@@ -77,32 +86,38 @@ class UpdateFeaturesRequest(Message):
         __slots__ = ('feature', 'max_version_level', 'upgrade_type', 'allow_downgrade', 'unknown_tags')
         _FIELDS = ('feature', 'max_version_level', 'upgrade_type', 'allow_downgrade', 'unknown_tags')
 
-        def __init__(self, *, feature='', max_version_level=0, upgrade_type=1, allow_downgrade=False, unknown_tags=UNSET):
+        feature: str
+        max_version_level: int
+        upgrade_type: int
+        allow_downgrade: bool
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, feature: str = '', max_version_level: int = 0, upgrade_type: int = 1, allow_downgrade: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.feature = feature
             self.max_version_level = max_version_level
             self.upgrade_type = upgrade_type
             self.allow_downgrade = allow_downgrade
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.feature == other.feature and self.max_version_level == other.max_version_level and self.upgrade_type == other.upgrade_type and self.allow_downgrade == other.allow_downgrade and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"UpdateFeaturesRequest.FeatureUpdates(feature={self.feature!r}, max_version_level={self.max_version_level!r}, upgrade_type={self.upgrade_type!r}, allow_downgrade={self.allow_downgrade!r}{tags})"
 
-    def __init__(self, *, timeout_ms=60000, feature_updates=UNSET, validate_only=False, unknown_tags=UNSET):
+    def __init__(self, *, timeout_ms: int = 60000, feature_updates: list[UpdateFeaturesRequest.FeatureUpdates] = UNSET, validate_only: bool = False, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.timeout_ms = timeout_ms
         self.feature_updates = [] if feature_updates is UNSET else feature_updates
         self.validate_only = validate_only
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.timeout_ms == other.timeout_ms and self.feature_updates == other.feature_updates and self.validate_only == other.validate_only and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"UpdateFeaturesRequest(timeout_ms={self.timeout_ms!r}, feature_updates={self.feature_updates!r}, validate_only={self.validate_only!r}{tags})"
 
@@ -127,6 +142,12 @@ class UpdateFeaturesResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdateFeaturesResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``UpdateFeaturesResponse.Results``.
 
@@ -139,32 +160,37 @@ class UpdateFeaturesResponse(Message):
         __slots__ = ('feature', 'error_code', 'error_message', 'unknown_tags')
         _FIELDS = ('feature', 'error_code', 'error_message', 'unknown_tags')
 
-        def __init__(self, *, feature='', error_code=0, error_message=None, unknown_tags=UNSET):
+        feature: str
+        error_code: int
+        error_message: str | None
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, feature: str = '', error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.feature = feature
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.feature == other.feature and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"UpdateFeaturesResponse.Results(feature={self.feature!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, results: list[UpdateFeaturesResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"UpdateFeaturesResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, results={self.results!r}{tags})"
 
@@ -175,7 +201,7 @@ _C_UpdateFeaturesResponse = UpdateFeaturesResponse
 _C_UpdateFeaturesResponse_Results = UpdateFeaturesResponse.Results
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateFeaturesRequest)
     o.timeout_ms, = _U_i(buf, pos); pos += 4
@@ -183,10 +209,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.feature_updates = None
+    if n < 0: o.feature_updates = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateFeaturesRequest.FeatureUpdates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateFeaturesRequest_FeatureUpdates)
             n = buf[pos]
@@ -208,7 +234,7 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateFeaturesRequest)
     o.timeout_ms, = _U_i(buf, pos); pos += 4
@@ -216,10 +242,10 @@ def _decode_req_v1(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.feature_updates = None
+    if n < 0: o.feature_updates = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateFeaturesRequest.FeatureUpdates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateFeaturesRequest_FeatureUpdates)
             n = buf[pos]
@@ -241,14 +267,14 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: UpdateFeaturesRequest, ap: _Append) -> None:
     ap(_P_i(o.timeout_ms))
-    l0 = o.feature_updates
+    l0: list[UpdateFeaturesRequest.FeatureUpdates] = o.feature_updates
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.feature.encode()
+            s: bytes = x0.feature.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_ho(x0.max_version_level, x0.allow_downgrade))
@@ -260,14 +286,14 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: UpdateFeaturesRequest, ap: _Append) -> None:
     ap(_P_i(o.timeout_ms))
-    l0 = o.feature_updates
+    l0: list[UpdateFeaturesRequest.FeatureUpdates] = o.feature_updates
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.feature.encode()
+            s: bytes = x0.feature.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_hb(x0.max_version_level, x0.upgrade_type))
@@ -280,7 +306,7 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     blen = len(buf)
     o = _new(_C_UpdateFeaturesResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
@@ -297,10 +323,10 @@ def _decode_resp_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateFeaturesResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateFeaturesResponse_Results)
             n = buf[pos]
@@ -329,15 +355,15 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: UpdateFeaturesResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    s = o.error_message
-    if s is None: ap(b'\x00')
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
     else:
-        s = s.encode()
+        s: bytes = sn.encode()
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
-    l0 = o.results
+    l0: list[UpdateFeaturesResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -346,10 +372,10 @@ def _encode_resp_v0(o, ap):
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_h(x0.error_code))
-            s = x0.error_message
-            if s is None: ap(b'\x00')
+            sn = x0.error_message
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
             ut1 = x0.unknown_tags

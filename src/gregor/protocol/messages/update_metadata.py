@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/update_metadata.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -77,6 +82,16 @@ class UpdateMetadataRequest(Message):
     MAX_VERSION = 8
     FLEXIBLE_MIN_VERSION = 6
 
+    controller_id: int
+    is_kraft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    topic_states: list[UpdateMetadataRequest.TopicStates]
+    ungrouped_partition_states: list[UpdateMetadataRequest.UngroupedPartitionStates]
+    live_brokers: list[UpdateMetadataRequest.LiveBrokers]
+    type: int
+    unknown_tags: dict[int, bytes]
+
     class TopicStates(Struct):
         """Struct ``UpdateMetadataRequest.TopicStates``.
 
@@ -88,6 +103,11 @@ class UpdateMetadataRequest(Message):
 
         __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tags')
         _FIELDS = ('topic_name', 'topic_id', 'partition_states', 'unknown_tags')
+
+        topic_name: str
+        topic_id: UUID
+        partition_states: list[UpdateMetadataRequest.TopicStates.PartitionStates]
+        unknown_tags: dict[int, bytes]
 
         class PartitionStates(Struct):
             """Struct ``UpdateMetadataRequest.TopicStates.PartitionStates``.
@@ -106,7 +126,17 @@ class UpdateMetadataRequest(Message):
             __slots__ = ('partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tags')
             _FIELDS = ('partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tags')
 
-            def __init__(self, *, partition_index=0, controller_epoch=0, leader=0, leader_epoch=0, isr=UNSET, zk_version=0, replicas=UNSET, offline_replicas=UNSET, unknown_tags=UNSET):
+            partition_index: int
+            controller_epoch: int
+            leader: int
+            leader_epoch: int
+            isr: list[int]
+            zk_version: int
+            replicas: list[int]
+            offline_replicas: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: list[int] = UNSET, zk_version: int = 0, replicas: list[int] = UNSET, offline_replicas: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.controller_epoch = controller_epoch
                 self.leader = leader
@@ -117,25 +147,25 @@ class UpdateMetadataRequest(Message):
                 self.offline_replicas = [] if offline_replicas is UNSET else offline_replicas
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.zk_version == other.zk_version and self.replicas == other.replicas and self.offline_replicas == other.offline_replicas and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"UpdateMetadataRequest.TopicStates.PartitionStates(partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, zk_version={self.zk_version!r}, replicas={self.replicas!r}, offline_replicas={self.offline_replicas!r}{tags})"
 
-        def __init__(self, *, topic_name='', topic_id=_ZERO_UUID, partition_states=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_name: str = '', topic_id: UUID = _ZERO_UUID, partition_states: list[UpdateMetadataRequest.TopicStates.PartitionStates] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.topic_id = topic_id
             self.partition_states = [] if partition_states is UNSET else partition_states
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partition_states == other.partition_states and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"UpdateMetadataRequest.TopicStates(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partition_states={self.partition_states!r}{tags})"
 
@@ -157,7 +187,18 @@ class UpdateMetadataRequest(Message):
         __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tags')
         _FIELDS = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tags')
 
-        def __init__(self, *, topic_name='', partition_index=0, controller_epoch=0, leader=0, leader_epoch=0, isr=UNSET, zk_version=0, replicas=UNSET, offline_replicas=UNSET, unknown_tags=UNSET):
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: list[int]
+        zk_version: int
+        replicas: list[int]
+        offline_replicas: list[int]
+        unknown_tags: dict[int, bytes]
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: list[int] = UNSET, zk_version: int = 0, replicas: list[int] = UNSET, offline_replicas: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.controller_epoch = controller_epoch
@@ -169,11 +210,11 @@ class UpdateMetadataRequest(Message):
             self.offline_replicas = [] if offline_replicas is UNSET else offline_replicas
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.zk_version == other.zk_version and self.replicas == other.replicas and self.offline_replicas == other.offline_replicas and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"UpdateMetadataRequest.UngroupedPartitionStates(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, zk_version={self.zk_version!r}, replicas={self.replicas!r}, offline_replicas={self.offline_replicas!r}{tags})"
 
@@ -191,6 +232,13 @@ class UpdateMetadataRequest(Message):
         __slots__ = ('id', 'endpoints', 'rack', 'v0_host', 'v0_port', 'unknown_tags')
         _FIELDS = ('id', 'endpoints', 'rack', 'v0_host', 'v0_port', 'unknown_tags')
 
+        id: int
+        endpoints: list[UpdateMetadataRequest.LiveBrokers.Endpoints]
+        rack: str | None
+        v0_host: str
+        v0_port: int
+        unknown_tags: dict[int, bytes]
+
         class Endpoints(Struct):
             """Struct ``UpdateMetadataRequest.LiveBrokers.Endpoints``.
 
@@ -204,22 +252,28 @@ class UpdateMetadataRequest(Message):
             __slots__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tags')
             _FIELDS = ('port', 'host', 'listener', 'security_protocol', 'unknown_tags')
 
-            def __init__(self, *, port=0, host='', listener='', security_protocol=0, unknown_tags=UNSET):
+            port: int
+            host: str
+            listener: str
+            security_protocol: int
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, port: int = 0, host: str = '', listener: str = '', security_protocol: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.port = port
                 self.host = host
                 self.listener = listener
                 self.security_protocol = security_protocol
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.port == other.port and self.host == other.host and self.listener == other.listener and self.security_protocol == other.security_protocol and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"UpdateMetadataRequest.LiveBrokers.Endpoints(port={self.port!r}, host={self.host!r}, listener={self.listener!r}, security_protocol={self.security_protocol!r}{tags})"
 
-        def __init__(self, *, id=0, endpoints=UNSET, rack=None, v0_host='', v0_port=0, unknown_tags=UNSET):
+        def __init__(self, *, id: int = 0, endpoints: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = UNSET, rack: str | None = None, v0_host: str = '', v0_port: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.id = id
             self.endpoints = [] if endpoints is UNSET else endpoints
             self.rack = rack
@@ -227,15 +281,15 @@ class UpdateMetadataRequest(Message):
             self.v0_port = v0_port
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.id == other.id and self.endpoints == other.endpoints and self.rack == other.rack and self.v0_host == other.v0_host and self.v0_port == other.v0_port and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"UpdateMetadataRequest.LiveBrokers(id={self.id!r}, endpoints={self.endpoints!r}, rack={self.rack!r}, v0_host={self.v0_host!r}, v0_port={self.v0_port!r}{tags})"
 
-    def __init__(self, *, controller_id=0, is_kraft_controller=False, controller_epoch=0, broker_epoch=0, topic_states=UNSET, ungrouped_partition_states=UNSET, live_brokers=UNSET, type=0, unknown_tags=UNSET):
+    def __init__(self, *, controller_id: int = 0, is_kraft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = 0, topic_states: list[UpdateMetadataRequest.TopicStates] = UNSET, ungrouped_partition_states: list[UpdateMetadataRequest.UngroupedPartitionStates] = UNSET, live_brokers: list[UpdateMetadataRequest.LiveBrokers] = UNSET, type: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.controller_id = controller_id
         self.is_kraft_controller = is_kraft_controller
         self.controller_epoch = controller_epoch
@@ -246,11 +300,11 @@ class UpdateMetadataRequest(Message):
         self.type = type
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.controller_id == other.controller_id and self.is_kraft_controller == other.is_kraft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.topic_states == other.topic_states and self.ungrouped_partition_states == other.ungrouped_partition_states and self.live_brokers == other.live_brokers and self.type == other.type and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"UpdateMetadataRequest(controller_id={self.controller_id!r}, is_kraft_controller={self.is_kraft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, topic_states={self.topic_states!r}, ungrouped_partition_states={self.ungrouped_partition_states!r}, live_brokers={self.live_brokers!r}, type={self.type!r}{tags})"
 
@@ -272,15 +326,18 @@ class UpdateMetadataResponse(Message):
     MAX_VERSION = 8
     FLEXIBLE_MIN_VERSION = 6
 
-    def __init__(self, *, error_code=0, unknown_tags=UNSET):
+    error_code: int
+    unknown_tags: dict[int, bytes]
+
+    def __init__(self, *, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.error_code = error_code
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"UpdateMetadataResponse(error_code={self.error_code!r}{tags})"
 
@@ -294,17 +351,17 @@ _C_UpdateMetadataRequest_LiveBrokers_Endpoints = UpdateMetadataRequest.LiveBroke
 _C_UpdateMetadataResponse = UpdateMetadataResponse
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 30 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -315,7 +372,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -324,7 +381,7 @@ def _decode_req_v0(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -336,23 +393,23 @@ def _decode_req_v0(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_brokers = None
+        o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.v0_host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_port, = _U_i(buf, pos); pos += 4
-            e1.endpoints = []
-            e1.rack = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_brokers = l0
+            e1_2.v0_host = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_port, = _U_i(buf, pos); pos += 4
+            e1_2.endpoints = []
+            e1_2.rack = None
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -361,17 +418,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 30 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -382,7 +439,7 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -391,7 +448,7 @@ def _decode_req_v1(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -403,20 +460,20 @@ def _decode_req_v1(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_brokers = None
+        o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 8 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.endpoints = None
+                e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
                     e2.port, = _U_i(buf, pos); pos += 4
@@ -428,13 +485,13 @@ def _decode_req_v1(buf, pos):
                     e2.listener = ''
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.endpoints = l1
-            e1.rack = None
-            e1.v0_host = ''
-            e1.v0_port = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.endpoints = l1
+            e1_2.rack = None
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -443,17 +500,17 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _decode_req_v2(buf, pos):
+def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 30 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -464,7 +521,7 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -473,7 +530,7 @@ def _decode_req_v2(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -485,20 +542,20 @@ def _decode_req_v2(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_brokers = None
+        o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.endpoints = None
+                e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
                     e2.port, = _U_i(buf, pos); pos += 4
@@ -510,18 +567,18 @@ def _decode_req_v2(buf, pos):
                     e2.listener = ''
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.endpoints = l1
+                e1_2.endpoints = l1
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -530,17 +587,17 @@ def _decode_req_v2(buf, pos):
     return o, pos
 
 
-def _decode_req_v3(buf, pos):
+def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 30 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -551,7 +608,7 @@ def _decode_req_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -560,7 +617,7 @@ def _decode_req_v3(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -572,20 +629,20 @@ def _decode_req_v3(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_brokers = None
+        o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.endpoints = None
+                e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
                     e2.port, = _U_i(buf, pos); pos += 4
@@ -600,18 +657,18 @@ def _decode_req_v3(buf, pos):
                     e2.security_protocol, = _U_h(buf, pos); pos += 2
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.endpoints = l1
+                e1_2.endpoints = l1
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -620,17 +677,17 @@ def _decode_req_v3(buf, pos):
     return o, pos
 
 
-def _decode_req_v4(buf, pos):
+def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None
+        o.ungrouped_partition_states = None  # type: ignore[assignment]
     else:
         if n * 34 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
             n, = _U_h(buf, pos); pos += 2
@@ -641,7 +698,7 @@ def _decode_req_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.isr = None
+                e1.isr = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.isr = list(_UA_i[n](buf, pos))
                 else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -650,7 +707,7 @@ def _decode_req_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.replicas = None
+                e1.replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
                 else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -658,7 +715,7 @@ def _decode_req_v4(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.offline_replicas = None
+                e1.offline_replicas = None  # type: ignore[assignment]
             else:
                 if n < 64: e1.offline_replicas = list(_UA_i[n](buf, pos))
                 else: e1.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -669,20 +726,20 @@ def _decode_req_v4(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_brokers = None
+        o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.endpoints = None
+                e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
                     e2.port, = _U_i(buf, pos); pos += 4
@@ -697,18 +754,18 @@ def _decode_req_v4(buf, pos):
                     e2.security_protocol, = _U_h(buf, pos); pos += 2
                     e2.unknown_tags = {}
                     a1(e2)
-                e1.endpoints = l1
+                e1_2.endpoints = l1
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -717,17 +774,17 @@ def _decode_req_v4(buf, pos):
     return o, pos
 
 
-def _decode_req_v5(buf, pos):
+def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.topic_states = None
+        o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_TopicStates)
             n, = _U_h(buf, pos); pos += 2
@@ -737,17 +794,17 @@ def _decode_req_v5(buf, pos):
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_states = None
+                e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 32 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.isr = None
+                        e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -756,7 +813,7 @@ def _decode_req_v5(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.replicas = None
+                        e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -764,7 +821,7 @@ def _decode_req_v5(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None
+                        e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -779,46 +836,46 @@ def _decode_req_v5(buf, pos):
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.live_brokers = None
+        o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.endpoints = None
+                e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 10 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
+                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+                    e2_2.port, = _U_i(buf, pos); pos += 4
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
                     n, = _U_h(buf, pos); pos += 2
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.endpoints = l1
+                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+                    e2_2.unknown_tags = {}
+                    a1_2(e2_2)
+                e1_2.endpoints = l1_2
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            e1_2.unknown_tags = {}
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     o.type = 0
@@ -826,7 +883,7 @@ def _decode_req_v5(buf, pos):
     return o, pos
 
 
-def _decode_req_v6(buf, pos):
+def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
@@ -834,10 +891,10 @@ def _decode_req_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_TopicStates)
             n = buf[pos]
@@ -851,10 +908,10 @@ def _decode_req_v6(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 24 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -862,7 +919,7 @@ def _decode_req_v6(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -872,7 +929,7 @@ def _decode_req_v6(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -881,7 +938,7 @@ def _decode_req_v6(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -899,58 +956,58 @@ def _decode_req_v6(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_brokers = None
+    if n < 0: o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.endpoints = None
+            if n < 0: e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 9 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
+                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+                    e2_2.port, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.endpoints = l1
+                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1_2.endpoints = l1_2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     o.type = 0
@@ -959,7 +1016,7 @@ def _decode_req_v6(buf, pos):
     return o, pos
 
 
-def _decode_req_v7(buf, pos):
+def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
@@ -967,10 +1024,10 @@ def _decode_req_v7(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 19 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_TopicStates)
             n = buf[pos]
@@ -986,10 +1043,10 @@ def _decode_req_v7(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 24 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -997,7 +1054,7 @@ def _decode_req_v7(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -1007,7 +1064,7 @@ def _decode_req_v7(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1016,7 +1073,7 @@ def _decode_req_v7(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1033,58 +1090,58 @@ def _decode_req_v7(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_brokers = None
+    if n < 0: o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.endpoints = None
+            if n < 0: e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 9 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
+                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+                    e2_2.port, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.endpoints = l1
+                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1_2.endpoints = l1_2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     o.type = 0
@@ -1093,7 +1150,7 @@ def _decode_req_v7(buf, pos):
     return o, pos
 
 
-def _decode_req_v8(buf, pos):
+def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     blen = len(buf)
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch = _U_ioiq(buf, pos); pos += 17
@@ -1101,10 +1158,10 @@ def _decode_req_v8(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None
+    if n < 0: o.topic_states = None  # type: ignore[assignment]
     else:
         if n * 19 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_UpdateMetadataRequest_TopicStates)
             n = buf[pos]
@@ -1120,10 +1177,10 @@ def _decode_req_v8(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None
+            if n < 0: e1.partition_states = None  # type: ignore[assignment]
             else:
                 if n * 24 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
                     e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
@@ -1131,7 +1188,7 @@ def _decode_req_v8(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.isr = None
+                    if n < 0: e2.isr = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.isr = list(_UA_i[n](buf, pos))
                         else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
@@ -1141,7 +1198,7 @@ def _decode_req_v8(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.replicas = None
+                    if n < 0: e2.replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
                         else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1150,7 +1207,7 @@ def _decode_req_v8(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.offline_replicas = None
+                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
                         else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
@@ -1167,64 +1224,64 @@ def _decode_req_v8(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_brokers = None
+    if n < 0: o.live_brokers = None  # type: ignore[assignment]
     else:
         if n * 7 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1.id, = _U_i(buf, pos); pos += 4
+            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+            e1_2.id, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.endpoints = None
+            if n < 0: e1_2.endpoints = None  # type: ignore[assignment]
             else:
                 if n * 9 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
                 for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
+                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+                    e2_2.port, = _U_i(buf, pos); pos += 4
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.endpoints = l1
+                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1_2(e2_2)
+                e1_2.endpoints = l1_2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.rack = None
+            if n == -1: e1_2.rack = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.v0_host = ''
-            e1.v0_port = 0
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.live_brokers = l0
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.v0_host = ''
+            e1_2.v0_port = 0
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.live_brokers = l0_2
     o.ungrouped_partition_states = []
     o.type = 0
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
     else: nt0, pos = _ruv(buf, pos)
-    ut0 = {}
+    ut0: dict[int, bytes] = {}
     for _ in range(nt0):
         tg0, pos = _ruv(buf, pos)
         sz0, pos = _ruv(buf, pos)
@@ -1238,18 +1295,18 @@ def _decode_req_v8(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
+def _encode_req_v0(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1264,30 +1321,30 @@ def _encode_req_v0(o, ap):
                 ap(_P_i(c))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            s = x0.v0_host.encode()
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            s = x0_2.v0_host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.v0_port))
+            ap(_P_i(x0_2.v0_port))
 
 
-def _encode_req_v1(o, ap):
+def _encode_req_v1(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1302,17 +1359,17 @@ def _encode_req_v1(o, ap):
                 ap(_P_i(c))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
+                ap(_P_i(len(l1_2)))
+                for x1 in l1_2:
                     ap(_P_i(x1.port))
                     s = x1.host.encode()
                     ap(_P_h(len(s)))
@@ -1320,18 +1377,18 @@ def _encode_req_v1(o, ap):
                     ap(_P_h(x1.security_protocol))
 
 
-def _encode_req_v2(o, ap):
+def _encode_req_v2(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1346,42 +1403,42 @@ def _encode_req_v2(o, ap):
                 ap(_P_i(c))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
+                ap(_P_i(len(l1_2)))
+                for x1 in l1_2:
                     ap(_P_i(x1.port))
                     s = x1.host.encode()
                     ap(_P_h(len(s)))
                     ap(s)
                     ap(_P_h(x1.security_protocol))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_req_v3(o, ap):
+def _encode_req_v3(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1396,17 +1453,17 @@ def _encode_req_v3(o, ap):
                 ap(_P_i(c))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
+                ap(_P_i(len(l1_2)))
+                for x1 in l1_2:
                     ap(_P_i(x1.port))
                     s = x1.host.encode()
                     ap(_P_h(len(s)))
@@ -1415,26 +1472,26 @@ def _encode_req_v3(o, ap):
                     ap(_P_h(len(s)))
                     ap(s)
                     ap(_P_h(x1.security_protocol))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_req_v4(o, ap):
+def _encode_req_v4(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
-    l0 = o.ungrouped_partition_states
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
             ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1 = x0.isr
+            l1: list[int] = x0.isr
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 c = len(l1)
@@ -1456,17 +1513,17 @@ def _encode_req_v4(o, ap):
                 ap(_P_i(c))
                 if c < 64: ap(_PA_i[c](*l1))
                 else: ap(_pack('>%di' % c, *l1))
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
+                ap(_P_i(len(l1_2)))
+                for x1 in l1_2:
                     ap(_P_i(x1.port))
                     s = x1.host.encode()
                     ap(_P_h(len(s)))
@@ -1475,31 +1532,31 @@ def _encode_req_v4(o, ap):
                     ap(_P_h(len(s)))
                     ap(s)
                     ap(_P_h(x1.security_protocol))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_req_v5(o, ap):
+def _encode_req_v5(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -1521,50 +1578,50 @@ def _encode_req_v5(o, ap):
                         ap(_P_i(c))
                         if c < 64: ap(_PA_i[c](*l2))
                         else: ap(_pack('>%di' % c, *l2))
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\xff\xff\xff\xff')
     else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_i(len(l0_2)))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
+                ap(_P_i(len(l1_2)))
+                for x1_2 in l1_2:
+                    ap(_P_i(x1_2.port))
+                    s = x1_2.host.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    s = x1.listener.encode()
+                    s = x1_2.listener.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    ap(_P_h(x1.security_protocol))
-            s = x0.rack
-            if s is None: ap(b'\xff\xff')
+                    ap(_P_h(x1_2.security_protocol))
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\xff\xff')
             else:
-                s = s.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
 
 
-def _encode_req_v6(o, ap):
+def _encode_req_v6(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1 = x0.partition_states
+            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1592,35 +1649,35 @@ def _encode_req_v6(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\x00')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    ap(_P_i(x1_2.port))
+                    s = x1_2.host.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.listener.encode()
+                    s = x1_2.listener.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_h(x1.security_protocol))
-                    ut2 = x1.unknown_tags
+                    ap(_P_h(x1_2.security_protocol))
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -1628,24 +1685,24 @@ def _encode_req_v6(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v7(o, ap):
+def _encode_req_v7(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partition_states
+            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1673,35 +1730,35 @@ def _encode_req_v7(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\x00')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    ap(_P_i(x1_2.port))
+                    s = x1_2.host.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.listener.encode()
+                    s = x1_2.listener.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_h(x1.security_protocol))
-                    ut2 = x1.unknown_tags
+                    ap(_P_h(x1_2.security_protocol))
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
     ut0 = o.unknown_tags
@@ -1709,24 +1766,24 @@ def _encode_req_v7(o, ap):
     else: ap(b'\x00')
 
 
-def _encode_req_v8(o, ap):
+def _encode_req_v8(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ioiq(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch))
-    l0 = o.topic_states
+    l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
-            s = x0.topic_name.encode()
+            s: bytes = x0.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partition_states
+            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2 = x1.isr
+                    l2: list[int] = x1.isr
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -1754,41 +1811,41 @@ def _encode_req_v8(o, ap):
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    l0 = o.live_brokers
-    if l0 is None: ap(b'\x00')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    if l0_2 is None: ap(b'\x00')
     else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.id))
-            l1 = x0.endpoints
-            if l1 is None: ap(b'\x00')
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.id))
+            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+            if l1_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
+                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1_2 in l1_2:
+                    ap(_P_i(x1_2.port))
+                    s = x1_2.host.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    s = x1.listener.encode()
+                    s = x1_2.listener.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_h(x1.security_protocol))
-                    ut2 = x1.unknown_tags
+                    ap(_P_h(x1_2.security_protocol))
+                    ut2 = x1_2.unknown_tags
                     if ut2: _write_tags(ap, ut2.items())
                     else: ap(b'\x00')
-            s = x0.rack
-            if s is None: ap(b'\x00')
+            sn: str | None = x0_2.rack
+            if sn is None: ap(b'\x00')
             else:
-                s = s.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ut1 = x0.unknown_tags
+            ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
-    tl0 = []
-    tv0 = o.type
+    tl0: list[tuple[int, bytes]] = []
+    tv0: int = o.type
     if tv0 != 0:
-        tp0 = []; tap0 = tp0.append
+        tp0: list[bytes] = []; tap0 = tp0.append
         tap0(_P_b(tv0))
         tl0.append((0, b''.join(tp0)))
     ut0 = o.unknown_tags
@@ -1797,14 +1854,14 @@ def _encode_req_v8(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[UpdateMetadataResponse, int]:
     o = _new(_C_UpdateMetadataResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     o.unknown_tags = {}
     return o, pos
 
 
-def _decode_resp_v6(buf, pos):
+def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[UpdateMetadataResponse, int]:
     o = _new(_C_UpdateMetadataResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -1812,11 +1869,11 @@ def _decode_resp_v6(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
+def _encode_resp_v0(o: UpdateMetadataResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
 
 
-def _encode_resp_v6(o, ap):
+def _encode_resp_v6(o: UpdateMetadataResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

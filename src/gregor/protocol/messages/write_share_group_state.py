@@ -4,10 +4,15 @@
 Generated from src/gregor/protocol/spec/write_share_group_state.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
+from uuid import UUID
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -57,6 +62,10 @@ class WriteShareGroupStateRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    group_id: str
+    topics: list[WriteShareGroupStateRequest.Topics]
+    unknown_tags: dict[int, bytes]
+
     class Topics(Struct):
         """Struct ``WriteShareGroupStateRequest.Topics``.
 
@@ -67,6 +76,10 @@ class WriteShareGroupStateRequest(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[WriteShareGroupStateRequest.Topics.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``WriteShareGroupStateRequest.Topics.Partitions``.
@@ -82,6 +95,13 @@ class WriteShareGroupStateRequest(Message):
             __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tags')
             _FIELDS = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tags')
 
+            partition: int
+            state_epoch: int
+            leader_epoch: int
+            start_offset: int
+            state_batches: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches]
+            unknown_tags: dict[int, bytes]
+
             class StateBatches(Struct):
                 """Struct ``WriteShareGroupStateRequest.Topics.Partitions.StateBatches``.
 
@@ -95,22 +115,28 @@ class WriteShareGroupStateRequest(Message):
                 __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tags')
                 _FIELDS = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tags')
 
-                def __init__(self, *, first_offset=0, last_offset=0, delivery_state=0, delivery_count=0, unknown_tags=UNSET):
+                first_offset: int
+                last_offset: int
+                delivery_state: int
+                delivery_count: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, first_offset: int = 0, last_offset: int = 0, delivery_state: int = 0, delivery_count: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.first_offset = first_offset
                     self.last_offset = last_offset
                     self.delivery_state = delivery_state
                     self.delivery_count = delivery_count
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"WriteShareGroupStateRequest.Topics.Partitions.StateBatches(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_state={self.delivery_state!r}, delivery_count={self.delivery_count!r}{tags})"
 
-            def __init__(self, *, partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, partition: int = 0, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, state_batches: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.state_epoch = state_epoch
                 self.leader_epoch = leader_epoch
@@ -118,37 +144,37 @@ class WriteShareGroupStateRequest(Message):
                 self.state_batches = [] if state_batches is UNSET else state_batches
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.state_epoch == other.state_epoch and self.leader_epoch == other.leader_epoch and self.start_offset == other.start_offset and self.state_batches == other.state_batches and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"WriteShareGroupStateRequest.Topics.Partitions(partition={self.partition!r}, state_epoch={self.state_epoch!r}, leader_epoch={self.leader_epoch!r}, start_offset={self.start_offset!r}, state_batches={self.state_batches!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[WriteShareGroupStateRequest.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"WriteShareGroupStateRequest.Topics(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id='', topics=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, group_id: str = '', topics: list[WriteShareGroupStateRequest.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.topics = [] if topics is UNSET else topics
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.group_id == other.group_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"WriteShareGroupStateRequest(group_id={self.group_id!r}, topics={self.topics!r}{tags})"
 
@@ -170,6 +196,9 @@ class WriteShareGroupStateResponse(Message):
     MAX_VERSION = 0
     FLEXIBLE_MIN_VERSION = 0
 
+    results: list[WriteShareGroupStateResponse.Results]
+    unknown_tags: dict[int, bytes]
+
     class Results(Struct):
         """Struct ``WriteShareGroupStateResponse.Results``.
 
@@ -180,6 +209,10 @@ class WriteShareGroupStateResponse(Message):
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tags')
         _FIELDS = ('topic_id', 'partitions', 'unknown_tags')
+
+        topic_id: UUID
+        partitions: list[WriteShareGroupStateResponse.Results.Partitions]
+        unknown_tags: dict[int, bytes]
 
         class Partitions(Struct):
             """Struct ``WriteShareGroupStateResponse.Results.Partitions``.
@@ -193,42 +226,47 @@ class WriteShareGroupStateResponse(Message):
             __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tags')
             _FIELDS = ('partition', 'error_code', 'error_message', 'unknown_tags')
 
-            def __init__(self, *, partition=0, error_code=0, error_message=None, unknown_tags=UNSET):
+            partition: int
+            error_code: int
+            error_message: str | None
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition = partition
                 self.error_code = error_code
                 self.error_message = error_message
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"WriteShareGroupStateResponse.Results.Partitions(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
-        def __init__(self, *, topic_id=_ZERO_UUID, partitions=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, topic_id: UUID = _ZERO_UUID, partitions: list[WriteShareGroupStateResponse.Results.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is UNSET else partitions
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"WriteShareGroupStateResponse.Results(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, results=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, results: list[WriteShareGroupStateResponse.Results] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.results = [] if results is UNSET else results
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.results == other.results and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"WriteShareGroupStateResponse(results={self.results!r}{tags})"
 
@@ -242,7 +280,7 @@ _C_WriteShareGroupStateResponse_Results = WriteShareGroupStateResponse.Results
 _C_WriteShareGroupStateResponse_Results_Partitions = WriteShareGroupStateResponse.Results.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
     blen = len(buf)
     o = _new(_C_WriteShareGroupStateRequest)
     n = buf[pos]
@@ -256,10 +294,10 @@ def _decode_req_v0(buf, pos):
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None
+    if n < 0: o.topics = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[WriteShareGroupStateRequest.Topics] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_WriteShareGroupStateRequest_Topics)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -268,10 +306,10 @@ def _decode_req_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 22 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[WriteShareGroupStateRequest.Topics.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_WriteShareGroupStateRequest_Topics_Partitions)
                     e2.partition, e2.state_epoch, e2.leader_epoch, e2.start_offset = _U_iiiq(buf, pos); pos += 20
@@ -279,10 +317,10 @@ def _decode_req_v0(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.state_batches = None
+                    if n < 0: e2.state_batches = None  # type: ignore[assignment]
                     else:
                         if n * 20 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_WriteShareGroupStateRequest_Topics_Partitions_StateBatches)
                             e3.first_offset, e3.last_offset, e3.delivery_state, e3.delivery_count = _U_qqbh(buf, pos); pos += 19
@@ -303,23 +341,23 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    s = o.group_id.encode()
+def _encode_req_v0(o: WriteShareGroupStateRequest, ap: _Append) -> None:
+    s: bytes = o.group_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
-    l0 = o.topics
+    l0: list[WriteShareGroupStateRequest.Topics] = o.topics
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[WriteShareGroupStateRequest.Topics.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_iiiq(x1.partition, x1.state_epoch, x1.leader_epoch, x1.start_offset))
-                    l2 = x1.state_batches
+                    l2: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = x1.state_batches
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
@@ -339,17 +377,17 @@ def _encode_req_v0(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
     blen = len(buf)
     o = _new(_C_WriteShareGroupStateResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None
+    if n < 0: o.results = None  # type: ignore[assignment]
     else:
         if n * 18 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[WriteShareGroupStateResponse.Results] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_WriteShareGroupStateResponse_Results)
             uh0, ul0 = _U_QQ(buf, pos); pos += 16
@@ -358,10 +396,10 @@ def _decode_resp_v0(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
             else:
                 if n * 8 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[WriteShareGroupStateResponse.Results.Partitions] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_WriteShareGroupStateResponse_Results_Partitions)
                     e2.partition, e2.error_code = _U_ih(buf, pos); pos += 6
@@ -387,23 +425,23 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.results
+def _encode_resp_v0(o: WriteShareGroupStateResponse, ap: _Append) -> None:
+    l0: list[WriteShareGroupStateResponse.Results] = o.results
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1 = x0.partitions
+            l1: list[WriteShareGroupStateResponse.Results.Partitions] = x0.partitions
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
                     ap(_P_ih(x1.partition, x1.error_code))
-                    s = x1.error_message
-                    if s is None: ap(b'\x00')
+                    sn: str | None = x1.error_message
+                    if sn is None: ap(b'\x00')
                     else:
-                        s = s.encode()
+                        s: bytes = sn.encode()
                         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         ap(s)
                     ut2 = x1.unknown_tags

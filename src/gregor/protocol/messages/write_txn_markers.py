@@ -4,10 +4,14 @@
 Generated from src/gregor/protocol/spec/write_txn_markers.json and the hand-written tables beside it.
 See gregor.protocol.messages._base for the runtime contract."""
 
+from __future__ import annotations
+
 import struct as _struct
+from typing import Any
 
 from gregor.protocol.messages._base import (
-    UNSET, Message, Struct, bad_count as _bad_count, bad_length as _bad_length,
+    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
+    bad_count as _bad_count, bad_length as _bad_length,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -61,6 +65,9 @@ class WriteTxnMarkersRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    markers: list[WriteTxnMarkersRequest.Markers]
+    unknown_tags: dict[int, bytes]
+
     class Markers(Struct):
         """Struct ``WriteTxnMarkersRequest.Markers``.
 
@@ -75,6 +82,13 @@ class WriteTxnMarkersRequest(Message):
         __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tags')
         _FIELDS = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tags')
 
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.Markers.Topics]
+        coordinator_epoch: int
+        unknown_tags: dict[int, bytes]
+
         class Topics(Struct):
             """Struct ``WriteTxnMarkersRequest.Markers.Topics``.
 
@@ -86,20 +100,24 @@ class WriteTxnMarkersRequest(Message):
             __slots__ = ('name', 'partition_indexes', 'unknown_tags')
             _FIELDS = ('name', 'partition_indexes', 'unknown_tags')
 
-            def __init__(self, *, name='', partition_indexes=UNSET, unknown_tags=UNSET):
+            name: str
+            partition_indexes: list[int]
+            unknown_tags: dict[int, bytes]
+
+            def __init__(self, *, name: str = '', partition_indexes: list[int] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"WriteTxnMarkersRequest.Markers.Topics(name={self.name!r}, partition_indexes={self.partition_indexes!r}{tags})"
 
-        def __init__(self, *, producer_id=0, producer_epoch=0, transaction_result=False, topics=UNSET, coordinator_epoch=0, unknown_tags=UNSET):
+        def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: list[WriteTxnMarkersRequest.Markers.Topics] = UNSET, coordinator_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
             self.transaction_result = transaction_result
@@ -107,23 +125,23 @@ class WriteTxnMarkersRequest(Message):
             self.coordinator_epoch = coordinator_epoch
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.transaction_result == other.transaction_result and self.topics == other.topics and self.coordinator_epoch == other.coordinator_epoch and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"WriteTxnMarkersRequest.Markers(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, transaction_result={self.transaction_result!r}, topics={self.topics!r}, coordinator_epoch={self.coordinator_epoch!r}{tags})"
 
-    def __init__(self, *, markers=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, markers: list[WriteTxnMarkersRequest.Markers] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.markers = [] if markers is UNSET else markers
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.markers == other.markers and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"WriteTxnMarkersRequest(markers={self.markers!r}{tags})"
 
@@ -145,6 +163,9 @@ class WriteTxnMarkersResponse(Message):
     MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 1
 
+    markers: list[WriteTxnMarkersResponse.Markers]
+    unknown_tags: dict[int, bytes]
+
     class Markers(Struct):
         """Struct ``WriteTxnMarkersResponse.Markers``.
 
@@ -155,6 +176,10 @@ class WriteTxnMarkersResponse(Message):
 
         __slots__ = ('producer_id', 'topics', 'unknown_tags')
         _FIELDS = ('producer_id', 'topics', 'unknown_tags')
+
+        producer_id: int
+        topics: list[WriteTxnMarkersResponse.Markers.Topics]
+        unknown_tags: dict[int, bytes]
 
         class Topics(Struct):
             """Struct ``WriteTxnMarkersResponse.Markers.Topics``.
@@ -167,6 +192,10 @@ class WriteTxnMarkersResponse(Message):
             __slots__ = ('name', 'partitions', 'unknown_tags')
             _FIELDS = ('name', 'partitions', 'unknown_tags')
 
+            name: str
+            partitions: list[WriteTxnMarkersResponse.Markers.Topics.Partitions]
+            unknown_tags: dict[int, bytes]
+
             class Partitions(Struct):
                 """Struct ``WriteTxnMarkersResponse.Markers.Topics.Partitions``.
 
@@ -178,54 +207,58 @@ class WriteTxnMarkersResponse(Message):
                 __slots__ = ('partition_index', 'error_code', 'unknown_tags')
                 _FIELDS = ('partition_index', 'error_code', 'unknown_tags')
 
-                def __init__(self, *, partition_index=0, error_code=0, unknown_tags=UNSET):
+                partition_index: int
+                error_code: int
+                unknown_tags: dict[int, bytes]
+
+                def __init__(self, *, partition_index: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.partition_index = partition_index
                     self.error_code = error_code
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-                def __eq__(self, other):
+                def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
                     return self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
 
-                def __repr__(self):
+                def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"WriteTxnMarkersResponse.Markers.Topics.Partitions(partition_index={self.partition_index!r}, error_code={self.error_code!r}{tags})"
 
-            def __init__(self, *, name='', partitions=UNSET, unknown_tags=UNSET):
+            def __init__(self, *, name: str = '', partitions: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is UNSET else partitions
                 self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-            def __eq__(self, other):
+            def __eq__(self, other: Any) -> bool:
                 if other.__class__ is not self.__class__: return NotImplemented
                 return self.name == other.name and self.partitions == other.partitions and self.unknown_tags == other.unknown_tags
 
-            def __repr__(self):
+            def __repr__(self) -> str:
                 tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                 return f"WriteTxnMarkersResponse.Markers.Topics(name={self.name!r}, partitions={self.partitions!r}{tags})"
 
-        def __init__(self, *, producer_id=0, topics=UNSET, unknown_tags=UNSET):
+        def __init__(self, *, producer_id: int = 0, topics: list[WriteTxnMarkersResponse.Markers.Topics] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
             self.producer_id = producer_id
             self.topics = [] if topics is UNSET else topics
             self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-        def __eq__(self, other):
+        def __eq__(self, other: Any) -> bool:
             if other.__class__ is not self.__class__: return NotImplemented
             return self.producer_id == other.producer_id and self.topics == other.topics and self.unknown_tags == other.unknown_tags
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"WriteTxnMarkersResponse.Markers(producer_id={self.producer_id!r}, topics={self.topics!r}{tags})"
 
-    def __init__(self, *, markers=UNSET, unknown_tags=UNSET):
+    def __init__(self, *, markers: list[WriteTxnMarkersResponse.Markers] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.markers = [] if markers is UNSET else markers
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
         return self.markers == other.markers and self.unknown_tags == other.unknown_tags
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
         return f"WriteTxnMarkersResponse(markers={self.markers!r}{tags})"
 
@@ -239,26 +272,26 @@ _C_WriteTxnMarkersResponse_Markers_Topics = WriteTxnMarkersResponse.Markers.Topi
 _C_WriteTxnMarkersResponse_Markers_Topics_Partitions = WriteTxnMarkersResponse.Markers.Topics.Partitions
 
 
-def _decode_req_v0(buf, pos):
+def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     blen = len(buf)
     o = _new(_C_WriteTxnMarkersRequest)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.markers = None
+        o.markers = None  # type: ignore[assignment]
     else:
         if n * 19 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[WriteTxnMarkersRequest.Markers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_WriteTxnMarkersRequest_Markers)
             e1.producer_id, e1.producer_epoch, e1.transaction_result = _U_qho(buf, pos); pos += 11
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.topics = None
+                e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[WriteTxnMarkersRequest.Markers.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_WriteTxnMarkersRequest_Markers_Topics)
                     n, = _U_h(buf, pos); pos += 2
@@ -268,7 +301,7 @@ def _decode_req_v0(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.partition_indexes = None
+                        e2.partition_indexes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
                         else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -284,17 +317,17 @@ def _decode_req_v0(buf, pos):
     return o, pos
 
 
-def _decode_req_v1(buf, pos):
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     blen = len(buf)
     o = _new(_C_WriteTxnMarkersRequest)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.markers = None
+    if n < 0: o.markers = None  # type: ignore[assignment]
     else:
         if n * 17 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[WriteTxnMarkersRequest.Markers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_WriteTxnMarkersRequest_Markers)
             e1.producer_id, e1.producer_epoch, e1.transaction_result = _U_qho(buf, pos); pos += 11
@@ -302,10 +335,10 @@ def _decode_req_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[WriteTxnMarkersRequest.Markers.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_WriteTxnMarkersRequest_Markers_Topics)
                     n = buf[pos]
@@ -319,7 +352,7 @@ def _decode_req_v1(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partition_indexes = None
+                    if n < 0: e2.partition_indexes = None  # type: ignore[assignment]
                     else:
                         if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
                         else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
@@ -338,22 +371,22 @@ def _decode_req_v1(buf, pos):
     return o, pos
 
 
-def _encode_req_v0(o, ap):
-    l0 = o.markers
+def _encode_req_v0(o: WriteTxnMarkersRequest, ap: _Append) -> None:
+    l0: list[WriteTxnMarkersRequest.Markers] = o.markers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.transaction_result))
-            l1 = x0.topics
+            l1: list[WriteTxnMarkersRequest.Markers.Topics] = x0.topics
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
-                    s = x1.name.encode()
+                    s: bytes = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    l2 = x1.partition_indexes
+                    l2: list[int] = x1.partition_indexes
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         c = len(l2)
@@ -363,22 +396,22 @@ def _encode_req_v0(o, ap):
             ap(_P_i(x0.coordinator_epoch))
 
 
-def _encode_req_v1(o, ap):
-    l0 = o.markers
+def _encode_req_v1(o: WriteTxnMarkersRequest, ap: _Append) -> None:
+    l0: list[WriteTxnMarkersRequest.Markers] = o.markers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.transaction_result))
-            l1 = x0.topics
+            l1: list[WriteTxnMarkersRequest.Markers.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
-                    s = x1.name.encode()
+                    s: bytes = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partition_indexes
+                    l2: list[int] = x1.partition_indexes
                     if l2 is None: ap(b'\x00')
                     else:
                         c = len(l2)
@@ -397,26 +430,26 @@ def _encode_req_v1(o, ap):
     else: ap(b'\x00')
 
 
-def _decode_resp_v0(buf, pos):
+def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     blen = len(buf)
     o = _new(_C_WriteTxnMarkersResponse)
     n, = _U_i(buf, pos); pos += 4
     if n < 0:
         if n != -1: raise _bad_length(n)
-        o.markers = None
+        o.markers = None  # type: ignore[assignment]
     else:
         if n * 12 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[WriteTxnMarkersResponse.Markers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_WriteTxnMarkersResponse_Markers)
             e1.producer_id, = _U_q(buf, pos); pos += 8
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.topics = None
+                e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 6 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[WriteTxnMarkersResponse.Markers.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_WriteTxnMarkersResponse_Markers_Topics)
                     n, = _U_h(buf, pos); pos += 2
@@ -426,10 +459,10 @@ def _decode_resp_v0(buf, pos):
                     n, = _U_i(buf, pos); pos += 4
                     if n < 0:
                         if n != -1: raise _bad_length(n)
-                        e2.partitions = None
+                        e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 6 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_WriteTxnMarkersResponse_Markers_Topics_Partitions)
                             e3.partition_index, e3.error_code = _U_ih(buf, pos); pos += 6
@@ -446,17 +479,17 @@ def _decode_resp_v0(buf, pos):
     return o, pos
 
 
-def _decode_resp_v1(buf, pos):
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     blen = len(buf)
     o = _new(_C_WriteTxnMarkersResponse)
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.markers = None
+    if n < 0: o.markers = None  # type: ignore[assignment]
     else:
         if n * 10 > blen - pos: raise _bad_count(n)
-        l0 = []; a0 = l0.append
+        l0: list[WriteTxnMarkersResponse.Markers] = []; a0 = l0.append
         for _ in range(n):
             e1 = _new(_C_WriteTxnMarkersResponse_Markers)
             e1.producer_id, = _U_q(buf, pos); pos += 8
@@ -464,10 +497,10 @@ def _decode_resp_v1(buf, pos):
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None
+            if n < 0: e1.topics = None  # type: ignore[assignment]
             else:
                 if n * 3 > blen - pos: raise _bad_count(n)
-                l1 = []; a1 = l1.append
+                l1: list[WriteTxnMarkersResponse.Markers.Topics] = []; a1 = l1.append
                 for _ in range(n):
                     e2 = _new(_C_WriteTxnMarkersResponse_Markers_Topics)
                     n = buf[pos]
@@ -481,10 +514,10 @@ def _decode_resp_v1(buf, pos):
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n < 0: e2.partitions = None
+                    if n < 0: e2.partitions = None  # type: ignore[assignment]
                     else:
                         if n * 7 > blen - pos: raise _bad_count(n)
-                        l2 = []; a2 = l2.append
+                        l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_WriteTxnMarkersResponse_Markers_Topics_Partitions)
                             e3.partition_index, e3.error_code = _U_ih(buf, pos); pos += 6
@@ -505,22 +538,22 @@ def _decode_resp_v1(buf, pos):
     return o, pos
 
 
-def _encode_resp_v0(o, ap):
-    l0 = o.markers
+def _encode_resp_v0(o: WriteTxnMarkersResponse, ap: _Append) -> None:
+    l0: list[WriteTxnMarkersResponse.Markers] = o.markers
     if l0 is None: ap(b'\xff\xff\xff\xff')
     else:
         ap(_P_i(len(l0)))
         for x0 in l0:
             ap(_P_q(x0.producer_id))
-            l1 = x0.topics
+            l1: list[WriteTxnMarkersResponse.Markers.Topics] = x0.topics
             if l1 is None: ap(b'\xff\xff\xff\xff')
             else:
                 ap(_P_i(len(l1)))
                 for x1 in l1:
-                    s = x1.name.encode()
+                    s: bytes = x1.name.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\xff\xff\xff\xff')
                     else:
                         ap(_P_i(len(l2)))
@@ -528,22 +561,22 @@ def _encode_resp_v0(o, ap):
                             ap(_P_ih(x2.partition_index, x2.error_code))
 
 
-def _encode_resp_v1(o, ap):
-    l0 = o.markers
+def _encode_resp_v1(o: WriteTxnMarkersResponse, ap: _Append) -> None:
+    l0: list[WriteTxnMarkersResponse.Markers] = o.markers
     if l0 is None: ap(b'\x00')
     else:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             ap(_P_q(x0.producer_id))
-            l1 = x0.topics
+            l1: list[WriteTxnMarkersResponse.Markers.Topics] = x0.topics
             if l1 is None: ap(b'\x00')
             else:
                 n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 for x1 in l1:
-                    s = x1.name.encode()
+                    s: bytes = x1.name.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2 = x1.partitions
+                    l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = x1.partitions
                     if l2 is None: ap(b'\x00')
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
