@@ -191,7 +191,7 @@ class ReplicaManager:
 
     async def append_records(
         self,
-        entries: Sequence[tuple[str, int, bytes | memoryview | None]],
+        entries: Sequence[tuple[str, int, bytes | bytearray | memoryview | None]],
         *,
         required_acks: int,
         timeout_ms: int,
@@ -221,7 +221,7 @@ class ReplicaManager:
         return results
 
     async def _prepare(
-        self, partition: Partition, records: bytes | memoryview, transactional_id: str | None
+        self, partition: Partition, records: bytes | bytearray | memoryview, transactional_id: str | None
     ) -> bytes | bytearray | memoryview:
         if peek_magic(records) < 2:
             limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)

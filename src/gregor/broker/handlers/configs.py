@@ -280,10 +280,12 @@ async def _incremental_alter(
             raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
         if op != DELETE and value is None:
             raise kafka_error(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
+        if op == DELETE:
+            new.pop(key, None)
+            continue
+        assert value is not None  # checked above for every operation but DELETE
         if op == SET:
             new[key] = value
-        elif op == DELETE:
-            new.pop(key, None)
         else:
             if definition.type is not ConfigType.LIST:
                 verb = "append" if op == APPEND else "subtract"
