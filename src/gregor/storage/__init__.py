@@ -25,17 +25,14 @@ from gregor.storage.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
+from gregor.storage.file_records import FileRegion
 from gregor.storage.index import AbortedTxn
-from gregor.storage.log import (
-    FetchDataInfo,
-    Log,
-    LogAppendInfo,
-    TimestampAndOffset,
-    delete_segment_files,
-)
+from gregor.storage.log import Log
+from gregor.storage.log_info import FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from gregor.storage.manager import LogManager, PendingDeletions, delete_files
 from gregor.storage.producer_state import AppendOrigin, ProducerStateManager
-from gregor.storage.segment import FileRegion, LogSegment
+from gregor.storage.retention import delete_segment_files
+from gregor.storage.segment import LogSegment
 
 __all__ = [
     "AbortedTxn",

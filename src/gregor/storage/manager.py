@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gregor.storage.checkpoint import (
@@ -41,10 +41,13 @@ from gregor.storage.checkpoint import (
     write_offsets,
 )
 from gregor.storage.cleaner import CleanResult, LogCleaner
+from gregor.storage.clock import Clock, now_ms
 from gregor.storage.config import LogConfig
 from gregor.storage.errors import KafkaStorageError
-from gregor.storage.log import Log, _now_ms, delete_segment_files, parse_topic_partition
+from gregor.storage.files import parse_topic_partition
+from gregor.storage.log import Log
 from gregor.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from gregor.storage.retention import delete_segment_files
 from gregor.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -78,7 +81,7 @@ class LogManager:
         default_config: LogConfig | Mapping[str, object] | None = None,
         *,
         topic_configs: Mapping[str, Mapping[str, object]] | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         retention_check_interval_ms: int = 5 * 60 * 1000,
         checkpoint_interval_ms: int = 60 * 1000,

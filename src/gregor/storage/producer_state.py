@@ -60,7 +60,7 @@ from gregor.storage.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from gregor.storage.segment import SNAPSHOT_SUFFIX, file_name, parse_base_offset
+from gregor.storage.files import SNAPSHOT_SUFFIX, file_name, parse_base_offset
 
 log = logging.getLogger(__name__)
 
