@@ -142,15 +142,17 @@ class CleanedTxnMetadata:
 
     def __init__(self, aborted: list[AbortedTxn]) -> None:
         self._pending = deque(aborted)
-        # pid -> [txn, offset of the last batch of it seen, or None]
-        self._ongoing_aborted: dict[int, list[AbortedTxn | int | None]] = {}
+        # pid -> its aborted transaction the walk is inside
+        self._ongoing_aborted: dict[int, AbortedTxn] = {}
+        self._aborted_data_seen: set[int] = set()  # pids whose aborted data the walk met
         self._ongoing_committed: set[int] = set()
         self.cleaned_index: list[AbortedTxn] = []
 
     def _consume_up_to(self, offset: int) -> None:
         while self._pending and self._pending[0].first_offset <= offset:
             t = self._pending.popleft()
-            self._ongoing_aborted[t.producer_id] = [t, None]
+            self._ongoing_aborted[t.producer_id] = t
+            self._aborted_data_seen.discard(t.producer_id)
 
     def on_control_batch_read(self, h: BatchHeader, control_type: int | None) -> bool:
         """Whether the marker may be dropped (once its delete horizon passes)."""
@@ -159,11 +161,13 @@ class CleanedTxnMetadata:
             return True
         pid = h.producer_id
         if control_type == ControlRecordType.ABORT:
-            entry = self._ongoing_aborted.pop(pid, None)
-            if entry is not None and entry[1] is not None:
+            txn = self._ongoing_aborted.pop(pid, None)
+            seen = pid in self._aborted_data_seen
+            self._aborted_data_seen.discard(pid)
+            if txn is not None and seen:
                 # Data of this transaction is being removed in this pass: keep the marker
                 # (and its index entry) until the next one.
-                self.cleaned_index.append(entry[0])
+                self.cleaned_index.append(txn)
                 return False
             return True
         if control_type == ControlRecordType.COMMIT:
@@ -178,9 +182,8 @@ class CleanedTxnMetadata:
         self._consume_up_to(h.last_offset)
         if not h.is_transactional:
             return False
-        entry = self._ongoing_aborted.get(h.producer_id)
-        if entry is not None:
-            entry[1] = h.last_offset
+        if h.producer_id in self._ongoing_aborted:
+            self._aborted_data_seen.add(h.producer_id)
             return True
         self._ongoing_committed.add(h.producer_id)
         return False

@@ -81,7 +81,7 @@ class _MmapIndex:
         self._map: mmap.mmap | None = None
         self._mapped = False
         self._writable = False
-        self._keys: array | None = None  # the offset index's relative offsets, for bisect
+        self._keys: array[int] | None = None  # the offset index's relative offsets, for bisect
         self._last: tuple[int, int] | None = None  # the last entry, once read or written
         try:
             length = os.stat(path).st_size
@@ -277,7 +277,7 @@ class OffsetIndex(_MmapIndex):
         if self._keys is not None:
             self._keys.append(rel)
 
-    def _relative_offsets(self) -> array:
+    def _relative_offsets(self) -> array[int]:
         """The entries' relative offsets as an in-memory int32 array (built once, then kept
         up to date by appends): binary search with ``bisect`` instead of Python probes."""
         keys = self._keys

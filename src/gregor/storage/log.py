@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from collections.abc import Iterator
 
 from crc32c import crc32c
@@ -61,7 +62,8 @@ from gregor.protocol.records.header import (
     LOG_OVERHEAD,
     BatchHeader,
 )
-from gregor.storage.clock import Clock, now_ms
+from gregor.storage.clock import Clock
+from gregor.storage.clock import now_ms as wall_clock_ms
 from gregor.storage.config import LogConfig
 from gregor.storage.epoch import LeaderEpochCache
 from gregor.storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
@@ -91,6 +93,7 @@ logger = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (see records.header)
 _new_tuple = tuple.__new__
+_time_ns = time.time_ns
 
 
 class Log(LocalLog):
@@ -103,7 +106,7 @@ class Log(LocalLog):
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
-        clock: Clock = now_ms,
+        clock: Clock = wall_clock_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         sync_metadata: bool = True,
     ) -> None:
@@ -186,23 +189,17 @@ class Log(LocalLog):
         """Append as the leader: validate, assign offsets from the log end offset, stamp
         ``leader_epoch`` (and LogAppendTime if configured), write. A writable buffer
         (bytearray) is rewritten in place; other buffers are copied first (or, when large,
-        written from two pieces with ``writev``)."""
-        if origin is AppendOrigin.CLIENT and self._fast:
-            info = self._append_fast(records, leader_epoch, now_ms)
-            if info is not None:
-                return info
-        return self._append(records, origin, leader_epoch, True, now_ms)
+        written from two pieces with ``writev``).
 
-    def _append_fast(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int | None
-    ) -> LogAppendInfo | None:
-        """The common produce: one plain batch (no producer id, not transactional, not a
-        compacted or LogAppendTime topic) that needs no roll. Does what ``_append`` does with
-        the fewest steps; returns None (nothing done) whenever anything is unusual, and the
-        general path then handles or rejects the batch."""
+        The common produce, one plain batch (no producer id, not transactional, not a
+        compacted or LogAppendTime topic) that needs no roll, is done right here with the
+        fewest steps; anything unusual goes to the general path (:meth:`_append`), which
+        handles or rejects it."""
+        if origin is not AppendOrigin.CLIENT or not self._fast:
+            return self._append(records, origin, leader_epoch, True, now_ms)
         n = len(records)
         if n < HEADER_SIZE:
-            return None
+            return self._append(records, origin, leader_epoch, True, now_ms)
         (_, blen, _, magic, crc, attributes, delta, base_ts, max_ts, pid, _, _, count) = (
             _HEADER.unpack_from(records)
         )
@@ -218,23 +215,23 @@ class Log(LocalLog):
             or base_ts < 0
             or base_ts > max_ts
         ):
-            return None
+            return self._append(records, origin, leader_epoch, True, now_ms)
         if now_ms is None:
-            now_ms = self._clock()
+            clock = self._clock
+            now_ms = _time_ns() // 1_000_000 if clock is wall_clock_ms else clock()
+        mv = records if type(records) is memoryview else memoryview(records)
+        offset = self.log_end_offset
+        last = offset + delta
         if (
             now_ms - base_ts > cfg.message_timestamp_before_max_ms
             or max_ts - now_ms > cfg.message_timestamp_after_max_ms
+            or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc
+            or not self._segments.active.append_unchecked(
+                mv, offset, blen, leader_epoch, last, max_ts, now_ms,
+                cfg.segment_bytes, cfg.segment_ms,
+            )  # fmt: skip
         ):
-            return None
-        mv = records if type(records) is memoryview else memoryview(records)
-        if crc32c(mv[ATTRIBUTES_OFFSET:]) != crc:
-            return None
-        offset = self.log_end_offset
-        last = offset + delta
-        seg = self._segments.active
-        if not seg.fits(n, last, max_ts, now_ms, cfg.segment_bytes, cfg.segment_ms):
-            return None
-        seg.append_unchecked(mv, offset, blen, leader_epoch, last, max_ts)
+            return self._append(records, origin, leader_epoch, True, now_ms)
         self.log_end_offset = last + 1
         self.producer_state.map_end_offset = last + 1
         if leader_epoch > self.leader_epoch_cache.latest:

@@ -27,7 +27,10 @@ from gregor.storage.segment import LogSegment
 
 
 class LogSegments:
-    __slots__ = ("_segments", "_bases", "_pos_cache")
+    __slots__ = ("_segments", "_bases", "_pos_cache", "active")
+
+    active: LogSegment
+    """The last segment, the one appends go to (a plain attribute for the append path)."""
 
     def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         self._segments: list[LogSegment] = []
@@ -40,6 +43,8 @@ class LogSegments:
         self._segments = sorted(segments, key=lambda s: s.base_offset)
         self._bases = [s.base_offset for s in self._segments]
         self._pos_cache = None
+        if self._segments:
+            self.active = self._segments[-1]
 
     # --- queries ---
 
@@ -54,10 +59,6 @@ class LogSegments:
 
     def to_list(self) -> list[LogSegment]:
         return list(self._segments)
-
-    @property
-    def active(self) -> LogSegment:
-        return self._segments[-1]
 
     @property
     def size(self) -> int:
@@ -184,6 +185,7 @@ class LogSegments:
         """Add a new active segment (a roll); its base is above every other."""
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
+        self.active = seg
 
     def remove(self, gone: Iterable[LogSegment]) -> None:
         """Drop ``gone`` from the list (their files are the caller's business)."""

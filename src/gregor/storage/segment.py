@@ -184,33 +184,6 @@ class LogSegment:
         if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = max_timestamp
 
-    def fits(
-        self, size: int, last_offset: int, max_timestamp: int, now_ms: int,
-        segment_bytes: int, segment_ms: int,
-    ) -> bool:
-        """Whether a batch of ``size`` bytes ending at ``last_offset`` may be appended by
-        :meth:`append_unchecked` without a roll: it fits ``segment.bytes`` and a relative
-        offset, the index entry it may add has room, and ``segment.ms`` has not passed. False
-        also when that cannot be told without I/O (the general append path then decides)."""
-        current = self.size
-        if (
-            current + size > segment_bytes
-            or last_offset - self.base_offset > INT32_MAX
-            or (
-                self.bytes_since_last_index_entry > self.index_interval_bytes
-                and (self.offset_index.is_full() or self.time_index.is_full())
-            )
-        ):
-            return False
-        if current:
-            rolling = self._rolling_based_timestamp
-            if rolling is None:
-                return False
-            waited = max_timestamp - rolling if rolling >= 0 else now_ms - self.created_ms
-            if waited > segment_ms:
-                return False
-        return True
-
     def append_unchecked(
         self,
         mv: memoryview,
@@ -219,13 +192,36 @@ class LogSegment:
         leader_epoch: int,
         last_offset: int,
         max_timestamp: int,
-    ) -> None:
-        """Append one batch the caller validated and checked with :meth:`fits` (the produce
-        fast path): stamp its base offset and partition leader epoch, write it with one system
-        call and index it. A writable buffer is stamped in place; a read-only one is copied
-        when small, else written in two pieces (new header prefix, rest of the batch)."""
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Append one batch whose header and CRC the caller validated (the produce fast
+        path): stamp its base offset and partition leader epoch, write it with one system call
+        and index it. A writable buffer is stamped in place; a read-only one is copied when
+        small, else written in two pieces (new header prefix, rest of the batch).
+
+        Returns False, writing nothing, when the segment must roll first: the batch would pass
+        ``segment.bytes`` or a relative offset, the index entry it may add has no room, or
+        ``segment.ms`` passed (also when that cannot be told without I/O: the general append
+        path then decides)."""
         n = len(mv)
         size = self.size
+        since = self.bytes_since_last_index_entry
+        index_now = since > self.index_interval_bytes
+        if (
+            size + n > segment_bytes
+            or last_offset - self.base_offset > INT32_MAX
+            or (index_now and (self.offset_index.is_full() or self.time_index.is_full()))
+        ):
+            return False
+        if size:
+            rolling = self._rolling_based_timestamp
+            if rolling is None:
+                return False
+            waited = max_timestamp - rolling if rolling >= 0 else now_ms - self.created_ms
+            if waited > segment_ms:
+                return False
         fd = self.fd
         try:
             if not mv.readonly:
@@ -247,8 +243,7 @@ class LogSegment:
         if max_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = max_timestamp
             self.offset_of_max_timestamp_so_far = last_offset
-        since = self.bytes_since_last_index_entry
-        if since > self.index_interval_bytes:
+        if index_now:
             self.offset_index.append(last_offset, size)
             self.time_index.maybe_append(
                 self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
@@ -258,6 +253,7 @@ class LogSegment:
         self.next_offset = last_offset + 1
         if not size:
             self._rolling_based_timestamp = max_timestamp
+        return True
 
     def _write(self, data: bytes | bytearray | memoryview) -> None:
         start = self.size
