@@ -504,12 +504,8 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """The segment rolled: write its final time-index entry and trim the indexes."""
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self.time_index.seal_with(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+        self.offset_index.seal()
 
     def release_index_maps(self) -> None:
         """Unmap an inactive segment's indexes (they map again on the next lookup)."""
@@ -526,12 +522,9 @@ class LogSegment:
         """Close cleanly: final time-index entry, trimmed indexes, files closed."""
         if self.fd < 0:
             return
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
-        self.offset_index.close_and_trim()
-        self.time_index.close_and_trim()
+        self.on_become_inactive()
+        self.offset_index.close()
+        self.time_index.close()
         os.close(self.fd)
         self.fd = -1
 
