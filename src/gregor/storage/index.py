@@ -249,20 +249,9 @@ class _MmapIndex:
             self._mapped = False
             self._keys = None
 
-    def close_and_trim(self) -> None:
-        self.seal()
-        self.close()
-
     def rename(self, new_path: str) -> None:
         os.replace(self.path, new_path)
         self.path = new_path
-
-    def delete(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def sanity_check(self) -> None:
         if self.file_size % self.ENTRY_SIZE:
@@ -591,12 +580,6 @@ class TransactionIndex:
         except FileNotFoundError:
             pass
         self.path = new_path
-
-    def delete(self) -> None:
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def sanity_check(self) -> None:
         try:

@@ -576,10 +576,18 @@ class Log(LocalLog):
     # --- lifecycle ---
 
     def close(self) -> None:
-        """Snapshot producer state, write final index entries, trim and close files."""
+        """Snapshot producer state, write final index entries, trim and close files. A log
+        that holds no batch, no producer and no snapshot gets no snapshot either: a load
+        replays nothing there (Kafka too snapshots only past the last snapshot)."""
         if self._closed:
             return
-        self.take_producer_snapshot()
+        ps = self.producer_state
+        if not (
+            self.log_end_offset == self.log_start_offset
+            and ps.is_empty
+            and not ps.snapshot_offsets()
+        ):
+            self.take_producer_snapshot()
         super().close()
 
     def __repr__(self) -> str:
