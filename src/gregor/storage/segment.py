@@ -6,7 +6,10 @@ per append; while appending, the segment adds an offset-index entry (batch last 
 position) and a time-index entry (max timestamp so far, its offset) each time more than
 ``index.interval.bytes`` were written since the last entry. That rule is applied per batch and
 is deterministic given the batch positions, which is what :meth:`check_indexes` relies on to
-tell a complete index from a cut one.
+tell a complete index from a cut one. The produce fast path appends through
+:meth:`append_unchecked`, which also decides (without I/O) whether the segment must roll first.
+When the segment stops being the active one, its indexes are trimmed (``seal``) and its time
+index gets the final (max timestamp, offset) entry, as Kafka's roll does.
 
 Reads never copy batches: :meth:`read` turns an offset into a file position (index lookup, then
 a short walk over batch headers) and returns a :class:`FileRegion` the broker can hand to
