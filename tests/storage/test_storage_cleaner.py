@@ -10,7 +10,7 @@ from storage_helpers import T0, batch, check_log, config, idempotent, read_batch
 
 from gregor.protocol.records.header import DELETE_HORIZON_MASK
 from gregor.storage import Log, LogCleaner
-from gregor.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from gregor.storage.files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
 VALUE = b"x" * 60
 

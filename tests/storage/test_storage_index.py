@@ -128,3 +128,20 @@ def test_transaction_index_layout_collect_truncate(tmp_path):
     assert os.path.getsize(path) == 34
     idx.truncate_to(0)
     assert not os.path.exists(path)
+
+
+def test_sealing_trims_the_file_and_writes_the_final_time_entry(tmp_path):
+    path = str(tmp_path / "00000000000000000050.timeindex")
+    idx = TimeIndex(path, 50, 12 * 10)
+    idx.make_writable()
+    idx.maybe_append(1000, 55)
+    assert os.path.getsize(path) == 120  # preallocated
+    idx.seal_with(2000, 70)  # the roll's entry: written after trimming, not through the map
+    assert os.path.getsize(path) == 24 and not idx.writable
+    assert (idx.entries, idx.last_entry()) == (2, (2000, 70))
+    assert idx.lookup(2500) == (2000, 70)  # mapped again on use
+    idx.seal_with(1500, 80)  # not above the last entry: nothing to add
+    assert idx.entries == 2 and os.path.getsize(path) == 24
+    idx.close()
+    with open(path, "rb") as f:
+        assert f.read() == struct.pack(">qiqi", 1000, 5, 2000, 20)

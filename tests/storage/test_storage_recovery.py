@@ -6,10 +6,11 @@ import logging
 import os
 
 import pytest
-from storage_helpers import T0, check_log, config, kv, read_records
+from storage_helpers import T0, check_log, config, idempotent, kv, read_records
 
 from gregor.protocol.records.header import iter_batches
 from gregor.storage import Log
+from gregor.storage.loader import load
 
 
 @pytest.fixture
@@ -214,3 +215,35 @@ def test_lost_epoch_checkpoint_is_rebuilt_by_recovery(log_dir, clock):
     os.unlink(os.path.join(log.dir, "leader-epoch-checkpoint"))
     again = reopen(log, clock, recovery_point=0)
     assert again.leader_epoch_cache.entries == entries
+
+
+def test_the_loader_returns_what_a_log_is_built_from(log_dir, clock):
+    log = fill(log_dir, clock)
+    log.append(idempotent(2, pid=9, epoch=0, seq=0), leader_epoch=4)
+    bases = [s.base_offset for s in log.segments]
+    epochs = log.leader_epoch_cache.entries
+    crash(log)
+    loaded = load(
+        log.dir,
+        log.config,
+        log_start_offset=0,
+        recovery_point=bases[1],
+        had_clean_shutdown=False,
+        clock=clock,
+        producer_id_expiration_ms=3600_000,
+        sync_metadata=False,
+    )
+    assert [s.base_offset for s in loaded.segments] == bases
+    assert (loaded.log_start_offset, loaded.log_end_offset, loaded.recovery_point) == (
+        0,
+        62,
+        bases[1],
+    )
+    assert loaded.leader_epoch_cache.entries == epochs == [(1, 0), (2, 20), (3, 40), (4, 60)]
+    entry = loaded.producer_state.last_entry(9)
+    assert entry is not None and (entry.last_seq, entry.last_data_offset) == (1, 61)
+    for seg in loaded.segments:
+        seg.close()
+    again = reopen(log, clock, clean=True)  # the loader left the directory as a Log expects
+    check_log(again)
+    assert again.log_end_offset == 62

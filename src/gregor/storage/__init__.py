@@ -3,6 +3,15 @@
 ``LogManager`` owns the log directories and every partition's ``Log``; a ``Log`` is a list of
 ``LogSegment``s (``.log`` + ``.index`` + ``.timeindex`` + ``.txnindex``) with a leader-epoch
 cache and producer state; ``LogCleaner`` compacts. Imports only ``gregor.protocol``.
+
+Modules, lowest first (each imports only modules above it in this list):
+  ``clock``, ``files``, ``errors``, ``config``, ``checkpoint``, ``index``, ``epoch`` - basics;
+  ``file_records`` (batches in a file), ``segment`` (one segment), ``producer_state``;
+  ``log_info`` (what a log answers), ``log_segments`` (the sorted segments, reads across them),
+  ``validator`` (checking and stamping batches), ``producer_replay``, ``retention``;
+  ``loader`` (a directory -> ``LoadedLog``), ``local_log`` (segments, log end offset, recovery
+  point, roll, flush), ``log`` (``Log``: offsets, append, read, truncate); ``batch_filter``
+  and ``cleaner`` (compaction); ``manager`` (``LogManager``).
 """
 
 from gregor.storage.cleaner import CleanResult, LogCleaner
@@ -25,21 +34,19 @@ from gregor.storage.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
+from gregor.storage.file_records import FileRegion
 from gregor.storage.index import AbortedTxn
-from gregor.storage.log import (
-    FetchDataInfo,
-    Log,
-    LogAppendInfo,
-    TimestampAndOffset,
-    delete_segment_files,
-)
-from gregor.storage.manager import LogManager, PendingDeletions, delete_files
+from gregor.storage.log import Log
+from gregor.storage.log_info import FetchDataInfo, LogAppendInfo, TimestampAndOffset
+from gregor.storage.manager import CheckpointFiles, LogManager, PendingDeletions, delete_files
 from gregor.storage.producer_state import AppendOrigin, ProducerStateManager
-from gregor.storage.segment import FileRegion, LogSegment
+from gregor.storage.retention import delete_segment_files
+from gregor.storage.segment import LogSegment
 
 __all__ = [
     "AbortedTxn",
     "AppendOrigin",
+    "CheckpointFiles",
     "CleanResult",
     "CorruptRecordError",
     "DuplicateSequenceError",

@@ -86,10 +86,14 @@ def _parse(path: str, fields: int) -> list[list[str]] | None:
         raise CheckpointError(f"{path}: malformed checkpoint ({e})") from None
 
 
+def format_offsets(offsets: Iterable[tuple[str, int, int]]) -> bytes:
+    """The file contents for (topic, partition, offset) entries."""
+    return _format([f"{t} {p} {o}" for t, p, o in sorted(offsets)])
+
+
 def write_offsets(path: str, offsets: Iterable[tuple[str, int, int]], *, sync: bool = True) -> None:
     """Write (topic, partition, offset) entries."""
-    lines = [f"{t} {p} {o}" for t, p, o in sorted(offsets)]
-    write_atomically(path, _format(lines), sync=sync)
+    write_atomically(path, format_offsets(offsets), sync=sync)
 
 
 def read_offsets(path: str) -> dict[tuple[str, int], int]:

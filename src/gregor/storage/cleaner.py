@@ -37,26 +37,24 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records.batch import Record, decode_batch
-from gregor.protocol.records.compression import compress
-from gregor.protocol.records.control import ControlRecordType, parse_control_key
-from gregor.protocol.records.header import (
-    CONTROL_MASK,
-    DELETE_HORIZON_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
-    BatchHeader,
+from gregor.storage.batch_filter import (
+    AbortedRanges,
+    CleanedTxnMetadata,
+    batch_records,
+    filter_batch,
+    header_of,
 )
+from gregor.storage.clock import Clock
+from gregor.storage.config import LogConfig
+from gregor.storage.file_records import BatchPosition
+from gregor.storage.files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, file_name
 from gregor.storage.index import AbortedTxn
-from gregor.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchPosition, LogSegment
+from gregor.storage.producer_state import ProducerStateManager
+from gregor.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +62,44 @@ INT32_MAX = 0x7FFFFFFF
 DEFAULT_MAX_MAP_ENTRIES = 4_000_000
 
 
+class CleanableLog(Protocol):
+    """What the cleaner needs of a log (``Log`` is one)."""
+
+    dir: str
+    name: str
+    log_start_offset: int
+    cleaning_aborted: bool
+    producer_state: ProducerStateManager
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def segments(self) -> list[LogSegment]: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]: ...
+
+    def pin_segments(self, bases: list[int]) -> None: ...
+
+    def unpin_segments(self) -> None: ...
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None: ...
+
+
 @dataclass
 class CleanPlan:
-    log: object  # gregor.storage.log.Log
+    log: CleanableLog
     segments: list[LogSegment]  # the cleanable segments, oldest first
     first_dirty_offset: int
     end_offset: int  # first offset after the cleanable segments
@@ -113,7 +146,9 @@ class LogCleaner:
 
     # --- phase 1: plan ---
 
-    def cleanable_range(self, log, first_dirty_offset: int, now_ms: int):  # noqa: ANN001, ANN201
+    def cleanable_range(
+        self, log: CleanableLog, first_dirty_offset: int, now_ms: int
+    ) -> tuple[list[LogSegment], int, float]:
         """(cleanable segments, first dirty offset, dirty ratio)."""
         segs = log.segments
         first_uncleanable = min(segs[-1].base_offset, log.last_stable_offset)
@@ -145,13 +180,18 @@ class LogCleaner:
         return cleanable, first_dirty, ratio
 
     def plan(
-        self, log, first_dirty_offset: int, *, now_ms: int | None = None, force: bool = False
-    ) -> CleanPlan | None:  # noqa: ANN001
+        self,
+        log: CleanableLog,
+        first_dirty_offset: int,
+        *,
+        now_ms: int | None = None,
+        force: bool = False,
+    ) -> CleanPlan | None:
         """What to clean, or None when the log is not (dirty enough to be) cleanable."""
         if not log.config.compact or log.closed:
             return None
         if now_ms is None:
-            now_ms = self._clock() if self._clock else log._clock()
+            now_ms = self._clock() if self._clock else log.clock()
         cleanable, first_dirty, ratio = self.cleanable_range(log, first_dirty_offset, now_ms)
         if not cleanable:
             return None
@@ -210,7 +250,7 @@ class LogCleaner:
         """key -> last offset over [first dirty, end). Stops at a segment boundary when the
         map holds ``max_map_entries``; returns (map, offset it covers up to, records read)."""
         offset_map: dict[bytes, int] = {}
-        aborted = _AbortedRanges(plan.map_aborted)
+        aborted = AbortedRanges(plan.map_aborted)
         start = plan.first_dirty_offset
         segs = plan.segments
         read = 0
@@ -227,7 +267,7 @@ class LogCleaner:
                     continue
                 if h.is_transactional and aborted.contains(h.producer_id, h.base_offset):
                     continue
-                for r in _records(data, h) or ():
+                for r in batch_records(data, h) or ():
                     read += 1
                     if r.offset >= start and r.key is not None:
                         offset_map[r.key] = r.offset
@@ -256,19 +296,19 @@ class LogCleaner:
             suffix=CLEANED_SUFFIX,
             preallocate_indexes=True,
         )
-        txn = _CleanedTxnMetadata(aborted)
+        txn = CleanedTxnMetadata(aborted)
         horizon = now + cfg.delete_retention_ms
         kept = 0
         try:
             for seg in group:
                 for _, h, data in seg.iter_batch_data(0):
-                    batch_bytes, n = self._filter_batch(
-                        plan, h, data, txn, offset_map, map_end, now, horizon
+                    batch_bytes, n = filter_batch(
+                        h, data, txn, offset_map, map_end, now, horizon, plan.last_records
                     )
                     kept += n
                     if batch_bytes is not None:
                         size = len(batch_bytes)
-                        nh = _header_of(batch_bytes)
+                        nh = header_of(batch_bytes)
                         out.append(
                             batch_bytes,
                             [BatchPosition(0, size, nh.base_offset, nh.last_offset, nh.max_timestamp)],
@@ -284,81 +324,9 @@ class LogCleaner:
             raise
         return out, kept
 
-    def _filter_batch(
-        self,
-        plan: CleanPlan,
-        h: BatchHeader,
-        data: memoryview,
-        txn: _CleanedTxnMetadata,
-        offset_map: dict[bytes, int],
-        map_end: int,
-        now: int,
-        horizon: int,
-    ) -> tuple[bytes | None, int]:
-        """The batch as it goes into the cleaned segment (None: dropped), and its record
-        count."""
-        records = _records(data, h) if h.records_count else []
-        if records is None:
-            return bytes(data), h.records_count  # unreadable: keep it as it is
-        has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
-        batch_horizon = h.base_timestamp if has_horizon else None
-        if h.is_control:
-            control_type = None
-            if records:
-                try:
-                    control_type = parse_control_key(records[0].key)[1]
-                except ProtocolError:
-                    control_type = None
-            can_discard = txn.on_control_batch_read(h, control_type)
-            discard_records = (
-                can_discard and batch_horizon is not None and batch_horizon <= now
-            )
-        else:
-            can_discard = txn.on_batch_read(h)
-            discard_records = can_discard
-
-        last = plan.last_records.get(h.producer_id) if h.producer_id >= 0 else None
-        is_last_of_producer = False
-        if last is not None:
-            last_data_offset, epoch = last
-            if last_data_offset >= 0:
-                is_last_of_producer = h.last_offset == last_data_offset
-            else:
-                is_last_of_producer = h.is_control and h.producer_epoch == epoch
-
-        if discard_records:
-            retained: list[Record] = []
-        elif h.is_control:
-            retained = records
-        else:
-            retain_deletes = batch_horizon is None or now < batch_horizon
-            retained = []
-            for r in records:
-                if r.offset >= map_end:
-                    retained.append(r)
-                elif r.key is None:
-                    continue
-                elif r.offset >= offset_map.get(r.key, -1) and (
-                    r.value is not None or retain_deletes
-                ):
-                    retained.append(r)
-
-        needs_horizon = not has_horizon and h.last_offset < map_end and (
-            (h.is_control and can_discard and bool(retained))
-            or any(r.value is None for r in retained if not h.is_control)
-        )
-        if retained:
-            if len(retained) == len(records) and not needs_horizon:
-                return bytes(data), len(retained)
-            new_horizon = horizon if needs_horizon else batch_horizon
-            return _rebuild_batch(h, retained, new_horizon), len(retained)
-        if h.producer_id >= 0 and is_last_of_producer:
-            return _empty_batch(h), 0
-        return None, 0
-
     # --- phase 3: commit ---
 
-    def commit(self, log, work: CleanWork) -> CleanResult:  # noqa: ANN001
+    def commit(self, log: CleanableLog, work: CleanWork) -> CleanResult:
         plan = work.plan
         before = sum(s.size for _, g in work.cleaned for s in g)
         segs_before = sum(len(g) for _, g in work.cleaned)
@@ -403,7 +371,7 @@ class LogCleaner:
         )
         return result
 
-    def abort(self, log, work: CleanWork) -> None:  # noqa: ANN001
+    def abort(self, log: CleanableLog, work: CleanWork) -> None:
         for seg, _ in work.cleaned:
             seg.delete_files()
         log.unpin_segments()
@@ -411,8 +379,13 @@ class LogCleaner:
     # --- all three ---
 
     def clean(
-        self, log, first_dirty_offset: int = 0, *, now_ms: int | None = None, force: bool = False
-    ) -> CleanResult | None:  # noqa: ANN001
+        self,
+        log: CleanableLog,
+        first_dirty_offset: int = 0,
+        *,
+        now_ms: int | None = None,
+        force: bool = False,
+    ) -> CleanResult | None:
         """Plan, build and commit in one call; None if there was nothing to clean."""
         plan = self.plan(log, first_dirty_offset, now_ms=now_ms, force=force)
         if plan is None:
@@ -426,68 +399,6 @@ class LogCleaner:
 
 
 # --- helpers ---
-
-
-class _AbortedRanges:
-    def __init__(self, aborted: list[AbortedTxn]) -> None:
-        self._by_pid: dict[int, list[tuple[int, int]]] = {}
-        for t in aborted:
-            self._by_pid.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
-
-    def contains(self, producer_id: int, offset: int) -> bool:
-        for first, last in self._by_pid.get(producer_id, ()):
-            if first <= offset <= last:
-                return True
-        return False
-
-
-class _CleanedTxnMetadata:
-    """Kafka's CleanedTransactionMetadata: which transactional batches and markers a cleaning
-    may drop, walking batches in offset order."""
-
-    def __init__(self, aborted: list[AbortedTxn]) -> None:
-        self._pending = deque(aborted)
-        self._ongoing_aborted: dict[int, list] = {}  # pid -> [txn, last batch offset seen]
-        self._ongoing_committed: set[int] = set()
-        self.cleaned_index: list[AbortedTxn] = []
-
-    def _consume_up_to(self, offset: int) -> None:
-        while self._pending and self._pending[0].first_offset <= offset:
-            t = self._pending.popleft()
-            self._ongoing_aborted[t.producer_id] = [t, None]
-
-    def on_control_batch_read(self, h: BatchHeader, control_type: int | None) -> bool:
-        """Whether the marker may be dropped (once its delete horizon passes)."""
-        self._consume_up_to(h.last_offset)
-        if h.records_count == 0 or control_type is None:
-            return True
-        pid = h.producer_id
-        if control_type == ControlRecordType.ABORT:
-            entry = self._ongoing_aborted.pop(pid, None)
-            if entry is not None and entry[1] is not None:
-                # Data of this transaction is being removed in this pass: keep the marker
-                # (and its index entry) until the next one.
-                self.cleaned_index.append(entry[0])
-                return False
-            return True
-        if control_type == ControlRecordType.COMMIT:
-            if pid in self._ongoing_committed:
-                self._ongoing_committed.discard(pid)
-                return False
-            return True
-        return False
-
-    def on_batch_read(self, h: BatchHeader) -> bool:
-        """Whether the data batch belongs to an aborted transaction (and is dropped)."""
-        self._consume_up_to(h.last_offset)
-        if not h.is_transactional:
-            return False
-        entry = self._ongoing_aborted.get(h.producer_id)
-        if entry is not None:
-            entry[1] = h.last_offset
-            return True
-        self._ongoing_committed.add(h.producer_id)
-        return False
 
 
 def _group_segments(
@@ -524,104 +435,8 @@ def _group_segments(
 
 
 def _remove_files(directory: str, base: int, suffix: str) -> None:
-    from gregor.storage.segment import INDEX_SUFFIXES, LOG_SUFFIX, file_name
-
     for s in (LOG_SUFFIX, *INDEX_SUFFIXES):
         try:
             os.unlink(os.path.join(directory, file_name(base, s) + suffix))
         except FileNotFoundError:
             pass
-
-
-def _records(data: memoryview, h: BatchHeader) -> list[Record] | None:
-    try:
-        return decode_batch(data, 0, verify_crc=False).records
-    except ProtocolError as e:
-        logger.warning("cannot read the records of the batch at offset %d: %s",
-                       h.base_offset, e)  # fmt: skip
-        return None
-
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-
-
-def _header_of(batch: bytes) -> BatchHeader:
-    return BatchHeader._make(_HEADER.unpack_from(batch, 0))
-
-
-def _varint(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
-def _encode_record(r: Record, base_offset: int, base_timestamp: int) -> bytes:
-    parts = [
-        b"\x00",
-        _varint(r.timestamp - base_timestamp),
-        _varint(r.offset - base_offset),
-    ]
-    for blob in (r.key, r.value):
-        if blob is None:
-            parts.append(_varint(-1))
-        else:
-            parts.append(_varint(len(blob)))
-            parts.append(bytes(blob))
-    parts.append(_varint(len(r.headers)))
-    for hkey, hvalue in r.headers:
-        kb = hkey.encode()
-        parts.append(_varint(len(kb)))
-        parts.append(kb)
-        if hvalue is None:
-            parts.append(_varint(-1))
-        else:
-            parts.append(_varint(len(hvalue)))
-            parts.append(bytes(hvalue))
-    body = b"".join(parts)
-    return _varint(len(body)) + body
-
-
-def _assemble(h: BatchHeader, attributes: int, base_ts: int, max_ts: int, count: int,
-              payload: bytes) -> bytes:  # fmt: skip
-    from crc32c import crc32c
-
-    out = bytearray(HEADER_SIZE)
-    out += payload
-    _HEADER.pack_into(
-        out, 0, h.base_offset, len(out) - LOG_OVERHEAD, h.partition_leader_epoch, 2, 0,
-        attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id, h.producer_epoch,
-        h.base_sequence, count,
-    )  # fmt: skip
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
-    return bytes(out)
-
-
-def _rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | None) -> bytes:
-    """``h``'s batch with only ``records``: same base and last offset, producer fields,
-    compression and flags; with ``delete_horizon`` as base timestamp (and the flag) if set."""
-    log_append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
-    attributes = h.attributes & ~DELETE_HORIZON_MASK
-    if delete_horizon is not None:
-        attributes |= DELETE_HORIZON_MASK
-        base_ts = delete_horizon
-    else:
-        base_ts = records[0].timestamp
-    if log_append_time:
-        max_ts = h.max_timestamp
-    else:
-        max_ts = max(r.timestamp for r in records)
-    payload = b"".join(_encode_record(r, h.base_offset, base_ts) for r in records)
-    if h.compression:
-        payload = compress(h.compression, payload, magic=2)
-    return _assemble(h, attributes, base_ts, max_ts, len(records), payload)
-
-
-def _empty_batch(h: BatchHeader) -> bytes:
-    """A header-only batch keeping ``h``'s offsets and producer state (Kafka's
-    writeEmptyHeader: no compression, no delete horizon, both timestamps the max)."""
-    attributes = h.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
-    return _assemble(h, attributes, h.max_timestamp, h.max_timestamp, 0, b"")

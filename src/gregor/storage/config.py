@@ -15,8 +15,9 @@ Keys that are topic configs but not the log's business (``min.insync.replicas``,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gregor.storage.errors import InvalidConfigError
 
@@ -64,7 +65,7 @@ class LogConfig:
         return (base or cls()).with_overrides(props)
 
     def with_overrides(self, props: Mapping[str, object]) -> LogConfig:
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}  # field -> value, typed per field by _PROPS' parsers
         for name, raw in props.items():
             spec = _PROPS.get(name)
             if spec is None:
@@ -148,7 +149,7 @@ def _timestamp_type(raw: object) -> str:
     return str(raw).strip()
 
 
-_PROPS: dict[str, tuple[str, object]] = {
+_PROPS: dict[str, tuple[str, Callable[[object], object]]] = {
     "segment.bytes": ("segment_bytes", _int),
     "segment.ms": ("segment_ms", _int),
     "segment.index.bytes": ("segment_index_bytes", _int),

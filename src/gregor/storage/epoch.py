@@ -100,6 +100,11 @@ class LeaderEpochCache:
         self._flush()
         return True
 
+    def assign_if_newer(self, epoch: int, start_offset: int) -> None:
+        """:meth:`assign` an epoch above every known one (as appends and recovery meet them)."""
+        if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
+            self.assign(epoch, start_offset)
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""
         i = bisect_left(self._offsets, end_offset)

@@ -1,33 +1,66 @@
-"""Storage exceptions, each carrying the Kafka error code the broker answers with
-(``error_code``, a :class:`~gregor.protocol.errors.ErrorCode`, which is an int)."""
+"""Storage exceptions, each a :class:`~gregor.protocol.errors.KafkaError` carrying the Kafka
+error code the broker answers with.
+
+Every class derives from :class:`StorageError` *and* from the generated per-code class of the
+protocol package (``OffsetOutOfRangeError`` is also a ``gregor.protocol.errors.
+OffsetOutOfRangeError``), so ``.code`` (an :class:`~gregor.protocol.errors.ErrorCode`), ``.name``,
+``.retriable`` and ``.description`` agree with the protocol's error table, and a handler may catch
+either family. ``.error_code`` is an alias of ``.code`` kept while callers move over.
+
+A storage error never carries NONE or a code outside the table: a subclass that names one gets
+UNKNOWN_SERVER_ERROR instead (checked when the class is defined).
+"""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from gregor.protocol import errors as kafka
 from gregor.protocol.errors import ErrorCode
 
 
-class StorageError(Exception):
-    """Base class. ``error_code`` is the Kafka error code for a produce/fetch response."""
+def _answerable(code: int) -> ErrorCode:
+    """``code`` as an ErrorCode, or UNKNOWN_SERVER_ERROR for NONE and unknown codes."""
+    try:
+        known = ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR if known is ErrorCode.NONE else known
 
-    error_code: int = ErrorCode.UNKNOWN_SERVER_ERROR
+
+class StorageError(kafka.KafkaError):
+    """Base class: an error the broker answers with ``code`` for the partition concerned."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.code = _answerable(cls.code)
+
+    @property
+    def error_code(self) -> ErrorCode:
+        """Alias of ``code`` (the name storage errors used before they were KafkaErrors)."""
+        return self.code
 
 
-class KafkaStorageError(StorageError):
+class KafkaStorageError(StorageError, kafka.KafkaStorageError):
     """An I/O failure on a log directory."""
 
-    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+    code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-class InvalidConfigError(StorageError, ValueError):
-    error_code = ErrorCode.INVALID_CONFIG
+class InvalidConfigError(StorageError, kafka.InvalidConfigError, ValueError):
+    code = ErrorCode.INVALID_CONFIG
 
 
-class OffsetOutOfRangeError(StorageError):
+class OffsetOutOfRangeError(StorageError, kafka.OffsetOutOfRangeError):
     """The offset is outside [log_start_offset, log_end_offset]."""
 
-    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
-    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int, what: str = ""):
+    def __init__(
+        self, offset: int, log_start_offset: int, log_end_offset: int, what: str = ""
+    ) -> None:
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
@@ -38,67 +71,67 @@ class OffsetOutOfRangeError(StorageError):
         )
 
 
-class CorruptRecordError(StorageError):
+class CorruptRecordError(StorageError, kafka.CorruptMessageError):
     """A batch fails its CRC, is malformed, or (compacted topics) has a record without a key."""
 
-    error_code = ErrorCode.CORRUPT_MESSAGE
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
-class InvalidRecordError(StorageError):
+class InvalidRecordError(StorageError, kafka.InvalidRecordError):
     """A well-formed batch the broker refuses (inconsistent offsets/count, a client writing
     control batches, a producer id without a sequence)."""
 
-    error_code = ErrorCode.INVALID_RECORD
+    code = ErrorCode.INVALID_RECORD
 
 
-class RecordTooLargeError(StorageError):
+class RecordTooLargeError(StorageError, kafka.MessageTooLargeError):
     """A batch is larger than ``max.message.bytes``."""
 
-    error_code = ErrorCode.MESSAGE_TOO_LARGE
+    code = ErrorCode.MESSAGE_TOO_LARGE
 
 
-class RecordBatchTooLargeError(StorageError):
+class RecordBatchTooLargeError(StorageError, kafka.RecordListTooLargeError):
     """The appended record set is larger than ``segment.bytes``."""
 
-    error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
-class InvalidTimestampError(StorageError):
+class InvalidTimestampError(StorageError, kafka.InvalidTimestampError):
     """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms."""
 
-    error_code = ErrorCode.INVALID_TIMESTAMP
+    code = ErrorCode.INVALID_TIMESTAMP
 
 
-class OutOfOrderSequenceError(StorageError):
-    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+class OutOfOrderSequenceError(StorageError, kafka.OutOfOrderSequenceNumberError):
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
-class DuplicateSequenceError(StorageError):
+class DuplicateSequenceError(StorageError, kafka.DuplicateSequenceNumberError):
     """The batch was written before but is older than the five batches whose offsets we keep."""
 
-    error_code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 
 
-class InvalidProducerEpochError(StorageError):
-    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+class InvalidProducerEpochError(StorageError, kafka.InvalidProducerEpochError):
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
-class InvalidTxnStateError(StorageError):
-    error_code = ErrorCode.INVALID_TXN_STATE
+class InvalidTxnStateError(StorageError, kafka.InvalidTxnStateError):
+    code = ErrorCode.INVALID_TXN_STATE
 
 
-class TransactionCoordinatorFencedError(StorageError):
-    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+class TransactionCoordinatorFencedError(StorageError, kafka.TransactionCoordinatorFencedError):
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
-class UnknownProducerIdError(StorageError):
-    error_code = ErrorCode.UNKNOWN_PRODUCER_ID
+class UnknownProducerIdError(StorageError, kafka.UnknownProducerIdError):
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
 
 
-class UnexpectedAppendOffsetError(StorageError):
+class UnexpectedAppendOffsetError(StorageError, kafka.UnknownServerError):
     """A follower append whose first offset is below the log end offset."""
 
-    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class LogClosedError(KafkaStorageError):

@@ -10,6 +10,11 @@ inactive segment, and a crash can only leave the *active* segment's index untrim
 tail), which recovery rebuilds anyway. Preallocation keeps appends to a store into the map (no
 system call), and lookups are binary searches over the map with no copying.
 
+Trimming (:meth:`_MmapIndex.seal`) unmaps the file, truncates it and writes the roll's final
+time-index entry with ``pwrite``: through the map, that one entry could fault in a fresh page of
+the sparse preallocated file and the shrink would remap it, which costs milliseconds per
+segment when a broker closes a thousand logs. A sealed index maps again on its next lookup.
+
 Entries (big-endian, relative offsets are ``offset - base_offset``):
     offset index  8 bytes: relative_offset int32, position int32
                   The offset is the *last* offset of the batch starting at ``position``.
@@ -81,7 +86,7 @@ class _MmapIndex:
         self._map: mmap.mmap | None = None
         self._mapped = False
         self._writable = False
-        self._keys: array | None = None  # the offset index's relative offsets, for bisect
+        self._keys: array[int] | None = None  # the offset index's relative offsets, for bisect
         self._last: tuple[int, int] | None = None  # the last entry, once read or written
         try:
             length = os.stat(path).st_size
@@ -159,8 +164,36 @@ class _MmapIndex:
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to its entries (the segment rolled or the log is closing)."""
+        self.seal()
+
+    def seal(self, final: bytes = b"") -> None:
+        """The segment is no longer active: unmap the file, cut it to its entries and append
+        ``final`` (one encoded entry, or nothing) with a plain write. The map comes back on
+        the next lookup."""
+        mm = self._map
+        if mm is not None:
+            length = len(mm)
+            mm.close()
+            self._map = None
+        elif self._writable:
+            length = os.stat(self.path).st_size
+        else:
+            length = self.size_in_bytes  # trimmed when it was sealed or loaded
+        self._mapped = False
         self._writable = False
-        self._resize(self.size_in_bytes)
+        size = self.size_in_bytes
+        if length == size and not final:
+            return
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            if length != size:
+                os.ftruncate(fd, size)
+            if final:
+                if os.pwrite(fd, final, size) != len(final):
+                    raise OSError(f"short write to {self.path}")
+                self._entries += 1
+        finally:
+            os.close(fd)
 
     def _ensure_room(self) -> mmap.mmap:
         mm = self._mm
@@ -216,21 +249,9 @@ class _MmapIndex:
             self._mapped = False
             self._keys = None
 
-    def close_and_trim(self) -> None:
-        if self._map is not None or self._writable:
-            self.trim_to_valid_size()
-        self.close()
-
     def rename(self, new_path: str) -> None:
         os.replace(self.path, new_path)
         self.path = new_path
-
-    def delete(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def sanity_check(self) -> None:
         if self.file_size % self.ENTRY_SIZE:
@@ -277,7 +298,7 @@ class OffsetIndex(_MmapIndex):
         if self._keys is not None:
             self._keys.append(rel)
 
-    def _relative_offsets(self) -> array:
+    def _relative_offsets(self) -> array[int]:
         """The entries' relative offsets as an in-memory int32 array (built once, then kept
         up to date by appends): binary search with ``bisect`` instead of Python probes."""
         keys = self._keys
@@ -376,17 +397,33 @@ class TimeIndex(_MmapIndex):
         # One slot stays free for the entry a roll appends.
         return self._entries >= self.max_entries - 1
 
-    def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Append if ``timestamp`` is above the last entry's."""
+    def _accepts(self, timestamp: int, offset: int) -> bool:
+        """Whether an entry (timestamp, offset) would be appended: its timestamp grows."""
         n = self._entries
         if n:
             last = self._last
             if last is None:
                 last = self._last = self.entry(n - 1)
             if timestamp <= last[0]:
-                return
+                return False
             if offset < last[1]:
                 raise ValueError(f"time index offset {offset} is below {last[1]}")
+        return True
+
+    def seal_with(self, timestamp: int, offset: int) -> None:
+        """:meth:`seal`, appending the segment's final (max timestamp, offset) entry if it
+        is above the last one (Kafka's roll-time ``maybeAppend``)."""
+        if timestamp < 0 or not self._accepts(timestamp, offset):
+            self.seal()
+            return
+        self.seal(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        self._last = (timestamp, offset)
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append if ``timestamp`` is above the last entry's."""
+        if not self._accepts(timestamp, offset):
+            return
+        n = self._entries
         mm = self._map
         if mm is None or len(mm) < (n + 1) * TIME_ENTRY_SIZE:
             mm = self._ensure_room()
@@ -543,12 +580,6 @@ class TransactionIndex:
         except FileNotFoundError:
             pass
         self.path = new_path
-
-    def delete(self) -> None:
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def sanity_check(self) -> None:
         try:

@@ -24,18 +24,24 @@ one clear line (logger ``gregor.storage.loader``):
    are deleted) and the batches after it are replayed. Where a segment's transaction index had
    to be rebuilt, the replay starts at or before that segment and re-adds its aborted
    transactions.
+
+:func:`load` returns the result as a :class:`LoadedLog` (Kafka's LoadedLogOffsets plus the
+segments, epoch cache and producer state) that ``Log`` is built from; the loader never sees a
+half-built log.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from gregor.storage.errors import CorruptRecordError
-from gregor.storage.index import CorruptIndexError
-from gregor.storage.producer_state import AppendOrigin
-from gregor.storage.segment import (
+from gregor.protocol.records.header import BatchHeader
+from gregor.storage.clock import Clock
+from gregor.storage.config import LogConfig
+from gregor.storage.epoch import LeaderEpochCache
+from gregor.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -43,29 +49,78 @@ from gregor.storage.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    LogSegment,
     file_name,
     parse_base_offset,
 )
-
-if TYPE_CHECKING:
-    from gregor.storage.log import Log
+from gregor.storage.index import CorruptIndexError
+from gregor.storage.log_segments import LogSegments
+from gregor.storage.producer_replay import rebuild_producer_state
+from gregor.storage.producer_state import ProducerStateManager
+from gregor.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
+_SegmentOpener = Callable[[int, str], LogSegment]
 
-def load(log: Log, *, had_clean_shutdown: bool) -> None:
-    d = log.dir
-    _remove_leftovers(log)
+
+@dataclass
+class LoadedLog:
+    """A partition directory, loaded: what a ``Log`` is built from."""
+
+    segments: LogSegments
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+    leader_epoch_cache: LeaderEpochCache
+    producer_state: ProducerStateManager
+
+
+def load(
+    directory: str,
+    config: LogConfig,
+    *,
+    log_start_offset: int,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    clock: Clock,
+    producer_id_expiration_ms: int,
+    sync_metadata: bool = True,
+) -> LoadedLog:
+    """Load the partition in ``directory`` (which must exist), repairing what a crash left;
+    ``log_start_offset`` and ``recovery_point`` are the checkpointed ones."""
+    d = directory
+    log_name = os.path.basename(d)
+    cache = LeaderEpochCache(d, sync=sync_metadata)
+    producer_state = ProducerStateManager(
+        d, producer_id_expiration_ms=producer_id_expiration_ms, sync=sync_metadata
+    )
+
+    def opener(base: int, suffix: str = "") -> LogSegment:
+        return LogSegment(
+            d,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            now_ms=clock(),
+            suffix=suffix,
+        )
+
+    def new_active(base: int) -> LogSegment:
+        seg = opener(base)
+        seg.offset_index.make_writable()
+        seg.time_index.make_writable()
+        return seg
+
+    _remove_leftovers(d, log_name)
     txn_rebuild: set[int] = set()
-    _complete_swaps(log, txn_rebuild)
+    _complete_swaps(d, log_name, opener, txn_rebuild)
 
     bases = sorted(
         b
-        for name in os.listdir(d)
-        if name.endswith(LOG_SUFFIX)
-        and (b := parse_base_offset(name)) is not None
-        and name == file_name(b, LOG_SUFFIX)
+        for n in os.listdir(d)
+        if n.endswith(LOG_SUFFIX)
+        and (b := parse_base_offset(n)) is not None
+        and n == file_name(b, LOG_SUFFIX)
     )
     segments: list[LogSegment] = []
     missing: set[int] = set()
@@ -73,73 +128,26 @@ def load(log: Log, *, had_clean_shutdown: bool) -> None:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             if not os.path.exists(os.path.join(d, file_name(base, suffix))):
                 missing.add(base)
-        segments.append(_open_segment(log, base))
+        segments.append(opener(base))
 
     new_log = not segments
     if new_log:
-        seg = _open_segment(log, log.log_start_offset)
-        seg.offset_index.make_writable()
-        seg.time_index.make_writable()
-        segments.append(seg)
+        segments.append(new_active(log_start_offset))
 
     recover_from = len(segments)
     if not had_clean_shutdown and not new_log:
-        rp = log.recovery_point
         recover_from = 0
         for i, seg in enumerate(segments):
-            if seg.base_offset <= rp:
+            if seg.base_offset <= recovery_point:
                 recover_from = i
 
     # Check the segments we trust, rebuilding what is broken.
     for seg in segments[:recover_from]:
-        _check_segment(log, seg, seg.base_offset in missing and seg.size > 0, txn_rebuild)
+        _check_segment(log_name, seg, seg.base_offset in missing and seg.size > 0, txn_rebuild)
 
     # Recover the rest.
     if recover_from < len(segments):
-        cache = log.leader_epoch_cache
-        first = segments[recover_from]
-        logger.info(
-            "%s: unclean shutdown, recovering %d segment(s) from offset %d (recovery point %d)",
-            log.name,
-            len(segments) - recover_from,
-            first.base_offset,
-            log.recovery_point,
-        )
-
-        def on_batch(pos, h, data) -> None:  # noqa: ANN001
-            e = h.partition_leader_epoch
-            if e >= 0 and (cache.latest_epoch is None or e > cache.latest_epoch):
-                cache.assign(e, h.base_offset)
-
-        for i in range(recover_from, len(segments)):
-            seg = segments[i]
-            size_before = seg.size
-            truncated = seg.recover(on_batch)
-            txn_rebuild.add(seg.base_offset)
-            if truncated:
-                logger.warning(
-                    "%s: segment %d had %d invalid byte(s) after position %d (a torn write or "
-                    "corruption); truncated it to %d bytes, log end offset now %d",
-                    log.name,
-                    seg.base_offset,
-                    truncated,
-                    size_before - truncated,
-                    seg.size,
-                    seg.next_offset,
-                )
-                later = segments[i + 1 :]
-                if later:
-                    logger.warning(
-                        "%s: deleting %d segment(s) after the truncation point: %s",
-                        log.name,
-                        len(later),
-                        [s.base_offset for s in later],
-                    )
-                    for s in later:
-                        s.delete_files()
-                        txn_rebuild.discard(s.base_offset)
-                    del segments[i + 1 :]
-                break
+        _recover(log_name, segments, recover_from, recovery_point, cache, txn_rebuild)
 
     # Non-active segments: final time-index entry and trimmed indexes; active: preallocated.
     for seg in segments[:-1]:
@@ -152,59 +160,105 @@ def load(log: Log, *, had_clean_shutdown: bool) -> None:
         seg.load_state()
     for seg in segments[:-1]:
         seg.release_index_maps()
-    log._set_segments(segments)
 
     # Offsets.
     leo = active.next_offset
-    if log.log_start_offset > leo:
+    if log_start_offset > leo:
         logger.warning(
             "%s: log start offset %d is past the data (log end %d); restarting the log there",
-            log.name,
-            log.log_start_offset,
+            log_name,
+            log_start_offset,
             leo,
         )
         for seg in segments:
             seg.delete_files()
         txn_rebuild.clear()
-        seg = _open_segment(log, log.log_start_offset)
-        seg.offset_index.make_writable()
-        seg.time_index.make_writable()
+        seg = new_active(log_start_offset)
         seg.load_state()
-        log._set_segments([seg])
-        leo = log.log_start_offset
-    log.log_end_offset = leo
-    log.log_start_offset = max(log.log_start_offset, log._segments[0].base_offset)
-    if had_clean_shutdown:
-        log.recovery_point = leo
-    else:
-        log.recovery_point = min(log.recovery_point, leo)
-    log.leader_epoch_cache.truncate_from_end(leo)
-    log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-    rebuild_producer_state(log, txn_rebuild)
+        segments = [seg]
+        leo = log_start_offset
+    log_segments = LogSegments(segments)
+    log_start_offset = max(log_start_offset, log_segments[0].base_offset)
+    recovery_point = leo if had_clean_shutdown else min(recovery_point, leo)
+    cache.truncate_from_end(leo)
+    cache.truncate_from_start(log_start_offset)
+    rebuild_producer_state(
+        log_name,
+        log_segments,
+        producer_state,
+        log_start_offset=log_start_offset,
+        log_end_offset=leo,
+        high_watermark=log_start_offset,
+        txn_rebuild=txn_rebuild,
+    )
+    return LoadedLog(log_segments, log_start_offset, leo, recovery_point, cache, producer_state)
 
 
-def _open_segment(log: Log, base: int, suffix: str = "") -> LogSegment:
-    cfg = log.config
-    return LogSegment(
-        log.dir,
-        base,
-        index_interval_bytes=cfg.index_interval_bytes,
-        max_index_size=cfg.segment_index_bytes,
-        now_ms=log._clock(),
-        suffix=suffix,
+def _recover(
+    log_name: str,
+    segments: list[LogSegment],
+    recover_from: int,
+    recovery_point: int,
+    cache: LeaderEpochCache,
+    txn_rebuild: set[int],
+) -> None:
+    """Re-validate segments from ``recover_from`` on (the leader-epoch cache learns the epochs
+    of their batches); after a torn write, cut there and delete every later segment."""
+    first = segments[recover_from]
+    logger.info(
+        "%s: unclean shutdown, recovering %d segment(s) from offset %d (recovery point %d)",
+        log_name,
+        len(segments) - recover_from,
+        first.base_offset,
+        recovery_point,
     )
 
+    def on_batch(pos: int, h: BatchHeader, data: memoryview) -> None:
+        cache.assign_if_newer(h.partition_leader_epoch, h.base_offset)
 
-def _check_segment(log: Log, seg: LogSegment, missing: bool, txn_rebuild: set[int]) -> None:
+    for i in range(recover_from, len(segments)):
+        seg = segments[i]
+        size_before = seg.size
+        truncated = seg.recover(on_batch)
+        txn_rebuild.add(seg.base_offset)
+        if truncated:
+            logger.warning(
+                "%s: segment %d had %d invalid byte(s) after position %d (a torn write or "
+                "corruption); truncated it to %d bytes, log end offset now %d",
+                log_name,
+                seg.base_offset,
+                truncated,
+                size_before - truncated,
+                seg.size,
+                seg.next_offset,
+            )
+            later = segments[i + 1 :]
+            if later:
+                logger.warning(
+                    "%s: deleting %d segment(s) after the truncation point: %s",
+                    log_name,
+                    len(later),
+                    [s.base_offset for s in later],
+                )
+                for s in later:
+                    s.delete_files()
+                    txn_rebuild.discard(s.base_offset)
+                del segments[i + 1 :]
+            break
+
+
+def _check_segment(
+    log_name: str, seg: LogSegment, missing: bool, txn_rebuild: set[int]
+) -> None:
     try:
         seg.txn_index.sanity_check()
     except CorruptIndexError as e:
-        logger.warning("%s: %s; rebuilding the transaction index", log.name, e)
+        logger.warning("%s: %s; rebuilding the transaction index", log_name, e)
         seg.txn_index.reset()
         txn_rebuild.add(seg.base_offset)
     if missing:
         logger.warning(
-            "%s: index files of segment %d are missing; rebuilding them", log.name, seg.base_offset
+            "%s: index files of segment %d are missing; rebuilding them", log_name, seg.base_offset
         )
         seg.rebuild_indexes()
         return
@@ -213,7 +267,7 @@ def _check_segment(log: Log, seg: LogSegment, missing: bool, txn_rebuild: set[in
     except CorruptIndexError as e:
         logger.warning(
             "%s: corrupt index for segment %d (%s); rebuilding its indexes",
-            log.name,
+            log_name,
             seg.base_offset,
             e,
         )
@@ -222,15 +276,14 @@ def _check_segment(log: Log, seg: LogSegment, missing: bool, txn_rebuild: set[in
         if seg.size != size:
             logger.warning(
                 "%s: segment %d had %d invalid byte(s) at its end; truncated to %d bytes",
-                log.name,
+                log_name,
                 seg.base_offset,
                 size - seg.size,
                 seg.size,
             )
 
 
-def _remove_leftovers(log: Log) -> None:
-    d = log.dir
+def _remove_leftovers(d: str, log_name: str) -> None:
     names = os.listdir(d)
     swap_logs = {
         b
@@ -256,18 +309,19 @@ def _remove_leftovers(log: Log) -> None:
                 if base not in swap_logs:
                     os.unlink(path)
     if rolled_back:
-        logger.warning("%s: rolled back an interrupted log cleaning (removed its output)", log.name)
+        logger.warning("%s: rolled back an interrupted log cleaning (removed its output)", log_name)
 
 
-def _complete_swaps(log: Log, txn_rebuild: set[int]) -> None:
-    d = log.dir
+def _complete_swaps(
+    d: str, log_name: str, opener: _SegmentOpener, txn_rebuild: set[int]
+) -> None:
     swaps = sorted(
         b
         for n in os.listdir(d)
         if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and (b := parse_base_offset(n)) is not None
     )
     for base in swaps:
-        seg = _open_segment(log, base, SWAP_SUFFIX)
+        seg = opener(base, SWAP_SUFFIX)
         seg.recover()
         end = seg.next_offset
         replaced = []
@@ -288,66 +342,7 @@ def _complete_swaps(log: Log, txn_rebuild: set[int]) -> None:
         txn_rebuild.add(base)
         logger.warning(
             "%s: completed an interrupted segment swap: cleaned segment %d replaces %s",
-            log.name,
+            log_name,
             base,
             sorted(replaced),
         )
-
-
-def rebuild_producer_state(log: Log, txn_rebuild: set[int] | None) -> None:
-    """Load the newest usable producer snapshot and replay the log after it; re-add aborted
-    transactions to the transaction indexes of the segments in ``txn_rebuild``."""
-    from gregor.storage.log import _read_control
-
-    ps = log.producer_state
-    leo = log.log_end_offset
-    start = log.log_start_offset
-    txn_rebuild = txn_rebuild or set()
-    limit = min([leo, *txn_rebuild])
-    snap = ps.load_latest_snapshot(limit, start)
-    replay_from = max(snap if snap is not None else start, start)
-    ps.map_end_offset = replay_from
-    replayed = 0
-    if replay_from < leo:
-        segs = log._segments
-        for seg in segs[log._segment_index(replay_from) :]:
-            rebuild = seg.base_offset in txn_rebuild
-            for _, h, data in seg.iter_batch_data(0):
-                if h.last_offset < replay_from:
-                    continue
-                replayed += 1
-                if h.producer_id < 0:
-                    continue
-                staged = ps.stage(AppendOrigin.REPLICATION)
-                if h.is_control:
-                    try:
-                        control = _read_control(data, 0, h)
-                    except CorruptRecordError as e:
-                        logger.warning("%s: unreadable control batch: %s", log.name, e)
-                        control = None
-                    if control is None:
-                        continue
-                    commit, coordinator_epoch, ts = control
-                    staged.append_end_txn_marker(
-                        h.producer_id, h.producer_epoch, commit, coordinator_epoch,
-                        h.base_offset, ts if not h.timestamp_type else h.max_timestamp,
-                    )  # fmt: skip
-                else:
-                    staged.append_data_batch(
-                        h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                        h.base_offset, h.last_offset, h.max_timestamp, h.is_transactional,
-                    )  # fmt: skip
-                ps.commit(staged, h.last_offset + 1)
-                for completed in staged.completed_txns:
-                    log._complete_txn(completed, seg if rebuild else None)
-    ps.map_end_offset = leo
-    if replayed:
-        logger.info(
-            "%s: rebuilt producer state from %s by replaying %d batch(es) from offset %d",
-            log.name,
-            f"the snapshot at {snap}" if snap is not None else "the log start",
-            replayed,
-            replay_from,
-        )
-        ps.take_snapshot()
-    ps.on_high_watermark_updated(log.high_watermark)

@@ -7,13 +7,24 @@ Theory of operation. Each log directory holds one subdirectory per partition
 after a clean shutdown, ``.kafka_cleanshutdown``. :meth:`LogManager.startup` removes
 directories left half-deleted (``<topic>-<partition>.<uuid>-delete``), opens every log with the
 checkpointed offsets (recovering it unless the directory was shut down cleanly) and then
-removes the marker, so a crash from then on is seen as unclean at the next start.
+removes the marker, so a crash from then on is seen as unclean at the next start. A directory
+with no partition in it (a new one) has nothing to recover and is a clean start.
 
-Periodic work, for the broker's background task (no threads here): :meth:`run_periodic`
-applies retention, ``flush.ms``, producer-id expiry, compaction and checkpoints at their
-intervals, and returns the files whose deletion delay passed; pass them to
-:func:`delete_files` (plain blocking file removal) in an executor. Every other method touches
-logs and must run where their owners run (the broker's event loop), one call at a time.
+Periodic work, for the broker's background task: :meth:`run_periodic` applies retention,
+``flush.ms``, producer-id expiry, compaction and checkpoints at their intervals, and returns
+the files whose deletion delay passed; pass them to :func:`delete_files` (plain blocking file
+work) in an executor. Every other method touches logs and must run where their owners run
+(the broker's event loop), one call at a time, with two exceptions:
+
+* Checkpoints. :meth:`prepare_checkpoint` (on the owner: reads offsets, formats the files, no
+  I/O) and :meth:`write_checkpoint` (any thread: writes and fsyncs them, then prunes producer
+  snapshots recovery no longer needs). Writes are serialized, and a set prepared earlier is
+  never written over a newer one. ``run_periodic(background_checkpoint=True)`` hands the
+  checkpoint to :func:`delete_files` instead of writing it on the caller's thread.
+* Shutdown. :meth:`close` flushes and closes the logs in a small thread pool (Kafka's
+  ``num.recovery.threads.per.data.dir``): each log's work is a few fsyncs (its data, its
+  producer snapshot and directory), and the disk serves them better together than one by one.
+  Then one checkpoint write per file per directory and the clean-shutdown markers.
 
 Topic configs: ``default_config`` holds the broker's defaults; :meth:`set_topic_config` layers
 a topic's overrides (Kafka names) on top and applies them to its existing logs.
@@ -21,11 +32,15 @@ a topic's overrides (Kafka names) on top and applies them to its existing logs.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
+import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gregor.storage.checkpoint import (
@@ -35,40 +50,106 @@ from gregor.storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
+    format_offsets,
     fsync_dir,
     read_offsets,
     write_atomically,
-    write_offsets,
 )
 from gregor.storage.cleaner import CleanResult, LogCleaner
+from gregor.storage.clock import Clock, now_ms
 from gregor.storage.config import LogConfig
 from gregor.storage.errors import KafkaStorageError
-from gregor.storage.log import Log, _now_ms, delete_segment_files, parse_topic_partition
-from gregor.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from gregor.storage.files import parse_topic_partition
+from gregor.storage.log import Log
+from gregor.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    delete_snapshot_files_below,
+)
+from gregor.storage.retention import delete_segment_files
 from gregor.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
+CLOSE_THREADS = 16  # logs flushed and closed at once by LogManager.close
+
+
+class CheckpointWriter:
+    """Writes :class:`CheckpointFiles`, one set at a time, never a set over a newer one."""
+
+    def __init__(self, *, sync: bool) -> None:
+        self._sync = sync
+        self._lock = threading.Lock()
+        self._written = 0  # sequence of the newest set written
+
+    def write(self, files: CheckpointFiles) -> bool:
+        """Write ``files`` (blocking; any thread); False if a newer set was written first."""
+        with self._lock:
+            if files.sequence <= self._written:
+                return False
+            for path, data in files.files:
+                write_atomically(path, data, sync=self._sync)
+            self._written = files.sequence
+        for directory, keep_from in files.snapshot_prunes:
+            delete_snapshot_files_below(directory, keep_from)
+        return True
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """The checkpoint files of every log directory as of one moment (Kafka's recovery point,
+    log start, replication and cleaner offset checkpoints), ready to write from any thread
+    with :meth:`write`; and the producer snapshots recovery no longer needs after it."""
+
+    sequence: int
+    files: tuple[tuple[str, bytes], ...]  # (path, contents)
+    snapshot_prunes: tuple[tuple[str, int], ...]  # (partition directory, oldest snapshot kept)
+    writer: CheckpointWriter = field(repr=False, compare=False)
+
+    def write(self) -> bool:
+        return self.writer.write(self)
 
 
 @dataclass
 class PendingDeletions:
-    """Files to remove once their delay passed: detached segments and renamed directories."""
+    """File work for a thread off the event loop: detached segments and renamed directories
+    whose delay passed, and (``run_periodic(background_checkpoint=True)``) a checkpoint."""
 
     segments: list[LogSegment] = field(default_factory=list)
     directories: list[str] = field(default_factory=list)
+    checkpoint: CheckpointFiles | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.segments or self.directories)
+        return bool(self.segments or self.directories or self.checkpoint)
 
 
 def delete_files(pending: PendingDeletions) -> None:
-    """Remove what :meth:`LogManager.run_periodic` handed out (blocking; any thread)."""
+    """Do what :meth:`LogManager.run_periodic` handed out (blocking; any thread): write the
+    checkpoint if any, remove the files."""
+    if pending.checkpoint is not None:
+        pending.checkpoint.write()
     delete_segment_files(pending.segments)
     for path in pending.directories:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _run_all(work: Callable[[Log], None], logs: list[Log], threads: int) -> None:
+    """``work(log)`` for every log, ``threads`` at a time; re-raises the first failure once
+    all are done."""
+    if len(logs) <= 1 or threads <= 1:
+        for log in logs:
+            work(log)
+        return
+    with ThreadPoolExecutor(max_workers=min(threads, len(logs))) as pool:
+        futures = [pool.submit(work, log) for log in logs]
+    for f in futures:
+        f.result()
+
+
+def _flush_and_close(log: Log) -> None:
+    log.flush()
+    log.close()
 
 
 class LogManager:
@@ -78,7 +159,7 @@ class LogManager:
         default_config: LogConfig | Mapping[str, object] | None = None,
         *,
         topic_configs: Mapping[str, Mapping[str, object]] | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         retention_check_interval_ms: int = 5 * 60 * 1000,
         checkpoint_interval_ms: int = 60 * 1000,
@@ -87,6 +168,7 @@ class LogManager:
         cleaner: LogCleaner | None = None,
         sync_metadata: bool = True,
         startup: bool = True,
+        close_threads: int = CLOSE_THREADS,
     ) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [log_dirs]
@@ -107,6 +189,9 @@ class LogManager:
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.cleaner = cleaner or LogCleaner(clock=clock)
         self._sync = sync_metadata
+        self.close_threads = close_threads
+        self._checkpoints = CheckpointWriter(sync=sync_metadata)
+        self._checkpoint_sequence = itertools.count(1)
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._first_dirty: dict[TopicPartition, int] = {}
@@ -195,9 +280,13 @@ class LogManager:
             loaded += 1
         if clean:
             os.unlink(marker)
-        logger.info(
-            "loaded %d log(s) from %s (%s shutdown)", loaded, d, "clean" if clean else "unclean"
-        )
+        if clean:
+            how = "clean shutdown"
+        elif loaded:
+            how = "unclean shutdown"
+        else:
+            how = "no logs: a new log directory, nothing to recover"
+        logger.info("loaded %d log(s) from %s (%s)", loaded, d, how)
 
     # --- logs ---
 
@@ -315,9 +404,12 @@ class LogManager:
         self._pending_dirs = keep
         return pending
 
-    def run_periodic(self, now_ms: int | None = None) -> PendingDeletions:
-        """Everything periodic whose interval passed; returns deletions for
-        :func:`delete_files`."""
+    def run_periodic(
+        self, now_ms: int | None = None, *, background_checkpoint: bool = False
+    ) -> PendingDeletions:
+        """Everything periodic whose interval passed; returns the file work for
+        :func:`delete_files` (with the checkpoint, when ``background_checkpoint``, instead of
+        writing it here)."""
         now = self._clock() if now_ms is None else now_ms
         last = self._last_run
         if now - last["retention"] >= self.retention_check_interval_ms:
@@ -330,10 +422,16 @@ class LogManager:
         if now - last["clean"] >= self.cleaner_backoff_ms:
             self.clean_logs(now)
             last["clean"] = now
+        checkpoint = None
         if now - last["checkpoint"] >= self.checkpoint_interval_ms:
-            self.checkpoint()
+            if background_checkpoint:
+                checkpoint = self.prepare_checkpoint()
+            else:
+                self.checkpoint()
             last["checkpoint"] = now
-        return self.take_due_deletions(now)
+        pending = self.take_due_deletions(now)
+        pending.checkpoint = checkpoint
+        return pending
 
     # --- checkpoints ---
 
@@ -345,33 +443,50 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start, high-watermark and cleaner checkpoints, then
-        drop producer snapshots older than recovery can need."""
-        for d, entries in self._by_dir().items():
-            self._write(d, RECOVERY_POINT_CHECKPOINT, ((tp, log.recovery_point) for tp, log in entries))
-            self._write(d, LOG_START_OFFSET_CHECKPOINT, ((tp, log.log_start_offset) for tp, log in entries))
-            self._write(d, REPLICATION_OFFSET_CHECKPOINT, ((tp, log.high_watermark) for tp, log in entries))
-            self._write(
-                d,
-                CLEANER_OFFSET_CHECKPOINT,
-                ((tp, self._first_dirty[tp]) for tp, _ in entries if tp in self._first_dirty),
-            )  # fmt: skip
-            for _, log in entries:
-                if not log.closed:
-                    log.prune_producer_snapshots()
+        drop producer snapshots older than recovery can need (blocking, on the owner)."""
+        self.write_checkpoint(self.prepare_checkpoint())
 
-    def _write(self, d: str, name: str, entries: Iterable[tuple[TopicPartition, int]]) -> None:
-        write_offsets(
-            os.path.join(d, name), [(t, p, o) for (t, p), o in entries], sync=self._sync
+    def prepare_checkpoint(self) -> CheckpointFiles:
+        """The checkpoint as of now, for :meth:`write_checkpoint` (on the logs' owner; reads
+        offsets and formats the files, no I/O)."""
+        files: list[tuple[str, bytes]] = []
+        prunes: list[tuple[str, int]] = []
+        for d, entries in self._by_dir().items():
+            recovery_points, log_starts, high_watermarks, first_dirty = [], [], [], []
+            for (t, p), log in entries:
+                recovery_points.append((t, p, log.recovery_point))
+                log_starts.append((t, p, log.log_start_offset))
+                high_watermarks.append((t, p, log.high_watermark))
+                if (t, p) in self._first_dirty:
+                    first_dirty.append((t, p, self._first_dirty[(t, p)]))
+                if not log.closed:
+                    prunes.append((log.dir, log.producer_snapshot_horizon()))
+            for name, offsets in (
+                (RECOVERY_POINT_CHECKPOINT, recovery_points),
+                (LOG_START_OFFSET_CHECKPOINT, log_starts),
+                (REPLICATION_OFFSET_CHECKPOINT, high_watermarks),
+                (CLEANER_OFFSET_CHECKPOINT, first_dirty),
+            ):
+                files.append((os.path.join(d, name), format_offsets(offsets)))
+        return CheckpointFiles(
+            next(self._checkpoint_sequence), tuple(files), tuple(prunes), self._checkpoints
         )
+
+    def write_checkpoint(self, files: CheckpointFiles) -> bool:
+        """Write what :meth:`prepare_checkpoint` took (blocking; any thread, also while the
+        owner goes on appending). False when a newer checkpoint was written first."""
+        return files.write()
 
     # --- shutdown ---
 
     def close(self) -> None:
-        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
-        for log in self._logs.values():
-            if not log.closed:
-                log.flush()
-                log.close()
+        """Flush and close every log (``close_threads`` at a time), write the checkpoints and
+        the clean-shutdown marker (only once everything before is on disk)."""
+        started = time.monotonic()
+        _run_all(
+            _flush_and_close, [log for log in self._logs.values() if not log.closed],
+            self.close_threads,
+        )  # fmt: skip
         self.checkpoint()
         for _, path, log in self._pending_dirs:
             log.close_handles()
@@ -379,7 +494,11 @@ class LogManager:
         self._pending_dirs = []
         for d in self.log_dirs:
             write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"", sync=self._sync)
-        logger.info("log manager closed cleanly (%d logs)", len(self._logs))
+        logger.info(
+            "log manager closed cleanly (%d logs in %.2f s)",
+            len(self._logs),
+            time.monotonic() - started,
+        )
 
     def __enter__(self) -> LogManager:
         return self

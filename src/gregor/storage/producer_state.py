@@ -60,7 +60,7 @@ from gregor.storage.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from gregor.storage.segment import SNAPSHOT_SUFFIX, file_name, parse_base_offset
+from gregor.storage.files import SNAPSHOT_SUFFIX, file_name, parse_base_offset
 
 log = logging.getLogger(__name__)
 
@@ -432,15 +432,7 @@ class ProducerStateManager:
     # --- snapshots ---
 
     def snapshot_offsets(self) -> list[int]:
-        if not self.dir:
-            return []
-        out = []
-        for name in os.listdir(self.dir):
-            if name.endswith(SNAPSHOT_SUFFIX):
-                off = parse_base_offset(name)
-                if off is not None and name == file_name(off, SNAPSHOT_SUFFIX):
-                    out.append(off)
-        return sorted(out)
+        return _snapshot_offsets_in(self.dir) if self.dir else []
 
     def _snapshot_path(self, offset: int) -> str:
         assert self.dir is not None
@@ -511,14 +503,16 @@ class ProducerStateManager:
         for offset in reversed(self.snapshot_offsets()):
             path = self._snapshot_path(offset)
             if offset > max_offset:
-                os.unlink(path)
+                _unlink_if_present(path)
                 continue
             try:
                 with open(path, "rb") as f:
                     entries = self.decode_snapshot(f.read())
+            except FileNotFoundError:
+                continue  # pruned meanwhile by a checkpoint written in another thread
             except (OSError, ValueError) as e:
                 log.warning("deleting unreadable producer snapshot %s: %s", path, e)
-                os.unlink(path)
+                _unlink_if_present(path)
                 continue
             self.load_entries(entries, offset)
             self.last_snapshot_offset = offset
@@ -536,19 +530,42 @@ class ProducerStateManager:
             self.ongoing_txns[first] = pid
 
     def delete_snapshots_below(self, offset: int) -> None:
-        for off in self.snapshot_offsets():
-            if off < offset:
-                try:
-                    os.unlink(self._snapshot_path(off))
-                except FileNotFoundError:
-                    pass
+        if self.dir:
+            delete_snapshot_files_below(self.dir, offset)
 
     def delete_snapshots_above(self, offset: int) -> None:
         for off in self.snapshot_offsets():
             if off > offset:
-                try:
-                    os.unlink(self._snapshot_path(off))
-                except FileNotFoundError:
-                    pass
+                _unlink_if_present(self._snapshot_path(off))
         if self.last_snapshot_offset is not None and self.last_snapshot_offset > offset:
             self.last_snapshot_offset = None
+
+
+def _snapshot_offsets_in(directory: str) -> list[int]:
+    out = []
+    for name in os.listdir(directory):
+        if name.endswith(SNAPSHOT_SUFFIX):
+            off = parse_base_offset(name)
+            if off is not None and name == file_name(off, SNAPSHOT_SUFFIX):
+                out.append(off)
+    return sorted(out)
+
+
+def _unlink_if_present(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def delete_snapshot_files_below(directory: str, offset: int) -> None:
+    """Unlink the producer snapshots of ``directory`` below ``offset``. Touches files only (no
+    manager state), so it may run in another thread than the log's owner: the owner only
+    ever writes snapshots at or above the log end offset."""
+    try:
+        offsets = _snapshot_offsets_in(directory)
+    except FileNotFoundError:
+        return  # the log was deleted meanwhile
+    for off in offsets:
+        if off < offset:
+            _unlink_if_present(os.path.join(directory, file_name(off, SNAPSHOT_SUFFIX)))

@@ -6,7 +6,10 @@ per append; while appending, the segment adds an offset-index entry (batch last 
 position) and a time-index entry (max timestamp so far, its offset) each time more than
 ``index.interval.bytes`` were written since the last entry. That rule is applied per batch and
 is deterministic given the batch positions, which is what :meth:`check_indexes` relies on to
-tell a complete index from a cut one.
+tell a complete index from a cut one. The produce fast path appends through
+:meth:`append_unchecked`, which also decides (without I/O) whether the segment must roll first.
+When the segment stops being the active one, its indexes are trimmed (``seal``) and its time
+index gets the final (max timestamp, offset) entry, as Kafka's roll does.
 
 Reads never copy batches: :meth:`read` turns an offset into a file position (index lookup, then
 a short walk over batch headers) and returns a :class:`FileRegion` the broker can hand to
@@ -21,18 +24,28 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
 
-from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records.header import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    BatchHeader,
-    crc_ok,
-    read_header,
-)
+from gregor.protocol.records.header import HEADER_SIZE, BatchHeader, crc_ok
 from gregor.storage.errors import KafkaStorageError
+from gregor.storage.file_records import (
+    READ_CHUNK,
+    BatchPosition,
+    FileRegion,
+    first_record_at,
+    offset_of_timestamp,
+    pread_fully,
+    read_header_at,
+    scan_batches,
+    walk_to_offset,
+)
+from gregor.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    file_name,
+)
 from gregor.storage.index import (
     NO_TIMESTAMP,
     CorruptIndexError,
@@ -41,73 +54,12 @@ from gregor.storage.index import (
     TransactionIndex,
 )
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-SNAPSHOT_SUFFIX = ".snapshot"
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
+INT32_MAX = 0x7FFFFFFF
+_COPY_LIMIT = 16 * 1024  # above this, writev the header apart instead of copying the batch
+_PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
 
-INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-
-_READ_CHUNK = 64 * 1024
-_WALK_CHUNK = 8 * 1024
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_OFFSET_LENGTH = struct.Struct(">qi")
-
-
-def file_name(base_offset: int, suffix: str) -> str:
-    """``00000000000000001234.log`` and friends: the 20-digit base offset plus a suffix."""
-    return f"{base_offset:020d}{suffix}"
-
-
-def parse_base_offset(name: str) -> int | None:
-    """The base offset a segment file name starts with, or None."""
-    head = name.split(".", 1)[0]
-    if len(head) == 20 and head.isdigit():
-        return int(head)
-    return None
-
-
-class FileRegion(NamedTuple):
-    """Bytes of a segment file for ``os.sendfile(sock, fd, position, length)``."""
-
-    path: str
-    fd: int
-    position: int
-    length: int
-
-    def read(self) -> bytes:
-        """The bytes themselves (one pread), for callers that cannot sendfile."""
-        return pread_fully(self.fd, self.length, self.position)
-
-
-class BatchPosition(NamedTuple):
-    """Where a batch is: its file position and size, and its offsets."""
-
-    position: int
-    size: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-
-
-def pread_fully(fd: int, length: int, position: int) -> bytes:
-    data = os.pread(fd, length, position)
-    if len(data) == length or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < length:
-        more = os.pread(fd, length - got, position + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
+OnBatch = Callable[[int, BatchHeader, memoryview], None]
+"""``on_batch(position, header, batch bytes)``: what :meth:`LogSegment.recover` reports."""
 
 
 class LogSegment:
@@ -235,18 +187,76 @@ class LogSegment:
         if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = max_timestamp
 
-    def append_parts(self, parts: list[bytes | memoryview], length: int) -> None:
-        """Write several buffers as one batch-aligned append (``os.writev``); the caller
-        indexes them with :meth:`index_appended`."""
+    def append_unchecked(
+        self,
+        mv: memoryview,
+        base_offset: int,
+        batch_length: int,
+        leader_epoch: int,
+        last_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Append one batch whose header and CRC the caller validated (the produce fast
+        path): stamp its base offset and partition leader epoch, write it with one system call
+        and index it. A writable buffer is stamped in place; a read-only one is copied when
+        small, else written in two pieces (new header prefix, rest of the batch).
+
+        Returns False, writing nothing, when the segment must roll first: the batch would pass
+        ``segment.bytes`` or a relative offset, the index entry it may add has no room, or
+        ``segment.ms`` passed (also when that cannot be told without I/O: the general append
+        path then decides)."""
+        n = len(mv)
+        size = self.size
+        since = self.bytes_since_last_index_entry
+        index_now = since > self.index_interval_bytes
+        if (
+            size + n > segment_bytes
+            or last_offset - self.base_offset > INT32_MAX
+            or (index_now and (self.offset_index.is_full() or self.time_index.is_full()))
+        ):
+            return False
+        if size:
+            rolling = self._rolling_based_timestamp
+            if rolling is None:
+                return False
+            waited = max_timestamp - rolling if rolling >= 0 else now_ms - self.created_ms
+            if waited > segment_ms:
+                return False
+        fd = self.fd
         try:
-            n = os.writev(self.fd, parts)
+            if not mv.readonly:
+                _PREFIX.pack_into(mv, 0, base_offset, batch_length, leader_epoch)
+                written = os.write(fd, mv)
+            elif n <= _COPY_LIMIT:
+                buf = bytearray(mv)
+                _PREFIX.pack_into(buf, 0, base_offset, batch_length, leader_epoch)
+                written = os.write(fd, buf)
+            else:
+                prefix = _PREFIX.pack(base_offset, batch_length, leader_epoch)
+                written = os.writev(fd, [prefix, mv[_PREFIX.size :]])
+            if written != n:
+                raise OSError(f"short write: {written} of {n} bytes")
         except OSError as e:
-            self._undo_write(self.size)
+            self._undo_write(size)
             raise KafkaStorageError(f"write to {self.log_path} failed: {e}") from e
-        if n != length:
-            self._undo_write(self.size)
-            raise KafkaStorageError(f"short write to {self.log_path}: {n} of {length} bytes")
-        self.size += length
+        self.size = size + n
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp_so_far = last_offset
+        if index_now:
+            self.offset_index.append(last_offset, size)
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+            )
+            since = 0
+        self.bytes_since_last_index_entry = since + n
+        self.next_offset = last_offset + 1
+        if not size:
+            self._rolling_based_timestamp = max_timestamp
+        return True
 
     def _write(self, data: bytes | bytearray | memoryview) -> None:
         start = self.size
@@ -273,7 +283,7 @@ class LogSegment:
     def rolling_based_timestamp(self) -> int | None:
         """The first batch's max timestamp (what segment.ms counts from), if any."""
         if self._rolling_based_timestamp is None and self.size >= HEADER_SIZE:
-            h = self.read_header_at(0)
+            h = read_header_at(self.fd, 0)
             if h is not None:
                 self._rolling_based_timestamp = h.max_timestamp
         return self._rolling_based_timestamp
@@ -297,21 +307,13 @@ class LogSegment:
 
     # --- reading ---
 
-    def read_header_at(self, position: int) -> BatchHeader | None:
-        data = os.pread(self.fd, HEADER_SIZE, position)
-        if len(data) < HEADER_SIZE:
-            return None
-        try:
-            return read_header(data)
-        except ProtocolError:
-            return None
-
     def iter_batches(
-        self, start: int = 0, end: int | None = None, *, chunk: int = _READ_CHUNK
+        self, start: int = 0, end: int | None = None, *, chunk: int = READ_CHUNK
     ) -> Iterator[BatchPosition]:
         """Batch positions from ``start`` (a batch boundary) to ``end``, reading headers in
         chunks. Stops quietly at a header that does not parse or runs past ``end``."""
-        for pos, h, _ in self._scan(start, end, with_data=False, chunk=chunk):
+        stop = self.size if end is None else end
+        for pos, h, _ in scan_batches(self.fd, start, stop, with_data=False, chunk=chunk):
             yield BatchPosition(pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
 
     def iter_batch_data(
@@ -320,80 +322,15 @@ class LogSegment:
         """(position, header, whole batch bytes) from ``start``; the memoryview is only valid
         until the next step. Stops quietly at the first batch that does not parse or is
         incomplete (the CRC is not checked here)."""
-        return self._scan(start, end, with_data=True, chunk=chunk)
-
-    def _scan(
-        self, start: int, end: int | None, *, with_data: bool, chunk: int
-    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-        if end is None:
-            end = self.size
-        fd = self.fd
-        buf = b""
-        buf_start = start
-        pos = start
-        empty = memoryview(b"")
-        while end - pos >= HEADER_SIZE:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf = pread_fully(fd, min(max(chunk, HEADER_SIZE), end - pos), pos)
-                buf_start = pos
-                rel = 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            try:
-                h = read_header(buf, rel)
-            except ProtocolError:
-                return
-            size = h.size
-            if pos + size > end:
-                return
-            if with_data:
-                if rel + size > len(buf):
-                    buf = pread_fully(fd, max(min(chunk, end - pos), size), pos)
-                    buf_start = pos
-                    rel = 0
-                    if len(buf) < size:
-                        return
-                yield pos, h, memoryview(buf)[rel : rel + size]
-            else:
-                yield pos, h, empty
-            pos += size
+        stop = self.size if end is None else end
+        return scan_batches(self.fd, start, stop, with_data=True, chunk=chunk)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchPosition | None:
         """The first batch whose last offset is >= ``offset``, or None."""
         _, pos = self.offset_index.lookup(offset)
         if pos < starting_position:
             pos = starting_position
-        return self._walk(pos, offset, None)
-
-    def _walk(self, pos: int, offset: int, timestamp: int | None) -> BatchPosition | None:
-        """From the batch at ``pos``, the first batch with last offset >= ``offset`` (and,
-        if ``timestamp`` is given, max timestamp >= it). Reads headers a few KiB at a time
-        and unpacks only the fields it needs (the data was validated when appended)."""
-        fd = self.fd
-        end = self.size
-        unpack_ol = _OFFSET_LENGTH.unpack_from
-        unpack_i32 = _I32.unpack_from
-        unpack_i64 = _I64.unpack_from
-        while end - pos >= HEADER_SIZE:
-            buf = os.pread(fd, min(_WALK_CHUNK, end - pos), pos)
-            n = len(buf)
-            i = 0
-            while n - i >= HEADER_SIZE:
-                base, length = unpack_ol(buf, i)
-                size = length + LOG_OVERHEAD
-                if size < HEADER_SIZE or pos + i + size > end:
-                    return None
-                last = base + unpack_i32(buf, i + 23)[0]
-                if last >= offset:
-                    max_ts = unpack_i64(buf, i + 35)[0]
-                    if timestamp is None or max_ts >= timestamp:
-                        return BatchPosition(pos + i, size, base, last, max_ts)
-                i += size
-            if i == 0:
-                return None
-            pos += i
-        return None
+        return walk_to_offset(self.fd, pos, self.size, offset, None)
 
     def read(
         self,
@@ -418,17 +355,43 @@ class LogSegment:
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchPosition | None:
         """The first batch at or after ``starting_offset`` whose max timestamp is >=
-        ``timestamp`` (the caller decodes it to find the exact record); None if none."""
+        ``timestamp`` (:meth:`find_record_at_timestamp` decodes it); None if none."""
         _, offset = self.time_index.lookup(timestamp)
         _, pos = self.offset_index.lookup(max(offset, starting_offset))
-        return self._walk(pos, starting_offset, timestamp)
+        return walk_to_offset(self.fd, pos, self.size, starting_offset, timestamp)
+
+    def find_record_at_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``min_offset`` whose timestamp
+        is >= ``timestamp`` (Kafka's LogSegment.findOffsetByTimestamp): the time and offset
+        indexes lead to a batch, whose records are then scanned."""
+        if self.max_timestamp_so_far < timestamp:
+            return None
+        starting = min_offset
+        while True:
+            bp = self.find_offset_by_timestamp(timestamp, starting)
+            if bp is None:
+                return None
+            found = first_record_at(self.read_batch(bp.position, bp.size), timestamp, min_offset)
+            if found is not None:
+                return found
+            starting = bp.last_offset + 1
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """The segment's max timestamp and the offset of the record carrying it (the first
+        such record of the batch the time index points at)."""
+        ts = self.max_timestamp_so_far
+        offset = self.offset_of_max_timestamp_so_far
+        bp = self.translate_offset(offset)
+        if bp is not None:
+            offset = offset_of_timestamp(self.read_batch(bp.position, bp.size), ts, offset)
+        return ts, offset
 
     def read_batch(self, position: int, size: int) -> bytes:
         return pread_fully(self.fd, size, position)
 
     # --- recovery and checks ---
 
-    def recover(self, on_batch=None, *, reset_txn_index: bool = True) -> int:
+    def recover(self, on_batch: OnBatch | None = None, *, reset_txn_index: bool = True) -> int:
         """Re-validate every batch, rebuild the offset and time indexes (the caller rebuilds
         the transaction index by replaying producer state) and cut the file after the last
         valid batch. ``on_batch(position, header, data)`` sees each valid batch. Returns the
@@ -488,7 +451,7 @@ class LogSegment:
                 raise CorruptIndexError(
                     f"{self.offset_index.path}: entry position {last_pos} is past the log end"
                 )
-            h = self.read_header_at(last_pos)
+            h = read_header_at(self.fd, last_pos)
             if h is None or h.last_offset != last_off:
                 raise CorruptIndexError(
                     f"{self.offset_index.path}: entry ({last_off}, {last_pos}) does not "
@@ -544,12 +507,8 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """The segment rolled: write its final time-index entry and trim the indexes."""
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self.time_index.seal_with(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+        self.offset_index.seal()
 
     def release_index_maps(self) -> None:
         """Unmap an inactive segment's indexes (they map again on the next lookup)."""
@@ -566,12 +525,9 @@ class LogSegment:
         """Close cleanly: final time-index entry, trimmed indexes, files closed."""
         if self.fd < 0:
             return
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
-        self.offset_index.close_and_trim()
-        self.time_index.close_and_trim()
+        self.on_become_inactive()
+        self.offset_index.close()
+        self.time_index.close()
         os.close(self.fd)
         self.fd = -1
 

@@ -1,0 +1,40 @@
+"""What a log answers: an append's offsets, a fetch's file region, a timestamp lookup."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from gregor.storage.file_records import FileRegion
+from gregor.storage.index import AbortedTxn
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 for CreateTime
+    log_start_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    records_count: int
+    valid_bytes: int
+    duplicate: bool = False  # a retried batch answered with its original offsets
+
+
+class FetchDataInfo(NamedTuple):
+    fetch_offset: int
+    region: FileRegion | None  # None: nothing to return
+    first_batch_offset: int  # base offset of the first batch in the region (-1 if none)
+    aborted_transactions: list[AbortedTxn] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.region.length if self.region else 0
+
+    def read_bytes(self) -> bytes:
+        return self.region.read() if self.region else b""
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
