@@ -172,7 +172,8 @@ class Broker:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             close_idle(self.connections, max_idle_ms)
             try:
-                pending = self.logs.run_periodic()
+                # Checkpoint files are written (and fsynced) in the executor, off the loop.
+                pending = self.logs.run_periodic(background_checkpoint=True)
                 await loop.run_in_executor(None, delete_files, pending)
             except Exception:  # noqa: BLE001 - keep the broker up; say what failed
                 log.exception("periodic log maintenance failed")

@@ -37,7 +37,8 @@ from gregor.broker.errors import code_of
 from gregor.broker.events import log_event
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.storage.errors import StorageError
-from gregor.storage.log import Log, LogAppendInfo
+from gregor.storage.log import Log
+from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin
 
 log = logging.getLogger("gregor.broker.coordinators")

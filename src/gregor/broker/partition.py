@@ -37,7 +37,8 @@ from gregor.protocol.errors import (
     PolicyViolationError,
 )
 from gregor.storage.index import AbortedTxn
-from gregor.storage.log import Log, LogAppendInfo
+from gregor.storage.log import Log
+from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin, ProducerStateEntry
 
 READ_UNCOMMITTED = 0

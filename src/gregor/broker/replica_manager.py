@@ -50,7 +50,8 @@ from gregor.protocol.records.convert import upconvert
 from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
 from gregor.storage.errors import StorageError
 from gregor.storage.index import AbortedTxn
-from gregor.storage.log import Log, LogAppendInfo
+from gregor.storage.log import Log
+from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
 
