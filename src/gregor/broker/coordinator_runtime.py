@@ -36,7 +36,6 @@ from typing import Any, NamedTuple, Protocol
 from gregor.broker.errors import code_of
 from gregor.broker.events import log_event
 from gregor.protocol.errors import ErrorCode, KafkaError
-from gregor.storage.errors import StorageError
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin
@@ -262,7 +261,7 @@ class CoordinatorRuntime(ABC):
         try:
             info = self.writer.append_internal(topic, w.partition, bytearray(w.batch), self.topic.origin)
             committed = self.writer.committed(topic, w.partition, info.last_offset + 1)
-        except (KafkaError, StorageError) as e:
+        except KafkaError as e:
             code = code_of(e)
             log_event(log, f"{self.name}.append_failed", logging.ERROR, partition=w.partition, error=str(e))
             self._write_complete(w.id, code, -1)

@@ -1,8 +1,9 @@
 """The broker's one error convention.
 
-Domain operations (topic admin, the replica manager, the metadata store, storage) raise the
-generated Kafka exceptions (``gregor.protocol.errors``: ``InvalidPartitionsError("...")``),
-each of which carries its wire ``code``. Handlers catch at the per-topic or per-partition
+Domain operations (topic admin, the replica manager, the metadata store, storage, whose
+``StorageError`` is a ``KafkaError``) raise the generated Kafka exceptions
+(``gregor.protocol.errors``: ``InvalidPartitionsError("...")``), each of which carries its
+wire ``code``. Handlers catch at the per-topic or per-partition
 boundary and turn the exception into a response field with :func:`code_of`, the only place
 that maps an exception to an error code. Anything that is not a Kafka error is a bug: it is
 logged with its traceback and answered UNKNOWN_SERVER_ERROR. ``ProtocolError`` (malformed
@@ -17,7 +18,6 @@ import logging
 from gregor.protocol.errors import ErrorCode, KafkaError, error_for_code
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.compression import UnsupportedCompressionError
-from gregor.storage.errors import StorageError
 
 log = logging.getLogger("gregor.broker")
 
@@ -26,8 +26,6 @@ def code_of(exc: BaseException) -> ErrorCode:
     """The Kafka error code to answer for ``exc``."""
     if isinstance(exc, KafkaError):
         return _known(exc.code)
-    if isinstance(exc, StorageError):
-        return _known(exc.error_code)
     if isinstance(exc, UnsupportedCompressionError):
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if isinstance(exc, ProtocolError):

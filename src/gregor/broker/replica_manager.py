@@ -48,7 +48,6 @@ from gregor.protocol.errors import (
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.convert import upconvert
 from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
-from gregor.storage.errors import StorageError
 from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
@@ -212,7 +211,7 @@ class ReplicaManager:
                 # No copy: the log stamps offsets into a writable buffer in place and copies
                 # (or writes in two pieces) a read-only one such as a slice of the request.
                 result.info = partition.append_as_leader(data, AppendOrigin.CLIENT, required_acks)
-            except (KafkaError, StorageError, ProtocolError) as e:
+            except (KafkaError, ProtocolError) as e:
                 result.error, result.message = code_of(e), message_of(e)
                 continue
             if required_acks == -1:
@@ -281,7 +280,7 @@ class ReplicaManager:
             self.leader_partition(topic, index).append_txn_marker(
                 producer_id, producer_epoch, commit, coordinator_epoch
             )
-        except (KafkaError, StorageError) as e:
+        except KafkaError as e:
             return code_of(e)
         for listener in self._marker_listeners:
             listener(topic, index, producer_id, commit)
@@ -349,7 +348,7 @@ class ReplicaManager:
                     part.fetch_offset, limit, isolation=params.isolation,
                     from_follower=params.from_follower, min_one=first_with_data,
                 )
-            except StorageError as e:
+            except KafkaError as e:  # the log's errors (OFFSET_OUT_OF_RANGE, ...)
                 part.error = code_of(e)
                 part.high_watermark = partition.log.high_watermark
                 part.log_start_offset = partition.log.log_start_offset

@@ -43,7 +43,6 @@ from gregor.protocol.messages.create_topics import CreateTopicsRequest, CreateTo
 from gregor.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from gregor.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from gregor.protocol.primitives import ZERO_UUID
-from gregor.storage.errors import StorageError
 
 log = logging.getLogger("gregor.broker.admin")
 
@@ -217,7 +216,7 @@ def _delete_records(ctx: RequestContext, topic: str, index: int, offset: int) ->
         partition = ctx.broker.replicas.leader_partition(topic, index)
         before = partition.log.log_start_offset
         low_watermark = partition.delete_records(offset)
-    except (KafkaError, StorageError) as e:
+    except KafkaError as e:
         return DRPart(partition_index=index, low_watermark=-1, error_code=code_of(e))
     if low_watermark != before:
         log_event(
