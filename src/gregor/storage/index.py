@@ -420,10 +420,17 @@ class TimeIndex(_MmapIndex):
         self._last = (timestamp, offset)
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Append if ``timestamp`` is above the last entry's."""
-        if not self._accepts(timestamp, offset):
-            return
+        """Append if ``timestamp`` is above the last entry's (:meth:`_accepts`, inline: this
+        runs on the append path)."""
         n = self._entries
+        if n:
+            last = self._last
+            if last is None:
+                last = self._last = self.entry(n - 1)
+            if timestamp <= last[0]:
+                return
+            if offset < last[1]:
+                raise ValueError(f"time index offset {offset} is below {last[1]}")
         mm = self._map
         if mm is None or len(mm) < (n + 1) * TIME_ENTRY_SIZE:
             mm = self._ensure_room()

@@ -227,9 +227,8 @@ class Log(LocalLog):
             or max_ts - now_ms > cfg.message_timestamp_after_max_ms
             or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc
             or not self._segments.active.append_unchecked(
-                mv, offset, blen, leader_epoch, last, max_ts, now_ms,
-                cfg.segment_bytes, cfg.segment_ms,
-            )  # fmt: skip
+                mv, offset, leader_epoch, last, max_ts, now_ms, cfg
+            )
         ):
             return self._append(records, origin, leader_epoch, True, now_ms)
         self.log_end_offset = last + 1
@@ -356,10 +355,12 @@ class Log(LocalLog):
     ) -> None:
         cache = self.leader_epoch_cache
         if leader_epoch is not None:
-            cache.assign_if_newer(leader_epoch, first_offset)
+            if leader_epoch > cache.latest:  # (latest is -1 when empty)
+                cache.assign(leader_epoch, first_offset)
         else:
             for _, h in headers:
-                cache.assign_if_newer(h.partition_leader_epoch, h.base_offset)
+                if h.partition_leader_epoch > cache.latest:
+                    cache.assign(h.partition_leader_epoch, h.base_offset)
         commit_append(self.producer_state, staged, self.log_end_offset, self._segments.active)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:

@@ -26,7 +26,8 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 
-from gregor.protocol.records.header import HEADER_SIZE, BatchHeader, crc_ok
+from gregor.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc_ok
+from gregor.storage.config import LogConfig
 from gregor.storage.errors import KafkaStorageError
 from gregor.storage.file_records import (
     READ_CHUNK,
@@ -191,13 +192,11 @@ class LogSegment:
         self,
         mv: memoryview,
         base_offset: int,
-        batch_length: int,
         leader_epoch: int,
         last_offset: int,
         max_timestamp: int,
         now_ms: int,
-        segment_bytes: int,
-        segment_ms: int,
+        config: LogConfig,
     ) -> bool:
         """Append one batch whose header and CRC the caller validated (the produce fast
         path): stamp its base offset and partition leader epoch, write it with one system call
@@ -213,7 +212,7 @@ class LogSegment:
         since = self.bytes_since_last_index_entry
         index_now = since > self.index_interval_bytes
         if (
-            size + n > segment_bytes
+            size + n > config.segment_bytes
             or last_offset - self.base_offset > INT32_MAX
             or (index_now and (self.offset_index.is_full() or self.time_index.is_full()))
         ):
@@ -223,9 +222,10 @@ class LogSegment:
             if rolling is None:
                 return False
             waited = max_timestamp - rolling if rolling >= 0 else now_ms - self.created_ms
-            if waited > segment_ms:
+            if waited > config.segment_ms:
                 return False
         fd = self.fd
+        batch_length = n - LOG_OVERHEAD
         try:
             if not mv.readonly:
                 _PREFIX.pack_into(mv, 0, base_offset, batch_length, leader_epoch)
