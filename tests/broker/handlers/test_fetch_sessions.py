@@ -4,7 +4,15 @@ session and leader epoch errors, closing and eviction, by name (v12) and by topi
 from __future__ import annotations
 
 import pytest
-from handler_requests import batch, create_topic, fetch, fetch_request, partitions_of, produce, values_of
+from handler_requests import (
+    batch,
+    create_topic,
+    fetch,
+    fetch_request,
+    partitions_of,
+    produce,
+    values_of,
+)
 from handler_wire import Wire
 
 from gregor.protocol.errors import ErrorCode
