@@ -314,6 +314,7 @@ def test_alter_configs_errors_kafka_python(broker: InProcessBroker, admin: Admin
     assert_serving(broker, admin)
 
 
+@pytest.mark.slow
 def test_overrides_survive_restart() -> None:
     # A process of its own: the restart is a new broker process reading its data directory.
     with BrokerProcess(STATIC) as broker:

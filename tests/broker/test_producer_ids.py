@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
+
 from gregor.protocol.framing import RequestHeader, decode_response_header, encode_request
 from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from gregor.testing import BrokerProcess, InProcessBroker
@@ -24,6 +26,7 @@ def _init_producer_id(port: int, transactional_id: str | None = None) -> InitPro
     return InitProducerIdResponse.decode(memoryview(frame)[pos:], version)
 
 
+@pytest.mark.slow
 def test_producer_ids_are_unique_and_never_reused_after_restart() -> None:
     with BrokerProcess() as broker:
         first = [_init_producer_id(broker.port) for _ in range(3)]
