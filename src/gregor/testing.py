@@ -1,32 +1,53 @@
-"""Start a real Gregor broker process for tests: a context manager and a pytest fixture.
+"""Real Gregor brokers for tests: context managers and pytest fixtures.
 
-    from gregor.testing import BrokerProcess
+    from gregor.testing import BrokerProcess, InProcessBroker
 
-    with BrokerProcess() as broker:
+    with BrokerProcess() as broker:          # a child process: restart, SIGKILL, recovery
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
 
-The broker runs as a child process (``python -m gregor serve``) listening on 127.0.0.1 on a
-port the OS picks (``listeners=PLAINTEXT://127.0.0.1:0``), with its data in a temporary
-directory. The process reports the port it bound in its ``broker.started`` log line, which is
-how this module learns it: no guessing of free ports, no race. ``restart()`` keeps the data
-directory and the port, so tests can check that acknowledged data survives a restart.
+    with InProcessBroker() as broker:        # this process, a background thread: milliseconds
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+    async with InProcessBroker() as broker:  # this process, the running event loop
+        ...
+
+``BrokerProcess`` runs the broker as a child process (``python -m gregor serve``) listening on
+127.0.0.1 on a port the OS picks (``listeners=PLAINTEXT://127.0.0.1:0``), with its data in a
+temporary directory. The process reports the port it bound in its ``broker.started`` log line,
+which is how this module learns it: no guessing of free ports, no race. ``restart()`` keeps the
+data directory and the port, so tests can check that acknowledged data survives a restart.
+
+``InProcessBroker`` builds the same broker in the test's own process on the same defaults, with
+real sockets; it starts in milliseconds and is the default for tests that do not need to kill
+or restart a process.
 
 Installed as a pytest plugin (entry point ``gregor``): any project that depends on Gregor gets
-the ``gregor_broker`` fixture (one broker per test) without Docker.
+the ``gregor_broker`` and ``gregor_inprocess_broker`` fixtures (one broker per test) without
+Docker.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from gregor.broker.broker import Broker
+
+T = TypeVar("T")
 
 _STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
 
@@ -36,8 +57,6 @@ class BrokerStartError(RuntimeError):
 
 
 def _level_number(name: str) -> int:
-    import logging
-
     n = logging.getLevelName(name.upper())
     if not isinstance(n, int):
         raise ValueError(f"unknown log level {name!r}")
@@ -50,7 +69,7 @@ class BrokerProcess:
         config: Mapping[str, object] | None = None,
         data_dir: str | Path | None = None,
         port: int = 0,
-        start_timeout: float = 30.0,
+        start_timeout: float | None = None,
         log_level: str = "INFO",
     ) -> None:
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
@@ -103,9 +122,11 @@ class BrokerProcess:
         return self
 
     def _wait_started(self) -> None:
+        """Wait for the ``broker.started`` line for as long as the process lives (recovery after
+        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given."""
         assert self.proc is not None
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
+        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
+        while deadline is None or time.monotonic() < deadline:
             text = self.read_log()
             m = _STARTED.search(text)
             if m:
@@ -175,6 +196,297 @@ class BrokerProcess:
         self.close()
 
 
+# --- in-process broker --------------------------------------------------------------------
+
+
+class _BrokerLog(logging.Handler):
+    """Appends the broker's log lines (logfmt, as ``gregor serve`` writes them) to a file.
+
+    Only records from the broker's own loggers (``gregor.broker``, ``gregor.storage``,
+    ``gregor.coordinator``) are kept, and, when the broker runs on a thread of its own, only
+    those emitted on that thread or its executor threads; a test's client logs stay out.
+    """
+
+    _NAMES = ("gregor.broker", "gregor.storage", "gregor.coordinator")
+
+    def __init__(self, path: Path, threads: Callable[[logging.LogRecord], bool] | None) -> None:
+        super().__init__()
+        from gregor.broker.logging import LogfmtFormatter
+
+        self.setFormatter(LogfmtFormatter())
+        self._path = path
+        self._threads = threads
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith(self._NAMES):
+            return
+        if self._threads is not None and not self._threads(record):
+            return
+        try:
+            line = self.format(record) + "\n"
+            with open(self._path, "a", encoding="utf-8") as f:
+                f.write(line)
+        except Exception:  # noqa: BLE001 - logging must never break the broker
+            self.handleError(record)
+
+
+class _RootLevel:
+    """Sets the root logger's level while any in-process broker runs (``gregor serve
+    --log-level`` does the same in its own process), and puts the old level back after the
+    last one stops."""
+
+    _lock = threading.Lock()
+    _users = 0
+    _saved = logging.WARNING
+
+    @classmethod
+    def acquire(cls, level: str) -> None:
+        with cls._lock:
+            root = logging.getLogger()
+            if cls._users == 0:
+                cls._saved = root.level
+            cls._users += 1
+            root.setLevel(level.upper())
+
+    @classmethod
+    def release(cls) -> None:
+        with cls._lock:
+            cls._users -= 1
+            if cls._users == 0:
+                logging.getLogger().setLevel(cls._saved)
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class InProcessBroker:
+    """The real Gregor broker, built in this process: real sockets, no child process.
+
+    Theory of operation. The broker is ``gregor.broker.broker.Broker`` on a ``BrokerConfig``
+    with the same defaults as ``BrokerProcess`` (``listeners=PLAINTEXT://127.0.0.1:0``, data
+    in a temporary directory, no initial rebalance delay). The OS picks the port; after start
+    ``bootstrap_servers`` names it, read from ``Broker.bound_listeners``.
+
+    Two ways to run it:
+
+    - ``async with InProcessBroker() as broker:`` starts the broker on the running event
+      loop, for tests that are themselves asyncio code (the gregor asyncio client, aiokafka,
+      ``ClientConnection`` over asyncio streams). The test must yield to the loop for the
+      broker to answer: blocking socket calls from that thread would deadlock.
+    - ``with InProcessBroker() as broker:`` starts an event loop (uvloop when installed) on a
+      background thread and runs the broker there, for tests that drive it with blocking
+      clients (confluent-kafka, kafka-python, gregor's sync client, plain sockets).
+      ``broker.call(coro_fn)`` runs a coroutine function on that loop and returns its result,
+      which is how a test may look at broker state without racing the broker's thread.
+
+    Log lines go to ``data_dir/broker.log`` in ``gregor serve``'s format; ``read_log()`` returns
+    those written since the last start, as ``BrokerProcess.read_log`` does. While a broker
+    runs, the root logger's level is ``log_level`` (as in the broker's own process).
+
+    A graceful ``restart()`` keeps the data directory and the port. SIGKILL and other crash
+    tests need ``BrokerProcess``: a broker in this process cannot be killed without it.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        data_dir: str | Path | None = None,
+        log_level: str = "INFO",
+    ) -> None:
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gregor-test-")
+            data_dir = self._tmp.name
+        self.data_dir = Path(data_dir)
+        self.port = 0
+        _level_number(log_level)
+        self.log_level = log_level
+        self.log_path = self.data_dir / "broker.log"
+        self._log_offset = 0
+        self.broker: Broker | None = None
+        self._handler: _BrokerLog | None = None
+        # Set only when the broker runs on its own thread (the synchronous form).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def running(self) -> bool:
+        return self.broker is not None
+
+    def read_log(self, since_start: bool = True) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                if since_start:
+                    f.seek(self._log_offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # --- on the broker's event loop ---
+
+    async def start_async(self) -> InProcessBroker:
+        """Build and start the broker on the running event loop."""
+        from gregor.broker.broker import Broker
+        from gregor.broker.config import BrokerConfig
+
+        if self.broker is not None:
+            raise BrokerStartError("broker already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir / "logs"),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(self.config)
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._handler = _BrokerLog(self.log_path, self._own_thread if self._loop is not None else None)
+        logging.getLogger("gregor").addHandler(self._handler)
+        _RootLevel.acquire(self.log_level)
+        try:
+            broker = Broker(BrokerConfig(props))
+            await broker.start()
+        except BaseException:
+            self._drop_log_handler()
+            raise
+        self.broker = broker
+        self.port = broker.bound_listeners[0][2]
+        return self
+
+    async def stop_async(self) -> None:
+        """Stop the broker gracefully (its logs closed clean, as on SIGTERM)."""
+        broker, self.broker = self.broker, None
+        if broker is None:
+            return
+        try:
+            await broker.stop()
+        finally:
+            self._drop_log_handler()
+
+    async def restart_async(self) -> InProcessBroker:
+        await self.stop_async()
+        return await self.start_async()
+
+    def _drop_log_handler(self) -> None:
+        if self._handler is not None:
+            logging.getLogger("gregor").removeHandler(self._handler)
+            self._handler = None
+            _RootLevel.release()
+
+    def _own_thread(self, record: logging.LogRecord) -> bool:
+        return record.thread == (self._thread.ident if self._thread else None) or record.threadName.startswith(
+            self._executor_prefix
+        )
+
+    @property
+    def _executor_prefix(self) -> str:
+        return f"gregor-broker-{id(self):x}"
+
+    async def __aenter__(self) -> InProcessBroker:
+        return await self.start_async()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop_async()
+        self._cleanup()
+
+    # --- on a background thread, for blocking clients ---
+
+    def call(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run ``fn()`` on the broker's event loop thread and return its result."""
+        if self._loop is None:
+            raise RuntimeError("call() needs the synchronous form (with InProcessBroker() as b:)")
+        return asyncio.run_coroutine_threadsafe(fn(), self._loop).result()
+
+    def start(self) -> InProcessBroker:
+        if self._loop is None:
+            loop = _new_event_loop()
+            self._executor = ThreadPoolExecutor(thread_name_prefix=self._executor_prefix)
+            loop.set_default_executor(self._executor)
+            self._thread = threading.Thread(target=self._run_loop, args=(loop,), name=self._executor_prefix, daemon=True)
+            self._loop = loop
+            self._thread.start()
+        try:
+            return self.call(self.start_async)
+        except BaseException:
+            self._stop_thread()
+            raise
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        try:
+            self.call(self.stop_async)
+        finally:
+            self._stop_thread()
+
+    def restart(self) -> InProcessBroker:
+        """Graceful stop, then a new broker on the same data directory and port."""
+        self.stop()
+        return self.start()
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+            # Whatever the stopped broker left behind (a connection's task between frames).
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+    def _stop_thread(self) -> None:
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = self._executor = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+
+    def close(self) -> None:
+        self.stop()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> InProcessBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 try:
     import pytest
 except ImportError:  # pragma: no cover - pytest is optional for users of the context manager
@@ -192,5 +504,18 @@ if pytest is not None:
     def gregor_broker_module() -> Iterator[BrokerProcess]:
         """One broker shared by the tests of a module."""
         with BrokerProcess() as broker:
+            yield broker
+
+    @pytest.fixture
+    def gregor_inprocess_broker() -> Iterator[InProcessBroker]:
+        """A real Gregor broker in this process (its event loop on a background thread) on a
+        free port in a temporary directory, one per test: milliseconds to start."""
+        with InProcessBroker() as broker:
+            yield broker
+
+    @pytest.fixture(scope="module")
+    def gregor_inprocess_broker_module() -> Iterator[InProcessBroker]:
+        """One in-process broker shared by the tests of a module."""
+        with InProcessBroker() as broker:
             yield broker
 

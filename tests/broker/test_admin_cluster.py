@@ -11,7 +11,7 @@ from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
-from gregor.testing import BrokerProcess
+from gregor.testing import InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,13 +19,13 @@ TIMEOUT = 10
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess({"broker.rack": "rack-a"}) as b:
+def broker() -> Iterator[InProcessBroker]:
+    with InProcessBroker({"broker.rack": "rack-a"}) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> AdminClient:
+def admin(broker: InProcessBroker) -> AdminClient:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     fs = admin.create_topics([NewTopic("alpha", 3, 1), NewTopic("beta", 1, 1)])
     for f in fs.values():
@@ -38,13 +38,13 @@ def admin(broker: BrokerProcess) -> AdminClient:
 
 
 @pytest.fixture(scope="module")
-def kadmin(broker: BrokerProcess, admin: AdminClient) -> Iterator[KafkaAdminClient]:
+def kadmin(broker: InProcessBroker, admin: AdminClient) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     yield client
     client.close()
 
 
-def test_describe_cluster_confluent(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_describe_cluster_confluent(broker: InProcessBroker, admin: AdminClient) -> None:
     # librdkafka describes the cluster with Metadata v10, not DescribeCluster.
     result = admin.describe_cluster().result(timeout=TIMEOUT)
     assert [(n.id, n.host, n.port, n.rack) for n in result.nodes] == [(1, "127.0.0.1", broker.port, "rack-a")]
@@ -52,7 +52,7 @@ def test_describe_cluster_confluent(broker: BrokerProcess, admin: AdminClient) -
     assert result.cluster_id == admin.list_topics(timeout=TIMEOUT).cluster_id
 
 
-def test_describe_cluster_kafka_python(broker: BrokerProcess, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+def test_describe_cluster_kafka_python(broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
     # kafka-python uses DescribeCluster (v1) and asks for the authorized operations.
     result = kadmin.describe_cluster()
     assert result["controller_id"] == 1
@@ -90,7 +90,7 @@ def test_describe_topic_partitions_kafka_python(kadmin: KafkaAdminClient) -> Non
     assert uuid.UUID(str(ids["alpha"])) == page["topics"][0]["topic_id"]
 
 
-def test_describe_log_dirs_kafka_python(broker: BrokerProcess, kadmin: KafkaAdminClient) -> None:
+def test_describe_log_dirs_kafka_python(broker: InProcessBroker, kadmin: KafkaAdminClient) -> None:
     (entry,) = kadmin.describe_log_dirs()
     assert entry["broker"] == 1
     (log_dir,) = entry["log_dirs"]

@@ -1,5 +1,5 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs against a real broker started with
-some static broker configs, driven by confluent-kafka and kafka-python."""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs against a real broker (in this
+process; a process of its own for the restart) started with some static broker configs, driven by confluent-kafka and kafka-python."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KConfigResourceType
 from kafka.admin import KafkaAdminClient
 
-from gregor.testing import BrokerProcess
+from gregor.testing import BrokerProcess, InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,18 +35,18 @@ STATIC = {
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess(STATIC) as b:
+def broker() -> Iterator[InProcessBroker]:
+    with InProcessBroker(STATIC) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> AdminClient:
+def admin(broker: InProcessBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 
 @pytest.fixture(scope="module")
-def kadmin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
+def kadmin(broker: InProcessBroker) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     yield client
     client.close()
@@ -81,7 +81,7 @@ def alter(admin: AdminClient, name: str, ops: list[tuple[str, str | None, AlterC
     return error_code(f)
 
 
-def assert_serving(broker: BrokerProcess, admin: AdminClient) -> None:
+def assert_serving(broker: InProcessBroker, admin: AdminClient) -> None:
     assert broker.running
     admin.list_topics(timeout=TIMEOUT)
     log = broker.read_log()
@@ -150,7 +150,7 @@ def test_describe_selected_keys_kafka_python(admin: AdminClient, kadmin: KafkaAd
     assert list(described) == ["retention.ms"]
 
 
-def test_describe_unknown_topic(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_describe_unknown_topic(broker: InProcessBroker, admin: AdminClient) -> None:
     res = ConfigResource(ResourceType.TOPIC, "ghost")
     assert error_code(admin.describe_configs([res])[res]) == 3
     assert_serving(broker, admin)
@@ -174,7 +174,7 @@ def test_describe_broker(admin: AdminClient) -> None:
 # --- IncrementalAlterConfigs ---
 
 
-def test_incremental_set_delete_append_subtract(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_incremental_set_delete_append_subtract(broker: InProcessBroker, admin: AdminClient) -> None:
     create(admin, "inc")
     assert alter(admin, "inc", [("retention.ms", "60000", AlterConfigOpType.SET)]) == 0
     assert values(admin, "inc", "retention.ms") == {"retention.ms": ("60000", TOPIC_CONFIG)}
@@ -211,7 +211,7 @@ def test_incremental_set_delete_append_subtract(broker: BrokerProcess, admin: Ad
     ],
 )
 def test_incremental_errors_change_nothing(
-    broker: BrokerProcess, admin: AdminClient, ops: list, expected: int
+    broker: InProcessBroker, admin: AdminClient, ops: list, expected: int
 ) -> None:
     name = "inc-bad"
     if "inc-bad" not in admin.list_topics(timeout=TIMEOUT).topics:
@@ -234,7 +234,7 @@ def test_incremental_unknown_topic(admin: AdminClient) -> None:
     assert alter(admin, "ghost", [("retention.ms", "1000", AlterConfigOpType.SET)]) == 3
 
 
-def test_incremental_broker_resource_is_refused(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_incremental_broker_resource_is_refused(broker: InProcessBroker, admin: AdminClient) -> None:
     res = ConfigResource(
         ResourceType.BROKER, "1",
         incremental_configs=[ConfigEntry("log.retention.hours", "1", incremental_operation=AlterConfigOpType.SET)],
@@ -247,7 +247,7 @@ def test_incremental_broker_resource_is_refused(broker: BrokerProcess, admin: Ad
     assert_serving(broker, admin)
 
 
-def test_override_takes_effect_on_produce(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_override_takes_effect_on_produce(broker: InProcessBroker, admin: AdminClient) -> None:
     create(admin, "small")
     assert alter(admin, "small", [("max.message.bytes", "200", AlterConfigOpType.SET)]) == 0
     results: list[object] = []
@@ -278,7 +278,7 @@ def test_alter_configs_replaces_overrides(admin: AdminClient) -> None:
     }
 
 
-def test_alter_configs_errors_kafka_python(broker: BrokerProcess, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+def test_alter_configs_errors_kafka_python(broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
     create(admin, "kp-alter", {"retention.ms": "5000"})
     cases = [
         KConfigResource(KConfigResourceType.TOPIC, "kp-alter", configs={"no.such.config": "1"}),
@@ -314,7 +314,15 @@ def test_alter_configs_errors_kafka_python(broker: BrokerProcess, admin: AdminCl
     assert_serving(broker, admin)
 
 
-def test_overrides_survive_restart(broker: BrokerProcess, admin: AdminClient) -> None:
+@pytest.mark.slow
+def test_overrides_survive_restart() -> None:
+    # A process of its own: the restart is a new broker process reading its data directory.
+    with BrokerProcess(STATIC) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        _overrides_survive_restart(broker, admin)
+
+
+def _overrides_survive_restart(broker: BrokerProcess, admin: AdminClient) -> None:
     create(admin, "durable", {"retention.ms": "9000"})
     assert alter(admin, "durable", [("cleanup.policy", "compact", AlterConfigOpType.SET)]) == 0
     broker.restart()

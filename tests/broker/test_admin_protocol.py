@@ -29,7 +29,7 @@ from gregor.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from gregor.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 from gregor.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from gregor.protocol.messages.metadata import MetadataRequest
-from gregor.testing import BrokerProcess
+from gregor.testing import InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,12 +39,12 @@ DC = DescribeConfigsRequest.Resources
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess({"num.partitions": "3", "log.retention.minutes": "30"}) as b:
+def broker() -> Iterator[InProcessBroker]:
+    with InProcessBroker({"num.partitions": "3", "log.retention.minutes": "30"}) as b:
         yield b
 
 
-def roundtrip(broker: BrokerProcess, request: Any, version: int) -> Any:
+def roundtrip(broker: InProcessBroker, request: Any, version: int) -> Any:
     """Send one request on a fresh connection and return the decoded response."""
     conn = ClientConnection(client_id="admin-protocol-test")
     with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
@@ -59,7 +59,7 @@ def roundtrip(broker: BrokerProcess, request: Any, version: int) -> Any:
                 return responses[0].response
 
 
-def create(broker: BrokerProcess, name: str, partitions: int = 1, **configs: str) -> uuid.UUID:
+def create(broker: InProcessBroker, name: str, partitions: int = 1, **configs: str) -> uuid.UUID:
     resp = roundtrip(broker, CreateTopicsRequest(
         topics=[CT(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
                    configs=[CT.Configs(name=k.replace("_", "."), value=v) for k, v in configs.items()])],
@@ -70,7 +70,7 @@ def create(broker: BrokerProcess, name: str, partitions: int = 1, **configs: str
     return t.topic_id
 
 
-def metadata_topic_id(broker: BrokerProcess, name: str) -> uuid.UUID | None:
+def metadata_topic_id(broker: InProcessBroker, name: str) -> uuid.UUID | None:
     resp = roundtrip(broker, MetadataRequest(
         topics=[MetadataRequest.Topics(name=name, topic_id=ZERO)], allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
@@ -79,7 +79,7 @@ def metadata_topic_id(broker: BrokerProcess, name: str) -> uuid.UUID | None:
     return t.topic_id if t.error_code == 0 else None
 
 
-def test_api_versions_advertises_admin_apis(broker: BrokerProcess) -> None:
+def test_api_versions_advertises_admin_apis(broker: InProcessBroker) -> None:
     resp = roundtrip(broker, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert {key: ranges.get(key) for key in (19, 20, 21, 32, 33, 35, 37, 44, 60, 75)} == {
@@ -92,7 +92,7 @@ def test_api_versions_advertises_admin_apis(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("version", range(8))
-def test_create_topics_every_version(broker: BrokerProcess, version: int) -> None:
+def test_create_topics_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"ct-v{version}"
     resp = roundtrip(broker, CreateTopicsRequest(
         topics=[CT(name=name, num_partitions=2, replication_factor=1, assignments=[],
@@ -118,7 +118,7 @@ def test_create_topics_every_version(broker: BrokerProcess, version: int) -> Non
 
 
 @pytest.mark.parametrize("version", range(8))
-def test_create_topics_broker_defaults_from_v4(broker: BrokerProcess, version: int) -> None:
+def test_create_topics_broker_defaults_from_v4(broker: InProcessBroker, version: int) -> None:
     name = f"ct-defaults-v{version}"
     resp = roundtrip(broker, CreateTopicsRequest(
         topics=[CT(name=name, num_partitions=-1, replication_factor=-1, assignments=[], configs=[])],
@@ -135,7 +135,7 @@ def test_create_topics_broker_defaults_from_v4(broker: BrokerProcess, version: i
         assert metadata_topic_id(broker, name) is None
 
 
-def test_create_topics_duplicate_names(broker: BrokerProcess) -> None:
+def test_create_topics_duplicate_names(broker: InProcessBroker) -> None:
     resp = roundtrip(broker, CreateTopicsRequest(
         topics=[
             CT(name="dup", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
@@ -149,7 +149,7 @@ def test_create_topics_duplicate_names(broker: BrokerProcess) -> None:
     assert metadata_topic_id(broker, "single") is not None
 
 
-def test_create_topics_validate_only_reports_configs(broker: BrokerProcess) -> None:
+def test_create_topics_validate_only_reports_configs(broker: InProcessBroker) -> None:
     resp = roundtrip(broker, CreateTopicsRequest(
         topics=[CT(name="ct-dry", num_partitions=-1, replication_factor=-1, assignments=[],
                    configs=[CT.Configs(name="cleanup.policy", value="compact")])],
@@ -167,7 +167,7 @@ def test_create_topics_validate_only_reports_configs(broker: BrokerProcess) -> N
 
 
 @pytest.mark.parametrize("version", range(7))
-def test_delete_topics_every_version(broker: BrokerProcess, version: int) -> None:
+def test_delete_topics_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"dt-v{version}"
     topic_id = create(broker, name)
     if version >= 6:
@@ -189,7 +189,7 @@ def test_delete_topics_every_version(broker: BrokerProcess, version: int) -> Non
     assert metadata_topic_id(broker, name) is None
 
 
-def test_delete_topics_by_id_and_bad_combinations(broker: BrokerProcess) -> None:
+def test_delete_topics_by_id_and_bad_combinations(broker: InProcessBroker) -> None:
     topic_id = create(broker, "dt-id")
     keep_id = create(broker, "dt-keep")
     unknown = uuid.uuid4()
@@ -219,7 +219,7 @@ def test_delete_topics_by_id_and_bad_combinations(broker: BrokerProcess) -> None
 
 
 @pytest.mark.parametrize("version", range(4))
-def test_create_partitions_every_version(broker: BrokerProcess, version: int) -> None:
+def test_create_partitions_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"cp-v{version}"
     create(broker, name, 1)
     T = CreatePartitionsRequest.Topics
@@ -237,7 +237,7 @@ def test_create_partitions_every_version(broker: BrokerProcess, version: int) ->
     assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2]
 
 
-def test_create_partitions_duplicates_and_bad_assignment(broker: BrokerProcess) -> None:
+def test_create_partitions_duplicates_and_bad_assignment(broker: InProcessBroker) -> None:
     create(broker, "cp-x", 1)
     T = CreatePartitionsRequest.Topics
     A = CreatePartitionsRequest.Topics.Assignments
@@ -260,7 +260,7 @@ def test_create_partitions_duplicates_and_bad_assignment(broker: BrokerProcess) 
 
 
 @pytest.mark.parametrize("version", range(5))
-def test_describe_configs_every_version(broker: BrokerProcess, version: int) -> None:
+def test_describe_configs_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"dc-v{version}"
     create(broker, name, retention_ms="4000")
     resp = roundtrip(broker, DescribeConfigsRequest(
@@ -287,7 +287,7 @@ def test_describe_configs_every_version(broker: BrokerProcess, version: int) -> 
         assert retention.documentation and "kept" in retention.documentation
 
 
-def test_describe_configs_without_synonyms_or_documentation(broker: BrokerProcess) -> None:
+def test_describe_configs_without_synonyms_or_documentation(broker: InProcessBroker) -> None:
     create(broker, "dc-plain")
     resp = roundtrip(broker, DescribeConfigsRequest(
         resources=[DC(resource_type=2, resource_name="dc-plain", configuration_keys=None)],
@@ -298,7 +298,7 @@ def test_describe_configs_without_synonyms_or_documentation(broker: BrokerProces
     assert all(c.synonyms == [] and c.documentation is None for c in result.configs)
 
 
-def test_describe_configs_resources(broker: BrokerProcess) -> None:
+def test_describe_configs_resources(broker: InProcessBroker) -> None:
     resp = roundtrip(broker, DescribeConfigsRequest(
         resources=[
             DC(resource_type=4, resource_name="1", configuration_keys=["log.retention.minutes", "node.id"]),
@@ -331,7 +331,7 @@ def test_describe_configs_resources(broker: BrokerProcess) -> None:
 # --- AlterConfigs / IncrementalAlterConfigs ---
 
 
-def _topic_value(broker: BrokerProcess, name: str, key: str) -> tuple[str | None, int]:
+def _topic_value(broker: InProcessBroker, name: str, key: str) -> tuple[str | None, int]:
     resp = roundtrip(broker, DescribeConfigsRequest(
         resources=[DC(resource_type=2, resource_name=name, configuration_keys=[key])],
         include_synonyms=False, include_documentation=False,
@@ -341,7 +341,7 @@ def _topic_value(broker: BrokerProcess, name: str, key: str) -> tuple[str | None
 
 
 @pytest.mark.parametrize("version", range(3))
-def test_alter_configs_every_version(broker: BrokerProcess, version: int) -> None:
+def test_alter_configs_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"ac-v{version}"
     create(broker, name, retention_ms="1000")
     R = AlterConfigsRequest.Resources
@@ -355,7 +355,7 @@ def test_alter_configs_every_version(broker: BrokerProcess, version: int) -> Non
     assert _topic_value(broker, name, "retention.ms") == ("1800000", 4)  # replaced: override gone
 
 
-def test_alter_configs_duplicates(broker: BrokerProcess) -> None:
+def test_alter_configs_duplicates(broker: InProcessBroker) -> None:
     create(broker, "ac-dup")
     R = AlterConfigsRequest.Resources
     resp = roundtrip(broker, AlterConfigsRequest(
@@ -380,7 +380,7 @@ def test_alter_configs_duplicates(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("version", range(2))
-def test_incremental_alter_configs_every_version(broker: BrokerProcess, version: int) -> None:
+def test_incremental_alter_configs_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"iac-v{version}"
     create(broker, name, retention_ms="1000")
     R = IncrementalAlterConfigsRequest.Resources
@@ -399,7 +399,7 @@ def test_incremental_alter_configs_every_version(broker: BrokerProcess, version:
     assert _topic_value(broker, name, "cleanup.policy") == ("delete,compact", 1)
 
 
-def test_incremental_alter_configs_bad_requests(broker: BrokerProcess) -> None:
+def test_incremental_alter_configs_bad_requests(broker: InProcessBroker) -> None:
     create(broker, "iac-bad")
     R = IncrementalAlterConfigsRequest.Resources
     C = R.Configs
@@ -425,7 +425,7 @@ def test_incremental_alter_configs_bad_requests(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("version", range(3))
-def test_delete_records_every_version(broker: BrokerProcess, version: int) -> None:
+def test_delete_records_every_version(broker: InProcessBroker, version: int) -> None:
     from confluent_kafka import Producer
 
     name = f"dr-v{version}"
@@ -459,7 +459,7 @@ def test_delete_records_every_version(broker: BrokerProcess, version: int) -> No
 
 
 @pytest.mark.parametrize("version", range(2))
-def test_describe_cluster_every_version(broker: BrokerProcess, version: int) -> None:
+def test_describe_cluster_every_version(broker: InProcessBroker, version: int) -> None:
     resp = roundtrip(broker, DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1), version)
     assert (resp.error_code, resp.controller_id) == (0, 1)
     assert [(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers] == [(1, "127.0.0.1", broker.port, None)]
@@ -470,7 +470,7 @@ def test_describe_cluster_every_version(broker: BrokerProcess, version: int) -> 
         assert resp.endpoint_type == 1
 
 
-def test_describe_cluster_controller_endpoints_unsupported(broker: BrokerProcess) -> None:
+def test_describe_cluster_controller_endpoints_unsupported(broker: InProcessBroker) -> None:
     resp = roundtrip(broker, DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=2), 1)
     assert (resp.error_code, resp.endpoint_type, resp.brokers) == (115, 2, [])  # UNSUPPORTED_ENDPOINT_TYPE
 
@@ -479,7 +479,7 @@ def test_describe_cluster_controller_endpoints_unsupported(broker: BrokerProcess
 
 
 @pytest.mark.parametrize("version", range(5))
-def test_describe_log_dirs_every_version(broker: BrokerProcess, version: int) -> None:
+def test_describe_log_dirs_every_version(broker: InProcessBroker, version: int) -> None:
     name = f"ld-v{version}"
     create(broker, name, 2)
     from confluent_kafka import Producer
@@ -511,7 +511,7 @@ def test_describe_log_dirs_every_version(broker: BrokerProcess, version: int) ->
 # --- DescribeTopicPartitions ---
 
 
-def test_describe_topic_partitions_paging(broker: BrokerProcess) -> None:
+def test_describe_topic_partitions_paging(broker: InProcessBroker) -> None:
     ids = {"dtp-a": create(broker, "dtp-a", 3), "dtp-b": create(broker, "dtp-b", 1), "dtp-c": create(broker, "dtp-c", 4)}
     T = DescribeTopicPartitionsRequest.Topics
     C = DescribeTopicPartitionsRequest.Cursor
@@ -543,7 +543,7 @@ def test_describe_topic_partitions_paging(broker: BrokerProcess) -> None:
     assert [(t.name, t.error_code) for t in resp.topics] == [("dtp-b", 42)]
 
 
-def test_describe_topic_partitions_all_topics(broker: BrokerProcess) -> None:
+def test_describe_topic_partitions_all_topics(broker: InProcessBroker) -> None:
     create(broker, "dtp-all", 2)
     resp = roundtrip(broker, DescribeTopicPartitionsRequest(topics=[], response_partition_limit=2000, cursor=None), 0)
     names = [t.name for t in resp.topics]

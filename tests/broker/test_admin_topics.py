@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KTopicPartition
 
-from gregor.testing import BrokerProcess
+from gregor.testing import InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,19 +26,19 @@ TIMEOUT = 10
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
+def broker() -> Iterator[InProcessBroker]:
     # num.partitions=2 so that "broker default" is distinguishable from 1.
-    with BrokerProcess({"num.partitions": "2"}) as b:
+    with InProcessBroker({"num.partitions": "2"}) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> AdminClient:
+def admin(broker: InProcessBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 
 @pytest.fixture(scope="module")
-def kadmin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
+def kadmin(broker: InProcessBroker) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     yield client
     client.close()
@@ -59,7 +59,7 @@ def partition_count(admin: AdminClient, topic: str) -> int | None:
     return None if t is None else len(t.partitions)
 
 
-def assert_serving(broker: BrokerProcess, admin: AdminClient) -> None:
+def assert_serving(broker: InProcessBroker, admin: AdminClient) -> None:
     """The broker is up, answers a fresh request, and no handler blew up."""
     assert broker.running
     admin.list_topics(timeout=TIMEOUT)
@@ -70,7 +70,7 @@ def assert_serving(broker: BrokerProcess, admin: AdminClient) -> None:
 # --- CreateTopics ---
 
 
-def test_create_topic_with_configs(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_create_topic_with_configs(broker: InProcessBroker, admin: AdminClient) -> None:
     fs = admin.create_topics(
         [NewTopic("orders", 3, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})]
     )
@@ -100,14 +100,14 @@ def test_create_topic_with_configs(broker: BrokerProcess, admin: AdminClient) ->
     ],
     ids=lambda v: v.topic[:20] if isinstance(v, NewTopic) else str(v),
 )
-def test_create_topic_errors(broker: BrokerProcess, admin: AdminClient, topic: NewTopic, expected: int) -> None:
+def test_create_topic_errors(broker: InProcessBroker, admin: AdminClient, topic: NewTopic, expected: int) -> None:
     fs = admin.create_topics([topic])
     assert error_code(fs[topic.topic]) == expected
     assert partition_count(admin, topic.topic) is None
     assert_serving(broker, admin)
 
 
-def test_create_existing_topic(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_create_existing_topic(broker: InProcessBroker, admin: AdminClient) -> None:
     assert error_code(admin.create_topics([NewTopic("exists", 1, 1)])["exists"]) == 0
     fs = admin.create_topics([NewTopic("exists", 4, 1)])
     assert error_code(fs["exists"]) == 36  # TOPIC_ALREADY_EXISTS
@@ -115,7 +115,7 @@ def test_create_existing_topic(broker: BrokerProcess, admin: AdminClient) -> Non
     assert_serving(broker, admin)
 
 
-def test_create_validate_only(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_create_validate_only(broker: InProcessBroker, admin: AdminClient) -> None:
     fs = admin.create_topics([NewTopic("dry-run", 5, 1, config={"retention.ms": "1000"})], validate_only=True)
     assert error_code(fs["dry-run"]) == 0
     assert partition_count(admin, "dry-run") is None
@@ -138,7 +138,7 @@ def test_create_many_topics_mixed_results(admin: AdminClient) -> None:
     assert partition_count(admin, "mix-ok") == 2
 
 
-def test_kafka_python_create_with_defaults_and_v5_fields(kadmin: KafkaAdminClient, broker: BrokerProcess) -> None:
+def test_kafka_python_create_with_defaults_and_v5_fields(kadmin: KafkaAdminClient, broker: InProcessBroker) -> None:
     # kafka-python sends -1/-1 (broker defaults) and a v5+ request: the response carries the
     # resolved partition count, replication factor, topic id and configs with their sources.
     result = kadmin.create_topics({"defaults": {"configs": {"retention.bytes": "1048576"}}})
@@ -179,7 +179,7 @@ def test_kafka_python_create_errors(kadmin: KafkaAdminClient) -> None:
     assert set(kadmin.list_topics()).isdisjoint(codes)
 
 
-def test_kafka_python_bad_input(broker: BrokerProcess, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+def test_kafka_python_bad_input(broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
     kadmin.create_topics({"kp-exists": {"num_partitions": 1}})
     result = kadmin.create_topics(
         {
@@ -216,7 +216,7 @@ def test_kafka_python_validate_only(kadmin: KafkaAdminClient) -> None:
 # --- DeleteTopics ---
 
 
-def test_delete_topics(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_delete_topics(broker: InProcessBroker, admin: AdminClient) -> None:
     assert error_code(admin.create_topics([NewTopic("doomed", 2, 1)])["doomed"]) == 0
     fs = admin.delete_topics(["doomed", "never-existed"])
     assert error_code(fs["doomed"]) == 0
@@ -242,7 +242,7 @@ def test_kafka_python_delete_by_id(kadmin: KafkaAdminClient) -> None:
 # --- CreatePartitions ---
 
 
-def test_create_partitions(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_create_partitions(broker: InProcessBroker, admin: AdminClient) -> None:
     assert error_code(admin.create_topics([NewTopic("growing", 1, 1)])["growing"]) == 0
     assert error_code(admin.create_partitions([NewPartitions("growing", 3)])["growing"]) == 0
     assert partition_count(admin, "growing") == 3
@@ -266,7 +266,7 @@ def test_create_partitions(broker: BrokerProcess, admin: AdminClient) -> None:
     assert_serving(broker, admin)
 
 
-def test_new_partitions_take_writes(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_new_partitions_take_writes(broker: InProcessBroker, admin: AdminClient) -> None:
     assert error_code(admin.create_topics([NewTopic("widen", 1, 1)])["widen"]) == 0
     assert error_code(admin.create_partitions([NewPartitions("widen", 2)])["widen"]) == 0
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "topic.metadata.refresh.interval.ms": 100})
@@ -288,14 +288,14 @@ def test_kafka_python_create_partitions_messages(kadmin: KafkaAdminClient) -> No
 # --- DeleteRecords ---
 
 
-def _produce(broker: BrokerProcess, topic: str, partition: int, count: int) -> None:
+def _produce(broker: InProcessBroker, topic: str, partition: int, count: int) -> None:
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     for i in range(count):
         producer.produce(topic, f"v{i}".encode(), partition=partition)
     assert producer.flush(TIMEOUT) == 0
 
 
-def test_delete_records(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_delete_records(broker: InProcessBroker, admin: AdminClient) -> None:
     from confluent_kafka import Consumer
 
     assert error_code(admin.create_topics([NewTopic("trim", 2, 1)])["trim"]) == 0
@@ -320,7 +320,7 @@ def test_delete_records(broker: BrokerProcess, admin: AdminClient) -> None:
     assert_serving(broker, admin)
 
 
-def test_delete_records_on_compact_only_topic_is_refused(broker: BrokerProcess, admin: AdminClient) -> None:
+def test_delete_records_on_compact_only_topic_is_refused(broker: InProcessBroker, admin: AdminClient) -> None:
     fs = admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})])
     assert error_code(fs["compacted"]) == 0
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
@@ -332,7 +332,7 @@ def test_delete_records_on_compact_only_topic_is_refused(broker: BrokerProcess, 
     assert_serving(broker, admin)
 
 
-def test_kafka_python_delete_records(broker: BrokerProcess, kadmin: KafkaAdminClient) -> None:
+def test_kafka_python_delete_records(broker: InProcessBroker, kadmin: KafkaAdminClient) -> None:
     kadmin.create_topics({"kp-trim": {"num_partitions": 1}})
     _produce(broker, "kp-trim", 0, 5)
     result = kadmin.delete_records({KTopicPartition("kp-trim", 0): 3})

@@ -1,13 +1,16 @@
-"""InitProducerId for idempotent producers, against a real broker process."""
+"""InitProducerId for idempotent producers, against a real broker (a process of its own where it
+is killed)."""
 
 from __future__ import annotations
 
 import socket
 import struct
 
+import pytest
+
 from gregor.protocol.framing import RequestHeader, decode_response_header, encode_request
 from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from gregor.testing import BrokerProcess
+from gregor.testing import BrokerProcess, InProcessBroker
 
 
 def _init_producer_id(port: int, transactional_id: str | None = None) -> InitProducerIdResponse:
@@ -23,6 +26,7 @@ def _init_producer_id(port: int, transactional_id: str | None = None) -> InitPro
     return InitProducerIdResponse.decode(memoryview(frame)[pos:], version)
 
 
+@pytest.mark.slow
 def test_producer_ids_are_unique_and_never_reused_after_restart() -> None:
     with BrokerProcess() as broker:
         first = [_init_producer_id(broker.port) for _ in range(3)]
@@ -39,7 +43,7 @@ def test_producer_ids_are_unique_and_never_reused_after_restart() -> None:
 def test_kafka_python_default_idempotent_producer_round_trip() -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    with BrokerProcess() as broker:
+    with InProcessBroker() as broker:
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)  # idempotent by default
         futures = [producer.send("idem", key=b"k%d" % i, value=b"v%d" % i) for i in range(50)]
         producer.flush()

@@ -152,9 +152,11 @@ def _produce_through_restart(idempotence: bool) -> None:
             assert values == list(range(n))  # and none twice
 
 
+@pytest.mark.slow
 def test_restart_mid_produce_loses_no_acknowledged_record() -> None:
     _produce_through_restart(idempotence=False)
 
 
+@pytest.mark.slow
 def test_restart_mid_produce_idempotent_no_duplicates() -> None:
     _produce_through_restart(idempotence=True)

@@ -71,6 +71,7 @@ def test_produce_then_consume_text_and_json(broker: BrokerInfo, topic_name: str)
     assert code == 0 and len(out.splitlines()) == 6 and err == "Processed 6 records.\n"
 
 
+@pytest.mark.slow
 def test_groups_describe_lag_reset_delete(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(CREATE_TOPICS, FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT, LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS)
     if broker.name == "tansu":

@@ -139,6 +139,7 @@ def test_fetch_session_is_used_incrementally(broker: BrokerInfo, topic_name: str
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_pattern_subscription(broker: BrokerInfo) -> None:
     broker.require(10, 11, 14, 12, 8, 9)
     prefix = f"pat-{uuid.uuid4().hex[:6]}"

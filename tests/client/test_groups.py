@@ -80,6 +80,7 @@ async def _wait_for(cond, timeout: float = 30) -> bool:  # noqa: ANN001
     return cond()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
 def test_two_members_share_partitions(broker: BrokerInfo, topic_name: str, assignor: str) -> None:
     broker.require(*CLASSIC)
@@ -117,6 +118,7 @@ def test_two_members_share_partitions(broker: BrokerInfo, topic_name: str, assig
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_cooperative_rebalance_revokes_only_what_moves(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(*CLASSIC)
     create_topic(broker, topic_name, 4)
@@ -147,6 +149,7 @@ def test_cooperative_rebalance_revokes_only_what_moves(broker: BrokerInfo, topic
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_commit_and_resume(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(*CLASSIC)
     create_topic(broker, topic_name, 1)
@@ -177,6 +180,7 @@ def test_commit_and_resume(broker: BrokerInfo, topic_name: str) -> None:
         assert c.committed([tp])[tp].offset == 10
 
 
+@pytest.mark.slow
 def test_mixed_group_with_confluent_kafka(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(*CLASSIC)
     from confluent_kafka import Consumer as CKConsumer
@@ -238,6 +242,7 @@ def test_mixed_group_with_confluent_kafka(broker: BrokerInfo, topic_name: str) -
         assert {b"%d-%d" % (part, i) for i in range(25)} <= set(ours)
 
 
+@pytest.mark.slow
 def test_consumer_protocol_kip848(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(CONSUMER_GROUP_HEARTBEAT, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH)
     create_topic(broker, topic_name, 4)

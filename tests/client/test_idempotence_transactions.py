@@ -97,6 +97,7 @@ def test_explicit_idempotence_needs_init_producer_id(gregor_broker: BrokerInfo) 
         assert p.aio.idempotence is False
 
 
+@pytest.mark.slow
 def test_transactions_commit_abort_and_read_committed(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR)
     create_topic(broker, topic_name, 1)
@@ -123,6 +124,7 @@ def test_transactions_commit_abort_and_read_committed(broker: BrokerInfo, topic_
     assert _read(broker.bootstrap_servers, tp, "read_uncommitted", 10) == everything
 
 
+@pytest.mark.slow
 def test_send_offsets_to_transaction(broker: BrokerInfo, topic_name: str) -> None:
     broker.require(INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT, END_TXN, OFFSET_FETCH)
     create_topic(broker, topic_name, 1)

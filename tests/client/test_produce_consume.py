@@ -95,6 +95,7 @@ def test_null_keys_stick_to_a_partition_per_batch(broker: BrokerInfo, topic_name
     assert [f.result().offset for f in futs] == list(range(20))
 
 
+@pytest.mark.slow
 def test_async_producer_and_consumer_positions_seek_pause(broker: BrokerInfo, topic_name: str) -> None:
     create_topic(broker, topic_name, 2)
 

@@ -30,7 +30,6 @@ from collections.abc import Callable
 KINDS = ("ck-eager", "ck-cooperative", "ck-consumer", "kafka-python", "aiokafka")
 SESSION_TIMEOUT_MS = 3000
 HEARTBEAT_MS = 300
-WAIT_S = 40.0
 
 #: Broker settings for group tests: short sessions so expiry tests stay quick.
 BROKER_CONFIG = {
@@ -90,14 +89,15 @@ class Member:
         with self.lock:
             return self.assignment, self.changes
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Leave cleanly: the client's own close()."""
+    def close(self) -> None:
+        """Leave cleanly: the client's own close(). Waits for the member to exit however long
+        that takes on a busy machine (the test's own timeout is the backstop)."""
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.write("close\n")
             self.proc.stdin.flush()
-            self.proc.wait(timeout)
-        self.reader.join(5)
+            self.proc.wait()
+        self.reader.join()
         with self.lock:
             self.assignment = frozenset()
 
@@ -117,30 +117,35 @@ class Member:
             self.proc.wait()
 
 
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> float:
-    """Poll ``cond`` until true; returns the seconds it took."""
+def wait_for(cond: Callable[[], bool], what: str) -> float:
+    """Poll ``cond`` until true; returns the seconds it took. There is no deadline: how long a
+    rebalance takes depends on the machine, and the test's timeout (pytest-timeout) ends a wait
+    that never comes true, with this call and its ``what`` in the traceback."""
     start = time.monotonic()
     while not cond():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.05)
     return time.monotonic() - start
 
 
 def splits_evenly(members: list[Member], partitions: int) -> bool:
-    """Disjoint assignments, together covering every partition, none empty."""
+    """Disjoint assignments, together covering every partition, none empty, sizes at most one
+    apart: the settled state every assignor here reaches. (Incremental protocols pass through
+    covering but uneven states, e.g. 1/2/3 of six while a new member receives partitions as the
+    others release them one by one, so covering alone is not "settled".)"""
     sets = [m.state()[0] for m in members]
     union: set[int] = set()
     for s in sets:
         if not s or union & s:
             return False
         union |= s
-    return union == set(range(partitions))
+    sizes = [len(s) for s in sets]
+    return union == set(range(partitions)) and max(sizes) - min(sizes) <= 1
 
 
 def consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
     """Join ``group`` as its only member, take exactly ``n`` records, commit what was taken
-    (synchronously), leave. Returns (partition, offset, value) in delivery order."""
+    (synchronously), leave. Returns (partition, offset, value) in delivery order. No deadline:
+    a consumer that never gets ``n`` records ends in the test's timeout."""
     if kind.startswith("ck-"):
         return _ck_consume_and_commit(kind, bootstrap, group, topic, n)
     if kind == "kafka-python":
@@ -168,9 +173,7 @@ def _ck_consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n:
     c = Consumer(_ck_config(kind, bootstrap, group))
     c.subscribe([topic])
     out: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + WAIT_S
     while len(out) < n:
-        assert time.monotonic() < deadline, f"consumed {len(out)} of {n}"
         msg = c.poll(0.1)
         if msg is None:
             continue
@@ -191,9 +194,7 @@ def _kp_consume_and_commit(bootstrap: str, group: str, topic: str, n: int) -> li
     )
     c.subscribe([topic])
     out: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + WAIT_S
     while len(out) < n:
-        assert time.monotonic() < deadline, f"consumed {len(out)} of {n}"
         for records in c.poll(timeout_ms=1000, max_records=n - len(out)).values():
             out.extend((r.partition, r.offset, r.value) for r in records)
     c.commit()
@@ -212,9 +213,7 @@ async def _aio_consume_and_commit(bootstrap: str, group: str, topic: str, n: int
     await c.start()
     out: list[tuple[int, int, bytes]] = []
     try:
-        deadline = time.monotonic() + WAIT_S
         while len(out) < n:
-            assert time.monotonic() < deadline, f"consumed {len(out)} of {n}"
             batch = await c.getmany(timeout_ms=200, max_records=n - len(out))
             for records in batch.values():
                 out.extend((r.partition, r.offset, r.value) for r in records)
@@ -274,6 +273,7 @@ def _run_confluent(a: argparse.Namespace, stop: threading.Event) -> None:
 
 def _run_kafka_python(a: argparse.Namespace, stop: threading.Event) -> None:
     from kafka import KafkaConsumer
+    from kafka.errors import KafkaConnectionError
 
     c = KafkaConsumer(
         bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
@@ -287,7 +287,12 @@ def _run_kafka_python(a: argparse.Namespace, stop: threading.Event) -> None:
         # kafka-python 3.0.12 can lose a SyncGroup completion when poll() times out while the
         # request is in flight (seen as a member that never heartbeats again); a poll
         # timeout longer than a rebalance round trip keeps clear of that client race.
-        c.poll(timeout_ms=1000)
+        try:
+            c.poll(timeout_ms=1000)
+        except KafkaConnectionError:
+            # kafka-python 3.0.12 raises from poll() when a connection drops during its
+            # ApiVersions handshake (a broker going down); an application polls again.
+            continue
         now = sorted(tp.partition for tp in c.assignment())
         if now != last:
             _emit(assignment=now)

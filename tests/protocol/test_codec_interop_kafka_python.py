@@ -22,6 +22,9 @@ from gregor.protocol import messages as ours
 kp = pytest.importorskip("kafka.protocol")
 from kafka.protocol.api_message import ApiMessage  # noqa: E402
 
+# Cross-checks against another implementation: in the full suite, not the fast run.
+pytestmark = pytest.mark.interop
+
 SETTINGS = settings(
     max_examples=4,
     deadline=None,

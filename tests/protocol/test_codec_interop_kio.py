@@ -19,6 +19,9 @@ kio_index = pytest.importorskip("kio.schema.index")
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 from kio.static.constants import EntityType  # noqa: E402
 
+# Cross-checks against another implementation: in the full suite, not the fast run.
+pytestmark = pytest.mark.interop
+
 SETTINGS = settings(
     max_examples=4,
     deadline=None,

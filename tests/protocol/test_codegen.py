@@ -90,6 +90,7 @@ def test_version_ranges() -> None:
     assert schema.parse_versions("7+", 9) == {7, 8, 9}
 
 
+@pytest.mark.slow
 def test_check_passes_on_the_committed_tree() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "codegen" / "generate.py"), "--check"],
@@ -108,6 +109,7 @@ def test_check_reports_stale_files(tmp_path, monkeypatch, capsys) -> None:
     assert "stale:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_committed_spec_alone_regenerates_the_same_code(monkeypatch) -> None:
     with_guide = generate.generate()
     monkeypatch.setattr(generate, "GUIDE", Path("/nonexistent/guide.txt"))

@@ -135,6 +135,7 @@ headers = st.lists(st.tuples(st.text(max_size=10), fields), max_size=3)
 records = st.lists(st.tuples(timestamps, fields, fields, headers), max_size=60)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(
     recs=records,
@@ -181,6 +182,7 @@ def test_round_trip(recs, codec, transactional, control, base_offset, producer, 
     assert validate_batches(raw) == [(0, h)]
 
 
+@pytest.mark.slow
 def test_large_batch_round_trip_every_codec():
     recs = [(1_700_000_000_000 + i * 7, b"key-%d" % i, bytes([i % 251]) * (i % 300)) for i in range(20_000)]
     for codec in range(5):

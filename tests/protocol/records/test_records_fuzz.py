@@ -125,6 +125,7 @@ def test_arbitrary_bytes(data):
     _run_all(data)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.sampled_from(SEEDS),

@@ -26,6 +26,9 @@ from gregor.protocol.records import (
     validate_batches,
 )
 
+# Cross-checks against another implementation: in the full suite, not the fast run.
+pytestmark = pytest.mark.interop
+
 KP_CODECS = [
     c
     for c, has in (
