@@ -59,7 +59,7 @@ def test_sync_form_serves_blocking_clients_and_stops_clean() -> None:
 
         async def high_watermark() -> int:
             assert broker.broker is not None
-            log = broker.broker.get_log("sync", 0)
+            log = broker.broker.replicas.local_log("sync", 0)
             assert log is not None
             return log.high_watermark
 

@@ -211,7 +211,7 @@ class _BrokerLog(logging.Handler):
 
     def __init__(self, path: Path, threads: Callable[[logging.LogRecord], bool] | None) -> None:
         super().__init__()
-        from gregor.broker.logging import LogfmtFormatter
+        from gregor.broker.events import LogfmtFormatter
 
         self.setFormatter(LogfmtFormatter())
         self._path = path
@@ -388,7 +388,7 @@ class InProcessBroker:
             _RootLevel.release()
 
     def _own_thread(self, record: logging.LogRecord) -> bool:
-        return record.thread == (self._thread.ident if self._thread else None) or record.threadName.startswith(
+        return record.thread == (self._thread.ident if self._thread else None) or (record.threadName or "").startswith(
             self._executor_prefix
         )
 

@@ -36,18 +36,21 @@ from typing import Protocol
 
 from gregor.broker.errors import code_of, kafka_error, message_of
 from gregor.broker.partition import Partition
+from gregor.broker.topics import INTERNAL_TOPICS
 from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,
+    InvalidTopicError,
     KafkaError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
 )
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.convert import upconvert
-from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
+from gregor.protocol.records.header import HEADER_SIZE, iter_batches, peek_magic, read_header
 from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
@@ -55,6 +58,8 @@ from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
 
 TopicPartition = tuple[str, int]
+ZSTD = 4
+MAX_CODEC = ZSTD  # none, gzip, snappy, lz4, zstd
 #: A cut-off read whose first batch is smaller than 1/MANY_BATCHES of it is sent as it is.
 MANY_BATCHES = 8
 
@@ -196,8 +201,10 @@ class ReplicaManager:
         required_acks: int,
         timeout_ms: int,
         transactional_id: str | None = None,
+        zstd_allowed: bool = True,
     ) -> list[ProduceResult]:
-        """Append each (topic, partition, records); acks=-1 waits for the high watermark."""
+        """Append each (topic, partition, records); acks=-1 waits for the high watermark.
+        ``zstd_allowed`` is False for requests older than Produce v7 (KIP-110)."""
         results: list[ProduceResult] = []
         waits: list[tuple[ProduceResult, asyncio.Future[None]]] = []
         for topic, index, records in entries:
@@ -207,7 +214,7 @@ class ReplicaManager:
                 partition = self.leader_partition(topic, index)
                 if records is None or len(records) == 0:
                     raise _corrupt("empty record set")
-                data = await self._prepare(partition, records, transactional_id)
+                data = await self._prepare(partition, records, transactional_id, zstd_allowed)
                 # No copy: the log stamps offsets into a writable buffer in place and copies
                 # (or writes in two pieces) a read-only one such as a slice of the request.
                 result.info = partition.append_as_leader(data, AppendOrigin.CLIENT, required_acks)
@@ -221,11 +228,25 @@ class ReplicaManager:
         return results
 
     async def _prepare(
-        self, partition: Partition, records: bytes | bytearray | memoryview, transactional_id: str | None
+        self,
+        partition: Partition,
+        records: bytes | bytearray | memoryview,
+        transactional_id: str | None,
+        zstd_allowed: bool,
     ) -> bytes | bytearray | memoryview:
+        """Client records as the log takes them, or the error (Kafka's checks before the
+        log's own: internal topics, codecs, KIP-890 verification)."""
+        if partition.topic in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"Cannot append to internal topic {partition.topic}")
         if peek_magic(records) < 2:
             limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)
             return upconvert(records, max_decompressed_size=limit)
+        for _, header in iter_batches(records):
+            codec = header.compression
+            if codec > MAX_CODEC:
+                raise CorruptMessageError(f"unknown compression codec {codec}")
+            if codec == ZSTD and not zstd_allowed:
+                raise UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
         if transactional_id is not None and self.transactions is not None and len(records) >= HEADER_SIZE:
             h = read_header(records)
             if (

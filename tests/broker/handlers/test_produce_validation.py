@@ -178,18 +178,14 @@ def test_acks_zero_errors_are_logged_and_the_connection_stays(wire: Wire, topic:
     assert f"event=produce.error topic={topic} partition=0 error=CORRUPT_MESSAGE acks=0" in log
 
 
-# --- Kafka refuses these; Gregor's broker accepts them today (see the branch report) ---
+# --- Kafka refuses these ---
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: zstd is accepted on Produce v3-v6 (Kafka: "
-                   "UNSUPPORTED_COMPRESSION_TYPE below v7, KIP-110); remove this mark with the fix")
 def test_zstd_needs_produce_v7(wire: Wire, topic: str) -> None:
     rejected(produce(wire, topic, 0, batch(b"z", compression=4), version=6), ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     assert produce(wire, topic, 0, batch(b"z", compression=4), version=7).base_offset == 0
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: a batch with compression codec 5-7 is stored "
-                   "(Kafka refuses it); remove this mark with the fix")
 def test_unknown_compression_codec(wire: Wire, topic: str) -> None:
     data = bytearray(batch(b"a"))
     data[ATTRIBUTES_AT + 1] |= 5  # the low byte of the attributes: codec bits 0-2
@@ -198,8 +194,6 @@ def test_unknown_compression_codec(wire: Wire, topic: str) -> None:
     assert log_of(wire, topic) == []
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: clients may append to __consumer_offsets "
-                   "(Kafka: INVALID_TOPIC_EXCEPTION); remove this mark with the fix")
 @pytest.mark.parametrize("broker_config", [{"offsets.topic.num.partitions": "1"}])
 def test_clients_cannot_append_to_internal_topics(wire: Wire) -> None:
     assert wire.request(FindCoordinatorRequest(key="g", key_type=0), 2).error_code == 0

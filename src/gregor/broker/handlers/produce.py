@@ -50,6 +50,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         results = await ctx.broker.replicas.append_records(
             entries, required_acks=req.acks, timeout_ms=req.timeout_ms,
             transactional_id=req.transactional_id if ctx.version >= 3 else None,
+            zstd_allowed=ctx.version >= 7,
         )
         it = iter(results)
         for t in req.topic_data:
