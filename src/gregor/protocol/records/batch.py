@@ -225,7 +225,7 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_MASK
         if self.is_control:
             attributes |= CONTROL_MASK
-        records = self._buf
+        records: Buffer = self._buf
         if self.compression:
             records = _compression.compress(
                 self.compression, records, magic=2, level=self.compression_level

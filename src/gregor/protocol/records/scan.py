@@ -55,7 +55,7 @@ T = TypeVar("T", bound=tuple[Any, ...])
 
 _compiled: ModuleType | None
 try:
-    from gregor.protocol.records import _scan as _compiled  # type: ignore[no-redef]
+    from gregor.protocol.records import _scan as _compiled
 except ImportError:  # not built (no compiler at install time): the reference serves
     _compiled = None
 
