@@ -45,7 +45,11 @@ IMPLEMENTATION = "python"
 
 
 def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
-    """Yield the fields of each of the ``count`` records that must fill ``data`` exactly."""
+    """Yield the fields of each of the ``count`` records that must fill ``data`` exactly.
+
+    Every varint is read the same way: the one- and two-byte cases inline (nearly every
+    length and delta), anything longer through ``read_uvarint``. Reading past the end of
+    ``data`` raises IndexError, reported once as "record data truncated"."""
     if not isinstance(data, bytes):
         data = bytes(data)
     end = len(data)
@@ -56,6 +60,8 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
             b = data[pos]
             if b < 0x80:
                 n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
             else:
                 n, pos = uvarint(data, pos)
             rec_end = pos + ((n >> 1) ^ -(n & 1))
@@ -65,17 +71,55 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
             b = data[pos]
             if b < 0x80:
                 n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
             else:
                 n, pos = uvarint(data, pos)
             timestamp_delta = (n >> 1) ^ -(n & 1)
             b = data[pos]
             if b < 0x80:
                 n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
             else:
                 n, pos = uvarint(data, pos)
             offset_delta = (n >> 1) ^ -(n & 1)
-            key, pos = _blob(data, pos, end, "key")
-            value, pos = _blob(data, pos, end, "value")
+            # key: length (-1 = null), then the bytes
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record key length")
+                key = None
+            else:
+                stop = pos + (n >> 1)
+                if stop > end:
+                    raise IndexError
+                key = data[pos:stop]
+                pos = stop
+            # value: the same
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record value length")
+                value = None
+            else:
+                stop = pos + (n >> 1)
+                if stop > end:
+                    raise IndexError
+                value = data[pos:stop]
+                pos = stop
             if data[pos] == 0:
                 headers = None
                 pos += 1
@@ -88,23 +132,6 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
         raise ProtocolError("record data truncated") from None
     if pos != end:
         raise ProtocolError(f"{end - pos} bytes left over after {count} records")
-
-
-def _blob(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    """A key or value: length varint, then that many bytes (IndexError when they run off)."""
-    b = data[pos]
-    if b < 0x80:
-        n, pos = b, pos + 1
-    else:
-        n, pos = read_uvarint(data, pos)
-    if n & 1:
-        if n != 1:
-            raise ProtocolError(f"negative record {what} length")
-        return None, pos
-    stop = pos + (n >> 1)
-    if stop > end:
-        raise IndexError
-    return data[pos:stop], stop
 
 
 def _headers(data: bytes, pos: int, rec_end: int) -> tuple[list[Header] | None, int]:
