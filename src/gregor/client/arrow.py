@@ -148,7 +148,7 @@ class ArrowBatchBuilder:
         )
 
 
-def _validity(flags: bytearray | None) -> tuple[pa.Buffer | None, int]:
+def _validity(flags: array[int] | None) -> tuple[pa.Buffer | None, int]:
     """Arrow's validity bitmap from one byte per entry (0 = null), and the null count."""
     if flags is None:
         return None, 0
@@ -160,7 +160,7 @@ def _validity(flags: bytearray | None) -> tuple[pa.Buffer | None, int]:
 
 
 def _binary(
-    type_: pa.DataType, n: int, offsets: array[int], data: bytearray, valid: bytearray | None
+    type_: pa.DataType, n: int, offsets: array[int], data: array[int], valid: array[int] | None
 ) -> pa.Array:
     validity, nulls = _validity(valid)
     return pa.Array.from_buffers(

@@ -343,47 +343,42 @@ cdef struct BinCol:
 
 
 cdef class _Column:
-    """A binary column of ``ArrowColumns`` opened for direct writing."""
-    cdef array.array offsets
-    cdef bytearray data
-    cdef bytearray valid
-    cdef BinCol c
-    cdef Py_ssize_t cap_n, cap_size
+    """A binary column of ``ArrowColumns`` opened for direct writing.
 
-    def __cinit__(self, array.array offsets, bytearray data, object valid):
+    ``reserve`` grows the arrays with ``resize_smart`` (half again as much room as asked), and
+    ``finish`` sets their length to what was written, which keeps the room for the next batch:
+    appending batch after batch costs amortized O(1) per byte."""
+    cdef array.array offsets
+    cdef array.array data
+    cdef array.array valid
+    cdef BinCol c
+
+    def __cinit__(self, array.array offsets, array.array data, array.array valid):
         self.offsets = offsets
         self.data = data
         self.valid = valid
         self.c.n = len(offsets) - 1
         self.c.size = len(data)
-        self.cap_n = self.c.n
-        self.cap_size = self.c.size
         self._pointers()
 
     cdef void _pointers(self):
         self.c.offsets = <int32_t*>self.offsets.data.as_ints
-        self.c.data = PyByteArray_AS_STRING(self.data)
-        self.c.valid = PyByteArray_AS_STRING(self.valid) if self.valid is not None else NULL
+        self.c.data = self.data.data.as_chars
+        self.c.valid = self.valid.data.as_chars if self.valid is not None else NULL
 
     cdef int reserve(self, Py_ssize_t entries, Py_ssize_t size) except -1:
-        if self.c.n + entries > self.cap_n:
-            self.cap_n = self.c.n + entries
-            array.resize(self.offsets, self.cap_n + 1)
-            if self.valid is not None:
-                PyByteArray_Resize(self.valid, self.cap_n)
-        if self.c.size + size > self.cap_size:
-            self.cap_size = self.c.size + size
-            PyByteArray_Resize(self.data, self.cap_size)
+        array.resize_smart(self.offsets, self.c.n + entries + 1)
+        if self.valid is not None:
+            array.resize_smart(self.valid, self.c.n + entries)
+        array.resize_smart(self.data, self.c.size + size)
         self._pointers()
         return 0
 
     cdef int finish(self) except -1:
-        array.resize(self.offsets, self.c.n + 1)
+        array.resize_smart(self.offsets, self.c.n + 1)
         if self.valid is not None:
-            PyByteArray_Resize(self.valid, self.c.n)
-        PyByteArray_Resize(self.data, self.c.size)
-        self.cap_n = self.c.n
-        self.cap_size = self.c.size
+            array.resize_smart(self.valid, self.c.n)
+        array.resize_smart(self.data, self.c.size)
         self._pointers()
         return 0
 
@@ -434,9 +429,9 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
     ts_fits = not log_append or -(1 << 63) <= log_append_time < (1 << 63)
     if log_append and ts_fits:
         ts_fixed = log_append_time
-    array.resize(offsets, n0 + nmax)
-    array.resize(timestamps, n0 + nmax)
-    array.resize(ts_types, n0 + nmax)
+    array.resize_smart(offsets, n0 + nmax)
+    array.resize_smart(timestamps, n0 + nmax)
+    array.resize_smart(ts_types, n0 + nmax)
     off_p = <int64_t*>offsets.data.as_longlongs + n0
     ts_p = <int64_t*>timestamps.data.as_longlongs + n0
     tt_p = <int32_t*>ts_types.data.as_ints + n0
@@ -444,7 +439,7 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
     values.reserve(nmax, v.end)
     if include_headers:
         # header_offsets/header_valid form a column with no data bytes: the count goes in
-        hoffs = _Column(columns.header_offsets, bytearray(), columns.header_valid)
+        hoffs = _Column(columns.header_offsets, array.array("B"), columns.header_valid)
         hoffs.reserve(nmax, 0)
         hkeys = _Column(columns.hkey_offsets, columns.hkey_data, None)
         hvalues = _Column(columns.hvalue_offsets, columns.hvalue_data, columns.hvalue_valid)
@@ -491,9 +486,9 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
         if pos != v.end:
             raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
     finally:
-        array.resize(offsets, n0 + done)
-        array.resize(timestamps, n0 + done)
-        array.resize(ts_types, n0 + done)
+        array.resize_smart(offsets, n0 + done)
+        array.resize_smart(timestamps, n0 + done)
+        array.resize_smart(ts_types, n0 + done)
         keys.finish()
         values.finish()
         if include_headers:

@@ -6,7 +6,8 @@ arrays without touching a record again:
 
 * ``offsets``, ``timestamps`` (ms): int64 per record; ``timestamp_types`` int32 per record.
 * key and value: a binary column each: int32 ``*_offsets`` (one more entry than records,
-  starting at 0), the bytes in ``*_data``, and ``*_valid`` (one byte per record, 0 = null).
+  starting at 0), the bytes in ``*_data``, and ``*_valid`` (one byte per record, 0 = null);
+  all of them ``array`` objects (the compiled walk grows them in place, amortized).
 * headers (only when the walk is asked for them): ``header_offsets`` (int32, cumulative
   header count per record, starting at 0) and ``header_valid`` (0 where a record has no
   headers: Spark's Kafka source returns null there, not an empty list); the header entries
@@ -48,18 +49,18 @@ class ArrowColumns:
         self.timestamps = array("q")
         self.timestamp_types = array("i")
         self.key_offsets = array("i", [0])
-        self.key_data = bytearray()
-        self.key_valid = bytearray()
+        self.key_data = array("B")
+        self.key_valid = array("B")
         self.value_offsets = array("i", [0])
-        self.value_data = bytearray()
-        self.value_valid = bytearray()
+        self.value_data = array("B")
+        self.value_valid = array("B")
         self.header_offsets = array("i", [0])
-        self.header_valid = bytearray()
+        self.header_valid = array("B")
         self.hkey_offsets = array("i", [0])
-        self.hkey_data = bytearray()
+        self.hkey_data = array("B")
         self.hvalue_offsets = array("i", [0])
-        self.hvalue_data = bytearray()
-        self.hvalue_valid = bytearray()
+        self.hvalue_data = array("B")
+        self.hvalue_valid = array("B")
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -106,13 +107,13 @@ def _append_i32(arr: array[int], n: int) -> None:
 
 
 def _add_binary(
-    offsets: array[int], data: bytearray, valid: bytearray | None, blob: bytes | None
+    offsets: array[int], data: array[int], valid: array[int] | None, blob: bytes | None
 ) -> None:
     if blob is None:
         assert valid is not None
         valid.append(0)
     else:
-        data += blob
+        data.frombytes(blob)
         if valid is not None:
             valid.append(1)
     _append_i32(offsets, len(data))
