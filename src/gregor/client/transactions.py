@@ -212,7 +212,7 @@ def first_error(resp: Any) -> int:
         return int(code)
     for attr in ("topics", "results_by_topic_v3_and_below"):
         for t in getattr(resp, attr, ()) or ():
-            for p in getattr(t, "partitions", None) or getattr(t, "results_by_partition", ()):
+            for p in getattr(t, "partitions", None) or getattr(t, "results_by_partition", None) or ():
                 c = getattr(p, "error_code", 0) or getattr(p, "partition_error_code", 0)
                 if c:
                     return int(c)
