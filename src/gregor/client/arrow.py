@@ -149,13 +149,14 @@ class ArrowBatchBuilder:
 
 
 def _validity(flags: array[int] | None) -> tuple[pa.Buffer | None, int]:
-    """Arrow's validity bitmap from one byte per entry (0 = null), and the null count."""
-    if flags is None:
-        return None, 0
-    nulls = flags.count(0)
-    if not nulls:
+    """Arrow's validity bitmap from one byte per entry (0 = null), and the null count (both
+    computed by Arrow, not by a Python loop over the flags)."""
+    if flags is None or not len(flags):
         return None, 0
     as_bool = pc.not_equal(pa.Array.from_buffers(pa.uint8(), len(flags), [None, pa.py_buffer(flags)]), 0)
+    nulls = as_bool.false_count
+    if not nulls:
+        return None, 0
     return as_bool.buffers()[1], nulls
 
 
