@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
+from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, to_bytes
 from gregor.client.config import Config
 from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import (
@@ -61,15 +61,7 @@ _MAX_SEQUENCE = (1 << 31) - 1
 
 __all__ = ["AIOProducer", "ProduceFuture", "RecordMetadata", "COMPRESSION_TYPES"]
 
-Buffer = bytes | bytearray | memoryview
-
-
-def _to_bytes(v: Any) -> Buffer | None:
-    if v is None or isinstance(v, (bytes, bytearray, memoryview)):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    raise TypeError(f"key and value must be bytes or str, not {type(v).__name__}")
+_COORDINATOR_MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
 class AIOProducer:
@@ -248,12 +240,12 @@ class AIOProducer:
         if self._closed or self._fatal is not None or self.transactional_id:
             self._check_can_send()
         if key is not None and key.__class__ is not bytes:
-            key = _to_bytes(key)
+            key = to_bytes(key)
         if value is not None and value.__class__ is not bytes:
-            value = _to_bytes(value)
+            value = to_bytes(value)
         hdrs: Any = ()
         if headers:
-            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, _to_bytes(hv)) for hk, hv in headers]
+            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, to_bytes(hv)) for hk, hv in headers]
         tps = self._tps.get(topic)
         if tps is None or self._tps_version != self._client.cluster.version:
             tps = self._topic_partitions(topic)
@@ -537,10 +529,7 @@ class AIOProducer:
                 conn = await self._client.any_connection()
             resp = await conn.send(req, conn.version(req.API_KEY))
             if resp.error_code:
-                if self._txn is not None and resp.error_code in (
-                    ErrorCode.NOT_COORDINATOR,
-                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                ):
+                if self._txn is not None and resp.error_code in _COORDINATOR_MOVED:
                     self._txn.forget_coordinator()
                 raise error_for_code(resp.error_code)()
             self.producer_id = resp.producer_id
