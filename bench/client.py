@@ -8,6 +8,8 @@ acknowledgement, acks=1, no idempotence, no compression, linger 5 ms, 64 KiB bat
 and consuming N records from the start of a topic written once beforehand. Then the bulk
 Arrow read (one ``BulkReader.read`` of the whole range). Prints records/s, MB/s and the ratio
 of Gregor's figure to each other client's. Figures, not assertions: nothing here is a test.
+Gregor's client decodes with the compiled record walk; run with ``GREGOR_NO_EXTENSIONS=1`` for
+the pure-Python reference.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from gregor.client import AdminClient, BulkReader, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
+from gregor.protocol.records import scan  # noqa: E402
 from gregor.testing import BrokerProcess  # noqa: E402
 
 BATCH = 65536
@@ -265,7 +268,8 @@ def main() -> None:
         stop()
     print()
     print(f"broker: {args.broker}; records: {args.records} (100 B) / {max(args.records // 4, 1000)} (1 KiB); "
-          f"best of {args.repeat} rounds")
+          f"best of {args.repeat} rounds; gregor's record walk: {scan.implementation()} "
+          "(GREGOR_NO_EXTENSIONS=1 forces the pure-Python one)")
     print("| operation | size | client | records/s | MB/s | gregor / this |")
     print("|---|---|---|---|---|---|")
     best = {(op, size): rate for op, size, name, rate, _ in rows if name == "gregor"}

@@ -3,6 +3,9 @@
 Each row is (name, ours_us, kafka_python_us, kio_us_or_None): the best of several timed
 rounds, in microseconds per whole batch. kio's records module has no compression, so its
 compressed rows are None. Records: 100-byte values, keys like b"key-123", no headers.
+Gregor's column uses the record walk in use (compiled unless GREGOR_NO_EXTENSIONS=1); when the
+compiled one is in use, a second column times the pure-Python reference on the same rows.
+The "arrow" rows fill Arrow column buffers (the bulk reader's sink) instead of Records.
 
 Run: .venv/bin/python bench/codec_records.py
 """
@@ -15,7 +18,8 @@ import os
 import time
 from collections.abc import Callable
 
-from gregor.protocol.records import Compression, RecordBatchBuilder, decode_batch
+from gregor.protocol.records import Compression, RecordBatchBuilder, decode_batch, scan
+from gregor.protocol.records.columns import ArrowColumns
 
 N_RECORDS = 1000
 BASE_TS = 1_700_000_000_000
@@ -55,6 +59,12 @@ def _ours_build(records: list[tuple[int, bytes, bytes]], codec: int) -> bytes:
 
 def _ours_parse(raw: bytes) -> int:
     return len(decode_batch(raw).records)
+
+
+def _ours_arrow(raw: bytes) -> int:
+    columns = ArrowColumns()
+    scan.arrow_columns_from(raw, columns, include_headers=True)
+    return len(columns)
 
 
 # --- kafka-python ---
@@ -166,17 +176,34 @@ def rows() -> list[tuple[str, float, float, float | None]]:
                 kio_parse,
             )
         )
+        assert _ours_arrow(ours_raw) == N_RECORDS
+        out.append((f"arrow 1000 records, {name}", _best_us(lambda r=ours_raw: _ours_arrow(r)), float("nan"), None))
     return out
 
 
 def main() -> None:
-    print(f"{'case':32} {'gregor us':>10} {'kafka-python us':>16} {'kio us':>10}  ratios")
-    for name, ours, kp, kio in rows():
+    impl = scan.implementation()
+    table = rows()
+    reference: list[float] | None = None
+    if impl != "python":
+        scan.set_implementation("python")
+        reference = [ours for _, ours, _, _ in rows()]
+        scan.set_implementation(impl)
+    print(f"record walk in use: {impl}")
+    ref_head = f" {'gregor-py us':>12}" if reference is not None else ""
+    print(f"{'case':32} {'gregor us':>10}{ref_head} {'kafka-python us':>16} {'kio us':>10}  ratios")
+    for i, (name, ours, kp, kio) in enumerate(table):
         kio_s = f"{kio:10.0f}" if kio is not None else f"{'-':>10}"
-        ratio = f"kafka-python/gregor {kp / ours:4.1f}x"
+        ref_s = f" {reference[i]:12.0f}" if reference is not None else ""
+        kp_s = f"{kp:16.0f}" if kp == kp else f"{'-':>16}"
+        ratios = []
+        if kp == kp:
+            ratios.append(f"kafka-python/gregor {kp / ours:4.1f}x")
         if kio is not None:
-            ratio += f", kio/gregor {kio / ours:4.1f}x"
-        print(f"{name:32} {ours:10.0f} {kp:16.0f} {kio_s}  {ratio}")
+            ratios.append(f"kio/gregor {kio / ours:4.1f}x")
+        if reference is not None:
+            ratios.append(f"python/{impl} {reference[i] / ours:4.1f}x")
+        print(f"{name:32} {ours:10.0f}{ref_s} {kp_s} {kio_s}  {', '.join(ratios)}")
 
 
 if __name__ == "__main__":

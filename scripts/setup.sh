@@ -8,7 +8,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.gregor-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# Reinstall when the dependencies or the compiled accelerator's sources changed (pip install -e
+# compiles src/gregor/protocol/records/_scan.pyx in place; Cython is a build requirement).
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+  || [ -n "$(find src -name '*.pyx' -newer "$stamp")" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
   touch "$stamp"
 fi

@@ -163,3 +163,33 @@ def test_make_assignors_accepts_java_class_names() -> None:
     assert names == ["range", "cooperative-sticky"]
     with pytest.raises(ValueError):
         make_assignors("sticky-ish")
+
+
+def test_transaction_manager_states() -> None:
+    from gregor.client.errors import IllegalStateError
+    from gregor.client.metadata import TopicPartition
+    from gregor.client.transactions import TransactionManager, TxnState
+
+    txn = TransactionManager("tx", None, lambda: (7, 0), 1.0)  # type: ignore[arg-type]
+    assert txn.state is TxnState.UNINITIALIZED
+    with pytest.raises(IllegalStateError, match="state uninitialized"):
+        txn.begin()
+    txn.ready()
+    with pytest.raises(IllegalStateError, match="outside a transaction"):
+        txn.check_can_send()
+    with pytest.raises(IllegalStateError, match="no transaction in progress"):
+        txn.check_abort()
+    txn.begin()
+    assert txn.state is TxnState.IN_TRANSACTION
+    txn.check_can_send()
+    txn.check_commit()
+    tp = TopicPartition("t", 0)
+    txn.touch(tp)
+    assert txn.new == {tp}
+    txn.partitions.add(tp)
+    txn.touch(TopicPartition("t", 0))  # already registered: nothing new to add
+    txn.fail()
+    assert txn.state is TxnState.ABORTABLE_ERROR
+    with pytest.raises(IllegalStateError, match="abort it"):
+        txn.check_commit()
+    txn.check_abort()

@@ -17,6 +17,7 @@ import os
 import struct
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,8 @@ from gregor.protocol.messages import (
     ProduceRequest,
     response_header_version,
 )
-from gregor.protocol.records import decode_batches, validate_batches
+from gregor.protocol.records import decode_batches, scan, validate_batches
+from gregor.protocol.records.columns import ArrowColumns
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, os.fspath(ROOT / "tools" / "capture"))
@@ -202,6 +204,21 @@ def test_librdkafka_all_topics_metadata_trailing_bytes_explained() -> None:
 PRODUCE_REQUESTS = [e for e in FIXTURES if e["api_name"] == "Produce" and e["direction"] == "request"]
 
 
+@pytest.fixture(params=scan.available())
+def record_walk(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The record tests below run on the compiled record walk and on the pure-Python one."""
+    previous = scan.set_implementation(request.param)
+    try:
+        yield request.param
+    finally:
+        scan.set_implementation(previous)
+
+
+class _Consumed(tuple):  # stands in for the client's ConsumerRecord
+    __slots__ = ()
+
+
+@pytest.mark.usefixtures("record_walk")
 @pytest.mark.parametrize("entry", PRODUCE_REQUESTS, ids=[e["file"] for e in PRODUCE_REQUESTS])
 def test_produce_capture_records(entry: dict[str, Any]) -> None:
     message, *_ = _decode(entry)
@@ -224,6 +241,7 @@ def test_produce_captures_cover_every_codec(client: str) -> None:
     assert variants == set(CODECS)
 
 
+@pytest.mark.usefixtures("record_walk")
 @pytest.mark.parametrize("client", CLIENTS)
 def test_fetch_capture_carries_every_codec(client: str) -> None:
     [entry] = [
@@ -242,6 +260,16 @@ def test_fetch_capture_carries_every_codec(client: str) -> None:
         record_value(client, codec, i) for codec in CODECS for i in range(RECORDS_PER_CODEC)
     ]
     assert [r.offset for b in batches for r in b.records] == list(range(len(values)))
+    # the client's sinks over the same bytes: consumer records and Arrow columns
+    consumed, next_offset = scan.consumer_records_from(
+        part.records, start=0, topic="t", partition=0, record_type=_Consumed
+    )
+    assert [(r[2], r[6]) for r in consumed] == list(enumerate(values)) and next_offset == len(values)
+    columns = ArrowColumns()
+    assert scan.arrow_columns_from(part.records, columns, include_headers=True) == len(values)
+    assert list(columns.offsets) == list(range(len(values)))
+    value_ends = list(columns.value_offsets)
+    assert [bytes(columns.value_data[a:b]) for a, b in zip(value_ends, value_ends[1:], strict=False)] == values
 
 
 ADDRESS_RESPONSES = [

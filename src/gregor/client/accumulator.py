@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from gregor.client.futures import BatchResult, ProduceFuture
 from gregor.client.metadata import TopicPartition
@@ -26,6 +27,15 @@ Buffer = bytes | bytearray | memoryview
 
 #: Per-record overhead estimate (varint lengths, attributes, deltas) for size accounting.
 RECORD_OVERHEAD = 12
+
+
+def to_bytes(v: Any) -> Buffer | None:
+    """A key, value or header value as bytes (str is UTF-8 encoded)."""
+    if v is None or isinstance(v, (bytes, bytearray, memoryview)):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    raise TypeError(f"key and value must be bytes or str, not {type(v).__name__}")
 
 
 class ProducerBatch:

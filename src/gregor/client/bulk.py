@@ -40,6 +40,7 @@ from gregor.client.metadata import TopicPartition
 from gregor.client.sync import LoopThread
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages import FetchRequest
+from gregor.protocol.records.scan import next_fetch_offset
 
 EARLIEST = -2
 LATEST = -1
@@ -87,30 +88,6 @@ def close_shared_clients() -> None:
         _CLIENTS.clear()
     for c in clients:
         lt.run(c.close())
-
-
-def next_fetch_offset(records: Any) -> int | None:
-    """The offset after the last whole v2 batch in a record set, from headers alone.
-
-    None when the set holds no whole batch or a legacy (v0/v1) message set, whose next offset
-    is only known after decoding.
-    """
-    mv = memoryview(records)
-    end = len(mv)
-    pos = 0
-    nxt = None
-    while pos + 61 <= end:
-        size = int.from_bytes(mv[pos + 8 : pos + 12], "big", signed=True)
-        entry_end = pos + 12 + size
-        if size < 49 or entry_end > end:
-            break
-        if mv[pos + 16] != 2:
-            return None
-        base = int.from_bytes(mv[pos : pos + 8], "big", signed=True)
-        delta = int.from_bytes(mv[pos + 23 : pos + 27], "big", signed=True)
-        nxt = base + delta + 1
-        pos = entry_end
-    return nxt
 
 
 class _Fetched:
@@ -268,16 +245,15 @@ class RangeReader:
         return asyncio.run_coroutine_threadsafe(coro, self._lt.loop)
 
     def _builder(self, previous: ArrowBatchBuilder | None) -> ArrowBatchBuilder:
-        b = ArrowBatchBuilder(
+        return ArrowBatchBuilder(
             self.tp.topic,
             self.tp.partition,
             include_headers=self.include_headers,
             read_committed=self.isolation_level == 1,
             verify_crc=self.verify_crc,
+            # an aborted transaction may span two chunks
+            aborted_pids=previous.aborted_pids if previous is not None else None,
         )
-        if previous is not None:  # an aborted transaction may span two chunks
-            b._aborted_pids = previous._aborted_pids
-        return b
 
     def _lose(self, what: str, frm: int, to: int) -> None:
         if self.fail_on_data_loss:

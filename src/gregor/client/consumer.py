@@ -28,11 +28,11 @@ from gregor.client.fetcher import ConsumerRecord, Fetcher, SubscriptionState
 from gregor.client.group import (
     ClassicMember,
     ConsumerGroupMetadata,
-    ConsumerProtocolMember,
     GroupBase,
     OffsetAndMetadata,
     RebalanceListener,
 )
+from gregor.client.group_consumer import ConsumerProtocolMember
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import ListOffsetsRequest

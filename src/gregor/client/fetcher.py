@@ -12,9 +12,9 @@ Fetch sessions (KIP-227): the first request to a broker is a full fetch that ask
 offset changed, list partitions to drop as forgotten, and carry the next epoch; the broker
 answers with the partitions that have news. A session error resets to a full fetch.
 
-read_committed: records of aborted transactions are dropped using the response's
-aborted-transaction list (producer id, first offset) and the abort markers (control batches);
-control batches are never returned but move the position past them.
+Decoding is ``gregor.protocol.records.scan``'s (compiled when built): it walks the record set,
+drops control batches (they only move the position past them) and, for read_committed, the
+records of aborted transactions (the response's aborted list and the ABORT markers).
 """
 
 from __future__ import annotations
@@ -34,19 +34,7 @@ from gregor.client.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import FetchRequest
-from gregor.protocol.records import decode_batch
-from gregor.protocol.records.batch import batch_payload
-from gregor.protocol.records.control import ControlRecordType, parse_control_key
-from gregor.protocol.records.convert import iter_record_set
-from gregor.protocol.records.header import (
-    _HEADER,
-    CONTROL_MASK,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
-    crc_ok,
-    iter_batches,
-    read_header,
-)
+from gregor.protocol.records.scan import AbortFilter, consumer_records_from, end_offset
 
 log = logging.getLogger("gregor.client.consumer")
 
@@ -54,217 +42,6 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 _FINAL_EPOCH = -1
 _INT32_MAX = (1 << 31) - 1
-
-
-def _uvarint(data: Any, pos: int) -> tuple[int, int]:
-    u = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        u |= (b & 0x7F) << shift
-        if b < 0x80:
-            return u, pos
-        shift += 7
-        if shift >= 70:
-            raise ProtocolError("varint longer than 10 bytes")
-
-
-#: Records without headers share one empty tuple (no allocation, nothing for the GC to track).
-_NO_HEADERS: tuple[()] = ()
-
-
-def _headers(data: bytes, pos: int, end: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    n, pos = _uvarint(data, pos)
-    count = (n >> 1) ^ -(n & 1)
-    if count < 0 or count > end - pos:
-        raise ProtocolError(f"invalid record header count {count}")
-    out: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
-        n, pos = _uvarint(data, pos)
-        klen = (n >> 1) ^ -(n & 1)
-        if klen < 0 or pos + klen > end:
-            raise ProtocolError("invalid record header key length")
-        try:
-            key = data[pos : pos + klen].decode()
-        except UnicodeDecodeError:
-            raise ProtocolError("record header key is not UTF-8") from None
-        pos += klen
-        n, pos = _uvarint(data, pos)
-        vlen = (n >> 1) ^ -(n & 1)
-        if vlen < 0:
-            out.append((key, None))
-        else:
-            if pos + vlen > end:
-                raise ProtocolError("invalid record header value length")
-            out.append((key, data[pos : pos + vlen]))
-            pos += vlen
-    return tuple(out), pos
-
-
-def _decode_records(
-    data: bytes,
-    count: int,
-    base_offset: int,
-    base_ts: int,
-    log_append: int | None,
-    topic: str,
-    partition: int,
-    ts_type: int,
-    epoch: int,
-    start: int,
-    append: Any,
-) -> None:
-    """Decode a batch's records straight into ConsumerRecord tuples (offsets >= start).
-
-    The record layout (all zigzag varints but the attribute byte): length, attributes,
-    timestamp delta, offset delta, key length + key, value length + value, header count +
-    headers. One- and two-byte varints are read inline.
-    """
-    new = tuple.__new__
-    CR = ConsumerRecord
-    end = len(data)
-    pos = 0
-    last_delta = -1
-    ts = 0
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = _uvarint(data, pos)
-            rec_end = pos + ((n >> 1) ^ -(n & 1))
-            if rec_end > end or rec_end < pos + 6:
-                raise ProtocolError("record length is inconsistent with the batch")
-            b = data[pos + 1]
-            if b < 0x80:
-                n = b
-                pos += 2
-            else:
-                c = data[pos + 2]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 3
-                else:
-                    n, pos = _uvarint(data, pos + 1)
-            if n != last_delta:  # records of one batch often share a timestamp: reuse the int
-                last_delta = n
-                ts = base_ts + ((n >> 1) ^ -(n & 1)) if log_append is None else log_append
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = _uvarint(data, pos)
-            offset = base_offset + ((n >> 1) ^ -(n & 1))
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = _uvarint(data, pos)
-            if n & 1:
-                if n != 1:
-                    raise ProtocolError("negative record key length")
-                key = None
-            else:
-                n = pos + (n >> 1)
-                key = data[pos:n]
-                pos = n
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = _uvarint(data, pos)
-            if n & 1:
-                if n != 1:
-                    raise ProtocolError("negative record value length")
-                value = None
-            else:
-                n = pos + (n >> 1)
-                value = data[pos:n]
-                pos = n
-            if data[pos] == 0:
-                headers: Any = _NO_HEADERS
-                pos += 1
-            else:
-                headers, pos = _headers(data, pos, rec_end)
-            if pos != rec_end:
-                raise ProtocolError("record fields do not add up to its length")
-            if offset >= start:
-                append(new(CR, (topic, partition, offset, ts, ts_type, key, value, headers, epoch)))
-    except IndexError:
-        raise ProtocolError("record data truncated") from None
-    if pos != end:
-        raise ProtocolError(f"{end - pos} bytes left over after {count} records")
-
-
-def _end_offset(data: Any) -> int:
-    """The offset after the last whole batch (or legacy message) in a record set; -1 if none."""
-    pos = 0
-    end = len(data)
-    last = -2
-    while pos + 17 <= end:
-        base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
-        size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
-        if size < 0 or pos + 12 + size > end:
-            break
-        if data[pos + 16] == 2 and size >= 49:
-            last = base + int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
-        else:
-            last = base  # a legacy wrapper carries the offset of its last inner message
-        pos += 12 + size
-    return last + 1
-
-
-def aborted_by_markers(data: Any) -> set[int]:
-    """Positions of transactional batches that an ABORT marker in the same data closes.
-
-    The Fetch response's aborted-transaction list is how Kafka tells read_committed consumers
-    what to drop; some brokers leave it empty. A transactional batch of producer P followed
-    (before any other marker of P) by P's ABORT marker is aborted by definition, so this scan
-    only ever finds a subset of the truth and is safe to combine with the list.
-    """
-    out: set[int] = set()
-    pending: dict[int, list[int]] = {}
-    for pos, h in iter_batches(data, allow_partial_tail=True):
-        if not h.attributes & TRANSACTIONAL_MASK:
-            continue
-        if h.attributes & CONTROL_MASK:
-            positions = pending.pop(h.producer_id, [])
-            try:
-                recs = decode_batch(data, pos).records
-                kind = parse_control_key(recs[0].key)[1] if recs else None
-            except ProtocolError:
-                kind = None
-            if kind == ControlRecordType.ABORT:
-                out.update(positions)
-        else:
-            pending.setdefault(h.producer_id, []).append(pos)
-    return out
 
 
 class ConsumerRecord(NamedTuple):
@@ -632,7 +409,7 @@ class Fetcher:
                     data = p.records
                     if data is not None and len(data):
                         cf = CompletedFetch(tp, data, requested[0], list(p.aborted_transactions or ()), requested[1])
-                        cf.next_offset = max(_end_offset(data), requested[0])
+                        cf.next_offset = max(end_offset(data), requested[0])
                         if cf.next_offset > requested[0]:
                             self.completed.append(cf)
                             got_data = True
@@ -709,71 +486,19 @@ class Fetcher:
         return out
 
     def _decode(self, cf: CompletedFetch) -> tuple[list[ConsumerRecord], int]:
-        data = cf.data
-        topic, partition = cf.tp
-        start = cf.fetch_offset
-        next_offset = start
-        out: list[ConsumerRecord] = []
-        append = out.append
-        new = tuple.__new__
-        CR = ConsumerRecord
-        data = memoryview(data) if not isinstance(data, (bytes, memoryview)) else data
-        read_committed = self.isolation == READ_COMMITTED
-        aborted = sorted(cf.aborted, key=lambda a: a.first_offset) if read_committed else []
-        aborted_pids: set[int] = set()
-        marker_aborted = aborted_by_markers(data) if read_committed else set()
-        ai = 0
-        pos = 0
-        end = len(data)
-        unpack = _HEADER.unpack_from
-        while pos + 17 <= end:
-            size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
-            entry_end = pos + 12 + size
-            if size < 0 or entry_end > end:
-                break  # partial trailing batch
-            magic = data[pos + 16]
-            if magic != 2:
-                for r in iter_record_set(data[pos:entry_end], verify_crc=self.check_crcs):
-                    if r.offset >= start:
-                        append(new(CR, (topic, partition, r.offset, r.timestamp, 0, r.key, r.value, tuple(r.headers), -1)))
-                        next_offset = r.offset + 1
-                pos = entry_end
-                continue
-            if entry_end - pos < 61:
-                break
-            (base_offset, _, epoch, _, _, attributes, last_delta, _, _, producer_id, _, _, _) = unpack(data, pos)
-            last_offset = base_offset + last_delta
-            if last_offset < start:
-                pos = entry_end
-                continue
-            if read_committed:
-                while ai < len(aborted) and aborted[ai].first_offset <= last_offset:
-                    aborted_pids.add(aborted[ai].producer_id)
-                    ai += 1
-            if attributes & CONTROL_MASK:
-                if read_committed and producer_id in aborted_pids:
-                    aborted_pids.discard(producer_id)  # the abort marker ends that transaction
-                next_offset = max(next_offset, last_offset + 1)
-                pos = entry_end
-                continue
-            if read_committed and attributes & TRANSACTIONAL_MASK and (
-                producer_id in aborted_pids or pos in marker_aborted
-            ):
-                next_offset = max(next_offset, last_offset + 1)
-                pos = entry_end
-                continue
-            h = read_header(data, pos)
-            if self.check_crcs and not crc_ok(data, pos, h):
-                raise ProtocolError(f"record batch at offset {base_offset} fails its CRC32C check")
-            payload = batch_payload(data, pos, h)
-            log_append = h.max_timestamp if attributes & TIMESTAMP_TYPE_MASK else None
-            _decode_records(
-                payload, h.records_count, base_offset, h.base_timestamp, log_append,
-                topic, partition, 1 if log_append is not None else 0, epoch, start, append,
-            )
-            next_offset = max(next_offset, last_offset + 1)
-            pos = entry_end
-        return out, next_offset
+        abort_filter = None
+        if self.isolation == READ_COMMITTED:
+            abort_filter = AbortFilter()
+            abort_filter.start(cf.data, ((a.producer_id, a.first_offset) for a in cf.aborted))
+        return consumer_records_from(
+            cf.data,
+            start=cf.fetch_offset,
+            topic=cf.tp.topic,
+            partition=cf.tp.partition,
+            record_type=ConsumerRecord,
+            abort_filter=abort_filter,
+            verify_crc=self.check_crcs,
+        )
 
     def drop(self, tps: Iterable[TopicPartition]) -> None:
         s = set(tps)

@@ -29,9 +29,9 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
-from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
+from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, to_bytes
 from gregor.client.config import Config
 from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import (
@@ -46,14 +46,11 @@ from gregor.client.errors import (
 from gregor.client.futures import ProduceFuture, RecordMetadata
 from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import StickyPartitioner, partition_for_key
+from gregor.client.transactions import TransactionManager, TxnState
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
-    AddOffsetsToTxnRequest,
-    AddPartitionsToTxnRequest,
-    EndTxnRequest,
     InitProducerIdRequest,
     ProduceRequest,
-    TxnOffsetCommitRequest,
 )
 
 log = logging.getLogger("gregor.client.producer")
@@ -64,15 +61,7 @@ _MAX_SEQUENCE = (1 << 31) - 1
 
 __all__ = ["AIOProducer", "ProduceFuture", "RecordMetadata", "COMPRESSION_TYPES"]
 
-Buffer = bytes | bytearray | memoryview
-
-
-def _to_bytes(v: Any) -> Buffer | None:
-    if v is None or isinstance(v, (bytes, bytearray, memoryview)):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    raise TypeError(f"key and value must be bytes or str, not {type(v).__name__}")
+_COORDINATOR_MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
 class AIOProducer:
@@ -137,13 +126,11 @@ class AIOProducer:
         self._closed = False
         self._started = False
         self._fatal: BaseException | None = None
-        # transactions
-        self._txn_state = "uninitialized" if self.transactional_id else "none"
-        self._txn_partitions: set[TopicPartition] = set()
-        self._txn_new: set[TopicPartition] = set()
-        self._txn_coordinator = -1
-        self._txn_offsets = False
-        self._txn_lock = threading.Lock()
+        self._txn: TransactionManager | None = None
+        if self.transactional_id:
+            self._txn = TransactionManager(
+                self.transactional_id, self._client, lambda: (self.producer_id, self.producer_epoch), self._max_block
+            )
 
     # --- lifecycle ---
 
@@ -253,12 +240,12 @@ class AIOProducer:
         if self._closed or self._fatal is not None or self.transactional_id:
             self._check_can_send()
         if key is not None and key.__class__ is not bytes:
-            key = _to_bytes(key)
+            key = to_bytes(key)
         if value is not None and value.__class__ is not bytes:
-            value = _to_bytes(value)
+            value = to_bytes(value)
         hdrs: Any = ()
         if headers:
-            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, _to_bytes(hv)) for hk, hv in headers]
+            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, to_bytes(hv)) for hk, hv in headers]
         tps = self._tps.get(topic)
         if tps is None or self._tps_version != self._client.cluster.version:
             tps = self._topic_partitions(topic)
@@ -275,9 +262,8 @@ class AIOProducer:
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
         tp = tps[partition]
-        if self.transactional_id and tp not in self._txn_partitions:
-            with self._txn_lock:
-                self._txn_new.add(tp)
+        if self._txn is not None:
+            self._txn.touch(tp)
         # Waiting for room is for other threads; on the loop it would stall the sender itself.
         wait = self._max_block if block and threading.get_ident() != self._loop_thread else 0.0
         return self.accumulator.append(tp, timestamp_ms, key, value, hdrs, wait)
@@ -287,8 +273,8 @@ class AIOProducer:
             raise IllegalStateError("producer is closed")
         if self._fatal is not None:
             raise self._fatal
-        if self.transactional_id and self._txn_state != "in_transaction":
-            raise IllegalStateError("send outside a transaction: call begin_transaction() first")
+        if self._txn is not None:
+            self._txn.check_can_send()
 
     def _topic_partitions(self, topic: str) -> list[TopicPartition]:
         """TopicPartition objects of a topic, made once per metadata version (not per record)."""
@@ -366,7 +352,7 @@ class AIOProducer:
                     spawn(self._send_produce(node, bs))
                 continue  # more may be ready at once
             timeout = None if next_time is None else max(0.0, next_time - time.monotonic())
-            if self._need_pid_reset or self._txn_new:
+            if self._need_pid_reset or (self._txn is not None and self._txn.new):
                 timeout = self._retry_backoff if timeout is None else min(timeout, self._retry_backoff)
             if timeout is None or timeout > 0:
                 handle = None if timeout is None else loop.call_later(timeout, self._set_wake)
@@ -382,8 +368,9 @@ class AIOProducer:
             self._fail_batch(b, KafkaTimeoutError(f"{b.tp}: record expired after delivery.timeout.ms"))
         if self._need_pid_reset and not any(self._node_in_flight.values()):
             await self._reset_producer_id()
-        if self._txn_new and self._txn_state == "in_transaction":
-            await self._add_partitions_to_txn()
+        txn = self._txn
+        if txn is not None and txn.new and txn.state is TxnState.IN_TRANSACTION:
+            await txn.add_partitions()
 
     def _can_send(self, tp: TopicPartition, q: PartitionQueue) -> bool:
         if self._need_pid_reset:
@@ -393,7 +380,7 @@ class AIOProducer:
         if node < 0:
             self._client.request_update()
             return False
-        if self.transactional_id and tp not in self._txn_partitions:
+        if self._txn is not None and tp not in self._txn.partitions:
             return False
         if q.blocked:
             if q.in_flight:
@@ -521,8 +508,8 @@ class AIOProducer:
             return
         if self.idempotence and not self.transactional_id:
             self._need_pid_reset = True  # the sequence now has a gap
-        if self.transactional_id:
-            self._txn_state = "abortable_error"
+        if self._txn is not None:
+            self._txn.fail()
         self._fail_batch(b, exc)
 
     # --- producer ids ---
@@ -535,15 +522,15 @@ class AIOProducer:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
             )
-            if self.transactional_id:
-                node = await self._txn_coordinator_node()
+            if self._txn is not None:
+                node = await self._txn.coordinator_node()
                 conn = await self._client.connection(node)
             else:
                 conn = await self._client.any_connection()
             resp = await conn.send(req, conn.version(req.API_KEY))
             if resp.error_code:
-                if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                    self._txn_coordinator = -1
+                if self._txn is not None and resp.error_code in _COORDINATOR_MOVED:
+                    self._txn.forget_coordinator()
                 raise error_for_code(resp.error_code)()
             self.producer_id = resp.producer_id
             self.producer_epoch = resp.producer_epoch
@@ -568,72 +555,20 @@ class AIOProducer:
                 q.next_sequence = seq
         self._need_pid_reset = False
 
-    # --- transactions ---
+    # --- transactions (the state and the coordinator calls are the TransactionManager's) ---
 
-    async def _txn_coordinator_node(self) -> int:
-        if self._txn_coordinator < 0:
-            assert self.transactional_id is not None
-            self._txn_coordinator = await self._client.find_coordinator(self.transactional_id, 1)
-        return self._txn_coordinator
-
-    async def _txn_request(self, make: Any) -> Any:
-        """Send a request to the transaction coordinator, retrying what may be retried."""
-
-        async def attempt() -> Any:
-            node = await self._txn_coordinator_node()
-            conn = await self._client.connection(node)
-            req = make()
-            max_v = 3 if isinstance(req, AddPartitionsToTxnRequest) else None
-            resp = await conn.send(req, conn.version(req.API_KEY, max_v))
-            code = _first_error(resp)
-            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                self._txn_coordinator = -1
-            if code:
-                raise error_for_code(code)()
-            return resp
-
-        return await self._client.with_retries(attempt, timeout=self._max_block)
-
-    def _require_transactional(self) -> None:
-        if not self.transactional_id:
+    def _require_transactional(self) -> TransactionManager:
+        if self._txn is None:
             raise IllegalStateError("this producer has no transactional.id")
+        return self._txn
 
     async def init_transactions(self) -> None:
-        self._require_transactional()
+        txn = self._require_transactional()
         await self._init_producer_id()
-        self._txn_state = "ready"
+        txn.ready()
 
     def begin_transaction(self) -> None:
-        self._require_transactional()
-        if self._txn_state != "ready":
-            raise IllegalStateError(f"cannot begin a transaction in state {self._txn_state}")
-        self._txn_state = "in_transaction"
-
-    async def _add_partitions_to_txn(self) -> None:
-        with self._txn_lock:
-            new, self._txn_new = self._txn_new - self._txn_partitions, set()
-        if not new:
-            return
-        by_topic: dict[str, list[int]] = {}
-        for tp in new:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        try:
-            await self._txn_request(
-                lambda: AddPartitionsToTxnRequest(
-                    v3_and_below_transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
-                    v3_and_below_producer_id=self.producer_id,
-                    v3_and_below_producer_epoch=self.producer_epoch,
-                    v3_and_below_topics=[
-                        AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=sorted(ps))
-                        for t, ps in by_topic.items()
-                    ],
-                )
-            )
-        except BaseException:
-            with self._txn_lock:
-                self._txn_new |= new
-            raise
-        self._txn_partitions |= new
+        self._require_transactional().begin()
 
     async def send_offsets_to_transaction(
         self,
@@ -645,100 +580,21 @@ class AIOProducer:
         ``group`` is a group id or a consumer's group metadata (``consumer.group_metadata()``,
         with generation and member id, which lets the coordinator fence zombies).
         """
-        self._require_transactional()
-        if self._txn_state != "in_transaction":
-            raise IllegalStateError("no transaction in progress")
-        group_id = group if isinstance(group, str) else group.group_id
-        await self._txn_request(
-            lambda: AddOffsetsToTxnRequest(
-                transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                group_id=group_id,
-            )
-        )
-        self._txn_offsets = True
-        by_topic: dict[str, list[TxnOffsetCommitRequest.Topics.Partitions]] = {}
-        for tp, off in offsets.items():
-            by_topic.setdefault(tp.topic, []).append(
-                TxnOffsetCommitRequest.Topics.Partitions(partition_index=tp.partition, committed_offset=int(off))
-            )
-        generation = -1 if isinstance(group, str) else group.generation_id
-        member_id = "" if isinstance(group, str) else group.member_id
-        instance_id = None if isinstance(group, str) else group.group_instance_id
-        coordinator = [-1]
-
-        async def attempt() -> None:
-            if coordinator[0] < 0:
-                coordinator[0] = await self._client.find_coordinator(group_id, 0)
-            conn = await self._client.connection(coordinator[0])
-            req = TxnOffsetCommitRequest(
-                transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
-                group_id=group_id,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                generation_id=generation,
-                member_id=member_id,
-                group_instance_id=instance_id,
-                topics=[TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
-            )
-            resp = await conn.send(req, conn.version(req.API_KEY))
-            code = _first_error(resp)
-            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                coordinator[0] = -1
-            if code:
-                raise error_for_code(code)()
-
-        await self._client.with_retries(attempt, timeout=self._max_block)
+        await self._require_transactional().send_offsets(offsets, group)
 
     async def commit_transaction(self) -> None:
-        self._require_transactional()
-        if self._txn_state == "abortable_error":
-            raise IllegalStateError("a send in this transaction failed: abort it")
-        if self._txn_state != "in_transaction":
-            raise IllegalStateError("no transaction in progress")
+        txn = self._require_transactional()
+        txn.check_commit()
         await self.flush()
-        if self._txn_state == "abortable_error":
-            raise IllegalStateError("a send in this transaction failed: abort it")
-        await self._end_txn(True)
+        txn.check_commit()
+        await txn.end(True)
 
     async def abort_transaction(self) -> None:
-        self._require_transactional()
-        if self._txn_state not in ("in_transaction", "abortable_error"):
-            raise IllegalStateError("no transaction in progress")
+        txn = self._require_transactional()
+        txn.check_abort()
         err = KafkaError("transaction aborted")
         for b in self.accumulator.abort_all():
             self._fail_batch(b, err)
         for r in self.accumulator.pending_results():
             await r.waiter()
-        await self._end_txn(False)
-
-    async def _end_txn(self, commit: bool) -> None:
-        if self._txn_partitions or self._txn_offsets:
-            await self._txn_request(
-                lambda: EndTxnRequest(
-                    transactional_id=cast(str, self.transactional_id),  # set: _require_transactional()
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
-                    committed=commit,
-                )
-            )
-        self._txn_partitions = set()
-        self._txn_offsets = False
-        with self._txn_lock:
-            self._txn_new = set()
-        self._txn_state = "ready"
-
-
-def _first_error(resp: Any) -> int:
-    """The first non-zero error code anywhere in a (small) response."""
-    code = getattr(resp, "error_code", 0)
-    if code:
-        return code
-    for attr in ("topics", "results_by_topic_v3_and_below"):
-        for t in getattr(resp, attr, ()) or ():
-            for p in getattr(t, "partitions", ()) or getattr(t, "results_by_partition", ()):
-                c = getattr(p, "error_code", 0) or getattr(p, "partition_error_code", 0)
-                if c:
-                    return c
-    return 0
+        await txn.end(False)

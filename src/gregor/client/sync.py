@@ -95,7 +95,8 @@ class Producer:
         on_delivery: Callable[[ProduceFuture], Any] | None = None,
     ) -> ProduceFuture:
         aio = self._aio
-        if aio.client.cluster.partitions_for(topic):
+        tm = aio.client.cluster.topics.get(topic)  # metadata known: queue from this thread
+        if tm is not None and tm.partitions:
             fut = aio.send_nowait(topic, value, key, partition, timestamp_ms, headers)
         else:
             fut = self._lt.run(aio.send(topic, value, key, partition, timestamp_ms, headers))

@@ -136,7 +136,7 @@ records = st.lists(st.tuples(timestamps, fields, fields, headers), max_size=60)
 
 
 @pytest.mark.slow
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     recs=records,
     codec=st.sampled_from([0, 1, 2, 3, 4]),

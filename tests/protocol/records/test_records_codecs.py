@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import compression as c
-from gregor.protocol.records._varint import encode_varint, read_varint, varint_size
+from gregor.protocol.records.varint import encode_varint, read_varint, varint_size
 
 # --- varints ---
 

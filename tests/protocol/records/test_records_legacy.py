@@ -166,7 +166,7 @@ legacy_records = st.lists(
 )
 
 
-@settings(max_examples=80)
+@settings(max_examples=80, deadline=None)
 @given(
     recs=legacy_records,
     codec=st.sampled_from([0, 1, 2, 3]),

@@ -1,9 +1,12 @@
 """Kafka record formats: RecordBatch v2, legacy message sets v0/v1, control records, codecs.
 
 ``header`` is the broker's fast path (validate and rewrite batches without decoding records);
-``batch`` builds and decodes v2 batches; ``control`` handles transaction markers; ``legacy``
-builds and reads v0/v1 message sets; ``convert`` moves between the two; ``compression`` holds
-the codecs. Every reader raises :class:`~gregor.protocol.exceptions.ProtocolError` for
+``batch`` builds and decodes v2 batches; ``scan`` is the one record walk (fetched record sets
+batch by batch, with the read_committed abort filter; records into Records, consumer records,
+Arrow column buffers or nothing), compiled (``_scan.pyx``) with ``_scan_py`` as its pure-Python
+reference, and ``varint`` its varint helpers; ``control`` handles transaction markers;
+``legacy`` builds and reads v0/v1 message sets; ``convert`` moves between the two;
+``compression`` holds the codecs. Every reader raises :class:`~gregor.protocol.exceptions.ProtocolError` for
 malformed input and nothing else.
 """
 

@@ -1,14 +1,14 @@
 """RecordBatch v2: build batches from records and decode them back.
 
 Theory of operation. A :class:`RecordBatchBuilder` serializes each appended record straight
-into a bytearray (record fields are zigzag varints, see ``_varint``), tracking what the header
+into a bytearray (``scan.encode_record``: compiled, or the reference in ``_scan_py``), tracking what the header
 needs: the first record's timestamp (the batch's base timestamp, which later records' signed
 deltas are relative to), the max timestamp, the last offset delta and the count. ``build()``
 compresses the record bytes if asked, writes the 61-byte header (layout in ``header``) and the
 CRC32C over attributes..end.
 
 The reader works the other way: :func:`decode_batch` parses the header, checks the CRC,
-decompresses (bounded) and walks the records with the one- and two-byte varint cases inlined.
+decompresses (bounded) and walks the records with ``scan``'s record walk.
 Records come back with absolute offsets (base_offset + offset_delta) and absolute timestamps
 (base_timestamp + timestamp_delta, or the batch's max_timestamp for LogAppendTime batches, as
 Kafka's consumers do). Any inconsistency raises ProtocolError.
@@ -23,7 +23,7 @@ from crc32c import crc32c
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import compression as _compression
-from gregor.protocol.records._varint import _CACHE, _CACHE_LIMIT, _encode_unsigned
+from gregor.protocol.records import scan as _scan
 from gregor.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from gregor.protocol.records.header import (
     _HEADER,
@@ -99,19 +99,6 @@ class RecordBatch:
     size = property(lambda self: self.header.size)
 
 
-def _varint_bytes(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    if 0 <= u < _CACHE_LIMIT:
-        return _CACHE[u]
-    if not -(1 << 63) <= n < (1 << 63):
-        raise ValueError(f"{n} does not fit a varlong")
-    return _encode_unsigned(u)
-
-
-_NULL = _CACHE[1]  # varint -1, the length of a null key/value
-_EMPTY_HEADERS = _CACHE[0]  # varint 0 header count
-
-
 class RecordBatchBuilder:
     """Accumulates records and builds one v2 batch.
 
@@ -134,6 +121,7 @@ class RecordBatchBuilder:
         "_base_timestamp",
         "_max_timestamp",
         "_next_delta",
+        "_encode",
     )
 
     def __init__(
@@ -167,6 +155,7 @@ class RecordBatchBuilder:
         self._base_timestamp: int | None = None
         self._max_timestamp = NO_TIMESTAMP
         self._next_delta = 0
+        self._encode = _scan.record_encoder()
 
     def __len__(self) -> int:
         return self._count
@@ -201,37 +190,7 @@ class RecordBatchBuilder:
             self._base_timestamp = base_ts = self._max_timestamp = timestamp
         elif timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        cache = _CACHE
-        limit = _CACHE_LIMIT
-        n = timestamp - base_ts
-        u = (n << 1) ^ (n >> 63)
-        ts_enc = cache[u] if 0 <= u < limit else _varint_bytes(n)
-        u = offset_delta << 1
-        od_enc = cache[u] if u < limit else _varint_bytes(offset_delta)
-        if key is None:
-            key_len = _NULL
-            key = b""
-        else:
-            u = len(key) << 1
-            key_len = cache[u] if u < limit else _varint_bytes(len(key))
-        if value is None:
-            value_len = _NULL
-            value = b""
-        else:
-            u = len(value) << 1
-            value_len = cache[u] if u < limit else _varint_bytes(len(value))
-        if headers:
-            body = b"".join(
-                (b"\x00", ts_enc, od_enc, key_len, key, value_len, value, _encode_headers(headers))
-            )
-        else:
-            body = b"".join(
-                (b"\x00", ts_enc, od_enc, key_len, key, value_len, value, _EMPTY_HEADERS)
-            )
-        u = len(body) << 1
-        buf = self._buf
-        buf += cache[u] if u < limit else _varint_bytes(len(body))
-        buf += body
+        self._encode(self._buf, offset_delta, timestamp - base_ts, key, value, headers)
         self._count += 1
         self._next_delta = offset_delta + 1
         return offset_delta
@@ -266,7 +225,7 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_MASK
         if self.is_control:
             attributes |= CONTROL_MASK
-        records: bytes | bytearray = self._buf
+        records: Buffer = self._buf
         if self.compression:
             records = _compression.compress(
                 self.compression, records, magic=2, level=self.compression_level
@@ -284,20 +243,6 @@ class RecordBatchBuilder:
             self._count,
             records,
         )
-
-
-def _encode_headers(headers: Sequence[tuple[str | bytes, Buffer | None]]) -> bytes:
-    parts = [_varint_bytes(len(headers))]
-    for hkey, hvalue in headers:
-        kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
-        parts.append(_varint_bytes(len(kb)))
-        parts.append(kb)
-        if hvalue is None:
-            parts.append(_NULL)
-        else:
-            parts.append(_varint_bytes(len(hvalue)))
-            parts.append(bytes(hvalue))
-    return b"".join(parts)
 
 
 def _assemble(
@@ -353,177 +298,15 @@ def build_batch(
 # --- reading ---
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint at ``pos`` (the slow path of the inlined reads)."""
-    u = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        u |= (b & 0x7F) << shift
-        if b < 0x80:
-            if u >> 64:
-                raise ProtocolError("varint does not fit 64 bits")
-            return u, pos
-        shift += 7
-        if shift >= 70:
-            raise ProtocolError("varint longer than 10 bytes")
-
-
 def decode_records(
-    data: bytes,
+    data: Buffer,
     count: int,
     base_offset: int = 0,
     base_timestamp: int = 0,
     log_append_time: int | None = None,
 ) -> list[Record]:
-    """Decode ``count`` records that must fill ``data`` exactly."""
-    end = len(data)
-    pos = 0
-    out: list[Record] = []
-    append = out.append
-    new = tuple.__new__
-    R = Record
-    uvarint = _uvarint
-    try:
-        for _ in range(count):
-            # length
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = uvarint(data, pos)
-            rec_end = pos + ((n >> 1) ^ -(n & 1))
-            if rec_end > end or rec_end < pos + 6:
-                raise ProtocolError("record length is inconsistent with the batch")
-            pos += 1  # attributes (unused)
-            # timestamp delta
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = uvarint(data, pos)
-            ts_delta = (n >> 1) ^ -(n & 1)
-            # offset delta
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = uvarint(data, pos)
-            offset_delta = (n >> 1) ^ -(n & 1)
-            # key
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = uvarint(data, pos)
-            if n & 1:
-                if n != 1:
-                    raise ProtocolError("negative record key length")
-                key = None
-            else:
-                n >>= 1
-                key = data[pos : pos + n]
-                pos += n
-            # value
-            b = data[pos]
-            if b < 0x80:
-                n = b
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    n = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    n, pos = uvarint(data, pos)
-            if n & 1:
-                if n != 1:
-                    raise ProtocolError("negative record value length")
-                value = None
-            else:
-                n >>= 1
-                value = data[pos : pos + n]
-                pos += n
-            # headers
-            b = data[pos]
-            if b == 0:
-                pos += 1
-                headers: list[Header] = []
-            else:
-                headers, pos = _decode_headers(data, pos, rec_end)
-            if pos != rec_end:
-                raise ProtocolError("record fields do not add up to its length")
-            append(
-                new(
-                    R,
-                    (
-                        base_offset + offset_delta,
-                        base_timestamp + ts_delta if log_append_time is None else log_append_time,
-                        key,
-                        value,
-                        headers,
-                    ),
-                )
-            )
-    except IndexError:
-        raise ProtocolError("record data truncated") from None
-    if pos != end:
-        raise ProtocolError(f"{end - pos} bytes left over after {count} records")
-    return out
-
-
-def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[list[Header], int]:
-    n, pos = _uvarint(data, pos)
-    count = (n >> 1) ^ -(n & 1)
-    if count < 0 or count > rec_end - pos:
-        raise ProtocolError(f"invalid record header count {count}")
-    headers: list[Header] = []
-    for _ in range(count):
-        n, pos = _uvarint(data, pos)
-        klen = (n >> 1) ^ -(n & 1)
-        if klen < 0 or pos + klen > rec_end:
-            raise ProtocolError("invalid record header key length")
-        try:
-            hkey = data[pos : pos + klen].decode()
-        except UnicodeDecodeError:
-            raise ProtocolError("record header key is not UTF-8") from None
-        pos += klen
-        n, pos = _uvarint(data, pos)
-        vlen = (n >> 1) ^ -(n & 1)
-        if vlen == -1:
-            hvalue = None
-        elif vlen < 0 or pos + vlen > rec_end:
-            raise ProtocolError("invalid record header value length")
-        else:
-            hvalue = data[pos : pos + vlen]
-            pos += vlen
-        headers.append((hkey, hvalue))
-    return headers, pos
+    """Decode ``count`` records that must fill ``data`` exactly (the record walk of ``scan``)."""
+    return _scan.decode_records(data, count, base_offset, base_timestamp, log_append_time, Record)
 
 
 def batch_payload(

@@ -63,8 +63,9 @@ def upconvert(
 
     def emit(msgs: Sequence[LegacyMessage], codec: int, ts_type: int, max_ts: int | None) -> None:
         nonlocal next_offset
+        offsets: Sequence[int]
         if next_offset is not None:
-            offsets: Sequence[int] = range(next_offset, next_offset + len(msgs))
+            offsets = range(next_offset, next_offset + len(msgs))
             next_offset += len(msgs)
         else:
             offsets = [m.offset for m in msgs]

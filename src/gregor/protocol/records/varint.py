@@ -1,8 +1,14 @@
 """Zigzag varints as record fields use them (protobuf's encoding, Kafka's ``varint``/``varlong``).
 
-A value is zigzag-mapped (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...) and written 7 bits at a time,
-least significant group first, with the high bit set on every byte but the last. The batch
-reader inlines the one- and two-byte cases for speed; these helpers are the general path.
+The one varint module of the record code. A value is zigzag-mapped (0, -1, 1, -2 ... -> 0, 1,
+2, 3 ...) and written 7 bits at a time, least significant group first, with the high bit set on
+every byte but the last.
+
+Fast paths: the record walk (``_scan_py``) reads the one-byte case inline (``b < 0x80``) and
+calls :func:`read_uvarint` for the rest; the builder looks the encodings of small values up in
+``_CACHE`` (every zigzag value below 2**14, i.e. every one- and two-byte encoding). The
+compiled walk (``_scan.pyx``) implements the same rules in C and must agree with these helpers
+on every input, errors included.
 """
 
 from __future__ import annotations
@@ -54,6 +60,27 @@ def varint_size(n: int) -> int:
         u >>= 7
         size += 1
     return size
+
+
+def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """The raw (still zigzagged) varint at ``pos``; return (value, position after it).
+
+    Running off the end of ``buf`` raises IndexError, so a caller walking a bounded buffer
+    reports truncation with its own message; a varint over 10 bytes or past 64 bits raises
+    ProtocolError."""
+    u = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            if u >> 64:
+                raise ProtocolError("varint does not fit 64 bits")
+            return u, pos
+        shift += 7
+        if shift >= 7 * MAX_VARINT_BYTES:
+            raise ProtocolError("varint longer than 10 bytes")
 
 
 def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:

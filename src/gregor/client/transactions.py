@@ -1,0 +1,219 @@
+"""The transactional producer's side of a transaction: state, partitions, coordinator calls.
+
+Theory of operation. A :class:`TransactionManager` belongs to one producer with a
+``transactional.id``. Its :class:`TxnState` moves UNINITIALIZED -> READY (``init``, after the
+producer got its id and epoch) -> IN_TRANSACTION (``begin``) -> READY (``end``, commit or
+abort); a failed send inside a transaction moves it to ABORTABLE_ERROR, from which only an
+abort leads back to READY. Partitions a send touches for the first time are ``new``: the
+producer's sender task registers them with the coordinator (AddPartitionsToTxn) before any
+batch for them goes out; ``send`` runs on the caller's thread, so ``new`` is guarded by a lock.
+Requests go to the transaction coordinator, found (and found again after NOT_COORDINATOR)
+with FindCoordinator, and are retried as the client retries anything retriable.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gregor.client.core import KafkaClient
+from gregor.client.errors import IllegalStateError, error_for_code
+from gregor.client.metadata import TopicPartition
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+)
+
+
+class TxnState(enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    READY = "ready"
+    IN_TRANSACTION = "in_transaction"
+    ABORTABLE_ERROR = "abortable_error"
+
+
+class TransactionManager:
+    def __init__(
+        self, transactional_id: str, client: KafkaClient, ids: Callable[[], tuple[int, int]], max_block: float
+    ) -> None:
+        self.transactional_id = transactional_id
+        self._client = client
+        self._ids = ids  # the producer's current (producer id, epoch)
+        self._max_block = max_block
+        self.state = TxnState.UNINITIALIZED
+        self.partitions: set[TopicPartition] = set()  # registered with the coordinator
+        self.new: set[TopicPartition] = set()  # touched by a send, not registered yet
+        self._lock = threading.Lock()
+        self._coordinator = -1
+        self._offsets = False  # offsets were sent in this transaction
+
+    # --- state ---
+
+    def check_can_send(self) -> None:
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise IllegalStateError("send outside a transaction: call begin_transaction() first")
+
+    def touch(self, tp: TopicPartition) -> None:
+        """A send to ``tp`` (any thread)."""
+        if tp not in self.partitions:
+            with self._lock:
+                self.new.add(tp)
+
+    def ready(self) -> None:
+        self.state = TxnState.READY
+
+    def begin(self) -> None:
+        if self.state is not TxnState.READY:
+            raise IllegalStateError(f"cannot begin a transaction in state {self.state.value}")
+        self.state = TxnState.IN_TRANSACTION
+
+    def fail(self) -> None:
+        """A send of this transaction failed: only an abort can end it now."""
+        self.state = TxnState.ABORTABLE_ERROR
+
+    def check_commit(self) -> None:
+        if self.state is TxnState.ABORTABLE_ERROR:
+            raise IllegalStateError("a send in this transaction failed: abort it")
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise IllegalStateError("no transaction in progress")
+
+    def check_abort(self) -> None:
+        if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+            raise IllegalStateError("no transaction in progress")
+
+    # --- coordinator requests ---
+
+    async def coordinator_node(self) -> int:
+        if self._coordinator < 0:
+            self._coordinator = await self._client.find_coordinator(self.transactional_id, 1)
+        return self._coordinator
+
+    def forget_coordinator(self) -> None:
+        self._coordinator = -1
+
+    async def _request(self, make: Callable[[], Any]) -> Any:
+        """Send a request to the transaction coordinator, retrying what may be retried."""
+
+        async def attempt() -> Any:
+            node = await self.coordinator_node()
+            conn = await self._client.connection(node)
+            req = make()
+            max_v = 3 if isinstance(req, AddPartitionsToTxnRequest) else None
+            resp = await conn.send(req, conn.version(req.API_KEY, max_v))
+            code = first_error(resp)
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self.forget_coordinator()
+            if code:
+                raise error_for_code(code)()
+            return resp
+
+        return await self._client.with_retries(attempt, timeout=self._max_block)
+
+    async def add_partitions(self) -> None:
+        """Register the partitions sends touched since the last call (the sender task)."""
+        with self._lock:
+            new, self.new = self.new - self.partitions, set()
+        if not new:
+            return
+        by_topic: dict[str, list[int]] = {}
+        for tp in new:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        try:
+            await self._request(
+                lambda: AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id=self.transactional_id,
+                    v3_and_below_producer_id=self._ids()[0],
+                    v3_and_below_producer_epoch=self._ids()[1],
+                    v3_and_below_topics=[
+                        AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=sorted(ps))
+                        for t, ps in by_topic.items()
+                    ],
+                )
+            )
+        except BaseException:
+            with self._lock:
+                self.new |= new
+            raise
+        self.partitions |= new
+
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group: Any) -> None:
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise IllegalStateError("no transaction in progress")
+        group_id = group if isinstance(group, str) else group.group_id
+        await self._request(
+            lambda: AddOffsetsToTxnRequest(
+                transactional_id=self.transactional_id,
+                producer_id=self._ids()[0],
+                producer_epoch=self._ids()[1],
+                group_id=group_id,
+            )
+        )
+        self._offsets = True
+        by_topic: dict[str, list[TxnOffsetCommitRequest.Topics.Partitions]] = {}
+        for tp, off in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                TxnOffsetCommitRequest.Topics.Partitions(partition_index=tp.partition, committed_offset=int(off))
+            )
+        generation = -1 if isinstance(group, str) else group.generation_id
+        member_id = "" if isinstance(group, str) else group.member_id
+        instance_id = None if isinstance(group, str) else group.group_instance_id
+        coordinator = [-1]
+
+        async def attempt() -> None:
+            if coordinator[0] < 0:
+                coordinator[0] = await self._client.find_coordinator(group_id, 0)
+            conn = await self._client.connection(coordinator[0])
+            req = TxnOffsetCommitRequest(
+                transactional_id=self.transactional_id,
+                group_id=group_id,
+                producer_id=self._ids()[0],
+                producer_epoch=self._ids()[1],
+                generation_id=generation,
+                member_id=member_id,
+                group_instance_id=instance_id,
+                topics=[TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+            resp = await conn.send(req, conn.version(req.API_KEY))
+            code = first_error(resp)
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                coordinator[0] = -1
+            if code:
+                raise error_for_code(code)()
+
+        await self._client.with_retries(attempt, timeout=self._max_block)
+
+    async def end(self, commit: bool) -> None:
+        """EndTxn (when the transaction touched anything), then READY."""
+        if self.partitions or self._offsets:
+            await self._request(
+                lambda: EndTxnRequest(
+                    transactional_id=self.transactional_id,
+                    producer_id=self._ids()[0],
+                    producer_epoch=self._ids()[1],
+                    committed=commit,
+                )
+            )
+        self.partitions = set()
+        self._offsets = False
+        with self._lock:
+            self.new = set()
+        self.state = TxnState.READY
+
+
+def first_error(resp: Any) -> int:
+    """The first non-zero error code anywhere in a (small) response."""
+    code = getattr(resp, "error_code", 0)
+    if code:
+        return int(code)
+    for attr in ("topics", "results_by_topic_v3_and_below"):
+        for t in getattr(resp, attr, ()) or ():
+            for p in getattr(t, "partitions", None) or getattr(t, "results_by_partition", None) or ():
+                c = getattr(p, "error_code", 0) or getattr(p, "partition_error_code", 0)
+                if c:
+                    return int(c)
+    return 0

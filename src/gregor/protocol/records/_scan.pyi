@@ -1,0 +1,50 @@
+# Types of the compiled record walk (_scan.pyx); the same functions as _scan_py.
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from gregor.protocol.records.columns import ArrowColumns
+
+Buffer = bytes | bytearray | memoryview
+T = TypeVar("T", bound=tuple[Any, ...])
+
+IMPLEMENTATION: str
+
+def decode_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    record_type: type[T],
+) -> list[T]: ...
+def consumer_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    start: int,
+    topic: str,
+    partition: int,
+    leader_epoch: int,
+    record_type: type[T],
+    out: list[T],
+) -> None: ...
+def arrow_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    columns: ArrowColumns,
+    include_headers: bool,
+) -> None: ...
+def validate_records(data: Buffer, count: int) -> None: ...
+def encode_record(
+    buf: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: Buffer | None,
+    value: Buffer | None,
+    headers: Sequence[tuple[str | bytes, Buffer | None]],
+) -> None: ...

@@ -1,0 +1,594 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The per-record walk of RecordBatch v2, compiled: the accelerator of ``_scan_py``.
+
+Same functions, same signatures, same results and the same ProtocolError messages as the
+pure-Python reference ``_scan_py`` (read that module for the record layout and the order of
+the checks); ``scan`` chooses between the two and ``GREGOR_NO_EXTENSIONS=1`` forces Python.
+
+One parser, :func:`parse_record`, reads a record into a :c:type:`Fields` struct (positions
+and lengths, no objects); the sinks below loop over it and write their own output: Record
+tuples, consumer record tuples, Arrow column buffers (straight into the arrays' memory), or
+nothing. Integers that could overflow int64 on crafted input (base + delta) fall back to
+Python arithmetic, as the reference computes them.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.list cimport PyList_Append
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython cimport array
+from libc.stdint cimport int32_t, int64_t, uint64_t, INT32_MAX
+from libc.string cimport memcpy
+
+from gregor.protocol.exceptions import ProtocolError
+
+IMPLEMENTATION = "cython"
+
+cdef extern from *:
+    """
+    /* A tuple subclass instance (a NamedTuple) with n unset items, as tuple.__new__ makes it.
+       Only used where the subclass adds no fields and the tuple layout has no hash cache. */
+    static PyObject* gregor_alloc_tuple(PyObject* type, Py_ssize_t n) {
+        return ((PyTypeObject*)type)->tp_alloc((PyTypeObject*)type, n);
+    }
+    #if PY_VERSION_HEX < 0x030E0000
+    #define GREGOR_TUPLE_ALLOC_OK 1
+    #else
+    #define GREGOR_TUPLE_ALLOC_OK 0
+    #endif
+    """
+    object gregor_alloc_tuple(object type, Py_ssize_t n)
+    int GREGOR_TUPLE_ALLOC_OK
+    bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* r) nogil
+
+
+cdef struct Fields:
+    int64_t offset_delta
+    int64_t timestamp_delta
+    Py_ssize_t key_pos
+    Py_ssize_t key_len      # -1: null
+    Py_ssize_t value_pos
+    Py_ssize_t value_len    # -1: null
+    Py_ssize_t headers_pos  # position of the header count varint
+    Py_ssize_t header_count
+
+
+cdef inline int _truncated() except -1:
+    raise ProtocolError("record data truncated")
+
+
+cdef inline int read_uvarint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                             uint64_t* out) except -1:
+    """``varint.read_uvarint``: running off ``end`` is truncation."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint64_t u = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    while True:
+        if i >= end:
+            _truncated()
+        b = p[i]
+        i += 1
+        if shift == 63:
+            if b >= 0x80:
+                raise ProtocolError("varint longer than 10 bytes")
+            if b > 1:
+                raise ProtocolError("varint does not fit 64 bits")
+            u |= b << 63
+            break
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    pos[0] = i
+    out[0] = u
+    return 0
+
+
+cdef inline int64_t unzigzag(uint64_t u) noexcept:
+    return <int64_t>(u >> 1) ^ -<int64_t>(u & 1)
+
+
+cdef inline int read_blob(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                          Py_ssize_t* start, Py_ssize_t* length, str what) except -1:
+    cdef uint64_t n
+    read_uvarint(p, end, pos, &n)
+    if n & 1:
+        if n != 1:
+            raise ProtocolError(f"negative record {what} length")
+        start[0] = pos[0]
+        length[0] = -1
+        return 0
+    n >>= 1
+    if n > <uint64_t>(end - pos[0]):
+        _truncated()
+    start[0] = pos[0]
+    length[0] = <Py_ssize_t>n
+    pos[0] += <Py_ssize_t>n
+    return 0
+
+
+cdef int parse_headers(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                       Py_ssize_t rec_end, Py_ssize_t* count_out, list out) except -1:
+    """Validate the headers at ``pos``; append (key, value) tuples to ``out`` unless None."""
+    cdef uint64_t n
+    cdef int64_t count, klen, vlen
+    cdef Py_ssize_t i
+    cdef object hkey, hvalue
+    read_uvarint(p, end, pos, &n)
+    count = unzigzag(n)
+    if count < 0 or count > rec_end - pos[0]:
+        raise ProtocolError(f"invalid record header count {count}")
+    for i in range(count):
+        read_uvarint(p, end, pos, &n)
+        klen = unzigzag(n)
+        if klen < 0 or klen > rec_end - pos[0]:
+            raise ProtocolError("invalid record header key length")
+        try:
+            hkey = PyUnicode_DecodeUTF8(<const char*>p + pos[0], klen, NULL)
+        except UnicodeDecodeError:
+            raise ProtocolError("record header key is not UTF-8") from None
+        pos[0] += klen
+        read_uvarint(p, end, pos, &n)
+        vlen = unzigzag(n)
+        if vlen == -1:
+            hvalue = None
+        elif vlen < 0 or vlen > rec_end - pos[0]:
+            raise ProtocolError("invalid record header value length")
+        else:
+            if out is not None:
+                hvalue = PyBytes_FromStringAndSize(<const char*>p + pos[0], vlen)
+            pos[0] += vlen
+        if out is not None:
+            out.append((hkey, hvalue))
+    count_out[0] = count
+    return 0
+
+
+cdef int parse_record(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, Fields* f,
+                      list headers) except -1:
+    """One record at ``pos`` into ``f``; ``pos`` moves past it. The reference's ``walk``."""
+    cdef uint64_t n
+    cdef int64_t length
+    cdef Py_ssize_t rec_end
+    read_uvarint(p, end, pos, &n)
+    length = unzigzag(n)
+    if length > end - pos[0] or length < 6:
+        raise ProtocolError("record length is inconsistent with the batch")
+    rec_end = pos[0] + <Py_ssize_t>length
+    pos[0] += 1  # attributes
+    read_uvarint(p, end, pos, &n)
+    f.timestamp_delta = unzigzag(n)
+    read_uvarint(p, end, pos, &n)
+    f.offset_delta = unzigzag(n)
+    read_blob(p, end, pos, &f.key_pos, &f.key_len, "key")
+    read_blob(p, end, pos, &f.value_pos, &f.value_len, "value")
+    if pos[0] >= end:
+        _truncated()
+    f.headers_pos = pos[0]
+    if p[pos[0]] == 0:
+        f.header_count = 0
+        pos[0] += 1
+    else:
+        parse_headers(p, end, pos, rec_end, &f.header_count, headers)
+    if pos[0] != rec_end:
+        raise ProtocolError("record fields do not add up to its length")
+    return 0
+
+
+cdef inline object add_i64(int64_t a, int64_t b):
+    cdef int64_t r
+    if __builtin_add_overflow(a, b, &r):
+        return <object>a + <object>b
+    return r
+
+
+cdef inline object blob(const unsigned char* p, Py_ssize_t start, Py_ssize_t length):
+    if length < 0:
+        return None
+    return PyBytes_FromStringAndSize(<const char*>p + start, length)
+
+
+cdef bint fast_tuple(object record_type):
+    """Whether instances of ``record_type`` (a NamedTuple) can be made by ``tp_alloc``."""
+    return (
+        GREGOR_TUPLE_ALLOC_OK
+        and isinstance(record_type, type)
+        and issubclass(record_type, tuple)
+        and record_type.__basicsize__ == tuple.__basicsize__
+        and record_type.__itemsize__ == tuple.__itemsize__
+    )
+
+
+cdef inline void set_item(object t, Py_ssize_t i, object v):
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
+
+
+cdef class _View:
+    """A held buffer of the caller's data (bytes, bytearray or memoryview)."""
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef Py_ssize_t end
+
+    def __cinit__(self, object data):
+        PyObject_GetBuffer(data, &self.view, PyBUF_SIMPLE)
+        self.p = <const unsigned char*>self.view.buf
+        self.end = self.view.len
+
+    def __dealloc__(self):
+        PyBuffer_Release(&self.view)
+
+
+def decode_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+                   object log_append_time, object record_type):
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i
+    cdef list out = []
+    cdef list headers
+    cdef bint fast = fast_tuple(record_type)
+    cdef object offset, ts, key, value, rec
+    for i in range(count):
+        headers = []
+        parse_record(v.p, v.end, &pos, &f, headers)
+        offset = add_i64(base_offset, f.offset_delta)
+        if log_append_time is None:
+            ts = add_i64(base_timestamp, f.timestamp_delta)
+        else:
+            ts = log_append_time
+        key = blob(v.p, f.key_pos, f.key_len)
+        value = blob(v.p, f.value_pos, f.value_len)
+        if fast:
+            rec = gregor_alloc_tuple(record_type, 5)
+            set_item(rec, 0, offset)
+            set_item(rec, 1, ts)
+            set_item(rec, 2, key)
+            set_item(rec, 3, value)
+            set_item(rec, 4, headers)
+        else:
+            rec = tuple.__new__(record_type, (offset, ts, key, value, headers))
+        PyList_Append(out, rec)
+    if pos != v.end:
+        raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
+    return out
+
+
+def consumer_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+                     object log_append_time, object start, object topic, object partition,
+                     object leader_epoch, object record_type, list out):
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i
+    cdef list headers = []
+    cdef bint fast = fast_tuple(record_type)
+    cdef object ts_type = 0 if log_append_time is None else 1
+    cdef object offset, ts, hs, key, value, rec
+    cdef int64_t off
+    cdef bint start_fits = -(1 << 63) <= start < (1 << 63)
+    cdef int64_t start_i = start if start_fits else 0
+    for i in range(count):
+        parse_record(v.p, v.end, &pos, &f, headers)
+        if f.header_count:
+            hs = tuple(headers)
+            headers = []
+        else:
+            hs = ()
+        if __builtin_add_overflow(base_offset, f.offset_delta, &off):
+            offset = <object>base_offset + <object>f.offset_delta
+            if offset < start:
+                continue
+        else:
+            if start_fits:
+                if off < start_i:
+                    continue
+            elif off < start:
+                continue
+            offset = off
+        if log_append_time is None:
+            ts = add_i64(base_timestamp, f.timestamp_delta)
+        else:
+            ts = log_append_time
+        key = blob(v.p, f.key_pos, f.key_len)
+        value = blob(v.p, f.value_pos, f.value_len)
+        if fast:
+            rec = gregor_alloc_tuple(record_type, 9)
+            set_item(rec, 0, topic)
+            set_item(rec, 1, partition)
+            set_item(rec, 2, offset)
+            set_item(rec, 3, ts)
+            set_item(rec, 4, ts_type)
+            set_item(rec, 5, key)
+            set_item(rec, 6, value)
+            set_item(rec, 7, hs)
+            set_item(rec, 8, leader_epoch)
+        else:
+            rec = tuple.__new__(
+                record_type,
+                (topic, partition, offset, ts, ts_type, key, value, hs, leader_epoch),
+            )
+        PyList_Append(out, rec)
+    if pos != v.end:
+        raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
+
+
+def validate_records(data, Py_ssize_t count):
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i
+    for i in range(count):
+        parse_record(v.p, v.end, &pos, &f, None)
+    if pos != v.end:
+        raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
+
+
+# --- Arrow column buffers ---
+
+cdef inline int _out_of_range() except -1:
+    raise ProtocolError("record offset, timestamp or column size out of range")
+
+
+cdef struct BinCol:
+    int32_t* offsets    # offsets[n] is the end of entry n-1; offsets[0..n0] already set
+    char* data
+    char* valid         # NULL for a column without nulls (header keys)
+    Py_ssize_t n        # entries written (absolute, in the whole column)
+    Py_ssize_t size     # data bytes written
+
+
+cdef class _Column:
+    """A binary column of ``ArrowColumns`` opened for direct writing.
+
+    ``reserve`` grows the arrays with ``resize_smart`` (half again as much room as asked), and
+    ``finish`` sets their length to what was written, which keeps the room for the next batch:
+    appending batch after batch costs amortized O(1) per byte."""
+    cdef array.array offsets
+    cdef array.array data
+    cdef array.array valid
+    cdef BinCol c
+
+    def __cinit__(self, array.array offsets, array.array data, array.array valid):
+        self.offsets = offsets
+        self.data = data
+        self.valid = valid
+        self.c.n = len(offsets) - 1
+        self.c.size = len(data)
+        self._pointers()
+
+    cdef void _pointers(self):
+        self.c.offsets = <int32_t*>self.offsets.data.as_ints
+        self.c.data = self.data.data.as_chars
+        self.c.valid = self.valid.data.as_chars if self.valid is not None else NULL
+
+    cdef int reserve(self, Py_ssize_t entries, Py_ssize_t size) except -1:
+        array.resize_smart(self.offsets, self.c.n + entries + 1)
+        if self.valid is not None:
+            array.resize_smart(self.valid, self.c.n + entries)
+        array.resize_smart(self.data, self.c.size + size)
+        self._pointers()
+        return 0
+
+    cdef int finish(self) except -1:
+        array.resize_smart(self.offsets, self.c.n + 1)
+        if self.valid is not None:
+            array.resize_smart(self.valid, self.c.n)
+        array.resize_smart(self.data, self.c.size)
+        self._pointers()
+        return 0
+
+
+cdef inline int put(BinCol* col, const unsigned char* p, Py_ssize_t start,
+                    Py_ssize_t length) except -1:
+    """Entry ``n`` of a column: null when ``length`` < 0 (callers reserved the room)."""
+    if length < 0:
+        col.valid[col.n] = 0
+    else:
+        if col.valid != NULL:
+            col.valid[col.n] = 1
+        memcpy(col.data + col.size, p + start, length)
+        col.size += length
+    if col.size > INT32_MAX:
+        _out_of_range()
+    col.n += 1
+    col.offsets[col.n] = <int32_t>col.size
+    return 0
+
+
+def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+                  object log_append_time, object columns, bint include_headers):
+    cdef _View v = _View(data)
+    cdef Fields f
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t i, hpos, j
+    cdef uint64_t n
+    cdef int64_t klen, vlen, ts_fixed = 0, off, ts
+    cdef bint log_append = log_append_time is not None
+    cdef bint ts_fits
+    cdef int32_t ts_type = 1 if log_append else 0
+    cdef array.array offsets = columns.offsets
+    cdef array.array timestamps = columns.timestamps
+    cdef array.array ts_types = columns.timestamp_types
+    cdef Py_ssize_t n0 = len(offsets)
+    cdef Py_ssize_t nmax = min(count, v.end // 7 + 1) if count > 0 else 0
+    cdef Py_ssize_t done = 0
+    cdef _Column keys = _Column(columns.key_offsets, columns.key_data, columns.key_valid)
+    cdef _Column values = _Column(columns.value_offsets, columns.value_data, columns.value_valid)
+    cdef _Column hoffs = None
+    cdef _Column hkeys = None
+    cdef _Column hvalues = None
+    cdef bint hreserved = False
+    cdef int64_t* off_p
+    cdef int64_t* ts_p
+    cdef int32_t* tt_p
+    ts_fits = not log_append or -(1 << 63) <= log_append_time < (1 << 63)
+    if log_append and ts_fits:
+        ts_fixed = log_append_time
+    array.resize_smart(offsets, n0 + nmax)
+    array.resize_smart(timestamps, n0 + nmax)
+    array.resize_smart(ts_types, n0 + nmax)
+    off_p = <int64_t*>offsets.data.as_longlongs + n0
+    ts_p = <int64_t*>timestamps.data.as_longlongs + n0
+    tt_p = <int32_t*>ts_types.data.as_ints + n0
+    keys.reserve(nmax, v.end)
+    values.reserve(nmax, v.end)
+    if include_headers:
+        # header_offsets/header_valid form a column with no data bytes: the count goes in
+        hoffs = _Column(columns.header_offsets, array.array("B"), columns.header_valid)
+        hoffs.reserve(nmax, 0)
+        hkeys = _Column(columns.hkey_offsets, columns.hkey_data, None)
+        hvalues = _Column(columns.hvalue_offsets, columns.hvalue_data, columns.hvalue_valid)
+    try:
+        for i in range(count):
+            parse_record(v.p, v.end, &pos, &f, None)
+            if __builtin_add_overflow(base_offset, f.offset_delta, &off):
+                _out_of_range()
+            if log_append:
+                if not ts_fits:
+                    _out_of_range()
+                ts = ts_fixed
+            elif __builtin_add_overflow(base_timestamp, f.timestamp_delta, &ts):
+                _out_of_range()
+            off_p[done] = off
+            ts_p[done] = ts
+            tt_p[done] = ts_type
+            done += 1
+            put(&keys.c, v.p, f.key_pos, f.key_len)
+            put(&values.c, v.p, f.value_pos, f.value_len)
+            if include_headers:
+                if f.header_count:
+                    if not hreserved:
+                        hkeys.reserve(v.end // 2, v.end)
+                        hvalues.reserve(v.end // 2, v.end)
+                        hreserved = True
+                    hpos = f.headers_pos
+                    read_uvarint(v.p, v.end, &hpos, &n)
+                    for j in range(f.header_count):
+                        read_uvarint(v.p, v.end, &hpos, &n)
+                        klen = unzigzag(n)
+                        put(&hkeys.c, v.p, hpos, klen)
+                        hpos += klen
+                        read_uvarint(v.p, v.end, &hpos, &n)
+                        vlen = unzigzag(n)
+                        put(&hvalues.c, v.p, hpos, vlen)
+                        if vlen > 0:
+                            hpos += vlen
+                    hoffs.c.valid[hoffs.c.n] = 1
+                else:
+                    hoffs.c.valid[hoffs.c.n] = 0
+                hoffs.c.n += 1
+                hoffs.c.offsets[hoffs.c.n] = <int32_t>hvalues.c.n
+        if pos != v.end:
+            raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
+    finally:
+        array.resize_smart(offsets, n0 + done)
+        array.resize_smart(timestamps, n0 + done)
+        array.resize_smart(ts_types, n0 + done)
+        keys.finish()
+        values.finish()
+        if include_headers:
+            hoffs.finish()
+            hkeys.finish()
+            hvalues.finish()
+
+
+# --- building ---
+
+cdef inline Py_ssize_t put_varint(unsigned char* out, int64_t n) noexcept:
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef Py_ssize_t i = 0
+    while u >= 0x80:
+        out[i] = <unsigned char>((u & 0x7F) | 0x80)
+        u >>= 7
+        i += 1
+    out[i] = <unsigned char>u
+    return i + 1
+
+
+cdef inline int64_t to_varlong(object n) except? -1:
+    try:
+        return n
+    except OverflowError:
+        raise ValueError(f"{n} does not fit a varlong") from None
+
+
+cdef bytes encode_headers(object headers):
+    cdef bytearray out = bytearray()
+    cdef unsigned char tmp[10]
+    cdef Py_ssize_t k
+    k = put_varint(tmp, len(headers))
+    out += tmp[:k]
+    for hkey, hvalue in headers:
+        kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
+        k = put_varint(tmp, len(kb))
+        out += tmp[:k]
+        out += kb
+        if hvalue is None:
+            out += b"\x01"
+        else:
+            k = put_varint(tmp, len(hvalue))
+            out += tmp[:k]
+            out += bytes(hvalue)
+    return bytes(out)
+
+
+def encode_record(bytearray buf, offset_delta, timestamp_delta, key, value, headers):
+    cdef int64_t td = to_varlong(timestamp_delta)
+    cdef int64_t od = to_varlong(offset_delta)
+    cdef unsigned char pre[32]
+    cdef unsigned char lenbuf[10]
+    cdef Py_ssize_t npre = 1, nkl, nvl, body, nlen, at
+    cdef Py_buffer kv, vv
+    cdef bint has_k = key is not None, has_v = value is not None
+    cdef Py_ssize_t klen = 0, vlen = 0
+    cdef unsigned char klen_enc[10]
+    cdef unsigned char vlen_enc[10]
+    cdef bytes hdrs = encode_headers(headers) if headers else None
+    cdef char* dst
+    pre[0] = 0
+    npre += put_varint(pre + npre, td)
+    npre += put_varint(pre + npre, od)
+    if has_k:
+        PyObject_GetBuffer(key, &kv, PyBUF_SIMPLE)
+        klen = kv.len
+    try:
+        if has_v:
+            PyObject_GetBuffer(value, &vv, PyBUF_SIMPLE)
+            vlen = vv.len
+        try:
+            nkl = put_varint(klen_enc, klen if has_k else -1)
+            nvl = put_varint(vlen_enc, vlen if has_v else -1)
+            body = npre + nkl + klen + nvl + vlen + (len(hdrs) if hdrs is not None else 1)
+            nlen = put_varint(lenbuf, body)
+            at = PyByteArray_GET_SIZE(buf)
+            PyByteArray_Resize(buf, at + nlen + body)
+            dst = PyByteArray_AS_STRING(buf) + at
+            memcpy(dst, lenbuf, nlen)
+            dst += nlen
+            memcpy(dst, pre, npre)
+            dst += npre
+            memcpy(dst, klen_enc, nkl)
+            dst += nkl
+            if klen:
+                memcpy(dst, kv.buf, klen)
+                dst += klen
+            memcpy(dst, vlen_enc, nvl)
+            dst += nvl
+            if vlen:
+                memcpy(dst, vv.buf, vlen)
+                dst += vlen
+            if hdrs is not None:
+                memcpy(dst, <const char*>hdrs, len(hdrs))
+            else:
+                dst[0] = 0
+        finally:
+            if has_v:
+                PyBuffer_Release(&vv)
+    finally:
+        if has_k:
+            PyBuffer_Release(&kv)

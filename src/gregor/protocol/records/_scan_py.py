@@ -1,0 +1,300 @@
+"""The per-record walk of RecordBatch v2 in pure Python: the readable reference.
+
+``_scan.pyx`` is the compiled twin of this module (same functions, same signatures) and must
+agree with it value for value and error for error; ``scan`` picks one of the two. Change the
+rules here first, then mirror them there; ``tests/protocol/records/test_records_scan.py``
+compares both on arbitrary bytes.
+
+A batch's (decompressed) record data holds ``count`` records, each:
+
+    length varint | attributes int8 | timestamp_delta varint | offset_delta varint |
+    key_length varint | key | value_length varint | value | header_count varint |
+    (header_key_length varint | header_key | header_value_length varint | header_value)*
+
+All varints are zigzag; a length of -1 means null. The walk checks, in this order per record:
+the length varint, that the record fits the data and is at least 6 bytes (else "record length
+is inconsistent with the batch"), the fields (running off the data is "record data
+truncated"; a key or value length below -1 is "negative record ... length"), the headers
+(count within the record, key and value lengths, UTF-8 keys), that the fields end exactly at
+the record's end; after the last record, that nothing is left over.
+
+:func:`walk` yields one tuple per record; the sinks below turn it into the outputs the code
+base needs: :class:`~gregor.protocol.records.batch.Record` lists, the client's consumer
+records, Arrow column buffers, nothing (validation) and, the other way round, a record's bytes
+for the batch builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.varint import _CACHE, _CACHE_LIMIT, encode_varint, read_uvarint
+
+if TYPE_CHECKING:
+    from gregor.protocol.records.columns import ArrowColumns
+
+Buffer = bytes | bytearray | memoryview
+Header = tuple[str, bytes | None]
+#: (offset_delta, timestamp_delta, key, value, headers or None when the record has none)
+RecordFields = tuple[int, int, bytes | None, bytes | None, list[Header] | None]
+T = TypeVar("T", bound=tuple[Any, ...])
+
+IMPLEMENTATION = "python"
+
+
+def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
+    """Yield the fields of each of the ``count`` records that must fill ``data`` exactly.
+
+    Every varint is read the same way: the one- and two-byte cases inline (nearly every
+    length and delta), anything longer through ``read_uvarint``. Reading past the end of
+    ``data`` raises IndexError, reported once as "record data truncated"."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    end = len(data)
+    pos = 0
+    uvarint = read_uvarint
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            rec_end = pos + ((n >> 1) ^ -(n & 1))
+            if rec_end > end or rec_end < pos + 6:
+                raise ProtocolError("record length is inconsistent with the batch")
+            pos += 1  # attributes: no record-level attribute is defined
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            timestamp_delta = (n >> 1) ^ -(n & 1)
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            offset_delta = (n >> 1) ^ -(n & 1)
+            # key: length (-1 = null), then the bytes
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record key length")
+                key = None
+            else:
+                stop = pos + (n >> 1)
+                if stop > end:
+                    raise IndexError
+                key = data[pos:stop]
+                pos = stop
+            # value: the same
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b, pos + 1
+            elif data[pos + 1] < 0x80:
+                n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                n, pos = uvarint(data, pos)
+            if n & 1:
+                if n != 1:
+                    raise ProtocolError("negative record value length")
+                value = None
+            else:
+                stop = pos + (n >> 1)
+                if stop > end:
+                    raise IndexError
+                value = data[pos:stop]
+                pos = stop
+            if data[pos] == 0:
+                headers = None
+                pos += 1
+            else:
+                headers, pos = _headers(data, pos, rec_end)
+            if pos != rec_end:
+                raise ProtocolError("record fields do not add up to its length")
+            yield offset_delta, timestamp_delta, key, value, headers
+    except IndexError:
+        raise ProtocolError("record data truncated") from None
+    if pos != end:
+        raise ProtocolError(f"{end - pos} bytes left over after {count} records")
+
+
+def _headers(data: bytes, pos: int, rec_end: int) -> tuple[list[Header] | None, int]:
+    n, pos = read_uvarint(data, pos)
+    count = (n >> 1) ^ -(n & 1)
+    if count < 0 or count > rec_end - pos:
+        raise ProtocolError(f"invalid record header count {count}")
+    headers: list[Header] = []
+    for _ in range(count):
+        n, pos = read_uvarint(data, pos)
+        klen = (n >> 1) ^ -(n & 1)
+        if klen < 0 or pos + klen > rec_end:
+            raise ProtocolError("invalid record header key length")
+        try:
+            hkey = data[pos : pos + klen].decode()
+        except UnicodeDecodeError:
+            raise ProtocolError("record header key is not UTF-8") from None
+        pos += klen
+        n, pos = read_uvarint(data, pos)
+        vlen = (n >> 1) ^ -(n & 1)
+        if vlen == -1:
+            headers.append((hkey, None))
+        elif vlen < 0 or pos + vlen > rec_end:
+            raise ProtocolError("invalid record header value length")
+        else:
+            headers.append((hkey, data[pos : pos + vlen]))
+            pos += vlen
+    return (headers or None), pos
+
+
+# --- sinks ---
+
+
+def decode_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    record_type: type[T],
+) -> list[T]:
+    """``record_type(offset, timestamp, key, value, headers list)`` per record."""
+    new = tuple.__new__
+    return [
+        new(
+            record_type,
+            (
+                base_offset + od,
+                base_timestamp + td if log_append_time is None else log_append_time,
+                key,
+                value,
+                headers if headers is not None else [],
+            ),
+        )
+        for od, td, key, value, headers in walk(data, count)
+    ]
+
+
+def consumer_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    start: int,
+    topic: str,
+    partition: int,
+    leader_epoch: int,
+    record_type: type[T],
+    out: list[T],
+) -> None:
+    """Append ``record_type(topic, partition, offset, timestamp, timestamp_type, key, value,
+    headers tuple, leader_epoch)`` to ``out`` for each record at or after ``start``."""
+    new = tuple.__new__
+    ts_type = 0 if log_append_time is None else 1
+    append = out.append
+    for od, td, key, value, headers in walk(data, count):
+        offset = base_offset + od
+        if offset >= start:
+            ts = base_timestamp + td if log_append_time is None else log_append_time
+            hs = tuple(headers) if headers is not None else ()
+            append(
+                new(
+                    record_type,
+                    (topic, partition, offset, ts, ts_type, key, value, hs, leader_epoch),
+                )
+            )
+
+
+def arrow_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    columns: ArrowColumns,
+    include_headers: bool,
+) -> None:
+    """Append every record to ``columns`` (see ``columns`` for the layout)."""
+    ts_type = 0 if log_append_time is None else 1
+    add = columns.add_record
+    for od, td, key, value, headers in walk(data, count):
+        ts = base_timestamp + td if log_append_time is None else log_append_time
+        add(base_offset + od, ts, ts_type, key, value, headers, include_headers)
+
+
+def validate_records(data: Buffer, count: int) -> None:
+    """Check the records as :func:`walk` does, producing nothing."""
+    for _ in walk(data, count):
+        pass
+
+
+# --- building ---
+
+_NULL = _CACHE[1]  # varint -1: the length of a null key, value or header value
+_NO_HEADERS = _CACHE[0]  # varint 0: the header count of a record without headers
+
+
+def encode_record(
+    buf: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: Buffer | None,
+    value: Buffer | None,
+    headers: Sequence[tuple[str | bytes, Buffer | None]],
+) -> None:
+    """Append one record's bytes (length prefix included) to ``buf``.
+
+    Raises ValueError when a delta does not fit a varlong."""
+    cache = _CACHE
+    limit = _CACHE_LIMIT
+    u = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
+    ts_enc = cache[u] if 0 <= u < limit else encode_varint(timestamp_delta)
+    u = (offset_delta << 1) ^ (offset_delta >> 63)
+    od_enc = cache[u] if 0 <= u < limit else encode_varint(offset_delta)
+    if key is None:
+        key_len = _NULL
+        key = b""
+    else:
+        u = len(key) << 1
+        key_len = cache[u] if u < limit else encode_varint(len(key))
+    if value is None:
+        value_len = _NULL
+        value = b""
+    else:
+        u = len(value) << 1
+        value_len = cache[u] if u < limit else encode_varint(len(value))
+    hdrs = _encode_headers(headers) if headers else _NO_HEADERS
+    body = b"".join((b"\x00", ts_enc, od_enc, key_len, key, value_len, value, hdrs))
+    u = len(body) << 1
+    buf += cache[u] if u < limit else encode_varint(len(body))
+    buf += body
+
+
+def _encode_headers(headers: Sequence[tuple[str | bytes, Buffer | None]]) -> bytes:
+    parts = [encode_varint(len(headers))]
+    for hkey, hvalue in headers:
+        kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
+        parts.append(encode_varint(len(kb)))
+        parts.append(kb)
+        if hvalue is None:
+            parts.append(_NULL)
+        else:
+            parts.append(encode_varint(len(hvalue)))
+            parts.append(bytes(hvalue))
+    return b"".join(parts)

@@ -1,0 +1,119 @@
+"""Column buffers that the record walk fills for the bulk (Arrow) reader.
+
+Theory of operation. One :class:`ArrowColumns` collects the records of many batches of one
+partition as plain buffers in Arrow's own layout, so ``gregor.client.arrow`` wraps them into
+arrays without touching a record again:
+
+* ``offsets``, ``timestamps`` (ms): int64 per record; ``timestamp_types`` int32 per record.
+* key and value: a binary column each: int32 ``*_offsets`` (one more entry than records,
+  starting at 0), the bytes in ``*_data``, and ``*_valid`` (one byte per record, 0 = null);
+  all of them ``array`` objects (the compiled walk grows them in place, amortized).
+* headers (only when the walk is asked for them): ``header_offsets`` (int32, cumulative
+  header count per record, starting at 0) and ``header_valid`` (0 where a record has no
+  headers: Spark's Kafka source returns null there, not an empty list); the header entries
+  are a string column ``hkey_*`` and a binary column ``hvalue_*`` laid out like keys.
+
+Both walk implementations (``_scan_py`` and the compiled ``_scan``) append to these buffers
+and must leave identical bytes. After a ProtocolError the buffers are undefined.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from gregor.protocol.exceptions import ProtocolError
+
+
+class ArrowColumns:
+    __slots__ = (
+        "offsets",
+        "timestamps",
+        "timestamp_types",
+        "key_offsets",
+        "key_data",
+        "key_valid",
+        "value_offsets",
+        "value_data",
+        "value_valid",
+        "header_offsets",
+        "header_valid",
+        "hkey_offsets",
+        "hkey_data",
+        "hvalue_offsets",
+        "hvalue_data",
+        "hvalue_valid",
+    )
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.timestamps = array("q")
+        self.timestamp_types = array("i")
+        self.key_offsets = array("i", [0])
+        self.key_data = array("B")
+        self.key_valid = array("B")
+        self.value_offsets = array("i", [0])
+        self.value_data = array("B")
+        self.value_valid = array("B")
+        self.header_offsets = array("i", [0])
+        self.header_valid = array("B")
+        self.hkey_offsets = array("i", [0])
+        self.hkey_data = array("B")
+        self.hvalue_offsets = array("i", [0])
+        self.hvalue_data = array("B")
+        self.hvalue_valid = array("B")
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add_record(
+        self,
+        offset: int,
+        timestamp: int,
+        timestamp_type: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+        include_headers: bool,
+    ) -> None:
+        """Append one record given as objects (the legacy message path and the reference)."""
+        try:
+            self.offsets.append(offset)
+            self.timestamps.append(timestamp)
+        except OverflowError:
+            raise _out_of_range() from None
+        self.timestamp_types.append(timestamp_type)
+        _add_binary(self.key_offsets, self.key_data, self.key_valid, key)
+        _add_binary(self.value_offsets, self.value_data, self.value_valid, value)
+        if include_headers:
+            if headers is None:
+                self.header_valid.append(0)
+            else:
+                self.header_valid.append(1)
+                for hkey, hvalue in headers:
+                    _add_binary(self.hkey_offsets, self.hkey_data, None, hkey.encode())
+                    _add_binary(self.hvalue_offsets, self.hvalue_data, self.hvalue_valid, hvalue)
+            _append_i32(self.header_offsets, len(self.hvalue_valid))
+
+
+def _out_of_range() -> ProtocolError:
+    return ProtocolError("record offset, timestamp or column size out of range")
+
+
+def _append_i32(arr: array[int], n: int) -> None:
+    try:
+        arr.append(n)
+    except OverflowError:
+        raise _out_of_range() from None
+
+
+def _add_binary(
+    offsets: array[int], data: array[int], valid: array[int] | None, blob: bytes | None
+) -> None:
+    if blob is None:
+        assert valid is not None
+        valid.append(0)
+    else:
+        data.frombytes(blob)
+        if valid is not None:
+            valid.append(1)
+    _append_i32(offsets, len(data))

@@ -1,0 +1,219 @@
+"""The two record walks (compiled ``_scan``, pure-Python ``_scan_py``) agree on any input.
+
+Differential tests: the same bytes go to both implementations of every sink; both must return
+identical values (and identical Arrow column bytes), or both raise ProtocolError with the same
+message. Inputs are arbitrary bytes, and valid records (built by the reference encoder) that
+are then truncated, extended or have one byte changed, so every check of the walk is reached.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records import _scan_py, scan
+from gregor.protocol.records.batch import Record
+from gregor.protocol.records.columns import ArrowColumns
+
+try:
+    from gregor.protocol.records import _scan as _compiled
+except ImportError:  # pragma: no cover - the build failed; test_compiled_walk_is_built says so
+    _compiled = None
+
+
+
+@pytest.fixture(autouse=True)
+def record_walk() -> None:
+    """These tests call both implementations themselves (overrides the conftest's switch)."""
+
+
+needs_compiled = pytest.mark.skipif(_compiled is None, reason="the compiled record walk is not built")
+
+I64 = st.integers(-(2**63), 2**63 - 1)
+SMALL = st.integers(-(2**20), 2**20)
+HEADER = st.tuples(
+    st.text(max_size=6),
+    st.one_of(st.none(), st.binary(max_size=8)),
+)
+RECORD = st.tuples(
+    st.one_of(SMALL, I64),  # offset delta
+    st.one_of(SMALL, I64),  # timestamp delta
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.lists(HEADER, max_size=3),
+)
+
+
+class ConsumerRecord(tuple):  # a NamedTuple-like tuple subclass, as the client's
+    __slots__ = ()
+
+
+def _records_bytes(records: list[tuple[int, int, Any, Any, Any]]) -> bytes:
+    buf = bytearray()
+    for od, td, key, value, headers in records:
+        _scan_py.encode_record(buf, od, td, key, value, headers)
+    return bytes(buf)
+
+
+def _outcome(fn: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn()
+    except ProtocolError as e:
+        return "error", (type(e), str(e))
+
+
+def _columns_bytes(c: ArrowColumns) -> dict[str, bytes]:
+    return {name: bytes(getattr(c, name)) for name in ArrowColumns.__slots__}
+
+
+def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int, lat: int | None) -> list[Any]:
+    out: list[Any] = []
+    out.append(_outcome(lambda: mod.decode_records(data, count, base_offset, base_ts, lat, Record)))
+
+    def consumer() -> list[Any]:
+        got: list[Any] = []
+        mod.consumer_records(data, count, base_offset, base_ts, lat, base_offset + 1, "t", 3, 7, ConsumerRecord, got)
+        return [(type(r), tuple(r)) for r in got]
+
+    out.append(_outcome(consumer))
+    out.append(_outcome(lambda: mod.validate_records(data, count)))
+    for include_headers in (False, True):
+
+        def arrow(include_headers: bool = include_headers) -> dict[str, bytes]:
+            c = ArrowColumns()
+            mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)
+            mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)  # appends
+            return _columns_bytes(c)
+
+        kind, value = _outcome(arrow)
+        out.append((kind, value))
+    return out
+
+
+def _agree(data: bytes, count: int, base_offset: int = 0, base_ts: int = 0, lat: int | None = None) -> None:
+    expected = _all_sinks(_scan_py, data, count, base_offset, base_ts, lat)
+    got = _all_sinks(_compiled, data, count, base_offset, base_ts, lat)
+    assert got == expected
+
+
+@needs_compiled
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(records=st.lists(RECORD, max_size=8), base_offset=st.one_of(SMALL, I64), base_ts=st.one_of(SMALL, I64),
+       lat=st.one_of(st.none(), I64))
+def test_valid_records_agree(records: list[Any], base_offset: int, base_ts: int, lat: int | None) -> None:
+    data = _records_bytes(records)
+    _agree(data, len(records), base_offset, base_ts, lat)
+    got = _compiled.decode_records(data, len(records), base_offset, base_ts, lat, Record)  # type: ignore[union-attr]
+    assert [(r.key, r.value, r.headers) for r in got] == [
+        (k, v, [(hk, hv) for hk, hv in hs]) for _, _, k, v, hs in records
+    ]
+
+
+@needs_compiled
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(records=st.lists(RECORD, min_size=1, max_size=4), where=st.integers(0, 2000), byte=st.integers(0, 255),
+       mode=st.sampled_from(["set", "cut", "insert", "count+1", "count-1"]))
+def test_damaged_records_agree(records: list[Any], where: int, byte: int, mode: str) -> None:
+    data = bytearray(_records_bytes(records))
+    count = len(records)
+    at = where % len(data)
+    if mode == "set":
+        data[at] = byte
+    elif mode == "cut":
+        del data[at:]
+    elif mode == "insert":
+        data.insert(at, byte)
+    elif mode == "count+1":
+        count += 1
+    else:
+        count -= 1
+    _agree(bytes(data), count)
+
+
+@needs_compiled
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.binary(max_size=64), count=st.integers(-1, 6))
+def test_arbitrary_bytes_agree(data: bytes, count: int) -> None:
+    _agree(data, count)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xff" * 12,  # a length varint over 10 bytes
+        b"\xff" * 9 + b"\x7f",  # ... that does not fit 64 bits
+        b"\x0c\x00\x00\x00\x03\x00\x00\x00",  # key length -2
+        b"\x0c\x00\x00\x00\x01\x05\x00",  # value length -3
+        b"\x0e\x00\x00\x00\x01\x01\x02\x02\xc3",  # header key not UTF-8 (and short)
+        b"\x10\x00\x00\x00\x01\x01\x02\x02\xc3\x28\x01",  # header key not UTF-8
+        b"\x0c\x00\x00\x00\x01\x01\x0f",  # header count beyond the record
+        b"\x0c\x00\x00\x00\x01\x01\x00\x00",  # left over
+    ],
+)
+@needs_compiled
+def test_known_corruptions_agree(data: bytes) -> None:
+    _agree(data, 1)
+    with pytest.raises(ProtocolError):
+        _scan_py.validate_records(data, 1)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(od=st.one_of(SMALL, st.integers(-(2**64), 2**64)), td=st.one_of(SMALL, st.integers(-(2**64), 2**64)),
+       key=st.one_of(st.none(), st.binary(max_size=200)), value=st.one_of(st.none(), st.binary(max_size=20000)),
+       headers=st.lists(st.tuples(st.one_of(st.text(max_size=5), st.binary(max_size=5)),
+                                  st.one_of(st.none(), st.binary(max_size=5))), max_size=3))
+def test_encoders_agree(od: int, td: int, key: bytes | None, value: bytes | None, headers: list[Any]) -> None:
+    def run(mod: Any) -> tuple[str, Any]:
+        buf = bytearray(b"prefix")
+        try:
+            mod.encode_record(buf, od, td, key, value, headers)
+        except ValueError as e:
+            return "error", str(e)
+        return "ok", bytes(buf)
+
+    assert run(_compiled) == run(_scan_py)
+
+
+@needs_compiled
+def test_consumer_records_match_decode_records_and_start() -> None:
+    records = [(i, 10 * i, b"k%d" % i, b"v" * i, [("h", b"x")] if i % 2 else []) for i in range(6)]
+    data = _records_bytes(records)
+    for mod in (_scan_py, _compiled):
+        out: list[Any] = []
+        mod.consumer_records(data, 6, 100, 1000, None, 103, "t", 3, 7, ConsumerRecord, out)
+        assert [tuple(r) for r in out] == [
+            ("t", 3, 100 + i, 1000 + 10 * i, 0, b"k%d" % i, b"v" * i, (("h", b"x"),) if i % 2 else (), 7)
+            for i in range(3, 6)
+        ]
+        assert all(type(r) is ConsumerRecord for r in out)
+
+
+# --- which implementation loads ---
+
+
+def _loaded(env_value: str | None) -> str:
+    env = dict(os.environ)
+    env.pop("GREGOR_NO_EXTENSIONS", None)
+    if env_value is not None:
+        env["GREGOR_NO_EXTENSIONS"] = env_value
+    code = "from gregor.protocol.records import scan; print(scan.implementation())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_no_extensions_forces_the_reference() -> None:
+    assert _loaded("1") == "python"
+
+
+def test_compiled_walk_is_built_and_loaded_by_default() -> None:
+    # pip install -e / scripts/setup.sh compile it; a missing build is a failed setup
+    assert _compiled is not None, "gregor.protocol.records._scan is not built"
+    assert _loaded(None) == "cython"
+    assert scan.available() == ["python", "cython"]
