@@ -23,7 +23,7 @@ from crc32c import crc32c
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import compression as _compression
-from gregor.protocol.records import scan as _scan
+from gregor.protocol.records import walk as _walk
 from gregor.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from gregor.protocol.records.header import (
     _HEADER,
@@ -155,7 +155,7 @@ class RecordBatchBuilder:
         self._base_timestamp: int | None = None
         self._max_timestamp = NO_TIMESTAMP
         self._next_delta = 0
-        self._encode = _scan.record_encoder()
+        self._encode = _walk.record_encoder()
 
     def __len__(self) -> int:
         return self._count
@@ -306,7 +306,7 @@ def decode_records(
     log_append_time: int | None = None,
 ) -> list[Record]:
     """Decode ``count`` records that must fill ``data`` exactly (the record walk of ``scan``)."""
-    return _scan.decode_records(data, count, base_offset, base_timestamp, log_append_time, Record)
+    return _walk.decode_records(data, count, base_offset, base_timestamp, log_append_time, Record)
 
 
 def batch_payload(

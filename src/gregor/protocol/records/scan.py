@@ -27,16 +27,17 @@ test against both).
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from types import ModuleType
 from typing import Any, NamedTuple, TypeVar
 
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records import _scan_py
+from gregor.protocol.records import walk
+from gregor.protocol.records.batch import decode_batch
 from gregor.protocol.records.columns import ArrowColumns
 from gregor.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
+from gregor.protocol.records.control import ControlRecordType, parse_control_key
+from gregor.protocol.records.convert import iter_record_set
 from gregor.protocol.records.header import (
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -49,66 +50,17 @@ from gregor.protocol.records.header import (
     iter_batches,
     read_header,
 )
+from gregor.protocol.records.walk import (  # noqa: F401 - re-exported: the record walk
+    available,
+    decode_records,
+    implementation,
+    record_encoder,
+    set_implementation,
+    validate_records,
+)
 
 Buffer = bytes | bytearray | memoryview
 T = TypeVar("T", bound=tuple[Any, ...])
-
-_compiled: ModuleType | None
-try:
-    from gregor.protocol.records import _scan as _compiled
-except ImportError:  # not built (no compiler at install time): the reference serves
-    _compiled = None
-
-_IMPLEMENTATIONS: dict[str, ModuleType | None] = {"python": _scan_py, "cython": _compiled}
-_impl: ModuleType = _scan_py if os.environ.get("GREGOR_NO_EXTENSIONS") or _compiled is None else _compiled
-
-
-def implementation() -> str:
-    """``"cython"`` or ``"python"``: which record walk is in use."""
-    name: str = _impl.IMPLEMENTATION
-    return name
-
-
-def available() -> list[str]:
-    return [name for name, mod in _IMPLEMENTATIONS.items() if mod is not None]
-
-
-def set_implementation(name: str) -> str:
-    """Use the named record walk from now on; return the previous name."""
-    global _impl
-    mod = _IMPLEMENTATIONS.get(name)
-    if mod is None:
-        raise ValueError(f"record walk implementation {name!r} is not available")
-    previous = implementation()
-    _impl = mod
-    return previous
-
-
-# --- the record walk, dispatched ---
-
-
-def decode_records(
-    data: Buffer,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append_time: int | None,
-    record_type: type[T],
-) -> list[T]:
-    result: list[T] = _impl.decode_records(
-        data, count, base_offset, base_timestamp, log_append_time, record_type
-    )
-    return result
-
-
-def validate_records(data: Buffer, count: int) -> None:
-    _impl.validate_records(data, count)
-
-
-def record_encoder() -> Any:
-    """The current ``encode_record(buf, offset_delta, timestamp_delta, key, value, headers)``."""
-    return _impl.encode_record
-
 
 # --- the batch walk ---
 
@@ -168,8 +120,6 @@ def iter_fetched_batches(
 ) -> Iterator[FetchedBatch]:
     """Every whole entry of a fetched record set (see the module docstring); ``abort_filter``
     (already started on ``data``) turns on read_committed."""
-    from gregor.protocol.records.convert import iter_record_set
-
     mv = memoryview(data)
     pos = 0
     end = len(mv)
@@ -212,9 +162,6 @@ def aborted_by_markers(data: Buffer) -> set[int]:
     (before any other marker of P) by P's ABORT marker is aborted by definition, so this scan
     only ever finds a subset of the truth and is safe to combine with the list.
     """
-    from gregor.protocol.records.batch import decode_batch
-    from gregor.protocol.records.control import ControlRecordType, parse_control_key
-
     out: set[int] = set()
     pending: dict[int, list[int]] = {}
     for pos, h in iter_batches(data, allow_partial_tail=True):
@@ -294,7 +241,7 @@ def consumer_records_from(
     append = out.append
     new = tuple.__new__
     next_offset = start
-    records_of = _impl.consumer_records
+    records_of = walk.current().consumer_records
     for fb in iter_fetched_batches(data, start=start, abort_filter=abort_filter, verify_crc=verify_crc):
         h = fb.header
         if h is None:
@@ -337,7 +284,7 @@ def arrow_columns_from(
     """Append every kept record of a record set to ``columns``; return the offset after the
     last whole entry (-1 when there is none)."""
     next_offset = -1
-    records_of = _impl.arrow_records
+    records_of = walk.current().arrow_records
     for fb in iter_fetched_batches(data, abort_filter=abort_filter, verify_crc=verify_crc):
         h = fb.header
         if h is None:
@@ -369,7 +316,7 @@ def encode_record(
     value: Buffer | None,
     headers: Sequence[tuple[str | bytes, Buffer | None]],
 ) -> None:
-    _impl.encode_record(buf, offset_delta, timestamp_delta, key, value, headers)
+    walk.current().encode_record(buf, offset_delta, timestamp_delta, key, value, headers)
 
 
 __all__ = [

@@ -1,0 +1,77 @@
+"""Which record walk is in use: the compiled one (``_scan``) or the pure-Python reference
+(``_scan_py``), and the record-walk functions dispatched to it.
+
+The compiled walk is used when it imports; ``GREGOR_NO_EXTENSIONS=1`` in the environment
+forces the reference, and :func:`set_implementation` switches at run time (the tests run
+every record test against both). ``scan`` re-exports all of this; ``batch`` imports it from
+here, below ``scan``, so the record modules import each other in one direction only.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any, TypeVar
+
+from gregor.protocol.records import _scan_py
+
+Buffer = bytes | bytearray | memoryview
+T = TypeVar("T", bound=tuple[Any, ...])
+
+_compiled: ModuleType | None
+try:
+    from gregor.protocol.records import _scan as _compiled
+except ImportError:  # not built (no compiler at install time): the reference serves
+    _compiled = None
+
+_IMPLEMENTATIONS: dict[str, ModuleType | None] = {"python": _scan_py, "cython": _compiled}
+_impl: ModuleType = _scan_py if os.environ.get("GREGOR_NO_EXTENSIONS") or _compiled is None else _compiled
+
+
+def current() -> ModuleType:
+    """The module of the record walk in use."""
+    return _impl
+
+
+def implementation() -> str:
+    """``"cython"`` or ``"python"``: which record walk is in use."""
+    name: str = _impl.IMPLEMENTATION
+    return name
+
+
+def available() -> list[str]:
+    return [name for name, mod in _IMPLEMENTATIONS.items() if mod is not None]
+
+
+def set_implementation(name: str) -> str:
+    """Use the named record walk from now on; return the previous name."""
+    global _impl
+    mod = _IMPLEMENTATIONS.get(name)
+    if mod is None:
+        raise ValueError(f"record walk implementation {name!r} is not available")
+    previous = implementation()
+    _impl = mod
+    return previous
+
+
+def decode_records(
+    data: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    record_type: type[T],
+) -> list[T]:
+    result: list[T] = _impl.decode_records(
+        data, count, base_offset, base_timestamp, log_append_time, record_type
+    )
+    return result
+
+
+def validate_records(data: Buffer, count: int) -> None:
+    _impl.validate_records(data, count)
+
+
+def record_encoder() -> Any:
+    """The current ``encode_record(buf, offset_delta, timestamp_delta, key, value, headers)``."""
+    return _impl.encode_record
