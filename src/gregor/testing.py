@@ -388,9 +388,9 @@ class InProcessBroker:
             _RootLevel.release()
 
     def _own_thread(self, record: logging.LogRecord) -> bool:
-        return record.thread == (self._thread.ident if self._thread else None) or (record.threadName or "").startswith(
-            self._executor_prefix
-        )
+        """The record comes from this broker's loop thread or one of its executor threads."""
+        loop_thread = self._thread.ident if self._thread else None
+        return record.thread == loop_thread or (record.threadName or "").startswith(self._executor_prefix)
 
     @property
     def _executor_prefix(self) -> str:
@@ -421,7 +421,9 @@ class InProcessBroker:
             loop = _new_event_loop()
             self._executor = ThreadPoolExecutor(thread_name_prefix=self._executor_prefix)
             loop.set_default_executor(self._executor)
-            self._thread = threading.Thread(target=self._run_loop, args=(loop,), name=self._executor_prefix, daemon=True)
+            self._thread = threading.Thread(
+                target=self._run_loop, args=(loop,), name=self._executor_prefix, daemon=True
+            )
             self._loop = loop
             self._thread.start()
         try:

@@ -24,7 +24,9 @@ from gregor.testing import BrokerProcess, InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
 
-TIMEOUT = 10
+#: Upper bound of one client call (librdkafka's blocking calls need one); generous, so that
+#: a busy machine is not mistaken for a broker that does not answer.
+TIMEOUT = 60
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
 STATIC = {

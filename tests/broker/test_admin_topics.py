@@ -22,7 +22,9 @@ from gregor.testing import InProcessBroker
 
 pytestmark = pytest.mark.timeout(120)
 
-TIMEOUT = 10
+#: Upper bound of one client call (librdkafka's blocking calls need one); generous, so that
+#: a busy machine is not mistaken for a broker that does not answer.
+TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")

@@ -76,8 +76,7 @@ class TansuProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        while True:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
@@ -85,7 +84,6 @@ class TansuProcess:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"tansu exited with {self.proc.returncode}") from None
                 time.sleep(0.05)
-        raise RuntimeError("tansu did not start")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -105,10 +103,8 @@ def create_topic(b: BrokerInfo, name: str, partitions: int) -> None:
     with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
         res = admin.create_topics([NewTopic(name, partitions, 1)])
         assert res == {name: None}
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while True:
             d = admin.describe_topics([name])[name]
             if not isinstance(d, Exception) and len(d.partitions) == partitions and all(p.leader >= 0 for p in d.partitions):
                 return
             time.sleep(0.1)
-        raise AssertionError(f"topic {name} did not get {partitions} partitions with leaders")

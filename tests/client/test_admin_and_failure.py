@@ -32,14 +32,12 @@ def test_create_list_describe_delete_topics(broker: BrokerInfo, topic_name: str)
         assert admin.create_topics([NewTopic(topic_name, 3, 1)]) == {topic_name: None}
         again = admin.create_topics([NewTopic(topic_name, 3, 1)])
         assert isinstance(again[topic_name], TopicAlreadyExistsError)
-        deadline = time.monotonic() + 10
-        while topic_name not in admin.list_topics() and time.monotonic() < deadline:
+        while topic_name not in admin.list_topics():
             time.sleep(0.1)
         d = admin.describe_topics([topic_name])[topic_name]
         assert [p.partition for p in d.partitions] == [0, 1, 2]
         assert admin.delete_topics([topic_name]) == {topic_name: None}
-        deadline = time.monotonic() + 10
-        while topic_name in admin.list_topics() and time.monotonic() < deadline:
+        while topic_name in admin.list_topics():
             time.sleep(0.1)
         assert topic_name not in admin.list_topics()
         gone = admin.delete_topics([topic_name])
@@ -81,7 +79,7 @@ def test_delete_records_and_list_offsets(broker: BrokerInfo, topic_name: str) ->
     tp = TopicPartition(topic_name, 0)
     with Producer({"bootstrap.servers": broker.bootstrap_servers}) as p:
         for i in range(10):
-            p.send(topic_name, b"%d" % i, partition=0).result(10)  # one batch per record
+            p.send(topic_name, b"%d" % i, partition=0).result()  # one batch per record
     with _admin(broker) as admin:
         assert admin.delete_records({tp: 4}) == {tp: 4}
         assert admin.list_offsets({tp: "earliest"})[tp][0] == 4
@@ -91,8 +89,7 @@ def test_delete_records_and_list_offsets(broker: BrokerInfo, topic_name: str) ->
     with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}) as c:
         c.assign([tp])
         got: list = []
-        deadline = time.monotonic() + 10
-        while len(got) < 6 and time.monotonic() < deadline:
+        while len(got) < 6:
             got += c.poll(300)
         assert [r.offset for r in got] == [4, 5, 6, 7, 8, 9]
 
@@ -140,8 +137,7 @@ def _produce_through_restart(idempotence: bool) -> None:
         got: list = []
         with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}) as c:
             c.assign([TopicPartition("restart", 0)])
-            deadline = time.monotonic() + 30
-            while len(got) < n and time.monotonic() < deadline:
+            while len(got) < n:
                 got += c.poll(500)
             got += c.poll(500)
         values = [int(r.value) for r in got]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 from client_helpers import BrokerInfo, create_topic
@@ -71,13 +70,11 @@ class Poller:
         await self.task
 
 
-async def _wait_for(cond, timeout: float = 30) -> bool:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
+async def _wait_for(cond) -> bool:  # noqa: ANN001
+    """Until ``cond()`` holds, however long that takes (the test's timeout is the backstop)."""
+    while not cond():
         await asyncio.sleep(0.05)
-    return cond()
+    return True
 
 
 @pytest.mark.slow
@@ -162,8 +159,7 @@ def test_commit_and_resume(broker: BrokerInfo, topic_name: str) -> None:
     with Consumer(_cfg(broker, group, **{"enable.auto.commit": False})) as c:
         c.subscribe([topic_name])
         got: list = []
-        deadline = time.monotonic() + 20
-        while len(got) < 4 and time.monotonic() < deadline:
+        while len(got) < 4:
             got += c.poll(300, max_records=4 - len(got))
         assert [r.offset for r in got] == [0, 1, 2, 3]
         c.commit()
@@ -171,8 +167,7 @@ def test_commit_and_resume(broker: BrokerInfo, topic_name: str) -> None:
     with Consumer(_cfg(broker, group)) as c:
         c.subscribe([topic_name])
         got = []
-        deadline = time.monotonic() + 20
-        while len(got) < 6 and time.monotonic() < deadline:
+        while len(got) < 6:
             got += c.poll(300)
         assert [r.offset for r in got] == [4, 5, 6, 7, 8, 9]
     # auto-commit on close stored the position
@@ -220,8 +215,7 @@ def test_mixed_group_with_confluent_kafka(broker: BrokerInfo, topic_name: str) -
         seen: list[bytes] = []
         try:
             c.subscribe([topic_name])
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline:
+            while True:
                 seen += [r.value for r in await c.poll(200)]
                 if len(seen) + len(ck_seen) >= 100 and len(c.assignment()) == 2 and len(ck_assignment) == 2:
                     break
@@ -231,7 +225,7 @@ def test_mixed_group_with_confluent_kafka(broker: BrokerInfo, topic_name: str) -
             await c.close()
 
     ours, our_assignment = asyncio.run(run_ours())
-    t.join(20)
+    t.join()
     assert len(our_assignment) == 2 and len(ck_assignment) == 2
     assert {(tp.topic, tp.partition) for tp in our_assignment}.isdisjoint(ck_assignment)
     # before the group settled one member may have read a partition the other then took over

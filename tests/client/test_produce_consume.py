@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from client_helpers import BrokerInfo, create_topic
@@ -24,8 +23,7 @@ def _consume_all(bootstrap: str, tps: list[TopicPartition], n: int, **cfg: objec
     out = []
     with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", **cfg}) as c:
         c.assign(tps)
-        deadline = time.monotonic() + 30
-        while len(out) < n and time.monotonic() < deadline:
+        while len(out) < n:
             out.extend(c.poll(500))
         # nothing more arrives
         out.extend(c.poll(200))
@@ -49,7 +47,7 @@ def test_round_trip_keys_headers_compression(broker: BrokerInfo, topic_name: str
             for i in range(n)
         ]
         p.flush()
-    offsets = [f.result(5).offset for f in futs]
+    offsets = [f.result().offset for f in futs]
     assert offsets == list(range(n))
     assert futs[5].result().timestamp == 1_600_000_000_005
     recs = _consume_all(broker.bootstrap_servers, [TopicPartition(topic_name, 0)], n)
@@ -67,7 +65,7 @@ def test_acks(broker: BrokerInfo, topic_name: str, acks: str) -> None:
     with Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": acks}) as p:
         futs = [p.send(topic_name, b"v%d" % i, partition=0) for i in range(50)]
         p.flush()
-    got = [f.result(5).offset for f in futs]
+    got = [f.result().offset for f in futs]
     assert got == ([-1] * 50 if acks == "0" else list(range(50)))
     assert [r.value for r in _consume_all(broker.bootstrap_servers, [TopicPartition(topic_name, 0)], 50)] == [
         b"v%d" % i for i in range(50)
@@ -80,7 +78,7 @@ def test_keyed_records_use_java_partitioner(broker: BrokerInfo, topic_name: str)
     with Producer({"bootstrap.servers": broker.bootstrap_servers}) as p:
         futs = [p.send(topic_name, b"x", key=k) for k in keys]
         p.flush()
-    assert [f.result(5).partition for f in futs] == [partition_for_key(k, 6) for k in keys]
+    assert [f.result().partition for f in futs] == [partition_for_key(k, 6) for k in keys]
     tps = [TopicPartition(topic_name, i) for i in range(6)]
     recs = _consume_all(broker.bootstrap_servers, tps, 60)
     assert sorted((r.partition, r.key) for r in recs) == sorted((partition_for_key(k, 6), k) for k in keys)
@@ -91,7 +89,7 @@ def test_null_keys_stick_to_a_partition_per_batch(broker: BrokerInfo, topic_name
     with Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 1000, "batch.size": 100000}) as p:
         futs = [p.send(topic_name, b"v") for _ in range(20)]
         p.flush()
-    assert len({f.result(5).partition for f in futs}) == 1
+    assert len({f.result().partition for f in futs}) == 1
     assert [f.result().offset for f in futs] == list(range(20))
 
 
@@ -144,10 +142,9 @@ def test_long_poll_returns_new_records(broker: BrokerInfo, topic_name: str) -> N
         c.assign([tp])
         assert c.position(tp) == 0
         assert c.poll(100) == []
-        p.send(topic_name, b"late", partition=0).result(10)
+        p.send(topic_name, b"late", partition=0).result()
         recs = []
-        deadline = time.monotonic() + 10
-        while not recs and time.monotonic() < deadline:
+        while not recs:
             recs = c.poll(500)
         assert [(r.offset, r.value) for r in recs] == [(0, b"late")]
 

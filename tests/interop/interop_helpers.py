@@ -168,10 +168,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, 
 
         admin = AdminClient({"bootstrap.servers": bootstrap})
         fut = admin.create_topics([NewTopic(name, partitions, 1, config=configs or {})])[name]
-        fut.result(30)
+        fut.result()
     else:
         assert not configs, "topic configs need CreateTopics"
-    deadline = time.monotonic() + 30
     while True:
         with RawClient(bootstrap) as c:
             md = c.request(
@@ -186,7 +185,6 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, 
                 f"{name} has {len(t.partitions)} partitions, wanted {partitions}"
             )
             return
-        assert time.monotonic() < deadline, f"topic {name} not ready: error {t.error_code}"
         time.sleep(0.05)
 
 

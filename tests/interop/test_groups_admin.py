@@ -50,11 +50,11 @@ def test_confluent_admin(broker: BrokerProcess, kind: str, group_type: str, assi
     topic, group, a, b = _two_members(broker, kind)
     with a, b:
         listed = admin.list_consumer_groups(
-            states={ConsumerGroupState.STABLE}, types={getattr(ConsumerGroupType, group_type)}).result(30)
+            states={ConsumerGroupState.STABLE}, types={getattr(ConsumerGroupType, group_type)}).result()
         rows = {g.group_id: g for g in listed.valid}
         assert group in rows
         assert (rows[group].state, rows[group].type) == (ConsumerGroupState.STABLE, getattr(ConsumerGroupType, group_type))
-        desc = admin.describe_consumer_groups([group])[group].result(30)
+        desc = admin.describe_consumer_groups([group])[group].result()
         assert (desc.state, desc.partition_assignor, desc.is_simple_consumer_group) == (ConsumerGroupState.STABLE, assignor, False)
         described = sorted(sorted(tp.partition for tp in m.assignment.topic_partitions) for m in desc.members)
         assert described == sorted(sorted(m.state()[0]) for m in (a, b))
@@ -62,18 +62,18 @@ def test_confluent_admin(broker: BrokerProcess, kind: str, group_type: str, assi
         assert {m.host for m in desc.members} == {"/127.0.0.1"}
         busy = admin.delete_consumer_groups([group])[group]
         with pytest.raises(Exception, match="NON_EMPTY_GROUP|not empty"):
-            busy.result(30)
+            busy.result()
         a.close()
         b.close()
     # Empty now: offsets can be set from outside, listed, and the group deleted.
     tps = [TopicPartition(topic, p, 100 + p) for p in range(PARTITIONS)]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(30)
-    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result()
+    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result()
     assert sorted((tp.partition, tp.offset) for tp in got.topic_partitions) == [(p, 100 + p) for p in range(PARTITIONS)]
-    desc = admin.describe_consumer_groups([group])[group].result(30)
+    desc = admin.describe_consumer_groups([group])[group].result()
     assert (desc.state, desc.members) == (ConsumerGroupState.EMPTY, [])
-    admin.delete_consumer_groups([group])[group].result(30)
-    listed = admin.list_consumer_groups().result(30)
+    admin.delete_consumer_groups([group])[group].result()
+    listed = admin.list_consumer_groups().result()
     assert group not in {g.group_id for g in listed.valid}
 
 

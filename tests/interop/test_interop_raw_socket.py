@@ -198,7 +198,7 @@ def test_long_poll_is_answered_by_an_append(broker, topic, bystander) -> None:  
         _still_serving(broker, bystander, topic)
         with RawClient(broker.bootstrap_servers) as producer:
             assert _produce(producer, fresh, 0, build_batch([(BASE_TS, None, b"wake")])).error_code == 0
-        t.join(60)
+        t.join()
         assert not t.is_alive()
     assert result == [[(0, b"wake")]]
 

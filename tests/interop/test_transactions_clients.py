@@ -9,13 +9,12 @@ and whose records stay invisible.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from interop_helpers import create_topic
-from test_transactions_support import BUDGET_S, CLIENTS, consumer, end_offsets, producer, read
+from test_transactions_support import CLIENTS, consumer, end_offsets, producer, read
 
 from gregor.testing import BrokerProcess
 
@@ -55,8 +54,7 @@ def test_commit_is_seen_once_and_not_before(broker: BrokerProcess, client: str) 
         plain.send(topic, 1, b"sentinel")
         plain.flush()
         seen: list[tuple[int, int, bytes | None]] = []
-        deadline = time.monotonic() + BUDGET_S
-        while (1, 0, b"sentinel") not in seen and time.monotonic() < deadline:
+        while (1, 0, b"sentinel") not in seen:
             seen += watcher.poll()
         assert seen == [(1, 0, b"sentinel")]
         p.commit()
@@ -65,8 +63,7 @@ def test_commit_is_seen_once_and_not_before(broker: BrokerProcess, client: str) 
     # 60 records and the COMMIT marker.
     assert end_offsets(broker.bootstrap_servers, topic, 0) == (61, 61)
     after: list[tuple[int, int, bytes | None]] = []
-    deadline = time.monotonic() + BUDGET_S
-    while len(after) < 60 and time.monotonic() < deadline:
+    while len(after) < 60:
         after += watcher.poll()
     after += watcher.poll(1.0)
     watcher.close()
