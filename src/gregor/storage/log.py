@@ -87,7 +87,7 @@ from gregor.storage.retention import (
     over_retention_bytes,
 )
 from gregor.storage.segment import LogSegment
-from gregor.storage.validator import place_batches, stamp_batches, validate_batches
+from gregor.storage.validator import place_batches, validate_batches
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class Log(LocalLog):
             or max_ts - now_ms > cfg.message_timestamp_after_max_ms
             or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc
             or not self._segments.active.append_unchecked(
-                mv, offset, leader_epoch, last, max_ts, now_ms, cfg
+                mv, n, offset, leader_epoch, last, max_ts, now_ms, cfg
             )
         ):
             return self._append(records, origin, leader_epoch, True, now_ms)
@@ -308,15 +308,15 @@ class Log(LocalLog):
         if isinstance(staged, BatchMetadata):
             return self._duplicate(staged)
 
-        buf = stamp_batches(mv, headers, bases, leader_epoch, log_append_time) if assign else mv
-        placed = place_batches(headers, bases, log_append_time)
-        max_ts = placed.max_timestamp
-        last_offset = placed.batches[-1].last_offset
+        buf, batches, max_ts, offset_of_max, count = place_batches(
+            mv, headers, bases, log_append_time, leader_epoch if assign else None
+        )
+        last_offset = batches[-1].last_offset
         segment = self._maybe_roll(total, max_ts, first_offset, last_offset, now_ms)
-        if len(placed.batches) == 1:
+        if len(batches) == 1:
             segment.append_one(buf, last_offset, max_ts)
         else:
-            segment.append(buf, placed.batches)
+            segment.append(buf, batches)
         self.log_end_offset = last_offset + 1
         self._after_append(staged, headers, leader_epoch if assign else None, first_offset)
         if self.log_end_offset - self.recovery_point >= cfg.flush_messages:
@@ -327,8 +327,8 @@ class Log(LocalLog):
             log_append_time,
             self.log_start_offset,
             max_ts,
-            placed.offset_of_max_timestamp,
-            placed.records_count,
+            offset_of_max,
+            count,
             total,
         )
 
