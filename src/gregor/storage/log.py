@@ -306,7 +306,9 @@ class Log(LocalLog):
         lat = None if log_append_time == NO_TIMESTAMP else log_append_time
         staged = stage_append(self.producer_state, mv, headers, bases, origin, lat)
         if isinstance(staged, BatchMetadata):
-            return self._duplicate(staged)
+            return LogAppendInfo.of_duplicate(
+                staged, self.log_start_offset, cfg.log_append_time
+            )
 
         buf, batches, max_ts, offset_of_max, count = place_batches(
             mv, headers, bases, log_append_time, leader_epoch if assign else None
@@ -330,20 +332,6 @@ class Log(LocalLog):
             offset_of_max,
             count,
             total,
-        )
-
-    def _duplicate(self, dup: BatchMetadata) -> LogAppendInfo:
-        """The answer to a retried batch: the offsets it was written at."""
-        return LogAppendInfo(
-            dup.first_offset,
-            dup.last_offset,
-            dup.timestamp if self.config.log_append_time else NO_TIMESTAMP,
-            self.log_start_offset,
-            dup.timestamp,
-            dup.last_offset,
-            dup.offset_delta + 1,
-            0,
-            duplicate=True,
         )
 
     def _after_append(
@@ -409,19 +397,21 @@ class Log(LocalLog):
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """The first record with a timestamp >= ``timestamp`` (ListOffsets), via the time
         indexes; None when every record is older."""
-        found = self._segments.find_record_at_timestamp(timestamp, self.log_start_offset)
-        return None if found is None else self._with_epoch(*found)
+        start = self.log_start_offset
+        for seg in self._segments.from_offset(start):
+            found = seg.find_record_at_timestamp(timestamp, start)
+            if found is not None:
+                epoch = self.leader_epoch_cache.epoch_for_offset(found[1])
+                return TimestampAndOffset(found[0], found[1], epoch)
+        return None
 
     def latest_timestamp(self) -> TimestampAndOffset | None:
         """The largest timestamp in the log and the offset of the record carrying it
         (ListOffsets MAX_TIMESTAMP); None if the log has no timestamped record."""
         found = self._segments.latest_timestamp()
-        return None if found is None else self._with_epoch(*found)
-
-    def _with_epoch(self, timestamp: int, offset: int) -> TimestampAndOffset:
-        return TimestampAndOffset(
-            timestamp, offset, self.leader_epoch_cache.epoch_for_offset(offset)
-        )
+        if found is None:
+            return None
+        return TimestampAndOffset(*found, self.leader_epoch_cache.epoch_for_offset(found[1]))
 
     # --- log start offset, retention ---
 
