@@ -87,7 +87,7 @@ from gregor.storage.retention import (
     over_retention_bytes,
 )
 from gregor.storage.segment import LogSegment
-from gregor.storage.validator import place_batches, stamp_batches, validate_batches
+from gregor.storage.validator import place_batches, validate_batches
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class Log(LocalLog):
             or max_ts - now_ms > cfg.message_timestamp_after_max_ms
             or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc
             or not self._segments.active.append_unchecked(
-                mv, offset, leader_epoch, last, max_ts, now_ms, cfg
+                mv, n, offset, leader_epoch, last, max_ts, now_ms, cfg
             )
         ):
             return self._append(records, origin, leader_epoch, True, now_ms)
@@ -306,17 +306,19 @@ class Log(LocalLog):
         lat = None if log_append_time == NO_TIMESTAMP else log_append_time
         staged = stage_append(self.producer_state, mv, headers, bases, origin, lat)
         if isinstance(staged, BatchMetadata):
-            return self._duplicate(staged)
+            return LogAppendInfo.of_duplicate(
+                staged, self.log_start_offset, cfg.log_append_time
+            )
 
-        buf = stamp_batches(mv, headers, bases, leader_epoch, log_append_time) if assign else mv
-        placed = place_batches(headers, bases, log_append_time)
-        max_ts = placed.max_timestamp
-        last_offset = placed.batches[-1].last_offset
+        buf, batches, max_ts, offset_of_max, count = place_batches(
+            mv, headers, bases, log_append_time, leader_epoch if assign else None
+        )
+        last_offset = batches[-1].last_offset
         segment = self._maybe_roll(total, max_ts, first_offset, last_offset, now_ms)
-        if len(placed.batches) == 1:
+        if len(batches) == 1:
             segment.append_one(buf, last_offset, max_ts)
         else:
-            segment.append(buf, placed.batches)
+            segment.append(buf, batches)
         self.log_end_offset = last_offset + 1
         self._after_append(staged, headers, leader_epoch if assign else None, first_offset)
         if self.log_end_offset - self.recovery_point >= cfg.flush_messages:
@@ -327,23 +329,9 @@ class Log(LocalLog):
             log_append_time,
             self.log_start_offset,
             max_ts,
-            placed.offset_of_max_timestamp,
-            placed.records_count,
+            offset_of_max,
+            count,
             total,
-        )
-
-    def _duplicate(self, dup: BatchMetadata) -> LogAppendInfo:
-        """The answer to a retried batch: the offsets it was written at."""
-        return LogAppendInfo(
-            dup.first_offset,
-            dup.last_offset,
-            dup.timestamp if self.config.log_append_time else NO_TIMESTAMP,
-            self.log_start_offset,
-            dup.timestamp,
-            dup.last_offset,
-            dup.offset_delta + 1,
-            0,
-            duplicate=True,
         )
 
     def _after_append(
@@ -409,19 +397,21 @@ class Log(LocalLog):
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """The first record with a timestamp >= ``timestamp`` (ListOffsets), via the time
         indexes; None when every record is older."""
-        found = self._segments.find_record_at_timestamp(timestamp, self.log_start_offset)
-        return None if found is None else self._with_epoch(*found)
+        start = self.log_start_offset
+        for seg in self._segments.from_offset(start):
+            found = seg.find_record_at_timestamp(timestamp, start)
+            if found is not None:
+                epoch = self.leader_epoch_cache.epoch_for_offset(found[1])
+                return TimestampAndOffset(found[0], found[1], epoch)
+        return None
 
     def latest_timestamp(self) -> TimestampAndOffset | None:
         """The largest timestamp in the log and the offset of the record carrying it
         (ListOffsets MAX_TIMESTAMP); None if the log has no timestamped record."""
         found = self._segments.latest_timestamp()
-        return None if found is None else self._with_epoch(*found)
-
-    def _with_epoch(self, timestamp: int, offset: int) -> TimestampAndOffset:
-        return TimestampAndOffset(
-            timestamp, offset, self.leader_epoch_cache.epoch_for_offset(offset)
-        )
+        if found is None:
+            return None
+        return TimestampAndOffset(*found, self.leader_epoch_cache.epoch_for_offset(found[1]))
 
     # --- log start offset, retention ---
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from gregor.storage.file_records import FileRegion
-from gregor.storage.index import AbortedTxn
+from gregor.storage.index import NO_TIMESTAMP, AbortedTxn
+from gregor.storage.producer_state import BatchMetadata
 
 
 class LogAppendInfo(NamedTuple):
@@ -18,6 +19,23 @@ class LogAppendInfo(NamedTuple):
     records_count: int
     valid_bytes: int
     duplicate: bool = False  # a retried batch answered with its original offsets
+
+    @classmethod
+    def of_duplicate(
+        cls, dup: BatchMetadata, log_start_offset: int, log_append_time: bool
+    ) -> LogAppendInfo:
+        """The answer to a retried batch: the offsets (and time) it was written with."""
+        return cls(
+            dup.first_offset,
+            dup.last_offset,
+            dup.timestamp if log_append_time else NO_TIMESTAMP,
+            log_start_offset,
+            dup.timestamp,
+            dup.last_offset,
+            dup.offset_delta + 1,
+            0,
+            duplicate=True,
+        )
 
 
 class FetchDataInfo(NamedTuple):

@@ -8,7 +8,7 @@ compaction (:meth:`remove`, :meth:`replace`) and by a load (:meth:`reset`); each
 the cached read position (see :meth:`position_bound`).
 
 Reads that walk several segments live here too (Kafka's LocalLog): a fetch (:meth:`read`), the
-aborted transactions of a READ_COMMITTED fetch, timestamp lookups and fsyncing a range.
+aborted transactions of a READ_COMMITTED fetch, the latest timestamp and fsyncing a range.
 
 The loader, the log and (through the log) the cleaner share this API; like the log that owns
 it, it is not thread-safe.
@@ -147,15 +147,6 @@ class LogSegments:
             for _, h, data in seg.iter_batch_data(0):
                 if h.last_offset >= start_offset:
                     yield h, bytes(data)
-
-    def find_record_at_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the first record from ``start_offset`` on with a timestamp
-        >= ``timestamp``, via the segments' time indexes."""
-        for seg in self.from_offset(start_offset):
-            found = seg.find_record_at_timestamp(timestamp, start_offset)
-            if found is not None:
-                return found
-        return None
 
     def latest_timestamp(self) -> tuple[int, int] | None:
         """The largest timestamp and the offset of the record carrying it, if any."""

@@ -191,6 +191,7 @@ class LogSegment:
     def append_unchecked(
         self,
         mv: memoryview,
+        n: int,
         base_offset: int,
         leader_epoch: int,
         last_offset: int,
@@ -206,8 +207,7 @@ class LogSegment:
         Returns False, writing nothing, when the segment must roll first: the batch would pass
         ``segment.bytes`` or a relative offset, the index entry it may add has no room, or
         ``segment.ms`` passed (also when that cannot be told without I/O: the general append
-        path then decides)."""
-        n = len(mv)
+        path then decides). ``n`` is ``len(mv)``, which the caller knows."""
         size = self.size
         since = self.bytes_since_last_index_entry
         index_now = since > self.index_interval_bytes

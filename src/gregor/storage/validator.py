@@ -9,13 +9,11 @@ Records are decoded in two cases only: a compacted topic refuses keyless records
 (:func:`check_keys`), and a transaction marker's control record is read for its type and
 coordinator epoch (:func:`read_control`).
 
-A leader then stamps the batches in place (:func:`stamp_batches`: base offset, partition leader
-epoch, LogAppendTime) and :func:`place_batches` gives the segment what it indexes.
+:func:`place_batches` then gives the segment what it indexes, a leader first stamping each
+batch in place (base offset, partition leader epoch, LogAppendTime).
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -148,47 +146,36 @@ def read_control(
     return control.type == ControlRecordType.COMMIT, control.coordinator_epoch or 0, rec.timestamp
 
 
-def stamp_batches(
+def place_batches(
     mv: memoryview,
     headers: list[tuple[int, BatchHeader]],
     bases: list[int],
-    leader_epoch: int,
     log_append_time: int,
-) -> memoryview:
-    """Rewrite each batch's base offset and partition leader epoch (and, for LogAppendTime,
-    its timestamps and so its CRC) in place; a read-only buffer is copied first. Returns the
-    buffer written."""
-    buf = mv if not mv.readonly else memoryview(bytearray(mv))
-    for i, (pos, _) in enumerate(headers):
-        set_base_offset(buf, pos, bases[i])
-        set_partition_leader_epoch(buf, pos, leader_epoch)
-        if log_append_time != NO_TIMESTAMP:
-            set_log_append_time(buf, pos, log_append_time)
-    return buf
-
-
-class BatchPlacement(NamedTuple):
-    """The batches of one append as the segment indexes them, and their totals."""
-
-    batches: list[BatchPosition]
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    records_count: int
-
-
-def place_batches(
-    headers: list[tuple[int, BatchHeader]], bases: list[int], log_append_time: int
-) -> BatchPlacement:
-    """Position, size, offsets and max timestamp (the LogAppendTime if set) of each batch."""
+    leader_epoch: int | None,
+) -> tuple[memoryview, list[BatchPosition], int, int, int]:
+    """Where each batch goes: (buffer to write, each batch's position, size, offsets and max
+    timestamp (the LogAppendTime if set) for the segment's indexes, max timestamp, offset of
+    the max timestamp, record count). As a leader (``leader_epoch`` given), first rewrite each
+    batch's base offset and partition leader epoch (and, for LogAppendTime, its timestamps and
+    so its CRC) in place; a read-only buffer is copied first."""
+    buf = mv
+    if leader_epoch is not None and mv.readonly:
+        buf = memoryview(bytearray(mv))
     batches: list[BatchPosition] = []
     max_ts = NO_TIMESTAMP
     offset_of_max = bases[0]
     count = 0
     for i, (pos, h) in enumerate(headers):
-        last = bases[i] + h.last_offset_delta
+        base = bases[i]
+        if leader_epoch is not None:
+            set_base_offset(buf, pos, base)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if log_append_time != NO_TIMESTAMP:
+                set_log_append_time(buf, pos, log_append_time)
+        last = base + h.last_offset_delta
         ts = h.max_timestamp if log_append_time == NO_TIMESTAMP else log_append_time
         if ts > max_ts:
             max_ts, offset_of_max = ts, last
-        batches.append(BatchPosition(pos, h.batch_length + LOG_OVERHEAD, bases[i], last, ts))
+        batches.append(BatchPosition(pos, h.batch_length + LOG_OVERHEAD, base, last, ts))
         count += h.records_count
-    return BatchPlacement(batches, max_ts, offset_of_max, count)
+    return buf, batches, max_ts, offset_of_max, count
