@@ -78,6 +78,7 @@ def main() -> None:
         load1 = os.getloadavg()
         assert not s.mismatches, s.mismatches[:5]
         rows = [("main job, end to end (first event to last window)", s.events, s.seconds),
+                ("main job, generator (Gregor producer, concurrent)", s.events, s.produce_seconds),
                 ("main job, Spark processing (busy batches)", s.events, s.busy_seconds)]
         if not args.no_peer:
             busy, n = peer(args.events, work / "peer", args.master, args.max_offsets_per_trigger)
@@ -87,8 +88,8 @@ def main() -> None:
         print(f"{'run':<52} {'events':>10} {'seconds':>8} {'events/s':>10}")
         for name, n, secs in rows:
             print(f"{name:<52} {n:>10,} {secs:>8.1f} {n / secs if secs else 0:>10,.0f}")
-        if not args.no_peer and rows[2][2]:
-            print(f"processing rate vs the peer: {(s.events / s.busy_seconds) / (rows[2][1] / rows[2][2]):.2f}x")
+        if not args.no_peer and rows[3][2]:
+            print(f"processing rate vs the peer: {(s.events / s.busy_seconds) / (rows[3][1] / rows[3][2]):.2f}x")
         print(f"with start-up (broker, Spark, check): {s.total_seconds:.1f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -37,7 +37,7 @@ _DEBUG = bool(__import__("os").environ.get("GREGOR_PIPELINE_DEBUG"))
 
 
 def generate_and_produce(bootstrap: str, topic: str, n: int, users: int, minutes: int, jitter_s: int, seed: int,
-                         produced: Any, started: Any) -> None:
+                         produced: Any, started: Any, finished: Any) -> None:
     """The generator process: every chunk of events to ``topic`` (key: user id)."""
     from gregor.client import Producer
 
@@ -59,6 +59,7 @@ def generate_and_produce(bootstrap: str, topic: str, n: int, users: int, minutes
                 raise bad
             with produced.get_lock():
                 produced.value += len(values)
+    finished.value = time.time()
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Summary:
     mismatches: list[str]
     total_seconds: float
     busy_seconds: float = 0.0  # Spark's trigger time of the batches that read events
+    produce_seconds: float = 0.0  # the generator's first to last event
 
     @property
     def processing_rate(self) -> float:
@@ -109,11 +111,11 @@ def run(
             say(f"{config.input_topic} already holds {older} records; the job starts after them")
         say(f"topics {config.input_topic} ({config.partitions} partitions) and {config.output_topic} ready")
         ctx = mp.get_context("spawn")
-        produced, started = ctx.Value("q", 0), ctx.Value("d", 0.0)
+        produced, started, finished = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
         gen = ctx.Process(
             target=generate_and_produce,
             args=(config.bootstrap_servers, config.input_topic, config.events, config.users, config.minutes,
-                  config.jitter_s, config.seed, produced, started),
+                  config.jitter_s, config.seed, produced, started, finished),
             daemon=True,
         )
         gen.start()
@@ -136,7 +138,8 @@ def run(
             say("")
         problems = cs.check(expected, got)
         seconds = end_time - started.value if started.value else 0.0
-        return Summary(config.events, seconds, len(got), batches, problems, time.monotonic() - t0, busy)
+        produce_s = finished.value - started.value if finished.value else 0.0
+        return Summary(config.events, seconds, len(got), batches, problems, time.monotonic() - t0, busy, produce_s)
     finally:
         if gen is not None and gen.is_alive():
             gen.kill()
@@ -284,8 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in s.mismatches[:20]:
         print(f"  MISMATCH {m}", file=sys.stderr)
     say(f"summary: {s.events:,} events in {s.seconds:.1f} s = {s.rate:,.0f} events/s; {s.windows} windows in "
-        f"{s.batches} batches; Spark busy {s.busy_seconds:.1f} s ({s.processing_rate:,.0f} events/s); "
-        f"{s.total_seconds:.1f} s with start-up")
+        f"{s.batches} batches; produced in {s.produce_seconds:.1f} s; Spark busy {s.busy_seconds:.1f} s "
+        f"({s.processing_rate:,.0f} events/s); {s.total_seconds:.1f} s with start-up")
     if s.mismatches:
         say(f"check: {len(s.mismatches)} windows differ from the generator's ground truth")
         return 1
