@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gregor.client import TopicPartition as TP
@@ -287,3 +289,19 @@ def test_next_fetch_offset_reads_headers_only() -> None:
     assert next_fetch_offset(data) == 15
     assert next_fetch_offset(data[: len(a) + 20]) == 13  # partial trailing batch ignored
     assert next_fetch_offset(data[:30]) is None
+
+
+# KafkaSourceProviderSuite "batch mode - / micro-batch mode - options should be handled as
+# case-insensitive": each option in upper and in lower case reaches the reader
+@pytest.mark.parametrize("case", [str.upper, str.lower])
+def test_reader_options_are_case_insensitive(case: Any) -> None:
+    def one(key: str, streaming: bool = True) -> Any:
+        return parse_source({**BS, "subscribe": "dummy", case(key): "1111"}, streaming=streaming)
+
+    assert one("kafkaConsumer.pollTimeoutMs", streaming=False).timeout == 1.111
+    assert one("kafkaConsumer.pollTimeoutMs").timeout == 1.111
+    assert one("maxOffsetsPerTrigger").max_offsets_per_trigger == 1111
+    assert one("minOffsetsPerTrigger").min_offsets_per_trigger == 1111
+    assert one("maxTriggerDelay").max_trigger_delay_ms == 1111
+    assert one("fetchOffset.numRetries").fetch_offset_retries == 1111
+    assert one("fetchOffset.retryIntervalMs").fetch_offset_retry_interval_s == 1.111
