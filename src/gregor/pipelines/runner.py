@@ -275,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
-    def say(msg: str) -> None:
-        print(f"[pipeline] {msg}" if msg else "", flush=True)
+    def say(msg: str) -> None:  # one-line messages get the prefix; the result table does not
+        print(f"[pipeline] {msg}" if msg and "\n" not in msg else msg, flush=True)
 
     config = cs.PipelineConfig(
         a.bootstrap_servers or "", input_topic=a.input_topic, output_topic=a.output_topic,

@@ -20,9 +20,9 @@ and writers), so an existing PySpark job runs unchanged after one call.
 Save modes. Spark's connector appends whatever the save mode unless it is ``overwrite`` or
 ``ignore``, so the guide's ``df.write.format("kafka")...save()`` (no mode: ErrorIfExists)
 appends. Spark refuses that mode for any Python data source (UNSUPPORTED_DATA_SOURCE_SAVE_MODE)
-before the source is asked, so :func:`register` makes the DataFrame writers of this Python
-process (classic and, when installed, Spark Connect) turn an unset or ``error`` mode into
-``append`` for this source, and refuse ``ignore`` with a message saying what to do. Writes
+before the source is asked, so importing this package (and :func:`register`) makes the
+DataFrame writers of this Python process (classic and, when installed, Spark Connect) turn an
+unset or ``error`` mode into ``append`` for this source, and refuse ``ignore`` with a message saying what to do. Writes
 that do not pass through a Python DataFrameWriter (SQL, JVM code) still meet Spark's error;
 use ``mode("append")`` there.
 """
@@ -133,3 +133,6 @@ def alias_kafka() -> None:
         fmt.__doc__ = original.__doc__
         cls.format = fmt  # type: ignore[method-assign]
     _ALIASED = True
+
+
+default_append()  # also when the class is registered with spark.dataSource.register directly
