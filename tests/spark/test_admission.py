@@ -120,3 +120,20 @@ def test_added_partition_must_start_at_zero(gregor: Broker, topic: str) -> None:
                     r.partitions(start, end)
         finally:
             r.stop()
+
+
+def test_no_partition_left_records_no_empty_offset(gregor: Broker, topic: str) -> None:
+    # KafkaMicroBatchSourceSuite "SPARK-41375: empty partitions should not record to latest
+    # offset": every subscribed topic deleted (failOnDataLoss false) -> no new offset
+    create_topic(gregor, f"{topic}-good", 2)
+    produce(gregor, f"{topic}-good", {0: 1})
+    r = KafkaStreamReader(parse_source(gregor.options(subscribePattern=f"{topic}-.*", failOnDataLoss="false"),
+                                       streaming=True))
+    try:
+        start = r.initialOffset()
+        assert start == {f"{topic}-good": {"0": 1, "1": 0}}
+        with AdminClient({"bootstrap.servers": gregor.bootstrap_servers}) as admin:
+            admin.delete_topics([f"{topic}-good"])
+        assert r.latestOffset(start, r.getDefaultReadLimit()) == start
+    finally:
+        r.stop()

@@ -237,6 +237,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 latest[tp] = effective[tp]
         self._latest = dict(latest)
+        if not latest:  # no partition left: no new offset (SPARK-41375: never record "{}")
+            return start
         if isinstance(limit, ReadAllAvailable):
             return offsets_json(latest)
         return offsets_json(self._admit(begin, effective, latest))
