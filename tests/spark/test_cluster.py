@@ -1,5 +1,6 @@
 """A real Spark cluster: a standalone master and two workers started from the pyspark package's
-own scripts (``bin/spark-class``), running the reference pipeline with ``--master spark://``.
+own scripts (``bin/spark-class``), running the reference pipeline with ``--master spark://``,
+and the exactly-once sink with one of its executor JVMs SIGKILLed mid-batch.
 
 No Spark test mirrors this (Spark's suites run local mode); it shows the data source and the
 main job on executors that are separate JVMs with their own Python workers.
@@ -116,3 +117,51 @@ def test_reference_pipeline_on_a_standalone_cluster(cluster: StandaloneCluster, 
     # the work ran in executors the two workers started (one application directory each)
     apps = list((cluster.work / "workers").glob("app-*/*"))
     assert len({p.parent.name for p in apps}) == 1 and len(apps) == 2, apps
+
+
+def _executors(cluster: StandaloneCluster) -> list[int]:
+    """Executor JVMs the workers started (they run in the workers' application directories)."""
+    root = str(cluster.work / "workers")
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if os.readlink(d / "cwd").startswith(root) and b"java" in (d / "cmdline").read_bytes():
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_exactly_once_sink_survives_a_killed_executor(cluster: StandaloneCluster, gregor: Broker, topic: str,
+                                                      tmp_path: Path) -> None:
+    # SIGKILL an executor JVM while a batch is in flight: Spark runs its tasks again elsewhere,
+    # the retried tasks fence the killed ones' transactions, and read_committed consumers see
+    # every record once (Spark's own Kafka sink would be at-least-once here)
+    from spark_helpers import create_topic, produce
+    from test_exactly_once import _read_committed, batch_ids
+
+    create_topic(gregor, topic, 2)
+    create_topic(gregor, f"{topic}-out", 2)
+    produced = produce(gregor, topic, {0: 100, 1: 100})
+    cp = tmp_path / "cp"
+    job = Path(__file__).with_name("eos_job.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(job), gregor.bootstrap_servers, topic, f"{topic}-out", str(cp), cluster.url],
+        stdout=open(tmp_path / "job.log", "wb"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
+    )
+    killed = None
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        in_flight = batch_ids(cp / "offsets") - batch_ids(cp / "commits")
+        executors = _executors(cluster)
+        if killed is None and in_flight and batch_ids(cp / "commits") and executors:
+            os.kill(executors[0], 9)
+            killed = sorted(in_flight)
+        time.sleep(0.1)
+    assert proc.wait(60) == 0, (tmp_path / "job.log").read_text()[-3000:]
+    assert killed is not None
+    got = _read_committed(gregor.bootstrap_servers, f"{topic}-out", len(produced))
+    assert sorted(got) == sorted(v.upper() for _p, _i, _k, v, _ts in produced)
