@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The reference pipeline end to end, on embedded defaults: installs what it needs (.venv with
-# Gregor and PySpark, via setup.sh), starts a Gregor broker, creates the topics, produces page
-# views, runs the Spark job in local mode with progress, prints and checks the result table,
-# and stops everything. Extra arguments go to `gregor pipeline run` (see --help), e.g.
+# The main job: the reference pipeline end to end at volume, on embedded defaults. Installs
+# what it needs (.venv with Gregor and PySpark, via setup.sh), starts a Gregor broker, creates
+# the topics, produces 1,000,000 page views while the Spark streaming job (local mode) reads
+# them, prints a progress line per micro-batch (events/s, lag, watermark, windows), checks
+# the windowed result exactly against the generator's ground truth, prints a summary and
+# stops everything. Extra arguments go to `python -m gregor.pipelines` (see --help), e.g.
 #   bash scripts/run.sh --events 100000
 #   bash scripts/run.sh --bootstrap-servers kafka:9092 --master spark://host:7077
 set -euo pipefail
@@ -21,4 +23,4 @@ bash scripts/setup.sh
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PWD/.venv/bin/python}"
 out="${GREGOR_PIPELINE_DIR:-${TMPDIR:-/tmp}/gregor-pipeline}"
-exec .venv/bin/gregor pipeline run --output-dir "$out" "$@"
+exec .venv/bin/python -m gregor.pipelines --output-dir "$out" "$@"

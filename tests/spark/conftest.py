@@ -42,7 +42,9 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def gregor() -> Iterator[Broker]:
-    with BrokerProcess() as b:
+    # The test records carry 2023 timestamps (spark_helpers.BASE_TS): with Kafka's default
+    # 7-day retention a module running past one retention check would lose them.
+    with BrokerProcess(config={"log.retention.ms": "-1"}) as b:
         yield Broker("gregor", b.bootstrap_servers, b)
 
 

@@ -172,3 +172,42 @@ def test_sql_and_dataframe_api_on_top(spark: Any, broker: Broker, topic: str) ->
     df.createOrReplaceTempView("src")
     got = spark.sql("SELECT partition, count(*) AS n, max(offset) AS last FROM src GROUP BY partition ORDER BY partition").collect()
     assert [tuple(r) for r in got] == [(0, 6, 5), (1, 4, 3)]
+
+
+def test_earliest_and_latest_bind_when_the_dataframe_runs(spark: Any, gregor: Broker, topic: str) -> None:
+    # KafkaRelationSuite "explicit earliest to latest offsets", "test late binding start
+    # offsets" and "SPARK-30656: minPartitions" (a DataFrame run again reads what arrived since)
+    create_topic(gregor, topic, 3)
+    produced = produce(gregor, topic, {0: 10, 1: 10, 2: 1})
+    df = read(spark, gregor, subscribe=topic, startingOffsets="earliest", endingOffsets="latest")
+    split = read(spark, gregor, subscribe=topic, minPartitions="6")
+    assert rows(df) == expected(topic, produced)
+    assert split.rdd.getNumPartitions() >= 6 and rows(split) == expected(topic, produced)
+    more = produce(gregor, topic, {2: 9}, first={2: 1})
+    assert rows(df) == expected(topic, produced + more)
+    assert rows(split) == expected(topic, produced + more)
+    with AdminClient({"bootstrap.servers": gregor.bootstrap_servers}) as admin:
+        admin.delete_records({TopicPartition(topic, p): 10 for p in range(3)})
+    assert rows(df) == expected(topic, produced + more, lambda p, i: i >= 10)
+
+
+def test_headers_are_null_when_a_record_has_none(spark: Any, gregor: Broker, topic: str) -> None:
+    # KafkaRelationSuite "default starting and ending offsets with headers": no headers -> null
+    create_topic(gregor, topic, 1)
+    with Producer({"bootstrap.servers": gregor.bootstrap_servers}) as p:
+        p.send(topic, b"1", partition=0, headers=[]).result(30)
+        p.send(topic, b"2", partition=0, headers=[("a", b"b"), ("c", b"d")]).result(30)
+        p.send(topic, b"3", partition=0).result(30)
+    df = read(spark, gregor, subscribe=topic, includeHeaders="true")
+    got = sorted((r.value, None if r.headers is None else [(h.key, h.value) for h in r.headers]) for r in df.collect())
+    assert got == [(b"1", None), (b"2", [("a", b"b"), ("c", b"d")]), (b"3", None)]
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_resolved_start_after_end_fails_whatever_fail_on_data_loss(spark: Any, gregor: Broker, topic: str, fail: str) -> None:
+    # KafkaRelationSuite "resolved start offset greater than end offset (with latest)"
+    create_topic(gregor, topic, 3)
+    df = read(spark, gregor, subscribe=topic, failOnDataLoss=fail,
+              startingOffsets=f'{{"{topic}": {{"0": 1, "1": 1, "2": 1}}}}')
+    with pytest.raises(Exception, match="The resolved start offset 1 is greater than the resolved end offset 0 for"):
+        df.collect()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gregor.client import TopicPartition as TP
@@ -82,7 +84,6 @@ def test_options_are_case_insensitive_and_typed() -> None:
         ({"endingOffsets": '{"t":{"0":-2}}'}, "-2"),
         ({"startingOffsets": '{"t":[0]}'}, "JSON object"),
         ({"startingOffsets": "nope"}, "expected JSON"),
-        ({"maxOffsetsPerTrigger": "5"}, "streaming"),
         ({"kafka.isolation.level": "dirty"}, "isolation"),
         ({"startingOffsetsByTimestampStrategy": "maybe"}, "error or latest"),
     ],
@@ -90,6 +91,95 @@ def test_options_are_case_insensitive_and_typed() -> None:
 def test_bad_batch_options(opts: dict[str, str], msg: str) -> None:
     with pytest.raises(OptionError, match=msg):
         parse_source({**BS, "subscribe": "t", **opts}, streaming=False)
+
+
+# KafkaRelationSuite "bad batch query options" and KafkaMicroBatchSourceSuite "bad source
+# options": Spark's messages, matched case-insensitively as Spark's tests do.
+@pytest.mark.parametrize(
+    "streaming,opts,msgs",
+    [
+        (False, {"startingOffsets": "latest"}, ["starting offset can't be latest for batch queries on Kafka"]),
+        (False, {"startingOffsets": '{"t":{"0":-1}}'}, ["startingOffsets for t-0 can't be latest for batch queries on Kafka"]),
+        (False, {"endingOffsets": "earliest"}, ["ending offset can't be earliest for batch queries on Kafka"]),
+        (False, {"endingOffsets": '{"t":{"0":-2}}'}, ["ending offset for t-0 can't be earliest for batch queries on Kafka"]),
+        (True, {"endingOffsets": "latest"}, ["Ending offset not valid in streaming queries"]),
+        (True, {"endingOffsetsByTimestamp": '{"t": {"0": 1000}}'}, ["Ending timestamp not valid in streaming queries"]),
+        (True, {"subscribe": None}, ["options must be specified", "subscribe", "subscribePattern"]),
+        (True, {"subscribePattern": "t.*"}, ["only one", "options can be specified"]),
+        (True, {"assign": '{"a":[0]}'}, ["only one", "options can be specified"]),
+        (True, {"subscribe": None, "assign": ""}, ["no topicpartitions to assign"]),
+        (True, {"subscribe": ""}, ["no topics to subscribe"]),
+        (True, {"subscribe": None, "subscribePattern": ""}, ["pattern to subscribe is empty"]),
+        (True, {"minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "15"},
+         ["value of minOffsetPerTrigger(20) is higher than the maxOffsetsPerTrigger(15)"]),
+    ],
+)
+def test_sparks_bad_option_messages(streaming: bool, opts: dict, msgs: list[str]) -> None:
+    given = {k: v for k, v in {**BS, "subscribe": "t", **opts}.items() if v is not None}
+    with pytest.raises(OptionError) as e:
+        parse_source(given, streaming=streaming)
+    for m in msgs:
+        assert m.lower() in str(e.value).lower()
+
+
+# KafkaMicroBatchSourceSuite "unsupported kafka configs"
+@pytest.mark.parametrize(
+    "key", ["kafka.auto.offset.reset", "kafka.enable.auto.commit", "kafka.interceptor.classes",
+            "kafka.key.deserializer", "kafka.value.deserializer"],
+)
+def test_unsupported_kafka_configs(key: str) -> None:
+    with pytest.raises(OptionError, match="not supported"):
+        parse_source({**BS, "subscribe": "t", key: "someValue"}, streaming=True)
+
+
+# KafkaMicroBatchSourceSuite "get offsets from case insensitive parameters"
+def test_offsets_from_case_insensitive_values() -> None:
+    o = parse_source({**BS, "subscribe": "t", "startingOffsets": "earLiEst", "endingOffsets": "laTest"}, streaming=False)
+    assert (o.starting, o.ending) == (OffsetSpec("earliest"), OffsetSpec("latest"))
+
+
+# KafkaRelationSuite "topic-partition for start offset and end offset must match" and
+# "unresolved start offset greater than end offset": errors whatever failOnDataLoss says
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_start_after_end_is_an_argument_error(fail: str) -> None:
+    base = {**BS, "subscribe": "test", "failOnDataLoss": fail}
+    with pytest.raises(OptionError, match="The specified start offset and end offset should have the same topic-partitions"):
+        parse_source({**base, "startingOffsets": '{"test": {"0": 1, "1": 1, "2": 1}}',
+                      "endingOffsets": '{"test": {"0": 0, "1": 0}}'}, streaming=False)
+    with pytest.raises(OptionError, match="The specified start offset 1 is greater than the end offset 0 for"):
+        parse_source({**base, "startingOffsets": '{"test": {"0": 1, "1": 1, "2": 1}}',
+                      "endingOffsets": '{"test": {"0": 0, "1": 0, "2": 0}}'}, streaming=False)
+    # -2 / -1 are not compared (Spark's checkStartOffsetNotGreaterThanEndOffset)
+    parse_source({**base, "startingOffsets": '{"test": {"0": 5}}', "endingOffsets": '{"test": {"0": -1}}'},
+                 streaming=False)
+
+
+# KafkaSourceProvider.validateBatchOptions: rate options are ignored in batch queries with a
+# warning, not refused; no option is dropped without a word
+def test_batch_ignores_trigger_options_with_a_warning() -> None:
+    o = parse_source({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "2",
+                      "maxTriggerDelay": "5s"}, streaming=False)
+    assert o.notes == (
+        "maxOffsetsPerTrigger option ignored in batch queries",
+        "minOffsetsPerTrigger option ignored in batch queries",
+        "maxTriggerDelay option ignored in batch queries",
+    )
+    o = parse_source({**BS, "subscribe": "t", "groupIdPrefix": "g", "kafka.group.id": "g", "startingOffset": "x",
+                      "kafka.session.timeout.ms": "1"}, streaming=True)
+    assert len(o.notes) == 4
+    assert "groupIdPrefix" in o.notes[2] and "kafka.group.id" in o.notes[0] and "session.timeout.ms" in o.notes[1]
+    assert "startingoffset" in o.notes[3]
+
+
+def test_admission_and_consumer_options() -> None:
+    o = parse_source({**BS, "subscribe": "t", "minOffsetsPerTrigger": "15", "maxTriggerDelay": "5s",
+                      "maxOffsetsPerTrigger": "20", "kafkaConsumer.pollTimeoutMs": "5000",
+                      "fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "10"}, streaming=True)
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.max_offsets_per_trigger) == (15, 5000, 20)
+    assert (o.timeout, o.fetch_offset_retries, o.fetch_offset_retry_interval_s) == (5.0, 5, 0.01)
+    assert parse_source({**BS, "subscribe": "t"}, streaming=True).max_trigger_delay_ms == 15 * 60_000
+    with pytest.raises(OptionError, match="time like"):
+        parse_source({**BS, "subscribe": "t", "maxTriggerDelay": "soon"}, streaming=True)
 
 
 def test_streaming_refuses_ending_offsets() -> None:
@@ -152,12 +242,40 @@ def test_split_ranges_max_records_and_tiny_ranges() -> None:
     ]
 
 
+# KafkaMicroBatchSourceSuite "maxOffsetsPerTrigger": backlogs 101 / 11 / 1 with limit 10 give
+# 8 / 1 / 1 (a share below one is rounded up, so no small partition starves)
+def test_rate_limit_is_sparks_prorate() -> None:
+    start = {TP("t", 0): 0, TP("t", 1): 0, TP("t", 2): 0}
+    latest = {TP("t", 0): 101, TP("t", 1): 11, TP("t", 2): 1}
+    assert rate_limit(start, latest, 10) == {TP("t", 0): 8, TP("t", 1): 1, TP("t", 2): 1}
+    second = {TP("t", 0): 8, TP("t", 1): 1, TP("t", 2): 1}
+    assert rate_limit(second, latest, 10) == {TP("t", 0): 17, TP("t", 1): 2, TP("t", 2): 1}
+    # a 1-record partition beside a 1,000-record one is read in the first batch
+    assert rate_limit({TP("t", 0): 0, TP("t", 1): 0}, {TP("t", 0): 1000, TP("t", 1): 1}, 10) == {
+        TP("t", 0): 9, TP("t", 1): 1,
+    }
+    # SPARK-26718: a limit of Long.MaxValue does not overflow
+    assert rate_limit({TP("t", 0): 5}, {TP("t", 0): 10}, 2**63 - 1) == {TP("t", 0): 10}
+
+
+# KafkaMicroBatchSourceSuite "test custom metrics - corner cases"
+def test_offsets_behind_latest_metrics() -> None:
+    from gregor.spark import offsets_behind_latest
+
+    latest = {"a": {"0": 3}, "b": {"0": 6}}
+    assert offsets_behind_latest({"endOffset": None, "latestOffset": latest}) == {}
+    assert offsets_behind_latest({"endOffset": '{"a": {"0": 1}, "b": {"0": 2}}', "latestOffset": latest}) == {
+        "minOffsetsBehindLatest": "2", "maxOffsetsBehindLatest": "4", "avgOffsetsBehindLatest": "3.0",
+    }
+    assert offsets_behind_latest({"endOffset": {"a": {"0": 1}}, "latestOffset": None}) == {}
+
+
 def test_rate_limit_shares_by_backlog_exactly() -> None:
     start = {TP("t", 0): 0, TP("t", 1): 100, TP("t", 2): 50}
     latest = {TP("t", 0): 60, TP("t", 1): 130, TP("t", 2): 60}
     # backlog 60, 30, 10 = 100; limit 50 -> 30, 15, 5
     assert rate_limit(start, latest, 50) == {TP("t", 0): 30, TP("t", 1): 115, TP("t", 2): 55}
-    # limit 7 -> 4.2, 2.1, 0.7 -> floors 4, 2, 0 and the remaining 1 goes to the largest remainder
+    # limit 7 -> 4.2, 2.1, 0.7 -> 4 and 2 rounded down, 0.7 rounded up to 1
     assert rate_limit(start, latest, 7) == {TP("t", 0): 4, TP("t", 1): 102, TP("t", 2): 51}
     assert rate_limit(start, latest, 1000) == latest
 
@@ -171,3 +289,19 @@ def test_next_fetch_offset_reads_headers_only() -> None:
     assert next_fetch_offset(data) == 15
     assert next_fetch_offset(data[: len(a) + 20]) == 13  # partial trailing batch ignored
     assert next_fetch_offset(data[:30]) is None
+
+
+# KafkaSourceProviderSuite "batch mode - / micro-batch mode - options should be handled as
+# case-insensitive": each option in upper and in lower case reaches the reader
+@pytest.mark.parametrize("case", [str.upper, str.lower])
+def test_reader_options_are_case_insensitive(case: Any) -> None:
+    def one(key: str, streaming: bool = True) -> Any:
+        return parse_source({**BS, "subscribe": "dummy", case(key): "1111"}, streaming=streaming)
+
+    assert one("kafkaConsumer.pollTimeoutMs", streaming=False).timeout == 1.111
+    assert one("kafkaConsumer.pollTimeoutMs").timeout == 1.111
+    assert one("maxOffsetsPerTrigger").max_offsets_per_trigger == 1111
+    assert one("minOffsetsPerTrigger").min_offsets_per_trigger == 1111
+    assert one("maxTriggerDelay").max_trigger_delay_ms == 1111
+    assert one("fetchOffset.numRetries").fetch_offset_retries == 1111
+    assert one("fetchOffset.retryIntervalMs").fetch_offset_retry_interval_s == 1.111

@@ -11,6 +11,7 @@ from typing import Any
 from spark_helpers import Broker, create_topic, produce
 
 from gregor.client import AdminClient, TopicPartition
+from gregor.spark import offsets_behind_latest
 
 
 def stream(spark: Any, b: Broker, **opts: str) -> Any:
@@ -53,15 +54,21 @@ def test_available_now_with_max_offsets_per_trigger(spark: Any, broker: Broker, 
     )
     q.awaitTermination(120)
     assert q.exception() is None
-    # backlog 30 + 10, 15 per trigger shared by backlog (largest remainder): 11+4, 11+4, 8+2
+    # backlog 30 + 10, 15 per trigger shared by backlog with Spark's rounding (down, unless a
+    # share is below one): 11+3, 10+4, 9+3 (KafkaMicroBatchSourceSuite "maxOffsetsPerTrigger")
     assert checkpoint_offsets(tmp_path / "cp") == [
-        {topic: {"0": 11, "1": 4}},
-        {topic: {"0": 22, "1": 8}},
+        {topic: {"0": 11, "1": 3}},
+        {topic: {"0": 21, "1": 7}},
         {topic: {"0": 30, "1": 10}},
     ]
-    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [15, 15, 10]
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [14, 14, 12]
     got = sorted((r.partition, r.offset, r.value) for r in spark.table(name).collect())
     assert got == sorted((p, i, v) for p, i, _k, v, _ts in produced)
+    # KafkaMicroBatchSourceSuite "test custom metrics - with rate limit": the progress carries
+    # the latest offsets the source saw, from which Spark's offsets-behind-latest metrics follow
+    behind = [offsets_behind_latest(p["sources"][0]) for p in q.recentProgress if p["numInputRows"]]
+    assert behind[0] == {"minOffsetsBehindLatest": "7", "maxOffsetsBehindLatest": "19", "avgOffsetsBehindLatest": "13.0"}
+    assert behind[-1] == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0", "avgOffsetsBehindLatest": "0.0"}
 
 
 def test_restart_from_checkpoint_reads_only_new_records(spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:

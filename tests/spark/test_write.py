@@ -148,3 +148,55 @@ def test_streaming_write(spark: Any, broker: Broker, topic: str, tmp_path: Path)
     assert got == sorted(
         ((p, k, v.upper(), []) for p, _i, k, v, _ts in produced), key=lambda r: (r[0], r[2])
     )
+
+
+def test_save_mode_defaults_to_append(spark: Any, gregor: Broker, topic: str) -> None:
+    # The guide's write example has no mode (ErrorIfExists), which Spark's connector appends;
+    # KafkaSinkBatchSuiteV2 "batch - unsupported save modes": Ignore and Overwrite are refused
+    create_topic(gregor, topic, 1)
+    df = spark.createDataFrame([("a",), ("b",)], "value string")
+    df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", topic).save()
+    df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option(
+        "topic", topic).mode("error").save()
+    assert sorted(v for _p, _k, v, _h in consume_all(gregor, topic, 4)) == [b"a", b"a", b"b", b"b"]
+    w = df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", topic)
+    with pytest.raises(Exception, match="Save mode Ignore not allowed for Kafka"):
+        w.mode("ignore").save()
+    with pytest.raises(Exception, match='cannot be written in the "Overwrite" mode'):
+        w.mode("overwrite").save()
+
+
+def test_null_topic_is_refused(spark: Any, gregor: Broker) -> None:
+    # KafkaSinkBatchSuite "batch - null topic field value, and no topic option"
+    df = spark.createDataFrame([(None, "1")], "topic string, value string")
+    with pytest.raises(Exception, match="KAFKA_NULL_TOPIC_IN_DATA"):
+        df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).mode("append").save()
+
+
+def test_streaming_write_is_exactly_once_and_at_least_once_on_request(
+    spark: Any, gregor: Broker, topic: str, tmp_path: Path
+) -> None:
+    # the streaming sink writes inside transactions: read_committed readers see each record
+    # once; gregor.exactlyOnce=false is Spark's at-least-once sink (KafkaSinkSuite
+    # "streaming - write w/o topic field, with topic option")
+    create_topic(gregor, topic, 2)
+    produced = produce(gregor, topic, {0: 4, 1: 3})
+    for eos in ("true", "false"):
+        out = f"{topic}-{eos}"
+        create_topic(gregor, out, 1)
+        q = (
+            spark.readStream.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+            .option("subscribe", topic).option("startingOffsets", "earliest").load()
+            .selectExpr("value").writeStream.format("gregor")
+            .option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", out)
+            .option("gregor.exactlyOnce", eos).option("checkpointLocation", str(tmp_path / eos))
+            .trigger(availableNow=True).start()
+        )
+        q.awaitTermination(120)
+        assert q.exception() is None
+        committed = (
+            spark.read.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+            .option("subscribe", out).option("kafka.isolation.level", "read_committed").load()
+        )
+        assert sorted(r.value for r in committed.collect()) == sorted(v for _p, _i, _k, v, _ts in produced)
+        assert q.recentProgress[-1]["sink"]["numOutputRows"] in (7, -1)

@@ -5,15 +5,25 @@ Spark hands a data source its options with lower-cased keys. Everything that sta
 name the subscription (exactly one of ``subscribe``, ``subscribePattern``, ``assign``), where
 reading starts and ends (``startingOffsets``, ``endingOffsets``, ``startingTimestamp``,
 ``startingOffsetsByTimestamp``, and their ending twins), and how a query reads
-(``maxOffsetsPerTrigger``, ``minPartitions``, ``maxRecordsPerPartition``, ``failOnDataLoss``,
-``includeHeaders``). Offsets use Spark's JSON form: ``{"topic": {"0": 23, "1": -2}}`` where -2
-means earliest and -1 latest. A timestamp option takes precedence over the offsets-by-timestamp
-option, which takes precedence over the offsets option, as in Spark.
+(``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``,
+``maxRecordsPerPartition``, ``failOnDataLoss``, ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``,
+``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``). Offsets use Spark's JSON form:
+``{"topic": {"0": 23, "1": -2}}`` where -2 means earliest and -1 latest. A timestamp option
+takes precedence over the offsets-by-timestamp option, which takes precedence over the offsets
+option, as in Spark.
+
+No option is ignored silently. Options Spark accepts but that mean nothing here
+(``groupIdPrefix``, ``kafka.group.id``, consumer tuning of the JVM client), options Spark
+ignores in batch queries (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+``maxTriggerDelay``) and names no Kafka source knows (a typo) are accepted with a warning,
+logged and kept in :attr:`SourceOptions.notes`. Error messages carry Spark's wording, and
+Spark's error condition names where it has one (``[UNRESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET]``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +34,28 @@ from gregor.client.config import COMMON, PRODUCER
 
 EARLIEST = -2
 LATEST = -1
+
+log = logging.getLogger("gregor.spark")
+
+# Every option Spark's Kafka source reads (lower-cased), besides kafka.* ones.
+SOURCE_KEYS = frozenset(
+    {
+        "subscribe", "subscribepattern", "assign",
+        "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
+        "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
+        "failondataloss", "minpartitions", "maxrecordsperpartition",
+        "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+        "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
+        "groupidprefix", "includeheaders",
+        "gregor.chunkrecords", "gregor.timeoutms",
+    }
+)
+SINK_KEYS = frozenset(
+    {"topic", "includeheaders", "checkpointlocation", "path", "gregor.exactlyonce",
+     "gregor.transactionalidprefix", "gregor.sinkcommittopic"}
+)
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+STRATEGY_KEYS = "subscribe, subscribePattern, assign"
 
 # Spark refuses these kafka.* settings: the source manages them itself.
 _FORBIDDEN = {
@@ -64,6 +96,8 @@ class SourceOptions:
     ending: OffsetSpec = OffsetSpec("latest")
     by_timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
@@ -71,7 +105,10 @@ class SourceOptions:
     isolation_level: int = 0
     chunk_records: int = 65536
     timeout: float = 120.0
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_s: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to a subscribe / subscribePattern subscription."""
@@ -84,33 +121,57 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
+    """A sink's options. ``exactly_once`` (streaming writes only, ``gregor.exactlyOnce``,
+    default true) makes the stream writer transactional: see :mod:`gregor.spark.txsink`."""
+
     client: dict[str, str]
     topic: str | None = None
+    exactly_once: bool = True
+    transactional_id_prefix: str = "gregor-spark"
+    commit_topic: str = "gregor-spark-sink-commits"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
-def kafka_settings(options: Mapping[str, str], role: str) -> dict[str, str]:
+def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | None = None) -> dict[str, str]:
     """The ``kafka.*`` options the client uses for ``role`` ("source" or "producer").
 
     A source reads with a bare client (connection settings only); a sink adds the producer's.
-    Settings with no use here (``kafka.group.id``, consumer tuning of the JVM client) are
-    dropped; the ones Spark forbids raise :class:`OptionError`.
+    Settings the client has no use for (``kafka.group.id``, consumer tuning of the JVM
+    client) are left out and named in ``notes``; the ones Spark forbids raise
+    :class:`OptionError` with Spark's words.
     """
     known = {**COMMON, **(PRODUCER if role == "producer" else {})}
     out: dict[str, str] = {}
+    unused: list[str] = []
     for k, v in _lower(options).items():
         if not k.startswith("kafka."):
             continue
         name = k[len("kafka.") :]
         if name in _FORBIDDEN:
-            raise OptionError(f"kafka option '{name}' is not supported: {_FORBIDDEN[name]}")
-        if name in known and name not in ("group.id", "isolation.level"):
+            raise OptionError(f"Kafka option '{name}' is not supported: {_FORBIDDEN[name]}")
+        if name == "group.id":
+            if notes is not None:
+                notes.append(
+                    "option 'kafka.group.id' has no effect: the source reads with no consumer group "
+                    "(offsets live in the query's checkpoint)"
+                )
+        elif name == "isolation.level":
+            pass
+        elif name in known:
             out[name] = v
+        else:
+            unused.append(name)
+    if unused and notes is not None:
+        notes.append(f"kafka options {sorted(unused)} are not used by Gregor's {role} client and have no effect")
     if "bootstrap.servers" not in out:
-        raise OptionError("option 'kafka.bootstrap.servers' must be specified")
+        raise OptionError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
+            if role == "source"
+            else "option 'kafka.bootstrap.servers' must be specified"
+        )
     return out
 
 
@@ -124,17 +185,28 @@ def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
     raise OptionError(f"option '{key}' must be true or false, got {v!r}")
 
 
-def _positive(opts: dict[str, str], key: str) -> int | None:
+def _positive(opts: dict[str, str], key: str, *, zero: bool = False) -> int | None:
     v = opts.get(key)
     if v is None:
         return None
     try:
-        n = int(v)
+        n = int(v.strip())
     except ValueError:
         raise OptionError(f"option '{key}' must be a positive integer, got {v!r}") from None
-    if n <= 0:
-        raise OptionError(f"option '{key}' must be a positive integer, got {v!r}")
+    if n < 0 or (n == 0 and not zero):
+        raise OptionError(f"{key} must be positive, got {v!r}")
     return n
+
+
+_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def time_ms(text: str, key: str) -> int:
+    """Spark's time strings (``5s``, ``15m``, ``100ms``, ``1h``; a bare number is ms) to ms."""
+    m = re.fullmatch(r"\s*(-?\d+)\s*([a-z]*)\s*", text.lower())
+    if not m or m.group(2) not in ("", *_TIME_UNITS):
+        raise OptionError(f"option '{key}' must be a time like 15m, 30s or 500ms, got {text!r}")
+    return int(int(m.group(1)) * _TIME_UNITS.get(m.group(2), 1))
 
 
 def parse_partition_json(text: str, what: str) -> dict[TopicPartition, int]:
@@ -170,6 +242,8 @@ def offsets_from_json(obj: Mapping[str, Mapping[str, int]]) -> dict[TopicPartiti
 
 
 def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
+    if not text.strip().startswith("{"):
+        raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
     try:
         obj = json.loads(text)
     except ValueError:
@@ -178,7 +252,7 @@ def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
         raise OptionError(f"assign: expected JSON like {{\"topicA\":[0,1]}}, got {text!r}")
     tps = tuple(sorted(TopicPartition(t, int(p)) for t, ps in obj.items() for p in ps))
     if not tps:
-        raise OptionError("assign: no topic partitions given")
+        raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
     return tps
 
 
@@ -187,9 +261,9 @@ def _offset_spec(opts: dict[str, str], prefix: str, streaming: bool) -> OffsetSp
     ts = opts.get(f"{prefix}timestamp")
     if ts is not None:
         try:
-            return OffsetSpec("timestamp", int(ts))
+            return OffsetSpec("timestamp", int(ts.strip()))
         except ValueError:
-            raise OptionError(f"option '{prefix}Timestamp' must be a timestamp in ms, got {ts!r}") from None
+            raise OptionError(f"Expected a single long value, got {ts.strip()} (option '{prefix}Timestamp')") from None
     by_ts = opts.get(f"{prefix}offsetsbytimestamp")
     if by_ts is not None:
         return OffsetSpec("timestamps", parse_partition_json(by_ts, f"{prefix}OffsetsByTimestamp"))
@@ -202,46 +276,97 @@ def _offset_spec(opts: dict[str, str], prefix: str, streaming: bool) -> OffsetSp
     return OffsetSpec("offsets", parse_partition_json(s, f"{prefix}Offsets"))
 
 
-def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    opts = _lower(options)
-    client = kafka_settings(opts, "source")
-    chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
-    if len(chosen) != 1:
+def check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Spark's checks of a batch query's start and end given as offsets (or as timestamps)
+    per partition: the same partitions, and no start after its end, whatever failOnDataLoss."""
+    if starting.kind != ending.kind or starting.kind not in ("offsets", "timestamps"):
+        return
+    start, end = starting.value, ending.value
+    if set(start) != set(end):
         raise OptionError(
-            "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be "
-            f"specified, got {len(chosen)}"
+            "[MISMATCHED_TOPIC_PARTITIONS_BETWEEN_START_OFFSET_AND_END_OFFSET] The specified start "
+            "offset and end offset should have the same topic-partitions. Topic-partitions for "
+            f"start offset: {_tps(start)}, topic-partitions for end offset: {_tps(end)}."
         )
-    subscribe = pattern = assign = None
+    for tp in sorted(start):
+        s, e = start[tp], end[tp]
+        if s > e and s >= 0 and e >= 0:
+            what = "offset" if starting.kind == "offsets" else "timestamp"
+            cond = "OFFSET" if starting.kind == "offsets" else "TIMESTAMP"
+            raise OptionError(
+                f"[UNRESOLVED_START_{cond}_GREATER_THAN_END_{cond}] The specified start {what} {s} is "
+                f"greater than the end {what} {e} for topic {tp.topic} partition {tp.partition}."
+            )
+
+
+def _tps(offsets: Mapping[TopicPartition, int]) -> str:
+    return "{" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(offsets)) + "}"
+
+
+def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | None, tuple[TopicPartition, ...] | None]:
+    chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if not chosen:
+        raise OptionError(
+            f"One of the following options must be specified for Kafka source: {STRATEGY_KEYS}. "
+            "See the docs for more details. (exactly one of them is needed)"
+        )
+    if len(chosen) > 1:
+        raise OptionError(
+            f"Only one of the following options can be specified for Kafka source: {STRATEGY_KEYS}. "
+            "See the docs for more details. (exactly one of them is needed)"
+        )
+    value = opts[chosen[0]]
     if chosen[0] == "subscribe":
-        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
-        if not subscribe:
-            raise OptionError("subscribe: no topics given")
-    elif chosen[0] == "subscribepattern":
-        pattern = opts["subscribepattern"].strip()
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise OptionError(f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'")
+        return topics, None, None
+    if chosen[0] == "subscribepattern":
+        pattern = value.strip()
+        if not pattern:
+            raise OptionError(
+                f"Pattern to subscribe is empty as specified value for option 'subscribePattern' is '{value}'"
+            )
         try:
             re.compile(pattern)
         except re.error as e:
             raise OptionError(f"subscribePattern: invalid pattern {pattern!r}: {e}") from None
-    else:
-        assign = _parse_assign(opts["assign"])
+        return None, pattern, None
+    return None, None, _parse_assign(value)
+
+
+def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    opts = _lower(options)
+    notes: list[str] = []
+    if streaming:
+        if "endingoffsets" in opts:
+            raise OptionError("Ending offset not valid in streaming queries (option 'endingOffsets')")
+        for k in ("endingoffsetsbytimestamp", "endingtimestamp"):
+            if k in opts:
+                raise OptionError(f"Ending timestamp not valid in streaming queries (option '{k}')")
+    subscribe, pattern, assign = _subscription(opts)
+    client = kafka_settings(opts, "source", notes)
 
     starting = _offset_spec(opts, "starting", streaming)
     ending = _offset_spec(opts, "ending", streaming)
-    if streaming:
-        for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
-            if k in opts:
-                raise OptionError(f"option '{k}' is not supported by streaming queries")
-    else:
+    if not streaming:
         if starting.kind == "latest":
-            raise OptionError("startingOffsets 'latest' is not valid for batch queries")
-        if starting.kind == "offsets" and any(v == LATEST for v in starting.value.values()):
-            raise OptionError("startingOffsets: -1 (latest) is not valid for batch queries")
+            raise OptionError("starting offset can't be latest for batch queries on Kafka (startingOffsets 'latest' is not valid for batch queries)")
+        if starting.kind == "offsets":
+            for tp, v in sorted(starting.value.items()):
+                if v == LATEST:
+                    raise OptionError(f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka (-1)")
         if ending.kind == "earliest":
-            raise OptionError("endingOffsets 'earliest' is not valid for batch queries")
-        if ending.kind == "offsets" and any(v == EARLIEST for v in ending.value.values()):
-            raise OptionError("endingOffsets: -2 (earliest) is not valid for batch queries")
-        if "maxoffsetspertrigger" in opts:
-            raise OptionError("option 'maxOffsetsPerTrigger' is only for streaming queries")
+            raise OptionError("ending offset can't be earliest for batch queries on Kafka (endingOffsets 'earliest' is not valid for batch queries)")
+        if ending.kind == "offsets":
+            for tp, v in sorted(ending.value.items()):
+                if v == EARLIEST:
+                    raise OptionError(f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka (-2)")
+        check_offset_limits(starting, ending)
+        for k, name in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"), ("minoffsetspertrigger", "minOffsetsPerTrigger"),
+                        ("maxtriggerdelay", "maxTriggerDelay")):
+            if k in opts:
+                notes.append(f"{name} option ignored in batch queries")
 
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
@@ -251,8 +376,29 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     if level not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}")
 
+    max_per = _positive(opts, "maxoffsetspertrigger")
+    min_per = _positive(opts, "minoffsetspertrigger")
+    if min_per is not None and max_per is not None and min_per > max_per:
+        raise OptionError(
+            f"The value of minOffsetPerTrigger({min_per}) is higher than the maxOffsetsPerTrigger({max_per})."
+        )
+    delay = time_ms(opts["maxtriggerdelay"], "maxTriggerDelay") if "maxtriggerdelay" in opts else DEFAULT_MAX_TRIGGER_DELAY_MS
+    if streaming and "maxtriggerdelay" in opts and min_per is None:
+        notes.append("maxTriggerDelay has no effect without minOffsetsPerTrigger")
+
     chunk = _positive(opts, "gregor.chunkrecords")
     timeout = _positive(opts, "gregor.timeoutms")
+    poll = _positive(opts, "kafkaconsumer.polltimeoutms")
+    retries = _positive(opts, "fetchoffset.numretries")
+    interval = _positive(opts, "fetchoffset.retryintervalms", zero=True)
+    if "groupidprefix" in opts:
+        notes.append("option 'groupIdPrefix' has no effect: the source reads with no consumer group")
+    unknown = sorted(k for k in opts if not k.startswith("kafka.") and k not in SOURCE_KEYS)
+    if unknown:
+        notes.append(f"options {unknown} are not options of the Kafka source and are ignored")
+    for n in notes:
+        log.warning("%s", n)
+    wait = timeout or poll
     return SourceOptions(
         client=client,
         subscribe=subscribe,
@@ -261,22 +407,49 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         starting=starting,
         ending=ending,
         by_timestamp_strategy=strategy,
-        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger"),
+        max_offsets_per_trigger=max_per,
+        min_offsets_per_trigger=min_per,
+        max_trigger_delay_ms=delay,
         min_partitions=_positive(opts, "minpartitions"),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
         isolation_level=1 if level == "read_committed" else 0,
         chunk_records=chunk or 65536,
-        timeout=(timeout / 1000) if timeout else 120.0,
+        timeout=(wait / 1000) if wait else 120.0,
+        fetch_offset_retries=retries or 3,
+        fetch_offset_retry_interval_s=(interval / 1000) if interval is not None else 1.0,
+        notes=tuple(notes),
     )
 
 
-def parse_sink(options: Mapping[str, str]) -> SinkOptions:
+def parse_sink(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     opts = _lower(options)
-    client = kafka_settings(opts, "producer")
+    notes: list[str] = []
+    client = kafka_settings(opts, "producer", notes)
     topic = opts.get("topic")
-    return SinkOptions(client=client, topic=topic.strip() if topic else None)
+    exactly_once = _bool(opts, "gregor.exactlyonce", True)
+    prefix = opts.get("gregor.transactionalidprefix", "gregor-spark").strip()
+    commit_topic = opts.get("gregor.sinkcommittopic", "gregor-spark-sink-commits").strip()
+    if "transactional.id" in client:
+        raise OptionError(
+            "Kafka option 'transactional.id' is not supported: the exactly-once stream writer names "
+            "its transactions itself (set gregor.transactionalIdPrefix instead)"
+        )
+    unknown = sorted(k for k in opts if not k.startswith("kafka.") and k not in SINK_KEYS)
+    if unknown:
+        notes.append(f"options {unknown} are not options of the Kafka sink and are ignored")
+    if not streaming and "gregor.exactlyonce" in opts:
+        notes.append("gregor.exactlyOnce applies to streaming writes only; batch writes are at-least-once")
+    for n in notes:
+        log.warning("%s", n)
+    return SinkOptions(
+        client=client,
+        topic=topic.strip() if topic else None,
+        exactly_once=exactly_once and streaming,
+        transactional_id_prefix=prefix,
+        commit_topic=commit_topic,
+    )
 
 
 __all__ = [
@@ -286,10 +459,12 @@ __all__ = [
     "OptionError",
     "SinkOptions",
     "SourceOptions",
+    "check_offset_limits",
     "kafka_settings",
     "offsets_from_json",
     "offsets_json",
     "parse_partition_json",
     "parse_sink",
     "parse_source",
+    "time_ms",
 ]

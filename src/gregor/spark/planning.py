@@ -12,15 +12,18 @@ among partitions in proportion to their backlog, exactly, by largest remainder.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from gregor.client import AdminClient, TopicPartition
+from gregor.client import AdminClient, KafkaError, TopicPartition
 from gregor.client.bulk import DataLossError, end_offsets, shared_client
 from gregor.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 log = logging.getLogger("gregor.spark")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, order=True)
@@ -75,18 +78,46 @@ def _largest_remainder(weights: list[int], amount: int, total: int) -> list[int]
 def rate_limit(
     start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], limit: int
 ) -> dict[TopicPartition, int]:
-    """End offsets that admit at most ``limit`` offsets in total, shared by backlog."""
-    lags = {tp: max(latest[tp] - start.get(tp, latest[tp]), 0) for tp in latest}
-    total = sum(lags.values())
-    if total <= limit:
+    """End offsets that admit about ``limit`` offsets, shared in proportion to backlog.
+
+    Spark's arithmetic exactly (``KafkaMicroBatchStream.rateLimit``): a partition with backlog
+    ``size`` of ``total`` gets ``limit * (size / total)`` offsets, rounded down, except that a
+    share below one is rounded up so that no partition with a backlog is starved (so the sum
+    may pass ``limit`` by up to one per partition). Backlogs 101/11/1 with limit 10 give
+    8/1/1. A partition missing from ``start`` is new and starts where ``latest`` is unless
+    ``start`` names it (callers pass new partitions' earliest offsets in ``start``).
+    """
+    sizes = {}
+    for tp, end in latest.items():
+        begin = start.get(tp)
+        if begin is not None and end - begin > 0:
+            sizes[tp] = end - begin
+    total = float(sum(sizes.values()))
+    if total < 1:
         return dict(latest)
-    tps = sorted(lags)
-    shares = _largest_remainder([lags[tp] for tp in tps], limit, total)
-    out = dict(latest)
-    for tp, n in zip(tps, shares, strict=True):
-        if tp in start:
-            out[tp] = start[tp] + n
+    out = {}
+    for tp, end in latest.items():
+        size = sizes.get(tp)
+        if size is None:
+            out[tp] = end
+            continue
+        prorate = limit * (size / total)
+        n = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        out[tp] = min(end, start[tp] + n)
     return out
+
+
+def offsets_behind_latest(consumed: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> dict[str, str]:
+    """Spark's source metrics (``KafkaMicroBatchStream.metrics``): how far each partition's
+    consumed offset is behind the latest available one, as min, max and average."""
+    behind = [latest[tp] - consumed[tp] for tp in latest if tp in consumed]
+    if not behind:
+        return {}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": repr(float(sum(behind)) / len(behind)),
+    }
 
 
 class OffsetPlanner:
@@ -113,10 +144,30 @@ class OffsetPlanner:
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options, "_admin": None}
 
+    def _retry(self, fn: Callable[[], T], what: str) -> T:
+        """``fn`` with up to ``fetchOffset.numRetries`` attempts ``fetchOffset.retryIntervalMs``
+        apart (a fresh admin client each time), as Spark's offset reader retries."""
+        attempts = max(self.options.fetch_offset_retries, 1)
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except (OptionError, DataLossError):
+                raise
+            except (KafkaError, OSError, TimeoutError) as e:
+                if attempt == attempts:
+                    raise
+                log.warning("attempt %d of %d to get %s failed: %s", attempt, attempts, what, e)
+                self.close()
+                time.sleep(self.options.fetch_offset_retry_interval_s)
+        raise AssertionError("unreachable")
+
     # --- partitions ---
 
     def partitions(self) -> list[TopicPartition]:
         """The partitions the subscription covers now (sorted)."""
+        return self._retry(self._partitions, "the subscription's partitions")
+
+    def _partitions(self) -> list[TopicPartition]:
         o = self.options
         if o.assign is not None:
             described = self.admin.describe_topics(sorted({tp.topic for tp in o.assign}))
@@ -139,7 +190,9 @@ class OffsetPlanner:
     def list_offsets(self, specs: Mapping[TopicPartition, int | str]) -> dict[TopicPartition, int | None]:
         if not specs:
             return {}
-        r = self.admin.list_offsets(dict(specs), isolation_level=self.options.isolation_level)
+        r = self._retry(
+            lambda: self.admin.list_offsets(dict(specs), isolation_level=self.options.isolation_level), "offsets"
+        )
         return {tp: r[tp][0] for tp in specs}
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -150,8 +203,60 @@ class OffsetPlanner:
         tps = list(tps)
         if not tps:
             return {}
-        client = shared_client(self.options.client)
-        return end_offsets(client, tps, self.options.isolation_level, self.options.timeout)
+        return self._retry(
+            lambda: end_offsets(shared_client(self.options.client), tps, self.options.isolation_level, self.options.timeout),
+            "latest offsets",
+        )
+
+    def unresolved(self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False) -> dict[TopicPartition, int]:
+        """Offsets for a batch query with earliest (-2) and latest (-1) left for the executors
+        to resolve when the query runs (Spark's late binding: a DataFrame run again after more
+        records arrived reads them); timestamps are looked up now."""
+        if spec.kind == "earliest":
+            return dict.fromkeys(tps, EARLIEST)
+        if spec.kind == "latest":
+            return dict.fromkeys(tps, LATEST)
+        if spec.kind == "offsets":
+            given: Mapping[TopicPartition, int] = spec.value
+            self._check_covers(given, tps, "endingOffsets" if ending else "startingOffsets")
+            return {tp: given[tp] for tp in tps}
+        found = self._by_timestamp(spec, tps, ending)
+        return {tp: LATEST if v is None else v for tp, v in found.items()}
+
+    def plan_batch(self) -> list[OffsetRange]:
+        """A batch query's ranges, one per partition (or cut by minPartitions /
+        maxRecordsPerPartition, with the first piece keeping a late-bound start and the last a
+        late-bound end, as Spark does)."""
+        o = self.options
+        tps = self.partitions()
+        starts = self.unresolved(o.starting, tps)
+        ends = self.unresolved(o.ending, tps, ending=True)
+        ranges = [OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]) for tp in tps]
+        for r in ranges:
+            if r.start >= 0 and r.end >= 0:
+                check_resolved(r.topic, r.partition, r.start, r.end)
+        if not (o.min_partitions or o.max_records_per_partition):
+            return ranges
+        low = self.earliest([tp for tp in tps if starts[tp] == EARLIEST])
+        high = self.latest([tp for tp in tps if ends[tp] == LATEST])
+        now = [
+            OffsetRange(r.topic, r.partition, low.get(TopicPartition(r.topic, r.partition), r.start),
+                        high.get(TopicPartition(r.topic, r.partition), r.end))
+            for r in ranges
+        ]
+        pieces: dict[tuple[str, int], list[OffsetRange]] = {}
+        for piece in split_ranges(now, o.min_partitions, o.max_records_per_partition):
+            pieces.setdefault((piece.topic, piece.partition), []).append(piece)
+        out = []
+        for r in ranges:
+            ps = sorted(pieces.get((r.topic, r.partition), []))
+            if len(ps) <= 1:
+                out.append(r)
+                continue
+            ps[0] = OffsetRange(r.topic, r.partition, r.start, ps[0].end)
+            ps[-1] = OffsetRange(r.topic, r.partition, ps[-1].start, r.end)
+            out.extend(ps)
+        return out
 
     def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False) -> dict[TopicPartition, int]:
         """Concrete offsets for ``tps``; a starting timestamp with no later record follows
@@ -169,6 +274,14 @@ class OffsetPlanner:
             out.update(self.earliest(need_e))
             out.update(self.latest(need_l))
             return out
+        found = self._by_timestamp(spec, tps, ending)
+        out = {tp: v for tp, v in found.items() if v is not None}
+        out.update(self.latest([tp for tp, v in found.items() if v is None]))
+        return out
+
+    def _by_timestamp(self, spec: OffsetSpec, tps: list[TopicPartition], ending: bool) -> dict[TopicPartition, int | None]:
+        """The first offset at or after each timestamp (None: no such record, which means
+        latest; for a start, ``startingOffsetsByTimestampStrategy`` error refuses it)."""
         if spec.kind == "timestamp":
             stamps = dict.fromkeys(tps, spec.value)
         else:
@@ -180,12 +293,11 @@ class OffsetPlanner:
         missing = [tp for tp, v in found.items() if v is None]
         if missing and not ending and self.options.by_timestamp_strategy == "error":
             raise OptionError(
-                f"no record at or after the starting timestamp in {', '.join(f'{t}-{p}' for t, p in missing)}; "
-                "set startingOffsetsByTimestampStrategy to latest to start at the end instead"
+                f"No offset matched from request of topic-partition {', '.join(f'{t}-{p}' for t, p in missing)} "
+                "and timestamp: no record at or after the starting timestamp; set "
+                "startingOffsetsByTimestampStrategy to latest to start at the end instead"
             )
-        out = {tp: v for tp, v in found.items() if v is not None}
-        out.update(self.latest(missing))
-        return out
+        return found
 
     def _check_covers(self, given: Mapping[TopicPartition, int], tps: list[TopicPartition], name: str) -> None:
         if self.options.assign is None and set(given) != set(tps):
@@ -203,23 +315,27 @@ class OffsetPlanner:
 
     def lost(self, what: str) -> None:
         """Report data loss: raise when failOnDataLoss, else log and go on."""
-        if self.options.fail_on_data_loss:
-            raise DataLossError(
-                f"{what}. Some data may have been lost; set failOnDataLoss to false to go on anyway."
-            )
-        log.warning("%s; going on because failOnDataLoss is false", what)
+        report_data_loss(what, self.options.fail_on_data_loss)
 
-    def clamp_to_log_start(self, starts: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """Starting offsets below the log start offset (deleted records) are data loss."""
-        if not starts:
-            return starts
-        low = self.earliest(starts)
-        out = dict(starts)
-        for tp, s in starts.items():
-            if s < low[tp]:
-                self.lost(f"{tp.topic}-{tp.partition}: offsets {s} to {low[tp]} were deleted before they were read")
-                out[tp] = low[tp]
-        return out
+
+def report_data_loss(what: str, fail: bool) -> None:
+    """Spark's [KAFKA_DATA_LOSS]: an error when failOnDataLoss is true, else a warning."""
+    if fail:
+        raise DataLossError(
+            f"[KAFKA_DATA_LOSS] Some data may have been lost because they are not available in Kafka any "
+            f"more. Reason: {what}. If you don't want your streaming query to fail on such cases, set "
+            "the source option failOnDataLoss to false."
+        )
+    log.warning("%s. Some data may have been lost; going on because failOnDataLoss is false", what)
+
+
+def check_resolved(topic: str, partition: int, start: int, end: int) -> None:
+    """A batch range whose resolved start is after its end is an error, whatever failOnDataLoss."""
+    if start > end:
+        raise OptionError(
+            f"[RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET] The resolved start offset {start} is greater "
+            f"than the resolved end offset {end} for topic {topic} partition {partition}."
+        )
 
 
 _ADMIN_KEYS = frozenset(
@@ -241,4 +357,12 @@ _ADMIN_KEYS = frozenset(
 )
 
 
-__all__ = ["OffsetPlanner", "OffsetRange", "rate_limit", "split_ranges"]
+__all__ = [
+    "OffsetPlanner",
+    "OffsetRange",
+    "check_resolved",
+    "offsets_behind_latest",
+    "rate_limit",
+    "report_data_loss",
+    "split_ranges",
+]

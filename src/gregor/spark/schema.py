@@ -5,12 +5,14 @@ offset (long), timestamp (timestamp), timestampType (int) and, with ``includeHea
 headers (array of struct key string, value binary); every field is nullable. A Python data
 source that returns Arrow batches must match ``to_arrow_schema`` of that type exactly, so
 :func:`to_spark_arrow` rewraps the client's bulk-read batches (whose topic, partition and
-offset columns are declared non-null) without copying any buffer.
+offset columns are declared non-null) without copying any buffer. A record without headers
+reads back with ``headers`` null, as in Spark (the client's batches hold an empty list).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -69,5 +71,15 @@ def to_spark_arrow(batch: pa.RecordBatch, include_headers: bool) -> pa.RecordBat
     schema = _SCHEMAS[include_headers]
     columns = list(batch.columns)
     if include_headers:
-        columns[7] = columns[7].cast(_ARROW_HEADERS)
+        columns[7] = _null_when_empty(columns[7].cast(_ARROW_HEADERS))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _null_when_empty(headers: pa.ListArray) -> pa.ListArray:
+    empty = pc.equal(pc.list_value_length(headers), 0)
+    if not pc.any(empty).as_py():
+        return headers
+    mask = pc.or_kleene(empty, headers.is_null())
+    offsets = pc.subtract(headers.offsets, headers.offsets[0])  # a slice's offsets start at 0
+    values = headers.values.slice(headers.offsets[0].as_py())
+    return pa.ListArray.from_arrays(offsets, values, type=_ARROW_HEADERS, mask=mask)

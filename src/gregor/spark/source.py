@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from gregor.spark.options import OptionError, parse_sink, parse_source
 from gregor.spark.reader import KafkaBatchReader, KafkaStreamReader
 from gregor.spark.schema import kafka_schema
+from gregor.spark.txsink import TransactionalStreamWriter
 from gregor.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_sink_schema
 
 
@@ -36,14 +37,19 @@ class GregorDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
-            raise OptionError("a topic can only be appended to: use mode('append')")
+            raise OptionError(
+                'Kafka topics cannot be written in the "Overwrite" mode (the sink does not support '
+                "truncate): a topic can only be appended to, use mode('append')"
+            )
         sink = parse_sink(self.options)
         check_sink_schema(schema, sink)
         return KafkaBatchWriter(sink)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        sink = parse_sink(self.options)
+        sink = parse_sink(self.options, streaming=True)
         check_sink_schema(schema, sink)
+        if sink.exactly_once:
+            return TransactionalStreamWriter(sink)  # type: ignore[return-value]
         return KafkaStreamWriter(sink)  # type: ignore[return-value]
 
 

@@ -7,6 +7,8 @@ struct key string, value binary). The columns are checked on the driver when the
 made. A task sends every record of its Arrow batches through a producer shared by the tasks
 of its Python worker, then flushes and checks every delivery: the task reports success only
 when the broker has acknowledged all its records (at-least-once, as Spark's Kafka sink).
+Streaming writes are exactly-once by default instead (:mod:`gregor.spark.txsink`); the option
+``gregor.exactlyOnce=false`` brings back this at-least-once stream writer.
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
             )
 
 
+NULL_TOPIC = (
+    "[KAFKA_NULL_TOPIC_IN_DATA] The Kafka message data sent to the producer contains a null topic. "
+    "Use the `topic` option for setting a default topic."
+)
+
+
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
     records: int
@@ -99,10 +107,13 @@ def write_batches(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMe
 
 
 def _write(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMessage:
-    producer = shared_producer(options.client)
+    return KafkaCommitMessage(send_batches(shared_producer(options.client), options.topic, batches))
+
+
+def send_batches(producer: Producer, fixed_topic: str | None, batches: Iterator[Any]) -> int:
+    """Send every row of the Arrow batches, flush, raise the first delivery error; the count."""
     send = producer.send
     futures = []
-    fixed_topic = options.topic
     for batch in batches:
         names = batch.schema.names
         n = batch.num_rows
@@ -115,7 +126,7 @@ def _write(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMessage:
         for i in range(n):
             topic = fixed_topic if fixed_topic is not None else topics[i]
             if topic is None:
-                raise OptionError("null topic present in the data; set the topic option or fill the topic column")
+                raise OptionError(NULL_TOPIC)
             headers = None
             if hdrs is not None and hdrs[i]:
                 headers = [(h["key"], h["value"]) for h in hdrs[i]]
@@ -127,7 +138,7 @@ def _write(options: SinkOptions, batches: Iterator[Any]) -> KafkaCommitMessage:
         err = f.exception()
         if err is not None:
             raise err
-    return KafkaCommitMessage(len(futures))
+    return len(futures)
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):
@@ -152,4 +163,11 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         pass
 
 
-__all__ = ["KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter", "check_sink_schema", "write_batches"]
+__all__ = [
+    "KafkaBatchWriter",
+    "KafkaCommitMessage",
+    "KafkaStreamWriter",
+    "check_sink_schema",
+    "send_batches",
+    "write_batches",
+]

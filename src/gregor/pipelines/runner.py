@@ -1,0 +1,299 @@
+"""The main job: the reference pipeline at volume, with a live progress line and a checked result.
+
+    python -m gregor.pipelines [--events 1000000] [--bootstrap-servers HOST:PORT] [--master URL] ...
+
+Theory of operation. Four things run at once: a Gregor broker (a child process, unless
+``--bootstrap-servers`` names one), a generator process that produces the page views chunk by
+chunk with Gregor's producer (vectorized in Arrow: :func:`clickstream.generate_columns`), the
+Spark streaming query of :mod:`gregor.pipelines.clickstream` (started while the generator is
+producing, so Spark's start-up overlaps it) and, in this process, a loop that prints one line
+per micro-batch (events read, events/s, lag behind the input's end offsets, watermark, windows
+written) from the query's progress.
+
+Draining. The end-of-stream marker (an event far ahead in event time) is produced only after
+the query has read every generated event, so no event can fall behind a watermark the marker
+moved. The batch that reads the marker moves the watermark past every window; the no-data
+batch after it emits the last windows; then the query stops. The result is checked exactly:
+the windows in the Parquet output against the ground truth counted from the same
+deterministic generator (:func:`clickstream.expected_windows`). The summary gives events,
+seconds (from the first produced event to the last written window), events/s and windows.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gregor.pipelines import clickstream as cs
+
+_DEBUG = bool(__import__("os").environ.get("GREGOR_PIPELINE_DEBUG"))
+
+
+def generate_and_produce(bootstrap: str, topic: str, n: int, users: int, minutes: int, jitter_s: int, seed: int,
+                         produced: Any, started: Any, finished: Any) -> None:
+    """The generator process: every chunk of events to ``topic`` (key: user id)."""
+    from gregor.client import Producer
+
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 512 * 1024, "acks": "all"}
+    with Producer(config) as p:
+        for k in range(-(-n // cs.CHUNK)):
+            table = cs.generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k)
+            values = cs.json_values(table).to_pylist()
+            keys = table.column("user_id").cast("binary").to_pylist()
+            if started.value == 0:
+                started.value = time.time()
+            send = p.send
+            futures = [send(topic, v, key) for v, key in zip(values, keys, strict=True)]
+            p.flush()
+            for f in futures[-1:]:
+                f.result(60)
+            bad = next((f.exception() for f in futures if f.exception() is not None), None)
+            if bad is not None:
+                raise bad
+            with produced.get_lock():
+                produced.value += len(values)
+    finished.value = time.time()
+
+
+@dataclass
+class Summary:
+    events: int
+    seconds: float
+    windows: int
+    batches: int
+    mismatches: list[str]
+    total_seconds: float
+    busy_seconds: float = 0.0  # Spark's trigger time of the batches that read events
+    produce_seconds: float = 0.0  # the generator's first to last event
+
+    @property
+    def processing_rate(self) -> float:
+        return self.events / self.busy_seconds if self.busy_seconds else 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+def run(
+    config: cs.PipelineConfig,
+    *,
+    master: str = "local[*]",
+    say: Callable[[str], None] = print,
+    rows: int = 30,
+) -> Summary:
+    """Produce, process and check ``config.events`` page views; print progress and a summary."""
+    t0 = time.monotonic()
+    out = Path(config.output_dir)
+    broker = None
+    if not config.bootstrap_servers:
+        from gregor.testing import BrokerProcess
+
+        say("starting a Gregor broker")
+        broker = BrokerProcess(data_dir=out / "broker", config={"log.retention.ms": "-1"}).start()
+        config = replace(config, bootstrap_servers=broker.bootstrap_servers)
+        say(f"broker listening on {config.bootstrap_servers} (data in {out / 'broker'})")
+    spark = None
+    gen: Any = None
+    try:
+        cs.create_topics(config)
+        before = cs.input_end_offsets(config)
+        older = sum(sum(p.values()) for p in before.values())
+        if older:
+            config = replace(config, starting_offsets=json.dumps(before))
+            say(f"{config.input_topic} already holds {older} records; the job starts after them")
+        say(f"topics {config.input_topic} ({config.partitions} partitions) and {config.output_topic} ready")
+        ctx = mp.get_context("spawn")
+        produced, started, finished = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
+        gen = ctx.Process(
+            target=generate_and_produce,
+            args=(config.bootstrap_servers, config.input_topic, config.events, config.users, config.minutes,
+                  config.jitter_s, config.seed, produced, started, finished),
+            daemon=True,
+        )
+        gen.start()
+        say(f"generator producing {config.events:,} page views to {config.input_topic}")
+
+        from gregor.spark import local_session
+
+        say(f"starting Spark ({master})")
+        spark = local_session("gregor-clickstream", master=master, config={
+            "spark.sql.shuffle.partitions": "2", "spark.sql.streaming.metricsEnabled": "false",
+        })
+        spark.sparkContext.setLogLevel("ERROR")
+        end_time, batches, busy = _stream(spark, config, gen, produced, say)
+        expected = cs.expected_windows(cs.generate_columns(
+            config.events, users=config.users, minutes=config.minutes, jitter_s=config.jitter_s, seed=config.seed))
+        got = cs.parquet_results(spark, config)
+        if rows:
+            say("")
+            say(cs.format_table(got, rows))
+            say("")
+        problems = cs.check(expected, got)
+        seconds = end_time - started.value if started.value else 0.0
+        produce_s = finished.value - started.value if finished.value else 0.0
+        return Summary(config.events, seconds, len(got), batches, problems, time.monotonic() - t0, busy, produce_s)
+    finally:
+        if gen is not None and gen.is_alive():
+            gen.kill()
+        if spark is not None:
+            spark.stop()
+        if broker is not None:
+            say("stopping the broker")
+            broker.stop()
+
+
+def _stream(spark: Any, config: cs.PipelineConfig, gen: Any, produced: Any, say: Callable[[str], None]) -> tuple[float, int, float]:
+    """Run the query until the generated input and the marker are processed; (end time,
+    batches, seconds Spark spent in batches that read events)."""
+    query = (
+        cs.windows_stream(spark, config)
+        .writeStream.outputMode("append")
+        .foreachBatch(cs.write_batch(config))
+        .option("checkpointLocation", config.checkpoint_dir)
+        .queryName("pageview_windows")
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    target: dict | None = None  # the input's end offsets once the generator is done
+    marker_target: dict | None = None
+    marker_batch = -1
+    marker_seen_at = 0.0
+    seen = -1
+    windows = 0
+    read = 0
+    busy = 0.0
+    try:
+        while query.isActive:
+            query.awaitTermination(0.5)
+            for p in query.recentProgress:
+                if p["batchId"] <= seen:
+                    continue
+                seen = p["batchId"]
+                end = _source(p, "endOffset")
+                latest = _source(p, "latestOffset")
+                read += p.get("numInputRows", 0)
+                if p.get("numInputRows", 0):
+                    busy += (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+                windows = _windows_written(config)
+                lag = _lag(end, latest)
+                wm = (p.get("eventTime") or {}).get("watermark", "-")
+                rate = p.get("processedRowsPerSecond") or 0.0
+                say(f"batch {seen:>3}: {p.get('numInputRows', 0):>8,} events {rate:>10,.0f} events/s  "
+                    f"read {read:>9,}/{produced.value:,}  lag {lag:>8,}  watermark {wm}  "
+                    f"windows {windows}")
+                if _DEBUG:
+                    say(f"  durations {p.get('durationMs')}")
+                if marker_target is not None and marker_batch < 0 and end == marker_target:
+                    marker_batch, marker_seen_at = seen, time.monotonic()
+                elif target is not None and marker_target is None and end == target:
+                    marker_target = _produce_marker(config, target)
+            if target is None and not gen.is_alive():
+                if gen.exitcode != 0:
+                    raise RuntimeError(f"the generator failed (exit code {gen.exitcode})")
+                target = cs.input_end_offsets(config)
+                if marker_target is None and _last_end(query) == target:
+                    marker_target = _produce_marker(config, target)
+            if marker_batch >= 0 and not query.status["isTriggerActive"]:
+                # the batch after the marker's emits the last windows; Spark runs none when
+                # nothing is left to close
+                if seen > marker_batch or time.monotonic() - marker_seen_at > 10:
+                    break
+    finally:
+        if query.isActive:
+            query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    return time.time(), seen + 1, busy
+
+
+def _produce_marker(config: cs.PipelineConfig, target: dict) -> dict:
+    from gregor.client import Producer
+
+    marker = cs.end_marker(cs.START_MS + config.minutes * 60_000)
+    with Producer({"bootstrap.servers": config.bootstrap_servers}) as p:
+        meta = p.send(config.input_topic, json.dumps(marker, separators=(",", ":")).encode(), partition=0).result(60)
+    new = json.loads(json.dumps(target))
+    new[config.input_topic][str(meta.partition)] = meta.offset + 1
+    return new
+
+
+def _source(progress: dict, key: str) -> Any:
+    sources = progress.get("sources") or []
+    if not sources or not sources[0].get(key):
+        return None
+    v = sources[0][key]
+    return json.loads(v) if isinstance(v, str) else v
+
+
+def _last_end(query: Any) -> Any:
+    p = query.lastProgress
+    return _source(p, "endOffset") if p else None
+
+
+def _lag(end: Any, latest: Any) -> int:
+    if not end or not latest:
+        return 0
+    return sum(max(int(o) - int(end.get(t, {}).get(p, 0)), 0) for t, parts in latest.items() for p, o in parts.items())
+
+
+def _windows_written(config: cs.PipelineConfig) -> int:
+    import pyarrow.parquet as pq
+
+    path = Path(config.parquet_dir)
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in path.glob("batch_id=*/*.parquet")) if path.exists() else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m gregor.pipelines", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bootstrap-servers", "-b", default=None, help="an existing broker (default: start one)")
+    ap.add_argument("--master", default="local[*]", help="Spark master, e.g. spark://host:7077")
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--users", type=int, default=300)
+    ap.add_argument("--minutes", type=int, default=10, help="event-time span of the generated views")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
+    ap.add_argument("--input-topic", default="pageviews")
+    ap.add_argument("--output-topic", default="pageview-windows")
+    ap.add_argument("--output-dir", default="gregor-pipeline", help="Parquet output, checkpoint, broker data")
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    ap.add_argument("--keep", action="store_true", help="keep the previous output directory")
+    ap.add_argument("--rows", type=int, default=30, help="result rows to print (0: none)")
+    a = ap.parse_args(argv)
+    out = Path(a.output_dir)
+    if out.exists() and not a.keep:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def say(msg: str) -> None:  # one-line messages get the prefix; the result table does not
+        print(f"[pipeline] {msg}" if msg and "\n" not in msg else msg, flush=True)
+
+    config = cs.PipelineConfig(
+        a.bootstrap_servers or "", input_topic=a.input_topic, output_topic=a.output_topic,
+        output_dir=str(out.resolve()), events=a.events, users=a.users, minutes=a.minutes, seed=a.seed,
+        partitions=a.partitions, max_offsets_per_trigger=a.max_offsets_per_trigger,
+    )
+    s = run(config, master=a.master, say=say, rows=a.rows)
+    for m in s.mismatches[:20]:
+        print(f"  MISMATCH {m}", file=sys.stderr)
+    say(f"summary: {s.events:,} events in {s.seconds:.1f} s = {s.rate:,.0f} events/s; {s.windows} windows in "
+        f"{s.batches} batches; produced in {s.produce_seconds:.1f} s; Spark busy {s.busy_seconds:.1f} s "
+        f"({s.processing_rate:,.0f} events/s); {s.total_seconds:.1f} s with start-up")
+    if s.mismatches:
+        say(f"check: {len(s.mismatches)} windows differ from the generator's ground truth")
+        return 1
+    say(f"check: all {s.windows} windows match the generator's ground truth")
+    return 0
+
+
+__all__ = ["Summary", "generate_and_produce", "main", "run"]
