@@ -62,7 +62,7 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     broker: Any = None
     if bootstrap_servers is None:
-        from gregor.testing import BrokerProcess
+        from gregor.testing.process import BrokerProcess
 
         say("starting a Gregor broker")
         broker = BrokerProcess(data_dir=out / "broker").start()

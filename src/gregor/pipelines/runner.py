@@ -94,7 +94,7 @@ def run(
     out = Path(config.output_dir)
     broker = None
     if not config.bootstrap_servers:
-        from gregor.testing import BrokerProcess
+        from gregor.testing.process import BrokerProcess
 
         say("starting a Gregor broker")
         broker = BrokerProcess(data_dir=out / "broker", config={"log.retention.ms": "-1"}).start()

@@ -1,202 +1,25 @@
-"""Real Gregor brokers for tests: context managers and pytest fixtures.
-
-    from gregor.testing import BrokerProcess, InProcessBroker
-
-    with BrokerProcess() as broker:          # a child process: restart, SIGKILL, recovery
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-
-    with InProcessBroker() as broker:        # this process, a background thread: milliseconds
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-
-    async with InProcessBroker() as broker:  # this process, the running event loop
-        ...
-
-``BrokerProcess`` runs the broker as a child process (``python -m gregor serve``) listening on
-127.0.0.1 on a port the OS picks (``listeners=PLAINTEXT://127.0.0.1:0``), with its data in a
-temporary directory. The process reports the port it bound in its ``broker.started`` log line,
-which is how this module learns it: no guessing of free ports, no race. ``restart()`` keeps the
-data directory and the port, so tests can check that acknowledged data survives a restart.
-
-``InProcessBroker`` builds the same broker in the test's own process on the same defaults, with
-real sockets; it starts in milliseconds and is the default for tests that do not need to kill
-or restart a process.
-
-Installed as a pytest plugin (entry point ``gregor``): any project that depends on Gregor gets
-the ``gregor_broker`` and ``gregor_inprocess_broker`` fixtures (one broker per test) without
-Docker.
-"""
+"""``InProcessBroker``: the real broker in this process (a background thread or the caller's
+event loop), real sockets on a free port."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import re
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from gregor.testing.process import BrokerStartError, _level_number
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
 
 T = TypeVar("T")
 
-_STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
-
-
-class BrokerStartError(RuntimeError):
-    pass
-
-
-def _level_number(name: str) -> int:
-    n = logging.getLevelName(name.upper())
-    if not isinstance(n, int):
-        raise ValueError(f"unknown log level {name!r}")
-    return n
-
-
-class BrokerProcess:
-    def __init__(
-        self,
-        config: Mapping[str, object] | None = None,
-        data_dir: str | Path | None = None,
-        port: int = 0,
-        start_timeout: float | None = None,
-        log_level: str = "INFO",
-    ) -> None:
-        self.config = {str(k): str(v) for k, v in (config or {}).items()}
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if data_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="gregor-test-")
-            data_dir = self._tmp.name
-        self.data_dir = Path(data_dir)
-        self.port = port
-        self.start_timeout = start_timeout
-        if _level_number(log_level) > _level_number("INFO"):
-            # The port is learned from the INFO line ``broker.started``; a quieter level would
-            # hide it and start() would wait for a line that never comes.
-            raise ValueError(f"log_level {log_level!r} hides the broker.started line; use INFO or DEBUG")
-        self.log_level = log_level
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.data_dir / "broker.log"
-        self._log_offset = 0
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
-
-    def start(self) -> BrokerProcess:
-        if self.proc is not None and self.proc.poll() is None:
-            raise BrokerStartError("broker already running")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.data_dir / "logs"),
-            "group.initial.rebalance.delay.ms": "0",
-        }
-        props.update(self.config)
-        args = [sys.executable, "-m", "gregor", "serve", "--log-level", self.log_level]
-        for k, v in props.items():
-            args += ["--override", f"{k}={v}"]
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        log = open(self.log_path, "ab")
-        self._log_offset = log.tell()
-        try:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        finally:
-            log.close()
-        self._wait_started()
-        return self
-
-    def _wait_started(self) -> None:
-        """Wait for the ``broker.started`` line for as long as the process lives (recovery after
-        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given."""
-        assert self.proc is not None
-        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
-        while deadline is None or time.monotonic() < deadline:
-            text = self.read_log()
-            m = _STARTED.search(text)
-            if m:
-                first = m.group(1).split(",")[0]
-                self.port = int(first.rsplit(":", 1)[1])
-                return
-            if self.proc.poll() is not None:
-                raise BrokerStartError(f"broker exited with {self.proc.returncode}:\n{text[-4000:]}")
-            time.sleep(0.05)
-        self.kill()
-        raise BrokerStartError(f"broker did not start in {self.start_timeout}s:\n{self.read_log()[-4000:]}")
-
-    def read_log(self, since_start: bool = True) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                if since_start:
-                    f.seek(self._log_offset)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """Graceful stop with SIGTERM; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: no clean shutdown, the next start runs recovery."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def restart(self, hard: bool = False) -> BrokerProcess:
-        if hard:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def close(self) -> None:
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> BrokerProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-# --- in-process broker --------------------------------------------------------------------
 
 
 class _BrokerLog(logging.Handler):
@@ -487,37 +310,3 @@ class InProcessBroker:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-try:
-    import pytest
-except ImportError:  # pragma: no cover - pytest is optional for users of the context manager
-    pytest = None  # type: ignore[assignment]
-
-if pytest is not None:
-
-    @pytest.fixture
-    def gregor_broker() -> Iterator[BrokerProcess]:
-        """A real Gregor broker on a free port in a temporary directory, one per test."""
-        with BrokerProcess() as broker:
-            yield broker
-
-    @pytest.fixture(scope="module")
-    def gregor_broker_module() -> Iterator[BrokerProcess]:
-        """One broker shared by the tests of a module."""
-        with BrokerProcess() as broker:
-            yield broker
-
-    @pytest.fixture
-    def gregor_inprocess_broker() -> Iterator[InProcessBroker]:
-        """A real Gregor broker in this process (its event loop on a background thread) on a
-        free port in a temporary directory, one per test: milliseconds to start."""
-        with InProcessBroker() as broker:
-            yield broker
-
-    @pytest.fixture(scope="module")
-    def gregor_inprocess_broker_module() -> Iterator[InProcessBroker]:
-        """One in-process broker shared by the tests of a module."""
-        with InProcessBroker() as broker:
-            yield broker
-
