@@ -167,7 +167,10 @@ def produce_events(bootstrap_servers: str, topic: str, events: Iterable[dict]) -
     with Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 10, "compression.type": "lz4"}) as p:
         futures = []
         for e in events:
-            futures.append(p.send(topic, json.dumps(e, separators=(",", ":")).encode(), e["user_id"].encode() or None))
+            key = e["user_id"].encode() or None
+            # a keyless record (the end marker) goes to partition 0, not to a sticky random one,
+            # so that the same input always lands in the same partitions
+            futures.append(p.send(topic, json.dumps(e, separators=(",", ":")).encode(), key, None if key else 0))
             n += 1
         p.flush()
         for f in futures:
