@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 
 from gregor.broker.config import BrokerConfig
 from gregor.broker.dispatch import Dispatcher
@@ -34,10 +34,11 @@ from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.server import Connection, close_idle, start_listener
 from gregor.broker.topic_admin import TopicAdmin
 from gregor.broker.txn_service import TxnService
-from gregor.cluster.image import BrokerEndpoint, BrokerRegistration, MetadataImage
+from gregor.cluster.image import BrokerEndpoint, BrokerRegistration, MetadataImage, ScramCredential
 from gregor.cluster.store import MetadataStore, open_metadata_store
 from gregor.coordinator import CoordinatorConfig
 from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
+from gregor.protocol.errors import KafkaError
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.manager import LogManager, delete_files
 
@@ -112,7 +113,10 @@ class Broker:
         # The broker must be registered before its partitions are published (the image
         # names it as their leader) and before it listens; the ports come from binding.
         for listener in config.listeners:
-            server, port = await start_listener(self, listener, config.security_protocol(listener.name))
+            server, port = await start_listener(
+                self, listener, config.security_protocol(listener.name),
+                config.listener_security[listener.name],
+            )
             self.servers.append(server)
             self.bound_listeners.append((listener.name, listener.host, port))
         await self.store.register_broker(self._registration())
@@ -183,7 +187,17 @@ class Broker:
     def handle_frame(self, conn: Connection, frame: memoryview | bytes) -> Awaitable[bool]:
         return self.dispatcher.handle_frame(conn, frame)
 
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.store.image.scram_credential(user, mechanism)
+
     # --- BrokerState ---
+
+    async def alter_scram_credentials(
+        self,
+        deletions: Sequence[tuple[str, str]],
+        upsertions: Sequence[tuple[str, ScramCredential]],
+    ) -> dict[str, KafkaError | None]:
+        return await self.store.alter_scram_credentials(deletions, upsertions)
 
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         out = []

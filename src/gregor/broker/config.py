@@ -13,12 +13,15 @@ and keeps its data in ``./gregor-data``. Where Kafka's own default would not wor
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gregor.broker.listener_security import ListenerSecurity, listener_security
+from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
 from gregor.storage.errors import InvalidConfigError
 
@@ -137,7 +140,7 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
 
 #: Security protocols this broker can serve. Anything else stops it at start (fail closed):
 #: a listener that asks for TLS or SASL must never be served as plain text.
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 KNOWN_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 METADATA_STORES = frozenset({"file", "memory"})
 
@@ -250,16 +253,35 @@ class BrokerConfig:
         for a in self.advertised_listeners:
             if a.name not in names:
                 raise ConfigError(f"advertised listener {a} names no listener in listeners")
+        self.listener_security: dict[str, ListenerSecurity] = {}
         for listener in self.listeners:
-            self.security_protocol(listener.name)
+            protocol = self.security_protocol(listener.name)
+            try:
+                self.listener_security[listener.name] = listener_security(
+                    listener.name,
+                    protocol,
+                    functools.partial(self.listener_value, listener.name),
+                    functools.partial(self._listener_only, listener.name),
+                )
+            except (TlsConfigError, ValueError) as e:
+                raise ConfigError(
+                    f"listener {listener.name} ({protocol}) cannot be served (and is never served "
+                    f"as plain text): {e}"
+                ) from None
         inter = self.values["inter.broker.listener.name"]
         if inter is not None and inter not in names:
             raise ConfigError(f"inter.broker.listener.name={inter} names no listener in listeners")
         protocol = str(self.values["security.inter.broker.protocol"]).upper()
+        if inter is None and "security.inter.broker.protocol" in self.raw and protocol not in names:
+            # Kafka takes the listener named after the protocol for inter-broker traffic.
+            raise ConfigError(
+                f"security.inter.broker.protocol={protocol} names no listener in listeners "
+                "(or set inter.broker.listener.name)"
+            )
         if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
-                f"security.inter.broker.protocol={protocol} is not supported: this version of "
-                "Gregor has no TLS or SASL yet"
+                f"security.inter.broker.protocol={protocol} is not one of "
+                f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))}"
             )
         if self.values["authorizer.class.name"]:
             raise ConfigError(
@@ -288,9 +310,18 @@ class BrokerConfig:
         if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"listener {listener_name} uses security protocol {protocol}, which this version "
-                "of Gregor cannot serve (no TLS or SASL yet); it would not be served as plain text"
+                "of Gregor cannot serve; it would not be served as plain text"
             )
         return protocol
+
+    def _listener_only(self, listener_name: str, key: str) -> str | None:
+        return self.raw.get(f"listener.name.{listener_name.lower()}.{key}")
+
+    def listener_value(self, listener_name: str, key: str) -> str | None:
+        """A setting as one listener sees it: ``listener.name.<lower-case name>.<key>`` if
+        set, else ``<key>`` (Kafka's per-listener overrides)."""
+        value = self.raw.get(f"listener.name.{listener_name.lower()}.{key}")
+        return value if value is not None else self.raw.get(key)
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:

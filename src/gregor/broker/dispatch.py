@@ -7,7 +7,9 @@ the body is decoded with the generated codec and the handler is called with a ty
 version we do not serve closes that connection only (as Kafka does), except ApiVersions at an
 unknown version, which is answered with UNSUPPORTED_VERSION in the v0 layout so the client
 can retry lower. A handler that raises is logged and closes that connection. This is the one
-choke point where authentication and authorization will sit.
+choke point for authentication: a connection on a SASL listener that has not logged in yet
+has its frames handled by its ``SaslSession`` (only ApiVersions is passed on to a handler);
+authorization will sit here too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
+from gregor.broker.authenticator import SaslSession
 from gregor.broker.events import log_event
 from gregor.broker.handlers.api_versions import unsupported_version_response
 from gregor.broker.handlers.registry import HandlerEntry
@@ -34,6 +37,9 @@ class ResponseSink(Protocol):
     @property
     def info(self) -> ConnectionInfo: ...
 
+    @property
+    def sasl(self) -> SaslSession | None: ...
+
     def send(self, data: bytes | bytearray | memoryview) -> None: ...
 
 
@@ -45,6 +51,13 @@ class Dispatcher:
     async def handle_frame(self, conn: ResponseSink, frame: memoryview | bytes) -> bool:
         """Handle one request; False means close the connection."""
         peer = conn.info.peer
+        sasl = conn.sasl
+        if sasl is not None and not sasl.authenticated:
+            outcome = sasl.receive(frame, conn.info)
+            if outcome.reply is not None:
+                conn.send(outcome.reply)
+            if not outcome.dispatch:
+                return outcome.keep_open
         try:
             header, body_offset = decode_request_header(frame)
         except ProtocolError as e:

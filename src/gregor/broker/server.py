@@ -5,7 +5,11 @@ one task at a time handles the whole frames strictly one after another (``Connec
 responses leave in request order and a connection's requests never race each other (an
 idempotent producer pipelines up to five produce requests and relies on that). A frame larger
 than ``socket.request.max.bytes`` closes that connection only; everything about a frame's
-content is the ``Dispatcher``'s business. A client that hangs up while its request waits (a
+content is the ``Dispatcher``'s business. On an SSL or SASL_SSL listener asyncio runs TLS
+below the connection (the handshake is done before ``connection_made``; a failed one never
+reaches it); on an SSL listener the principal comes from the client certificate, and on a SASL
+listener the connection carries a ``SaslSession`` the dispatcher consults until the login
+succeeds. A client that hangs up while its request waits (a
 long-poll fetch) is released at once. A connection with no
 request in hand and nothing received or sent for ``connections.max.idle.ms`` is closed by
 ``close_idle``, which the broker calls periodically.
@@ -22,11 +26,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from gregor.broker.authenticator import SaslSession, ScramLookup
 from gregor.broker.config import Listener
 from gregor.broker.events import log_event
+from gregor.broker.listener_security import ListenerSecurity
 from gregor.broker.state import ConnectionInfo
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import FrameDecoder
+from gregor.security.principal import PrincipalMappingError, dn_from_peercert
+from gregor.security.scram import ScramCredential
 
 log = logging.getLogger("gregor.broker")
 
@@ -50,6 +58,8 @@ class ServerHost(Protocol):
 
     def handle_frame(self, conn: Connection, frame: memoryview | bytes) -> Awaitable[bool]: ...
 
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+
 
 class Connection(asyncio.Protocol):
     """One client connection, and the per-connection state handlers may use (fetch sessions,
@@ -68,10 +78,22 @@ class Connection(asyncio.Protocol):
     the transport's write buffer is full the task waits for it to drain before handling more.
     """
 
-    def __init__(self, host: ServerHost, listener: str, security_protocol: str) -> None:
+    def __init__(
+        self,
+        host: ServerHost,
+        listener: str,
+        security_protocol: str,
+        security: ListenerSecurity | None = None,
+        scram_lookup: ScramLookup | None = None,
+    ) -> None:
         self.host = host
         loop = asyncio.get_running_loop()
         self.info = ConnectionInfo("?", listener, security_protocol, loop.create_future())
+        self.security = security
+        #: The SASL login in progress on a SASL listener; None elsewhere.
+        self.sasl: SaslSession | None = None
+        if security is not None and security.sasl:
+            self.sasl = SaslSession(security, scram_lookup or (lambda user, mechanism: None))
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.busy = False
@@ -96,6 +118,19 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host.connections.add(self)
+        mapper = self.security.principal_mapper if self.security is not None else None
+        if mapper is not None:
+            # An SSL listener: the TLS handshake is done; the principal comes from the
+            # client's (verified) certificate, ANONYMOUS without one.
+            ssl_object = transport.get_extra_info("ssl_object")
+            cert = ssl_object.getpeercert() if ssl_object is not None else None
+            if cert and cert.get("subject"):
+                dn = dn_from_peercert(cert["subject"])
+                try:
+                    self.info.principal = "User:" + mapper.principal_name(dn)
+                except PrincipalMappingError as e:
+                    log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
+                    self.close()
 
     @property
     def peer(self) -> str:
@@ -256,13 +291,20 @@ def close_idle(connections: set[Connection], max_idle_ms: int) -> int:
 
 
 async def start_listener(
-    host: ServerHost, listener: Listener, security_protocol: str
+    host: ServerHost,
+    listener: Listener,
+    security_protocol: str,
+    security: ListenerSecurity | None = None,
 ) -> tuple[asyncio.base_events.Server, int]:
-    """Bind ``listener`` (port 0: any free port); the caller calls ``start_serving()``."""
+    """Bind ``listener`` (port 0: any free port); the caller calls ``start_serving()``. With
+    ``security`` the listener speaks TLS (its ``ssl_context``) and/or requires SASL."""
     loop = asyncio.get_running_loop()
-    factory: Callable[[], Connection] = lambda: Connection(host, listener.name, security_protocol)  # noqa: E731
+    factory: Callable[[], Connection] = lambda: Connection(  # noqa: E731
+        host, listener.name, security_protocol, security, host.scram_credential
+    )
+    ssl_context = security.ssl_context if security is not None else None
     server = await loop.create_server(
-        factory, listener.host, listener.port, backlog=1024, start_serving=False
+        factory, listener.host, listener.port, backlog=1024, start_serving=False, ssl=ssl_context
     )
     port = server.sockets[0].getsockname()[1]
     return server, port

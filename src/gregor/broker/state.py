@@ -10,11 +10,13 @@ runtimes or storage. A handler is ``async def handle(ctx, request) -> response``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gregor.broker.config import BrokerConfig
-from gregor.cluster.image import BrokerEndpoint, MetadataImage
+from gregor.cluster.image import BrokerEndpoint, MetadataImage, ScramCredential
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
@@ -27,7 +29,7 @@ if TYPE_CHECKING:  # the services import nothing from here; this only names thei
     from gregor.storage.manager import LogManager
 
 
-#: The principal of a connection before authentication exists (Kafka's ``User:ANONYMOUS``).
+#: The principal of an unauthenticated connection (Kafka's ``User:ANONYMOUS``).
 ANONYMOUS = "User:ANONYMOUS"
 
 
@@ -37,9 +39,12 @@ class ConnectionInfo:
 
     peer: str  # "host:port"
     listener: str  # the listener name the connection arrived on ("PLAINTEXT", ...)
-    security_protocol: str  # PLAINTEXT until security exists
+    security_protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     hung_up: asyncio.Future[None]  # done when the client has gone
+    #: ``User:<name>``: from SASL once authenticated, or from the client certificate (SSL);
+    #: ``User:ANONYMOUS`` otherwise.
     principal: str = ANONYMOUS
+    sasl_mechanism: str | None = None  # the mechanism chosen by SaslHandshake
 
     @property
     def host(self) -> str:
@@ -84,6 +89,14 @@ class BrokerState(Protocol):
 
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         """(node id, endpoint, rack) of every live broker on ``listener``."""
+        ...
+
+    async def alter_scram_credentials(
+        self,
+        deletions: Sequence[tuple[str, str]],
+        upsertions: Sequence[tuple[str, ScramCredential]],
+    ) -> dict[str, KafkaError | None]:
+        """Change SCRAM credentials in the metadata store; per user, None or the error."""
         ...
 
 

@@ -17,18 +17,30 @@ import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 
-from gregor.cluster.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
+from gregor.cluster.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionImage,
+    ScramCredential,
+    TopicImage,
+)
 from gregor.protocol.errors import (
     BrokerIdNotRegisteredError,
+    DuplicateResourceError,
     FencedLeaderEpochError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
+    KafkaError,
+    ResourceNotFoundError,
     TopicAlreadyExistsError,
+    UnacceptableCredentialError,
     UnknownTopicOrPartitionError,
+    UnsupportedSaslMechanismError,
 )
+from gregor.security.scram import MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS
 
 NIL_UUID = uuid.UUID(int=0)
 
@@ -46,6 +58,7 @@ def _next(
     topics_by_id: Mapping[uuid.UUID, TopicImage] | None = None,
     brokers: Mapping[int, BrokerRegistration] | None = None,
     next_producer_id: int | None = None,
+    scram_credentials: Mapping[str, Mapping[str, ScramCredential]] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -57,6 +70,7 @@ def _next(
         topics_by_id=image.topics_by_id if topics_by_id is None else topics_by_id,
         brokers=brokers,
         next_producer_id=image.next_producer_id if next_producer_id is None else next_producer_id,
+        scram_credentials=image.scram_credentials if scram_credentials is None else scram_credentials,
     )
 
 
@@ -235,3 +249,58 @@ def allocate_producer_ids(image: MetadataImage, count: int) -> tuple[MetadataIma
         raise InvalidRequestError(f"cannot allocate {count} producer ids")
     first = image.next_producer_id
     return _next(image, next_producer_id=first + count), first
+
+
+def alter_scram_credentials(
+    image: MetadataImage,
+    deletions: Sequence[tuple[str, str]],
+    upsertions: Sequence[tuple[str, ScramCredential]],
+) -> tuple[MetadataImage, dict[str, KafkaError | None]]:
+    """Delete ``(user, mechanism)`` credentials and add or replace ``(user, credential)`` ones.
+
+    Each user's alterations succeed or fail together, as Kafka's AlterUserScramCredentials
+    answers per user: a user named twice in the request (DUPLICATE_RESOURCE), an empty name or
+    an iteration count outside [4096, 16384] (UNACCEPTABLE_CREDENTIAL), a mechanism other than
+    SCRAM-SHA-256/512 (UNSUPPORTED_SASL_MECHANISM) or the deletion of a credential that does
+    not exist (RESOURCE_NOT_FOUND) fails that user only. Returns the new image (version + 1
+    even when every user failed) and, per user, None or the error.
+    """
+    results: dict[str, KafkaError | None] = {}
+    seen: dict[str, int] = {}
+    for user, _ in deletions:
+        seen[user] = seen.get(user, 0) + 1
+    for user, _cred in upsertions:
+        seen[user] = seen.get(user, 0) + 1
+    creds = {u: dict(c) for u, c in image.scram_credentials.items()}
+    for user, count in seen.items():
+        if count > 1:
+            results[user] = DuplicateResourceError(
+                "A user credential cannot be altered twice in the same request"
+            )
+        elif not user:
+            results[user] = UnacceptableCredentialError("Username must not be empty")
+    for user, mechanism in deletions:
+        if user in results:
+            continue
+        if mechanism not in MECHANISM_IDS:
+            results[user] = UnsupportedSaslMechanismError("Unknown SCRAM mechanism")
+        elif mechanism not in creds.get(user, {}):
+            results[user] = ResourceNotFoundError("Attempt to delete a user credential that does not exist")
+        else:
+            del creds[user][mechanism]
+            if not creds[user]:
+                del creds[user]
+            results[user] = None
+    for user, cred in upsertions:
+        if user in results:
+            continue
+        if cred.mechanism not in MECHANISM_IDS:
+            results[user] = UnsupportedSaslMechanismError("Unknown SCRAM mechanism")
+        elif cred.iterations < MIN_ITERATIONS:
+            results[user] = UnacceptableCredentialError("Too few iterations")
+        elif cred.iterations > MAX_ITERATIONS:
+            results[user] = UnacceptableCredentialError("Too many iterations")
+        else:
+            creds.setdefault(user, {})[cred.mechanism] = cred
+            results[user] = None
+    return _next(image, scram_credentials=creds), results

@@ -2,7 +2,8 @@
 
 Theory of operation: ``cluster-metadata.json`` holds the cluster id, the image version, the next
 free producer id and every topic (id, config overrides, internal flag, and per partition the
-leader, leader_epoch, partition_epoch, replicas and ISR). It is the format the broker has
+leader, leader_epoch, partition_epoch, replicas and ISR) and the users' salted SCRAM credentials
+(salt, stored key, server key, iterations; base64). It is the format the broker has
 always written; fields added since (``version``, ``partition_epoch``, ``offline_replicas``)
 have defaults when an older file lacks them, and older readers ignore them. Broker
 registrations are ephemeral, like an etcd lease: they are in the image but never in the file,
@@ -18,6 +19,8 @@ old or the new file; a torn ``.tmp`` left behind is ignored and removed at the n
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import json
 import os
 import uuid
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gregor.cluster.changes import controller_for
-from gregor.cluster.image import EMPTY, MetadataImage, PartitionImage, TopicImage
+from gregor.cluster.image import EMPTY, MetadataImage, PartitionImage, ScramCredential, TopicImage
 from gregor.cluster.local_store import LocalMetadataStore, new_cluster_id
 from gregor.protocol.errors import InconsistentClusterIdError, KafkaStorageError
 
@@ -36,8 +39,9 @@ T = TypeVar("T")
 
 
 def encode(image: MetadataImage) -> dict[str, Any]:
-    """The file's JSON document for ``image`` (without broker registrations)."""
-    return {
+    """The file's JSON document for ``image`` (without broker registrations; the SCRAM
+    credentials only when there are some, so a file without users keeps its old shape)."""
+    doc = {
         "cluster_id": image.cluster_id,
         "version": image.version,
         "next_producer_id_block": image.next_producer_id,
@@ -62,6 +66,41 @@ def encode(image: MetadataImage) -> dict[str, Any]:
             }
             for t in image.topics.values()
         ],
+        "scram_credentials": {
+            user: {
+                mechanism: {
+                    "salt": _b64(c.salt),
+                    "stored_key": _b64(c.stored_key),
+                    "server_key": _b64(c.server_key),
+                    "iterations": c.iterations,
+                }
+                for mechanism, c in creds.items()
+            }
+            for user, creds in image.scram_credentials.items()
+        },
+    }
+    if not image.scram_credentials:
+        del doc["scram_credentials"]
+    return doc
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _scram(doc: dict[str, Any]) -> dict[str, dict[str, ScramCredential]]:
+    return {
+        str(user): {
+            str(mechanism): ScramCredential(
+                str(mechanism),
+                base64.b64decode(c["salt"]),
+                base64.b64decode(c["stored_key"]),
+                base64.b64decode(c["server_key"]),
+                int(c["iterations"]),
+            )
+            for mechanism, c in creds.items()
+        }
+        for user, creds in doc.get("scram_credentials", {}).items()
     }
 
 
@@ -96,6 +135,7 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
         topics_by_id={t.topic_id: t for t in topics},
         brokers={},
         next_producer_id=int(doc.get("next_producer_id_block", 0)),
+        scram_credentials=_scram(doc),
     )
 
 
@@ -148,15 +188,7 @@ class _FileBackend:
                 f"cluster.id {cluster_id!r} does not match {image.cluster_id!r} in {self.file.path}"
             )
         if not image.cluster_id:
-            image = MetadataImage(
-                version=image.version,
-                cluster_id=cluster_id or new_cluster_id(),
-                controller_id=image.controller_id,
-                topics=image.topics,
-                topics_by_id=image.topics_by_id,
-                brokers=image.brokers,
-                next_producer_id=image.next_producer_id,
-            )
+            image = dataclasses.replace(image, cluster_id=cluster_id or new_cluster_id())
         # Written at once, so a generated cluster id is durable and an old file gains the new
         # fields before anything else happens.
         await self.commit(image)

@@ -3,7 +3,7 @@
 Theory of operation: a ``MetadataImage`` holds everything a broker needs to know about the
 cluster (cluster id, controller, registered brokers with their listener endpoints, topics by
 name and by id, each partition's leader, leader_epoch, partition_epoch, replicas and ISR, and
-the next free producer id). Every class here is a frozen, slotted dataclass whose containers
+the next free producer id, and the users' salted SCRAM credentials). Every class here is a frozen, slotted dataclass whose containers
 are tuples or read-only mappings, so any task may keep a reference to an image (or to a topic
 or partition in it) without locks: nothing in it ever changes. A store publishes a change by
 building a new image with ``version`` one higher and swapping its reference.
@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 from typing import TypeVar
+
+from gregor.security.scram import ScramCredential
 
 __all__ = [
     "EMPTY",
@@ -30,6 +32,7 @@ __all__ = [
     "MetadataDelta",
     "MetadataImage",
     "PartitionImage",
+    "ScramCredential",
     "TopicImage",
 ]
 
@@ -130,11 +133,18 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, TopicImage]
     brokers: Mapping[int, BrokerRegistration]
     next_producer_id: int
+    #: SCRAM credentials: user name -> mechanism name -> salted credential (never a password).
+    scram_credentials: Mapping[str, Mapping[str, ScramCredential]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topics", _frozen_map(self.topics))
         object.__setattr__(self, "topics_by_id", _frozen_map(self.topics_by_id))
         object.__setattr__(self, "brokers", _frozen_map(self.brokers))
+        object.__setattr__(
+            self,
+            "scram_credentials",
+            _frozen_map({u: _frozen_map(c) for u, c in self.scram_credentials.items()}),
+        )
         if len(self.topics) != len(self.topics_by_id) or any(
             self.topics_by_id.get(t.topic_id) is not t for t in self.topics.values()
         ):
@@ -149,6 +159,9 @@ class MetadataImage:
     def partition(self, topic: str, index: int) -> PartitionImage | None:
         t = self.topics.get(topic)
         return None if t is None else t.partition(index)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.scram_credentials.get(user, {}).get(mechanism)
 
     def live_broker_ids(self) -> list[int]:
         """Registered, unfenced brokers, lowest id first."""

@@ -35,8 +35,10 @@ from gregor.cluster.image import (
     MetadataDelta,
     MetadataImage,
     PartitionImage,
+    ScramCredential,
     TopicImage,
 )
+from gregor.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +245,14 @@ class LocalMetadataStore:
 
     async def allocate_producer_ids(self, count: int) -> int:
         return await self._change(lambda image: changes.allocate_producer_ids(image, count))
+
+    async def alter_scram_credentials(
+        self,
+        deletions: Sequence[tuple[str, str]],
+        upsertions: Sequence[tuple[str, ScramCredential]],
+    ) -> dict[str, KafkaError | None]:
+        dels, ups = list(deletions), list(upsertions)
+        return await self._change(lambda image: changes.alter_scram_credentials(image, dels, ups))
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -14,6 +14,7 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 - A new partition has leader = first replica, leader_epoch 0, partition_epoch 0, isr =
   replicas. ``alter_partition`` is a compare-and-set on ``partition_epoch`` and bumps it.
 - Broker registrations are ephemeral; producer-id blocks are durable and never overlap.
+- SCRAM credentials (salted, never passwords) are durable; refusals are per user.
 - Changes are serialised: concurrent callers never lose an update.
 """
 
@@ -30,9 +31,11 @@ from gregor.cluster.image import (
     MetadataDelta,
     MetadataImage,
     PartitionImage,
+    ScramCredential,
     TopicImage,
 )
 from gregor.cluster.memory_store import MemoryMetadataStore
+from gregor.protocol.errors import KafkaError
 
 __all__ = ["MetadataStore", "open_metadata_store", "STORE_KINDS"]
 
@@ -93,6 +96,16 @@ class MetadataStore(Protocol):
 
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` ids durably; returns the first of the block."""
+        ...
+
+    async def alter_scram_credentials(
+        self,
+        deletions: Sequence[tuple[str, str]],
+        upsertions: Sequence[tuple[str, ScramCredential]],
+    ) -> dict[str, KafkaError | None]:
+        """Delete (user, mechanism) and upsert (user, credential) SCRAM credentials durably, in
+        one change; per user, None or the Kafka error that refused that user's part
+        (``changes.alter_scram_credentials``)."""
         ...
 
 

@@ -15,6 +15,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     metadata,
     produce,
     producer_ids,
+    security,
     transactions,
 )
 from gregor.broker.handlers.registry import HANDLERS, HandlerEntry, handles

@@ -1,0 +1,84 @@
+"""What each listener demands of its clients, built once from the configuration at start.
+
+``listener_security(name, protocol, get)`` reads one listener's settings through ``get(key)``
+(which applies the ``listener.name.<lower-case name>.`` prefix before the plain key) and
+returns a ``ListenerSecurity``: the TLS context for SSL and SASL_SSL listeners, the principal
+mapper for SSL, the enabled SASL mechanisms and the PLAIN users for SASL ones. Every problem
+(an unreadable key store, GSSAPI or another mechanism this broker lacks, PLAIN without users)
+raises ``ValueError`` with a message naming the setting, and the broker does not start.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gregor.security.jaas import JaasConfigError, parse_jaas_config
+from gregor.security.plain import PLAIN_LOGIN_MODULE, plain_users
+from gregor.security.principal import SslPrincipalMapper
+from gregor.security.sasl import PLAIN, SUPPORTED_MECHANISMS
+from gregor.security.tls import server_context
+
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+#: Kafka's default for ``sasl.enabled.mechanisms``.
+DEFAULT_MECHANISMS = "GSSAPI"
+
+Getter = Callable[[str], "str | None"]
+
+
+@dataclass
+class ListenerSecurity:
+    name: str
+    security_protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    principal_mapper: SslPrincipalMapper | None = None
+    mechanisms: tuple[str, ...] = ()
+    plain_users: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in SASL_PROTOCOLS
+
+
+def listener_security(name: str, protocol: str, get: Getter, prefixed: Getter) -> ListenerSecurity:
+    """``get`` reads a key with the listener prefix first; ``prefixed`` reads only the
+    listener-prefixed key (``ssl.client.auth`` on SASL_SSL counts only there, KIP-684)."""
+    sec = ListenerSecurity(name, protocol)
+    if protocol in TLS_PROTOCOLS:
+        if protocol == "SSL":
+            sec.ssl_context = server_context(get)
+            sec.principal_mapper = SslPrincipalMapper(get("ssl.principal.mapping.rules") or "DEFAULT")
+        else:
+            sec.ssl_context = server_context(
+                lambda key: prefixed(key) if key == "ssl.client.auth" else get(key)
+            )
+    if protocol in SASL_PROTOCOLS:
+        text = get("sasl.enabled.mechanisms") or DEFAULT_MECHANISMS
+        mechanisms = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+        unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+        if unsupported or not mechanisms:
+            raise ValueError(
+                f"listener {name}: sasl.enabled.mechanisms={text} names "
+                f"{', '.join(unsupported) or 'nothing'}; this broker supports "
+                f"{', '.join(SUPPORTED_MECHANISMS)} (set listener.name.{name.lower()}."
+                "sasl.enabled.mechanisms)"
+            )
+        sec.mechanisms = mechanisms
+        if PLAIN in mechanisms:
+            key = f"listener.name.{name.lower()}.plain.sasl.jaas.config"
+            jaas = prefixed("plain.sasl.jaas.config")
+            if not jaas:
+                raise ValueError(f"listener {name} enables PLAIN but {key} is not set")
+            try:
+                entries = parse_jaas_config(jaas)
+            except JaasConfigError as e:
+                raise ValueError(f"{key}: {e}") from None
+            users: dict[str, str] = {}
+            for entry in entries:
+                if entry.login_module != PLAIN_LOGIN_MODULE:
+                    raise ValueError(f"{key}: login module {entry.login_module} is not {PLAIN_LOGIN_MODULE}")
+                users.update(plain_users(entry.options))
+            sec.plain_users = users
+    return sec
