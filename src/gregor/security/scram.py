@@ -85,9 +85,10 @@ def make_credential(
 def _attributes(text: str) -> list[tuple[str, str]]:
     out = []
     for part in text.split(","):
-        if len(part) < 2 or part[1] != "=":
+        key, sep, value = part.partition("=")
+        if not key or not sep:
             raise ValueError("malformed SCRAM attribute")
-        out.append((part[0], part[2:]))
+        out.append((key, value))
     return out
 
 

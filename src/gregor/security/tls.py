@@ -47,6 +47,8 @@ def _read(path: str, key: str) -> str:
             text = f.read()
     except OSError as e:
         raise TlsConfigError(f"{key}={path} cannot be read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise TlsConfigError(f"{key}={path} is not a PEM file (only PEM stores are supported)") from None
     if "-----BEGIN" not in text:
         raise TlsConfigError(f"{key}={path} is not a PEM file (only PEM stores are supported)")
     return text
@@ -72,11 +74,13 @@ def _load_keystore(ctx: ssl.SSLContext, get: Getter) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(pem)
-        ctx.load_cert_chain(path, password=password)
-    except ssl.SSLError as e:
+        # Always a callback: without one OpenSSL would prompt on the terminal for a password.
+        ctx.load_cert_chain(path, password=lambda: (password or "").encode())
+    except (ssl.SSLError, OSError) as e:
+        reason = getattr(e, "reason", None) or e.__class__.__name__
         raise TlsConfigError(
             f"the key store ({'ssl.keystore.location' if location else 'ssl.keystore.key'}) "
-            f"has no usable private key and certificate (or ssl.key.password is wrong): {e.reason}"
+            f"has no usable private key and certificate (or ssl.key.password is wrong): {reason}"
         ) from None
     finally:
         os.unlink(path)

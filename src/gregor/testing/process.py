@@ -56,6 +56,8 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "broker.log"
         self._log_offset = 0
+        #: Bound port of every listener by name (several listeners: SSL, SASL_SSL, ...).
+        self.listener_ports: dict[str, int] = {}
 
     @property
     def bootstrap_servers(self) -> str:
@@ -64,6 +66,10 @@ class BrokerProcess:
     @property
     def host(self) -> str:
         return "127.0.0.1"
+
+    def bootstrap(self, listener: str) -> str:
+        """``host:port`` of the listener named ``listener`` (its bound port)."""
+        return f"127.0.0.1:{self.listener_ports[listener]}"
 
     def start(self) -> BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
@@ -98,8 +104,11 @@ class BrokerProcess:
             text = self.read_log()
             m = _STARTED.search(text)
             if m:
-                first = m.group(1).split(",")[0]
-                self.port = int(first.rsplit(":", 1)[1])
+                bound = m.group(1).split(",")
+                self.listener_ports = {
+                    b.split("://", 1)[0]: int(b.rsplit(":", 1)[1]) for b in bound if "://" in b
+                }
+                self.port = int(bound[0].rsplit(":", 1)[1])
                 return
             if self.proc.poll() is not None:
                 raise BrokerStartError(f"broker exited with {self.proc.returncode}:\n{text[-4000:]}")

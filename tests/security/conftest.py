@@ -1,0 +1,38 @@
+"""Fixtures for the security tests: a test PKI (made once per session) and brokers with
+TLS and SASL listeners."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from certs import Authority, Pem  # noqa: E402
+
+
+@dataclass
+class Pki:
+    ca: Authority
+    server: Pem
+    alice: Pem  # CN=alice,OU=eng,O=Gregor
+    stranger: Pem  # signed by another CA the broker does not trust
+    other_ca: Authority
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    d: Path = tmp_path_factory.mktemp("pki")
+    ca = Authority(d / "ca")
+    other = Authority(d / "other", "Untrusted CA")
+    return Pki(
+        ca=ca,
+        server=ca.server(),
+        alice=ca.client("alice", CN="alice", OU="eng", O="Gregor"),
+        stranger=other.client("mallory", CN="mallory", O="Elsewhere"),
+        other_ca=other,
+    )
