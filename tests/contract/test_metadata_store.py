@@ -34,6 +34,7 @@ from gregor.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from gregor.security.scram import make_credential
 
 Scenario = Callable[[MetadataStore], Awaitable[None]]
 
@@ -544,3 +545,57 @@ def test_a_different_cluster_id_is_refused_at_start(kind: StoreKind) -> None:
     run(kind, scenario, cluster_id=None)  # none given: the stored one
     with pytest.raises(InconsistentClusterIdError, match="'second' does not match 'first'"):
         run(kind, scenario, cluster_id="second")
+
+
+# --- SCRAM credentials ---
+
+
+def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(kind: StoreKind) -> None:
+    alice256 = make_credential("SCRAM-SHA-256", "alice-pw", 4096, b"salt-a")
+    alice512 = make_credential("SCRAM-SHA-512", "alice-pw", 8192, b"salt-b")
+    bob = make_credential("SCRAM-SHA-256", "bob-pw", 16384, b"salt-c")
+
+    async def scenario(store: MetadataStore) -> None:
+        rec = Recorder(store)
+        v = store.image.version
+        results = await store.alter_scram_credentials([], [("alice", alice256), ("bob", bob)])
+        assert results == {"alice": None, "bob": None}
+        assert store.image.version == v + 1 and len(rec.deltas) == 1
+        assert store.image.scram_credential("alice", "SCRAM-SHA-256") == alice256
+        assert store.image.scram_credential("alice", "SCRAM-SHA-512") is None
+        # The same user twice, too few / too many iterations, an unknown mechanism, an empty
+        # name and deleting what is not there fail that user only; the others still change.
+        results = await store.alter_scram_credentials(
+            [("carol", "SCRAM-SHA-256"), ("bob", "SCRAM-SHA-256"), ("dave", "SCRAM-SHA-256"), ("erin", "MD5")],
+            [
+                ("alice", alice512),
+                ("dave", make_credential("SCRAM-SHA-256", "x", 4096)),
+                ("frank", make_credential("SCRAM-SHA-256", "x", 4095)),
+                ("gina", make_credential("SCRAM-SHA-512", "x", 16385)),
+                ("", make_credential("SCRAM-SHA-256", "x", 4096)),
+            ],
+        )
+        assert {u: type(e).__name__ if e else None for u, e in results.items()} == {
+            "carol": "ResourceNotFoundError",
+            "bob": None,
+            "dave": "DuplicateResourceError",
+            "erin": "UnsupportedSaslMechanismError",
+            "alice": None,
+            "frank": "UnacceptableCredentialError",
+            "gina": "UnacceptableCredentialError",
+            "": "UnacceptableCredentialError",
+        }
+        assert str(results["frank"]) == "Too few iterations"
+        image = store.image
+        assert dict(image.scram_credentials["alice"]) == {"SCRAM-SHA-256": alice256, "SCRAM-SHA-512": alice512}
+        assert set(image.scram_credentials) == {"alice"}  # bob deleted, nobody else added
+        results = await store.alter_scram_credentials([("alice", "SCRAM-SHA-256"), ], [])
+        assert results == {"alice": None}
+        assert set(store.image.scram_credentials["alice"]) == {"SCRAM-SHA-512"}
+
+    run(kind, scenario)
+    if kind.durable:
+        async def restarted(store: MetadataStore) -> None:
+            assert dict(store.image.scram_credentials) == {"alice": {"SCRAM-SHA-512": alice512}}
+
+        run(kind, restarted)

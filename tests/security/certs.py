@@ -42,7 +42,7 @@ class Authority:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.name = _name(CN=name)
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self.cert = (
             x509.CertificateBuilder()
             .subject_name(self.name)
@@ -68,7 +68,7 @@ class Authority:
 
     def issue(self, stem: str, subject: x509.Name, server: bool, password: bytes | None = None) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)
