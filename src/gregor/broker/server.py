@@ -128,6 +128,10 @@ class Connection(asyncio.Protocol):
                 dn = dn_from_peercert(cert["subject"])
                 try:
                     self.info.principal = "User:" + mapper.principal_name(dn)
+                    log_event(
+                        log, "ssl.authenticated", logging.DEBUG,
+                        peer=self.info.peer, listener=self.info.listener, principal=self.info.principal,
+                    )
                 except PrincipalMappingError as e:
                     log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
                     self.close()
