@@ -180,3 +180,14 @@ def test_the_principal_comes_from_the_verified_client_certificate(pki: Pki) -> N
     dn = dn_from_peercert(cert["subject"])  # type: ignore[arg-type]
     assert dn == "CN=alice,OU=eng,O=Gregor"
     assert SslPrincipalMapper("RULE:^CN=(.*?),OU=(.*?),.*$/$1-$2/U").principal_name(dn) == "ALICE-ENG"
+
+
+def test_security_settings_are_known_keys(pki: Pki) -> None:
+    config = BrokerConfig({
+        **ssl_props(pki),
+        "listener.name.ssl.ssl.client.auth": "none",
+        "listener.name.ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.password": "unused-for-pem",
+        "no.such.key": "1",
+    })
+    assert config.unknown == ["no.such.key"]

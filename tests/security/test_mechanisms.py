@@ -139,3 +139,26 @@ def test_principal_mapping_rules() -> None:
     assert SslPrincipalMapper("RULE:^CN=([^,]*)\\/x,.*$/$1/").principal_name("CN=a/x,O=b") == "a"
     with pytest.raises(ValueError):
         SslPrincipalMapper("RULE:(/x/")
+
+
+def test_the_nonce_form_of_librdkafka_before_2_6_1_is_accepted() -> None:
+    """Old librdkafka sends c-nonce + (c-nonce + s-nonce); the proof covers what it sent."""
+    import hashlib
+    import hmac
+
+    cred = make_credential("SCRAM-SHA-256", "pencil", 4096, RFC_SALT)
+    server = ScramServer("SCRAM-SHA-256", lambda u: cred if u == "user" else None, nonce=lambda: "SNONCE")
+    first = server.evaluate(b"n,,n=user,r=CNONCE").decode()
+    without_proof = "c=biws,r=CNONCECNONCESNONCE"
+    auth = f"n=user,r=CNONCE,{first},{without_proof}".encode()
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", RFC_SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    assert server.evaluate(without_proof.encode() + b",p=" + proof).startswith(b"v=")
+    # Anything else is still refused: the client nonce alone, or a third copy.
+    for nonce in ("CNONCE", "CNONCECNONCECNONCESNONCE"):
+        other = ScramServer("SCRAM-SHA-256", lambda u: cred, nonce=lambda: "SNONCE")
+        other.evaluate(b"n,,n=user,r=CNONCE")
+        with pytest.raises(SaslAuthenticationError):
+            other.evaluate(f"c=biws,r={nonce},p=".encode() + proof)

@@ -470,3 +470,71 @@ def test_metadata_advertises_the_listener_the_client_came_in_on(broker: BrokerPr
             assert [(b.host, b.port) for b in meta.brokers] == [("127.0.0.1", broker.listener_ports[listener])]
         finally:
             raw.close()
+
+
+def test_a_huge_frame_before_login_closes_the_connection(broker: BrokerProcess) -> None:
+    raw = Raw(broker.bootstrap("SASL_PLAINTEXT"))
+    try:
+        assert handshake(raw, "PLAIN", 0).error_code == 0
+        raw.sock.sendall(struct.pack(">i", 600_000) + b"\0" * 600_000)
+        assert raw.frame() is None
+    finally:
+        raw.close()
+
+
+def test_aiokafka_over_sasl_ssl_scram_and_ssl(broker: BrokerProcess, pki: Pki) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def round_trip(bootstrap: str, settings: dict[str, Any]) -> None:
+        topic = f"sec-aio-{uuid.uuid4().hex[:8]}"
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **settings)
+        await p.start()
+        try:
+            for i in range(3):
+                await p.send_and_wait(topic, b"v%d" % i)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", **settings)
+        await c.start()
+        got: list[bytes | None] = []
+        try:
+            while len(got) < 3:
+                for records in (await c.getmany(timeout_ms=1000)).values():
+                    got += [r.value for r in records]
+        finally:
+            await c.stop()
+        assert got == [b"v0", b"v1", b"v2"]
+
+    ctx = create_ssl_context(cafile=str(pki.ca.ca_path))
+    asyncio.run(round_trip(
+        broker.bootstrap("SASL_SSL"),
+        {"security_protocol": "SASL_SSL", "ssl_context": ctx, "sasl_mechanism": "SCRAM-SHA-256",
+         "sasl_plain_username": "scram256", "sasl_plain_password": "pw-256"},
+    ))
+    mtls = create_ssl_context(cafile=str(pki.ca.ca_path), certfile=str(pki.alice.cert), keyfile=str(pki.alice.key))
+    asyncio.run(round_trip(broker.bootstrap("MTLS"), {"security_protocol": "SSL", "ssl_context": mtls}))
+
+
+def test_kcat_over_sasl_ssl_scram_sha_512(broker: BrokerProcess, pki: Pki) -> None:
+    import shutil
+    import subprocess
+
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed")
+    topic = f"sec-kcat-{uuid.uuid4().hex[:8]}"
+    common = [
+        kcat, "-b", broker.bootstrap("SASL_SSL"), "-t", topic,
+        "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.ca.ca_path}",
+        "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=scram512", "-X", "sasl.password=pw-512",
+    ]
+    subprocess.run([*common, "-P"], input=b"one\ntwo\nthree\n", check=True, timeout=120)
+    out = subprocess.run([*common, "-C", "-o", "beginning", "-c", "3", "-e"], capture_output=True, check=True, timeout=120)
+    assert out.stdout.split() == [b"one", b"two", b"three"]
+    bad = [a.replace("pw-512", "wrong-password") for a in common]
+    refused = subprocess.run([*bad, "-L"], capture_output=True, timeout=120)
+    assert refused.returncode != 0
+    assert b"invalid credentials with SASL mechanism SCRAM-SHA-512" in refused.stderr

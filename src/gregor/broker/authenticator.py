@@ -52,6 +52,10 @@ log = logging.getLogger("gregor.broker")
 
 HANDSHAKE, AUTHENTICATE, RAW, DONE, FAILED = "HANDSHAKE", "AUTHENTICATE", "RAW", "DONE", "FAILED"
 
+#: Largest frame accepted before the login (Kafka's ``sasl.server.max.receive.size``): an
+#: unauthenticated client cannot make the broker buffer a 100 MB request.
+MAX_RECEIVE_SIZE = 524288
+
 #: (user, mechanism) -> the stored SCRAM credential, or None.
 ScramLookup = Callable[[str, str], "ScramCredential | None"]
 
@@ -78,6 +82,12 @@ class SaslSession:
         return self.state == DONE
 
     def receive(self, frame: memoryview | bytes, info: ConnectionInfo) -> Outcome:
+        if len(frame) > MAX_RECEIVE_SIZE:
+            log_event(
+                log, "connection.closed", logging.WARNING, peer=info.peer,
+                reason=f"{len(frame)}-byte frame before authentication (limit {MAX_RECEIVE_SIZE})",
+            )
+            return self._fail()
         if self.state == RAW:
             return self._raw_token(bytes(frame), info)
         try:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gregor.broker.listener_security import ListenerSecurity, listener_security
+from gregor.broker.listener_security import ListenerSecurity, is_security_key, listener_security
 from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
 from gregor.storage.errors import InvalidConfigError
@@ -205,7 +205,8 @@ class BrokerConfig:
         for name, text in self.raw.items():
             known = _BY_NAME.get(name)
             if known is None:
-                self.unknown.append(name)
+                if not is_security_key(name):
+                    self.unknown.append(name)
                 self.values[name] = text
                 continue
             key = known

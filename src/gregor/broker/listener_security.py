@@ -27,6 +27,30 @@ DEFAULT_MECHANISMS = "GSSAPI"
 
 Getter = Callable[[str], "str | None"]
 
+#: The settings read here (plain or under ``listener.name.<l>.``): known, so not reported as
+#: unknown keys, and never described (some are secrets).
+SECURITY_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.truststore.password",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites",
+    "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
+    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
+})
+
+
+def is_security_key(name: str) -> bool:
+    """True for a key of ``SECURITY_KEYS``, a listener-prefixed one, or a listener's
+    ``<mechanism>.sasl.jaas.config``."""
+    if name.startswith("listener.name."):
+        parts = name.split(".", 3)
+        if len(parts) < 4:
+            return False
+        rest = parts[3]
+        mechanism, _, tail = rest.partition(".")
+        return rest in SECURITY_KEYS or (tail == "sasl.jaas.config" and bool(mechanism))
+    return name in SECURITY_KEYS
+
 
 @dataclass
 class ListenerSecurity:

@@ -11,7 +11,8 @@ count; never the password or the salted password.
    replayed client-final never verifies);
 2. client-final ``c=biws,r=nonce[,ext...],p=proof``: the server checks the channel binding,
    the nonce and the proof (``H(proof XOR HMAC(stored_key, AuthMessage)) == stored_key``),
-   and answers ``v=HMAC(server_key, AuthMessage)``.
+   and answers ``v=HMAC(server_key, AuthMessage)``. (librdkafka before 2.6.1 repeats its client
+   nonce in front of the combined one; that form is accepted, see ``_nonce_ok``.)
 
 An unknown user, a wrong proof, a bad nonce or a malformed message all fail with Kafka's
 "invalid credentials" message; nothing secret is ever put in an error.
@@ -122,6 +123,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+        self._server_nonce_len = 0
         self._user = ""
 
     def evaluate(self, token: bytes) -> bytes:
@@ -164,13 +166,26 @@ class ScramServer:
         self._credential = credential
         self._gs2 = text[: len(cb) + 1 + len(authzid) + 1]
         self._client_first_bare = bare
-        self._nonce = attrs[1][1] + self._new_nonce()
+        server_nonce = self._new_nonce()
+        self._server_nonce_len = len(server_nonce)
+        self._nonce = attrs[1][1] + server_nonce
         self._server_first = (
             f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
             f"i={credential.iterations}"
         )
         self._step = 1
         return self._server_first.encode()
+
+    def _nonce_ok(self, nonce: str) -> bool:
+        """The nonce of client-final is the one server-first sent (RFC 5802). librdkafka before
+        2.6.1 sends the client nonce once more in front of it; that form is accepted too, as
+        Kafka 3.8.1 to 3.9 did: it still carries this exchange's fresh server nonce, so a
+        replayed exchange fails all the same."""
+        combined = self._nonce.encode()
+        client_nonce = self._nonce[: len(self._nonce) - self._server_nonce_len]
+        return hmac.compare_digest(nonce.encode(), combined) or hmac.compare_digest(
+            nonce.encode(), client_nonce.encode() + combined
+        )
 
     def _final(self, text: str) -> bytes:
         without_proof, sep, proof_b64 = text.rpartition(",p=")
@@ -181,7 +196,7 @@ class ScramServer:
             raise ValueError("bad client-final message")
         if base64.b64decode(attrs[0][1], validate=True) != self._gs2.encode():
             raise ValueError("channel binding mismatch")
-        if not hmac.compare_digest(attrs[1][1].encode(), self._nonce.encode()):
+        if not self._nonce_ok(attrs[1][1]):
             raise ValueError("nonce mismatch")
         credential = self._credential
         assert credential is not None
