@@ -21,6 +21,13 @@ Theory of operation. A connection on a SASL_PLAINTEXT or SASL_SSL listener start
   dispatcher handles every request normally, SASL requests included (they are then answered
   ILLEGAL_SASL_STATE by their handlers).
 
+Re-authentication (KIP-368). With ``connections.max.reauth.ms`` > 0 the login's answer carries
+that session lifetime (SaslAuthenticate v1+), and once it has passed, any request other than
+SaslHandshake closes the connection (``wants`` routes it here). A SaslHandshake on a logged-in
+connection starts a new login with the same mechanism; it must end with the same principal
+(else SASL_AUTHENTICATION_FAILED, "Cannot change principals during re-authentication"), and
+renews the session.
+
 Passwords, proofs and tokens are never logged; a failed login logs the peer, the mechanism and
 the reason the client is told.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,10 +84,20 @@ class SaslSession:
         self.state = HANDSHAKE
         self.server: SaslServer | None = None
         self._scram_lookup = scram_lookup
+        self.expires_at: float | None = None  # time.monotonic() when the session ends
+        self._reauth_from: tuple[str, str] | None = None  # (mechanism, principal) being renewed
 
     @property
     def authenticated(self) -> bool:
         return self.state == DONE
+
+    def wants(self, frame: memoryview | bytes) -> bool:
+        """Whether a logged-in connection's request is this session's business: a
+        re-authentication, or any request once the session has expired."""
+        if self.expires_at is None or len(frame) < 2:
+            return False
+        (api_key,) = struct.unpack_from(">h", frame, 0)
+        return api_key == SaslHandshakeRequest.API_KEY or time.monotonic() >= self.expires_at
 
     def receive(self, frame: memoryview | bytes, info: ConnectionInfo) -> Outcome:
         if len(frame) > MAX_RECEIVE_SIZE:
@@ -88,6 +106,14 @@ class SaslSession:
                 reason=f"{len(frame)}-byte frame before authentication (limit {MAX_RECEIVE_SIZE})",
             )
             return self._fail()
+        if self.state == DONE:  # reached through wants(): re-authentication or expiry
+            (api_key,) = struct.unpack_from(">h", frame, 0)
+            if api_key != SaslHandshakeRequest.API_KEY:
+                log_event(log, "sasl.session_expired", logging.INFO, peer=info.peer, principal=info.principal)
+                return self._fail()
+            assert self.server is not None
+            self._reauth_from = (self.server.mechanism, info.principal)
+            self.state = HANDSHAKE
         if self.state == RAW:
             return self._raw_token(bytes(frame), info)
         try:
@@ -123,6 +149,13 @@ class SaslSession:
 
     def _handshake(self, mechanism: str, version: int, cid: int, info: ConnectionInfo) -> Outcome:
         enabled = list(self.security.mechanisms)
+        if self._reauth_from is not None and mechanism != self._reauth_from[0]:
+            log_event(
+                log, "sasl.illegal_state", logging.WARNING, peer=info.peer,
+                reason=f"re-authentication with {mechanism} instead of {self._reauth_from[0]}",
+            )
+            resp = SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
+            return self._fail(encode_response(SaslHandshakeRequest.API_KEY, version, cid, resp))
         if mechanism not in enabled:
             log_event(
                 log, "sasl.unsupported_mechanism", logging.WARNING,
@@ -147,13 +180,29 @@ class SaslSession:
         assert self.server is not None
         reply = self.server.evaluate(token)
         if self.server.complete:
+            principal = self.server.principal
+            if self._reauth_from is not None and principal != self._reauth_from[1]:
+                raise SaslAuthenticationError(
+                    f"Cannot change principals during re-authentication from {self._reauth_from[1]}: "
+                    f"{principal}"
+                )
             self.state = DONE
-            info.principal = self.server.principal
+            info.principal = principal
+            lifetime = self.session_lifetime_ms
+            self.expires_at = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
             log_event(
-                log, "sasl.authenticated", logging.DEBUG,
+                log, "sasl.reauthenticated" if self._reauth_from else "sasl.authenticated", logging.DEBUG,
                 peer=info.peer, mechanism=self.server.mechanism, principal=info.principal,
             )
+            self._reauth_from = None
         return reply
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        """KIP-368: how long a login lasts on this listener with this mechanism (0: forever)."""
+        if self.server is None:
+            return 0
+        return self.security.reauth_ms.get(self.server.mechanism, 0)
 
     def _authenticate(self, token: bytes, version: int, cid: int, info: ConnectionInfo) -> Outcome:
         key = SaslAuthenticateRequest.API_KEY
@@ -165,7 +214,10 @@ class SaslSession:
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(e), auth_bytes=b""
             )
             return self._fail(encode_response(key, version, cid, resp))
-        resp = SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply, session_lifetime_ms=0)
+        lifetime = self.session_lifetime_ms if self.state == DONE else 0
+        resp = SaslAuthenticateResponse(
+            error_code=0, error_message=None, auth_bytes=reply, session_lifetime_ms=lifetime
+        )
         return Outcome(encode_response(key, version, cid, resp))
 
     def _raw_token(self, token: bytes, info: ConnectionInfo) -> Outcome:

@@ -52,7 +52,7 @@ class Dispatcher:
         """Handle one request; False means close the connection."""
         peer = conn.info.peer
         sasl = conn.sasl
-        if sasl is not None and not sasl.authenticated:
+        if sasl is not None and (not sasl.authenticated or sasl.wants(frame)):
             outcome = sasl.receive(frame, conn.info)
             if outcome.reply is not None:
                 conn.send(outcome.reply)

@@ -3,7 +3,9 @@
 ``listener_security(name, protocol, get)`` reads one listener's settings through ``get(key)``
 (which applies the ``listener.name.<lower-case name>.`` prefix before the plain key) and
 returns a ``ListenerSecurity``: the TLS context for SSL and SASL_SSL listeners, the principal
-mapper for SSL, the enabled SASL mechanisms and the PLAIN users for SASL ones. Every problem
+mapper for SSL, the enabled SASL mechanisms, the PLAIN users and the KIP-368 session
+lifetime (``connections.max.reauth.ms``, or ``listener.name.<l>.<mechanism>.`` of it) for SASL
+ones. Every problem
 (an unreadable key store, GSSAPI or another mechanism this broker lacks, PLAIN without users)
 raises ``ValueError`` with a message naming the setting, and the broker does not start.
 """
@@ -36,6 +38,7 @@ SECURITY_KEYS = frozenset({
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites",
     "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
+    "connections.max.reauth.ms",
 })
 
 
@@ -48,7 +51,9 @@ def is_security_key(name: str) -> bool:
             return False
         rest = parts[3]
         mechanism, _, tail = rest.partition(".")
-        return rest in SECURITY_KEYS or (tail == "sasl.jaas.config" and bool(mechanism))
+        return rest in SECURITY_KEYS or (
+            tail in ("sasl.jaas.config", "connections.max.reauth.ms") and bool(mechanism)
+        )
     return name in SECURITY_KEYS
 
 
@@ -60,6 +65,8 @@ class ListenerSecurity:
     principal_mapper: SslPrincipalMapper | None = None
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict, repr=False)
+    #: KIP-368 session lifetime per mechanism (``connections.max.reauth.ms``); 0: unlimited.
+    reauth_ms: dict[str, int] = field(default_factory=dict)
 
     @property
     def sasl(self) -> bool:
@@ -90,6 +97,13 @@ def listener_security(name: str, protocol: str, get: Getter, prefixed: Getter) -
                 "sasl.enabled.mechanisms)"
             )
         sec.mechanisms = mechanisms
+        for mechanism in mechanisms:
+            key = f"{mechanism.lower()}.connections.max.reauth.ms"
+            text = prefixed(key) or get("connections.max.reauth.ms") or "0"
+            try:
+                sec.reauth_ms[mechanism] = max(0, int(text))
+            except ValueError:
+                raise ValueError(f"connections.max.reauth.ms={text} is not a number") from None
         if PLAIN in mechanisms:
             key = f"listener.name.{name.lower()}.plain.sasl.jaas.config"
             jaas = prefixed("plain.sasl.jaas.config")
