@@ -52,8 +52,9 @@ from gregor.protocol.messages.sasl_authenticate import (
     SaslAuthenticateResponse,
 )
 from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from gregor.security.oauthbearer import OAuthBearerServer
 from gregor.security.plain import PlainServer
-from gregor.security.sasl import PLAIN, SaslAuthenticationError, SaslServer
+from gregor.security.sasl import OAUTHBEARER, PLAIN, SaslAuthenticationError, SaslServer
 from gregor.security.scram import ScramCredential, ScramServer
 
 log = logging.getLogger("gregor.broker")
@@ -172,6 +173,9 @@ class SaslSession:
     def _new_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
             return PlainServer(self.security.plain_users)
+        if mechanism == OAUTHBEARER:
+            assert self.security.oauthbearer is not None
+            return OAuthBearerServer(self.security.oauthbearer)
         lookup = self._scram_lookup
         return ScramServer(mechanism, lambda user: lookup(user, mechanism))
 
@@ -202,7 +206,12 @@ class SaslSession:
         """KIP-368: how long a login lasts on this listener with this mechanism (0: forever)."""
         if self.server is None:
             return 0
-        return self.security.reauth_ms.get(self.server.mechanism, 0)
+        lifetime = self.security.reauth_ms.get(self.server.mechanism, 0)
+        expires_at_ms = self.server.expires_at_ms
+        if lifetime > 0 and expires_at_ms is not None:
+            # A token's session ends with the token (KIP-368), never later than the limit.
+            lifetime = max(1, min(lifetime, expires_at_ms - int(time.time() * 1000)))
+        return lifetime
 
     def _authenticate(self, token: bytes, version: int, cid: int, info: ConnectionInfo) -> Outcome:
         key = SaslAuthenticateRequest.API_KEY

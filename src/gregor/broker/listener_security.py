@@ -16,10 +16,11 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gregor.security.jaas import JaasConfigError, parse_jaas_config
+from gregor.security.jaas import JaasConfigError, JaasEntry, parse_jaas_config
+from gregor.security.oauthbearer import OAUTHBEARER_LOGIN_MODULE, UnsecuredValidator
 from gregor.security.plain import PLAIN_LOGIN_MODULE, plain_users
 from gregor.security.principal import SslPrincipalMapper
-from gregor.security.sasl import PLAIN, SUPPORTED_MECHANISMS
+from gregor.security.sasl import OAUTHBEARER, PLAIN, SUPPORTED_MECHANISMS
 from gregor.security.tls import server_context
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
@@ -40,6 +41,8 @@ SECURITY_KEYS = frozenset({
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
     "connections.max.reauth.ms",
 })
+#: Per-mechanism settings (``listener.name.<l>.<mechanism>.<key>``).
+MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms", "sasl.server.callback.handler.class")
 
 
 def is_security_key(name: str) -> bool:
@@ -51,9 +54,7 @@ def is_security_key(name: str) -> bool:
             return False
         rest = parts[3]
         mechanism, _, tail = rest.partition(".")
-        return rest in SECURITY_KEYS or (
-            tail in ("sasl.jaas.config", "connections.max.reauth.ms") and bool(mechanism)
-        )
+        return rest in SECURITY_KEYS or (tail in MECHANISM_KEYS and bool(mechanism))
     return name in SECURITY_KEYS
 
 
@@ -67,6 +68,7 @@ class ListenerSecurity:
     plain_users: dict[str, str] = field(default_factory=dict, repr=False)
     #: KIP-368 session lifetime per mechanism (``connections.max.reauth.ms``); 0: unlimited.
     reauth_ms: dict[str, int] = field(default_factory=dict)
+    oauthbearer: UnsecuredValidator | None = None
 
     @property
     def sasl(self) -> bool:
@@ -105,18 +107,40 @@ def listener_security(name: str, protocol: str, get: Getter, prefixed: Getter) -
             except ValueError:
                 raise ValueError(f"connections.max.reauth.ms={text} is not a number") from None
         if PLAIN in mechanisms:
-            key = f"listener.name.{name.lower()}.plain.sasl.jaas.config"
-            jaas = prefixed("plain.sasl.jaas.config")
-            if not jaas:
-                raise ValueError(f"listener {name} enables PLAIN but {key} is not set")
-            try:
-                entries = parse_jaas_config(jaas)
-            except JaasConfigError as e:
-                raise ValueError(f"{key}: {e}") from None
             users: dict[str, str] = {}
-            for entry in entries:
-                if entry.login_module != PLAIN_LOGIN_MODULE:
-                    raise ValueError(f"{key}: login module {entry.login_module} is not {PLAIN_LOGIN_MODULE}")
+            for entry in _jaas(name, PLAIN, PLAIN_LOGIN_MODULE, prefixed):
                 users.update(plain_users(entry.options))
             sec.plain_users = users
+        if OAUTHBEARER in mechanisms:
+            handler = prefixed("oauthbearer.sasl.server.callback.handler.class")
+            if handler:
+                raise ValueError(
+                    f"listener.name.{name.lower()}.oauthbearer.sasl.server.callback.handler.class="
+                    f"{handler} is not supported: only Kafka's unsecured JWS validator is (leave it unset)"
+                )
+            [entry] = _jaas(name, OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, prefixed)[:1]
+            try:
+                sec.oauthbearer = UnsecuredValidator.from_options(entry.options)
+            except ValueError:
+                raise ValueError(
+                    f"listener.name.{name.lower()}.oauthbearer.sasl.jaas.config: "
+                    "unsecuredValidatorAllowableClockSkewMs is not a number"
+                ) from None
     return sec
+
+
+def _jaas(listener: str, mechanism: str, module: str, prefixed: Getter) -> list[JaasEntry]:
+    """The listener's JAAS entries for ``mechanism``, all of ``module`` (required, as Kafka
+    requires a login module for every enabled mechanism)."""
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    jaas = prefixed(f"{mechanism.lower()}.sasl.jaas.config")
+    if not jaas:
+        raise ValueError(f"listener {listener} enables {mechanism} but {key} is not set")
+    try:
+        entries = parse_jaas_config(jaas)
+    except JaasConfigError as e:
+        raise ValueError(f"{key}: {e}") from None
+    for entry in entries:
+        if entry.login_module != module:
+            raise ValueError(f"{key}: login module {entry.login_module} is not {module}")
+    return entries

@@ -28,6 +28,7 @@ class PlainServer:
         self._users = users
         self.complete = False
         self.principal = ""
+        self.expires_at_ms: int | None = None
 
     def evaluate(self, token: bytes) -> bytes:
         if self.complete:

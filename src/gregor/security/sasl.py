@@ -13,8 +13,9 @@ from typing import Protocol
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
+OAUTHBEARER = "OAUTHBEARER"
 #: The mechanisms this broker can serve.
-SUPPORTED_MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+SUPPORTED_MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 
 
 class SaslAuthenticationError(Exception):
@@ -31,6 +32,11 @@ class SaslServer(Protocol):
     @property
     def principal(self) -> str:
         """``User:<name>`` once ``complete``."""
+        ...
+
+    @property
+    def expires_at_ms(self) -> int | None:
+        """When the credential used expires (ms since the epoch; a token's ``exp``), or None."""
         ...
 
     def evaluate(self, token: bytes) -> bytes:

@@ -117,6 +117,7 @@ class ScramServer:
         self._step = 0
         self.complete = False
         self.principal = ""
+        self.expires_at_ms: int | None = None
         self.extensions: dict[str, str] = {}
         self._credential: ScramCredential | None = None
         self._gs2 = ""
