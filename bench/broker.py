@@ -19,10 +19,15 @@ with ``--storage-engine memory://tansu/``. The table shows msgs/s, MB/s and Greg
 broker process used per record. On a small machine the client and the broker share the cores,
 so a broker's CPU cost per record shows up in the client's throughput too.
 
+security   the 1 KB produce (p=1, acks=1) and consume rows again on the same Gregor broker,
+             over a SASL_SSL listener (TLS 1.3, SCRAM-SHA-256 login) beside its PLAINTEXT one,
+             runs taking turns; the table shows SASL_SSL/PLAINTEXT (``--no-security`` skips).
+
 ``--profile DIR`` runs Gregor's broker under cProfile (``GREGOR_PROFILE``) and prints the
 functions with the most own time after the run; the .prof file stays in DIR.
 
 Run: .venv/bin/python bench/broker.py [--scale 1.0] [--repeats 3] [--only gregor|tansu] [--profile DIR]
+                                      [--no-security]
 """
 
 from __future__ import annotations
@@ -129,11 +134,15 @@ def warm_up(p, topic: str, partitions: int) -> None:  # noqa: ANN001
             p.flush(30)
 
 
-def produce(bootstrap: str, topic: str, size: int, n: int, acks: str, partitions: int) -> Result:
+def produce(
+    bootstrap: str, topic: str, size: int, n: int, acks: str, partitions: int,
+    settings: dict[str, str] | None = None,
+) -> Result:
     from confluent_kafka import Producer
 
     errors: list[object] = []
     p = Producer({
+        **(settings or {}),
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
         "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
         "delivery.report.only.error": True,
@@ -156,12 +165,15 @@ def produce(bootstrap: str, topic: str, size: int, n: int, acks: str, partitions
     return Result(n / elapsed, n * size / elapsed / 1e6)
 
 
-def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int) -> Result:
+def consume(
+    bootstrap: str, topic: str, partitions: int, size: int, n: int, settings: dict[str, str] | None = None
+) -> Result:
     """Time from the first record delivered to the last: librdkafka's first offset lookup
     waits on a client-side timer (about 0.5 s) that says nothing about the broker."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({
+        **(settings or {}),
         "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         # librdkafka 2.x pauses a partition's fetches for 1 s whenever its local queue is
@@ -309,6 +321,114 @@ def run_all(targets: list[Target], scale: float, repeats: int) -> dict[str, dict
     return results
 
 
+SECURITY_SIZE = 1024
+SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
+
+
+def secured_broker(directory: str) -> tuple[BrokerProcess, dict[str, str]]:
+    """A Gregor broker with PLAINTEXT and SASL_SSL listeners (a self-signed certificate made
+    with ``cryptography``, a SCRAM-SHA-256 user), and the client settings for SASL_SSL."""
+    import datetime
+    import ipaddress
+
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    keystore = os.path.join(directory, "keystore.pem")
+    with open(keystore, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()) + cert_pem)
+    ca = os.path.join(directory, "ca.pem")
+    with open(ca, "wb") as f:
+        f.write(cert_pem)
+    broker = BrokerProcess(config={
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore,
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+    }).start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap("PLAINTEXT")})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    for f in admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(SCRAM_USER, info, SCRAM_PASSWORD.encode())]
+    ).values():
+        f.result(30)
+    settings = {
+        "security.protocol": "SASL_SSL", "ssl.ca.location": ca, "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD,
+    }
+    return broker, settings
+
+
+def run_security(scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
+    """1 KB produce and consume over PLAINTEXT and SASL_SSL on one broker, taking turns."""
+    import tempfile
+
+    n = int(COUNTS[SECURITY_SIZE] * scale)
+    results: dict[str, dict[str, Measure]] = {"PLAINTEXT": {}, "SASL_SSL": {}}
+    with tempfile.TemporaryDirectory(prefix="gregor-bench-tls-") as d:
+        broker, sasl_ssl = secured_broker(d)
+        try:
+            assert broker.proc is not None
+            pid = broker.proc.pid
+            ways = {"PLAINTEXT": (broker.bootstrap("PLAINTEXT"), {}), "SASL_SSL": (broker.bootstrap("SASL_SSL"), sasl_ssl)}
+            runs: dict[str, list[Measure]] = {w: [] for w in ways}
+            consume_runs: dict[str, list[Measure]] = {w: [] for w in ways}
+            for _ in range(repeats):
+                for way, (bootstrap, settings) in ways.items():
+                    topic = f"bench-sec-{uuid.uuid4().hex[:6]}"
+                    create_topic(broker.bootstrap("PLAINTEXT"), topic, 1)
+                    t = Target(way, bootstrap, pid)
+
+                    def go(bootstrap=bootstrap, topic=topic, settings=settings) -> tuple[float, float]:  # noqa: ANN001
+                        r = produce(bootstrap, topic, SECURITY_SIZE, n, "1", 1, settings)
+                        return r.msgs_per_s, r.mb_per_s
+
+                    runs[way].append(measured(t, n, go))
+
+                    def read(bootstrap=bootstrap, topic=topic, settings=settings) -> tuple[float, float]:  # noqa: ANN001
+                        r = consume(bootstrap, topic, 1, SECURITY_SIZE, n + WARM_UP_RECORDS, settings)
+                        return r.msgs_per_s, r.mb_per_s
+
+                    consume_runs[way].append(measured(t, n, read))
+            for way in ways:
+                results[way][f"produce {SECURITY_SIZE} B  p=1 acks=1"] = median(runs[way])
+                results[way][f"consume {SECURITY_SIZE} B  p=1"] = median(consume_runs[way])
+                for key, m in results[way].items():
+                    show(way[:6], key, m)
+        finally:
+            broker.close()
+    return results
+
+
+def print_security_table(r: dict[str, dict[str, Measure]]) -> None:
+    print()
+    print(f"{'Gregor, 1 KB records':32} {'PLAINTEXT':>24} {'SASL_SSL':>24} {'SASL_SSL/PLAIN':>15} {'CPU µs/rec P | S':>17}")
+    for key, p in r["PLAINTEXT"].items():
+        s = r["SASL_SSL"][key]
+        print(f"{key:32} {p[0]:9,.0f}/s {p[1]:6.1f} MB/s {s[0]:9,.0f}/s {s[1]:6.1f} MB/s "
+              f"{s[0] / p[0]:>15.2f} {p[2]:6.2f} | {s[2]:6.2f}")
+
+
 def print_table(g: dict[str, tuple], t: dict[str, tuple]) -> None:
     print()
     print(f"{'workload':32} {'Gregor':>24} {'Tansu':>24} {'Gregor/Tansu':>13} {'CPU µs/rec G | T':>17}")
@@ -340,6 +460,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="runs per throughput row (median kept)")
     ap.add_argument("--only", choices=["gregor", "tansu"])
     ap.add_argument("--profile", metavar="DIR", help="profile Gregor's broker with cProfile")
+    ap.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
     args = ap.parse_args()
     start = time.monotonic()
     prof = None
@@ -362,6 +483,9 @@ def main() -> int:
             print(f"Tansu at {tansu.bootstrap_servers} (memory storage)", flush=True)
             targets.append(Target("tansu", tansu.bootstrap_servers, tansu.proc.pid))
         results = run_all(targets, args.scale, args.repeats)
+        security = None
+        if args.only != "tansu" and not args.no_security:
+            security = run_security(args.scale, args.repeats)
     finally:
         if gregor is not None:
             gregor.close()
@@ -370,6 +494,8 @@ def main() -> int:
     if prof:
         print_profile(prof)
     print_table(results.get("gregor", {}), results.get("tansu", {}))
+    if security is not None:
+        print_security_table(security)
     print(f"\n(total {time.monotonic() - start:.0f} s; median of {args.repeats} runs per throughput row; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
     return 0
