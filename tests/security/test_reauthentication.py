@@ -139,3 +139,19 @@ def test_librdkafka_re_authenticates_before_its_session_ends(broker: BrokerProce
     sent += 1
     assert p.flush(30) == 0
     assert delivered == list(range(sent))
+
+
+def test_a_client_that_stalls_mid_login_is_closed_when_idle() -> None:
+    with BrokerProcess(config={
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "connections.max.idle.ms": 300,
+    }) as idle:
+        stalled = Raw(idle.bootstrap_servers)
+        try:
+            assert handshake(stalled, "SCRAM-SHA-256").error_code == 0
+            # A handshake, then nothing: the idle check closes this connection.
+            assert stalled.frame() is None
+        finally:
+            stalled.close()
+        assert "event=connection.idle_closed" in idle.read_log()
