@@ -17,7 +17,13 @@ import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 
-from gregor.cluster.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
+from gregor.cluster.image import (
+    BrokerRegistration,
+    ConfigResourceKey,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 from gregor.protocol.errors import (
     BrokerIdNotRegisteredError,
     FencedLeaderEpochError,
@@ -46,6 +52,7 @@ def _next(
     topics_by_id: Mapping[uuid.UUID, TopicImage] | None = None,
     brokers: Mapping[int, BrokerRegistration] | None = None,
     next_producer_id: int | None = None,
+    config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -57,6 +64,7 @@ def _next(
         topics_by_id=image.topics_by_id if topics_by_id is None else topics_by_id,
         brokers=brokers,
         next_producer_id=image.next_producer_id if next_producer_id is None else next_producer_id,
+        config_resources=image.config_resources if config_resources is None else config_resources,
     )
 
 
@@ -235,3 +243,27 @@ def allocate_producer_ids(image: MetadataImage, count: int) -> tuple[MetadataIma
         raise InvalidRequestError(f"cannot allocate {count} producer ids")
     first = image.next_producer_id
     return _next(image, next_producer_id=first + count), first
+
+
+#: Kafka's ConfigResource type of a topic: a topic's overrides live with the topic.
+TOPIC_RESOURCE = 2
+
+
+def alter_config_resource(
+    image: MetadataImage, resource_type: int, name: str, configs: Mapping[str, str]
+) -> MetadataImage:
+    """Replace the whole override set of a non-topic config resource (a broker by node id or
+    "" for the cluster-wide default, a group, ...); an empty set removes the entry. Which
+    names and values are allowed is the caller's business."""
+    if resource_type == TOPIC_RESOURCE:
+        raise InvalidRequestError("topic configs are altered with alter_topic_configs")
+    if not isinstance(resource_type, int) or resource_type <= 0 or not isinstance(name, str):
+        raise InvalidRequestError(f"invalid config resource ({resource_type!r}, {name!r})")
+    if any(not isinstance(k, str) or not isinstance(v, str) for k, v in configs.items()):
+        raise InvalidRequestError("config names and values must be strings")
+    resources = dict(image.config_resources)
+    if configs:
+        resources[(resource_type, name)] = dict(configs)
+    else:
+        resources.pop((resource_type, name), None)
+    return _next(image, config_resources=resources)

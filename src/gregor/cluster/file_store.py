@@ -2,8 +2,10 @@
 
 Theory of operation: ``cluster-metadata.json`` holds the cluster id, the image version, the next
 free producer id and every topic (id, config overrides, internal flag, and per partition the
-leader, leader_epoch, partition_epoch, replicas and ISR). It is the format the broker has
-always written; fields added since (``version``, ``partition_epoch``, ``offline_replicas``)
+leader, leader_epoch, partition_epoch, replicas and ISR), and the config overrides of
+non-topic resources (``config_resources``: dynamic broker and group configs). It is the
+format the broker has always written; fields added since (``version``, ``partition_epoch``,
+``offline_replicas``, ``config_resources``)
 have defaults when an older file lacks them, and older readers ignore them. Broker
 registrations are ephemeral, like an etcd lease: they are in the image but never in the file,
 so after a restart every broker registers again.
@@ -36,8 +38,9 @@ T = TypeVar("T")
 
 
 def encode(image: MetadataImage) -> dict[str, Any]:
-    """The file's JSON document for ``image`` (without broker registrations)."""
-    return {
+    """The file's JSON document for ``image`` (without broker registrations; the
+    ``config_resources`` list only when there are any)."""
+    doc = {
         "cluster_id": image.cluster_id,
         "version": image.version,
         "next_producer_id_block": image.next_producer_id,
@@ -63,6 +66,12 @@ def encode(image: MetadataImage) -> dict[str, Any]:
             for t in image.topics.values()
         ],
     }
+    if image.config_resources:
+        doc["config_resources"] = [
+            {"resource_type": rtype, "name": name, "configs": dict(configs)}
+            for (rtype, name), configs in sorted(image.config_resources.items())
+        ]
+    return doc
 
 
 def decode(doc: dict[str, Any]) -> MetadataImage:
@@ -96,6 +105,10 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
         topics_by_id={t.topic_id: t for t in topics},
         brokers={},
         next_producer_id=int(doc.get("next_producer_id_block", 0)),
+        config_resources={
+            (int(r["resource_type"]), str(r["name"])): {str(k): str(v) for k, v in r["configs"].items()}
+            for r in doc.get("config_resources", [])
+        },
     )
 
 
@@ -156,6 +169,7 @@ class _FileBackend:
                 topics_by_id=image.topics_by_id,
                 brokers=image.brokers,
                 next_producer_id=image.next_producer_id,
+                config_resources=image.config_resources,
             )
         # Written at once, so a generated cluster id is durable and an old file gains the new
         # fields before anything else happens.

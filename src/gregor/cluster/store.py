@@ -14,6 +14,7 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 - A new partition has leader = first replica, leader_epoch 0, partition_epoch 0, isr =
   replicas. ``alter_partition`` is a compare-and-set on ``partition_epoch`` and bumps it.
 - Broker registrations are ephemeral; producer-id blocks are durable and never overlap.
+- Config overrides of non-topic resources (``image.config_resources``) are durable.
 - Changes are serialised: concurrent callers never lose an update.
 """
 
@@ -74,6 +75,13 @@ class MetadataStore(Protocol):
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
         """Replace the topic's whole set of config overrides."""
+        ...
+
+    async def alter_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the whole override set of a non-topic config resource (Kafka's resource
+        type code and name: BROKER 4 with a node id or "" for the cluster-wide default,
+        GROUP 32 with a group id); an empty ``configs`` removes it. INVALID_REQUEST for a
+        topic (type 2: use ``alter_topic_configs``)."""
         ...
 
     async def alter_partition(
