@@ -135,6 +135,12 @@ def test_dynamic_broker_configs_layers_sources_and_restart(broker: BrokerProcess
     broker.restart()
     admin = _admin(broker)
     assert _describe(admin, ResourceType.BROKER, "1", *keys) == want
+    # Applied again from the stored overrides at start.
+    reports.clear()
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "message.max.bytes": 100_000})
+    p.produce(topic, key=b"k", value=b"x" * 5000, on_delivery=lambda err, _m: reports.append(err and err.name()))
+    assert p.flush(30) == 0
+    assert reports == ["MSG_SIZE_TOO_LARGE"]
     _alter(admin, ResourceType.BROKER, "1", ("log.cleanup.policy", "compact", SUBTRACT), ("log.retention.ms", "", DELETE))
     assert _describe(admin, ResourceType.BROKER, "1", "log.cleanup.policy", "log.retention.ms") == {
         "log.cleanup.policy": ("delete", ConfigSource.DYNAMIC_BROKER_CONFIG),
