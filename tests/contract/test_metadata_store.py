@@ -247,6 +247,30 @@ def test_alter_topic_configs_replaces_the_override_set(kind: StoreKind) -> None:
     run(kind, scenario)
 
 
+def test_alter_config_resource_replaces_the_override_set(kind: StoreKind) -> None:
+    async def scenario(store: MetadataStore) -> None:
+        rec = Recorder(store)
+        assert store.image.config_resources == {} and store.image.config_resource(4, "1") == {}
+        await store.alter_config_resource(4, "1", {"log.retention.ms": "1000", "message.max.bytes": "2000"})
+        await store.alter_config_resource(4, "", {"log.retention.ms": "5000"})
+        await store.alter_config_resource(32, "g", {"consumer.session.timeout.ms": "50000"})
+        assert store.image.config_resource(4, "1") == {"log.retention.ms": "1000", "message.max.bytes": "2000"}
+        assert rec.deltas[-1].changed_config_resources == {(32, "g")}
+        assert not rec.deltas[-1].is_empty and not rec.deltas[-1].changed_configs
+        v = store.image.version
+        await store.alter_config_resource(4, "1", {"message.max.bytes": "3000"})  # the whole set
+        assert store.image.config_resource(4, "1") == {"message.max.bytes": "3000"}
+        await store.alter_config_resource(32, "g", {})  # empty: the entry goes
+        assert store.image.version == v + 2
+        assert dict(store.image.config_resources) == {
+            (4, "1"): {"message.max.bytes": "3000"}, (4, ""): {"log.retention.ms": "5000"}
+        }
+        assert rec.deltas[-1].changed_config_resources == {(32, "g")}
+        await refused(store, rec, InvalidRequestError, store.alter_config_resource(2, "t", {"a": "b"}))
+
+    run(kind, scenario)
+
+
 # --- partition state ---
 
 
@@ -490,6 +514,8 @@ def test_restart_keeps_everything_but_broker_registrations(kind: StoreKind) -> N
         await store.create_topic("gone", [[1, 2]], {})
         await store.delete_topic("gone")
         await store.allocate_producer_ids(1000)
+        await store.alter_config_resource(4, "", {"log.retention.ms": "7"})
+        await store.alter_config_resource(32, "g", {"consumer.heartbeat.interval.ms": "6000"})
         before.append(store.image)
 
     run(kind, scenario)
@@ -500,6 +526,8 @@ def test_restart_keeps_everything_but_broker_registrations(kind: StoreKind) -> N
         assert (img.cluster_id, img.version, img.next_producer_id) == (old.cluster_id, old.version, 1000)
         assert img.topics == old.topics and list(img.topics) == ["a", "b"]
         assert img.topics_by_id == old.topics_by_id
+        assert img.config_resources == old.config_resources
+        assert img.config_resource(32, "g") == {"consumer.heartbeat.interval.ms": "6000"}
         assert img.brokers == {} and img.controller_id == -1
         assert await store.allocate_producer_ids(10) == 1000  # blocks never overlap across restarts
         v = store.image.version

@@ -108,7 +108,7 @@ class Broker:
         self.replicas.transactions = self.transactions
         self.replicas.on_txn_marker(self.groups.on_txn_marker)
         self.publisher = MetadataPublisher(
-            self.node_id, config, self.replicas, self.logs, self.groups, self.transactions
+            self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics
         )
         # The broker must be registered before its partitions are published (the image
         # names it as their leader) and before it listens; the ports come from binding.

@@ -7,7 +7,10 @@ The publisher turns a delta into local actions, in an order that keeps the broke
 consistent (Kafka's ``BrokerMetadataPublisher``):
 
 1. deleted topics: stop their partitions (waiters released) and delete their logs;
-2. changed topic configs: the log configs and each partition's ``min.insync.replicas``;
+2. changed dynamic broker configs (this broker's or the cluster default): the log defaults
+   (``log.retention.*``, ``log.segment.bytes``, ``message.max.bytes``, ``log.cleanup.policy``,
+   ...) of every log and of topic validation, and ``min.insync.replicas``; changed topic
+   configs: the log configs and each partition's ``min.insync.replicas``;
 3. new or changed partitions: this broker becomes leader (or follower) as the image says,
    creating the log if needed; a partition this broker no longer hosts is stopped;
 4. the coordinators: partitions of ``__consumer_offsets`` / ``__transaction_state`` that
@@ -23,11 +26,15 @@ import logging
 
 from gregor.broker.config import BrokerConfig
 from gregor.broker.coordinator_runtime import CoordinatorRuntime
+from gregor.broker.dynamic_configs import broker_layers, effective_props
 from gregor.broker.events import log_event
 from gregor.broker.group_service import GroupService
 from gregor.broker.replica_manager import ReplicaManager
+from gregor.broker.topic_admin import TopicAdmin
+from gregor.broker.topic_configs import ConfigResourceType
 from gregor.broker.topics import OFFSETS_TOPIC, TXN_TOPIC
 from gregor.cluster.image import EMPTY, MetadataDelta, MetadataImage, PartitionImage, TopicImage
+from gregor.storage.config import from_broker_props
 from gregor.storage.manager import LogManager
 
 log = logging.getLogger("gregor.broker.metadata")
@@ -42,9 +49,13 @@ class MetadataPublisher:
         logs: LogManager,
         groups: GroupService,
         transactions: CoordinatorRuntime,
+        topics: TopicAdmin | None = None,
     ) -> None:
         self.node_id = node_id
         self.config = config
+        self.topics = topics
+        #: server.properties with the dynamic broker configs on top.
+        self.broker_props: dict[str, str] = dict(config.raw)
         self.replicas = replicas
         self.logs = logs
         self.groups = groups
@@ -58,7 +69,24 @@ class MetadataPublisher:
 
     def _min_insync(self, topic: TopicImage) -> int:
         value = topic.configs.get("min.insync.replicas")
-        return int(value) if value is not None else int(self.config["min.insync.replicas"])
+        if value is None:
+            value = self.broker_props.get("min.insync.replicas", self.config["min.insync.replicas"])
+        return int(value)
+
+    def _apply_broker_configs(self, image: MetadataImage) -> None:
+        """New log defaults from the dynamic broker configs, for every log and topic."""
+        self.broker_props = effective_props(broker_layers(image, self.node_id, self.config.raw))
+        default = from_broker_props(self.broker_props)
+        self.logs.default_config = default
+        for (topic, _), plog in self.logs.logs.items():
+            plog.config = default.with_overrides(self.logs.topic_overrides(topic))
+        if self.topics is not None:
+            self.topics.default_log_config = default
+        for (topic, _), partition in self.replicas.partitions.items():
+            t = image.topic(topic)
+            if t is not None:
+                partition.min_insync_replicas = self._min_insync(t)
+        log_event(log, "broker.dynamic_configs", version=image.version)
 
     def _apply(self, delta: MetadataDelta) -> None:
         image = delta.image
@@ -68,6 +96,9 @@ class MetadataPublisher:
             coordinator = self.coordinators.get(gone.name)
             if coordinator is not None:
                 coordinator.unload([p.partition for p in gone.partitions])
+        broker = int(ConfigResourceType.BROKER)
+        if {(broker, ""), (broker, str(self.node_id))} & delta.changed_config_resources:
+            self._apply_broker_configs(image)
         for name in delta.changed_configs:
             changed = image.topic(name)
             if changed is None:

@@ -31,11 +31,12 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gregor.broker.errors import code_of, kafka_error, message_of
 from gregor.broker.partition import Partition
+from gregor.broker.record_errors import RecordError, RecordValidationError, check_compacted_keys
 from gregor.broker.topics import INTERNAL_TOPICS
 from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import (
@@ -80,6 +81,8 @@ class ProduceResult:
     error: ErrorCode = ErrorCode.NONE
     message: str | None = None
     info: LogAppendInfo | None = None
+    #: KIP-467: (batch_index, message) of each record at fault in a refused batch.
+    record_errors: list[RecordError] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -220,6 +223,8 @@ class ReplicaManager:
                 result.info = partition.append_as_leader(data, AppendOrigin.CLIENT, required_acks)
             except (KafkaError, ProtocolError) as e:
                 result.error, result.message = code_of(e), message_of(e)
+                if isinstance(e, RecordValidationError):
+                    result.record_errors = e.record_errors
                 continue
             if required_acks == -1:
                 waits.append((result, partition.wait_for_high_watermark(result.info.last_offset + 1)))
@@ -235,18 +240,25 @@ class ReplicaManager:
         zstd_allowed: bool,
     ) -> bytes | bytearray | memoryview:
         """Client records as the log takes them, or the error (Kafka's checks before the
-        log's own: internal topics, codecs, KIP-890 verification)."""
+        log's own: internal topics, codecs, keys of a compacted topic with KIP-467's
+        per-record errors, KIP-890 verification)."""
         if partition.topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"Cannot append to internal topic {partition.topic}")
+        compact = partition.log.config.compact
         if peek_magic(records) < 2:
             limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)
-            return upconvert(records, max_decompressed_size=limit)
+            converted = upconvert(records, max_decompressed_size=limit)
+            if compact:
+                check_compacted_keys(converted, partition.topic, partition.index)
+            return converted
         for _, header in iter_batches(records):
             codec = header.compression
             if codec > MAX_CODEC:
                 raise CorruptMessageError(f"unknown compression codec {codec}")
             if codec == ZSTD and not zstd_allowed:
                 raise UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
+        if compact:
+            check_compacted_keys(records, partition.topic, partition.index)
         if transactional_id is not None and self.transactions is not None and len(records) >= HEADER_SIZE:
             h = read_header(records)
             if (

@@ -225,6 +225,10 @@ class TopicAdmin:
 
     # --- configs ---
 
+    async def set_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        """Store the whole override set of a non-topic config resource (BROKER, GROUP)."""
+        await self.store.alter_config_resource(resource_type, name, configs)
+
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace ``name``'s whole override set (already validated by the caller too)."""
         self.validate_topic_configs(configs)

@@ -5,7 +5,9 @@ topic's own override (source TOPIC_CONFIG) wins; otherwise the first of the topi
 broker synonyms that ``server.properties`` sets (STATIC_BROKER_CONFIG), converted to the topic
 config's unit (``log.retention.hours=24`` gives ``retention.ms=86400000``); otherwise the
 default of the first synonym that has one, or the topic config's own default (DEFAULT_CONFIG).
-Gregor has no dynamic broker configs, so the dynamic sources never appear.
+Where a broker value is looked up, ``broker_props`` is either ``server.properties`` alone or
+the broker's layers (dynamic per-broker, dynamic cluster default, static; see
+``gregor.broker.dynamic_configs``), each synonym taking its first layer that sets it.
 
 The table lists every common Kafka topic config, including those Gregor only stores and
 reports (``compression.type``, ``min.insync.replicas``, ``unclean.leader.election.enable``,
@@ -18,7 +20,7 @@ log's own cross-checks (``LogConfig.validate``) run after it in ``Broker.validat
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -58,6 +60,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class ConfigResourceType(IntEnum):
@@ -65,6 +69,8 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 @dataclass(frozen=True)
@@ -385,21 +391,33 @@ def _scaled(value: str, scale: int) -> str | None:
         return None
 
 
+#: Broker values: ``server.properties`` alone, or (props, source) layers, most specific first.
+BrokerProps = Mapping[str, str] | Sequence[tuple[Mapping[str, str], ConfigSource]]
+
+
+def broker_layers_of(broker_props: BrokerProps) -> Sequence[tuple[Mapping[str, str], ConfigSource]]:
+    if isinstance(broker_props, Mapping):
+        return ((broker_props, ConfigSource.STATIC_BROKER_CONFIG),)
+    return broker_props
+
+
 def broker_synonyms(
-    d: TopicConfigDef, broker_props: Mapping[str, str]
+    d: TopicConfigDef, broker_props: BrokerProps
 ) -> list[tuple[str, str | None, ConfigSource, int]]:
-    """The broker-level entries behind a topic config, in precedence order: per synonym, the
-    static value (if set in server.properties) and then its default (if it has one)."""
+    """The broker-level entries behind a topic config, in precedence order: per synonym, its
+    value in each layer that sets it (dynamic, then static) and then its default (if any)."""
     out: list[tuple[str, str | None, ConfigSource, int]] = []
+    layers = broker_layers_of(broker_props)
     for syn in d.synonyms:
-        if syn.name in broker_props:
-            out.append((syn.name, broker_props[syn.name], ConfigSource.STATIC_BROKER_CONFIG, syn.scale))
+        for props, source in layers:
+            if syn.name in props:
+                out.append((syn.name, props[syn.name], source, syn.scale))
         if syn.default is not None:
             out.append((syn.name, syn.default, ConfigSource.DEFAULT_CONFIG, syn.scale))
     return out
 
 
-def broker_default(d: TopicConfigDef, broker_props: Mapping[str, str]) -> tuple[str, ConfigSource]:
+def broker_default(d: TopicConfigDef, broker_props: BrokerProps) -> tuple[str, ConfigSource]:
     """The value a topic without an override gets, and where it comes from."""
     for _name, value, source, scale in broker_synonyms(d, broker_props):
         if value is None:
@@ -410,7 +428,7 @@ def broker_default(d: TopicConfigDef, broker_props: Mapping[str, str]) -> tuple[
     return d.default, ConfigSource.DEFAULT_CONFIG
 
 
-def effective_value(name: str, overrides: Mapping[str, str], broker_props: Mapping[str, str]) -> str:
+def effective_value(name: str, overrides: Mapping[str, str], broker_props: BrokerProps) -> str:
     if name in overrides:
         return overrides[name]
     return broker_default(BY_NAME[name], broker_props)[0]
@@ -418,7 +436,7 @@ def effective_value(name: str, overrides: Mapping[str, str], broker_props: Mappi
 
 def describe_topic(
     overrides: Mapping[str, str],
-    broker_props: Mapping[str, str],
+    broker_props: BrokerProps,
     names: Iterable[str] | None = None,
     *,
     include_synonyms: bool = False,

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from gregor.cluster.image import (
     BrokerRegistration,
+    ConfigResourceKey,
     MetadataImage,
     PartitionImage,
     ScramCredential,
@@ -59,6 +60,7 @@ def _next(
     brokers: Mapping[int, BrokerRegistration] | None = None,
     next_producer_id: int | None = None,
     scram_credentials: Mapping[str, Mapping[str, ScramCredential]] | None = None,
+    config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -71,6 +73,7 @@ def _next(
         brokers=brokers,
         next_producer_id=image.next_producer_id if next_producer_id is None else next_producer_id,
         scram_credentials=image.scram_credentials if scram_credentials is None else scram_credentials,
+        config_resources=image.config_resources if config_resources is None else config_resources,
     )
 
 
@@ -304,3 +307,25 @@ def alter_scram_credentials(
             creds.setdefault(user, {})[cred.mechanism] = cred
             results[user] = None
     return _next(image, scram_credentials=creds), results
+#: Kafka's ConfigResource type of a topic: a topic's overrides live with the topic.
+TOPIC_RESOURCE = 2
+
+
+def alter_config_resource(
+    image: MetadataImage, resource_type: int, name: str, configs: Mapping[str, str]
+) -> MetadataImage:
+    """Replace the whole override set of a non-topic config resource (a broker by node id or
+    "" for the cluster-wide default, a group, ...); an empty set removes the entry. Which
+    names and values are allowed is the caller's business."""
+    if resource_type == TOPIC_RESOURCE:
+        raise InvalidRequestError("topic configs are altered with alter_topic_configs")
+    if not isinstance(resource_type, int) or resource_type <= 0 or not isinstance(name, str):
+        raise InvalidRequestError(f"invalid config resource ({resource_type!r}, {name!r})")
+    if any(not isinstance(k, str) or not isinstance(v, str) for k, v in configs.items()):
+        raise InvalidRequestError("config names and values must be strings")
+    resources = dict(image.config_resources)
+    if configs:
+        resources[(resource_type, name)] = dict(configs)
+    else:
+        resources.pop((resource_type, name), None)
+    return _next(image, config_resources=resources)

@@ -2,9 +2,11 @@
 
 Theory of operation: ``cluster-metadata.json`` holds the cluster id, the image version, the next
 free producer id and every topic (id, config overrides, internal flag, and per partition the
-leader, leader_epoch, partition_epoch, replicas and ISR) and the users' salted SCRAM credentials
-(salt, stored key, server key, iterations; base64). It is the format the broker has
-always written; fields added since (``version``, ``partition_epoch``, ``offline_replicas``)
+leader, leader_epoch, partition_epoch, replicas and ISR), the users' salted SCRAM credentials
+(salt, stored key, server key, iterations; base64) and the config overrides of non-topic
+resources (``config_resources``: dynamic broker and group configs). It is the format the broker
+has always written; fields added since (``version``, ``partition_epoch``, ``offline_replicas``,
+``scram_credentials``, ``config_resources``)
 have defaults when an older file lacks them, and older readers ignore them. Broker
 registrations are ephemeral, like an etcd lease: they are in the image but never in the file,
 so after a restart every broker registers again.
@@ -40,7 +42,8 @@ T = TypeVar("T")
 
 def encode(image: MetadataImage) -> dict[str, Any]:
     """The file's JSON document for ``image`` (without broker registrations; the SCRAM
-    credentials only when there are some, so a file without users keeps its old shape)."""
+    credentials and the ``config_resources`` list only when there are some, so a file without
+    them keeps its old shape)."""
     doc = {
         "cluster_id": image.cluster_id,
         "version": image.version,
@@ -81,6 +84,11 @@ def encode(image: MetadataImage) -> dict[str, Any]:
     }
     if not image.scram_credentials:
         del doc["scram_credentials"]
+    if image.config_resources:
+        doc["config_resources"] = [
+            {"resource_type": rtype, "name": name, "configs": dict(configs)}
+            for (rtype, name), configs in sorted(image.config_resources.items())
+        ]
     return doc
 
 
@@ -136,6 +144,10 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
         brokers={},
         next_producer_id=int(doc.get("next_producer_id_block", 0)),
         scram_credentials=_scram(doc),
+        config_resources={
+            (int(r["resource_type"]), str(r["name"])): {str(k): str(v) for k, v in r["configs"].items()}
+            for r in doc.get("config_resources", [])
+        },
     )
 
 

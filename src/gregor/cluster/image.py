@@ -3,7 +3,9 @@
 Theory of operation: a ``MetadataImage`` holds everything a broker needs to know about the
 cluster (cluster id, controller, registered brokers with their listener endpoints, topics by
 name and by id, each partition's leader, leader_epoch, partition_epoch, replicas and ISR, and
-the next free producer id, and the users' salted SCRAM credentials). Every class here is a frozen, slotted dataclass whose containers
+the next free producer id, the users' salted SCRAM credentials, and the config overrides of
+resources other than topics: dynamic broker configs by node id or "" for the cluster-wide
+default, group configs by group id). Every class here is a frozen, slotted dataclass whose containers
 are tuples or read-only mappings, so any task may keep a reference to an image (or to a topic
 or partition in it) without locks: nothing in it ever changes. A store publishes a change by
 building a new image with ``version`` one higher and swapping its reference.
@@ -27,6 +29,7 @@ from gregor.security.scram import ScramCredential
 
 __all__ = [
     "EMPTY",
+    "ConfigResourceKey",
     "BrokerEndpoint",
     "BrokerRegistration",
     "MetadataDelta",
@@ -36,6 +39,10 @@ __all__ = [
     "TopicImage",
 ]
 
+
+#: (resource type, name) of a config resource that is not a topic: Kafka's ConfigResource
+#: type codes, BROKER (4) with a node id or "" (cluster-wide default), GROUP (32) with a group id.
+ConfigResourceKey = tuple[int, str]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -135,8 +142,15 @@ class MetadataImage:
     next_producer_id: int
     #: SCRAM credentials: user name -> mechanism name -> salted credential (never a password).
     scram_credentials: Mapping[str, Mapping[str, ScramCredential]] = field(default_factory=dict)
+    #: Config overrides of non-topic resources; a resource without overrides has no entry.
+    config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "config_resources",
+            _frozen_map({k: _frozen_map(v) for k, v in self.config_resources.items() if v}),
+        )
         object.__setattr__(self, "topics", _frozen_map(self.topics))
         object.__setattr__(self, "topics_by_id", _frozen_map(self.topics_by_id))
         object.__setattr__(self, "brokers", _frozen_map(self.brokers))
@@ -163,10 +177,16 @@ class MetadataImage:
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.scram_credentials.get(user, {}).get(mechanism)
 
+    def config_resource(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """The overrides of a non-topic config resource (empty when it has none)."""
+        return self.config_resources.get((resource_type, name), _NO_CONFIGS)
+
     def live_broker_ids(self) -> list[int]:
         """Registered, unfenced brokers, lowest id first."""
         return sorted(b.node_id for b in self.brokers.values() if not b.fenced)
 
+
+_NO_CONFIGS: Mapping[str, str] = _frozen_map({})
 
 EMPTY = MetadataImage(
     version=0,
@@ -189,6 +209,8 @@ class MetadataDelta:
     - ``changed_configs``: names of topics that exist in both images with different overrides
       (a created topic's overrides come with it in ``created_topics``).
     - ``changed_brokers``: node id -> new registration, or None when it was unregistered.
+    - ``changed_config_resources``: (resource type, name) of every non-topic config resource
+      whose overrides differ (an emptied set is a change too).
     """
 
     previous: MetadataImage
@@ -238,11 +260,17 @@ class MetadataDelta:
         out.update({node_id: None for node_id in old if node_id not in new})
         return MappingProxyType(out)
 
+    @cached_property
+    def changed_config_resources(self) -> frozenset[ConfigResourceKey]:
+        old, new = self.previous.config_resources, self.image.config_resources
+        return frozenset(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+
     @property
     def is_empty(self) -> bool:
         """True when no topic, partition, config or broker changed (e.g. a producer-id block)."""
         return not (
-            self.created_topics
+            self.changed_config_resources
+            or self.created_topics
             or self.deleted_topics
             or self.changed_partitions
             or self.changed_configs

@@ -214,6 +214,12 @@ class LocalMetadataStore:
         conf = dict(configs)
         return await self._change(lambda image: changes.alter_topic_configs(image, name, conf))
 
+    async def alter_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        conf = dict(configs)
+        await self._change(
+            lambda image: (changes.alter_config_resource(image, resource_type, name, conf), None)
+        )
+
     async def alter_partition(
         self,
         topic: str,

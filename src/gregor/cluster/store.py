@@ -15,6 +15,7 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
   replicas. ``alter_partition`` is a compare-and-set on ``partition_epoch`` and bumps it.
 - Broker registrations are ephemeral; producer-id blocks are durable and never overlap.
 - SCRAM credentials (salted, never passwords) are durable; refusals are per user.
+- Config overrides of non-topic resources (``image.config_resources``) are durable.
 - Changes are serialised: concurrent callers never lose an update.
 """
 
@@ -77,6 +78,13 @@ class MetadataStore(Protocol):
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
         """Replace the topic's whole set of config overrides."""
+        ...
+
+    async def alter_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the whole override set of a non-topic config resource (Kafka's resource
+        type code and name: BROKER 4 with a node id or "" for the cluster-wide default,
+        GROUP 32 with a group id); an empty ``configs`` removes it. INVALID_REQUEST for a
+        topic (type 2: use ``alter_topic_configs``)."""
         ...
 
     async def alter_partition(

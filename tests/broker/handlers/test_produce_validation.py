@@ -133,7 +133,13 @@ def test_compacted_topic_needs_keys(wire: Wire) -> None:
     create_topic(wire, "compacted", 1, cleanup_policy="compact")
     p = produce(wire, "compacted", 0, build_batch([(1, b"k", b"v"), (2, None, b"no key")]))
     rejected(p, ErrorCode.INVALID_RECORD)
-    assert p.error_message == "a compacted topic cannot accept a record without a key"
+    # KIP-467: Kafka's summary and the bad record's batch index with Kafka's message (issue 12).
+    why = "Compacted topic cannot accept message without key in topic partition compacted-0"
+    assert p.error_message == (
+        "One or more records have been rejected due to 1 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{why}')]"
+    )
+    assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [(1, why)]
     assert produce(wire, "compacted", 0, build_batch([(1, b"k", b"v")])).base_offset == 0
 
 

@@ -23,6 +23,7 @@ import logging
 import uuid
 from collections import Counter
 
+from gregor.broker.dynamic_configs import broker_layers
 from gregor.broker.errors import code_of, message_of
 from gregor.broker.events import log_event
 from gregor.broker.handlers.registry import handles
@@ -92,7 +93,8 @@ async def _create_one(ctx: RequestContext, t: CreateTopicsRequest.Topics, valida
         )
     except KafkaError as e:
         return _ct_error(t.name, code_of(e), message_of(e))
-    described = describe_topic(dict(created.configs), ctx.broker.config.raw) if version >= 5 else []
+    layers = broker_layers(ctx.broker.image, ctx.broker.node_id, ctx.broker.config.raw)
+    described = describe_topic(dict(created.configs), layers) if version >= 5 else []
     return CTTopic(
         name=t.name,
         topic_id=created.topic_id,

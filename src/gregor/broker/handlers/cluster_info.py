@@ -13,8 +13,8 @@ DescribeTopicPartitions pages through topics sorted by name: it starts at the re
 returns the place to resume as ``next_cursor`` (null when nothing is left). An empty topic list
 means every topic.
 
-There is no authorizer yet, so every operation is reported as allowed where a bitfield of
-authorized operations is asked for.
+Authorized operations come from ``gregor.broker.authorized_ops`` (no authorizer yet: every
+operation the resource type supports).
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ from __future__ import annotations
 import os
 import shutil
 
+from gregor.broker.authorized_ops import (
+    OPERATIONS_NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -39,27 +44,11 @@ from gregor.protocol.messages.describe_topic_partitions import (
 )
 from gregor.protocol.primitives import ZERO_UUID
 
-OPERATIONS_NOT_REQUESTED = -(1 << 31)
-
-# Kafka's ACL operation codes.
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
-CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
-
-CLUSTER_OPERATIONS = (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
-TOPIC_OPERATIONS = (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
-
 ENDPOINT_BROKERS = 1
 
 # The most partitions one DescribeTopicPartitions response carries (Kafka's
 # max.request.partition.size.limit default).
 MAX_RESPONSE_PARTITIONS = 2000
-
-
-def operations_bitfield(ops: tuple[int, ...]) -> int:
-    bits = 0
-    for op in ops:
-        bits |= 1 << op
-    return bits
 
 
 @handles(DescribeClusterRequest)
@@ -81,7 +70,7 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
         for node, e, rack in ctx.broker.endpoints(ctx.conn.listener)
     ]
     ops = (
-        operations_bitfield(CLUSTER_OPERATIONS)
+        authorized_operations(ResourceType.CLUSTER)
         if req.include_cluster_authorized_operations
         else OPERATIONS_NOT_REQUESTED
     )
@@ -176,7 +165,6 @@ async def handle_describe_topic_partitions(
         if names and names[0] == cursor.topic_name:
             start_partition = max(cursor.partition_index, 0)
     limit = min(max(req.response_partition_limit, 1), MAX_RESPONSE_PARTITIONS)
-    ops = operations_bitfield(TOPIC_OPERATIONS)
     topics: list[DTPTopic] = []
     next_cursor = None
     remaining = limit
@@ -201,7 +189,7 @@ async def handle_describe_topic_partitions(
                 )
                 for p in chosen
             ],
-            topic_authorized_operations=ops,
+            topic_authorized_operations=authorized_operations(ResourceType.TOPIC, name),
         ))
         if first + len(chosen) < len(ts.partitions):
             next_cursor = DTPCursor(topic_name=name, partition_index=first + len(chosen))

@@ -1,14 +1,15 @@
 """Configs: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-Resources are topics (type 2), this broker (4) and its loggers (8). A topic's configs are its
-overrides on top of the broker's ``server.properties`` and Kafka's defaults, resolved and
-described by :mod:`gregor.broker.topic_configs`. Broker configs are static here: DescribeConfigs
-reports every known broker key with its value and source (STATIC_BROKER_CONFIG when set,
-DEFAULT_CONFIG otherwise), read-only; altering a broker or logger resource answers
-INVALID_REQUEST because Gregor has no dynamic broker configs. An empty broker resource name
-means the cluster-wide dynamic defaults, of which there are none.
+Resources are topics (type 2), this broker (4), its loggers (8) and groups (32). A topic's
+configs are its overrides on top of the broker's values and Kafka's defaults, resolved and
+described by :mod:`gregor.broker.topic_configs`. A broker's values come from its dynamic
+override, the cluster-wide dynamic default (broker resource name ""), ``server.properties``
+and Kafka's default, in that order (:mod:`gregor.broker.dynamic_configs`); DescribeConfigs
+reports each key with its source and marks read-only the keys Kafka cannot change
+dynamically. Group configs are :mod:`gregor.broker.group_configs`. Broker and group overrides
+are stored in the metadata image as config resources. Loggers cannot be altered.
 
-AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs edits it key by key
+AlterConfigs replaces a resource's whole override set; IncrementalAlterConfigs edits it key by key
 (SET, DELETE, APPEND and SUBTRACT, the last two for list configs only, applied to the
 effective value). Both validate the resulting set as a whole before anything changes, so a
 resource is either fully updated or not at all; ``validate_only`` stops after validation.
@@ -22,7 +23,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from gregor.broker.config import BROKER_KEYS, BrokerConfig
+from gregor.broker.dynamic_configs import (
+    DYNAMIC_BROKER_CONFIGS,
+    Layers,
+    broker_layers,
+    validate_broker_overrides,
+)
 from gregor.broker.errors import code_of, kafka_error, message_of
+from gregor.broker.group_configs import check_group_name, describe_group, validate_group_overrides
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import BrokerState, RequestContext
 from gregor.broker.topic_configs import (
@@ -91,31 +99,28 @@ def check_broker_resource(config: BrokerConfig, name: str) -> bool:
 
 
 def describe_broker(
-    config: BrokerConfig, include_synonyms: bool, include_documentation: bool
+    config: BrokerConfig, layers: Layers, include_synonyms: bool, include_documentation: bool
 ) -> list[ConfigEntry]:
-    """Every broker key Gregor knows, plus the broker-level synonyms of topic configs."""
-    raw = config.raw
+    """Every broker key Gregor knows, the broker-level synonyms of topic configs and any other
+    dynamic override, each from its most specific layer; read-only unless Kafka lets it
+    change dynamically."""
     entries: list[ConfigEntry] = []
     known: set[str] = set()
 
     def add(name: str, ctype: ConfigType, default: str | None, doc: str) -> None:
         known.add(name)
         sensitive = ctype is ConfigType.PASSWORD
-        value: str | None = default
-        source = ConfigSource.DEFAULT_CONFIG
-        if name in raw:
-            value, source = raw[name], ConfigSource.STATIC_BROKER_CONFIG
+        found = [(props[name], source) for props, source in layers if name in props]
+        value, source = found[0] if found else (default, ConfigSource.DEFAULT_CONFIG)
         synonyms: list[tuple[str, str | None, ConfigSource]] | None = None
         if include_synonyms:
-            synonyms = []
-            if name in raw:
-                synonyms.append((name, None if sensitive else raw[name], ConfigSource.STATIC_BROKER_CONFIG))
+            synonyms = [(name, None if sensitive else v, src) for v, src in found]
             if default is not None:
                 synonyms.append((name, None if sensitive else default, ConfigSource.DEFAULT_CONFIG))
         entries.append(ConfigEntry(
             name, None if sensitive else value, source, ctype,
             doc if include_documentation else None,
-            read_only=True, is_sensitive=sensitive, synonyms=synonyms,
+            read_only=name not in DYNAMIC_BROKER_CONFIGS, is_sensitive=sensitive, synonyms=synonyms,
         ))
 
     for key in BROKER_KEYS:
@@ -125,8 +130,30 @@ def describe_broker(
             continue
         topic_def = next(d for d in BY_NAME.values() if syn in d.synonyms)
         add(name, topic_def.type, syn.default, f"Broker default of the topic config {topic_def.name}.")
+    for props, source in layers:
+        if source is ConfigSource.STATIC_BROKER_CONFIG:
+            continue
+        for name in props:
+            if name not in known:
+                add(name, ConfigType.STRING, None, "A dynamic broker config Gregor stores but does not use.")
     entries.sort(key=lambda e: e.name)
     return entries
+
+
+def describe_cluster_defaults(layers: Layers, include_documentation: bool) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (resource BROKER ""), as Kafka lists them."""
+    defaults = next(p for p, s in layers if s is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    return [
+        ConfigEntry(
+            name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigType.STRING,
+            "A cluster-wide dynamic broker config." if include_documentation else None,
+        )
+        for name, value in sorted(defaults.items())
+    ]
+
+
+def layers_of(broker: BrokerState) -> Layers:
+    return broker_layers(broker.image, broker.config.node_id, broker.config.raw)
 
 
 def describe_loggers(include_documentation: bool) -> list[ConfigEntry]:
@@ -161,13 +188,18 @@ def _describe_resource(broker: BrokerState, res: DescribeConfigsRequest.Resource
         if ts is None:
             raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         return describe_topic(
-            dict(ts.configs), broker.config.raw, keys,
+            dict(ts.configs), layers_of(broker), keys,
             include_synonyms=include_synonyms, include_documentation=include_documentation,
         )
+    if rtype == ConfigResourceType.GROUP:
+        check_group_name(res.resource_name)
+        overrides = broker.image.config_resource(ConfigResourceType.GROUP, res.resource_name)
+        return describe_group(overrides, broker.config, keys, include_synonyms, include_documentation)
     if rtype == ConfigResourceType.BROKER:
         if not check_broker_resource(broker.config, res.resource_name):
-            return []  # no dynamic cluster-wide defaults
-        entries = describe_broker(broker.config, include_synonyms, include_documentation)
+            entries = describe_cluster_defaults(layers_of(broker), include_documentation)
+        else:
+            entries = describe_broker(broker.config, layers_of(broker), include_synonyms, include_documentation)
     elif rtype == ConfigResourceType.BROKER_LOGGER:
         if not check_broker_resource(broker.config, res.resource_name):
             raise kafka_error(ErrorCode.INVALID_REQUEST, "A broker logger resource needs a broker id.")
@@ -220,9 +252,6 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
 
 
 def _not_alterable(broker: BrokerState, rtype: int, name: str) -> KafkaError:
-    if rtype == ConfigResourceType.BROKER:
-        check_broker_resource(broker.config, name)
-        return kafka_error(ErrorCode.INVALID_REQUEST, "dynamic broker configs are not supported")
     if rtype == ConfigResourceType.BROKER_LOGGER:
         check_broker_resource(broker.config, name)
         return kafka_error(ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported")
@@ -249,9 +278,38 @@ async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_o
         await broker.topics.set_topic_configs(name, new)
 
 
+def _current(broker: BrokerState, rtype: int, name: str) -> dict[str, str]:
+    """The override set of a BROKER or GROUP resource (after checking its name)."""
+    if rtype == ConfigResourceType.BROKER:
+        check_broker_resource(broker.config, name)
+    elif rtype == ConfigResourceType.GROUP:
+        check_group_name(name)
+    else:
+        raise _not_alterable(broker, rtype, name)
+    return dict(broker.image.config_resource(rtype, name))
+
+
+async def _apply_resource(
+    broker: BrokerState, rtype: int, name: str, new: dict[str, str], validate_only: bool
+) -> None:
+    """Validate and store a BROKER or GROUP resource's new override set."""
+    if rtype == ConfigResourceType.BROKER:
+        validate_broker_overrides(name, new, layers_of(broker))
+    else:
+        validate_group_overrides(new, broker.config)
+    if not validate_only:
+        await broker.topics.set_config_resource(rtype, name, new)
+
+
 async def _alter(broker: BrokerState, res: AlterConfigsRequest.Resources, validate_only: bool) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
-        raise _not_alterable(broker, res.resource_type, res.resource_name)
+        _current(broker, res.resource_type, res.resource_name)
+        _check_unique_keys(res.configs)
+        if any(c.value is None for c in res.configs):
+            raise kafka_error(ErrorCode.INVALID_REQUEST, "Null value not supported")
+        overrides = {c.name: c.value for c in res.configs if c.value is not None}
+        await _apply_resource(broker, res.resource_type, res.resource_name, overrides, validate_only)
+        return
     _topic_state(broker, res.resource_name)
     _check_unique_keys(res.configs)
     new: dict[str, str] = {}
@@ -266,10 +324,11 @@ async def _incremental_alter(
     broker: BrokerState, res: IncrementalAlterConfigsRequest.Resources, validate_only: bool
 ) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
-        raise _not_alterable(broker, res.resource_type, res.resource_name)
+        await _incremental_alter_resource(broker, res, validate_only)
+        return
     ts = _topic_state(broker, res.resource_name)
     _check_unique_keys(res.configs)
-    raw = broker.config.raw
+    raw = layers_of(broker)
     new = dict(ts.configs)
     for c in res.configs:
         op, key, value = c.config_operation, c.name, c.value
@@ -298,6 +357,55 @@ async def _incremental_alter(
                 result = [i for i in current if i not in items]
             new[key] = ",".join(result)
     await _apply(broker, res.resource_name, new, validate_only)
+
+
+async def _incremental_alter_resource(
+    broker: BrokerState, res: IncrementalAlterConfigsRequest.Resources, validate_only: bool
+) -> None:
+    """IncrementalAlterConfigs for BROKER and GROUP: APPEND/SUBTRACT start from the
+    resource's own override, else the config's default (as Kafka does)."""
+    rtype, name = res.resource_type, res.resource_name
+    new = _current(broker, rtype, name)
+    _check_unique_keys(res.configs)
+    for c in res.configs:
+        op, key, value = c.config_operation, c.name, c.value
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
+        if op == DELETE:
+            new.pop(key, None)
+            continue
+        if value is None:
+            raise kafka_error(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {key}")
+        if op == SET:
+            new[key] = value
+            continue
+        default = _list_default(rtype, key)
+        if default is None:
+            verb = "append" if op == APPEND else "subtract"
+            raise kafka_error(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
+        current = split_list(new.get(key, default))
+        items = split_list(value)
+        if op == APPEND:
+            result = current + [i for i in items if i not in current]
+        else:
+            result = [i for i in current if i not in items]
+        new[key] = ",".join(result)
+    await _apply_resource(broker, rtype, name, new, validate_only)
+
+
+def _list_default(rtype: int, key: str) -> str | None:
+    """The default of a broker LIST config as text, None when ``key`` is not a list."""
+    if rtype != ConfigResourceType.BROKER:
+        return None
+    for k in BROKER_KEYS:
+        if k.name == key:
+            return _format_default(k.default) or "" if k.type == "list" else None
+    syn = BROKER_SYNONYMS.get(key)
+    if syn is not None:
+        topic_def = next(d for d in BY_NAME.values() if syn in d.synonyms)
+        if topic_def.type is ConfigType.LIST:
+            return syn.default or ""
+    return None
 
 
 Res = TypeVar("Res", AlterConfigsRequest.Resources, IncrementalAlterConfigsRequest.Resources)

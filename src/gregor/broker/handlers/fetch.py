@@ -40,7 +40,7 @@ Aborted = FetchResponse.Responses.Partitions.AbortedTransactions
 def _error_part(index: int, code: int) -> PartResp:
     return PartResp(
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
-        log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None,
+        log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"",
     )
 
 

@@ -3,7 +3,8 @@
 Topic list semantics by version: v0 sends an empty list to mean "all topics"; from v1 a null
 list means all topics and an empty list means none. From v4 the request says whether missing
 topics may be auto-created (older versions: allowed when the broker allows it). From v10
-topics carry ids, and from v12 a request may name a topic by id alone. The brokers listed are
+topics carry ids, and from v12 a request may name a topic by id alone. Authorized operations
+(KIP-430) are computed by ``gregor.broker.authorized_ops`` when asked for. The brokers listed are
 each live broker's endpoint on the listener this request came in on.
 """
 
@@ -11,6 +12,11 @@ from __future__ import annotations
 
 import uuid
 
+from gregor.broker.authorized_ops import (
+    OPERATIONS_NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
 from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
@@ -20,13 +26,12 @@ from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 ZERO_UUID = uuid.UUID(int=0)
-OPERATIONS_NOT_PROVIDED = -2147483648
 
 Topic = MetadataResponse.Topics
 Partition = MetadataResponse.Topics.Partitions
 
 
-def _topic_entry(topic: TopicImage) -> Topic:
+def _topic_entry(topic: TopicImage, with_ops: bool = False) -> Topic:
     parts = [
         Partition(
             error_code=0,
@@ -45,21 +50,27 @@ def _topic_entry(topic: TopicImage) -> Topic:
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=parts,
-        topic_authorized_operations=OPERATIONS_NOT_PROVIDED,
+        topic_authorized_operations=(
+            authorized_operations(ResourceType.TOPIC, topic.name)
+            if with_ops
+            else OPERATIONS_NOT_REQUESTED
+        ),
     )
 
 
-async def _named_topic(ctx: RequestContext, t: MetadataRequest.Topics, allow_create: bool) -> Topic:
+async def _named_topic(
+    ctx: RequestContext, t: MetadataRequest.Topics, allow_create: bool, with_ops: bool
+) -> Topic:
     image = ctx.broker.image
     name = t.name
     if name is None and t.topic_id is not None and t.topic_id != ZERO_UUID:
         by_id = image.topic_by_id(t.topic_id)
         if by_id is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
-        return _topic_entry(by_id)
+        return _topic_entry(by_id, with_ops)
     found = image.topic(name) if name is not None else None
     if found is not None:
-        return _topic_entry(found)
+        return _topic_entry(found, with_ops)
     if name is None or topic_name_error(name) is not None:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID)
     if not allow_create:
@@ -70,7 +81,7 @@ async def _named_topic(ctx: RequestContext, t: MetadataRequest.Topics, allow_cre
         return Topic(error_code=code_of(e), name=name, topic_id=ZERO_UUID)
     if created is None:
         return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID)
-    return _topic_entry(created)
+    return _topic_entry(created, with_ops)
 
 
 @handles(MetadataRequest)
@@ -78,14 +89,17 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     broker = ctx.broker
     version = ctx.version
     topics: list[Topic] = []
+    # KIP-430: v8+ may ask for the topics' (and, v8-v10, the cluster's) authorized operations.
+    topic_ops = version >= 8 and bool(req.include_topic_authorized_operations)
+    cluster_ops = 8 <= version <= 10 and bool(req.include_cluster_authorized_operations)
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_topic_entry(t) for t in broker.image.topics.values()]
+        topics = [_topic_entry(t, topic_ops) for t in broker.image.topics.values()]
     else:
         allow_create = bool(broker.config["auto.create.topics.enable"]) and (
             version < 4 or bool(req.allow_auto_topic_creation)
         )
         for t in req.topics:
-            topics.append(await _named_topic(ctx, t, allow_create))
+            topics.append(await _named_topic(ctx, t, allow_create, topic_ops))
     image = broker.image
     return MetadataResponse(
         throttle_time_ms=0,
@@ -96,5 +110,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         topics=topics,
-        cluster_authorized_operations=OPERATIONS_NOT_PROVIDED,
+        cluster_authorized_operations=(
+            authorized_operations(ResourceType.CLUSTER) if cluster_ops else OPERATIONS_NOT_REQUESTED
+        ),
     )

@@ -2,8 +2,10 @@
 
 The handler reads the request into (topic, partition, records) entries and hands them to the
 replica manager, which owns every rule of an append (up-conversion of legacy message sets,
-KIP-890 verification, the partition's checks, the acks=-1 wait). acks=0 gets no response;
-its errors are logged.
+KIP-890 verification, the partition's checks, the acks=-1 wait). A request refused whole
+(invalid acks; a transactional batch without a transactional id, as Kafka refuses it) gets
+the error on every partition. Per-record errors (KIP-467) go to ``record_errors``. acks=0
+gets no response; its errors are logged.
 """
 
 from __future__ import annotations
@@ -15,12 +17,31 @@ from gregor.broker.handlers.registry import handles
 from gregor.broker.replica_manager import ProduceResult
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
+from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse
+from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
 
 log = logging.getLogger("gregor.broker.produce")
 
 TopicResp = ProduceResponse.Responses
 PartResp = ProduceResponse.Responses.PartitionResponses
+RecordErr = ProduceResponse.Responses.PartitionResponses.RecordErrors
+
+
+def _has_transactional_records(req: ProduceRequest) -> bool:
+    """Kafka's test: does the first batch of any partition's records carry the
+    transactional attribute?"""
+    for t in req.topic_data:
+        for p in t.partition_data:
+            records = p.records
+            if records is None or len(records) < HEADER_SIZE or peek_magic(records) < 2:
+                continue
+            try:
+                if read_header(records).is_transactional:
+                    return True
+            except ProtocolError:
+                continue
+    return False
 
 
 def _part(index: int, result: ProduceResult) -> PartResp:
@@ -28,7 +49,10 @@ def _part(index: int, result: ProduceResult) -> PartResp:
     if result.error or info is None:
         return PartResp(
             index=index, error_code=result.error, base_offset=-1, log_append_time_ms=-1,
-            log_start_offset=-1, record_errors=[], error_message=result.message,
+            log_start_offset=-1, error_message=result.message,
+            record_errors=[
+                RecordErr(batch_index=i, batch_index_error_message=m) for i, m in result.record_errors
+            ],
         )
     return PartResp(
         index=index, error_code=0, base_offset=info.first_offset,
@@ -40,16 +64,27 @@ def _part(index: int, result: ProduceResult) -> PartResp:
 @handles(ProduceRequest, 0, 11)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     responses = []
+    transactional_id = req.transactional_id if ctx.version >= 3 else None
+    refused: ProduceResult | None = None
     if req.acks not in (-1, 0, 1):
+        refused = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+    elif transactional_id is None and _has_transactional_records(req):
+        # Kafka (KafkaApis.handleProduceRequest) answers a transactional batch sent without
+        # a transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition.
+        refused = ProduceResult(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "A transactional batch needs the request's transactional_id.",
+        )
+    if refused is not None:
         for t in req.topic_data:
             responses.append(TopicResp(name=t.name, partition_responses=[
-                _part(p.index, ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)) for p in t.partition_data
+                _part(p.index, refused) for p in t.partition_data
             ]))
     else:
         entries = [(t.name, p.index, p.records) for t in req.topic_data for p in t.partition_data]
         results = await ctx.broker.replicas.append_records(
             entries, required_acks=req.acks, timeout_ms=req.timeout_ms,
-            transactional_id=req.transactional_id if ctx.version >= 3 else None,
+            transactional_id=transactional_id,
             zstd_allowed=ctx.version >= 7,
         )
         it = iter(results)
