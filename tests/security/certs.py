@@ -110,3 +110,14 @@ class Authority:
 
     def client(self, stem: str, **subject: str) -> Pem:
         return self.issue(stem, _name(**subject), server=False)
+
+
+@dataclass
+class Pki:
+    """The session's test PKI (the ``pki`` fixture)."""
+
+    ca: Authority
+    server: Pem
+    alice: Pem  # CN=alice,OU=eng,O=Gregor
+    stranger: Pem  # signed by another CA the broker does not trust
+    other_ca: Authority

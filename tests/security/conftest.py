@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from certs import Authority, Pem  # noqa: E402
-
-
-@dataclass
-class Pki:
-    ca: Authority
-    server: Pem
-    alice: Pem  # CN=alice,OU=eng,O=Gregor
-    stranger: Pem  # signed by another CA the broker does not trust
-    other_ca: Authority
+from certs import Authority, Pki  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import Pki
+from certs import Pki
 
 from gregor.broker.config import BrokerConfig, ConfigError
 from gregor.security.principal import SslPrincipalMapper, dn_from_peercert

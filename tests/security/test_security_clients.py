@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from certs import Pki
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -28,7 +29,6 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from conftest import Pki
 
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode
