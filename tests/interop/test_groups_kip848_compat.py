@@ -66,3 +66,30 @@ def test_assign_commit_creates_a_simple_group(broker: BrokerProcess, protocol: s
     desc = admin.describe_consumer_groups([group])[group].result(BUDGET_S)
     assert (str(desc.type), str(desc.state), desc.members) == (
         "ConsumerGroupType.CLASSIC", "ConsumerGroupState.EMPTY", [])
+
+
+def test_regex_matches_come_after_literal_topics(broker: BrokerProcess) -> None:
+    """Kafka resolves a regex new to the group asynchronously: the first assignment holds the
+    literal topic's partitions, a later one adds the regex's matches."""
+    bs = broker.bootstrap_servers
+    tag = uuid.uuid4().hex[:8]
+    literal, m1, m2 = f"lit-{tag}", f"rx-{tag}-1", f"rx-{tag}-2"
+    create_topic(bs, literal, 2)
+    create_topic(bs, m1, 3)
+    create_topic(bs, m2, 1)
+    assigned: list[list[tuple[str, int]]] = []
+    c = Consumer({
+        "bootstrap.servers": bs, "group.id": f"rx-{tag}", "group.protocol": "consumer",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })
+    try:
+        c.subscribe([f"^rx-{tag}-.*", literal],
+                    on_assign=lambda _c, tps: assigned.append(sorted((tp.topic, tp.partition) for tp in tps)))
+        while sum(len(a) for a in assigned) < 6:
+            c.poll(0.2)
+        assert assigned[0] == [(literal, 0), (literal, 1)]
+        everything = sorted(tp for a in assigned for tp in a)
+        assert everything == sorted([(literal, 0), (literal, 1), (m1, 0), (m1, 1), (m1, 2), (m2, 0)])
+        assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == everything
+    finally:
+        c.close()
