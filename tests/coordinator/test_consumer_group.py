@@ -191,14 +191,42 @@ def test_new_partitions_trigger_a_new_assignment() -> None:
 def test_regex_subscription_and_client_member_id_v1() -> None:
     h = Harness()
     r = h.cgh("cg", "my-own-id", 0, topics=[], regex="t|u", rebalance=30000, version=1)
-    assert (r.error_code, r.member_id) == (0, "my-own-id")
+    assert (r.error_code, r.member_id, r.member_epoch) == (0, "my-own-id", 1)
+    # As in Kafka, a regex new to the group is resolved off the heartbeat path: its matches
+    # come with a later heartbeat, in a new group epoch.
+    assert h.assignment_of(r) == {}
+    h.advance(0)
+    r = h.cgh("cg", "my-own-id", 1, version=1)
+    assert r.member_epoch == 2
     assert h.assignment_of(r) == {"t": [0, 1, 2, 3, 4, 5], "u": [0, 1]}
     h.topics.add("tu", 1)  # does not match the whole pattern
     h.topics.add("u", 3)
-    r = h.cgh("cg", "my-own-id", 1, version=1)
+    r = h.cgh("cg", "my-own-id", 2, version=1)
     assert h.assignment_of(r) == {"t": [0, 1, 2, 3, 4, 5], "u": [0, 1, 2]}
     bad = h.cgh("cg2", "x", 0, topics=None, regex="(", rebalance=30000, version=1)
     assert bad.error_code == E.INVALID_REQUEST
+
+
+def test_regex_known_to_the_group_resolves_at_once_and_literal_topics_come_first() -> None:
+    h = Harness()
+    h.topics.add("lit", 2)
+    r = h.cgh("cg", "a", 0, topics=["lit"], regex="t|u", rebalance=30000, version=1)
+    assert h.assignment_of(r) == {"lit": [0, 1]}
+    h.advance(0)
+    r = h.cgh("cg", "a", 1, version=1)
+    assert h.assignment_of(r) == {"lit": [0, 1], "t": [0, 1, 2, 3, 4, 5], "u": [0, 1]}
+    # A second member with the same regex: already resolved, it counts at its first heartbeat.
+    b = h.cgh("cg", "b", 0, topics=[], regex="t|u", rebalance=30000, version=1)
+    g = h.coord.groups["cg"]
+    tid = h.topics.topic_id("t")
+    assert tid in g.target["b"]
+    # Everyone with the regex leaves: the group forgets it, and a new subscriber waits again.
+    h.cgh("cg", "a", -1, version=1)
+    h.cgh("cg", "b", -1, version=1)
+    assert g.resolved_regexes == set()
+    c = h.cgh("cg", "c", 0, topics=["lit"], regex="t|u", rebalance=30000, version=1)
+    assert h.assignment_of(c) == {"lit": [0, 1]}
+    del b
 
 
 def test_range_assignor() -> None:

@@ -278,3 +278,15 @@ def test_requests_while_loading_get_load_in_progress() -> None:
     assert h.coord.partition_error("g") == E.COORDINATOR_LOAD_IN_PROGRESS
     h.coord.complete_load(p)
     assert h.coord.partition_error("g") == 0
+
+
+def test_commit_to_unknown_group_follows_kafka() -> None:
+    """Epoch/generation -1 creates an empty simple group whatever member id the commit names
+    (a KIP-848 consumer using assign() sends its own); epoch >= 0 needs the group."""
+    h = Harness()
+    assert h.commit_errors(h.commit("m848", {("t", 0): 4}, -1, "client-made-id", version=9)) == {("t", 0): 0}
+    assert h.fetch("m848", {"t": [0]}, version=9) == (0, {("t", 0): (4, -1, "m", 0)})
+    assert h.commit_errors(h.commit("m848", {("t", 0): 5}, -1, "client-made-id", version=9)) == {("t", 0): 0}
+    assert h.commit_errors(h.commit("nogroup9", {("t", 0): 1}, 3, "m", version=9)) == {("t", 0): E.GROUP_ID_NOT_FOUND}
+    assert h.commit_errors(h.commit("nogroup9", {("t", 0): 1}, 0, "", version=9)) == {("t", 0): E.GROUP_ID_NOT_FOUND}
+    assert h.commit_errors(h.commit("nogroup8", {("t", 0): 1}, 3, "m", version=8)) == {("t", 0): E.ILLEGAL_GENERATION}

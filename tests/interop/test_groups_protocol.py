@@ -239,6 +239,14 @@ def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
         subscribed_topic_names=[], subscribed_topic_regex="wire-gro.*", topic_partitions=[])
     r = _cgh(client, req, 1)
     assert (r.error_code, r.member_epoch) == (0, 1)
+    # As in Kafka, a regex new to the group is resolved asynchronously: the matches come
+    # with a later heartbeat, in the next group epoch.
+    assert r.assignment is not None and r.assignment.topic_partitions == []
+    hb = ConsumerGroupHeartbeatRequest(group_id=group, member_id="regex-member", member_epoch=1)
+    while r.member_epoch == 1:
+        r = _cgh(client, hb, 1)
+        assert r.error_code == 0
+    assert r.member_epoch == 2
     assert [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0, 1, 2, 3]]
     bad = ConsumerGroupHeartbeatRequest(
         group_id=group + "-bad", member_id="x", member_epoch=0, rebalance_timeout_ms=30000,

@@ -73,7 +73,7 @@ class AdminOps(CoordinatorCore):
                 members.append(M(
                     member_id=m.member_id, group_instance_id=m.instance_id,
                     client_id=m.client_id, client_host=m.client_host,
-                    member_metadata=encode_subscription(sorted(self.member_topics(m))),
+                    member_metadata=encode_subscription(sorted(self.member_topics(m, group))),
                     member_assignment=encode_assignment(assigned),
                 ))
             out.append(G(

@@ -84,6 +84,9 @@ class ConsumerGroup:
     owners: dict[TopicPartition, str] = field(default_factory=dict)
     # What the last target was computed from: subscribed topic -> (topic id, partitions).
     topic_fingerprint: dict[str, tuple[uuid.UUID, int]] | None = None
+    # Subscription regexes the group has resolved (Kafka resolves a regex new to the group
+    # asynchronously: until then its matches are not part of the assignment).
+    resolved_regexes: set[str] = field(default_factory=set)
     assignor_name: str = "uniform"
     offsets: OffsetStore = field(default_factory=OffsetStore)
     state_timestamp: int = -1

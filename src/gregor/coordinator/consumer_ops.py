@@ -158,10 +158,36 @@ class ConsumerOps(CoordinatorCore):
     def _remove_consumer_member(self, group: ConsumerGroup, mid: str) -> Records:
         self._cancel_member_timers(group.group_id, mid)
         group.remove_member(mid)
+        self._forget_unused_regexes(group)
         group.group_epoch += 1
         group.state_timestamp = self.clock()
         log_event(log, "group.epoch", group=group.group_id, epoch=group.group_epoch, members=len(group.members))
         return self._member_tombstones(group, mid) + [self._epoch_record(group)]
+
+    # --- regex subscriptions ---
+
+    @staticmethod
+    def _forget_unused_regexes(group: ConsumerGroup) -> None:
+        group.resolved_regexes &= {m.subscribed_topic_regex for m in group.members.values()}
+
+    def _resolve_regex_later(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Kafka resolves a regex new to the group off the heartbeat path: the heartbeat that
+        brings it assigns the literal topics only, a later one the regex's matches too (the
+        topic fingerprint changes, so the group epoch is bumped then)."""
+        regex = member.subscribed_topic_regex
+        if not regex or regex in group.resolved_regexes:
+            return
+        gid = group.group_id
+        key = ("cg-regex", gid, regex)
+        if self.timers.deadline(key) is not None:
+            return
+
+        def resolved() -> None:
+            current = self.groups.get(gid)
+            if current is group and any(m.subscribed_topic_regex == regex for m in group.members.values()):
+                group.resolved_regexes.add(regex)
+
+        self.timers.schedule(key, self.clock(), resolved)
 
     # --- assignment ---
 
@@ -177,7 +203,7 @@ class ConsumerOps(CoordinatorCore):
         specs = {
             mid: MemberSpec(
                 mid,
-                {fingerprint[n][0] for n in self.member_topics(m) if n in fingerprint},
+                {fingerprint[n][0] for n in self.member_topics(m, group) if n in fingerprint},
                 copy_assignment(group.target.get(mid, {})),
             )
             for mid, m in group.members.items()
@@ -298,6 +324,8 @@ class ConsumerOps(CoordinatorCore):
         if req.member_epoch != 0 and self._apply_subscription(member, req):
             records.append(self._member_metadata_record(group, member))
             bump = True
+        self._forget_unused_regexes(group)
+        self._resolve_regex_later(group, member)
         fingerprint = self.topic_fingerprint(group)
         if fingerprint != group.topic_fingerprint:
             group.topic_fingerprint = fingerprint

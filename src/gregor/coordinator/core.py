@@ -354,6 +354,8 @@ class CoordinatorCore:
                     self.schedule_heartbeat_expiry(group, m, now + m.session_timeout_ms)
             else:
                 group.owners.clear()
+                group.resolved_regexes = {
+                    m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
                 group.topic_fingerprint = self.topic_fingerprint(group)
                 for cm in group.members.values():
                     group.claim(cm)
@@ -510,11 +512,13 @@ class CoordinatorCore:
             m.assigned = {t: set(ps) for t, ps in value.assigned_partitions.items()}
             m.pending_revocation = {t: set(ps) for t, ps in value.partitions_pending_revocation.items()}
 
-    def member_topics(self, member: ConsumerMember) -> set[str]:
-        """The topics a KIP-848 member subscribes to: its names plus its regex's matches."""
+    def member_topics(self, member: ConsumerMember, group: ConsumerGroup | None = None) -> set[str]:
+        """The topics a KIP-848 member subscribes to: its names plus its regex's matches
+        (with ``group``: only once the group has resolved the regex, as in Kafka)."""
         topics = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            pattern = compile_subscription_regex(member.subscribed_topic_regex)
+        regex = member.subscribed_topic_regex
+        if regex and (group is None or regex in group.resolved_regexes):
+            pattern = compile_subscription_regex(regex)
             if pattern is not None:
                 topics.update(n for n in self.topics.topic_names() if pattern.fullmatch(n))
         return topics
@@ -522,7 +526,7 @@ class CoordinatorCore:
     def group_topics(self, group: ConsumerGroup) -> set[str]:
         out: set[str] = set()
         for m in group.members.values():
-            out |= self.member_topics(m)
+            out |= self.member_topics(m, group)
         return out
 
     def topic_fingerprint(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:

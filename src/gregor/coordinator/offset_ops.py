@@ -1,8 +1,8 @@
 """Offset requests: OffsetCommit, OffsetFetch, OffsetDelete, and offset retention.
 
 A commit is validated against the group (generation for classic groups, member epoch for
-KIP-848 groups; generation -1 with no member id is a "simple" commit, allowed while the group
-has no members), written as one batch of OffsetCommit records, and acknowledged - and made
+KIP-848 groups; generation/epoch -1 is a "simple" commit, allowed while the group has no
+members, and creating an empty classic group when there is none), written as one batch of OffsetCommit records, and acknowledged - and made
 visible to OffsetFetch - only when the write completes.
 
 Retention (``offsets.retention.minutes``, checked every
@@ -78,8 +78,8 @@ class OffsetOps(CoordinatorCore):
             if group.is_(ClassicState.COMPLETING_REBALANCE):
                 return ErrorCode.REBALANCE_IN_PROGRESS
             return 0
-        # KIP-848 group
-        if generation < 0 and not member_id and group.is_empty:
+        # KIP-848 group: epoch -1 commits (admin, assign()) are fine while it has no members.
+        if generation < 0 and group.is_empty:
             return 0
         member = group.members.get(member_id)
         if member is None:
@@ -127,10 +127,12 @@ class OffsetOps(CoordinatorCore):
         instance_id = req.group_instance_id if version >= 7 else None
         group = self.groups.get(gid)
         if group is None:
-            if generation >= 0 or member_id:
-                return fail_all(
-                    ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 and member_id else ErrorCode.ILLEGAL_GENERATION
-                )
+            # Kafka: a commit with generation/epoch -1 to an unknown group creates a "simple"
+            # (classic, empty) group, whatever member id it names (a KIP-848 consumer using
+            # assign() sends its own member id); otherwise GROUP_ID_NOT_FOUND from v9,
+            # ILLEGAL_GENERATION before.
+            if generation >= 0:
+                return fail_all(ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION)
             group = ClassicGroup(gid, state_timestamp=self.clock())
             self.groups[gid] = group
         code = self._validate_commit(group, member_id, instance_id, generation, version, order)
