@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Self
 
 __all__ = [
     "CLUSTER_NAME",
@@ -44,7 +45,7 @@ WILDCARD_HOST = "*"
 
 class _Coded(IntEnum):
     @classmethod
-    def of(cls, code: int) -> _Coded:
+    def of(cls, code: int) -> Self:
         """The member for ``code``, UNKNOWN (0) for a code Kafka does not define."""
         try:
             return cls(code)
