@@ -19,6 +19,7 @@ from confluent_kafka import admin as ck
 
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.api_versions import ApiVersionsRequest
 from gregor.protocol.messages.create_acls import CreateAclsRequest
 from gregor.protocol.messages.delete_acls import DeleteAclsRequest
 from gregor.protocol.messages.describe_acls import DescribeAclsRequest
@@ -93,6 +94,12 @@ def described(resp: Any) -> list[tuple[int, str, int, str, str, int, int]]:
         (r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type)
         for r in resp.resources for a in r.acls
     ]
+
+
+def test_api_versions_advertises_the_acl_apis(broker: InProcessBroker) -> None:
+    resp = roundtrip(broker, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert {key: ranges.get(key) for key in (29, 30, 31)} == {29: (0, 3), 30: (0, 3), 31: (0, 3)}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
