@@ -34,6 +34,14 @@ from gregor.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from gregor.security.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from gregor.security.scram import make_credential
 
 Scenario = Callable[[MetadataStore], Awaitable[None]]
@@ -625,5 +633,73 @@ def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(k
     if kind.durable:
         async def restarted(store: MetadataStore) -> None:
             assert dict(store.image.scram_credentials) == {"alice": {"SCRAM-SHA-512": alice512}}
+
+        run(kind, restarted)
+
+
+# --- ACLs ---
+
+
+def acl(name: str, pattern: PatternType = PatternType.LITERAL, principal: str = "User:alice",
+        operation: AclOperation = AclOperation.READ,
+        permission: AclPermissionType = AclPermissionType.ALLOW,
+        resource_type: ResourceType = ResourceType.TOPIC) -> AclBinding:
+    return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
+
+
+def test_acls_are_created_once_deleted_by_filter_and_durable(kind: StoreKind) -> None:
+    read_t = acl("t")
+    write_t = acl("t", operation=AclOperation.WRITE)
+    prefixed = acl("pay-", PatternType.PREFIXED, principal="User:bob")
+    deny_group = acl("g", operation=AclOperation.ALL, permission=AclPermissionType.DENY,
+                     resource_type=ResourceType.GROUP)
+    cluster = acl("kafka-cluster", operation=AclOperation.ALTER, resource_type=ResourceType.CLUSTER)
+
+    async def scenario(store: MetadataStore) -> None:
+        rec = Recorder(store)
+        v = store.image.version
+        results = await store.create_acls([read_t, write_t, prefixed, deny_group, read_t])
+        assert results == [None] * 5
+        assert store.image.version == v + 1 and len(rec.deltas) == 1
+        assert store.image.acls == (read_t, write_t, prefixed, deny_group)
+        # A binding that exists is accepted again and held once; invalid ones are refused alone.
+        results = await store.create_acls([
+            read_t,
+            acl("", operation=AclOperation.READ),
+            acl("t", principal="alice"),
+            acl("other", resource_type=ResourceType.CLUSTER),
+            acl("t", operation=AclOperation.ANY),
+            acl("t", PatternType.MATCH),
+            cluster,
+        ])
+        assert [type(e).__name__ if e else None for e in results] == [
+            None, "InvalidRequestError", "InvalidRequestError", "InvalidRequestError",
+            "InvalidRequestError", "InvalidRequestError", None,
+        ]
+        assert str(results[1]) == "Resource name should not be empty"
+        assert str(results[3]) == "The only valid name for the CLUSTER resource is kafka-cluster"
+        assert store.image.acls == (read_t, write_t, prefixed, deny_group, cluster)
+        # Each filter reports what it removed (both report a binding two of them match); a
+        # filter with an UNKNOWN element is refused and removes nothing.
+        results2 = await store.delete_acls([
+            AclBindingFilter(ResourceType.TOPIC, "t", PatternType.LITERAL),
+            AclBindingFilter(ResourceType.ANY, None, PatternType.ANY, "User:alice",
+                             operation=AclOperation.READ),
+            AclBindingFilter(ResourceType.UNKNOWN),
+            AclBindingFilter(ResourceType.TOPIC, "nothing", PatternType.LITERAL),
+        ])
+        assert results2[0] == [read_t, write_t]
+        assert results2[1] == [read_t]
+        assert isinstance(results2[2], InvalidRequestError)
+        assert results2[3] == []
+        assert store.image.acls == (prefixed, deny_group, cluster)
+
+    run(kind, scenario)
+    if kind.durable:
+        async def restarted(store: MetadataStore) -> None:
+            assert store.image.acls == (prefixed, deny_group, cluster)
+            # Other changes keep the ACLs.
+            await store.allocate_producer_ids(10)
+            assert store.image.acls == (prefixed, deny_group, cluster)
 
         run(kind, restarted)

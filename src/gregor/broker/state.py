@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gregor.broker.config import BrokerConfig
-from gregor.cluster.image import BrokerEndpoint, MetadataImage, ScramCredential
+from gregor.cluster.image import AclBinding, BrokerEndpoint, MetadataImage, ScramCredential
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.framing import RequestHeader
+from gregor.security.acls import AclBindingFilter
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
     from gregor.broker.fetch_session import FetchSessionCache
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # the services import nothing from here; this only names thei
     from gregor.broker.replica_manager import ReplicaManager
     from gregor.broker.topic_admin import TopicAdmin
     from gregor.broker.txn_service import TxnService
+    from gregor.security.authorizer import AclAuthorizer
     from gregor.storage.manager import LogManager
 
 
@@ -97,6 +99,19 @@ class BrokerState(Protocol):
         upsertions: Sequence[tuple[str, ScramCredential]],
     ) -> dict[str, KafkaError | None]:
         """Change SCRAM credentials in the metadata store; per user, None or the error."""
+        ...
+
+    @property
+    def authorizer(self) -> AclAuthorizer | None:
+        """The ACL authorizer, None when the broker has none configured."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Add ACL bindings in the metadata store; per binding, None or the error."""
+        ...
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+        """Remove the bindings each filter matches; per filter, the removed ones or the error."""
         ...
 
 

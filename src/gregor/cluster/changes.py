@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from gregor.cluster.image import (
+    AclBinding,
     BrokerRegistration,
     ConfigResourceKey,
     MetadataImage,
@@ -41,6 +42,7 @@ from gregor.protocol.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedSaslMechanismError,
 )
+from gregor.security.acls import AclBindingFilter, binding_error, filter_error
 from gregor.security.scram import MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS
 
 NIL_UUID = uuid.UUID(int=0)
@@ -61,6 +63,7 @@ def _next(
     next_producer_id: int | None = None,
     scram_credentials: Mapping[str, Mapping[str, ScramCredential]] | None = None,
     config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] | None = None,
+    acls: Sequence[AclBinding] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -74,6 +77,7 @@ def _next(
         next_producer_id=image.next_producer_id if next_producer_id is None else next_producer_id,
         scram_credentials=image.scram_credentials if scram_credentials is None else scram_credentials,
         config_resources=image.config_resources if config_resources is None else config_resources,
+        acls=image.acls if acls is None else tuple(acls),
     )
 
 
@@ -329,3 +333,40 @@ def alter_config_resource(
     else:
         resources.pop((resource_type, name), None)
     return _next(image, config_resources=resources)
+
+
+def create_acls(
+    image: MetadataImage, bindings: Sequence[AclBinding]
+) -> tuple[MetadataImage, list[KafkaError | None]]:
+    """Add ACL bindings; per binding None or the error that refused it (INVALID_REQUEST with
+    Kafka's message). Creating a binding that exists succeeds and changes nothing. Returns the
+    new image (version + 1 even when every binding was refused)."""
+    acls = dict.fromkeys(image.acls)
+    results: list[KafkaError | None] = []
+    for b in bindings:
+        problem = binding_error(b)
+        if problem is None:
+            acls[b] = None
+            results.append(None)
+        else:
+            results.append(InvalidRequestError(problem))
+    return _next(image, acls=list(acls)), results
+
+
+def delete_acls(
+    image: MetadataImage, filters: Sequence[AclBindingFilter]
+) -> tuple[MetadataImage, list[KafkaError | list[AclBinding]]]:
+    """Remove every binding any filter matches; per filter the bindings it removed (a binding
+    two filters match is reported by both) or the error that refused the filter
+    (INVALID_REQUEST for a filter with an UNKNOWN element)."""
+    results: list[KafkaError | list[AclBinding]] = []
+    deleted: set[AclBinding] = set()
+    for f in filters:
+        problem = filter_error(f)
+        if problem is not None:
+            results.append(InvalidRequestError(problem))
+            continue
+        matched = [b for b in image.acls if f.matches(b)]
+        deleted.update(matched)
+        results.append(matched)
+    return _next(image, acls=[b for b in image.acls if b not in deleted]), results

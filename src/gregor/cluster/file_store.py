@@ -4,9 +4,10 @@ Theory of operation: ``cluster-metadata.json`` holds the cluster id, the image v
 free producer id and every topic (id, config overrides, internal flag, and per partition the
 leader, leader_epoch, partition_epoch, replicas and ISR), the users' salted SCRAM credentials
 (salt, stored key, server key, iterations; base64) and the config overrides of non-topic
-resources (``config_resources``: dynamic broker and group configs). It is the format the broker
+resources (``config_resources``: dynamic broker and group configs) and the ACL bindings
+(``acls``, by Kafka's enum names). It is the format the broker
 has always written; fields added since (``version``, ``partition_epoch``, ``offline_replicas``,
-``scram_credentials``, ``config_resources``)
+``scram_credentials``, ``config_resources``, ``acls``)
 have defaults when an older file lacks them, and older readers ignore them. Broker
 registrations are ephemeral, like an etcd lease: they are in the image but never in the file,
 so after a restart every broker registers again.
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gregor.cluster.acl_codec import decode_acls, encode_acls
 from gregor.cluster.changes import controller_for
 from gregor.cluster.image import EMPTY, MetadataImage, PartitionImage, ScramCredential, TopicImage
 from gregor.cluster.local_store import LocalMetadataStore, new_cluster_id
@@ -89,6 +91,8 @@ def encode(image: MetadataImage) -> dict[str, Any]:
             {"resource_type": rtype, "name": name, "configs": dict(configs)}
             for (rtype, name), configs in sorted(image.config_resources.items())
         ]
+    if image.acls:
+        doc["acls"] = encode_acls(image.acls)
     return doc
 
 
@@ -148,6 +152,7 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
             (int(r["resource_type"]), str(r["name"])): {str(k): str(v) for k, v in r["configs"].items()}
             for r in doc.get("config_resources", [])
         },
+        acls=decode_acls(doc.get("acls", [])),
     )
 
 

@@ -5,7 +5,7 @@ cluster (cluster id, controller, registered brokers with their listener endpoint
 name and by id, each partition's leader, leader_epoch, partition_epoch, replicas and ISR, and
 the next free producer id, the users' salted SCRAM credentials, and the config overrides of
 resources other than topics: dynamic broker configs by node id or "" for the cluster-wide
-default, group configs by group id). Every class here is a frozen, slotted dataclass whose containers
+default, group configs by group id; the ACL bindings, each once, in creation order). Every class here is a frozen, slotted dataclass whose containers
 are tuples or read-only mappings, so any task may keep a reference to an image (or to a topic
 or partition in it) without locks: nothing in it ever changes. A store publishes a change by
 building a new image with ``version`` one higher and swapping its reference.
@@ -25,10 +25,12 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TypeVar
 
+from gregor.security.acls import AclBinding
 from gregor.security.scram import ScramCredential
 
 __all__ = [
     "EMPTY",
+    "AclBinding",
     "ConfigResourceKey",
     "BrokerEndpoint",
     "BrokerRegistration",
@@ -144,8 +146,11 @@ class MetadataImage:
     scram_credentials: Mapping[str, Mapping[str, ScramCredential]] = field(default_factory=dict)
     #: Config overrides of non-topic resources; a resource without overrides has no entry.
     config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] = field(default_factory=dict)
+    #: ACL bindings, each once, in the order they were created.
+    acls: tuple[AclBinding, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "acls", tuple(dict.fromkeys(self.acls)))
         object.__setattr__(
             self,
             "config_resources",

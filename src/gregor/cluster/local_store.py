@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from gregor.cluster import changes
 from gregor.cluster.image import (
     EMPTY,
+    AclBinding,
     BrokerRegistration,
     MetadataDelta,
     MetadataImage,
@@ -39,6 +40,7 @@ from gregor.cluster.image import (
     TopicImage,
 )
 from gregor.protocol.errors import KafkaError
+from gregor.security.acls import AclBindingFilter
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +261,14 @@ class LocalMetadataStore:
     ) -> dict[str, KafkaError | None]:
         dels, ups = list(deletions), list(upsertions)
         return await self._change(lambda image: changes.alter_scram_credentials(image, dels, ups))
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        new = list(bindings)
+        return await self._change(lambda image: changes.create_acls(image, new))
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+        fs = list(filters)
+        return await self._change(lambda image: changes.delete_acls(image, fs))
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -16,6 +16,7 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 - Broker registrations are ephemeral; producer-id blocks are durable and never overlap.
 - SCRAM credentials (salted, never passwords) are durable; refusals are per user.
 - Config overrides of non-topic resources (``image.config_resources``) are durable.
+- ACL bindings (``image.acls``) are durable, each held once; refusals are per binding/filter.
 - Changes are serialised: concurrent callers never lose an update.
 """
 
@@ -28,6 +29,7 @@ from typing import Protocol
 
 from gregor.cluster.file_store import FileMetadataStore
 from gregor.cluster.image import (
+    AclBinding,
     BrokerRegistration,
     MetadataDelta,
     MetadataImage,
@@ -37,6 +39,7 @@ from gregor.cluster.image import (
 )
 from gregor.cluster.memory_store import MemoryMetadataStore
 from gregor.protocol.errors import KafkaError
+from gregor.security.acls import AclBindingFilter
 
 __all__ = ["MetadataStore", "open_metadata_store", "STORE_KINDS"]
 
@@ -114,6 +117,16 @@ class MetadataStore(Protocol):
         """Delete (user, mechanism) and upsert (user, credential) SCRAM credentials durably, in
         one change; per user, None or the Kafka error that refused that user's part
         (``changes.alter_scram_credentials``)."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Add ACL bindings durably, in one change; per binding None or the Kafka error that
+        refused it (``changes.create_acls``)."""
+        ...
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+        """Remove every binding a filter matches, in one change; per filter the bindings it
+        removed or the Kafka error that refused it (``changes.delete_acls``)."""
         ...
 
 

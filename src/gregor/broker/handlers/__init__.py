@@ -5,6 +5,7 @@ registered with the versions it implements; ApiVersions advertises exactly that 
 """
 
 from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
+    acls,
     admin_topics,
     api_versions,
     cluster_info,
