@@ -15,7 +15,8 @@ work plugs its authorizer in as the ``Authorizer`` callable (one operation at a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from enum import IntEnum
+
+from gregor.security.acls import AclOperation, ResourceType
 
 __all__ = [
     "OPERATIONS_NOT_REQUESTED",
@@ -30,49 +31,28 @@ __all__ = [
 OPERATIONS_NOT_REQUESTED = -(1 << 31)
 
 
-class AclOperation(IntEnum):
-    """Kafka's ``AclOperation`` codes."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class ResourceType(IntEnum):
-    """Kafka's ACL ``ResourceType`` codes."""
-
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
 _O = AclOperation
 #: The operations each resource type supports (Kafka's ``AclEntry.supportedOperations``).
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (
-        _O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS,
+        _O.READ,
+        _O.WRITE,
+        _O.CREATE,
+        _O.DESCRIBE,
+        _O.DELETE,
+        _O.ALTER,
+        _O.DESCRIBE_CONFIGS,
         _O.ALTER_CONFIGS,
     ),
     ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE),
     ResourceType.CLUSTER: (
-        _O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
-        _O.ALTER, _O.DESCRIBE,
+        _O.CREATE,
+        _O.CLUSTER_ACTION,
+        _O.DESCRIBE_CONFIGS,
+        _O.ALTER_CONFIGS,
+        _O.IDEMPOTENT_WRITE,
+        _O.ALTER,
+        _O.DESCRIBE,
     ),
     ResourceType.TRANSACTIONAL_ID: (_O.DESCRIBE, _O.WRITE),
     ResourceType.DELEGATION_TOKEN: (_O.DESCRIBE,),
