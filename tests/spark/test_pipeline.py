@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
@@ -102,3 +103,19 @@ def test_main_job_embedded_broker(tmp_path: Path) -> None:
     assert read[-1] == 30001 and read == sorted(read)  # every event and the end marker, in order
     assert all("events/s" in ln and "lag" in ln and "watermark" in ln for ln in lines)
     assert "[pipeline] summary: 30,000 events in" in text
+
+
+def test_cli_is_the_main_job() -> None:
+    # `gregor pipeline run` and `python -m gregor.pipelines` (scripts/run.sh) take the same
+    # options with the same defaults: one job
+    from click.testing import CliRunner
+
+    from gregor.cli.pipeline import pipeline
+    from gregor.pipelines.runner import main
+
+    text = CliRunner().invoke(pipeline, ["run", "--help"], terminal_width=200).output
+    assert "--events INTEGER" in text and "[default: 1000000]" in text
+    assert "--max-offsets-per-trigger INTEGER" in text and "[default: 250000]" in text
+    assert "--partitions INTEGER" in text and "[default: 4]" in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
