@@ -62,7 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=340_000)
     ap.add_argument("--no-peer", action="store_true")
     args = ap.parse_args()
     from gregor.pipelines import clickstream as cs

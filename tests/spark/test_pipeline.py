@@ -115,7 +115,7 @@ def test_cli_is_the_main_job() -> None:
 
     text = CliRunner().invoke(pipeline, ["run", "--help"], terminal_width=200).output
     assert "--events INTEGER" in text and "[default: 1000000]" in text
-    assert "--max-offsets-per-trigger INTEGER" in text and "[default: 250000]" in text
+    assert "--max-offsets-per-trigger INTEGER" in text and "[default: 340000]" in text
     assert "--partitions INTEGER" in text and "[default: 4]" in text
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -34,7 +34,7 @@ def pipeline() -> None:
 @click.option("--output-topic", default="pageview-windows", show_default=True)
 @click.option("--output-dir", default="gregor-pipeline", show_default=True,
               help="Parquet output, checkpoint and the started broker's data.")
-@click.option("--max-offsets-per-trigger", default=250_000, show_default=True)
+@click.option("--max-offsets-per-trigger", default=340_000, show_default=True)
 @click.option("--keep", is_flag=True, help="Keep the previous output directory instead of starting afresh.")
 @click.option("--no-produce", is_flag=True,
               help="Generate nothing: read what the input topic holds (the result is not checked).")
