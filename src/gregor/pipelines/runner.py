@@ -51,11 +51,13 @@ GENERATOR_NICE = 5
 def generate_and_produce(bootstrap: str, topic: str, n: int, users: int, minutes: int, jitter_s: int, seed: int,
                          produced: Any, started: Any, finished: Any) -> None:
     """The generator process: every chunk of events to ``topic`` (key: user id)."""
-    from gregor.client import Producer
+    from gregor.client import Producer, partition_for_key
 
     os.nice(GENERATOR_NICE)
     config = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 512 * 1024, "acks": "all"}
     with Producer(config) as p:
+        count = len(p.partitions_for(topic))
+        where: dict[bytes, int] = {}  # key -> partition: the default partitioner's choice, once per user
         for k in range(-(-n // cs.CHUNK)):
             table = cs.generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k)
             values = cs.json_values(table).to_pylist()
@@ -63,7 +65,9 @@ def generate_and_produce(bootstrap: str, topic: str, n: int, users: int, minutes
             if started.value == 0:
                 started.value = time.time()
             send = p.send
-            futures = [send(topic, v, key) for v, key in zip(values, keys, strict=True)]
+            for key in set(keys) - where.keys():
+                where[key] = partition_for_key(key, count)
+            futures = [send(topic, v, key, where[key]) for v, key in zip(values, keys, strict=True)]
             p.flush()
             for f in futures[-1:]:
                 f.result(60)
