@@ -9,7 +9,9 @@
 2. The peer: the same events as JSON lines in files, the same query on Spark's own file
    source (``readStream.text``, Trigger.AvailableNow, same batch size): Spark without Kafka,
    without a network and without a Python data source. Its processing rate is the ceiling of
-   what the job could reach on this machine; the ratio shows what the Kafka path costs.
+   what the job could reach on this machine; the ratio shows what the Kafka path costs. It
+   runs in the job's JVM (PySpark keeps it), so with the job's Java options (C1 only:
+   ``gregor.pipelines.runner.JAVA_OPTIONS``).
 
 Prints the machine's load average beside the figures: on a shared machine they move with it.
 """
@@ -62,7 +64,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=340_000)
     ap.add_argument("--no-peer", action="store_true")
     args = ap.parse_args()
     from gregor.pipelines import clickstream as cs

@@ -211,3 +211,75 @@ def test_resolved_start_after_end_fails_whatever_fail_on_data_loss(spark: Any, g
               startingOffsets=f'{{"{topic}": {{"0": 1, "1": 1, "2": 1}}}}')
     with pytest.raises(Exception, match="The resolved start offset 1 is greater than the resolved end offset 0 for"):
         df.collect()
+
+
+def _add_partitions(b: Broker, topic: str, count: int) -> None:
+    """CreatePartitions up to ``count``, then wait until every partition has a leader."""
+    with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        assert admin.create_partitions({topic: count}) == {topic: None}
+        while True:
+            d = admin.describe_topics([topic])[topic]
+            if not isinstance(d, Exception) and len(d.partitions) == count and all(p.leader >= 0 for p in d.partitions):
+                return
+
+
+def test_a_dataframe_run_again_reads_partitions_created_since(spark: Any, gregor: Broker, topic: str) -> None:
+    # KafkaRelationSuite "test late binding start offsets" carried to partitions: Spark lists
+    # the subscription's partitions each time a DataFrame runs (KafkaRelation.buildScan), so a
+    # partition added by CreatePartitions after the DataFrame was made is read on the next run
+    create_topic(gregor, topic, 2)
+    produced = produce(gregor, topic, {0: 5, 1: 3})
+    df = read(spark, gregor, subscribe=topic)
+    split = read(spark, gregor, subscribe=topic, minPartitions="4")
+    assert split.rdd.getNumPartitions() == 4
+    assert rows(df) == expected(topic, produced) and rows(split) == expected(topic, produced)
+    _add_partitions(gregor, topic, 4)
+    more = produce(gregor, topic, {2: 4, 3: 1})
+    assert rows(df) == expected(topic, produced + more)
+    assert rows(split) == expected(topic, produced + more)
+    # a pattern subscription also finds a topic created since
+    pattern = read(spark, gregor, subscribePattern=f"{topic}.*")
+    assert rows(pattern) == expected(topic, produced + more)
+    create_topic(gregor, f"{topic}-b", 1)
+    other = produce(gregor, f"{topic}-b", {0: 2})
+    assert rows(pattern) == sorted(expected(topic, produced + more) + expected(f"{topic}-b", other))
+
+
+def test_a_new_partition_follows_the_offsets_options_as_a_fresh_plan_would(spark: Any, gregor: Broker, topic: str) -> None:
+    # Spark plans again on each run: a per-partition JSON that does not name a new partition
+    # fails as it would at planning (KafkaRelationSuite "bad batch query options": the JSON
+    # must name every partition), a topic-level "earliest" (SPARK-58774) covers it
+    create_topic(gregor, topic, 1)
+    produced = produce(gregor, topic, {0: 4})
+    listed = read(spark, gregor, subscribe=topic, startingOffsets=f'{{"{topic}": {{"0": 1}}}}')
+    by_topic = read(spark, gregor, subscribe=topic, startingOffsets=f'{{"{topic}": "earliest"}}')
+    assert rows(listed) == expected(topic, produced, lambda p, i: i >= 1)
+    _add_partitions(gregor, topic, 2)
+    more = produce(gregor, topic, {1: 3})
+    assert rows(by_topic) == expected(topic, produced + more)
+    with pytest.raises(Exception, match="startingOffsets must name every partition of the subscription"):
+        listed.collect()
+
+
+def test_topic_level_earliest_and_latest_in_offsets_json(spark: Any, broker: Broker, topic: str) -> None:
+    # SPARK-58774: a topic maps to "earliest" or "latest" (any case) in place of its partition
+    # object, mixed with per-partition offsets of other topics, for every partition of it
+    a, b = f"{topic}-a", f"{topic}-b"
+    create_topic(broker, a, 2)
+    create_topic(broker, b, 2)
+    pa = produce(broker, a, {0: 4, 1: 6})
+    pb = produce(broker, b, {0: 5, 1: 5})
+    df = read(spark, broker, subscribe=f"{a},{b}",
+              startingOffsets=f'{{"{a}": "EARLIEST", "{b}": {{"0": 2, "1": -2}}}}',
+              endingOffsets=f'{{"{a}": {{"0": 3, "1": -1}}, "{b}": "latest"}}')
+    keep_a = {0: range(0, 3), 1: range(0, 6)}
+    keep_b = {0: range(2, 5), 1: range(0, 5)}
+    assert rows(df) == sorted(expected(a, pa, lambda p, i: i in keep_a[p]) + expected(b, pb, lambda p, i: i in keep_b[p]))
+
+
+def test_topic_level_offsets_must_name_a_subscribed_topic(spark: Any, gregor: Broker, topic: str) -> None:
+    # SPARK-58774: a topic-level value for a topic the query is not assigned is an error
+    create_topic(gregor, topic, 1)
+    with pytest.raises(Exception, match=r"topic-level offsets for topics \['nope'\]"):
+        read(spark, gregor, subscribe=topic,
+             startingOffsets=f'{{"{topic}": "earliest", "nope": "earliest"}}').collect()

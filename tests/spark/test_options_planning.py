@@ -305,3 +305,54 @@ def test_reader_options_are_case_insensitive(case: Any) -> None:
     assert one("maxTriggerDelay").max_trigger_delay_ms == 1111
     assert one("fetchOffset.numRetries").fetch_offset_retries == 1111
     assert one("fetchOffset.retryIntervalMs").fetch_offset_retry_interval_s == 1.111
+
+
+# JsonUtilsSuite "parsing specificOffsets", "... with topic-level earliest/latest", "... mixing
+# topic-level and partition-level values", "... rejects a topic given in both forms" and
+# "... rejects malformed json" (SPARK-58774)
+def test_offsets_json_with_topic_level_values() -> None:
+    def starting(text: str) -> OffsetSpec:
+        return parse_source({**BS, "subscribe": "topicA", "startingOffsets": text}, streaming=True).starting
+
+    assert starting('{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}') == OffsetSpec(
+        "offsets", {TP("topicA", 0): 23, TP("topicA", 1): -1, TP("topicB", 0): -2})
+    assert starting('{"topicA":"earliest","topicB":"latest"}') == OffsetSpec(
+        "offsets", {}, (("topicA", -2), ("topicB", -1)))
+    mixed = starting('{"topicA":"earliest","topicB":{"0":23,"1":-1},"topicC":"LATEST"}')
+    assert mixed == OffsetSpec("offsets", {TP("topicB", 0): 23, TP("topicB", 1): -1}, (("topicA", -2), ("topicC", -1)))
+    with pytest.raises(OptionError, match="topicA.*both a topic-level offset"):
+        starting('{"topicA":"earliest","topicA":{"0":23}}')
+    for bad in ['{"topicA":"first"}', '{"topicA":[0,1]}', '{"topicA":{"0":"earliest"}}', '"earliest"', "not json"]:
+        with pytest.raises(OptionError) as e:
+            starting(bad)
+        assert bad in str(e.value)
+
+
+# SpecificOffsetRangeLimit.resolve (SPARK-58774): topic-level values expand to the partitions
+# the query is assigned; explicit partitions stay; a topic with no assigned partition fails
+def test_topic_level_offsets_expand_to_the_assigned_partitions() -> None:
+    spec = OffsetSpec("offsets", {TP("b", 0): 7}, (("a", -2),))
+    tps = [TP("a", 0), TP("a", 1), TP("b", 0)]
+    assert spec.expand(tps, "startingOffsets") == {TP("a", 0): -2, TP("a", 1): -2, TP("b", 0): 7}
+    with pytest.raises(OptionError, match=r"topic-level offsets for topics \['a'\]"):
+        spec.expand([TP("b", 0)], "startingOffsets")
+
+
+# KafkaRelationSuite "bad batch query options" with the topic-level forms: latest cannot start
+# and earliest cannot end a batch query
+@pytest.mark.parametrize(
+    "opts,msg",
+    [
+        ({"startingOffsets": '{"t":"latest"}'}, "startingOffsets for topic t can't be latest for batch queries on Kafka"),
+        ({"endingOffsets": '{"t":"earliest"}'}, "ending offset for topic t can't be earliest for batch queries on Kafka"),
+    ],
+)
+def test_topic_level_bad_batch_offsets(opts: dict[str, str], msg: str) -> None:
+    with pytest.raises(OptionError, match=msg):
+        parse_source({**BS, "subscribe": "t", **opts}, streaming=False)
+
+
+
+def test_topic_level_latest_starts_a_stream() -> None:
+    o = parse_source({**BS, "subscribe": "t", "startingOffsets": '{"t":"latest"}'}, streaming=True)
+    assert o.starting == OffsetSpec("offsets", {}, (("t", -1),))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
@@ -102,3 +103,45 @@ def test_main_job_embedded_broker(tmp_path: Path) -> None:
     assert read[-1] == 30001 and read == sorted(read)  # every event and the end marker, in order
     assert all("events/s" in ln and "lag" in ln and "watermark" in ln for ln in lines)
     assert "[pipeline] summary: 30,000 events in" in text
+
+
+def test_cli_is_the_main_job() -> None:
+    # `gregor pipeline run` and `python -m gregor.pipelines` (scripts/run.sh) take the same
+    # options with the same defaults: one job
+    from click.testing import CliRunner
+
+    from gregor.cli.pipeline import pipeline
+    from gregor.pipelines.runner import main
+
+    text = CliRunner().invoke(pipeline, ["run", "--help"], terminal_width=200).output
+    assert "--events INTEGER" in text and "[default: 1000000]" in text
+    assert "--max-offsets-per-trigger INTEGER" in text and "[default: 340000]" in text
+    assert "--partitions INTEGER" in text and "[default: 4]" in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+
+
+def test_cli_no_produce_reads_what_the_topic_holds(gregor: Broker, tmp_path: Path) -> None:
+    # --no-produce: nothing generated, the job reads the input topic from its start; there is
+    # no ground truth of this run, so the check is skipped and the table is what the topic held
+    config = cs.PipelineConfig(gregor.bootstrap_servers, input_topic="np-in", output_topic="np-out", partitions=2)
+    cs.create_topics(config)
+    events = cs.generate_events(250, users=30, minutes=2, seed=3)
+    assert cs.produce_events(gregor.bootstrap_servers, "np-in", events) == 250
+    r = subprocess.run(
+        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
+         "--master", "local[2]", "--no-produce", "--minutes", "2", "--input-topic", "np-in",
+         "--output-topic", "np-out", "--output-dir", str(tmp_path / "np"), "--rows", "0"],
+        capture_output=True,
+        timeout=300,
+    )
+    text = r.stdout.decode()
+    assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
+    assert "reading the 250 records np-in holds (nothing generated)" in text
+    assert "check: skipped" in text
+    printed = {}
+    for ln in text.splitlines():
+        if ln.startswith("2026-01-01T00:"):
+            when, page, views, users = ln.split()
+            printed[(cs.START_MS + int(when[14:16]) * 60_000, page)] = (int(views), int(users))
+    assert printed == cs.expected_windows(events)

@@ -178,3 +178,27 @@ def test_fail_on_data_loss_in_a_stream(spark: Any, gregor: Broker, topic: str, t
     assert run(tmp_path / "cp-false", tmp_path / "out-false", "false").exception() is None
     got = sorted((r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out-false")).collect())
     assert got == [(i, f"v0-{i}".encode()) for i in (0, 1, 2, 3, 4, 8, 9)]
+
+
+def test_topic_level_starting_offsets_in_a_stream(spark: Any, gregor: Broker, topic: str, tmp_path: Path) -> None:
+    # SPARK-58774: {"a": "latest", "b": "earliest"} starts every partition of a at its end and
+    # every partition of b at its start, expanded against the partitions the query finds
+    a, b = f"{topic}-a", f"{topic}-b"
+    create_topic(gregor, a, 2)
+    create_topic(gregor, b, 2)
+    produce(gregor, a, {0: 3, 1: 2})
+    produced_b = produce(gregor, b, {0: 2, 1: 1})
+    name = f"m_{uuid.uuid4().hex[:8]}"
+    q = (
+        stream(spark, gregor, subscribe=f"{a},{b}", startingOffsets=f'{{"{a}": "latest", "{b}": "earliest"}}')
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    got = sorted((r.topic, r.partition, r.offset, r.value) for r in spark.table(name).collect())
+    assert got == sorted((b, p, i, v) for p, i, _k, v, _ts in produced_b)
+    assert checkpoint_offsets(tmp_path / "cp")[-1] == {a: {"0": 3, "1": 2}, b: {"0": 2, "1": 1}}

@@ -27,6 +27,7 @@ from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import murmur2, partition_for_key
 from gregor.client.producer import AIOProducer
 from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer
+from gregor.client.transactions import TransactionHandle, end_transaction
 
 _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
 
@@ -66,7 +67,9 @@ __all__ = [
     "RecordMetadata",
     "TopicDescription",
     "TopicPartition",
+    "TransactionHandle",
     "UnsupportedForBrokerError",
+    "end_transaction",
     "fetch_arrow",
     "murmur2",
     "partition_for_key",

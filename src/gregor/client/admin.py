@@ -20,6 +20,7 @@ from gregor.client.core import KafkaClient
 from gregor.client.errors import UnsupportedForBrokerError, error_for_code
 from gregor.client.group import GroupBase, OffsetAndMetadata
 from gregor.client.metadata import TopicPartition
+from gregor.client.transactions import TransactionHandle, end_transaction
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
     AlterConfigsRequest,
@@ -564,6 +565,18 @@ class AIOAdminClient:
         return ClusterDescription(
             meta.cluster_id, meta.controller_id, sorted((b.node_id, b.host, b.port, b.rack) for b in meta.brokers)
         )
+
+    async def end_transactions(
+        self, handles: Iterable[TransactionHandle], commit: bool, *, timeout: float | None = None, raise_on_error: bool = False
+    ) -> dict[TransactionHandle, KafkaError | None]:
+        """Commit or abort, all at once, transactions other producers began (``end_transaction``)."""
+        hs = [TransactionHandle(*h) for h in handles]
+        got = await asyncio.gather(*(end_transaction(self._client, h, commit, timeout=timeout) for h in hs), return_exceptions=True)
+        if bad := [r for r in got if isinstance(r, BaseException) and not isinstance(r, KafkaError)]:
+            raise bad[0]
+        out: dict[TransactionHandle, KafkaError | None] = dict(zip(hs, got, strict=True))  # type: ignore[arg-type]
+        _check(out, raise_on_error)
+        return out
 
     async def api_versions(self) -> dict[int, tuple[int, int]]:
         conn = await self._any()

@@ -46,7 +46,7 @@ from gregor.client.errors import (
 from gregor.client.futures import ProduceFuture, RecordMetadata
 from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import StickyPartitioner, partition_for_key
-from gregor.client.transactions import TransactionManager, TxnState
+from gregor.client.transactions import TransactionHandle, TransactionManager, TxnState
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
     InitProducerIdRequest,
@@ -581,6 +581,11 @@ class AIOProducer:
         with generation and member id, which lets the coordinator fence zombies).
         """
         await self._require_transactional().send_offsets(offsets, group)
+
+    def transaction_handle(self) -> TransactionHandle:
+        """The open transaction's (transactional id, producer id, epoch), for another process to
+        end with ``AdminClient.end_transactions``; ``flush()`` first, and do not end it here."""
+        return self._require_transactional().handle()
 
     async def commit_transaction(self) -> None:
         txn = self._require_transactional()

@@ -22,6 +22,7 @@ from gregor.client.core import KafkaClient
 from gregor.client.futures import ProduceFuture
 from gregor.client.metadata import TopicPartition
 from gregor.client.producer import AIOProducer
+from gregor.client.transactions import TransactionHandle
 
 T = TypeVar("T")
 
@@ -118,6 +119,9 @@ class Producer:
 
     def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: Any) -> None:
         self._lt.run(self._aio.send_offsets_to_transaction(offsets, group))
+
+    def transaction_handle(self) -> TransactionHandle:
+        return self._aio.transaction_handle()
 
     def commit_transaction(self) -> None:
         self._lt.run(self._aio.commit_transaction())

@@ -9,6 +9,13 @@ producer's sender task registers them with the coordinator (AddPartitionsToTxn) 
 batch for them goes out; ``send`` runs on the caller's thread, so ``new`` is guarded by a lock.
 Requests go to the transaction coordinator, found (and found again after NOT_COORDINATOR)
 with FindCoordinator, and are retried as the client retries anything retriable.
+
+Handing a transaction to another process. A transaction is named on the wire by its
+transactional id, producer id and epoch, nothing else: :class:`TransactionHandle` is that
+triple (``Producer.transaction_handle()``), and :func:`end_transaction` sends EndTxn for it from
+any client, so a process that did not write the records (a Spark driver committing what its
+tasks wrote) can commit or abort them. The writer flushes before it hands the handle over and
+must not end the transaction itself.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from gregor.client.core import KafkaClient
 from gregor.client.errors import IllegalStateError, error_for_code
@@ -35,6 +42,41 @@ class TxnState(enum.Enum):
     READY = "ready"
     IN_TRANSACTION = "in_transaction"
     ABORTABLE_ERROR = "abortable_error"
+
+
+class TransactionHandle(NamedTuple):
+    """An open transaction as any client can end it; a plain tuple, so it pickles and is JSON."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+async def end_transaction(
+    client: KafkaClient, handle: TransactionHandle, commit: bool, *, timeout: float | None = None
+) -> None:
+    """Commit (``commit=True``) or abort the transaction ``handle`` names, from any client.
+
+    The coordinator answers as it would answer the producer itself: ending a transaction again
+    the way it already ended succeeds (a retried commit is safe); ending it the other way is
+    INVALID_TXN_STATE; a handle whose epoch a newer InitProducerId (or a timeout abort) bumped
+    is PRODUCER_FENCED. Retriable errors are retried until ``timeout`` seconds (default
+    ``default.api.timeout.ms``).
+    """
+    tid, pid, epoch = handle
+    node = [-1]
+
+    async def attempt() -> None:
+        if node[0] < 0:
+            node[0] = await client.find_coordinator(tid, 1)
+        req = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+        resp = await client.send(node[0], req)
+        if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            node[0] = -1
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(f"EndTxn({'commit' if commit else 'abort'}) of {tid}")
+
+    await client.with_retries(attempt, timeout=timeout)
 
 
 class TransactionManager:
@@ -113,6 +155,13 @@ class TransactionManager:
             return resp
 
         return await self._client.with_retries(attempt, timeout=self._max_block)
+
+    def handle(self) -> TransactionHandle:
+        """The open transaction's handle (see :func:`end_transaction`)."""
+        if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+            raise IllegalStateError("no transaction in progress")
+        pid, epoch = self._ids()
+        return TransactionHandle(self.transactional_id, pid, epoch)
 
     async def add_partitions(self) -> None:
         """Register the partitions sends touched since the last call (the sender task)."""

@@ -29,6 +29,8 @@ use ``mode("append")`` there.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from gregor.spark.metrics import offsets_behind_latest
@@ -56,7 +58,7 @@ def register(spark: Any, *, kafka_alias: bool = False) -> None:
         alias_kafka()
 
 
-_DEFAULTED = False
+_PATCHED: set[Any] = set()
 _APPEND_MODES = (None, "error", "errorifexists", "default")
 
 
@@ -64,6 +66,11 @@ def _writer_classes() -> list[Any]:
     from pyspark.sql.readwriter import DataFrameWriter
 
     classes: list[Any] = [DataFrameWriter]
+    # A Spark Python worker (the data source's planning processes and tasks) writes no
+    # DataFrame unless it runs Spark Connect code, which has imported Connect already: there,
+    # importing Connect (pandas, grpc: half a second) for nothing is skipped.
+    if "PYTHON_WORKER_FACTORY_SECRET" in os.environ and "pyspark.sql.connect.readwriter" not in sys.modules:
+        return classes
     try:
         from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
     except ImportError:  # Spark Connect's client libraries are not installed
@@ -75,11 +82,11 @@ def _writer_classes() -> list[Any]:
 
 def default_append() -> None:
     """Make an unset (or ``error``) save mode mean append for this source, as Spark's
-    connector does; ``ignore`` is refused with advice (idempotent)."""
-    global _DEFAULTED
-    if _DEFAULTED:
-        return
+    connector does; ``ignore`` is refused with advice (idempotent, per writer class)."""
     for cls in _writer_classes():
+        if cls in _PATCHED:
+            continue
+        _PATCHED.add(cls)
         orig_format, orig_mode, orig_save = cls.format, cls.mode, cls.save
 
         def fmt(self: Any, source: str, _orig: Any = orig_format) -> Any:
@@ -108,7 +115,6 @@ def default_append() -> None:
         for name, f, orig in (("format", fmt, orig_format), ("mode", mode, orig_mode), ("save", save, orig_save)):
             f.__doc__ = orig.__doc__
             setattr(cls, name, f)
-    _DEFAULTED = True
 
 
 _ALIASED = False

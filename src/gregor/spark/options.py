@@ -8,7 +8,10 @@ reading starts and ends (``startingOffsets``, ``endingOffsets``, ``startingTimes
 (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``,
 ``maxRecordsPerPartition``, ``failOnDataLoss``, ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``,
 ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``). Offsets use Spark's JSON form:
-``{"topic": {"0": 23, "1": -2}}`` where -2 means earliest and -1 latest. A timestamp option
+``{"topic": {"0": 23, "1": -2}}`` where -2 means earliest and -1 latest, and (Spark 4.2's
+SPARK-58774) a topic may stand for all its partitions with ``"earliest"`` or ``"latest"``:
+``{"topicA": "earliest", "topicB": {"0": 23}}``, expanded against the partitions the query
+finds when the offsets are resolved. A timestamp option
 takes precedence over the offsets-by-timestamp option, which takes precedence over the offsets
 option, as in Spark.
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +87,25 @@ class OffsetSpec:
 
     kind: str
     value: Any = None
+    topics: tuple[tuple[str, int], ...] = ()  # "offsets": topic-level -2 / -1, sorted by topic
+
+    def expand(self, tps: Iterable[TopicPartition], name: str) -> dict[TopicPartition, int]:
+        """Kind "offsets": the per-partition offsets with every topic-level value expanded to
+        the partitions of that topic among ``tps`` (Spark's ``SpecificOffsetRangeLimit.resolve``);
+        a topic-level value for a topic with none of ``tps`` is an error."""
+        given: dict[TopicPartition, int] = dict(self.value)
+        if not self.topics:
+            return given
+        tps = list(tps)
+        level = dict(self.topics)
+        expanded = {tp: level[tp.topic] for tp in tps if tp.topic in level}
+        unmatched = sorted(set(level) - {tp.topic for tp in expanded})
+        if unmatched:
+            raise OptionError(
+                f"{name} gives topic-level offsets for topics {unmatched} that are not among the topics "
+                f"assigned to the query {sorted({tp.topic for tp in tps})}"
+            )
+        return {**expanded, **given}
 
 
 @dataclass(frozen=True)
@@ -229,6 +251,46 @@ def parse_partition_json(text: str, what: str) -> dict[TopicPartition, int]:
     return out
 
 
+_LEVELS = {"earliest": EARLIEST, "latest": LATEST}
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its (key, value) pairs, in order, duplicates kept."""
+
+
+def parse_offsets_json(text: str, what: str) -> OffsetSpec:
+    """startingOffsets / endingOffsets JSON: per-partition offsets, and topic-level
+    ``"earliest"`` / ``"latest"`` (any case) in place of a topic's partition object."""
+    bad = (f'{what}: expected JSON like {{"topicA":{{"0":23,"1":-1}},"topicB":"earliest"}} (a topic maps '
+           f'to a JSON object of partition offsets, or to "earliest" or "latest"), got {text}')
+
+    try:
+        obj = json.loads(text, object_pairs_hook=_Pairs)
+    except ValueError:
+        raise OptionError(bad) from None
+    if not isinstance(obj, _Pairs):
+        raise OptionError(bad)
+    parts: dict[TopicPartition, int] = {}
+    level: dict[str, int] = {}
+    for topic, v in obj:
+        if isinstance(v, str) and v.strip().lower() in _LEVELS:
+            level[topic] = _LEVELS[v.strip().lower()]
+        elif isinstance(v, _Pairs):
+            for p, off in v:
+                if isinstance(off, bool) or not isinstance(off, int):
+                    raise OptionError(bad)
+                try:
+                    parts[TopicPartition(topic, int(p))] = off
+                except ValueError:
+                    raise OptionError(bad) from None
+        else:
+            raise OptionError(bad)
+    both = sorted(set(level) & {tp.topic for tp in parts})
+    if both:
+        raise OptionError(f"{what}: topics {both} have both a topic-level offset and partition offsets in {text}")
+    return OffsetSpec("offsets", parts, tuple(sorted(level.items())))
+
+
 def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """The Kafka source's offset form, ``{"topic": {"0": 23}}``, partitions in order."""
     out: dict[str, dict[str, int]] = {}
@@ -273,7 +335,7 @@ def _offset_spec(opts: dict[str, str], prefix: str, streaming: bool) -> OffsetSp
     s = off.strip()
     if s.lower() in ("earliest", "latest"):
         return OffsetSpec(s.lower())
-    return OffsetSpec("offsets", parse_partition_json(s, f"{prefix}Offsets"))
+    return parse_offsets_json(s, f"{prefix}Offsets")
 
 
 def check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
@@ -282,7 +344,10 @@ def check_offset_limits(starting: OffsetSpec, ending: OffsetSpec) -> None:
     if starting.kind != ending.kind or starting.kind not in ("offsets", "timestamps"):
         return
     start, end = starting.value, ending.value
-    if set(start) != set(end):
+    if starting.topics or ending.topics:  # the partitions are known once the topics are listed
+        start = {tp: v for tp, v in start.items() if tp in end}
+        end = {tp: v for tp, v in end.items() if tp in start}
+    elif set(start) != set(end):
         raise OptionError(
             "[MISMATCHED_TOPIC_PARTITIONS_BETWEEN_START_OFFSET_AND_END_OFFSET] The specified start "
             "offset and end offset should have the same topic-partitions. Topic-partitions for "
@@ -353,12 +418,18 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         if starting.kind == "latest":
             raise OptionError("starting offset can't be latest for batch queries on Kafka (startingOffsets 'latest' is not valid for batch queries)")
         if starting.kind == "offsets":
+            for t, v in starting.topics:
+                if v == LATEST:
+                    raise OptionError(f"startingOffsets for topic {t} can't be latest for batch queries on Kafka")
             for tp, v in sorted(starting.value.items()):
                 if v == LATEST:
                     raise OptionError(f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka (-1)")
         if ending.kind == "earliest":
             raise OptionError("ending offset can't be earliest for batch queries on Kafka (endingOffsets 'earliest' is not valid for batch queries)")
         if ending.kind == "offsets":
+            for t, v in ending.topics:
+                if v == EARLIEST:
+                    raise OptionError(f"ending offset for topic {t} can't be earliest for batch queries on Kafka")
             for tp, v in sorted(ending.value.items()):
                 if v == EARLIEST:
                     raise OptionError(f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka (-2)")
@@ -463,6 +534,7 @@ __all__ = [
     "kafka_settings",
     "offsets_from_json",
     "offsets_json",
+    "parse_offsets_json",
     "parse_partition_json",
     "parse_sink",
     "parse_source",

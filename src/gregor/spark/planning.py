@@ -217,8 +217,9 @@ class OffsetPlanner:
         if spec.kind == "latest":
             return dict.fromkeys(tps, LATEST)
         if spec.kind == "offsets":
-            given: Mapping[TopicPartition, int] = spec.value
-            self._check_covers(given, tps, "endingOffsets" if ending else "startingOffsets")
+            name = "endingOffsets" if ending else "startingOffsets"
+            given = spec.expand(tps, name)
+            self._check_covers(given, tps, name)
             return {tp: given[tp] for tp in tps}
         found = self._by_timestamp(spec, tps, ending)
         return {tp: LATEST if v is None else v for tp, v in found.items()}
@@ -266,8 +267,9 @@ class OffsetPlanner:
         if spec.kind == "latest":
             return self.latest(tps)
         if spec.kind == "offsets":
-            given: Mapping[TopicPartition, int] = spec.value
-            self._check_covers(given, tps, "endingOffsets" if ending else "startingOffsets")
+            name = "endingOffsets" if ending else "startingOffsets"
+            given = spec.expand(tps, name)
+            self._check_covers(given, tps, name)
             out = {tp: given[tp] for tp in tps}
             need_e = [tp for tp, v in out.items() if v == EARLIEST]
             need_l = [tp for tp, v in out.items() if v == LATEST]

@@ -9,7 +9,12 @@ Batch. Spark plans a DataFrame's partitions once and runs the plan each time the
 executed, so ``earliest`` and ``latest`` travel to the executors unresolved (-2 / -1) and are
 looked up when the task runs: a DataFrame with ``endingOffsets=latest`` run again after more
 records arrived returns them too, as Spark's connector does. A resolved start after its end is
-an error whatever ``failOnDataLoss`` says.
+an error whatever ``failOnDataLoss`` says. Spark's connector also lists the subscription's
+partitions each time; a Python source cannot add tasks to a planned DataFrame, so a
+``subscribe`` / ``subscribePattern`` plan carries one more task, :class:`NewPartitionsInput`,
+that lists the partitions when it runs and reads those the plan did not know (created since),
+with the starting and ending options applied to them as a fresh plan would (a JSON that does
+not cover them fails as it would at planning; topic-level ``"earliest"`` covers them).
 
 Streaming. Offsets are Spark's Kafka form, ``{"topic": {"partition": next_offset}}``, and are
 what Spark writes to the checkpoint's offset log. ``latestOffset(start, limit)`` lists the
@@ -33,10 +38,11 @@ new and does not start at 0, is data loss (``failOnDataLoss``). The latest offse
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -84,6 +90,7 @@ class KafkaInputPartition(InputPartition):
     fail_on_data_loss: bool
     chunk_records: int
     timeout: float
+    new_partitions: NewPartitions | None = None
 
     def __post_init__(self) -> None:
         super().__init__(None)
@@ -160,6 +167,29 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
         yield to_spark_arrow(batch, p.include_headers)
 
 
+@dataclass(frozen=True)
+class NewPartitions:
+    """What a batch plan knew: its task that carries this also reads the partitions created since."""
+
+    options: SourceOptions
+    known: frozenset[TopicPartition]
+
+    def read(self) -> Iterator[Any]:
+        planner = OffsetPlanner(self.options)
+        try:
+            tps = planner.partitions()
+            new = [tp for tp in tps if tp not in self.known]
+            if not new:
+                return
+            starts = planner.unresolved(self.options.starting, tps)
+            ends = planner.unresolved(self.options.ending, tps, ending=True)
+        finally:
+            planner.close()
+        ranges = [OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]) for tp in new]
+        for p in _input_partitions(self.options, ranges):
+            yield from read_partition(p)
+
+
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -170,13 +200,20 @@ class KafkaBatchReader(DataSourceReader):
             ranges = planner.plan_batch()
         finally:
             planner.close()
-        parts: list[InputPartition] = list(_input_partitions(self.options, ranges))
-        return parts
+        parts = _input_partitions(self.options, ranges)
+        if self.options.assign is None:  # the last task also reads partitions created later
+            new = NewPartitions(self.options, frozenset(TopicPartition(r.topic, r.partition) for r in ranges))
+            last = parts[-1] if parts else _input_partitions(self.options, [OffsetRange("", -1, 0, 0)])[0]
+            parts[-1:] = [replace(last, new_partitions=new)]
+        return list(parts)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         if partition.value is None and not isinstance(partition, KafkaInputPartition):
             return iter(())  # Spark's placeholder when there is nothing to read
-        return read_partition(partition)  # type: ignore[arg-type]
+        p: KafkaInputPartition = partition  # type: ignore[assignment]
+        if p.new_partitions is None:
+            return read_partition(p)
+        return itertools.chain(read_partition(p), p.new_partitions.read())
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -41,7 +41,6 @@ replayed (deterministic queries, as every exactly-once sink of Spark assumes).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import threading
@@ -60,9 +59,6 @@ from gregor.client import (
     TopicPartition,
 )
 from gregor.client.bulk import RangeReader, shared_client
-from gregor.client.sync import LoopThread
-from gregor.protocol.errors import ErrorCode, error_for_code
-from gregor.protocol.messages import EndTxnRequest
 from gregor.spark.options import OptionError, SinkOptions
 from gregor.spark.writer import send_batches
 
@@ -121,7 +117,7 @@ def ensure_commit_topic(options: SinkOptions) -> None:
     if options.commit_topic not in admin.list_topics():
         res = admin.create_topics([NewTopic(options.commit_topic, 1, -1, {"cleanup.policy": "compact"})])
         err = res.get(options.commit_topic)
-        if err is not None and getattr(err, "code", None) != ErrorCode.TOPIC_ALREADY_EXISTS:
+        if err is not None and err.name != "TOPIC_ALREADY_EXISTS":
             raise err
     _ENSURED.add(key)
 
@@ -157,35 +153,12 @@ def decide(options: SinkOptions, query_id: str, batch_id: int, txns: list[tuple[
 # --- ending transactions from another process than the one that wrote them ---
 
 
-async def _end_txn(client: Any, tid: str, pid: int, epoch: int, commit: bool, timeout: float) -> None:
-    coordinator = [-1]
-
-    async def attempt() -> None:
-        if coordinator[0] < 0:
-            coordinator[0] = await client.find_coordinator(tid, 1)
-        req = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
-        resp = await client.send(coordinator[0], req)
-        code = resp.error_code
-        if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-            coordinator[0] = -1
-        if code:
-            raise error_for_code(code)(f"EndTxn({'commit' if commit else 'abort'}) of {tid}")
-
-    await client.with_retries(attempt, timeout=timeout)
-
-
 def end_transactions(settings: dict[str, str], txns: list[tuple[str, int, int]], commit: bool, timeout: float = 120.0) -> None:
     """Commit (or abort) transactions by id, producer id and epoch, all at once."""
     if not txns:
         return
-    client = shared_client(settings)
-
-    async def run() -> list[Any]:
-        return await asyncio.gather(
-            *(_end_txn(client, t, p, e, commit, timeout) for t, p, e in txns), return_exceptions=True
-        )
-
-    errors = [(t, r) for t, r in zip(txns, LoopThread.get().run(run()), strict=True) if isinstance(r, BaseException)]
+    got = _admin(settings).end_transactions(txns, commit, timeout=timeout)
+    errors = [(h, e) for h, e in got.items() if e is not None]
     if errors:
         (tid, _p, _e), err = errors[0]
         raise OptionError(
@@ -234,7 +207,7 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             producer.init_transactions()
             producer.begin_transaction()
             msg.records = send_batches(producer, o.topic, iterator)
-            msg.producer_id, msg.producer_epoch = producer.aio.producer_id, producer.aio.producer_epoch
+            _tid, msg.producer_id, msg.producer_epoch = producer.transaction_handle()
         except BaseException:
             try:
                 producer.abort_transaction()
