@@ -2,7 +2,7 @@
 
 Theory of operation: ``cluster-metadata.json`` holds the cluster id, the image version, the next
 free producer id and every topic (id, config overrides, internal flag, and per partition the
-leader, leader_epoch, partition_epoch, replicas and ISR). It is the format the broker has
+leader, leader_epoch, partition_epoch, replicas and ISR), encoded by ``codec``. It is the format the broker has
 always written; fields added since (``version``, ``partition_epoch``, ``offline_replicas``)
 have defaults when an older file lacks them, and older readers ignore them. Broker
 registrations are ephemeral, like an etcd lease: they are in the image but never in the file,
@@ -20,83 +20,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from gregor.cluster.changes import controller_for
-from gregor.cluster.image import EMPTY, MetadataImage, PartitionImage, TopicImage
+from gregor.cluster.codec import decode, encode
+from gregor.cluster.image import EMPTY, MetadataImage
 from gregor.cluster.local_store import LocalMetadataStore, new_cluster_id
 from gregor.protocol.errors import InconsistentClusterIdError, KafkaStorageError
 
 METADATA_FILE = "cluster-metadata.json"
 
 T = TypeVar("T")
-
-
-def encode(image: MetadataImage) -> dict[str, Any]:
-    """The file's JSON document for ``image`` (without broker registrations)."""
-    return {
-        "cluster_id": image.cluster_id,
-        "version": image.version,
-        "next_producer_id_block": image.next_producer_id,
-        "topics": [
-            {
-                "name": t.name,
-                "topic_id": str(t.topic_id),
-                "partitions": [
-                    {
-                        "partition": p.partition,
-                        "leader": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "partition_epoch": p.partition_epoch,
-                        "replicas": list(p.replicas),
-                        "isr": list(p.isr),
-                        "offline_replicas": list(p.offline_replicas),
-                    }
-                    for p in t.partitions
-                ],
-                "configs": dict(t.configs),
-                "internal": t.internal,
-            }
-            for t in image.topics.values()
-        ],
-    }
-
-
-def decode(doc: dict[str, Any]) -> MetadataImage:
-    """The image a file holds; fields newer than the file take their defaults."""
-    topics = [
-        TopicImage(
-            name=t["name"],
-            topic_id=uuid.UUID(t["topic_id"]),
-            partitions=tuple(
-                PartitionImage(
-                    partition=int(p["partition"]),
-                    leader=int(p["leader"]),
-                    leader_epoch=int(p.get("leader_epoch", 0)),
-                    partition_epoch=int(p.get("partition_epoch", 0)),
-                    replicas=tuple(int(b) for b in p["replicas"]),
-                    isr=tuple(int(b) for b in p["isr"]),
-                    offline_replicas=tuple(int(b) for b in p.get("offline_replicas", ())),
-                )
-                for p in t["partitions"]
-            ),
-            configs={str(k): str(v) for k, v in t.get("configs", {}).items()},
-            internal=bool(t.get("internal", False)),
-        )
-        for t in doc.get("topics", [])
-    ]
-    return MetadataImage(
-        version=int(doc.get("version", 0)),
-        cluster_id=str(doc.get("cluster_id", "")),
-        controller_id=controller_for({}),
-        topics={t.name: t for t in topics},
-        topics_by_id={t.topic_id: t for t in topics},
-        brokers={},
-        next_producer_id=int(doc.get("next_producer_id_block", 0)),
-    )
 
 
 class MetadataFile:
