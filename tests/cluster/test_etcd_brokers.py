@@ -6,15 +6,14 @@ Waits poll a condition (the client's Metadata), bounded by the test timeout; no 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from gregor.testing import BrokerProcess
-from gregor.testing.etcd import EtcdProcess, etcd_binary
+from gregor.testing.cluster import ClusterProcess
+from gregor.testing.etcd import etcd_binary
 
 pytestmark = [
     pytest.mark.slow,
@@ -23,20 +22,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def brokers() -> Iterator[list[BrokerProcess]]:
-    with EtcdProcess() as etcd:
-        url = f"{etcd.url}/brokers/{uuid.uuid4().hex}"
-        members = [
-            BrokerProcess({"node.id": n, "metadata.store": url, "broker.session.timeout.ms": 2000})
-            for n in (1, 2)
-        ]
-        try:
-            for b in members:
-                b.start()
-            yield members
-        finally:
-            for b in members:
-                b.close()
+def cluster() -> Iterator[ClusterProcess]:
+    with ClusterProcess(2) as c:
+        yield c
 
 
 def metadata_until(admin: AdminClient, condition: Callable[[ClusterMetadata], bool]) -> ClusterMetadata:
@@ -49,16 +37,16 @@ def metadata_until(admin: AdminClient, condition: Callable[[ClusterMetadata], bo
             return md
 
 
-def test_clients_see_every_broker_one_controller_and_failover(brokers: list[BrokerProcess]) -> None:
-    first, second = brokers
+def test_clients_see_every_broker_one_controller_and_failover(cluster: ClusterProcess) -> None:
+    first, second = cluster.broker(1), cluster.broker(2)
     admin = AdminClient({"bootstrap.servers": second.bootstrap_servers})
     md = metadata_until(admin, lambda m: sorted(m.brokers) == [1, 2])
     assert md.controller_id == 1
     assert {n: (b.host, b.port) for n, b in md.brokers.items()} == {
         1: ("127.0.0.1", first.port), 2: ("127.0.0.1", second.port),
     }
-    cluster = admin.describe_cluster().result(10)
-    assert sorted(n.id for n in cluster.nodes) == [1, 2] and cluster.controller.id == 1
-    first.kill()  # SIGKILL: its etcd lease ends after broker.session.timeout.ms
+    described = admin.describe_cluster().result(10)
+    assert sorted(n.id for n in described.nodes) == [1, 2] and described.controller.id == 1
+    cluster.kill(1)  # SIGKILL: its etcd lease ends after broker.session.timeout.ms
     md = metadata_until(admin, lambda m: sorted(m.brokers) == [2] and m.controller_id == 2)
     assert md.brokers[2].port == second.port
