@@ -1,5 +1,5 @@
-"""Brokers on one etcd: a real client sees every registered broker and one controller; a
-SIGKILLed controller disappears after its session timeout and another broker takes over.
+"""Brokers on one etcd: a real client sees every registered broker and one controller, and a
+topic created through one broker in the others' Metadata; a SIGKILLed controller disappears after its session timeout and another broker takes over.
 
 Waits poll a condition (the client's Metadata), bounded by the test timeout; no sleeps.
 """
@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
@@ -47,6 +47,10 @@ def test_clients_see_every_broker_one_controller_and_failover(cluster: ClusterPr
     }
     described = admin.describe_cluster().result(10)
     assert sorted(n.id for n in described.nodes) == [1, 2] and described.controller.id == 1
+    via_first = AdminClient({"bootstrap.servers": first.bootstrap_servers})
+    via_first.create_topics([NewTopic("orders", 3)])["orders"].result(10)
+    md = metadata_until(admin, lambda m: "orders" in m.topics)
+    assert sorted(md.topics["orders"].partitions) == [0, 1, 2]
     cluster.kill(1)  # SIGKILL: its etcd lease ends after broker.session.timeout.ms
     md = metadata_until(admin, lambda m: sorted(m.brokers) == [2] and m.controller_id == 2)
     assert md.brokers[2].port == second.port
