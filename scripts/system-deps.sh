@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Debian packages the test suite uses: kcat (an older librdkafka, for interop tests) and a Java
-# runtime for Spark. Installed only when missing, and only where we may (root with apt-get).
+# Debian packages the test suite uses: kcat (an older librdkafka, for interop tests), a Java
+# runtime for Spark and etcd (etcd-server: the metadata store of a Gregor cluster, for
+# tests/cluster and metadata.store=etcd://). Installed only when missing, and only where we may (root with apt-get).
 set -euo pipefail
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "[setup] installing ${need[*]}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gregor.cluster.etcd_store import EtcdMetadataStore
 from gregor.cluster.file_store import FileMetadataStore
 from gregor.cluster.memory_store import MemoryMetadataStore
 from gregor.cluster.store import open_metadata_store
@@ -113,6 +114,12 @@ def test_open_metadata_store(tmp_path: Path) -> None:
     store = open_metadata_store("file", tmp_path, "c")
     assert isinstance(store, FileMetadataStore) and store.path == tmp_path / "cluster-metadata.json"
     assert isinstance(open_metadata_store("memory", tmp_path, None), MemoryMetadataStore)
-    for value in ("etcd://127.0.0.1:2379", "zookeeper", ""):
+    etcd = open_metadata_store("etcd://127.0.0.1:2379,10.0.0.2/kafka/c1", tmp_path, None, 3000)
+    assert isinstance(etcd, EtcdMetadataStore) and etcd.ttl_s == 3
+    assert etcd.target.endpoints == (("127.0.0.1", 2379), ("10.0.0.2", 2379))
+    assert etcd.target.prefix == "/kafka/c1"
+    for value in ("zookeeper", ""):
         with pytest.raises(ValueError, match="is not available yet"):
             open_metadata_store(value, tmp_path, None)
+    with pytest.raises(ValueError, match="key prefix"):
+        open_metadata_store("etcd://127.0.0.1:2379/a b", tmp_path, None)

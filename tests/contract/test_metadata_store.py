@@ -1,9 +1,13 @@
 """The MetadataStore contract: one scenario set that every store must pass.
 
 Each test gets a ``StoreKind`` from the ``kind`` fixture and runs a scenario on a started store.
-To add a store (etcd), add a fixture param that returns a ``StoreKind`` whose ``open`` makes a
+To add a store, add a fixture param that returns a ``StoreKind`` whose ``open`` makes a
 store over the same durable place on every call (so reopening is a restart) and say whether it
-is ``durable`` (restart keeps topics) and ``local`` (a cancelled change still completes).
+is ``durable`` (restart keeps topics), ``local`` (a cancelled change still completes) and
+``elects`` (the controller is elected, the first live broker registered, instead of the lowest
+live id). The etcd store runs against a real etcd (one per module, a key prefix per test); its
+tests are skipped only where the etcd binary is not installed (``scripts/system-deps.sh``
+installs it).
 The file store's format and the factory are tested in ``tests/cluster/test_file_store.py``.
 """
 
@@ -43,6 +47,7 @@ from gregor.security.acls import (
     ResourceType,
 )
 from gregor.security.scram import make_credential
+from gregor.testing.etcd import EtcdProcess, etcd_binary
 
 Scenario = Callable[[MetadataStore], Awaitable[None]]
 
@@ -53,14 +58,29 @@ class StoreKind:
     open: Callable[[str | None], MetadataStore]
     durable: bool
     local: bool
+    elects: bool = False
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdProcess]:
+    if etcd_binary() is None:
+        pytest.skip("no etcd binary (apt-get install etcd-server; scripts/system-deps.sh does)")
+    with EtcdProcess() as server:
+        yield server
+
+
+@pytest.fixture(params=["file", "memory", "etcd"])
 def kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKind]:
     if request.param == "file":
         yield StoreKind("file", lambda cid: FileMetadataStore(tmp_path, cid), durable=True, local=True)
     elif request.param == "memory":
         yield StoreKind("memory", lambda cid: MemoryMetadataStore(cid), durable=False, local=True)
+    elif request.param == "etcd":
+        from gregor.cluster.etcd_store import EtcdMetadataStore
+
+        url = f"{request.getfixturevalue('etcd').url}/contract/{uuid.uuid4().hex}"
+        yield StoreKind("etcd", lambda cid: EtcdMetadataStore(url, cid), durable=True, local=True,
+                        elects=True)
 
 
 def run(kind: StoreKind, scenario: Scenario, cluster_id: str | None = None) -> None:
@@ -343,12 +363,16 @@ def test_concurrent_alter_partition_has_one_winner(kind: StoreKind) -> None:
 def test_broker_registration(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         rec = Recorder(store)
+        # Local stores: the lowest live id. Electing stores: the first registered, until it goes.
+        def controller(lowest: int, elected: int) -> int:
+            return elected if kind.elects else lowest
+
         await store.register_broker(reg(3))
         assert store.image.controller_id == 3 and store.image.live_broker_ids() == [3]
         await store.register_broker(reg(1))
         await store.register_broker(reg(2, fenced=True))
         img = store.image
-        assert img.controller_id == 1 and img.live_broker_ids() == [1, 3]
+        assert img.controller_id == controller(1, 3) and img.live_broker_ids() == [1, 3]
         assert img.brokers[1] == reg(1)
         assert img.brokers[1].endpoint("REPLICATION") == BrokerEndpoint("REPLICATION", "10.0.0.1", 19093, "PLAINTEXT")
         assert dict(rec.deltas[-1].changed_brokers) == {2: reg(2, fenced=True)}
@@ -356,7 +380,7 @@ def test_broker_registration(kind: StoreKind) -> None:
         assert store.image.live_broker_ids() == [1, 2, 3]
         assert dict(rec.deltas[-1].changed_brokers) == {2: reg(2)}
         await store.unregister_broker(1)
-        assert store.image.controller_id == 2 and sorted(store.image.brokers) == [2, 3]
+        assert store.image.controller_id == controller(2, 3) and sorted(store.image.brokers) == [2, 3]
         assert dict(rec.deltas[-1].changed_brokers) == {1: None}
         await refused(store, rec, BrokerIdNotRegisteredError, store.unregister_broker(1))
         await refused(store, rec, InvalidRequestError, store.register_broker(reg(-1)))

@@ -95,7 +95,10 @@ class Broker:
         config = self.config
         for d in config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.store = open_metadata_store(config["metadata.store"], config.log_dirs[0], config.get("cluster.id"))
+        self.store = open_metadata_store(
+            config["metadata.store"], config.log_dirs[0], config.get("cluster.id"),
+            int(config["broker.session.timeout.ms"]),
+        )
         image = await self.store.start()
         self.logs = LogManager(
             [str(d) for d in config.log_dirs],

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gregor.broker.listener_security import ListenerSecurity, is_security_key, listener_security
+from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
 from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
 from gregor.storage.errors import InvalidConfigError
@@ -140,7 +141,16 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility."),
     ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept.", 0),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
-    ConfigKey("metadata.store", "string", "file", "file (single node, default) or memory (tests)."),
+    ConfigKey(
+        "metadata.store", "string", "file",
+        "file (single node, default), memory (tests), or etcd://host:port[,host:port...][/prefix] "
+        "(a cluster whose metadata lives in etcd under the key prefix, /gregor by default).",
+    ),
+    ConfigKey(
+        "broker.session.timeout.ms", "int", 9000,
+        "With metadata.store=etcd://: how long a broker stays registered after its last "
+        "keepalive (the TTL of its etcd lease, whole seconds, at least 2).", 1,
+    ),
     ConfigKey(
         "listener.security.protocol.map", "list",
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
@@ -307,10 +317,15 @@ class BrokerConfig:
         except (InvalidConfigError, ValueError) as e:
             raise ConfigError(f"invalid log setting: {e}") from None
         store = str(self.values["metadata.store"])
-        if store not in METADATA_STORES:
+        if is_etcd_url(store):
+            try:
+                parse_etcd_url(store)
+            except ValueError as e:
+                raise ConfigError(f"metadata.store: {e}") from None
+        elif store not in METADATA_STORES:
             raise ConfigError(
                 f"metadata.store={store} is not available in this version of Gregor "
-                f"(use one of: {', '.join(sorted(METADATA_STORES))})"
+                f"(use one of: {', '.join(sorted(METADATA_STORES))}, etcd://host:port[/prefix])"
             )
 
     def security_protocol(self, listener_name: str) -> str:

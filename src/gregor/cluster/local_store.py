@@ -25,7 +25,7 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from gregor.cluster import changes
@@ -91,6 +91,47 @@ class DeltaStream:
         self._queue.put_nowait(None)
 
 
+class Subscribers:
+    """The listeners and ``watch()`` streams of one store, and the publishing of a delta to them."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._streams: list[DeltaStream] = []
+        self._ended = False
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def watch(self) -> DeltaStream:
+        stream = DeltaStream(self._detach)
+        if self._ended:
+            stream.end()
+        else:
+            self._streams.append(stream)
+        return stream
+
+    def _detach(self, stream: DeltaStream) -> None:
+        if stream in self._streams:
+            self._streams.remove(stream)
+
+    def publish(self, delta: MetadataDelta) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(delta)
+            except Exception:  # noqa: BLE001 - the change is durable; the other listeners still run
+                log.exception("metadata listener %r failed on version %d", listener, delta.image.version)
+        for stream in list(self._streams):
+            stream.put(delta)
+
+    def end(self) -> None:
+        """The store closed: every stream ends, no listener is called again."""
+        self._ended = True
+        for stream in self._streams:
+            stream.end()
+        self._streams.clear()
+        self._listeners.clear()
+
+
 class Backend(Protocol):
     """Where a local store keeps its image: nowhere (memory) or a file."""
 
@@ -105,91 +146,12 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
-class LocalMetadataStore:
-    """The metadata store of one process; ``backend`` decides what is durable."""
-
-    def __init__(self, backend: Backend, cluster_id: str | None = None) -> None:
-        self._backend = backend
-        self._requested_cluster_id = cluster_id or None
-        self._image = EMPTY
-        self._lock = asyncio.Lock()
-        self._listeners: list[Listener] = []
-        self._streams: list[DeltaStream] = []
-        self._started = False
-        self._closed = False
-
-    # --- lifecycle, reading, listening ---
-
-    @property
-    def image(self) -> MetadataImage:
-        return self._image
-
-    async def start(self) -> MetadataImage:
-        async with self._lock:
-            if self._closed:
-                raise RuntimeError("metadata store is closed")
-            if not self._started:
-                self._image = await self._backend.load(self._requested_cluster_id)
-                self._started = True
-            return self._image
-
-    async def close(self) -> None:
-        async with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            for stream in self._streams:
-                stream.end()
-            self._streams.clear()
-            self._listeners.clear()
-            await self._backend.close()
-
-    def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
-    def watch(self) -> DeltaStream:
-        stream = DeltaStream(self._detach)
-        if self._closed:
-            stream.end()
-        else:
-            self._streams.append(stream)
-        return stream
-
-    def _detach(self, stream: DeltaStream) -> None:
-        if stream in self._streams:
-            self._streams.remove(stream)
-
-    def _publish(self, delta: MetadataDelta) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(delta)
-            except Exception:  # noqa: BLE001 - the change is durable; the other listeners still run
-                log.exception("metadata listener %r failed on version %d", listener, delta.image.version)
-        for stream in list(self._streams):
-            stream.put(delta)
-
-    # --- changes ---
+class ChangeMethods:
+    """The ``MetadataStore`` change methods, each one pure function of ``changes`` handed to
+    ``_change``, which the store implements (apply, make durable, publish)."""
 
     async def _change(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
-        task = asyncio.ensure_future(self._apply(change))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(_retrieve)
-            raise
-
-    async def _apply(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
-        async with self._lock:
-            if self._closed:
-                raise RuntimeError("metadata store is closed")
-            if not self._started:
-                raise RuntimeError("metadata store is not started")
-            image, result = change(self._image)
-            await self._backend.commit(image)
-            delta = MetadataDelta(self._image, image)
-            self._image = image
-            self._publish(delta)
-            return result
+        raise NotImplementedError
 
     async def create_topic(
         self,
@@ -269,6 +231,76 @@ class LocalMetadataStore:
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
         fs = list(filters)
         return await self._change(lambda image: changes.delete_acls(image, fs))
+
+
+class LocalMetadataStore(ChangeMethods):
+    """The metadata store of one process; ``backend`` decides what is durable."""
+
+    def __init__(self, backend: Backend, cluster_id: str | None = None) -> None:
+        self._backend = backend
+        self._requested_cluster_id = cluster_id or None
+        self._image = EMPTY
+        self._lock = asyncio.Lock()
+        self._subscribers = Subscribers()
+        self._started = False
+        self._closed = False
+
+    # --- lifecycle, reading, listening ---
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    async def start(self) -> MetadataImage:
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("metadata store is closed")
+            if not self._started:
+                self._image = await self._backend.load(self._requested_cluster_id)
+                self._started = True
+            return self._image
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._subscribers.end()
+            await self._backend.close()
+
+    def subscribe(self, listener: Listener) -> None:
+        self._subscribers.subscribe(listener)
+
+    def watch(self) -> DeltaStream:
+        return self._subscribers.watch()
+
+    # --- changes ---
+
+    async def _change(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
+        return await shielded(self._apply(change))
+
+    async def _apply(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("metadata store is closed")
+            if not self._started:
+                raise RuntimeError("metadata store is not started")
+            image, result = change(self._image)
+            await self._backend.commit(image)
+            delta = MetadataDelta(self._image, image)
+            self._image = image
+            self._subscribers.publish(delta)
+            return result
+
+
+async def shielded(change: Coroutine[Any, Any, T]) -> T:
+    """Run ``change`` in its own task and await it; a cancelled caller does not cancel it."""
+    task = asyncio.ensure_future(change)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_retrieve)
+        raise
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

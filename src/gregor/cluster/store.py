@@ -1,5 +1,8 @@
 """The metadata store interface every store implements, and the factory for ``metadata.store``.
 
+Stores: ``memory`` (tests), ``file`` (one node, the default), ``etcd://`` (a cluster: see
+``etcd_store``, whose behaviour differs where the contract says "local stores").
+
 Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 
 - ``image`` is the latest ``MetadataImage``; ``start()`` loads or initialises it (and fixes the
@@ -17,6 +20,8 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 - SCRAM credentials (salted, never passwords) are durable; refusals are per user.
 - Config overrides of non-topic resources (``image.config_resources``) are durable.
 - ACL bindings (``image.acls``) are durable, each held once; refusals are per binding/filter.
+- ``controller_id``: the local stores report the lowest live registered node; the etcd store
+  the node elected through etcd (the first registered, until its lease ends).
 - Changes are serialised: concurrent callers never lose an update.
 """
 
@@ -27,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
 from gregor.cluster.file_store import FileMetadataStore
 from gregor.cluster.image import (
     AclBinding,
@@ -43,7 +49,7 @@ from gregor.security.acls import AclBindingFilter
 
 __all__ = ["MetadataStore", "open_metadata_store", "STORE_KINDS"]
 
-STORE_KINDS = ("file", "memory")
+STORE_KINDS = ("file", "memory", "etcd://host:port[,host:port...][/prefix]")
 
 
 class MetadataStore(Protocol):
@@ -130,9 +136,20 @@ class MetadataStore(Protocol):
         ...
 
 
-def open_metadata_store(url_or_kind: str, log_dir: Path, cluster_id: str | None) -> MetadataStore:
-    """The store a ``metadata.store`` value names: ``file`` (in ``log_dir``) or ``memory``."""
+def open_metadata_store(
+    url_or_kind: str,
+    log_dir: Path,
+    cluster_id: str | None,
+    session_timeout_ms: int = 9000,
+) -> MetadataStore:
+    """The store a ``metadata.store`` value names: ``file`` (in ``log_dir``), ``memory``, or
+    ``etcd://...`` (``etcd_url``; registrations live ``session_timeout_ms`` past the last
+    keepalive). The etcd store needs the ``cluster`` extra (aetcd), imported only here."""
     kind = url_or_kind.strip().lower()
+    if is_etcd_url(url_or_kind):
+        from gregor.cluster.etcd_store import EtcdMetadataStore
+
+        return EtcdMetadataStore(parse_etcd_url(url_or_kind), cluster_id, session_timeout_ms)
     if kind == "file":
         return FileMetadataStore(log_dir, cluster_id)
     if kind == "memory":

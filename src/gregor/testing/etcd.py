@@ -1,0 +1,182 @@
+"""``EtcdProcess``: a real one-member etcd server as a child process, for tests and scripts.
+
+It starts the ``etcd`` binary (Debian's ``etcd-server``; ``scripts/system-deps.sh`` installs it)
+on two free ports of 127.0.0.1 (client and peer) with its data in a temporary directory, and
+waits until the member answers ``/health``: a condition, polled, never a fixed sleep.
+``stop()`` (SIGTERM), ``kill()`` (SIGKILL), ``pause()`` / ``resume()`` (SIGSTOP / SIGCONT) act
+on the process; ``restart()`` keeps the data directory and ports, so the data survives.
+
+Like ``process.py`` it imports nothing of the broker.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
+
+
+class EtcdStartError(RuntimeError):
+    pass
+
+
+def etcd_binary() -> str | None:
+    """The path of the ``etcd`` server binary, or None when it is not installed."""
+    return shutil.which("etcd")
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EtcdProcess:
+    """One etcd member on 127.0.0.1; ``endpoint`` is ``127.0.0.1:<client port>``."""
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        name: str = "gregor-test-etcd",
+        start_timeout: float | None = 60.0,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gregor-etcd-")
+            data_dir = self._tmp.name
+        self.data_dir = Path(data_dir)
+        self.name = name
+        self.start_timeout = start_timeout
+        self.client_port = 0
+        self.peer_port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.data_dir / "etcd.log"
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def url(self) -> str:
+        """The ``metadata.store`` value naming this etcd (add ``/prefix`` for a key prefix)."""
+        return f"etcd://{self.endpoint}"
+
+    def start(self) -> EtcdProcess:
+        if self.running:
+            raise EtcdStartError("etcd already running")
+        binary = etcd_binary()
+        if binary is None:
+            raise EtcdStartError("no etcd binary on PATH: apt-get install etcd-server")
+        if not self.client_port:
+            self.client_port, self.peer_port = free_port(), free_port()
+        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        args = [
+            binary,
+            "--name", self.name,
+            "--data-dir", str(self.data_dir / "member-data"),
+            "--listen-client-urls", client,
+            "--advertise-client-urls", client,
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"{self.name}={peer}",
+            "--initial-cluster-state", "new",
+        ]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self._wait_healthy()
+        return self
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=1) as r:
+                return bool(json.loads(r.read()).get("health") == "true")
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+
+    def _wait_healthy(self) -> None:
+        assert self.proc is not None
+        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
+        while deadline is None or time.monotonic() < deadline:
+            if self.healthy():
+                return
+            if self.proc.poll() is not None:
+                raise EtcdStartError(f"etcd exited with {self.proc.returncode}:\n{self.read_log()[-4000:]}")
+            time.sleep(0.05)
+        self.kill()
+        raise EtcdStartError(f"etcd not healthy in {self.start_timeout}s:\n{self.read_log()[-4000:]}")
+
+    def read_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the member stops answering (connections stay open) until ``resume()``."""
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+
+    def restart(self, hard: bool = False) -> EtcdProcess:
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> EtcdProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
