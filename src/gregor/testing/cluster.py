@@ -80,19 +80,14 @@ class ClusterProcess:
         return broker.start()
 
     def pause(self, node_id: int) -> None:
-        proc = self.brokers[node_id].proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGSTOP)
+        self.brokers[node_id].pause()
 
     def resume(self, node_id: int) -> None:
-        proc = self.brokers[node_id].proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
+        self.brokers[node_id].resume()
 
     def close(self) -> None:
-        for node_id in list(self.brokers):
-            self.resume(node_id)
-            self.brokers[node_id].close()
+        for broker in self.brokers.values():
+            broker.close()  # a paused broker is resumed so it can stop
         self.brokers.clear()
         self.etcd.close()
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -21,7 +20,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
+
+from gregor.testing.child import ChildProcess
 
 __all__ = ["EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
 
@@ -42,7 +42,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class EtcdProcess:
+class EtcdProcess(ChildProcess):
     """One etcd member on 127.0.0.1; ``endpoint`` is ``127.0.0.1:<client port>``."""
 
     def __init__(
@@ -123,60 +123,3 @@ class EtcdProcess:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.resume()
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def pause(self) -> None:
-        """SIGSTOP: the member stops answering (connections stay open) until ``resume()``."""
-        if self.running:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.running:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGCONT)
-
-    def restart(self, hard: bool = False) -> EtcdProcess:
-        if hard:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    def close(self) -> None:
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> EtcdProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -8,14 +8,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+
+from gregor.testing.child import ChildProcess
 
 _STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
 
@@ -31,7 +31,7 @@ def _level_number(name: str) -> int:
     return n
 
 
-class BrokerProcess:
+class BrokerProcess(ChildProcess):
     def __init__(
         self,
         config: Mapping[str, object] | None = None,
@@ -124,53 +124,6 @@ class BrokerProcess:
                 return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """Graceful stop with SIGTERM; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: no clean shutdown, the next start runs recovery."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def restart(self, hard: bool = False) -> BrokerProcess:
-        if hard:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def close(self) -> None:
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> BrokerProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 # --- in-process broker --------------------------------------------------------------------
