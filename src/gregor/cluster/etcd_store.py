@@ -174,9 +174,7 @@ class EtcdMetadataStore(ChangeMethods):
                 return
             self._closed = True
             self._subscribers.end()
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await _cancel_and_wait(self._tasks)
             self._tasks.clear()
             if self._client is not None and self._lease_id:
                 try:  # the registrations and a held controller key go now, not at expiry
@@ -356,6 +354,9 @@ class EtcdMetadataStore(ChangeMethods):
         while not self._closed:
             try:
                 watch = await self._client_().watch_prefix(self._prefix)
+                if self._closed:  # a cancel that came as the watch was created may be lost
+                    await watch.cancel()
+                    return
                 self._stale.set()  # whatever happened before the watch started
                 async for _event in watch:
                     self._stale.set()
@@ -414,6 +415,19 @@ class EtcdMetadataStore(ChangeMethods):
                 await self._connect()
             except Exception as e:  # noqa: BLE001 - keep the current client; the next failure retries
                 log.warning("reconnecting to etcd failed: %r", e)
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the background tasks and wait until they end. The cancel is sent again while any
+    runs on: on Python 3.11 ``asyncio.wait_for`` (which aetcd awaits inside ``watch_prefix``)
+    swallows a cancellation that arrives just as the awaited call completes, and the task
+    would then wait on its watch forever."""
+    pending = set(tasks)
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=RETRY_BACKOFF_S)
+    await asyncio.gather(*tasks, return_exceptions=True)  # all done: collects their outcomes
 
 
 async def _close(client: aetcd.Client) -> None:
