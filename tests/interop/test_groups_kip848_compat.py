@@ -1,6 +1,6 @@
 """KIP-848 consumers (confluent-kafka, ``group.protocol=consumer``) in the corners Kafka 4.0
 allows: offsets committed by a consumer that uses ``assign()`` (no membership) to a group that
-does not exist yet, and read back.
+does not exist yet, and read back; a consumer that unsubscribes (leaves) and subscribes again.
 
 Kafka's rules (OffsetCommit v9+): a commit with member epoch -1 to an unknown group creates an
 empty "simple" classic group and is accepted, whatever member id it carries; to a group with
@@ -91,5 +91,44 @@ def test_regex_matches_come_after_literal_topics(broker: BrokerProcess) -> None:
         everything = sorted(tp for a in assigned for tp in a)
         assert everything == sorted([(literal, 0), (literal, 1), (m1, 0), (m1, 1), (m1, 2), (m2, 0)])
         assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == everything
+    finally:
+        c.close()
+
+
+def test_a_consumer_that_left_joins_again(broker: BrokerProcess) -> None:
+    """unsubscribe() sends the leave heartbeat (epoch -1); a later subscribe() joins again with
+    the same member id and epoch 0 and gets the new subscription's partitions. (librdkafka
+    v2.15.0 can lose that rejoin when subscribe() comes while its leave is still pending: the
+    suite's 0045_subscribe_many_updates; here the leave completes first, as the test waits.)"""
+    bs = broker.bootstrap_servers
+    tag = uuid.uuid4().hex[:8]
+    first, second = f"left-a-{tag}", f"left-b-{tag}"
+    create_topic(bs, first, 2)
+    create_topic(bs, second, 3)
+    group = f"left-{tag}"
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def members() -> list[str]:
+        desc = admin.describe_consumer_groups([group])[group].result(BUDGET_S)
+        return [m.member_id for m in desc.members]
+
+    def assignment(c: Consumer) -> list[tuple[str, int]]:
+        return sorted((tp.topic, tp.partition) for tp in c.assignment())
+
+    c = assigned_consumer(bs, group, "consumer")
+    try:
+        c.subscribe([first])
+        while assignment(c) != [(first, 0), (first, 1)]:
+            c.poll(0.2)
+        member_id = c.memberid()
+        assert members() == [member_id]
+        c.unsubscribe()
+        while members():
+            c.poll(0.2)
+        assert assignment(c) == []
+        c.subscribe([second])
+        while assignment(c) != [(second, 0), (second, 1), (second, 2)]:
+            c.poll(0.2)
+        assert members() == [member_id]
     finally:
         c.close()

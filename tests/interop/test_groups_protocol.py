@@ -229,7 +229,18 @@ def test_consumer_group_heartbeat_and_describe(client: RawClient, version: int) 
     assert [(m.member_id, m.member_epoch, [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions])
             for m in g.members] == [(r.member_id, 1, [(TOPIC, [0, 1, 2, 3])])]
     leave = ConsumerGroupHeartbeatRequest(group_id=group, member_id=r.member_id, member_epoch=-1)
-    assert _cgh(client, leave, version).member_epoch == -1
+    left = _cgh(client, leave, version)
+    # Kafka's answer to a leave: the member id echoed, epoch -1, no interval, no assignment.
+    assert (left.error_code, left.member_id, left.member_epoch, left.heartbeat_interval_ms,
+            left.assignment) == (0, r.member_id, -1, 0, None)
+    # The member that left joins again with the same id and epoch 0 (librdkafka does this after
+    # unsubscribe + subscribe): a new epoch past the group's and the whole assignment again.
+    again = _cgh(client, ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=r.member_id, member_epoch=0, rebalance_timeout_ms=30000,
+        subscribed_topic_names=[TOPIC], topic_partitions=[]), version)
+    assert (again.error_code, again.member_id, again.member_epoch) == (0, r.member_id, 3)
+    assert [(tp.topic_id, sorted(tp.partitions)) for tp in again.assignment.topic_partitions] == [(topic_id, [0, 1, 2, 3])]
+    _cgh(client, ConsumerGroupHeartbeatRequest(group_id=group, member_id=r.member_id, member_epoch=-1), version)
 
 
 def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
