@@ -133,7 +133,7 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceReques
         ({"listeners": "INTERNAL://127.0.0.1:9093"}, "listener.security.protocol.map"),
         ({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"}, "NAME:PROTOCOL"),
         ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
-        ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer"),
+        ({"authorizer.class.name": "com.example.CustomAuthorizer"}, "authorizer"),
         ({"metadata.store": "etcd://127.0.0.1:2379/a b"}, "metadata.store"),
         ({"metadata.store": "zookeeper://127.0.0.1:2181"}, "metadata.store"),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),

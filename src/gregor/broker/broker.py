@@ -46,7 +46,7 @@ from gregor.coordinator import CoordinatorConfig
 from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
 from gregor.protocol.errors import KafkaError
 from gregor.security.acls import AclBindingFilter
-from gregor.security.authorizer import AclAuthorizer
+from gregor.security.authorizer import AclAuthorizer, parse_super_users
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.manager import LogManager, delete_files
 
@@ -71,10 +71,15 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(int(config["max.incremental.fetch.session.cache.slots"]))
         self.dispatcher = Dispatcher(self, HANDLERS)
         self._maintenance_task: asyncio.Task[None] | None = None
-        #: The ACL authorizer, None when none is configured (``authorizer.class.name`` is still
-        #: refused at startup; tests inject one). Enforcement in every API is not wired yet:
-        #: today only the ACL APIs consult it.
+        #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
+        #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = AclAuthorizer(
+                lambda: self.store.image.acls,
+                parse_super_users(str(config["super.users"] or "")),
+                bool(config["allow.everyone.if.no.acl.found"]),
+            )
         # Made by start(), which needs the event loop and the loaded metadata:
         self.store: MetadataStore
         self.logs: LogManager

@@ -158,8 +158,24 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("inter.broker.listener.name", "string", None, "Listener brokers use between them."),
     ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT", "Inter-broker security protocol."),
-    ConfigKey("authorizer.class.name", "string", "", "ACL authorizer (none in this version)."),
+    ConfigKey(
+        "authorizer.class.name", "string", "",
+        "The ACL authorizer: empty for none (every request allowed), or one of Kafka's names "
+        "(org.apache.kafka.metadata.authorizer.StandardAuthorizer, "
+        "kafka.security.authorizer.AclAuthorizer); both mean Gregor's ACL authorizer.",
+    ),
+    ConfigKey("super.users", "string", "", "Principals allowed everything (User:a;User:b)."),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found", "boolean", False,
+        "With an authorizer: allow a request on a resource that no ACL names.",
+    ),
 )
+
+#: The authorizer class names Kafka users configure; each selects Gregor's ACL authorizer.
+AUTHORIZER_CLASS_NAMES = frozenset({
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+})
 
 #: Security protocols this broker can serve. Anything else stops it at start (fail closed):
 #: a listener that asks for TLS or SASL must never be served as plain text.
@@ -307,10 +323,11 @@ class BrokerConfig:
                 f"security.inter.broker.protocol={protocol} is not one of "
                 f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))}"
             )
-        if self.values["authorizer.class.name"]:
+        authorizer = str(self.values["authorizer.class.name"] or "").strip()
+        if authorizer and authorizer not in AUTHORIZER_CLASS_NAMES:
             raise ConfigError(
-                f"authorizer.class.name={self.values['authorizer.class.name']}: this version of "
-                "Gregor has no authorizer, so ACLs would not be enforced; remove the setting"
+                f"authorizer.class.name={authorizer} is not an authorizer Gregor provides "
+                f"(use one of: {', '.join(sorted(AUTHORIZER_CLASS_NAMES))}, or leave it empty)"
             )
         try:
             from_broker_props(dict(self.raw)).validate()

@@ -11,6 +11,7 @@ filters are LITERAL (the codec's default).
 
 from __future__ import annotations
 
+from gregor.broker.authz import cluster_allowed
 from gregor.broker.errors import code_of, message_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
@@ -19,7 +20,6 @@ from gregor.protocol.messages.create_acls import CreateAclsRequest, CreateAclsRe
 from gregor.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from gregor.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from gregor.security.acls import (
-    CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -35,9 +35,7 @@ NO_AUTHORIZER = "No Authorizer is configured on the broker"
 def _cluster_denied(ctx: RequestContext, operation: AclOperation) -> str | None:
     """None when the caller may ``operation`` the cluster, else Kafka's message; only called
     with an authorizer."""
-    authorizer = ctx.broker.authorizer
-    assert authorizer is not None
-    if authorizer.authorize(ctx.conn.principal, ctx.conn.host, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+    if cluster_allowed(ctx, operation):
         return None
     return "Cluster authorization failed."
 

@@ -23,6 +23,7 @@ import logging
 import uuid
 from collections import Counter
 
+from gregor.broker.authz import AclOperation, ResourceType, allowed, cluster_allowed
 from gregor.broker.dynamic_configs import broker_layers
 from gregor.broker.errors import code_of, message_of
 from gregor.broker.events import log_event
@@ -51,7 +52,7 @@ CTTopic = CreateTopicsResponse.Topics
 CTConfig = CreateTopicsResponse.Topics.Configs
 
 
-def _ct_error(name: str, code: int, message: str) -> CTTopic:
+def _ct_error(name: str, code: int, message: str | None) -> CTTopic:
     return CTTopic(
         name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
         num_partitions=-1, replication_factor=-1, configs=[],
@@ -127,6 +128,9 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
                 _ct_error(t.name, ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' appears more than once in the request.")
             )
             continue
+        if not (cluster_allowed(ctx, AclOperation.CREATE) or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+            results.append(_ct_error(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
+            continue
         results.append(await _create_one(ctx, t, validate_only))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -170,6 +174,12 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                 ))
                 continue
             name = by_id.name
+        if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            results.append(DTResult(
+                name=name if ctx.version < 6 or topic_id == ZERO_UUID else None, topic_id=topic_id,
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None,
+            ))
+            continue
         found = image.topic(name)
         topic_id = found.topic_id if found is not None else ZERO_UUID
         try:
@@ -199,6 +209,9 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                 error_message=f"Topic '{t.name}' appears more than once in the request.",
             ))
             continue
+        if not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+            results.append(CPResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
+            continue
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
             await ctx.broker.topics.add_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
@@ -214,6 +227,8 @@ DRPart = DeleteRecordsResponse.Topics.Partitions
 
 
 def _delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> DRPart:
+    if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic):
+        return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
         partition = ctx.broker.replicas.leader_partition(topic, index)
         before = partition.log.log_start_offset

@@ -27,6 +27,7 @@ from gregor.broker.authorized_ops import (
     ResourceType,
     authorized_operations,
 )
+from gregor.broker.authz import CLUSTER_NAME, AclOperation, allowed, cluster_allowed, ops_authorizer
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -65,12 +66,17 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
             controller_id=-1,
             brokers=[],
         )
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+            endpoint_type=endpoint_type, cluster_id=image.cluster_id, controller_id=-1, brokers=[],
+        )
     brokers = [
         DescribeClusterResponse.Brokers(broker_id=node, host=e.host, port=e.port, rack=rack)
         for node, e, rack in ctx.broker.endpoints(ctx.conn.listener)
     ]
     ops = (
-        authorized_operations(ResourceType.CLUSTER)
+        authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, ops_authorizer(ctx))
         if req.include_cluster_authorized_operations
         else OPERATIONS_NOT_REQUESTED
     )
@@ -93,6 +99,10 @@ LDPart = DescribeLogDirsResponse.Results.Topics.Partitions
 
 @handles(DescribeLogDirsRequest)
 async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
+        )
     logs = ctx.broker.logs
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
@@ -171,6 +181,10 @@ async def handle_describe_topic_partitions(
     for i, name in enumerate(names):
         first = start_partition if i == 0 else 0
         ts = image.topic(name)
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if req.topics:  # named: refused; listing all: left out
+                topics.append(_unknown_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if ts is None:
             topics.append(_unknown_topic(name))
             continue
@@ -189,7 +203,7 @@ async def handle_describe_topic_partitions(
                 )
                 for p in chosen
             ],
-            topic_authorized_operations=authorized_operations(ResourceType.TOPIC, name),
+            topic_authorized_operations=authorized_operations(ResourceType.TOPIC, name, ops_authorizer(ctx)),
         ))
         if first + len(chosen) < len(ts.partitions):
             next_cursor = DTPCursor(topic_name=name, partition_index=first + len(chosen))

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
+from gregor.broker.authz import CLUSTER_NAME, AclOperation, ResourceType, allowed, denied_error
 from gregor.broker.config import BROKER_KEYS, BrokerConfig
 from gregor.broker.dynamic_configs import (
     DYNAMIC_BROKER_CONFIGS,
@@ -234,6 +235,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
     results = []
     for res in req.resources:
         try:
+            _check_config_access(ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
             entries = _describe_resource(ctx.broker, res, include_synonyms, include_documentation)
         except KafkaError as e:
             results.append(DCResult(
@@ -412,17 +414,32 @@ Res = TypeVar("Res", AlterConfigsRequest.Resources, IncrementalAlterConfigsReque
 Out = TypeVar("Out", AlterConfigsResponse.Responses, IncrementalAlterConfigsResponse.Responses)
 
 
+def _check_config_access(ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> None:
+    """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or (for broker
+    and logger resources) the cluster; refused with that resource type's error."""
+    if resource_type == ConfigResourceType.TOPIC:
+        target, target_name = ResourceType.TOPIC, name
+    elif resource_type == ConfigResourceType.GROUP:
+        target, target_name = ResourceType.GROUP, name
+    else:
+        target, target_name = ResourceType.CLUSTER, CLUSTER_NAME
+    if not allowed(ctx, operation, target, target_name):
+        raise kafka_error(denied_error(target), f"Not authorized: {operation.name} on {target.name} {target_name}.")
+
+
 async def _alter_all(
-    broker: BrokerState,
+    ctx: RequestContext,
     resources: list[Res],
     validate_only: bool,
     one: Callable[[BrokerState, Res, bool], Awaitable[None]],
     result_cls: type[Out],
 ) -> list[Out]:
+    broker = ctx.broker
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     out = []
     for res in resources:
         try:
+            _check_config_access(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
             if counts[(res.resource_type, res.resource_name)] > 1:
                 raise kafka_error(ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request.")
             await one(broker, res, validate_only)
@@ -441,7 +458,7 @@ async def _alter_all(
 
 @handles(AlterConfigsRequest)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = await _alter_all(ctx.broker, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses)
+    responses = await _alter_all(ctx, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
@@ -450,7 +467,7 @@ async def handle_incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     responses = await _alter_all(
-        ctx.broker, req.resources, req.validate_only, _incremental_alter,
+        ctx, req.resources, req.validate_only, _incremental_alter,
         IncrementalAlterConfigsResponse.Responses,
     )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

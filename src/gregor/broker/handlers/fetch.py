@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from gregor.broker.authz import AclOperation, ResourceType, allowed_names, cluster_allowed
 from gregor.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -145,10 +146,21 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     plan = plan_fetch(ctx, req, is_follower)
     if plan.error:
         return FetchResponse(throttle_time_ms=0, error_code=plan.error, session_id=0, responses=[])
+    # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's checks).
+    if is_follower:
+        readable = {cp.topic for cp in plan.partitions} if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else set()
+    else:
+        readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (cp.topic for cp in plan.partitions))
+
+    def preset(cp: CachedPartition) -> ErrorCode:
+        if id(cp) in plan.unresolved:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        return ErrorCode.NONE if cp.topic in readable else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
     parts = [
         FetchPartition(
             cp.topic, cp.partition, cp.fetch_offset, cp.partition_max_bytes, cp.current_leader_epoch,
-            preset_error=ErrorCode.UNKNOWN_TOPIC_ID if id(cp) in plan.unresolved else ErrorCode.NONE,
+            preset_error=preset(cp),
         )
         for cp in plan.partitions
     ]

@@ -6,10 +6,26 @@ returns its (possibly delayed) response. FindCoordinator is answered here with t
 endpoint on the listener the request came in on: a group's coordinator is "not yet
 available" (COORDINATOR_LOAD_IN_PROGRESS) while its ``__consumer_offsets`` partition is being
 loaded.
+
+Authorization (``gregor.broker.authz``) happens here, before the coordinator sees a request,
+with Kafka's operations: READ on the group to join, sync, heartbeat, leave and commit (plus
+READ on each committed topic), DESCRIBE to fetch offsets, describe and find the coordinator,
+DELETE to delete a group or its offsets; ListGroups lists the groups the principal may
+describe (all of them with DESCRIBE on the cluster). A refused group gets
+GROUP_AUTHORIZATION_FAILED, a refused topic TOPIC_AUTHORIZATION_FAILED, and no data.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from gregor.broker.authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+)
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -40,7 +56,21 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _group_allowed(ctx: RequestContext, operation: AclOperation, group_id: str | None) -> bool:
+    return allowed(ctx, operation, ResourceType.GROUP, group_id or "")
+
+
 async def _coordinator_error(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
+    if key_type == GROUP_KEY_TYPE and not _group_allowed(ctx, AclOperation.DESCRIBE, key):
+        return GROUP_DENIED, None
+    if key_type == TRANSACTION_KEY_TYPE and not allowed(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     if key_type == GROUP_KEY_TYPE:
         code = await ctx.broker.groups.coordinator_error(key)
     elif key_type == TRANSACTION_KEY_TYPE:
@@ -83,58 +113,172 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
 
 @handles(JoinGroupRequest)
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
+    if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+        return JoinGroupResponse(
+            error_code=GROUP_DENIED, generation_id=-1, protocol_type=None,
+            protocol_name=None if ctx.version >= 7 else "", leader="", member_id=req.member_id or "",
+            members=[],
+        )
     return await ctx.broker.groups.join_group(req, ctx.version, ctx.client_id, ctx.client_host)
 
 
 @handles(SyncGroupRequest)
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+        return SyncGroupResponse(error_code=GROUP_DENIED, protocol_type=None, protocol_name=None, assignment=b"")
     return await ctx.broker.groups.sync_group(req, ctx.version)
 
 
 @handles(HeartbeatRequest)
 async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+        return HeartbeatResponse(error_code=GROUP_DENIED)
     return await ctx.broker.groups.heartbeat(req, ctx.version)
 
 
 @handles(LeaveGroupRequest)
 async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+        return LeaveGroupResponse(error_code=GROUP_DENIED, members=[])
     return await ctx.broker.groups.leave_group(req, ctx.version)
+
+
+def _commit_denied(topics: list[OffsetCommitRequest.Topics], code: int) -> list[OffsetCommitResponse.Topics]:
+    T = OffsetCommitResponse.Topics
+    return [
+        T(name=t.name, partitions=[T.Partitions(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        for t in topics
+    ]
 
 
 @handles(OffsetCommitRequest)
 async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
-    return await ctx.broker.groups.offset_commit(req, ctx.version)
+    if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+        return OffsetCommitResponse(topics=_commit_denied(req.topics, GROUP_DENIED))
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    refused = [t for t in req.topics if t.name not in readable]
+    if not refused:
+        return await ctx.broker.groups.offset_commit(req, ctx.version)
+    req.topics = [t for t in req.topics if t.name in readable]
+    response = await ctx.broker.groups.offset_commit(req, ctx.version) if req.topics else OffsetCommitResponse(topics=[])
+    response.topics = response.topics + _commit_denied(refused, TOPIC_DENIED)
+    return response
+
+
+_FetchedTopic = TypeVar("_FetchedTopic", OffsetFetchResponse.Topics, OffsetFetchResponse.Groups.Topics)
+
+
+def _fetched_topics(ctx: RequestContext, topics: list[_FetchedTopic], asked: bool) -> list[_FetchedTopic]:
+    """Offsets of topics the principal may not describe: refused when asked for by name,
+    left out when all were asked for."""
+    described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+    out = []
+    for t in topics:
+        if t.name in described:
+            out.append(t)
+        elif asked:
+            for p in t.partitions:
+                p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code = -1, -1, "", TOPIC_DENIED
+            out.append(t)
+    return out
 
 
 @handles(OffsetFetchRequest)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
-    return await ctx.broker.groups.offset_fetch(req, ctx.version)
+    if ctx.version >= 8:
+        denied = [g.group_id for g in req.groups if not _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)]
+        asked = {g.group_id: g.topics is not None for g in req.groups}
+        req.groups = [g for g in req.groups if g.group_id not in denied]
+        response = (
+            await ctx.broker.groups.offset_fetch(req, ctx.version) if req.groups else OffsetFetchResponse(groups=[])
+        )
+        for g in response.groups:
+            g.topics = _fetched_topics(ctx, g.topics, asked.get(g.group_id, False))
+        response.groups = response.groups + [
+            OffsetFetchResponse.Groups(group_id=gid, topics=[], error_code=GROUP_DENIED) for gid in denied
+        ]
+        return response
+    if not _group_allowed(ctx, AclOperation.DESCRIBE, req.group_id):
+        T = OffsetFetchResponse.Topics
+        topics = [
+            T(name=t.name, partitions=[
+                T.Partitions(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                             error_code=GROUP_DENIED)
+                for i in t.partition_indexes
+            ])
+            for t in (req.topics or [])
+        ]
+        return OffsetFetchResponse(topics=topics if ctx.version < 2 else [], error_code=GROUP_DENIED)
+    response = await ctx.broker.groups.offset_fetch(req, ctx.version)
+    response.topics = _fetched_topics(ctx, response.topics, req.topics is not None)
+    return response
 
 
 @handles(OffsetDeleteRequest)
 async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    return await ctx.broker.groups.offset_delete(req, ctx.version)
+    if not _group_allowed(ctx, AclOperation.DELETE, req.group_id):
+        return OffsetDeleteResponse(error_code=GROUP_DENIED, topics=[])
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    refused = [t for t in req.topics if t.name not in readable]
+    req.topics = [t for t in req.topics if t.name in readable]
+    response = await ctx.broker.groups.offset_delete(req, ctx.version)
+    T = OffsetDeleteResponse.Topics
+    response.topics = response.topics + [
+        T(name=t.name, partitions=[T.Partitions(partition_index=p.partition_index, error_code=TOPIC_DENIED)
+                                   for p in t.partitions])
+        for t in refused
+    ]
+    return response
 
 
 @handles(DescribeGroupsRequest)
 async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    return await ctx.broker.groups.describe_groups(req, ctx.version)
+    asked = list(req.groups)
+    req.groups = [g for g in asked if _group_allowed(ctx, AclOperation.DESCRIBE, g)]
+    response = (
+        await ctx.broker.groups.describe_groups(req, ctx.version) if req.groups else DescribeGroupsResponse(groups=[])
+    )
+    found = {g.group_id: g for g in response.groups}
+    G = DescribeGroupsResponse.Groups
+    response.groups = [
+        found.get(gid) or G(error_code=GROUP_DENIED, group_id=gid, group_state="", protocol_type="",
+                            protocol_data="", members=[])
+        for gid in asked
+    ]
+    return response
 
 
 @handles(ListGroupsRequest)
 async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
-    return await ctx.broker.groups.list_groups(req, ctx.version)
+    response = await ctx.broker.groups.list_groups(req, ctx.version)
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        response.groups = [g for g in response.groups if _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)]
+    return response
 
 
 @handles(DeleteGroupsRequest)
 async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    return await ctx.broker.groups.delete_groups(req, ctx.version)
+    asked = list(req.groups_names)
+    req.groups_names = [g for g in asked if _group_allowed(ctx, AclOperation.DELETE, g)]
+    response = (
+        await ctx.broker.groups.delete_groups(req, ctx.version) if req.groups_names else DeleteGroupsResponse(results=[])
+    )
+    found = {r.group_id: r for r in response.results}
+    R = DeleteGroupsResponse.Results
+    response.results = [found.get(g) or R(group_id=g, error_code=GROUP_DENIED) for g in asked]
+    return response
 
 
 @handles(ConsumerGroupHeartbeatRequest)  # v0-1: v1 from tools/codegen/supplement.txt
 async def handle_consumer_group_heartbeat(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED, member_epoch=-1, heartbeat_interval_ms=0)
+    names = req.subscribed_topic_names or []
+    if len(allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+        # Kafka refuses a subscription naming a topic the member may not describe.
+        return ConsumerGroupHeartbeatResponse(error_code=TOPIC_DENIED, member_epoch=-1, heartbeat_interval_ms=0)
     return await ctx.broker.groups.consumer_group_heartbeat(req, ctx.version, ctx.client_id, ctx.client_host)
 
 
@@ -142,4 +286,17 @@ async def handle_consumer_group_heartbeat(
 async def handle_consumer_group_describe(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
-    return await ctx.broker.groups.consumer_group_describe(req, ctx.version)
+    asked = list(req.group_ids)
+    req.group_ids = [g for g in asked if _group_allowed(ctx, AclOperation.DESCRIBE, g)]
+    response = (
+        await ctx.broker.groups.consumer_group_describe(req, ctx.version)
+        if req.group_ids else ConsumerGroupDescribeResponse(groups=[])
+    )
+    found = {g.group_id: g for g in response.groups}
+    G = ConsumerGroupDescribeResponse.Groups
+    response.groups = [
+        found.get(gid) or G(error_code=GROUP_DENIED, error_message=None, group_id=gid, group_state="",
+                            group_epoch=0, assignment_epoch=0, assignor_name="", members=[])
+        for gid in asked
+    ]
+    return response

@@ -7,6 +7,7 @@ checks the leader epoch the client names and shapes the answer for the request's
 
 from __future__ import annotations
 
+from gregor.broker.authz import AclOperation, ResourceType, allowed_names, cluster_allowed
 from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.partition import Partition
@@ -61,8 +62,12 @@ def list_offset(
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     isolation = req.isolation_level if ctx.version >= 2 else 0
     topics = []
+    described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
-        parts = [list_offset(ctx, t.name, p, isolation, req.replica_id) for p in t.partitions]
+        if t.name in described:
+            parts = [list_offset(ctx, t.name, p, isolation, req.replica_id) for p in t.partitions]
+        else:
+            parts = [_lo_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
         topics.append(LOTopic(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -87,8 +92,18 @@ def _end_offset(ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.
 async def handle_offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
+    # A follower (replica_id >= 0, v3+) needs CLUSTER_ACTION; a consumer DESCRIBE on the topic.
+    if ctx.version >= 3 and req.replica_id >= 0:
+        described = {t.topic for t in req.topics} if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else set()
+    else:
+        described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in req.topics))
+    denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     topics = [
-        OETopic(topic=t.topic, partitions=[_end_offset(ctx, t.topic, p) for p in t.partitions])
+        OETopic(topic=t.topic, partitions=[
+            _end_offset(ctx, t.topic, p) if t.topic in described
+            else OEPart(error_code=denied, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            for p in t.partitions
+        ])
         for t in req.topics
     ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -6,6 +6,10 @@ topics may be auto-created (older versions: allowed when the broker allows it). 
 topics carry ids, and from v12 a request may name a topic by id alone. Authorized operations
 (KIP-430) are computed by ``gregor.broker.authorized_ops`` when asked for. The brokers listed are
 each live broker's endpoint on the listener this request came in on.
+
+Authorization (``gregor.broker.authz``), as Kafka: "all topics" lists only those the principal
+may DESCRIBE; a named topic it may not describe answers TOPIC_AUTHORIZATION_FAILED whether or
+not it exists; auto-creation needs CREATE on the cluster or on the topic.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import uuid
 
 from gregor.broker.authorized_ops import (
     OPERATIONS_NOT_REQUESTED,
+    Authorizer,
     ResourceType,
     authorized_operations,
 )
+from gregor.broker.authz import CLUSTER_NAME, AclOperation, allowed, ops_authorizer
 from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
@@ -31,7 +37,7 @@ Topic = MetadataResponse.Topics
 Partition = MetadataResponse.Topics.Partitions
 
 
-def _topic_entry(topic: TopicImage, with_ops: bool = False) -> Topic:
+def _topic_entry(topic: TopicImage, with_ops: bool = False, authz: Authorizer | None = None) -> Topic:
     parts = [
         Partition(
             error_code=0,
@@ -51,7 +57,7 @@ def _topic_entry(topic: TopicImage, with_ops: bool = False) -> Topic:
         is_internal=topic.internal,
         partitions=parts,
         topic_authorized_operations=(
-            authorized_operations(ResourceType.TOPIC, topic.name)
+            authorized_operations(ResourceType.TOPIC, topic.name, authz)
             if with_ops
             else OPERATIONS_NOT_REQUESTED
         ),
@@ -63,25 +69,40 @@ async def _named_topic(
 ) -> Topic:
     image = ctx.broker.image
     name = t.name
+    authz = ops_authorizer(ctx)
+    denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    def describable(topic_name: str) -> bool:
+        return allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_name)
+
     if name is None and t.topic_id is not None and t.topic_id != ZERO_UUID:
         by_id = image.topic_by_id(t.topic_id)
         if by_id is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
-        return _topic_entry(by_id, with_ops)
+        if not describable(by_id.name):
+            return Topic(error_code=denied, name=None, topic_id=t.topic_id)
+        return _topic_entry(by_id, with_ops, authz)
+    if name is not None and not describable(name):
+        return Topic(error_code=denied, name=name, topic_id=ZERO_UUID)
     found = image.topic(name) if name is not None else None
     if found is not None:
-        return _topic_entry(found, with_ops)
+        return _topic_entry(found, with_ops, authz)
     if name is None or topic_name_error(name) is not None:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID)
     if not allow_create:
         return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID)
+    if not (
+        allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+    ):
+        return Topic(error_code=denied, name=name, topic_id=ZERO_UUID)
     try:
         created = await ctx.broker.topics.auto_create(name)
     except KafkaError as e:
         return Topic(error_code=code_of(e), name=name, topic_id=ZERO_UUID)
     if created is None:
         return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID)
-    return _topic_entry(created, with_ops)
+    return _topic_entry(created, with_ops, authz)
 
 
 @handles(MetadataRequest)
@@ -93,7 +114,11 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     topic_ops = version >= 8 and bool(req.include_topic_authorized_operations)
     cluster_ops = 8 <= version <= 10 and bool(req.include_cluster_authorized_operations)
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_topic_entry(t, topic_ops) for t in broker.image.topics.values()]
+        authz = ops_authorizer(ctx)
+        topics = [
+            _topic_entry(t, topic_ops, authz) for t in broker.image.topics.values()
+            if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+        ]
     else:
         allow_create = bool(broker.config["auto.create.topics.enable"]) and (
             version < 4 or bool(req.allow_auto_topic_creation)
@@ -111,6 +136,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         controller_id=image.controller_id,
         topics=topics,
         cluster_authorized_operations=(
-            authorized_operations(ResourceType.CLUSTER) if cluster_ops else OPERATIONS_NOT_REQUESTED
+            authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, ops_authorizer(ctx))
+            if cluster_ops else OPERATIONS_NOT_REQUESTED
         ),
     )

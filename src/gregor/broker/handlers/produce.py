@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names
 from gregor.broker.events import log_event
 from gregor.broker.handlers.registry import handles
 from gregor.broker.replica_manager import ProduceResult
@@ -75,21 +76,32 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "A transactional batch needs the request's transactional_id.",
         )
+    elif transactional_id is not None and not allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        refused = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if refused is not None:
         for t in req.topic_data:
             responses.append(TopicResp(name=t.name, partition_responses=[
                 _part(p.index, refused) for p in t.partition_data
             ]))
     else:
-        entries = [(t.name, p.index, p.records) for t in req.topic_data for p in t.partition_data]
+        # A topic the principal may not write to is refused before anything is appended.
+        writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
+        entries = [
+            (t.name, p.index, p.records)
+            for t in req.topic_data if t.name in writable for p in t.partition_data
+        ]
         results = await ctx.broker.replicas.append_records(
             entries, required_acks=req.acks, timeout_ms=req.timeout_ms,
             transactional_id=transactional_id,
             zstd_allowed=ctx.version >= 7,
         )
         it = iter(results)
+        denied = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for t in req.topic_data:
-            parts = [_part(p.index, next(it)) for p in t.partition_data]
+            ok = t.name in writable
+            parts = [_part(p.index, next(it) if ok else denied) for p in t.partition_data]
             responses.append(TopicResp(name=t.name, partition_responses=parts))
     if req.acks == 0:
         for r in responses:

@@ -13,6 +13,7 @@ lists each user's mechanisms and iteration counts (never the keys); no users mea
 
 from __future__ import annotations
 
+from gregor.broker.authz import AclOperation, cluster_allowed
 from gregor.broker.errors import code_of, message_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
@@ -58,6 +59,14 @@ async def handle_sasl_authenticate(
 async def handle_alter_user_scram_credentials(
     ctx: RequestContext, req: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
+    if not cluster_allowed(ctx, AclOperation.ALTER):
+        users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            AlterUserScramCredentialsResponse.Results(
+                user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None
+            )
+            for user in users
+        ])
     # A mechanism number Kafka does not know stays unknown (as "") for the change to refuse.
     deletions = [(d.name, MECHANISM_NAMES.get(d.mechanism, "")) for d in req.deletions]
     upsertions: list[tuple[str, ScramCredential]] = []
@@ -105,6 +114,10 @@ async def handle_describe_user_scram_credentials(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
     R = DescribeUserScramCredentialsResponse.Results
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=[]
+        )
     if not req.users:
         results = [_described(ctx, user) for user in sorted(ctx.broker.image.scram_credentials)]
     else:

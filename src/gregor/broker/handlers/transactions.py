@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
 from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
@@ -91,6 +92,15 @@ async def _add_partitions(
 ) -> dict[tuple[str, int], int]:
     """Per-partition results of adding (or, for ``verify_only``, checking) partitions."""
     txns = ctx.broker.transactions
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t for t, _ in partitions))
+    if len(writable) < len({t for t, _ in partitions}):
+        # Kafka adds nothing when a topic is refused: those say why, the rest were not attempted.
+        return {
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] not in writable else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in partitions
+        }
     if verify_only:
         return dict(await txns.verify(transactional_id, producer_id, producer_epoch, partitions))
     image = ctx.broker.image
@@ -152,6 +162,10 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
 
 @handles(AddOffsetsToTxnRequest)
 async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     groups = ctx.broker.groups
     await groups.ensure_topic()
     partition = groups.partition_for(req.group_id)
@@ -166,6 +180,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnReq
 
 @handles(EndTxnRequest)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     code = await ctx.broker.transactions.end_txn(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed
     )
@@ -178,10 +194,20 @@ async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnRespo
 @handles(TxnOffsetCommitRequest)
 async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     groups = ctx.broker.groups
-    await groups.ensure_topic()
-    tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
-    found = await ctx.broker.transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
-    code = found[tp]
+    code: int = ErrorCode.NONE
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif len(allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))) < len(
+        {t.name for t in req.topics}
+    ):
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    else:
+        await groups.ensure_topic()
+        tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+        found = await ctx.broker.transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+        code = found[tp]
     if code:
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
@@ -201,6 +227,16 @@ async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequ
     replicas = ctx.broker.replicas
     markers = WriteTxnMarkersResponse.Markers
     topic, part = markers.Topics, markers.Topics.Partitions
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        return WriteTxnMarkersResponse(markers=[
+            markers(producer_id=m.producer_id, topics=[
+                topic(name=t.name, partitions=[
+                    part(partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for p in t.partition_indexes
+                ])
+                for t in m.topics
+            ])
+            for m in req.markers
+        ])
     out = []
     for m in req.markers:
         topics = []
@@ -225,7 +261,15 @@ async def handle_describe_transactions(
 ) -> DescribeTransactionsResponse:
     state_cls = DescribeTransactionsResponse.TransactionStates
     out = []
+    described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.transactional_ids)
     for d in await ctx.broker.transactions.describe(req.transactional_ids):
+        if d.transactional_id not in described:
+            out.append(state_cls(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=d.transactional_id,
+                transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                producer_id=-1, producer_epoch=-1, topics=[],
+            ))
+            continue
         topics: dict[str, list[int]] = {}
         for topic, p in d.partitions:
             topics.setdefault(topic, []).append(p)
@@ -250,6 +294,7 @@ async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsReq
         transaction_states=[
             state_cls(transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
             for t in listing
+            if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ],
     )
 
@@ -260,9 +305,14 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
     topic_cls = DescribeProducersResponse.Topics
     part_cls, active_cls = topic_cls.Partitions, topic_cls.Partitions.ActiveProducers
     out = []
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for p in t.partition_indexes:
+            if t.name not in readable:
+                parts.append(part_cls(partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      error_message=None, active_producers=[]))
+                continue
             try:
                 partition = replicas.leader_partition(t.name, p)
             except KafkaError as e:
