@@ -23,6 +23,12 @@ from gregor.protocol.messages.api_versions import ApiVersionsRequest
 from gregor.protocol.messages.create_acls import CreateAclsRequest
 from gregor.protocol.messages.delete_acls import DeleteAclsRequest
 from gregor.protocol.messages.describe_acls import DescribeAclsRequest
+from gregor.protocol.messages.describe_cluster import DescribeClusterRequest
+from gregor.protocol.messages.describe_configs import DescribeConfigsRequest
+from gregor.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
+from gregor.protocol.messages.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+)
 from gregor.security.acls import (
     AclBinding,
     AclOperation,
@@ -210,3 +216,30 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled() -> None:
             resp = roundtrip(broker, describe_all(version), version)
             assert (resp.error_code, resp.error_message, resp.resources) == (
                 ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker", [])
+
+
+def test_cluster_apis_need_cluster_describe_and_report_authorized_operations(broker: InProcessBroker) -> None:
+    """DescribeCluster, DescribeLogDirs, DescribeUserScramCredentials and a broker's configs
+    need DESCRIBE (DESCRIBE_CONFIGS) on the cluster; KIP-430 fields say what is allowed."""
+    with_authorizer(broker, super_users=())
+    resp = roundtrip(broker, DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
+    assert (resp.error_code, resp.brokers) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    resp = roundtrip(broker, DescribeLogDirsRequest(topics=None), 4)
+    assert (resp.error_code, resp.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    resp = roundtrip(broker, DescribeUserScramCredentialsRequest(users=None), 0)
+    assert resp.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    broker_configs = DescribeConfigsRequest(resources=[DescribeConfigsRequest.Resources(
+        resource_type=4, resource_name="1", configuration_keys=None)])
+    resp = roundtrip(broker, broker_configs, 4)
+    assert [r.error_code for r in resp.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+
+    b = broker.broker
+    assert b is not None
+    describe = AclBinding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, ANONYMOUS, "*",
+                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    assert broker.call(lambda: b.create_acls([describe])) == [None]
+    resp = roundtrip(broker, DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
+    assert (resp.error_code, [n.broker_id for n in resp.brokers]) == (0, [b.node_id])
+    assert resp.cluster_authorized_operations == 1 << int(AclOperation.DESCRIBE)
+    resp = roundtrip(broker, broker_configs, 4)
+    assert [r.error_code for r in resp.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
