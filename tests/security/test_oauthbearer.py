@@ -88,7 +88,13 @@ def test_oauthbearer_needs_its_login_module_and_no_other_validator() -> None:
         BrokerConfig(base)
     jaas = {"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{MODULE} required;"}
     assert BrokerConfig({**base, **jaas}).listener_security["SASL_PLAINTEXT"].oauthbearer == UnsecuredValidator()
-    with pytest.raises(ConfigError, match="only Kafka's unsecured JWS validator"):
+    with pytest.raises(ConfigError, match="com.example.Handler is not supported"):
+        BrokerConfig({
+            **base, **jaas,
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Handler",
+        })
+    # Kafka's signed-JWT validator needs its key set (tests/security/test_jwt.py has the rest).
+    with pytest.raises(ConfigError, match="needs sasl.oauthbearer.jwks.endpoint.url"):
         BrokerConfig({
             **base, **jaas,
             "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gregor.security.jaas import JaasConfigError, JaasEntry, parse_jaas_config
-from gregor.security.oauthbearer import OAUTHBEARER_LOGIN_MODULE, UnsecuredValidator
+from gregor.security.oauthbearer import OAUTHBEARER_LOGIN_MODULE, TokenValidator, UnsecuredValidator
 from gregor.security.plain import PLAIN_LOGIN_MODULE, plain_users
 from gregor.security.principal import SslPrincipalMapper
 from gregor.security.sasl import OAUTHBEARER, PLAIN, SUPPORTED_MECHANISMS
@@ -40,6 +40,9 @@ SECURITY_KEYS = frozenset({
     "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
     "connections.max.reauth.ms",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
 })
 #: Per-mechanism settings (``listener.name.<l>.<mechanism>.<key>``).
 MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms", "sasl.server.callback.handler.class")
@@ -68,7 +71,7 @@ class ListenerSecurity:
     plain_users: dict[str, str] = field(default_factory=dict, repr=False)
     #: KIP-368 session lifetime per mechanism (``connections.max.reauth.ms``); 0: unlimited.
     reauth_ms: dict[str, int] = field(default_factory=dict)
-    oauthbearer: UnsecuredValidator | None = None
+    oauthbearer: TokenValidator | None = None
 
     @property
     def sasl(self) -> bool:
@@ -113,12 +116,25 @@ def listener_security(name: str, protocol: str, get: Getter, prefixed: Getter) -
             sec.plain_users = users
         if OAUTHBEARER in mechanisms:
             handler = prefixed("oauthbearer.sasl.server.callback.handler.class")
-            if handler:
-                raise ValueError(
-                    f"listener.name.{name.lower()}.oauthbearer.sasl.server.callback.handler.class="
-                    f"{handler} is not supported: only Kafka's unsecured JWS validator is (leave it unset)"
-                )
             [entry] = _jaas(name, OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, prefixed)[:1]
+            if handler:
+                from gregor.security.jwt import (
+                    VALIDATOR_CALLBACK_HANDLERS,
+                    JwksError,
+                    SignedJwtValidator,
+                )
+
+                if handler not in VALIDATOR_CALLBACK_HANDLERS:
+                    raise ValueError(
+                        f"listener.name.{name.lower()}.oauthbearer.sasl.server.callback.handler.class="
+                        f"{handler} is not supported: leave it unset (Kafka's unsecured JWS validator) or "
+                        f"use {sorted(VALIDATOR_CALLBACK_HANDLERS)[0]} (signed JWTs)"
+                    )
+                try:
+                    sec.oauthbearer = SignedJwtValidator.from_settings(get)
+                except JwksError as e:
+                    raise ValueError(f"listener {name}: {e}") from None
+                return sec
             try:
                 sec.oauthbearer = UnsecuredValidator.from_options(entry.options)
             except ValueError:

@@ -13,7 +13,9 @@ error (``{"status":"invalid_token"}``, or ``insufficient_scope`` with the missin
 client answers ``\\x01`` and the login fails with that JSON as the message.
 
 NOTHING here checks a signature: any client can claim any principal. Use it on development
-listeners only, as Kafka documents for its own unsecured validator.
+listeners only, as Kafka documents for its own unsecured validator. Signed tokens are checked
+by ``gregor.security.jwt.SignedJwtValidator`` (Kafka's ``OAuthBearerValidatorCallbackHandler``),
+which plugs into the same exchange as a ``TokenValidator``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gregor.security.sasl import OAUTHBEARER, SaslAuthenticationError
 
@@ -43,6 +45,12 @@ class TokenRejected(Exception):
         status = "insufficient_scope" if self.scope is not None else "invalid_token"
         scope = f',"scope":"{self.scope}"' if self.scope is not None else ""
         return f'{{"status":"{status}"{scope}}}'
+
+
+class TokenValidator(Protocol):
+    def validate(self, token: str, now_ms: int) -> tuple[str, int]:
+        """(principal name, expiry in ms since the epoch), or ``TokenRejected``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ def _b64_json(part: str) -> dict[str, Any]:
 class OAuthBearerServer:
     mechanism = OAUTHBEARER
 
-    def __init__(self, validator: UnsecuredValidator, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, validator: TokenValidator, clock: Callable[[], float] = time.time) -> None:
         self._validator = validator
         self._clock = clock
         self.complete = False
