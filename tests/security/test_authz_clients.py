@@ -271,3 +271,42 @@ def test_transactional_id_needs_write(broker: BrokerProcess) -> None:
     p.commit_transaction(BUDGET_S)
     values, err = consume_assigned(broker, "admin", topic, f"g-{uuid.uuid4().hex[:6]}", 1)
     assert (values, err) == ([b"in-txn"], None)
+
+
+def test_kafka_python_sees_the_same_refusals(broker: BrokerProcess) -> None:
+    """kafka-python (SASL/PLAIN): a refused produce raises TopicAuthorizationFailedError; once
+    granted, the records are written and read back exactly."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+
+    def kp_conf(user: str) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": broker.bootstrap("SASL_PLAINTEXT"), "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": USERS[user],
+        }
+
+    topic = new_topic(broker)
+    # DESCRIBE lets bob see the topic; writing needs WRITE.
+    grant(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.DESCRIBE))
+    p = KafkaProducer(**kp_conf("bob"), acks=1, retries=0, max_block_ms=20000)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            p.send(topic, b"refused").get(timeout=BUDGET_S)
+        grant(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.WRITE))
+        assert [p.send(topic, v).get(timeout=BUDGET_S).offset for v in (b"k1", b"k2")] == [0, 1]
+    finally:
+        p.close()
+    grant(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ))
+    c = KafkaConsumer(**kp_conf("bob"), auto_offset_reset="earliest", consumer_timeout_ms=int(BUDGET_S * 1000))
+    try:
+        from kafka import TopicPartition as KTP
+
+        c.assign([KTP(topic, 0)])
+        got = []
+        for m in c:
+            got.append(m.value)
+            if len(got) == 2:
+                break
+        assert got == [b"k1", b"k2"]
+    finally:
+        c.close()
