@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from sasl_clients import authentication_error, produce_then_consume
 
 from gregor.broker.config import BrokerConfig, ConfigError
 from gregor.security.oauthbearer import OAuthBearerServer, UnsecuredValidator
@@ -127,36 +126,11 @@ def client(broker: BrokerProcess, oauth: str, **extra: Any) -> dict[str, Any]:
 @pytest.mark.interop
 def test_confluent_kafka_with_an_unsecured_jwt(broker: BrokerProcess) -> None:
     topic = f"oauth-{uuid.uuid4().hex[:8]}"
-    p = Producer(client(broker, "principal=alice scope=kafka"))
-    for i in range(3):
-        p.produce(topic, b"v%d" % i)
-    assert p.flush(60) == 0
-    c = Consumer(client(broker, "principal=alice scope=kafka", **{"group.id": topic, "auto.offset.reset": "earliest"}))
-    c.subscribe([topic])
-    got: list[bytes | None] = []
-    try:
-        while len(got) < 3:
-            m = c.poll(1.0)
-            if m is not None:
-                assert m.error() is None, m.error()
-                got.append(m.value())
-    finally:
-        c.close()
-    assert got == [b"v0", b"v1", b"v2"]
+    assert produce_then_consume(client(broker, "principal=alice scope=kafka"), topic) == [b"v0", b"v1", b"v2"]
     assert "event=sasl.authenticated" in broker.read_log() and "principal=User:alice" in broker.read_log()
 
 
 @pytest.mark.interop
 def test_a_token_without_the_required_scope_is_refused(broker: BrokerProcess) -> None:
-    errors: list[KafkaError] = []
-    done = threading.Event()
-
-    def on_error(err: KafkaError) -> None:
-        errors.append(err)
-        if err.code() == KafkaError._AUTHENTICATION:
-            done.set()
-
-    p = Producer(client(broker, "principal=alice scope=other", error_cb=on_error))
-    while not done.is_set():
-        p.poll(0.2)
-    assert any("insufficient_scope" in e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION)
+    err = authentication_error(client(broker, "principal=alice scope=other"))
+    assert "insufficient_scope" in err.str()

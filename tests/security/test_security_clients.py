@@ -14,14 +14,13 @@ import os
 import socket
 import ssl
 import struct
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from certs import Pki
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -29,6 +28,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from sasl_clients import authentication_error
 
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode
@@ -146,23 +146,6 @@ def kafka_python_round_trip(bootstrap: str, settings: dict[str, Any], n: int = 5
     finally:
         c.close()
     assert got == [(b"k%d" % i, b"v%d" % i, i) for i in range(n)]
-
-
-def authentication_error(bootstrap: str, settings: dict[str, str]) -> KafkaError:
-    """The error a confluent-kafka client reports when its login is refused."""
-    seen: list[KafkaError] = []
-    done = threading.Event()
-
-    def on_error(err: KafkaError) -> None:
-        seen.append(err)
-        if err.code() == KafkaError._AUTHENTICATION:
-            done.set()
-
-    p = Producer({"bootstrap.servers": bootstrap, "error_cb": on_error, **settings})
-    while not done.is_set():
-        p.poll(0.2)
-    p.flush(0)
-    return next(e for e in seen if e.code() == KafkaError._AUTHENTICATION)
 
 
 # --- a raw client, for what real clients never send ---
@@ -339,7 +322,7 @@ def test_describe_alter_and_delete_scram_credentials_with_confluent_admin(broker
     confluent_round_trip(broker.bootstrap("SASL_SSL"), settings, n=1)
     delete = admin.alter_user_scram_credentials([UserScramCredentialDeletion("temp", ScramMechanism.SCRAM_SHA_512)])
     assert delete["temp"].result(timeout=30) is None
-    err = authentication_error(broker.bootstrap("SASL_SSL"), settings)
+    err = authentication_error({"bootstrap.servers": broker.bootstrap("SASL_SSL"), **settings})
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in err.str()
 
 
@@ -356,7 +339,8 @@ def test_wrong_password_and_unknown_user_are_refused(
     broker: BrokerProcess, pki: Pki, mechanism: str, user: str, password: str, says: str
 ) -> None:
     bootstrap = broker.bootstrap("SASL_SSL")
-    err = authentication_error(bootstrap, {"security.protocol": "SASL_SSL", **tls(pki), **sasl(mechanism, user, password)})
+    err = authentication_error({"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", **tls(pki),
+                                **sasl(mechanism, user, password)})
     assert says in err.str()
     confluent_round_trip(bootstrap, {"security.protocol": "SASL_SSL", **tls(pki), **sasl("PLAIN", "alice", "alice-secret")}, n=1)
 

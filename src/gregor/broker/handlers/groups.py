@@ -17,6 +17,7 @@ GROUP_AUTHORIZATION_FAILED, a refused topic TOPIC_AUTHORIZATION_FAILED, and no d
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from gregor.broker.authz import (
@@ -165,6 +166,9 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) ->
     return response
 
 
+_Entry = TypeVar(
+    "_Entry", DescribeGroupsResponse.Groups, DeleteGroupsResponse.Results, ConsumerGroupDescribeResponse.Groups
+)
 _FetchedTopic = TypeVar("_FetchedTopic", OffsetFetchResponse.Topics, OffsetFetchResponse.Groups.Topics)
 
 
@@ -231,21 +235,32 @@ async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) ->
     return response
 
 
+async def _per_group(
+    ctx: RequestContext,
+    operation: AclOperation,
+    asked: list[str],
+    served: Callable[[list[str]], Awaitable[list[_Entry]]],
+    denied: Callable[[str], _Entry],
+) -> list[_Entry]:
+    """The entries of a per-group request, in the order asked: the coordinator answers for the
+    groups the principal may ``operation``, the others are refused."""
+    permitted = [g for g in asked if _group_allowed(ctx, operation, g)]
+    found = {e.group_id: e for e in (await served(permitted) if permitted else [])}
+    return [found.get(g) or denied(g) for g in asked]
+
+
 @handles(DescribeGroupsRequest)
 async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    asked = list(req.groups)
-    req.groups = [g for g in asked if _group_allowed(ctx, AclOperation.DESCRIBE, g)]
-    response = (
-        await ctx.broker.groups.describe_groups(req, ctx.version) if req.groups else DescribeGroupsResponse(groups=[])
-    )
-    found = {g.group_id: g for g in response.groups}
+    async def served(ids: list[str]) -> list[DescribeGroupsResponse.Groups]:
+        req.groups = ids
+        return (await ctx.broker.groups.describe_groups(req, ctx.version)).groups
+
     G = DescribeGroupsResponse.Groups
-    response.groups = [
-        found.get(gid) or G(error_code=GROUP_DENIED, group_id=gid, group_state="", protocol_type="",
-                            protocol_data="", members=[])
-        for gid in asked
-    ]
-    return response
+    return DescribeGroupsResponse(groups=await _per_group(
+        ctx, AclOperation.DESCRIBE, list(req.groups), served,
+        lambda g: G(error_code=GROUP_DENIED, group_id=g, group_state="", protocol_type="", protocol_data="",
+                    members=[]),
+    ))
 
 
 @handles(ListGroupsRequest)
@@ -258,15 +273,14 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
 
 @handles(DeleteGroupsRequest)
 async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    asked = list(req.groups_names)
-    req.groups_names = [g for g in asked if _group_allowed(ctx, AclOperation.DELETE, g)]
-    response = (
-        await ctx.broker.groups.delete_groups(req, ctx.version) if req.groups_names else DeleteGroupsResponse(results=[])
-    )
-    found = {r.group_id: r for r in response.results}
+    async def served(ids: list[str]) -> list[DeleteGroupsResponse.Results]:
+        req.groups_names = ids
+        return (await ctx.broker.groups.delete_groups(req, ctx.version)).results
+
     R = DeleteGroupsResponse.Results
-    response.results = [found.get(g) or R(group_id=g, error_code=GROUP_DENIED) for g in asked]
-    return response
+    return DeleteGroupsResponse(results=await _per_group(
+        ctx, AclOperation.DELETE, list(req.groups_names), served, lambda g: R(group_id=g, error_code=GROUP_DENIED),
+    ))
 
 
 @handles(ConsumerGroupHeartbeatRequest)  # v0-1: v1 from tools/codegen/supplement.txt
@@ -286,17 +300,13 @@ async def handle_consumer_group_heartbeat(
 async def handle_consumer_group_describe(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
-    asked = list(req.group_ids)
-    req.group_ids = [g for g in asked if _group_allowed(ctx, AclOperation.DESCRIBE, g)]
-    response = (
-        await ctx.broker.groups.consumer_group_describe(req, ctx.version)
-        if req.group_ids else ConsumerGroupDescribeResponse(groups=[])
-    )
-    found = {g.group_id: g for g in response.groups}
+    async def served(ids: list[str]) -> list[ConsumerGroupDescribeResponse.Groups]:
+        req.group_ids = ids
+        return (await ctx.broker.groups.consumer_group_describe(req, ctx.version)).groups
+
     G = ConsumerGroupDescribeResponse.Groups
-    response.groups = [
-        found.get(gid) or G(error_code=GROUP_DENIED, error_message=None, group_id=gid, group_state="",
-                            group_epoch=0, assignment_epoch=0, assignor_name="", members=[])
-        for gid in asked
-    ]
-    return response
+    return ConsumerGroupDescribeResponse(groups=await _per_group(
+        ctx, AclOperation.DESCRIBE, list(req.group_ids), served,
+        lambda g: G(error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="", group_epoch=0,
+                    assignment_epoch=0, assignor_name="", members=[]),
+    ))
