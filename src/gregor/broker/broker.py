@@ -22,7 +22,9 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 
+from gregor.broker.alter_partition import AlterPartitionManager
 from gregor.broker.config import BrokerConfig
+from gregor.broker.controller import Controller
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
@@ -30,10 +32,12 @@ from gregor.broker.group_service import GroupService
 from gregor.broker.handlers import HANDLERS
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
 from gregor.broker.producer_ids import ProducerIdManager
+from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.server import Connection, close_idle, start_listener
 from gregor.broker.topic_admin import TopicAdmin
 from gregor.broker.txn_service import TxnService
+from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
     AclBinding,
     BrokerEndpoint,
@@ -89,6 +93,11 @@ class Broker:
         self.groups: GroupService
         self.transactions: TxnService
         self.publisher: MetadataPublisher
+        #: In a cluster (``metadata.store=etcd://``): replication and the controller's duties.
+        self.clustered = is_etcd_url(str(config["metadata.store"]))
+        self.fetchers: ReplicaFetchers | None = None
+        self.alter_partitions: AlterPartitionManager | None = None
+        self.controller: Controller | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -113,6 +122,8 @@ class Broker:
             retention_check_interval_ms=int(config["log.retention.check.interval.ms"]),
         )
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
+        if self.clustered:
+            self._start_replication()
         self.producer_ids = ProducerIdManager(self.store)
         self.topics = TopicAdmin(config, self.store, self.default_log_config, lambda: self.store.image)
         self.groups = GroupService(
@@ -142,6 +153,9 @@ class Broker:
         await self.store.register_broker(self._registration())
         self.publisher.publish(initial_delta(self.store.image))
         self.store.subscribe(self.publisher.publish)
+        if self.controller is not None:
+            self.store.subscribe(self.controller.on_delta)
+            self.controller.start()
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()
         self._maintenance_task = asyncio.create_task(self._maintenance())
@@ -155,6 +169,41 @@ class Broker:
             topics=len(self.store.image.topics),
         )
 
+    def _start_replication(self) -> None:
+        config = self.config
+        self.fetchers = ReplicaFetchers(
+            FetcherConfig(
+                node_id=self.node_id,
+                listener=config.inter_broker_listener,
+                wait_max_ms=int(config["replica.fetch.wait.max.ms"]),
+                min_bytes=int(config["replica.fetch.min.bytes"]),
+                max_bytes=int(config["replica.fetch.max.bytes"]),
+                response_max_bytes=int(config["replica.fetch.response.max.bytes"]),
+                backoff_ms=int(config["replica.fetch.backoff.ms"]),
+            ),
+            lambda: self.store.image,
+        )
+        self.alter_partitions = AlterPartitionManager(self.store)
+        self.replicas.fetchers = self.fetchers
+        self.replicas.alter_isr = self.alter_partitions.submit
+        self.controller = Controller(self.node_id, self.store, bool(config["unclean.leader.election.enable"]))
+
+    async def _move_leadership_away(self, timeout: float) -> None:
+        """Controlled shutdown: leave the cluster first, so the controller elects other
+        leaders from the ISR, and wait (up to ``timeout``) until it has."""
+        try:
+            await self.store.unregister_broker(self.node_id)
+        except Exception:  # noqa: BLE001 - the store may be gone; the lease then expires
+            log.exception("could not unregister before stopping")
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(
+            p.leader == self.node_id and any(r != self.node_id for r in p.isr)
+            for t in self.store.image.topics.values()
+            for p in t.partitions
+        ):
+            await asyncio.sleep(0.05)
+
     def _registration(self) -> BrokerRegistration:
         bound = {name: port for name, _, port in self.bound_listeners}
         endpoints = tuple(
@@ -164,6 +213,8 @@ class Broker:
         return BrokerRegistration(self.node_id, endpoints, self.config.get("broker.rack"))
 
     async def stop(self, timeout: float = 10.0) -> None:
+        if self.clustered and self.fetchers is not None:
+            await self._move_leadership_away(min(timeout / 2, 5.0))
         self.stopping = True
         for s in self.servers:
             s.close()
@@ -183,6 +234,12 @@ class Broker:
                 await self._maintenance_task
             except asyncio.CancelledError:
                 pass
+        if self.controller is not None:
+            await self.controller.close()
+        if self.alter_partitions is not None:
+            await self.alter_partitions.close()
+        if self.fetchers is not None:
+            await self.fetchers.close()
         await self.groups.stop()
         await self.transactions.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)
@@ -195,6 +252,8 @@ class Broker:
         while True:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             close_idle(self.connections, max_idle_ms)
+            if self.clustered:
+                self.replicas.shrink_isrs(int(self.config["replica.lag.time.max.ms"]))
             try:
                 # Checkpoint files are written (and fsynced) in the executor, off the loop.
                 pending = self.logs.run_periodic(background_checkpoint=True)

@@ -140,6 +140,13 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; Gregor uses one event loop."),
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility."),
     ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept.", 0),
+    ConfigKey("replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR.", 1),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a follower's fetch.", 0),
+    ConfigKey("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for.", 1),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition of a follower's fetch.", 0),
+    ConfigKey("replica.fetch.response.max.bytes", "int", 10485760, "Bytes of a follower's fetch.", 0),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Follower's pause after a fetch error.", 0),
+    ConfigKey("unclean.leader.election.enable", "boolean", False, "Elect a replica outside the ISR."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
     ConfigKey(
         "metadata.store", "string", "file",
@@ -318,6 +325,16 @@ class BrokerConfig:
                 f"security.inter.broker.protocol={protocol} names no listener in listeners "
                 "(or set inter.broker.listener.name)"
             )
+        if is_etcd_url(str(self.values["metadata.store"])):
+            replication = self.security_protocol(self.inter_broker_listener)
+            if replication != "PLAINTEXT":
+                # Followers fetch over this listener with Gregor's client, which speaks no
+                # TLS or SASL yet: refuse rather than replicate in the clear elsewhere.
+                raise ConfigError(
+                    f"the inter-broker listener {self.inter_broker_listener} uses {replication}; "
+                    "replication between Gregor brokers needs a PLAINTEXT inter-broker listener "
+                    "in this version (set inter.broker.listener.name)"
+                )
         if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"security.inter.broker.protocol={protocol} is not one of "
@@ -359,6 +376,17 @@ class BrokerConfig:
                 "of Gregor cannot serve; it would not be served as plain text"
             )
         return protocol
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener followers fetch over: ``inter.broker.listener.name``, else the one
+        named after ``security.inter.broker.protocol`` (Kafka's rule), else the first."""
+        inter = self.values["inter.broker.listener.name"]
+        if inter:
+            return str(inter)
+        names = [listener.name for listener in self.listeners]
+        protocol = str(self.values["security.inter.broker.protocol"]).upper()
+        return protocol if protocol in names else names[0]
 
     def _listener_only(self, listener_name: str, key: str) -> str | None:
         return self.raw.get(f"listener.name.{listener_name.lower()}.{key}")

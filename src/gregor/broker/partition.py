@@ -15,6 +15,15 @@ request and a ``Log`` (Kafka's ``kafka.cluster.Partition``):
   is this broker alone, so the high watermark follows the log end offset at once. When it
   advances, the consumers' long-poll fetches and the acks=all produces waiting for it are
   released. ``min.insync.replicas`` is checked before an acks=all append.
+* **ISR.** A follower that has fetched up to the high watermark (and into this leader's
+  epoch) is asked into the ISR; one that has not caught up with the log end offset for
+  ``replica.lag.time.max.ms`` is asked out (``isr_to_shrink``). Asking is the ``alter_isr``
+  hook (a compare-and-set on the partition epoch in the metadata store); the ISR here
+  changes only when the new image comes back through ``make_leader``. One request is
+  pending at a time.
+* **Follower.** A follower appends what it fetched from the leader as it is (offsets and
+  epochs are the leader's) and takes the leader's high watermark, capped by its own log end
+  offset (``append_as_follower``, ``follower_fetched``).
 * **Reads.** A consumer reads up to the high watermark (or the last stable offset for
   READ_COMMITTED); a follower reads up to the log end offset.
 
@@ -25,8 +34,9 @@ serialized without locks.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gregor.protocol.errors import (
@@ -69,6 +79,8 @@ class FollowerState:
 
     log_end_offset: int = -1
     last_fetch_ms: int = -1
+    #: When its fetch last reached our log end offset (-1: never, since we became leader).
+    last_caught_up_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +110,11 @@ class Partition:
         self._data_waiters: set[asyncio.Future[None]] = set()  # consumers: HW/LSO moved
         self._replica_waiters: set[asyncio.Future[None]] = set()  # followers: LEO moved
         self._acks_waiters: list[tuple[int, asyncio.Future[None]]] = []  # acks=all
+        #: Asks the metadata store for a new ISR (set by the replica manager in a cluster).
+        self.alter_isr: Callable[[Partition, tuple[int, ...]], None] | None = None
+        self.pending_isr: tuple[int, ...] | None = None
+        #: When this broker became leader (a new follower gets that long to catch up).
+        self.leader_since_ms = -1
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader_id}, epoch={self.leader_epoch})"
@@ -112,11 +129,19 @@ class Partition:
         self, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]
     ) -> None:
         """Become (or stay) the leader with the image's epochs and replica set."""
+        if not self.is_leader or leader_epoch != self.leader_epoch:
+            self.followers = {}
+            self.leader_since_ms = _now_ms()
+            if len(replicas) > 1 and leader_epoch > self.log.leader_epoch_cache.latest:
+                # The new epoch starts at our log end offset (Kafka's leader does this at
+                # election): a follower asking where its older epoch ends learns it here.
+                self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
+        self.pending_isr = None
         self.followers = {r: self.followers.get(r, FollowerState()) for r in replicas if r != self.local_id}
         # A leader whose ISR is itself alone holds every replica's copy, so it may expose
         # its whole log (the checkpointed high watermark lags after a crash), as Kafka's
@@ -130,6 +155,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.replicas = tuple(replicas)
         self.followers = {}
+        self.pending_isr = None
         self.release_waiters(NotLeaderOrFollowerError(f"{self.topic}-{self.index} moved to {leader_id}"))
 
     def check_epoch(self, current_leader_epoch: int | None) -> ErrorCode:
@@ -194,13 +220,62 @@ class Partition:
 
     def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """A follower fetched from ``fetch_offset``: it holds everything below it. Returns
-        whether the high watermark advanced. (ISR expansion belongs here too.)"""
+        whether the high watermark advanced; asks for the follower to join the ISR once it
+        has caught up."""
         state = self.followers.get(replica_id)
         if state is None:
             return False
         state.log_end_offset = fetch_offset
         state.last_fetch_ms = now_ms
+        if fetch_offset >= self.log.log_end_offset:
+            state.last_caught_up_ms = now_ms
+        if replica_id not in self.isr and self._caught_up_to_join(fetch_offset):
+            self._ask_isr(tuple(r for r in self.replicas if r in self.isr or r == replica_id))
         return self.maybe_advance_high_watermark()
+
+    def _caught_up_to_join(self, fetch_offset: int) -> bool:
+        """Kafka's rule: the follower holds the high watermark and this leader's epoch."""
+        epoch_start = self.log.leader_epoch_cache.start_offset_of(self.leader_epoch)
+        return fetch_offset >= self.log.high_watermark and (epoch_start is None or fetch_offset >= epoch_start)
+
+    def isr_to_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...] | None:
+        """The ISR without the followers that have not caught up for ``max_lag_ms``, or None
+        if all are in step (or a change is pending)."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        out = []
+        for replica in self.isr:
+            state = self.followers.get(replica)
+            if state is not None:
+                since = max(state.last_caught_up_ms, self.leader_since_ms)
+                if now_ms - since > max_lag_ms and state.log_end_offset < self.log.log_end_offset:
+                    continue
+            out.append(replica)
+        return tuple(out) if len(out) < len(self.isr) and out else None
+
+    def _ask_isr(self, isr: tuple[int, ...]) -> None:
+        if self.alter_isr is not None and self.pending_isr is None and isr != self.isr:
+            self.pending_isr = isr
+            self.alter_isr(self, isr)
+
+    def shrink_isr(self, now_ms: int, max_lag_ms: int) -> None:
+        isr = self.isr_to_shrink(now_ms, max_lag_ms)
+        if isr is not None:
+            self._ask_isr(isr)
+
+    # --- follower ---
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        return self.log.append_as_follower(records)
+
+    def follower_fetched(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """Take the leader's high watermark (capped by our log end offset) and log start."""
+        log = self.log
+        if leader_log_start_offset > log.log_start_offset:
+            log.increment_log_start_offset(min(leader_log_start_offset, log.log_end_offset))
+        hw = min(leader_high_watermark, log.log_end_offset)
+        if hw > log.high_watermark:
+            log.update_high_watermark(hw)
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
         """A future done once the high watermark reaches ``offset`` (acks=all)."""
@@ -333,6 +408,10 @@ class Partition:
             and entry.current_txn_first_offset >= 0
             and entry.producer_epoch == producer_epoch
         )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _epoch(leader_epoch: int | None) -> int:

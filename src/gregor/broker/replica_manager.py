@@ -73,6 +73,17 @@ class TransactionVerifier(Protocol):
     ) -> ErrorCode: ...
 
 
+class FollowerFetchers(Protocol):
+    """Keeps this broker's follower partitions fetching from their leaders
+    (``gregor.broker.replica_fetcher``)."""
+
+    def follow(self, partition: Partition, *, truncate: bool) -> None: ...
+
+    def unfollow(self, partition: Partition) -> None: ...
+
+
+AlterIsr = Callable[[Partition, tuple[int, ...]], None]
+
 TxnMarkerListener = Callable[[str, int, int, bool], None]  # topic, partition, producer id, commit
 
 
@@ -133,6 +144,9 @@ class ReplicaManager:
         self.stopping = False
         self.transactions: TransactionVerifier | None = None
         self._marker_listeners: list[TxnMarkerListener] = []
+        #: In a cluster: the follower fetchers, and how a leader asks for a new ISR.
+        self.fetchers: FollowerFetchers | None = None
+        self.alter_isr: AlterIsr | None = None
 
     # --- lifecycle, driven by the metadata publisher ---
 
@@ -142,6 +156,8 @@ class ReplicaManager:
     ) -> Partition:
         partition = self._partition_for_hosting(topic, index, topic_id)
         partition.min_insync_replicas = min_insync_replicas
+        if self.fetchers is not None and not partition.is_leader:
+            self.fetchers.unfollow(partition)
         partition.make_leader(leader_epoch, partition_epoch, replicas, isr)
         return partition
 
@@ -150,7 +166,14 @@ class ReplicaManager:
         partition_epoch: int, replicas: Sequence[int],
     ) -> Partition:
         partition = self._partition_for_hosting(topic, index, topic_id)
+        # A new leader (or epoch) means our log may have diverged from it: truncate first.
+        changed = partition.is_leader or (partition.leader_id, partition.leader_epoch) != (leader, leader_epoch)
         partition.make_follower(leader, leader_epoch, partition_epoch, replicas)
+        if self.fetchers is not None:
+            if leader >= 0:
+                self.fetchers.follow(partition, truncate=changed)
+            else:
+                self.fetchers.unfollow(partition)
         return partition
 
     def _partition_for_hosting(self, topic: str, index: int, topic_id: uuid.UUID) -> Partition:
@@ -158,6 +181,7 @@ class ReplicaManager:
         if partition is None:
             log = self.logs.get_or_create_log(topic, index)
             partition = Partition(topic, index, topic_id, log, self.node_id)
+            partition.alter_isr = self.alter_isr
             self.partitions[(topic, index)] = partition
         return partition
 
@@ -165,6 +189,8 @@ class ReplicaManager:
         """Stop hosting (and with ``delete``, remove the logs of) these partitions."""
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
+            if partition is not None and self.fetchers is not None:
+                self.fetchers.unfollow(partition)
             if partition is not None:
                 partition.release_waiters(KafkaError("partition deleted"))
             if delete:
@@ -175,6 +201,13 @@ class ReplicaManager:
         self.stopping = True
         for partition in self.partitions.values():
             partition.release_waiters()
+
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """Ask to drop the followers that have lagged for ``max_lag_ms`` from each ISR we lead."""
+        now_ms = int(time.time() * 1000)
+        for partition in self.partitions.values():
+            if partition.is_leader and len(partition.isr) > 1:
+                partition.shrink_isr(now_ms, max_lag_ms)
 
     # --- lookups ---
 

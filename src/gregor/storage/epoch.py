@@ -67,6 +67,11 @@ class LeaderEpochCache:
         i = bisect_right(self._offsets, offset) - 1
         return self._epochs[i] if i >= 0 else None
 
+    def start_offset_of(self, epoch: int) -> int | None:
+        """Where ``epoch`` began, or None if it is not in the cache."""
+        i = bisect_left(self._epochs, epoch)
+        return self._offsets[i] if i < len(self._epochs) and self._epochs[i] == epoch else None
+
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end_offset) for OffsetForLeaderEpoch: the largest epoch <= the requested
         one and the start offset of the next epoch (the LEO for the latest epoch);

@@ -430,6 +430,12 @@ class Log(LocalLog):
         self._delete_segments_while(below_log_start(offset))
         return self.log_start_offset
 
+    def increment_log_start_offset(self, offset: int) -> None:
+        """A follower takes its leader's log start offset (no segment is deleted here:
+        retention does that later, as for DeleteRecords)."""
+        self._check_open()
+        self._increment_log_start_offset(offset)
+
     def _increment_log_start_offset(self, offset: int) -> None:
         if offset <= self.log_start_offset:
             return

@@ -1,0 +1,133 @@
+"""The controller's partition duties: leaders for partitions whose leader died, and ISRs
+without dead brokers.
+
+Theory of operation. Every broker runs a ``Controller``; it acts only while the image names
+this broker as the controller (elected through the metadata store: etcd in a cluster, the
+lowest live node in the local stores). It looks at each image that changes brokers, the
+controller or partitions, and at a slow timer, and for every partition compares the image
+with the live brokers (``decide``):
+
+* leader alive, some ISR member dead: the ISR loses the dead members (same leader and epoch);
+* leader dead (or none): the first replica, in replica order, that is alive and in the ISR
+  becomes leader with the leader epoch bumped (a clean election); with none, and
+  ``unclean.leader.election.enable`` on, the first live replica, alone in its ISR (data may
+  be lost, as Kafka warns); otherwise the partition goes offline (leader -1, epoch bumped)
+  and keeps its last ISR, so a member that comes back is elected.
+
+Each decision is a compare-and-set on the partition epoch; one that loses a race is decided
+again from the next image. Only one pass runs at a time; a change during a pass asks for
+another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from gregor.broker.events import log_event
+from gregor.cluster.image import MetadataDelta, MetadataImage, PartitionImage
+from gregor.cluster.store import MetadataStore
+from gregor.protocol.errors import KafkaError
+
+log = logging.getLogger("gregor.broker.controller")
+
+#: A pass also runs this often, in case a refused change has nothing new to trigger it.
+RECHECK_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+def decide(p: PartitionImage, live: set[int], unclean: bool) -> PartitionChange | None:
+    """What the controller changes in ``p`` given the live brokers, or None."""
+    live_isr = tuple(r for r in p.isr if r in live)
+    if p.leader in live:
+        if len(live_isr) < len(p.isr):
+            return PartitionChange(p.leader, p.leader_epoch, live_isr)
+        return None
+    candidates = [r for r in p.replicas if r in live_isr]
+    if candidates:
+        leader = candidates[0]
+        return PartitionChange(leader, p.leader_epoch + 1, live_isr)
+    live_replicas = [r for r in p.replicas if r in live]
+    if unclean and live_replicas:
+        return PartitionChange(live_replicas[0], p.leader_epoch + 1, (live_replicas[0],))
+    if p.leader != -1:
+        return PartitionChange(-1, p.leader_epoch + 1, p.isr)
+    return None
+
+
+class Controller:
+    def __init__(self, node_id: int, store: MetadataStore, unclean_leader_election: bool) -> None:
+        self.node_id = node_id
+        self.store = store
+        self.unclean = unclean_leader_election
+        self._again = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.elections = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="controller")
+        self._again.set()
+
+    def on_delta(self, delta: MetadataDelta) -> None:
+        image = delta.image
+        if image.controller_id != self.node_id:
+            return
+        if (
+            image.brokers != delta.previous.brokers
+            or image.controller_id != delta.previous.controller_id
+            or delta.changed_partitions
+        ):
+            self._again.set()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._again.wait(), RECHECK_S)
+            self._again.clear()
+            image = self.store.image
+            if image.controller_id != self.node_id:
+                continue
+            try:
+                await self._pass(image)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the controller must keep running
+                log.exception("controller pass failed")
+
+    async def _pass(self, image: MetadataImage) -> None:
+        live = set(image.live_broker_ids())
+        for topic in image.topics.values():
+            for p in topic.partitions:
+                change = decide(p, live, self.unclean)
+                if change is None:
+                    continue
+                try:
+                    await self.store.alter_partition(
+                        topic.name, p.partition, leader=change.leader, leader_epoch=change.leader_epoch,
+                        isr=change.isr, expected_partition_epoch=p.partition_epoch,
+                    )
+                except KafkaError as e:  # lost a race: the next image decides again
+                    log.info("controller: %s-%d not changed: %s", topic.name, p.partition, e)
+                    self._again.set()
+                    continue
+                if change.leader != p.leader:
+                    self.elections += 1
+                log_event(
+                    log, "partition.elected" if change.leader != p.leader else "partition.isr_shrunk",
+                    topic=topic.name, partition=p.partition, leader=change.leader,
+                    leader_epoch=change.leader_epoch, isr=",".join(map(str, change.isr)),
+                )
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
