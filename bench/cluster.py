@@ -1,0 +1,178 @@
+"""A replicated cluster against one broker, same machine, same client (confluent-kafka).
+
+Rows:
+  produce    acks=all, 100 B and 1 KB records (random bytes, linger.ms=5) to a topic with
+             1 or 3 partitions: a 3-broker cluster with replication.factor=3 and
+             min.insync.replicas=2, and one broker with replication.factor=1. Runs take turns;
+             the median run is shown with cluster/single (goal: at least 0.5 on 2 cores, where
+             three brokers, etcd and the client share the cores).
+  latency    100 B at 1,000 records/s for 3 s, acks=all, linger.ms=0: p50 and p99 ms.
+  failover   a producer (acks=all, idempotent, linger.ms=0) writes to one RF=3 partition
+             without pause; the partition leader is SIGKILLed; the time from the kill to the
+             first acknowledgement of a record sent after it (the new leader's), then the
+             broker is restarted and the next round waits for a full ISR. The brokers'
+             ``broker.session.timeout.ms`` (the etcd lease: how soon a dead broker is noticed)
+             is ``--session-timeout-ms``, 1500 by default (Kafka's own default is 9000 ms;
+             its docs allow lowering it on a fast network).
+
+Run: .venv/bin/python bench/cluster.py [--scale 1.0] [--repeats 3] [--failovers 5]
+                                       [--session-timeout-ms 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from broker import latency, produce  # noqa: E402  (bench/broker.py)
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from gregor.testing import BrokerProcess  # noqa: E402
+from gregor.testing.cluster import ClusterProcess  # noqa: E402
+
+COUNTS = {100: 200_000, 1024: 60_000}
+
+
+def create(bootstrap: str, name: str, partitions: int, rf: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min(rf, 2))})])[
+        name
+    ].result(30)
+    while True:  # every replica in the ISR before timing
+        md = admin.list_topics(name, timeout=10).topics[name]
+        if md.error is None and len(md.partitions) == partitions and all(
+            p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()
+        ):
+            return
+
+
+def wait_brokers(bootstrap: str, n: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    while len(admin.list_topics(timeout=10).brokers) < n:
+        pass
+
+
+def leader_of(bootstrap: str, topic: str) -> tuple[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    while True:
+        try:
+            p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+        except Exception:  # noqa: BLE001 - a dead bootstrap broker: ask again
+            continue
+        if p.leader >= 0:
+            return p.leader, len(p.isrs)
+
+
+def failover_once(cluster: ClusterProcess, topic: str) -> float:
+    while True:
+        leader, isr = leader_of(cluster.bootstrap_servers, topic)
+        if isr == 3:
+            break
+    p = Producer({
+        "bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+        "linger.ms": 0, "message.timeout.ms": 60000,
+    })
+    state = {"killed_at": 0.0, "first_after": 0.0, "errors": 0}
+    stop = threading.Event()
+
+    def run() -> None:
+        i = 0
+        while not stop.is_set():
+            sent_at = time.perf_counter()
+
+            def done(err, msg, sent_at=sent_at) -> None:  # noqa: ANN001
+                if err is not None:
+                    state["errors"] += 1
+                elif state["killed_at"] and sent_at > state["killed_at"] and not state["first_after"]:
+                    state["first_after"] = time.perf_counter()
+
+            try:
+                p.produce(topic, b"%d" % i, partition=0, on_delivery=done)
+                i += 1
+            except BufferError:
+                pass
+            p.poll(0.002)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(1.0)  # steady state before the kill
+    state["killed_at"] = time.perf_counter()
+    cluster.kill(leader)
+    while not state["first_after"]:
+        time.sleep(0.005)
+    stop.set()
+    t.join()
+    p.flush(60)
+    if state["errors"]:
+        raise RuntimeError(f"{state['errors']} records failed during failover")
+    cluster.restart(leader)
+    return state["first_after"] - state["killed_at"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--failovers", type=int, default=5)
+    ap.add_argument("--session-timeout-ms", type=int, default=1500)
+    args = ap.parse_args()
+    config = {
+        "replica.lag.time.max.ms": 10000,
+        "offsets.topic.replication.factor": 3,
+        "transaction.state.log.replication.factor": 3,
+    }
+    with ClusterProcess(3, config=config, session_timeout_ms=args.session_timeout_ms) as cluster, BrokerProcess(
+        {}
+    ) as single:
+        wait_brokers(cluster.bootstrap_servers, 3)
+        targets = {"cluster": (cluster.bootstrap_servers, 3), "single": (single.bootstrap_servers, 1)}
+        rows: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        n_topic = 0
+        for size in (100, 1024):
+            for parts in (1, 3):
+                key = f"produce {size} B p={parts} acks=all"
+                n = int(COUNTS[size] * args.scale)
+                for _ in range(args.repeats):
+                    for label, (bootstrap, rf) in targets.items():
+                        n_topic += 1
+                        topic = f"bench-{label}-{n_topic}"
+                        create(bootstrap, topic, parts, rf)
+                        r = produce(bootstrap, topic, size, n, "all", parts)
+                        rows.setdefault(key, {}).setdefault(label, []).append((r.msgs_per_s, r.mb_per_s))
+        lat: dict[str, list[tuple[float, float]]] = {}
+        for _ in range(args.repeats):
+            for label, (bootstrap, rf) in targets.items():
+                n_topic += 1
+                topic = f"lat-{label}-{n_topic}"
+                create(bootstrap, topic, 1, rf)
+                lat.setdefault(label, []).append(latency(bootstrap, topic, "all"))
+        create(cluster.bootstrap_servers, "failover", 1, 3)
+        times = [failover_once(cluster, "failover") for _ in range(args.failovers)]
+
+    print(f"\n3 brokers RF=3 min.insync=2 vs 1 broker RF=1, confluent-kafka, scale {args.scale}, "
+          f"median of {args.repeats}")
+    print(f"{'workload':34} {'cluster msg/s':>14} {'MB/s':>7} {'single msg/s':>13} {'MB/s':>7} {'ratio':>6}")
+    for key, by in rows.items():
+        c = sorted(by["cluster"])[len(by["cluster"]) // 2]
+        s = sorted(by["single"])[len(by["single"]) // 2]
+        print(f"{key:34} {c[0]:14,.0f} {c[1]:7.1f} {s[0]:13,.0f} {s[1]:7.1f} {c[0] / s[0]:6.2f}")
+    print(f"\nlatency, 1,000 msg/s, 100 B, acks=all (run with the median p99)")
+    for label, runs in lat.items():
+        p50, p99 = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
+        print(f"  {label:8} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
+    print(f"\nfailover, leader SIGKILL to first ack on the new leader "
+          f"(broker.session.timeout.ms={args.session_timeout_ms}), {len(times)} runs")
+    print("  " + "  ".join(f"{t:.2f}" for t in times) + f"   median {statistics.median(times):.2f} s,"
+          f" max {max(times):.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Replicated partitions on a 3-broker cluster (etcd + real broker processes), seen through
+real clients: acks=all waits for the ISR and loses nothing across leader kills; the ISR
+shrinks and grows back; min.insync.replicas refuses writes; a deposed leader truncates what
+was never committed; SIGTERM moves leadership before a broker stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from replication_helpers import (
+    CLUSTER_CONFIG,
+    BackgroundProducer,
+    create_topic,
+    partition_until,
+    read_all,
+)
+
+from gregor.testing.cluster import ClusterProcess
+from gregor.testing.etcd import etcd_binary
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
+]
+
+
+@pytest.fixture
+def cluster() -> Iterator[ClusterProcess]:
+    with ClusterProcess(3, config=CLUSTER_CONFIG) as c:
+        yield c
+
+
+def produce_one(cluster: ClusterProcess, topic: str, value: bytes, acks: str = "all") -> KafkaError | None:
+    """Produce one record without retries; the delivery error, or None."""
+    producer = Producer({
+        "bootstrap.servers": cluster.bootstrap_servers, "acks": acks, "retries": 0,
+        "message.timeout.ms": 10000, "request.timeout.ms": 5000,
+    })
+    result: list[KafkaError | None] = []
+    producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: result.append(err))
+    producer.flush(30)
+    assert len(result) == 1
+    return result[0]
+
+
+def test_acknowledged_records_survive_repeated_leader_kills(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "orders", 3, 3, {"min.insync.replicas": "2"})
+    producer = BackgroundProducer(cluster, "orders", 3).start()
+    killed: list[int] = []
+    for round_ in range(2):
+        producer.wait_for_acks(400 * (round_ + 1))
+        leader = partition_until(cluster, "orders", 0, lambda p: p.leader >= 0 and len(p.isrs) == 3).leader
+        cluster.kill(leader)
+        killed.append(leader)
+        partition_until(cluster, "orders", 0, lambda p, gone=leader: p.leader not in (gone, -1))
+        producer.wait_for_acks(400 * (round_ + 1) + 200)
+        cluster.restart(leader)
+    producer.stop()
+    assert producer.errors == []
+    records = read_all(cluster, "orders", 3, producer.sent)
+    for i in range(3):
+        sent = [b"%08d" % n for n in range(producer.sent) if n % 3 == i]
+        assert records[i] == sent, f"partition {i}: lost, duplicated or reordered records"
+    acked = sorted(v for _, v in producer.acked)
+    assert acked == sorted(v for vs in records.values() for v in vs)
+    assert len(killed) == 2
+
+
+def test_isr_shrinks_refuses_below_min_insync_and_grows_back(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "strict", 1, 3, {"min.insync.replicas": "3"})
+    assert produce_one(cluster, "strict", b"all three") is None
+    leader = partition_until(cluster, "strict", 0, lambda p: p.leader >= 0).leader
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    cluster.kill(follower)
+    p = partition_until(cluster, "strict", 0, lambda p: follower not in p.isrs)
+    assert p.leader == leader and sorted(p.isrs) == sorted({1, 2, 3} - {follower})
+    err = produce_one(cluster, "strict", b"refused")
+    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    assert produce_one(cluster, "strict", b"acks=1 is fine", acks="1") is None
+    cluster.restart(follower)
+    p = partition_until(cluster, "strict", 0, lambda p: len(p.isrs) == 3)
+    assert p.leader == leader
+    assert produce_one(cluster, "strict", b"three again") is None
+    records = read_all(cluster, "strict", 1, 3)
+    assert records[0] == [b"all three", b"acks=1 is fine", b"three again"]
+
+
+def high_watermark(cluster: ClusterProcess, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hw"})
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1])
+    finally:
+        consumer.close()
+
+
+def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "diverge", 1, 3)
+    assert produce_one(cluster, "diverge", b"committed") is None
+    old = partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3).leader
+    followers = [b for b in (1, 2, 3) if b != old]
+    for b in followers:
+        cluster.pause(b)  # SIGSTOP: they stop fetching, but stay registered for a while
+    # acks=1: the old leader takes both. The first may still reach the followers (their
+    # fetches were waiting at the leader when they stopped); the second never can.
+    assert produce_one(cluster, "diverge", b"maybe replicated", acks="1") is None
+    assert produce_one(cluster, "diverge", b"never replicated", acks="1") is None
+    cluster.kill(old)
+    for b in followers:
+        cluster.resume(b)
+    partition_until(cluster, "diverge", 0, lambda p: p.leader in followers)
+    assert produce_one(cluster, "diverge", b"after failover") is None
+    history = read_all(cluster, "diverge", 1, high_watermark(cluster, "diverge"))[0]
+    assert history[0] == b"committed" and history[-1] == b"after failover"
+    assert b"never replicated" not in history
+    cluster.restart(old)
+    partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3)
+    # Leave the old leader the only live replica: it is elected, and must hold exactly the
+    # new leader's history (its own tail truncated, the new records fetched).
+    for b in followers:
+        cluster.kill(b)
+    partition_until(cluster, "diverge", 0, lambda p: p.leader == old)
+    assert read_all(cluster, "diverge", 1, len(history))[0] == history
+    assert high_watermark(cluster, "diverge") == len(history)
+
+
+def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "moving", 1, 3)
+    assert produce_one(cluster, "moving", b"before") is None
+    leader = partition_until(cluster, "moving", 0, lambda p: len(p.isrs) == 3).leader
+    cluster.stop(leader)  # SIGTERM: controlled shutdown
+    p = partition_until(cluster, "moving", 0, lambda p: p.leader not in (leader, -1))
+    assert leader not in p.isrs
+    assert produce_one(cluster, "moving", b"after") is None
+    assert read_all(cluster, "moving", 1, 2)[0] == [b"before", b"after"]
