@@ -163,7 +163,7 @@ def main() -> int:
         c = sorted(by["cluster"])[len(by["cluster"]) // 2]
         s = sorted(by["single"])[len(by["single"]) // 2]
         print(f"{key:34} {c[0]:14,.0f} {c[1]:7.1f} {s[0]:13,.0f} {s[1]:7.1f} {c[0] / s[0]:6.2f}")
-    print(f"\nlatency, 1,000 msg/s, 100 B, acks=all (run with the median p99)")
+    print("\nlatency, 1,000 msg/s, 100 B, acks=all (run with the median p99)")
     for label, runs in lat.items():
         p50, p99 = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
         print(f"  {label:8} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
