@@ -12,11 +12,11 @@ Rows:
              first acknowledgement of a record sent after it (the new leader's), then the
              broker is restarted and the next round waits for a full ISR. The brokers'
              ``broker.session.timeout.ms`` (the etcd lease: how soon a dead broker is noticed)
-             is ``--session-timeout-ms``, 1500 by default (Kafka's own default is 9000 ms;
+             is ``--session-timeout-ms``, 1000 by default (Kafka's own default is 9000 ms;
              its docs allow lowering it on a fast network).
 
 Run: .venv/bin/python bench/cluster.py [--scale 1.0] [--repeats 3] [--failovers 5]
-                                       [--session-timeout-ms 1500]
+                                       [--session-timeout-ms 1000]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--failovers", type=int, default=5)
-    ap.add_argument("--session-timeout-ms", type=int, default=1500)
+    ap.add_argument("--session-timeout-ms", type=int, default=1000)
     args = ap.parse_args()
     config = {
         "replica.lag.time.max.ms": 10000,

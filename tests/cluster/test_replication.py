@@ -6,10 +6,13 @@ was never committed; SIGTERM moves leadership before a broker stops.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
 from replication_helpers import (
     CLUSTER_CONFIG,
     BackgroundProducer,
@@ -18,6 +21,8 @@ from replication_helpers import (
     read_all,
 )
 
+from gregor.client.conn import BrokerConnection
+from gregor.protocol.messages import FetchRequest, FetchResponse, ProduceRequest, ProduceResponse
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
 
@@ -135,3 +140,42 @@ def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProces
     assert leader not in p.isrs
     assert produce_one(cluster, "moving", b"after") is None
     assert read_all(cluster, "moving", 1, 2)[0] == [b"before", b"after"]
+
+
+def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: ClusterProcess) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER comes with CurrentLeader and the leader's endpoint."""
+    create_topic(cluster, "hinted", 1, 3)
+    p = partition_until(cluster, "hinted", 0, lambda p: len(p.isrs) == 3)
+    follower = next(b for b in (1, 2, 3) if b != p.leader)
+    leader_port = cluster.broker(p.leader).port
+
+    async def ask() -> tuple[ProduceResponse, FetchResponse]:
+        conn = await BrokerConnection("127.0.0.1", cluster.broker(follower).port).connect()
+        try:
+            produced = await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicData(name="hinted", partition_data=[
+                    ProduceRequest.TopicData.PartitionData(index=0, records=b"")
+                ])
+            ]), 11)
+            fetched = await conn.request(FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
+                    FetchRequest.Topics(topic_id=topic_id, partitions=[
+                        FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                    ])
+                ],
+            ), 16)
+            return produced, fetched
+        finally:
+            conn.close()
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    topic_id = uuid.UUID(str(admin.describe_topics(TopicCollection(["hinted"]))["hinted"].result(10).topic_id))
+    produced, fetched = asyncio.run(ask())
+    pp = produced.responses[0].partition_responses[0]
+    assert pp.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
+    assert (pp.current_leader.leader_id, pp.current_leader.leader_epoch) == (p.leader, 0)
+    assert [(e.node_id, e.port) for e in produced.node_endpoints] == [(p.leader, leader_port)]
+    fp = fetched.responses[0].partitions[0]
+    assert fp.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
+    assert (fp.current_leader.leader_id, fp.current_leader.leader_epoch) == (p.leader, 0)
+    assert [(e.node_id, e.port) for e in fetched.node_endpoints] == [(p.leader, leader_port)]

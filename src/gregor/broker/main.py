@@ -33,6 +33,7 @@ def run(config: BrokerConfig) -> int:
     profile_path = os.environ.get(PROFILE_ENV)
     if not profile_path:
         return _run_loop(config)
+    profile_path = profile_path.replace("%p", str(os.getpid()))  # one file per broker
     import cProfile
 
     prof = cProfile.Profile()

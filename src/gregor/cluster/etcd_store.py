@@ -26,8 +26,8 @@ image leaves etcd untouched. Changes of one store are serialised by an ``asyncio
 in their own task (``shielded``): a cancelled caller does not leave the image behind etcd.
 
 Registrations are ephemeral: they live on one lease per store, granted at start with
-TTL = ``broker.session.timeout.ms`` (rounded up to whole seconds) and kept alive every third
-of it. When the process dies (or stops answering) the lease expires and etcd deletes its keys:
+TTL = ``broker.session.timeout.ms`` (rounded up to whole seconds; etcd may raise it to its
+minimum, 1.5 election timeouts) and kept alive every third of it. When the process dies (or stops answering) the lease expires and etcd deletes its keys:
 the broker disappears from every image. A store that finds its lease gone (it was paused past
 the TTL) takes a new one and registers its brokers again. ``close()`` revokes the lease.
 
@@ -112,7 +112,7 @@ class EtcdMetadataStore(ChangeMethods):
     ) -> None:
         self.target = parse_etcd_url(target) if isinstance(target, str) else target
         self._requested_cluster_id = cluster_id or None
-        self.ttl_s = max(2, math.ceil(session_timeout_ms / 1000))
+        self.ttl_s = max(1, math.ceil(session_timeout_ms / 1000))
         p = self.target.prefix
         self._prefix = f"{p}/".encode()
         self._version_key = f"{p}/version".encode()

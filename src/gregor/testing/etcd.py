@@ -92,6 +92,10 @@ class EtcdProcess(ChildProcess):
             "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"{self.name}={peer}",
             "--initial-cluster-state", "new",
+            # One member on loopback: a short raft tick lets etcd grant (and expire) leases of
+            # 1 s (its smallest TTL is 1.5 election timeouts), for fast failover in tests.
+            "--heartbeat-interval", "50",
+            "--election-timeout", "500",
         ]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:

@@ -23,6 +23,7 @@ from gregor.broker.fetch_session import (
     CachedPartition,
     FetchSession,
 )
+from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
 from gregor.broker.replica_manager import FetchParams, FetchPartition
 from gregor.broker.state import RequestContext
@@ -179,10 +180,14 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
 
     # --- the response; incremental sessions list only partitions with news ---
     by_topic: dict[tuple[str, uuid.UUID], list[PartResp]] = {}
+    hints = LeaderHints(ctx) if ctx.version >= 16 else None
     for cp, part in zip(plan.partitions, parts, strict=True):
         if part.error:
             r = _error_part(cp.partition, part.error)
             r.high_watermark, r.log_start_offset = part.high_watermark, part.log_start_offset
+            leader = hints.leader(cp.topic, cp.partition, part.error) if hints is not None else None
+            if leader is not None:
+                r.current_leader = PartResp.CurrentLeader(leader_id=leader[0], leader_epoch=leader[1])
         else:
             if plan.incremental and not part.size and (
                 part.high_watermark, part.last_stable_offset, part.log_start_offset
@@ -209,4 +214,11 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         assert plan.session is not None
         plan.session.next_epoch()  # a new session already expects epoch 1 from its first use
     session_id = plan.session.session_id if plan.session is not None else 0
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=responses)
+    node_endpoints = [
+        FetchResponse.NodeEndpoints(node_id=n, host=h, port=port, rack=rack)
+        for n, h, port, rack in (hints.endpoints() if hints is not None else [])
+    ]
+    return FetchResponse(
+        throttle_time_ms=0, error_code=0, session_id=session_id, responses=responses,
+        node_endpoints=node_endpoints,
+    )

@@ -14,6 +14,7 @@ import logging
 
 from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names
 from gregor.broker.events import log_event
+from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
 from gregor.broker.replica_manager import ProduceResult
 from gregor.broker.state import RequestContext
@@ -103,6 +104,18 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             ok = t.name in writable
             parts = [_part(p.index, next(it) if ok else denied) for p in t.partition_data]
             responses.append(TopicResp(name=t.name, partition_responses=parts))
+    node_endpoints: list[ProduceResponse.NodeEndpoints] = []
+    if ctx.version >= 10:
+        hints = LeaderHints(ctx)
+        for r in responses:
+            for part in r.partition_responses:
+                leader = hints.leader(r.name, part.index, part.error_code)
+                if leader is not None:
+                    part.current_leader = PartResp.CurrentLeader(leader_id=leader[0], leader_epoch=leader[1])
+        node_endpoints = [
+            ProduceResponse.NodeEndpoints(node_id=n, host=h, port=port, rack=rack)
+            for n, h, port, rack in hints.endpoints()
+        ]
     if req.acks == 0:
         for r in responses:
             for p in r.partition_responses:
@@ -110,4 +123,4 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                     log_event(log, "produce.error", logging.WARNING, topic=r.name, partition=p.index,
                               error=ErrorCode(p.error_code).name, acks=0)
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=node_endpoints)
