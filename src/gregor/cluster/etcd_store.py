@@ -27,8 +27,9 @@ in their own task (``shielded``): a cancelled caller does not leave the image be
 
 Registrations are ephemeral: they live on one lease per store, granted at start with
 TTL = ``broker.session.timeout.ms`` (rounded up to whole seconds; etcd may raise it to its
-minimum, 1.5 election timeouts) and kept alive every third of it. When the process dies (or stops answering) the lease expires and etcd deletes its keys:
-the broker disappears from every image. A store that finds its lease gone (it was paused past
+minimum, 1.5 election timeouts) and kept alive every third of it. When the process dies (or
+stops answering) the lease expires and etcd deletes its keys: the broker disappears from
+every image. A store that finds its lease gone (it was paused past
 the TTL) takes a new one and registers its brokers again. ``close()`` revokes the lease.
 
 Controller election: registering an unfenced broker also creates ``<prefix>/controller`` for
