@@ -169,7 +169,9 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
             conn.close()
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    topic_id = uuid.UUID(str(admin.describe_topics(TopicCollection(["hinted"]))["hinted"].result(10).topic_id))
+    cid = admin.describe_topics(TopicCollection(["hinted"]))["hinted"].result(10).topic_id
+    mask = (1 << 64) - 1
+    topic_id = uuid.UUID(int=((cid.get_most_significant_bits() & mask) << 64) | (cid.get_least_significant_bits() & mask))
     produced, fetched = asyncio.run(ask())
     pp = produced.responses[0].partition_responses[0]
     assert pp.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
