@@ -19,7 +19,9 @@ CLUSTER_CONFIG: dict[str, object] = {
     "replica.lag.time.max.ms": 3000,
     "replica.fetch.backoff.ms": 200,
     "offsets.topic.replication.factor": 3,
+    "offsets.topic.num.partitions": 5,
     "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.num.partitions": 5,
 }
 
 

@@ -30,6 +30,7 @@ from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
 from gregor.broker.group_service import GroupService
 from gregor.broker.handlers import HANDLERS
+from gregor.broker.inter_broker import BrokerChannels, TxnRouting
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
@@ -98,6 +99,7 @@ class Broker:
         self.fetchers: ReplicaFetchers | None = None
         self.alter_partitions: AlterPartitionManager | None = None
         self.controller: Controller | None = None
+        self.channels: BrokerChannels | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -137,6 +139,9 @@ class Broker:
             self.producer_ids, self.replicas, self.replicas.write_txn_marker, self.topics,
         )
         self.replicas.transactions = self.transactions
+        if self.clustered:
+            self.channels = BrokerChannels(self.node_id, config.inter_broker_listener, lambda: self.store.image)
+            self.transactions.routing = TxnRouting(self.channels, lambda: self.store.image)
         self.replicas.on_txn_marker(self.groups.on_txn_marker)
         self.publisher = MetadataPublisher(
             self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics
@@ -242,6 +247,8 @@ class Broker:
             await self.fetchers.close()
         await self.groups.stop()
         await self.transactions.stop()
+        if self.channels is not None:
+            self.channels.close()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)
         await self.store.close()
         log_event(log, "broker.stopped", node_id=self.node_id, clean=True)

@@ -8,10 +8,16 @@ appended to every partition of the transaction through the replica manager, and 
 go back to the coordinator (which usually finishes a whole EndTxn in one pump). New producer
 ids come from the broker's ``ProducerIdManager``; a block is reserved before each request
 that may need one, so the state machine's synchronous ``generate`` never waits.
+
+In a cluster (``routing`` set), markers for partitions led by other brokers go to their
+leaders as WriteTxnMarkers and their results come back to the coordinator when the answers
+arrive (then the runtime pumps again); a KIP-890 check for a producer whose coordinator is
+another broker is asked of that broker.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
@@ -23,8 +29,10 @@ from gregor.broker.coordinator_runtime import (
     TopicCreator,
     wall_clock_ms,
 )
+from gregor.broker.inter_broker import TxnRouting
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.topics import TXN_TOPIC
+from gregor.cluster.image import MetadataImage
 from gregor.coordinator.transaction_coordinator import (
     InitProducerIdResult,
     MarkerWrite,
@@ -73,6 +81,9 @@ class TxnService(CoordinatorRuntime):
         self.producer_ids = producer_ids
         self.write_marker = markers
         self.coordinator = TransactionCoordinator(config, producer_ids.generate, clock)
+        #: Set in a cluster: markers and verification that concern other brokers.
+        self.routing: TxnRouting | None = None
+        self._remote_tasks: set[asyncio.Task[None]] = set()
         topic = InternalTopic(
             TXN_TOPIC, config.num_partitions, replication_factor, TXN_TOPIC_CONFIGS, AppendOrigin.CLIENT
         )
@@ -94,13 +105,50 @@ class TxnService(CoordinatorRuntime):
         self.coordinator.complete_load(partition, max(leader_epoch, 0))
 
     def _write_markers(self, m: MarkerWrite) -> None:
-        results = {
-            tp: int(self.write_marker(tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch))
-            for tp in m.partitions
-        }
+        routing = self.routing
+        remote: dict[int, list[TopicPartition]] = {}
+        results: dict[TopicPartition, int] = {}
+        for tp in m.partitions:
+            leader = routing.leader_of(*tp) if routing is not None else -2
+            if routing is not None and leader != routing.node_id:
+                remote.setdefault(leader, []).append(tp)
+            else:
+                results[tp] = int(
+                    self.write_marker(tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch)
+                )
+        if not remote or routing is None:
+            self.coordinator.markers_complete(m.id, results)
+            return
+        task = asyncio.create_task(self._write_remote_markers(routing, m, remote, results))
+        self._remote_tasks.add(task)
+        task.add_done_callback(self._remote_tasks.discard)
+
+    async def _write_remote_markers(
+        self, routing: TxnRouting, m: MarkerWrite, remote: dict[int, list[TopicPartition]],
+        results: dict[TopicPartition, int],
+    ) -> None:
+        answers = await asyncio.gather(*(
+            routing.write_markers(leader, tps, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch)
+            for leader, tps in remote.items()
+        ))
+        for answer in answers:
+            results.update(answer)
         self.coordinator.markers_complete(m.id, results)
+        self.pump()
+
+    async def stop(self) -> None:
+        for task in list(self._remote_tasks):
+            task.cancel()
+        await asyncio.gather(*self._remote_tasks, return_exceptions=True)
+        await super().stop()
 
     # --- lookups ---
+
+    def coordinator_node(self, key: str, image: MetadataImage) -> int:
+        """The broker that coordinates ``key``: the leader of its partition of the internal
+        topic (-1: none now, or the topic does not exist yet)."""
+        p = image.partition(self.topic.name, self.coordinator.partition_for(key))
+        return p.leader if p is not None else -1
 
     async def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """FindCoordinator for a transactional id: NONE or the error to answer."""
@@ -143,7 +191,16 @@ class TxnService(CoordinatorRuntime):
         partition: NONE if the partition was added to the producer's transaction, else the
         Produce error to answer."""
         tp = (topic, partition)
-        code = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+        routing = self.routing
+        coordinator = -1
+        if routing is not None:
+            coordinator = routing.leader_of(TXN_TOPIC, self.coordinator.partition_for(transactional_id))
+        if routing is not None and coordinator != routing.node_id:
+            if coordinator < 0:
+                return ErrorCode.NOT_ENOUGH_REPLICAS  # no coordinator now: the producer retries
+            code = await routing.verify(coordinator, transactional_id, producer_id, producer_epoch, topic, partition)
+        else:
+            code = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
         if code in _RETRIABLE_VERIFY:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         if code == ErrorCode.PRODUCER_FENCED:

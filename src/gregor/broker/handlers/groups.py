@@ -18,7 +18,7 @@ GROUP_AUTHORIZATION_FAILED, a refused topic TOPIC_AUTHORIZATION_FAILED, and no d
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gregor.broker.authz import (
     AclOperation,
@@ -53,6 +53,10 @@ from gregor.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDe
 from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from gregor.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
+if TYPE_CHECKING:
+    from gregor.broker.group_service import GroupService
+    from gregor.broker.txn_service import TxnService
+
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
@@ -65,50 +69,60 @@ def _group_allowed(ctx: RequestContext, operation: AclOperation, group_id: str |
     return allowed(ctx, operation, ResourceType.GROUP, group_id or "")
 
 
-async def _coordinator_error(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
+async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None, int]:
+    """(error, message, coordinator node) for one key: the leader of the key's partition of
+    the internal topic, which is created on first use; this broker answers its own load
+    state when it is that leader."""
     if key_type == GROUP_KEY_TYPE and not _group_allowed(ctx, AclOperation.DESCRIBE, key):
-        return GROUP_DENIED, None
+        return GROUP_DENIED, None, -1
     if key_type == TRANSACTION_KEY_TYPE and not allowed(
         ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
     ):
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1
+    service: GroupService | TxnService
     if key_type == GROUP_KEY_TYPE:
-        code = await ctx.broker.groups.coordinator_error(key)
+        service = ctx.broker.groups
     elif key_type == TRANSACTION_KEY_TYPE:
-        code = await ctx.broker.transactions.coordinator_error(key)
+        service = ctx.broker.transactions
     else:
-        return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
-    return code, (None if not code else code.name)
+        return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", -1
+    code = await service.coordinator_error(key)  # creates the internal topic if needed
+    node = service.coordinator_node(key, ctx.broker.image)
+    if node == ctx.broker.node_id:
+        return code, (None if not code else code.name), node
+    if node < 0:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return code, code.name, -1
+    return ErrorCode.NONE, None, node
 
 
 @handles(FindCoordinatorRequest)
 async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = ctx.version
     key_type = req.key_type if version >= 1 else GROUP_KEY_TYPE
-    node = ctx.broker.node_id
-    mine = [e for n, e, _ in ctx.broker.endpoints(ctx.conn.listener) if n == node]
-    host, port = (mine[0].host, mine[0].port) if mine else ("", -1)
+    addresses = {n: (e.host, e.port) for n, e, _ in ctx.broker.endpoints(ctx.conn.listener)}
+
+    async def find(key: str) -> tuple[int, str | None, int, str, int]:
+        code, message, node = await _coordinator(ctx, key, key_type)
+        if not code and node not in addresses:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            message = f"broker {node} has no {ctx.conn.listener} listener"
+        if code:
+            return code, message, -1, "", -1
+        host, port = addresses[node]
+        return code, message, node, host, port
+
     if version >= 4:
         out = []
         for key in req.coordinator_keys:
-            code, message = await _coordinator_error(ctx, key, key_type)
+            code, message, node, host, port = await find(key)
             out.append(FindCoordinatorResponse.Coordinators(
-                key=key,
-                node_id=-1 if code else node,
-                host="" if code else host,
-                port=-1 if code else port,
-                error_code=code,
-                error_message=message,
+                key=key, node_id=node, host=host, port=port, error_code=code, error_message=message,
             ))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
-    code, message = await _coordinator_error(ctx, req.key, key_type)
+    code, message, node, host, port = await find(req.key)
     return FindCoordinatorResponse(
-        throttle_time_ms=0,
-        error_code=code,
-        error_message=message,
-        node_id=-1 if code else node,
-        host="" if code else host,
-        port=-1 if code else port,
+        throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port,
     )
 
 

@@ -1,0 +1,131 @@
+"""Group and transaction coordinators on a 3-broker cluster, with confluent-kafka: a
+transaction spans partitions led by different brokers (markers travel as WriteTxnMarkers);
+committed offsets and an open transaction survive the SIGKILL of their coordinator's broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from replication_helpers import CLUSTER_CONFIG, create_topic, metadata_until, partition_until
+
+from gregor.coordinator.partitioning import partition_for
+from gregor.testing.cluster import ClusterProcess
+from gregor.testing.etcd import etcd_binary
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
+]
+
+INTERNAL_PARTITIONS = int(str(CLUSTER_CONFIG["offsets.topic.num.partitions"]))
+
+
+@pytest.fixture
+def cluster() -> Iterator[ClusterProcess]:
+    with ClusterProcess(3, config=CLUSTER_CONFIG) as c:
+        yield c
+
+
+def coordinator_of(cluster: ClusterProcess, internal_topic: str, key: str) -> int:
+    index = partition_for(key, INTERNAL_PARTITIONS)
+    return partition_until(cluster, internal_topic, index, lambda p: len(p.isrs) == 3).leader
+
+
+def read(cluster: ClusterProcess, topic: str, partitions: int, isolation: str, expected: int) -> list[bytes]:
+    """``expected`` records, then nothing more up to the end offsets (sorted values)."""
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"reader-{isolation}",
+        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+    })
+    try:
+        consumer.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+        values: list[bytes] = []
+        at_end: set[int] = set()
+        while len(values) < expected or len(at_end) < partitions:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == msg.error()._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                continue
+            at_end.discard(msg.partition())
+            values.append(msg.value())
+        return sorted(values)
+    finally:
+        consumer.close()
+
+
+def transactional_producer(cluster: ClusterProcess, txn_id: str) -> Producer:
+    producer = Producer({
+        "bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txn_id,
+        "transaction.timeout.ms": 60000,
+    })
+    producer.init_transactions(60)
+    return producer
+
+
+def test_a_transaction_spans_partitions_led_by_different_brokers(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "spread", 3, 3)
+    md = metadata_until(cluster, lambda m: "spread" in m.topics)
+    assert sorted(p.leader for p in md.topics["spread"].partitions.values()) == [1, 2, 3]
+    producer = transactional_producer(cluster, "spread-txn")
+    for n, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce("spread", b"t%d-%02d" % (n, i), partition=i % 3)
+        if commit:
+            producer.commit_transaction(60)
+        else:
+            producer.flush(60)  # written, then aborted (abort alone would drop them unsent)
+            producer.abort_transaction(60)
+    committed = sorted(b"t%d-%02d" % (n, i) for n in (0, 2) for i in range(30))
+    assert read(cluster, "spread", 3, "read_committed", 60) == committed
+    assert len(read(cluster, "spread", 3, "read_uncommitted", 90)) == 90
+
+
+def test_committed_offsets_survive_the_group_coordinators_death(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "events", 2, 3)
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "survivors", "enable.auto.commit": False,
+    })
+    offsets = [TopicPartition("events", 0, 17), TopicPartition("events", 1, 42)]
+    consumer.commit(offsets=offsets, asynchronous=False)  # creates __consumer_offsets
+    consumer.close()
+    coordinator = coordinator_of(cluster, "__consumer_offsets", "survivors")
+    cluster.kill(coordinator)
+    partition_until(
+        cluster, "__consumer_offsets", partition_for("survivors", INTERNAL_PARTITIONS),
+        lambda p: p.leader not in (coordinator, -1),
+    )
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "survivors"})
+    try:
+        while True:
+            try:
+                found = consumer.committed([TopicPartition("events", 0), TopicPartition("events", 1)], timeout=10)
+                break
+            except KafkaException:  # the client still asks the dead coordinator: again
+                continue
+        assert [(tp.partition, tp.offset) for tp in found] == [(0, 17), (1, 42)]
+    finally:
+        consumer.close()
+
+
+def test_a_transaction_commits_after_its_coordinators_death(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "orders", 3, 3)
+    producer = transactional_producer(cluster, "orders-txn")
+    coordinator = coordinator_of(cluster, "__transaction_state", "orders-txn")
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("orders", b"o-%02d" % i, partition=i % 3)
+    producer.flush(30)
+    cluster.kill(coordinator)
+    partition_until(
+        cluster, "__transaction_state", partition_for("orders-txn", INTERNAL_PARTITIONS),
+        lambda p: p.leader not in (coordinator, -1),
+    )
+    producer.commit_transaction(120)
+    assert read(cluster, "orders", 3, "read_committed", 30) == sorted(b"o-%02d" % i for i in range(30))
