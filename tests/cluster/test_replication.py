@@ -181,3 +181,42 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
     assert fp.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
     assert (fp.current_leader.leader_id, fp.current_leader.leader_epoch) == (p.leader, 0)
     assert [(e.node_id, e.port) for e in fetched.node_endpoints] == [(p.leader, leader_port)]
+
+
+def test_replicas_are_placed_across_racks() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    with ClusterProcess(4, config=CLUSTER_CONFIG, broker_config={n: {"broker.rack": r} for n, r in racks.items()}) as c:
+        create_topic(c, "racked", 8, 2)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        described = admin.describe_cluster().result(30)
+        assert {n.id: n.rack for n in described.nodes} == racks
+        md = admin.list_topics("racked", timeout=30).topics["racked"]
+        assert all({racks[r] for r in p.replicas} == {"a", "b"} for p in md.partitions.values())
+        assert sorted(p.leader for p in md.partitions.values()) == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "paused", 1, 3, {"min.insync.replicas": "2"})
+    assert produce_one(cluster, "paused", b"before") is None
+    old = partition_until(cluster, "paused", 0, lambda p: len(p.isrs) == 3).leader
+    cluster.pause(old)  # SIGSTOP past its session timeout: it leaves the cluster
+    new = partition_until(cluster, "paused", 0, lambda p: p.leader not in (old, -1)).leader
+    assert produce_one(cluster, "paused", b"while paused") is None
+    cluster.resume(old)
+    partition_until(cluster, "paused", 0, lambda p: len(p.isrs) == 3)
+
+    async def produce_to_old() -> ProduceResponse:
+        conn = await BrokerConnection("127.0.0.1", cluster.broker(old).port).connect()
+        try:
+            return await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicData(name="paused", partition_data=[
+                    ProduceRequest.TopicData.PartitionData(index=0, records=b"")
+                ])
+            ]), 9)
+        finally:
+            conn.close()
+
+    refused = asyncio.run(produce_to_old()).responses[0].partition_responses[0]
+    assert refused.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
+    assert partition_until(cluster, "paused", 0, lambda p: True).leader == new
+    assert read_all(cluster, "paused", 1, 2)[0] == [b"before", b"while paused"]

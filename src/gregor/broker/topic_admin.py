@@ -95,6 +95,9 @@ class TopicAdmin:
                 return other
         return None
 
+    def _racks(self) -> dict[int, str | None]:
+        return {node: b.rack for node, b in self._image().brokers.items()}
+
     def _check_assignment(self, assignments: Sequence[Sequence[int]], replication_factor: int | None) -> None:
         brokers = self._image().live_broker_ids()
         for replicas in assignments:
@@ -151,7 +154,7 @@ class TopicAdmin:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}."
                 )
-            layout = assign_replicas(num_partitions, replication_factor, brokers)
+            layout = assign_replicas(num_partitions, replication_factor, brokers, racks=self._racks())
         overrides = dict(configs or {})
         self.validate_topic_configs(overrides)
         if validate_only:
@@ -217,7 +220,9 @@ class TopicAdmin:
             self._check_assignment(assignments, rf)
             layout = [list(r) for r in assignments]
         else:
-            layout = assign_replicas(new_total - current, rf, self._image().live_broker_ids(), start=current)
+            layout = assign_replicas(
+                new_total - current, rf, self._image().live_broker_ids(), start=current, racks=self._racks()
+            )
         if validate_only:
             return
         await self.store.add_partitions(name, layout)

@@ -32,10 +32,13 @@ class ClusterProcess:
         size: int = 3,
         config: Mapping[str, object] | None = None,
         session_timeout_ms: int = 2000,
+        broker_config: Mapping[int, Mapping[str, object]] | None = None,
     ) -> None:
         self.etcd = EtcdProcess()
         self.size = size
         self.config = dict(config or {})
+        #: Settings of one broker only (``broker.rack``, say), by node id, over ``config``.
+        self.broker_config = {n: dict(c) for n, c in (broker_config or {}).items()}
         self.session_timeout_ms = session_timeout_ms
         self.brokers: dict[int, BrokerProcess] = {}
 
@@ -58,6 +61,7 @@ class ClusterProcess:
                     "broker.session.timeout.ms": self.session_timeout_ms,
                 }
                 props.update(self.config)
+                props.update(self.broker_config.get(node_id, {}))
                 self.brokers[node_id] = BrokerProcess(props).start()
         except BaseException:
             self.close()
