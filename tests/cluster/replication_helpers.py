@@ -89,6 +89,7 @@ class BackgroundProducer:
             "linger.ms": 2, "message.timeout.ms": 120000,
         })
         self.acked: list[tuple[int, bytes]] = []
+        self.offsets: dict[bytes, int] = {}
         self.errors: list[str] = []
         self.sent = 0
         self._stop = threading.Event()
@@ -105,6 +106,7 @@ class BackgroundProducer:
                 self.errors.append(str(err))
             else:
                 self.acked.append((msg.partition(), msg.value()))  # type: ignore[attr-defined]
+                self.offsets[msg.value()] = msg.offset()  # type: ignore[attr-defined]
 
     def _run(self) -> None:
         while not self._stop.is_set():
