@@ -184,7 +184,7 @@ def create_topics(config: PipelineConfig) -> None:
     with AdminClient({"bootstrap.servers": config.bootstrap_servers}) as admin:
         existing = admin.list_topics()
         new = [
-            NewTopic(name, parts, 1)
+            NewTopic(name, parts)  # the broker's default.replication.factor (3 in a cluster, say)
             for name, parts in ((config.input_topic, config.partitions), (config.output_topic, 1))
             if name not in existing
         ]
