@@ -225,10 +225,13 @@ class Partition:
         state = self.followers.get(replica_id)
         if state is None:
             return False
+        moved = state.log_end_offset != fetch_offset
         state.log_end_offset = fetch_offset
         state.last_fetch_ms = now_ms
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = now_ms
+        if not moved and replica_id in self.isr:
+            return False  # nothing new for the high watermark (the common idle partition)
         if replica_id not in self.isr and self._caught_up_to_join(fetch_offset):
             self._ask_isr(tuple(r for r in self.replicas if r in self.isr or r == replica_id))
         return self.maybe_advance_high_watermark()

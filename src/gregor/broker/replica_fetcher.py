@@ -10,8 +10,10 @@ connection to its leader, on the inter-broker listener the leader registered, an
    fetches, the fetcher asks the leader where the follower's latest epoch ends
    (OffsetForLeaderEpoch) and truncates the log there (KIP-101/279). With no epoch known
    it truncates to its high watermark, the older rule.
-2. **Fetch.** One Fetch (sessionless, with this broker's id as replica id) for every
-   partition ready to fetch, each from its log end offset, fenced by the leader epoch. The
+2. **Fetch.** One Fetch (with this broker's id as replica id) for every partition ready to
+   fetch, each from its log end offset, fenced by the leader epoch. Fetches run in a fetch
+   session (KIP-227): after the first, a request names only partitions whose position moved
+   and the answer only partitions with news, so idle partitions cost (almost) nothing. The
    leader answers once there is data or after ``replica.fetch.wait.max.ms``. The batches
    come with the leader's offsets and epochs and are appended as they are; the follower
    takes the leader's high watermark and log start offset. The next fetch tells the leader
@@ -77,6 +79,10 @@ class _Followed:
     retry_at: float = 0.0
 
 
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 2**31 - 1 else epoch + 1
+
+
 def complete_batches(records: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
     """``records`` without a partial batch at the end (a read cut off by its byte limit)."""
     n = len(records)
@@ -99,6 +105,11 @@ class LeaderFetcher:
         self.followed: dict[tuple[str, int], _Followed] = {}
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
+        #: The fetch session (0: none yet) and what it holds: per partition the follower
+        #: state and (fetch offset, leader epoch, log start offset) last sent.
+        self._session_id = 0
+        self._session_epoch = 0
+        self._sent: dict[tuple[str, int], tuple[_Followed, int, int, int]] = {}
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, partition: Partition, truncate: bool) -> None:
@@ -150,6 +161,7 @@ class LeaderFetcher:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
+                self._session_id, self._sent = 0, {}
                 await self._pause(self.config.backoff_ms / 1000)
             except asyncio.CancelledError:
                 raise
@@ -231,36 +243,56 @@ class LeaderFetcher:
     # --- fetching ---
 
     async def _fetch(self, conn: BrokerConnection, ready: list[_Followed]) -> None:
+        """One fetch in this fetcher's session (KIP-227): the first names every partition and
+        opens it; later ones name only partitions whose position changed, and forget those
+        no longer ready, so an idle partition costs nothing on either side."""
         cfg = self.config
         topics: dict[str, list[FetchRequest.Topics.Partitions]] = {}
-        started: dict[tuple[str, int], tuple[_Followed, int]] = {}
+        wanted: dict[tuple[str, int], tuple[_Followed, int, int, int]] = {}
         for f in ready:
             p = f.partition
-            leo = p.log.log_end_offset
-            started[(p.topic, p.index)] = (f, leo)
-            topics.setdefault(p.topic, []).append(
-                FetchRequest.Topics.Partitions(
-                    partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=leo,
-                    last_fetched_epoch=-1, log_start_offset=p.log.log_start_offset,
-                    partition_max_bytes=cfg.max_bytes,
+            wanted[(p.topic, p.index)] = (f, p.log.log_end_offset, p.leader_epoch, p.log.log_start_offset)
+        full = self._session_id == 0
+        for key, (f, offset, epoch, start) in wanted.items():
+            if full or self._sent.get(key) != (f, offset, epoch, start):
+                topics.setdefault(key[0], []).append(
+                    FetchRequest.Topics.Partitions(
+                        partition=key[1], current_leader_epoch=epoch, fetch_offset=offset,
+                        last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=cfg.max_bytes,
+                    )
                 )
-            )
+        forgotten: dict[str, list[int]] = {}
+        if not full:
+            for key in self._sent:
+                if key not in wanted:
+                    forgotten.setdefault(key[0], []).append(key[1])
         req = FetchRequest(
             replica_id=cfg.node_id, max_wait_ms=cfg.wait_max_ms, min_bytes=cfg.min_bytes,
-            max_bytes=cfg.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            max_bytes=cfg.response_max_bytes, isolation_level=0, session_id=self._session_id,
+            session_epoch=0 if full else self._session_epoch,
             topics=[FetchRequest.Topics(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[], rack_id="",
+            forgotten_topics_data=[FetchRequest.ForgottenTopicsData(topic=t, partitions=ps) for t, ps in forgotten.items()],
+            rack_id="",
         )
         version = min(conn.version(FetchRequest.API_KEY), FETCH_MAX_VERSION)
+        self._sent = dict(wanted)  # what the session holds once this request is taken
         resp = await conn.request(req, version)
         if resp.error_code:
+            self._session_id, self._sent = 0, {}  # the session is gone: a full fetch next
+            if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                return
             raise KafkaConnectionError(f"fetch from leader {self.leader_id} failed: {ErrorCode(resp.error_code).name}")
+        if resp.session_id == 0:
+            self._session_id, self._sent = 0, {}  # no session (cache full): full fetches
+        else:
+            self._session_id = resp.session_id
+            self._session_epoch = 1 if full else _next_epoch(self._session_epoch)
         for t in resp.responses:
             for r in t.partitions:
-                entry = started.get((t.topic, r.partition_index))
+                entry = wanted.get((t.topic, r.partition_index))
                 if entry is None:
                     continue
-                f, offset = entry
+                f, offset = entry[0], entry[1]
                 p = f.partition
                 if self.followed.get((p.topic, p.index)) is not f or f.truncate or p.log.log_end_offset != offset:
                     continue  # moved, re-led or truncated while the fetch was out

@@ -14,6 +14,7 @@ and changes nothing.
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,7 +155,10 @@ class TopicAdmin:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}."
                 )
-            layout = assign_replicas(num_partitions, replication_factor, brokers, racks=self._racks())
+            # A random first broker, as Kafka does, so one-partition topics do not all lead
+            # on the same broker.
+            start = random.randrange(len(brokers)) if brokers else 0
+            layout = assign_replicas(num_partitions, replication_factor, brokers, start=start, racks=self._racks())
         overrides = dict(configs or {})
         self.validate_topic_configs(overrides)
         if validate_only:

@@ -59,7 +59,7 @@ class FetchPlan:
         self.error = ErrorCode.NONE
 
 
-def plan_fetch(ctx: RequestContext, req: FetchRequest, is_follower: bool) -> FetchPlan:
+def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     """Decide this fetch's partitions: a full fetch names them all (and with epoch 0 opens a
     session), an incremental one applies its changes and forgotten partitions to the
     session's set."""
@@ -94,7 +94,7 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest, is_follower: bool) -> Fet
         for t in req.topics:
             name, tid = resolve(t.topic, t.topic_id)
             plan.partitions.extend(cached(name, tid, p) for p in t.partitions)
-        if sepoch == INITIAL_EPOCH and not is_follower:
+        if sepoch == INITIAL_EPOCH:
             plan.session = cache.create()
             if plan.session is not None:
                 for cp in plan.partitions:
@@ -144,7 +144,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     if version >= 15 and req.replica_state is not None:
         replica_id = req.replica_state.replica_id
     is_follower = replica_id is not None and replica_id >= 0
-    plan = plan_fetch(ctx, req, is_follower)
+    plan = plan_fetch(ctx, req)
     if plan.error:
         return FetchResponse(throttle_time_ms=0, error_code=plan.error, session_id=0, responses=[])
     # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's checks).
