@@ -275,7 +275,18 @@ class EtcdMetadataStore(ChangeMethods):
             for _ in range(MAX_CONFLICTS):
                 current = self._image
                 image, result = change(current)
-                committed = await self._commit(current, image)
+                try:
+                    committed = await self._commit(current, image)
+                except aetcd.ClientError as e:
+                    if "lease not found" not in str(e):
+                        raise
+                    # Our lease ended before this change (the loop was busy past the TTL,
+                    # at start say): take a new one and compute the change again.
+                    lease = await self._client_().lease(self.ttl_s)
+                    self._lease_id = int(lease.id)
+                    log.warning("etcd lease expired before a change; took a new one")
+                    await self._reload_locked()
+                    continue
                 if committed is not None:
                     self._swap(committed)
                     return result
