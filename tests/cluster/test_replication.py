@@ -11,7 +11,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 from replication_helpers import (
     CLUSTER_CONFIG,
@@ -220,3 +227,27 @@ def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> N
     assert refused.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
     assert partition_until(cluster, "paused", 0, lambda p: True).leader == new
     assert read_all(cluster, "paused", 1, 2)[0] == [b"before", b"while paused"]
+
+
+def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "elect", 1, 3)
+    p = partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3)
+    preferred = p.replicas[0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    tp = [TopicPartition("elect", 0)]
+    # Already the preferred leader: nothing to do.
+    done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(30)
+    assert [e.code() for e in done.values()] == [KafkaError.ELECTION_NOT_NEEDED]
+    # The preferred replica dies: another is elected; when it is back in the ISR, a preferred
+    # election moves leadership back to it.
+    cluster.kill(preferred)
+    partition_until(cluster, "elect", 0, lambda p: p.leader not in (preferred, -1))
+    cluster.restart(preferred)
+    partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3)
+    done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(30)
+    assert list(done.values()) == [None]
+    assert partition_until(cluster, "elect", 0, lambda p: p.leader == preferred).leader == preferred
+    # An unclean election of a partition whose leader is alive is not needed.
+    done = admin.elect_leaders(ElectionType.UNCLEAN, tp).result(30)
+    assert [e.code() for e in done.values()] == [KafkaError.ELECTION_NOT_NEEDED]
+    assert produce_one(cluster, "elect", b"after") is None

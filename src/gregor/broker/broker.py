@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Sequence
 
 from gregor.broker.alter_partition import AlterPartitionManager
 from gregor.broker.config import BrokerConfig
-from gregor.broker.controller import Controller
+from gregor.broker.controller import Controller, elect_leaders
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
@@ -49,7 +49,7 @@ from gregor.cluster.image import (
 from gregor.cluster.store import MetadataStore, open_metadata_store
 from gregor.coordinator import CoordinatorConfig
 from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
-from gregor.protocol.errors import KafkaError
+from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.security.acls import AclBindingFilter
 from gregor.security.authorizer import AclAuthorizer, parse_super_users
 from gregor.storage.config import LogConfig, from_broker_props
@@ -290,6 +290,11 @@ class Broker:
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
         return await self.store.delete_acls(filters)
+
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ErrorCode]:
+        return await elect_leaders(self.store, election_type, partitions)
 
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         out = []

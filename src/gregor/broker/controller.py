@@ -26,10 +26,11 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+from gregor.broker.errors import code_of
 from gregor.broker.events import log_event
 from gregor.cluster.image import MetadataDelta, MetadataImage, PartitionImage
 from gregor.cluster.store import MetadataStore
-from gregor.protocol.errors import KafkaError
+from gregor.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("gregor.broker.controller")
 
@@ -61,6 +62,65 @@ def decide(p: PartitionImage, live: set[int], unclean: bool) -> PartitionChange 
     if p.leader != -1:
         return PartitionChange(-1, p.leader_epoch + 1, p.isr)
     return None
+
+
+PREFERRED = 0
+UNCLEAN = 1
+
+
+def elect(p: PartitionImage, live: set[int], election_type: int) -> PartitionChange | ErrorCode:
+    """ElectLeaders for one partition: the change to make, or the error to answer (Kafka's
+    ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE).
+
+    PREFERRED (0) moves leadership to the first replica if it is alive and in the ISR;
+    UNCLEAN (1) elects a leader for a partition without a live one: from the live ISR if it
+    can, else the first live replica (which may lose data, as Kafka warns)."""
+    if election_type == PREFERRED:
+        preferred = p.replicas[0] if p.replicas else -1
+        if p.leader == preferred:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        if preferred not in live or preferred not in p.isr:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        return PartitionChange(preferred, p.leader_epoch + 1, p.isr)
+    if p.leader in live:
+        return ErrorCode.ELECTION_NOT_NEEDED
+    change = decide(p, live, unclean=True)
+    if change is None or change.leader < 0:
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return change
+
+
+async def elect_leaders(
+    store: MetadataStore, election_type: int, partitions: list[tuple[str, int]] | None
+) -> dict[tuple[str, int], ErrorCode]:
+    """Run ``elect`` on each partition (None: every partition) and write the changes; the
+    result of each (NONE when its leader moved)."""
+    image = store.image
+    live = set(image.live_broker_ids())
+    if partitions is None:
+        partitions = [(t.name, p.partition) for t in image.topics.values() for p in t.partitions]
+    out: dict[tuple[str, int], ErrorCode] = {}
+    for topic, index in partitions:
+        p = store.image.partition(topic, index)
+        if p is None:
+            out[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        decided = elect(p, live, election_type)
+        if isinstance(decided, ErrorCode):
+            out[(topic, index)] = decided
+            continue
+        try:
+            await store.alter_partition(
+                topic, index, leader=decided.leader, leader_epoch=decided.leader_epoch, isr=decided.isr,
+                expected_partition_epoch=p.partition_epoch,
+            )
+        except KafkaError as e:
+            out[(topic, index)] = code_of(e)
+            continue
+        log_event(log, "partition.elected", topic=topic, partition=index, leader=decided.leader,
+                  leader_epoch=decided.leader_epoch, election_type=election_type)
+        out[(topic, index)] = ErrorCode.NONE
+    return out
 
 
 class Controller:

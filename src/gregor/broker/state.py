@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gregor.broker.config import BrokerConfig
 from gregor.cluster.image import AclBinding, BrokerEndpoint, MetadataImage, ScramCredential
-from gregor.protocol.errors import KafkaError
+from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.framing import RequestHeader
 from gregor.security.acls import AclBindingFilter
 
@@ -91,6 +91,13 @@ class BrokerState(Protocol):
 
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         """(node id, endpoint, rack) of every live broker on ``listener``."""
+        ...
+
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders: preferred (0) or unclean (1) elections of these partitions (None:
+        all); the result of each."""
         ...
 
     async def alter_scram_credentials(
