@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from gregor.broker.controller import PartitionChange, decide
+import uuid
+
+from gregor.broker.controller import PartitionChange, decide, imbalanced
 from gregor.broker.replica_fetcher import complete_batches
-from gregor.cluster.image import PartitionImage
+from gregor.cluster.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 
 
 def part(leader: int, isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2, 3), epoch: int = 4) -> PartitionImage:
@@ -43,3 +45,24 @@ def test_complete_batches_drops_a_partial_tail_only() -> None:
     assert complete_batches(whole) == whole
     assert bytes(complete_batches(whole + batch(90)[:50])) == whole
     assert bytes(complete_batches(batch(90)[:50])) == b""
+
+
+def image_of(*partitions: PartitionImage, live: tuple[int, ...] = (1, 2, 3)) -> MetadataImage:
+    topic = TopicImage("t", uuid.uuid4(), partitions, {}, False)
+    brokers = {n: BrokerRegistration(n, (), None) for n in live}
+    return MetadataImage(1, "c", 1, {"t": topic}, {topic.topic_id: topic}, brokers, 0)
+
+
+def test_leadership_imbalance_is_found_per_preferred_broker() -> None:
+    parts = [
+        PartitionImage(0, 2, 1, 1, (1, 2, 3), (1, 2, 3)),  # broker 1 preferred, 2 leads
+        PartitionImage(1, 1, 0, 0, (1, 3, 2), (1, 3, 2)),  # balanced
+        PartitionImage(2, 3, 1, 1, (2, 3, 1), (3, 1)),  # broker 2 preferred but out of the ISR
+        PartitionImage(3, 3, 0, 0, (3, 1, 2), (3, 1, 2)),
+    ]
+    image = image_of(*parts)
+    # broker 1: 1 of 2 led elsewhere (50%): movable; broker 2: 1 of 1, not in the ISR: not
+    # movable; broker 3: balanced.
+    assert imbalanced(image, 10) == [("t", 0)]
+    assert imbalanced(image, 50) == []  # 50% is not above 50%
+    assert imbalanced(image_of(*parts, live=(2, 3)), 10) == []  # broker 1 is not alive

@@ -251,3 +251,17 @@ def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterPr
     done = admin.elect_leaders(ElectionType.UNCLEAN, tp).result(30)
     assert [e.code() for e in done.values()] == [KafkaError.ELECTION_NOT_NEEDED]
     assert produce_one(cluster, "elect", b"after") is None
+
+
+def test_leadership_moves_back_to_preferred_replicas_by_itself() -> None:
+    config = {**CLUSTER_CONFIG, "leader.imbalance.check.interval.seconds": 1}
+    with ClusterProcess(3, config=config) as c:
+        create_topic(c, "balanced", 3, 3)
+        preferred = {i: partition_until(c, "balanced", i, lambda p: True).replicas[0] for i in range(3)}
+        victim = preferred[0]
+        c.kill(victim)
+        partition_until(c, "balanced", 0, lambda p: p.leader not in (victim, -1))
+        c.restart(victim)
+        # No admin request: the controller's imbalance check runs a preferred election.
+        for i in range(3):
+            assert partition_until(c, "balanced", i, lambda p, want=preferred[i]: p.leader == want).leader == preferred[i]

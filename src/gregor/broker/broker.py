@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Sequence
 
 from gregor.broker.alter_partition import AlterPartitionManager
 from gregor.broker.config import BrokerConfig
-from gregor.broker.controller import Controller, elect_leaders
+from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
@@ -191,7 +191,14 @@ class Broker:
         self.alter_partitions = AlterPartitionManager(self.store)
         self.replicas.fetchers = self.fetchers
         self.replicas.alter_isr = self.alter_partitions.submit
-        self.controller = Controller(self.node_id, self.store, bool(config["unclean.leader.election.enable"]))
+        self.controller = Controller(
+            self.node_id, self.store, bool(config["unclean.leader.election.enable"]),
+            RebalanceConfig(
+                enabled=bool(config["auto.leader.rebalance.enable"]),
+                interval_s=float(config["leader.imbalance.check.interval.seconds"]),
+                max_imbalance_percent=int(config["leader.imbalance.per.broker.percentage"]),
+            ),
+        )
 
     async def _move_leadership_away(self, timeout: float) -> None:
         """Controlled shutdown: leave the cluster first, so the controller elects other

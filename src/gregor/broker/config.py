@@ -146,6 +146,9 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition of a follower's fetch.", 0),
     ConfigKey("replica.fetch.response.max.bytes", "int", 10485760, "Bytes of a follower's fetch.", 0),
     ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Follower's pause after a fetch error.", 0),
+    ConfigKey("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas."),
+    ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, "How often leadership balance is checked.", 1),
+    ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance a broker tolerates.", 0),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "Elect a replica outside the ISR."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
     ConfigKey(

@@ -14,6 +14,12 @@ with the live brokers (``decide``):
   be lost, as Kafka warns); otherwise the partition goes offline (leader -1, epoch bumped)
   and keeps its last ISR, so a member that comes back is elected.
 
+With ``auto.leader.rebalance.enable`` (Kafka's default) the controller also checks, every
+``leader.imbalance.check.interval.seconds``, how many of each live broker's preferred
+partitions (it is their first replica) another broker leads; above
+``leader.imbalance.per.broker.percentage`` it runs a preferred election for them, so
+leadership spreads out again after a broker comes back.
+
 Each decision is a compare-and-set on the partition epoch; one that loses a race is decided
 again from the next image. Only one pass runs at a time; a change during a pass asks for
 another.
@@ -123,13 +129,53 @@ async def elect_leaders(
     return out
 
 
+def imbalanced(image: MetadataImage, max_imbalance_percent: int) -> list[tuple[str, int]]:
+    """Kafka's auto leader rebalance: for each live broker, the share of the partitions it is
+    preferred leader of (first replica) that another broker leads; where that share is above
+    ``max_imbalance_percent``, the partitions whose preferred leader is alive and in the ISR
+    (so a preferred election can move them back)."""
+    live = set(image.live_broker_ids())
+    preferred_of: dict[int, list[tuple[str, int, bool, bool]]] = {}
+    for t in image.topics.values():
+        for p in t.partitions:
+            if p.replicas:
+                first = p.replicas[0]
+                elsewhere = p.leader != first
+                movable = elsewhere and first in p.isr
+                preferred_of.setdefault(first, []).append((t.name, p.partition, elsewhere, movable))
+    out: list[tuple[str, int]] = []
+    for broker, parts in preferred_of.items():
+        led_elsewhere = sum(1 for _, _, elsewhere, _ in parts if elsewhere)
+        if broker in live and led_elsewhere * 100 > max_imbalance_percent * len(parts):
+            out.extend((t, i) for t, i, _, movable in parts if movable)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceConfig:
+    """``auto.leader.rebalance.enable``, ``leader.imbalance.check.interval.seconds`` and
+    ``leader.imbalance.per.broker.percentage``."""
+
+    enabled: bool = True
+    interval_s: float = 300.0
+    max_imbalance_percent: int = 10
+
+
 class Controller:
-    def __init__(self, node_id: int, store: MetadataStore, unclean_leader_election: bool) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        store: MetadataStore,
+        unclean_leader_election: bool,
+        rebalance: RebalanceConfig | None = None,
+    ) -> None:
         self.node_id = node_id
         self.store = store
         self.unclean = unclean_leader_election
+        self.rebalance = rebalance or RebalanceConfig(enabled=False)
         self._again = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._next_rebalance = 0.0
         self.elections = 0
 
     def start(self) -> None:
@@ -157,10 +203,25 @@ class Controller:
                 continue
             try:
                 await self._pass(image)
+                await self._maybe_rebalance()
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - the controller must keep running
                 log.exception("controller pass failed")
+
+    async def _maybe_rebalance(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if not self.rebalance.enabled or now < self._next_rebalance:
+            return
+        first = self._next_rebalance == 0.0
+        self._next_rebalance = now + self.rebalance.interval_s
+        if first:
+            return  # the first check comes one interval after this broker became controller
+        moved = imbalanced(self.store.image, self.rebalance.max_imbalance_percent)
+        if moved:
+            results = await elect_leaders(self.store, PREFERRED, moved)
+            log_event(log, "controller.leader_rebalance", partitions=len(moved),
+                      moved=sum(1 for code in results.values() if not code))
 
     async def _pass(self, image: MetadataImage) -> None:
         live = set(image.live_broker_ids())
