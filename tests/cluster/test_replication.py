@@ -265,3 +265,18 @@ def test_leadership_moves_back_to_preferred_replicas_by_itself() -> None:
         # No admin request: the controller's imbalance check runs a preferred election.
         for i in range(3):
             assert partition_until(c, "balanced", i, lambda p, want=preferred[i]: p.leader == want).leader == preferred[i]
+
+
+def test_the_cluster_carries_on_when_an_etcd_member_dies() -> None:
+    with ClusterProcess(3, config=CLUSTER_CONFIG, etcd_members=3) as c:
+        create_topic(c, "before", 1, 3)
+        assert produce_one(c, "before", b"one") is None
+        c.etcd.kill(0)  # the first endpoint each broker's store tries: they move to another
+        create_topic(c, "after", 2, 3)  # metadata changes still commit (2 of 3 members)
+        assert produce_one(c, "after", b"two") is None
+        leader = partition_until(c, "after", 0, lambda p: len(p.isrs) == 3).leader
+        c.kill(leader)  # leases still expire and the controller still elects
+        partition_until(c, "after", 0, lambda p: p.leader not in (leader, -1))
+        assert produce_one(c, "after", b"three") is None
+        assert read_all(c, "after", 2, 2)[0] == [b"two", b"three"]
+        assert read_all(c, "before", 1, 1)[0] == [b"one"]

@@ -277,6 +277,15 @@ class EtcdMetadataStore(ChangeMethods):
                 image, result = change(current)
                 try:
                     committed = await self._commit(current, image)
+                except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError) as e:
+                    # The member we talk to went away: move to one that answers (etcd's quorum
+                    # carries on without it), reload (the commit may or may not have landed)
+                    # and compute the change again.
+                    log.warning("etcd member unreachable during a change (%r): moving to another", e)
+                    self._endpoint += 1
+                    await self._connect()
+                    await self._reload_locked()
+                    continue
                 except aetcd.ClientError as e:
                     if "lease not found" not in str(e):
                         raise

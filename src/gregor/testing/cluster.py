@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Mapping
 from types import TracebackType
 
-from gregor.testing.etcd import EtcdProcess
+from gregor.testing.etcd import EtcdCluster, EtcdProcess
 from gregor.testing.process import BrokerProcess
 
 __all__ = ["ClusterProcess"]
@@ -33,8 +33,11 @@ class ClusterProcess:
         config: Mapping[str, object] | None = None,
         session_timeout_ms: int = 2000,
         broker_config: Mapping[int, Mapping[str, object]] | None = None,
+        etcd_members: int = 1,
     ) -> None:
-        self.etcd = EtcdProcess()
+        #: One etcd member, or (``etcd_members`` > 1) an etcd cluster whose every member the
+        #: brokers know: ``etcd.kill(i)`` then takes one member away.
+        self.etcd: EtcdProcess | EtcdCluster = EtcdCluster(etcd_members) if etcd_members > 1 else EtcdProcess()
         self.size = size
         self.config = dict(config or {})
         #: Settings of one broker only (``broker.rack``, say), by node id, over ``config``.
@@ -115,7 +118,7 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, interrupt)  # a kill or timeout stops the members too
     with ClusterProcess(size, session_timeout_ms=9000) as cluster:
-        print(f"etcd: {cluster.etcd.endpoint}  metadata.store={cluster.metadata_store}")
+        print(f"etcd: {cluster.etcd.url}  metadata.store={cluster.metadata_store}")
         print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
         print("Ctrl-C stops etcd and the brokers.", flush=True)
         try:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gregor.testing.child import ChildProcess
 
-__all__ = ["EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
+__all__ = ["EtcdCluster", "EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
 
 
 class EtcdStartError(RuntimeError):
@@ -50,6 +50,7 @@ class EtcdProcess(ChildProcess):
         data_dir: str | Path | None = None,
         name: str = "gregor-test-etcd",
         start_timeout: float | None = 60.0,
+        initial_cluster: str | None = None,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
@@ -62,6 +63,9 @@ class EtcdProcess(ChildProcess):
         self.peer_port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "etcd.log"
+        #: ``name=peer-url,...`` of every member when this one is part of a cluster
+        #: (``EtcdCluster``); None for a one-member etcd.
+        self.initial_cluster = initial_cluster
 
     @property
     def endpoint(self) -> str:
@@ -73,6 +77,13 @@ class EtcdProcess(ChildProcess):
         return f"etcd://{self.endpoint}"
 
     def start(self) -> EtcdProcess:
+        self.launch()
+        self._wait_healthy()
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to be healthy (a cluster member is
+        healthy only once a quorum runs)."""
         if self.running:
             raise EtcdStartError("etcd already running")
         binary = etcd_binary()
@@ -90,7 +101,7 @@ class EtcdProcess(ChildProcess):
             "--advertise-client-urls", client,
             "--listen-peer-urls", peer,
             "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"{self.name}={peer}",
+            "--initial-cluster", self.initial_cluster or f"{self.name}={peer}",
             "--initial-cluster-state", "new",
             # One member on loopback: a short raft tick lets etcd grant (and expire) leases of
             # 1 s (its smallest TTL is 1.5 election timeouts), for fast failover in tests.
@@ -98,10 +109,11 @@ class EtcdProcess(ChildProcess):
             "--election-timeout", "500",
         ]
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.initial_cluster is not None and (self.data_dir / "member-data").exists():
+            # A member that comes back joins with its data, not as a new cluster.
+            args[args.index("--initial-cluster-state") + 1] = "existing"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        self._wait_healthy()
-        return self
 
     def healthy(self) -> bool:
         try:
@@ -127,3 +139,47 @@ class EtcdProcess(ChildProcess):
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+
+class EtcdCluster:
+    """``size`` etcd members on 127.0.0.1 forming one cluster (a quorum of ``size // 2 + 1``);
+    ``url`` names every member, as a cluster's brokers would. ``kill(i)`` / ``restart(i)``
+    act on member ``i`` (0-based)."""
+
+    def __init__(self, size: int = 3) -> None:
+        self.members = [EtcdProcess(name=f"gregor-etcd-{i}") for i in range(size)]
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(m.endpoint for m in self.members)
+
+    def start(self) -> EtcdCluster:
+        for m in self.members:
+            m.client_port, m.peer_port = free_port(), free_port()
+        initial = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in self.members)
+        for m in self.members:
+            m.initial_cluster = initial
+            m.launch()
+        for m in self.members:
+            m._wait_healthy()
+        return self
+
+    def kill(self, index: int) -> None:
+        self.members[index].kill()
+
+    def restart(self, index: int) -> None:
+        member = self.members[index]
+        if member.running:
+            member.stop()
+        member.launch()
+        member._wait_healthy()
+
+    def close(self) -> None:
+        for m in self.members:
+            m.close()
+
+    def __enter__(self) -> EtcdCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
