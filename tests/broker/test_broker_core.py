@@ -137,6 +137,12 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceReques
         ({"metadata.store": "etcd://127.0.0.1:2379/a b"}, "metadata.store"),
         ({"metadata.store": "zookeeper://127.0.0.1:2181"}, "metadata.store"),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),
+        (
+            {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+             "sasl.enabled.mechanisms": "SCRAM-SHA-256"},
+            "needs a PLAINTEXT inter-broker listener",
+        ),
+        ({"replica.selector.class": "com.example.NearestReplica"}, "replica.selector.class"),
         ({"log.cleanup.policy": "archive"}, "cleanup.policy"),
         ({"log.cleaner.min.cleanable.ratio": "7"}, "min.cleanable.dirty.ratio"),
         ({"advertised.listeners": "OTHER://example.com:9092"}, "names no listener"),

@@ -165,7 +165,10 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
                 ])
             ]), 11)
             fetched = await conn.request(FetchRequest(
-                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
+                # As a replica (Fetch v15+ ReplicaState): only the leader serves replicas. (A
+                # consumer's v11+ fetch would be served by this follower: KIP-392.)
+                replica_state=FetchRequest.ReplicaState(replica_id=99, replica_epoch=-1),
+                max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
                     FetchRequest.Topics(topic_id=topic_id, partitions=[
                         FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
                     ])
@@ -280,3 +283,57 @@ def test_the_cluster_carries_on_when_an_etcd_member_dies() -> None:
         assert produce_one(c, "after", b"three") is None
         assert read_all(c, "after", 2, 2)[0] == [b"two", b"three"]
         assert read_all(c, "before", 1, 1)[0] == [b"one"]
+
+
+def test_consumers_read_from_a_replica_in_their_rack() -> None:
+    """KIP-392 with Kafka's RackAwareReplicaSelector: the leader points a consumer of another
+    rack to the in-sync replica in the consumer's rack, which serves the records; a
+    confluent-kafka consumer with ``client.rack`` reads everything through it."""
+    racks = {1: "a", 2: "b", 3: "c"}
+    config = {**CLUSTER_CONFIG, "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+    with ClusterProcess(3, config=config, broker_config={n: {"broker.rack": r} for n, r in racks.items()}) as c:
+        create_topic(c, "near", 1, 3)
+        for i in range(20):
+            assert produce_one(c, "near", b"r-%02d" % i) is None
+        p = partition_until(c, "near", 0, lambda p: len(p.isrs) == 3)
+        follower = next(b for b in (1, 2, 3) if b != p.leader)
+
+        async def fetch(node: int, rack: str) -> FetchResponse:
+            conn = await BrokerConnection("127.0.0.1", c.broker(node).port).connect()
+            try:
+                return await conn.request(FetchRequest(
+                    replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, rack_id=rack, topics=[
+                        FetchRequest.Topics(topic="near", partitions=[
+                            FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                        ])
+                    ],
+                ), 11)
+            finally:
+                conn.close()
+
+        from_leader = asyncio.run(fetch(p.leader, racks[follower])).responses[0].partitions[0]
+        assert (from_leader.error_code, from_leader.preferred_read_replica) == (0, follower)
+        assert not from_leader.records
+        same_rack = asyncio.run(fetch(p.leader, racks[p.leader])).responses[0].partitions[0]
+        assert same_rack.preferred_read_replica == -1 and same_rack.records
+        # The follower learns the high watermark with its next fetch from the leader (within
+        # replica.fetch.wait.max.ms), as in Kafka: ask until it has.
+        while (from_follower := asyncio.run(fetch(follower, racks[follower])).responses[0].partitions[0]).high_watermark < 20:
+            assert from_follower.error_code == 0
+        assert from_follower.error_code == 0 and from_follower.high_watermark == 20
+        assert from_follower.records == same_rack.records  # the same batches, byte for byte
+
+        consumer = Consumer({
+            "bootstrap.servers": c.bootstrap_servers, "group.id": "near", "client.rack": racks[follower],
+            "enable.auto.commit": False,
+        })
+        try:
+            consumer.assign([TopicPartition("near", 0, 0)])
+            got: list[bytes] = []
+            while len(got) < 20:
+                msg = consumer.poll(1.0)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+        finally:
+            consumer.close()
+        assert got == [b"r-%02d" % i for i in range(20)]

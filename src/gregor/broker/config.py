@@ -26,6 +26,9 @@ from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
 from gregor.storage.errors import InvalidConfigError
 
+#: KIP-392 replica selectors Gregor implements (Kafka's class name).
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTORS = frozenset({RACK_AWARE_SELECTOR})
 
 class ConfigError(ValueError):
     """A configuration key or value that cannot be used (INVALID_CONFIG on the wire)."""
@@ -149,6 +152,7 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas."),
     ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, "How often leadership balance is checked.", 1),
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance a broker tolerates.", 0),
+    ConfigKey("replica.selector.class", "string", None, "KIP-392: RackAwareReplicaSelector lets consumers read from a replica in their rack."),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "Elect a replica outside the ISR."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
     ConfigKey(
@@ -342,6 +346,12 @@ class BrokerConfig:
             raise ConfigError(
                 f"security.inter.broker.protocol={protocol} is not one of "
                 f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))}"
+            )
+        selector = str(self.values["replica.selector.class"] or "").strip()
+        if selector and selector not in REPLICA_SELECTORS:
+            raise ConfigError(
+                f"replica.selector.class={selector} is not a selector Gregor provides "
+                f"(use {', '.join(sorted(REPLICA_SELECTORS))}, or leave it empty: consumers read from leaders)"
             )
         authorizer = str(self.values["authorizer.class.name"] or "").strip()
         if authorizer and authorizer not in AUTHORIZER_CLASS_NAMES:

@@ -279,6 +279,7 @@ class Partition:
         hw = min(leader_high_watermark, log.log_end_offset)
         if hw > log.high_watermark:
             log.update_high_watermark(hw)
+            _wake(self._data_waiters)  # consumers reading from this follower (KIP-392)
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
         """A future done once the high watermark reaches ``offset`` (acks=all)."""

@@ -114,6 +114,8 @@ class FetchPartition:
     log_start_offset: int = -1
     aborted_transactions: list[AbortedTxn] | None = None
     size: int = 0
+    #: KIP-392: the replica the consumer should read this partition from (-1: here).
+    preferred_read_replica: int = -1
 
 
 @dataclass(slots=True)
@@ -129,6 +131,10 @@ class FetchParams:
     convert: Callable[[bytes | memoryview], bytes | memoryview] | None = None
     #: Done when the client hung up: a waiting fetch returns at once.
     hung_up: asyncio.Future[None] | None = None
+    #: KIP-392 (Fetch v11+ from a consumer): a follower may serve this fetch, and with a rack
+    #: aware replica selector the leader points the consumer to a replica in ``client_rack``.
+    follower_read: bool = False
+    client_rack: str | None = None
 
     @property
     def from_follower(self) -> bool:
@@ -388,6 +394,22 @@ class ReplicaManager:
                 for p in hosted:
                     p.remove_waiter(fut)
 
+    def _replica_in_rack(self, partition: Partition, rack: str) -> int:
+        """Kafka's RackAwareReplicaSelector: -1 (read here) when this leader is in ``rack`` or
+        no live in-sync replica is; else such a replica, the most caught up first."""
+        image = self._image()
+        brokers = image.brokers
+        mine = brokers.get(self.node_id)
+        if mine is None or mine.rack == rack:
+            return -1
+        candidates = [
+            r for r in partition.isr
+            if r != self.node_id and (b := brokers.get(r)) is not None and not b.fenced and b.rack == rack
+        ]
+        if not candidates:
+            return -1
+        return max(candidates, key=lambda r: partition.followers[r].log_end_offset if r in partition.followers else -1)
+
     def _read_all(self, parts: list[FetchPartition], params: FetchParams) -> int:
         total = 0
         first_with_data = True
@@ -401,13 +423,23 @@ class ReplicaManager:
             if partition is None:
                 part.error = params.unknown_error
                 continue
-            if not partition.is_leader:
+            if not partition.is_leader and not (params.follower_read and partition.leader_id >= 0):
                 part.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             fenced = partition.check_epoch(part.current_leader_epoch)
             if fenced:
                 part.error = fenced
                 continue
+            if params.client_rack is not None and partition.is_leader:
+                preferred = self._replica_in_rack(partition, params.client_rack)
+                if preferred >= 0:
+                    # KIP-392: no records from here; the consumer goes to ``preferred``.
+                    part.preferred_read_replica = preferred
+                    part.records, part.size = b"", 0
+                    part.high_watermark = partition.log.high_watermark
+                    part.last_stable_offset = partition.log.last_stable_offset
+                    part.log_start_offset = partition.log.log_start_offset
+                    continue
             plog = partition.log
             if params.from_follower and part.fetch_offset == plog.log_end_offset:
                 # A follower that has everything: nothing to read (most partitions, most times).
