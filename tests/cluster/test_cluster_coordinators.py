@@ -190,3 +190,45 @@ def test_a_group_keeps_consuming_when_its_coordinator_dies(cluster: ClusterProce
     assert killed > 0
     assert seen == {b"w-%04d" % i for i in range(total)}
     assert all(final[p] >= committed_before_kill.get(p, -1001) for p in (0, 1))
+
+
+def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(cluster: ClusterProcess) -> None:
+    """A read-process-write loop (read_committed consumer, transactional producer, offsets
+    sent to the transaction): the transaction coordinator's broker is SIGKILLed between a
+    transaction's writes and its commit. The output holds every input record exactly once."""
+    total = 200
+    create_topic(cluster, "in", 2, 3)
+    create_topic(cluster, "out", 2, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(total):
+        producer.produce("in", b"%04d" % i, partition=i % 2)
+    assert producer.flush(60) == 0
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "ctp", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    })
+    consumer.subscribe(["in"])
+    txn = transactional_producer(cluster, "ctp-txn")
+    done = 0
+    killed = -1
+    try:
+        while done < total:
+            batch = [m for m in consumer.consume(20, 1.0) if m.error() is None]
+            if not batch:
+                continue
+            txn.begin_transaction()
+            for m in batch:
+                txn.produce("out", b"out-" + m.value(), partition=m.partition())
+            txn.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 60
+            )
+            if killed < 0 and done >= total // 2:
+                txn.flush(60)
+                killed = coordinator_of(cluster, "__transaction_state", "ctp-txn")
+                cluster.kill(killed)
+            txn.commit_transaction(120)
+            done += len(batch)
+    finally:
+        consumer.close()
+    assert killed > 0
+    assert read(cluster, "out", 2, "read_committed", total) == sorted(b"out-%04d" % i for i in range(total))

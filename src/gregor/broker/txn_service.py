@@ -184,23 +184,29 @@ class TxnService(CoordinatorRuntime):
         found = self.coordinator.verify(transactional_id, producer_id, producer_epoch, list(partitions))
         return {tp: ErrorCode(code) for tp, code in found.items()}
 
+    async def verify_partition(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> ErrorCode:
+        """Whether (topic, partition) is in the producer's ongoing transaction, asked of this
+        broker's coordinator or, in a cluster, of the broker that coordinates
+        ``transactional_id`` (AddPartitionsToTxn v4, verify only): NONE or the error."""
+        routing = self.routing
+        if routing is not None:
+            coordinator = routing.leader_of(TXN_TOPIC, self.coordinator.partition_for(transactional_id))
+            if coordinator != routing.node_id:
+                if coordinator < 0:
+                    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+                return await routing.verify(coordinator, transactional_id, producer_id, producer_epoch, topic, partition)
+        tp = (topic, partition)
+        return (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+
     async def verify_produce(
         self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
     ) -> ErrorCode:
         """KIP-890 verification of a transactional batch that starts a transaction on a
         partition: NONE if the partition was added to the producer's transaction, else the
         Produce error to answer."""
-        tp = (topic, partition)
-        routing = self.routing
-        coordinator = -1
-        if routing is not None:
-            coordinator = routing.leader_of(TXN_TOPIC, self.coordinator.partition_for(transactional_id))
-        if routing is not None and coordinator != routing.node_id:
-            if coordinator < 0:
-                return ErrorCode.NOT_ENOUGH_REPLICAS  # no coordinator now: the producer retries
-            code = await routing.verify(coordinator, transactional_id, producer_id, producer_epoch, topic, partition)
-        else:
-            code = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+        code = await self.verify_partition(transactional_id, topic, partition, producer_id, producer_epoch)
         if code in _RETRIABLE_VERIFY:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         if code == ErrorCode.PRODUCER_FENCED:

@@ -205,9 +205,10 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
         code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     else:
         await groups.ensure_topic()
-        tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
-        found = await ctx.broker.transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
-        code = found[tp]
+        code = await ctx.broker.transactions.verify_partition(
+            req.transactional_id, OFFSETS_TOPIC, groups.partition_for(req.group_id), req.producer_id,
+            req.producer_epoch,
+        )
     if code:
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
