@@ -11,11 +11,10 @@ hold another record. The report is printed (``pytest -s`` shows it).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from replication_helpers import CLUSTER_CONFIG, BackgroundProducer, create_topic, partition_until
+from replication_helpers import BackgroundProducer, create_topic, partition_until
 
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
@@ -29,12 +28,6 @@ PARTITIONS = 3
 FAULTS = 6
 ACKS_BETWEEN_FAULTS = 400
 SEED = 20261125
-
-
-@pytest.fixture
-def cluster() -> Iterator[ClusterProcess]:
-    with ClusterProcess(3, config=CLUSTER_CONFIG) as c:
-        yield c
 
 
 def read_to_end(cluster: ClusterProcess, topic: str) -> dict[int, list[tuple[int, bytes]]]:

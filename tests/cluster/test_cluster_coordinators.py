@@ -5,8 +5,6 @@ committed offsets and an open transaction survive the SIGKILL of their coordinat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from replication_helpers import CLUSTER_CONFIG, create_topic, metadata_until, partition_until
@@ -21,12 +19,6 @@ pytestmark = [
 ]
 
 INTERNAL_PARTITIONS = int(str(CLUSTER_CONFIG["offsets.topic.num.partitions"]))
-
-
-@pytest.fixture
-def cluster() -> Iterator[ClusterProcess]:
-    with ClusterProcess(3, config=CLUSTER_CONFIG) as c:
-        yield c
 
 
 def coordinator_of(cluster: ClusterProcess, internal_topic: str, key: str) -> int:

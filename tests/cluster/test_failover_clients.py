@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from replication_helpers import CLUSTER_CONFIG, create_topic, partition_until, read_all
+from replication_helpers import create_topic, partition_until, read_all
 
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
@@ -23,12 +23,6 @@ pytestmark = [
 
 RECORDS = 1500
 IN_FLIGHT = 50
-
-
-@pytest.fixture
-def cluster() -> Iterator[ClusterProcess]:
-    with ClusterProcess(3, config=CLUSTER_CONFIG) as c:
-        yield c
 
 
 class Outcome:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import (
@@ -37,12 +36,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
 ]
-
-
-@pytest.fixture
-def cluster() -> Iterator[ClusterProcess]:
-    with ClusterProcess(3, config=CLUSTER_CONFIG) as c:
-        yield c
 
 
 def produce_one(cluster: ClusterProcess, topic: str, value: bytes, acks: str = "all") -> KafkaError | None:
