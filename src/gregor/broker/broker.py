@@ -124,8 +124,6 @@ class Broker:
             retention_check_interval_ms=int(config["log.retention.check.interval.ms"]),
         )
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
-        if self.clustered:
-            self._start_replication()
         self.producer_ids = ProducerIdManager(self.store)
         self.topics = TopicAdmin(config, self.store, self.default_log_config, lambda: self.store.image)
         self.groups = GroupService(
@@ -140,8 +138,7 @@ class Broker:
         )
         self.replicas.transactions = self.transactions
         if self.clustered:
-            self.channels = BrokerChannels(self.node_id, config.inter_broker_listener, lambda: self.store.image)
-            self.transactions.routing = TxnRouting(self.channels, lambda: self.store.image)
+            self._start_replication()
         self.replicas.on_txn_marker(self.groups.on_txn_marker)
         self.publisher = MetadataPublisher(
             self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics
@@ -175,7 +172,12 @@ class Broker:
         )
 
     def _start_replication(self) -> None:
+        """The cluster's parts: follower fetchers, ISR changes, the controller's duties, and
+        channels to the other brokers for transaction markers and verification. Before
+        anything is published, so every partition is made with them."""
         config = self.config
+        self.channels = BrokerChannels(self.node_id, config.inter_broker_listener, lambda: self.store.image)
+        self.transactions.routing = TxnRouting(self.channels, lambda: self.store.image)
         self.fetchers = ReplicaFetchers(
             FetcherConfig(
                 node_id=self.node_id,
@@ -225,7 +227,7 @@ class Broker:
         return BrokerRegistration(self.node_id, endpoints, self.config.get("broker.rack"))
 
     async def stop(self, timeout: float = 10.0) -> None:
-        if self.clustered and self.fetchers is not None:
+        if self.clustered:
             await self._move_leadership_away(min(timeout / 2, 5.0))
         self.stopping = True
         for s in self.servers:

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, Protocol
 
 from gregor.broker.errors import code_of
 from gregor.broker.events import log_event
+from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
@@ -74,6 +75,10 @@ class Shard(Protocol):
     def load_batches(self, partition: int, data: bytes | memoryview) -> None: ...
 
     def unload(self, partition: int) -> None: ...
+
+    def partition_for(self, key: str) -> int:
+        """The partition of the internal topic that holds ``key`` (group or transactional id)."""
+        ...
 
 
 class InternalWrite(NamedTuple):
@@ -123,6 +128,12 @@ class CoordinatorRuntime(ABC):
         self._pumping = False
         self._pump_again = False
         self._creating: asyncio.Future[None] | None = None
+
+    def coordinator_node(self, key: str, image: MetadataImage) -> int:
+        """The broker that coordinates ``key``: the leader of its partition of the internal
+        topic (-1: none now, or the topic does not exist yet)."""
+        p = image.partition(self.topic.name, self.shard.partition_for(key))
+        return p.leader if p is not None else -1
 
     # --- adapters ---
 

@@ -131,12 +131,6 @@ class GroupService(CoordinatorRuntime):
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
 
-    def coordinator_node(self, key: str, image: MetadataImage) -> int:
-        """The broker that coordinates ``key``: the leader of its partition of the internal
-        topic (-1: none now, or the topic does not exist yet)."""
-        p = image.partition(self.topic.name, self.coordinator.partition_for(key))
-        return p.leader if p is not None else -1
-
     async def coordinator_error(self, group_id: str) -> ErrorCode:
         """FindCoordinator: NONE if this broker serves ``group_id`` now, else the error."""
         await self.ensure_topic()

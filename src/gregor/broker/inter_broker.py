@@ -39,6 +39,21 @@ TopicPartition = tuple[str, int]
 REQUEST_TIMEOUT_MS = 30000
 
 
+async def connect_to_broker(
+    image: MetadataImage, node: int, listener: str, *, client_id: str, request_timeout_ms: int
+) -> BrokerConnection:
+    """A connection to broker ``node`` at the address it registered for ``listener`` in
+    ``image``; KafkaConnectionError if it has none (not registered, or no such listener)."""
+    registration = image.brokers.get(node)
+    endpoint = registration.endpoint(listener) if registration is not None else None
+    if endpoint is None:
+        raise KafkaConnectionError(f"broker {node} has no {listener} endpoint in the metadata")
+    conn = BrokerConnection(
+        endpoint.host, endpoint.port, node_id=node, client_id=client_id, request_timeout_ms=request_timeout_ms
+    )
+    return await conn.connect()
+
+
 class BrokerChannels:
     def __init__(self, node_id: int, listener: str, image: Callable[[], MetadataImage]) -> None:
         self.node_id = node_id
@@ -54,17 +69,13 @@ class BrokerChannels:
         pending = self._connecting.get(node)
         if pending is not None:
             return await asyncio.shield(pending)
-        registration = self._image().brokers.get(node)
-        endpoint = registration.endpoint(self.listener) if registration is not None else None
-        if endpoint is None:
-            raise KafkaConnectionError(f"broker {node} has no {self.listener} endpoint in the metadata")
         fut: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
         self._connecting[node] = fut
         try:
-            conn = await BrokerConnection(
-                endpoint.host, endpoint.port, node_id=node, client_id=f"gregor-broker-{self.node_id}",
+            conn = await connect_to_broker(
+                self._image(), node, self.listener, client_id=f"gregor-broker-{self.node_id}",
                 request_timeout_ms=REQUEST_TIMEOUT_MS,
-            ).connect()
+            )
             self._conns[node] = conn
             fut.set_result(conn)
             return conn

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gregor.broker.events import log_event
+from gregor.broker.inter_broker import connect_to_broker
 from gregor.broker.partition import Partition
 from gregor.client.conn import BrokerConnection
 from gregor.client.errors import KafkaConnectionError, KafkaTimeoutError
@@ -145,9 +146,6 @@ class LeaderFetcher:
                 continue
             try:
                 conn = await self._connection()
-                if conn is None:
-                    await self._pause(self.config.backoff_ms / 1000)
-                    continue
                 await self._truncate(conn)
                 now = time.monotonic()
                 ready = [f for f in self.followed.values() if not f.truncate and f.retry_at <= now]
@@ -175,19 +173,15 @@ class LeaderFetcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
-    async def _connection(self) -> BrokerConnection | None:
-        if self._conn is not None and self._conn.connected:
-            return self._conn
-        registration = self._image().brokers.get(self.leader_id)
-        endpoint = registration.endpoint(self.config.listener) if registration is not None else None
-        if endpoint is None:
-            return None
-        conn = BrokerConnection(
-            endpoint.host, endpoint.port, node_id=self.leader_id,
-            client_id=f"gregor-replica-fetcher-{self.config.node_id}",
-            request_timeout_ms=self.config.wait_max_ms + 30000,
-        )
-        self._conn = await conn.connect()
+    async def _connection(self) -> BrokerConnection:
+        """This fetcher's own connection to the leader (its long polls would hold up anything
+        else on a shared one)."""
+        if self._conn is None or not self._conn.connected:
+            self._conn = await connect_to_broker(
+                self._image(), self.leader_id, self.config.listener,
+                client_id=f"gregor-replica-fetcher-{self.config.node_id}",
+                request_timeout_ms=self.config.wait_max_ms + 30000,
+            )
         return self._conn
 
     # --- truncation ---

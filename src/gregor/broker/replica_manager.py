@@ -195,9 +195,9 @@ class ReplicaManager:
         """Stop hosting (and with ``delete``, remove the logs of) these partitions."""
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
-            if partition is not None and self.fetchers is not None:
-                self.fetchers.unfollow(partition)
             if partition is not None:
+                if self.fetchers is not None:
+                    self.fetchers.unfollow(partition)
                 partition.release_waiters(KafkaError("partition deleted"))
             if delete:
                 self.logs.delete_log(topic, index)
@@ -435,18 +435,11 @@ class ReplicaManager:
                 if preferred >= 0:
                     # KIP-392: no records from here; the consumer goes to ``preferred``.
                     part.preferred_read_replica = preferred
-                    part.records, part.size = b"", 0
-                    part.high_watermark = partition.log.high_watermark
-                    part.last_stable_offset = partition.log.last_stable_offset
-                    part.log_start_offset = partition.log.log_start_offset
+                    _nothing_to_read(part, partition.log)
                     continue
-            plog = partition.log
-            if params.from_follower and part.fetch_offset == plog.log_end_offset:
+            if params.from_follower and part.fetch_offset == partition.log.log_end_offset:
                 # A follower that has everything: nothing to read (most partitions, most times).
-                part.records, part.size = b"", 0
-                part.high_watermark = plog.high_watermark
-                part.last_stable_offset = plog.last_stable_offset
-                part.log_start_offset = plog.log_start_offset
+                _nothing_to_read(part, partition.log)
                 continue
             limit = min(part.max_bytes, params.max_bytes - total)
             try:
@@ -475,6 +468,14 @@ class ReplicaManager:
             part.log_start_offset = read.log_start_offset
             part.aborted_transactions = read.aborted_transactions
         return total
+
+
+def _nothing_to_read(part: FetchPartition, log: Log) -> None:
+    """Answer ``part`` with no records and the log's current offsets."""
+    part.records, part.size = b"", 0
+    part.high_watermark = log.high_watermark
+    part.last_stable_offset = log.last_stable_offset
+    part.log_start_offset = log.log_start_offset
 
 
 def drop_partial_tail(records: bytes | memoryview) -> bytes | memoryview:

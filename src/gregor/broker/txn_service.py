@@ -32,7 +32,6 @@ from gregor.broker.coordinator_runtime import (
 from gregor.broker.inter_broker import TxnRouting
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.topics import TXN_TOPIC
-from gregor.cluster.image import MetadataImage
 from gregor.coordinator.transaction_coordinator import (
     InitProducerIdResult,
     MarkerWrite,
@@ -109,8 +108,7 @@ class TxnService(CoordinatorRuntime):
         remote: dict[int, list[TopicPartition]] = {}
         results: dict[TopicPartition, int] = {}
         for tp in m.partitions:
-            leader = routing.leader_of(*tp) if routing is not None else -2
-            if routing is not None and leader != routing.node_id:
+            if routing is not None and (leader := routing.leader_of(*tp)) != routing.node_id:
                 remote.setdefault(leader, []).append(tp)
             else:
                 results[tp] = int(
@@ -143,12 +141,6 @@ class TxnService(CoordinatorRuntime):
         await super().stop()
 
     # --- lookups ---
-
-    def coordinator_node(self, key: str, image: MetadataImage) -> int:
-        """The broker that coordinates ``key``: the leader of its partition of the internal
-        topic (-1: none now, or the topic does not exist yet)."""
-        p = image.partition(self.topic.name, self.coordinator.partition_for(key))
-        return p.leader if p is not None else -1
 
     async def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """FindCoordinator for a transactional id: NONE or the error to answer."""
