@@ -426,6 +426,10 @@ class ReplicaManager:
             if not partition.is_leader and not (params.follower_read and partition.leader_id >= 0):
                 part.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
+            if params.from_follower and params.replica_id not in partition.followers:
+                # Kafka's answer to a replica fetch from a broker that is not a follower here.
+                part.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             fenced = partition.check_epoch(part.current_leader_epoch)
             if fenced:
                 part.error = fenced

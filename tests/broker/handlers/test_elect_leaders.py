@@ -63,3 +63,4 @@ def test_an_unknown_election_type_is_an_invalid_request(wire: Wire) -> None:
     resp = wire.request(ElectLeadersRequest(election_type=7, topic_partitions=asked, timeout_ms=5000), 2)
     assert resp.error_code == ErrorCode.INVALID_REQUEST
     assert results(resp) == {("t", 0): ErrorCode.INVALID_REQUEST}
+
