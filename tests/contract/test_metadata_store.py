@@ -339,6 +339,64 @@ def test_alter_partition_is_a_compare_and_set_on_partition_epoch(kind: StoreKind
     run(kind, scenario)
 
 
+def test_reassignment_adds_then_completes_when_the_target_is_in_sync(kind: StoreKind) -> None:
+    async def scenario(store: MetadataStore) -> None:
+        for n in (1, 2, 3, 4):
+            await store.register_broker(reg(n))
+        await store.create_topic("a", [[1, 2], [1, 2]], {})
+        results = await store.reassign_partitions([("a", 0, [3, 4]), ("a", 1, [1, 9]), ("a", 5, [1]),
+                                                   ("zz", 0, [1]), ("a", 1, [2, 2]), ("a", 1, None)])
+        assert [type(r).__name__ if r else None for r in results] == [
+            None, "InvalidReplicaAssignmentError", "UnknownTopicOrPartitionError",
+            "UnknownTopicOrPartitionError", "InvalidReplicaAssignmentError", "NoReassignmentInProgressError",
+        ]
+        p = store.image.partition("a", 0)
+        assert p is not None
+        assert (p.replicas, p.adding_replicas, p.removing_replicas, p.isr) == ((3, 4, 1, 2), (3, 4), (1, 2), (1, 2))
+        assert (p.leader, p.leader_epoch, p.partition_epoch, p.target_replicas) == (1, 0, 1, (3, 4))
+        # The leader brings 3 into the ISR: not done yet; then 4: done, and leader 1 hands over.
+        p = await store.alter_partition("a", 0, leader=1, leader_epoch=0, isr=[1, 2, 3], expected_partition_epoch=1)
+        assert p.reassigning and p.replicas == (3, 4, 1, 2)
+        p = await store.alter_partition("a", 0, leader=1, leader_epoch=0, isr=[1, 2, 3, 4],
+                                        expected_partition_epoch=2)
+        assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((3, 4), (3, 4), 3, 1, 3)
+        assert not p.reassigning and store.image.partition("a", 0) is p
+        if kind.durable:
+            loaded = (await reopen(kind, store.image.cluster_id)).partition("a", 0)
+            assert loaded == p
+
+    run(kind, scenario)
+
+
+def test_reassignment_cancel_replace_and_shrink(kind: StoreKind) -> None:
+    async def scenario(store: MetadataStore) -> None:
+        for n in (1, 2, 3, 4):
+            await store.register_broker(reg(n))
+        await store.create_topic("a", [[1, 2, 3]], {})
+        # Dropping a replica that is in the ISR completes at once (the target is in sync).
+        assert await store.reassign_partitions([("a", 0, [2, 1])]) == [None]
+        p = store.image.partition("a", 0)
+        assert p is not None and (p.replicas, p.isr, p.leader, p.leader_epoch) == ((2, 1), (1, 2), 1, 0)
+        # Start 2,1 -> 4,1; replace it with 3,2 (reverted first); then cancel.
+        await store.reassign_partitions([("a", 0, [4, 1])])
+        p = store.image.partition("a", 0)
+        assert p is not None and (p.replicas, p.adding_replicas, p.removing_replicas) == ((4, 1, 2), (4,), (2,))
+        await store.reassign_partitions([("a", 0, [3, 2])])
+        p = store.image.partition("a", 0)
+        assert p is not None and (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 2, 1), (3,), (1,))
+        if kind.durable:
+            assert (await reopen(kind, store.image.cluster_id)).partition("a", 0) == p
+        await store.reassign_partitions([("a", 0, None)])
+        p = store.image.partition("a", 0)
+        assert p is not None and (p.replicas, p.isr, p.reassigning, p.leader) == ((2, 1), (1, 2), False, 1)
+        # The same replicas, nothing in progress: nothing to do, no new image.
+        version = store.image.version
+        assert await store.reassign_partitions([("a", 0, [2, 1])]) == [None]
+        assert store.image.version == version and store.image.partition("a", 0) == p
+
+    run(kind, scenario)
+
+
 def test_concurrent_alter_partition_has_one_winner(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         await store.create_topic("a", [[1, 2, 3]], {})

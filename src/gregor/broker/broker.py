@@ -305,6 +305,11 @@ class Broker:
     ) -> dict[tuple[str, int], ErrorCode]:
         return await elect_leaders(self.store, election_type, partitions)
 
+    async def reassign_partitions(
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        return await self.store.reassign_partitions(reassignments)
+
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         out = []
         image = self.store.image

@@ -91,7 +91,7 @@ class MetadataPublisher:
     def _apply(self, delta: MetadataDelta) -> None:
         image = delta.image
         for gone in delta.deleted_topics:
-            self.replicas.stop_replicas(gone.name, range(len(gone.partitions)), delete=True)
+            self.replicas.stop_replicas(gone.name, range(len(gone.partitions)), delete=True, topic_deleted=True)
             self.logs.set_topic_config(gone.name, {})
             coordinator = self.coordinators.get(gone.name)
             if coordinator is not None:

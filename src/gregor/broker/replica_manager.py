@@ -191,14 +191,20 @@ class ReplicaManager:
             self.partitions[(topic, index)] = partition
         return partition
 
-    def stop_replicas(self, topic: str, indexes: Iterable[int], *, delete: bool) -> None:
-        """Stop hosting (and with ``delete``, remove the logs of) these partitions."""
+    def stop_replicas(self, topic: str, indexes: Iterable[int], *, delete: bool, topic_deleted: bool = False) -> None:
+        """Stop hosting (and with ``delete``, remove the logs of) these partitions. Produces
+        waiting for acks=all get UNKNOWN_TOPIC_OR_PARTITION when the topic was deleted, else
+        NOT_LEADER_OR_FOLLOWER (the replica moved away: the client retries on the leader)."""
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
                 if self.fetchers is not None:
                     self.fetchers.unfollow(partition)
-                partition.release_waiters(KafkaError("partition deleted"))
+                gone: KafkaError = (
+                    UnknownTopicOrPartitionError(f"Topic {topic} was deleted.") if topic_deleted
+                    else NotLeaderOrFollowerError(f"{topic}-{index} is no longer hosted on this broker.")
+                )
+                partition.release_waiters(gone)
             if delete:
                 self.logs.delete_log(topic, index)
 

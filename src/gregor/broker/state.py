@@ -100,6 +100,13 @@ class BrokerState(Protocol):
         all); the result of each."""
         ...
 
+    async def reassign_partitions(
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        """AlterPartitionReassignments: start, replace or (None) cancel reassignments; per
+        partition None or the error that refused it."""
+        ...
+
     async def alter_scram_credentials(
         self,
         deletions: Sequence[tuple[str, str]],

@@ -217,7 +217,7 @@ class TopicAdmin:
                 f"Topic currently has {current} partitions, which is higher than or equal to "
                 f"the requested {new_total}."
             )
-        rf = len(topic.partitions[0].replicas)
+        rf = len(topic.partitions[0].target_replicas)
         if assignments:
             if len(assignments) != new_total - current:
                 raise InvalidReplicaAssignmentError("assignment count does not match the increase")

@@ -36,6 +36,7 @@ from gregor.protocol.errors import (
     InvalidTopicError,
     InvalidUpdateVersionError,
     KafkaError,
+    NoReassignmentInProgressError,
     ResourceNotFoundError,
     TopicAlreadyExistsError,
     UnacceptableCredentialError,
@@ -160,7 +161,7 @@ def add_partitions(
     topic = _topic(image, name)
     if not assignments:
         raise InvalidPartitionsError("at least one new partition is needed")
-    rf = len(topic.partitions[0].replicas) if topic.partitions else None
+    rf = len(topic.partitions[0].target_replicas) if topic.partitions else None
     _check_assignments(assignments, rf)
     start = len(topic.partitions)
     added = tuple(_new_partition(start + i, reps) for i, reps in enumerate(assignments))
@@ -219,16 +220,140 @@ def alter_partition(
         raise InvalidRequestError(
             f"a new leader ({current.leader} -> {leader}) needs a leader_epoch above {leader_epoch}"
         )
-    new = dataclasses.replace(
-        current,
+    new = _complete_reassignment(
+        dataclasses.replace(
+            current,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=current.partition_epoch + 1,
+            isr=new_isr,
+        )
+    )
+    return _replace_partition(image, topic, new), new
+
+
+def _replace_partition(image: MetadataImage, topic: TopicImage, new: PartitionImage) -> MetadataImage:
+    partitions = list(topic.partitions)
+    partitions[new.partition] = new
+    return _replace_topic(image, dataclasses.replace(topic, partitions=tuple(partitions)))
+
+
+def _complete_reassignment(p: PartitionImage) -> PartitionImage:
+    """``p`` with its reassignment completed if every target replica is in the ISR (KIP-455):
+    the replicas become the target, the removed replicas leave the ISR, and a leader that is
+    being removed hands over to the first target replica (leader epoch bumped). Otherwise
+    ``p`` unchanged."""
+    if not p.reassigning:
+        return p
+    target = p.target_replicas
+    if any(r not in p.isr for r in target):
+        return p
+    leader, leader_epoch = p.leader, p.leader_epoch
+    if leader not in target:
+        leader, leader_epoch = target[0], leader_epoch + 1
+    return dataclasses.replace(
+        p,
         leader=leader,
         leader_epoch=leader_epoch,
-        partition_epoch=current.partition_epoch + 1,
-        isr=new_isr,
+        replicas=target,
+        isr=tuple(r for r in p.isr if r in target),
+        offline_replicas=tuple(r for r in p.offline_replicas if r in target),
+        adding_replicas=(),
+        removing_replicas=(),
     )
-    partitions = list(topic.partitions)
-    partitions[partition] = new
-    return _replace_topic(image, dataclasses.replace(topic, partitions=tuple(partitions))), new
+
+
+#: One partition of a reassignment request: (topic, partition, target replicas or None to cancel).
+Reassignment = tuple[str, int, Sequence[int] | None]
+
+
+def reassign_partitions(
+    image: MetadataImage, reassignments: Sequence[Reassignment]
+) -> tuple[MetadataImage, list[KafkaError | None]]:
+    """AlterPartitionReassignments (KIP-455) in one change; per partition None or its error.
+
+    A target starts a reassignment: ``replicas`` becomes the target followed by the original
+    replicas not in it, with ``adding_replicas`` / ``removing_replicas`` set; the leader then
+    brings the new replicas into the ISR, and the change that makes the whole target part of
+    the ISR completes it (``_complete_reassignment``). A target for a partition already being
+    reassigned replaces that reassignment (computed from the original replicas). None cancels
+    one in progress: the replicas go back to the original ones (NO_REASSIGNMENT_IN_PROGRESS
+    when there is none). Targets must name distinct registered brokers
+    (INVALID_REPLICA_ASSIGNMENT)."""
+    results: list[KafkaError | None] = []
+    current = image
+    for topic_name, index, target in reassignments:
+        try:
+            topic = _topic(current, topic_name)
+            p = topic.partition(index)
+            if p is None:
+                raise UnknownTopicOrPartitionError(f"Partition {topic_name}-{index} does not exist.")
+            new = _reassign(current, p, target)
+        except KafkaError as e:
+            results.append(e)
+            continue
+        if new != p:
+            current = _replace_partition(current, topic, new)
+        results.append(None)
+    return current, results
+
+
+def _reassign(image: MetadataImage, p: PartitionImage, target: Sequence[int] | None) -> PartitionImage:
+    if target is None and not p.reassigning:
+        raise NoReassignmentInProgressError(f"No reassignment in progress for partition {p.partition}.")
+    if target is not None:
+        target = tuple(target)
+        if not target:
+            raise InvalidReplicaAssignmentError("The target replica set is empty.")
+        if len(set(target)) != len(target) or any(b < 0 for b in target):
+            raise InvalidReplicaAssignmentError(f"The target replicas {list(target)} are not distinct broker ids.")
+        unknown = [b for b in target if b not in image.brokers]
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"The target replicas {list(target)} name brokers that are not registered: {unknown}."
+            )
+        if target == p.replicas and not p.reassigning:
+            return p
+    base = _revert(p)
+    if target is not None and target != base.replicas:
+        removing = tuple(r for r in base.replicas if r not in target)
+        base = _complete_reassignment(
+            dataclasses.replace(
+                base,
+                replicas=target + removing,
+                adding_replicas=tuple(r for r in target if r not in base.replicas),
+                removing_replicas=removing,
+            )
+        )
+    return dataclasses.replace(base, partition_epoch=p.partition_epoch + 1)
+
+
+def _revert(p: PartitionImage) -> PartitionImage:
+    """``p`` with its reassignment in progress (if any) undone, as Kafka does before starting
+    another or on a cancel: the adding replicas leave the replicas and the ISR at once, and a
+    leader among them hands over to the first original replica in the ISR."""
+    if not p.reassigning:
+        return p
+    original = p.original_replicas
+    isr = tuple(r for r in p.isr if r in original)
+    if not isr:
+        raise InvalidReplicaAssignmentError(
+            f"No original replica {list(original)} is in the ISR {list(p.isr)}: the reassignment "
+            "in progress cannot be undone without losing data."
+        )
+    leader, leader_epoch = p.leader, p.leader_epoch
+    if leader != -1 and leader not in isr:
+        leader, leader_epoch = isr[0], leader_epoch + 1
+    return dataclasses.replace(
+        p,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        replicas=original,
+        isr=isr,
+        offline_replicas=tuple(r for r in p.offline_replicas if r in original),
+        adding_replicas=(),
+        removing_replicas=(),
+    )
 
 
 def register_broker(image: MetadataImage, registration: BrokerRegistration) -> MetadataImage:

@@ -39,18 +39,7 @@ def encode(image: MetadataImage) -> dict[str, Any]:
             {
                 "name": t.name,
                 "topic_id": str(t.topic_id),
-                "partitions": [
-                    {
-                        "partition": p.partition,
-                        "leader": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "partition_epoch": p.partition_epoch,
-                        "replicas": list(p.replicas),
-                        "isr": list(p.isr),
-                        "offline_replicas": list(p.offline_replicas),
-                    }
-                    for p in t.partitions
-                ],
+                "partitions": [_encode_partition(p) for p in t.partitions],
                 "configs": dict(t.configs),
                 "internal": t.internal,
             }
@@ -77,6 +66,23 @@ def encode(image: MetadataImage) -> dict[str, Any]:
         ]
     if image.acls:
         doc["acls"] = encode_acls(image.acls)
+    return doc
+
+
+def _encode_partition(p: PartitionImage) -> dict[str, Any]:
+    """One partition; the reassignment fields only while one is in progress."""
+    doc: dict[str, Any] = {
+        "partition": p.partition,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "offline_replicas": list(p.offline_replicas),
+    }
+    if p.reassigning:
+        doc["adding_replicas"] = list(p.adding_replicas)
+        doc["removing_replicas"] = list(p.removing_replicas)
     return doc
 
 
@@ -115,6 +121,8 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
                     replicas=tuple(int(b) for b in p["replicas"]),
                     isr=tuple(int(b) for b in p["isr"]),
                     offline_replicas=tuple(int(b) for b in p.get("offline_replicas", ())),
+                    adding_replicas=tuple(int(b) for b in p.get("adding_replicas", ())),
+                    removing_replicas=tuple(int(b) for b in p.get("removing_replicas", ())),
                 )
                 for p in t["partitions"]
             ),

@@ -91,6 +91,11 @@ class PartitionImage:
     ``leader`` is -1 when the partition has no leader. ``leader_epoch`` goes up on every leader
     change; ``partition_epoch`` goes up on every change to this partition's state (the
     compare-and-set token of ``MetadataStore.alter_partition``).
+
+    During a reassignment (KIP-455) ``replicas`` is the target set followed by the original
+    replicas not in it; ``adding_replicas`` are the target's replicas that were not replicas
+    before, ``removing_replicas`` the original ones not in the target. Both are empty when no
+    reassignment is in progress.
     """
 
     partition: int
@@ -100,11 +105,29 @@ class PartitionImage:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", tuple(self.replicas))
         object.__setattr__(self, "isr", tuple(self.isr))
         object.__setattr__(self, "offline_replicas", tuple(self.offline_replicas))
+        object.__setattr__(self, "adding_replicas", tuple(self.adding_replicas))
+        object.__setattr__(self, "removing_replicas", tuple(self.removing_replicas))
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment completes (``replicas`` when there is none)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (``replicas`` when there is none)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(frozen=True, slots=True)

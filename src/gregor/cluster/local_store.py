@@ -207,6 +207,12 @@ class ChangeMethods:
             )
         )
 
+    async def reassign_partitions(
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        asked = [(t, i, None if r is None else list(r)) for t, i, r in reassignments]
+        return await self._change(lambda image: changes.reassign_partitions(image, asked))
+
     async def register_broker(self, registration: BrokerRegistration) -> None:
         await self._change(lambda image: (changes.register_broker(image, registration), None))
 

@@ -16,6 +16,8 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
   a refused change leaves the image and the durable state as they were.
 - A new partition has leader = first replica, leader_epoch 0, partition_epoch 0, isr =
   replicas. ``alter_partition`` is a compare-and-set on ``partition_epoch`` and bumps it.
+- ``reassign_partitions`` starts a reassignment (adding/removing replicas); the
+  ``alter_partition`` that brings the whole target into the ISR completes it.
 - Broker registrations are ephemeral; producer-id blocks are durable and never overlap.
 - SCRAM credentials (salted, never passwords) are durable; refusals are per user.
 - Config overrides of non-topic resources (``image.config_resources``) are durable.
@@ -106,6 +108,13 @@ class MetadataStore(Protocol):
         isr: Sequence[int],
         expected_partition_epoch: int,
     ) -> PartitionImage: ...
+
+    async def reassign_partitions(
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> list[KafkaError | None]:
+        """Start, replace or (target None) cancel partition reassignments in one change; per
+        partition None or the Kafka error that refused it (``changes.reassign_partitions``)."""
+        ...
 
     async def register_broker(self, registration: BrokerRegistration) -> None: ...
 

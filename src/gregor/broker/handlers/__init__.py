@@ -17,6 +17,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     metadata,
     produce,
     producer_ids,
+    reassignments,
     security,
     transactions,
 )
