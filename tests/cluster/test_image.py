@@ -152,7 +152,7 @@ def test_delta_of_each_change_names_only_what_changed() -> None:
 
     img7 = changes.register_broker(img6, broker(2))
     img8 = changes.unregister_broker(img7, 2)
-    assert dict(MetadataDelta(img6, img7).changed_brokers) == {2: broker(2)}
+    assert dict(MetadataDelta(img6, img7).changed_brokers) == {2: dataclasses.replace(broker(2), epoch=img7.version)}
     assert dict(MetadataDelta(img7, img8).changed_brokers) == {2: None}
     assert dict(MetadataDelta(img6, img8).changed_brokers) == {}
 

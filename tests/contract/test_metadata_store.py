@@ -14,6 +14,7 @@ The file store's format and the factory are tested in ``tests/cluster/test_file_
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -431,12 +432,13 @@ def test_broker_registration(kind: StoreKind) -> None:
         await store.register_broker(reg(2, fenced=True))
         img = store.image
         assert img.controller_id == controller(1, 3) and img.live_broker_ids() == [1, 3]
-        assert img.brokers[1] == reg(1)
+        # The broker epoch is the version of the change that registered it.
+        assert img.brokers[1] == dataclasses.replace(reg(1), epoch=img.version - 1)
         assert img.brokers[1].endpoint("REPLICATION") == BrokerEndpoint("REPLICATION", "10.0.0.1", 19093, "PLAINTEXT")
-        assert dict(rec.deltas[-1].changed_brokers) == {2: reg(2, fenced=True)}
-        await store.register_broker(reg(2))  # re-registration replaces, here unfencing it
+        assert dict(rec.deltas[-1].changed_brokers) == {2: dataclasses.replace(reg(2, fenced=True), epoch=img.version)}
+        await store.register_broker(reg(2))  # re-registration replaces, here unfencing it: a new epoch
         assert store.image.live_broker_ids() == [1, 2, 3]
-        assert dict(rec.deltas[-1].changed_brokers) == {2: reg(2)}
+        assert dict(rec.deltas[-1].changed_brokers) == {2: dataclasses.replace(reg(2), epoch=img.version + 1)}
         await store.unregister_broker(1)
         assert store.image.controller_id == controller(2, 3) and sorted(store.image.brokers) == [2, 3]
         assert dict(rec.deltas[-1].changed_brokers) == {1: None}

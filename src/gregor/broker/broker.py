@@ -22,15 +22,21 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 
-from gregor.broker.alter_partition import AlterPartitionManager
+from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
+from gregor.broker.controller_apis import ControllerService
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
 from gregor.broker.group_service import GroupService
 from gregor.broker.handlers import HANDLERS
-from gregor.broker.inter_broker import BrokerChannels, TxnRouting
+from gregor.broker.inter_broker import (
+    BrokerChannels,
+    ControllerChannel,
+    ControllerProducerIds,
+    TxnRouting,
+)
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
@@ -43,6 +49,7 @@ from gregor.cluster.image import (
     AclBinding,
     BrokerEndpoint,
     BrokerRegistration,
+    MetadataDelta,
     MetadataImage,
     ScramCredential,
 )
@@ -50,6 +57,8 @@ from gregor.cluster.store import MetadataStore, open_metadata_store
 from gregor.coordinator import CoordinatorConfig
 from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
 from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from gregor.security.acls import AclBindingFilter
 from gregor.security.authorizer import AclAuthorizer, parse_super_users
 from gregor.storage.config import LogConfig, from_broker_props
@@ -100,6 +109,10 @@ class Broker:
         self.alter_partitions: AlterPartitionManager | None = None
         self.controller: Controller | None = None
         self.channels: BrokerChannels | None = None
+        self.controller_channel: ControllerChannel | None = None
+        self._leaving = False  # unregistered on purpose (controlled shutdown): stay away
+        self._background: set[asyncio.Task[None]] = set()
+        self.controller_service: ControllerService
 
     @property
     def image(self) -> MetadataImage:
@@ -125,6 +138,7 @@ class Broker:
         )
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
         self.producer_ids = ProducerIdManager(self.store)
+        self.controller_service = ControllerService(self.node_id, self.store)
         self.topics = TopicAdmin(config, self.store, self.default_log_config, lambda: self.store.image)
         self.groups = GroupService(
             CoordinatorConfig.from_props(config.get),
@@ -155,6 +169,8 @@ class Broker:
         await self.store.register_broker(self._registration())
         self.publisher.publish(initial_delta(self.store.image))
         self.store.subscribe(self.publisher.publish)
+        self.store.subscribe(self.controller_service.on_delta)
+        self.store.subscribe(self._register_again_if_unregistered)
         if self.controller is not None:
             self.store.subscribe(self.controller.on_delta)
             self.controller.start()
@@ -190,7 +206,17 @@ class Broker:
             ),
             lambda: self.store.image,
         )
-        self.alter_partitions = AlterPartitionManager(self.store)
+        self.controller_channel = ControllerChannel(self.channels, lambda: self.store.image)
+        service, channel = self.controller_service, self.controller_channel
+
+        def send_alter_partition(req: AlterPartitionRequest) -> Awaitable[AlterPartitionResponse]:
+            return channel.request(req, ALTER_PARTITION_VERSION,
+                                   lambda: service.alter_partition(req, ALTER_PARTITION_VERSION), timeout_s=5.0)
+
+        self.alter_partitions = AlterPartitionManager(self.node_id, lambda: self.store.image, send_alter_partition)
+        self.producer_ids.store = ControllerProducerIds(
+            channel, self.node_id, lambda: self.store.image, service.allocate_producer_ids
+        )
         self.replicas.fetchers = self.fetchers
         self.replicas.alter_isr = self.alter_partitions.submit
         self.controller = Controller(
@@ -202,21 +228,57 @@ class Broker:
             ),
         )
 
-    async def _move_leadership_away(self, timeout: float) -> None:
-        """Controlled shutdown: leave the cluster first, so the controller elects other
-        leaders from the ISR, and wait (up to ``timeout``) until it has."""
+    async def _controlled_shutdown(self, timeout: float) -> None:
+        """Kafka's controlled shutdown: ask the controller (ControlledShutdown) to move the
+        leadership of this broker's partitions to other ISR members and take it out of the
+        ISRs it is in, asking again while it answers partitions it could not move (up to
+        ``controlled.shutdown.max.retries``, ``controlled.shutdown.retry.backoff.ms``
+        apart, within ``timeout``); then leave the cluster (unregister)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if self.config["controlled.shutdown.enable"] and self.controller_channel is not None:
+            service = self.controller_service
+            retries = int(self.config["controlled.shutdown.max.retries"])
+            backoff_s = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
+            for attempt in range(1, retries + 1):
+                reg = self.store.image.brokers.get(self.node_id)
+                req = ControlledShutdownRequest(broker_id=self.node_id, broker_epoch=reg.epoch if reg else -1)
+                try:
+                    resp = await self.controller_channel.request(
+                        req, 3, lambda req=req: service.controlled_shutdown(req, 3),  # type: ignore[misc]
+                        timeout_s=max(0.0, deadline - loop.time()),
+                    )
+                except Exception as e:  # noqa: BLE001 - no controller answered: stop anyway
+                    log.warning("controlled shutdown: no controller answered: %r", e)
+                    break
+                remaining = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
+                log_event(log, "broker.controlled_shutdown", attempt=attempt, error=resp.error_code,
+                          remaining=len(remaining))
+                if not resp.error_code and not remaining:
+                    break
+                if attempt == retries or loop.time() + backoff_s > deadline:
+                    log.warning("controlled shutdown incomplete: still leading %s", remaining[:10])
+                    break
+                await asyncio.sleep(backoff_s)
+        self._leaving = True
         try:
             await self.store.unregister_broker(self.node_id)
         except Exception:  # noqa: BLE001 - the store may be gone; the lease then expires
             log.exception("could not unregister before stopping")
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(
-            p.leader == self.node_id and any(r != self.node_id for r in p.isr)
-            for t in self.store.image.topics.values()
-            for p in t.partitions
+
+    def _register_again_if_unregistered(self, delta: MetadataDelta) -> None:
+        """An admin's UnregisterBroker removed this running broker: register again (with a
+        new broker epoch), as a Kafka broker does when its registration is fenced."""
+        if (
+            self.node_id in delta.previous.brokers
+            and self.node_id not in delta.image.brokers
+            and not self.stopping
+            and not self._leaving
         ):
-            await asyncio.sleep(0.05)
+            log_event(log, "broker.registering_again", node_id=self.node_id)
+            task = asyncio.create_task(self.store.register_broker(self._registration()))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     def _registration(self) -> BrokerRegistration:
         bound = {name: port for name, _, port in self.bound_listeners}
@@ -228,7 +290,7 @@ class Broker:
 
     async def stop(self, timeout: float = 10.0) -> None:
         if self.clustered:
-            await self._move_leadership_away(min(timeout / 2, 5.0))
+            await self._controlled_shutdown(min(timeout / 2, 5.0))
         self.stopping = True
         for s in self.servers:
             s.close()
@@ -304,6 +366,9 @@ class Broker:
         self, election_type: int, partitions: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], ErrorCode]:
         return await elect_leaders(self.store, election_type, partitions)
+
+    def serves_inter_broker_apis(self, listener: str) -> bool:
+        return self.clustered and listener == self.config.inter_broker_listener
 
     async def reassign_partitions(
         self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]

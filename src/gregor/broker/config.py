@@ -154,6 +154,9 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance a broker tolerates.", 0),
     ConfigKey("replica.selector.class", "string", None, "KIP-392: RackAwareReplicaSelector lets consumers read from a replica in their rack."),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "Elect a replica outside the ISR."),
+    ConfigKey("controlled.shutdown.enable", "boolean", True, "On SIGTERM, ask the controller to move leadership away first."),
+    ConfigKey("controlled.shutdown.max.retries", "int", 3, "Controlled-shutdown requests before giving up.", 1),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Pause between controlled-shutdown requests.", 0),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
     ConfigKey(
         "metadata.store", "string", "file",

@@ -65,9 +65,12 @@ class Dispatcher:
             return False
         api_key, version = header.api_key, header.api_version
         entry = self.handlers.get(api_key)
+        inter_broker = self.broker.serves_inter_broker_apis(conn.info.listener)
+        if entry is not None and entry.inter_broker_only and not inter_broker:
+            entry = None
         if entry is None or not entry.min_version <= version <= entry.max_version:
             if api_key == ApiVersionsRequest.API_KEY:  # answer in v0 so the client can pick
-                conn.send(unsupported_version_response(header.correlation_id))
+                conn.send(unsupported_version_response(header.correlation_id, inter_broker))
                 return True
             name = API_KEYS[api_key].name if api_key in API_KEYS else "unknown"
             log_event(

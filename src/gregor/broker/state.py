@@ -21,6 +21,7 @@ from gregor.protocol.framing import RequestHeader
 from gregor.security.acls import AclBindingFilter
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
+    from gregor.broker.controller_apis import ControllerService
     from gregor.broker.fetch_session import FetchSessionCache
     from gregor.broker.group_service import GroupService
     from gregor.broker.producer_ids import ProducerIdManager
@@ -92,6 +93,14 @@ class BrokerState(Protocol):
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         """(node id, endpoint, rack) of every live broker on ``listener``."""
         ...
+
+    def serves_inter_broker_apis(self, listener: str) -> bool:
+        """Whether connections on ``listener`` may use the broker-to-controller APIs: a
+        clustered broker's inter-broker listener."""
+        ...
+
+    @property
+    def controller_service(self) -> ControllerService: ...
 
     async def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None

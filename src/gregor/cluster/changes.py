@@ -357,14 +357,15 @@ def _revert(p: PartitionImage) -> PartitionImage:
 
 
 def register_broker(image: MetadataImage, registration: BrokerRegistration) -> MetadataImage:
-    """Add or replace (re-registration after a restart) a broker's registration."""
+    """Add or replace (re-registration after a restart) a broker's registration; its broker
+    epoch becomes the new image's version."""
     if registration.node_id < 0:
         raise InvalidRequestError(f"invalid broker id {registration.node_id}")
     listeners = [ep.listener for ep in registration.endpoints]
     if len(set(listeners)) != len(listeners):
         raise InvalidRequestError(f"broker {registration.node_id} lists a listener twice: {listeners}")
     brokers = dict(image.brokers)
-    brokers[registration.node_id] = registration
+    brokers[registration.node_id] = dataclasses.replace(registration, epoch=image.version + 1)
     return _next(image, brokers=brokers)
 
 

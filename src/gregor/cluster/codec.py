@@ -159,6 +159,7 @@ def encode_registration(registration: BrokerRegistration) -> dict[str, Any]:
         ],
         "rack": registration.rack,
         "fenced": registration.fenced,
+        "epoch": registration.epoch,
     }
 
 
@@ -171,4 +172,5 @@ def decode_registration(doc: dict[str, Any]) -> BrokerRegistration:
         ),
         rack=None if doc.get("rack") is None else str(doc["rack"]),
         fenced=bool(doc.get("fenced", False)),
+        epoch=int(doc.get("epoch", -1)),
     )

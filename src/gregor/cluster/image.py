@@ -67,12 +67,17 @@ class BrokerEndpoint:
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A live broker: its id, one endpoint per listener, rack, and whether it is fenced."""
+    """A live broker: its id, one endpoint per listener, rack, whether it is fenced, and its
+    broker epoch: the image version of the change that registered it (Kafka's broker epoch,
+    as the ZooKeeper-era controller took it from the registration's creation), so a broker
+    that registers again (a restart, an expired session) has a higher one, and a request
+    carrying an older epoch is fenced (STALE_BROKER_EPOCH). -1 until registered."""
 
     node_id: int
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None
     fenced: bool = False
+    epoch: int = -1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "endpoints", tuple(self.endpoints))

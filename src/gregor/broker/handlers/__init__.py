@@ -10,6 +10,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     api_versions,
     cluster_info,
     configs,
+    controller_apis,
     elect_leaders,
     fetch,
     groups,

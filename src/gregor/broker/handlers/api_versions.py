@@ -1,4 +1,5 @@
-"""ApiVersions: advertise exactly the handler table."""
+"""ApiVersions: advertise exactly the handler table (the inter-broker APIs only on a clustered
+broker's inter-broker listener)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,21 @@ from gregor.protocol.framing import encode_response
 from gregor.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 
-def supported_api_keys() -> list[ApiVersionsResponse.ApiKeys]:
+def supported_api_keys(inter_broker: bool) -> list[ApiVersionsResponse.ApiKeys]:
     return [
         ApiVersionsResponse.ApiKeys(api_key=k, min_version=e.min_version, max_version=e.max_version)
         for k, e in sorted(HANDLERS.items())
+        if inter_broker or not e.inter_broker_only
     ]
 
 
-def unsupported_version_response(correlation_id: int) -> bytes:
+def unsupported_version_response(correlation_id: int, inter_broker: bool) -> bytes:
     """UNSUPPORTED_VERSION in the v0 layout, listing what we do support (KIP-511 behaviour)."""
-    resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_keys())
+    resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_keys(inter_broker))
     return encode_response(ApiVersionsRequest.API_KEY, 0, correlation_id, resp)
 
 
 @handles(ApiVersionsRequest)
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
-    return ApiVersionsResponse(error_code=0, api_keys=supported_api_keys(), throttle_time_ms=0)
+    inter_broker = ctx.broker.serves_inter_broker_apis(ctx.conn.listener)
+    return ApiVersionsResponse(error_code=0, api_keys=supported_api_keys(inter_broker), throttle_time_ms=0)

@@ -25,20 +25,24 @@ class HandlerEntry:
     handler: Handler
     min_version: int
     max_version: int
+    #: Served (and advertised) only on a clustered broker's inter-broker listener: the
+    #: broker-to-controller APIs.
+    inter_broker_only: bool = False
 
 
 HANDLERS: dict[int, HandlerEntry] = {}
 
 
 def handles(
-    message_cls: type[Req], min_version: int | None = None, max_version: int | None = None
+    message_cls: type[Req], min_version: int | None = None, max_version: int | None = None,
+    *, inter_broker_only: bool = False,
 ) -> Callable[[Callable[[RequestContext, Req], Awaitable[Resp]]], Callable[[RequestContext, Req], Awaitable[Resp]]]:
     """Register a handler for ``message_cls``'s API; versions default to all the codec knows."""
 
     def register(fn: Callable[[RequestContext, Req], Awaitable[Resp]]) -> Callable[[RequestContext, Req], Awaitable[Resp]]:
         lo = message_cls.MIN_VERSION if min_version is None else min_version
         hi = message_cls.MAX_VERSION if max_version is None else max_version
-        HANDLERS[message_cls.API_KEY] = HandlerEntry(cast(Handler, fn), lo, hi)
+        HANDLERS[message_cls.API_KEY] = HandlerEntry(cast(Handler, fn), lo, hi, inter_broker_only)
         return fn
 
     return register

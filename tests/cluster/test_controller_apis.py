@@ -1,0 +1,198 @@
+"""The broker-to-controller APIs between real broker processes (3 brokers, etcd, a separate
+REPLICATION inter-broker listener), spoken with raw requests as another broker would:
+AlterPartition, AllocateProducerIds and ControlledShutdown are served and advertised only on
+the inter-broker listener; the controller fences stale brokers, leader epochs, partition
+epochs and ineligible ISR members with Kafka's errors; producer-id blocks never overlap;
+a controlled shutdown moves leadership away and keeps the broker out of ISRs until it
+registers again; UnregisterBroker refuses an unknown id. (That leaders' ISR changes and
+SIGTERM use these APIs is covered by test_replication.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from replication_helpers import CLUSTER_CONFIG, create_topic, metadata_until
+
+from gregor.client.conn import BrokerConnection
+from gregor.client.errors import KafkaConnectionError
+from gregor.cluster.etcd_store import EtcdMetadataStore
+from gregor.cluster.image import MetadataImage
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages import Message
+from gregor.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest
+from gregor.protocol.messages.alter_partition import AlterPartitionRequest
+from gregor.protocol.messages.api_versions import ApiVersionsRequest
+from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from gregor.protocol.messages.unregister_broker import UnregisterBrokerRequest
+from gregor.testing.cluster import ClusterProcess
+from gregor.testing.etcd import etcd_binary
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
+]
+
+INTER_BROKER = {56: (0, 3), 67: (0, 0), 7: (0, 3)}  # AlterPartition, AllocateProducerIds, ControlledShutdown
+TWO_LISTENERS = {
+    **CLUSTER_CONFIG,
+    "listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+    "inter.broker.listener.name": "REPLICATION",
+}
+Part = AlterPartitionRequest.Topics.Partitions
+Member = AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs
+
+
+@pytest.fixture
+def cluster() -> Iterator[ClusterProcess]:
+    with ClusterProcess(3, config=TWO_LISTENERS) as c:
+        yield c
+
+
+def ask(cluster: ClusterProcess, node: int, listener: str, message: Message, version: int) -> Any:
+    async def go() -> Any:
+        host, port = cluster.broker(node).bootstrap(listener).rsplit(":", 1)
+        conn = await BrokerConnection(host, int(port), node_id=node, client_id="controller-api-test",
+                                      request_timeout_ms=30000).connect()
+        try:
+            return await conn.request(message, version)
+        finally:
+            conn.close()
+
+    return asyncio.run(go())
+
+
+def image(cluster: ClusterProcess) -> MetadataImage:
+    """The cluster's metadata as etcd holds it (epochs clients never see)."""
+    async def go() -> MetadataImage:
+        store = EtcdMetadataStore(cluster.metadata_store)
+        try:
+            return await store.start()
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def controller_of(cluster: ClusterProcess) -> int:
+    return metadata_until(cluster, lambda m: m.controller_id > 0).controller_id
+
+
+def alter(broker: int, broker_epoch: int, topic_id: uuid.UUID, leader_epoch: int, partition_epoch: int,
+          isr: list[tuple[int, int]]) -> AlterPartitionRequest:
+    return AlterPartitionRequest(broker_id=broker, broker_epoch=broker_epoch, topics=[
+        AlterPartitionRequest.Topics(topic_id=topic_id, partitions=[Part(
+            partition_index=0, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+            new_isr_with_epochs=[Member(broker_id=b, broker_epoch=e) for b, e in isr],
+        )]),
+    ])
+
+
+def test_advertised_and_served_only_on_the_inter_broker_listener(cluster: ClusterProcess) -> None:
+    hello = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    clients = {k.api_key: (k.min_version, k.max_version) for k in ask(cluster, 1, "PLAINTEXT", hello, 3).api_keys}
+    brokers = {k.api_key: (k.min_version, k.max_version) for k in ask(cluster, 1, "REPLICATION", hello, 3).api_keys}
+    assert {k: brokers.get(k) for k in INTER_BROKER} == INTER_BROKER
+    assert not set(INTER_BROKER) & set(clients)
+    assert clients[64] == brokers[64] == (0, 0)  # UnregisterBroker: an admin API, everywhere
+    with pytest.raises(KafkaConnectionError):  # an API this listener does not serve: closed
+        ask(cluster, 1, "PLAINTEXT", AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1), 0)
+
+
+def test_alter_partition_is_fenced_as_kafka_fences_it(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "isr", 1, 3)
+    controller = controller_of(cluster)
+    other = next(n for n in (1, 2, 3) if n != controller)
+    img = image(cluster)
+    topic = img.topics["isr"]
+    p = topic.partitions[0]
+    leader, epoch = p.leader, img.brokers[p.leader].epoch
+    dropped = next(r for r in p.isr if r != leader)
+    kept = [(r, img.brokers[r].epoch) for r in p.isr if r != dropped]
+
+    def code(req: AlterPartitionRequest, node: int = controller) -> int:
+        resp = ask(cluster, node, "REPLICATION", req, 3)
+        return resp.error_code or resp.topics[0].partitions[0].error_code
+
+    tid = topic.topic_id
+    assert code(alter(leader, epoch, tid, p.leader_epoch, p.partition_epoch, kept), other) == ErrorCode.NOT_CONTROLLER
+    assert code(alter(leader, epoch + 1000, tid, p.leader_epoch, p.partition_epoch, kept)) == ErrorCode.STALE_BROKER_EPOCH
+    assert code(alter(dropped, -1, tid, p.leader_epoch, p.partition_epoch, kept)) == ErrorCode.INVALID_REQUEST
+    assert code(alter(leader, epoch, tid, p.leader_epoch - 1, p.partition_epoch, kept)) == ErrorCode.FENCED_LEADER_EPOCH
+    assert code(alter(leader, epoch, tid, p.leader_epoch, p.partition_epoch + 5, kept)) == ErrorCode.INVALID_UPDATE_VERSION
+    assert code(alter(leader, epoch, uuid.uuid4(), p.leader_epoch, p.partition_epoch, kept)) == ErrorCode.UNKNOWN_TOPIC_ID
+    shrunk = ask(cluster, controller, "REPLICATION", alter(leader, epoch, tid, p.leader_epoch, p.partition_epoch, kept), 3)
+    state = shrunk.topics[0].partitions[0]
+    assert (shrunk.error_code, state.error_code, state.leader_id, state.leader_epoch) == (0, 0, leader, p.leader_epoch)
+    assert (sorted(state.isr), state.partition_epoch) == (sorted(r for r, _ in kept), p.partition_epoch + 1)
+    # A member with another broker epoch than its registration's (restarted since) may not join.
+    stale_member = kept + [(dropped, img.brokers[dropped].epoch + 1000)]
+    assert code(alter(leader, epoch, tid, p.leader_epoch, state.partition_epoch, stale_member)) == ErrorCode.INELIGIBLE_REPLICA
+    # The follower left out is still fetching: its leader brings it back in through the controller.
+    metadata_until(cluster, lambda m: sorted(m.topics["isr"].partitions[0].isrs) == [1, 2, 3])
+
+
+def test_producer_id_blocks_come_from_the_controller_and_never_overlap(cluster: ClusterProcess) -> None:
+    controller = controller_of(cluster)
+    other = next(n for n in (1, 2, 3) if n != controller)
+    blocks = []
+    for node in (1, 2, 3):
+        resp = ask(cluster, controller, "REPLICATION", AllocateProducerIdsRequest(broker_id=node, broker_epoch=-1), 0)
+        assert resp.error_code == 0 and resp.producer_id_len == 1000
+        blocks.append(range(resp.producer_id_start, resp.producer_id_start + resp.producer_id_len))
+    assert all(a.stop <= b.start for a, b in zip(blocks, blocks[1:], strict=False))
+    asked_elsewhere = ask(cluster, other, "REPLICATION", AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1), 0)
+    assert asked_elsewhere.error_code == ErrorCode.NOT_CONTROLLER
+    stale = ask(cluster, controller, "REPLICATION", AllocateProducerIdsRequest(broker_id=1, broker_epoch=10**9), 0)
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+    unknown = ask(cluster, controller, "REPLICATION", AllocateProducerIdsRequest(broker_id=42, broker_epoch=-1), 0)
+    assert unknown.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_controlled_shutdown_moves_leadership_and_keeps_the_broker_out_of_isrs(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "cs", 3, 3)
+    controller = controller_of(cluster)
+    leaving = next(n for n in (1, 2, 3) if n != controller)
+    resp = ask(cluster, controller, "REPLICATION", ControlledShutdownRequest(broker_id=leaving, broker_epoch=-1), 3)
+    assert (resp.error_code, resp.remaining_partitions) == (0, [])
+
+    def moved(m: Any) -> bool:
+        parts = m.topics["cs"].partitions.values()
+        return all(p.leader != leaving and leaving not in p.isrs and len(p.isrs) == 2 for p in parts)
+
+    metadata_until(cluster, moved)
+    # Still running and fetching, but the controller refuses it back into any ISR: check the
+    # leaders' refusals directly with one more request of our own.
+    img = image(cluster)
+    p = img.topics["cs"].partitions[0]
+    back_in = [(r, -1) for r in p.isr] + [(leaving, -1)]
+    answer = ask(cluster, controller, "REPLICATION", alter(p.leader, -1, img.topics["cs"].topic_id, p.leader_epoch,
+                                                           p.partition_epoch, back_in), 3)
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.INELIGIBLE_REPLICA
+    # Registering again (a restart) ends the shutdown: it rejoins every ISR.
+    cluster.restart(leaving)
+    metadata_until(cluster, lambda m: all(len(p.isrs) == 3 for p in m.topics["cs"].partitions.values()))
+
+
+def test_unregister_broker_refuses_an_unknown_id(cluster: ClusterProcess) -> None:
+    resp = ask(cluster, 1, "PLAINTEXT", UnregisterBrokerRequest(broker_id=42), 0)
+    assert resp.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED and "42" in resp.error_message
+
+
+def test_an_unregistered_running_broker_registers_again_with_a_new_epoch(cluster: ClusterProcess) -> None:
+    metadata_until(cluster, lambda m: len(m.brokers) == 3)
+    before = image(cluster).brokers[3].epoch
+    resp = ask(cluster, 1, "PLAINTEXT", UnregisterBrokerRequest(broker_id=3), 0)
+    assert resp.error_code == 0
+    while True:  # gone, then back: the running broker registers again, as Kafka's does
+        reg = image(cluster).brokers.get(3)
+        if reg is not None and reg.epoch > before:
+            break
+    assert "event=broker.registering_again" in cluster.broker(3).read_log()
+    metadata_until(cluster, lambda m: sorted(m.brokers) == [1, 2, 3])
