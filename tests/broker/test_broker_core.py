@@ -137,10 +137,22 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceReques
         ({"metadata.store": "etcd://127.0.0.1:2379/a b"}, "metadata.store"),
         ({"metadata.store": "zookeeper://127.0.0.1:2181"}, "metadata.store"),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),
-        (
+        (  # Kafka's default inter-broker mechanism, GSSAPI: brokers could not log in to each other
             {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
              "sasl.enabled.mechanisms": "SCRAM-SHA-256"},
-            "needs a PLAINTEXT inter-broker listener",
+            "sasl.mechanism.inter.broker.protocol=GSSAPI",
+        ),
+        (
+            {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+             "sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+            "scram-sha-256.sasl.jaas.config is not set",
+        ),
+        (
+            {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+             "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+            "needs username and password",
         ),
         ({"replica.selector.class": "com.example.NearestReplica"}, "replica.selector.class"),
         ({"log.cleanup.policy": "archive"}, "cleanup.policy"),

@@ -192,12 +192,15 @@ class Broker:
         channels to the other brokers for transaction markers and verification. Before
         anything is published, so every partition is made with them."""
         config = self.config
-        self.channels = BrokerChannels(self.node_id, config.inter_broker_listener, lambda: self.store.image)
+        self.channels = BrokerChannels(
+            self.node_id, config.inter_broker_listener, lambda: self.store.image, config.inter_broker_client
+        )
         self.transactions.routing = TxnRouting(self.channels, lambda: self.store.image)
         self.fetchers = ReplicaFetchers(
             FetcherConfig(
                 node_id=self.node_id,
                 listener=config.inter_broker_listener,
+                security=config.inter_broker_client,
                 wait_max_ms=int(config["replica.fetch.wait.max.ms"]),
                 min_bytes=int(config["replica.fetch.min.bytes"]),
                 max_bytes=int(config["replica.fetch.max.bytes"]),

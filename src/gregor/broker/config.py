@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gregor.broker.listener_security import ListenerSecurity, is_security_key, listener_security
+from gregor.broker.listener_security import (
+    InterBrokerClient,
+    ListenerSecurity,
+    inter_broker_client,
+    is_security_key,
+    listener_security,
+)
 from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
 from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
@@ -335,16 +341,19 @@ class BrokerConfig:
                 f"security.inter.broker.protocol={protocol} names no listener in listeners "
                 "(or set inter.broker.listener.name)"
             )
-        if is_etcd_url(str(self.values["metadata.store"])):
-            replication = self.security_protocol(self.inter_broker_listener)
-            if replication != "PLAINTEXT":
-                # Followers fetch over this listener with Gregor's client, which speaks no
-                # TLS or SASL yet: refuse rather than replicate in the clear elsewhere.
+        inter_name = self.inter_broker_listener
+        try:
+            self.inter_broker_client = inter_broker_client(
+                inter_name, self.security_protocol(inter_name),
+                functools.partial(self.listener_value, inter_name),
+                functools.partial(self._listener_only, inter_name),
+            )
+        except (TlsConfigError, ValueError) as e:
+            if is_etcd_url(str(self.values["metadata.store"])):
                 raise ConfigError(
-                    f"the inter-broker listener {self.inter_broker_listener} uses {replication}; "
-                    "replication between Gregor brokers needs a PLAINTEXT inter-broker listener "
-                    "in this version (set inter.broker.listener.name)"
-                )
+                    f"the inter-broker listener {inter_name} cannot be reached by the other brokers: {e}"
+                ) from None
+            self.inter_broker_client = InterBrokerClient("PLAINTEXT")  # one node: nobody to reach
         if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"security.inter.broker.protocol={protocol} is not one of "

@@ -22,10 +22,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from gregor.broker.listener_security import InterBrokerClient
 from gregor.client.conn import BrokerConnection
 from gregor.client.errors import KafkaConnectionError, KafkaTimeoutError
 from gregor.cluster.image import MetadataImage
-from gregor.protocol.errors import ErrorCode, error_for_code
+from gregor.protocol.errors import ErrorCode, KafkaError, error_for_code
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import (
     AddPartitionsToTxnRequest,
@@ -47,24 +48,39 @@ R = TypeVar("R")
 
 
 async def connect_to_broker(
-    image: MetadataImage, node: int, listener: str, *, client_id: str, request_timeout_ms: int
+    image: MetadataImage, node: int, listener: str, *, client_id: str, request_timeout_ms: int,
+    security: InterBrokerClient | None = None,
 ) -> BrokerConnection:
     """A connection to broker ``node`` at the address it registered for ``listener`` in
-    ``image``; KafkaConnectionError if it has none (not registered, or no such listener)."""
+    ``image``, with the listener's TLS and SASL login (``security``); KafkaConnectionError if
+    it has none (not registered, or no such listener) or the connection or login fails."""
     registration = image.brokers.get(node)
     endpoint = registration.endpoint(listener) if registration is not None else None
     if endpoint is None:
         raise KafkaConnectionError(f"broker {node} has no {listener} endpoint in the metadata")
     conn = BrokerConnection(
-        endpoint.host, endpoint.port, node_id=node, client_id=client_id, request_timeout_ms=request_timeout_ms
+        endpoint.host, endpoint.port, node_id=node, client_id=client_id, request_timeout_ms=request_timeout_ms,
+        ssl_context=security.ssl_context if security is not None else None,
+        sasl=security.sasl if security is not None else None,
     )
-    return await conn.connect()
+    try:
+        return await conn.connect()
+    except KafkaError as e:
+        if isinstance(e, KafkaConnectionError):
+            raise
+        # A refused login: as unreachable for the caller (it retries), said in the log.
+        log.warning("login to broker %d on %s refused: %s", node, listener, e)
+        raise KafkaConnectionError(f"broker {node}: {e}") from None
 
 
 class BrokerChannels:
-    def __init__(self, node_id: int, listener: str, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self, node_id: int, listener: str, image: Callable[[], MetadataImage],
+        security: InterBrokerClient | None = None,
+    ) -> None:
         self.node_id = node_id
         self.listener = listener
+        self.security = security
         self._image = image
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Future[BrokerConnection]] = {}
@@ -81,7 +97,7 @@ class BrokerChannels:
         try:
             conn = await connect_to_broker(
                 self._image(), node, self.listener, client_id=f"gregor-broker-{self.node_id}",
-                request_timeout_ms=REQUEST_TIMEOUT_MS,
+                request_timeout_ms=REQUEST_TIMEOUT_MS, security=self.security,
             )
             self._conns[node] = conn
             fut.set_result(conn)

@@ -12,21 +12,24 @@ raises ``ValueError`` with a message naming the setting, and the broker does not
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gregor.client.sasl import CLIENT_MECHANISMS, SaslClient, sasl_client
 from gregor.security.jaas import JaasConfigError, JaasEntry, parse_jaas_config
 from gregor.security.oauthbearer import OAUTHBEARER_LOGIN_MODULE, TokenValidator, UnsecuredValidator
 from gregor.security.plain import PLAIN_LOGIN_MODULE, plain_users
 from gregor.security.principal import SslPrincipalMapper
 from gregor.security.sasl import OAUTHBEARER, PLAIN, SUPPORTED_MECHANISMS
-from gregor.security.tls import server_context
+from gregor.security.tls import client_context, server_context
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
-#: Kafka's default for ``sasl.enabled.mechanisms``.
+#: Kafka's default for ``sasl.enabled.mechanisms`` and ``sasl.mechanism.inter.broker.protocol``.
 DEFAULT_MECHANISMS = "GSSAPI"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 Getter = Callable[[str], "str | None"]
 
@@ -160,3 +163,42 @@ def _jaas(listener: str, mechanism: str, module: str, prefixed: Getter) -> list[
         if entry.login_module != module:
             raise ValueError(f"{key}: login module {entry.login_module} is not {module}")
     return entries
+
+
+@dataclass
+class InterBrokerClient:
+    """How this broker connects to the other brokers' inter-broker listener: TLS and SASL
+    login as that listener's security protocol demands."""
+
+    security_protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    sasl: Callable[[], SaslClient] | None = field(default=None, repr=False)
+
+
+def inter_broker_client(name: str, protocol: str, get: Getter, prefixed: Getter) -> InterBrokerClient:
+    """The client side of the inter-broker listener ``name``, from the same listener's
+    settings as Kafka reads them: ``ssl.*`` for TLS (``security.tls.client_context``), and for
+    SASL the mechanism ``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256 or
+    SCRAM-SHA-512; Kafka's default GSSAPI is refused) with the ``username`` and ``password``
+    of the listener's ``<mechanism>.sasl.jaas.config`` login module. Anything missing raises
+    ``ValueError`` naming the setting: the broker does not start."""
+    client = InterBrokerClient(protocol)
+    if protocol in TLS_PROTOCOLS:
+        client.ssl_context = client_context(get)
+    if protocol in SASL_PROTOCOLS:
+        mechanism = (get("sasl.mechanism.inter.broker.protocol") or DEFAULT_MECHANISMS).strip().upper()
+        if mechanism not in CLIENT_MECHANISMS:
+            raise ValueError(
+                f"sasl.mechanism.inter.broker.protocol={mechanism}: brokers log in to each other with "
+                f"{', '.join(CLIENT_MECHANISMS)} only (set it to one the inter-broker listener {name} enables)"
+            )
+        module = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+        options = _jaas(name, mechanism, module, prefixed)[0].options
+        username, password = options.get("username"), options.get("password")
+        if not username or password is None:
+            raise ValueError(
+                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config needs username and "
+                "password: the credentials this broker logs in to the other brokers with"
+            )
+        client.sasl = functools.partial(sasl_client, mechanism, username, password)
+    return client

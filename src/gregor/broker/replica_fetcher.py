@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from gregor.broker.events import log_event
 from gregor.broker.inter_broker import connect_to_broker
+from gregor.broker.listener_security import InterBrokerClient
 from gregor.broker.partition import Partition
 from gregor.client.conn import BrokerConnection
 from gregor.client.errors import KafkaConnectionError, KafkaTimeoutError
@@ -66,6 +67,8 @@ _LEADERSHIP_ERRORS = frozenset({
 class FetcherConfig:
     node_id: int
     listener: str
+    #: TLS and SASL login for the inter-broker listener (None: plain text).
+    security: InterBrokerClient | None = None
     wait_max_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 1048576
@@ -180,7 +183,7 @@ class LeaderFetcher:
             self._conn = await connect_to_broker(
                 self._image(), self.leader_id, self.config.listener,
                 client_id=f"gregor-replica-fetcher-{self.config.node_id}",
-                request_timeout_ms=self.config.wait_max_ms + 30000,
+                request_timeout_ms=self.config.wait_max_ms + 30000, security=self.config.security,
             )
         return self._conn
 

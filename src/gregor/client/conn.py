@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from gregor.client.errors import (
@@ -31,10 +33,13 @@ from gregor.client.errors import (
     KafkaTimeoutError,
     UnsupportedForBrokerError,
 )
+from gregor.client.sasl import SaslClient
 from gregor.protocol.connection import ClientConnection
-from gregor.protocol.errors import ErrorCode
+from gregor.protocol.errors import ErrorCode, SaslAuthenticationFailedError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import API_KEYS, ApiVersionsRequest, Message
+from gregor.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
 log = logging.getLogger("gregor.client")
 
@@ -76,9 +81,15 @@ class BrokerConnection:
         client_id: str | None = "gregor",
         request_timeout_ms: int = 30000,
         connect_timeout_ms: int = 10000,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslClient] | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        #: TLS (SSL / SASL_SSL): the server's name is checked as the context says.
+        self.ssl_context = ssl_context
+        #: SASL (SASL_PLAINTEXT / SASL_SSL): a fresh login exchange per connection.
+        self.sasl = sasl
         self.node_id = node_id
         self.request_timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
@@ -108,15 +119,39 @@ class BrokerConnection:
         loop = asyncio.get_running_loop()
         try:
             transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                loop.create_connection(
+                    lambda: _Protocol(self), self.host, self.port, ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None,
+                ),
                 self.connect_timeout,
             )
-        except (TimeoutError, OSError) as e:
+        except (TimeoutError, OSError) as e:  # ssl.SSLError (a refused handshake) is an OSError
             self._closed = True
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from None
         self._transport = transport  # type: ignore[assignment]
         await self._negotiate()
+        if self.sasl is not None:
+            try:
+                await self._authenticate(self.sasl())
+            except BaseException:
+                self.close()
+                raise
         return self
+
+    async def _authenticate(self, login: SaslClient) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism is done (KIP-152)."""
+        hello = await self.send(SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1))
+        if hello.error_code:
+            raise SaslAuthenticationFailedError(
+                f"{self} does not enable SASL mechanism {login.mechanism} (it offers {hello.mechanisms})"
+            )
+        version = self.version(36, 2)
+        token: bytes | None = login.first()
+        while token is not None:
+            resp = await self.send(SaslAuthenticateRequest(auth_bytes=token), version)
+            if resp.error_code:
+                raise SaslAuthenticationFailedError(resp.error_message or f"{login.mechanism} login refused")
+            token = login.respond(bytes(resp.auth_bytes))
 
     async def _negotiate(self) -> None:
         req = ApiVersionsRequest(

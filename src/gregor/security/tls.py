@@ -1,4 +1,5 @@
-"""Server-side TLS contexts from Kafka's ``ssl.*`` settings (PEM key stores only).
+"""TLS contexts from Kafka's ``ssl.*`` settings (PEM key stores only): a listener's server
+context, and the client context a broker uses to reach another broker's listener.
 
 ``server_context(get)`` reads the settings of one listener through ``get(key)`` (the caller
 applies ``listener.name.<l>.`` overrides) and returns a ready ``ssl.SSLContext``:
@@ -102,8 +103,7 @@ def _load_truststore(ctx: ssl.SSLContext, get: Getter) -> bool:
     return True
 
 
-def server_context(get: Getter, client_auth_default: str = "none") -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _protocols_and_ciphers(ctx: ssl.SSLContext, get: Getter) -> None:
     protocols = [p.strip() for p in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     unknown = [p for p in protocols if p not in _PROTOCOLS]
     if unknown or not protocols:
@@ -118,6 +118,33 @@ def server_context(get: Getter, client_auth_default: str = "none") -> ssl.SSLCon
             "ssl.cipher.suites is not supported (Java suite names do not map onto OpenSSL's); "
             "remove it to use Python's secure defaults"
         )
+
+
+def client_context(get: Getter) -> ssl.SSLContext:
+    """The context a broker connects to another broker's TLS listener with (the same
+    listener's settings, as Kafka uses them for both ends): the trust store verifies the
+    other broker (the system's CAs when none is set), the key store, when there is one, is
+    this broker's certificate for listeners that ask for one, and
+    ``ssl.endpoint.identification.algorithm`` (default ``https``; empty turns it off) checks
+    the certificate names the host connected to."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols_and_ciphers(ctx, get)
+    if get("ssl.keystore.location") or get("ssl.keystore.certificate.chain"):
+        _load_keystore(ctx, get)
+    if not _load_truststore(ctx, get):
+        ctx.load_default_certs()
+    algorithm = get("ssl.endpoint.identification.algorithm")
+    algorithm = "https" if algorithm is None else algorithm.strip().lower()
+    if algorithm not in ("https", ""):
+        raise TlsConfigError(f"ssl.endpoint.identification.algorithm={algorithm} is not https or empty")
+    ctx.check_hostname = algorithm == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def server_context(get: Getter, client_auth_default: str = "none") -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _protocols_and_ciphers(ctx, get)
     _load_keystore(ctx, get)
     has_trust = _load_truststore(ctx, get)
     auth = (get("ssl.client.auth") or client_auth_default).strip().lower()
