@@ -1,11 +1,18 @@
-"""The broker-to-controller APIs between real broker processes (3 brokers, etcd, a separate
-REPLICATION inter-broker listener), spoken with raw requests as another broker would:
-AlterPartition, AllocateProducerIds and ControlledShutdown are served and advertised only on
-the inter-broker listener; the controller fences stale brokers, leader epochs, partition
-epochs and ineligible ISR members with Kafka's errors; producer-id blocks never overlap;
-a controlled shutdown moves leadership away and keeps the broker out of ISRs until it
-registers again; UnregisterBroker refuses an unknown id. (That leaders' ISR changes and
-SIGTERM use these APIs is covered by test_replication.py.)
+"""The controller's APIs between real broker processes (3 brokers, etcd, a separate
+REPLICATION inter-broker listener), spoken with raw requests as another broker would.
+
+Broker to controller: AlterPartition, AllocateProducerIds and ControlledShutdown are served
+and advertised only on the inter-broker listener; the controller fences stale brokers, leader
+epochs, partition epochs and ineligible ISR members with Kafka's errors; producer-id blocks
+never overlap; a controlled shutdown moves leadership away and keeps the broker out of ISRs
+until it registers again; UnregisterBroker refuses an unknown id, and a running broker that
+is unregistered registers again. (That leaders' ISR changes and SIGTERM use these APIs is
+covered by test_replication.py.)
+
+Controller to broker: LeaderAndIsr (v0-7), UpdateMetadata and StopReplica fence a stale
+controller epoch and broker epoch and answer per partition; the controller sends them to the
+other brokers as the cluster changes, and a reassignment's removed replica is told to stop
+and delete its log.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTopicPartition
 from replication_helpers import CLUSTER_CONFIG, create_topic, metadata_until
 
 from gregor.client.conn import BrokerConnection
@@ -28,7 +37,10 @@ from gregor.protocol.messages.allocate_producer_ids import AllocateProducerIdsRe
 from gregor.protocol.messages.alter_partition import AlterPartitionRequest
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
 from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from gregor.protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from gregor.protocol.messages.stop_replica import StopReplicaRequest
 from gregor.protocol.messages.unregister_broker import UnregisterBrokerRequest
+from gregor.protocol.messages.update_metadata import UpdateMetadataRequest
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
 
@@ -38,7 +50,8 @@ pytestmark = [
     pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
 ]
 
-INTER_BROKER = {56: (0, 3), 67: (0, 0), 7: (0, 3)}  # AlterPartition, AllocateProducerIds, ControlledShutdown
+#: AlterPartition, AllocateProducerIds, ControlledShutdown; LeaderAndIsr, StopReplica, UpdateMetadata.
+INTER_BROKER = {56: (0, 3), 67: (0, 0), 7: (0, 3), 4: (0, 7), 5: (0, 4), 6: (0, 8)}
 TWO_LISTENERS = {
     **CLUSTER_CONFIG,
     "listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
@@ -196,3 +209,107 @@ def test_an_unregistered_running_broker_registers_again_with_a_new_epoch(cluster
             break
     assert "event=broker.registering_again" in cluster.broker(3).read_log()
     metadata_until(cluster, lambda m: sorted(m.brokers) == [1, 2, 3])
+
+
+# --- controller to broker: LeaderAndIsr, UpdateMetadata, StopReplica ---
+
+LState = LeaderAndIsrRequest.TopicStates.PartitionStates
+
+
+def leader_and_isr(img: MetadataImage, broker: int, topic: str, version: int, *, controller_epoch: int | None = None,
+                   broker_epoch: int | None = None, leader_epoch_delta: int = 0,
+                   partition_epoch_delta: int = 0) -> LeaderAndIsrRequest:
+    t = img.topics[topic]
+    p = t.partitions[0]
+    fields = {
+        "partition_index": 0, "controller_epoch": img.controller_epoch, "leader": p.leader,
+        "leader_epoch": p.leader_epoch + leader_epoch_delta, "isr": list(p.isr),
+        "partition_epoch": p.partition_epoch + partition_epoch_delta, "replicas": list(p.replicas),
+    }
+    common = {
+        "controller_id": img.controller_id,
+        "controller_epoch": img.controller_epoch if controller_epoch is None else controller_epoch,
+        "broker_epoch": img.brokers[broker].epoch if broker_epoch is None else broker_epoch,
+    }
+    if version >= 2:
+        return LeaderAndIsrRequest(**common, topic_states=[LeaderAndIsrRequest.TopicStates(
+            topic_name=topic, topic_id=t.topic_id, partition_states=[LState(**fields)])])
+    return LeaderAndIsrRequest(**common, ungrouped_partition_states=[
+        LeaderAndIsrRequest.UngroupedPartitionStates(topic_name=topic, **fields)])
+
+
+def lai_codes(resp: Any, version: int) -> list[int]:
+    if version >= 5:
+        return [p.error_code for t in resp.topics for p in t.partition_errors]
+    return [p.error_code for p in resp.partition_errors]
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 5, 7])
+def test_leader_and_isr_is_fenced_and_answered_per_partition(cluster: ClusterProcess, version: int) -> None:
+    create_topic(cluster, "driven", 1, 3)
+    img = image(cluster)
+    broker = next(n for n in (1, 2, 3) if n != img.controller_id)
+
+    def send(**kw: Any) -> Any:
+        return ask(cluster, broker, "REPLICATION", leader_and_isr(img, broker, "driven", version, **kw), version)
+
+    assert send(controller_epoch=img.controller_epoch - 1).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+    if version >= 2:  # broker epochs from v2
+        assert send(broker_epoch=img.brokers[broker].epoch + 1000).error_code == ErrorCode.STALE_BROKER_EPOCH
+    current = send()
+    assert current.error_code == 0 and lai_codes(current, version) == [ErrorCode.NONE]
+    assert lai_codes(send(leader_epoch_delta=-1), version) == [ErrorCode.STALE_CONTROLLER_EPOCH]
+    assert lai_codes(send(partition_epoch_delta=5), version) == [ErrorCode.REQUEST_TIMED_OUT]
+
+
+def test_update_metadata_and_stop_replica_are_fenced_and_answered(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "driven", 1, 3)
+    img = image(cluster)
+    broker = next(n for n in (1, 2, 3) if n != img.controller_id)
+    epochs = {"controller_id": img.controller_id, "controller_epoch": img.controller_epoch,
+              "broker_epoch": img.brokers[broker].epoch}
+    for version in (0, 5, 8):
+        stale = ask(cluster, broker, "REPLICATION", UpdateMetadataRequest(
+            **{**epochs, "controller_epoch": img.controller_epoch - 1}), version)
+        assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+        assert ask(cluster, broker, "REPLICATION", UpdateMetadataRequest(**epochs), version).error_code == 0
+    p = img.topics["driven"].partitions[0]
+    stop = StopReplicaRequest(**epochs, topic_states=[
+        StopReplicaRequest.TopicStates(topic_name="driven", partition_states=[
+            StopReplicaRequest.TopicStates.PartitionStates(partition_index=0, leader_epoch=p.leader_epoch,
+                                                           delete_partition=True)]),
+        StopReplicaRequest.TopicStates(topic_name="never-here", partition_states=[
+            StopReplicaRequest.TopicStates.PartitionStates(partition_index=0, leader_epoch=0, delete_partition=True)]),
+    ])
+    resp = ask(cluster, broker, "REPLICATION", stop, 4)
+    assert resp.error_code == 0
+    # Still a replica at that leader epoch in the store: refused; nothing hosted: done.
+    assert [(e.topic_name, e.error_code) for e in resp.partition_errors] == [
+        ("driven", ErrorCode.FENCED_LEADER_EPOCH), ("never-here", ErrorCode.NONE)]
+    assert (cluster.broker(broker).data_dir / "logs" / "driven-0").is_dir()
+
+
+def test_the_controller_drives_the_brokers_with_them(cluster: ClusterProcess) -> None:
+    create_topic(cluster, "pushed", 1, 3)
+    controller = controller_of(cluster)
+    others = [n for n in (1, 2, 3) if n != controller]
+
+    def seen(node: int, api: str) -> bool:
+        return f"event=broker.controller_request api={api} controller={controller}" in cluster.broker(node).read_log()
+
+    while not all(seen(n, "LeaderAndIsr") and seen(n, "UpdateMetadata") for n in others):
+        metadata_until(cluster, lambda m: True)
+    # Reassigning the partition away from one of them: it is told to stop and delete.
+    leaving = others[0]
+    target = [n for n in (1, 2, 3) if n != leaving]
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        tp = KTopicPartition("pushed", 0)
+        assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    finally:
+        admin.close()
+    while not seen(leaving, "StopReplica"):
+        metadata_until(cluster, lambda m: True)
+    while (cluster.broker(leaving).data_dir / "logs" / "pushed-0").exists():
+        metadata_until(cluster, lambda m: True)
+    assert not any(seen(controller, api) for api in ("LeaderAndIsr", "UpdateMetadata", "StopReplica"))

@@ -26,6 +26,8 @@ from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitio
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
 from gregor.broker.controller_apis import ControllerService
+from gregor.broker.controller_propagation import ControllerPropagation
+from gregor.broker.controller_requests import ControllerRequests
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
@@ -110,6 +112,8 @@ class Broker:
         self.controller: Controller | None = None
         self.channels: BrokerChannels | None = None
         self.controller_channel: ControllerChannel | None = None
+        self.propagation: ControllerPropagation | None = None
+        self.controller_requests: ControllerRequests
         self._leaving = False  # unregistered on purpose (controlled shutdown): stay away
         self._background: set[asyncio.Task[None]] = set()
         self.controller_service: ControllerService
@@ -139,6 +143,7 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
         self.producer_ids = ProducerIdManager(self.store)
         self.controller_service = ControllerService(self.node_id, self.store)
+        self.controller_requests = ControllerRequests(self.node_id, self.store, self.replicas)
         self.topics = TopicAdmin(config, self.store, self.default_log_config, lambda: self.store.image)
         self.groups = GroupService(
             CoordinatorConfig.from_props(config.get),
@@ -171,6 +176,8 @@ class Broker:
         self.store.subscribe(self.publisher.publish)
         self.store.subscribe(self.controller_service.on_delta)
         self.store.subscribe(self._register_again_if_unregistered)
+        if self.propagation is not None:
+            self.store.subscribe(self.propagation.on_delta)
         if self.controller is not None:
             self.store.subscribe(self.controller.on_delta)
             self.controller.start()
@@ -217,6 +224,7 @@ class Broker:
                                    lambda: service.alter_partition(req, ALTER_PARTITION_VERSION), timeout_s=5.0)
 
         self.alter_partitions = AlterPartitionManager(self.node_id, lambda: self.store.image, send_alter_partition)
+        self.propagation = ControllerPropagation(self.node_id, self.channels, lambda: self.store.image)
         self.producer_ids.store = ControllerProducerIds(
             channel, self.node_id, lambda: self.store.image, service.allocate_producer_ids
         )
@@ -315,6 +323,8 @@ class Broker:
                 pass
         if self.controller is not None:
             await self.controller.close()
+        if self.propagation is not None:
+            await self.propagation.close()
         if self.alter_partitions is not None:
             await self.alter_partitions.close()
         if self.fetchers is not None:

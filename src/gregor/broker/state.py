@@ -22,6 +22,7 @@ from gregor.security.acls import AclBindingFilter
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
     from gregor.broker.controller_apis import ControllerService
+    from gregor.broker.controller_requests import ControllerRequests
     from gregor.broker.fetch_session import FetchSessionCache
     from gregor.broker.group_service import GroupService
     from gregor.broker.producer_ids import ProducerIdManager
@@ -101,6 +102,9 @@ class BrokerState(Protocol):
 
     @property
     def controller_service(self) -> ControllerService: ...
+
+    @property
+    def controller_requests(self) -> ControllerRequests: ...
 
     async def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None

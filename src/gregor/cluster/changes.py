@@ -79,6 +79,7 @@ def _next(
         scram_credentials=image.scram_credentials if scram_credentials is None else scram_credentials,
         config_resources=image.config_resources if config_resources is None else config_resources,
         acls=image.acls if acls is None else tuple(acls),
+        controller_epoch=image.controller_epoch,
     )
 
 

@@ -13,7 +13,8 @@ Keys, all under the prefix of the ``etcd://`` URL (``etcd_url``):
 - ``<prefix>/brokers/<node_id>``: a broker registration (``codec.encode_registration``),
   attached to this store's lease.
 - ``<prefix>/controller``: ``{"node_id": n}``, attached to the lease of the store that
-  registered broker ``n``: the elected controller.
+  registered broker ``n``: the elected controller. The revision that created the key is the
+  controller epoch (``image.controller_epoch``): each election creates it anew, higher.
 
 Changes: a change computes the new image from the current one with the pure functions of
 ``changes`` (so refusals are the same Kafka errors as in every store), then commits it in one
@@ -247,21 +248,30 @@ class EtcdMetadataStore(ChangeMethods):
         got = await self._client_().get_prefix(self._prefix)
         doc: dict[str, Any] | None = None
         brokers: dict[int, BrokerRegistration] = {}
-        controller = -1
+        controller, controller_epoch = -1, 0
         for kv in got:
             key = bytes(kv.key)
             if key == self._image_key:
                 doc = json.loads(kv.value)
             elif key == self._controller_key:
                 controller = int(json.loads(kv.value)["node_id"])
+                controller_epoch = int(kv.create_revision)
             elif key.startswith(self._brokers_prefix):
                 reg = decode_registration(json.loads(kv.value))
                 brokers[reg.node_id] = reg
         if doc is None:
             return _Loaded(dataclasses.replace(EMPTY, cluster_id=self._image.cluster_id), False)
-        return _Loaded(dataclasses.replace(decode(doc), brokers=brokers, controller_id=controller), True)
+        return _Loaded(
+            dataclasses.replace(decode(doc), brokers=brokers, controller_id=controller, controller_epoch=controller_epoch),
+            True,
+        )
 
     # --- changes ---
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            if self._started and not self._closed:
+                await self._reload_locked()
 
     async def _change(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
         return await shielded(self._apply(change))
@@ -336,22 +346,28 @@ class EtcdMetadataStore(ChangeMethods):
         if not ok:
             return None
         self._own = own
+        epoch = current.controller_epoch
         if candidate is not None:
             nested = responses[-1].response_txn
             if nested.succeeded:
                 controller = candidate
+                epoch = int(nested.responses[1].response_range.kvs[0].create_revision)
             else:
                 kvs = nested.responses[0].response_range.kvs
                 controller = int(json.loads(kvs[0].value)["node_id"]) if kvs else -1
+                epoch = int(kvs[0].create_revision) if kvs else 0
         elif controller == -2:
             controller = -1
             self._stale.set()
-        return dataclasses.replace(image, controller_id=controller)
+        return dataclasses.replace(image, controller_id=controller, controller_epoch=epoch if controller >= 0 else 0)
 
     def _campaign_op(self, node_id: int) -> txn.Txn:
         return txn.Txn(
             compare=[txn.Create(self._controller_key) == 0],
-            success=[txn.Put(self._controller_key, _dumps({"node_id": node_id}), lease=self._lease_id)],
+            success=[
+                txn.Put(self._controller_key, _dumps({"node_id": node_id}), lease=self._lease_id),
+                txn.Get(self._controller_key),  # its create revision: the controller epoch
+            ],
             failure=[txn.Get(self._controller_key)],
         )
 

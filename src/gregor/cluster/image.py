@@ -176,6 +176,10 @@ class MetadataImage:
     config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] = field(default_factory=dict)
     #: ACL bindings, each once, in the order they were created.
     acls: tuple[AclBinding, ...] = ()
+    #: Goes up with every controller election (etcd: the revision that created the controller
+    #: key; the local stores, which have no election, keep 0): Kafka's controller epoch, which
+    #: fences requests from a deposed controller (STALE_CONTROLLER_EPOCH).
+    controller_epoch: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "acls", tuple(dict.fromkeys(self.acls)))

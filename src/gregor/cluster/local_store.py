@@ -282,6 +282,9 @@ class LocalMetadataStore(ChangeMethods):
 
     # --- changes ---
 
+    async def refresh(self) -> None:
+        return None
+
     async def _change(self, change: Callable[[MetadataImage], tuple[MetadataImage, T]]) -> T:
         return await shielded(self._apply(change))
 

@@ -66,6 +66,11 @@ class MetadataStore(Protocol):
 
     async def close(self) -> None: ...
 
+    async def refresh(self) -> None:
+        """Bring the image up to the durable state now (etcd: one read, published like a
+        watch event); the local stores, which are the durable state, have nothing to do."""
+        ...
+
     def subscribe(self, listener: Callable[[MetadataDelta], None]) -> None:
         """Call ``listener`` with every delta, synchronously, before the change returns."""
         ...
