@@ -28,6 +28,7 @@ led elsewhere is read from the current metadata image.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -55,8 +56,11 @@ from gregor.protocol.records.header import HEADER_SIZE, iter_batches, peek_magic
 from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
+from gregor.storage.log_move import LogCopy, copy_all
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
+
+log = logging.getLogger("gregor.broker.replica_manager")
 
 TopicPartition = tuple[str, int]
 ZSTD = 4
@@ -153,6 +157,7 @@ class ReplicaManager:
         #: In a cluster: the follower fetchers, and how a leader asks for a new ISR.
         self.fetchers: FollowerFetchers | None = None
         self.alter_isr: AlterIsr | None = None
+        self._moves: set[asyncio.Task[None]] = set()  # AlterReplicaLogDirs copies under way
 
     # --- lifecycle, driven by the metadata publisher ---
 
@@ -207,6 +212,40 @@ class ReplicaManager:
                 partition.release_waiters(gone)
             if delete:
                 self.logs.delete_log(topic, index)
+
+    def alter_log_dir(self, topic: str, index: int, log_dir: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one partition: start moving its log to ``log_dir`` (a
+        future log copied in an executor thread while the partition keeps taking writes,
+        then caught up and swapped in on the event loop, with no write in between).
+        REPLICA_NOT_AVAILABLE when this broker does not host it, LOG_DIR_NOT_FOUND for a
+        directory that is not one of its log directories; NONE once the move is under way
+        (or there is nothing to move)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        try:
+            job = self.logs.begin_move(topic, index, log_dir)
+        except KeyError:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        except KafkaError as e:
+            return code_of(e)
+        if job is not None:
+            task = asyncio.create_task(self._move_log(partition, job), name=f"move-{topic}-{index}")
+            self._moves.add(task)
+            task.add_done_callback(self._moves.discard)
+        return ErrorCode.NONE
+
+    async def _move_log(self, partition: Partition, job: LogCopy) -> None:
+        topic, index = partition.topic, partition.index
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, copy_all, job)
+            new = self.logs.finish_move(topic, index, job)
+        except Exception:  # noqa: BLE001 - the log stays where it was; say why
+            log.exception("moving the log of %s-%d failed", topic, index)
+            self.logs.abort_move(topic, index, job)
+            return
+        if new is not None and self.partitions.get((topic, index)) is partition:
+            partition.log = new
 
     def shutdown(self) -> None:
         """Wake every waiting fetch and produce: they answer with what they have."""

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from gregor.protocol.errors import LogDirNotFoundError
 from gregor.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
@@ -61,6 +62,7 @@ from gregor.storage.config import LogConfig
 from gregor.storage.errors import KafkaStorageError
 from gregor.storage.files import parse_topic_partition
 from gregor.storage.log import Log
+from gregor.storage.log_move import FUTURE_DIR_SUFFIX, LogCopy, catch_up
 from gregor.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     delete_snapshot_files_below,
@@ -195,6 +197,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._first_dirty: dict[TopicPartition, int] = {}
+        self._moving: dict[TopicPartition, tuple[str, LogCopy]] = {}
         self._pending_dirs: list[tuple[int, str, Log]] = []
         now = clock()
         self._last_run = {"retention": now, "checkpoint": now, "producers": now, "clean": now}
@@ -251,8 +254,8 @@ class LogManager:
             path = os.path.join(d, name)
             if not os.path.isdir(path):
                 continue
-            if name.endswith(DELETE_DIR_SUFFIX):
-                logger.info("removing %s, a log deleted before the last shutdown", path)
+            if name.endswith(DELETE_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
+                logger.info("removing %s, a log deleted (or a move unfinished) before the last shutdown", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_topic_partition(name)
@@ -319,6 +322,74 @@ class LogManager:
         self._dir_of[tp] = d
         logger.info("created log %s-%d in %s", topic, partition, d)
         return log
+
+    # --- moving a log to another log directory (AlterReplicaLogDirs) ---
+
+    def begin_move(self, topic: str, partition: int, target_dir: str) -> LogCopy | None:
+        """Start moving a partition's log to ``target_dir`` (one of ``log_dirs``): the copy job
+        for ``log_move.copy_all`` (any thread), then ``finish_move`` on the owner. None when
+        there is nothing to do (already there, or already moving). KeyError when this broker
+        has no such log; LogDirNotFoundError for a directory that is not a log directory."""
+        tp = (topic, partition)
+        log = self._logs[tp]
+        target = os.path.abspath(target_dir)
+        if target not in self.log_dirs:
+            raise LogDirNotFoundError(f"{target_dir} is not one of this broker's log directories")
+        if self._dir_of[tp] == target or tp in self._moving:
+            return None
+        future = os.path.join(target, f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+        job = LogCopy(log.dir, future)
+        self._moving[tp] = (target, job)
+        return job
+
+    def moving(self) -> dict[TopicPartition, str]:
+        """Partitions being moved, and the log directory each is moving to (the future log)."""
+        return {tp: target for tp, (target, _) in self._moving.items()}
+
+    def abort_move(self, topic: str, partition: int, job: LogCopy) -> None:
+        if self._moving.get((topic, partition), (None, None))[1] is job:
+            del self._moving[(topic, partition)]
+        shutil.rmtree(job.future_dir, ignore_errors=True)
+
+    def finish_move(self, topic: str, partition: int, job: LogCopy) -> Log | None:
+        """On the owner, after ``copy_all``: catch the copy up with the log, put it in place and
+        open it as the partition's log; the old directory is deleted like a deleted log's
+        (after ``file.delete.delay.ms``, so reads in flight finish). None (and the copy
+        removed) if the log was deleted or replaced meanwhile."""
+        tp = (topic, partition)
+        target, current = self._moving.get(tp, (None, None))
+        old = self._logs.get(tp)
+        if current is not job or old is None or old.dir != job.source_dir or target is None:
+            self.abort_move(topic, partition, job)
+            return None
+        try:
+            catch_up(job)
+            final = os.path.join(target, f"{topic}-{partition}")
+            os.replace(job.future_dir, final)
+            fsync_dir(target)
+            new = Log(
+                final,
+                old.config,
+                recovery_point=old.recovery_point,
+                log_start_offset=old.log_start_offset,
+                high_watermark=old.high_watermark,
+                had_clean_shutdown=False,
+                clock=self._clock,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                sync_metadata=self._sync,
+            )
+        except BaseException:
+            self.abort_move(topic, partition, job)
+            raise
+        del self._moving[tp]
+        retired = os.path.join(os.path.dirname(old.dir), f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(old.dir, retired)
+        fsync_dir(os.path.dirname(old.dir))
+        self._pending_dirs.append((self._clock() + old.config.file_delete_delay_ms, retired, old))
+        self._logs[tp] = new
+        self._dir_of[tp] = target
+        logger.info("moved log %s-%d to %s", topic, partition, target)
+        return new
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition's directory to ``<topic>-<partition>.<uuid>-delete`` (so a

@@ -1,12 +1,20 @@
-"""Cluster and topic descriptions: DescribeCluster, DescribeLogDirs, DescribeTopicPartitions.
+"""Cluster and topic descriptions: DescribeCluster, DescribeLogDirs, DescribeTopicPartitions;
+and moving replicas between log directories: AlterReplicaLogDirs.
 
 DescribeCluster answers with the live brokers, the controller and the cluster id. This broker
 serves the broker endpoints only (endpoint_type 1); asking it for the controllers' endpoints
 (v1, type 2) is UNSUPPORTED_ENDPOINT_TYPE, as it is for any Kafka broker.
 
 DescribeLogDirs lists each configured log directory with the partitions it holds, their sizes
-on disk, an offset lag of 0 (every log here is the current one, none is a future replica) and,
-from v4, the total and usable bytes of the directory's volume.
+on disk, an offset lag of 0 for current logs and, from v4, the total and usable bytes of the
+directory's volume. A partition being moved by AlterReplicaLogDirs is also listed in its target
+directory as a future replica (``is_future_key``) until the move completes.
+
+AlterReplicaLogDirs (v0-2) needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED per
+partition, as Kafka answers it). Each partition answers NONE once its move has started (the
+copy runs in the background: ``ReplicaManager.alter_log_dir``), LOG_DIR_NOT_FOUND for a path
+that is not one of this broker's log directories, REPLICA_NOT_AVAILABLE for a partition this
+broker does not host.
 
 DescribeTopicPartitions pages through topics sorted by name: it starts at the request's cursor
 (topic name and partition index), stops after ``response_partition_limit`` partitions and
@@ -31,6 +39,10 @@ from gregor.broker.authz import CLUSTER_NAME, AclOperation, allowed, cluster_all
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+)
 from gregor.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
@@ -122,6 +134,13 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
                 is_future_key=False,
             )
         )
+    for (topic, partition), target in sorted(logs.moving().items()):
+        current = logs.get_log(topic, partition)
+        if current is None or (wanted is not None and partition not in wanted.get(topic, ())):
+            continue
+        by_dir.setdefault(target, {}).setdefault(topic, []).append(
+            LDPart(partition_index=partition, partition_size=current.size, offset_lag=0, is_future_key=True)
+        )
     results = []
     for d, topics in by_dir.items():
         try:
@@ -209,3 +228,23 @@ async def handle_describe_topic_partitions(
             next_cursor = DTPCursor(topic_name=name, partition_index=first + len(chosen))
             break
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+@handles(AlterReplicaLogDirsRequest)
+async def handle_alter_replica_log_dirs(
+    ctx: RequestContext, req: AlterReplicaLogDirsRequest
+) -> AlterReplicaLogDirsResponse:
+    allowed = cluster_allowed(ctx, AclOperation.ALTER)
+    by_topic: dict[str, list[AlterReplicaLogDirsResponse.Results.Partitions]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for index in t.partitions:
+                code = ctx.broker.replicas.alter_log_dir(t.name, index, d.path) if allowed else (
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                )
+                by_topic.setdefault(t.name, []).append(
+                    AlterReplicaLogDirsResponse.Results.Partitions(partition_index=index, error_code=code)
+                )
+    return AlterReplicaLogDirsResponse(results=[
+        AlterReplicaLogDirsResponse.Results(topic_name=name, partitions=ps) for name, ps in by_topic.items()
+    ])
