@@ -39,6 +39,7 @@ from gregor.broker.inter_broker import (
     ControllerProducerIds,
     TxnRouting,
 )
+from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
@@ -113,6 +114,7 @@ class Broker:
         self.channels: BrokerChannels | None = None
         self.controller_channel: ControllerChannel | None = None
         self.propagation: ControllerPropagation | None = None
+        self.liveness: BrokerLiveness | None = None
         self.controller_requests: ControllerRequests
         self._leaving = False  # unregistered on purpose (controlled shutdown): stay away
         self._background: set[asyncio.Task[None]] = set()
@@ -178,6 +180,9 @@ class Broker:
         self.store.subscribe(self._register_again_if_unregistered)
         if self.propagation is not None:
             self.store.subscribe(self.propagation.on_delta)
+        if self.liveness is not None:
+            self.store.subscribe(self.liveness.on_delta)
+            self.liveness.reconcile(self.store.image)
         if self.controller is not None:
             self.store.subscribe(self.controller.on_delta)
             self.controller.start()
@@ -225,6 +230,7 @@ class Broker:
 
         self.alter_partitions = AlterPartitionManager(self.node_id, lambda: self.store.image, send_alter_partition)
         self.propagation = ControllerPropagation(self.node_id, self.channels, lambda: self.store.image)
+        self.liveness = BrokerLiveness(self.node_id, config.inter_broker_listener, self.store)
         self.producer_ids.store = ControllerProducerIds(
             channel, self.node_id, lambda: self.store.image, service.allocate_producer_ids
         )
@@ -325,6 +331,8 @@ class Broker:
             await self.controller.close()
         if self.propagation is not None:
             await self.propagation.close()
+        if self.liveness is not None:
+            await self.liveness.close()
         if self.alter_partitions is not None:
             await self.alter_partitions.close()
         if self.fetchers is not None:

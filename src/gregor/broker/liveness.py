@@ -1,0 +1,111 @@
+"""Fast detection of a broker process that died.
+
+Theory of operation. A broker's registration lives on its metadata-store session (an etcd
+lease), so a broker that stops answering disappears after ``broker.session.timeout.ms``
+whatever the reason: a pause, a network partition, a crash. A crashed process can be told
+apart sooner: the operating system closes its sockets at once, and its port then refuses
+connections. A broker unregisters before it closes its ports (controlled shutdown), so a
+registered broker whose port refused a connection after accepting one is gone. (Before its
+first accepted connection it may still be starting: bound, registered, not yet listening;
+such a broker is not judged.)
+
+Every broker keeps one idle TCP connection to the inter-broker listener of every other live
+broker (``BrokerLiveness``). When that connection ends it connects again straight away: if
+the port refuses (ECONNREFUSED: the host answers, nothing listens), the broker is gone, and
+its registration is removed (the broker epoch watched must still be the registered one), so
+the partitions it led get new leaders now instead of after the session timeout. The
+controller removes any broker; the others remove only the controller (so a dead controller
+is replaced as fast; each of them may try, one wins). A connection that is accepted is the
+new watch; any other failure (a timeout: the host may be cut off, or paused) decides nothing
+and leaves it to the session. A running broker removed by mistake registers again, with a
+new epoch, as after UnregisterBroker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from gregor.broker.events import log_event
+from gregor.cluster.image import MetadataDelta, MetadataImage
+from gregor.cluster.store import MetadataStore
+from gregor.protocol.errors import KafkaError
+
+log = logging.getLogger("gregor.broker.controller")
+
+#: Pause before connecting again after a failure that decides nothing.
+RETRY_S = 0.5
+CONNECT_TIMEOUT_S = 5.0
+
+
+class BrokerLiveness:
+    def __init__(self, node_id: int, listener: str, store: MetadataStore) -> None:
+        self.node_id = node_id
+        self.listener = listener
+        self.store = store
+        self._watches: dict[int, tuple[int, asyncio.Task[None]]] = {}
+        self.fenced = 0
+
+    def on_delta(self, delta: MetadataDelta) -> None:
+        self.reconcile(delta.image)
+
+    def reconcile(self, image: MetadataImage) -> None:
+        wanted = {n: image.brokers[n].epoch for n in image.live_broker_ids() if n != self.node_id}
+        for node, (epoch, task) in list(self._watches.items()):
+            if wanted.get(node) != epoch:
+                task.cancel()
+                del self._watches[node]
+        for node, epoch in wanted.items():
+            if node not in self._watches:
+                ep = image.brokers[node].endpoint(self.listener)
+                if ep is not None:
+                    task = asyncio.create_task(self._watch(node, epoch, ep.host, ep.port), name=f"liveness-{node}")
+                    self._watches[node] = (epoch, task)
+
+    async def _watch(self, node: int, epoch: int, host: str, port: int) -> None:
+        reached = False
+        while True:
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+            except ConnectionRefusedError:
+                if reached and await self._fence(node, epoch):
+                    return
+                await asyncio.sleep(RETRY_S)
+                continue
+            except (OSError, TimeoutError):
+                await asyncio.sleep(RETRY_S)
+                continue
+            reached = True
+            try:
+                while await reader.read(65536):
+                    pass  # the broker says nothing on this connection; wait for its end
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+    async def _fence(self, node: int, epoch: int) -> bool:
+        """Remove ``node``'s registration if this broker may; True when it is gone."""
+        image = self.store.image
+        reg = image.brokers.get(node)
+        if reg is None or reg.epoch != epoch:
+            return True
+        if self.node_id != image.controller_id and node != image.controller_id:
+            return False  # the controller's to judge; keep watching
+        log_event(log, "broker.peer_gone", broker=node, broker_epoch=epoch, reason="port refuses connections")
+        self.fenced += 1
+        try:
+            await self.store.unregister_broker(node)
+        except KafkaError as e:  # already gone (its session ended, it left, another removed it)
+            log.info("broker %d not unregistered: %s", node, e)
+        return True
+
+    async def close(self) -> None:
+        for _, task in self._watches.values():
+            task.cancel()
+        for _, task in self._watches.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._watches.clear()
+
