@@ -313,3 +313,29 @@ def test_the_controller_drives_the_brokers_with_them(cluster: ClusterProcess) ->
     while (cluster.broker(leaving).data_dir / "logs" / "pushed-0").exists():
         metadata_until(cluster, lambda m: True)
     assert not any(seen(controller, api) for api in ("LeaderAndIsr", "UpdateMetadata", "StopReplica"))
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_older_alter_partition_and_controlled_shutdown_versions(cluster: ClusterProcess, version: int) -> None:
+    create_topic(cluster, "older", 1, 3)
+    img = image(cluster)
+    controller = img.controller_id
+    topic = img.topics["older"]
+    p = topic.partitions[0]
+    dropped = next(r for r in p.isr if r != p.leader)
+    kept = [r for r in p.isr if r != dropped]
+    by = AlterPartitionRequest.Topics(
+        topic_name="older" if version < 2 else "", topic_id=topic.topic_id if version >= 2 else uuid.UUID(int=0),
+        partitions=[Part(partition_index=0, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                         new_isr=kept)],
+    )
+    resp = ask(cluster, controller, "REPLICATION", AlterPartitionRequest(broker_id=p.leader, broker_epoch=-1,
+                                                                         topics=[by]), version)
+    state = resp.topics[0].partitions[0]
+    assert (resp.error_code, state.error_code, sorted(state.isr)) == (0, 0, sorted(kept))
+    assert state.partition_epoch == p.partition_epoch + 1
+    # ControlledShutdown of a broker that leads nothing here answers no remaining partitions.
+    leaving = next(n for n in (1, 2, 3) if n not in (controller, p.leader))
+    shut = ask(cluster, controller, "REPLICATION", ControlledShutdownRequest(broker_id=leaving, broker_epoch=-1), version)
+    assert shut.error_code == 0
+    assert [(r.topic_name, r.partition_index) for r in shut.remaining_partitions if r.topic_name == "older"] == []
