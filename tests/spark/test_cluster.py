@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -23,11 +24,20 @@ from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
 
+_HANDED_OUT: set[int] = set()
+
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port not handed out before in this process: the master's and the workers' ports
+    are only bound later, by Spark, so the kernel could otherwise offer one of them twice (a
+    worker's web UI then took the master's, and /json/ answered with the worker's page)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def _spark_home() -> Path:
@@ -58,11 +68,21 @@ class StandaloneCluster:
         self.procs.append(subprocess.Popen([cls, *args], stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                            start_new_session=True))
 
+    def _ui_url(self) -> str:
+        """The master's web UI as its log says it bound it (Spark moves to the next port when
+        the one asked for is taken), else the one asked for."""
+        try:
+            text = (self.work / "master.log").read_text(errors="replace")
+        except OSError:
+            text = ""
+        found = re.findall(r"MasterWebUI to \S+, and started at (http://\S+)", text)
+        return found[-1] if found else f"http://127.0.0.1:{self.ui}"
+
     def alive_workers(self) -> int:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
+            with urllib.request.urlopen(f"{self._ui_url()}/json/", timeout=2) as r:
                 return int(json.loads(r.read()).get("aliveworkers", 0))
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or not the master's page yet
             return 0
 
     def start(self) -> StandaloneCluster:
