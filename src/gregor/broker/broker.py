@@ -70,8 +70,6 @@ from gregor.storage.manager import LogManager, delete_files
 log = logging.getLogger("gregor.broker")
 
 MAINTENANCE_INTERVAL_S = 1.0
-#: How long Metadata still lists a broker that left the cluster (``Broker.metadata_brokers``).
-DEPARTED_BROKER_GRACE_S = 3.0
 
 
 class Broker:
@@ -120,8 +118,6 @@ class Broker:
         self.controller_requests: ControllerRequests
         self._leaving = False  # unregistered on purpose (controlled shutdown): stay away
         self._background: set[asyncio.Task[None]] = set()
-        #: Brokers that left the cluster lately: their last registration and when they left.
-        self._departed: dict[int, tuple[BrokerRegistration, float]] = {}
         self.controller_service: ControllerService
 
     @property
@@ -182,7 +178,6 @@ class Broker:
         self.store.subscribe(self.publisher.publish)
         self.store.subscribe(self.controller_service.on_delta)
         self.store.subscribe(self._register_again_if_unregistered)
-        self.store.subscribe(self._note_departures)
         if self.propagation is not None:
             self.store.subscribe(self.propagation.on_delta)
         if self.liveness is not None:
@@ -411,28 +406,3 @@ class Broker:
                 out.append((node_id, endpoint, registration.rack))
         return out
 
-    def metadata_brokers(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
-        """The brokers a Metadata response lists: the live ones, and for
-        ``DEPARTED_BROKER_GRACE_S`` a broker that just left the cluster. A client that learns in
-        one response both that a dead broker is gone and who leads its partitions now
-        (librdkafka) moves the partitions to their new leaders and then, tearing down the dead
-        broker's connection, hands them back to "no leader" for its next one-second metadata
-        check; listing the departed broker a little longer lets the move stand, and it is
-        dropped at a later refresh with nothing left on it."""
-        out = self.endpoints(listener)
-        live = {node for node, _, _ in out}
-        now = time.monotonic()
-        for node, (registration, left_at) in sorted(self._departed.items()):
-            endpoint = registration.endpoint(listener)
-            if node not in live and endpoint is not None and now - left_at < DEPARTED_BROKER_GRACE_S:
-                out.append((node, endpoint, registration.rack))
-        return out
-
-    def _note_departures(self, delta: MetadataDelta) -> None:
-        now = time.monotonic()
-        for node, registration in delta.changed_brokers.items():
-            before = delta.previous.brokers.get(node)
-            if registration is None and before is not None:
-                self._departed[node] = (before, now)
-            else:
-                self._departed.pop(node, None)

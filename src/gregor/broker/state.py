@@ -95,10 +95,6 @@ class BrokerState(Protocol):
         """(node id, endpoint, rack) of every live broker on ``listener``."""
         ...
 
-    def metadata_brokers(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
-        """What Metadata lists: ``endpoints`` and, for a few seconds, brokers that just left."""
-        ...
-
     def serves_inter_broker_apis(self, listener: str) -> bool:
         """Whether connections on ``listener`` may use the broker-to-controller APIs: a
         clustered broker's inter-broker listener."""

@@ -130,7 +130,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         throttle_time_ms=0,
         brokers=[
             MetadataResponse.Brokers(node_id=node, host=e.host, port=e.port, rack=rack)
-            for node, e, rack in broker.metadata_brokers(ctx.conn.listener)
+            for node, e, rack in broker.endpoints(ctx.conn.listener)
         ],
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
