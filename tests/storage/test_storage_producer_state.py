@@ -17,7 +17,6 @@ from gregor.storage import (
     Log,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
-    UnknownProducerIdError,
 )
 from gregor.storage.producer_state import ProducerStateManager
 
@@ -75,13 +74,15 @@ def test_gaps_and_overlaps_are_out_of_order(log_dir, clock):
     assert log.append(idempotent(1, pid=1, epoch=0, seq=3)).first_offset == 3
 
 
-def test_unknown_producer_must_start_at_zero(log_dir, clock):
+def test_a_producer_without_state_may_start_at_any_sequence(log_dir, clock):
+    # Kafka since KIP-360 (2.5): no state (retention removed it, or it never wrote here) is
+    # not UNKNOWN_PRODUCER_ID; the sequence carries on from what the producer sends.
     log = open_log(log_dir, clock)
-    with pytest.raises(UnknownProducerIdError) as e:
-        log.append(idempotent(1, pid=9, epoch=0, seq=5))
-    assert e.value.error_code == 59
-    assert log.producer_state.last_entry(9) is None
-    assert log.log_end_offset == 0
+    assert log.append(idempotent(1, pid=9, epoch=0, seq=5)).first_offset == 0
+    assert log.producer_state.last_entry(9).last_seq == 5
+    assert log.append(idempotent(1, pid=9, epoch=0, seq=6)).first_offset == 1
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idempotent(1, pid=9, epoch=0, seq=9))
 
 
 def test_epoch_fencing(log_dir, clock):
@@ -275,13 +276,13 @@ def test_snapshot_layout_roundtrip_and_crc():
 # --- expiry and retention ---
 
 
-def test_expired_producer_is_unknown(log_dir, clock):
+def test_an_expired_producer_is_forgotten_and_accepted_again(log_dir, clock):
     log = open_log(log_dir, clock)
     log.append(idempotent(1, pid=4, epoch=0, seq=0, ts=clock.now))
     assert log.remove_expired_producers(clock.now + 86_400_000 - 1) == []
     assert log.remove_expired_producers(clock.now + 86_400_000) == [4]
-    with pytest.raises(UnknownProducerIdError):
-        log.append(idempotent(1, pid=4, epoch=0, seq=1))
+    assert log.producer_state.last_entry(4) is None
+    assert log.append(idempotent(1, pid=4, epoch=0, seq=1)).first_offset == 1  # accepted again
 
 
 def test_producers_whose_batches_were_deleted_are_forgotten(log_dir, clock):
@@ -292,5 +293,5 @@ def test_producers_whose_batches_were_deleted_are_forgotten(log_dir, clock):
     log.update_high_watermark(log.log_end_offset)
     log.delete_records(3)
     assert log.producer_state.last_entry(4) is None
-    with pytest.raises(UnknownProducerIdError):
-        log.append(idempotent(1, pid=4, epoch=0, seq=1))
+    end = log.log_end_offset
+    assert log.append(idempotent(1, pid=4, epoch=0, seq=1)).first_offset == end  # accepted again

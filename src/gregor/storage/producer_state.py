@@ -13,7 +13,8 @@ untouched.
 Errors, as Kafka reports them to a producer (origin CLIENT; replication only warns):
   * epoch below the producer's current epoch              -> INVALID_PRODUCER_EPOCH (47)
   * new epoch whose first sequence is not 0               -> OUT_OF_ORDER_SEQUENCE_NUMBER (45)
-  * no state for the producer and first sequence not 0    -> UNKNOWN_PRODUCER_ID (59)
+  * no state for the producer (retention, DeleteRecords or expiry removed it): any first
+    sequence is accepted, as Kafka does since KIP-360; UNKNOWN_PRODUCER_ID is not raised
   * a gap or an overlap with the last sequence            -> OUT_OF_ORDER_SEQUENCE_NUMBER (45)
   * a batch wholly behind the last sequence that is not one
     of the five remembered batches (we cannot give its offsets) -> DUPLICATE_SEQUENCE_NUMBER (46)
@@ -58,7 +59,6 @@ from gregor.storage.errors import (
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
-    UnknownProducerIdError,
 )
 from gregor.storage.files import SNAPSHOT_SUFFIX, file_name, parse_base_offset
 
@@ -232,14 +232,12 @@ class ProducerAppend:
     ) -> None:
         pid = entry.producer_id
         if epoch != entry.producer_epoch:
-            if first_seq != 0:
-                if entry.producer_epoch != NO_PRODUCER_EPOCH:
-                    raise OutOfOrderSequenceError(
-                        f"producer {pid} starts epoch {epoch} at sequence {first_seq}, not 0"
-                    )
-                raise UnknownProducerIdError(
-                    f"no state for producer {pid} (its records may have been removed by "
-                    f"retention); first sequence {first_seq} is not 0"
+            # No state at all for the producer (its records were removed by retention or
+            # DeleteRecords, or it expired): any sequence is accepted, as Kafka does since
+            # KIP-360 (2.5); a known producer's new epoch must start at 0.
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid} starts epoch {epoch} at sequence {first_seq}, not 0"
                 )
             return
         current_last = entry.last_seq
