@@ -18,6 +18,7 @@ store's subscription.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Sequence
@@ -262,7 +263,7 @@ class Broker:
                 req = ControlledShutdownRequest(broker_id=self.node_id, broker_epoch=reg.epoch if reg else -1)
                 try:
                     resp = await self.controller_channel.request(
-                        req, 3, lambda req=req: service.controlled_shutdown(req, 3),  # type: ignore[misc]
+                        req, 3, functools.partial(service.controlled_shutdown, req, 3),
                         timeout_s=max(0.0, deadline - loop.time()),
                     )
                 except Exception as e:  # noqa: BLE001 - no controller answered: stop anyway

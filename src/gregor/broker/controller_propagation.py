@@ -68,8 +68,6 @@ class ControllerPropagation:
         self._image = image
         self._queues: dict[int, deque[Message]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        self.sent = 0
-        self.failed = 0
 
     def on_delta(self, delta: MetadataDelta) -> None:
         image = delta.image
@@ -119,21 +117,21 @@ class ControllerPropagation:
     def _leader_and_isr(self, image: MetadataImage, broker: int, parts: Parts, full: bool) -> LeaderAndIsrRequest:
         controller_epoch, broker_epoch = self._epochs(image, broker)
         state = LeaderAndIsrRequest.TopicStates.PartitionStates
-        by_topic: dict[str, tuple[TopicImage, list[LeaderAndIsrRequest.TopicStates.PartitionStates]]] = {}
-        for t, p in parts:
-            by_topic.setdefault(t.name, (t, []))[1].append(state(
-                partition_index=p.partition, controller_epoch=controller_epoch, leader=p.leader,
-                leader_epoch=p.leader_epoch, isr=list(p.isr), partition_epoch=p.partition_epoch,
-                replicas=list(p.replicas), adding_replicas=list(p.adding_replicas),
-                removing_replicas=list(p.removing_replicas), is_new=False,
-            ))
         leaders = sorted({p.leader for _, p in parts if p.leader >= 0})
         return LeaderAndIsrRequest(
             controller_id=self.node_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
             type=1 if full else 0,
             topic_states=[
-                LeaderAndIsrRequest.TopicStates(topic_name=name, topic_id=t.topic_id, partition_states=states)
-                for name, (t, states) in by_topic.items()
+                LeaderAndIsrRequest.TopicStates(topic_name=t.name, topic_id=t.topic_id, partition_states=[
+                    state(
+                        partition_index=p.partition, controller_epoch=controller_epoch, leader=p.leader,
+                        leader_epoch=p.leader_epoch, isr=list(p.isr), partition_epoch=p.partition_epoch,
+                        replicas=list(p.replicas), adding_replicas=list(p.adding_replicas),
+                        removing_replicas=list(p.removing_replicas), is_new=False,
+                    )
+                    for p in ps
+                ])
+                for t, ps in _by_topic(parts)
             ],
             live_leaders=[
                 LeaderAndIsrRequest.LiveLeaders(broker_id=b, host_name=ep.host, port=ep.port)
@@ -149,19 +147,19 @@ class ControllerPropagation:
     def _update_metadata(self, image: MetadataImage, broker: int, parts: Parts) -> UpdateMetadataRequest:
         controller_epoch, broker_epoch = self._epochs(image, broker)
         state = UpdateMetadataRequest.TopicStates.PartitionStates
-        by_topic: dict[str, tuple[TopicImage, list[UpdateMetadataRequest.TopicStates.PartitionStates]]] = {}
-        for t, p in parts:
-            by_topic.setdefault(t.name, (t, []))[1].append(state(
-                partition_index=p.partition, controller_epoch=controller_epoch, leader=p.leader,
-                leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
-                replicas=list(p.replicas), offline_replicas=list(p.offline_replicas),
-            ))
         endpoint = UpdateMetadataRequest.LiveBrokers.Endpoints
         return UpdateMetadataRequest(
             controller_id=self.node_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
             topic_states=[
-                UpdateMetadataRequest.TopicStates(topic_name=name, topic_id=t.topic_id, partition_states=states)
-                for name, (t, states) in by_topic.items()
+                UpdateMetadataRequest.TopicStates(topic_name=t.name, topic_id=t.topic_id, partition_states=[
+                    state(
+                        partition_index=p.partition, controller_epoch=controller_epoch, leader=p.leader,
+                        leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
+                        replicas=list(p.replicas), offline_replicas=list(p.offline_replicas),
+                    )
+                    for p in ps
+                ])
+                for t, ps in _by_topic(parts)
             ],
             live_brokers=[
                 UpdateMetadataRequest.LiveBrokers(id=b, rack=image.brokers[b].rack, endpoints=[
@@ -207,12 +205,9 @@ class ControllerPropagation:
             try:
                 resp = await self.channels.request(broker, request, VERSIONS[request.API_KEY])
             except KafkaConnectionError as e:
-                self.failed += 1
                 log.info("%s to broker %d not delivered: %s", name, broker, e)
                 continue
-            self.sent += 1
             if resp.error_code:
-                self.failed += 1
                 log.info("broker %d answered %s with error %d", broker, name, resp.error_code)
 
     async def close(self) -> None:
@@ -221,3 +216,11 @@ class ControllerPropagation:
         for task in self._tasks.values():
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _by_topic(parts: Parts) -> list[tuple[TopicImage, list[PartitionImage]]]:
+    """``parts`` grouped by topic, in first-seen order (one TopicStates entry per topic)."""
+    grouped: dict[str, tuple[TopicImage, list[PartitionImage]]] = {}
+    for t, p in parts:
+        grouped.setdefault(t.name, (t, []))[1].append(p)
+    return list(grouped.values())

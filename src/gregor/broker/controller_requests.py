@@ -5,7 +5,8 @@ Theory of operation. The cluster state lives in the metadata store (etcd), where
 controller writes every decision before it sends these requests (``ControllerPropagation``).
 A broker therefore applies a request by reading the store at once (``MetadataStore.refresh``:
 one linearizable read, published like a watch event, so the same ``MetadataPublisher`` makes
-it leader, follower or neither) and then answers, per partition, what its state now is. The
+it leader, follower or neither; skipped when its watch already brought every partition epoch
+the request names) and then answers, per partition, what its state now is. The
 store's watch stays as the backstop for a request lost on the way; both only ever move a
 partition forward, by partition epoch.
 
@@ -59,7 +60,6 @@ class ControllerRequests:
         self.store = store
         self.replicas = replicas
         self.controller_epoch = 0
-        self.handled = 0
 
     def _fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         image = self.store.image
@@ -88,13 +88,13 @@ class ControllerRequests:
                 StateAsked(s.topic_name, None, s.partition_index, s.leader, s.leader_epoch, s.partition_epoch)
                 for s in req.ungrouped_partition_states
             ]
-        await self.store.refresh()
+        await self._catch_up([(a.topic, a.partition, a.partition_epoch) for a in asked])
         results = [(a, self._hosted_as_asked(a)) for a in asked]
         self._handled("LeaderAndIsr", req.controller_id, len(asked))
         if version >= 5:
             by_topic: dict[uuid.UUID, list[LeaderAndIsrResponse.Topics.PartitionErrors]] = {}
             for a, c in results:
-                by_topic.setdefault(a.topic_id or _topic_id(self, a.topic), []).append(
+                by_topic.setdefault(a.topic_id or uuid.UUID(int=0), []).append(
                     LeaderAndIsrResponse.Topics.PartitionErrors(partition_index=a.partition, error_code=c)
                 )
             return LeaderAndIsrResponse(error_code=0, topics=[
@@ -104,6 +104,16 @@ class ControllerRequests:
             LeaderAndIsrResponse.PartitionErrors(topic_name=a.topic, partition_index=a.partition, error_code=c)
             for a, c in results
         ])
+
+    async def _catch_up(self, asked: list[tuple[str, int, int]]) -> None:
+        """Read the store unless the image already holds every (topic, partition, partition
+        epoch) asked about: the watch has usually brought the change before the request."""
+        image = self.store.image
+        for topic, index, partition_epoch in asked:
+            p = image.partition(topic, index)
+            if p is None or p.partition_epoch < partition_epoch:
+                await self.store.refresh()
+                return
 
     def _hosted_as_asked(self, a: StateAsked) -> ErrorCode:
         image = self.store.image
@@ -126,12 +136,12 @@ class ControllerRequests:
         code = self._fence(req.controller_epoch, req.broker_epoch if version >= 5 else -1)
         if code:
             return UpdateMetadataResponse(error_code=code)
-        await self.store.refresh()
-        count = (
-            sum(len(t.partition_states) for t in req.topic_states) if version >= 5
-            else len(req.ungrouped_partition_states)
-        )
-        self._handled("UpdateMetadata", req.controller_id, count)
+        if version >= 5:
+            asked = [(t.topic_name, s.partition_index, s.zk_version) for t in req.topic_states for s in t.partition_states]
+        else:
+            asked = [(s.topic_name, s.partition_index, s.zk_version) for s in req.ungrouped_partition_states]
+        await self._catch_up(asked)
+        self._handled("UpdateMetadata", req.controller_id, len(asked))
         return UpdateMetadataResponse(error_code=0)
 
     # --- StopReplica ---
@@ -149,7 +159,8 @@ class ControllerRequests:
             asked = [(t.name, i, NO_EPOCH, req.delete_partitions) for t in req.topics for i in t.partition_indexes]
         else:
             asked = [(p.topic_name, p.partition_index, NO_EPOCH, req.delete_partitions) for p in req.ungrouped_partitions]
-        await self.store.refresh()
+        if any(self._listed_as_replica(topic, index) for topic, index, _, _ in asked):
+            await self.store.refresh()  # the store may already say it no longer is
         image = self.store.image
         errors = []
         for topic, index, leader_epoch, delete in asked:
@@ -164,11 +175,9 @@ class ControllerRequests:
         self._handled("StopReplica", req.controller_id, len(asked))
         return StopReplicaResponse(error_code=0, partition_errors=errors)
 
+    def _listed_as_replica(self, topic: str, index: int) -> bool:
+        p = self.store.image.partition(topic, index)
+        return p is not None and self.node_id in p.replicas
+
     def _handled(self, api: str, controller: int, partitions: int) -> None:
-        self.handled += 1
         log_event(log, "broker.controller_request", api=api, controller=controller, partitions=partitions)
-
-
-def _topic_id(self: ControllerRequests, name: str) -> uuid.UUID:
-    topic = self.store.image.topic(name)
-    return topic.topic_id if topic is not None else uuid.UUID(int=0)

@@ -45,7 +45,6 @@ class BrokerLiveness:
         self.listener = listener
         self.store = store
         self._watches: dict[int, tuple[int, asyncio.Task[None]]] = {}
-        self.fenced = 0
 
     def on_delta(self, delta: MetadataDelta) -> None:
         self.reconcile(delta.image)
@@ -94,7 +93,6 @@ class BrokerLiveness:
         if self.node_id != image.controller_id and node != image.controller_id:
             return False  # the controller's to judge; keep watching
         log_event(log, "broker.peer_gone", broker=node, broker_epoch=epoch, reason="port refuses connections")
-        self.fenced += 1
         try:
             await self.store.unregister_broker(node)
         except KafkaError as e:  # already gone (its session ended, it left, another removed it)

@@ -33,12 +33,9 @@ class LogCopy:
 
 
 def _files(directory: str) -> dict[str, os.stat_result]:
-    out = {}
-    for name in os.listdir(directory):
-        st = os.stat(os.path.join(directory, name))
-        if os.path.isfile(os.path.join(directory, name)):
-            out[name] = st
-    return out
+    """The regular files of ``directory`` with their stat (one stat each)."""
+    with os.scandir(directory) as entries:
+        return {e.name: e.stat() for e in entries if e.is_file()}
 
 
 def _fsync(path: str) -> None:

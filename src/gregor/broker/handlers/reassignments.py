@@ -39,34 +39,27 @@ _DENIED = "The principal is not authorized to reassign partitions."
 async def handle_alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
-    if not cluster_allowed(ctx, AclOperation.ALTER):
-        return AlterPartitionReassignmentsResponse(
-            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_DENIED,
-            responses=[
-                AlterTopic(name=t.name, partitions=[
-                    AlterPartition(partition_index=p.partition_index,
-                                   error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_DENIED)
-                    for p in t.partitions
-                ])
-                for t in req.topics
-            ],
-        )
     asked = [
         (t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
         for t in req.topics for p in t.partitions
     ]
-    results = await ctx.broker.reassign_partitions(asked)
+    top, top_message = ErrorCode.NONE, None
+    if cluster_allowed(ctx, AclOperation.ALTER):
+        results = [
+            (ErrorCode.NONE, None) if e is None else (code_of(e), str(e))
+            for e in await ctx.broker.reassign_partitions(asked)
+        ]
+    else:
+        top, top_message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+        results = [(top, _DENIED)] * len(asked)
     by_topic: dict[str, list[AlterPartition]] = {}
-    for (topic, index, _), error in zip(asked, results, strict=True):
+    for (topic, index, _), (code, message) in zip(asked, results, strict=True):
         by_topic.setdefault(topic, []).append(
-            AlterPartition(
-                partition_index=index,
-                error_code=ErrorCode.NONE if error is None else code_of(error),
-                error_message=None if error is None else str(error),
-            )
+            AlterPartition(partition_index=index, error_code=code, error_message=message)
         )
     return AlterPartitionReassignmentsResponse(
-        responses=[AlterTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        error_code=top, error_message=top_message,
+        responses=[AlterTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
     )
 
 
