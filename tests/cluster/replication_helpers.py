@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata
 
 from gregor.testing.cluster import ClusterProcess
@@ -43,7 +43,8 @@ def partition_until(
     def holds(md: ClusterMetadata) -> bool:
         t = md.topics.get(topic)
         p = t.partitions.get(index) if t is not None and t.error is None else None
-        return p is not None and p.error is None and condition(p)
+        # A partition with no live leader is reported with LEADER_NOT_AVAILABLE and leader -1.
+        return p is not None and (p.error is None or p.error.code() == KafkaError.LEADER_NOT_AVAILABLE) and condition(p)
 
     return metadata_until(cluster, holds).topics[topic].partitions[index]
 

@@ -9,6 +9,7 @@ partition back on its original replica.
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
@@ -76,7 +77,8 @@ def test_an_unfinished_reassignment_is_listed_and_cancelled(cluster: ClusterProc
     finally:
         admin.close()
     cluster.kill(1)  # the only replica: the partition goes offline, nothing can be copied
-    partition_until(cluster, "stuck", 0, lambda p: p.leader == -1)
+    offline = partition_until(cluster, "stuck", 0, lambda p: p.leader == -1)
+    assert offline.error is not None and offline.error.code() == KafkaError.LEADER_NOT_AVAILABLE
     admin = kafka_python_admin(cluster)  # a new client: kafka-python keeps asking a dead controller
     try:
         assert admin.alter_partition_reassignments({tp: [2, 3]}) == {tp: None}

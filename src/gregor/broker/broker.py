@@ -397,10 +397,18 @@ class Broker:
     ) -> list[KafkaError | None]:
         return await self.store.reassign_partitions(reassignments)
 
+    def live_broker_ids(self) -> list[int]:
+        """Registered, unfenced brokers, less any this broker has seen die (``BrokerLiveness``)."""
+        ids = self.store.image.live_broker_ids()
+        if self.liveness is None:
+            return ids
+        down = self.liveness.down()
+        return [n for n in ids if n not in down] if down else ids
+
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         out = []
         image = self.store.image
-        for node_id in image.live_broker_ids():
+        for node_id in self.live_broker_ids():
             registration = image.brokers[node_id]
             endpoint = registration.endpoint(listener)
             if endpoint is not None:

@@ -19,6 +19,17 @@ is replaced as fast; each of them may try, one wins). A connection that is accep
 new watch; any other failure (a timeout: the host may be cut off, or paused) decides nothing
 and leaves it to the session. A running broker removed by mistake registers again, with a
 new epoch, as after UnregisterBroker.
+
+Until the registration is gone from the image (an etcd round trip, and an election for the
+partitions it led), the broker judged gone is in ``gone``, and ``down()`` also names a broker
+whose watch connection has ended: one whose end this broker's loop has not read yet (a peek
+at the socket: a client that saw the same process die may ask before the loop gets there),
+and one whose port has not refused yet (a dying process closes its sockets one by one and may
+still accept a connection for a moment) until a new connection has lasted ``CONFIRM_S``. This
+broker's Metadata answers leave those brokers out and report the partitions they lead as
+LEADER_NOT_AVAILABLE, as Kafka does for a leader that is not alive, so a client that lost its
+connection to the dead leader asks again soon instead of waiting on the dead broker. A later
+accepted connection, or a new registration (a new epoch), takes a broker out of ``gone``.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 
 from gregor.broker.events import log_event
 from gregor.cluster.image import MetadataDelta, MetadataImage
@@ -37,6 +49,8 @@ log = logging.getLogger("gregor.broker.controller")
 #: Pause before connecting again after a failure that decides nothing.
 RETRY_S = 0.5
 CONNECT_TIMEOUT_S = 5.0
+#: How long a connection made after one ended must last for the broker to count as alive.
+CONFIRM_S = 0.2
 
 
 class BrokerLiveness:
@@ -45,6 +59,11 @@ class BrokerLiveness:
         self.listener = listener
         self.store = store
         self._watches: dict[int, tuple[int, asyncio.Task[None]]] = {}
+        #: Brokers whose port refused after accepting a connection, by node id -> broker epoch.
+        self.gone: dict[int, int] = {}
+        self._connected: dict[int, socket.socket] = {}
+        #: Brokers whose watch connection ended, until a new one lasts CONFIRM_S.
+        self._ended: set[int] = set()
 
     def on_delta(self, delta: MetadataDelta) -> None:
         self.reconcile(delta.image)
@@ -55,6 +74,10 @@ class BrokerLiveness:
             if wanted.get(node) != epoch:
                 task.cancel()
                 del self._watches[node]
+        for node, epoch in list(self.gone.items()):
+            if wanted.get(node) != epoch:
+                del self.gone[node]
+        self._ended.intersection_update(self._watches)
         for node, epoch in wanted.items():
             if node not in self._watches:
                 ep = image.brokers[node].endpoint(self.listener)
@@ -63,26 +86,58 @@ class BrokerLiveness:
                     self._watches[node] = (epoch, task)
 
     async def _watch(self, node: int, epoch: int, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
         reached = False
         while True:
+            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+                await asyncio.wait_for(loop.sock_connect(sock, (host, port)), CONNECT_TIMEOUT_S)
             except ConnectionRefusedError:
-                if reached and await self._fence(node, epoch):
-                    return
+                sock.close()
+                if reached:
+                    self.gone[node] = epoch
+                    if await self._fence(node, epoch):
+                        return
                 await asyncio.sleep(RETRY_S)
                 continue
             except (OSError, TimeoutError):
+                sock.close()
                 await asyncio.sleep(RETRY_S)
                 continue
             reached = True
+            self.gone.pop(node, None)
+            self._connected[node] = sock
             try:
-                while await reader.read(65536):
+                if node in self._ended:
+                    # A dying process may still accept for a moment: alive only if this
+                    # connection lasts.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(loop.sock_recv(sock, 65536), CONFIRM_S)
+                        continue  # it ended too (or the broker spoke): connect again
+                    self._ended.discard(node)
+                while await loop.sock_recv(sock, 65536):
                     pass  # the broker says nothing on this connection; wait for its end
             except OSError:
                 pass
             finally:
-                writer.close()
+                self._connected.pop(node, None)
+                sock.close()
+            self._ended.add(node)
+
+    def down(self) -> set[int]:
+        """Brokers judged gone, and those whose watch connection has ended without this
+        broker's loop having seen it yet (the end is read from the socket, not waited for)."""
+        out = set(self.gone) | self._ended
+        for node, sock in self._connected.items():
+            try:
+                if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    out.add(node)
+            except BlockingIOError:
+                pass  # open, nothing to read: alive
+            except OSError:
+                out.add(node)  # reset
+        return out
 
     async def _fence(self, node: int, epoch: int) -> bool:
         """Remove ``node``'s registration if this broker may; True when it is gone."""

@@ -91,6 +91,10 @@ class BrokerState(Protocol):
     @property
     def producer_ids(self) -> ProducerIdManager: ...
 
+    def live_broker_ids(self) -> list[int]:
+        """Registered, unfenced brokers not seen to have died, lowest id first."""
+        ...
+
     def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
         """(node id, endpoint, rack) of every live broker on ``listener``."""
         ...

@@ -106,7 +106,7 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
         code, message, node = await _coordinator(ctx, key, key_type)
         if not code and node not in addresses:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            message = f"broker {node} has no {ctx.conn.listener} listener"
+            message = f"broker {node} is not available on the {ctx.conn.listener} listener"
         if code:
             return code, message, -1, "", -1
         host, port = addresses[node]

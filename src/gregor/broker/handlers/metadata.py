@@ -5,7 +5,10 @@ list means all topics and an empty list means none. From v4 the request says whe
 topics may be auto-created (older versions: allowed when the broker allows it). From v10
 topics carry ids, and from v12 a request may name a topic by id alone. Authorized operations
 (KIP-430) are computed by ``gregor.broker.authorized_ops`` when asked for. The brokers listed are
-each live broker's endpoint on the listener this request came in on.
+each live broker's endpoint on the listener this request came in on; a partition whose leader
+is not one of them (no leader, or a leader that died and is not replaced yet) answers
+LEADER_NOT_AVAILABLE with leader -1, as Kafka's metadata cache does, so clients ask again
+(from v6, LISTENER_NOT_FOUND when the leader is alive but has no endpoint on that listener).
 
 Authorization (``gregor.broker.authz``), as Kafka: "all topics" lists only those the principal
 may DESCRIBE; a named topic it may not describe answers TOPIC_AUTHORIZATION_FAILED whether or
@@ -14,6 +17,7 @@ not it exists; auto-creation needs CREATE on the cluster or on the topic.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from gregor.broker.authorized_ops import (
@@ -37,12 +41,28 @@ Topic = MetadataResponse.Topics
 Partition = MetadataResponse.Topics.Partitions
 
 
-def _topic_entry(topic: TopicImage, with_ops: bool = False, authz: Authorizer | None = None) -> Topic:
+@dataclasses.dataclass(frozen=True)
+class Live:
+    """Which leaders a response may name: brokers with an endpoint on the request's listener."""
+
+    on_listener: frozenset[int]
+    registered: frozenset[int]  # every live broker, whatever its listeners
+    version: int
+
+    def error(self, leader: int) -> int:
+        if leader in self.on_listener:
+            return ErrorCode.NONE
+        if leader in self.registered and self.version >= 6:
+            return ErrorCode.LISTENER_NOT_FOUND
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def _topic_entry(topic: TopicImage, live: Live, with_ops: bool = False, authz: Authorizer | None = None) -> Topic:
     parts = [
         Partition(
-            error_code=0,
+            error_code=live.error(p.leader),
             partition_index=p.partition,
-            leader_id=p.leader,
+            leader_id=p.leader if p.leader in live.on_listener else -1,
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
@@ -65,7 +85,7 @@ def _topic_entry(topic: TopicImage, with_ops: bool = False, authz: Authorizer | 
 
 
 async def _named_topic(
-    ctx: RequestContext, t: MetadataRequest.Topics, allow_create: bool, with_ops: bool
+    ctx: RequestContext, t: MetadataRequest.Topics, live: Live, allow_create: bool, with_ops: bool
 ) -> Topic:
     image = ctx.broker.image
     name = t.name
@@ -81,12 +101,12 @@ async def _named_topic(
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
         if not describable(by_id.name):
             return Topic(error_code=denied, name=None, topic_id=t.topic_id)
-        return _topic_entry(by_id, with_ops, authz)
+        return _topic_entry(by_id, live, with_ops, authz)
     if name is not None and not describable(name):
         return Topic(error_code=denied, name=name, topic_id=ZERO_UUID)
     found = image.topic(name) if name is not None else None
     if found is not None:
-        return _topic_entry(found, with_ops, authz)
+        return _topic_entry(found, live, with_ops, authz)
     if name is None or topic_name_error(name) is not None:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID)
     if not allow_create:
@@ -102,7 +122,7 @@ async def _named_topic(
         return Topic(error_code=code_of(e), name=name, topic_id=ZERO_UUID)
     if created is None:
         return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID)
-    return _topic_entry(created, with_ops, authz)
+    return _topic_entry(created, live, with_ops, authz)
 
 
 @handles(MetadataRequest)
@@ -113,10 +133,12 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     # KIP-430: v8+ may ask for the topics' (and, v8-v10, the cluster's) authorized operations.
     topic_ops = version >= 8 and bool(req.include_topic_authorized_operations)
     cluster_ops = 8 <= version <= 10 and bool(req.include_cluster_authorized_operations)
+    live_brokers = broker.endpoints(ctx.conn.listener)
+    live = Live(frozenset(node for node, _, _ in live_brokers), frozenset(broker.live_broker_ids()), version)
     if req.topics is None or (version == 0 and not req.topics):
         authz = ops_authorizer(ctx)
         topics = [
-            _topic_entry(t, topic_ops, authz) for t in broker.image.topics.values()
+            _topic_entry(t, live, topic_ops, authz) for t in broker.image.topics.values()
             if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         ]
     else:
@@ -124,13 +146,13 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
             version < 4 or bool(req.allow_auto_topic_creation)
         )
         for t in req.topics:
-            topics.append(await _named_topic(ctx, t, allow_create, topic_ops))
+            topics.append(await _named_topic(ctx, t, live, allow_create, topic_ops))
     image = broker.image
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[
             MetadataResponse.Brokers(node_id=node, host=e.host, port=e.port, rack=rack)
-            for node, e, rack in broker.endpoints(ctx.conn.listener)
+            for node, e, rack in live_brokers
         ],
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
