@@ -8,7 +8,7 @@ Rows:
              three brokers, etcd and the client share the cores).
   latency    100 B at 1,000 records/s for 3 s, acks=all, linger.ms=0: p50 and p99 ms.
   failover   a producer (acks=all, idempotent, linger.ms=0) writes to one RF=3 partition
-             without pause; the partition leader is SIGKILLed; the time from the kill to the
+             without pause; once its acknowledgements flow, the partition leader is SIGKILLed; the time from the kill to the
              first acknowledgement of a record sent after it (the new leader's), then the
              broker is restarted and the next round waits for a full ISR. The brokers'
              ``broker.session.timeout.ms`` (the etcd lease: how soon a dead broker is noticed)
@@ -79,7 +79,7 @@ def failover_once(cluster: ClusterProcess, topic: str) -> float:
         "bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
         "linger.ms": 0, "message.timeout.ms": 60000,
     })
-    state = {"killed_at": 0.0, "first_after": 0.0, "errors": 0}
+    state = {"killed_at": 0.0, "first_after": 0.0, "errors": 0, "acked": 0}
     stop = threading.Event()
 
     def run() -> None:
@@ -90,7 +90,9 @@ def failover_once(cluster: ClusterProcess, topic: str) -> float:
             def done(err, msg, sent_at=sent_at) -> None:  # noqa: ANN001
                 if err is not None:
                     state["errors"] += 1
-                elif state["killed_at"] and sent_at > state["killed_at"] and not state["first_after"]:
+                    return
+                state["acked"] += 1
+                if state["killed_at"] and sent_at > state["killed_at"] and not state["first_after"]:
                     state["first_after"] = time.perf_counter()
 
             try:
@@ -102,7 +104,11 @@ def failover_once(cluster: ClusterProcess, topic: str) -> float:
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    time.sleep(1.0)  # steady state before the kill
+    # Steady state before the kill: acknowledgements flowing (a new idempotent producer takes
+    # a while to get its producer id and its connection to the leader), then half a second.
+    while state["acked"] < 100:
+        time.sleep(0.005)
+    time.sleep(0.5)
     state["killed_at"] = time.perf_counter()
     cluster.kill(leader)
     while not state["first_after"]:

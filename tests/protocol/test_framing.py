@@ -136,3 +136,19 @@ def test_oversize_and_negative_frames() -> None:
     with pytest.raises(FrameTooLarge):
         d.feed(b"\x01\x00")  # prefix completed across chunks: 256
     assert [bytes(f) for f in FrameDecoder(max_frame_size=10).feed(_frames(b"x" * 10))] == [b"x" * 10]
+
+
+def test_coalesce_keeps_large_immutable_parts_and_joins_the_rest() -> None:
+    from gregor.protocol.framing import LARGE_PART, coalesce
+
+    records = bytes(range(256)) * (LARGE_PART // 256)  # exactly LARGE_PART bytes
+    mutable = bytearray(LARGE_PART + 1)
+    parts = [b"\x00\x00\x00\x10", b"hdr", records, b"a", b"b", mutable, b"tail"]
+    out = coalesce(parts)
+    assert b"".join(out) == b"".join(parts)
+    assert len(out) == 3
+    assert out[0] == b"\x00\x00\x00\x10hdr"
+    assert out[1] is records  # written as it is, no copy
+    assert out[2] == b"ab" + bytes(mutable) + b"tail" and type(out[2]) is bytes  # copied
+    assert coalesce([]) == []
+    assert coalesce([b"x", b"y"]) == [b"xy"]

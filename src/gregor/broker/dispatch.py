@@ -24,7 +24,7 @@ from gregor.broker.handlers.api_versions import unsupported_version_response
 from gregor.broker.handlers.registry import HandlerEntry
 from gregor.broker.state import BrokerState, ConnectionInfo, RequestContext
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.framing import decode_request_header, encode_response
+from gregor.protocol.framing import coalesce, decode_request_header, encode_response_parts
 from gregor.protocol.messages import API_KEYS
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
 
@@ -99,6 +99,7 @@ class Dispatcher:
             if isinstance(response, (bytes, bytearray, memoryview)):
                 conn.send(response)
             else:
-                conn.send(encode_response(api_key, version, header.correlation_id, response))
+                for part in coalesce(encode_response_parts(api_key, version, header.correlation_id, response)):
+                    conn.send(part)
         return True
 

@@ -250,6 +250,29 @@ def encode_response_parts(
     return frame([head, *message.encode_parts(api_version)])
 
 
+#: A part at least this long goes out as it is instead of being copied into a joined frame.
+LARGE_PART = 64 * 1024
+
+
+def coalesce(parts: Iterable[Any]) -> list[Any]:
+    """Join runs of small parts, keep large immutable ones (records read from a log) as they
+    are, so a big response is written with one writev and no copy of its records. (A large
+    mutable buffer is copied too: the transport may hold on to what it could not write yet.)"""
+    out: list[Any] = []
+    small: list[Any] = []
+    for part in parts:
+        if type(part) is bytes and len(part) >= LARGE_PART:
+            if small:
+                out.append(b"".join(small))
+                small = []
+            out.append(part)
+        else:
+            small.append(part)
+    if small:
+        out.append(b"".join(small))
+    return out
+
+
 def encode_response(
     api_key: int,
     api_version: int,
