@@ -46,17 +46,21 @@ def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -
     raise SystemExit(run(config))
 
 
+from gregor.cli.acls import acls  # noqa: E402
 from gregor.cli.consume import consume  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
 from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
+from gregor.cli.users import users  # noqa: E402
 
 main.add_command(topics)
 main.add_command(produce)
 main.add_command(consume)
 main.add_command(groups)
 main.add_command(pipeline)
+main.add_command(acls)
+main.add_command(users)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The asyncio admin client: topics and partitions, configs, groups, records, cluster.
+"""The asyncio admin client: topics and partitions, configs, groups, records, cluster, ACLs
+and SCRAM credentials.
 
 Each call sends the API to the broker that owns the answer (the controller for topic changes,
 the group coordinator for group calls, partition leaders for DeleteRecords and ListOffsets,
@@ -10,10 +11,21 @@ others' results (``raise_on_error=True`` raises the first instead).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gregor.client.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
 from gregor.client.config import Config
 from gregor.client.consumer import EARLIEST, LATEST, list_offsets
 from gregor.client.core import KafkaClient
@@ -24,14 +36,19 @@ from gregor.client.transactions import TransactionHandle, end_transaction
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
     AlterConfigsRequest,
+    AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeUserScramCredentialsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
@@ -368,6 +385,130 @@ class AIOAdminClient:
         )
         resp = await conn.send(req, conn.version(req.API_KEY))
         out = {(r.resource_type, r.resource_name): _err(r.error_code, r.error_message) for r in resp.responses}
+        _check(out, raise_on_error)
+        return out
+
+    # --- ACLs and SCRAM credentials ---
+
+    async def create_acls(
+        self, bindings: Iterable[AclBinding], *, raise_on_error: bool = False
+    ) -> dict[AclBinding, KafkaError | None]:
+        """Add ACLs; per binding, None or the broker's refusal."""
+        bindings = list(bindings)
+        conn = await self._controller()
+        req = CreateAclsRequest(creations=[
+            CreateAclsRequest.Creations(
+                resource_type=b.resource_type, resource_name=b.name, resource_pattern_type=b.pattern_type,
+                principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type,
+            )
+            for b in bindings
+        ])
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out = {b: _err(r.error_code, r.error_message) for b, r in zip(bindings, resp.results, strict=True)}
+        _check(out, raise_on_error)
+        return out
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The ACLs that match ``acl_filter`` (every ACL without one); raises the broker's error."""
+        f = acl_filter or AclBindingFilter()
+        conn = await self._any()
+        req = DescribeAclsRequest(
+            resource_type_filter=f.resource_type, resource_name_filter=f.name, pattern_type_filter=f.pattern_type,
+            principal_filter=f.principal, host_filter=f.host, operation=f.operation,
+            permission_type=f.permission_type,
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        return [
+            AclBinding(
+                ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type), a.principal, a.host,
+                AclOperation(a.operation), AclPermissionType(a.permission_type),
+            )
+            for r in resp.resources
+            for a in r.acls
+        ]
+
+    async def delete_acls(
+        self, filters: Iterable[AclBindingFilter], *, raise_on_error: bool = False
+    ) -> list[list[AclBinding] | KafkaError]:
+        """Remove the ACLs each filter matches; per filter, the ACLs removed or the error."""
+        filters = list(filters)
+        conn = await self._controller()
+        req = DeleteAclsRequest(filters=[
+            DeleteAclsRequest.Filters(
+                resource_type_filter=f.resource_type, resource_name_filter=f.name,
+                pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+                operation=f.operation, permission_type=f.permission_type,
+            )
+            for f in filters
+        ])
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out: list[list[AclBinding] | KafkaError] = []
+        for r in resp.filter_results:
+            err = _err(r.error_code, r.error_message)
+            if err is not None:
+                out.append(err)
+                continue
+            out.append([
+                AclBinding(
+                    ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type), m.principal,
+                    m.host, AclOperation(m.operation), AclPermissionType(m.permission_type),
+                )
+                for m in r.matching_acls
+            ])
+        if raise_on_error:
+            for item in out:
+                if isinstance(item, KafkaError):
+                    raise item
+        return out
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[ScramMechanism, int]] | KafkaError]:
+        """Per user, (mechanism, iterations) of each SCRAM credential (never a password or a
+        salt); every user with a credential when ``users`` is None."""
+        conn = await self._any()
+        req = DescribeUserScramCredentialsRequest(
+            users=None if users is None else [DescribeUserScramCredentialsRequest.Users(name=u) for u in users]
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        out: dict[str, list[tuple[ScramMechanism, int]] | KafkaError] = {}
+        for r in resp.results:
+            err = _err(r.error_code, r.error_message)
+            out[r.user] = err if err is not None else [
+                (ScramMechanism(c.mechanism), c.iterations) for c in r.credential_infos
+            ]
+        return out
+
+    async def alter_user_scram_credentials(
+        self,
+        upsertions: Iterable[tuple[str, ScramMechanism | str, str, int]] = (),
+        deletions: Iterable[tuple[str, ScramMechanism | str]] = (),
+        *,
+        raise_on_error: bool = False,
+    ) -> dict[str, KafkaError | None]:
+        """Set (user, mechanism, password, iterations) credentials and delete (user, mechanism)
+        ones. The password is salted here (a random 32-byte salt, PBKDF2 as SCRAM defines
+        it); only the salted form is sent. Per user, None or the broker's refusal."""
+        ups = []
+        for user, mechanism, password, iterations in upsertions:
+            m = ScramMechanism.parse(mechanism)
+            salt = os.urandom(32)
+            salted = hashlib.pbkdf2_hmac(m.hash_name, password.encode(), salt, iterations)
+            ups.append(AlterUserScramCredentialsRequest.Upsertions(
+                name=user, mechanism=m, iterations=iterations, salt=salt, salted_password=salted,
+            ))
+        dels = [
+            AlterUserScramCredentialsRequest.Deletions(name=user, mechanism=ScramMechanism.parse(mechanism))
+            for user, mechanism in deletions
+        ]
+        conn = await self._controller()
+        req = AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups)
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out = {r.user: _err(r.error_code, r.error_message) for r in resp.results}
         _check(out, raise_on_error)
         return out
 
