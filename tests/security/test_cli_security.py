@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from certs import Pki
 from click.testing import CliRunner
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
@@ -33,7 +35,7 @@ pytestmark = pytest.mark.interop
 BUDGET_S = 30.0
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-secret" user_alice="alice-secret";'
+    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
 )
 
 
@@ -191,3 +193,71 @@ def test_users_scram_credentials_set_used_described_and_deleted(broker: BrokerPr
     assert code == 1 and "carol" in err  # nothing to delete: the broker's refusal is reported
     code, _, err = gregor(broker, "users", "alter", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192]")
     assert code == 2 and "needs password" in err
+
+
+@pytest.fixture(scope="module")
+def secured(pki: Pki) -> Iterator[BrokerProcess]:
+    """A broker with one SASL_SSL listener and nothing else: the commands log in as admin."""
+    config = {
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL",
+        "inter.broker.listener.name": "SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server.combined),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "num.partitions": 1,
+    }
+    with BrokerProcess(config=config) as b:
+        yield b
+        assert "admin-secret" not in b.read_log()
+
+
+def secured_gregor(broker: BrokerProcess, ca: Path, *args: str, password: str = "admin-secret") -> tuple[int, str, str]:
+    props = {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+        "sasl.password": password, "ssl.ca.location": str(ca),
+    }
+    argv = [*args, "-b", broker.bootstrap("SASL_SSL")]
+    for k, v in props.items():
+        argv += ["-X", f"{k}={v}"]
+    r = CliRunner().invoke(main, argv)
+    if r.exception and not isinstance(r.exception, SystemExit):
+        return 1, r.stdout, f"{type(r.exception).__name__}: {r.exception}"
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_commands_log_in_over_sasl_ssl(secured: BrokerProcess, pki: Pki) -> None:
+    topic = f"sec-{uuid.uuid4().hex[:6]}"
+    r = secured_gregor(secured, pki.ca.ca_path, "topics", "create", topic)
+    assert r[:2] == (0, f"Created topic {topic}.\n"), r
+    code, out, _ = secured_gregor(secured, pki.ca.ca_path, "topics", "list")
+    assert code == 0 and topic in out.splitlines()
+    code, out, _ = secured_gregor(
+        secured, pki.ca.ca_path, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic
+    )
+    assert code == 0 and "operation=READ" in out
+    code, out, _ = secured_gregor(secured, pki.ca.ca_path, "acls", "list", "--topic", topic)
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in out
+
+    code, _, err = secured_gregor(secured, pki.ca.ca_path, "topics", "list", password="wrong")
+    assert code == 1 and "Authentication failed" in err
+    code, _, err = secured_gregor(secured, pki.other_ca.ca_path, "topics", "list")
+    assert code == 1 and "CERTIFICATE_VERIFY_FAILED" in err
+
+
+def test_client_security_settings_fail_closed() -> None:
+    from gregor.client import AIOAdminClient, ConfigError
+
+    with pytest.raises(ConfigError, match="security.protocol=SASL_SSL needs sasl.mechanism"):
+        AIOAdminClient({"security.protocol": "SASL_SSL"})
+    with pytest.raises(ConfigError, match="not GSSAPI"):
+        AIOAdminClient({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"})
+    with pytest.raises(ConfigError, match="needs sasl.username and sasl.password"):
+        AIOAdminClient({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "a"})
+    with pytest.raises(ConfigError, match="security.protocol=KERBEROS"):
+        AIOAdminClient({"security.protocol": "kerberos"})
+    with pytest.raises(ConfigError, match="cannot load the TLS settings"):
+        AIOAdminClient({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"})

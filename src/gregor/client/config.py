@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gregor.client.errors import ConfigError
+from gregor.client.security import SECURITY_SETTINGS
 
 COMMON: dict[str, Any] = {
     "bootstrap.servers": "localhost:9092",
@@ -28,7 +29,7 @@ COMMON: dict[str, Any] = {
     "metadata.max.age.ms": 300000,
     "connections.max.idle.ms": 540000,
     "max.in.flight.requests.per.connection": 5,
-    "security.protocol": "PLAINTEXT",
+    **SECURITY_SETTINGS,
     "default.api.timeout.ms": 60000,
     "allow.auto.create.topics": True,
 }

@@ -32,6 +32,7 @@ from gregor.client.errors import (
     error_for_code,
 )
 from gregor.client.metadata import ClusterMetadata
+from gregor.client.security import connection_security
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import FindCoordinatorRequest, Message, MetadataRequest
 
@@ -81,6 +82,7 @@ class KafkaClient:
         self.cluster = ClusterMetadata()
         self.client_id = config["client.id"]
         self._bootstrap = config.bootstrap_servers
+        self._ssl_context, self._sasl = connection_security(config.get)
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoff: dict[int, _Backoff] = {}
@@ -215,6 +217,8 @@ class KafkaClient:
                 client_id=self.client_id,
                 request_timeout_ms=self.config["request.timeout.ms"],
                 connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+                ssl_context=self._ssl_context,
+                sasl=self._sasl,
             )
             try:
                 await conn.connect()
@@ -258,6 +262,8 @@ class KafkaClient:
                 client_id=self.client_id,
                 request_timeout_ms=self.config["request.timeout.ms"],
                 connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+                ssl_context=self._ssl_context,
+                sasl=self._sasl,
             )
             try:
                 await conn.connect()
