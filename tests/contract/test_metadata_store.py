@@ -787,3 +787,42 @@ def test_acls_are_created_once_deleted_by_filter_and_durable(kind: StoreKind) ->
             assert store.image.acls == (prefixed, deny_group, cluster)
 
         run(kind, restarted)
+
+
+# --- client quotas ---
+
+
+def test_client_quotas_are_set_removed_validated_and_durable(kind: StoreKind) -> None:
+    app = (("client-id", "app"),)
+    bob_default = (("client-id", None), ("user", "bob"))
+
+    async def scenario(store: MetadataStore) -> None:
+        results = await store.alter_client_quotas([
+            ([("client-id", "app")], [("producer_byte_rate", 1024.0, False), ("consumer_byte_rate", 2048.0, False)]),
+            ([("user", "bob"), ("client-id", None)], [("consumer_byte_rate", 10.0, False)]),
+            ([("user", "carol")], [("producer_byte_rate", 0.0, False)]),
+            ([("ip", "10.0.0.1"), ("user", "x")], [("producer_byte_rate", 1.0, False)]),
+        ])
+        assert results[:2] == [None, None]
+        assert [type(r).__name__ for r in results[2:]] == ["InvalidRequestError", "InvalidRequestError"]
+        assert store.image.client_quotas == {
+            app: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+            bob_default: {"consumer_byte_rate": 10.0},
+        }
+        before = store.image.client_quotas
+        assert await store.alter_client_quotas([([("client-id", "app")], [("producer_byte_rate", 1.0, False)])],
+                                               validate_only=True) == [None]
+        assert store.image.client_quotas == before
+        # removing the last key removes the entity; removing an unset key is no error
+        assert await store.alter_client_quotas([
+            ([("client-id", None), ("user", "bob")], [("consumer_byte_rate", 0.0, True)]),
+            ([("client-id", "app")], [("consumer_byte_rate", 0.0, True), ("never_set", 0.0, True)]),
+        ]) == [None, None]
+        assert store.image.client_quotas == {app: {"producer_byte_rate": 1024.0}}
+
+    run(kind, scenario)
+    if kind.durable:
+        async def restarted(store: MetadataStore) -> None:
+            assert store.image.client_quotas == {app: {"producer_byte_rate": 1024.0}}
+
+        run(kind, restarted)

@@ -43,6 +43,7 @@ from gregor.broker.inter_broker import (
 from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
 from gregor.broker.producer_ids import ProducerIdManager
+from gregor.broker.quota_manager import QuotaManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.server import Connection, close_idle, start_listener
@@ -89,6 +90,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(int(config["max.incremental.fetch.session.cache.slots"]))
         self.dispatcher = Dispatcher(self, HANDLERS)
         self._maintenance_task: asyncio.Task[None] | None = None
+        #: Client byte-rate quotas, from the image's client_quotas.
+        self.quotas = QuotaManager(lambda: self.store.image.client_quotas)
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
         #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None
@@ -377,6 +380,13 @@ class Broker:
         upsertions: Sequence[tuple[str, ScramCredential]],
     ) -> dict[str, KafkaError | None]:
         return await self.store.alter_scram_credentials(deletions, upsertions)
+
+    async def alter_client_quotas(
+        self,
+        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        return await self.store.alter_client_quotas(entries, validate_only)
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         return await self.store.create_acls(bindings)

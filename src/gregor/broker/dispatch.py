@@ -7,13 +7,15 @@ the body is decoded with the generated codec and the handler is called with a ty
 version we do not serve closes that connection only (as Kafka does), except ApiVersions at an
 unknown version, which is answered with UNSUPPORTED_VERSION in the v0 layout so the client
 can retry lower. A handler that raises is logged and closes that connection. This is the one
-choke point for authentication: a connection on a SASL listener that has not logged in yet
+choke point for authentication and for quota throttling (a response with a throttle time
+holds the connection, KIP-219): a connection on a SASL listener that has not logged in yet
 has its frames handled by its ``SaslSession`` (only ApiVersions is passed on to a handler);
 authorization will sit here too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Protocol
@@ -29,6 +31,10 @@ from gregor.protocol.messages import API_KEYS
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
 
 log = logging.getLogger("gregor.broker")
+
+#: API key -> the first version whose client honours throttle_time_ms itself (KIP-219); the
+#: broker answers those at once and then holds the connection, older ones it answers late.
+KIP_219_FROM = {0: 6, 1: 8}
 
 
 class ResponseSink(Protocol):
@@ -95,11 +101,24 @@ class Dispatcher:
             log.exception("handler failed")
             log_event(log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e))
             return False
+        throttle_s = getattr(response, "throttle_time_ms", 0) / 1000 if response is not None else 0
+        kip219 = version >= KIP_219_FROM.get(api_key, 0)
+        if throttle_s > 0 and not kip219:
+            await _hold(conn, throttle_s)  # an old client is throttled by a late answer
         if response is not None:
             if isinstance(response, (bytes, bytearray, memoryview)):
                 conn.send(response)
             else:
                 for part in coalesce(encode_response_parts(api_key, version, header.correlation_id, response)):
                     conn.send(part)
+        if throttle_s > 0 and kip219:
+            # KIP-219: the answer goes out at once with its throttle time, and the connection
+            # takes no further request until that time has passed.
+            await _hold(conn, throttle_s)
         return True
 
+
+
+async def _hold(conn: ResponseSink, seconds: float) -> None:
+    """Wait ``seconds``, or less if the client hangs up (or the broker closes the connection)."""
+    await asyncio.wait([conn.info.hung_up], timeout=seconds)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the services import nothing from here; this only names thei
     from gregor.broker.fetch_session import FetchSessionCache
     from gregor.broker.group_service import GroupService
     from gregor.broker.producer_ids import ProducerIdManager
+    from gregor.broker.quota_manager import QuotaManager
     from gregor.broker.replica_manager import ReplicaManager
     from gregor.broker.topic_admin import TopicAdmin
     from gregor.broker.txn_service import TxnService
@@ -132,9 +133,22 @@ class BrokerState(Protocol):
         """Change SCRAM credentials in the metadata store; per user, None or the error."""
         ...
 
+    async def alter_client_quotas(
+        self,
+        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """Set and remove client quotas in the metadata store; per entry, None or the error."""
+        ...
+
     @property
     def authorizer(self) -> AclAuthorizer | None:
         """The ACL authorizer, None when the broker has none configured."""
+        ...
+
+    @property
+    def quotas(self) -> QuotaManager:
+        """Client byte-rate quotas: the throttle time a request's bytes earn."""
         ...
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:

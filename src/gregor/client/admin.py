@@ -35,6 +35,7 @@ from gregor.client.metadata import TopicPartition
 from gregor.client.transactions import TransactionHandle, end_transaction
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
+    AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
@@ -45,6 +46,7 @@ from gregor.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -509,6 +511,61 @@ class AIOAdminClient:
         req = AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups)
         resp = await conn.send(req, conn.version(req.API_KEY))
         out = {r.user: _err(r.error_code, r.error_message) for r in resp.results}
+        _check(out, raise_on_error)
+        return out
+
+    # --- client quotas ---
+
+    async def describe_client_quotas(
+        self, components: Iterable[tuple[str, int, str | None]] = (), *, strict: bool = False
+    ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """Quotas of the entities that match every (entity type, match type, name) component
+        (match type 0: that name, 1: the default, 2: any name); ``strict`` leaves out entities
+        with other types. Entities are (type, name or None) pairs sorted by type."""
+        conn = await self._any()
+        req = DescribeClientQuotasRequest(
+            components=[
+                DescribeClientQuotasRequest.Components(entity_type=t, match_type=m, match=n)
+                for t, m, n in components
+            ],
+            strict=strict,
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        return {
+            tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {v.key: v.value for v in entry.values}
+            for entry in resp.entries or []
+        }
+
+    async def alter_client_quotas(
+        self,
+        changes: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float | None]],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = False,
+    ) -> dict[tuple[tuple[str, str | None], ...], KafkaError | None]:
+        """Per entity ((type, name or None for the default) pairs), set keys to values or
+        remove them (None); per entity, None or the broker's refusal."""
+        conn = await self._controller()
+        req = AlterClientQuotasRequest(
+            entries=[
+                AlterClientQuotasRequest.Entries(
+                    entity=[AlterClientQuotasRequest.Entries.Entity(entity_type=t, entity_name=n) for t, n in entity],
+                    ops=[
+                        AlterClientQuotasRequest.Entries.Ops(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                        for k, v in ops.items()
+                    ],
+                )
+                for entity, ops in changes.items()
+            ],
+            validate_only=validate_only,
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        out = {
+            tuple(sorted((e.entity_type, e.entity_name) for e in r.entity)): _err(r.error_code, r.error_message)
+            for r in resp.entries
+        }
         _check(out, raise_on_error)
         return out
 

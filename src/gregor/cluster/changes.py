@@ -23,6 +23,7 @@ from gregor.cluster.image import (
     ConfigResourceKey,
     MetadataImage,
     PartitionImage,
+    QuotaEntity,
     ScramCredential,
     TopicImage,
 )
@@ -43,6 +44,7 @@ from gregor.protocol.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedSaslMechanismError,
 )
+from gregor.security import quotas as quota_rules
 from gregor.security.acls import AclBindingFilter, binding_error, filter_error
 from gregor.security.scram import MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS
 
@@ -65,6 +67,7 @@ def _next(
     scram_credentials: Mapping[str, Mapping[str, ScramCredential]] | None = None,
     config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] | None = None,
     acls: Sequence[AclBinding] | None = None,
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -79,6 +82,7 @@ def _next(
         scram_credentials=image.scram_credentials if scram_credentials is None else scram_credentials,
         config_resources=image.config_resources if config_resources is None else config_resources,
         acls=image.acls if acls is None else tuple(acls),
+        client_quotas=image.client_quotas if client_quotas is None else client_quotas,
         controller_epoch=image.controller_epoch,
     )
 
@@ -497,3 +501,40 @@ def delete_acls(
         deleted.update(matched)
         results.append(matched)
     return _next(image, acls=[b for b in image.acls if b not in deleted]), results
+
+
+def alter_client_quotas(
+    image: MetadataImage,
+    entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+    validate_only: bool = False,
+) -> tuple[MetadataImage, list[KafkaError | None]]:
+    """Apply each entry's (key, value, remove) operations to its entity, as Kafka's
+    AlterClientQuotas does: per entry, all of its operations or none (INVALID_REQUEST with
+    Kafka's message for a bad entity, key or value; removing a key that is not set is no
+    error). ``validate_only`` checks without changing anything. Returns the new image
+    (version + 1 even when nothing changed) and, per entry, None or the error."""
+    quotas = {e: dict(v) for e, v in image.client_quotas.items()}
+    results: list[KafkaError | None] = []
+    for pairs, ops in entries:
+        try:
+            entity = quota_rules.entity_of(pairs)
+            keys = quota_rules.validate_entity(entity)
+            seen: set[str] = set()
+            for key, value, remove in ops:
+                if key in seen:
+                    raise quota_rules.QuotaError(f"Duplicate quota key {key} in the request")
+                seen.add(key)
+                if not remove:
+                    quota_rules.validate_value(keys, key, value)
+        except quota_rules.QuotaError as e:
+            results.append(InvalidRequestError(str(e)))
+            continue
+        if not validate_only:
+            values = quotas.setdefault(entity, {})
+            for key, value, remove in ops:
+                if remove:
+                    values.pop(key, None)
+                else:
+                    values[key] = float(value)
+        results.append(None)
+    return _next(image, client_quotas=quotas), results

@@ -29,7 +29,7 @@ __all__ = ["decode", "decode_registration", "encode", "encode_registration"]
 
 def encode(image: MetadataImage) -> dict[str, Any]:
     """The durable document for ``image`` (without broker registrations; the SCRAM credentials,
-    ``config_resources`` and ``acls`` only when there are some, so a document without them
+    ``config_resources``, ``acls`` and ``client_quotas`` only when there are some, so a document without them
     keeps its old shape)."""
     doc: dict[str, Any] = {
         "cluster_id": image.cluster_id,
@@ -66,6 +66,11 @@ def encode(image: MetadataImage) -> dict[str, Any]:
         ]
     if image.acls:
         doc["acls"] = encode_acls(image.acls)
+    if image.client_quotas:
+        doc["client_quotas"] = [
+            {"entity": [[t, n] for t, n in entity], "values": dict(values)}
+            for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0]))
+        ]
     return doc
 
 
@@ -145,6 +150,12 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
             for r in doc.get("config_resources", [])
         },
         acls=decode_acls(doc.get("acls", [])),
+        client_quotas={
+            tuple((str(t), None if n is None else str(n)) for t, n in q["entity"]): {
+                str(k): float(v) for k, v in q["values"].items()
+            }
+            for q in doc.get("client_quotas", [])
+        },
     )
 
 

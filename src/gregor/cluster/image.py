@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from gregor.security.acls import AclBinding
+from gregor.security.quotas import QuotaEntity
 from gregor.security.scram import ScramCredential
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "MetadataDelta",
     "MetadataImage",
     "PartitionImage",
+    "QuotaEntity",
     "ScramCredential",
     "TopicImage",
 ]
@@ -176,6 +178,9 @@ class MetadataImage:
     config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] = field(default_factory=dict)
     #: ACL bindings, each once, in the order they were created.
     acls: tuple[AclBinding, ...] = ()
+    #: Client quotas: entity ((type, name or None for the default), ... sorted by type) -> key
+    #: -> value (``security.quotas``); an entity without quotas has no entry.
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
     #: Goes up with every controller election (etcd: the revision that created the controller
     #: key; the local stores, which have no election, keep 0): Kafka's controller epoch, which
     #: fences requests from a deposed controller (STALE_CONTROLLER_EPOCH).
@@ -187,6 +192,11 @@ class MetadataImage:
             self,
             "config_resources",
             _frozen_map({k: _frozen_map(v) for k, v in self.config_resources.items() if v}),
+        )
+        object.__setattr__(
+            self,
+            "client_quotas",
+            _frozen_map({k: _frozen_map(v) for k, v in self.client_quotas.items() if v}),
         )
         object.__setattr__(self, "topics", _frozen_map(self.topics))
         object.__setattr__(self, "topics_by_id", _frozen_map(self.topics_by_id))

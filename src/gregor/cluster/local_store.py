@@ -222,6 +222,14 @@ class ChangeMethods:
     async def allocate_producer_ids(self, count: int) -> int:
         return await self._change(lambda image: changes.allocate_producer_ids(image, count))
 
+    async def alter_client_quotas(
+        self,
+        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        asked = [(list(e), list(ops)) for e, ops in entries]
+        return await self._change(lambda image: changes.alter_client_quotas(image, asked, validate_only))
+
     async def alter_scram_credentials(
         self,
         deletions: Sequence[tuple[str, str]],

@@ -129,6 +129,15 @@ class MetadataStore(Protocol):
         """Reserve ``count`` ids durably; returns the first of the block."""
         ...
 
+    async def alter_client_quotas(
+        self,
+        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """Set and remove client quotas; per entry, None or the refusal
+        (``changes.alter_client_quotas``)."""
+        ...
+
     async def alter_scram_credentials(
         self,
         deletions: Sequence[tuple[str, str]],

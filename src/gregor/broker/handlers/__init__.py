@@ -18,6 +18,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     metadata,
     produce,
     producer_ids,
+    quotas,
     reassignments,
     security,
     transactions,

@@ -30,6 +30,7 @@ from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.fetch import FetchRequest, FetchResponse
 from gregor.protocol.records.convert import downconvert
+from gregor.security.quotas import CONSUMER_BYTE_RATE
 
 ZERO_UUID = uuid.UUID(int=0)
 READ_COMMITTED = 1
@@ -224,7 +225,11 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         FetchResponse.NodeEndpoints(node_id=n, host=h, port=port, rack=rack)
         for n, h, port, rack in (hints.endpoints() if hints is not None else [])
     ]
+    throttle = 0
+    if not is_follower:  # replication is never throttled by client quotas
+        size = sum(part.size for part in parts if not part.error)
+        throttle = ctx.broker.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size)
     return FetchResponse(
-        throttle_time_ms=0, error_code=0, session_id=session_id, responses=responses,
+        throttle_time_ms=throttle, error_code=0, session_id=session_id, responses=responses,
         node_endpoints=node_endpoints,
     )

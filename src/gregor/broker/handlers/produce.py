@@ -22,6 +22,7 @@ from gregor.protocol.errors import ErrorCode
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse
 from gregor.protocol.records.header import HEADER_SIZE, peek_magic, read_header
+from gregor.security.quotas import PRODUCER_BYTE_RATE
 
 log = logging.getLogger("gregor.broker.produce")
 
@@ -123,4 +124,6 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                     log_event(log, "produce.error", logging.WARNING, topic=r.name, partition=p.index,
                               error=ErrorCode(p.error_code).name, acks=0)
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=node_endpoints)
+    size = sum(len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None)
+    throttle = ctx.broker.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size)
+    return ProduceResponse(responses=responses, throttle_time_ms=throttle, node_endpoints=node_endpoints)
