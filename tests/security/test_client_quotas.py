@@ -82,7 +82,7 @@ def test_set_describe_filter_remove_and_refusals(broker: BrokerProcess) -> None:
             e_app: {"producer_byte_rate": None}, e_alice_app: {"producer_byte_rate": None},
             e_default_user: {"consumer_byte_rate": None},
         }, raise_on_error=True)
-        assert a.describe_client_quotas() == {}
+        assert not {e_app, e_alice_app, e_default_user} & set(a.describe_client_quotas())
 
 
 def test_quotas_survive_a_restart(tmp_path: Any) -> None:
@@ -164,3 +164,36 @@ def test_a_consumer_over_its_quota_is_throttled_and_others_are_not(broker: Broke
 
     assert [t for t in consume_all(f"free-{uuid.uuid4().hex[:6]}") if t > 0] == []
     assert max(consume_all(limited)) > 0
+
+
+def test_gregor_quotas_alter_and_describe(broker: BrokerProcess) -> None:
+    from click.testing import CliRunner
+
+    from gregor.cli.main import main
+
+    def gregor(*args: str) -> tuple[int, str, str]:
+        r = CliRunner().invoke(main, [*args, "-b", broker.bootstrap_servers])
+        if r.exception and not isinstance(r.exception, SystemExit):
+            raise r.exception
+        return r.exit_code, r.stdout, r.stderr
+
+    user = f"dana-{uuid.uuid4().hex[:6]}"
+    assert gregor("quotas", "alter", "--user", user, "--client-defaults",
+                  "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152") == (
+        0, f"Completed updating config for user-principal '{user}', the default client-id.\n", "")
+    with admin(broker) as a:
+        assert a.describe_client_quotas([("user", 0, user)]) == {
+            (("client-id", None), ("user", user)): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0}
+        }
+    code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
+    assert (code, out) == (0, f"Quota configs for user-principal '{user}', the default client-id are "
+                              "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n")
+    assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "consumer_byte_rate")[0] == 0
+    code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
+    assert out.endswith("are producer_byte_rate=1048576.0\n")
+    code, _, err = gregor("quotas", "alter", "--user", user, "--add-config", "request_percentage=50")
+    assert code == 1 and "request_percentage is not enforced" in err
+    code, _, err = gregor("quotas", "alter", "--add-config", "producer_byte_rate=1")
+    assert code == 2 and "name the entity" in err
+    assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "producer_byte_rate")[0] == 0
+    assert gregor("quotas", "describe", "--user", user, "--client-defaults")[1] == ""
