@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from gregor.client import AdminClient
 from gregor.protocol.errors import ClusterAuthorizationFailedError, InvalidRequestError
@@ -197,3 +197,32 @@ def test_gregor_quotas_alter_and_describe(broker: BrokerProcess) -> None:
     assert code == 2 and "name the entity" in err
     assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "producer_byte_rate")[0] == 0
     assert gregor("quotas", "describe", "--user", user, "--client-defaults")[1] == ""
+
+
+def test_an_acks_0_producer_over_its_quota_is_held_back_too(broker: BrokerProcess) -> None:
+    """acks=0 has no answer to carry a throttle time: the broker holds the connection all the
+    same, so what reaches the log stays near the quota's window allowance."""
+    client_id, topic = f"fire-{uuid.uuid4().hex[:6]}", f"q0-{uuid.uuid4().hex[:6]}"
+    quota = 50_000
+    with admin(broker) as a:
+        a.alter_client_quotas({(("client-id", client_id),): {"producer_byte_rate": float(quota)}}, raise_on_error=True)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": client_id, "acks": 0,
+                  "linger.ms": 5, "batch.size": 16384})
+    start = time.monotonic()
+    sent = 0
+    while time.monotonic() - start < 3.0:
+        try:
+            p.produce(topic, b"z" * 1000)
+            sent += 1
+        except BufferError:
+            p.poll(0.05)
+        p.poll(0)
+    p.purge()
+    p.flush(BUDGET_S)
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "wm"})
+    low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=BUDGET_S)
+    c.close()
+    # Without the quota every record would be there; with it, about the 11-window allowance
+    # (10 s of quota) plus the requests already read when the hold began.
+    assert sent * 1000 > 40 * quota
+    assert 0 < high * 1000 <= 15 * quota, (high, sent)

@@ -10,6 +10,7 @@ gets no response; its errors are logged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names
@@ -123,7 +124,19 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 if p.error_code:
                     log_event(log, "produce.error", logging.WARNING, topic=r.name, partition=p.index,
                               error=ErrorCode(p.error_code).name, acks=0)
-        return None
+        return await _throttled(ctx, req, None)
+    return await _throttled(ctx, req, ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=node_endpoints))
+
+
+async def _throttled(ctx: RequestContext, req: ProduceRequest, resp: ProduceResponse | None) -> ProduceResponse | None:
+    """The producer byte-rate quota: the request's record bytes count against its client; the
+    throttle time goes in the answer (the dispatcher holds the connection), or, for acks=0,
+    which has no answer, the connection is held here."""
     size = sum(len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None)
     throttle = ctx.broker.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size)
-    return ProduceResponse(responses=responses, throttle_time_ms=throttle, node_endpoints=node_endpoints)
+    if resp is None:
+        if throttle:
+            await asyncio.wait([ctx.conn.hung_up], timeout=throttle / 1000)
+        return None
+    resp.throttle_time_ms = throttle
+    return resp
