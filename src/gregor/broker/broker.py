@@ -91,7 +91,10 @@ class Broker:
         self.dispatcher = Dispatcher(self, HANDLERS)
         self._maintenance_task: asyncio.Task[None] | None = None
         #: Client byte-rate quotas, from the image's client_quotas.
-        self.quotas = QuotaManager(lambda: self.store.image.client_quotas)
+        self.quotas = QuotaManager(
+            lambda: self.store.image.client_quotas,
+            int(config["quota.window.num"]), float(config["quota.window.size.seconds"]),
+        )
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
         #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None

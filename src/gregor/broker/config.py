@@ -192,6 +192,8 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "allow.everyone.if.no.acl.found", "boolean", False,
         "With an authorizer: allow a request on a resource that no ACL names.",
     ),
+    ConfigKey("quota.window.num", "int", 11, "Client quotas: how many windows a rate is measured over.", 1),
+    ConfigKey("quota.window.size.seconds", "int", 1, "Client quotas: the length of one window.", 1),
 )
 
 #: The authorizer class names Kafka users configure; each selects Gregor's ACL authorizer.

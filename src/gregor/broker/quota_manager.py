@@ -6,7 +6,8 @@ handler asks ``throttle_ms(key, principal, client_id, size)``. The quota is look
 current metadata image (KIP-55's order, ``security.quotas.resolve``); with none, nothing is
 counted and the answer is 0. Otherwise the bytes are added to the ``Rate`` of the entity that
 matched (all clients an entity covers share it) and the throttle time that rate earns is
-returned: the handler puts it in the response's throttle_time_ms and the dispatcher holds the
+returned: the handler puts it in the response's throttle_time_ms (a throttled fetch answers
+with no data and takes its bytes back, as Kafka's does) and the dispatcher holds the
 connection for that long (KIP-219: after the answer for new request versions, before it for
 old ones). Rates of entities nobody has used for a whole window span are dropped.
 """
@@ -38,7 +39,12 @@ class QuotaManager:
         self._used: dict[tuple[str, QuotaEntity], float] = {}
         self._next_sweep = 0.0
 
-    def throttle_ms(self, key: str, principal: str, client_id: str | None, size: int) -> int:
+    def throttle_ms(
+        self, key: str, principal: str, client_id: str | None, size: int, *, count_if_throttled: bool = True
+    ) -> int:
+        """The throttle time ``size`` more bytes earn (0 without a quota). With
+        ``count_if_throttled=False`` bytes that earn a throttle are taken back: the caller
+        answers without them (a throttled fetch returns no data, as in Kafka)."""
         quotas = self._quotas()
         if not quotas:
             return 0
@@ -54,7 +60,10 @@ class QuotaManager:
         self._used[metric] = now
         if now >= self._next_sweep:
             self._sweep(now)
-        return rate.throttle_ms(found.limit, now)
+        throttle = rate.throttle_ms(found.limit, now)
+        if throttle and not count_if_throttled:
+            rate.record(-size, now)
+        return throttle
 
     def _sweep(self, now: float) -> None:
         span = self.samples * self.window_s

@@ -9,6 +9,8 @@ range; ``partition_max_bytes`` per partition and ``max_bytes`` overall, the firs
 whole even if larger: KIP-74; waiting up to ``max_wait_ms`` for ``min_bytes``), and builds
 the response, which for an incremental session lists only partitions with news. Versions 0-3
 predate RecordBatch v2, so their data is down-converted to magic 0 (v0-v1) or magic 1 (v2-v3).
+A consumer over its consumer_byte_rate quota gets, as from Kafka, an answer with no data and
+the throttle time (``_throttled_response``); followers are never throttled.
 """
 
 from __future__ import annotations
@@ -183,6 +185,13 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         ),
     )
     await ctx.broker.replicas.fetch(parts, params)
+    if not is_follower:  # replication is never throttled by client quotas
+        throttle = ctx.broker.quotas.throttle_ms(
+            CONSUMER_BYTE_RATE, ctx.conn.principal, ctx.client_id,
+            sum(part.size for part in parts if not part.error), count_if_throttled=False,
+        )
+        if throttle:
+            return _throttled_response(ctx, plan, throttle)
 
     # --- the response; incremental sessions list only partitions with news ---
     by_topic: dict[tuple[str, uuid.UUID], list[PartResp]] = {}
@@ -225,11 +234,24 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         FetchResponse.NodeEndpoints(node_id=n, host=h, port=port, rack=rack)
         for n, h, port, rack in (hints.endpoints() if hints is not None else [])
     ]
-    throttle = 0
-    if not is_follower:  # replication is never throttled by client quotas
-        size = sum(part.size for part in parts if not part.error)
-        throttle = ctx.broker.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size)
     return FetchResponse(
-        throttle_time_ms=throttle, error_code=0, session_id=session_id, responses=responses,
+        throttle_time_ms=0, error_code=0, session_id=session_id, responses=responses,
         node_endpoints=node_endpoints,
     )
+
+
+def _throttled_response(ctx: RequestContext, plan: FetchPlan, throttle_ms: int) -> FetchResponse:
+    """Kafka's answer to a consumer over its consumer_byte_rate: no data (what was read is not
+    counted and is read again next time), the throttle time, and the session left as it was:
+    an incremental session moves to its next epoch with its partitions' state untouched; a
+    session this full fetch opened is closed again (the client's next fetch is full)."""
+    if plan.incremental:
+        assert plan.session is not None
+        plan.session.next_epoch()
+        session_id = plan.session.session_id
+    else:
+        if plan.session is not None:
+            ctx.broker.fetch_sessions.remove(plan.session.session_id)
+        session_id = 0
+    return FetchResponse(throttle_time_ms=throttle_ms, error_code=0, session_id=session_id, responses=[],
+                         node_endpoints=[])
