@@ -108,19 +108,23 @@ class BrokerLiveness:
             reached = True
             self.gone.pop(node, None)
             self._connected[node] = sock
+            # One receive outstanding at a time, never cancelled while the connection lives
+            # (a receive cancelled on timeout and started again may miss the socket's end).
+            recv = asyncio.ensure_future(loop.sock_recv(sock, 65536))
             try:
                 if node in self._ended:
                     # A dying process may still accept for a moment: alive only if this
                     # connection lasts.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(loop.sock_recv(sock, 65536), CONFIRM_S)
-                        continue  # it ended too (or the broker spoke): connect again
-                    self._ended.discard(node)
-                while await loop.sock_recv(sock, 65536):
-                    pass  # the broker says nothing on this connection; wait for its end
+                    await asyncio.wait([recv], timeout=CONFIRM_S)
+                    if not recv.done():
+                        self._ended.discard(node)
+                while await recv:
+                    recv = asyncio.ensure_future(loop.sock_recv(sock, 65536))  # it says nothing; wait for its end
             except OSError:
                 pass
             finally:
+                if not recv.done():
+                    recv.cancel()
                 self._connected.pop(node, None)
                 sock.close()
             self._ended.add(node)
