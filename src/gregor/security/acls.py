@@ -9,15 +9,22 @@ resource: the LITERAL binding of that name, the LITERAL ``*`` binding and every 
 binding whose name is a prefix of it (Kafka's ``ResourcePatternFilter.matches``).
 
 The numeric values are Kafka's (``ResourceType``, ``PatternType``, ``AclOperation``,
-``AclPermissionType``); a code Kafka does not define reads as UNKNOWN. Everything here is
+``AclPermissionType``, from ``protocol.acl_codes``); a code Kafka does not define reads as
+UNKNOWN. Everything here is
 pure: no state, no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import Self
+
+from gregor.protocol.acl_codes import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 __all__ = [
     "CLUSTER_NAME",
@@ -33,69 +40,12 @@ __all__ = [
     "filter_error",
 ]
 
-#: The only name a CLUSTER resource has.
-CLUSTER_NAME = "kafka-cluster"
 #: A LITERAL resource name that matches every resource of its type.
 WILDCARD_RESOURCE = "*"
 #: A principal that matches every principal.
 WILDCARD_PRINCIPAL = "User:*"
 #: A host that matches every client address.
 WILDCARD_HOST = "*"
-
-
-class _Coded(IntEnum):
-    @classmethod
-    def of(cls, code: int) -> Self:
-        """The member for ``code``, UNKNOWN (0) for a code Kafka does not define."""
-        try:
-            return cls(code)
-        except ValueError:
-            return cls(0)
-
-
-class ResourceType(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class AclPermissionType(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 @dataclass(frozen=True, slots=True)
