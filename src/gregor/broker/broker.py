@@ -418,10 +418,12 @@ class Broker:
         down = self.liveness.down()
         return [n for n in ids if n not in down] if down else ids
 
-    def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
+    def endpoints(
+        self, listener: str, live: Sequence[int] | None = None
+    ) -> list[tuple[int, BrokerEndpoint, str | None]]:
         out = []
         image = self.store.image
-        for node_id in self.live_broker_ids():
+        for node_id in self.live_broker_ids() if live is None else live:
             registration = image.brokers[node_id]
             endpoint = registration.endpoint(listener)
             if endpoint is not None:

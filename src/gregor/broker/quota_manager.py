@@ -39,6 +39,11 @@ class QuotaManager:
         self._used: dict[tuple[str, QuotaEntity], float] = {}
         self._next_sweep = 0.0
 
+    @property
+    def active(self) -> bool:
+        """Is any client quota set? Without one, callers need not even count bytes."""
+        return bool(self._quotas())
+
     def throttle_ms(
         self, key: str, principal: str, client_id: str | None, size: int, *, count_if_throttled: bool = True
     ) -> int:

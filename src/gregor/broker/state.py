@@ -96,8 +96,10 @@ class BrokerState(Protocol):
         """Registered, unfenced brokers not seen to have died, lowest id first."""
         ...
 
-    def endpoints(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
-        """(node id, endpoint, rack) of every live broker on ``listener``."""
+    def endpoints(
+        self, listener: str, live: Sequence[int] | None = None
+    ) -> list[tuple[int, BrokerEndpoint, str | None]]:
+        """(node id, endpoint, rack) of every live broker (or of ``live``) on ``listener``."""
         ...
 
     def serves_inter_broker_apis(self, listener: str) -> bool:

@@ -177,21 +177,23 @@ class Rate:
             del w[: max(0, len(w) - self.samples)]
         w[-1][1] += amount
 
-    def rate(self, now: float | None = None) -> float:
-        now = time.monotonic() if now is None else now
+    def _measured(self, now: float) -> tuple[float, float]:
+        """(bytes, seconds) over the windows still kept; the span is at least samples - 1 windows."""
         w = [x for x in self._windows if now - x[0] < self.samples * self.window_s]
         if not w:
-            return 0.0
-        span = max(now - w[0][0], (self.samples - 1) * self.window_s)
-        return sum(x[1] for x in w) / span
+            return 0.0, self.window_s
+        # (never zero: one window of one sample may have just begun)
+        return sum(x[1] for x in w), max(now - w[0][0], (self.samples - 1) * self.window_s, 0.001)
+
+    def rate(self, now: float | None = None) -> float:
+        total, span = self._measured(time.monotonic() if now is None else now)
+        return total / span if total else 0.0
 
     def throttle_ms(self, limit: float, now: float | None = None) -> int:
         """How long the client waits for the rate to come back to ``limit``; 0 when within it."""
-        now = time.monotonic() if now is None else now
-        rate = self.rate(now)
+        total, span = self._measured(time.monotonic() if now is None else now)
+        rate = total / span if total else 0.0
         if rate <= limit:
             return 0
-        w = [x for x in self._windows if now - x[0] < self.samples * self.window_s]
-        span = max(now - w[0][0], (self.samples - 1) * self.window_s)
         cap = self.samples * self.window_s * 1000  # Kafka's longest throttle: the whole window
         return int(min((rate - limit) / limit * span * 1000, cap))

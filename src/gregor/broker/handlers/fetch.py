@@ -185,7 +185,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         ),
     )
     await ctx.broker.replicas.fetch(parts, params)
-    if not is_follower:  # replication is never throttled by client quotas
+    if not is_follower and ctx.broker.quotas.active:  # replication is never throttled by client quotas
         throttle = ctx.broker.quotas.throttle_ms(
             CONSUMER_BYTE_RATE, ctx.conn.principal, ctx.client_id,
             sum(part.size for part in parts if not part.error), count_if_throttled=False,

@@ -133,8 +133,9 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     # KIP-430: v8+ may ask for the topics' (and, v8-v10, the cluster's) authorized operations.
     topic_ops = version >= 8 and bool(req.include_topic_authorized_operations)
     cluster_ops = 8 <= version <= 10 and bool(req.include_cluster_authorized_operations)
-    live_brokers = broker.endpoints(ctx.conn.listener)
-    live = Live(frozenset(node for node, _, _ in live_brokers), frozenset(broker.live_broker_ids()), version)
+    live_ids = broker.live_broker_ids()  # once: it may look at the liveness sockets
+    live_brokers = broker.endpoints(ctx.conn.listener, live_ids)
+    live = Live(frozenset(node for node, _, _ in live_brokers), frozenset(live_ids), version)
     if req.topics is None or (version == 0 and not req.topics):
         authz = ops_authorizer(ctx)
         topics = [

@@ -132,6 +132,8 @@ async def _throttled(ctx: RequestContext, req: ProduceRequest, resp: ProduceResp
     """The producer byte-rate quota: the request's record bytes count against its client; the
     throttle time goes in the answer (the dispatcher holds the connection), or, for acks=0,
     which has no answer, the connection is held here."""
+    if not ctx.broker.quotas.active:
+        return resp
     size = sum(len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None)
     throttle = ctx.broker.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size)
     if resp is None:
