@@ -826,3 +826,48 @@ def test_client_quotas_are_set_removed_validated_and_durable(kind: StoreKind) ->
             assert store.image.client_quotas == {app: {"producer_byte_rate": 1024.0}}
 
         run(kind, restarted)
+
+
+# --- delegation tokens ---
+
+
+def test_delegation_tokens_are_created_renewed_removed_and_durable(kind: StoreKind) -> None:
+    from gregor.protocol.errors import (
+        DelegationTokenNotFoundError,
+        DelegationTokenOwnerMismatchError,
+    )
+    from gregor.security import delegation_tokens as dt
+
+    now = 1_800_000_000_000
+    kept = dt.DelegationToken("kept", "User:alice", "User:admin", ("User:bob",), now, now + 1000, now + 5000)
+    old = dt.DelegationToken("old", "User:carol", "User:carol", (), now - 10, now - 5, now + 5000)
+
+    async def scenario(store: MetadataStore) -> None:
+        assert await store.create_delegation_token(kept) == kept
+        await store.create_delegation_token(old)
+        with pytest.raises(InvalidRequestError):
+            await store.create_delegation_token(kept)  # an id is never reused
+        # bob renews for 2 s (capped by nothing); carol may not; an unknown id is not found
+        assert await store.change_delegation_token(
+            "kept", lambda t: dt.renewed(t, "User:bob", 2000, now, 9999)
+        ) == now + 2000
+        with pytest.raises(DelegationTokenOwnerMismatchError):
+            await store.change_delegation_token("kept", lambda t: dt.renewed(t, "User:carol", 1, now, 9999))
+        with pytest.raises(DelegationTokenNotFoundError):
+            await store.change_delegation_token("nope", lambda t: None)
+        assert await store.remove_expired_delegation_tokens(now) == ["old"]
+        assert dict(store.image.delegation_tokens) == {
+            "kept": dt.DelegationToken("kept", "User:alice", "User:admin", ("User:bob",), now, now + 2000, now + 5000)
+        }
+
+    run(kind, scenario)
+    if kind.durable:
+        async def restarted(store: MetadataStore) -> None:
+            token = store.image.delegation_tokens["kept"]
+            assert (token.owner, token.requester, token.renewers, token.expiry_timestamp_ms) == (
+                "User:alice", "User:admin", ("User:bob",), now + 2000
+            )
+            assert await store.change_delegation_token("kept", lambda t: None) == -1
+            assert not store.image.delegation_tokens
+
+        run(kind, restarted)

@@ -17,7 +17,8 @@ Theory of operation. A connection on a SASL_PLAINTEXT or SASL_SSL listener start
   ILLEGAL_SASL_STATE where it is a SASL request, and the connection is closed.
 - RAW (the unframed v0 flow): each frame is a token; a failure closes the connection (v0 has
   no way to say why).
-- DONE: the principal (``User:alice``) is in ``ConnectionInfo.principal``; from here on the
+- DONE: the principal (``User:alice``) is in ``ConnectionInfo.principal`` (a delegation
+  token's owner after a SCRAM ``tokenauth`` login, with ``token_authenticated`` set); from here on the
   dispatcher handles every request normally, SASL requests included (they are then answered
   ILLEGAL_SASL_STATE by their handlers).
 
@@ -67,6 +68,9 @@ MAX_RECEIVE_SIZE = 524288
 
 #: (user, mechanism) -> the stored SCRAM credential, or None.
 ScramLookup = Callable[[str, str], "ScramCredential | None"]
+#: (token id, mechanism) -> (credential, owner principal, expiry ms) of a live delegation
+#: token, or None.
+TokenLookup = Callable[[str, str], "tuple[ScramCredential, str, int] | None"]
 
 
 @dataclass(slots=True)
@@ -80,11 +84,14 @@ class Outcome:
 
 
 class SaslSession:
-    def __init__(self, security: ListenerSecurity, scram_lookup: ScramLookup) -> None:
+    def __init__(
+        self, security: ListenerSecurity, scram_lookup: ScramLookup, token_lookup: TokenLookup | None = None
+    ) -> None:
         self.security = security
         self.state = HANDSHAKE
         self.server: SaslServer | None = None
         self._scram_lookup = scram_lookup
+        self._token_lookup = token_lookup
         self.expires_at: float | None = None  # time.monotonic() when the session ends
         self._reauth_from: tuple[str, str] | None = None  # (mechanism, principal) being renewed
 
@@ -176,8 +183,12 @@ class SaslSession:
         if mechanism == OAUTHBEARER:
             assert self.security.oauthbearer is not None
             return OAuthBearerServer(self.security.oauthbearer)
-        lookup = self._scram_lookup
-        return ScramServer(mechanism, lambda user: lookup(user, mechanism))
+        lookup, tokens = self._scram_lookup, self._token_lookup
+        return ScramServer(
+            mechanism,
+            lambda user: lookup(user, mechanism),
+            token_lookup=None if tokens is None else (lambda token_id: tokens(token_id, mechanism)),
+        )
 
     def _evaluate(self, token: bytes, info: ConnectionInfo) -> bytes:
         """The mechanism's reply; on success the connection is authenticated."""
@@ -192,6 +203,7 @@ class SaslSession:
                 )
             self.state = DONE
             info.principal = principal
+            info.token_authenticated = bool(getattr(self.server, "token_authenticated", False))
             lifetime = self.session_lifetime_ms
             self.expires_at = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
             log_event(

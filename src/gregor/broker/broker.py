@@ -29,6 +29,7 @@ from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
 from gregor.broker.controller_apis import ControllerService
 from gregor.broker.controller_propagation import ControllerPropagation
 from gregor.broker.controller_requests import ControllerRequests
+from gregor.broker.delegation_token_manager import DelegationTokenManager
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
@@ -95,6 +96,8 @@ class Broker:
             lambda: self.store.image.client_quotas,
             int(config["quota.window.num"]), float(config["quota.window.size.seconds"]),
         )
+        #: Delegation tokens (KIP-48): the secret, the rules, the token logins' credentials.
+        self.delegation_tokens = DelegationTokenManager(config, lambda: self.store.image)
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
         #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None
@@ -142,6 +145,7 @@ class Broker:
             int(config["broker.session.timeout.ms"]),
         )
         image = await self.store.start()
+        self.delegation_tokens.store = self.store
         self.logs = LogManager(
             [str(d) for d in config.log_dirs],
             self.default_log_config,
@@ -366,6 +370,12 @@ class Broker:
                 await loop.run_in_executor(None, delete_files, pending)
             except Exception:  # noqa: BLE001 - keep the broker up; say what failed
                 log.exception("periodic log maintenance failed")
+            try:
+                removed = await self.delegation_tokens.remove_expired(self.store.image.controller_id == self.node_id)
+                if removed:
+                    log_event(log, "delegation_tokens.expired", count=len(removed))
+            except Exception:  # noqa: BLE001 - the next check tries again
+                log.exception("removing expired delegation tokens failed")
 
     # --- ServerHost ---
 
@@ -374,6 +384,9 @@ class Broker:
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.store.image.scram_credential(user, mechanism)
+
+    def token_login(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str, int] | None:
+        return self.delegation_tokens.login(token_id, mechanism)
 
     # --- BrokerState ---
 

@@ -194,6 +194,17 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("quota.window.num", "int", 11, "Client quotas: how many windows a rate is measured over.", 1),
     ConfigKey("quota.window.size.seconds", "int", 1, "Client quotas: the length of one window.", 1),
+    ConfigKey(
+        "delegation.token.secret.key", "password", None,
+        "The secret that signs delegation tokens (the same on every broker); unset: tokens are disabled.",
+    ),
+    ConfigKey("delegation.token.master.key", "password", None, "Deprecated name of delegation.token.secret.key."),
+    ConfigKey("delegation.token.max.lifetime.ms", "long", 7 * 24 * _HOUR_MS, "Longest a delegation token lives.", 1),
+    ConfigKey("delegation.token.expiry.time.ms", "long", 24 * _HOUR_MS, "How long a token lasts per creation or renewal.", 1),
+    ConfigKey(
+        "delegation.token.expiry.check.interval.ms", "long", _HOUR_MS,
+        "How often the controller removes expired delegation tokens.", 1,
+    ),
 )
 
 #: The authorizer class names Kafka users configure; each selects Gregor's ACL authorizer.

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gregor.broker.authenticator import SaslSession, ScramLookup
+from gregor.broker.authenticator import SaslSession, ScramLookup, TokenLookup
 from gregor.broker.config import Listener
 from gregor.broker.events import log_event
 from gregor.broker.listener_security import ListenerSecurity
@@ -60,6 +60,8 @@ class ServerHost(Protocol):
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
 
+    def token_login(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str, int] | None: ...
+
 
 class Connection(asyncio.Protocol):
     """One client connection, and the per-connection state handlers may use (fetch sessions,
@@ -85,6 +87,7 @@ class Connection(asyncio.Protocol):
         security_protocol: str,
         security: ListenerSecurity | None = None,
         scram_lookup: ScramLookup | None = None,
+        token_lookup: TokenLookup | None = None,
     ) -> None:
         self.host = host
         loop = asyncio.get_running_loop()
@@ -93,7 +96,7 @@ class Connection(asyncio.Protocol):
         #: The SASL login in progress on a SASL listener; None elsewhere.
         self.sasl: SaslSession | None = None
         if security is not None and security.sasl:
-            self.sasl = SaslSession(security, scram_lookup or (lambda user, mechanism: None))
+            self.sasl = SaslSession(security, scram_lookup or (lambda user, mechanism: None), token_lookup)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.busy = False
@@ -304,7 +307,7 @@ async def start_listener(
     ``security`` the listener speaks TLS (its ``ssl_context``) and/or requires SASL."""
     loop = asyncio.get_running_loop()
     factory: Callable[[], Connection] = lambda: Connection(  # noqa: E731
-        host, listener.name, security_protocol, security, host.scram_credential
+        host, listener.name, security_protocol, security, host.scram_credential, host.token_login
     )
     ssl_context = security.ssl_context if security is not None else None
     server = await loop.create_server(

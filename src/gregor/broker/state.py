@@ -23,6 +23,7 @@ from gregor.security.acls import AclBindingFilter
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
     from gregor.broker.controller_apis import ControllerService
     from gregor.broker.controller_requests import ControllerRequests
+    from gregor.broker.delegation_token_manager import DelegationTokenManager
     from gregor.broker.fetch_session import FetchSessionCache
     from gregor.broker.group_service import GroupService
     from gregor.broker.producer_ids import ProducerIdManager
@@ -50,6 +51,9 @@ class ConnectionInfo:
     #: ``User:ANONYMOUS`` otherwise.
     principal: str = ANONYMOUS
     sasl_mechanism: str | None = None  # the mechanism chosen by SaslHandshake
+    #: Logged in with a delegation token (KIP-48): such a session may not create, renew or
+    #: expire tokens.
+    token_authenticated: bool = False
 
     @property
     def host(self) -> str:
@@ -146,6 +150,11 @@ class BrokerState(Protocol):
     @property
     def authorizer(self) -> AclAuthorizer | None:
         """The ACL authorizer, None when the broker has none configured."""
+        ...
+
+    @property
+    def delegation_tokens(self) -> DelegationTokenManager:
+        """Delegation tokens: create, renew, expire, list (Kafka's rules and errors)."""
         ...
 
     @property

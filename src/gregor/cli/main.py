@@ -52,6 +52,7 @@ from gregor.cli.groups import groups  # noqa: E402
 from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
+from gregor.cli.tokens import tokens  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
 from gregor.cli.users import users  # noqa: E402
 
@@ -63,6 +64,7 @@ main.add_command(pipeline)
 main.add_command(acls)
 main.add_command(users)
 main.add_command(quotas)
+main.add_command(tokens)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ others' results (``raise_on_error=True`` raises the first instead).
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
@@ -39,6 +40,7 @@ from gregor.protocol.messages import (
     AlterConfigsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
+    CreateDelegationTokenRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
@@ -49,11 +51,14 @@ from gregor.protocol.messages import (
     DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeDelegationTokenRequest,
     DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest,
+    ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    RenewDelegationTokenRequest,
 )
 
 TOPIC = 2
@@ -71,6 +76,25 @@ CONFIG_SOURCES = {
     8: "GROUP_CONFIG",
 }
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass
+class DelegationToken:
+    """A delegation token as the broker describes it; log in with SCRAM, user name
+    ``token_id``, password ``password`` (the HMAC in base64) and ``sasl.scram.tokenauth``."""
+
+    token_id: str
+    hmac: bytes
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+
+    @property
+    def password(self) -> str:
+        return base64.b64encode(self.hmac).decode()
 
 
 @dataclass
@@ -567,6 +591,83 @@ class AIOAdminClient:
             for r in resp.entries
         }
         _check(out, raise_on_error)
+        return out
+
+    # --- delegation tokens ---
+
+    async def create_delegation_token(
+        self, renewers: Iterable[str] = (), max_lifetime_ms: int = -1, owner: str | None = None
+    ) -> DelegationToken:
+        """A new token for the logged-in principal (or, with CREATE_TOKENS on that user, for
+        ``owner``, "User:name"); ``renewers`` are "User:name" principals; -1: the broker's
+        maximum lifetime. Raises the broker's refusal."""
+        conn = await self._controller()
+        owner_type, _, owner_name = (owner or "").partition(":")
+        req = CreateDelegationTokenRequest(
+            owner_principal_type=owner_type if owner else None,
+            owner_principal_name=owner_name if owner else None,
+            renewers=[
+                CreateDelegationTokenRequest.Renewers(principal_type=t, principal_name=n)
+                for t, _, n in (r.partition(":") for r in renewers)
+            ],
+            max_lifetime_ms=max_lifetime_ms,
+        )
+        version = conn.version(req.API_KEY)
+        if owner and version < 3:
+            raise UnsupportedForBrokerError("creating a token for another owner needs CreateDelegationToken v3")
+        resp = await conn.send(req, version)
+        if resp.error_code:
+            raise error_for_code(resp.error_code)()
+        requester = (
+            f"{resp.token_requester_principal_type}:{resp.token_requester_principal_name}"
+            if version >= 3 else f"{resp.principal_type}:{resp.principal_name}"
+        )
+        return DelegationToken(
+            resp.token_id, bytes(resp.hmac), f"{resp.principal_type}:{resp.principal_name}", requester,
+            tuple(renewers), resp.issue_timestamp_ms, resp.expiry_timestamp_ms, resp.max_timestamp_ms,
+        )
+
+    async def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
+        """Renew the token with this HMAC; its new expiry timestamp (ms). -1: the broker's
+        ``delegation.token.expiry.time.ms``."""
+        conn = await self._controller()
+        req = RenewDelegationTokenRequest(hmac=hmac, renew_period_ms=renew_period_ms)
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)()
+        return int(resp.expiry_timestamp_ms)
+
+    async def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
+        """Expire the token with this HMAC after the period (-1: now); its expiry timestamp."""
+        conn = await self._controller()
+        req = ExpireDelegationTokenRequest(hmac=hmac, expiry_time_period_ms=expiry_time_period_ms)
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)()
+        return int(resp.expiry_timestamp_ms)
+
+    async def describe_delegation_tokens(self, owners: Iterable[str] | None = None) -> list[DelegationToken]:
+        """The tokens of these owners ("User:name"; None: every owner) the principal may see."""
+        conn = await self._any()
+        req = DescribeDelegationTokenRequest(
+            owners=None if owners is None else [
+                DescribeDelegationTokenRequest.Owners(principal_type=t, principal_name=n)
+                for t, _, n in (o.partition(":") for o in owners)
+            ]
+        )
+        version = conn.version(req.API_KEY)
+        resp = await conn.send(req, version)
+        if resp.error_code:
+            raise error_for_code(resp.error_code)()
+        out = []
+        for t in resp.tokens:
+            owner = f"{t.principal_type}:{t.principal_name}"
+            requester = f"{t.token_requester_principal_type}:{t.token_requester_principal_name}" if version >= 3 else owner
+            out.append(DelegationToken(
+                t.token_id, bytes(t.hmac), owner, requester,
+                tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
+                t.issue_timestamp, t.expiry_timestamp, t.max_timestamp,
+            ))
         return out
 
     # --- groups ---

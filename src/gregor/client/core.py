@@ -33,7 +33,7 @@ from gregor.client.errors import (
 )
 from gregor.client.metadata import ClusterMetadata
 from gregor.client.security import connection_security
-from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.protocol.errors import ErrorCode, KafkaError, SaslAuthenticationFailedError
 from gregor.protocol.messages import FindCoordinatorRequest, Message, MetadataRequest
 
 log = logging.getLogger("gregor.client")
@@ -267,6 +267,8 @@ class KafkaClient:
             )
             try:
                 await conn.connect()
+            except SaslAuthenticationFailedError:
+                raise  # the credentials are refused: another server will not take them either
             except KafkaError as e:
                 errors.append(str(e))
                 continue
@@ -359,6 +361,9 @@ class KafkaClient:
             parts = self.cluster.partitions_for(topic)
             if parts:
                 return parts
+            code = self.cluster.topic_errors.get(topic)
+            if code in (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION):
+                raise error_for_code(code)(topic)  # no refresh will change it, as Kafka's producer
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout:.1f}s")
             await asyncio.sleep(self.retry_backoff)

@@ -57,6 +57,9 @@ class ClusterMetadata:
         self.controller_id: int = -1
         self.last_refresh = 0.0
         self.version = 0
+        #: The last error each requested topic came back with (removed once it comes back
+        #: without one): a caller waiting for a topic stops at one that cannot get better.
+        self.topic_errors: dict[str, int] = {}
 
     def update(self, resp: Any, requested: list[str] | None) -> dict[str, int]:
         """Apply a Metadata response; returns {topic: error_code} for topics with errors.
@@ -78,6 +81,7 @@ class ClusterMetadata:
             seen.add(name)
             if t.error_code:
                 errors[name] = t.error_code
+                self.topic_errors[name] = t.error_code
                 if t.error_code in (3, 17, 29):  # unknown topic, invalid topic, not authorized
                     old = self.topics.pop(name, None)
                     if old is not None:
@@ -97,6 +101,8 @@ class ClusterMetadata:
                     list(p.offline_replicas),
                     p.error_code,
                 )
+            if not t.error_code:
+                self.topic_errors.pop(name, None)
             tm = TopicMetadata(name, t.topic_id, parts, t.is_internal, t.error_code)
             self.topics[name] = tm
             if t.topic_id.int:

@@ -52,14 +52,18 @@ def _escape(name: str) -> str:
 
 
 class ScramClient:
-    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None) -> None:
+    def __init__(
+        self, mechanism: str, username: str, password: str, nonce: str | None = None, tokenauth: bool = False
+    ) -> None:
         if mechanism not in _HASHES:
             raise ValueError(f"{mechanism} is not a SCRAM mechanism")
         self.mechanism = mechanism
         self._hash = _HASHES[mechanism]
         self._password = password
         self._nonce = nonce or base64.b64encode(os.urandom(24)).decode()
-        self._client_first_bare = f"n={_escape(username)},r={self._nonce}"
+        # A delegation token's login carries the tokenauth extension (RFC 5802 extensions).
+        extension = ",tokenauth=true" if tokenauth else ""
+        self._client_first_bare = f"n={_escape(username)},r={self._nonce}{extension}"
         self._server_signature: bytes | None = None
 
     def first(self) -> bytes:
@@ -96,10 +100,11 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
 
-def sasl_client(mechanism: str, username: str, password: str) -> SaslClient:
-    """A client for ``mechanism`` (one of ``CLIENT_MECHANISMS``); ValueError for others."""
+def sasl_client(mechanism: str, username: str, password: str, tokenauth: bool = False) -> SaslClient:
+    """A client for ``mechanism`` (one of ``CLIENT_MECHANISMS``); ValueError for others.
+    ``tokenauth``: a SCRAM login with a delegation token."""
     if mechanism == PLAIN:
         return PlainClient(username, password)
     if mechanism in _HASHES:
-        return ScramClient(mechanism, username, password)
+        return ScramClient(mechanism, username, password, tokenauth=tokenauth)
     raise ValueError(f"SASL mechanism {mechanism} is not supported for logging in (use {', '.join(CLIENT_MECHANISMS)})")

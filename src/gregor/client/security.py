@@ -5,7 +5,9 @@ with ``ssl.ca.location`` (the system's CAs when unset), presents ``ssl.certifica
 / ``ssl.key.location`` (``ssl.key.password``) when a listener wants a client certificate, and
 checks the host name unless ``ssl.endpoint.identification.algorithm`` is ``none``. SASL logs
 in with ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), ``sasl.username`` and
-``sasl.password`` on every new connection. A setting the client cannot honour (an unknown
+``sasl.password`` on every new connection; with ``sasl.scram.tokenauth=true`` a SCRAM login
+is a delegation token's (user name: the token id, password: its HMAC in base64; Kafka's Java
+client sets this as the ``tokenauth`` option of its ScramLoginModule, librdkafka has none). A setting the client cannot honour (an unknown
 protocol, GSSAPI, a missing password, an unreadable certificate) is a ``ConfigError`` when
 the client is made, never a weaker connection.
 """
@@ -26,6 +28,7 @@ SECURITY_SETTINGS: dict[str, Any] = {
     "sasl.mechanism": None,
     "sasl.username": None,
     "sasl.password": None,
+    "sasl.scram.tokenauth": False,
     "ssl.ca.location": None,
     "ssl.certificate.location": None,
     "ssl.key.location": None,
@@ -71,5 +74,8 @@ def connection_security(get: Callable[[str], Any]) -> tuple[ssl.SSLContext | Non
         username, password = get("sasl.username"), get("sasl.password")
         if not username or password is None:
             raise ConfigError(f"sasl.mechanism={mechanism} needs sasl.username and sasl.password")
-        login = functools.partial(sasl_client, mechanism, str(username), str(password))
+        tokenauth = str(get("sasl.scram.tokenauth") or "false").strip().lower() in ("true", "1")
+        if tokenauth and mechanism == "PLAIN":
+            raise ConfigError("sasl.scram.tokenauth needs a SCRAM sasl.mechanism (a token cannot log in with PLAIN)")
+        login = functools.partial(sasl_client, mechanism, str(username), str(password), tokenauth)
     return context, login

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gregor.cluster.image import (
     AclBinding,
     BrokerRegistration,
     ConfigResourceKey,
+    DelegationToken,
     MetadataImage,
     PartitionImage,
     QuotaEntity,
@@ -29,6 +30,7 @@ from gregor.cluster.image import (
 )
 from gregor.protocol.errors import (
     BrokerIdNotRegisteredError,
+    DelegationTokenNotFoundError,
     DuplicateResourceError,
     FencedLeaderEpochError,
     InvalidPartitionsError,
@@ -68,6 +70,7 @@ def _next(
     config_resources: Mapping[ConfigResourceKey, Mapping[str, str]] | None = None,
     acls: Sequence[AclBinding] | None = None,
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
+    delegation_tokens: Mapping[str, DelegationToken] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -83,6 +86,7 @@ def _next(
         config_resources=image.config_resources if config_resources is None else config_resources,
         acls=image.acls if acls is None else tuple(acls),
         client_quotas=image.client_quotas if client_quotas is None else client_quotas,
+        delegation_tokens=image.delegation_tokens if delegation_tokens is None else delegation_tokens,
         controller_epoch=image.controller_epoch,
     )
 
@@ -538,3 +542,35 @@ def alter_client_quotas(
                     values[key] = float(value)
         results.append(None)
     return _next(image, client_quotas=quotas), results
+
+
+def create_delegation_token(image: MetadataImage, token: DelegationToken) -> tuple[MetadataImage, DelegationToken]:
+    """Add a new token (its id is random: a clash is a refusal, never an overwrite)."""
+    if token.token_id in image.delegation_tokens:
+        raise InvalidRequestError(f"delegation token {token.token_id} exists")
+    return _next(image, delegation_tokens={**image.delegation_tokens, token.token_id: token}), token
+
+
+def change_delegation_token(
+    image: MetadataImage, token_id: str, change: Callable[[DelegationToken], DelegationToken | None]
+) -> tuple[MetadataImage, int]:
+    """Renew or expire a token: ``change`` (``delegation_tokens.renewed`` / ``expired_by``,
+    which raise Kafka's refusals) gives its new form, or None to remove it. Returns the new
+    expiry timestamp (-1 once removed); DELEGATION_TOKEN_NOT_FOUND when the token is gone."""
+    token = image.delegation_tokens.get(token_id)
+    if token is None:
+        raise DelegationTokenNotFoundError("Delegation Token not found.")
+    new = change(token)
+    tokens = dict(image.delegation_tokens)
+    if new is None:
+        del tokens[token_id]
+    else:
+        tokens[token_id] = new
+    return _next(image, delegation_tokens=tokens), -1 if new is None else new.expiry_timestamp_ms
+
+
+def remove_expired_delegation_tokens(image: MetadataImage, now_ms: int) -> tuple[MetadataImage, list[str]]:
+    """Remove every token whose expiry (or maximum) has passed; the ids removed."""
+    gone = [t.token_id for t in image.delegation_tokens.values() if t.expired(now_ms)]
+    tokens = {i: t for i, t in image.delegation_tokens.items() if i not in gone}
+    return _next(image, delegation_tokens=tokens), gone

@@ -18,6 +18,7 @@ from gregor.cluster.acl_codec import decode_acls, encode_acls
 from gregor.cluster.image import (
     BrokerEndpoint,
     BrokerRegistration,
+    DelegationToken,
     MetadataImage,
     PartitionImage,
     ScramCredential,
@@ -29,7 +30,7 @@ __all__ = ["decode", "decode_registration", "encode", "encode_registration"]
 
 def encode(image: MetadataImage) -> dict[str, Any]:
     """The durable document for ``image`` (without broker registrations; the SCRAM credentials,
-    ``config_resources``, ``acls`` and ``client_quotas`` only when there are some, so a document without them
+    ``config_resources``, ``acls``, ``client_quotas`` and ``delegation_tokens`` only when there are some, so a document without them
     keeps its old shape)."""
     doc: dict[str, Any] = {
         "cluster_id": image.cluster_id,
@@ -66,6 +67,19 @@ def encode(image: MetadataImage) -> dict[str, Any]:
         ]
     if image.acls:
         doc["acls"] = encode_acls(image.acls)
+    if image.delegation_tokens:
+        doc["delegation_tokens"] = [
+            {
+                "token_id": t.token_id,
+                "owner": t.owner,
+                "requester": t.requester,
+                "renewers": list(t.renewers),
+                "issue_timestamp_ms": t.issue_timestamp_ms,
+                "expiry_timestamp_ms": t.expiry_timestamp_ms,
+                "max_timestamp_ms": t.max_timestamp_ms,
+            }
+            for t in image.delegation_tokens.values()
+        ]
     if image.client_quotas:
         doc["client_quotas"] = [
             {"entity": [[t, n] for t, n in entity], "values": dict(values)}
@@ -155,6 +169,18 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
                 str(k): float(v) for k, v in q["values"].items()
             }
             for q in doc.get("client_quotas", [])
+        },
+        delegation_tokens={
+            str(t["token_id"]): DelegationToken(
+                str(t["token_id"]),
+                str(t["owner"]),
+                str(t.get("requester", t["owner"])),
+                tuple(str(r) for r in t.get("renewers", ())),
+                int(t["issue_timestamp_ms"]),
+                int(t["expiry_timestamp_ms"]),
+                int(t["max_timestamp_ms"]),
+            )
+            for t in doc.get("delegation_tokens", [])
         },
     )
 

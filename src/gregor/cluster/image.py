@@ -5,7 +5,8 @@ cluster (cluster id, controller, registered brokers with their listener endpoint
 name and by id, each partition's leader, leader_epoch, partition_epoch, replicas and ISR, and
 the next free producer id, the users' salted SCRAM credentials, and the config overrides of
 resources other than topics: dynamic broker configs by node id or "" for the cluster-wide
-default, group configs by group id; the ACL bindings, each once, in creation order). Every class here is a frozen, slotted dataclass whose containers
+default, group configs by group id; the ACL bindings, each once, in creation order; the delegation
+tokens by id, without their HMACs). Every class here is a frozen, slotted dataclass whose containers
 are tuples or read-only mappings, so any task may keep a reference to an image (or to a topic
 or partition in it) without locks: nothing in it ever changes. A store publishes a change by
 building a new image with ``version`` one higher and swapping its reference.
@@ -26,6 +27,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from gregor.security.acls import AclBinding
+from gregor.security.delegation_tokens import DelegationToken
 from gregor.security.quotas import QuotaEntity
 from gregor.security.scram import ScramCredential
 
@@ -33,6 +35,7 @@ __all__ = [
     "EMPTY",
     "AclBinding",
     "ConfigResourceKey",
+    "DelegationToken",
     "BrokerEndpoint",
     "BrokerRegistration",
     "MetadataDelta",
@@ -181,6 +184,8 @@ class MetadataImage:
     #: Client quotas: entity ((type, name or None for the default), ... sorted by type) -> key
     #: -> value (``security.quotas``); an entity without quotas has no entry.
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    #: Delegation tokens by token id (their HMACs are derived from the secret, never stored).
+    delegation_tokens: Mapping[str, DelegationToken] = field(default_factory=dict)
     #: Goes up with every controller election (etcd: the revision that created the controller
     #: key; the local stores, which have no election, keep 0): Kafka's controller epoch, which
     #: fences requests from a deposed controller (STALE_CONTROLLER_EPOCH).
@@ -198,6 +203,7 @@ class MetadataImage:
             "client_quotas",
             _frozen_map({k: _frozen_map(v) for k, v in self.client_quotas.items() if v}),
         )
+        object.__setattr__(self, "delegation_tokens", _frozen_map(self.delegation_tokens))
         object.__setattr__(self, "topics", _frozen_map(self.topics))
         object.__setattr__(self, "topics_by_id", _frozen_map(self.topics_by_id))
         object.__setattr__(self, "brokers", _frozen_map(self.brokers))

@@ -33,6 +33,7 @@ from gregor.cluster.image import (
     EMPTY,
     AclBinding,
     BrokerRegistration,
+    DelegationToken,
     MetadataDelta,
     MetadataImage,
     PartitionImage,
@@ -245,6 +246,17 @@ class ChangeMethods:
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
         fs = list(filters)
         return await self._change(lambda image: changes.delete_acls(image, fs))
+
+    async def create_delegation_token(self, token: DelegationToken) -> DelegationToken:
+        return await self._change(lambda image: changes.create_delegation_token(image, token))
+
+    async def change_delegation_token(
+        self, token_id: str, change: Callable[[DelegationToken], DelegationToken | None]
+    ) -> int:
+        return await self._change(lambda image: changes.change_delegation_token(image, token_id, change))
+
+    async def remove_expired_delegation_tokens(self, now_ms: int) -> list[str]:
+        return await self._change(lambda image: changes.remove_expired_delegation_tokens(image, now_ms))
 
 
 class LocalMetadataStore(ChangeMethods):

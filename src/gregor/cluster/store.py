@@ -22,6 +22,7 @@ Contract (checked for every store by ``tests/contract/test_metadata_store.py``):
 - SCRAM credentials (salted, never passwords) are durable; refusals are per user.
 - Config overrides of non-topic resources (``image.config_resources``) are durable.
 - ACL bindings (``image.acls``) are durable, each held once; refusals are per binding/filter.
+- Delegation tokens (``image.delegation_tokens``, no HMACs) are durable.
 - ``controller_id``: the local stores report the lowest live registered node; the etcd store
   the node elected through etcd (the first registered, until its lease ends).
 - Changes are serialised: concurrent callers never lose an update.
@@ -39,6 +40,7 @@ from gregor.cluster.file_store import FileMetadataStore
 from gregor.cluster.image import (
     AclBinding,
     BrokerRegistration,
+    DelegationToken,
     MetadataDelta,
     MetadataImage,
     PartitionImage,
@@ -156,6 +158,21 @@ class MetadataStore(Protocol):
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
         """Remove every binding a filter matches, in one change; per filter the bindings it
         removed or the Kafka error that refused it (``changes.delete_acls``)."""
+        ...
+
+    async def create_delegation_token(self, token: DelegationToken) -> DelegationToken:
+        """Add a delegation token durably (``changes.create_delegation_token``)."""
+        ...
+
+    async def change_delegation_token(
+        self, token_id: str, change: Callable[[DelegationToken], DelegationToken | None]
+    ) -> int:
+        """Renew or expire a token in one change (``changes.change_delegation_token``): the new
+        expiry timestamp, -1 once removed; ``change`` raises the refusals."""
+        ...
+
+    async def remove_expired_delegation_tokens(self, now_ms: int) -> list[str]:
+        """Remove the tokens whose expiry has passed; their ids."""
         ...
 
 

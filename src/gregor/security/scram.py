@@ -14,6 +14,11 @@ count; never the password or the salted password.
    and answers ``v=HMAC(server_key, AuthMessage)``. (librdkafka before 2.6.1 repeats its client
    nonce in front of the combined one; that form is accepted, see ``_nonce_ok``.)
 
+Delegation tokens (KIP-48): a client-first with the ``tokenauth=true`` extension logs in with
+a token, user name = token id; ``token_lookup(token_id)`` gives the credential to check, the
+principal the session becomes (the token's owner) and when the token expires, which bounds
+the session (``expires_at_ms``). ``token_authenticated`` then says so.
+
 An unknown user, a wrong proof, a bad nonce or a malformed message all fail with Kafka's
 "invalid credentials" message; nothing secret is ever put in an error.
 """
@@ -99,6 +104,10 @@ def _sasl_name(value: str) -> str:
     return value.replace("=2C", ",").replace("=3D", "=")
 
 
+#: token id -> (credential, owner principal, expiry in ms since the epoch), or None.
+TokenLookup = Callable[[str], "tuple[ScramCredential, str, int] | None"]
+
+
 class ScramServer:
     """One SCRAM exchange; ``lookup(user)`` returns the stored credential or None."""
 
@@ -107,12 +116,16 @@ class ScramServer:
         mechanism: str,
         lookup: Callable[[str], ScramCredential | None],
         nonce: Callable[[], str] | None = None,
+        token_lookup: TokenLookup | None = None,
     ) -> None:
         if mechanism not in _HASHES:
             raise ValueError(f"{mechanism} is not a SCRAM mechanism")
         self.mechanism = mechanism
         self._hash = _HASHES[mechanism]
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self.token_authenticated = False
+        self._token_owner: str | None = None
         self._new_nonce = nonce or (lambda: base64.b64encode(os.urandom(24)).decode())
         self._step = 0
         self.complete = False
@@ -160,7 +173,14 @@ class ScramServer:
         self.extensions = {}
         for key, value in attrs[2:]:
             self.extensions[key] = value
-        credential = self._lookup(user)
+        credential: ScramCredential | None
+        if self.extensions.get("tokenauth", "").lower() == "true":
+            found = self._token_lookup(user) if self._token_lookup is not None else None
+            if found is None:
+                raise ValueError("unknown or expired token")
+            credential, self._token_owner, self.expires_at_ms = found
+        else:
+            credential = self._lookup(user)
         if credential is None or credential.mechanism != self.mechanism:
             raise ValueError("unknown user")
         self._user = user
@@ -212,5 +232,6 @@ class ScramServer:
         server_signature = _hmac(self._hash, credential.server_key, auth_message)
         self._step = 2
         self.complete = True
-        self.principal = "User:" + self._user
+        self.token_authenticated = self._token_owner is not None
+        self.principal = self._token_owner if self._token_owner is not None else "User:" + self._user
         return b"v=" + base64.b64encode(server_signature)

@@ -11,6 +11,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     cluster_info,
     configs,
     controller_apis,
+    delegation_tokens,
     elect_leaders,
     fetch,
     groups,
