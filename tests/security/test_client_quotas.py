@@ -1,4 +1,5 @@
-"""DescribeClientQuotas / AlterClientQuotas on a real broker, and the byte-rate quotas enforced.
+"""DescribeClientQuotas / AlterClientQuotas on a real broker, and the byte-rate quotas enforced
+(the other quota kinds: test_quota_kinds.py).
 
 The APIs: set, describe with Kafka's filters, remove, validate_only, Kafka's refusals, the
 authorizer's cluster checks, and quotas surviving a restart. Enforcement: a confluent-kafka
@@ -66,14 +67,14 @@ def test_set_describe_filter_remove_and_refusals(broker: BrokerProcess) -> None:
         refused = a.alter_client_quotas({
             (("client-id", app),): {"producer_byte_rate": -5.0},
             (("ip", "10.0.0.1"), ("user", alice)): {"connection_creation_rate": 5.0},
-            (("user", alice),): {"request_percentage": 50.0},
+            (("ip", "10.0.0.2"),): {"request_percentage": 50.0},
             (("group", "g"),): {"producer_byte_rate": 5.0},
         })
         messages = {e: str(err) for e, err in refused.items()}
         assert all(isinstance(err, InvalidRequestError) for err in refused.values())
         assert "must be greater than 0" in messages[(("client-id", app),)]
         assert "should not be combined" in messages[(("ip", "10.0.0.1"), ("user", alice))]
-        assert "not enforced by this broker" in messages[(("user", alice),)]
+        assert "Invalid configuration key request_percentage" in messages[(("ip", "10.0.0.2"),)]
         assert "Unhandled client quota entity type: group" in messages[(("group", "g"),)]
         with pytest.raises(InvalidRequestError, match="Duplicate user filter"):
             a.describe_client_quotas([("user", 1, None), ("user", 2, None)])
@@ -200,8 +201,8 @@ def test_gregor_quotas_alter_and_describe(broker: BrokerProcess) -> None:
     assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "consumer_byte_rate")[0] == 0
     code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
     assert out.endswith("are producer_byte_rate=1048576.0\n")
-    code, _, err = gregor("quotas", "alter", "--user", user, "--add-config", "request_percentage=50")
-    assert code == 1 and "request_percentage is not enforced" in err
+    code, _, err = gregor("quotas", "alter", "--ip", "10.0.0.9", "--add-config", "request_percentage=50")
+    assert code == 1 and "Invalid configuration key request_percentage" in err
     code, _, err = gregor("quotas", "alter", "--add-config", "producer_byte_rate=1")
     assert code == 2 and "name the entity" in err
     assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "producer_byte_rate")[0] == 0

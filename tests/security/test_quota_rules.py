@@ -10,6 +10,7 @@ from gregor.security.quotas import (
     IP_KEYS,
     QuotaError,
     Rate,
+    TokenBucket,
     entity_of,
     matches,
     resolve,
@@ -39,9 +40,12 @@ def test_entities_are_canonical_and_validated_with_kafkas_messages() -> None:
             validate_entity(entity_of(pairs))
 
 
-def test_values_must_be_positive_whole_and_enforced() -> None:
+def test_values_must_be_known_positive_and_fit_their_type() -> None:
     validate_value(CLIENT_KEYS, "producer_byte_rate", 1024.0)
     validate_value(CLIENT_KEYS, "consumer_byte_rate", 1.0)
+    validate_value(CLIENT_KEYS, "request_percentage", 50.5)  # a double
+    validate_value(CLIENT_KEYS, "controller_mutation_rate", 0.5)
+    validate_value(IP_KEYS, "connection_creation_rate", 5.0)
     for keys, key, value, message in [
         (CLIENT_KEYS, "foobar", 1.0, "Invalid configuration key foobar"),
         (IP_KEYS, "producer_byte_rate", 1.0, "Invalid configuration key producer_byte_rate"),
@@ -49,8 +53,9 @@ def test_values_must_be_positive_whole_and_enforced() -> None:
         (CLIENT_KEYS, "consumer_byte_rate", -2.0, "Quota consumer_byte_rate must be greater than 0"),
         (CLIENT_KEYS, "producer_byte_rate", 10.5, "must be a whole number"),
         (CLIENT_KEYS, "producer_byte_rate", 2.0**64, "too large for a LONG"),
-        (CLIENT_KEYS, "request_percentage", 50.0, "request_percentage is not enforced by this broker"),
-        (IP_KEYS, "connection_creation_rate", 5.0, "connection_creation_rate is not enforced"),
+        (IP_KEYS, "connection_creation_rate", 5.5, "must be a whole number"),
+        (IP_KEYS, "connection_creation_rate", 2.0**40, "too large for an INT"),
+        (CLIENT_KEYS, "controller_mutation_rate", 0.0, "must be greater than 0"),
     ]:
         with pytest.raises(QuotaError, match=message):
             validate_value(keys, key, value)
@@ -108,3 +113,18 @@ def test_rate_and_throttle() -> None:
     # a very large excess is capped at the whole window span
     r.record(10**9, now=200.0)
     assert r.throttle_ms(1, now=200.0) == 11000
+
+
+def test_the_controller_mutation_bucket() -> None:
+    bucket = TokenBucket(samples=11, window_s=1.0)  # 2 partitions/s: 22 tokens when full
+    assert bucket.throttle_ms(2.0, now=0.0) == 0
+    bucket.record(20, 2.0, now=0.0)  # 22 -> 2
+    assert not bucket.exceeded(2.0, now=0.0) and bucket.throttle_ms(2.0, now=0.0) == 0
+    bucket.record(5, 2.0, now=0.0)  # allowed while not negative: 2 -> -3
+    assert bucket.exceeded(2.0, now=0.0)
+    assert bucket.throttle_ms(2.0, now=0.0) == 1500  # 3 tokens at 2 a second
+    assert bucket.throttle_ms(2.0, now=1.0) == 500
+    assert not bucket.exceeded(2.0, now=1.5)
+    bucket.record(30, 2.0, now=100.0)  # refilled only to the 22 it holds: -> -8
+    assert bucket.throttle_ms(2.0, now=100.0) == 4000
+    assert bucket.throttle_ms(4.0, now=100.0) == 2000  # a new quota applies at once

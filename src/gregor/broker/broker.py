@@ -385,6 +385,9 @@ class Broker:
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.store.image.scram_credential(user, mechanism)
 
+    def connection_throttle_ms(self, ip: str) -> int:
+        return self.quotas.connection_throttle_ms(ip)
+
     def token_login(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str, int] | None:
         return self.delegation_tokens.login(token_id, mechanism)
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Protocol
+import time
+from collections.abc import Coroutine, Generator, Mapping
+from typing import Any, Protocol
 
 from gregor.broker.authenticator import SaslSession
 from gregor.broker.events import log_event
@@ -29,12 +30,49 @@ from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import coalesce, decode_request_header, encode_response_parts
 from gregor.protocol.messages import API_KEYS
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
+from gregor.security.quotas import REQUEST_PERCENTAGE
 
 log = logging.getLogger("gregor.broker")
 
-#: API key -> the first version whose client honours throttle_time_ms itself (KIP-219); the
-#: broker answers those at once and then holds the connection, older ones it answers late.
-KIP_219_FROM = {0: 6, 1: 8}
+#: API key -> the first version whose client honours throttle_time_ms itself (KIP-219: Kafka
+#: 2.0 raised the version of every API it had then); the broker answers those at once and then
+#: holds the connection, older ones it answers late. APIs newer than 2.0 honour it from v0.
+KIP_219_FROM = {
+    0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2, 18: 2,
+    19: 3, 20: 2, 21: 1, 22: 1, 23: 2, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1, 31: 1, 32: 1,
+    33: 1, 34: 1, 35: 1, 37: 1, 38: 1, 39: 1, 40: 1, 41: 1, 42: 1,
+}
+
+
+class _Timed:
+    """Awaits a coroutine and adds up the time spent in its own steps (``ns``), not in what it
+    waits for: the event loop's time a request used, Kafka's request-handler time."""
+
+    __slots__ = ("_coro", "ns")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._coro = coro
+        self.ns = 0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self._coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            start = time.perf_counter_ns()
+            try:
+                signal = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                self.ns += time.perf_counter_ns() - start
+                return stop.value
+            self.ns += time.perf_counter_ns() - start
+            try:
+                value, error = (yield signal), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 - handed to the coroutine, as await does
+                value, error = None, e
 
 
 class ResponseSink(Protocol):
@@ -95,22 +133,45 @@ class Dispatcher:
                 peer=peer, api=info.name, version=version, reason=str(e),
             )
             return False
+        quotas = self.broker.quotas
+        # request_percentage (Kafka's request quota): time the handling unless exempt.
+        timed: _Timed | None = None
+        ctx = RequestContext(self.broker, conn.info, header)
         try:
-            response = await entry.handler(RequestContext(self.broker, conn.info, header), request)
+            if inter_broker or not quotas.has(REQUEST_PERCENTAGE):
+                response = await entry.handler(ctx, request)
+            else:
+                timed = _Timed(entry.handler(ctx, request))  # type: ignore[arg-type]  # handlers are coroutines
+                response = await timed
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
             log.exception("handler failed")
             log_event(log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e))
             return False
-        throttle_s = getattr(response, "throttle_time_ms", 0) / 1000 if response is not None else 0
+        throttle_ms = getattr(response, "throttle_time_ms", 0) if response is not None else 0
+        if timed is not None:
+            request_throttle = quotas.throttle_ms(
+                REQUEST_PERCENTAGE, conn.info.principal, header.client_id, timed.ns * 1e-7  # % x s
+            )
+            if request_throttle > throttle_ms:
+                throttle_ms = request_throttle
+                if hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = throttle_ms  # type: ignore[union-attr]
+        throttle_s = throttle_ms / 1000
         kip219 = version >= KIP_219_FROM.get(api_key, 0)
         if throttle_s > 0 and not kip219:
             await _hold(conn, throttle_s)  # an old client is throttled by a late answer
         if response is not None:
+            started = time.perf_counter_ns() if timed is not None else 0
             if isinstance(response, (bytes, bytearray, memoryview)):
                 conn.send(response)
             else:
                 for part in coalesce(encode_response_parts(api_key, version, header.correlation_id, response)):
                     conn.send(part)
+            if timed is not None:  # the answer's encoding counts too (Kafka's network time)
+                quotas.throttle_ms(
+                    REQUEST_PERCENTAGE, conn.info.principal, header.client_id,
+                    (time.perf_counter_ns() - started) * 1e-7,
+                )
         if throttle_s > 0 and kip219:
             # KIP-219: the answer goes out at once with its throttle time, and the connection
             # takes no further request until that time has passed.

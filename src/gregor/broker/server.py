@@ -60,6 +60,11 @@ class ServerHost(Protocol):
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
 
+    def connection_throttle_ms(self, ip: str) -> int:
+        """0 to take a new connection from ``ip``, or how long to hold it before closing it
+        (its IP is over its ``connection_creation_rate`` quota)."""
+        ...
+
     def token_login(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str, int] | None: ...
 
 
@@ -120,6 +125,15 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        throttle_ms = self.host.connection_throttle_ms(peer[0]) if peer else 0
+        if throttle_ms > 0:
+            # KIP-612: over its IP's connection rate, the connection takes no request and is
+            # closed once the throttle time has passed (Kafka's delayed close).
+            log_event(log, "connection.throttled", logging.INFO, peer=self.info.peer, throttle_ms=throttle_ms)
+            transport.pause_reading()  # type: ignore[attr-defined]
+            self.closed = True
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
+            return
         self.host.connections.add(self)
         mapper = self.security.principal_mapper if self.security is not None else None
         if mapper is not None:

@@ -17,7 +17,14 @@ Rate and throttle (``Rate``). Bytes are counted in ``samples`` windows of ``wind
 (Kafka's quota.window.num=11 and quota.window.size.seconds=1). The rate is the total over the
 windows kept, divided by the time they cover (at least ``samples - 1`` whole windows, so a
 first burst is not measured over a few milliseconds). Over the quota, the throttle is the time
-for the rate to fall back to the quota: (rate - quota) / quota x that span, in ms.
+for the rate to fall back to the quota: (rate - quota) / quota x that span, in ms. The same
+``Rate`` measures request time (``request_percentage``: seconds of handling x 100 per second)
+and new connections per IP (``connection_creation_rate``).
+
+Controller mutations (KIP-599, ``TokenBucket``). ``controller_mutation_rate`` is partitions
+created or deleted per second, spent from a bucket that holds ``quota x samples x window_s``
+tokens and refills at ``quota`` a second. A mutation is allowed while the bucket is not
+negative, and may take it below zero; the throttle is then the time to refill to zero.
 """
 
 from __future__ import annotations
@@ -47,9 +54,6 @@ CLIENT_KEYS = {
 IP_KEYS = {CONNECTION_CREATION_RATE: "int"}
 
 QuotaEntity = tuple[tuple[str, "str | None"], ...]
-
-#: The keys a broker enforces; the others are refused rather than stored and ignored.
-ENFORCED = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
 
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
@@ -94,10 +98,6 @@ def validate_value(keys: Mapping[str, str], key: str, value: float) -> None:
     kind = keys.get(key)
     if kind is None:
         raise QuotaError(f"Invalid configuration key {key}")
-    if key not in ENFORCED:
-        raise QuotaError(
-            f"Quota {key} is not enforced by this broker (it enforces {', '.join(sorted(ENFORCED))})"
-        )
     if not value > 0 or math.isinf(value):
         raise QuotaError(f"Quota {key} must be greater than 0")
     if kind == "int" and value > _INT_MAX:
@@ -197,3 +197,38 @@ class Rate:
             return 0
         cap = self.samples * self.window_s * 1000  # Kafka's longest throttle: the whole window
         return int(min((rate - limit) / limit * span * 1000, cap))
+
+
+class TokenBucket:
+    """Kafka's token bucket for controller mutations (KIP-599); the limit is given per call,
+    so a changed quota applies at once."""
+
+    __slots__ = ("samples", "window_s", "_tokens", "_last")
+
+    def __init__(self, samples: int = 11, window_s: float = 1.0) -> None:
+        self.samples = samples
+        self.window_s = window_s
+        self._tokens: float | None = None  # full on first use
+        self._last = 0.0
+
+    def _refill(self, limit: float, now: float) -> float:
+        burst = limit * self.samples * self.window_s
+        if self._tokens is None:
+            self._tokens = burst
+        else:
+            self._tokens = min(burst, self._tokens + limit * max(0.0, now - self._last))
+        self._last = now
+        return self._tokens
+
+    def exceeded(self, limit: float, now: float | None = None) -> bool:
+        return self._refill(limit, time.monotonic() if now is None else now) < 0
+
+    def record(self, amount: float, limit: float, now: float | None = None) -> None:
+        self._refill(limit, time.monotonic() if now is None else now)
+        assert self._tokens is not None
+        self._tokens -= amount
+
+    def throttle_ms(self, limit: float, now: float | None = None) -> int:
+        """The time until the bucket is back at zero; 0 when it is not negative."""
+        tokens = self._refill(limit, time.monotonic() if now is None else now)
+        return 0 if tokens >= 0 else math.ceil(-tokens / limit * 1000)

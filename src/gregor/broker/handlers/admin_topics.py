@@ -15,6 +15,11 @@ factor and every config with its value and source; from v7 with its topic id.
 DeleteRecords raises a partition's log start offset (at most to the high watermark; -1 means
 the high watermark) and answers the new low watermark; a topic whose cleanup.policy is
 compact only refuses it with POLICY_VIOLATION, as Kafka does.
+
+A client with a ``controller_mutation_rate`` quota (KIP-599) spends the partitions it creates
+or deletes from its bucket (``broker.quota_manager``); once the bucket is negative, CreateTopics
+v6+, CreatePartitions v3+ and DeleteTopics v5+ refuse each further topic with
+THROTTLING_QUOTA_EXCEEDED, older versions go on. The answer carries the throttle time.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from gregor.broker.dynamic_configs import broker_layers
 from gregor.broker.errors import code_of, message_of
 from gregor.broker.events import log_event
 from gregor.broker.handlers.registry import handles
+from gregor.broker.quota_manager import MutationQuota
 from gregor.broker.state import RequestContext
 from gregor.broker.topic_configs import describe_topic
 from gregor.protocol.errors import (
@@ -50,6 +56,18 @@ log = logging.getLogger("gregor.broker.admin")
 
 CTTopic = CreateTopicsResponse.Topics
 CTConfig = CreateTopicsResponse.Topics.Configs
+
+
+#: Kafka's message for a topic refused by the controller mutation quota.
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def _mutation_quota(ctx: RequestContext, strict_from: int) -> MutationQuota | None:
+    """The client's controller_mutation_rate quota (KIP-599), strict from ``strict_from``."""
+    quotas = ctx.broker.quotas
+    if not quotas.active:
+        return None
+    return quotas.mutation_quota(ctx.conn.principal, ctx.client_id, strict=ctx.version >= strict_from)
 
 
 def _ct_error(name: str, code: int, message: str | None) -> CTTopic:
@@ -81,9 +99,13 @@ def _layout(
     return num_partitions, replication_factor, None
 
 
-async def _create_one(ctx: RequestContext, t: CreateTopicsRequest.Topics, validate_only: bool) -> CTTopic:
+async def _create_one(
+    ctx: RequestContext, t: CreateTopicsRequest.Topics, validate_only: bool, quota: MutationQuota | None
+) -> CTTopic:
     version = ctx.version
     configs = {c.name: c.value for c in t.configs if c.value is not None}
+    if quota is not None and not validate_only and quota.refused():
+        return _ct_error(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
     try:
         nulls = [c.name for c in t.configs if c.value is None]
         if nulls:
@@ -94,6 +116,8 @@ async def _create_one(ctx: RequestContext, t: CreateTopicsRequest.Topics, valida
         )
     except KafkaError as e:
         return _ct_error(t.name, code_of(e), message_of(e))
+    if quota is not None and not validate_only:
+        quota.record(created.num_partitions)
     layers = broker_layers(ctx.broker.image, ctx.broker.node_id, ctx.broker.config.raw)
     described = describe_topic(dict(created.configs), layers) if version >= 5 else []
     return CTTopic(
@@ -117,6 +141,7 @@ async def _create_one(ctx: RequestContext, t: CreateTopicsRequest.Topics, valida
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(t.name for t in req.topics)
     validate_only = bool(req.validate_only) if ctx.version >= 1 else False
+    quota = _mutation_quota(ctx, strict_from=6)
     results: list[CTTopic] = []
     done: set[str] = set()
     for t in req.topics:
@@ -131,8 +156,8 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         if not (cluster_allowed(ctx, AclOperation.CREATE) or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
             results.append(_ct_error(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
-        results.append(await _create_one(ctx, t, validate_only))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+        results.append(await _create_one(ctx, t, validate_only, quota))
+    return CreateTopicsResponse(throttle_time_ms=quota.throttle_ms() if quota else 0, topics=results)
 
 
 DTResult = DeleteTopicsResponse.Responses
@@ -147,6 +172,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
     counts = Counter(wanted)
+    quota = _mutation_quota(ctx, strict_from=5)
     results: list[DTResult] = []
     done: set[tuple[str | None, uuid.UUID]] = set()
     for name, topic_id in wanted:
@@ -182,13 +208,20 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
             continue
         found = image.topic(name)
         topic_id = found.topic_id if found is not None else ZERO_UUID
+        if quota is not None and quota.refused():
+            results.append(DTResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED
+            ))
+            continue
         try:
             await ctx.broker.topics.delete_topic(name)
         except KafkaError as e:
             results.append(DTResult(name=name, topic_id=topic_id, error_code=code_of(e), error_message=message_of(e)))
             continue
+        if quota is not None and found is not None:
+            quota.record(len(found.partitions))
         results.append(DTResult(name=name, topic_id=topic_id, error_code=0, error_message=None))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms() if quota else 0, responses=results)
 
 
 CPResult = CreatePartitionsResponse.Results
@@ -197,6 +230,7 @@ CPResult = CreatePartitionsResponse.Results
 @handles(CreatePartitionsRequest)
 async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in req.topics)
+    quota = _mutation_quota(ctx, strict_from=3)
     results: list[CPResult] = []
     done: set[str] = set()
     for t in req.topics:
@@ -213,13 +247,19 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
             results.append(CPResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
             continue
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+        if quota is not None and not req.validate_only and quota.refused():
+            results.append(CPResult(name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED))
+            continue
+        before = ctx.broker.image.topic(t.name)
         try:
             await ctx.broker.topics.add_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
         except KafkaError as e:
             results.append(CPResult(name=t.name, error_code=code_of(e), error_message=message_of(e)))
             continue
+        if quota is not None and not req.validate_only and before is not None:
+            quota.record(t.count - len(before.partitions))
         results.append(CPResult(name=t.name, error_code=0, error_message=None))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms() if quota else 0, results=results)
 
 
 DRTopic = DeleteRecordsResponse.Topics
