@@ -15,6 +15,9 @@ token) or DESCRIBE_TOKENS (its owner's ``User`` resource).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 from gregor.broker.authz import AclOperation, ResourceType, allowed
 from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
@@ -98,34 +101,41 @@ async def handle_create_delegation_token(
     return _created(0, owner, requester, token, manager.hmac(token))
 
 
+R = TypeVar("R", RenewDelegationTokenResponse, ExpireDelegationTokenResponse)
+
+
+async def _changed(ctx: RequestContext, response: type[R], change: Callable[[], Awaitable[int]]) -> R:
+    """Renew or expire: the refusals, then the change's new expiry timestamp or its error."""
+    refusal = _refusal(ctx)
+    if refusal is not None:
+        return response(error_code=refusal, expiry_timestamp_ms=-1, throttle_time_ms=0)
+    try:
+        expiry = await change()
+    except KafkaError as e:
+        return response(error_code=code_of(e), expiry_timestamp_ms=-1, throttle_time_ms=0)
+    return response(error_code=0, expiry_timestamp_ms=expiry, throttle_time_ms=0)
+
+
 @handles(RenewDelegationTokenRequest)
 async def handle_renew_delegation_token(
     ctx: RequestContext, req: RenewDelegationTokenRequest
 ) -> RenewDelegationTokenResponse:
-    refusal = _refusal(ctx)
-    if refusal is not None:
-        return RenewDelegationTokenResponse(error_code=refusal, expiry_timestamp_ms=-1, throttle_time_ms=0)
-    try:
-        expiry = await ctx.broker.delegation_tokens.renew(bytes(req.hmac), ctx.conn.principal, req.renew_period_ms)
-    except KafkaError as e:
-        return RenewDelegationTokenResponse(error_code=code_of(e), expiry_timestamp_ms=-1, throttle_time_ms=0)
-    return RenewDelegationTokenResponse(error_code=0, expiry_timestamp_ms=expiry, throttle_time_ms=0)
+    manager = ctx.broker.delegation_tokens
+    return await _changed(
+        ctx, RenewDelegationTokenResponse,
+        lambda: manager.renew(bytes(req.hmac), ctx.conn.principal, req.renew_period_ms),
+    )
 
 
 @handles(ExpireDelegationTokenRequest)
 async def handle_expire_delegation_token(
     ctx: RequestContext, req: ExpireDelegationTokenRequest
 ) -> ExpireDelegationTokenResponse:
-    refusal = _refusal(ctx)
-    if refusal is not None:
-        return ExpireDelegationTokenResponse(error_code=refusal, expiry_timestamp_ms=-1, throttle_time_ms=0)
-    try:
-        expiry = await ctx.broker.delegation_tokens.expire(
-            bytes(req.hmac), ctx.conn.principal, req.expiry_time_period_ms
-        )
-    except KafkaError as e:
-        return ExpireDelegationTokenResponse(error_code=code_of(e), expiry_timestamp_ms=-1, throttle_time_ms=0)
-    return ExpireDelegationTokenResponse(error_code=0, expiry_timestamp_ms=expiry, throttle_time_ms=0)
+    manager = ctx.broker.delegation_tokens
+    return await _changed(
+        ctx, ExpireDelegationTokenResponse,
+        lambda: manager.expire(bytes(req.hmac), ctx.conn.principal, req.expiry_time_period_ms),
+    )
 
 
 def _visible(ctx: RequestContext, token: DelegationToken, owners: list[str] | None) -> bool:
