@@ -22,6 +22,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Sequence
+from typing import Any
 
 from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.config import BrokerConfig
@@ -43,6 +44,7 @@ from gregor.broker.inter_broker import (
 )
 from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
+from gregor.broker.metrics import BrokerMetrics, serve_metrics
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.quota_manager import QuotaManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
@@ -96,6 +98,9 @@ class Broker:
             lambda: self.store.image.client_quotas,
             int(config["quota.window.num"]), float(config["quota.window.size.seconds"]),
         )
+        #: Traffic counters for the Prometheus endpoint (``broker.metrics``).
+        self.metrics = BrokerMetrics()
+        self.metrics_port: int | None = None
         #: Delegation tokens (KIP-48): the secret, the rules, the token logins' credentials.
         self.delegation_tokens = DelegationTokenManager(config, lambda: self.store.image)
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
@@ -154,6 +159,7 @@ class Broker:
             retention_check_interval_ms=int(config["log.retention.check.interval.ms"]),
         )
         self.replicas = ReplicaManager(self.node_id, self.logs, lambda: self.store.image)
+        self.replicas.isr_changes = self.metrics.isr_changes
         self.producer_ids = ProducerIdManager(self.store)
         self.controller_service = ControllerService(self.node_id, self.store)
         self.controller_requests = ControllerRequests(self.node_id, self.store, self.replicas)
@@ -197,15 +203,23 @@ class Broker:
         if self.controller is not None:
             self.store.subscribe(self.controller.on_delta)
             self.controller.start()
+        if config.metrics_address is not None:
+            host, port = config.metrics_address
+            metrics_server, self.metrics_port = await serve_metrics(self, host, port)
+            self.servers.append(metrics_server)
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()
         self._maintenance_task = asyncio.create_task(self._maintenance())
+        extra: dict[str, Any] = {}
+        if config.metrics_address is not None:
+            extra["metrics"] = f"http://{config.metrics_address[0]}:{self.metrics_port}/metrics"
         log_event(
             log,
             "broker.started",
             node_id=self.node_id,
             cluster_id=self.store.image.cluster_id,
             listeners=",".join(f"{n}://{h}:{p}" for n, h, p in self.bound_listeners),
+            **extra,
             log_dirs=",".join(str(d) for d in config.log_dirs),
             topics=len(self.store.image.topics),
         )
@@ -384,6 +398,9 @@ class Broker:
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.store.image.scram_credential(user, mechanism)
+
+    def network_totals(self, listener: str) -> list[int]:
+        return self.metrics.listener(listener)
 
     def connection_throttle_ms(self, ip: str) -> int:
         return self.quotas.connection_throttle_ms(ip)

@@ -40,6 +40,20 @@ class ConfigError(ValueError):
     """A configuration key or value that cannot be used (INVALID_CONFIG on the wire)."""
 
 
+def parse_metrics_listener(value: str) -> tuple[str, int]:
+    """``http://host:port`` (or ``host:port``, ``/metrics`` allowed) -> (host, port)."""
+    text = value.strip()
+    if text.startswith("http://"):
+        text = text[len("http://"):]
+    text = text.rstrip("/")
+    if text.endswith("/metrics"):
+        text = text[: -len("/metrics")]
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"metrics.listener={value!r}: use http://host:port (e.g. http://127.0.0.1:9308)")
+    return host.strip("[]"), int(port)
+
+
 def _bool(v: str) -> bool:
     s = v.strip().lower()
     if s in ("true", "1", "yes"):
@@ -195,6 +209,10 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("quota.window.num", "int", 11, "Client quotas: how many windows a rate is measured over.", 1),
     ConfigKey("quota.window.size.seconds", "int", 1, "Client quotas: the length of one window.", 1),
     ConfigKey(
+        "metrics.listener", "string", None,
+        "Serve Prometheus metrics (Kafka's JMX names) at http://host:port/metrics; unset: none.",
+    ),
+    ConfigKey(
         "delegation.token.secret.key", "password", None,
         "The secret that signs delegation tokens (the same on every broker); unset: tokens are disabled.",
     ),
@@ -330,6 +348,8 @@ class BrokerConfig:
             if a.name not in names:
                 raise ConfigError(f"advertised listener {a} names no listener in listeners")
         self.listener_security: dict[str, ListenerSecurity] = {}
+        #: (host, port) of the Prometheus endpoint (``metrics.listener``), None without one.
+        self.metrics_address: tuple[str, int] | None = None
         for listener in self.listeners:
             protocol = self.security_protocol(listener.name)
             try:
@@ -378,6 +398,8 @@ class BrokerConfig:
                 f"replica.selector.class={selector} is not a selector Gregor provides "
                 f"(use {', '.join(sorted(REPLICA_SELECTORS))}, or leave it empty: consumers read from leaders)"
             )
+        if self.values["metrics.listener"]:
+            self.metrics_address = parse_metrics_listener(str(self.values["metrics.listener"]))
         authorizer = str(self.values["authorizer.class.name"] or "").strip()
         if authorizer and authorizer not in AUTHORIZER_CLASS_NAMES:
             raise ConfigError(

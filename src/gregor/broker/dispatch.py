@@ -123,6 +123,7 @@ class Dispatcher:
             )
             return False
         info = API_KEYS[api_key]
+        started = time.perf_counter()
         try:
             # Bytes after the body are ignored, as Kafka does: librdkafka 2.x sends Metadata
             # v12 for "all topics" with three stray bytes after the tag buffer.
@@ -161,7 +162,7 @@ class Dispatcher:
         if throttle_s > 0 and not kip219:
             await _hold(conn, throttle_s)  # an old client is throttled by a late answer
         if response is not None:
-            started = time.perf_counter_ns() if timed is not None else 0
+            encoding = time.perf_counter_ns() if timed is not None else 0
             if isinstance(response, (bytes, bytearray, memoryview)):
                 conn.send(response)
             else:
@@ -170,8 +171,12 @@ class Dispatcher:
             if timed is not None:  # the answer's encoding counts too (Kafka's network time)
                 quotas.throttle_ms(
                     REQUEST_PERCENTAGE, conn.info.principal, header.client_id,
-                    (time.perf_counter_ns() - started) * 1e-7,
+                    (time.perf_counter_ns() - encoding) * 1e-7,
                 )
+        self.broker.metrics.request(
+            api_key, (time.perf_counter() - started) * 1000, throttle_ms,
+            getattr(response, "error_code", 0) if response is not None else 0,
+        )
         if throttle_s > 0 and kip219:
             # KIP-219: the answer goes out at once with its throttle time, and the connection
             # takes no further request until that time has passed.

@@ -128,6 +128,15 @@ class GroupService(CoordinatorRuntime):
 
     # --- lookups ---
 
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """group id -> (topic, partition) -> committed offset, for the groups coordinated here
+        (the metrics' consumer-group lag)."""
+        return {
+            gid: {tp: oam.offset for tp, oam in group.offsets.committed.items()}
+            for gid, group in self.coordinator.groups.items()
+            if group.offsets.committed
+        }
+
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
 

@@ -115,9 +115,21 @@ class Partition:
         self.pending_isr: tuple[int, ...] | None = None
         #: When this broker became leader (a new follower gets that long to catch up).
         self.leader_since_ms = -1
+        #: [shrinks, expands] of the ISR while this broker leads (the broker's metrics list).
+        self.isr_changes: list[int] = [0, 0]
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader_id}, epoch={self.leader_epoch})"
+
+    @property
+    def waiting_acks(self) -> int:
+        """acks=all produces waiting for the high watermark (Kafka's produce purgatory)."""
+        return len(self._acks_waiters)
+
+    @property
+    def waiting_fetches(self) -> int:
+        """Long-poll fetches waiting for data (Kafka's fetch purgatory)."""
+        return len(self._data_waiters) + len(self._replica_waiters)
 
     # --- role ---
 
@@ -136,6 +148,8 @@ class Partition:
                 # The new epoch starts at our log end offset (Kafka's leader does this at
                 # election): a follower asking where its older epoch ends learns it here.
                 self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        if self.is_leader and leader_epoch == self.leader_epoch and set(isr) != set(self.isr):
+            self.isr_changes[0 if len(isr) < len(self.isr) else 1] += 1
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch

@@ -151,6 +151,8 @@ class ReplicaManager:
         self.logs = logs
         self._image = image
         self.partitions: dict[TopicPartition, Partition] = {}
+        #: [ISR shrinks, ISR expansions] of the partitions led here (the broker's metrics).
+        self.isr_changes: list[int] = [0, 0]
         self.stopping = False
         self.transactions: TransactionVerifier | None = None
         self._marker_listeners: list[TxnMarkerListener] = []
@@ -193,6 +195,7 @@ class ReplicaManager:
             log = self.logs.get_or_create_log(topic, index)
             partition = Partition(topic, index, topic_id, log, self.node_id)
             partition.alter_isr = self.alter_isr
+            partition.isr_changes = self.isr_changes
             self.partitions[(topic, index)] = partition
         return partition
 

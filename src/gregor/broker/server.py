@@ -67,6 +67,10 @@ class ServerHost(Protocol):
 
     def token_login(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str, int] | None: ...
 
+    def network_totals(self, listener: str) -> list[int]:
+        """The listener's [bytes read, bytes written, connections accepted, closed] counters."""
+        ...
+
 
 class Connection(asyncio.Protocol):
     """One client connection, and the per-connection state handlers may use (fetch sessions,
@@ -97,6 +101,7 @@ class Connection(asyncio.Protocol):
         self.host = host
         loop = asyncio.get_running_loop()
         self.info = ConnectionInfo("?", listener, security_protocol, loop.create_future())
+        self._net = host.network_totals(listener)  # shared with the listener's other connections
         self.security = security
         #: The SASL login in progress on a SASL listener; None elsewhere.
         self.sasl: SaslSession | None = None
@@ -135,6 +140,7 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
             return
         self.host.connections.add(self)
+        self._net[2] += 1
         mapper = self.security.principal_mapper if self.security is not None else None
         if mapper is not None:
             # An SSL listener: the TLS handshake is done; the principal comes from the
@@ -160,6 +166,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._net[0] += len(data)
         self.last_active = asyncio.get_running_loop().time()
         try:
             frames = self._decoder.feed(data)
@@ -193,7 +200,9 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._frames.clear()
-        self.host.connections.discard(self)
+        if self in self.host.connections:
+            self.host.connections.discard(self)
+            self._net[3] += 1
         self._wake_writer()
         if not self.info.hung_up.done():
             # A request that waits (a long-poll fetch) is released now rather than when its
@@ -259,6 +268,7 @@ class Connection(asyncio.Protocol):
         self.last_active = asyncio.get_running_loop().time()
         self._out.append(data)
         self._out_bytes += len(data)
+        self._net[1] += len(data)
         if self._out_bytes >= FLUSH_BYTES:
             self.flush()  # big responses (fetches) go out at once, as the socket takes them
         elif not self._flush_scheduled:

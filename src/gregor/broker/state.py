@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the services import nothing from here; this only names thei
     from gregor.broker.delegation_token_manager import DelegationTokenManager
     from gregor.broker.fetch_session import FetchSessionCache
     from gregor.broker.group_service import GroupService
+    from gregor.broker.metrics import BrokerMetrics
     from gregor.broker.producer_ids import ProducerIdManager
     from gregor.broker.quota_manager import QuotaManager
     from gregor.broker.replica_manager import ReplicaManager
@@ -150,6 +151,11 @@ class BrokerState(Protocol):
     @property
     def authorizer(self) -> AclAuthorizer | None:
         """The ACL authorizer, None when the broker has none configured."""
+        ...
+
+    @property
+    def metrics(self) -> BrokerMetrics:
+        """Traffic counters for the Prometheus endpoint."""
         ...
 
     @property

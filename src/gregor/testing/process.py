@@ -18,6 +18,7 @@ from pathlib import Path
 from gregor.testing.child import ChildProcess
 
 _STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
+_METRICS = re.compile(r"event=broker\.started .*metrics=(\S+)")
 
 
 class BrokerStartError(RuntimeError):
@@ -58,6 +59,8 @@ class BrokerProcess(ChildProcess):
         self._log_offset = 0
         #: Bound port of every listener by name (several listeners: SSL, SASL_SSL, ...).
         self.listener_ports: dict[str, int] = {}
+        #: ``http://host:port/metrics`` when the broker serves metrics (``metrics.listener``).
+        self.metrics_url: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -109,6 +112,8 @@ class BrokerProcess(ChildProcess):
                     b.split("://", 1)[0]: int(b.rsplit(":", 1)[1]) for b in bound if "://" in b
                 }
                 self.port = int(bound[0].rsplit(":", 1)[1])
+                metrics = _METRICS.search(text)
+                self.metrics_url = metrics.group(1) if metrics else None
                 return
             if self.proc.poll() is not None:
                 raise BrokerStartError(f"broker exited with {self.proc.returncode}:\n{text[-4000:]}")

@@ -192,6 +192,17 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         )
         if throttle:
             return _throttled_response(ctx, plan, throttle)
+    if not is_follower:  # Kafka's BrokerTopicMetrics count consumers' fetches, not followers'
+        metrics, known = ctx.broker.metrics, ctx.broker.image.topics
+        for part in parts:
+            if part.topic not in known:  # no series for names that are not topics
+                continue
+            traffic = metrics.topic(part.topic)
+            traffic.fetch_requests += 1
+            if part.error:
+                traffic.failed_fetch_requests += 1
+            else:
+                traffic.bytes_out += part.size
 
     # --- the response; incremental sessions list only partitions with news ---
     by_topic: dict[tuple[str, uuid.UUID], list[PartResp]] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names
 from gregor.broker.events import log_event
@@ -100,6 +101,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             transactional_id=transactional_id,
             zstd_allowed=ctx.version >= 7,
         )
+        _count_traffic(ctx, entries, results, [t for t in req.topic_data if t.name not in writable])
         it = iter(results)
         denied = ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for t in req.topic_data:
@@ -126,6 +128,36 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                               error=ErrorCode(p.error_code).name, acks=0)
         return await _throttled(ctx, req, None)
     return await _throttled(ctx, req, ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=node_endpoints))
+
+
+def _count_traffic(
+    ctx: RequestContext,
+    entries: list[tuple[str, int, Any]],
+    results: list[ProduceResult],
+    denied: list[Any],
+) -> None:
+    """Kafka's BrokerTopicMetrics: per partition appended, a produce request, its bytes and
+    records in (a retried duplicate adds no bytes); per partition refused, a failed request
+    and its bytes rejected."""
+    metrics, known = ctx.broker.metrics, ctx.broker.image.topics
+    for (topic, _, records), result in zip(entries, results, strict=True):
+        if topic not in known:  # no series for names that are not topics
+            continue
+        traffic = metrics.topic(topic)
+        traffic.produce_requests += 1
+        info = result.info
+        if info is None:
+            traffic.failed_produce_requests += 1
+            traffic.bytes_rejected += len(records) if records is not None else 0
+        elif not info.duplicate:
+            traffic.bytes_in += len(records)
+            traffic.messages_in += info.records_count
+    for t in denied:
+        if t.name not in known:
+            continue
+        traffic = metrics.topic(t.name)
+        traffic.produce_requests += len(t.partition_data)
+        traffic.failed_produce_requests += len(t.partition_data)
 
 
 async def _throttled(ctx: RequestContext, req: ProduceRequest, resp: ProduceResponse | None) -> ProduceResponse | None:

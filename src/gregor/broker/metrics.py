@@ -1,0 +1,357 @@
+"""The broker's metrics, named after Kafka's JMX metrics, served for Prometheus.
+
+Theory of operation. The hot paths only add to plain counters here (dicts and lists, no
+locks, no label lookups): the dispatcher records each request's API, total time, throttle
+time and top-level error; the produce and fetch handlers record bytes and records in and out
+per topic and failed requests per topic; every connection adds the bytes it reads and writes
+to its listener's totals. Everything that is state rather than traffic (connections per
+listener, partitions and leaders, log sizes and offsets, under-replicated and offline
+partitions, the active controller, consumer-group lag, purgatories) is read when Prometheus
+scrapes, by ``BrokerCollector.collect`` on the broker's event loop. So a scrape costs a walk
+over the partitions, and a request costs a few additions.
+
+Names follow the convention Kafka's JMX exporter setups use: ``kafka_<domain>_<type>_<name>``
+in lower case (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t`` becomes
+``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); Kafka's meters (rates) are
+counters here, since Prometheus computes rates itself; Kafka's request-time histograms are
+Prometheus histograms in milliseconds.
+
+``serve_metrics`` answers ``GET /metrics`` on ``metrics.listener`` (``http://host:port``) with
+prometheus-client's text format, from a small asyncio HTTP responder on the broker's loop
+(prometheus-client's own servers run in threads, where reading the broker's state would race
+with the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from gregor.protocol.messages import API_KEYS
+
+if TYPE_CHECKING:
+    from gregor.broker.group_service import GroupService
+    from gregor.broker.replica_manager import ReplicaManager
+    from gregor.cluster.image import MetadataImage
+
+
+class Broker(Protocol):
+    """What the metrics read of the broker."""
+
+    metrics: BrokerMetrics
+    node_id: int
+    connections: set[Any]  # server.Connection (each has .info.listener)
+    bound_listeners: list[tuple[str, str, int]]
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def groups(self) -> GroupService: ...
+
+log = logging.getLogger("gregor.broker")
+
+#: Bucket bounds (ms) of the request-time histograms.
+TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
+
+
+class _Histogram:
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(TIME_BUCKETS_MS) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(TIME_BUCKETS_MS, value)] += 1
+        self.total += value
+
+    def family_samples(self) -> tuple[list[tuple[str, float]], float]:
+        buckets: list[tuple[str, float]] = []
+        running = 0
+        for bound, n in zip((*TIME_BUCKETS_MS, float("inf")), self.counts, strict=True):
+            running += n
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        return buckets, self.total
+
+
+class TopicTraffic:
+    """Kafka's BrokerTopicMetrics of one topic (and of all topics, under the key "")."""
+
+    __slots__ = (
+        "bytes_in", "messages_in", "bytes_out", "produce_requests", "failed_produce_requests",
+        "fetch_requests", "failed_fetch_requests", "bytes_rejected",
+    )
+
+    def __init__(self) -> None:
+        self.bytes_in = self.messages_in = self.bytes_out = self.bytes_rejected = 0
+        self.produce_requests = self.failed_produce_requests = 0
+        self.fetch_requests = self.failed_fetch_requests = 0
+
+
+class BrokerMetrics:
+    """The traffic counters the hot paths add to."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicTraffic] = {}
+        self.requests: dict[int, int] = {}
+        self.errors: dict[tuple[int, int], int] = {}
+        self.total_time: dict[int, _Histogram] = {}
+        self.throttle_time: dict[int, _Histogram] = {}
+        #: listener -> [bytes read, bytes written, connections accepted, connections closed]
+        self.network: dict[str, list[int]] = {}
+        #: [ISR shrinks, ISR expansions] (the replica manager's partitions add to it).
+        self.isr_changes = [0, 0]
+
+    def topic(self, name: str) -> TopicTraffic:
+        t = self.topics.get(name)
+        if t is None:
+            t = self.topics[name] = TopicTraffic()
+        return t
+
+    def listener(self, name: str) -> list[int]:
+        n = self.network.get(name)
+        if n is None:
+            n = self.network[name] = [0, 0, 0, 0]
+        return n
+
+    def request(self, api_key: int, total_ms: float, throttle_ms: float, error_code: int) -> None:
+        self.requests[api_key] = self.requests.get(api_key, 0) + 1
+        h = self.total_time.get(api_key)
+        if h is None:
+            h = self.total_time[api_key] = _Histogram()
+            self.throttle_time[api_key] = _Histogram()
+        h.observe(total_ms)
+        self.throttle_time[api_key].observe(throttle_ms)
+        if error_code:
+            key = (api_key, error_code)
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+
+def _api_name(api_key: int) -> str:
+    info = API_KEYS.get(api_key)
+    return info.name if info is not None else str(api_key)
+
+
+class BrokerCollector(Collector):
+    """Reads the counters and the broker's state at scrape time."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        b = self.broker
+        m = b.metrics
+        yield from self._topic_traffic(m)
+        yield from self._requests(m)
+        yield from self._network(b, m)
+        yield from self._partitions(b, m)
+        yield from self._groups(b)
+
+    @staticmethod
+    def _topic_traffic(m: BrokerMetrics) -> Iterator[Metric]:
+        fields = (
+            ("bytesin", "bytes_in", "Bytes of record batches appended from clients."),
+            ("messagesin", "messages_in", "Records appended from clients."),
+            ("bytesout", "bytes_out", "Record bytes sent to consumers (not followers)."),
+            ("bytesrejected", "bytes_rejected", "Bytes of produce requests refused."),
+            ("totalproducerequests", "produce_requests", "Produce requests, counted per topic."),
+            ("failedproducerequests", "failed_produce_requests", "Produce requests refused, per topic."),
+            ("totalfetchrequests", "fetch_requests", "Consumer fetch requests, counted per topic."),
+            ("failedfetchrequests", "failed_fetch_requests", "Consumer fetches that failed, per topic."),
+        )
+        for name, attr, doc in fields:
+            c = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
+            total = 0
+            for topic, t in sorted(m.topics.items()):
+                value = getattr(t, attr)
+                total += value
+                c.add_metric([topic], value)
+            c.add_metric([""], total)  # Kafka's all-topics meter has no topic tag
+            yield c
+
+    @staticmethod
+    def _requests(m: BrokerMetrics) -> Iterator[Metric]:
+        c = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"])
+        for key, n in sorted(m.requests.items()):
+            c.add_metric([_api_name(key)], n)
+        yield c
+        e = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors", "Answers with a top-level error code.", labels=["request", "error"]
+        )
+        from gregor.protocol.errors import ErrorCode
+
+        for (key, code), n in sorted(m.errors.items()):
+            try:
+                error = ErrorCode(code).name
+            except ValueError:
+                error = str(code)
+            e.add_metric([_api_name(key), error], n)
+        yield e
+        for name, source, doc in (
+            ("totaltimems", m.total_time, "From the request's turn on its connection to its answer queued, ms."),
+            ("throttletimems", m.throttle_time, "Throttle time given in answers, ms."),
+        ):
+            h = HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", doc, labels=["request"])
+            for key, hist in sorted(source.items()):
+                buckets, total = hist.family_samples()
+                h.add_metric([_api_name(key)], buckets, total)
+            yield h
+
+    @staticmethod
+    def _network(b: Broker, m: BrokerMetrics) -> Iterator[Metric]:
+        live: dict[str, int] = {}
+        for conn in list(b.connections):
+            live[conn.info.listener] = live.get(conn.info.listener, 0) + 1
+        names = sorted(set(live) | set(m.network) | {name for name, _, _ in b.bound_listeners})
+        g = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open connections.", labels=["listener"])
+        for name in names:
+            g.add_metric([name], live.get(name, 0))
+        yield g
+        for i, (metric, doc) in enumerate((
+            ("incoming_byte", "Bytes read from clients."),
+            ("outgoing_byte", "Bytes written to clients."),
+            ("connection_creation", "Connections accepted."),
+            ("connection_close", "Connections closed."),
+        )):
+            c = CounterMetricFamily(f"kafka_server_socketservermetrics_{metric}", doc, labels=["listener"])
+            for name in names:
+                c.add_metric([name], m.network.get(name, [0, 0, 0, 0])[i])
+            yield c
+
+    @staticmethod
+    def _partitions(b: Broker, m: BrokerMetrics) -> Iterator[Metric]:
+        image = b.image
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on this broker.", labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=labels)
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
+        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the log.", labels=labels)
+        hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark", "High watermark (leader only).", labels=labels)
+        urp_by = GaugeMetricFamily(
+            "kafka_cluster_partition_underreplicated", "1 when the ISR is smaller than the replicas (leader only).",
+            labels=labels,
+        )
+        partitions = leaders = under = 0
+        for (topic, index), p in sorted(b.replicas.partitions.items()):
+            lab = [topic, str(index)]
+            log_ = p.log
+            partitions += 1
+            size.add_metric(lab, log_.size)
+            start.add_metric(lab, log_.log_start_offset)
+            end.add_metric(lab, log_.log_end_offset)
+            segments.add_metric(lab, log_.num_segments)
+            if p.is_leader:
+                leaders += 1
+                hw.add_metric(lab, log_.high_watermark)
+                is_under = len(p.isr) < len(p.replicas)
+                under += is_under
+                urp_by.add_metric(lab, int(is_under))
+        yield from (size, start, end, segments, hw, urp_by)
+        rm = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker.", value=partitions)
+        yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads.", value=leaders)
+        yield GaugeMetricFamily(rm + "underreplicatedpartitions", "Led partitions whose ISR is short.", value=under)
+        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks of partitions led here.", value=m.isr_changes[0])
+        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions of partitions led here.", value=m.isr_changes[1])
+        controller = image.controller_id == b.node_id
+        kc = "kafka_controller_kafkacontroller_"
+        yield GaugeMetricFamily(kc + "activecontrollercount", "1 on the active controller.", value=int(controller))
+        offline = sum(
+            1 for t in image.topics.values() for p in t.partitions if p.leader < 0
+        ) if controller else 0
+        yield GaugeMetricFamily(kc + "offlinepartitionscount", "Partitions without a leader (controller only).", value=offline)
+        yield GaugeMetricFamily(
+            kc + "globalpartitioncount", "Partitions in the cluster (controller only).",
+            value=sum(len(t.partitions) for t in image.topics.values()) if controller else 0,
+        )
+        yield GaugeMetricFamily(kc + "globaltopiccount", "Topics in the cluster (controller only).",
+                                value=len(image.topics) if controller else 0)
+        purgatory = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_purgatorysize", "Requests waiting.", labels=["delayedOperation"]
+        )
+        produce_waiting = fetch_waiting = 0
+        for p in b.replicas.partitions.values():
+            produce_waiting += p.waiting_acks
+            fetch_waiting += p.waiting_fetches
+        purgatory.add_metric(["Produce"], produce_waiting)
+        purgatory.add_metric(["Fetch"], fetch_waiting)
+        yield purgatory
+
+    @staticmethod
+    def _groups(b: Broker) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag", "High watermark minus the group's committed offset, for partitions led here.",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        offset = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "The group's committed offset.",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        partitions = b.replicas.partitions
+        for group_id, committed in sorted(b.groups.committed_offsets().items()):
+            for (topic, index), value in sorted(committed.items()):
+                lab = [group_id, topic, str(index)]
+                offset.add_metric(lab, value)
+                p = partitions.get((topic, index))
+                if p is not None and p.is_leader:
+                    lag.add_metric(lab, max(0, p.log.high_watermark - value))
+        yield offset
+        yield lag
+
+
+class _Registry:
+    def __init__(self, broker: Broker) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker))
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def serve_metrics(broker: Broker, host: str, port: int) -> tuple[asyncio.base_events.Server, int]:
+    """Serve ``GET /metrics`` (and ``/``) on the broker's loop; returns the server and its port."""
+    registry = _Registry(broker)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
+            method, path, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            if method not in ("GET", "HEAD"):
+                status, body, ctype = "405 Method Not Allowed", b"GET only\n", "text/plain"
+            elif path.split("?")[0] in ("/metrics", "/"):
+                started = time.perf_counter()
+                body = registry.text()
+                log.debug("metrics scrape took %.1f ms", (time.perf_counter() - started) * 1000)
+                status, ctype = "200 OK", "text/plain; version=0.0.4; charset=utf-8"
+            else:
+                status, body, ctype = "404 Not Found", b"try /metrics\n", "text/plain"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode() + (body if method != "HEAD" else b"")
+            )
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, host, port)
+    return server, server.sockets[0].getsockname()[1]
+
