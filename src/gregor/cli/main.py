@@ -47,8 +47,10 @@ def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -
 
 
 from gregor.cli.acls import acls  # noqa: E402
+from gregor.cli.configs import configs  # noqa: E402
 from gregor.cli.consume import consume  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
+from gregor.cli.offsets import log_dirs, offsets  # noqa: E402
 from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
@@ -65,6 +67,9 @@ main.add_command(acls)
 main.add_command(users)
 main.add_command(quotas)
 main.add_command(tokens)
+main.add_command(configs)
+main.add_command(offsets)
+main.add_command(log_dirs)
 
 
 if __name__ == "__main__":

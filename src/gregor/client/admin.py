@@ -53,6 +53,7 @@ from gregor.protocol.messages import (
     DescribeConfigsRequest,
     DescribeDelegationTokenRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
     DescribeUserScramCredentialsRequest,
     ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
@@ -63,7 +64,8 @@ from gregor.protocol.messages import (
 
 TOPIC = 2
 BROKER = 4
-RESOURCE_TYPES = {"topic": TOPIC, "broker": BROKER, "broker_logger": 8, "group": 3}
+#: Config resource types (Kafka's ConfigResource.Type, not the ACL resource types).
+RESOURCE_TYPES = {"topic": TOPIC, "broker": BROKER, "broker_logger": 8, "group": 32}
 CONFIG_SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -846,6 +848,43 @@ class AIOAdminClient:
                 q[TopicPartition(*tp)] = int(spec)
         r = await list_offsets(self._client, q, isolation_level, self._timeout_ms / 1000)
         return {tp: (v[0], v[1]) for tp, v in r.items()}
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int] | None = None, topics: Iterable[str] | None = None
+    ) -> dict[int, dict[str, dict[str, Any]]]:
+        """Per broker (all when None), per log directory: its error (None or the Kafka error's
+        name), total and usable bytes, and (topic, partition) -> size, offset lag and whether it
+        is a future replica; only ``topics`` when given."""
+        meta = await self._client.fetch_metadata(None if topics is None else list(topics))
+        nodes = sorted(b.node_id for b in meta.brokers) if brokers is None else sorted(brokers)
+        req = DescribeLogDirsRequest(
+            topics=None if topics is None else [
+                DescribeLogDirsRequest.Topics(topic=t.name, partitions=sorted(p.partition_index for p in t.partitions))
+                for t in meta.topics if not t.error_code
+            ]
+        )
+        out: dict[int, dict[str, dict[str, Any]]] = {}
+        for node in nodes:
+            conn = await self._client.connection(node)
+            version = conn.version(req.API_KEY)
+            resp = await conn.send(req, version)
+            if version >= 3 and resp.error_code:
+                raise error_for_code(resp.error_code)()
+            out[node] = {
+                r.log_dir: {
+                    "error": error_for_code(r.error_code).name if r.error_code else None,
+                    "total_bytes": r.total_bytes if version >= 4 else None,
+                    "usable_bytes": r.usable_bytes if version >= 4 else None,
+                    "partitions": {
+                        (t.name, p.partition_index): {
+                            "size": p.partition_size, "offset_lag": p.offset_lag, "is_future": p.is_future_key,
+                        }
+                        for t in r.topics for p in t.partitions
+                    },
+                }
+                for r in resp.results
+            }
+        return out
 
     # --- cluster ---
 

@@ -1,0 +1,165 @@
+"""``gregor configs``, ``gregor offsets`` and ``gregor log-dirs`` against a real broker, their
+effects read back with confluent-kafka (configs, SCRAM credentials, watermarks) and kafka-python
+(log directories)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient as CkAdmin
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from gregor.cli.main import main
+from gregor.testing import BrokerProcess
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    with BrokerProcess(config={"num.partitions": 1}) as b:
+        yield b
+
+
+def gregor(b: BrokerProcess, *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, [*args, "-b", b.bootstrap_servers])
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+def make_topic(b: BrokerProcess, partitions: int) -> str:
+    name = f"verbs-{uuid.uuid4().hex[:8]}"
+    admin = CkAdmin({"bootstrap.servers": b.bootstrap_servers})  # kept until its future is done
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def test_configs_alter_and_describe_a_topic(broker: BrokerProcess) -> None:
+    topic = make_topic(broker, 1)
+    code, out, _ = gregor(broker, "configs", "alter", "--entity-type", "topics", "--entity-name", topic,
+                          "--add-config", "retention.ms=3600000,cleanup.policy=[compact,delete]")
+    assert (code, out) == (0, f"Completed updating config for topic {topic}.\n")
+    ck = CkAdmin({"bootstrap.servers": broker.bootstrap_servers})
+    entries = next(iter(ck.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values())).result(30)
+    assert entries["retention.ms"].value == "3600000"
+    assert entries["cleanup.policy"].value == "compact,delete"
+
+    code, out, _ = gregor(broker, "configs", "describe", "--entity-type", "topics", "--entity-name", topic)
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == f"Dynamic configs for topic {topic} are:"
+    assert sorted(ln.split()[0] for ln in lines[1:]) == ["cleanup.policy=compact,delete", "retention.ms=3600000"]
+    code, out, _ = gregor(broker, "configs", "describe", "--entity-type", "topics", "--entity-name", topic,
+                          "--all", "--output", "json")
+    [doc] = json.loads(out)
+    by_name = {c["name"]: c for c in doc["configs"]}
+    assert by_name["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert by_name["segment.bytes"]["source"] in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+
+    assert gregor(broker, "configs", "alter", "--entity-type", "topics", "--entity-name", topic,
+                  "--delete-config", "retention.ms")[0] == 0
+    entries = next(iter(ck.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values())).result(30)
+    assert entries["retention.ms"].source != ConfigResource.Type.TOPIC  # back to its default
+    code, out, _ = gregor(broker, "configs", "describe", "--entity-type", "topics", "--entity-name", topic)
+    assert [ln.split()[0] for ln in out.splitlines()[1:]] == ["cleanup.policy=compact,delete"]
+
+    # Kafka's refusals come back as one line and exit 1
+    code, _, err = gregor(broker, "configs", "alter", "--entity-type", "topics", "--entity-name", topic,
+                          "--add-config", "retention.ms=soon")
+    assert code == 1 and err.count("\n") == 1 and "INVALID_CONFIG" in err
+
+
+def test_configs_for_brokers_clients_and_users(broker: BrokerProcess) -> None:
+    code, out, _ = gregor(broker, "configs", "alter", "--entity-type", "brokers", "--entity-default",
+                          "--add-config", "log.retention.ms=86400000")
+    assert (code, out) == (0, "Completed updating default config for brokers in the cluster.\n")
+    code, out, _ = gregor(broker, "configs", "describe", "--entity-type", "brokers", "--entity-default")
+    assert out.splitlines()[0] == "Default configs for brokers in the cluster are:"
+    assert any(ln.startswith("  log.retention.ms=86400000 ") for ln in out.splitlines())
+    assert gregor(broker, "configs", "alter", "--entity-type", "brokers", "--entity-default",
+                  "--delete-config", "log.retention.ms")[0] == 0
+
+    app = f"app-{uuid.uuid4().hex[:6]}"
+    assert gregor(broker, "configs", "alter", "--entity-type", "clients", "--entity-name", app,
+                  "--add-config", "producer_byte_rate=1048576")[0] == 0
+    code, out, _ = gregor(broker, "configs", "describe", "--entity-type", "clients", "--entity-name", app)
+    assert out == f"Configs for client-id '{app}' are producer_byte_rate=1048576.0\n"
+
+    user = f"carol-{uuid.uuid4().hex[:6]}"
+    assert gregor(broker, "configs", "alter", "--entity-type", "users", "--entity-name", user,
+                  "--add-config", "SCRAM-SHA-512=[iterations=8192,password=pw],consumer_byte_rate=2048")[0] == 0
+    ck = CkAdmin({"bootstrap.servers": broker.bootstrap_servers})
+    info = ck.describe_user_scram_credentials([user])[user].result(30)
+    assert [(c.mechanism.name, c.iterations) for c in info.scram_credential_infos] == [("SCRAM_SHA_512", 8192)]
+    code, out, _ = gregor(broker, "configs", "describe", "--entity-type", "users", "--entity-name", user,
+                          "--output", "json")
+    assert json.loads(out) == [{"entity_type": "users", "entity_name": user,
+                                "configs": {"SCRAM-SHA-512": "iterations=8192", "consumer_byte_rate": 2048.0}}]
+    # bad input: usage errors (exit 2)
+    assert gregor(broker, "configs", "alter", "--entity-type", "topics", "--entity-name", "x")[0] == 2
+    assert gregor(broker, "configs", "describe", "--entity-type", "brokers", "--entity-name", "one")[0] == 2
+    assert gregor(broker, "configs", "describe", "--entity-type", "nonsense")[0] == 2
+    assert gregor(broker, "configs", "alter", "--entity-type", "clients", "--entity-default",
+                  "--add-config", "SCRAM-SHA-256=[password=x]")[0] == 2
+
+
+def test_offsets_at_the_end_the_start_and_a_time(broker: BrokerProcess) -> None:
+    topic = make_topic(broker, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    base = int(time.time() * 1000) - 100_000
+    for i in range(8):
+        p.produce(topic, b"%d" % i, partition=0 if i < 5 else 1, timestamp=base + i * 1000)
+    assert p.flush(30) == 0
+    code, out, _ = gregor(broker, "offsets", "--topic", topic)
+    assert (code, out) == (0, f"{topic}:0:5\n{topic}:1:3\n")
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "unused"})
+    try:
+        assert c.get_watermark_offsets(CkTopicPartition(topic, 0), 30) == (0, 5)
+    finally:
+        c.close()
+    assert gregor(broker, "offsets", "--topic", topic, "--time", "-2")[1] == f"{topic}:0:0\n{topic}:1:0\n"
+    # the first offset at or after a time; a partition with none is left out
+    code, out, _ = gregor(broker, "offsets", "--topic-partitions", f"{topic}:0-1", "--time", str(base + 3000))
+    assert out == f"{topic}:0:3\n{topic}:1:0\n"
+    code, out, _ = gregor(broker, "offsets", "--topic-partitions", topic, "--time", str(base + 6000))
+    assert out == f"{topic}:1:1\n"  # partition 0's last record is older
+    code, out, _ = gregor(broker, "offsets", "--topic", topic, "--partitions", "1", "--output", "json")
+    assert json.loads(out) == [{"topic": topic, "partition": 1, "offset": 3}]
+    # bad input
+    assert gregor(broker, "offsets", "--topic", topic, "--time", "yesterday")[0] == 2
+    assert gregor(broker, "offsets", "--partitions", "0")[0] == 2
+    code, _, err = gregor(broker, "offsets", "--topic", topic, "--partitions", "9")
+    assert code == 1 and "no partition 9" in err
+
+
+def test_log_dirs_describe(broker: BrokerProcess) -> None:
+    topic = make_topic(broker, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10):
+        p.produce(topic, b"x" * 100, partition=i % 2)
+    assert p.flush(30) == 0
+    code, out, _ = gregor(broker, "log-dirs", "describe", "--topic-list", topic)
+    assert code == 0
+    doc = json.loads(out)
+    [b] = doc["brokers"]
+    [d] = b["logDirs"]
+    assert d["error"] is None and d["totalBytes"] > 0
+    sizes = {x["partition"]: x["size"] for x in d["partitions"]}
+    assert set(sizes) == {f"{topic}-0", f"{topic}-1"} and all(s > 500 for s in sizes.values())
+    # kafka-python's own DescribeLogDirs sees the same sizes
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        resp = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    text = repr(resp)
+    assert all(str(s) in text for s in sizes.values())
