@@ -49,6 +49,7 @@ def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -
 from gregor.cli.acls import acls  # noqa: E402
 from gregor.cli.configs import configs  # noqa: E402
 from gregor.cli.consume import consume  # noqa: E402
+from gregor.cli.dump_log import dump_log  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
 from gregor.cli.offsets import log_dirs, offsets  # noqa: E402
 from gregor.cli.pipeline import pipeline  # noqa: E402
@@ -70,6 +71,7 @@ main.add_command(tokens)
 main.add_command(configs)
 main.add_command(offsets)
 main.add_command(log_dirs)
+main.add_command(dump_log)
 
 
 if __name__ == "__main__":
