@@ -52,6 +52,7 @@ from gregor.cli.consume import consume  # noqa: E402
 from gregor.cli.dump_log import dump_log  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
 from gregor.cli.offsets import log_dirs, offsets  # noqa: E402
+from gregor.cli.perf import perf  # noqa: E402
 from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
@@ -72,6 +73,7 @@ main.add_command(configs)
 main.add_command(offsets)
 main.add_command(log_dirs)
 main.add_command(dump_log)
+main.add_command(perf)
 
 
 if __name__ == "__main__":
