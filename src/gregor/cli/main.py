@@ -58,6 +58,7 @@ from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
+from gregor.cli.transactions import transactions  # noqa: E402
 from gregor.cli.users import users  # noqa: E402
 
 main.add_command(topics)
@@ -74,6 +75,7 @@ main.add_command(offsets)
 main.add_command(log_dirs)
 main.add_command(dump_log)
 main.add_command(perf)
+main.add_command(transactions)
 
 
 if __name__ == "__main__":

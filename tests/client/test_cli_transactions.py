@@ -1,0 +1,65 @@
+"""``gregor transactions`` against a real broker while a confluent-kafka transactional producer
+holds a transaction open, then after it commits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Producer
+
+from gregor.cli.main import main
+from gregor.testing import BrokerProcess
+
+pytestmark = pytest.mark.interop
+
+
+def run(b: BrokerProcess, *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, [*args, "-b", b.bootstrap_servers])
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_list_describe_and_describe_producers_of_an_open_transaction() -> None:
+    with BrokerProcess(config={"num.partitions": 1, "transaction.state.log.num.partitions": 2}) as b:
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "tx-cli"})
+        p.init_transactions(30)
+        before = Producer({"bootstrap.servers": b.bootstrap_servers})
+        before.produce("tx-topic", b"plain-0")
+        before.produce("tx-topic", b"plain-1")
+        assert before.flush(30) == 0
+        p.begin_transaction()
+        p.produce("tx-topic", b"in-txn")
+        assert p.flush(30) == 0
+
+        code, out, _ = run(b, "transactions", "list")
+        header, *rows = out.splitlines()
+        assert code == 0 and header.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+        [row] = [r.split() for r in rows if r.startswith("tx-cli")]
+        assert row[3] == "Ongoing"
+        producer_id = int(row[2])
+        code, out, _ = run(b, "transactions", "list", "--state", "CompleteCommit")
+        assert "tx-cli" not in out
+
+        code, out, _ = run(b, "transactions", "describe", "--transactional-id", "tx-cli", "--output", "json")
+        doc = json.loads(out)
+        assert code == 0 and doc["state"] == "Ongoing" and doc["producer_id"] == producer_id
+        assert doc["partitions"] == ["tx-topic-0"]
+
+        # the open transaction starts after the two plain records
+        code, out, _ = run(b, "transactions", "describe-producers", "--topic", "tx-topic", "--partition", "0",
+                           "--output", "json")
+        producers = {x["producer_id"]: x for x in json.loads(out)}
+        assert producers[producer_id]["current_txn_start_offset"] == 2
+
+        p.commit_transaction(30)
+        code, out, _ = run(b, "transactions", "describe", "--transactional-id", "tx-cli")
+        assert "CompleteCommit" in out.splitlines()[1]
+        code, out, _ = run(b, "transactions", "describe-producers", "--topic", "tx-topic", "--partition", "0")
+        assert [ln.split()[-1] for ln in out.splitlines()[1:] if ln.startswith(str(producer_id))] == ["None"]
+        # bad input
+        code, _, err = run(b, "transactions", "describe", "--transactional-id", "never-used")
+        assert code == 1 and err.startswith("Error: cannot describe transactional id never-used")
+        assert run(b, "transactions", "describe-producers", "--topic", "tx-topic", "--partition", "-1")[0] == 2
