@@ -163,3 +163,36 @@ def test_log_dirs_describe(broker: BrokerProcess) -> None:
         kp.close()
     text = repr(resp)
     assert all(str(s) in text for s in sizes.values())
+
+
+def test_groups_reset_offsets_by_datetime_duration_and_all_topics(broker: BrokerProcess) -> None:
+    topic = make_topic(broker, 1)
+    group = f"reset-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    now = int(time.time() * 1000)
+    stamps = [now - 3 * 3600_000, now - 2 * 3600_000, now - 1800_000, now - 60_000]  # 3 h, 2 h, 30 min, 1 min ago
+    for i, ts in enumerate(stamps):
+        p.produce(topic, b"%d" % i, partition=0, timestamp=ts)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[CkTopicPartition(topic, 0, 4)], asynchronous=False)
+    finally:
+        c.close()
+    # 90 minutes back: the record of 30 minutes ago, offset 2
+    code, out, err = gregor(broker, "groups", "reset-offsets", group, "-t", topic, "--by-duration", "PT1H30M")
+    assert (code, out.splitlines()[1:]) == (0, [f"{topic}\t0\t2"]) and "Dry run" in err
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((stamps[1] - 1000) / 1000)) + ".000"
+    code, out, _ = gregor(broker, "groups", "reset-offsets", group, "--all-topics", "--to-datetime", iso,
+                          "--execute", "--output", "json")
+    assert code == 0 and json.loads(out) == [{"group": group, "topic": topic, "partition": 0, "new_offset": 1}]
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+    try:
+        [committed] = c.committed([CkTopicPartition(topic, 0)], timeout=30)
+        assert committed.offset == 1
+    finally:
+        c.close()
+    # bad input: usage errors, exit 2
+    assert gregor(broker, "groups", "reset-offsets", group, "-t", topic, "--by-duration", "an hour")[0] == 2
+    assert gregor(broker, "groups", "reset-offsets", group, "-t", topic, "--to-datetime", "yesterday")[0] == 2
+    assert gregor(broker, "groups", "reset-offsets", group, "--to-earliest")[0] == 2

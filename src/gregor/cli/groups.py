@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import json
+import re
+import time
+
 import click
 
 from gregor.cli.clientopts import client_config, client_options, fail
@@ -58,17 +63,54 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str) -> 
         )
 
 
+def parse_datetime(text: str) -> int:
+    """Kafka's ``YYYY-MM-DDTHH:mm:SS.sss`` (seconds and millis optional; a ``Z`` or ``+hh:mm``
+    suffix, UTC without one), or a whole number of ms since the epoch -> ms since the epoch."""
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    iso = t[:-1] + "+00:00" if t.endswith("Z") else t
+    try:
+        moment = datetime.datetime.fromisoformat(iso)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss (e.g. 2026-11-26T08:30:00.000)", param_hint="--to-datetime"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration of days, hours, minutes and seconds (``P1DT2H30M``) in ms."""
+    m = _DURATION.match(text.strip().upper())
+    if not m or text.strip().upper() in ("P", "PT"):
+        raise click.BadParameter(f"{text!r} is not a duration like PT1H30M or P2D", param_hint="--by-duration")
+    days, hours, minutes, seconds = (float(x) if x else 0.0 for x in m.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
 @groups.command("reset-offsets")
 @client_options
 @click.argument("group")
-@click.option("--topic", "-t", "topic_specs", multiple=True, required=True,
+@click.option("--topic", "-t", "topic_specs", multiple=True,
               help="TOPIC or TOPIC:P1,P2 (default: every partition); repeatable.")
 @click.option("--to-earliest", "mode", flag_value="earliest")
 @click.option("--to-latest", "mode", flag_value="latest")
 @click.option("--to-offset", type=int, default=None)
 @click.option("--shift-by", type=int, default=None)
-@click.option("--to-datetime", "to_ms", type=int, default=None, help="A timestamp in ms since the epoch.")
+@click.option("--to-datetime", "to_datetime", default=None, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+              help="The first offset at or after this time (Kafka's format, UTC unless it ends in Z or "
+                   "+hh:mm; or ms since the epoch).")
+@click.option("--by-duration", default=None, metavar="PnDTnHnMnS",
+              help="The first offset at or after now minus this ISO-8601 duration.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--dry-run", is_flag=True, help="Only print the plan (the default).")
 @click.option("--execute", is_flag=True, help="Apply the plan (default: only print it).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def reset_offsets(
     bootstrap_server: str,
     properties: tuple[str, ...],
@@ -77,17 +119,44 @@ def reset_offsets(
     mode: str | None,
     to_offset: int | None,
     shift_by: int | None,
-    to_ms: int | None,
+    to_datetime: str | None,
+    by_duration: str | None,
+    all_topics: bool,
+    dry_run: bool,
     execute: bool,
+    output: str,
 ) -> None:
-    """Move a group's committed offsets (the group must have no active members)."""
+    """Move a group's committed offsets (the group must have no active members).
+
+    \b
+    Examples:
+      gregor groups reset-offsets readers -t events --to-earliest            # dry run
+      gregor groups reset-offsets readers -t events:0,1 --shift-by -10 --execute
+      gregor groups reset-offsets readers --all-topics --to-datetime 2026-11-26T00:00:00.000 --execute
+      gregor groups reset-offsets readers -t events --by-duration PT1H --execute
+    """
     from gregor.client import TopicPartition
 
-    chosen = [x for x in (mode, to_offset, shift_by, to_ms) if x is not None]
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    if bool(topic_specs) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    to_ms = None
+    if to_datetime is not None:
+        to_ms = parse_datetime(to_datetime)
+    if by_duration is not None:
+        to_ms = int(time.time() * 1000) - parse_duration_ms(by_duration)
+    chosen = [x for x in (mode, to_offset, shift_by, to_datetime, by_duration) if x is not None]
     if len(chosen) != 1:
-        fail("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime")
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, --by-duration"
+        )
     with _admin(bootstrap_server, properties) as admin:
         tps: list[TopicPartition] = []
+        if all_topics:
+            tps = sorted(admin.list_consumer_group_offsets(group))
+            if not tps:
+                fail(f"group {group} has no committed offsets")
         for spec in topic_specs:
             name, _, parts = spec.partition(":")
             if parts:
@@ -112,9 +181,14 @@ def reset_offsets(
             current = admin.list_consumer_group_offsets(group, tps)
             plan = {tp: (current[tp].offset if tp in current else latest[tp][0]) + shift_by for tp in tps}
         plan = {tp: max(earliest[tp][0], min(off, latest[tp][0])) for tp, off in plan.items()}
-        click.echo("TOPIC\tPARTITION\tNEW-OFFSET")
-        for tp in sorted(plan):
-            click.echo(f"{tp.topic}\t{tp.partition}\t{plan[tp]}")
+        if output == "json":
+            click.echo(json.dumps([
+                {"group": group, "topic": tp.topic, "partition": tp.partition, "new_offset": plan[tp]} for tp in sorted(plan)
+            ]))
+        else:
+            click.echo("TOPIC\tPARTITION\tNEW-OFFSET")
+            for tp in sorted(plan):
+                click.echo(f"{tp.topic}\t{tp.partition}\t{plan[tp]}")
         if execute:
             admin.alter_consumer_group_offsets(group, plan)
             click.echo(f"Reset {len(plan)} offsets of group {group}.", err=True)
