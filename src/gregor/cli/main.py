@@ -56,6 +56,7 @@ from gregor.cli.perf import perf  # noqa: E402
 from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
+from gregor.cli.replicas import leader_election, reassign  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
 from gregor.cli.transactions import transactions  # noqa: E402
@@ -76,6 +77,8 @@ main.add_command(log_dirs)
 main.add_command(dump_log)
 main.add_command(perf)
 main.add_command(transactions)
+main.add_command(leader_election)
+main.add_command(reassign)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreateDelegationTokenRequest,
@@ -57,9 +58,11 @@ from gregor.protocol.messages import (
     DescribeProducersRequest,
     DescribeTransactionsRequest,
     DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest,
     ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
     OffsetCommitRequest,
     RenewDelegationTokenRequest,
@@ -851,6 +854,80 @@ class AIOAdminClient:
                 q[TopicPartition(*tp)] = int(spec)
         r = await list_offsets(self._client, q, isolation_level, self._timeout_ms / 1000)
         return {tp: (v[0], v[1]) for tp, v in r.items()}
+
+    # --- leaders and replicas (a cluster) ---
+
+    async def elect_leaders(
+        self, election_type: int = 0, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Preferred (0) or unclean (1) leader elections of these partitions (None: every
+        partition); per partition None or the error (ELECTION_NOT_NEEDED when the preferred
+        replica already leads)."""
+        conn = await self._controller()
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp[0], []).append(tp[1])
+        req = ElectLeadersRequest(
+            election_type=election_type,
+            topic_partitions=None if partitions is None else [
+                ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()
+            ],
+            timeout_ms=self._timeout_ms,
+        )
+        version = conn.version(req.API_KEY)
+        if election_type != 0 and version < 1:
+            raise UnsupportedForBrokerError("unclean elections need ElectLeaders v1")
+        resp = await conn.send(req, version)
+        if version >= 1 and resp.error_code:
+            raise error_for_code(resp.error_code)()
+        return {
+            TopicPartition(r.topic, p.partition_id): _err(p.error_code, p.error_message)
+            for r in resp.replica_election_results for p in r.partition_result
+        }
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions to these replicas (None: cancel the partition's reassignment)."""
+        conn = await self._controller()
+        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.Topics.Partitions]] = {}
+        for tp, replicas in reassignments.items():
+            by_topic.setdefault(tp[0], []).append(
+                AlterPartitionReassignmentsRequest.Topics.Partitions(partition_index=tp[1], replicas=replicas)
+            )
+        req = AlterPartitionReassignmentsRequest(
+            timeout_ms=self._timeout_ms,
+            topics=[AlterPartitionReassignmentsRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        return {
+            TopicPartition(r.name, p.partition_index): _err(p.error_code, p.error_message)
+            for r in resp.responses for p in r.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """Reassignments in progress: (replicas, adding, removing) per partition."""
+        conn = await self._controller()
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp[0], []).append(tp[1])
+        req = ListPartitionReassignmentsRequest(
+            timeout_ms=self._timeout_ms,
+            topics=None if partitions is None else [
+                ListPartitionReassignmentsRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
+            ],
+        )
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        return {
+            TopicPartition(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in resp.topics for p in t.partitions
+        }
 
     # --- transactions ---
 
