@@ -196,3 +196,30 @@ def test_groups_reset_offsets_by_datetime_duration_and_all_topics(broker: Broker
     assert gregor(broker, "groups", "reset-offsets", group, "-t", topic, "--by-duration", "an hour")[0] == 2
     assert gregor(broker, "groups", "reset-offsets", group, "-t", topic, "--to-datetime", "yesterday")[0] == 2
     assert gregor(broker, "groups", "reset-offsets", group, "--to-earliest")[0] == 2
+
+
+def test_json_output_of_topics_and_groups(broker: BrokerProcess) -> None:
+    topic = make_topic(broker, 2)
+    group = f"json-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(3):
+            p.produce(topic, b"%d" % i, partition=1)
+        assert p.flush(30) == 0
+        c.commit(offsets=[CkTopicPartition(topic, 1, 1)], asynchronous=False)
+    finally:
+        c.close()
+    code, out, _ = gregor(broker, "topics", "list", "--output", "json")
+    assert code == 0 and topic in json.loads(out)
+    code, out, _ = gregor(broker, "topics", "describe", topic, "--output", "json")
+    [doc] = json.loads(out)
+    assert [p["partition"] for p in doc["partitions"]] == [0, 1] and doc["partitions"][0]["replicas"] == [1]
+    code, out, _ = gregor(broker, "groups", "list", "--output", "json")
+    assert any(g["group"] == group for g in json.loads(out))
+    code, out, _ = gregor(broker, "groups", "describe", group, "--output", "json")
+    doc = json.loads(out)
+    assert doc["group"] == group and doc["partitions"] == [{
+        "topic": topic, "partition": 1, "current_offset": 1, "log_end_offset": 3, "lag": 2,
+        "consumer_id": None, "host": None, "client_id": None,
+    }]

@@ -25,18 +25,36 @@ def groups() -> None:
 
 @groups.command("list")
 @client_options
-def list_groups(bootstrap_server: str, properties: tuple[str, ...]) -> None:
-    """List group ids (with their state)."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_groups(bootstrap_server: str, properties: tuple[str, ...], output: str) -> None:
+    """List group ids (with their state).
+
+    \b
+    Examples:
+      gregor groups list
+      gregor groups list --output json
+    """
     with _admin(bootstrap_server, properties) as admin:
-        for gid, _ptype, state in admin.list_groups():
-            click.echo(f"{gid}\t{state}" if state else gid)
+        found = admin.list_groups()
+    if output == "json":
+        click.echo(json.dumps([{"group": g, "protocol_type": t, "state": s} for g, t, s in found]))
+        return
+    for gid, _ptype, state in found:
+        click.echo(f"{gid}\t{state}" if state else gid)
 
 
 @groups.command()
 @client_options
 @click.argument("group")
-def describe(bootstrap_server: str, properties: tuple[str, ...], group: str) -> None:
-    """Committed offset, log end offset and lag per partition, and who owns it."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, output: str) -> None:
+    """Committed offset, log end offset and lag per partition, and who owns it.
+
+    \b
+    Examples:
+      gregor groups describe readers
+      gregor groups describe readers --output json
+    """
     from gregor.client import TopicPartition
 
     with _admin(bootstrap_server, properties) as admin:
@@ -50,6 +68,20 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str) -> 
         tps = sorted(set(committed) | set(owners))
         ends = admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
     state = desc.state if desc is not None else "Unknown"
+    if output == "json":
+        rows = []
+        for tp in tps:
+            cur = committed.get(tp)
+            end = ends.get(tp, (None, -1))[0]
+            member, host, client = owners.get(tp, (None, None, None))
+            rows.append({
+                "topic": tp.topic, "partition": tp.partition, "current_offset": cur.offset if cur else None,
+                "log_end_offset": end, "lag": end - cur.offset if cur is not None and end is not None else None,
+                "consumer_id": member, "host": host, "client_id": client,
+            })
+        click.echo(json.dumps({"group": group, "state": state, "members": len(desc.members) if desc else 0,
+                               "partitions": rows}))
+        return
     click.echo(f"Consumer group '{group}' ({state}, {len(desc.members) if desc else 0} members)")
     click.echo("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
     for tp in tps:

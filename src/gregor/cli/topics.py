@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from gregor.cli.clientopts import client_config, client_options, fail, parse_kv
@@ -21,11 +23,22 @@ def topics() -> None:
 @topics.command("list")
 @client_options
 @click.option("--internal", is_flag=True, help="Include internal topics.")
-def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bool) -> None:
-    """List topic names."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bool, output: str) -> None:
+    """List topic names.
+
+    \b
+    Examples:
+      gregor topics list
+      gregor topics list --internal --output json
+    """
     with _admin(bootstrap_server, properties) as admin:
-        for name in sorted(admin.list_topics(internal=internal)):
-            click.echo(name)
+        names = sorted(admin.list_topics(internal=internal))
+    if output == "json":
+        click.echo(json.dumps(names))
+        return
+    for name in names:
+        click.echo(name)
 
 
 @topics.command()
@@ -59,8 +72,15 @@ def create(
 @topics.command()
 @client_options
 @click.argument("names", nargs=-1)
-def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...]) -> None:
-    """Partitions (leader, replicas, ISR) and config overrides of topics (all when none named)."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str) -> None:
+    """Partitions (leader, replicas, ISR) and config overrides of topics (all when none named).
+
+    \b
+    Examples:
+      gregor topics describe events
+      gregor topics describe --output json
+    """
     from gregor.client.admin import TOPIC
 
     with _admin(bootstrap_server, properties) as admin:
@@ -72,11 +92,24 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
         except Exception:  # a broker without DescribeConfigs still gets partitions shown
             configs = {}
     failed = False
+    doc = []
     for name in names:
         d = descs.get(name)
         if d is None or isinstance(d, Exception):
             click.echo(f"Topic: {name}\tError: {d}", err=True)
             failed = True
+            continue
+        if output == "json":
+            entries = configs.get((TOPIC, name))
+            doc.append({
+                "topic": name, "topic_id": str(d.topic_id), "internal": d.is_internal,
+                "configs": {e.name: e.value for e in entries.values() if e.source == "DYNAMIC_TOPIC_CONFIG"}
+                if isinstance(entries, dict) else {},
+                "partitions": [
+                    {"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr}
+                    for p in d.partitions
+                ],
+            })
             continue
         entries = configs.get((TOPIC, name))
         overrides = ""
@@ -94,6 +127,8 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
                 f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
                 f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
             )
+    if output == "json":
+        click.echo(json.dumps(doc))
     if failed:
         raise SystemExit(1)
 
