@@ -10,14 +10,13 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient as CkAdmin
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from gregor.cli.main import main
 from gregor.testing import BrokerProcess
+from gregor.testing.cli import run_command
 
 pytestmark = pytest.mark.interop
 
@@ -29,10 +28,7 @@ def broker() -> Iterator[BrokerProcess]:
 
 
 def gregor(b: BrokerProcess, *args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, [*args, "-b", b.bootstrap_servers])
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    return run_command(b.bootstrap_servers, *args)
 
 
 def make_topic(b: BrokerProcess, partitions: int) -> str:

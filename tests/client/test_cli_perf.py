@@ -7,20 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 
-from gregor.cli.main import main
 from gregor.testing import BrokerProcess
+from gregor.testing.cli import run_command
 
 pytestmark = pytest.mark.interop
 
 
 def run(b: BrokerProcess, *args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, [*args, "-b", b.bootstrap_servers])
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    return run_command(b.bootstrap_servers, *args)
 
 
 def records_in(b: BrokerProcess, topic: str, partitions: int) -> int:

@@ -6,20 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 from confluent_kafka import Producer
 
-from gregor.cli.main import main
 from gregor.testing import BrokerProcess
+from gregor.testing.cli import run_command
 
 pytestmark = pytest.mark.interop
 
 
 def run(b: BrokerProcess, *args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, [*args, "-b", b.bootstrap_servers])
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    return run_command(b.bootstrap_servers, *args)
 
 
 def test_list_describe_and_describe_producers_of_an_open_transaction() -> None:

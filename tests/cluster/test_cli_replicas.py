@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, NewTopic
 from replication_helpers import metadata_until, partition_until
 
-from gregor.cli.main import main
+from gregor.testing.cli import run_command
 from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
 
@@ -23,10 +22,7 @@ pytestmark = [
 
 
 def gregor(cluster: ClusterProcess, *args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, [*args, "-b", cluster.bootstrap_servers])
-    if r.exception and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    return run_command(cluster.bootstrap_servers, *args)
 
 
 def test_generate_execute_verify_and_elect(cluster: ClusterProcess, tmp_path: Path) -> None:
