@@ -86,6 +86,11 @@ class ResponseSink(Protocol):
 
     def send(self, data: bytes | bytearray | memoryview) -> None: ...
 
+    @property
+    def frame_arrival(self) -> float:
+        """When the request being handled arrived (time.perf_counter)."""
+        ...
+
 
 class Dispatcher:
     def __init__(self, broker: BrokerState, handlers: Mapping[int, HandlerEntry]) -> None:
@@ -174,7 +179,7 @@ class Dispatcher:
                     (time.perf_counter_ns() - encoding) * 1e-7,
                 )
         self.broker.metrics.request(
-            api_key, (time.perf_counter() - started) * 1000, throttle_ms,
+            api_key, (time.perf_counter() - started) * 1000, (started - conn.frame_arrival) * 1000, throttle_ms,
             getattr(response, "error_code", 0) if response is not None else 0,
         )
         if throttle_s > 0 and kip219:

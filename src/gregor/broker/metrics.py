@@ -113,6 +113,7 @@ class BrokerMetrics:
         self.requests: dict[int, int] = {}
         self.errors: dict[tuple[int, int], int] = {}
         self.total_time: dict[int, _Histogram] = {}
+        self.queue_time: dict[int, _Histogram] = {}
         self.throttle_time: dict[int, _Histogram] = {}
         #: listener -> [bytes read, bytes written, connections accepted, connections closed]
         self.network: dict[str, list[int]] = {}
@@ -131,13 +132,17 @@ class BrokerMetrics:
             n = self.network[name] = [0, 0, 0, 0]
         return n
 
-    def request(self, api_key: int, total_ms: float, throttle_ms: float, error_code: int) -> None:
+    def request(self, api_key: int, handle_ms: float, queue_ms: float, throttle_ms: float, error_code: int) -> None:
+        """One request: its time from arrival to answer is queue_ms (waiting behind the
+        connection's earlier requests) plus handle_ms."""
         self.requests[api_key] = self.requests.get(api_key, 0) + 1
         h = self.total_time.get(api_key)
         if h is None:
             h = self.total_time[api_key] = _Histogram()
+            self.queue_time[api_key] = _Histogram()
             self.throttle_time[api_key] = _Histogram()
-        h.observe(total_ms)
+        h.observe(handle_ms + queue_ms)
+        self.queue_time[api_key].observe(queue_ms)
         self.throttle_time[api_key].observe(throttle_ms)
         if error_code:
             key = (api_key, error_code)
@@ -205,7 +210,8 @@ class BrokerCollector(Collector):
             e.add_metric([_api_name(key), error], n)
         yield e
         for name, source, doc in (
-            ("totaltimems", m.total_time, "From the request's turn on its connection to its answer queued, ms."),
+            ("totaltimems", m.total_time, "From the request's arrival to its answer queued, ms."),
+            ("requestqueuetimems", m.queue_time, "Waiting behind the connection's earlier requests, ms."),
             ("throttletimems", m.throttle_time, "Throttle time given in answers, ms."),
         ):
             h = HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", doc, labels=["request"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -113,6 +114,10 @@ class Connection(asyncio.Protocol):
         self.last_active = loop.time()
         self._decoder = FrameDecoder(host.max_request_bytes)
         self._frames: deque[memoryview | bytes] = deque()
+        #: When each queued frame's last bytes arrived (perf_counter), beside ``_frames``.
+        self._arrivals: deque[float] = deque()
+        #: When the frame being handled arrived: the dispatcher's request queue time.
+        self.frame_arrival = 0.0
         self._task: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._writing_paused = False
@@ -173,6 +178,7 @@ class Connection(asyncio.Protocol):
         except ProtocolError as e:
             log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
             self._frames.clear()
+            self._arrivals.clear()
             if self._task is None:
                 self.close()
             else:
@@ -181,6 +187,7 @@ class Connection(asyncio.Protocol):
         if not frames:
             return
         self._frames.extend(frames)
+        self._arrivals.extend([time.perf_counter()] * len(frames))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._work())
         if len(self._frames) >= MAX_QUEUED_FRAMES and not self._reading_paused:
@@ -200,6 +207,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._frames.clear()
+        self._arrivals.clear()
         if self in self.host.connections:
             self.host.connections.discard(self)
             self._net[3] += 1
@@ -224,6 +232,7 @@ class Connection(asyncio.Protocol):
                 frames = self._frames
                 while frames and not self.closed:
                     frame = frames.popleft()
+                    self.frame_arrival = self._arrivals.popleft()
                     self.busy = True
                     try:
                         ok = await self.host.handle_frame(self, frame)
@@ -302,6 +311,7 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         self.closed = True
         self._frames.clear()
+        self._arrivals.clear()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
