@@ -9,6 +9,7 @@ confluent-kafka producer as that user; passwords never reach the broker's log.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,6 +152,11 @@ def test_acls_prefixed_deny_and_targeted_remove(broker: BrokerProcess) -> None:
     assert acls_on(broker, f"{prefix}-secret") == set()
     assert len(acls_on(broker, prefix)) == 3
     assert produce_as(broker, f"{prefix}-secret", "PLAIN", "alice", "alice-secret") is None
+    code, out, _ = gregor(broker, "acls", "list", "--topic", prefix, "--resource-pattern-type", "prefixed",
+                          "--output", "json")
+    assert code == 0 and sorted((a["operation"], a["pattern_type"], a["permission_type"]) for a in json.loads(out)) == [
+        ("CREATE", "PREFIXED", "ALLOW"), ("DESCRIBE", "PREFIXED", "ALLOW"), ("WRITE", "PREFIXED", "ALLOW")
+    ]
 
 
 def test_acls_usage_errors() -> None:
@@ -189,6 +195,8 @@ def test_users_scram_credentials_set_used_described_and_deleted(broker: BrokerPr
     assert gone is not None and gone.code() == KafkaError._AUTHENTICATION
     code, out, _ = gregor(broker, "users", "describe", "carol")
     assert out == "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=4096\n"
+    code, out, _ = gregor(broker, "users", "describe", "carol", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"carol": {"SCRAM-SHA-512": {"iterations": 4096}}})
     code, _, err = gregor(broker, "users", "alter", "carol", "--delete-config", "SCRAM-SHA-256")
     assert code == 1 and "carol" in err  # nothing to delete: the broker's refusal is reported
     code, _, err = gregor(broker, "users", "alter", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192]")

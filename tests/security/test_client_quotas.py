@@ -10,6 +10,7 @@ consumer_byte_rate quota is throttled too; a client the quota does not name is n
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -198,6 +199,11 @@ def test_gregor_quotas_alter_and_describe(broker: BrokerProcess) -> None:
     code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
     assert (code, out) == (0, f"Quota configs for user-principal '{user}', the default client-id are "
                               "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n")
+    code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults", "--output", "json")
+    assert (code, json.loads(out)) == (0, [{
+        "entity": [{"type": "client-id", "name": None}, {"type": "user", "name": user}],
+        "quotas": {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0},
+    }])
     assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "consumer_byte_rate")[0] == 0
     code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
     assert out.endswith("are producer_byte_rate=1048576.0\n")

@@ -14,6 +14,7 @@ optionally only those of ``--principal``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -210,8 +211,16 @@ def add(bootstrap_server: str, properties: tuple[str, ...], **kw: Any) -> None:
     help="Which patterns to list: any, those that match the names (match), or literal / prefixed ones.",
 )
 @click.option("--principal", "principals", multiple=True, help="Only the ACLs of this principal; repeatable.")
-def list_acls(bootstrap_server: str, properties: tuple[str, ...], **kw: Any) -> None:
-    """List ACLs (on the resources named, or all)."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: Any) -> None:
+    """List ACLs (on the resources named, or all).
+
+    \b
+    Examples:
+      gregor acls list
+      gregor acls list --topic events --output json
+      gregor acls list --principal User:alice
+    """
     from gregor.client.acls import AclBindingFilter, PatternType
 
     pattern = PatternType.parse(kw["pattern"])
@@ -227,6 +236,14 @@ def list_acls(bootstrap_server: str, properties: tuple[str, ...], **kw: Any) -> 
             for b in admin.describe_acls(f):
                 if b not in found:
                     found.append(b)
+    if output == "json":
+        click.echo(json.dumps([
+            {"resource_type": b.resource_type.name, "name": b.name, "pattern_type": b.pattern_type.name,
+             "principal": b.principal, "host": b.host, "operation": b.operation.name,
+             "permission_type": b.permission_type.name}
+            for b in found
+        ]))
+        return
     _print_by_resource(found, "Current ACLs for resource")
 
 

@@ -10,6 +10,7 @@ takes ``--add-config producer_byte_rate=1048576,consumer_byte_rate=2097152`` and
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -69,11 +70,24 @@ def quotas() -> None:
 @quotas.command()
 @client_options
 @_entity_options
-def describe(bootstrap_server: str, properties: tuple[str, ...], **kw: Any) -> None:
-    """Quotas of the entities matching the one given (all when none is)."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def describe(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: Any) -> None:
+    """Quotas of the entities matching the one given (all when none is).
+
+    \b
+    Examples:
+      gregor quotas describe
+      gregor quotas describe --user alice --client-defaults --output json
+    """
     components = [(etype, 1 if name is None else 0, name) for etype, name in _entity(kw)]
     with _admin(bootstrap_server, properties) as admin:
         found = admin.describe_client_quotas(components, strict=bool(components))
+    if output == "json":
+        click.echo(json.dumps([
+            {"entity": [{"type": t, "name": n} for t, n in entity], "quotas": dict(sorted(found[entity].items()))}
+            for entity in sorted(found, key=describe_entity)
+        ]))
+        return
     for entity in sorted(found, key=describe_entity):
         values = ", ".join(f"{k}={v}" for k, v in sorted(found[entity].items()))
         click.echo(f"Quota configs for {describe_entity(entity)} are {values}")

@@ -10,6 +10,7 @@ iteration counts, never a password or a salt.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -84,10 +85,26 @@ def users() -> None:
 @users.command()
 @client_options
 @click.argument("names", nargs=-1)
-def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...]) -> None:
-    """Each user's SCRAM mechanisms and iterations (every user with a credential when none named)."""
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str) -> None:
+    """Each user's SCRAM mechanisms and iterations (every user with a credential when none named).
+
+    \b
+    Examples:
+      gregor users describe
+      gregor users describe alice bob --output json
+    """
     with _admin(bootstrap_server, properties) as admin:
         found = admin.describe_user_scram_credentials(list(names) if names else None)
+    if output == "json":
+        click.echo(json.dumps({
+            user: {"error": str(c)} if isinstance(c, Exception)
+            else {m.kafka_name: {"iterations": i} for m, i in sorted(c)}
+            for user, c in sorted(found.items())
+        }))
+        if any(isinstance(c, Exception) for c in found.values()):
+            raise SystemExit(1)
+        return
     failed = False
     for user in sorted(found):
         creds = found[user]
