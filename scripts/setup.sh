@@ -12,7 +12,7 @@ stamp=.venv/.gregor-installed
 # compiles src/gregor/protocol/records/_scan.pyx in place; Cython is a build requirement).
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
   || [ -n "$(find src -name '*.pyx' -newer "$stamp")" ]; then
-  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark,cluster]'
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark,cluster,console]'
   touch "$stamp"
 fi
 # Byte-compile once: the generated codec is large, and with PYTHONDONTWRITEBYTECODE set

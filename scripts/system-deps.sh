@@ -7,6 +7,10 @@ need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+# The web console's browser tests (Chromium and its WebDriver) and its charts (Chart.js).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+[ -d /usr/share/javascript/chart.js ] || need+=(libjs-chart.js)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "[setup] installing ${need[*]}"

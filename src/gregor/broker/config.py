@@ -209,6 +209,11 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("quota.window.num", "int", 11, "Client quotas: how many windows a rate is measured over.", 1),
     ConfigKey("quota.window.size.seconds", "int", 1, "Client quotas: the length of one window.", 1),
     ConfigKey(
+        "console.listener", "string", None,
+        "Serve the web console at http://host:port/ beside the broker (through its first PLAINTEXT "
+        "listener); unset: none. `gregor console` serves it for any cluster.",
+    ),
+    ConfigKey(
         "metrics.listener", "string", None,
         "Serve Prometheus metrics (Kafka's JMX names) at http://host:port/metrics; unset: none.",
     ),
@@ -350,6 +355,8 @@ class BrokerConfig:
         self.listener_security: dict[str, ListenerSecurity] = {}
         #: (host, port) of the Prometheus endpoint (``metrics.listener``), None without one.
         self.metrics_address: tuple[str, int] | None = None
+        #: (host, port) of the web console served beside the broker (``console.listener``).
+        self.console_address: tuple[str, int] | None = None
         for listener in self.listeners:
             protocol = self.security_protocol(listener.name)
             try:
@@ -400,6 +407,16 @@ class BrokerConfig:
             )
         if self.values["metrics.listener"]:
             self.metrics_address = parse_metrics_listener(str(self.values["metrics.listener"]))
+        if self.values["console.listener"]:
+            try:
+                self.console_address = parse_metrics_listener(str(self.values["console.listener"]))
+            except ConfigError as e:
+                raise ConfigError(str(e).replace("metrics.listener", "console.listener")) from None
+            if not any(self.security_protocol(listener.name) == "PLAINTEXT" for listener in self.listeners):
+                raise ConfigError(
+                    "console.listener needs a PLAINTEXT listener to reach the broker through; with "
+                    "security on, run `gregor console` with the client's -X login settings instead"
+                )
         authorizer = str(self.values["authorizer.class.name"] or "").strip()
         if authorizer and authorizer not in AUTHORIZER_CLASS_NAMES:
             raise ConfigError(

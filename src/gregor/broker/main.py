@@ -7,11 +7,14 @@ written to ``path`` at a clean stop (for ``bench/broker.py``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+from typing import Any
 
 from gregor.broker.broker import Broker
 from gregor.broker.config import BrokerConfig
+from gregor.broker.events import log_event
 
 PROFILE_ENV = "GREGOR_PROFILE"
 
@@ -19,13 +22,31 @@ PROFILE_ENV = "GREGOR_PROFILE"
 async def serve(config: BrokerConfig) -> int:
     broker = Broker(config)
     await broker.start()
+    console = None
+    if config.console_address is not None:
+        console = await _start_console(broker, *config.console_address)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if console is not None:
+        await console.cleanup()
     await broker.stop()
     return 0
+
+
+async def _start_console(broker: Broker, host: str, port: int) -> Any:
+    """The web console beside the broker, a client of its first PLAINTEXT listener."""
+    from gregor.console.app import serve as serve_console
+
+    name, bind_host, bound = next(
+        (n, h, p) for n, h, p in broker.bound_listeners if broker.config.security_protocol(n) == "PLAINTEXT"
+    )
+    target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+    runner, console_port = await serve_console({"bootstrap.servers": f"{target}:{bound}"}, host, port)
+    log_event(logging.getLogger("gregor.broker"), "console.started", url=f"http://{host}:{console_port}/", listener=name)
+    return runner
 
 
 def run(config: BrokerConfig) -> int:

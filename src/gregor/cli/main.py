@@ -24,8 +24,12 @@ def main() -> None:
     help="Set a broker config key, as in server.properties (repeatable).",
 )
 @click.option("--log-level", default="INFO", show_default=True)
-def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -> None:
+@click.option("--console", "console_listen", default=None, metavar="HOST:PORT",
+              help="Also serve the web console there (the console.listener config).")
+def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str, console_listen: str | None) -> None:
     """Run a broker. With no arguments: 127.0.0.1:9092, data in ./gregor-data."""
+    if console_listen:
+        overrides = (*overrides, f"console.listener=http://{console_listen}")
     from gregor.broker.config import BrokerConfig, ConfigError
     from gregor.broker.events import setup_logging
 
@@ -48,6 +52,7 @@ def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str) -
 
 from gregor.cli.acls import acls  # noqa: E402
 from gregor.cli.configs import configs  # noqa: E402
+from gregor.cli.console import console  # noqa: E402
 from gregor.cli.consume import consume  # noqa: E402
 from gregor.cli.dump_log import dump_log  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
@@ -79,6 +84,7 @@ main.add_command(perf)
 main.add_command(transactions)
 main.add_command(leader_election)
 main.add_command(reassign)
+main.add_command(console)
 
 
 if __name__ == "__main__":

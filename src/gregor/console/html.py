@@ -1,0 +1,70 @@
+"""The console's page shell and the small HTML helpers its pages share (escaped by default)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+NAV = (("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"), ("/acls", "ACLs"), ("/users", "Users"))
+
+
+def page(title: str, body: str, active: str = "/", message: str | None = None, error: str | None = None) -> str:
+    nav = "".join(
+        f'<a href="{href}" class="{"active" if href == active else ""}">{escape(label)}</a>' for href, label in NAV
+    )
+    notice = ""
+    if message:
+        notice += f'<p class="notice" id="message">{escape(message)}</p>'
+    if error:
+        notice += f'<p class="error" id="error">{escape(error)}</p>'
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{escape(title)} · Gregor console</title>"
+        "<link rel='stylesheet' href='/static/console.css'>"
+        "<script src='/static/chart.js'></script><script src='/static/console.js' defer></script>"
+        f"</head><body><header><span class='brand'>Gregor</span><nav>{nav}</nav></header>"
+        f"<main><h1>{escape(title)}</h1>{notice}{body}</main></body></html>"
+    )
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], table_id: str = "") -> str:
+    """Cells are escaped unless they are ``Raw``."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{cell if isinstance(cell, Raw) else escape(str(cell))}</td>" for cell in row) + "</tr>"
+        for row in rows
+    )
+    ident = f" id='{escape(table_id)}'" if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class Raw(str):
+    """Markup that is already safe (built by these helpers)."""
+
+
+def link(href: str, text: str) -> Raw:
+    return Raw(f"<a href='{escape(href, quote=True)}'>{escape(text)}</a>")
+
+
+def form(action: str, fields: str, button: str, form_id: str = "", confirm: str | None = None) -> str:
+    ident = f" id='{escape(form_id)}'" if form_id else ""
+    onsubmit = f" onsubmit=\"return confirm('{escape(confirm)}')\"" if confirm else ""
+    return (
+        f"<form method='post' action='{escape(action, quote=True)}'{ident}{onsubmit}>{fields}"
+        f"<button type='submit'>{escape(button)}</button></form>"
+    )
+
+
+def field(name: str, label: str, value: str = "", kind: str = "text", options: Sequence[str] = ()) -> str:
+    if options:
+        opts = "".join(
+            f"<option value='{escape(o, quote=True)}'{' selected' if o == value else ''}>{escape(o)}</option>"
+            for o in options
+        )
+        control = f"<select name='{escape(name)}'>{opts}</select>"
+    elif kind == "textarea":
+        control = f"<textarea name='{escape(name)}' rows='3'>{escape(value)}</textarea>"
+    else:
+        control = f"<input type='{kind}' name='{escape(name)}' value='{escape(value, quote=True)}'>"
+    return f"<label>{escape(label)} {control}</label>"

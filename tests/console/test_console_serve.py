@@ -1,0 +1,45 @@
+"""The console served beside a broker (``console.listener`` / ``gregor serve --console``), and
+its refusal to start where it could not reach the broker."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from gregor.testing import BrokerProcess
+from gregor.testing.process import BrokerStartError
+
+pytestmark = pytest.mark.interop
+
+
+def test_the_console_beside_a_broker() -> None:
+    with BrokerProcess(config={"console.listener": "http://127.0.0.1:0"}) as b:
+        m = None
+        while m is None:  # the console starts right after the broker's started line
+            m = re.search(r"event=console\.started url=(\S+)", b.read_log())
+            assert b.proc is not None and b.proc.poll() is None, b.read_log()[-2000:]
+            time.sleep(0.05)
+        with urllib.request.urlopen(m.group(1), timeout=30) as resp:
+            html = resp.read().decode()
+        cluster_id = AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics(timeout=30).cluster_id
+        assert f"<b id='cluster-id'>{cluster_id}</b>" in html
+
+
+def test_a_console_that_cannot_reach_the_broker_stops_it() -> None:
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="a" password="b" user_a="b";')
+    with pytest.raises(BrokerStartError, match="console.listener needs a PLAINTEXT listener"):
+        with BrokerProcess(config={
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "console.listener": "http://127.0.0.1:0",
+        }):
+            pass
+    with pytest.raises(BrokerStartError, match="console.listener"):
+        with BrokerProcess(config={"console.listener": "somewhere"}):
+            pass
