@@ -67,6 +67,8 @@ def test_traffic_log_and_group_metrics_match_what_was_sent(broker: BrokerProcess
     assert value(s, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produces
     assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf") == produces
     assert value(s, "kafka_network_requestmetrics_requestqueuetimems_count", request="Produce") == produces
+    assert value(s, "kafka_network_requestmetrics_localtimems_count", request="Produce") == produces
+    assert value(s, "kafka_network_requestmetrics_remotetimems_count", request="Produce") == produces
     # waiting in the queue is part of the total
     assert (value(s, "kafka_network_requestmetrics_requestqueuetimems_sum", request="Produce")
             <= value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce"))

@@ -206,6 +206,7 @@ class Broker:
         if config.metrics_address is not None:
             host, port = config.metrics_address
             metrics_server, self.metrics_port = await serve_metrics(self, host, port)
+            self.metrics.timing = True
             self.servers.append(metrics_server)
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()

@@ -139,12 +139,14 @@ class Dispatcher:
                 peer=peer, api=info.name, version=version, reason=str(e),
             )
             return False
-        quotas = self.broker.quotas
-        # request_percentage (Kafka's request quota): time the handling unless exempt.
+        quotas, metrics = self.broker.quotas, self.broker.metrics
+        # request_percentage (Kafka's request quota) times the handling unless exempt; served
+        # metrics time it too, to split local (the handler's own steps) from remote (waiting).
+        request_quota = not inter_broker and quotas.has(REQUEST_PERCENTAGE)
         timed: _Timed | None = None
         ctx = RequestContext(self.broker, conn.info, header)
         try:
-            if inter_broker or not quotas.has(REQUEST_PERCENTAGE):
+            if not (request_quota or metrics.timing):
                 response = await entry.handler(ctx, request)
             else:
                 timed = _Timed(entry.handler(ctx, request))  # type: ignore[arg-type]  # handlers are coroutines
@@ -153,8 +155,9 @@ class Dispatcher:
             log.exception("handler failed")
             log_event(log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e))
             return False
+        handled = time.perf_counter()
         throttle_ms = getattr(response, "throttle_time_ms", 0) if response is not None else 0
-        if timed is not None:
+        if request_quota and timed is not None:
             request_throttle = quotas.throttle_ms(
                 REQUEST_PERCENTAGE, conn.info.principal, header.client_id, timed.ns * 1e-7  # % x s
             )
@@ -167,20 +170,22 @@ class Dispatcher:
         if throttle_s > 0 and not kip219:
             await _hold(conn, throttle_s)  # an old client is throttled by a late answer
         if response is not None:
-            encoding = time.perf_counter_ns() if timed is not None else 0
+            encoding = time.perf_counter_ns() if request_quota else 0
             if isinstance(response, (bytes, bytearray, memoryview)):
                 conn.send(response)
             else:
                 for part in coalesce(encode_response_parts(api_key, version, header.correlation_id, response)):
                     conn.send(part)
-            if timed is not None:  # the answer's encoding counts too (Kafka's network time)
+            if request_quota:  # the answer's encoding counts too (Kafka's network time)
                 quotas.throttle_ms(
                     REQUEST_PERCENTAGE, conn.info.principal, header.client_id,
                     (time.perf_counter_ns() - encoding) * 1e-7,
                 )
-        self.broker.metrics.request(
+        local_ms = timed.ns / 1e6 if timed is not None else None
+        metrics.request(
             api_key, (time.perf_counter() - started) * 1000, (started - conn.frame_arrival) * 1000, throttle_ms,
             getattr(response, "error_code", 0) if response is not None else 0,
+            local_ms, None if local_ms is None else max(0.0, (handled - started) * 1000 - local_ms),
         )
         if throttle_s > 0 and kip219:
             # KIP-219: the answer goes out at once with its throttle time, and the connection

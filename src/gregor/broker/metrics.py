@@ -114,7 +114,11 @@ class BrokerMetrics:
         self.errors: dict[tuple[int, int], int] = {}
         self.total_time: dict[int, _Histogram] = {}
         self.queue_time: dict[int, _Histogram] = {}
+        self.local_time: dict[int, _Histogram] = {}
+        self.remote_time: dict[int, _Histogram] = {}
         self.throttle_time: dict[int, _Histogram] = {}
+        #: Time each handler's own steps (set when the metrics are served): local and remote time.
+        self.timing = False
         #: listener -> [bytes read, bytes written, connections accepted, connections closed]
         self.network: dict[str, list[int]] = {}
         #: [ISR shrinks, ISR expansions] (the replica manager's partitions add to it).
@@ -132,9 +136,13 @@ class BrokerMetrics:
             n = self.network[name] = [0, 0, 0, 0]
         return n
 
-    def request(self, api_key: int, handle_ms: float, queue_ms: float, throttle_ms: float, error_code: int) -> None:
+    def request(
+        self, api_key: int, handle_ms: float, queue_ms: float, throttle_ms: float, error_code: int,
+        local_ms: float | None = None, remote_ms: float | None = None,
+    ) -> None:
         """One request: its time from arrival to answer is queue_ms (waiting behind the
-        connection's earlier requests) plus handle_ms."""
+        connection's earlier requests) plus handle_ms; of the handling, local_ms ran on the
+        loop and remote_ms waited (acks, long polls), when timed."""
         self.requests[api_key] = self.requests.get(api_key, 0) + 1
         h = self.total_time.get(api_key)
         if h is None:
@@ -144,6 +152,13 @@ class BrokerMetrics:
         h.observe(handle_ms + queue_ms)
         self.queue_time[api_key].observe(queue_ms)
         self.throttle_time[api_key].observe(throttle_ms)
+        if local_ms is not None and remote_ms is not None:
+            local = self.local_time.get(api_key)
+            if local is None:
+                local = self.local_time[api_key] = _Histogram()
+                self.remote_time[api_key] = _Histogram()
+            local.observe(local_ms)
+            self.remote_time[api_key].observe(remote_ms)
         if error_code:
             key = (api_key, error_code)
             self.errors[key] = self.errors.get(key, 0) + 1
@@ -212,6 +227,8 @@ class BrokerCollector(Collector):
         for name, source, doc in (
             ("totaltimems", m.total_time, "From the request's arrival to its answer queued, ms."),
             ("requestqueuetimems", m.queue_time, "Waiting behind the connection's earlier requests, ms."),
+            ("localtimems", m.local_time, "The handler's own steps on the event loop, ms."),
+            ("remotetimems", m.remote_time, "Waiting inside the handler (acks=all, long polls), ms."),
             ("throttletimems", m.throttle_time, "Throttle time given in answers, ms."),
         ):
             h = HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", doc, labels=["request"])
