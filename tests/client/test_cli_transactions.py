@@ -59,3 +59,43 @@ def test_list_describe_and_describe_producers_of_an_open_transaction() -> None:
         code, _, err = run(b, "transactions", "describe", "--transactional-id", "never-used")
         assert code == 1 and err.startswith("Error: cannot describe transactional id never-used")
         assert run(b, "transactions", "describe-producers", "--topic", "tx-topic", "--partition", "-1")[0] == 2
+
+
+def test_abort_a_hanging_transaction() -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    with BrokerProcess(config={"num.partitions": 1, "transaction.state.log.num.partitions": 2}) as b:
+        plain = Producer({"bootstrap.servers": b.bootstrap_servers})
+        plain.produce("hang", b"before")
+        assert plain.flush(30) == 0
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "tx-hang"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("hang", b"never-committed")
+        assert p.flush(30) == 0
+        plain.produce("hang", b"after")
+        assert plain.flush(30) == 0
+
+        def committed_view() -> tuple[list[bytes], int]:
+            c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "hang-reader",
+                          "isolation.level": "read_committed", "enable.auto.commit": False})
+            try:
+                c.assign([TopicPartition("hang", 0, 0)])
+                values = [m.value() for m in c.consume(10, 2.0) if not m.error()]
+                low, high = c.get_watermark_offsets(TopicPartition("hang", 0), 30)
+                return values, high
+            finally:
+                c.close()
+
+        # the open transaction holds read_committed readers at its start (offset 1)
+        assert committed_view()[0] == [b"before"]
+        code, out, _ = run(b, "transactions", "describe-producers", "--topic", "hang", "--partition", "0",
+                           "--output", "json")
+        [open_txn] = [x for x in json.loads(out) if x["current_txn_start_offset"] >= 0]
+        assert open_txn["current_txn_start_offset"] == 1
+        code, out, _ = run(b, "transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "1")
+        assert code == 0 and out.startswith(f"Aborted the transaction of producer {open_txn['producer_id']}")
+        values, _ = committed_view()
+        assert values == [b"before", b"after"]  # the aborted record is skipped, the rest readable
+        code, _, err = run(b, "transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset", "1")
+        assert code == 1 and "no open transaction starts at offset 1" in err

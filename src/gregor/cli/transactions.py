@@ -4,8 +4,11 @@
 ``--producer-id`` filter); ``describe --transactional-id ID`` asks the id's coordinator
 (DescribeTransactions); ``describe-producers --topic T --partition P`` asks the partition's
 leader for its active producers and the start offset of each one's open transaction
-(DescribeProducers), which is how a hanging transaction is found. Tables as the Kafka tool
-prints them, tab-separated, or ``--output json``.
+(DescribeProducers), which is how a hanging transaction is found; ``abort --topic T
+--partition P --start-offset O`` then writes the abort marker for the producer whose open
+transaction starts there (WriteTxnMarkers to the leader, which needs CLUSTER_ACTION), as
+kafka-transactions' abort does. Tables as the Kafka tool prints them, tab-separated, or
+``--output json``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ Examples:
   gregor transactions list
   gregor transactions describe --transactional-id orders-writer
   gregor transactions describe-producers --topic orders --partition 0
+  gregor transactions abort --topic orders --partition 0 --start-offset 42
 """)
 def transactions() -> None:
     """List and describe transactions and producers (like kafka-transactions)."""
@@ -113,3 +117,34 @@ def describe_producers(bootstrap_server: str, properties: tuple[str, ...], topic
         [[p["producer_id"], p["producer_epoch"], p["coordinator_epoch"], p["last_sequence"], p["last_timestamp"],
           "None" if p["current_txn_start_offset"] < 0 else p["current_txn_start_offset"]] for p in found],
     )
+
+
+@transactions.command()
+@client_options
+@click.option("--topic", required=True)
+@click.option("--partition", type=click.IntRange(min=0), required=True)
+@click.option("--start-offset", type=click.IntRange(min=0), required=True,
+              help="Where the hanging transaction starts (describe-producers' CurrentTransactionStartOffset).")
+def abort(bootstrap_server: str, properties: tuple[str, ...], topic: str, partition: int, start_offset: int) -> None:
+    """Abort a hanging transaction on one partition."""
+    from gregor.client.metadata import TopicPartition
+
+    tp = TopicPartition(topic, partition)
+    with _admin(bootstrap_server, properties) as admin:
+        found = admin.describe_producers([tp]).get(tp)
+        if found is None or isinstance(found, Exception):
+            fail(f"cannot describe the producers of {topic}-{partition}: {found}")
+        assert isinstance(found, list)
+        producer = next((p for p in found if p["current_txn_start_offset"] == start_offset), None)
+        if producer is None:
+            fail(f"no open transaction starts at offset {start_offset} of {topic}-{partition}")
+        assert producer is not None
+        from gregor.protocol.errors import KafkaError
+
+        try:
+            admin.abort_transaction(tp, producer["producer_id"], producer["producer_epoch"],
+                                    producer["coordinator_epoch"])
+        except KafkaError as e:
+            fail(f"cannot abort the transaction of producer {producer['producer_id']} on {topic}-{partition}: {e.name}: {e}")
+    click.echo(f"Aborted the transaction of producer {producer['producer_id']} (epoch {producer['producer_epoch']}) "
+               f"starting at offset {start_offset} of {topic}-{partition}.")

@@ -66,6 +66,7 @@ from gregor.protocol.messages import (
     ListTransactionsRequest,
     OffsetCommitRequest,
     RenewDelegationTokenRequest,
+    WriteTxnMarkersRequest,
 )
 
 TOPIC = 2
@@ -1014,6 +1015,33 @@ class AIOAdminClient:
                         for a in p.active_producers
                     ]
         return out
+
+    async def abort_transaction(
+        self, partition: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> None:
+        """Write an abort marker for a producer's open transaction on one partition (Kafka's
+        ``Admin.abortTransaction``, for a transaction its coordinator has lost: a hanging one).
+        Needs CLUSTER_ACTION; raises the partition's error."""
+        tp = TopicPartition(*partition)
+        meta = await self._client.fetch_metadata([tp.topic])
+        leader = next(
+            (p.leader_id for t in meta.topics if t.name == tp.topic for p in t.partitions if p.partition_index == tp.partition),
+            -1,
+        )
+        if leader < 0:
+            raise error_for_code(3)(f"{tp.topic}-{tp.partition}")
+        conn = await self._client.connection(leader)
+        req = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.Markers(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            topics=[WriteTxnMarkersRequest.Markers.Topics(name=tp.topic, partition_indexes=[tp.partition])],
+            coordinator_epoch=coordinator_epoch,
+        )])
+        resp = await conn.send(req, conn.version(req.API_KEY))
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for_code(p.error_code)(f"{t.name}-{p.partition_index}")
 
     async def describe_log_dirs(
         self, brokers: Iterable[int] | None = None, topics: Iterable[str] | None = None
