@@ -219,3 +219,22 @@ def test_json_output_of_topics_and_groups(broker: BrokerProcess) -> None:
         "topic": topic, "partition": 1, "current_offset": 1, "log_end_offset": 3, "lag": 2,
         "consumer_id": None, "host": None, "client_id": None,
     }]
+
+
+def test_actions_report_in_json(broker: BrokerProcess) -> None:
+    name = f"json-act-{uuid.uuid4().hex[:6]}"
+    code, out, _ = gregor(broker, "topics", "create", name, "-p", "1", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"result": "ok", "topic": name, "created": True})
+    code, out, _ = gregor(broker, "topics", "alter", name, "-p", "2", "-c", "retention.ms=1000", "--output", "json")
+    assert json.loads(out) == {"result": "ok", "topic": name, "partitions": 2,
+                               "configs": {"retention.ms": "1000"}, "deleted_configs": []}
+    ck = CkAdmin({"bootstrap.servers": broker.bootstrap_servers})
+    assert len(ck.list_topics(timeout=30).topics[name].partitions) == 2
+    app = f"json-app-{uuid.uuid4().hex[:6]}"
+    code, out, _ = gregor(broker, "quotas", "alter", "--client-id", app, "--add-config", "producer_byte_rate=4096",
+                          "--output", "json")
+    assert json.loads(out) == {"result": "ok", "entity": [{"type": "client-id", "name": app}],
+                               "quotas": {"producer_byte_rate": 4096.0}}
+    code, out, _ = gregor(broker, "topics", "delete", name, "--output", "json")
+    assert (code, json.loads(out)) == (0, {"result": "ok", "deleted": [name]})
+    assert name not in ck.list_topics(timeout=30).topics

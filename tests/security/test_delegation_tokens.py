@@ -16,6 +16,7 @@ image within seconds.
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -284,6 +285,9 @@ def test_gregor_tokens_create_describe_renew_expire(broker: BrokerProcess) -> No
 
     code, out, _ = gregor("tokens", "describe", "--owner-principal", "User:alice")
     assert code == 0 and any(line.startswith(token_id) and hmac_text in line for line in out.splitlines())
+    code, out, _ = gregor("tokens", "describe", "--owner-principal", "User:alice", "--output", "json")
+    [doc] = [t for t in json.loads(out) if t["token_id"] == token_id]
+    assert (doc["hmac"], doc["owner"], doc["renewers"]) == (hmac_text, "User:alice", ["User:bob"])
 
     code, out, _ = gregor("tokens", "renew", "--hmac", hmac_text, "--renew-time-period", "60000", user="bob")
     assert code == 0 and "Completed renew operation. New expiry date : " in out

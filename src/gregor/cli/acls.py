@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, fail, output_option
 
 if TYPE_CHECKING:
     from gregor.client.acls import (
@@ -166,6 +166,12 @@ def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
     return AdminClient(client_config(bootstrap_server, properties))
 
 
+def _binding_json(b: AclBinding) -> dict[str, str]:
+    return {"resource_type": b.resource_type.name, "name": b.name, "pattern_type": b.pattern_type.name,
+            "principal": b.principal, "host": b.host, "operation": b.operation.name,
+            "permission_type": b.permission_type.name}
+
+
 def _print_by_resource(bindings: Iterable[AclBinding], title: str) -> None:
     by: dict[tuple[Any, str, Any], list[AclBinding]] = {}
     for b in bindings:
@@ -189,13 +195,25 @@ def acls() -> None:
 @client_options
 @_resource_options
 @_entry_options
-def add(bootstrap_server: str, properties: tuple[str, ...], **kw: Any) -> None:
-    """Add ACLs."""
+@output_option
+def add(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: Any) -> None:
+    """Add ACLs.
+
+    \b
+    Examples:
+      gregor acls add --allow-principal User:alice --operation Read --topic events
+      gregor acls add --allow-principal User:app --producer --topic orders --transactional-id app-
+      gregor acls add --deny-principal User:bob --operation All --topic pay --resource-pattern-type prefixed
+    """
     bindings = _bindings(kw)
     with _admin(bootstrap_server, properties) as admin:
         results = admin.create_acls(bindings)
     failed = [(b, e) for b, e in results.items() if e is not None]
-    _print_by_resource([b for b, e in results.items() if e is None], "Adding ACLs for resource")
+    if output == "json":
+        click.echo(json.dumps({"result": "ok" if not failed else "failed",
+                               "added": [_binding_json(b) for b, e in results.items() if e is None]}))
+    else:
+        _print_by_resource([b for b, e in results.items() if e is None], "Adding ACLs for resource")
     for b, e in failed:
         click.echo(f"Error adding {b}: {e}", err=True)
     if failed:
@@ -237,12 +255,7 @@ def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, *
                 if b not in found:
                     found.append(b)
     if output == "json":
-        click.echo(json.dumps([
-            {"resource_type": b.resource_type.name, "name": b.name, "pattern_type": b.pattern_type.name,
-             "principal": b.principal, "host": b.host, "operation": b.operation.name,
-             "permission_type": b.permission_type.name}
-            for b in found
-        ]))
+        click.echo(json.dumps([_binding_json(b) for b in found]))
         return
     _print_by_resource(found, "Current ACLs for resource")
 
@@ -252,8 +265,15 @@ def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, *
 @_resource_options
 @_entry_options
 @click.option("--force", is_flag=True, help="Do not ask before removing.")
-def remove(bootstrap_server: str, properties: tuple[str, ...], force: bool, **kw: Any) -> None:
-    """Remove ACLs: those named, or every ACL on the resources when no principal is given."""
+@output_option
+def remove(bootstrap_server: str, properties: tuple[str, ...], force: bool, output: str, **kw: Any) -> None:
+    """Remove ACLs: those named, or every ACL on the resources when no principal is given.
+
+    \b
+    Examples:
+      gregor acls remove --topic events --force                  # every ACL on the topic
+      gregor acls remove --allow-principal User:alice --operation Read --topic events --force
+    """
     from gregor.client.acls import AclBindingFilter, PatternType
 
     if kw["allow_principals"] or kw["deny_principals"]:
@@ -275,7 +295,10 @@ def remove(bootstrap_server: str, properties: tuple[str, ...], force: bool, **kw
             errors.append(f"Error removing ACLs matching {f}: {r}")
         else:
             removed += [b for b in r if b not in removed]
-    _print_by_resource(removed, "Removed ACLs for resource")
+    if output == "json":
+        click.echo(json.dumps({"result": "ok" if not errors else "failed", "removed": [_binding_json(b) for b in removed]}))
+    else:
+        _print_by_resource(removed, "Removed ACLs for resource")
     for line in errors:
         click.echo(line, err=True)
     if errors:

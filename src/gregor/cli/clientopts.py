@@ -52,3 +52,19 @@ def parse_kv(items: tuple[str, ...], what: str) -> dict[str, str]:
 
 def fail(message: str) -> None:
     raise click.ClickException(message)
+
+
+def output_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--output text|json`` (text by default)."""
+    return click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                        help="json: one JSON document for scripts.")(fn)
+
+
+def done(output: str, text: str, **data: Any) -> None:
+    """An action's result: ``text`` as is, or ``data`` (with ``"result": "ok"``) as JSON."""
+    if output == "json":
+        import json
+
+        click.echo(json.dumps({"result": "ok", **data}))
+    else:
+        click.echo(text)

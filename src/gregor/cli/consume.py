@@ -16,7 +16,13 @@ def _text(b: bytes | None) -> str | None:
     return b.decode("utf-8", errors="backslashreplace")
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Examples:
+  gregor consume events --from-beginning -n 10
+  gregor consume events -g readers --print-key
+  gregor consume events --format json --from-beginning
+""")
 @client_options
 @click.argument("topic")
 @click.option("--group", "-g", default=None, help="Consume as a member of this group (commits offsets).")

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, done, fail, output_option
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]):  # noqa: ANN202
@@ -231,13 +231,20 @@ def reset_offsets(
 @groups.command()
 @client_options
 @click.argument("group_ids", nargs=-1, required=True)
-def delete(bootstrap_server: str, properties: tuple[str, ...], group_ids: tuple[str, ...]) -> None:
-    """Delete groups (they must have no active members)."""
+@output_option
+def delete(bootstrap_server: str, properties: tuple[str, ...], group_ids: tuple[str, ...], output: str) -> None:
+    """Delete groups (they must have no active members).
+
+    \b
+    Examples:
+      gregor groups delete readers
+      gregor groups delete old-a old-b --output json
+    """
     with _admin(bootstrap_server, properties) as admin:
         res = admin.delete_groups(list(group_ids))
     bad = {g: e for g, e in res.items() if e is not None}
-    for g in group_ids:
-        if g not in bad:
-            click.echo(f"Deleted group {g}.")
+    deleted = [g for g in group_ids if g not in bad]
+    if deleted:
+        done(output, "\n".join(f"Deleted group {g}." for g in deleted), deleted=deleted)
     if bad:
         fail("; ".join(f"{g}: {e}" for g, e in bad.items()))

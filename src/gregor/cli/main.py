@@ -13,7 +13,13 @@ def main() -> None:
     """Gregor: a Kafka-compatible event streaming platform."""
 
 
-@main.command()
+@main.command(epilog="""
+\b
+Examples:
+  gregor serve                                   # 127.0.0.1:9092, data in ./gregor-data
+  gregor serve server.properties -o log.retention.ms=3600000
+  gregor serve --console 127.0.0.1:9021 -o metrics.listener=http://127.0.0.1:9308
+""")
 @click.argument("config_file", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--override",

@@ -22,7 +22,13 @@ def pipeline() -> None:
     """The reference Spark pipeline (page views -> windowed counts)."""
 
 
-@pipeline.command("run")
+@pipeline.command("run", epilog="""
+\b
+Examples:
+  gregor pipeline run                                  # a broker of its own, 1,000,000 events
+  gregor pipeline run --bootstrap-servers host:9092 --events 100000
+  gregor pipeline run --master spark://127.0.0.1:7077
+""")
 @click.option("--bootstrap-servers", "-b", default=None, help="An existing broker (default: start one).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master, e.g. spark://host:7077.")
 @click.option("--events", default=1_000_000, show_default=True, help="Page views to generate.")

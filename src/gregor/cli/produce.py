@@ -11,7 +11,13 @@ import click
 from gregor.cli.clientopts import client_config, client_options, fail, parse_kv
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Examples:
+  echo hello | gregor produce events
+  gregor produce events -K : < keyed-lines.txt          # key:value per line
+  gregor produce events --format json < records.jsonl     # {"key":..., "value":..., "headers":...}
+""")
 @client_options
 @click.argument("topic")
 @click.option("--file", "-f", "path", type=click.Path(exists=True, dir_okay=False), help="Read records from a file (default: stdin).")

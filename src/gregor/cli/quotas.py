@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, done, fail, output_option
 
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
@@ -98,8 +98,19 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], output: str, **
 @_entity_options
 @click.option("--add-config", "add", default=None, metavar="KEY=VALUE[,KEY=VALUE]", help="Quotas to set.")
 @click.option("--delete-config", "delete", default=None, metavar="KEY[,KEY]", help="Quotas to remove.")
-def alter(bootstrap_server: str, properties: tuple[str, ...], add: str | None, delete: str | None, **kw: Any) -> None:
-    """Set or remove an entity's quotas."""
+@output_option
+def alter(
+    bootstrap_server: str, properties: tuple[str, ...], add: str | None, delete: str | None, output: str, **kw: Any
+) -> None:
+    """Set or remove an entity's quotas.
+
+    \b
+    Examples:
+      gregor quotas alter --client-id app --add-config producer_byte_rate=1048576
+      gregor quotas alter --user alice --client-defaults --add-config consumer_byte_rate=2097152
+      gregor quotas alter --ip-defaults --add-config connection_creation_rate=50
+      gregor quotas alter --user alice --delete-config request_percentage
+    """
     pairs = _entity(kw)
     if not pairs:
         raise click.UsageError("name the entity: --user/--user-defaults, --client-id/--client-defaults or --ip")
@@ -125,4 +136,5 @@ def alter(bootstrap_server: str, properties: tuple[str, ...], add: str | None, d
     err = next(iter(results.values()), None)
     if err is not None:
         fail(f"cannot alter the quotas of {describe_entity(entity)}: {err}")
-    click.echo(f"Completed updating config for {describe_entity(entity)}.")
+    done(output, f"Completed updating config for {describe_entity(entity)}.",
+         entity=[{"type": t, "name": n} for t, n in entity], quotas=ops)

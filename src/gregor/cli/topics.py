@@ -6,7 +6,7 @@ import json
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail, parse_kv
+from gregor.cli.clientopts import client_config, client_options, done, fail, output_option, parse_kv
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]):  # noqa: ANN202
@@ -48,6 +48,7 @@ def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bo
 @click.option("--replication-factor", "-r", type=int, default=-1, help="Replicas (default: the broker's).")
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config; repeatable.")
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
+@output_option
 def create(
     bootstrap_server: str,
     properties: tuple[str, ...],
@@ -56,8 +57,15 @@ def create(
     replication_factor: int,
     configs: tuple[str, ...],
     if_not_exists: bool,
+    output: str,
 ) -> None:
-    """Create a topic."""
+    """Create a topic.
+
+    \b
+    Examples:
+      gregor topics create events -p 6 -r 3
+      gregor topics create audit -c cleanup.policy=compact -c retention.ms=-1 --if-not-exists
+    """
     from gregor.client import NewTopic
     from gregor.protocol.errors import TopicAlreadyExistsError
 
@@ -66,7 +74,8 @@ def create(
     err = res.get(name)
     if err is not None and not (if_not_exists and isinstance(err, TopicAlreadyExistsError)):
         fail(f"cannot create {name}: {err}")
-    click.echo(f"Created topic {name}." if err is None else f"Topic {name} already exists.")
+    done(output, f"Created topic {name}." if err is None else f"Topic {name} already exists.",
+         topic=name, created=err is None)
 
 
 @topics.command()
@@ -139,6 +148,7 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
 @click.option("--partitions", "-p", type=int, default=None, help="New (larger) partition count.")
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config.")
 @click.option("--delete-config", "deletes", multiple=True, metavar="KEY", help="Remove a config override.")
+@output_option
 def alter(
     bootstrap_server: str,
     properties: tuple[str, ...],
@@ -146,8 +156,16 @@ def alter(
     partitions: int | None,
     configs: tuple[str, ...],
     deletes: tuple[str, ...],
+    output: str,
 ) -> None:
-    """Add partitions to a topic or change its configs."""
+    """Add partitions to a topic or change its configs.
+
+    \b
+    Examples:
+      gregor topics alter events -p 12
+      gregor topics alter events -c retention.ms=86400000 --delete-config cleanup.policy
+    """
+    said: list[str] = []
     from gregor.client.admin import OP_DELETE, OP_SET, TOPIC
 
     if partitions is None and not configs and not deletes:
@@ -157,7 +175,7 @@ def alter(
             err = admin.create_partitions({name: partitions}).get(name)
             if err is not None:
                 fail(f"cannot change partitions of {name}: {err}")
-            click.echo(f"Topic {name} now has {partitions} partitions.")
+            said.append(f"Topic {name} now has {partitions} partitions.")
         if configs or deletes:
             ops: list[tuple[str, int, str | None]] = [
                 (k, OP_SET, v) for k, v in parse_kv(configs, "--config").items()
@@ -166,19 +184,28 @@ def alter(
             err = admin.incremental_alter_configs({(TOPIC, name): ops}).get((TOPIC, name))
             if err is not None:
                 fail(f"cannot alter configs of {name}: {err}")
-            click.echo(f"Updated configs of {name}.")
+            said.append(f"Updated configs of {name}.")
+    done(output, "\n".join(said), topic=name, partitions=partitions,
+         configs=parse_kv(configs, "--config"), deleted_configs=list(deletes))
 
 
 @topics.command()
 @client_options
 @click.argument("names", nargs=-1, required=True)
-def delete(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...]) -> None:
-    """Delete topics."""
+@output_option
+def delete(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str) -> None:
+    """Delete topics.
+
+    \b
+    Examples:
+      gregor topics delete events
+      gregor topics delete old-a old-b --output json
+    """
     with _admin(bootstrap_server, properties) as admin:
         res = admin.delete_topics(list(names))
     bad = {n: e for n, e in res.items() if e is not None}
-    for n in names:
-        if n not in bad:
-            click.echo(f"Deleted topic {n}.")
+    deleted = [n for n in names if n not in bad]
+    if deleted:
+        done(output, "\n".join(f"Deleted topic {n}." for n in deleted), deleted=deleted)
     if bad:
         fail("; ".join(f"{n}: {e}" for n, e in bad.items()))

@@ -49,7 +49,12 @@ def transactions() -> None:
     """List and describe transactions and producers (like kafka-transactions)."""
 
 
-@transactions.command("list")
+@transactions.command("list", epilog="""
+\b
+Examples:
+  gregor transactions list
+  gregor transactions list --state Ongoing --output json
+""")
 @client_options
 @click.option("--state", "states", multiple=True, help="Only transactions in this state (e.g. Ongoing); repeatable.")
 @click.option("--producer-id", "producer_ids", multiple=True, type=int, help="Only this producer id; repeatable.")
@@ -67,7 +72,11 @@ def list_(bootstrap_server: str, properties: tuple[str, ...], states: tuple[str,
     _table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], [list(r) for r in found])
 
 
-@transactions.command()
+@transactions.command(epilog="""
+\b
+Examples:
+  gregor transactions describe --transactional-id orders-writer
+""")
 @client_options
 @click.option("--transactional-id", "transactional_id", required=True)
 @_OUTPUT
@@ -93,7 +102,11 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], transactional_i
     )
 
 
-@transactions.command("describe-producers")
+@transactions.command("describe-producers", epilog="""
+\b
+Examples:
+  gregor transactions describe-producers --topic orders --partition 0
+""")
 @client_options
 @click.option("--topic", required=True)
 @click.option("--partition", type=click.IntRange(min=0), required=True)
@@ -119,7 +132,11 @@ def describe_producers(bootstrap_server: str, properties: tuple[str, ...], topic
     )
 
 
-@transactions.command()
+@transactions.command(epilog="""
+\b
+Examples:
+  gregor transactions abort --topic orders --partition 0 --start-offset 42
+""")
 @client_options
 @click.option("--topic", required=True)
 @click.option("--partition", type=click.IntRange(min=0), required=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, done, fail, output_option
 
 DEFAULT_ITERATIONS = 4096
 
@@ -125,8 +125,17 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
               help="Credentials to set (SCRAM-SHA-256, SCRAM-SHA-512).")
 @click.option("--delete-config", "delete", default=None, metavar="MECH[,MECH]",
               help="Mechanisms whose credential to remove.")
-def alter(bootstrap_server: str, properties: tuple[str, ...], name: str, add: str | None, delete: str | None) -> None:
-    """Set or remove a user's SCRAM credentials."""
+@output_option
+def alter(
+    bootstrap_server: str, properties: tuple[str, ...], name: str, add: str | None, delete: str | None, output: str
+) -> None:
+    """Set or remove a user's SCRAM credentials.
+
+    \b
+    Examples:
+      gregor users alter alice --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+      gregor users alter alice --delete-config SCRAM-SHA-512
+    """
     from gregor.client.acls import ScramMechanism
 
     if not add and not delete:
@@ -150,4 +159,5 @@ def alter(bootstrap_server: str, properties: tuple[str, ...], name: str, add: st
                 errors.append(f"cannot set the {u[1].kafka_name} credential of user {name}: {err}")
     if errors:
         fail("; ".join(errors))
-    click.echo(f"Completed updating config for user {name}.")
+    done(output, f"Completed updating config for user {name}.", user=name,
+         set=[u[1].kafka_name for u in ups], deleted=[d[1].kafka_name for d in dels])
