@@ -66,6 +66,12 @@ def test_generate_execute_verify_and_elect(cluster: ClusterProcess, tmp_path: Pa
     assert partition_until(cluster, "moved", 0, lambda p: p.leader == 3).leader == 3
     code, out, _ = gregor(cluster, "leader-election", "--election-type", "preferred", "--all-topic-partitions")
     assert code == 0 and "moved-0" in out
+    code, out, _ = gregor(cluster, "leader-election", "--election-type", "preferred", "--topic", "moved",
+                          "--partition", "0", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"election_type": "PREFERRED", "elected": [], "not_needed": ["moved-0"],
+                                           "errors": {}})
+    code, out, _ = gregor(cluster, "reassign", "--reassignment-json-file", str(plan), "--verify", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"moved-0": "completed"})
 
     # bad input: usage errors (exit 2) and a broker's refusal (exit 1)
     assert gregor(cluster, "reassign", "--reassignment-json-file", str(plan))[0] == 2

@@ -43,3 +43,24 @@ def test_a_console_that_cannot_reach_the_broker_stops_it() -> None:
     with pytest.raises(BrokerStartError, match="console.listener"):
         with BrokerProcess(config={"console.listener": "somewhere"}):
             pass
+
+
+def test_gregor_console_reports_its_url_as_json() -> None:
+    import json
+    import subprocess
+    import sys
+
+    with BrokerProcess(config={}) as b:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gregor", "console", "-b", b.bootstrap_servers, "--listen", "127.0.0.1:0",
+             "--output", "json"],
+            stdout=subprocess.PIPE, text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            url = json.loads(proc.stdout.readline())["url"]
+            with urllib.request.urlopen(url + "topics", timeout=30) as resp:
+                assert resp.status == 200 and "<table id='topics'>" in resp.read().decode()
+        finally:
+            proc.terminate()
+            proc.wait(30)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -131,12 +132,16 @@ def test_cli_no_produce_reads_what_the_topic_holds(gregor: Broker, tmp_path: Pat
     r = subprocess.run(
         [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
          "--master", "local[2]", "--no-produce", "--minutes", "2", "--input-topic", "np-in",
-         "--output-topic", "np-out", "--output-dir", str(tmp_path / "np"), "--rows", "0"],
+         "--output-topic", "np-out", "--output-dir", str(tmp_path / "np"), "--rows", "0", "--output", "json"],
         capture_output=True,
         timeout=300,
     )
-    text = r.stdout.decode()
-    assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
+    # --output json: the summary is the one JSON document on stdout, the rest goes to stderr
+    text = r.stderr.decode()
+    assert r.returncode == 0, r.stdout.decode()[-3000:] + text[-3000:]
+    summary = json.loads(r.stdout.decode())
+    assert (summary["events"], summary["check"], summary["mismatches"]) == (250, "skipped", [])
+    assert summary["windows"] == len(cs.expected_windows(events))
     assert "reading the 250 records np-in holds (nothing generated)" in text
     assert "check: skipped" in text
     printed = {}

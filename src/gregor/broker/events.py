@@ -1,11 +1,13 @@
 """Structured log lines: ``ts=... level=INFO event=topic.created topic=orders partitions=6``.
 
-One line per event, logfmt style, so a person can read it and a machine can grep or parse it.
+One line per event, logfmt style, so a person can read it and a machine can grep or parse it
+(or one JSON object per line with ``setup_logging(fmt="json")``).
 Callers pass the event name and fields: ``log_event(logger, "broker.started", node_id=1)``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -40,9 +42,26 @@ def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **f
         logger.log(level, event, extra={"fields": fields})
 
 
-def setup_logging(level: str = "INFO") -> None:
+class JsonFormatter(logging.Formatter):
+    """The same lines as one JSON object each (``gregor serve --output json``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        doc: dict[str, Any] = {"ts": ts, "level": record.levelname, "logger": record.name}
+        fields = getattr(record, "fields", None)
+        if fields is not None:
+            doc["event"] = record.getMessage()
+            doc.update({k: v if isinstance(v, (int, float, bool)) or v is None else str(v) for k, v in fields.items()})
+        else:
+            doc["msg"] = record.getMessage()
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "logfmt") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(LogfmtFormatter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -5,6 +5,7 @@ credentials, TLS), so with security on it sees what that principal may see."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import click
 
@@ -27,7 +28,9 @@ Examples:
 """)
 @client_options
 @click.option("--listen", default="127.0.0.1:9021", show_default=True, help="HOST:PORT to serve on (port 0: any).")
-def console(bootstrap_server: str, properties: tuple[str, ...], listen: str) -> None:
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help='json: the start line as {"url": ...}.')
+def console(bootstrap_server: str, properties: tuple[str, ...], listen: str, output: str) -> None:
     """Serve the web console: overview, topics, messages, groups, live charts, ACLs, users."""
     try:
         from gregor.console.app import run_forever
@@ -37,7 +40,8 @@ def console(bootstrap_server: str, properties: tuple[str, ...], listen: str) -> 
     cfg = client_config(bootstrap_server, properties)
 
     def ready(bound: int) -> None:
-        click.echo(f"Gregor console on http://{host}:{bound}/ (Ctrl-C to stop)", err=False)
+        url = f"http://{host}:{bound}/"
+        click.echo(json.dumps({"url": url}) if output == "json" else f"Gregor console on {url} (Ctrl-C to stop)")
 
     try:
         asyncio.run(run_forever(cfg, host, port, ready))

@@ -32,14 +32,18 @@ Examples:
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--console", "console_listen", default=None, metavar="HOST:PORT",
               help="Also serve the web console there (the console.listener config).")
-def serve(config_file: str | None, overrides: tuple[str, ...], log_level: str, console_listen: str | None) -> None:
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: log lines as JSON objects instead of logfmt.")
+def serve(
+    config_file: str | None, overrides: tuple[str, ...], log_level: str, console_listen: str | None, output: str
+) -> None:
     """Run a broker. With no arguments: 127.0.0.1:9092, data in ./gregor-data."""
     if console_listen:
         overrides = (*overrides, f"console.listener=http://{console_listen}")
     from gregor.broker.config import BrokerConfig, ConfigError
     from gregor.broker.events import setup_logging
 
-    setup_logging(log_level)
+    setup_logging(log_level, "json" if output == "json" else "logfmt")
     try:
         config = BrokerConfig.load(config_file, overrides)
     except ConfigError as e:

@@ -11,6 +11,7 @@ truth follow. Spark runs in local mode unless ``--master`` names a cluster.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -45,6 +46,8 @@ Examples:
 @click.option("--no-produce", is_flag=True,
               help="Generate nothing: read what the input topic holds (the result is not checked).")
 @click.option("--rows", default=30, show_default=True, help="Result rows to print (0: all).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: progress to stderr, the summary as one JSON document on stdout.")
 def run(
     bootstrap_servers: str | None,
     master: str,
@@ -60,6 +63,7 @@ def run(
     keep: bool,
     no_produce: bool,
     rows: int,
+    output: str,
 ) -> None:
     """Produce page views, run the Spark job, print progress and the windows, check them."""
     from gregor.pipelines import clickstream as cs
@@ -74,9 +78,24 @@ def run(
         output_dir=str(out.resolve()), events=events, users=users, minutes=minutes, seed=seed,
         partitions=partitions, max_offsets_per_trigger=max_offsets_per_trigger,
     )
-    summary = runner.run(config, master=master, say=say, rows=rows or None, produce=not no_produce)
-    if runner.report(summary, say):
+    tell = say if output == "text" else say_to_stderr
+    summary = runner.run(config, master=master, say=tell, rows=rows or None, produce=not no_produce)
+    failed = runner.report(summary, tell)
+    if output == "json":
+        click.echo(json.dumps({
+            "events": summary.events, "seconds": round(summary.seconds, 3), "events_per_sec": round(summary.rate, 1),
+            "windows": summary.windows, "batches": summary.batches,
+            "produce_seconds": round(summary.produce_seconds, 3), "spark_busy_seconds": round(summary.busy_seconds, 3),
+            "total_seconds": round(summary.total_seconds, 3),
+            "check": "skipped" if summary.mismatches is None else ("mismatch" if summary.mismatches else "ok"),
+            "mismatches": summary.mismatches or [],
+        }))
+    if failed:
         raise click.ClickException(f"{len(summary.mismatches or [])} windows differ from the generated ground truth")
+
+
+def say_to_stderr(msg: str) -> None:
+    click.echo(f"[pipeline] {msg}" if msg and "\n" not in msg else msg, err=True)
 
 
 def say(msg: str) -> None:

@@ -64,9 +64,10 @@ Examples:
 @click.option("--partition", type=click.IntRange(min=0), default=None)
 @click.option("--path-to-json-file", "json_file", default=None, type=click.Path(dir_okay=False))
 @click.option("--all-topic-partitions", is_flag=True)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def leader_election(
     bootstrap_server: str, properties: tuple[str, ...], election_type: str, topic: str | None, partition: int | None,
-    json_file: str | None, all_topic_partitions: bool,
+    json_file: str | None, all_topic_partitions: bool, output: str,
 ) -> None:
     """Elect partition leaders (like kafka-leader-election)."""
     from gregor.client.metadata import TopicPartition
@@ -89,6 +90,15 @@ def leader_election(
     done = sorted(tp for tp, err in results.items() if err is None)
     not_needed = sorted(tp for tp, err in results.items() if isinstance(err, ElectionNotNeededError))
     failed = sorted((tp, err) for tp, err in results.items() if err is not None and tp not in not_needed)
+    if output == "json":
+        click.echo(json.dumps({
+            "election_type": kind, "elected": [f"{t}-{p}" for t, p in done],
+            "not_needed": [f"{t}-{p}" for t, p in not_needed],
+            "errors": {f"{t}-{p}": f"{err.name}: {err}" for (t, p), err in failed},
+        }))
+        if failed:
+            raise SystemExit(1)
+        return
     if done:
         click.echo(f"Successfully completed leader election ({kind}) for partitions "
                    + ", ".join(f"{t}-{p}" for t, p in done))
@@ -122,9 +132,10 @@ Examples:
 @click.option("--reassignment-json-file", "plan_file", default=None, type=click.Path(dir_okay=False))
 @click.option("--topics-to-move-json-file", "topics_file", default=None, type=click.Path(dir_okay=False))
 @click.option("--broker-list", default=None, metavar="ID[,ID]", help="With --generate: the brokers to use.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def reassign(
     bootstrap_server: str, properties: tuple[str, ...], action: str | None, plan_file: str | None,
-    topics_file: str | None, broker_list: str | None,
+    topics_file: str | None, broker_list: str | None, output: str,
 ) -> None:
     """Move partition replicas between brokers (like kafka-reassign-partitions)."""
     from gregor.client.metadata import TopicPartition
@@ -155,6 +166,10 @@ def reassign(
                 (t, p, [brokers[(i + k) % len(brokers)] for k in range(len(r))])
                 for i, (t, p, r) in enumerate(sorted(current))
             ]
+            if output == "json":
+                click.echo(json.dumps({"current": json.loads(_assignment_doc(current)),
+                                       "proposed": json.loads(_assignment_doc(proposed))}))
+                return
             click.echo("Current partition replica assignment")
             click.echo(_assignment_doc(current))
             click.echo("")
@@ -175,33 +190,58 @@ def reassign(
                     fail(f"partition {t}-{p} does not exist")
                 assert d is not None and not isinstance(d, Exception)
                 before.append((t, p, list(d.partitions[p].replicas)))
+            results = admin.alter_partition_reassignments({TopicPartition(t, p): r for t, p, r in plan})
+            if output == "json":
+                _report_json(results, "started", rollback=json.loads(_assignment_doc(before)))
+                return
             click.echo("Current partition replica assignment\n")
             click.echo(_assignment_doc(before))
             click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
-            results = admin.alter_partition_reassignments({TopicPartition(t, p): r for t, p, r in plan})
             _report(results, "Successfully started partition reassignments for ")
         elif action == "cancel":
             results = admin.alter_partition_reassignments({tp: None for tp in tps})
+            if output == "json":
+                _report_json(results, "cancelled")
+                return
             _report(results, "Successfully cancelled partition reassignments for: ")
         else:
             ongoing = admin.list_partition_reassignments(tps)
             described = admin.describe_topics(sorted({t for t, _, _ in plan}))
-            click.echo("Status of partition reassignment:")
+            lines: list[str] = []
+            status: dict[str, str] = {}
             incomplete = False
             for t, p, target in plan:
                 d = described.get(t)
                 replicas = None if d is None or isinstance(d, Exception) or p >= len(d.partitions) else d.partitions[p].replicas
                 if TopicPartition(t, p) in ongoing:
-                    click.echo(f"Reassignment of partition {t}-{p} is still in progress.")
+                    lines.append(f"Reassignment of partition {t}-{p} is still in progress.")
+                    status[f"{t}-{p}"] = "in_progress"
                     incomplete = True
                 elif replicas is not None and sorted(replicas) == sorted(target or []):
-                    click.echo(f"Reassignment of partition {t}-{p} is completed.")
+                    lines.append(f"Reassignment of partition {t}-{p} is completed.")
+                    status[f"{t}-{p}"] = "completed"
                 else:
-                    click.echo(f"There is no active reassignment of partition {t}-{p}, but replica set is "
-                               f"{replicas} rather than {target}.")
+                    lines.append(f"There is no active reassignment of partition {t}-{p}, but replica set is "
+                                 f"{replicas} rather than {target}.")
+                    status[f"{t}-{p}"] = "not_as_planned"
                     incomplete = True
+            if output == "json":
+                click.echo(json.dumps(status))
+            else:
+                click.echo("Status of partition reassignment:")
+                for line in lines:
+                    click.echo(line)
             if incomplete:
                 raise SystemExit(1)
+
+
+def _report_json(results: dict[Any, Any], what: str, **extra: Any) -> None:
+    errors = {f"{t}-{p}": f"{err.name}: {err}" for (t, p), err in results.items() if err is not None}
+    click.echo(json.dumps({
+        what: sorted(f"{t}-{p}" for (t, p), err in results.items() if err is None), "errors": errors, **extra,
+    }))
+    if errors:
+        raise SystemExit(1)
 
 
 def _report(results: dict[Any, Any], success: str) -> None:

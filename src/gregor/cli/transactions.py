@@ -142,7 +142,10 @@ Examples:
 @click.option("--partition", type=click.IntRange(min=0), required=True)
 @click.option("--start-offset", type=click.IntRange(min=0), required=True,
               help="Where the hanging transaction starts (describe-producers' CurrentTransactionStartOffset).")
-def abort(bootstrap_server: str, properties: tuple[str, ...], topic: str, partition: int, start_offset: int) -> None:
+@_OUTPUT
+def abort(
+    bootstrap_server: str, properties: tuple[str, ...], topic: str, partition: int, start_offset: int, output: str
+) -> None:
     """Abort a hanging transaction on one partition."""
     from gregor.client.metadata import TopicPartition
 
@@ -163,5 +166,9 @@ def abort(bootstrap_server: str, properties: tuple[str, ...], topic: str, partit
                                     producer["coordinator_epoch"])
         except KafkaError as e:
             fail(f"cannot abort the transaction of producer {producer['producer_id']} on {topic}-{partition}: {e.name}: {e}")
+    if output == "json":
+        click.echo(json.dumps({"result": "ok", "topic": topic, "partition": partition, "start_offset": start_offset,
+                               "producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}))
+        return
     click.echo(f"Aborted the transaction of producer {producer['producer_id']} (epoch {producer['producer_epoch']}) "
                f"starting at offset {start_offset} of {topic}-{partition}.")
