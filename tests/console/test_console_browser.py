@@ -189,10 +189,19 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     # groups: the committed offset and lag, then a reset to the earliest offset
     d.get(console + "groups")
     assert "web-readers" in text_of(d, "groups")
+    d.save_screenshot(str(shots / "groups.png"))
     d.get(console + "groups/web-readers")
     lag_rows = [r.text.split() for r in d.find_elements(By.CSS_SELECTOR, "#lag tbody tr")]
     assert [r[:5] for r in lag_rows] == [["web-orders", "1", "1", "5", "4"]]
     d.save_screenshot(str(shots / "group.png"))
+    submit(d, "reset-offsets", topic="web-orders", strategy="duration", value="PT1H")  # an hour back: the start
+    assert text_of(d, "message") == "Reset 3 offsets of web-readers on web-orders."
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "web-readers"})
+    try:
+        committed = c.committed([TopicPartition("web-orders", p) for p in range(3)], timeout=30)
+    finally:
+        c.close()
+    assert [tp.offset for tp in committed] == [0, 0, 0]
     submit(d, "reset-offsets", topic="web-orders", strategy="offset", value="3")
     assert text_of(d, "message") == "Reset 3 offsets of web-readers on web-orders."
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "web-readers"})
@@ -214,8 +223,10 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     # security pages on a broker without an authorizer
     d.get(console + "acls")
     assert "No authorizer" in text_of(d, "no-authorizer")
+    d.save_screenshot(str(shots / "acls.png"))
     d.get(console + "users")
     assert d.find_elements(By.CSS_SELECTOR, "#users tbody tr") == []
+    d.save_screenshot(str(shots / "users.png"))
 
     # bad input is an error on the page, not a crash; then delete the topic
     d.get(console + "topics")

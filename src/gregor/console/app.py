@@ -363,6 +363,18 @@ async def messages(request: web.Request) -> web.Response:
     return _html(request, f"Messages of {name}", body, "/topics")
 
 
+def _duration_ms(text: str) -> int:
+    """An ISO-8601 duration (``PT1H30M``, ``P1D``) in ms, as the command line reads it."""
+    import click
+
+    from gregor.cli.groups import parse_duration_ms
+
+    try:
+        return parse_duration_ms(text)
+    except click.BadParameter as e:
+        raise ValueError(e.message) from None
+
+
 def _parse_time(text: str) -> int:
     import datetime
 
@@ -456,8 +468,9 @@ async def group(request: web.Request) -> web.Response:
     reset = form(
         f"/groups/{quote(gid)}/reset",
         field("topic", "Topic", topics_[0] if topics_ else "", options=topics_ or ("",))
-        + field("strategy", "Reset to", "earliest", options=("earliest", "latest", "offset", "datetime", "shift"))
-        + field("value", "Offset / time (YYYY-MM-DDTHH:MM:SS) / shift"),
+        + field("strategy", "Reset to", "earliest",
+                options=("earliest", "latest", "offset", "datetime", "duration", "shift"))
+        + field("value", "Offset / time (YYYY-MM-DDTHH:MM:SS) / duration (PT1H) / shift"),
         "Reset offsets", "reset-offsets",
     )
     body = (
@@ -492,6 +505,10 @@ async def reset_group(request: web.Request) -> web.Response:
             plan = {tp: int(value) for tp in tps}
         elif strategy == "datetime":
             found = await admin.list_offsets({tp: _parse_time(value) for tp in tps})
+            plan = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp] for tp in tps}
+        elif strategy == "duration":
+            back_ms = _duration_ms(value)
+            found = await admin.list_offsets({tp: int(time.time() * 1000) - back_ms for tp in tps})
             plan = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp] for tp in tps}
         elif strategy == "shift":
             current = await admin.list_consumer_group_offsets(gid, tps)
