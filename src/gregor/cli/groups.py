@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import datetime
 import json
-import re
 import time
 
 import click
 
 from gregor.cli.clientopts import client_config, client_options, done, fail, output_option
+from gregor.client import timespec
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]):  # noqa: ANN202
@@ -96,33 +95,19 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, out
 
 
 def parse_datetime(text: str) -> int:
-    """Kafka's ``YYYY-MM-DDTHH:mm:SS.sss`` (seconds and millis optional; a ``Z`` or ``+hh:mm``
-    suffix, UTC without one), or a whole number of ms since the epoch -> ms since the epoch."""
-    t = text.strip()
-    if t.isdigit():
-        return int(t)
-    iso = t[:-1] + "+00:00" if t.endswith("Z") else t
+    """``--to-datetime``: Kafka's format or ms since the epoch (``client.timespec``)."""
     try:
-        moment = datetime.datetime.fromisoformat(iso)
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss (e.g. 2026-11-26T08:30:00.000)", param_hint="--to-datetime"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
-
-
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+        return timespec.parse_datetime(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--to-datetime") from None
 
 
 def parse_duration_ms(text: str) -> int:
-    """An ISO-8601 duration of days, hours, minutes and seconds (``P1DT2H30M``) in ms."""
-    m = _DURATION.match(text.strip().upper())
-    if not m or text.strip().upper() in ("P", "PT"):
-        raise click.BadParameter(f"{text!r} is not a duration like PT1H30M or P2D", param_hint="--by-duration")
-    days, hours, minutes, seconds = (float(x) if x else 0.0 for x in m.groups())
-    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+    """``--by-duration``: an ISO-8601 duration in ms (``client.timespec``)."""
+    try:
+        return timespec.parse_duration_ms(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--by-duration") from None
 
 
 @groups.command("reset-offsets")

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from gregor.client import AIOAdminClient, AIOConsumer, AIOProducer, TopicPartition
+from gregor.client import AIOAdminClient, AIOConsumer, AIOProducer, TopicPartition, timespec
 from gregor.console.html import Raw, field, form, link, page, table
 from gregor.protocol.errors import KafkaError
 
@@ -321,7 +321,7 @@ async def messages(request: web.Request) -> web.Response:
         limit = max(1, min(500, int(q.get("limit", "50"))))
         only = int(q["partition"]) if q.get("partition", "") != "" else None
         offset = int(q.get("offset", "0") or 0)
-        at_ms = _parse_time(q.get("time", "")) if start == "time" else None
+        at_ms = timespec.parse_datetime(q.get("time", "")) if start == "time" else None
     except ValueError as e:
         raise _back(f"/topics/{quote(name)}", error=f"bad browse options: {e}") from None
     d = (await admin.describe_topics([name])).get(name)
@@ -361,30 +361,6 @@ async def messages(request: web.Request) -> web.Response:
     body = (f"<p>{link('/topics/' + quote(name), 'back to ' + name)}</p>" + controls
             + table(["Partition", "Offset", "Timestamp (UTC)", "Key", "Value", "Headers"], rows, "messages"))
     return _html(request, f"Messages of {name}", body, "/topics")
-
-
-def _duration_ms(text: str) -> int:
-    """An ISO-8601 duration (``PT1H30M``, ``P1D``) in ms, as the command line reads it."""
-    import click
-
-    from gregor.cli.groups import parse_duration_ms
-
-    try:
-        return parse_duration_ms(text)
-    except click.BadParameter as e:
-        raise ValueError(e.message) from None
-
-
-def _parse_time(text: str) -> int:
-    import datetime
-
-    t = text.strip()
-    if t.isdigit():
-        return int(t)
-    moment = datetime.datetime.fromisoformat(t[:-1] + "+00:00" if t.endswith("Z") else t)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
 
 
 async def _read(config: dict[str, Any], begin: dict[TopicPartition, int], end: dict[TopicPartition, int], limit: int) -> list[Any]:
@@ -504,10 +480,10 @@ async def reset_group(request: web.Request) -> web.Response:
         elif strategy == "offset":
             plan = {tp: int(value) for tp in tps}
         elif strategy == "datetime":
-            found = await admin.list_offsets({tp: _parse_time(value) for tp in tps})
+            found = await admin.list_offsets({tp: timespec.parse_datetime(value) for tp in tps})
             plan = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp] for tp in tps}
         elif strategy == "duration":
-            back_ms = _duration_ms(value)
+            back_ms = timespec.parse_duration_ms(value)
             found = await admin.list_offsets({tp: int(time.time() * 1000) - back_ms for tp in tps})
             plan = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp] for tp in tps}
         elif strategy == "shift":
