@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -64,3 +65,23 @@ def test_gregor_console_reports_its_url_as_json() -> None:
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def test_cross_origin_form_posts_are_refused() -> None:
+    with BrokerProcess(config={"console.listener": "http://127.0.0.1:0"}) as b:
+        m = None
+        while m is None:
+            m = re.search(r"event=console\.started url=(\S+)", b.read_log())
+            time.sleep(0.05)
+        url = m.group(1)
+        data = b"name=forged&partitions=1&replication_factor=-1&configs="
+        for headers in ({"Origin": "http://evil.example"}, {}):
+            req = urllib.request.Request(url + "topics", data=data, headers=headers)
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=30)
+            assert e.value.code == 403
+        host = url.split("/")[2]
+        req = urllib.request.Request(url + "topics", data=data, headers={"Origin": f"http://{host}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert "Created topic forged." in resp.read().decode()
+        assert "forged" in AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics(timeout=30).topics

@@ -5,7 +5,8 @@ Pages are rendered on the server (``console.html``); forms post and redirect bac
 message, so every action works without JavaScript. The overview page's live charts poll
 ``/api/throughput`` (records written per topic and lag per group since the last poll) and draw
 with Chart.js, served from Debian's libjs-chart.js when it is installed (the page says so when
-it is not). Nothing is fetched from the internet.
+it is not). Nothing is fetched from the internet. Form posts from other origins are refused
+(``same_origin``).
 """
 
 from __future__ import annotations
@@ -34,8 +35,22 @@ CONFIG = web.AppKey("config", dict[str, Any])
 LAST = web.AppKey("last", dict[str, Any])
 
 
+@web.middleware
+async def same_origin(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Forms change the cluster, so a POST must come from the console's own pages: its Origin
+    (or, without one, its Referer) must be this host. Another site's page cannot make a
+    logged-in browser delete a topic here (cross-site request forgery)."""
+    if request.method == "POST":
+        from urllib.parse import urlsplit
+
+        source = request.headers.get("Origin") or request.headers.get("Referer") or ""
+        if urlsplit(source).netloc != request.host:
+            return web.Response(status=403, text="cross-origin form posts are refused\n")
+    return await handler(request)
+
+
 def make_app(client_config: dict[str, Any]) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[same_origin])
     app[CONFIG] = dict(client_config)
     app[LAST] = {}
     app.on_startup.append(_start)
