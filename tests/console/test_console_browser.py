@@ -130,6 +130,15 @@ def text_of(driver: Any, element_id: str) -> str:
     return str(element.text)
 
 
+def committed_offsets(broker: BrokerProcess, group: str, topic: str, partitions: int) -> list[int]:
+    """The group's committed offsets, read with confluent-kafka."""
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+    try:
+        return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)]
+    finally:
+        c.close()
+
+
 def test_click_through_every_page(broker: BrokerProcess, console: str, browser: Any, shots: Path) -> None:
     from selenium.webdriver.common.by import By
 
@@ -196,20 +205,10 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     d.save_screenshot(str(shots / "group.png"))
     submit(d, "reset-offsets", topic="web-orders", strategy="duration", value="PT1H")  # an hour back: the start
     assert text_of(d, "message") == "Reset 3 offsets of web-readers on web-orders."
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "web-readers"})
-    try:
-        committed = c.committed([TopicPartition("web-orders", p) for p in range(3)], timeout=30)
-    finally:
-        c.close()
-    assert [tp.offset for tp in committed] == [0, 0, 0]
+    assert committed_offsets(broker, "web-readers", "web-orders", 3) == [0, 0, 0]
     submit(d, "reset-offsets", topic="web-orders", strategy="offset", value="3")
     assert text_of(d, "message") == "Reset 3 offsets of web-readers on web-orders."
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "web-readers"})
-    try:
-        committed = c.committed([TopicPartition("web-orders", p) for p in range(3)], timeout=30)
-    finally:
-        c.close()
-    assert [tp.offset for tp in committed] == [0, 3, 0]  # clamped to each partition's end
+    assert committed_offsets(broker, "web-readers", "web-orders", 3) == [0, 3, 0]  # clamped to each end
 
     # the overview: cluster facts and live charts fed by /api/throughput
     d.get(console)

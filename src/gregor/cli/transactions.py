@@ -34,6 +34,15 @@ def _table(header: list[str], rows: list[list[Any]]) -> None:
         click.echo("\t".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip())
 
 
+def _producers_of(admin: Any, tp: Any) -> list[dict[str, int]]:
+    """A partition's active producers (DescribeProducers), or a one-line failure."""
+    found = admin.describe_producers([tp]).get(tp)
+    if found is None or isinstance(found, Exception):
+        fail(f"cannot describe the producers of {tp.topic}-{tp.partition}: {found}")
+    assert isinstance(found, list)
+    return found
+
+
 _OUTPUT = click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 
 
@@ -115,12 +124,8 @@ def describe_producers(bootstrap_server: str, properties: tuple[str, ...], topic
     """The active producers of a partition, and where each one's open transaction starts."""
     from gregor.client.metadata import TopicPartition
 
-    tp = TopicPartition(topic, partition)
     with _admin(bootstrap_server, properties) as admin:
-        found = admin.describe_producers([tp]).get(tp)
-    if found is None or isinstance(found, Exception):
-        fail(f"cannot describe the producers of {topic}-{partition}: {found}")
-    assert isinstance(found, list)
+        found = _producers_of(admin, TopicPartition(topic, partition))
     if output == "json":
         click.echo(json.dumps(found))
         return
@@ -151,10 +156,7 @@ def abort(
 
     tp = TopicPartition(topic, partition)
     with _admin(bootstrap_server, properties) as admin:
-        found = admin.describe_producers([tp]).get(tp)
-        if found is None or isinstance(found, Exception):
-            fail(f"cannot describe the producers of {topic}-{partition}: {found}")
-        assert isinstance(found, list)
+        found = _producers_of(admin, tp)
         producer = next((p for p in found if p["current_txn_start_offset"] == start_offset), None)
         if producer is None:
             fail(f"no open transaction starts at offset {start_offset} of {topic}-{partition}")
