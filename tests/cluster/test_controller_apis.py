@@ -339,3 +339,29 @@ def test_older_alter_partition_and_controlled_shutdown_versions(cluster: Cluster
     shut = ask(cluster, controller, "REPLICATION", ControlledShutdownRequest(broker_id=leaving, broker_epoch=-1), version)
     assert shut.error_code == 0
     assert [(r.topic_name, r.partition_index) for r in shut.remaining_partitions if r.topic_name == "older"] == []
+
+
+def test_finalized_features_are_cluster_wide(cluster: ClusterProcess) -> None:
+    """UpdateFeatures through one broker: every broker's ApiVersions reports the new levels
+    (they live in the metadata store), and a refusal through another changes nothing."""
+    from gregor.protocol.messages.update_features import UpdateFeaturesRequest
+
+    hello = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+
+    def levels(node: int) -> tuple[dict[str, int], int]:
+        av = ask(cluster, node, "PLAINTEXT", hello, 3)
+        return {f.name: f.max_version_level for f in av.finalized_features}, av.finalized_features_epoch
+
+    def update(node: int, name: str, level: int, kind: int) -> int:
+        req = UpdateFeaturesRequest(timeout_ms=10000, feature_updates=[
+            UpdateFeaturesRequest.FeatureUpdates(feature=name, max_version_level=level, upgrade_type=kind)])
+        return int(ask(cluster, node, "PLAINTEXT", req, 1).error_code)
+
+    assert all(levels(n)[0] == {"metadata.version": 29, "group.version": 1} for n in (1, 2, 3))
+    assert update(2, "group.version", 0, 2) == 0
+    while not all(levels(n)[0] == {"metadata.version": 29} for n in (1, 2, 3)):
+        pass  # each broker sees the store's change when its watch delivers it
+    assert update(3, "share.version", 1, 1) == ErrorCode.INVALID_UPDATE_VERSION
+    assert update(1, "group.version", 1, 1) == 0
+    while not all(levels(n)[0] == {"metadata.version": 29, "group.version": 1} for n in (1, 2, 3)):
+        pass  # share.version stayed off everywhere; group.version is back

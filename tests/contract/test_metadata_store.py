@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -869,5 +869,41 @@ def test_delegation_tokens_are_created_renewed_removed_and_durable(kind: StoreKi
             )
             assert await store.change_delegation_token("kept", lambda t: None) == -1
             assert not store.image.delegation_tokens
+
+        run(kind, restarted)
+
+
+# --- finalized features ---
+
+
+def test_feature_levels_are_finalized_atomically_and_durable(kind: StoreKind) -> None:
+    from gregor.protocol.errors import InvalidUpdateVersionError
+
+    async def scenario(store: MetadataStore) -> None:
+        assert dict(store.image.features) == {}  # a new cluster is at the defaults
+        seen: list[dict[str, int]] = []
+
+        def lower(current: Mapping[str, int]) -> Mapping[str, int]:
+            seen.append(dict(current))
+            return {"group.version": 0, "metadata.version": 25}
+
+        epoch = await store.update_features(lower)
+        assert seen == [{}]
+        assert epoch == store.image.version
+        assert dict(store.image.features) == {"group.version": 0, "metadata.version": 25}
+
+        def refuse(current: Mapping[str, int]) -> Mapping[str, int]:
+            raise InvalidUpdateVersionError(f"refused at {dict(current)}")
+
+        with pytest.raises(InvalidUpdateVersionError, match="metadata.version"):
+            await store.update_features(refuse)
+        assert store.image.version == epoch  # a refusal writes nothing
+        assert await store.update_features(lambda current: {"group.version": 1}) == epoch + 1
+        assert dict(store.image.features) == {"group.version": 1, "metadata.version": 25}
+
+    run(kind, scenario)
+    if kind.durable:
+        async def restarted(store: MetadataStore) -> None:
+            assert dict(store.image.features) == {"group.version": 1, "metadata.version": 25}
 
         run(kind, restarted)

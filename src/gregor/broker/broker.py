@@ -21,7 +21,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
@@ -430,6 +430,9 @@ class Broker:
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
         return await self.store.delete_acls(filters)
+
+    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+        return await self.store.update_features(change)
 
     async def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None

@@ -10,7 +10,7 @@ runtimes or storage. A handler is ``async def handle(ctx, request) -> response``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -174,6 +174,11 @@ class BrokerState(Protocol):
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
         """Remove the bindings each filter matches; per filter, the removed ones or the error."""
+        ...
+
+    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+        """Finalize feature levels in the metadata store (``change`` checks them against the
+        image written to and may raise the refusal); the new finalized features' epoch."""
         ...
 
 

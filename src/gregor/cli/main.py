@@ -65,6 +65,7 @@ from gregor.cli.configs import configs  # noqa: E402
 from gregor.cli.console import console  # noqa: E402
 from gregor.cli.consume import consume  # noqa: E402
 from gregor.cli.dump_log import dump_log  # noqa: E402
+from gregor.cli.features import features  # noqa: E402
 from gregor.cli.groups import groups  # noqa: E402
 from gregor.cli.offsets import log_dirs, offsets  # noqa: E402
 from gregor.cli.perf import perf  # noqa: E402
@@ -90,6 +91,7 @@ main.add_command(configs)
 main.add_command(offsets)
 main.add_command(log_dirs)
 main.add_command(dump_log)
+main.add_command(features)
 main.add_command(perf)
 main.add_command(transactions)
 main.add_command(leader_election)

@@ -28,6 +28,7 @@ from gregor.client.acls import (
     ScramMechanism,
 )
 from gregor.client.config import Config
+from gregor.client.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 from gregor.client.consumer import EARLIEST, LATEST, list_offsets
 from gregor.client.core import KafkaClient
 from gregor.client.errors import UnsupportedForBrokerError, error_for_code
@@ -35,11 +36,13 @@ from gregor.client.group import GroupBase, OffsetAndMetadata
 from gregor.client.metadata import TopicPartition
 from gregor.client.transactions import TransactionHandle, end_transaction
 from gregor.protocol.errors import KafkaError
+from gregor.protocol.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
 from gregor.protocol.messages import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
+    ApiVersionsRequest,
     CreateAclsRequest,
     CreateDelegationTokenRequest,
     CreatePartitionsRequest,
@@ -66,6 +69,7 @@ from gregor.protocol.messages import (
     ListTransactionsRequest,
     OffsetCommitRequest,
     RenewDelegationTokenRequest,
+    UpdateFeaturesRequest,
     WriteTxnMarkersRequest,
 )
 
@@ -159,6 +163,15 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: KafkaError | None = None
+
+
+@dataclass
+class FeatureMetadata:
+    """Kafka's ``FeatureMetadata``: finalized levels and supported ranges by feature name."""
+
+    finalized: dict[str, tuple[int, int]]
+    supported: dict[str, tuple[int, int]]
+    finalized_epoch: int | None
 
 
 @dataclass
@@ -1110,6 +1123,50 @@ class AIOAdminClient:
         _check(out, raise_on_error)
         return out
 
+    async def describe_features(self) -> FeatureMetadata:
+        """The finalized and supported features, from a fresh ApiVersions (v3+) of any broker."""
+        conn = await self._any()
+        version = conn.version(ApiVersionsRequest.API_KEY, 4)
+        if version < 3:
+            raise UnsupportedForBrokerError(f"{conn} does not report features (ApiVersions v{version})")
+        resp = await conn.send(ApiVersionsRequest(
+            client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
+        ), version)
+        if resp.error_code:
+            raise error_for_code(resp.error_code)()
+        return FeatureMetadata(
+            {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features},
+            {f.name: (f.min_version, f.max_version) for f in resp.supported_features},
+            None if resp.finalized_features_epoch < 0 else resp.finalized_features_epoch,
+        )
+
+    async def update_features(
+        self, updates: Mapping[str, tuple[int, int]], *, validate_only: bool = False, raise_on_error: bool = False
+    ) -> dict[str, KafkaError | None]:
+        """UpdateFeatures: ``{feature: (max_version_level, upgrade_type)}`` (UPGRADE,
+        SAFE_DOWNGRADE or UNSAFE_DOWNGRADE; level 0 turns a feature off); per feature None or
+        the error."""
+        conn = await self._controller()
+        version = conn.version(UpdateFeaturesRequest.API_KEY, 1)
+        if validate_only and version < 1:
+            raise UnsupportedForBrokerError(f"{conn} cannot validate feature updates only (UpdateFeatures v0)")
+        req = UpdateFeaturesRequest(
+            timeout_ms=self._timeout_ms,
+            feature_updates=[
+                UpdateFeaturesRequest.FeatureUpdates(
+                    feature=name, max_version_level=lv, upgrade_type=kind, allow_downgrade=kind != UPGRADE
+                )
+                for name, (lv, kind) in updates.items()
+            ],
+            validate_only=validate_only,
+        )
+        resp = await conn.send(req, version)
+        out = {r.feature: _err(r.error_code, r.error_message) for r in resp.results}
+        if resp.error_code and not out:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        _check(out, raise_on_error)
+        return out
+
     async def api_versions(self) -> dict[int, tuple[int, int]]:
         conn = await self._any()
         return dict(conn.api_versions)
@@ -1123,6 +1180,7 @@ __all__ = [
     "AIOAdminClient",
     "ClusterDescription",
     "ConfigEntry",
+    "FeatureMetadata",
     "GroupDescription",
     "MemberDescription",
     "NewTopic",
@@ -1131,6 +1189,9 @@ __all__ = [
     "OP_SET",
     "OP_SUBTRACT",
     "OffsetCommitRequest",
+    "SAFE_DOWNGRADE",
     "TopicDescription",
+    "UNSAFE_DOWNGRADE",
+    "UPGRADE",
     "UnsupportedForBrokerError",
 ]

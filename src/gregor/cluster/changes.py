@@ -71,6 +71,7 @@ def _next(
     acls: Sequence[AclBinding] | None = None,
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None,
     delegation_tokens: Mapping[str, DelegationToken] | None = None,
+    features: Mapping[str, int] | None = None,
 ) -> MetadataImage:
     """``image`` with the given parts replaced, ``version`` + 1 and the controller recomputed."""
     brokers = image.brokers if brokers is None else brokers
@@ -87,6 +88,7 @@ def _next(
         acls=image.acls if acls is None else tuple(acls),
         client_quotas=image.client_quotas if client_quotas is None else client_quotas,
         delegation_tokens=image.delegation_tokens if delegation_tokens is None else delegation_tokens,
+        features=image.features if features is None else features,
         controller_epoch=image.controller_epoch,
     )
 
@@ -574,3 +576,10 @@ def remove_expired_delegation_tokens(image: MetadataImage, now_ms: int) -> tuple
     gone = [t.token_id for t in image.delegation_tokens.values() if t.expired(now_ms)]
     tokens = {i: t for i, t in image.delegation_tokens.items() if i not in gone}
     return _next(image, delegation_tokens=tokens), gone
+
+
+def update_features(image: MetadataImage, levels: Mapping[str, int]) -> tuple[MetadataImage, int]:
+    """Finalize the given feature levels (validated by the caller against the broker's
+    supported ranges); the new image's version, which is the finalized features' epoch."""
+    new = _next(image, features={**image.features, **levels})
+    return new, new.version

@@ -30,7 +30,7 @@ __all__ = ["decode", "decode_registration", "encode", "encode_registration"]
 
 def encode(image: MetadataImage) -> dict[str, Any]:
     """The durable document for ``image`` (without broker registrations; the SCRAM credentials,
-    ``config_resources``, ``acls``, ``client_quotas`` and ``delegation_tokens`` only when there are some, so a document without them
+    ``config_resources``, ``acls``, ``client_quotas``, ``delegation_tokens`` and ``features`` only when there are some, so a document without them
     keeps its old shape)."""
     doc: dict[str, Any] = {
         "cluster_id": image.cluster_id,
@@ -80,6 +80,8 @@ def encode(image: MetadataImage) -> dict[str, Any]:
             }
             for t in image.delegation_tokens.values()
         ]
+    if image.features:
+        doc["features"] = dict(sorted(image.features.items()))
     if image.client_quotas:
         doc["client_quotas"] = [
             {"entity": [[t, n] for t, n in entity], "values": dict(values)}
@@ -182,6 +184,7 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
             )
             for t in doc.get("delegation_tokens", [])
         },
+        features={str(k): int(v) for k, v in doc.get("features", {}).items()},
     )
 
 

@@ -6,7 +6,7 @@ name and by id, each partition's leader, leader_epoch, partition_epoch, replicas
 the next free producer id, the users' salted SCRAM credentials, and the config overrides of
 resources other than topics: dynamic broker configs by node id or "" for the cluster-wide
 default, group configs by group id; the ACL bindings, each once, in creation order; the delegation
-tokens by id, without their HMACs). Every class here is a frozen, slotted dataclass whose containers
+tokens by id, without their HMACs; the finalized feature levels). Every class here is a frozen, slotted dataclass whose containers
 are tuples or read-only mappings, so any task may keep a reference to an image (or to a topic
 or partition in it) without locks: nothing in it ever changes. A store publishes a change by
 building a new image with ``version`` one higher and swapping its reference.
@@ -186,6 +186,9 @@ class MetadataImage:
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
     #: Delegation tokens by token id (their HMACs are derived from the secret, never stored).
     delegation_tokens: Mapping[str, DelegationToken] = field(default_factory=dict)
+    #: Finalized feature levels set by UpdateFeatures (``metadata.version``, ``group.version``,
+    #: ...); a feature without an entry is at the broker's default level (``broker.features``).
+    features: Mapping[str, int] = field(default_factory=dict)
     #: Goes up with every controller election (etcd: the revision that created the controller
     #: key; the local stores, which have no election, keep 0): Kafka's controller epoch, which
     #: fences requests from a deposed controller (STALE_CONTROLLER_EPOCH).
@@ -204,6 +207,7 @@ class MetadataImage:
             _frozen_map({k: _frozen_map(v) for k, v in self.client_quotas.items() if v}),
         )
         object.__setattr__(self, "delegation_tokens", _frozen_map(self.delegation_tokens))
+        object.__setattr__(self, "features", _frozen_map(self.features))
         object.__setattr__(self, "topics", _frozen_map(self.topics))
         object.__setattr__(self, "topics_by_id", _frozen_map(self.topics_by_id))
         object.__setattr__(self, "brokers", _frozen_map(self.brokers))

@@ -258,6 +258,9 @@ class ChangeMethods:
     async def remove_expired_delegation_tokens(self, now_ms: int) -> list[str]:
         return await self._change(lambda image: changes.remove_expired_delegation_tokens(image, now_ms))
 
+    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+        return await self._change(lambda image: changes.update_features(image, change(image.features)))
+
 
 class LocalMetadataStore(ChangeMethods):
     """The metadata store of one process; ``backend`` decides what is durable."""

@@ -175,6 +175,12 @@ class MetadataStore(Protocol):
         """Remove the tokens whose expiry has passed; their ids."""
         ...
 
+    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+        """Finalize feature levels in one change (``changes.update_features``): ``change`` gets
+        the finalized levels the image holds and returns those to set (or raises the refusal,
+        so the check and the write see the same image); the new finalized features' epoch."""
+        ...
+
 
 def open_metadata_store(
     url_or_kind: str,

@@ -13,6 +13,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     controller_apis,
     delegation_tokens,
     elect_leaders,
+    features,
     fetch,
     groups,
     list_offsets,

@@ -1,8 +1,10 @@
 """ApiVersions: advertise exactly the handler table (the inter-broker APIs only on a clustered
-broker's inter-broker listener)."""
+broker's inter-broker listener) and, from v3, the supported and finalized features
+(``broker.features``; the finalized features' epoch is the metadata image's version)."""
 
 from __future__ import annotations
 
+from gregor.broker import features
 from gregor.broker.handlers.registry import HANDLERS, handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -27,4 +29,19 @@ def unsupported_version_response(correlation_id: int, inter_broker: bool) -> byt
 @handles(ApiVersionsRequest)
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     inter_broker = ctx.broker.serves_inter_broker_apis(ctx.conn.listener)
-    return ApiVersionsResponse(error_code=0, api_keys=supported_api_keys(inter_broker), throttle_time_ms=0)
+    image = ctx.broker.image
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=supported_api_keys(inter_broker),
+        throttle_time_ms=0,
+        supported_features=[
+            ApiVersionsResponse.SupportedFeatures(name=f.name, min_version=f.min_level, max_version=f.max_level)
+            for f in features.SUPPORTED.values()
+        ],
+        finalized_features_epoch=image.version,
+        finalized_features=[
+            ApiVersionsResponse.FinalizedFeatures(name=name, max_version_level=lv, min_version_level=lv)
+            for name, lv in sorted(features.finalized(image.features).items())
+            if lv > 0
+        ],
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from gregor.broker import features
 from gregor.broker.authz import (
     AclOperation,
     ResourceType,
@@ -297,10 +298,23 @@ async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) ->
     ))
 
 
+_PROTOCOL_OFF = "the consumer group protocol is off: the finalized group.version is 0"
+
+
+def _consumer_protocol_on(ctx: RequestContext) -> bool:
+    """KIP-848's protocol follows the finalized ``group.version`` (1 and up), as in Kafka."""
+    return features.level(ctx.broker.image.features, features.GROUP_VERSION) >= 1
+
+
 @handles(ConsumerGroupHeartbeatRequest)  # v0-1: v1 from tools/codegen/supplement.txt
 async def handle_consumer_group_heartbeat(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not _consumer_protocol_on(ctx):
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_PROTOCOL_OFF, member_epoch=-1,
+            heartbeat_interval_ms=0,
+        )
     if not _group_allowed(ctx, AclOperation.READ, req.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED, member_epoch=-1, heartbeat_interval_ms=0)
     names = req.subscribed_topic_names or []
@@ -319,6 +333,12 @@ async def handle_consumer_group_describe(
         return (await ctx.broker.groups.consumer_group_describe(req, ctx.version)).groups
 
     G = ConsumerGroupDescribeResponse.Groups
+    if not _consumer_protocol_on(ctx):
+        return ConsumerGroupDescribeResponse(groups=[
+            G(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_PROTOCOL_OFF, group_id=g, group_state="",
+              group_epoch=0, assignment_epoch=0, assignor_name="", members=[])
+            for g in req.group_ids
+        ])
     return ConsumerGroupDescribeResponse(groups=await _per_group(
         ctx, AclOperation.DESCRIBE, list(req.group_ids), served,
         lambda g: G(error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="", group_epoch=0,
