@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
+from gregor.broker.client_telemetry import ClientTelemetry, subscriptions_of
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
 from gregor.broker.controller_apis import ControllerService
@@ -103,6 +104,10 @@ class Broker:
         self.metrics_port: int | None = None
         #: Delegation tokens (KIP-48): the secret, the rules, the token logins' credentials.
         self.delegation_tokens = DelegationTokenManager(config, lambda: self.store.image)
+        #: Client telemetry (KIP-714): subscriptions from the image, the values clients pushed.
+        self.client_telemetry = ClientTelemetry(
+            lambda: subscriptions_of(self.store.image.config_resources), int(config.get("telemetry.max.bytes")),
+        )
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
         #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None

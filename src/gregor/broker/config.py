@@ -140,6 +140,7 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("transaction.max.timeout.ms", "int", 900000, "Longest transaction timeout.", 1),
     ConfigKey("transactional.id.expiration.ms", "int", 604800000, "Idle transactional id expiry.", 1),
     ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", 1),
+    ConfigKey("telemetry.max.bytes", "int", 1048576, "Largest PushTelemetry metrics payload (KIP-714).", 1),
     ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members on a new group."),
     ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
     ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),

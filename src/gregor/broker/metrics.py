@@ -43,6 +43,7 @@ from prometheus_client.registry import Collector
 from gregor.protocol.messages import API_KEYS
 
 if TYPE_CHECKING:
+    from gregor.broker.client_telemetry import ClientTelemetry
     from gregor.broker.group_service import GroupService
     from gregor.broker.replica_manager import ReplicaManager
     from gregor.cluster.image import MetadataImage
@@ -55,6 +56,7 @@ class Broker(Protocol):
     node_id: int
     connections: set[Any]  # server.Connection (each has .info.listener)
     bound_listeners: list[tuple[str, str, int]]
+    client_telemetry: ClientTelemetry
 
     @property
     def image(self) -> MetadataImage: ...
@@ -183,6 +185,30 @@ class BrokerCollector(Collector):
         yield from self._network(b, m)
         yield from self._partitions(b, m)
         yield from self._groups(b)
+        yield from self._client_telemetry(b)
+
+    @staticmethod
+    def _client_telemetry(b: Broker) -> Iterator[Metric]:
+        """KIP-714: each client instance's last pushed data points (a histogram's: its sum,
+        with its count in ``gregor_client_telemetry_count``)."""
+        labels = ["client_instance_id", "client_id", "client_software_name", "client_software_version",
+                  "metric", "attributes"]
+        value = GaugeMetricFamily("gregor_client_telemetry", "Last value a client pushed (KIP-714).", labels=labels)
+        count = GaugeMetricFamily("gregor_client_telemetry_count", "Count of a pushed histogram point.", labels=labels)
+        pushes = CounterMetricFamily(
+            "gregor_client_telemetry_pushes", "Telemetry pushes accepted from a client instance.",
+            labels=labels[:4],
+        )
+        for inst in list(b.client_telemetry.instances.values()):
+            who = [str(inst.instance_id), inst.client.get("client_id", ""), inst.client.get("client_software_name", ""),
+                   inst.client.get("client_software_version", "")]
+            pushes.add_metric(who, inst.pushes)
+            for p in inst.points.values():
+                key = [*who, p.name, ",".join(f"{k}={v}" for k, v in p.attributes)]
+                value.add_metric(key, p.value)
+                if p.count is not None:
+                    count.add_metric(key, p.count)
+        yield from (value, count, pushes)
 
     @staticmethod
     def _topic_traffic(m: BrokerMetrics) -> Iterator[Metric]:

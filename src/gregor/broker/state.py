@@ -21,6 +21,7 @@ from gregor.protocol.framing import RequestHeader
 from gregor.security.acls import AclBindingFilter
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
+    from gregor.broker.client_telemetry import ClientTelemetry
     from gregor.broker.controller_apis import ControllerService
     from gregor.broker.controller_requests import ControllerRequests
     from gregor.broker.delegation_token_manager import DelegationTokenManager
@@ -55,6 +56,9 @@ class ConnectionInfo:
     #: Logged in with a delegation token (KIP-48): such a session may not create, renew or
     #: expire tokens.
     token_authenticated: bool = False
+    #: What the client said it is in ApiVersions v3+ (KIP-511), for telemetry's matching.
+    client_software_name: str = ""
+    client_software_version: str = ""
 
     @property
     def host(self) -> str:
@@ -161,6 +165,11 @@ class BrokerState(Protocol):
     @property
     def delegation_tokens(self) -> DelegationTokenManager:
         """Delegation tokens: create, renew, expire, list (Kafka's rules and errors)."""
+        ...
+
+    @property
+    def client_telemetry(self) -> ClientTelemetry:
+        """Client telemetry (KIP-714): subscriptions and the values clients pushed."""
         ...
 
     @property

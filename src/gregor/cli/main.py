@@ -61,6 +61,7 @@ def serve(
 
 
 from gregor.cli.acls import acls  # noqa: E402
+from gregor.cli.clients import clients  # noqa: E402
 from gregor.cli.configs import configs  # noqa: E402
 from gregor.cli.console import console  # noqa: E402
 from gregor.cli.consume import consume  # noqa: E402
@@ -92,6 +93,7 @@ main.add_command(offsets)
 main.add_command(log_dirs)
 main.add_command(dump_log)
 main.add_command(features)
+main.add_command(clients)
 main.add_command(perf)
 main.add_command(transactions)
 main.add_command(leader_election)

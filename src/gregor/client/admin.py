@@ -64,6 +64,7 @@ from gregor.protocol.messages import (
     ElectLeadersRequest,
     ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
+    ListClientMetricsResourcesRequest,
     ListGroupsRequest,
     ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
@@ -76,7 +77,8 @@ from gregor.protocol.messages import (
 TOPIC = 2
 BROKER = 4
 #: Config resource types (Kafka's ConfigResource.Type, not the ACL resource types).
-RESOURCE_TYPES = {"topic": TOPIC, "broker": BROKER, "broker_logger": 8, "group": 32}
+CLIENT_METRICS = 16
+RESOURCE_TYPES = {"topic": TOPIC, "broker": BROKER, "broker_logger": 8, "client_metrics": CLIENT_METRICS, "group": 32}
 CONFIG_SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -1166,6 +1168,14 @@ class AIOAdminClient:
             raise error_for_code(resp.error_code)(resp.error_message)
         _check(out, raise_on_error)
         return out
+
+    async def list_client_metrics_resources(self) -> list[str]:
+        """The names of the client metrics subscriptions (KIP-714 config resources)."""
+        conn = await self._any()
+        resp = await conn.send(ListClientMetricsResourcesRequest(), conn.version(ListClientMetricsResourcesRequest.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)()
+        return sorted(r.name for r in resp.client_metrics_resources)
 
     async def api_versions(self) -> dict[int, tuple[int, int]]:
         conn = await self._any()

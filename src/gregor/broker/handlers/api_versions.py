@@ -29,6 +29,9 @@ def unsupported_version_response(correlation_id: int, inter_broker: bool) -> byt
 @handles(ApiVersionsRequest)
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     inter_broker = ctx.broker.serves_inter_broker_apis(ctx.conn.listener)
+    if ctx.version >= 3:  # KIP-511: what the client is, for client telemetry's matching
+        ctx.conn.client_software_name = req.client_software_name
+        ctx.conn.client_software_version = req.client_software_version
     image = ctx.broker.image
     return ApiVersionsResponse(
         error_code=0,

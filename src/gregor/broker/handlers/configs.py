@@ -1,6 +1,7 @@
 """Configs: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-Resources are topics (type 2), this broker (4), its loggers (8) and groups (32). A topic's
+Resources are topics (type 2), this broker (4), its loggers (8), client metrics subscriptions
+(16, ``client_metrics_configs``) and groups (32). A topic's
 configs are its overrides on top of the broker's values and Kafka's defaults, resolved and
 described by :mod:`gregor.broker.topic_configs`. A broker's values come from its dynamic
 override, the cluster-wide dynamic default (broker resource name ""), ``server.properties``
@@ -23,6 +24,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from gregor.broker.authz import CLUSTER_NAME, AclOperation, ResourceType, allowed, denied_error
+from gregor.broker.client_metrics_configs import check_name as check_client_metrics_name
+from gregor.broker.client_metrics_configs import describe_client_metrics, validate_client_metrics
 from gregor.broker.config import BROKER_KEYS, BrokerConfig
 from gregor.broker.dynamic_configs import (
     DYNAMIC_BROKER_CONFIGS,
@@ -196,6 +199,10 @@ def _describe_resource(broker: BrokerState, res: DescribeConfigsRequest.Resource
         check_group_name(res.resource_name)
         overrides = broker.image.config_resource(ConfigResourceType.GROUP, res.resource_name)
         return describe_group(overrides, broker.config, keys, include_synonyms, include_documentation)
+    if rtype == ConfigResourceType.CLIENT_METRICS:
+        check_client_metrics_name(res.resource_name)
+        configs = broker.image.config_resource(ConfigResourceType.CLIENT_METRICS, res.resource_name)
+        return describe_client_metrics(configs, keys, include_synonyms, include_documentation)
     if rtype == ConfigResourceType.BROKER:
         if not check_broker_resource(broker.config, res.resource_name):
             entries = describe_cluster_defaults(layers_of(broker), include_documentation)
@@ -281,11 +288,13 @@ async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_o
 
 
 def _current(broker: BrokerState, rtype: int, name: str) -> dict[str, str]:
-    """The override set of a BROKER or GROUP resource (after checking its name)."""
+    """The override set of a BROKER, GROUP or CLIENT_METRICS resource (after checking its name)."""
     if rtype == ConfigResourceType.BROKER:
         check_broker_resource(broker.config, name)
     elif rtype == ConfigResourceType.GROUP:
         check_group_name(name)
+    elif rtype == ConfigResourceType.CLIENT_METRICS:
+        check_client_metrics_name(name)
     else:
         raise _not_alterable(broker, rtype, name)
     return dict(broker.image.config_resource(rtype, name))
@@ -294,9 +303,11 @@ def _current(broker: BrokerState, rtype: int, name: str) -> dict[str, str]:
 async def _apply_resource(
     broker: BrokerState, rtype: int, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
-    """Validate and store a BROKER or GROUP resource's new override set."""
+    """Validate and store a BROKER, GROUP or CLIENT_METRICS resource's new override set."""
     if rtype == ConfigResourceType.BROKER:
         validate_broker_overrides(name, new, layers_of(broker))
+    elif rtype == ConfigResourceType.CLIENT_METRICS:
+        validate_client_metrics(new)
     else:
         validate_group_overrides(new, broker.config)
     if not validate_only:
@@ -396,7 +407,10 @@ async def _incremental_alter_resource(
 
 
 def _list_default(rtype: int, key: str) -> str | None:
-    """The default of a broker LIST config as text, None when ``key`` is not a list."""
+    """The default of a broker or client-metrics LIST config as text, None when ``key`` is not
+    a list."""
+    if rtype == ConfigResourceType.CLIENT_METRICS:
+        return "" if key in ("metrics", "match") else None
     if rtype != ConfigResourceType.BROKER:
         return None
     for k in BROKER_KEYS:
