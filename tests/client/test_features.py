@@ -53,15 +53,16 @@ def test_features_describe_disable_restart_upgrade() -> None:
 
         # A dry run changes nothing; a refusal exits 1 with the broker's reason.
         assert gregor("disable", "--feature", "group.version", "--dry-run")[:2] == (0, "group.version can be disabled.\n")
-        code, out, _ = gregor("upgrade", "--feature", "share.version=1")
-        assert code == 1 and out.startswith("Could not upgrade share.version to 1. INVALID_UPDATE_VERSION: ")
+        code, out, _ = gregor("upgrade", "--feature", "share.version=2")
+        assert code == 1 and out.startswith("Could not upgrade share.version to 2. INVALID_UPDATE_VERSION: ")
         code, out, _ = gregor("downgrade", "--metadata", "4.0", "--unsafe", "--output", "json")
         doc = json.loads(out)
         assert code == 1 and doc["result"] == "error"
         assert doc["features"] == [{"feature": "metadata.version", "level": 25, "error": "INVALID_UPDATE_VERSION",
                                     "message": "unsafe metadata.version downgrades are not supported"}]
         with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
-            assert admin.describe_features().finalized == {"group.version": (1, 1), "metadata.version": (29, 29)}
+            assert admin.describe_features().finalized == {
+                "group.version": (1, 1), "metadata.version": (29, 29), "share.version": (1, 1)}
 
         assert gregor("downgrade", "--metadata", "4.0")[:2] == (0, "metadata.version was downgraded to 4.0-IV3.\n")
         assert gregor("disable", "--feature", "group.version")[:2] == (0, "group.version was disabled.\n")
@@ -69,7 +70,7 @@ def test_features_describe_disable_restart_upgrade() -> None:
         b.start()
         with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
             meta = admin.describe_features()
-        assert meta.finalized == {"metadata.version": (25, 25)}  # kept across the restart
+        assert meta.finalized == {"metadata.version": (25, 25), "share.version": (1, 1)}  # kept across the restart
 
         topic = f"features-{uuid.uuid4().hex[:6]}"
         p = Producer({"bootstrap.servers": b.bootstrap_servers})

@@ -120,9 +120,10 @@ def test_committed_spec_alone_regenerates_the_same_code(monkeypatch) -> None:
 
 TOTALS = [
     "79 APIs, 305 request versions, 305 response versions in the guide",
-    "+2 request versions, +2 response versions from the supplement: "
-    "ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1",
-    "79 APIs, 307 request versions, 307 response versions in all",
+    "+6 request versions, +6 response versions from the supplement: "
+    "ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1; ShareGroupHeartbeat v1; ShareGroupDescribe v1; "
+    "ShareFetch v1; ShareAcknowledge v1",
+    "79 APIs, 311 request versions, 311 response versions in all",
 ]
 
 
@@ -139,7 +140,7 @@ def test_counts_of_the_registry_match_the_generator() -> None:
     from gregor.protocol import messages
 
     assert messages.counts().splitlines()[-3:] == TOTALS
-    assert messages.SUPPLEMENT_VERSIONS == {68: (1,), 69: (1,)}
+    assert messages.SUPPLEMENT_VERSIONS == {68: (1,), 69: (1,), 76: (1,), 77: (1,), 78: (1,), 79: (1,)}
 
 
 # --- the supplement (versions the guide lacks) ----------------------------------------------
@@ -226,5 +227,9 @@ def test_the_committed_supplement() -> None:
     blocks = guide.parse_supplement(generate.SUPPLEMENT.read_text(encoding="utf-8"))
     assert [(v.api, v.kind, v.version) for v in blocks] == [
         ("ConsumerGroupHeartbeat", "request", 1), ("ConsumerGroupHeartbeat", "response", 1),
-        ("ConsumerGroupDescribe", "request", 1), ("ConsumerGroupDescribe", "response", 1)]
+        ("ConsumerGroupDescribe", "request", 1), ("ConsumerGroupDescribe", "response", 1),
+        ("ShareGroupHeartbeat", "request", 1), ("ShareGroupHeartbeat", "response", 1),
+        ("ShareGroupDescribe", "request", 1), ("ShareGroupDescribe", "response", 1),
+        ("ShareFetch", "request", 1), ("ShareFetch", "response", 1),
+        ("ShareAcknowledge", "request", 1), ("ShareAcknowledge", "response", 1)]
     assert all(v.source.startswith("kio 0.6.5, kio/schema/") for v in blocks)

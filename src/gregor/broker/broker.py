@@ -21,6 +21,7 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
 from gregor.broker.controller_apis import ControllerService
 from gregor.broker.controller_propagation import ControllerPropagation
 from gregor.broker.controller_requests import ControllerRequests
+from gregor.broker.coordinator_runtime import wall_clock_ms
 from gregor.broker.delegation_token_manager import DelegationTokenManager
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.events import log_event
@@ -51,6 +53,9 @@ from gregor.broker.quota_manager import QuotaManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.server import Connection, close_idle, start_listener
+from gregor.broker.share_partitions import SharePartitions, ShareSettings
+from gregor.broker.share_service import SharePersister, ShareService
+from gregor.broker.shares import Shares
 from gregor.broker.topic_admin import TopicAdmin
 from gregor.broker.txn_service import TxnService
 from gregor.cluster.etcd_url import is_etcd_url
@@ -64,6 +69,7 @@ from gregor.cluster.image import (
 )
 from gregor.cluster.store import MetadataStore, open_metadata_store
 from gregor.coordinator import CoordinatorConfig
+from gregor.coordinator.share_group import ShareGroups
 from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -182,9 +188,11 @@ class Broker:
         self.replicas.transactions = self.transactions
         if self.clustered:
             self._start_replication()
+        self.shares = self._share_groups(config)
         self.replicas.on_txn_marker(self.groups.on_txn_marker)
         self.publisher = MetadataPublisher(
-            self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics
+            self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics,
+            share_state=self.shares.state,
         )
         # The broker must be registered before its partitions are published (the image
         # names it as their leader) and before it listens; the ports come from binding.
@@ -229,6 +237,30 @@ class Broker:
             log_dirs=",".join(str(d) for d in config.log_dirs),
             topics=len(self.store.image.topics),
         )
+
+    def _share_groups(self, config: BrokerConfig) -> Shares:
+        state = ShareService(
+            int(config.get("share.coordinator.state.topic.num.partitions")),
+            int(config.get("share.coordinator.state.topic.replication.factor")), self.replicas, self.topics,
+        )
+        persister = SharePersister(self.node_id, state, lambda: self.store.image, self.channels)
+        settings = ShareSettings(
+            int(config.get("group.share.record.lock.duration.ms")),
+            int(config.get("group.share.delivery.count.limit")),
+            int(config.get("group.share.partition.max.record.locks")),
+        )
+        partitions = SharePartitions(self.replicas, persister, lambda: self.store.image, settings, wall_clock_ms)
+
+        def topic(name: str) -> tuple[uuid.UUID, int] | None:
+            t = self.store.image.topic(name)
+            return None if t is None or t.internal else (t.topic_id, len(t.partitions))
+
+        groups = ShareGroups(
+            topic, int(config.get("group.share.session.timeout.ms")),
+            int(config.get("group.share.heartbeat.interval.ms")), int(config.get("group.share.max.size")),
+            wall_clock_ms,
+        )
+        return Shares(state, partitions, groups)
 
     def _start_replication(self) -> None:
         """The cluster's parts: follower fetchers, ISR changes, the controller's duties, and
@@ -370,6 +402,7 @@ class Broker:
             await self.fetchers.close()
         await self.groups.stop()
         await self.transactions.stop()
+        await self.shares.stop()
         if self.channels is not None:
             self.channels.close()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)

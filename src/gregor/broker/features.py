@@ -12,9 +12,10 @@ What follows the levels here: ``group.version`` 1 turns on the consumer group pr
 (KIP-848; at 0 ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as
 Kafka does). ``metadata.version`` has no behaviour of its own in Gregor (the metadata store is
 not Kafka's metadata log); it is kept with Kafka's levels and downgrade rules so tools that
-read or set it work. ``transaction.version`` and ``share.version`` are supported at level 0
-only: the coordinator writes version-0 transaction records without the per-transaction epoch
-bump of level 2, and share groups are not served, so raising them is refused.
+read or set it work. ``share.version`` 1 turns share groups on (KIP-932; at 0 their APIs answer
+UNSUPPORTED_VERSION). ``transaction.version`` is supported at level 0 only: the coordinator
+writes version-0 transaction records without the per-transaction epoch bump of level 2, so
+raising it is refused.
 
 The names and ``metadata.version``'s levels are Kafka's (``protocol.features``).
 """
@@ -56,7 +57,7 @@ SUPPORTED: Mapping[str, SupportedFeature] = {
         SupportedFeature(METADATA_VERSION, 7, 29, 29),
         SupportedFeature(GROUP_VERSION, 0, 1, 1),
         SupportedFeature(TRANSACTION_VERSION, 0, 0, 0),
-        SupportedFeature(SHARE_VERSION, 0, 0, 0),
+        SupportedFeature(SHARE_VERSION, 0, 1, 1),
     )
 }
 

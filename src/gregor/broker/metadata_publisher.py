@@ -32,7 +32,7 @@ from gregor.broker.group_service import GroupService
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.topic_admin import TopicAdmin
 from gregor.broker.topic_configs import ConfigResourceType
-from gregor.broker.topics import OFFSETS_TOPIC, TXN_TOPIC
+from gregor.broker.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from gregor.cluster.image import EMPTY, MetadataDelta, MetadataImage, PartitionImage, TopicImage
 from gregor.storage.config import from_broker_props
 from gregor.storage.manager import LogManager
@@ -50,6 +50,7 @@ class MetadataPublisher:
         groups: GroupService,
         transactions: CoordinatorRuntime,
         topics: TopicAdmin | None = None,
+        share_state: CoordinatorRuntime | None = None,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -60,6 +61,8 @@ class MetadataPublisher:
         self.logs = logs
         self.groups = groups
         self.coordinators: dict[str, CoordinatorRuntime] = {OFFSETS_TOPIC: groups, TXN_TOPIC: transactions}
+        if share_state is not None:
+            self.coordinators[SHARE_STATE_TOPIC] = share_state
 
     def publish(self, delta: MetadataDelta) -> None:
         try:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the services import nothing from here; this only names thei
     from gregor.broker.producer_ids import ProducerIdManager
     from gregor.broker.quota_manager import QuotaManager
     from gregor.broker.replica_manager import ReplicaManager
+    from gregor.broker.shares import Shares
     from gregor.broker.topic_admin import TopicAdmin
     from gregor.broker.txn_service import TxnService
     from gregor.security.authorizer import AclAuthorizer
@@ -165,6 +166,11 @@ class BrokerState(Protocol):
     @property
     def delegation_tokens(self) -> DelegationTokenManager:
         """Delegation tokens: create, renew, expire, list (Kafka's rules and errors)."""
+        ...
+
+    @property
+    def shares(self) -> Shares:
+        """Share groups (KIP-932): the share coordinator, share partitions and groups here."""
         ...
 
     @property

@@ -23,6 +23,7 @@ from gregor.broker.handlers import (  # noqa: E402,F401  (registration)
     quotas,
     reassignments,
     security,
+    share,
     telemetry,
     transactions,
 )

@@ -173,10 +173,10 @@ API_KEYS: dict[int, ApiInfo] = {
     72: ApiInfo(72, 'PushTelemetry', PushTelemetryRequest, PushTelemetryResponse, 0, 0, 0),
     74: ApiInfo(74, 'ListClientMetricsResources', ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse, 0, 0, 0),
     75: ApiInfo(75, 'DescribeTopicPartitions', DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0, 0),
-    76: ApiInfo(76, 'ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 0, 0, 0),
-    77: ApiInfo(77, 'ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, 0, 0, 0),
-    78: ApiInfo(78, 'ShareFetch', ShareFetchRequest, ShareFetchResponse, 0, 0, 0),
-    79: ApiInfo(79, 'ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, 0, 0, 0),
+    76: ApiInfo(76, 'ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 0, 1, 0),
+    77: ApiInfo(77, 'ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, 0, 1, 0),
+    78: ApiInfo(78, 'ShareFetch', ShareFetchRequest, ShareFetchResponse, 0, 1, 0),
+    79: ApiInfo(79, 'ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, 0, 1, 0),
     80: ApiInfo(80, 'AddRaftVoter', AddRaftVoterRequest, AddRaftVoterResponse, 0, 0, 0),
     81: ApiInfo(81, 'RemoveRaftVoter', RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0, 0),
     83: ApiInfo(83, 'InitializeShareGroupState', InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0, 0),
@@ -192,6 +192,10 @@ API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()
 SUPPLEMENT_VERSIONS: dict[int, tuple[int, ...]] = {
     68: (1,),
     69: (1,),
+    76: (1,),
+    77: (1,),
+    78: (1,),
+    79: (1,),
 }
 
 def _info(api_key: int) -> ApiInfo:

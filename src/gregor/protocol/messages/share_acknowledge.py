@@ -50,7 +50,7 @@ _P_qq = _S_qq.pack
 
 
 class ShareAcknowledgeRequest(Message):
-    """ShareAcknowledge request (API key 79), v0-0, flexible from v0.
+    """ShareAcknowledge request (API key 79), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         group_id (str, all, nullable; None): The group identifier.
@@ -66,7 +66,7 @@ class ShareAcknowledgeRequest(Message):
     API_KEY = 79
     API_NAME = 'ShareAcknowledge'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     group_id: str | None
@@ -179,7 +179,7 @@ class ShareAcknowledgeRequest(Message):
 
 
 class ShareAcknowledgeResponse(Message):
-    """ShareAcknowledge response (API key 79), v0-0, flexible from v0.
+    """ShareAcknowledge response (API key 79), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -196,7 +196,7 @@ class ShareAcknowledgeResponse(Message):
     API_KEY = 79
     API_NAME = 'ShareAcknowledge'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     throttle_time_ms: int
@@ -649,7 +649,7 @@ def _encode_resp_v0(o: ShareAcknowledgeResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-ShareAcknowledgeRequest._DECODERS = {0: _decode_req_v0}
-ShareAcknowledgeRequest._ENCODERS = {0: _encode_req_v0}
-ShareAcknowledgeResponse._DECODERS = {0: _decode_resp_v0}
-ShareAcknowledgeResponse._ENCODERS = {0: _encode_resp_v0}
+ShareAcknowledgeRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0}
+ShareAcknowledgeRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0}
+ShareAcknowledgeResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0}
+ShareAcknowledgeResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0}

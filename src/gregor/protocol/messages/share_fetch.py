@@ -52,6 +52,9 @@ _P_ii = _S_ii.pack
 _S_iiii = _struct.Struct('>iiii')
 _U_iiii = _S_iiii.unpack_from
 _P_iiii = _S_iiii.pack
+_S_iiiiii = _struct.Struct('>iiiiii')
+_U_iiiiii = _S_iiiiii.unpack_from
+_P_iiiiii = _S_iiiiii.pack
 _S_qq = _struct.Struct('>qq')
 _U_qq = _S_qq.unpack_from
 _P_qq = _S_qq.pack
@@ -61,7 +64,7 @@ _P_qqh = _S_qqh.pack
 
 
 class ShareFetchRequest(Message):
-    """ShareFetch request (API key 78), v0-0, flexible from v0.
+    """ShareFetch request (API key 78), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         group_id (str, all, nullable; None): The group identifier.
@@ -70,18 +73,20 @@ class ShareFetchRequest(Message):
         max_wait_ms (int32, all; 0): The maximum time in milliseconds to wait for the response.
         min_bytes (int32, all; 0): The minimum bytes to accumulate in the response.
         max_bytes (int32, all; 0): The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
+        max_records (int32, v1+; 0): The maximum number of records to fetch. This limit can be exceeded for alignment of batch boundaries.
+        batch_size (int32, v1+; 0): The optimal number of records for batches of acquired records and acknowledgements.
         topics (list[Topics], all; []): The topics to fetch.
         forgotten_topics_data (list[ForgottenTopicsData], all; []): The partitions to remove from this share session.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tags')
-    _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tags')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'topics', 'forgotten_topics_data', 'unknown_tags')
+    _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'topics', 'forgotten_topics_data', 'unknown_tags')
     API_KEY = 78
     API_NAME = 'ShareFetch'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     group_id: str | None
@@ -90,6 +95,8 @@ class ShareFetchRequest(Message):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    max_records: int
+    batch_size: int
     topics: list[ShareFetchRequest.Topics]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopicsData]
     unknown_tags: dict[int, bytes]
@@ -114,7 +121,7 @@ class ShareFetchRequest(Message):
 
             Fields (type, versions[, tag]; default):
                 partition_index (int32, all; 0): The partition index.
-                partition_max_bytes (int32, all; 0): The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored.
+                partition_max_bytes (int32, v0; 0): The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored.
                 acknowledgement_batches (list[AcknowledgementBatches], all; []): Record batches to acknowledge.
             """
 
@@ -212,50 +219,54 @@ class ShareFetchRequest(Message):
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareFetchRequest.ForgottenTopicsData(topic_id={self.topic_id!r}, partitions={self.partitions!r}{tags})"
 
-    def __init__(self, *, group_id: str | None = None, member_id: str | None = None, share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 0, topics: list[ShareFetchRequest.Topics] = UNSET, forgotten_topics_data: list[ShareFetchRequest.ForgottenTopicsData] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = None, share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 0, max_records: int = 0, batch_size: int = 0, topics: list[ShareFetchRequest.Topics] = UNSET, forgotten_topics_data: list[ShareFetchRequest.ForgottenTopicsData] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
         self.topics = [] if topics is UNSET else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is UNSET else forgotten_topics_data
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
     def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
-        return self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.unknown_tags == other.unknown_tags
+        return self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.max_records == other.max_records and self.batch_size == other.batch_size and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.unknown_tags == other.unknown_tags
 
     def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
-        return f"ShareFetchRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}{tags})"
+        return f"ShareFetchRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, max_records={self.max_records!r}, batch_size={self.batch_size!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}{tags})"
 
 
 class ShareFetchResponse(Message):
-    """ShareFetch response (API key 78), v0-0, flexible from v0.
+    """ShareFetch response (API key 78), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
         error_code (int16, all; 0): The top-level response error code.
         error_message (str, all, nullable; None): The top-level error message, or null if there was no error.
+        acquisition_lock_timeout_ms (int32, v1+; 0): The time in milliseconds for which the acquired records are locked.
         responses (list[Responses], all; []): The response topics.
         node_endpoints (list[NodeEndpoints], all; []): Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tags')
-    _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tags')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tags')
+    _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tags')
     API_KEY = 78
     API_NAME = 'ShareFetch'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareFetchResponse.Responses]
     node_endpoints: list[ShareFetchResponse.NodeEndpoints]
     unknown_tags: dict[int, bytes]
@@ -427,21 +438,22 @@ class ShareFetchResponse(Message):
             tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
             return f"ShareFetchResponse.NodeEndpoints(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}{tags})"
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareFetchResponse.Responses] = UNSET, node_endpoints: list[ShareFetchResponse.NodeEndpoints] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, acquisition_lock_timeout_ms: int = 0, responses: list[ShareFetchResponse.Responses] = UNSET, node_endpoints: list[ShareFetchResponse.NodeEndpoints] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is UNSET else responses
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
     def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
-        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tags == other.unknown_tags
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.acquisition_lock_timeout_ms == other.acquisition_lock_timeout_ms and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tags == other.unknown_tags
 
     def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
-        return f"ShareFetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r}{tags})"
+        return f"ShareFetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acquisition_lock_timeout_ms={self.acquisition_lock_timeout_ms!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r}{tags})"
 
 
 _C_ShareFetchRequest = ShareFetchRequest
@@ -559,6 +571,116 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ShareFetchRequest, int]:
             else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
             a0_2(e1_2)
         o.forgotten_topics_data = l0_2
+    o.max_records = 0
+    o.batch_size = 0
+    if buf[pos] == 0: pos += 1; o.unknown_tags = {}
+    else: o.unknown_tags, pos = _read_tags(buf, pos)
+    return o, pos
+
+
+def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ShareFetchRequest, int]:
+    blen = len(buf)
+    o = _new(_C_ShareFetchRequest)
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n == -1: o.group_id = None
+    else:
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        o.group_id = str(buf[pos:end], 'utf-8'); pos = end
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n == -1: o.member_id = None
+    else:
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        o.member_id = str(buf[pos:end], 'utf-8'); pos = end
+    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size = _U_iiiiii(buf, pos); pos += 24
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: o.topics = None  # type: ignore[assignment]
+    else:
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l0: list[ShareFetchRequest.Topics] = []; a0 = l0.append
+        for _ in range(n):
+            e1 = _new(_C_ShareFetchRequest_Topics)
+            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            else:
+                if n * 6 > blen - pos: raise _bad_count(n)
+                l1: list[ShareFetchRequest.Topics.Partitions] = []; a1 = l1.append
+                for _ in range(n):
+                    e2 = _new(_C_ShareFetchRequest_Topics_Partitions)
+                    e2.partition_index, = _U_i(buf, pos); pos += 4
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n < 0: e2.acknowledgement_batches = None  # type: ignore[assignment]
+                    else:
+                        if n * 18 > blen - pos: raise _bad_count(n)
+                        l2: list[ShareFetchRequest.Topics.Partitions.AcknowledgementBatches] = []; a2 = l2.append
+                        for _ in range(n):
+                            e3 = _new(_C_ShareFetchRequest_Topics_Partitions_AcknowledgementBatches)
+                            e3.first_offset, e3.last_offset = _U_qq(buf, pos); pos += 16
+                            n = buf[pos]
+                            if n < 128: pos += 1
+                            else: n, pos = _ruv(buf, pos)
+                            n -= 1
+                            if n < 0: e3.acknowledge_types = None  # type: ignore[assignment]
+                            else:
+                                if n < 64: e3.acknowledge_types = list(_UA_b[n](buf, pos))
+                                else: e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
+                                pos += n * 1
+                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                            a2(e3)
+                        e2.acknowledgement_batches = l2
+                    e2.partition_max_bytes = 0
+                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1(e2)
+                e1.partitions = l1
+            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+            else: e1.unknown_tags, pos = _read_tags(buf, pos)
+            a0(e1)
+        o.topics = l0
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
+    else:
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l0_2: list[ShareFetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+        for _ in range(n):
+            e1_2 = _new(_C_ShareFetchRequest_ForgottenTopicsData)
+            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
+            else:
+                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.forgotten_topics_data = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -633,6 +755,75 @@ def _encode_req_v0(o: ShareFetchRequest, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
+def _encode_req_v1(o: ShareFetchRequest, ap: _Append) -> None:
+    sn: str | None = o.group_id
+    if sn is None: ap(b'\x00')
+    else:
+        s: bytes = sn.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+    sn = o.member_id
+    if sn is None: ap(b'\x00')
+    else:
+        s = sn.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+    ap(_P_iiiiii(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size))
+    l0: list[ShareFetchRequest.Topics] = o.topics
+    if l0 is None: ap(b'\x00')
+    else:
+        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0 in l0:
+            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+            l1: list[ShareFetchRequest.Topics.Partitions] = x0.partitions
+            if l1 is None: ap(b'\x00')
+            else:
+                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1 in l1:
+                    ap(_P_i(x1.partition_index))
+                    l2: list[ShareFetchRequest.Topics.Partitions.AcknowledgementBatches] = x1.acknowledgement_batches
+                    if l2 is None: ap(b'\x00')
+                    else:
+                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x2 in l2:
+                            ap(_P_qq(x2.first_offset, x2.last_offset))
+                            l3: list[int] = x2.acknowledge_types
+                            if l3 is None: ap(b'\x00')
+                            else:
+                                c = len(l3)
+                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                                if c < 64: ap(_PA_b[c](*l3))
+                                else: ap(_pack('>%db' % c, *l3))
+                            ut3 = x2.unknown_tags
+                            if ut3: _write_tags(ap, ut3.items())
+                            else: ap(b'\x00')
+                    ut2 = x1.unknown_tags
+                    if ut2: _write_tags(ap, ut2.items())
+                    else: ap(b'\x00')
+            ut1 = x0.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    l0_2: list[ShareFetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
+    if l0_2 is None: ap(b'\x00')
+    else:
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+            l1_2: list[int] = x0_2.partitions
+            if l1_2 is None: ap(b'\x00')
+            else:
+                c = len(l1_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l1_2))
+                else: ap(_pack('>%di' % c, *l1_2))
+            ut1 = x0_2.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    ut0 = o.unknown_tags
+    if ut0: _write_tags(ap, ut0.items())
+    else: ap(b'\x00')
+
+
 def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareFetchResponse, int]:
     blen = len(buf)
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
@@ -647,6 +838,139 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareFetchResponse, int]:
         end = pos + n
         if n < 0 or end > blen: raise _bad_length(n)
         o.error_message = str(buf[pos:end], 'utf-8'); pos = end
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: o.responses = None  # type: ignore[assignment]
+    else:
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l0: list[ShareFetchResponse.Responses] = []; a0 = l0.append
+        for _ in range(n):
+            e1 = _new(_C_ShareFetchResponse_Responses)
+            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            else:
+                if n * 22 > blen - pos: raise _bad_count(n)
+                l1: list[ShareFetchResponse.Responses.Partitions] = []; a1 = l1.append
+                for _ in range(n):
+                    e2 = _new(_C_ShareFetchResponse_Responses_Partitions)
+                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n == -1: e2.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen: raise _bad_length(n)
+                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+                    e2.acknowledge_error_code, = _U_h(buf, pos); pos += 2
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n == -1: e2.acknowledge_error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen: raise _bad_length(n)
+                        e2.acknowledge_error_message = str(buf[pos:end], 'utf-8'); pos = end
+                    e3 = _new(_C_ShareFetchResponse_Responses_Partitions_CurrentLeader)
+                    e3.leader_id, e3.leader_epoch = _U_ii(buf, pos); pos += 8
+                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                    e2.current_leader = e3
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n == -1: e2.records = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen: raise _bad_length(n)
+                        e2.records = mv[pos:end]; pos = end
+                    n = buf[pos]
+                    if n < 128: pos += 1
+                    else: n, pos = _ruv(buf, pos)
+                    n -= 1
+                    if n < 0: e2.acquired_records = None  # type: ignore[assignment]
+                    else:
+                        if n * 19 > blen - pos: raise _bad_count(n)
+                        l2: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = []; a2 = l2.append
+                        for _ in range(n):
+                            e3_2 = _new(_C_ShareFetchResponse_Responses_Partitions_AcquiredRecords)
+                            e3_2.first_offset, e3_2.last_offset, e3_2.delivery_count = _U_qqh(buf, pos); pos += 18
+                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                            a2(e3_2)
+                        e2.acquired_records = l2
+                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                    a1(e2)
+                e1.partitions = l1
+            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+            else: e1.unknown_tags, pos = _read_tags(buf, pos)
+            a0(e1)
+        o.responses = l0
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: o.node_endpoints = None  # type: ignore[assignment]
+    else:
+        if n * 11 > blen - pos: raise _bad_count(n)
+        l0_2: list[ShareFetchResponse.NodeEndpoints] = []; a0_2 = l0_2.append
+        for _ in range(n):
+            e1_2 = _new(_C_ShareFetchResponse_NodeEndpoints)
+            e1_2.node_id, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e1_2.port, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e1_2.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+            a0_2(e1_2)
+        o.node_endpoints = l0_2
+    o.acquisition_lock_timeout_ms = 0
+    if buf[pos] == 0: pos += 1; o.unknown_tags = {}
+    else: o.unknown_tags, pos = _read_tags(buf, pos)
+    return o, pos
+
+
+def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ShareFetchResponse, int]:
+    blen = len(buf)
+    mv = buf if buf.__class__ is memoryview else memoryview(buf)
+    o = _new(_C_ShareFetchResponse)
+    o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n == -1: o.error_message = None
+    else:
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        o.error_message = str(buf[pos:end], 'utf-8'); pos = end
+    o.acquisition_lock_timeout_ms, = _U_i(buf, pos); pos += 4
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -842,7 +1166,86 @@ def _encode_resp_v0(o: ShareFetchResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-ShareFetchRequest._DECODERS = {0: _decode_req_v0}
-ShareFetchRequest._ENCODERS = {0: _encode_req_v0}
-ShareFetchResponse._DECODERS = {0: _decode_resp_v0}
-ShareFetchResponse._ENCODERS = {0: _encode_resp_v0}
+def _encode_resp_v1(o: ShareFetchResponse, ap: _Append) -> None:
+    ap(_P_ih(o.throttle_time_ms, o.error_code))
+    sn: str | None = o.error_message
+    if sn is None: ap(b'\x00')
+    else:
+        s: bytes = sn.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+    ap(_P_i(o.acquisition_lock_timeout_ms))
+    l0: list[ShareFetchResponse.Responses] = o.responses
+    if l0 is None: ap(b'\x00')
+    else:
+        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0 in l0:
+            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+            l1: list[ShareFetchResponse.Responses.Partitions] = x0.partitions
+            if l1 is None: ap(b'\x00')
+            else:
+                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x1 in l1:
+                    ap(_P_ih(x1.partition_index, x1.error_code))
+                    sn = x1.error_message
+                    if sn is None: ap(b'\x00')
+                    else:
+                        s = sn.encode()
+                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        ap(s)
+                    ap(_P_h(x1.acknowledge_error_code))
+                    sn = x1.acknowledge_error_message
+                    if sn is None: ap(b'\x00')
+                    else:
+                        s = sn.encode()
+                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        ap(s)
+                    e3: ShareFetchResponse.Responses.Partitions.CurrentLeader = x1.current_leader
+                    ap(_P_ii(e3.leader_id, e3.leader_epoch))
+                    ut3 = e3.unknown_tags
+                    if ut3: _write_tags(ap, ut3.items())
+                    else: ap(b'\x00')
+                    _write_compact_records(ap, x1.records)
+                    l2: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = x1.acquired_records
+                    if l2 is None: ap(b'\x00')
+                    else:
+                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                        for x2 in l2:
+                            ap(_P_qqh(x2.first_offset, x2.last_offset, x2.delivery_count))
+                            ut3 = x2.unknown_tags
+                            if ut3: _write_tags(ap, ut3.items())
+                            else: ap(b'\x00')
+                    ut2 = x1.unknown_tags
+                    if ut2: _write_tags(ap, ut2.items())
+                    else: ap(b'\x00')
+            ut1 = x0.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    l0_2: list[ShareFetchResponse.NodeEndpoints] = o.node_endpoints
+    if l0_2 is None: ap(b'\x00')
+    else:
+        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x0_2 in l0_2:
+            ap(_P_i(x0_2.node_id))
+            s = x0_2.host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_i(x0_2.port))
+            sn = x0_2.rack
+            if sn is None: ap(b'\x00')
+            else:
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut1 = x0_2.unknown_tags
+            if ut1: _write_tags(ap, ut1.items())
+            else: ap(b'\x00')
+    ut0 = o.unknown_tags
+    if ut0: _write_tags(ap, ut0.items())
+    else: ap(b'\x00')
+
+
+ShareFetchRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v1}
+ShareFetchRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v1}
+ShareFetchResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v1}
+ShareFetchResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v1}

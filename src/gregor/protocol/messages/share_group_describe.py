@@ -50,7 +50,7 @@ _P_o = _S_o.pack
 
 
 class ShareGroupDescribeRequest(Message):
-    """ShareGroupDescribe request (API key 77), v0-0, flexible from v0.
+    """ShareGroupDescribe request (API key 77), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         group_ids (list[str], all; []): The ids of the groups to describe
@@ -64,7 +64,7 @@ class ShareGroupDescribeRequest(Message):
     API_KEY = 77
     API_NAME = 'ShareGroupDescribe'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     group_ids: list[str]
@@ -86,7 +86,7 @@ class ShareGroupDescribeRequest(Message):
 
 
 class ShareGroupDescribeResponse(Message):
-    """ShareGroupDescribe response (API key 77), v0-0, flexible from v0.
+    """ShareGroupDescribe response (API key 77), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -100,7 +100,7 @@ class ShareGroupDescribeResponse(Message):
     API_KEY = 77
     API_NAME = 'ShareGroupDescribe'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     throttle_time_ms: int
@@ -562,7 +562,7 @@ def _encode_resp_v0(o: ShareGroupDescribeResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-ShareGroupDescribeRequest._DECODERS = {0: _decode_req_v0}
-ShareGroupDescribeRequest._ENCODERS = {0: _encode_req_v0}
-ShareGroupDescribeResponse._DECODERS = {0: _decode_resp_v0}
-ShareGroupDescribeResponse._ENCODERS = {0: _encode_resp_v0}
+ShareGroupDescribeRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0}
+ShareGroupDescribeRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0}
+ShareGroupDescribeResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0}
+ShareGroupDescribeResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0}

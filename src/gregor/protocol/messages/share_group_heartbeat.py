@@ -50,7 +50,7 @@ _P_ii = _S_ii.pack
 
 
 class ShareGroupHeartbeatRequest(Message):
-    """ShareGroupHeartbeat request (API key 76), v0-0, flexible from v0.
+    """ShareGroupHeartbeat request (API key 76), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         group_id (str, all; ''): The group identifier.
@@ -67,7 +67,7 @@ class ShareGroupHeartbeatRequest(Message):
     API_KEY = 76
     API_NAME = 'ShareGroupHeartbeat'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     group_id: str
@@ -95,7 +95,7 @@ class ShareGroupHeartbeatRequest(Message):
 
 
 class ShareGroupHeartbeatResponse(Message):
-    """ShareGroupHeartbeat response (API key 76), v0-0, flexible from v0.
+    """ShareGroupHeartbeat response (API key 76), v0-1, flexible from v0.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -114,7 +114,7 @@ class ShareGroupHeartbeatResponse(Message):
     API_KEY = 76
     API_NAME = 'ShareGroupHeartbeat'
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     throttle_time_ms: int
@@ -384,7 +384,7 @@ def _encode_resp_v0(o: ShareGroupHeartbeatResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-ShareGroupHeartbeatRequest._DECODERS = {0: _decode_req_v0}
-ShareGroupHeartbeatRequest._ENCODERS = {0: _encode_req_v0}
-ShareGroupHeartbeatResponse._DECODERS = {0: _decode_resp_v0}
-ShareGroupHeartbeatResponse._ENCODERS = {0: _encode_resp_v0}
+ShareGroupHeartbeatRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0}
+ShareGroupHeartbeatRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0}
+ShareGroupHeartbeatResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0}
+ShareGroupHeartbeatResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0}

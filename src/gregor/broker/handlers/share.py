@@ -1,0 +1,407 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe (v0-1) on the group
+coordinator, ShareFetch and ShareAcknowledge (v0-1) on the partition leaders, and the share
+coordinator's state APIs (Initialize/Read/Write/Delete/ReadSummary ShareGroupState, v0).
+
+All of them answer UNSUPPORTED_VERSION while the finalized ``share.version`` is 0, as Kafka's
+do. Authorization is Kafka's: the group APIs need READ (heartbeat, fetch, acknowledge) or
+DESCRIBE (describe) on the group, a subscription or fetch READ/DESCRIBE on each topic, and the
+state APIs CLUSTER_ACTION on the cluster (they are for brokers).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from gregor.broker import features
+from gregor.broker.authorized_ops import authorized_operations
+from gregor.broker.authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+    ops_authorizer,
+)
+from gregor.broker.handlers.registry import handles
+from gregor.broker.share_partitions import AckBatch, TopicPartition
+from gregor.broker.state import RequestContext
+from gregor.coordinator.share_state import StateBatch
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.messages.delete_share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+)
+from gregor.protocol.messages.initialize_share_group_state import (
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+)
+from gregor.protocol.messages.read_share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+)
+from gregor.protocol.messages.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+)
+from gregor.protocol.messages.share_acknowledge import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+)
+from gregor.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from gregor.protocol.messages.share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
+from gregor.protocol.messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from gregor.protocol.messages.write_share_group_state import (
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+
+_OFF = "share groups are off: the finalized share.version is 0"
+DEFAULT_MAX_RECORDS = 500
+
+
+def _share_on(ctx: RequestContext) -> bool:
+    return features.level(ctx.broker.image.features, features.SHARE_VERSION) >= 1
+
+
+# --- the group coordinator's side ---
+
+
+@handles(ShareGroupHeartbeatRequest)
+async def handle_share_group_heartbeat(
+    ctx: RequestContext, req: ShareGroupHeartbeatRequest
+) -> ShareGroupHeartbeatResponse:
+    def answer(error: int, message: str | None = None) -> ShareGroupHeartbeatResponse:
+        return ShareGroupHeartbeatResponse(error_code=error, error_message=message, member_id=req.member_id or None,
+                                           member_epoch=-1, heartbeat_interval_ms=0)
+
+    if not _share_on(ctx):
+        return answer(ErrorCode.UNSUPPORTED_VERSION, _OFF)
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    names = req.subscribed_topic_names or []
+    if len(allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+        return answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    error = await ctx.broker.groups.coordinator_error(req.group_id)
+    if error:
+        return answer(error)
+    if req.group_id in ctx.broker.groups.coordinator.groups:
+        return answer(ErrorCode.GROUP_ID_NOT_FOUND, f"group {req.group_id} is not a share group")
+    shares = ctx.broker.shares
+    result = shares.heartbeat(
+        req.group_id, req.member_id, req.member_epoch, req.rack_id, req.subscribed_topic_names,
+        ctx.client_id or "", ctx.client_host, ctx.version,
+    )
+    assignment = None
+    if result.assignment is not None:
+        A = ShareGroupHeartbeatResponse.Assignment
+        assignment = A(topic_partitions=[
+            A.TopicPartitions(topic_id=tid, partitions=sorted(ps)) for tid, ps in sorted(
+                result.assignment.items(), key=lambda kv: str(kv[0]))
+        ])
+    return ShareGroupHeartbeatResponse(
+        error_code=result.error, error_message=result.message, member_id=result.member_id,
+        member_epoch=result.member_epoch, heartbeat_interval_ms=shares.groups.heartbeat_interval_ms if not result.error
+        else 0, assignment=assignment,
+    )
+
+
+@handles(ShareGroupDescribeRequest)
+async def handle_share_group_describe(
+    ctx: RequestContext, req: ShareGroupDescribeRequest
+) -> ShareGroupDescribeResponse:
+    G = ShareGroupDescribeResponse.Groups
+    M = G.Members
+
+    def failed(gid: str, error: int, message: str | None = None) -> Any:
+        return G(error_code=error, error_message=message, group_id=gid, group_state="", group_epoch=0,
+                 assignment_epoch=0, assignor_name="", members=[])
+
+    out = []
+    image = ctx.broker.image
+    for gid in req.group_ids:
+        if not _share_on(ctx):
+            out.append(failed(gid, ErrorCode.UNSUPPORTED_VERSION, _OFF))
+            continue
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(failed(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        error = await ctx.broker.groups.coordinator_error(gid)
+        if error:
+            out.append(failed(gid, error))
+            continue
+        group = ctx.broker.shares.groups.groups.get(gid)
+        if group is None:
+            out.append(failed(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"share group {gid} not found"))
+            continue
+        members = []
+        for m in sorted(group.members.values(), key=lambda m: m.member_id):
+            tps = []
+            for tid, ps in sorted(m.assignment.items(), key=lambda kv: str(kv[0])):
+                t = image.topic_by_id(tid)
+                tps.append(M.Assignment.TopicPartitions(topic_id=tid, topic_name=t.name if t else "", partitions=sorted(ps)))
+            members.append(M(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                             client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
+                             assignment=M.Assignment(topic_partitions=tps)))
+        ops = -2147483648
+        if req.include_authorized_operations:
+            ops = authorized_operations(ResourceType.GROUP, gid, ops_authorizer(ctx))
+        out.append(G(error_code=0, error_message=None, group_id=gid, group_state=group.state,
+                     group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch, assignor_name="simple",
+                     members=members, authorized_operations=ops))
+    return ShareGroupDescribeResponse(groups=out)
+
+
+# --- the partition leaders' side ---
+
+
+def _resolve(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    t = ctx.broker.image.topic_by_id(topic_id)
+    return None if t is None else t.name
+
+
+def _acks(batches: Sequence[Any]) -> list[AckBatch]:
+    return [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+
+
+@handles(ShareFetchRequest)
+async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchResponse:
+    R = ShareFetchResponse.Responses
+    P = R.Partitions
+    lock_ms = ctx.broker.shares.partitions.settings.lock_duration_ms
+
+    def top(error: int, message: str | None = None) -> ShareFetchResponse:
+        return ShareFetchResponse(error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms)
+
+    if not _share_on(ctx):
+        return top(ErrorCode.UNSUPPORTED_VERSION, _OFF)
+    group, member = req.group_id or "", req.member_id or ""
+    if not group or not member:
+        return top(ErrorCode.INVALID_REQUEST, "group id and member id must be set")
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, group):
+        return top(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    partitions = ctx.broker.shares.partitions
+    ctx.broker.shares.touch()
+    errors: dict[TopicPartition, int] = {}
+    ids: dict[str, uuid.UUID] = {}
+    asked: list[TopicPartition] = []
+    acks: dict[TopicPartition, list[AckBatch]] = {}
+    unknown: list[tuple[uuid.UUID, int]] = []
+    for t in req.topics:
+        name = _resolve(ctx, t.topic_id)
+        if name is None:
+            unknown.extend((t.topic_id, p.partition_index) for p in t.partitions)
+            continue
+        ids[name] = t.topic_id
+        for p in t.partitions:
+            asked.append((name, p.partition_index))
+            if p.acknowledgement_batches:
+                acks[(name, p.partition_index)] = _acks(p.acknowledgement_batches)
+    denied = {n for n, _ in asked} - allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, {n for n, _ in asked})
+    for tp in asked:
+        if tp[0] in denied:
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            acks.pop(tp, None)
+    forget = [(n, i) for t in req.forgotten_topics_data if (n := _resolve(ctx, t.topic_id)) for i in t.partitions]
+    error, session = partitions.session_update(group, member, req.share_session_epoch, asked, forget)
+    if error:
+        return top(error)
+    assert session is not None
+    if req.share_session_epoch == 0 and acks:
+        return top(ErrorCode.INVALID_REQUEST, "a new share session carries no acknowledgements")
+    ack_errors = await partitions.acknowledge(group, member, acks) if acks else {}
+    fetched = {}
+    if req.share_session_epoch == -1:
+        partitions.close_session(group, member)
+    else:
+        wanted = [tp for tp in sorted(session.partitions) if tp not in errors]
+        max_records = req.max_records if ctx.version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
+        fetched = await partitions.fetch(
+            group, member, wanted, max_records, max(req.max_bytes, 1), req.max_wait_ms, ctx.conn.hung_up)
+    by_topic: dict[str, list[Any]] = {}
+    image = ctx.broker.image
+    for tp in sorted(set(fetched) | set(errors) | set(ack_errors)):
+        f = fetched.get(tp)
+        error = errors.get(tp, f.error if f is not None else 0)
+        acquired = f.acquired if f is not None else []
+        if not (error or acquired or tp in ack_errors):
+            continue
+        pi = image.partition(*tp)
+        leader = P.CurrentLeader(leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1)
+        by_topic.setdefault(tp[0], []).append(P(
+            partition_index=tp[1], error_code=error, acknowledge_error_code=ack_errors.get(tp, 0),
+            current_leader=leader, records=f.records if f is not None and acquired else None,
+            acquired_records=[P.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c) for a, b, c in acquired],
+        ))
+    responses = [R(topic_id=ids[name], partitions=ps) for name, ps in by_topic.items()]
+    responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1))])
+                  for tid, i in unknown]
+    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses)
+
+
+@handles(ShareAcknowledgeRequest)
+async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    R = ShareAcknowledgeResponse.Responses
+    P = R.Partitions
+    if not _share_on(ctx):
+        return ShareAcknowledgeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_OFF)
+    group, member = req.group_id or "", req.member_id or ""
+    if not group or not member:
+        return ShareAcknowledgeResponse(error_code=ErrorCode.INVALID_REQUEST, error_message="group id and member id must be set")
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, group):
+        return ShareAcknowledgeResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    partitions = ctx.broker.shares.partitions
+    if req.share_session_epoch == 0:
+        return ShareAcknowledgeResponse(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+    error, _ = partitions.session_update(group, member, req.share_session_epoch, [], [])
+    if error:
+        return ShareAcknowledgeResponse(error_code=error)
+    ids: dict[str, uuid.UUID] = {}
+    acks: dict[TopicPartition, list[AckBatch]] = {}
+    errors: dict[TopicPartition, int] = {}
+    unknown: list[tuple[uuid.UUID, int]] = []
+    for t in req.topics:
+        name = _resolve(ctx, t.topic_id)
+        if name is None:
+            unknown.extend((t.topic_id, p.partition_index) for p in t.partitions)
+            continue
+        ids[name] = t.topic_id
+        for p in t.partitions:
+            acks[(name, p.partition_index)] = _acks(p.acknowledgement_batches)
+    denied = {n for n, _ in acks} - allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, {n for n, _ in acks})
+    for tp in list(acks):
+        if tp[0] in denied:
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            del acks[tp]
+    errors.update(await partitions.acknowledge(group, member, acks))
+    if req.share_session_epoch == -1:
+        partitions.close_session(group, member)
+    by_topic: dict[str, list[Any]] = {}
+    image = ctx.broker.image
+    for tp, code in sorted(errors.items()):
+        pi = image.partition(*tp)
+        by_topic.setdefault(tp[0], []).append(P(partition_index=tp[1], error_code=code, current_leader=P.CurrentLeader(
+            leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1)))
+    responses = [R(topic_id=ids[n], partitions=ps) for n, ps in by_topic.items()]
+    responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1))])
+                  for tid, i in unknown]
+    return ShareAcknowledgeResponse(error_code=0, responses=responses)
+
+
+# --- the share coordinator's state APIs ---
+
+
+def _state_refusal(ctx: RequestContext) -> int:
+    if not _share_on(ctx):
+        return ErrorCode.UNSUPPORTED_VERSION
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return 0
+
+
+@handles(InitializeShareGroupStateRequest)
+async def handle_initialize_share_group_state(
+    ctx: RequestContext, req: InitializeShareGroupStateRequest
+) -> InitializeShareGroupStateResponse:
+    R = InitializeShareGroupStateResponse.Results
+    refusal = _state_refusal(ctx)
+    service = ctx.broker.shares.state
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = refusal or await service.initialize((req.group_id, t.topic_id, p.partition), p.state_epoch, p.start_offset)
+            parts.append(R.Partitions(partition=p.partition, error_code=code))
+        results.append(R(topic_id=t.topic_id, partitions=parts))
+    return InitializeShareGroupStateResponse(results=results)
+
+
+@handles(ReadShareGroupStateRequest)
+async def handle_read_share_group_state(
+    ctx: RequestContext, req: ReadShareGroupStateRequest
+) -> ReadShareGroupStateResponse:
+    R = ReadShareGroupStateResponse.Results
+    refusal = _state_refusal(ctx)
+    service = ctx.broker.shares.state
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if refusal:
+                parts.append(R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1))
+                continue
+            r = await service.read((req.group_id, t.topic_id, p.partition), p.leader_epoch)
+            parts.append(R.Partitions(
+                partition=p.partition, error_code=r.error, state_epoch=r.state_epoch, start_offset=r.start_offset,
+                state_batches=[R.Partitions.StateBatches(first_offset=b.first_offset, last_offset=b.last_offset,
+                                                         delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                               for b in r.state_batches]))
+        results.append(R(topic_id=t.topic_id, partitions=parts))
+    return ReadShareGroupStateResponse(results=results)
+
+
+@handles(ReadShareGroupStateSummaryRequest)
+async def handle_read_share_group_state_summary(
+    ctx: RequestContext, req: ReadShareGroupStateSummaryRequest
+) -> ReadShareGroupStateSummaryResponse:
+    R = ReadShareGroupStateSummaryResponse.Results
+    refusal = _state_refusal(ctx)
+    service = ctx.broker.shares.state
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if refusal:
+                parts.append(R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1))
+                continue
+            r = await service.read((req.group_id, t.topic_id, p.partition), p.leader_epoch, summary=True)
+            parts.append(R.Partitions(partition=p.partition, error_code=r.error, state_epoch=r.state_epoch,
+                                      start_offset=r.start_offset))
+        results.append(R(topic_id=t.topic_id, partitions=parts))
+    return ReadShareGroupStateSummaryResponse(results=results)
+
+
+@handles(WriteShareGroupStateRequest)
+async def handle_write_share_group_state(
+    ctx: RequestContext, req: WriteShareGroupStateRequest
+) -> WriteShareGroupStateResponse:
+    R = WriteShareGroupStateResponse.Results
+    refusal = _state_refusal(ctx)
+    service = ctx.broker.shares.state
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                       for b in p.state_batches]
+            code = refusal or await service.write(
+                (req.group_id, t.topic_id, p.partition), p.state_epoch, p.leader_epoch, p.start_offset, batches)
+            parts.append(R.Partitions(partition=p.partition, error_code=code))
+        results.append(R(topic_id=t.topic_id, partitions=parts))
+    return WriteShareGroupStateResponse(results=results)
+
+
+@handles(DeleteShareGroupStateRequest)
+async def handle_delete_share_group_state(
+    ctx: RequestContext, req: DeleteShareGroupStateRequest
+) -> DeleteShareGroupStateResponse:
+    R = DeleteShareGroupStateResponse.Results
+    refusal = _state_refusal(ctx)
+    service = ctx.broker.shares.state
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = refusal or await service.delete((req.group_id, t.topic_id, p.partition))
+            parts.append(R.Partitions(partition=p.partition, error_code=code))
+        results.append(R(topic_id=t.topic_id, partitions=parts))
+    return DeleteShareGroupStateResponse(results=results)

@@ -1,0 +1,165 @@
+"""The share coordinator as a service: ``ShareCoordinator`` (``gregor.coordinator``) on the
+shared ``CoordinatorRuntime``, its state in ``__share_group_state`` (compacted).
+
+The share-group state APIs (Initialize/Read/Write/Delete/ReadSummary ShareGroupState) call it
+on the broker leading the key's partition; ``SharePersister`` is how a share-partition leader
+reaches it: a local call when this broker coordinates the key, else the same API sent to the
+coordinating broker over the inter-broker channels, found and retried as a client finds and
+retries a coordinator (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, unreachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gregor.broker.coordinator_runtime import (
+    CoordinatorRuntime,
+    InternalTopic,
+    InternalWrite,
+    PartitionWriter,
+    TopicCreator,
+    wall_clock_ms,
+)
+from gregor.broker.inter_broker import BrokerChannels
+from gregor.broker.topics import SHARE_STATE_TOPIC
+from gregor.cluster.image import MetadataImage
+from gregor.coordinator.share_coordinator import ReadResult, ShareCoordinator, share_key_text
+from gregor.coordinator.share_state import ShareKey, StateBatch
+from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.protocol.messages.read_share_group_state import ReadShareGroupStateRequest
+from gregor.protocol.messages.write_share_group_state import WriteShareGroupStateRequest
+from gregor.storage.producer_state import AppendOrigin
+
+SHARE_STATE_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "104857600",
+    "compression.type": "uncompressed",
+}
+_RETRY = frozenset({
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+})
+RETRY_S = 0.05
+ATTEMPTS = 200  # about 10 s of coordinator moves before a persist is given up
+
+
+class ShareService(CoordinatorRuntime):
+    def __init__(
+        self, num_partitions: int, replication_factor: int, writer: PartitionWriter, creator: TopicCreator,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.coordinator = ShareCoordinator(num_partitions, clock)
+        topic = InternalTopic(
+            SHARE_STATE_TOPIC, num_partitions, replication_factor, SHARE_STATE_CONFIGS, AppendOrigin.CLIENT
+        )
+        super().__init__("share", self.coordinator, topic, writer, creator, clock)
+
+    def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
+        writes, replies = self.coordinator.take()
+        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [(r.token, r.result) for r in replies]
+
+    def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
+        self.coordinator.write_complete(write_id, error)
+
+    def _complete_load(self, partition: int, leader_epoch: int) -> None:
+        self.coordinator.complete_load(partition)
+
+    # --- the state APIs ---
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> int:
+        return int(await self.call(self.coordinator.initialize, key, state_epoch, start_offset))
+
+    async def read(self, key: ShareKey, leader_epoch: int, summary: bool = False) -> ReadResult:
+        result: ReadResult = await self.call(self.coordinator.read, key, leader_epoch, summary)
+        return result
+
+    async def write(
+        self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int, batches: Sequence[StateBatch]
+    ) -> int:
+        return int(await self.call(self.coordinator.write, key, state_epoch, leader_epoch, start_offset, list(batches)))
+
+    async def delete(self, key: ShareKey) -> int:
+        return int(await self.call(self.coordinator.delete, key))
+
+
+class SharePersister:
+    """Reads and writes share-partition state through whichever broker coordinates it."""
+
+    def __init__(
+        self, node_id: int, service: ShareService, image: Callable[[], MetadataImage],
+        channels: BrokerChannels | None,
+    ) -> None:
+        self.node_id = node_id
+        self.service = service
+        self.image = image
+        self.channels = channels
+
+    def _coordinator(self, key: ShareKey) -> int:
+        return self.service.coordinator_node(share_key_text(key), self.image())
+
+    async def read(self, key: ShareKey, leader_epoch: int) -> ReadResult:
+        result = ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        for _ in range(ATTEMPTS):
+            await self.service.ensure_topic()
+            node = self._coordinator(key)
+            if node == self.node_id or self.channels is None:
+                result = await self.service.read(key, leader_epoch)
+            elif node >= 0:
+                result = await self._remote_read(node, key, leader_epoch)
+            if result.error not in _RETRY:
+                return result
+            await asyncio.sleep(RETRY_S)
+        return result
+
+    async def write(
+        self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int, batches: Sequence[StateBatch]
+    ) -> int:
+        error: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        for _ in range(ATTEMPTS):
+            await self.service.ensure_topic()
+            node = self._coordinator(key)
+            if node == self.node_id or self.channels is None:
+                error = await self.service.write(key, state_epoch, leader_epoch, start_offset, batches)
+            elif node >= 0:
+                error = await self._remote_write(node, key, state_epoch, leader_epoch, start_offset, batches)
+            if error not in _RETRY:
+                return error
+            await asyncio.sleep(RETRY_S)
+        return error
+
+    async def _remote_read(self, node: int, key: ShareKey, leader_epoch: int) -> ReadResult:
+        assert self.channels is not None
+        req = ReadShareGroupStateRequest(group_id=key[0], topics=[ReadShareGroupStateRequest.Topics(
+            topic_id=key[1], partitions=[ReadShareGroupStateRequest.Topics.Partitions(
+                partition=key[2], leader_epoch=leader_epoch)])])
+        try:
+            resp = await self.channels.request(node, req, 0)
+        except (KafkaError, OSError):
+            return ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        p = resp.results[0].partitions[0]
+        if p.error_code:
+            return ReadResult(p.error_code)
+        return ReadResult(0, p.state_epoch, leader_epoch, p.start_offset, tuple(
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
+
+    async def _remote_write(
+        self, node: int, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+        batches: Sequence[StateBatch],
+    ) -> int:
+        assert self.channels is not None
+        Part = WriteShareGroupStateRequest.Topics.Partitions
+        req = WriteShareGroupStateRequest(group_id=key[0], topics=[WriteShareGroupStateRequest.Topics(
+            topic_id=key[1], partitions=[Part(
+                partition=key[2], state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
+                state_batches=[Part.StateBatches(first_offset=b.first_offset, last_offset=b.last_offset,
+                                                 delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                               for b in batches])])])
+        try:
+            resp = await self.channels.request(node, req, 0)
+        except (KafkaError, OSError):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return int(resp.results[0].partitions[0].error_code)
+
+
+__all__ = ["SharePersister", "ShareService"]

@@ -1,0 +1,223 @@
+"""The share coordinator (KIP-932): durable share-partition state in ``__share_group_state``.
+
+Theory of operation. Like the transaction coordinator this is a state machine without I/O:
+requests come with a token, writes to the internal topic and replies go to an outbox that the
+broker's ``CoordinatorRuntime`` drains. The state of a share partition (``share_state``) is
+kept by the partition of ``__share_group_state`` that its key ``group:topic_id:partition``
+hashes to, and only while this broker leads that partition (loaded by replaying it; until
+then COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR for partitions led elsewhere).
+
+Fencing, as Kafka's share coordinator does it: a request with an older leader epoch than the
+stored one is FENCED_LEADER_EPOCH (a share-partition leader that lost leadership), and an
+initialize or write with an older state epoch is FENCED_STATE_EPOCH (state reset by an admin
+since). A read with a newer leader epoch records it, so the old leader's writes are fenced
+from then on. Each write is a whole snapshot: it replaces the stored state once appended.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from gregor.coordinator.partitioning import partition_for
+from gregor.coordinator.share_state import (
+    ShareKey,
+    ShareSnapshot,
+    StateBatch,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from gregor.protocol.errors import ErrorCode
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.batch import RecordBatchBuilder, decode_batch
+from gregor.protocol.records.header import iter_batches
+
+log = logging.getLogger("gregor.coordinator.share")
+
+
+class ShareLogWrite(NamedTuple):
+    id: int
+    partition: int
+    batch: bytes
+
+
+class ShareReply(NamedTuple):
+    token: Any
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    error: int
+    state_epoch: int = 0
+    leader_epoch: int = -1
+    start_offset: int = -1
+    state_batches: tuple[StateBatch, ...] = ()
+
+
+def share_key_text(key: ShareKey) -> str:
+    return f"{key[0]}:{key[1]}:{key[2]}"
+
+
+class ShareCoordinator:
+    def __init__(self, num_partitions: int, clock: Callable[[], int]) -> None:
+        self.num_partitions = num_partitions
+        self.clock = clock
+        self.states: dict[ShareKey, ShareSnapshot] = {}
+        self.partitions: dict[int, bool] = {}  # -> loaded
+        self._writes: list[ShareLogWrite] = []
+        self._replies: list[ShareReply] = []
+        self._callbacks: dict[int, Callable[[int], None]] = {}
+        self._ids = itertools.count(1)
+
+    # --- the runtime's shard interface ---
+
+    def take(self) -> tuple[list[ShareLogWrite], list[ShareReply]]:
+        out = (self._writes, self._replies)
+        self._writes, self._replies = [], []
+        return out
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self._writes or self._replies)
+
+    def next_deadline(self) -> int | None:
+        return None
+
+    def tick(self) -> None:
+        return None
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def partition_of(self, key: ShareKey) -> int:
+        return self.partition_for(share_key_text(key))
+
+    def begin_load(self, partition: int) -> None:
+        self.partitions[partition] = False
+
+    def load_batches(self, partition: int, data: bytes | memoryview) -> None:
+        for pos, h in iter_batches(data):
+            if h.is_control:
+                continue
+            for rec in decode_batch(data, pos).records:
+                try:
+                    key = decode_key(rec.key)
+                    value = decode_value(rec.value) if key is not None else None
+                except (ProtocolError, ValueError) as e:
+                    log.warning("skipping unreadable __share_group_state record at %d: %s", rec.offset, e)
+                    continue
+                if key is None:
+                    continue
+                if value is None:
+                    self.states.pop(key, None)
+                else:
+                    self.states[key] = value
+
+    def complete_load(self, partition: int) -> None:
+        self.partitions[partition] = True
+
+    def unload(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        for key in [k for k in self.states if self.partition_of(k) == partition]:
+            del self.states[key]
+
+    def write_complete(self, write_id: int, error: int) -> None:
+        cb = self._callbacks.pop(write_id, None)
+        if cb is not None:
+            cb(error)
+
+    # --- helpers ---
+
+    def _error(self, key: ShareKey) -> int:
+        loaded = self.partitions.get(self.partition_of(key))
+        if loaded is None:
+            return ErrorCode.NOT_COORDINATOR
+        return 0 if loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def _write(self, key: ShareKey, snapshot: ShareSnapshot | None, done: Callable[[int], None]) -> None:
+        b = RecordBatchBuilder()
+        b.append(self.clock(), encode_key(key), None if snapshot is None else encode_value(snapshot))
+        wid = next(self._ids)
+        partition = self.partition_of(key)
+
+        def written(code: int) -> None:
+            if code == 0 and self.partitions.get(partition):
+                if snapshot is None:
+                    self.states.pop(key, None)
+                else:
+                    self.states[key] = snapshot
+            done(code if code == 0 or code in (ErrorCode.NOT_COORDINATOR,) else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+        self._callbacks[wid] = written
+        self._writes.append(ShareLogWrite(wid, partition, b.build()))
+
+    def _reply(self, token: Any, result: Any) -> None:
+        self._replies.append(ShareReply(token, result))
+
+    # --- the state APIs ---
+
+    def initialize(self, token: Any, key: ShareKey, state_epoch: int, start_offset: int) -> None:
+        err = self._error(key)
+        if err:
+            return self._reply(token, err)
+        current = self.states.get(key)
+        if current is not None and state_epoch < current.state_epoch:
+            return self._reply(token, ErrorCode.FENCED_STATE_EPOCH)
+        snapshot = ShareSnapshot(state_epoch, -1 if current is None else current.leader_epoch, start_offset, (),
+                                 0 if current is None else current.snapshot_epoch + 1)
+        self._write(key, snapshot, lambda code: self._reply(token, code))
+
+    def read(self, token: Any, key: ShareKey, leader_epoch: int, summary: bool = False) -> None:
+        err = self._error(key)
+        if err:
+            return self._reply(token, ReadResult(err))
+        current = self.states.get(key)
+        if current is None:
+            return self._reply(token, ReadResult(0))  # not initialized: state epoch 0, start -1
+        if leader_epoch < current.leader_epoch:
+            return self._reply(token, ReadResult(ErrorCode.FENCED_LEADER_EPOCH))
+        result = ReadResult(0, current.state_epoch, current.leader_epoch, current.start_offset, current.state_batches)
+        if summary or leader_epoch == current.leader_epoch:
+            return self._reply(token, result)
+        updated = replace(current, leader_epoch=leader_epoch, snapshot_epoch=current.snapshot_epoch + 1)
+        self._write(key, updated, lambda code: self._reply(
+            token, replace(result, leader_epoch=leader_epoch) if code == 0 else ReadResult(code)))
+
+    def write(
+        self, token: Any, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+        batches: Sequence[StateBatch],
+    ) -> None:
+        err = self._error(key)
+        if err:
+            return self._reply(token, err)
+        current = self.states.get(key)
+        if current is not None:
+            if leader_epoch < current.leader_epoch:
+                return self._reply(token, ErrorCode.FENCED_LEADER_EPOCH)
+            if state_epoch < current.state_epoch:
+                return self._reply(token, ErrorCode.FENCED_STATE_EPOCH)
+        snapshot = ShareSnapshot(
+            state_epoch, leader_epoch, start_offset, tuple(b for b in batches if b.last_offset >= start_offset),
+            0 if current is None else current.snapshot_epoch + 1,
+        )
+        self._write(key, snapshot, lambda code: self._reply(token, code))
+
+    def delete(self, token: Any, key: ShareKey) -> None:
+        err = self._error(key)
+        if err:
+            return self._reply(token, err)
+        if key not in self.states:
+            return self._reply(token, 0)
+        self._write(key, None, lambda code: self._reply(token, code))
+
+    def keys_of_group(self, group_id: str) -> list[ShareKey]:
+        return sorted((k for k in self.states if k[0] == group_id), key=lambda k: (str(k[1]), k[2]))
+
+
+__all__ = ["ReadResult", "ShareCoordinator", "ShareKey", "ShareSnapshot", "StateBatch", "share_key_text"]
