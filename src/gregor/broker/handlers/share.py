@@ -240,7 +240,12 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
             current_leader=leader, records=f.records if f is not None and acquired else None,
             acquired_records=[P.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c) for a, b, c in acquired],
         ))
-    responses = [R(topic_id=ids[name], partitions=ps) for name, ps in by_topic.items()]
+    responses = []
+    for name, ps in by_topic.items():
+        known = image.topic(name)
+        topic_id = ids.get(name) or (known.topic_id if known is not None else None)
+        if topic_id is not None:  # a session partition whose topic was deleted meanwhile is left out
+            responses.append(R(topic_id=topic_id, partitions=ps))
     responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                                 current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1))])
                   for tid, i in unknown]

@@ -1,7 +1,7 @@
 """Features at the handler, one node: ApiVersions v3+ reports the supported ranges and the
 finalized levels, UpdateFeatures (v0 and v1) changes them with Kafka's checks, all or nothing,
 and the consumer group protocol follows ``group.version``. (Across brokers and a restart:
-tests/client/test_features.py and tests/cluster/test_controller_apis.py.)"""
+tests/client/test_cli_features.py and tests/cluster/test_controller_apis.py.)"""
 
 from __future__ import annotations
 

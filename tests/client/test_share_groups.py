@@ -1,0 +1,219 @@
+"""Share groups (KIP-932) with a real share consumer: librdkafka's, through confluent-kafka's
+``ShareConsumer``, against a broker process. Each record goes to one member at a time;
+RELEASE redelivers it with a higher delivery count, REJECT never; records a killed consumer
+held come back to another once their lock expires; the delivery count limit archives a record;
+acknowledged state and delivery counts survive a broker restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+from gregor.client import AdminClient
+from gregor.testing import BrokerProcess
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
+
+SHARE_CONFIG = {
+    "num.partitions": 1,
+    "group.share.record.lock.duration.ms": 1000,
+    "group.share.min.record.lock.duration.ms": 1000,
+    "group.share.delivery.count.limit": 3,
+}
+
+
+@pytest.fixture
+def broker() -> Iterator[BrokerProcess]:
+    with BrokerProcess(config=SHARE_CONFIG) as b:
+        yield b
+
+
+def new_group(b: BrokerProcess) -> str:
+    """A share group that starts at the earliest offset."""
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        assert admin.incremental_alter_configs(
+            {("group", group): [("share.auto.offset.reset", 0, "earliest")]}) == {(32, group): None}
+    return group
+
+
+def produce(b: BrokerProcess, topic: str, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": b.bootstrap_servers})
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(30) == 0
+
+
+def consumer(b: BrokerProcess, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
+    c = ShareConsumer({
+        "bootstrap.servers": b.bootstrap_servers, "group.id": group,
+        "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+    })
+    c.subscribe([topic])
+    return c
+
+
+def values(n: int, prefix: str = "v") -> list[bytes]:
+    return [f"{prefix}-{i:04d}".encode() for i in range(n)]
+
+
+def test_members_sharing_a_partition_get_each_record_once(broker: BrokerProcess) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    expected = values(300)
+    produce(broker, topic, expected)
+    members = [consumer(broker, group, topic) for _ in range(3)]
+    seen: list[bytes] = []
+    try:
+        while len(seen) < len(expected):
+            for c in members:
+                seen.extend(m.value() for m in c.poll(0.5) if m.error() is None)
+        for c in members:
+            c.commit_sync(30)  # the last poll's records are accepted
+    finally:
+        for c in members:
+            c.close()
+    assert sorted(seen) == expected  # every record, none twice
+
+
+def test_release_redelivers_reject_does_not(broker: BrokerProcess) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    expected = values(20)
+    produce(broker, topic, expected)
+    c = consumer(broker, group, topic, explicit=True)
+    first: dict[bytes, int] = {}
+    again: dict[bytes, int] = {}
+    try:
+        while len(first) < 20:
+            for m in c.poll(0.5):
+                if m.error() is not None:
+                    continue
+                first[m.value()] = m.delivery_count()
+                index = int(m.value().split(b"-")[1])
+                c.acknowledge(m, AcknowledgeType.RELEASE if index % 2 == 0 else AcknowledgeType.REJECT)
+            c.commit_sync(30)
+        while len(again) < 10:
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    again[m.value()] = m.delivery_count()
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync(30)
+        produce(broker, topic, [b"sentinel"])  # delivered after anything still available
+        while b"sentinel" not in again:
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    again[m.value()] = m.delivery_count()
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync(30)
+    finally:
+        c.close()
+    assert first == dict.fromkeys(expected, 1)
+    assert again == {**{v: 2 for v in expected[0::2]}, b"sentinel": 1}  # the rejected never came back
+
+
+def test_records_of_a_killed_consumer_go_to_another(broker: BrokerProcess, tmp_path: object) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    expected = values(30)
+    produce(broker, topic, expected)
+    script = textwrap.dedent(f"""
+        from confluent_kafka import ShareConsumer
+        c = ShareConsumer({{"bootstrap.servers": "{broker.bootstrap_servers}", "group.id": "{group}",
+                           "share.acknowledgement.mode": "explicit"}})
+        c.subscribe(["{topic}"])
+        while True:
+            got = [m for m in c.poll(0.5) if m.error() is None]
+            if got:
+                print(len(got), flush=True)
+                break
+        import time
+        while True:
+            time.sleep(60)  # holds its records, unacknowledged, until killed
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        held = int(holder.stdout.readline())
+        assert held > 0
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        c = consumer(broker, group, topic, explicit=True)
+        got: dict[bytes, int] = {}
+        try:
+            while len(got) < len(expected):
+                for m in c.poll(0.5):
+                    if m.error() is None:
+                        got[m.value()] = m.delivery_count()
+                        c.acknowledge(m, AcknowledgeType.ACCEPT)
+                c.commit_sync(30)
+        finally:
+            c.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert sorted(got) == expected
+    assert sorted(got.values()).count(2) == held  # the killed consumer's records: second delivery
+
+
+def test_the_delivery_limit_archives_a_record(broker: BrokerProcess) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    produce(broker, topic, [b"poison"])
+    c = consumer(broker, group, topic, explicit=True)
+    counts: list[int] = []
+    try:
+        while len(counts) < 3:  # group.share.delivery.count.limit = 3
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    counts.append(m.delivery_count())
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+            c.commit_sync(30)
+        produce(broker, topic, [b"after"])
+        later: list[bytes] = []
+        while b"after" not in later:
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    later.append(m.value())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync(30)
+    finally:
+        c.close()
+    assert counts == [1, 2, 3]
+    assert later == [b"after"]  # archived after its third delivery
+
+
+def test_acknowledged_state_survives_a_broker_restart(broker: BrokerProcess) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    expected = values(40)
+    produce(broker, topic, expected)
+    c = consumer(broker, group, topic, explicit=True)
+    seen = 0
+    try:
+        while seen < 40:
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    seen += 1
+                    keep = int(m.value().split(b"-")[1]) < 25
+                    c.acknowledge(m, AcknowledgeType.ACCEPT if keep else AcknowledgeType.RELEASE)
+            c.commit_sync(30)
+    finally:
+        c.close()
+    broker.stop()
+    broker.start()
+    c = consumer(broker, group, topic, explicit=True)
+    got: dict[bytes, int] = {}
+    try:
+        while len(got) < 15:
+            for m in c.poll(0.5):
+                if m.error() is None:
+                    got[m.value()] = m.delivery_count()
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync(30)
+    finally:
+        c.close()
+    assert got == {v: 2 for v in expected[25:]}  # acknowledged stayed done; counts were kept
