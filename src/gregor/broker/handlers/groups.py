@@ -281,6 +281,15 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
 @handles(ListGroupsRequest)
 async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     response = await ctx.broker.groups.list_groups(req, ctx.version)
+    types = {t.lower() for t in req.types_filter} if ctx.version >= 5 else set()
+    states = {s.lower() for s in req.states_filter} if ctx.version >= 4 else set()
+    if not types or "share" in types:
+        # Share groups (KIP-932) coordinated here, listed with type and protocol type "share".
+        for g in sorted(ctx.broker.shares.groups.listing(), key=lambda g: g.group_id):
+            if states and g.state.lower() not in states:
+                continue
+            response.groups.append(ListGroupsResponse.Groups(
+                group_id=g.group_id, protocol_type="share", group_state=g.state, group_type="share"))
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         response.groups = [g for g in response.groups if _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)]
     return response
