@@ -19,7 +19,9 @@ from gregor.protocol.messages.list_groups import ListGroupsRequest
 from gregor.protocol.messages.metadata import MetadataRequest
 from gregor.protocol.messages.produce import ProduceRequest
 from gregor.protocol.messages.read_share_group_state import ReadShareGroupStateRequest
-from gregor.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest
+from gregor.protocol.messages.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+)
 from gregor.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
 from gregor.protocol.messages.share_fetch import ShareFetchRequest
 from gregor.protocol.messages.share_group_describe import ShareGroupDescribeRequest
