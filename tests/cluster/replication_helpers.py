@@ -22,6 +22,8 @@ CLUSTER_CONFIG: dict[str, object] = {
     "offsets.topic.num.partitions": 5,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.num.partitions": 5,
+    "share.coordinator.state.topic.replication.factor": 3,
+    "share.coordinator.state.topic.num.partitions": 5,
 }
 
 

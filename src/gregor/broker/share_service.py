@@ -41,7 +41,7 @@ _RETRY = frozenset({
     ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
 })
 RETRY_S = 0.05
-ATTEMPTS = 200  # about 10 s of coordinator moves before a persist is given up
+ATTEMPTS = 40  # about 2 s of coordinator moves before a read or write is given up (the client retries)
 
 
 class ShareService(CoordinatorRuntime):
