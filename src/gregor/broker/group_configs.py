@@ -8,7 +8,8 @@ GROUP_CONFIG) or the broker's value (DEFAULT_CONFIG), as Kafka does. A new overr
 validated as Kafka's ``GroupConfig.validate`` does, against the broker's min/max settings
 (INVALID_CONFIG with Kafka's messages).
 
-The group coordinator does not read these overrides yet; they are stored and described.
+The share partitions read ``share.record.lock.duration.ms``, ``share.isolation.level`` and
+``share.auto.offset.reset`` of their group; the other overrides are stored and described.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
         "share.auto.offset.reset", ConfigType.STRING, None, "latest",
         "The strategy to initialize the share-partition start offset.",
         choices=("earliest", "latest"),
+    ),
+    GroupConfigDef(
+        "share.isolation.level", ConfigType.STRING, None, "read_uncommitted",
+        "Whether a share group reads transactional records only once committed.",
+        choices=("read_committed", "read_uncommitted"),
     ),
     GroupConfigDef(
         "share.heartbeat.interval.ms", ConfigType.INT, "group.share.heartbeat.interval.ms", "5000",

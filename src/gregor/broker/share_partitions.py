@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gregor.broker.events import log_event
-from gregor.broker.partition import READ_UNCOMMITTED
+from gregor.broker.partition import READ_COMMITTED, READ_UNCOMMITTED
 from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.share_service import SharePersister
 from gregor.cluster.image import MetadataImage
@@ -60,6 +60,8 @@ class _Entry:
 class ShareSession:
     epoch: int  # the epoch the next request must carry
     partitions: set[TopicPartition] = field(default_factory=set)
+    #: Where the next fetch starts looking: one partition's records per answer, in turn.
+    cursor: int = 0
 
 
 @dataclass(slots=True)
@@ -94,10 +96,19 @@ class SharePartitions:
 
     def session_update(
         self, group: str, member: str, epoch: int, add: Iterable[TopicPartition], forget: Iterable[TopicPartition],
+        connection_closed: asyncio.Future[None] | None = None,
     ) -> tuple[int, ShareSession | None]:
+        """Open (epoch 0), check and advance, or (-1) find for closing a member's session. A
+        session opened on a connection closes with it, releasing what the member holds."""
         key = (group, member)
         if epoch == 0:
             fresh = self.sessions[key] = ShareSession(1, set(add))
+            if connection_closed is not None:
+                def closed(_: asyncio.Future[None]) -> None:
+                    if self.sessions.get(key) is fresh:
+                        self.close_session(group, member)
+
+                connection_closed.add_done_callback(closed)
             return 0, fresh
         session = self.sessions.get(key)
         if session is None:
@@ -228,14 +239,31 @@ class SharePartitions:
             out[(topic, index)] = error or persisted
         return out
 
+    def group_settings(self, group: str) -> tuple[int, bool]:
+        """(lock duration ms, read_committed) of ``group``: its group configs over the broker's."""
+        overrides = self.image().config_resource(GROUP_CONFIG, group)
+        lock_ms = int(overrides.get("share.record.lock.duration.ms", self.settings.lock_duration_ms))
+        return lock_ms, overrides.get("share.isolation.level", "read_uncommitted") == "read_committed"
+
     async def fetch(
-        self, group: str, member: str, partitions: Sequence[TopicPartition], max_records: int, max_bytes: int,
+        self, group: str, member: str, session: ShareSession, max_records: int, max_bytes: int,
         max_wait_ms: int, hung_up: asyncio.Future[None] | None = None,
     ) -> dict[TopicPartition, FetchedPartition]:
+        """Records for ``member`` from its session's partitions: those of the first partition
+        (taking them in turn from one answer to the next) that has any, long-polling up to
+        ``max_wait_ms`` when none has."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000.0
+        partitions = sorted(session.partitions)
+        if partitions:
+            start = session.cursor % len(partitions)
+            partitions = partitions[start:] + partitions[:start]
         while True:
             out = await self._fetch_once(group, member, partitions, max_records, max_bytes)
+            for i, tp in enumerate(partitions):
+                if tp in out and out[tp].acquired:
+                    session.cursor = (session.cursor + i + 1) % max(len(partitions), 1)
+                    break
             remaining = deadline - loop.time()
             if any(f.acquired or f.error for f in out.values()) or remaining <= 0 or not partitions:
                 return out
@@ -262,41 +290,48 @@ class SharePartitions:
         self, group: str, member: str, partitions: Sequence[TopicPartition], max_records: int, max_bytes: int,
     ) -> dict[TopicPartition, FetchedPartition]:
         out: dict[TopicPartition, FetchedPartition] = {}
-        budget = max_records
+        lock_ms, committed = self.group_settings(group)
         for topic, index in partitions:
             error, e = await self._entry(group, topic, index)
             if error or e is None or e.sp is None:
                 out[(topic, index)] = FetchedPartition(error or ErrorCode.UNKNOWN_SERVER_ERROR)
                 continue
-            if budget <= 0:
-                out[(topic, index)] = FetchedPartition()
-                continue
-            out[(topic, index)] = self._acquire(member, topic, index, e.sp, budget, max_bytes)
-            budget -= sum(last - first + 1 for first, last, _ in out[(topic, index)].acquired)
+            out[(topic, index)] = got = self._acquire(member, topic, index, e.sp, max_records, max_bytes, lock_ms,
+                                                      committed)
+            if got.acquired:
+                break
         return out
 
     def _acquire(
-        self, member: str, topic: str, index: int, sp: SharePartition, max_records: int, max_bytes: int
+        self, member: str, topic: str, index: int, sp: SharePartition, max_records: int, max_bytes: int,
+        lock_ms: int, committed: bool,
     ) -> FetchedPartition:
+        """Acquire from the log: up to the high watermark, or (``share.isolation.level``
+        read_committed) up to the last stable offset and without aborted transactions' records,
+        which are archived like control records."""
         partition = self.replicas.leader_partition(topic, index)
         sp.move_start(partition.log.log_start_offset)
         start = sp.first_available()
-        hw = partition.log.high_watermark
+        hw = partition.log.last_stable_offset if committed else partition.log.high_watermark
         if start >= hw:
             return FetchedPartition()
-        read = partition.read(start, max_bytes, isolation=READ_UNCOMMITTED, from_follower=False, min_one=True)
+        read = partition.read(start, max_bytes, isolation=READ_COMMITTED if committed else READ_UNCOMMITTED,
+                              from_follower=False, min_one=True)
         data = read.records
         if not data:
             return FetchedPartition()
+        aborted = read.aborted_transactions or []
         ranges: list[tuple[int, int]] = []
         spans: list[tuple[int, int, int, int]] = []  # (base, last, position, size)
         upper = hw
         for pos, h in iter_batches(data, allow_partial_tail=True):
             spans.append((h.base_offset, h.last_offset, pos, h.size))
-            if not h.is_control:
+            dropped = h.is_transactional and any(
+                a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset for a in aborted)
+            if not h.is_control and not dropped:
                 ranges.append((h.base_offset, h.last_offset))
             upper = min(hw, h.last_offset + 1)
-        acquired = sp.acquire(member, ranges, upper, max_records, self.clock(), self.settings.lock_duration_ms)
+        acquired = sp.acquire(member, ranges, upper, max_records, self.clock(), lock_ms)
         if not acquired:
             return FetchedPartition()
         view = memoryview(data)

@@ -105,8 +105,10 @@ class ShareGroups:
         self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None, subscribed: list[str] | None,
         client_id: str, client_host: str, version: int,
     ) -> tuple[HeartbeatResult, list[tuple[str, str]]]:
-        """One ShareGroupHeartbeat; the result and the (group, member) pairs that left (their
-        records are to be released)."""
+        """One ShareGroupHeartbeat; the result and the (group, member) pairs whose sessions ran
+        out (their records are to be released). A member that leaves with epoch -1 is not in
+        that list: it closes its share sessions itself, and what it still holds comes back when
+        the session closes (or its connection does, or the locks expire)."""
         now = self.clock()
         gone = self.expire(now)
         if not group_id:
@@ -117,7 +119,7 @@ class ShareGroups:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, None, member_id, -1), gone
             del group.members[member_id]
             self._reassign(group)
-            return HeartbeatResult(0, None, member_id, -1), [*gone, (group_id, member_id)]
+            return HeartbeatResult(0, None, member_id, -1), gone
         if member_epoch == 0:  # join
             if version >= 1 and not member_id:
                 return HeartbeatResult(ErrorCode.INVALID_REQUEST, "member id must be set (ShareGroupHeartbeat v1)"), gone

@@ -175,7 +175,7 @@ def _acks(batches: Sequence[Any]) -> list[AckBatch]:
 async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchResponse:
     R = ShareFetchResponse.Responses
     P = R.Partitions
-    lock_ms = ctx.broker.shares.partitions.settings.lock_duration_ms
+    lock_ms = ctx.broker.shares.partitions.group_settings(req.group_id or "")[0]
 
     def top(error: int, message: str | None = None) -> ShareFetchResponse:
         return ShareFetchResponse(error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms)
@@ -210,7 +210,8 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
             errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             acks.pop(tp, None)
     forget = [(n, i) for t in req.forgotten_topics_data if (n := _resolve(ctx, t.topic_id)) for i in t.partitions]
-    error, session = partitions.session_update(group, member, req.share_session_epoch, asked, forget)
+    error, session = partitions.session_update(
+        group, member, req.share_session_epoch, asked, forget, ctx.conn.hung_up)
     if error:
         return top(error)
     assert session is not None
@@ -221,10 +222,10 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
     if req.share_session_epoch == -1:
         partitions.close_session(group, member)
     else:
-        wanted = [tp for tp in sorted(session.partitions) if tp not in errors]
+        session.partitions.difference_update(errors)  # a topic it may not read is not fetched
         max_records = req.max_records if ctx.version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
         fetched = await partitions.fetch(
-            group, member, wanted, max_records, max(req.max_bytes, 1), req.max_wait_ms, ctx.conn.hung_up)
+            group, member, session, max_records, max(req.max_bytes, 1), req.max_wait_ms, ctx.conn.hung_up)
     by_topic: dict[str, list[Any]] = {}
     image = ctx.broker.image
     for tp in sorted(set(fetched) | set(errors) | set(ack_errors)):
@@ -237,7 +238,7 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         leader = P.CurrentLeader(leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1)
         by_topic.setdefault(tp[0], []).append(P(
             partition_index=tp[1], error_code=error, acknowledge_error_code=ack_errors.get(tp, 0),
-            current_leader=leader, records=f.records if f is not None and acquired else None,
+            current_leader=leader, records=f.records if f is not None and acquired else b"",
             acquired_records=[P.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c) for a, b, c in acquired],
         ))
     responses = []
@@ -246,7 +247,7 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         topic_id = ids.get(name) or (known.topic_id if known is not None else None)
         if topic_id is not None:  # a session partition whose topic was deleted meanwhile is left out
             responses.append(R(topic_id=topic_id, partitions=ps))
-    responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+    responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID, records=b"",
                                                 current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1))])
                   for tid, i in unknown]
     return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses)
