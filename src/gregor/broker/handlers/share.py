@@ -221,11 +221,13 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
     fetched = {}
     if req.share_session_epoch == -1:
         partitions.close_session(group, member)
+    elif req.max_bytes <= 0:
+        pass  # max_bytes 0: acknowledgements only, no records (as Kafka answers it)
     else:
         session.partitions.difference_update(errors)  # a topic it may not read is not fetched
         max_records = req.max_records if ctx.version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
         fetched = await partitions.fetch(
-            group, member, session, max_records, max(req.max_bytes, 1), req.max_wait_ms, ctx.conn.hung_up)
+            group, member, session, max_records, req.max_bytes, req.max_wait_ms, ctx.conn.hung_up)
     by_topic: dict[str, list[Any]] = {}
     image = ctx.broker.image
     for tp in sorted(set(fetched) | set(errors) | set(ack_errors)):
