@@ -217,3 +217,78 @@ def test_acknowledged_state_survives_a_broker_restart(broker: BrokerProcess) -> 
     finally:
         c.close()
     assert got == {v: 2 for v in expected[25:]}  # acknowledged stayed done; counts were kept
+
+
+def test_gregor_share_consumer_beside_librdkafkas_and_the_share_groups_command(broker: BrokerProcess) -> None:
+    """Gregor's own ``ShareConsumer`` and librdkafka's in one share group: each record to one of
+    them, once; ``gregor share-groups`` lists and describes the group while both are in it."""
+    import json
+
+    from gregor.client import ShareConsumer as GregorShareConsumer
+    from gregor.testing.cli import run_command
+
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    expected = values(120)
+    produce(broker, topic, expected)
+    ours = GregorShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "client.id": "ours"})
+    ours.subscribe([topic])
+    theirs = consumer(broker, group, topic)
+    seen: list[bytes] = []
+    try:
+        while len(seen) < len(expected):
+            seen.extend(r.value for r in ours.poll(0.5))
+            seen.extend(m.value() for m in theirs.poll(0.5) if m.error() is None)
+        ours.commit_sync()
+        theirs.commit_sync(30)
+        code, out, _ = run_command(broker.bootstrap_servers, "share-groups", "list", "--output", "json")
+        assert code == 0 and {"group": group, "state": "Stable"} in json.loads(out)
+        code, out, _ = run_command(broker.bootstrap_servers, "share-groups", "describe", group, "--output", "json")
+        doc = json.loads(out)
+        assert code == 0 and doc["group"] == group and doc["state"] == "Stable"
+        assert sorted(m["client_id"] for m in doc["members"]) == sorted(["ours", "rdkafka"])
+        assert all(m["assignment"] == [f"{topic}:0"] for m in doc["members"])  # one partition, shared
+    finally:
+        ours.close()
+        theirs.close()
+    assert sorted(seen) == expected  # every record once, whichever member got it
+    code, _, err = run_command(broker.bootstrap_servers, "share-groups", "describe", "no-such-group")
+    assert code == 1 and "GROUP_ID_NOT_FOUND" in err
+
+
+def test_gregor_share_consumer_release_and_accept(broker: BrokerProcess) -> None:
+    """Gregor's ``ShareConsumer`` alone, explicit mode over two partitions: each record released
+    once comes back with delivery count 2 and is then accepted; nothing comes a third time."""
+    from gregor.client import ShareConsumer as GregorShareConsumer
+    from gregor.client.share_consumer import ACCEPT, RELEASE
+
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    with AdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        from gregor.client import NewTopic
+
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    expected = values(40)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i, v in enumerate(expected):
+        p.produce(topic, v, partition=i % 2)
+    assert p.flush(30) == 0
+    c = GregorShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                             "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    counts: dict[bytes, list[int]] = {}
+    try:
+        while len(counts) < 40 or any(len(v) < 2 for v in counts.values()):
+            for r in c.poll(0.5):
+                counts.setdefault(r.value, []).append(r.delivery_count)
+                c.acknowledge(r, RELEASE if r.delivery_count == 1 else ACCEPT)
+            assert all(err is None for err in c.commit_sync().values())
+        produce(broker, topic, [b"sentinel"])
+        tail: list[bytes] = []
+        while b"sentinel" not in tail:
+            for r in c.poll(0.5):
+                tail.append(r.value)
+                c.acknowledge(r, ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    assert counts == {v: [1, 2] for v in expected}
+    assert tail == [b"sentinel"]

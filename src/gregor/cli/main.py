@@ -74,6 +74,7 @@ from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
 from gregor.cli.replicas import leader_election, reassign  # noqa: E402
+from gregor.cli.share_groups import share_groups  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
 from gregor.cli.transactions import transactions  # noqa: E402
@@ -94,6 +95,7 @@ main.add_command(log_dirs)
 main.add_command(dump_log)
 main.add_command(features)
 main.add_command(clients)
+main.add_command(share_groups)
 main.add_command(perf)
 main.add_command(transactions)
 main.add_command(leader_election)

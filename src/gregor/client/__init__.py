@@ -1,8 +1,8 @@
 """Gregor's Kafka client: an asyncio core with a thin synchronous facade.
 
-Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOAdminClient`,
-:func:`fetch_arrow`. Synchronous: :class:`Producer`, :class:`Consumer`, :class:`AdminClient`,
-:class:`BulkReader`. Configuration uses Kafka's names (``bootstrap.servers``, ``acks``,
+Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOShareConsumer`,
+:class:`AIOAdminClient`, :func:`fetch_arrow`. Synchronous: :class:`Producer`, :class:`Consumer`,
+:class:`ShareConsumer`, :class:`AdminClient`, :class:`BulkReader`. Configuration uses Kafka's names (``bootstrap.servers``, ``acks``,
 ``linger.ms``, ``group.id``, ...). The package speaks only the Kafka protocol (through
 :mod:`gregor.protocol`), so it works with any Kafka-compatible broker.
 """
@@ -26,7 +26,8 @@ from gregor.client.group import ConsumerGroupMetadata, OffsetAndMetadata, Rebala
 from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import murmur2, partition_for_key
 from gregor.client.producer import AIOProducer
-from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer
+from gregor.client.share_consumer import AIOShareConsumer, ShareRecord
+from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer, ShareConsumer
 from gregor.client.transactions import TransactionHandle, end_transaction
 
 _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
@@ -44,6 +45,7 @@ __all__ = [
     "AIOAdminClient",
     "AIOConsumer",
     "AIOProducer",
+    "AIOShareConsumer",
     "AdminClient",
     "ArrowBatchBuilder",
     "BufferFullError",
@@ -65,6 +67,8 @@ __all__ = [
     "Producer",
     "RebalanceListener",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareRecord",
     "TopicDescription",
     "TopicPartition",
     "TransactionHandle",

@@ -70,6 +70,7 @@ from gregor.protocol.messages import (
     ListTransactionsRequest,
     OffsetCommitRequest,
     RenewDelegationTokenRequest,
+    ShareGroupDescribeRequest,
     UpdateFeaturesRequest,
     WriteTxnMarkersRequest,
 )
@@ -165,6 +166,29 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: KafkaError | None = None
+
+
+@dataclass
+class ShareMemberDescription:
+    member_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed_topics: list[str]
+    assignment: set[TopicPartition]
+
+
+@dataclass
+class ShareGroupDescription:
+    """ShareGroupDescribe's answer for one share group (KIP-932)."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: list[ShareMemberDescription]
 
 
 @dataclass
@@ -732,6 +756,32 @@ class AIOAdminClient:
                 )
         return out
 
+    async def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription | KafkaError]:
+        """ShareGroupDescribe, asked of each group's coordinator."""
+        out: dict[str, ShareGroupDescription | KafkaError] = {}
+        for gid in group_ids:
+            node = await self._client.find_coordinator(gid, 0)
+            conn = await self._client.connection(node)
+            resp = await conn.send(
+                ShareGroupDescribeRequest(group_ids=[gid], include_authorized_operations=False),
+                conn.version(ShareGroupDescribeRequest.API_KEY),
+            )
+            for g in resp.groups:
+                if g.error_code:
+                    out[g.group_id] = error_for_code(g.error_code)(g.error_message)
+                    continue
+                members = [
+                    ShareMemberDescription(
+                        m.member_id, m.member_epoch, m.client_id, m.client_host, m.rack_id,
+                        list(m.subscribed_topic_names),
+                        {TopicPartition(t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions},
+                    )
+                    for m in g.members
+                ]
+                out[g.group_id] = ShareGroupDescription(
+                    g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name, members)
+        return out
+
     async def delete_groups(self, group_ids: Iterable[str], *, raise_on_error: bool = False) -> dict[str, KafkaError | None]:
         out: dict[str, KafkaError | None] = {}
         for gid in group_ids:
@@ -1200,6 +1250,8 @@ __all__ = [
     "OP_SUBTRACT",
     "OffsetCommitRequest",
     "SAFE_DOWNGRADE",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
     "TopicDescription",
     "UNSAFE_DOWNGRADE",
     "UPGRADE",

@@ -76,7 +76,18 @@ CONSUMER: dict[str, Any] = {
 
 ADMIN: dict[str, Any] = {}
 
-ROLES = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN, "client": {}}
+SHARE_CONSUMER: dict[str, Any] = {
+    "group.id": None,
+    "share.acknowledgement.mode": "implicit",
+    "max.poll.records": 500,
+    "fetch.max.bytes": 52428800,
+    "fetch.max.wait.ms": 500,
+    "max.partition.fetch.bytes": 1048576,
+}
+
+ROLES = {
+    "producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN, "share_consumer": SHARE_CONSUMER, "client": {},
+}
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -226,6 +226,33 @@ class AdminClient:
         self.close()
 
 
+class ShareConsumer:
+    """Synchronous share group consumer (KIP-932); every coroutine method of
+    :class:`~gregor.client.share_consumer.AIOShareConsumer` is here, ``acknowledge`` too."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        from gregor.client.share_consumer import AIOShareConsumer
+
+        self._lt = LoopThread.get()
+        self._aio: AIOShareConsumer = self._lt.run(_construct(lambda: AIOShareConsumer(config, **kwargs)))
+        self._lt.run(self._aio.start())
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._aio, name)
+        if inspect.iscoroutinefunction(attr):
+            return lambda *a, **k: self._lt.run(attr(*a, **k))
+        return attr
+
+    def close(self) -> None:
+        self._lt.run(self._aio.close())
+
+    def __enter__(self) -> ShareConsumer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 class BulkReader:
     """Reads partition offset ranges as ``pyarrow.RecordBatch`` in Spark's Kafka schema."""
 
