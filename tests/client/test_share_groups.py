@@ -292,3 +292,55 @@ def test_gregor_share_consumer_release_and_accept(broker: BrokerProcess) -> None
         c.close()
     assert counts == {v: [1, 2] for v in expected}
     assert tail == [b"sentinel"]
+
+
+def test_share_group_offsets_commands(broker: BrokerProcess) -> None:
+    """``gregor share-groups offsets|reset-offsets|delete-offsets`` on a group librdkafka's share
+    consumer used: the start offset and lag after it, a dry run that changes nothing, a reset
+    that a new consumer then starts from, and a refusal while the group has a member."""
+    import json
+
+    from gregor.testing.cli import run_command
+
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
+    expected = values(10)
+    produce(broker, topic, expected)
+
+    def gregor(*args: str) -> tuple[int, str, str]:
+        return run_command(broker.bootstrap_servers, "share-groups", *args)
+
+    def drain(n: int) -> list[bytes]:
+        c = consumer(broker, group, topic)
+        got: list[bytes] = []
+        try:
+            while len(got) < n:
+                got.extend(m.value() for m in c.poll(0.5) if m.error() is None)
+            c.commit_sync(30)
+        finally:
+            c.close()
+        return got
+
+    assert sorted(drain(10)) == expected
+    code, out, _ = gregor("offsets", group, "--output", "json")
+    assert (code, json.loads(out)) == (0, [{"topic": topic, "partition": 0, "start_offset": 10, "lag": 0}])
+    code, out, _ = gregor("reset-offsets", group, "--topic", topic, "--to-earliest", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"executed": False, "partitions": [
+        {"topic": topic, "partition": 0, "new_start_offset": 0, "error": None}]})
+    assert json.loads(gregor("offsets", group, "--output", "json")[1])[0]["start_offset"] == 10  # a dry run
+    assert gregor("reset-offsets", group, "--topic", topic, "--to-offset", "5", "--execute")[0] == 0
+    assert json.loads(gregor("offsets", group, "--output", "json")[1]) == [
+        {"topic": topic, "partition": 0, "start_offset": 5, "lag": 5}]
+    assert sorted(drain(5)) == expected[5:]
+    code, out, _ = gregor("delete-offsets", group, "--topic", topic)
+    assert (code, out) == (0, f"Deleted the share group's offsets for {topic}.\n")
+    assert json.loads(gregor("offsets", group, "--output", "json")[1]) == []
+    member = consumer(broker, group, topic)
+    try:
+        while not member.poll(0.5) and json.loads(gregor("describe", group, "--output", "json")[1])["state"] != "Stable":
+            pass
+        code, _, err = gregor("reset-offsets", group, "--topic", topic, "--to-latest", "--execute")
+        assert code == 1 and "NON_EMPTY_GROUP" in err
+    finally:
+        member.close()
+    code, _, err = gregor("reset-offsets", group, "--topic", topic)
+    assert code == 2 and "exactly one of" in err

@@ -120,10 +120,11 @@ def test_committed_spec_alone_regenerates_the_same_code(monkeypatch) -> None:
 
 TOTALS = [
     "79 APIs, 305 request versions, 305 response versions in the guide",
-    "+6 request versions, +6 response versions from the supplement: "
+    "+10 request versions, +10 response versions from the supplement: "
     "ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1; ShareGroupHeartbeat v1; ShareGroupDescribe v1; "
-    "ShareFetch v1; ShareAcknowledge v1",
-    "79 APIs, 311 request versions, 311 response versions in all",
+    "ShareFetch v1; ShareAcknowledge v1; DescribeShareGroupOffsets v0, v1; AlterShareGroupOffsets v0; "
+    "DeleteShareGroupOffsets v0",
+    "82 APIs, 315 request versions, 315 response versions in all",
 ]
 
 
@@ -140,7 +141,8 @@ def test_counts_of_the_registry_match_the_generator() -> None:
     from gregor.protocol import messages
 
     assert messages.counts().splitlines()[-3:] == TOTALS
-    assert messages.SUPPLEMENT_VERSIONS == {68: (1,), 69: (1,), 76: (1,), 77: (1,), 78: (1,), 79: (1,)}
+    assert messages.SUPPLEMENT_VERSIONS == {
+        68: (1,), 69: (1,), 76: (1,), 77: (1,), 78: (1,), 79: (1,), 90: (0, 1), 91: (0,), 92: (0,)}
 
 
 # --- the supplement (versions the guide lacks) ----------------------------------------------
@@ -231,5 +233,9 @@ def test_the_committed_supplement() -> None:
         ("ShareGroupHeartbeat", "request", 1), ("ShareGroupHeartbeat", "response", 1),
         ("ShareGroupDescribe", "request", 1), ("ShareGroupDescribe", "response", 1),
         ("ShareFetch", "request", 1), ("ShareFetch", "response", 1),
-        ("ShareAcknowledge", "request", 1), ("ShareAcknowledge", "response", 1)]
+        ("ShareAcknowledge", "request", 1), ("ShareAcknowledge", "response", 1),
+        ("DescribeShareGroupOffsets", "request", 0), ("DescribeShareGroupOffsets", "request", 1),
+        ("DescribeShareGroupOffsets", "response", 0), ("DescribeShareGroupOffsets", "response", 1),
+        ("AlterShareGroupOffsets", "request", 0), ("AlterShareGroupOffsets", "response", 0),
+        ("DeleteShareGroupOffsets", "request", 0), ("DeleteShareGroupOffsets", "response", 0)]
     assert all(v.source.startswith("kio 0.6.5, kio/schema/") for v in blocks)

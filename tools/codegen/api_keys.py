@@ -84,4 +84,8 @@ API_KEYS: dict[str, int] = {
     "WriteShareGroupState": 85,
     "DeleteShareGroupState": 86,
     "ReadShareGroupStateSummary": 87,
+    # Not in the guide: the share groups' admin APIs (Kafka 4.1), added by supplement.txt.
+    "DescribeShareGroupOffsets": 90,
+    "AlterShareGroupOffsets": 91,
+    "DeleteShareGroupOffsets": 92,
 }

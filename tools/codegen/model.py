@@ -244,7 +244,7 @@ def _fill_defaults(sd: StructDef, max_version: int) -> None:
             else:
                 f.default = "" if f.type == "string" else b""
         elif f.type == "records":
-            f.default = None
+            f.default = None if f.nullable_versions else b""
         elif f.type == "boolean":
             f.default = False
         elif f.type == "float64":
@@ -312,6 +312,16 @@ def build(apis: list[dict[str, Any]], tagged_text: str, overrides_text: str) -> 
             if f.type != "struct" or f.array:
                 raise ModelError(f"nullable_structs: {cls_name}.{p} is not a struct field")
             f.nullable_versions = set(f.versions)
+
+    for cls_name, paths in overrides.get("non_nullable_records", {}).items():
+        m = by_class.get(cls_name)
+        if m is None:
+            raise ModelError(f"overrides.toml: unknown message {cls_name!r}")
+        for p in paths:
+            f = _find_field(m.root, p)
+            if f.type != "records":
+                raise ModelError(f"non_nullable_records: {cls_name}.{p} is not a records field")
+            f.nullable_versions = set()
 
     for cls_name, table in overrides.get("nullable_arrays", {}).items():
         m = by_class.get(cls_name)

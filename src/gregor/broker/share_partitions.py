@@ -36,6 +36,7 @@ from gregor.broker.replica_manager import ReplicaManager
 from gregor.broker.share_service import SharePersister
 from gregor.cluster.image import MetadataImage
 from gregor.coordinator.share_partition import SharePartition
+from gregor.coordinator.share_state import ACKNOWLEDGED, ARCHIVED
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.records.header import iter_batches
 
@@ -208,8 +209,41 @@ class SharePartitions:
         if sp is None:
             return 0
         async with e.write_lock:
-            return await self.persister.write(
+            error = await self.persister.write(
                 (group, e.topic_id, index), e.state_epoch, e.leader_epoch, sp.start_offset, sp.state_batches())
+        if error == ErrorCode.FENCED_STATE_EPOCH and self.entries.get((group, topic, index)) is e:
+            del self.entries[(group, topic, index)]  # an admin reset the offsets: load them again
+        return error
+
+    async def revalidate(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        """A member opens a share session: drop cached partitions whose state an admin has
+        reset or deleted since (another state epoch), so they load again."""
+        for topic, index in partitions:
+            key = (group, topic, index)
+            e = self.entries.get(key)
+            if e is None or e.sp is None:
+                continue
+            r = await self.persister.read((group, e.topic_id, index), e.leader_epoch, summary=True)
+            if r.error == 0 and (r.state_epoch != e.state_epoch or r.start_offset < 0) and self.entries.get(key) is e:
+                del self.entries[key]
+
+    def forget(self, group: str, topics: Iterable[str] | None = None) -> None:
+        """Drop this broker's cached share partitions of ``group`` (of ``topics`` only)."""
+        wanted = None if topics is None else set(topics)
+        for key in [k for k in self.entries if k[0] == group and (wanted is None or k[1] in wanted)]:
+            del self.entries[key]
+
+    def lag(self, group: str, topic: str, index: int, start_offset: int) -> int:
+        """Records from the start offset to the high watermark not yet acknowledged or archived,
+        when this broker leads the partition; -1 otherwise."""
+        if start_offset < 0 or self._leader(topic, index)[0]:
+            return -1
+        hw = self.replicas.leader_partition(topic, index).log.high_watermark
+        e = self.entries.get((group, topic, index))
+        done = 0
+        if e is not None and e.sp is not None and e.sp.start_offset == start_offset:
+            done = sum(1 for r in e.sp.records.values() if r.state in (ACKNOWLEDGED, ARCHIVED))
+        return max(hw - start_offset - done, 0)
 
     def _persist_later(self, group: str, topic: str, index: int, e: _Entry) -> None:
         task = asyncio.get_running_loop().create_task(self._persist_quietly(group, topic, index, e))

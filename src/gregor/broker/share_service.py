@@ -11,8 +11,8 @@ retries a coordinator (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, unreachabl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from gregor.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -28,7 +28,12 @@ from gregor.cluster.image import MetadataImage
 from gregor.coordinator.share_coordinator import ReadResult, ShareCoordinator, share_key_text
 from gregor.coordinator.share_state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest
+from gregor.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest
 from gregor.protocol.messages.read_share_group_state import ReadShareGroupStateRequest
+from gregor.protocol.messages.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+)
 from gregor.protocol.messages.write_share_group_state import WriteShareGroupStateRequest
 from gregor.storage.producer_state import AppendOrigin
 
@@ -41,6 +46,7 @@ _RETRY = frozenset({
     ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
 })
 RETRY_S = 0.05
+R = TypeVar("R")
 ATTEMPTS = 40  # about 2 s of coordinator moves before a read or write is given up (the client retries)
 
 
@@ -95,71 +101,91 @@ class SharePersister:
         self.image = image
         self.channels = channels
 
-    def _coordinator(self, key: ShareKey) -> int:
-        return self.service.coordinator_node(share_key_text(key), self.image())
-
-    async def read(self, key: ShareKey, leader_epoch: int) -> ReadResult:
-        result = ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    async def _call(
+        self, key: ShareKey, local: Callable[[], Awaitable[R]], remote: Callable[[BrokerChannels, int], Awaitable[R]],
+        error_of: Callable[[R], int], unavailable: R,
+    ) -> R:
+        """``local()`` when this broker coordinates ``key``, else ``remote(channels, node)``;
+        again while the coordinator moves or loads (about 2 s), then the last answer."""
+        result = unavailable
         for _ in range(ATTEMPTS):
             await self.service.ensure_topic()
-            node = self._coordinator(key)
+            node = self.service.coordinator_node(share_key_text(key), self.image())
             if node == self.node_id or self.channels is None:
-                result = await self.service.read(key, leader_epoch)
+                result = await local()
             elif node >= 0:
-                result = await self._remote_read(node, key, leader_epoch)
-            if result.error not in _RETRY:
+                try:
+                    result = await remote(self.channels, node)
+                except (KafkaError, OSError):
+                    result = unavailable
+            if error_of(result) not in _RETRY:
                 return result
             await asyncio.sleep(RETRY_S)
         return result
 
+    async def read(self, key: ShareKey, leader_epoch: int, summary: bool = False) -> ReadResult:
+        """The state (``summary``: start offset and epochs only, without recording the leader
+        epoch, as ReadShareGroupStateSummary)."""
+        async def remote(channels: BrokerChannels, node: int) -> ReadResult:
+            if summary:
+                sreq = ReadShareGroupStateSummaryRequest(group_id=key[0], topics=[
+                    ReadShareGroupStateSummaryRequest.Topics(topic_id=key[1], partitions=[
+                        ReadShareGroupStateSummaryRequest.Topics.Partitions(partition=key[2], leader_epoch=leader_epoch)])])
+                sp = (await channels.request(node, sreq, 0)).results[0].partitions[0]
+                return ReadResult(sp.error_code) if sp.error_code else ReadResult(0, sp.state_epoch, -1, sp.start_offset)
+            req = ReadShareGroupStateRequest(group_id=key[0], topics=[ReadShareGroupStateRequest.Topics(
+                topic_id=key[1], partitions=[ReadShareGroupStateRequest.Topics.Partitions(
+                    partition=key[2], leader_epoch=leader_epoch)])])
+            p = (await channels.request(node, req, 0)).results[0].partitions[0]
+            if p.error_code:
+                return ReadResult(p.error_code)
+            return ReadResult(0, p.state_epoch, leader_epoch, p.start_offset, tuple(
+                StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
+
+        return await self._call(
+            key, lambda: self.service.read(key, leader_epoch, summary), remote, lambda r: r.error,
+            ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        )
+
     async def write(
         self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int, batches: Sequence[StateBatch]
     ) -> int:
-        error: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        for _ in range(ATTEMPTS):
-            await self.service.ensure_topic()
-            node = self._coordinator(key)
-            if node == self.node_id or self.channels is None:
-                error = await self.service.write(key, state_epoch, leader_epoch, start_offset, batches)
-            elif node >= 0:
-                error = await self._remote_write(node, key, state_epoch, leader_epoch, start_offset, batches)
-            if error not in _RETRY:
-                return error
-            await asyncio.sleep(RETRY_S)
-        return error
+        async def remote(channels: BrokerChannels, node: int) -> int:
+            Part = WriteShareGroupStateRequest.Topics.Partitions
+            req = WriteShareGroupStateRequest(group_id=key[0], topics=[WriteShareGroupStateRequest.Topics(
+                topic_id=key[1], partitions=[Part(
+                    partition=key[2], state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
+                    state_batches=[Part.StateBatches(first_offset=b.first_offset, last_offset=b.last_offset,
+                                                     delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                                   for b in batches])])])
+            return int((await channels.request(node, req, 0)).results[0].partitions[0].error_code)
 
-    async def _remote_read(self, node: int, key: ShareKey, leader_epoch: int) -> ReadResult:
-        assert self.channels is not None
-        req = ReadShareGroupStateRequest(group_id=key[0], topics=[ReadShareGroupStateRequest.Topics(
-            topic_id=key[1], partitions=[ReadShareGroupStateRequest.Topics.Partitions(
-                partition=key[2], leader_epoch=leader_epoch)])])
-        try:
-            resp = await self.channels.request(node, req, 0)
-        except (KafkaError, OSError):
-            return ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        p = resp.results[0].partitions[0]
-        if p.error_code:
-            return ReadResult(p.error_code)
-        return ReadResult(0, p.state_epoch, leader_epoch, p.start_offset, tuple(
-            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
+        return await self._call(
+            key, lambda: self.service.write(key, state_epoch, leader_epoch, start_offset, batches), remote,
+            lambda e: e, int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        )
 
-    async def _remote_write(
-        self, node: int, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
-        batches: Sequence[StateBatch],
-    ) -> int:
-        assert self.channels is not None
-        Part = WriteShareGroupStateRequest.Topics.Partitions
-        req = WriteShareGroupStateRequest(group_id=key[0], topics=[WriteShareGroupStateRequest.Topics(
-            topic_id=key[1], partitions=[Part(
-                partition=key[2], state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-                state_batches=[Part.StateBatches(first_offset=b.first_offset, last_offset=b.last_offset,
-                                                 delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                               for b in batches])])])
-        try:
-            resp = await self.channels.request(node, req, 0)
-        except (KafkaError, OSError):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return int(resp.results[0].partitions[0].error_code)
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> int:
+        """A new state epoch at ``start_offset`` (an admin's reset): the leader's state is fenced."""
+        async def remote(channels: BrokerChannels, node: int) -> int:
+            req = InitializeShareGroupStateRequest(group_id=key[0], topics=[InitializeShareGroupStateRequest.Topics(
+                topic_id=key[1], partitions=[InitializeShareGroupStateRequest.Topics.Partitions(
+                    partition=key[2], state_epoch=state_epoch, start_offset=start_offset)])])
+            return int((await channels.request(node, req, 0)).results[0].partitions[0].error_code)
+
+        return await self._call(
+            key, lambda: self.service.initialize(key, state_epoch, start_offset), remote, lambda e: e,
+            int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        )
+
+    async def delete(self, key: ShareKey) -> int:
+        async def remote(channels: BrokerChannels, node: int) -> int:
+            req = DeleteShareGroupStateRequest(group_id=key[0], topics=[DeleteShareGroupStateRequest.Topics(
+                topic_id=key[1], partitions=[DeleteShareGroupStateRequest.Topics.Partitions(partition=key[2])])])
+            return int((await channels.request(node, req, 0)).results[0].partitions[0].error_code)
+
+        return await self._call(key, lambda: self.service.delete(key), remote, lambda e: e,
+                                int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
 
 __all__ = ["SharePersister", "ShareService"]

@@ -41,6 +41,7 @@ from gregor.protocol.messages import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterShareGroupOffsetsRequest,
     AlterUserScramCredentialsRequest,
     ApiVersionsRequest,
     CreateAclsRequest,
@@ -50,6 +51,7 @@ from gregor.protocol.messages import (
     DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
+    DeleteShareGroupOffsetsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
     DescribeClientQuotasRequest,
@@ -59,6 +61,7 @@ from gregor.protocol.messages import (
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     DescribeProducersRequest,
+    DescribeShareGroupOffsetsRequest,
     DescribeTransactionsRequest,
     DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
@@ -780,6 +783,67 @@ class AIOAdminClient:
                 ]
                 out[g.group_id] = ShareGroupDescription(
                     g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name, members)
+        return out
+
+    async def describe_share_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
+        """(start offset, lag) of each partition the share group has state for (or of
+        ``partitions``; -1 when unknown): DescribeShareGroupOffsets."""
+        node = await self._client.find_coordinator(group_id, 0)
+        conn = await self._client.connection(node)
+        G = DescribeShareGroupOffsetsRequest.Groups
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [G.Topics(topic_name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
+        version = conn.version(DescribeShareGroupOffsetsRequest.API_KEY)
+        resp = await conn.send(DescribeShareGroupOffsetsRequest(groups=[G(group_id=group_id, topics=topics)]), version)
+        g = resp.groups[0]
+        if g.error_code:
+            raise error_for_code(g.error_code)(g.error_message)
+        return {
+            TopicPartition(t.topic_name, p.partition_index): (
+                error_for_code(p.error_code)(p.error_message) if p.error_code
+                else (p.start_offset, p.lag if version >= 1 else -1))
+            for t in g.topics for p in t.partitions
+        }
+
+    async def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], *, raise_on_error: bool = False
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Set where an empty share group starts in each partition (AlterShareGroupOffsets)."""
+        node = await self._client.find_coordinator(group_id, 0)
+        conn = await self._client.connection(node)
+        T = AlterShareGroupOffsetsRequest.Topics
+        by_topic: dict[str, list[Any]] = {}
+        for tp, off in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(T.Partitions(partition_index=tp.partition, start_offset=off))
+        resp = await conn.send(AlterShareGroupOffsetsRequest(group_id=group_id, topics=[
+            T(topic_name=t, partitions=ps) for t, ps in sorted(by_topic.items())]),
+            conn.version(AlterShareGroupOffsetsRequest.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        out = {TopicPartition(t.topic_name, p.partition_index): _err(p.error_code, p.error_message)
+               for t in resp.responses for p in t.partitions}
+        _check(out, raise_on_error)
+        return out
+
+    async def delete_share_group_offsets(
+        self, group_id: str, topics: Iterable[str], *, raise_on_error: bool = False
+    ) -> dict[str, KafkaError | None]:
+        """Forget an empty share group's state for whole topics (DeleteShareGroupOffsets)."""
+        node = await self._client.find_coordinator(group_id, 0)
+        conn = await self._client.connection(node)
+        resp = await conn.send(DeleteShareGroupOffsetsRequest(group_id=group_id, topics=[
+            DeleteShareGroupOffsetsRequest.Topics(topic_name=t) for t in topics]),
+            conn.version(DeleteShareGroupOffsetsRequest.API_KEY))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)(resp.error_message)
+        out = {t.topic_name: _err(t.error_code, t.error_message) for t in resp.responses}
+        _check(out, raise_on_error)
         return out
 
     async def delete_groups(self, group_ids: Iterable[str], *, raise_on_error: bool = False) -> dict[str, KafkaError | None]:

@@ -180,7 +180,8 @@ class ShareCoordinator:
         current = self.states.get(key)
         if current is None:
             return self._reply(token, ReadResult(0))  # not initialized: state epoch 0, start -1
-        if leader_epoch < current.leader_epoch:
+        if leader_epoch < current.leader_epoch and not (summary and leader_epoch < 0):
+            # (A summary with leader epoch -1 is an admin's look, not a leader's: not fenced.)
             return self._reply(token, ReadResult(ErrorCode.FENCED_LEADER_EPOCH))
         result = ReadResult(0, current.state_epoch, current.leader_epoch, current.start_offset, current.state_batches)
         if summary or leader_epoch == current.leader_epoch:

@@ -192,3 +192,51 @@ def test_everything_is_refused_while_share_version_is_0(wire: Wire) -> None:
     read = wire.request(ReadShareGroupStateRequest(group_id="g", topics=[ReadShareGroupStateRequest.Topics(
         topic_id=tid, partitions=[ReadShareGroupStateRequest.Topics.Partitions(partition=0, leader_epoch=0)])]), 0)
     assert read.results[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_share_group_offsets_describe_alter_delete(wire: Wire) -> None:
+    from gregor.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest
+    from gregor.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
+    from gregor.protocol.messages.describe_share_group_offsets import (
+        DescribeShareGroupOffsetsRequest,
+    )
+
+    tid = topic_with_records(wire, "qo", 10)
+    earliest(wire, "og")
+
+    def describe(topics: list[tuple[str, list[int]]] | None) -> list[tuple[str, int, int, int, int]]:
+        Q = DescribeShareGroupOffsetsRequest.Groups
+        resp = wire.request(DescribeShareGroupOffsetsRequest(groups=[Q(group_id="og", topics=None if topics is None else [
+            Q.Topics(topic_name=n, partitions=ps) for n, ps in topics])]), 1)
+        g = resp.groups[0]
+        assert g.error_code == 0
+        return [(t.topic_name, p.partition_index, p.start_offset, p.lag, p.error_code) for t in g.topics for p in t.partitions]
+
+    assert describe(None) == []  # the group has no state yet
+    assert describe([("qo", [0]), ("nope", [0])]) == [
+        ("qo", 0, -1, -1, 0), ("nope", 0, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    got = share_fetch(wire, "og", "m", 0, tid, max_records=4)
+    assert acquired(got) == [(0, 3, 1)]
+    K = ShareAcknowledgeRequest.Topics
+    ack = wire.request(ShareAcknowledgeRequest(group_id="og", member_id="m", share_session_epoch=1, topics=[K(
+        topic_id=tid, partitions=[K.Partitions(partition_index=0, acknowledgement_batches=[
+            K.Partitions.AcknowledgementBatches(first_offset=0, last_offset=3, acknowledge_types=[1])])])]), 1)
+    assert ack.responses[0].partitions[0].error_code == 0
+    assert describe(None) == [("qo", 0, 4, 6, 0)]  # 4 accepted: start 4, 6 to go
+    # A member is in its share session but the group has no heartbeating members: allowed.
+    A = AlterShareGroupOffsetsRequest.Topics
+    altered = wire.request(AlterShareGroupOffsetsRequest(group_id="og", topics=[
+        A(topic_name="qo", partitions=[A.Partitions(partition_index=0, start_offset=8)])]), 0)
+    assert (altered.error_code, altered.responses[0].partitions[0].error_code) == (0, 0)
+    assert describe([("qo", [0])]) == [("qo", 0, 8, 2, 0)]
+    # A new session sees the reset: records from 8.
+    assert acquired(share_fetch(wire, "og", "m2", 0, tid)) == [(8, 9, 1)]
+    deleted = wire.request(DeleteShareGroupOffsetsRequest(group_id="og", topics=[
+        DeleteShareGroupOffsetsRequest.Topics(topic_name="qo")]), 0)
+    assert (deleted.error_code, deleted.responses[0].error_code) == (0, 0)
+    assert describe(None) == []
+    # Not while the group has members.
+    assert heartbeat(wire, "busy", 0, ["qo"]).error_code == 0
+    busy = wire.request(AlterShareGroupOffsetsRequest(group_id="sg", topics=[
+        A(topic_name="qo", partitions=[A.Partitions(partition_index=0, start_offset=0)])]), 0)
+    assert busy.error_code == ErrorCode.NON_EMPTY_GROUP

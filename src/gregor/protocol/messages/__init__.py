@@ -22,6 +22,7 @@ from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterCon
 from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from gregor.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 from gregor.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
+from gregor.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
 from gregor.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from gregor.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from gregor.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
@@ -34,6 +35,7 @@ from gregor.protocol.messages.create_topics import CreateTopicsRequest, CreateTo
 from gregor.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from gregor.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from gregor.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
 from gregor.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
 from gregor.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from gregor.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
@@ -45,6 +47,7 @@ from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, Desc
 from gregor.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from gregor.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from gregor.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from gregor.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
 from gregor.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from gregor.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from gregor.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
@@ -184,6 +187,9 @@ API_KEYS: dict[int, ApiInfo] = {
     85: ApiInfo(85, 'WriteShareGroupState', WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0, 0),
     86: ApiInfo(86, 'DeleteShareGroupState', DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, 0, 0, 0),
     87: ApiInfo(87, 'ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 0, 0),
+    90: ApiInfo(90, 'DescribeShareGroupOffsets', DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1, 0),
+    91: ApiInfo(91, 'AlterShareGroupOffsets', AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, 0),
+    92: ApiInfo(92, 'DeleteShareGroupOffsets', DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0, 0),
 }
 API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()}
 
@@ -196,6 +202,9 @@ SUPPLEMENT_VERSIONS: dict[int, tuple[int, ...]] = {
     77: (1,),
     78: (1,),
     79: (1,),
+    90: (0, 1),
+    91: (0,),
+    92: (0,),
 }
 
 def _info(api_key: int) -> ApiInfo:
@@ -289,6 +298,8 @@ __all__ = [
     'AlterPartitionReassignmentsResponse',
     'AlterReplicaLogDirsRequest',
     'AlterReplicaLogDirsResponse',
+    'AlterShareGroupOffsetsRequest',
+    'AlterShareGroupOffsetsResponse',
     'AlterUserScramCredentialsRequest',
     'AlterUserScramCredentialsResponse',
     'ApiVersionsRequest',
@@ -313,6 +324,8 @@ __all__ = [
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
     'DeleteRecordsResponse',
+    'DeleteShareGroupOffsetsRequest',
+    'DeleteShareGroupOffsetsResponse',
     'DeleteShareGroupStateRequest',
     'DeleteShareGroupStateResponse',
     'DeleteTopicsRequest',
@@ -335,6 +348,8 @@ __all__ = [
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'DescribeShareGroupOffsetsRequest',
+    'DescribeShareGroupOffsetsResponse',
     'DescribeTopicPartitionsRequest',
     'DescribeTopicPartitionsResponse',
     'DescribeTransactionsRequest',

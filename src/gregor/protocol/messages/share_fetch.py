@@ -296,7 +296,7 @@ class ShareFetchResponse(Message):
                 acknowledge_error_code (int16, all; 0): The acknowledge error code, or 0 if there was no acknowledge error.
                 acknowledge_error_message (str, all, nullable; None): The acknowledge error message, or null if there was no acknowledge error.
                 current_leader (CurrentLeader, all; _C_ShareFetchResponse_Responses_Partitions_CurrentLeader())
-                records (records, all; None): The record data.
+                records (records, all; b''): The record data.
                 acquired_records (list[AcquiredRecords], all; []): The acquired records.
             """
 
@@ -309,7 +309,7 @@ class ShareFetchResponse(Message):
             acknowledge_error_code: int
             acknowledge_error_message: str | None
             current_leader: ShareFetchResponse.Responses.Partitions.CurrentLeader
-            records: bytes | bytearray | memoryview | None
+            records: bytes | bytearray | memoryview
             acquired_records: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords]
             unknown_tags: dict[int, bytes]
 
@@ -372,7 +372,7 @@ class ShareFetchResponse(Message):
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
                     return f"ShareFetchResponse.Responses.Partitions.AcquiredRecords(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_count={self.delivery_count!r}{tags})"
 
-            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, acknowledge_error_code: int = 0, acknowledge_error_message: str | None = None, current_leader: ShareFetchResponse.Responses.Partitions.CurrentLeader = UNSET, records: bytes | bytearray | memoryview | None = None, acquired_records: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, acknowledge_error_code: int = 0, acknowledge_error_message: str | None = None, current_leader: ShareFetchResponse.Responses.Partitions.CurrentLeader = UNSET, records: bytes | bytearray | memoryview = b'', acquired_records: list[ShareFetchResponse.Responses.Partitions.AcquiredRecords] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
@@ -890,11 +890,9 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareFetchResponse, int]:
                     elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e2.records = mv[pos:end]; pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
@@ -1023,11 +1021,9 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ShareFetchResponse, int]:
                     elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
                     else: n, pos = _ruv(buf, pos)
                     n -= 1
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e2.records = mv[pos:end]; pos = end
                     n = buf[pos]
                     if n < 128: pos += 1
                     else: n, pos = _ruv(buf, pos)
