@@ -202,12 +202,15 @@ class Consumer:
         self.close()
 
 
-class AdminClient:
-    """Synchronous admin client; every coroutine method of :class:`AIOAdminClient` is here."""
+class _Facade:
+    """A synchronous face on an asyncio object with ``start`` and ``close``: each of its
+    coroutine methods runs on the client loop thread; its other attributes are passed through."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    _aio: Any
+
+    def _open(self, factory: Callable[[], Any]) -> None:
         self._lt = LoopThread.get()
-        self._aio: AIOAdminClient = self._lt.run(_construct(lambda: AIOAdminClient(config, **kwargs)))
+        self._aio = self._lt.run(_construct(factory))
         self._lt.run(self._aio.start())
 
     def __getattr__(self, name: str) -> Any:
@@ -219,38 +222,28 @@ class AdminClient:
     def close(self) -> None:
         self._lt.run(self._aio.close())
 
-    def __enter__(self) -> AdminClient:
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-class ShareConsumer:
+class AdminClient(_Facade):
+    """Synchronous admin client; every coroutine method of :class:`AIOAdminClient` is here."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._open(lambda: AIOAdminClient(config, **kwargs))
+
+
+class ShareConsumer(_Facade):
     """Synchronous share group consumer (KIP-932); every coroutine method of
     :class:`~gregor.client.share_consumer.AIOShareConsumer` is here, ``acknowledge`` too."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         from gregor.client.share_consumer import AIOShareConsumer
 
-        self._lt = LoopThread.get()
-        self._aio: AIOShareConsumer = self._lt.run(_construct(lambda: AIOShareConsumer(config, **kwargs)))
-        self._lt.run(self._aio.start())
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._aio, name)
-        if inspect.iscoroutinefunction(attr):
-            return lambda *a, **k: self._lt.run(attr(*a, **k))
-        return attr
-
-    def close(self) -> None:
-        self._lt.run(self._aio.close())
-
-    def __enter__(self) -> ShareConsumer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self._open(lambda: AIOShareConsumer(config, **kwargs))
 
 
 class BulkReader:

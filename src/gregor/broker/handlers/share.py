@@ -11,7 +11,7 @@ state APIs CLUSTER_ACTION on the cluster (they are for brokers).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from gregor.broker import features
@@ -27,7 +27,7 @@ from gregor.broker.authz import (
 from gregor.broker.handlers.registry import handles
 from gregor.broker.share_partitions import AckBatch, TopicPartition
 from gregor.broker.state import RequestContext
-from gregor.coordinator.share_state import StateBatch
+from gregor.coordinator.share_state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.alter_share_group_offsets import (
     AlterShareGroupOffsetsRequest,
@@ -330,21 +330,32 @@ def _state_refusal(ctx: RequestContext) -> int:
     return 0
 
 
-@handles(InitializeShareGroupStateRequest)
-async def handle_initialize_share_group_state(
-    ctx: RequestContext, req: InitializeShareGroupStateRequest
-) -> InitializeShareGroupStateResponse:
-    R = InitializeShareGroupStateResponse.Results
+async def _codes_per_partition(
+    ctx: RequestContext, req: Any, response: Any, change: Callable[[ShareKey, Any], Awaitable[int]]
+) -> list[Any]:
+    """Initialize, Write and Delete ShareGroupState: one error code per partition (the refusal
+    of the whole request, or ``change``'s answer), in their common response layout."""
+    R = response.Results
     refusal = _state_refusal(ctx)
-    service = ctx.broker.shares.state
     results = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = refusal or await service.initialize((req.group_id, t.topic_id, p.partition), p.state_epoch, p.start_offset)
+            code = refusal or await change((req.group_id, t.topic_id, p.partition), p)
             parts.append(R.Partitions(partition=p.partition, error_code=code))
         results.append(R(topic_id=t.topic_id, partitions=parts))
-    return InitializeShareGroupStateResponse(results=results)
+    return results
+
+
+@handles(InitializeShareGroupStateRequest)
+async def handle_initialize_share_group_state(
+    ctx: RequestContext, req: InitializeShareGroupStateRequest
+) -> InitializeShareGroupStateResponse:
+    service = ctx.broker.shares.state
+    return InitializeShareGroupStateResponse(results=await _codes_per_partition(
+        ctx, req, InitializeShareGroupStateResponse,
+        lambda key, p: service.initialize(key, p.state_epoch, p.start_offset),
+    ))
 
 
 @handles(ReadShareGroupStateRequest)
@@ -396,37 +407,24 @@ async def handle_read_share_group_state_summary(
 async def handle_write_share_group_state(
     ctx: RequestContext, req: WriteShareGroupStateRequest
 ) -> WriteShareGroupStateResponse:
-    R = WriteShareGroupStateResponse.Results
-    refusal = _state_refusal(ctx)
     service = ctx.broker.shares.state
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                       for b in p.state_batches]
-            code = refusal or await service.write(
-                (req.group_id, t.topic_id, p.partition), p.state_epoch, p.leader_epoch, p.start_offset, batches)
-            parts.append(R.Partitions(partition=p.partition, error_code=code))
-        results.append(R(topic_id=t.topic_id, partitions=parts))
-    return WriteShareGroupStateResponse(results=results)
+
+    def write(key: ShareKey, p: Any) -> Awaitable[int]:
+        batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                   for b in p.state_batches]
+        return service.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
+
+    return WriteShareGroupStateResponse(results=await _codes_per_partition(ctx, req, WriteShareGroupStateResponse, write))
 
 
 @handles(DeleteShareGroupStateRequest)
 async def handle_delete_share_group_state(
     ctx: RequestContext, req: DeleteShareGroupStateRequest
 ) -> DeleteShareGroupStateResponse:
-    R = DeleteShareGroupStateResponse.Results
-    refusal = _state_refusal(ctx)
     service = ctx.broker.shares.state
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code = refusal or await service.delete((req.group_id, t.topic_id, p.partition))
-            parts.append(R.Partitions(partition=p.partition, error_code=code))
-        results.append(R(topic_id=t.topic_id, partitions=parts))
-    return DeleteShareGroupStateResponse(results=results)
+    return DeleteShareGroupStateResponse(results=await _codes_per_partition(
+        ctx, req, DeleteShareGroupStateResponse, lambda key, p: service.delete(key),
+    ))
 
 
 # --- the share groups' offsets (admin) ---
