@@ -1,7 +1,8 @@
 """Share groups (KIP-932) with a real share consumer: librdkafka's, through confluent-kafka's
 ``ShareConsumer``, against a broker process. Each record goes to one member at a time;
 RELEASE redelivers it with a higher delivery count, REJECT never; records a killed consumer
-held come back to another once their lock expires; the delivery count limit archives a record;
+held come back to another (its connection closed); a record whose lock expires comes back; the
+delivery count limit archives a record;
 acknowledged state and delivery counts survive a broker restart."""
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 
 SHARE_CONFIG = {
     "num.partitions": 1,
-    "group.share.record.lock.duration.ms": 1000,
+    # Locks last the default 30 s, so a slow machine does not see them expire between polls;
+    # the lock-expiry test gives its group 1 s (a group config, which may go down to this).
     "group.share.min.record.lock.duration.ms": 1000,
     "group.share.delivery.count.limit": 3,
 }
@@ -36,12 +38,14 @@ def broker() -> Iterator[BrokerProcess]:
         yield b
 
 
-def new_group(b: BrokerProcess) -> str:
-    """A share group that starts at the earliest offset."""
+def new_group(b: BrokerProcess, lock_ms: int | None = None) -> str:
+    """A share group that starts at the earliest offset (with ``lock_ms`` record locks)."""
     group = f"sg-{uuid.uuid4().hex[:8]}"
+    configs = [("share.auto.offset.reset", 0, "earliest")]
+    if lock_ms is not None:
+        configs.append(("share.record.lock.duration.ms", 0, str(lock_ms)))
     with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
-        assert admin.incremental_alter_configs(
-            {("group", group): [("share.auto.offset.reset", 0, "earliest")]}) == {(32, group): None}
+        assert admin.incremental_alter_configs({("group", group): configs}) == {(32, group): None}
     return group
 
 
@@ -118,7 +122,9 @@ def test_release_redelivers_reject_does_not(broker: BrokerProcess) -> None:
     assert again == {**{v: 2 for v in expected[0::2]}, b"sentinel": 1}  # the rejected never came back
 
 
-def test_records_of_a_killed_consumer_go_to_another(broker: BrokerProcess, tmp_path: object) -> None:
+def test_records_of_a_killed_consumer_go_to_another(broker: BrokerProcess) -> None:
+    # 30 s locks: the records come back because the killed process's connection closed, which
+    # ends its share session on the leader (the lock expiry is the fallback; see the next test).
     topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
     expected = values(30)
     produce(broker, topic, expected)
@@ -344,3 +350,33 @@ def test_share_group_offsets_commands(broker: BrokerProcess) -> None:
         member.close()
     code, _, err = gregor("reset-offsets", group, "--topic", topic)
     assert code == 2 and "exactly one of" in err
+
+
+def test_an_expired_lock_redelivers_to_the_same_consumer(broker: BrokerProcess) -> None:
+    """With 1 s locks (the group's ``share.record.lock.duration.ms``), records a live consumer
+    neither acknowledges nor releases come back to it with delivery count 2. Gregor's own
+    ``ShareConsumer`` keeps polling without acknowledging (librdkafka's explicit mode will not
+    poll again before the last poll is acknowledged; its 0173 test sleeps instead)."""
+    from gregor.client import ShareConsumer as GregorShareConsumer
+    from gregor.client.share_consumer import ACCEPT
+
+    topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker, lock_ms=1000)
+    expected = values(5)
+    produce(broker, topic, expected)
+    c = GregorShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                             "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    deliveries: dict[bytes, list[int]] = {}
+    try:
+        while not deliveries or any(len(v) < 2 for v in deliveries.values()) or len(deliveries) < 5:
+            for r in c.poll(0.5):
+                deliveries.setdefault(r.value, []).append(r.delivery_count)
+                if r.delivery_count >= 2:
+                    c.acknowledge(r, ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    # The first delivery's lock ran out, the second is accepted (a third only if the machine
+    # stalled past the second lock before its acknowledgement went out).
+    assert sorted(deliveries) == expected
+    assert all(counts[:2] == [1, 2] for counts in deliveries.values())
