@@ -383,12 +383,6 @@ class SharePartitions:
             if e.sp is not None and e.sp.expire(now):
                 self._persist_later(group, topic, index, e)
 
-    def drop_unled(self) -> None:
-        """Forget the share partitions this broker no longer leads."""
-        for key in [k for k, e in self.entries.items() if self._leader(k[1], k[2])[0] or e.sp is None and e.ready
-                    and e.ready.done()]:
-            del self.entries[key]
-
     async def stop(self) -> None:
         for task in list(self._tasks):
             task.cancel()

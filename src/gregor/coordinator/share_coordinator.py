@@ -217,8 +217,5 @@ class ShareCoordinator:
             return self._reply(token, 0)
         self._write(key, None, lambda code: self._reply(token, code))
 
-    def keys_of_group(self, group_id: str) -> list[ShareKey]:
-        return sorted((k for k in self.states if k[0] == group_id), key=lambda k: (str(k[1]), k[2]))
-
 
 __all__ = ["ReadResult", "ShareCoordinator", "ShareKey", "ShareSnapshot", "StateBatch", "share_key_text"]

@@ -170,10 +170,5 @@ class ShareGroups:
                 self._reassign(group)
         return gone
 
-    def forget_groups(self, keep: Callable[[str], bool]) -> None:
-        """Drop the groups this broker no longer coordinates."""
-        for gid in [g for g in self.groups if not keep(g)]:
-            del self.groups[gid]
-
     def listing(self) -> Iterable[ShareGroup]:
         return list(self.groups.values())

@@ -285,9 +285,10 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
     states = {s.lower() for s in req.states_filter} if ctx.version >= 4 else set()
     if not types or "share" in types:
         # Share groups (KIP-932) coordinated here, listed with type and protocol type "share".
+        coordinator = ctx.broker.groups.coordinator
         for g in sorted(ctx.broker.shares.groups.listing(), key=lambda g: g.group_id):
-            if states and g.state.lower() not in states:
-                continue
+            if coordinator.partition_error(g.group_id) or (states and g.state.lower() not in states):
+                continue  # a group this broker no longer coordinates is someone else's to list
             response.groups.append(ListGroupsResponse.Groups(
                 group_id=g.group_id, protocol_type="share", group_state=g.state, group_type="share"))
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
