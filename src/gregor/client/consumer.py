@@ -415,6 +415,7 @@ async def list_offsets(
     deadline = time.monotonic() + timeout
     for t in {tp.topic for tp in pending}:
         client.add_topics([t])
+    refreshed = False  # a refresh that did not find the leaders is followed by a backoff
     while pending:
         cluster = client.cluster
         by_node: dict[int, dict[TopicPartition, int]] = {}
@@ -426,9 +427,12 @@ async def list_offsets(
         if not by_node:
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"no leader for {sorted(pending)}")
+            if refreshed:
+                await asyncio.sleep(client.retry_backoff)
             await client.refresh_metadata()
-            await asyncio.sleep(client.retry_backoff)
+            refreshed = True
             continue
+        refreshed = False
 
         async def one(node: int, q: dict[TopicPartition, int], cluster: Any = cluster) -> None:
             conn = await client.connection(node)
