@@ -1,8 +1,9 @@
-"""Build of the optional compiled accelerator (``gregor.protocol.records._scan``).
+"""Build of the optional compiled accelerators (``gregor.protocol.records._scan``, the record
+walk, and ``gregor.storage._append``, the log's produce fast path).
 
 Everything else is declared in ``pyproject.toml``. The extension is optional: when it cannot
 be compiled (no C compiler, no Python headers) the install goes on and ``gregor`` uses the
-pure-Python reference ``gregor.protocol.records._scan_py``.
+pure-Python references (``_scan_py``, ``_append_py``).
 """
 
 from setuptools import Extension, setup
@@ -13,13 +14,16 @@ def _extensions() -> list[Extension]:
         from Cython.Build import cythonize
     except ImportError:  # a build without Cython: pure Python only
         return []
-    ext = Extension(
-        "gregor.protocol.records._scan",
-        ["src/gregor/protocol/records/_scan.pyx"],
-        extra_compile_args=["-O2"],
-        optional=True,
-    )
-    return cythonize([ext], quiet=True, language_level=3)
+    exts = [
+        Extension(
+            f"gregor.{name}",
+            [f"src/gregor/{name.replace('.', '/')}.pyx"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        )
+        for name in ("protocol.records._scan", "storage._append")
+    ]
+    return cythonize(exts, quiet=True, language_level=3)
 
 
 setup(ext_modules=_extensions())

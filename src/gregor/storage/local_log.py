@@ -21,6 +21,7 @@ import os
 from gregor.storage.clock import Clock
 from gregor.storage.config import LogConfig
 from gregor.storage.errors import LogClosedError
+from gregor.storage.fast_append import LogCore
 from gregor.storage.files import SWAP_SUFFIX, parse_topic_partition
 from gregor.storage.index import AbortedTxn
 from gregor.storage.log_segments import LogSegments
@@ -30,7 +31,9 @@ from gregor.storage.segment import LogSegment
 INT32_MAX = 0x7FFFFFFF
 
 
-class LocalLog:
+class LocalLog(LogCore):
+    _segments: LogSegments
+
     def __init__(
         self,
         directory: str,
@@ -61,7 +64,7 @@ class LocalLog:
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        self._config = config
+        self._set_fast_config(config)
 
     @property
     def clock(self) -> Clock:

@@ -53,13 +53,8 @@ import struct
 import time
 from collections.abc import Iterator
 
-from crc32c import crc32c
-
 from gregor.protocol.records.control import build_control_batch
 from gregor.protocol.records.header import (
-    ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
 )
 from gregor.storage.clock import Clock
@@ -151,8 +146,7 @@ class Log(LocalLog):
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        self._config = config
-        self._fast = not config.compact and not config.log_append_time
+        self._set_fast_config(config)
 
     # --- offsets ---
 
@@ -177,69 +171,6 @@ class Log(LocalLog):
         return False
 
     # --- appending ---
-
-    def append(
-        self,
-        records: bytes | bytearray | memoryview,
-        *,
-        leader_epoch: int = 0,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-        now_ms: int | None = None,
-    ) -> LogAppendInfo:
-        """Append as the leader: validate, assign offsets from the log end offset, stamp
-        ``leader_epoch`` (and LogAppendTime if configured), write. A writable buffer
-        (bytearray) is rewritten in place; other buffers are copied first (or, when large,
-        written from two pieces with ``writev``).
-
-        The common produce, one plain batch (no producer id, not transactional, not a
-        compacted or LogAppendTime topic) that needs no roll, is done right here with the
-        fewest steps; anything unusual goes to the general path (:meth:`_append`), which
-        handles or rejects it."""
-        if origin is not AppendOrigin.CLIENT or not self._fast:
-            return self._append(records, origin, leader_epoch, True, now_ms)
-        n = len(records)
-        if n < HEADER_SIZE:
-            return self._append(records, origin, leader_epoch, True, now_ms)
-        (_, blen, _, magic, crc, attributes, delta, base_ts, max_ts, pid, _, _, count) = (
-            _HEADER.unpack_from(records)
-        )
-        cfg = self._config
-        if (
-            blen + LOG_OVERHEAD != n
-            or magic != 2
-            or pid >= 0
-            or attributes & 0x30  # transactional or control
-            or count != delta + 1
-            or count <= 0
-            or n > cfg.max_message_bytes
-            or base_ts < 0
-            or base_ts > max_ts
-        ):
-            return self._append(records, origin, leader_epoch, True, now_ms)
-        if now_ms is None:
-            clock = self._clock
-            now_ms = _time_ns() // 1_000_000 if clock is wall_clock_ms else clock()
-        mv = records if type(records) is memoryview else memoryview(records)
-        offset = self.log_end_offset
-        last = offset + delta
-        if (
-            now_ms - base_ts > cfg.message_timestamp_before_max_ms
-            or max_ts - now_ms > cfg.message_timestamp_after_max_ms
-            or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc
-            or not self._segments.active.append_unchecked(
-                mv, n, offset, leader_epoch, last, max_ts, now_ms, cfg
-            )
-        ):
-            return self._append(records, origin, leader_epoch, True, now_ms)
-        self.log_end_offset = last + 1
-        self.producer_state.map_end_offset = last + 1
-        if leader_epoch > self.leader_epoch_cache.latest:
-            self.leader_epoch_cache.assign(leader_epoch, offset)
-        if last + 1 - self.recovery_point >= cfg.flush_messages:
-            self.flush()
-        return _new_tuple(
-            LogAppendInfo, (offset, last, -1, self.log_start_offset, max_ts, last, count, n, False)
-        )
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None

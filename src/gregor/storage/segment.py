@@ -7,7 +7,7 @@ position) and a time-index entry (max timestamp so far, its offset) each time mo
 ``index.interval.bytes`` were written since the last entry. That rule is applied per batch and
 is deterministic given the batch positions, which is what :meth:`check_indexes` relies on to
 tell a complete index from a cut one. The produce fast path appends through
-:meth:`append_unchecked`, which also decides (without I/O) whether the segment must roll first.
+``SegmentCore.append_unchecked`` (``storage.fast_append``), which also decides (without I/O) whether the segment must roll first.
 When the segment stops being the active one, its indexes are trimmed (``seal``) and its time
 index gets the final (max timestamp, offset) entry, as Kafka's roll does.
 
@@ -26,9 +26,9 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 
-from gregor.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc_ok
-from gregor.storage.config import LogConfig
+from gregor.protocol.records.header import HEADER_SIZE, BatchHeader, crc_ok
 from gregor.storage.errors import KafkaStorageError
+from gregor.storage.fast_append import SegmentCore
 from gregor.storage.file_records import (
     READ_CHUNK,
     BatchPosition,
@@ -63,25 +63,9 @@ OnBatch = Callable[[int, BatchHeader, memoryview], None]
 """``on_batch(position, header, batch bytes)``: what :meth:`LogSegment.recover` reports."""
 
 
-class LogSegment:
-    __slots__ = (
-        "dir",
-        "base_offset",
-        "log_path",
-        "fd",
-        "size",
-        "offset_index",
-        "time_index",
-        "txn_index",
-        "index_interval_bytes",
-        "bytes_since_last_index_entry",
-        "max_timestamp_so_far",
-        "offset_of_max_timestamp_so_far",
-        "next_offset",
-        "created_ms",
-        "_rolling_based_timestamp",
-        "_suffix",
-    )
+class LogSegment(SegmentCore):
+    # The fields the produce fast path touches are SegmentCore's (storage.fast_append).
+    __slots__ = ("dir", "log_path", "txn_index", "_suffix")
 
     def __init__(
         self,
@@ -187,76 +171,6 @@ class LogSegment:
         self.next_offset = last_offset + 1
         if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = max_timestamp
-
-    def append_unchecked(
-        self,
-        mv: memoryview,
-        n: int,
-        base_offset: int,
-        leader_epoch: int,
-        last_offset: int,
-        max_timestamp: int,
-        now_ms: int,
-        config: LogConfig,
-    ) -> bool:
-        """Append one batch whose header and CRC the caller validated (the produce fast
-        path): stamp its base offset and partition leader epoch, write it with one system call
-        and index it. A writable buffer is stamped in place; a read-only one is copied when
-        small, else written in two pieces (new header prefix, rest of the batch).
-
-        Returns False, writing nothing, when the segment must roll first: the batch would pass
-        ``segment.bytes`` or a relative offset, the index entry it may add has no room, or
-        ``segment.ms`` passed (also when that cannot be told without I/O: the general append
-        path then decides). ``n`` is ``len(mv)``, which the caller knows."""
-        size = self.size
-        since = self.bytes_since_last_index_entry
-        index_now = since > self.index_interval_bytes
-        if (
-            size + n > config.segment_bytes
-            or last_offset - self.base_offset > INT32_MAX
-            or (index_now and (self.offset_index.is_full() or self.time_index.is_full()))
-        ):
-            return False
-        if size:
-            rolling = self._rolling_based_timestamp
-            if rolling is None:
-                return False
-            waited = max_timestamp - rolling if rolling >= 0 else now_ms - self.created_ms
-            if waited > config.segment_ms:
-                return False
-        fd = self.fd
-        batch_length = n - LOG_OVERHEAD
-        try:
-            if not mv.readonly:
-                _PREFIX.pack_into(mv, 0, base_offset, batch_length, leader_epoch)
-                written = os.write(fd, mv)
-            elif n <= _COPY_LIMIT:
-                buf = bytearray(mv)
-                _PREFIX.pack_into(buf, 0, base_offset, batch_length, leader_epoch)
-                written = os.write(fd, buf)
-            else:
-                prefix = _PREFIX.pack(base_offset, batch_length, leader_epoch)
-                written = os.writev(fd, [prefix, mv[_PREFIX.size :]])
-            if written != n:
-                raise OSError(f"short write: {written} of {n} bytes")
-        except OSError as e:
-            self._undo_write(size)
-            raise KafkaStorageError(f"write to {self.log_path} failed: {e}") from e
-        self.size = size + n
-        if max_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = max_timestamp
-            self.offset_of_max_timestamp_so_far = last_offset
-        if index_now:
-            self.offset_index.append(last_offset, size)
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
-            since = 0
-        self.bytes_since_last_index_entry = since + n
-        self.next_offset = last_offset + 1
-        if not size:
-            self._rolling_based_timestamp = max_timestamp
-        return True
 
     def _write(self, data: bytes | bytearray | memoryview) -> None:
         start = self.size

@@ -1,0 +1,325 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The produce fast path of the log, compiled; ``_append_py.py`` is the reference.
+
+Same behaviour as the reference, statement for statement (see its docstring for the theory of
+operation); here the fields the path touches are C fields of the two base classes, the batch
+header is read straight from the buffer, and the write is one ``write(2)`` (a writable buffer,
+stamped in place) or ``writev(2)`` (a read-only one: the new 16-byte prefix, then the rest of
+the batch, so nothing is copied). The GIL is released around the system call, as ``os.write``
+does. The CRC is still the ``crc32c`` package's (hardware CRC32C), called on a memoryview of
+the batch's own memory.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.buffer cimport PyBUF_READ
+from libc.errno cimport EINTR, errno
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy, strerror
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from posix.uio cimport iovec, writev
+from posix.unistd cimport write
+
+from crc32c import crc32c as _crc32c
+
+from gregor.storage.clock import now_ms as _wall_clock_ms
+from gregor.storage.errors import KafkaStorageError
+from gregor.storage.log_info import LogAppendInfo
+from gregor.storage.producer_state import AppendOrigin
+
+IMPLEMENTATION = "cython"
+
+cdef object _CLIENT = AppendOrigin.CLIENT
+cdef int64_t _INT32_MAX = 0x7FFFFFFF
+cdef int64_t _INT64_MAX = 0x7FFFFFFFFFFFFFFF
+cdef Py_ssize_t _HEADER_SIZE = 61
+cdef Py_ssize_t _LOG_OVERHEAD = 12
+cdef Py_ssize_t _ATTRIBUTES_OFFSET = 21
+cdef Py_ssize_t _PREFIX_SIZE = 16  # base_offset, batch_length, partition_leader_epoch
+cdef Py_ssize_t _COPY_LIMIT = 16384  # above this, writev the prefix apart instead of copying
+
+
+cdef inline int64_t _i64(const uint8_t* p) noexcept nogil:
+    return <int64_t>(
+        (<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40)
+        | (<uint64_t>p[3] << 32) | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16)
+        | (<uint64_t>p[6] << 8) | <uint64_t>p[7]
+    )
+
+
+cdef inline uint32_t _u32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+cdef inline void _put_i64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(u >> (56 - 8 * i))
+
+
+cdef inline void _put_i32(uint8_t* p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <uint8_t>(u >> 24)
+    p[1] = <uint8_t>(u >> 16)
+    p[2] = <uint8_t>(u >> 8)
+    p[3] = <uint8_t>u
+
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        object (*tp_alloc)(PyTypeObject*, Py_ssize_t)
+
+
+cdef PyTypeObject* _INFO_TYPE = <PyTypeObject*>LogAppendInfo
+
+
+cdef inline void _set(object t, Py_ssize_t i, object v):
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
+
+
+cdef object _append_info(int64_t offset, int64_t last, object log_start_offset, int64_t max_ts,
+                         int64_t count, Py_ssize_t n):
+    """LogAppendInfo(offset, last, -1, log_start_offset, max_ts, last, count, n, False), made
+    as tuple.__new__ makes a tuple subclass (allocate, fill) without its argument parsing."""
+    cdef object t = _INFO_TYPE.tp_alloc(_INFO_TYPE, 9)
+    cdef object last_obj = last
+    _set(t, 0, offset)
+    _set(t, 1, last_obj)
+    _set(t, 2, -1)
+    _set(t, 3, log_start_offset)
+    _set(t, 4, max_ts)
+    _set(t, 5, last_obj)
+    _set(t, 6, count)
+    _set(t, 7, n)
+    _set(t, 8, False)
+    return t
+
+
+cdef int64_t _clamp(object v):
+    """A config number as int64 (a larger one means "never", as int64 max does)."""
+    if v > _INT64_MAX:
+        return _INT64_MAX
+    if v < -_INT64_MAX:
+        return -_INT64_MAX
+    return v
+
+
+cdef class SegmentCore:
+    """The fields of a segment the append path reads and writes (set by ``LogSegment``)."""
+
+    cdef public int fd
+    cdef public int64_t base_offset
+    cdef public int64_t size
+    cdef public object offset_index
+    cdef public object time_index
+    cdef public int64_t index_interval_bytes
+    cdef public int64_t bytes_since_last_index_entry
+    cdef public int64_t max_timestamp_so_far
+    cdef public int64_t offset_of_max_timestamp_so_far
+    cdef public int64_t next_offset
+    cdef public int64_t created_ms
+    cdef public object _rolling_based_timestamp
+
+    def append_unchecked(self, mv, Py_ssize_t n, int64_t base_offset, int32_t leader_epoch,
+                         int64_t last_offset, int64_t max_timestamp, int64_t now_ms, config):
+        """See the reference. ``mv`` is any buffer of ``n`` bytes."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(mv, &view, PyBUF_SIMPLE)
+        try:
+            if view.len != n:
+                raise ValueError("n is not the buffer's length")
+            return self._append_c(&view, base_offset, leader_epoch, last_offset, max_timestamp,
+                                  now_ms, _clamp(config.segment_bytes), _clamp(config.segment_ms))
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef int _append_c(self, Py_buffer* view, int64_t base_offset, int32_t leader_epoch,
+                       int64_t last_offset, int64_t max_timestamp, int64_t now_ms,
+                       int64_t segment_bytes, int64_t segment_ms) except -1:
+        cdef int64_t size = self.size
+        cdef Py_ssize_t n = view.len
+        cdef int64_t since = self.bytes_since_last_index_entry
+        cdef bint index_now = since > self.index_interval_bytes
+        cdef int64_t rolling, waited
+        cdef uint8_t prefix[16]
+        cdef uint8_t small[16384]
+        cdef uint8_t* buf = <uint8_t*>view.buf
+        cdef iovec iov[2]
+        cdef Py_ssize_t written
+        cdef int fd = self.fd
+        cdef int err = 0
+        cdef bint readonly = view.readonly
+        cdef int i
+        if (
+            size + n > segment_bytes
+            or last_offset - self.base_offset > _INT32_MAX
+            or (index_now and (self.offset_index.is_full() or self.time_index.is_full()))
+        ):
+            return 0
+        if size:
+            if self._rolling_based_timestamp is None:
+                return 0
+            rolling = self._rolling_based_timestamp
+            waited = max_timestamp - rolling if rolling >= 0 else now_ms - self.created_ms
+            if waited > segment_ms:
+                return 0
+        _put_i64(prefix, base_offset)
+        _put_i32(prefix + 8, <int32_t>(n - _LOG_OVERHEAD))
+        _put_i32(prefix + 12, leader_epoch)
+        with nogil:
+            if not readonly:
+                for i in range(16):
+                    buf[i] = prefix[i]
+                while True:
+                    written = write(fd, buf, n)
+                    if written >= 0 or errno != EINTR:
+                        break
+            elif n <= _COPY_LIMIT:  # one copy on the stack beats a two-piece writev
+                memcpy(small, prefix, 16)
+                memcpy(small + 16, buf + 16, n - 16)
+                while True:
+                    written = write(fd, small, n)
+                    if written >= 0 or errno != EINTR:
+                        break
+            else:
+                iov[0].iov_base = prefix
+                iov[0].iov_len = 16
+                iov[1].iov_base = buf + 16
+                iov[1].iov_len = n - 16
+                while True:
+                    written = writev(fd, iov, 2)
+                    if written >= 0 or errno != EINTR:
+                        break
+            if written < 0:
+                err = errno
+        if written != n:
+            (<object>self)._undo_write(size)
+            if written < 0:
+                msg = f"[Errno {err}] {strerror(err).decode()}"
+            else:
+                msg = f"short write: {written} of {n} bytes"
+            raise KafkaStorageError(f"write to {(<object>self).log_path} failed: {msg}")
+        self.size = size + n
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp_so_far = last_offset
+        if index_now:
+            self.offset_index.append(last_offset, size)
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+            )
+            since = 0
+        self.bytes_since_last_index_entry = since + n
+        self.next_offset = last_offset + 1
+        if not size:
+            self._rolling_based_timestamp = max_timestamp
+        return 1
+
+
+cdef class LogCore:
+    """The fields of a log the append path reads and writes (set by ``LocalLog`` and ``Log``)."""
+
+    cdef public object _config
+    cdef public bint _fast
+    cdef public object _clock
+    cdef public object _segments
+    cdef public object producer_state
+    cdef public object leader_epoch_cache
+    cdef public int64_t log_end_offset
+    cdef public int64_t recovery_point
+    cdef public int64_t log_start_offset
+    cdef int64_t _max_message_bytes
+    cdef int64_t _ts_before_max
+    cdef int64_t _ts_after_max
+    cdef int64_t _flush_messages
+    cdef int64_t _segment_bytes
+    cdef int64_t _segment_ms
+
+    def _set_fast_config(self, config):
+        """Take a new config (and what the fast path needs of it)."""
+        self._config = config
+        self._fast = not config.compact and not config.log_append_time
+        self._max_message_bytes = _clamp(config.max_message_bytes)
+        self._ts_before_max = _clamp(config.message_timestamp_before_max_ms)
+        self._ts_after_max = _clamp(config.message_timestamp_after_max_ms)
+        self._flush_messages = _clamp(config.flush_messages)
+        self._segment_bytes = _clamp(config.segment_bytes)
+        self._segment_ms = _clamp(config.segment_ms)
+
+    def append(self, records, *, int32_t leader_epoch=0, origin=_CLIENT, now_ms=None):
+        """See the reference."""
+        cdef Py_buffer view
+        cdef object result
+        if origin is not _CLIENT or not self._fast:
+            return self._append(records, origin, leader_epoch, True, now_ms)
+        PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+        try:
+            result = self._append_fast(&view, leader_epoch, now_ms)
+        finally:
+            PyBuffer_Release(&view)
+        if result is None:
+            return self._append(records, origin, leader_epoch, True, now_ms)
+        return result
+
+    cdef object _append_fast(self, Py_buffer* view, int32_t leader_epoch, object now_obj):
+        cdef Py_ssize_t n = view.len
+        cdef const uint8_t* p = <const uint8_t*>view.buf
+        cdef int64_t now_ms, offset, last, base_ts, max_ts, pid
+        cdef int32_t blen, delta, count
+        cdef int16_t attributes
+        cdef uint32_t crc
+        cdef timespec ts
+        cdef SegmentCore seg
+        if n < _HEADER_SIZE:
+            return None
+        blen = <int32_t>_u32(p + 8)
+        crc = _u32(p + 17)
+        attributes = <int16_t>((p[21] << 8) | p[22])
+        delta = <int32_t>_u32(p + 23)
+        base_ts = _i64(p + 27)
+        max_ts = _i64(p + 35)
+        pid = _i64(p + 43)
+        count = <int32_t>_u32(p + 57)
+        if (
+            blen + _LOG_OVERHEAD != n
+            or p[16] != 2
+            or pid >= 0
+            or attributes & 0x30  # transactional or control
+            or <int64_t>count != <int64_t>delta + 1
+            or count <= 0
+            or n > self._max_message_bytes
+            or base_ts < 0
+            or base_ts > max_ts
+        ):
+            return None
+        if now_obj is None:
+            if self._clock is _wall_clock_ms:
+                clock_gettime(CLOCK_REALTIME, &ts)
+                now_ms = <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+            else:
+                now_ms = self._clock()
+        else:
+            now_ms = now_obj
+        offset = self.log_end_offset
+        last = offset + delta
+        if now_ms - base_ts > self._ts_before_max or max_ts - now_ms > self._ts_after_max:
+            return None
+        if _crc32c(PyMemoryView_FromMemory(<char*>p + _ATTRIBUTES_OFFSET, n - _ATTRIBUTES_OFFSET,
+                                           PyBUF_READ)) != crc:
+            return None
+        seg = <SegmentCore?>self._segments.active
+        if not seg._append_c(view, offset, leader_epoch, last, max_ts, now_ms,
+                             self._segment_bytes, self._segment_ms):
+            return None
+        self.log_end_offset = last + 1
+        self.producer_state.map_end_offset = last + 1
+        if leader_epoch > self.leader_epoch_cache.latest:
+            self.leader_epoch_cache.assign(leader_epoch, offset)
+        if last + 1 - self.recovery_point >= self._flush_messages:
+            self.flush()
+        return _append_info(offset, last, self.log_start_offset, max_ts, count, n)

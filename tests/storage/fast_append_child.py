@@ -1,0 +1,75 @@
+"""Child process for the fast-path differential test: one fixed run of appends, its outcomes
+printed as JSON on stdout. The parent runs it with the compiled and with the pure-Python
+produce fast path (``GREGOR_NO_EXTENSIONS``) and compares outputs and the files left behind.
+
+    python fast_append_child.py <log_dir>
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from gregor.protocol.records import build_batch
+from gregor.storage import Log, LogConfig
+from gregor.storage.fast_append import implementation
+
+NOW = 1_700_000_000_000
+
+
+def batches() -> list[tuple[str, Any, int]]:
+    """(label, records buffer, leader epoch): every kind the fast path takes or hands on."""
+    out: list[tuple[str, Any, int]] = []
+    for i in range(40):
+        recs = [(NOW + i * 10 + j, b"k%d" % j, b"v" * (20 + (i * 37 + j) % 300)) for j in range(1 + i % 4)]
+        raw = build_batch(recs)
+        kind = ("bytes", "bytearray", "memoryview")[i % 3]
+        buf: Any = raw if kind == "bytes" else bytearray(raw) if kind == "bytearray" else memoryview(raw)
+        out.append((f"plain-{kind}-{i}", buf, i // 10))
+    big = build_batch([(NOW + 500, b"big", b"B" * 17000)])  # read-only, above the copy limit
+    out.append(("big-bytes", big, 4))
+    out.append(("big-bytearray", bytearray(big), 4))
+    idem = build_batch([(NOW + 600, None, b"idempotent")], producer_id=7, producer_epoch=0, base_sequence=0)
+    out.append(("producer-id", idem, 4))
+    bad = bytearray(build_batch([(NOW + 700, None, b"crc")]))
+    bad[-1] ^= 1
+    out.append(("bad-crc", bytes(bad), 4))
+    out.append(("too-old", build_batch([(1000, None, b"old")]), 4))
+    out.append(("future", build_batch([(NOW + 10**12, None, b"new")]), 4))
+    out.append(("short", b"\x00" * 30, 4))
+    out.append(("after-errors", build_batch([(NOW + 800, None, b"last")]), 5))
+    return out
+
+
+def main() -> None:
+    cfg = LogConfig.from_props({
+        "segment.bytes": "24000",
+        "index.interval.bytes": "500",
+        "message.timestamp.before.max.ms": str(10**12),
+        "message.timestamp.after.max.ms": str(10**9),
+        "max.message.bytes": "1048576",
+    })
+    log = Log(sys.argv[1], cfg, clock=lambda: NOW + 1000, sync_metadata=False)
+    results = []
+    for label, buf, epoch in batches():
+        try:
+            info = log.append(buf, leader_epoch=epoch)
+            results.append([label, list(info)])
+        except Exception as e:  # the error (class and message) is part of what must agree
+            results.append([label, type(e).__name__, str(e)])
+        if isinstance(buf, bytearray):  # a writable buffer is stamped in place
+            results.append([label + "-buffer", bytes(buf).hex()])
+    state = {
+        "log_end_offset": log.log_end_offset,
+        "segments": [(s.base_offset, s.size, s.next_offset, s.max_timestamp_so_far,
+                      s.offset_of_max_timestamp_so_far, s.bytes_since_last_index_entry)
+                     for s in log.segments],
+        "epochs": [list(e) for e in log.leader_epoch_cache.entries],
+    }
+    log.close()
+    print(json.dumps({"implementation": implementation(), "results": results, "state": state}))
+
+
+if __name__ == "__main__":
+    main()
