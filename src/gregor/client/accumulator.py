@@ -24,6 +24,7 @@ from gregor.protocol.records import RecordBatchBuilder
 from gregor.protocol.records.header import NO_SEQUENCE
 
 Buffer = bytes | bytearray | memoryview
+_new_tuple = tuple.__new__
 
 #: Per-record overhead estimate (varint lengths, attributes, deltas) for size accounting.
 RECORD_OVERHEAD = 12
@@ -50,11 +51,15 @@ class ProducerBatch:
         "base_sequence",
         "retry_at",
         "payload",
+        "append",
     )
 
     def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now: float) -> None:
         self.tp = tp
         self.builder = builder
+        #: ``append(timestamp, key, value, headers)``: the builder's record appender itself
+        #: (compiled when the record walk is), called once per record sent.
+        self.append = builder.records.append
         self.result = BatchResult(tp.topic, tp.partition)
         self.created = now
         self.closed = False
@@ -137,14 +142,23 @@ class RecordAccumulator:
         headers: Sequence[tuple[str, Buffer | None]],
         max_block: float,
     ) -> ProduceFuture:
-        ksize = len(key) if key is not None else -1
-        vsize = len(value) if value is not None else -1
-        size = RECORD_OVERHEAD + (ksize if ksize > 0 else 0) + (vsize if vsize > 0 else 0)
+        size = RECORD_OVERHEAD
+        if key is None:
+            ksize = -1
+        else:
+            ksize = len(key)
+            size += ksize
+        if value is None:
+            vsize = -1
+        else:
+            vsize = len(value)
+            size += vsize
         if headers:
             size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in headers)
         wake = False
         with self.lock:
-            if self.bytes_used + size > self.buffer_memory and self.bytes_used > 0:
+            used = self.bytes_used
+            if used + size > self.buffer_memory and used > 0:
                 self._wait_for_room(size, max_block)
             q = self.queues.get(tp)
             if q is None:
@@ -160,12 +174,12 @@ class RecordAccumulator:
                 self.incomplete.add(batch)
                 if len(batches) == 1:
                     wake = True  # the sender must arm a linger timer
-            index = batch.builder.append(timestamp, key, value, headers)
+            index = batch.append(timestamp, key, value, headers)
             batch.size += size
             self.bytes_used += size
         if wake:
             self._wakeup()
-        return ProduceFuture(batch.result, index, timestamp, ksize, vsize)
+        return _new_tuple(ProduceFuture, (batch.result, index, timestamp, ksize, vsize))
 
     def _wait_for_room(self, size: int, max_block: float) -> None:
         if max_block <= 0:

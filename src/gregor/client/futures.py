@@ -77,17 +77,46 @@ class BatchResult:
         return fut
 
 
-class ProduceFuture:
-    """The outcome of one ``send``: resolves to :class:`RecordMetadata` or raises."""
+class ProduceFuture(tuple[BatchResult, int, int, int, int]):
+    """The outcome of one ``send``: resolves to :class:`RecordMetadata` or raises.
 
-    __slots__ = ("_batch", "_index", "_timestamp", "_key_size", "_value_size")
+    A tuple (batch result, index in the batch, timestamp, key size, value size): one is made
+    per record sent, and a tuple is the cheapest object Python makes (the accumulator builds it
+    with ``tuple.__new__``)."""
 
-    def __init__(self, batch: BatchResult, index: int, timestamp: int, key_size: int, value_size: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
+    __slots__ = ()
+
+    def __new__(cls, batch: BatchResult, index: int, timestamp: int, key_size: int, value_size: int) -> ProduceFuture:
+        return tuple.__new__(cls, (batch, index, timestamp, key_size, value_size))
+
+    @property
+    def _batch(self) -> BatchResult:
+        return self[0]
+
+    @property
+    def _index(self) -> int:
+        return self[1]
+
+    @property
+    def _timestamp(self) -> int:
+        return self[2]
+
+    @property
+    def _key_size(self) -> int:
+        return self[3]
+
+    @property
+    def _value_size(self) -> int:
+        return self[4]
+
+    def __eq__(self, other: object) -> bool:  # a future is equal only to itself
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return id(self)
 
     def done(self) -> bool:
         return self._batch.done

@@ -53,6 +53,14 @@ from gregor.protocol.messages import (
     ProduceRequest,
 )
 
+_time_ns = time.time_ns
+_get_ident = threading.get_ident
+
+
+class NoTopicMetadataError(KafkaTimeoutError):
+    """``send_nowait`` for a topic whose partitions are not known yet (``send`` waits for them)."""
+
+
 log = logging.getLogger("gregor.client.producer")
 
 COMPRESSION_TYPES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -260,12 +268,12 @@ class AIOProducer:
         elif not 0 <= partition < n:
             raise KafkaError(f"partition {partition} out of range for {topic!r} ({n} partitions)")
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = _time_ns() // 1_000_000
         tp = tps[partition]
         if self._txn is not None:
             self._txn.touch(tp)
         # Waiting for room is for other threads; on the loop it would stall the sender itself.
-        wait = self._max_block if block and threading.get_ident() != self._loop_thread else 0.0
+        wait = self._max_block if block and _get_ident() != self._loop_thread else 0.0
         return self.accumulator.append(tp, timestamp_ms, key, value, hdrs, wait)
 
     def _check_can_send(self) -> None:
@@ -284,7 +292,7 @@ class AIOProducer:
             self._tps_version = cluster.version
         tm = cluster.topics.get(topic)
         if tm is None or not tm.partitions:
-            raise KafkaTimeoutError(f"no metadata for topic {topic!r}")
+            raise NoTopicMetadataError(f"no metadata for topic {topic!r}")
         tps = [TopicPartition(topic, p) for p in range(len(tm.partitions))]
         self._tps[topic] = tps
         return tps

@@ -21,7 +21,7 @@ from gregor.client.consumer import AIOConsumer, ConsumerRecord
 from gregor.client.core import KafkaClient
 from gregor.client.futures import ProduceFuture
 from gregor.client.metadata import TopicPartition
-from gregor.client.producer import AIOProducer
+from gregor.client.producer import AIOProducer, NoTopicMetadataError
 from gregor.client.transactions import TransactionHandle
 
 T = TypeVar("T")
@@ -95,12 +95,10 @@ class Producer:
         headers: Sequence[tuple[str, Any]] | None = None,
         on_delivery: Callable[[ProduceFuture], Any] | None = None,
     ) -> ProduceFuture:
-        aio = self._aio
-        tm = aio.client.cluster.topics.get(topic)  # metadata known: queue from this thread
-        if tm is not None and tm.partitions:
-            fut = aio.send_nowait(topic, value, key, partition, timestamp_ms, headers)
-        else:
-            fut = self._lt.run(aio.send(topic, value, key, partition, timestamp_ms, headers))
+        try:  # metadata known: queue from this thread
+            fut = self._aio.send_nowait(topic, value, key, partition, timestamp_ms, headers)
+        except NoTopicMetadataError:
+            fut = self._lt.run(self._aio.send(topic, value, key, partition, timestamp_ms, headers))
         if on_delivery is not None:
             fut.add_done_callback(on_delivery)
         return fut

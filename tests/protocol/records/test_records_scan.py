@@ -182,6 +182,35 @@ def test_encoders_agree(od: int, td: int, key: bytes | None, value: bytes | None
     assert run(_compiled) == run(_scan_py)
 
 
+APPEND = st.tuples(
+    st.one_of(SMALL, st.integers(-(2**64), 2**64)),  # timestamp
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.lists(HEADER, max_size=2),
+    st.one_of(st.none(), st.integers(-5, 2**31 + 5)),  # explicit offset delta, or the next
+)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(appends=st.lists(APPEND, max_size=12))
+def test_record_appenders_agree(appends: list[Any]) -> None:
+    """The producer's batch building: the same record bytes, counters and errors."""
+
+    def run(mod: Any) -> list[Any]:
+        a = mod.RecordAppender()
+        out: list[Any] = []
+        for ts, key, value, headers, od in appends:
+            try:
+                out.append(a.append(ts, key, value, headers, od))
+            except (ValueError, OverflowError) as e:
+                out.append(("error", type(e).__name__, str(e)))
+            out.append((bytes(a.buf), a.count, a.base_timestamp, a.max_timestamp, a.next_delta))
+        return out
+
+    assert run(_compiled) == run(_scan_py)
+
+
 @needs_compiled
 def test_consumer_records_match_decode_records_and_start() -> None:
     records = [(i, 10 * i, b"k%d" % i, b"v" * i, [("h", b"x")] if i % 2 else []) for i in range(6)]

@@ -48,3 +48,19 @@ def encode_record(
     value: Buffer | None,
     headers: Sequence[tuple[str | bytes, Buffer | None]],
 ) -> None: ...
+
+class RecordAppender:
+    buf: bytearray
+    count: int
+    base_timestamp: int | None
+    max_timestamp: int
+    next_delta: int
+    def __init__(self) -> None: ...
+    def append(
+        self,
+        timestamp: int,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[tuple[str | bytes, Buffer | None]] = (),
+        offset_delta: int | None = None,
+    ) -> int: ...

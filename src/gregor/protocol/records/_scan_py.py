@@ -298,3 +298,45 @@ def _encode_headers(headers: Sequence[tuple[str | bytes, Buffer | None]]) -> byt
             parts.append(encode_varint(len(hvalue)))
             parts.append(bytes(hvalue))
     return b"".join(parts)
+
+
+class RecordAppender:
+    """The records of one batch being built: encoded bytes and the counters the header needs.
+
+    ``append`` encodes a record (``encode_record``) with its offset delta (the next one unless
+    given; deltas must increase) and its timestamp delta from the first record's timestamp,
+    and returns the offset delta. ``RecordBatchBuilder`` and the producer's accumulator append
+    through it; the compiled twin keeps the counters as C fields."""
+
+    __slots__ = ("buf", "count", "base_timestamp", "max_timestamp", "next_delta")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.count = 0
+        self.base_timestamp: int | None = None
+        self.max_timestamp = -1
+        self.next_delta = 0
+
+    def append(
+        self,
+        timestamp: int,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[tuple[str | bytes, Buffer | None]] = (),
+        offset_delta: int | None = None,
+    ) -> int:
+        if offset_delta is None:
+            offset_delta = self.next_delta
+        elif offset_delta < self.next_delta:
+            raise ValueError(f"offset delta {offset_delta} does not increase")
+        if offset_delta > 0x7FFFFFFF:
+            raise ValueError("offset delta does not fit int32")
+        base_ts = self.base_timestamp
+        if base_ts is None:
+            self.base_timestamp = base_ts = self.max_timestamp = timestamp
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        encode_record(self.buf, offset_delta, timestamp - base_ts, key, value, headers)
+        self.count += 1
+        self.next_delta = offset_delta + 1
+        return offset_delta

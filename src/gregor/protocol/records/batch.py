@@ -116,12 +116,7 @@ class RecordBatchBuilder:
         "is_transactional",
         "is_control",
         "partition_leader_epoch",
-        "_buf",
-        "_count",
-        "_base_timestamp",
-        "_max_timestamp",
-        "_next_delta",
-        "_encode",
+        "records",
     )
 
     def __init__(
@@ -150,24 +145,20 @@ class RecordBatchBuilder:
         self.is_transactional = is_transactional
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
-        self._buf = bytearray()
-        self._count = 0
-        self._base_timestamp: int | None = None
-        self._max_timestamp = NO_TIMESTAMP
-        self._next_delta = 0
-        self._encode = _walk.record_encoder()
+        #: The encoded records and their counters (compiled when the record walk is).
+        self.records = _walk.record_appender()
 
     def __len__(self) -> int:
-        return self._count
+        return self.records.count
 
     @property
     def records_size(self) -> int:
         """Bytes of (uncompressed) record data so far."""
-        return len(self._buf)
+        return len(self.records.buf)
 
     @property
     def next_offset_delta(self) -> int:
-        return self._next_delta
+        return self.records.next_delta
 
     def append(
         self,
@@ -179,21 +170,7 @@ class RecordBatchBuilder:
         offset_delta: int | None = None,
     ) -> int:
         """Append a record; return its offset delta."""
-        if offset_delta is None:
-            offset_delta = self._next_delta
-        elif offset_delta < self._next_delta:
-            raise ValueError(f"offset delta {offset_delta} does not increase")
-        if offset_delta > 0x7FFFFFFF:
-            raise ValueError("offset delta does not fit int32")
-        base_ts = self._base_timestamp
-        if base_ts is None:
-            self._base_timestamp = base_ts = self._max_timestamp = timestamp
-        elif timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        self._encode(self._buf, offset_delta, timestamp - base_ts, key, value, headers)
-        self._count += 1
-        self._next_delta = offset_delta + 1
-        return offset_delta
+        return self.records.append(timestamp, key, value, headers, offset_delta)
 
     def append_record(self, record: Record) -> int:
         """Append a decoded record, keeping its absolute offset (relative to base_offset)."""
@@ -211,13 +188,14 @@ class RecordBatchBuilder:
         """The finished batch. ``last_offset_delta`` may exceed the last record's delta (a
         compacted batch keeps its original one); ``max_timestamp`` overrides the computed one
         (LogAppendTime)."""
+        recs = self.records
         if last_offset_delta is None:
-            last_offset_delta = max(self._next_delta - 1, 0)
-        elif last_offset_delta < self._next_delta - 1:
+            last_offset_delta = max(recs.next_delta - 1, 0)
+        elif last_offset_delta < recs.next_delta - 1:
             raise ValueError("last offset delta is below the last record's offset delta")
-        base_ts = self._base_timestamp if self._base_timestamp is not None else NO_TIMESTAMP
+        base_ts = recs.base_timestamp if recs.base_timestamp is not None else NO_TIMESTAMP
         if max_timestamp is None:
-            max_timestamp = self._max_timestamp
+            max_timestamp = recs.max_timestamp
         attributes = self.compression
         if self.timestamp_type == LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_MASK
@@ -225,7 +203,7 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_MASK
         if self.is_control:
             attributes |= CONTROL_MASK
-        records: Buffer = self._buf
+        records: Buffer = recs.buf
         if self.compression:
             records = _compression.compress(
                 self.compression, records, magic=2, level=self.compression_level
@@ -240,7 +218,7 @@ class RecordBatchBuilder:
             self.producer_id,
             self.producer_epoch,
             self.base_sequence,
-            self._count,
+            recs.count,
             records,
         )
 
