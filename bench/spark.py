@@ -12,11 +12,12 @@ producer), then times, in one run and on one SparkSession:
 4. a confluent-kafka (librdkafka) consumer reading the whole topic in this process;
 5. the client's bulk path alone (``RangeReader``, one thread, no Spark);
 6. a Python data source that yields ready-made Arrow batches of the same shape into the
-   no-op sink: what Spark's Python Data Source API itself can carry on this machine, the
-   ceiling for any Python source (no network, no decoding).
+   no-op sink and into Parquet: what Spark's Python Data Source API itself can carry on this
+   machine, the ceiling for any Python source (no network, no decoding).
 
-Each Spark figure is the best of ``--repeat`` runs. Prints records/s and ratios to the
-Parquet upper bound.
+Each Spark figure is the best of ``--repeat`` runs. Prints records/s, ratios to the Parquet
+upper bound, and the gregor source's ratio to the ceiling for each sink. Run with
+``GREGOR_NO_EXTENSIONS=1`` for the pure-Python record walk.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ def main() -> None:
     n = args.records
 
     from gregor.client import AdminClient, NewTopic
+    from gregor.protocol.records import walk
     from gregor.spark import local_session
     from gregor.testing import BrokerProcess
 
@@ -200,19 +202,28 @@ def main() -> None:
                 lambda: spark.read.format("gregor_bench_ceiling").load().write.format("noop").mode("overwrite").save(),
                 args.repeat,
             )
+            ceiling_parquet = str(work / "ceiling.parquet")
+            t_ceiling_pq = best(
+                lambda: spark.read.format("gregor_bench_ceiling").load().write.mode("overwrite").parquet(ceiling_parquet),
+                args.repeat,
+            )
             t_up = best(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(), args.repeat + 1)
             results.append(("Parquet file -> noop (upper bound)", t_up))
             results.append(("prebuilt Arrow Python source -> noop", t_ceiling))
+            results.append(("prebuilt Arrow Python source -> Parquet", t_ceiling_pq))
             spark.stop()
             results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
             results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
 
         upper = n / t_up
-        print(f"\n{n:,} records x 100 bytes, Spark {args.master} ({cores} cores), {os.cpu_count()} CPUs on the machine")
-        print(f"{'read':<38} {'seconds':>8} {'records/s':>12} {'vs Parquet':>11}")
+        print(f"\n{n:,} records x 100 bytes, Spark {args.master} ({cores} cores), {os.cpu_count()} CPUs on the machine;"
+              f" record walk: {walk.implementation()}")
+        print(f"{'read':<40} {'seconds':>8} {'records/s':>12} {'vs Parquet':>11}")
         for name, secs in results:
             rate = n / secs
-            print(f"{name:<38} {secs:>8.2f} {rate:>12,.0f} {rate / upper:>10.2f}x")
+            print(f"{name:<40} {secs:>8.2f} {rate:>12,.0f} {rate / upper:>10.2f}x")
+        print(f"gregor source -> noop    / prebuilt Arrow source -> noop:    {t_ceiling / t_noop:.2f}x")
+        print(f"gregor source -> Parquet / prebuilt Arrow source -> Parquet: {t_ceiling_pq / t_pq:.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -7,12 +7,12 @@ call :meth:`AIOProducer.send_nowait` straight from the user's thread.
 
 A single sender task on the event loop drains ready batches (full, lingered, or flushed),
 groups them by partition leader and sends one Produce request per broker, keeping at most
-``max.in.flight.requests.per.connection`` requests outstanding per broker. Order per
-partition: without idempotence one batch per partition is in flight at a time, so a retry can
-never overtake a later batch; with idempotence up to five are, each carrying its producer id,
+``max.in.flight.requests.per.connection`` requests outstanding per broker and as many batches
+of one partition. Order per partition: with idempotence each batch carries its producer id,
 epoch and base sequence, and a failed batch blocks its partition until the batches sent after
 it have come back too, then everything goes out again in sequence order (the broker rejects
-a sequence gap, so nothing is written twice or out of order).
+a sequence gap, so nothing is written twice or out of order). Without idempotence a retried
+batch may land after a later one, as with Kafka's producer; ``max.in.flight`` 1 rules it out.
 
 Idempotence is on by default (Kafka's default since 3.0): the producer asks any broker for a
 producer id with InitProducerId. When the broker has no InitProducerId and the setting was
@@ -394,8 +394,10 @@ class AIOProducer:
             if q.in_flight:
                 return False
             q.blocked = False
-        limit = self._max_in_flight if self.idempotence else 1
-        if q.in_flight >= limit:
+        # Up to max.in.flight.requests.per.connection batches of a partition in flight, as
+        # Kafka's producer allows: with idempotence the broker keeps them in order; without it
+        # a retried batch may land after a later one (set the limit to 1 to rule that out).
+        if q.in_flight >= self._max_in_flight:
             return False
         if self._node_in_flight.get(node, 0) >= self._max_in_flight:
             return False
