@@ -1,9 +1,10 @@
 """Build of the optional compiled accelerators (``gregor.protocol.records._scan``, the record
-walk, and ``gregor.storage._append``, the log's produce fast path).
+walk, ``gregor.storage._append``, the log's produce fast path, and ``gregor.client._send``, the
+producer's per-record path).
 
 Everything else is declared in ``pyproject.toml``. The extension is optional: when it cannot
 be compiled (no C compiler, no Python headers) the install goes on and ``gregor`` uses the
-pure-Python references (``_scan_py``, ``_append_py``).
+pure-Python references (``_scan_py``, ``_append_py``, ``_send_py``).
 """
 
 from setuptools import Extension, setup
@@ -21,7 +22,7 @@ def _extensions() -> list[Extension]:
             extra_compile_args=["-O2"],
             optional=True,
         )
-        for name in ("protocol.records._scan", "storage._append")
+        for name in ("protocol.records._scan", "storage._append", "client._send")
     ]
     return cythonize(exts, quiet=True, language_level=3)
 

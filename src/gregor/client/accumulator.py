@@ -14,95 +14,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
-from gregor.client.futures import BatchResult, ProduceFuture
+from gregor.client._send_py import RECORD_OVERHEAD, PartitionQueue, ProducerBatch, to_bytes
+from gregor.client.fast_send import AccumulatorCore
+from gregor.client.futures import BatchResult
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.records import RecordBatchBuilder
-from gregor.protocol.records.header import NO_SEQUENCE
 
 Buffer = bytes | bytearray | memoryview
-_new_tuple = tuple.__new__
 
-#: Per-record overhead estimate (varint lengths, attributes, deltas) for size accounting.
-RECORD_OVERHEAD = 12
+__all__ = ["RECORD_OVERHEAD", "PartitionQueue", "ProducerBatch", "RecordAccumulator", "to_bytes"]
 
 
-def to_bytes(v: Any) -> Buffer | None:
-    """A key, value or header value as bytes (str is UTF-8 encoded)."""
-    if v is None or isinstance(v, (bytes, bytearray, memoryview)):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    raise TypeError(f"key and value must be bytes or str, not {type(v).__name__}")
+class RecordAccumulator(AccumulatorCore):
+    """``append`` (per record) is ``AccumulatorCore``'s (``client.fast_send``)."""
 
-
-class ProducerBatch:
-    __slots__ = (
-        "tp",
-        "builder",
-        "result",
-        "created",
-        "closed",
-        "attempts",
-        "size",
-        "base_sequence",
-        "retry_at",
-        "payload",
-        "append",
-    )
-
-    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now: float) -> None:
-        self.tp = tp
-        self.builder = builder
-        #: ``append(timestamp, key, value, headers)``: the builder's record appender itself
-        #: (compiled when the record walk is), called once per record sent.
-        self.append = builder.records.append
-        self.result = BatchResult(tp.topic, tp.partition)
-        self.created = now
-        self.closed = False
-        self.attempts = 0
-        self.size = 0
-        self.base_sequence = NO_SEQUENCE
-        self.retry_at = 0.0
-        self.payload: bytes | None = None
-
-    @property
-    def record_count(self) -> int:
-        return len(self.builder)
-
-    def build(self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool) -> bytes:
-        """The batch's bytes; built once and kept for retries (same sequence on the wire)."""
-        if self.payload is None:
-            b = self.builder
-            b.producer_id = producer_id
-            b.producer_epoch = producer_epoch
-            b.base_sequence = base_sequence
-            b.is_transactional = transactional
-            self.base_sequence = base_sequence
-            self.payload = b.build()
-        return self.payload
-
-    def rebuild_with(self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool) -> None:
-        """Forget the built bytes so the next send uses a new producer id/epoch/sequence."""
-        self.payload = None
-        self.base_sequence = NO_SEQUENCE
-        self.build(producer_id, producer_epoch, base_sequence, transactional)
-
-
-class PartitionQueue:
-    __slots__ = ("batches", "in_flight", "blocked", "next_sequence")
-
-    def __init__(self) -> None:
-        self.batches: deque[ProducerBatch] = deque()
-        self.in_flight = 0
-        self.blocked = False  # a batch failed: send nothing new until in-flight ones return
-        self.next_sequence = 0
-
-
-class RecordAccumulator:
     def __init__(
         self,
         *,
@@ -133,53 +60,13 @@ class RecordAccumulator:
             q = self.queues[tp] = PartitionQueue()
         return q
 
-    def append(
-        self,
-        tp: TopicPartition,
-        timestamp: int,
-        key: Buffer | None,
-        value: Buffer | None,
-        headers: Sequence[tuple[str, Buffer | None]],
-        max_block: float,
-    ) -> ProduceFuture:
-        size = RECORD_OVERHEAD
-        if key is None:
-            ksize = -1
-        else:
-            ksize = len(key)
-            size += ksize
-        if value is None:
-            vsize = -1
-        else:
-            vsize = len(value)
-            size += vsize
-        if headers:
-            size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in headers)
-        wake = False
-        with self.lock:
-            used = self.bytes_used
-            if used + size > self.buffer_memory and used > 0:
-                self._wait_for_room(size, max_block)
-            q = self.queues.get(tp)
-            if q is None:
-                q = self.queues[tp] = PartitionQueue()
-            batches = q.batches
-            batch = batches[-1] if batches else None
-            if batch is None or batch.closed or (batch.size + size > self.batch_size and batch.size > 0):
-                if batch is not None and not batch.closed:
-                    wake = True  # the previous batch is full: ready now
-                builder = RecordBatchBuilder(compression=self.compression, compression_level=self.compression_level)
-                batch = ProducerBatch(tp, builder, time.monotonic())
-                batches.append(batch)
-                self.incomplete.add(batch)
-                if len(batches) == 1:
-                    wake = True  # the sender must arm a linger timer
-            index = batch.append(timestamp, key, value, headers)
-            batch.size += size
-            self.bytes_used += size
-        if wake:
-            self._wakeup()
-        return _new_tuple(ProduceFuture, (batch.result, index, timestamp, ksize, vsize))
+    def _new_batch(self, tp: TopicPartition, q: PartitionQueue) -> ProducerBatch:
+        """Open a new batch at the tail of ``q`` (under the lock; ``append`` calls this)."""
+        builder = RecordBatchBuilder(compression=self.compression, compression_level=self.compression_level)
+        batch = ProducerBatch(tp, builder, time.monotonic())
+        q.batches.append(batch)
+        self.incomplete.add(batch)
+        return batch
 
     def _wait_for_room(self, size: int, max_block: float) -> None:
         if max_block <= 0:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, to_bytes
+from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from gregor.client.config import Config
 from gregor.client.core import STALE_METADATA, KafkaClient, spawn
 from gregor.client.errors import (
@@ -43,9 +43,10 @@ from gregor.client.errors import (
     UnsupportedForBrokerError,
     error_for_code,
 )
+from gregor.client.fast_send import ProducerCore
 from gregor.client.futures import ProduceFuture, RecordMetadata
 from gregor.client.metadata import TopicPartition
-from gregor.client.partitioner import StickyPartitioner, partition_for_key
+from gregor.client.partitioner import StickyPartitioner
 from gregor.client.transactions import TransactionHandle, TransactionManager, TxnState
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
@@ -72,8 +73,12 @@ __all__ = ["AIOProducer", "ProduceFuture", "RecordMetadata", "COMPRESSION_TYPES"
 _COORDINATOR_MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
-class AIOProducer:
-    """An asyncio Kafka producer. ``async with AIOProducer({...}) as p: await p.send(...)``."""
+class AIOProducer(ProducerCore):
+    """An asyncio Kafka producer. ``async with AIOProducer({...}) as p: await p.send(...)``.
+
+    ``send_nowait`` (per record) is ``ProducerCore``'s (``client.fast_send``)."""
+
+    accumulator: RecordAccumulator
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = cfg = Config("producer", config, **kwargs)
@@ -227,54 +232,6 @@ class AIOProducer:
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
         fut = await self.send(topic, value, key, **kw)
         return await fut
-
-    def send_nowait(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        headers: Sequence[tuple[str, Any]] | None = None,
-        *,
-        block: bool = True,
-    ) -> ProduceFuture:
-        """Queue a record whose topic metadata is known (safe from any thread).
-
-        When ``buffer.memory`` is full this waits up to ``max.block.ms`` for room, except on
-        the producer's own event loop (or with ``block=False``), where it raises
-        :class:`BufferFullError` at once: ``await send(...)`` waits there instead.
-        """
-        if self._closed or self._fatal is not None or self.transactional_id:
-            self._check_can_send()
-        if key is not None and key.__class__ is not bytes:
-            key = to_bytes(key)
-        if value is not None and value.__class__ is not bytes:
-            value = to_bytes(value)
-        hdrs: Any = ()
-        if headers:
-            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, to_bytes(hv)) for hk, hv in headers]
-        tps = self._tps.get(topic)
-        if tps is None or self._tps_version != self._client.cluster.version:
-            tps = self._topic_partitions(topic)
-        n = len(tps)
-        if partition is None:
-            if key is not None and not self._ignore_keys:
-                partition = partition_for_key(key, n)
-            else:
-                partition = self._sticky.partition(
-                    topic, self._client.cluster, n, (len(value) if value is not None else 0) + 12
-                )
-        elif not 0 <= partition < n:
-            raise KafkaError(f"partition {partition} out of range for {topic!r} ({n} partitions)")
-        if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
-        tp = tps[partition]
-        if self._txn is not None:
-            self._txn.touch(tp)
-        # Waiting for room is for other threads; on the loop it would stall the sender itself.
-        wait = self._max_block if block and _get_ident() != self._loop_thread else 0.0
-        return self.accumulator.append(tp, timestamp_ms, key, value, hdrs, wait)
 
     def _check_can_send(self) -> None:
         if self._closed:
