@@ -8,24 +8,12 @@ built and ``GREGOR_NO_EXTENSIONS`` is not set (as for the record walk and the lo
 
 from __future__ import annotations
 
-import importlib
-import os
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from gregor.client import _send_py
+from gregor.protocol.extensions import load
 
-
-def _load() -> ModuleType:
-    if os.environ.get("GREGOR_NO_EXTENSIONS"):
-        return _send_py
-    try:
-        return importlib.import_module("gregor.client._send")
-    except ImportError:  # not built (no compiler at install time): the reference serves
-        return _send_py
-
-
-_impl = _load()
+_impl = load("gregor.client._send", _send_py)
 
 if TYPE_CHECKING:
     from gregor.client._send_py import AccumulatorCore, ProducerCore

@@ -36,6 +36,10 @@ def local_session(
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.host": os.environ["SPARK_LOCAL_IP"] if not master else "",
+        # A Python worker must connect back and authenticate within this (15 s by default);
+        # on a machine whose cores are busy, starting one (pyspark, pyarrow, gregor) can take
+        # longer, and the task then fails with "Python worker failed to connect back".
+        "spark.python.authenticate.socketTimeout": "120s",
     }
     for k, v in {**defaults, **dict(config or {})}.items():
         if v != "":

@@ -8,24 +8,12 @@ set in the environment (as for the record walk, ``gregor.protocol.records.walk``
 
 from __future__ import annotations
 
-import importlib
-import os
-from types import ModuleType
 from typing import TYPE_CHECKING
 
+from gregor.protocol.extensions import load
 from gregor.storage import _append_py
 
-
-def _load() -> ModuleType:
-    if os.environ.get("GREGOR_NO_EXTENSIONS"):
-        return _append_py
-    try:
-        return importlib.import_module("gregor.storage._append")
-    except ImportError:  # not built (no compiler at install time): the reference serves
-        return _append_py
-
-
-_impl = _load()
+_impl = load("gregor.storage._append", _append_py)
 
 if TYPE_CHECKING:
     from gregor.storage._append_py import LogCore, SegmentCore

@@ -9,23 +9,18 @@ here, below ``scan``, so the record modules import each other in one direction o
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 from typing import Any, TypeVar
 
+from gregor.protocol import extensions
 from gregor.protocol.records import _scan_py
 
 Buffer = bytes | bytearray | memoryview
 T = TypeVar("T", bound=tuple[Any, ...])
 
-_compiled: ModuleType | None
-try:
-    from gregor.protocol.records import _scan as _compiled
-except ImportError:  # not built (no compiler at install time): the reference serves
-    _compiled = None
-
+_compiled = extensions.compiled("gregor.protocol.records._scan")
 _IMPLEMENTATIONS: dict[str, ModuleType | None] = {"python": _scan_py, "cython": _compiled}
-_impl: ModuleType = _scan_py if os.environ.get("GREGOR_NO_EXTENSIONS") or _compiled is None else _compiled
+_impl: ModuleType = _scan_py if extensions.disabled() or _compiled is None else _compiled
 
 
 def current() -> ModuleType:
