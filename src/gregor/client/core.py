@@ -91,6 +91,8 @@ class KafkaClient:
         self._all_topics = False
         self._refresh: asyncio.Task[None] | None = None
         self._need_update = True
+        #: Topics were added since the last refresh: refresh without the retry backoff.
+        self._new_topics = False
         self._closed = False
         self._metadata_task: asyncio.Task[None] | None = None
         self.request_timeout = config["request.timeout.ms"] / 1000
@@ -124,7 +126,9 @@ class KafkaClient:
         max_age = self.config["metadata.max.age.ms"] / 1000
         while not self._closed:
             age = time.monotonic() - self.cluster.last_refresh
-            if self._need_update:
+            if self._new_topics:
+                wait = 0.0  # new topics are looked up at once, as Kafka's clients do
+            elif self._need_update:
                 wait = max(0.0, self.retry_backoff - age)
             else:
                 wait = max(0.0, max_age - age)
@@ -148,12 +152,14 @@ class KafkaClient:
         new = set(topics) - self._topics
         if new:
             self._topics |= new
+            self._new_topics = True
             self.request_update()
         return bool(new)
 
     def set_topics(self, topics: Iterable[str]) -> None:
         topics = set(topics)
         if topics != self._topics:
+            self._new_topics = bool(topics - self._topics)
             self._topics = topics
             self.request_update()
 
@@ -310,6 +316,7 @@ class KafkaClient:
 
     async def _do_refresh(self) -> None:
         self._need_update = False
+        self._new_topics = False
         topics = None if self._all_topics else sorted(self._topics)
         try:
             await self.fetch_metadata(topics, allow_auto_create=self.config["allow.auto.create.topics"])
