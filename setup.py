@@ -24,7 +24,8 @@ def _extensions() -> list[Extension]:
         )
         for name in ("protocol.records._scan", "storage._append", "client._send")
     ]
-    return cythonize(exts, quiet=True, language_level=3)
+    # include_path: the accelerators cimport src/gregor/_tuples.pxd
+    return cythonize(exts, quiet=True, language_level=3, include_path=["src"])
 
 
 setup(ext_modules=_extensions())

@@ -10,10 +10,10 @@ raises its errors. ``AccumulatorCore.append`` is the reference's statement for s
 its counters in C; the record itself is encoded by the compiled ``RecordAppender``.
 """
 
-from cpython.ref cimport PyObject, Py_INCREF
-from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int64_t
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
 
 from gregor.client import _send_py
 from gregor.client.futures import ProduceFuture
@@ -22,19 +22,12 @@ from gregor.client.partitioner import partition_for_key
 IMPLEMENTATION = "cython"
 
 cdef extern from "Python.h":
-    ctypedef struct PyTypeObject:
-        object (*tp_alloc)(PyTypeObject*, Py_ssize_t)
     unsigned long PyThread_get_thread_ident()
 
-cdef PyTypeObject* _FUTURE_TYPE = <PyTypeObject*>ProduceFuture
+cdef bint _FAST_FUTURE = fast_tuple(ProduceFuture)
 cdef object _py_send_nowait = _send_py.ProducerCore.send_nowait
 cdef object _new_queue = _send_py.PartitionQueue
 cdef Py_ssize_t RECORD_OVERHEAD = _send_py.RECORD_OVERHEAD
-
-
-cdef inline void _set(object t, Py_ssize_t i, object v):
-    Py_INCREF(v)
-    PyTuple_SET_ITEM(t, i, v)
 
 
 cdef class AccumulatorCore:
@@ -96,12 +89,14 @@ cdef class AccumulatorCore:
             lock.release()
         if wake:
             self._wakeup()
-        fut = _FUTURE_TYPE.tp_alloc(_FUTURE_TYPE, 5)
-        _set(fut, 0, batch.result)
-        _set(fut, 1, index)
-        _set(fut, 2, timestamp)
-        _set(fut, 3, ksize)
-        _set(fut, 4, vsize)
+        if not _FAST_FUTURE:
+            return tuple.__new__(ProduceFuture, (batch.result, index, timestamp, ksize, vsize))
+        fut = gregor_alloc_tuple(ProduceFuture, 5)
+        set_item(fut, 0, batch.result)
+        set_item(fut, 1, index)
+        set_item(fut, 2, timestamp)
+        set_item(fut, 3, ksize)
+        set_item(fut, 4, vsize)
         return fut
 
 

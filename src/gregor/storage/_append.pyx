@@ -16,11 +16,11 @@ from cpython.buffer cimport PyBUF_READ
 from libc.errno cimport EINTR, errno
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, strerror
-from cpython.ref cimport PyObject, Py_INCREF
-from cpython.tuple cimport PyTuple_SET_ITEM
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.uio cimport iovec, writev
 from posix.unistd cimport write
+
+from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
 
 from crc32c import crc32c as _crc32c
 
@@ -69,34 +69,28 @@ cdef inline void _put_i32(uint8_t* p, int32_t v) noexcept nogil:
 
 
 
-cdef extern from "Python.h":
-    ctypedef struct PyTypeObject:
-        object (*tp_alloc)(PyTypeObject*, Py_ssize_t)
-
-
-cdef PyTypeObject* _INFO_TYPE = <PyTypeObject*>LogAppendInfo
-
-
-cdef inline void _set(object t, Py_ssize_t i, object v):
-    Py_INCREF(v)
-    PyTuple_SET_ITEM(t, i, v)
+cdef bint _FAST_INFO = fast_tuple(LogAppendInfo)
 
 
 cdef object _append_info(int64_t offset, int64_t last, object log_start_offset, int64_t max_ts,
                          int64_t count, Py_ssize_t n):
     """LogAppendInfo(offset, last, -1, log_start_offset, max_ts, last, count, n, False), made
     as tuple.__new__ makes a tuple subclass (allocate, fill) without its argument parsing."""
-    cdef object t = _INFO_TYPE.tp_alloc(_INFO_TYPE, 9)
     cdef object last_obj = last
-    _set(t, 0, offset)
-    _set(t, 1, last_obj)
-    _set(t, 2, -1)
-    _set(t, 3, log_start_offset)
-    _set(t, 4, max_ts)
-    _set(t, 5, last_obj)
-    _set(t, 6, count)
-    _set(t, 7, n)
-    _set(t, 8, False)
+    if not _FAST_INFO:
+        return tuple.__new__(
+            LogAppendInfo, (offset, last_obj, -1, log_start_offset, max_ts, last_obj, count, n, False)
+        )
+    cdef object t = gregor_alloc_tuple(LogAppendInfo, 9)
+    set_item(t, 0, offset)
+    set_item(t, 1, last_obj)
+    set_item(t, 2, -1)
+    set_item(t, 3, log_start_offset)
+    set_item(t, 4, max_ts)
+    set_item(t, 5, last_obj)
+    set_item(t, 6, count)
+    set_item(t, 7, n)
+    set_item(t, 8, False)
     return t
 
 

@@ -23,25 +23,13 @@ from cpython cimport array
 from libc.stdint cimport int32_t, int64_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy
 
+from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
+
 from gregor.protocol.exceptions import ProtocolError
 
 IMPLEMENTATION = "cython"
 
 cdef extern from *:
-    """
-    /* A tuple subclass instance (a NamedTuple) with n unset items, as tuple.__new__ makes it.
-       Only used where the subclass adds no fields and the tuple layout has no hash cache. */
-    static PyObject* gregor_alloc_tuple(PyObject* type, Py_ssize_t n) {
-        return ((PyTypeObject*)type)->tp_alloc((PyTypeObject*)type, n);
-    }
-    #if PY_VERSION_HEX < 0x030E0000
-    #define GREGOR_TUPLE_ALLOC_OK 1
-    #else
-    #define GREGOR_TUPLE_ALLOC_OK 0
-    #endif
-    """
-    object gregor_alloc_tuple(object type, Py_ssize_t n)
-    int GREGOR_TUPLE_ALLOC_OK
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* r) nogil
 
 
@@ -190,22 +178,6 @@ cdef inline object blob(const unsigned char* p, Py_ssize_t start, Py_ssize_t len
     if length < 0:
         return None
     return PyBytes_FromStringAndSize(<const char*>p + start, length)
-
-
-cdef bint fast_tuple(object record_type):
-    """Whether instances of ``record_type`` (a NamedTuple) can be made by ``tp_alloc``."""
-    return (
-        GREGOR_TUPLE_ALLOC_OK
-        and isinstance(record_type, type)
-        and issubclass(record_type, tuple)
-        and record_type.__basicsize__ == tuple.__basicsize__
-        and record_type.__itemsize__ == tuple.__itemsize__
-    )
-
-
-cdef inline void set_item(object t, Py_ssize_t i, object v):
-    Py_INCREF(v)
-    PyTuple_SET_ITEM(t, i, v)
 
 
 cdef class _View:
