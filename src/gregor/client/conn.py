@@ -37,6 +37,7 @@ from gregor.client.sasl import SaslClient
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode, SaslAuthenticationFailedError
 from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.framing import coalesce
 from gregor.protocol.messages import API_KEYS, ApiVersionsRequest, Message
 from gregor.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -207,7 +208,10 @@ class BrokerConnection:
         except ProtocolError as e:
             fut.set_exception(e)
             return fut
-        self._transport.write(b"".join(parts) if len(parts) > 1 else parts[0])
+        if len(parts) == 1:
+            self._transport.write(parts[0])
+        else:  # a produce's record batches (64 KiB and up) go out as they are: one writev, no join
+            self._transport.writelines(coalesce(parts))
         self.last_used = time.monotonic()
         if not self._sans_io.expects_response(message):
             fut.set_result(None)
