@@ -9,9 +9,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.gregor-installed
 # Reinstall when the dependencies or the compiled accelerator's sources changed (pip install -e
-# compiles src/gregor/protocol/records/_scan.pyx in place; Cython is a build requirement).
+# compiles the accelerators' .pyx files, which cimport src/gregor/_tuples.pxd, in place; Cython
+# is a build requirement).
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-  || [ -n "$(find src -name '*.pyx' -newer "$stamp")" ]; then
+  || [ -n "$(find src \( -name '*.pyx' -o -name '*.pxd' \) -newer "$stamp")" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark,cluster,console]'
   touch "$stamp"
 fi
