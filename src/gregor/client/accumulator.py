@@ -22,8 +22,6 @@ from gregor.client.futures import BatchResult
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.records import RecordBatchBuilder
 
-Buffer = bytes | bytearray | memoryview
-
 __all__ = ["RECORD_OVERHEAD", "PartitionQueue", "ProducerBatch", "RecordAccumulator", "to_bytes"]
 
 

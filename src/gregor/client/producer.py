@@ -54,9 +54,6 @@ from gregor.protocol.messages import (
     ProduceRequest,
 )
 
-_time_ns = time.time_ns
-_get_ident = threading.get_ident
-
 
 class NoTopicMetadataError(KafkaTimeoutError):
     """``send_nowait`` for a topic whose partitions are not known yet (``send`` waits for them)."""

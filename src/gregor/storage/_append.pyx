@@ -37,7 +37,6 @@ cdef int64_t _INT64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef Py_ssize_t _HEADER_SIZE = 61
 cdef Py_ssize_t _LOG_OVERHEAD = 12
 cdef Py_ssize_t _ATTRIBUTES_OFFSET = 21
-cdef Py_ssize_t _PREFIX_SIZE = 16  # base_offset, batch_length, partition_leader_epoch
 cdef Py_ssize_t _COPY_LIMIT = 16384  # above this, writev the prefix apart instead of copying
 
 

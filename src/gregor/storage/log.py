@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
-import time
 from collections.abc import Iterator
 
 from gregor.protocol.records.control import build_control_batch
@@ -86,9 +84,6 @@ from gregor.storage.validator import place_batches, validate_batches
 
 logger = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (see records.header)
-_new_tuple = tuple.__new__
-_time_ns = time.time_ns
 
 
 class Log(LocalLog):

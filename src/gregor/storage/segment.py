@@ -23,7 +23,6 @@ A segment is not thread-safe; its log owns it.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, Iterator
 
 from gregor.protocol.records.header import HEADER_SIZE, BatchHeader, crc_ok
@@ -54,10 +53,6 @@ from gregor.storage.index import (
     TimeIndex,
     TransactionIndex,
 )
-
-INT32_MAX = 0x7FFFFFFF
-_COPY_LIMIT = 16 * 1024  # above this, writev the header apart instead of copying the batch
-_PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
 
 OnBatch = Callable[[int, BatchHeader, memoryview], None]
 """``on_batch(position, header, batch bytes)``: what :meth:`LogSegment.recover` reports."""

@@ -54,7 +54,6 @@ from gregor.protocol.records.walk import (  # noqa: F401 - re-exported: the reco
     available,
     decode_records,
     implementation,
-    record_encoder,
     set_implementation,
     validate_records,
 )
@@ -333,7 +332,6 @@ __all__ = [
     "implementation",
     "iter_fetched_batches",
     "next_fetch_offset",
-    "record_encoder",
     "set_implementation",
     "validate_records",
 ]

@@ -67,11 +67,6 @@ def validate_records(data: Buffer, count: int) -> None:
     _impl.validate_records(data, count)
 
 
-def record_encoder() -> Any:
-    """The current ``encode_record(buf, offset_delta, timestamp_delta, key, value, headers)``."""
-    return _impl.encode_record
-
-
 def record_appender() -> _scan_py.RecordAppender:
     """A new ``RecordAppender`` of the walk in use (the records of one batch being built; the
     compiled one has the reference's interface)."""
