@@ -120,9 +120,12 @@ def _produce_through_restart(idempotence: bool) -> None:
             return cb
 
         n = 3000
+        # Without idempotence order survives retries only with one request in flight, as with
+        # Kafka's producer (max.in.flight > 1 lets a retried batch land after a later one).
         with Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotence, "linger.ms": 2,
                        "batch.size": 4096, "delivery.timeout.ms": 60000, "request.timeout.ms": 5000,
-                       "retry.backoff.ms": 50}) as p:
+                       "retry.backoff.ms": 50,
+                       "max.in.flight.requests.per.connection": 5 if idempotence else 1}) as p:
             restarter = threading.Thread(target=b.restart, kwargs={"hard": True})
             for i in range(n):
                 p.send("restart", b"%06d" % i, partition=0, on_delivery=on_delivery(i))
