@@ -159,7 +159,7 @@ class KafkaClient:
     def set_topics(self, topics: Iterable[str]) -> None:
         topics = set(topics)
         if topics != self._topics:
-            self._new_topics = bool(topics - self._topics)
+            self._new_topics = self._new_topics or bool(topics - self._topics)
             self._topics = topics
             self.request_update()
 
