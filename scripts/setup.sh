@@ -12,7 +12,7 @@ stamp=.venv/.gregor-installed
 # compiles the accelerators' .pyx files, which cimport src/gregor/_tuples.pxd, in place; Cython
 # is a build requirement).
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-  || [ -n "$(find src \( -name '*.pyx' -o -name '*.pxd' \) -newer "$stamp")" ]; then
+  || [ -n "$(find src \( -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -newer "$stamp")" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark,cluster,console]'
   touch "$stamp"
 fi

@@ -39,6 +39,9 @@ def batches() -> list[tuple[str, Any, int]]:
     out.append(("future", build_batch([(NOW + 10**12, None, b"new")]), 4))
     out.append(("short", b"\x00" * 30, 4))
     out.append(("after-errors", build_batch([(NOW + 800, None, b"last")]), 5))
+    for i in range(30):  # timestamps that stop growing (the time index skips them), then grow
+        ts = NOW + 900 + (i if i < 10 or i >= 20 else 0)
+        out.append((f"late-{i}", build_batch([(ts, None, b"L" * (300 + i))]), 5))
     return out
 
 
@@ -49,10 +52,16 @@ def main() -> None:
         "message.timestamp.before.max.ms": str(10**12),
         "message.timestamp.after.max.ms": str(10**9),
         "max.message.bytes": "1048576",
+        "segment.index.bytes": "96",  # 12 offset entries, 7 time entries: full indexes roll
     })
     log = Log(sys.argv[1], cfg, clock=lambda: NOW + 1000, sync_metadata=False)
     results = []
     for label, buf, epoch in batches():
+        if label == "late-5":  # lookups build the offset index's in-memory keys, kept by appends
+            active = log.active_segment
+            results.append([label + "-lookups", [list(active.offset_index.lookup(o))
+                                                 for o in range(active.base_offset - 1,
+                                                                log.log_end_offset)]])
         try:
             info = log.append(buf, leader_epoch=epoch)
             results.append([label, list(info)])
@@ -66,6 +75,11 @@ def main() -> None:
                       s.offset_of_max_timestamp_so_far, s.bytes_since_last_index_entry)
                      for s in log.segments],
         "epochs": [list(e) for e in log.leader_epoch_cache.entries],
+        "indexes": [(s.offset_index.entries, s.offset_index._last, s.time_index.entries,
+                     s.time_index._last, [list(s.offset_index.lookup(o)) for o in range(
+                         s.base_offset, s.next_offset)],
+                     [list(s.time_index.lookup(NOW + t)) for t in range(0, 1000, 7)])
+                    for s in log.segments],
     }
     log.close()
     print(json.dumps({"implementation": implementation(), "results": results, "state": state}))

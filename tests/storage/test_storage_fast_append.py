@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gregor.storage import fast_append
 
@@ -49,6 +53,41 @@ def test_compiled_and_reference_fast_paths_agree(tmp_path: Path) -> None:
     assert labels["big-bytes"][0][6:8] == [1, 17075]
     assert labels["bad-crc"][0] == "CorruptRecordError"
     assert labels["too-old"][0] == labels["future"][0] == "InvalidTimestampError"
-    assert labels["after-errors"][0][0] == reference["state"]["log_end_offset"] - 1
+    assert labels["after-errors"][0][0] == labels["late-0"][0][0] - 1
+    assert labels["late-29"][0][0] == reference["state"]["log_end_offset"] - 1
     assert len(reference["state"]["segments"]) >= 3
+    # Full indexes rolled segments; the time index skipped the timestamps that did not grow.
+    assert any(entries == 12 or t_entries == 7 for entries, _, t_entries, *_ in
+               reference["state"]["indexes"][:-1])
+    lookups = labels["late-5-lookups"][0]
+    assert lookups[0] == lookups[1] and lookups[-1][0] > lookups[0][0]
     assert files(tmp_path / "c" / "t-0") == files(tmp_path / "p" / "t-0")
+
+
+@pytest.mark.skipif(
+    fast_append.implementation() != "cython", reason="the compiled fast path is not built here"
+)
+@settings(max_examples=400, deadline=None)
+@given(data=st.binary(max_size=5000), start=st.integers(0, 15))
+def test_compiled_crc_matches_the_crc32c_package(data: bytes, start: int) -> None:
+    """The fast path's CRC32C (the CPU's instruction in three interleaved streams where there
+    is one) against the crc32c package, at every length and alignment."""
+    from gregor.storage import _append  # type: ignore[attr-defined]
+
+    view = memoryview(data)[min(start, len(data)):]
+    assert _append.batch_crc(view) == crc32c(view)
+
+
+@pytest.mark.skipif(
+    fast_append.implementation() != "cython", reason="the compiled fast path is not built here"
+)
+def test_compiled_crc_at_block_boundaries() -> None:
+    from gregor.storage import _append  # type: ignore[attr-defined]
+
+    rnd = random.Random(11)
+    blob = rnd.randbytes(3 * 512 * 4 + 64)
+    for n in sorted({k * m + d for k in (128, 384, 512, 1536) for m in range(5) for d in (-1, 0, 1, 8)}):
+        if 0 <= n <= len(blob):
+            assert _append.batch_crc(blob[:n]) == crc32c(blob[:n]), n
+    assert _append.batch_crc(b"") == 0
+    assert _append.batch_crc(b"123456789") == 0xE3069283  # the CRC-32C check value

@@ -4,10 +4,12 @@
 Same behaviour as the reference, statement for statement (see its docstring for the theory of
 operation); here the fields the path touches are C fields of the two base classes, the batch
 header is read straight from the buffer, and the write is one ``write(2)`` (a writable buffer,
-stamped in place) or ``writev(2)`` (a read-only one: the new 16-byte prefix, then the rest of
-the batch, so nothing is copied). The GIL is released around the system call, as ``os.write``
-does. The CRC is still the ``crc32c`` package's (hardware CRC32C), called on a memoryview of
-the batch's own memory.
+stamped in place; a read-only one up to 16 KiB copied on the stack with its new prefix) or
+``writev(2)`` (a larger read-only one: the new 16-byte prefix, then the rest of the batch, so
+nothing is copied). The GIL is released around the system call only for batches above 16 KiB:
+a smaller write into the page cache takes about a microsecond, less than handing the GIL to
+another thread and back would cost. The CRC32C is computed in C with the CPU's instruction
+(``_crc32c.h``) where there is one, else by the ``crc32c`` package as in the reference.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -20,11 +22,20 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.uio cimport iovec, writev
 from posix.unistd cimport write
 
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_SET_ITEM
 from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
+from gregor.storage._index cimport IndexCore
+
+
+cdef extern from "_crc32c.h":
+    int gregor_crc32c_available()
+    uint32_t gregor_crc32c(const uint8_t* p, size_t n) noexcept nogil
 
 from crc32c import crc32c as _crc32c
 
-from gregor.storage.clock import now_ms as _wall_clock_ms
+from gregor.storage.clock import now_ms as _wall_clock_ms_py
 from gregor.storage.errors import KafkaStorageError
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin
@@ -32,12 +43,66 @@ from gregor.storage.producer_state import AppendOrigin
 IMPLEMENTATION = "cython"
 
 cdef object _CLIENT = AppendOrigin.CLIENT
+cdef object _wall_clock_ms = _wall_clock_ms_py
 cdef int64_t _INT32_MAX = 0x7FFFFFFF
 cdef int64_t _INT64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef Py_ssize_t _HEADER_SIZE = 61
 cdef Py_ssize_t _LOG_OVERHEAD = 12
 cdef Py_ssize_t _ATTRIBUTES_OFFSET = 21
 cdef Py_ssize_t _COPY_LIMIT = 16384  # above this, writev the prefix apart instead of copying
+cdef bint _HW_CRC = gregor_crc32c_available()
+
+
+cdef uint32_t _crc(const uint8_t* p, Py_ssize_t n) except? 0:
+    """The CRC32C of ``n`` bytes at ``p``: the CPU's instruction, else the crc32c package."""
+    if _HW_CRC:
+        return gregor_crc32c(p, n)
+    return _crc32c(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
+
+
+def batch_crc(data):
+    """The CRC32C the fast path computes for ``data`` (a bytes-like object); for its tests."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _crc(<const uint8_t*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef Py_ssize_t _write_batch(int fd, uint8_t* buf, Py_ssize_t n, bint readonly,
+                             const uint8_t* prefix, int* err) noexcept nogil:
+    """Write the batch with its new 16-byte ``prefix``: stamped in place when writable, else
+    copied with it on the stack (up to _COPY_LIMIT bytes) or written in two pieces. Returns
+    what the system call returned, with ``errno`` in ``err`` on failure."""
+    cdef uint8_t small[16384]
+    cdef iovec iov[2]
+    cdef Py_ssize_t written
+    if not readonly:
+        memcpy(buf, prefix, 16)
+        while True:
+            written = write(fd, buf, n)
+            if written >= 0 or errno != EINTR:
+                break
+    elif n <= _COPY_LIMIT:  # one copy on the stack beats a two-piece writev
+        memcpy(small, prefix, 16)
+        memcpy(small + 16, buf + 16, n - 16)
+        while True:
+            written = write(fd, small, n)
+            if written >= 0 or errno != EINTR:
+                break
+    else:
+        iov[0].iov_base = <void*>prefix
+        iov[0].iov_len = 16
+        iov[1].iov_base = buf + 16
+        iov[1].iov_len = n - 16
+        while True:
+            written = writev(fd, iov, 2)
+            if written >= 0 or errno != EINTR:
+                break
+    if written < 0:
+        err[0] = errno
+    return written
 
 
 cdef inline int64_t _i64(const uint8_t* p) noexcept nogil:
@@ -71,8 +136,8 @@ cdef inline void _put_i32(uint8_t* p, int32_t v) noexcept nogil:
 cdef bint _FAST_INFO = fast_tuple(LogAppendInfo)
 
 
-cdef object _append_info(int64_t offset, int64_t last, object log_start_offset, int64_t max_ts,
-                         int64_t count, Py_ssize_t n):
+cdef object _append_info(object offset, int64_t last, object log_start_offset, int64_t max_ts,
+                         int64_t count, object n):
     """LogAppendInfo(offset, last, -1, log_start_offset, max_ts, last, count, n, False), made
     as tuple.__new__ makes a tuple subclass (allocate, fill) without its argument parsing."""
     cdef object last_obj = last
@@ -93,6 +158,26 @@ cdef object _append_info(int64_t offset, int64_t last, object log_start_offset, 
     return t
 
 
+cdef inline void _replace_item(object t, Py_ssize_t i, object v):
+    cdef PyObject* old = PyTuple_GET_ITEM(t, i)
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
+    Py_DECREF(<object>old)
+
+
+cdef void _refill_info(object t, object offset, int64_t last, object log_start_offset,
+                       int64_t max_ts, int64_t count, object n):
+    """Set the items of a LogAppendInfo (see _append_info) no one else holds."""
+    cdef object last_obj = last
+    _replace_item(t, 0, offset)
+    _replace_item(t, 1, last_obj)
+    _replace_item(t, 3, log_start_offset)
+    _replace_item(t, 4, max_ts)
+    _replace_item(t, 5, last_obj)
+    _replace_item(t, 6, count)
+    _replace_item(t, 7, n)
+
+
 cdef int64_t _clamp(object v):
     """A config number as int64 (a larger one means "never", as int64 max does)."""
     if v > _INT64_MAX:
@@ -108,8 +193,8 @@ cdef class SegmentCore:
     cdef public int fd
     cdef public int64_t base_offset
     cdef public int64_t size
-    cdef public object offset_index
-    cdef public object time_index
+    cdef public IndexCore offset_index
+    cdef public IndexCore time_index
     cdef public int64_t index_interval_bytes
     cdef public int64_t bytes_since_last_index_entry
     cdef public int64_t max_timestamp_so_far
@@ -140,18 +225,18 @@ cdef class SegmentCore:
         cdef bint index_now = since > self.index_interval_bytes
         cdef int64_t rolling, waited
         cdef uint8_t prefix[16]
-        cdef uint8_t small[16384]
         cdef uint8_t* buf = <uint8_t*>view.buf
-        cdef iovec iov[2]
         cdef Py_ssize_t written
         cdef int fd = self.fd
         cdef int err = 0
-        cdef bint readonly = view.readonly
-        cdef int i
         if (
             size + n > segment_bytes
             or last_offset - self.base_offset > _INT32_MAX
-            or (index_now and (self.offset_index.is_full() or self.time_index.is_full()))
+            or (index_now and (
+                # OffsetIndex.is_full(), TimeIndex.is_full() (which keeps a slot for the roll)
+                self.offset_index._entries >= self.offset_index.max_index_size // 8
+                or self.time_index._entries >= self.time_index.max_index_size // 12 - 1
+            ))
         ):
             return 0
         if size:
@@ -164,32 +249,11 @@ cdef class SegmentCore:
         _put_i64(prefix, base_offset)
         _put_i32(prefix + 8, <int32_t>(n - _LOG_OVERHEAD))
         _put_i32(prefix + 12, leader_epoch)
-        with nogil:
-            if not readonly:
-                for i in range(16):
-                    buf[i] = prefix[i]
-                while True:
-                    written = write(fd, buf, n)
-                    if written >= 0 or errno != EINTR:
-                        break
-            elif n <= _COPY_LIMIT:  # one copy on the stack beats a two-piece writev
-                memcpy(small, prefix, 16)
-                memcpy(small + 16, buf + 16, n - 16)
-                while True:
-                    written = write(fd, small, n)
-                    if written >= 0 or errno != EINTR:
-                        break
-            else:
-                iov[0].iov_base = prefix
-                iov[0].iov_len = 16
-                iov[1].iov_base = buf + 16
-                iov[1].iov_len = n - 16
-                while True:
-                    written = writev(fd, iov, 2)
-                    if written >= 0 or errno != EINTR:
-                        break
-            if written < 0:
-                err = errno
+        if n > _COPY_LIMIT:
+            with nogil:
+                written = _write_batch(fd, buf, n, view.readonly, prefix, &err)
+        else:
+            written = _write_batch(fd, buf, n, view.readonly, prefix, &err)
         if written != n:
             (<object>self)._undo_write(size)
             if written < 0:
@@ -202,8 +266,8 @@ cdef class SegmentCore:
             self.max_timestamp_so_far = max_timestamp
             self.offset_of_max_timestamp_so_far = last_offset
         if index_now:
-            self.offset_index.append(last_offset, size)
-            self.time_index.maybe_append(
+            self.offset_index.offset_append(last_offset, size)
+            self.time_index.time_maybe_append(
                 self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
             )
             since = 0
@@ -232,6 +296,9 @@ cdef class LogCore:
     cdef int64_t _flush_messages
     cdef int64_t _segment_bytes
     cdef int64_t _segment_ms
+    cdef object _info  # the last LogAppendInfo returned (see _result)
+    cdef object _end_obj  # the int object of the log end offset the last fast append left
+    cdef object _size_obj  # the int object of the last fast append's size
 
     def _set_fast_config(self, config):
         """Take a new config (and what the fast path needs of it)."""
@@ -302,17 +369,37 @@ cdef class LogCore:
         last = offset + delta
         if now_ms - base_ts > self._ts_before_max or max_ts - now_ms > self._ts_after_max:
             return None
-        if _crc32c(PyMemoryView_FromMemory(<char*>p + _ATTRIBUTES_OFFSET, n - _ATTRIBUTES_OFFSET,
-                                           PyBUF_READ)) != crc:
+        if _crc(p + _ATTRIBUTES_OFFSET, n - _ATTRIBUTES_OFFSET) != crc:
             return None
         seg = <SegmentCore?>self._segments.active
         if not seg._append_c(view, offset, leader_epoch, last, max_ts, now_ms,
                              self._segment_bytes, self._segment_ms):
             return None
+        end_obj = last + 1
         self.log_end_offset = last + 1
-        self.producer_state.map_end_offset = last + 1
+        self.producer_state.map_end_offset = end_obj
         if leader_epoch > self.leader_epoch_cache.latest:
             self.leader_epoch_cache.assign(leader_epoch, offset)
         if last + 1 - self.recovery_point >= self._flush_messages:
             self.flush()
-        return _append_info(offset, last, self.log_start_offset, max_ts, count, n)
+        return self._result(offset, last, max_ts, count, n, end_obj)
+
+    cdef object _result(self, int64_t offset, int64_t last, int64_t max_ts, int64_t count,
+                        Py_ssize_t n, object end_obj):
+        """This append's LogAppendInfo. The previous one is refilled in place when only the log
+        holds it (so no one can see it change), as ``zip`` and ``enumerate`` refill their
+        result tuple; the first offset is the previous append's end offset object when it
+        still holds, the size the previous size's object when equal."""
+        cdef object offset_obj = self._end_obj
+        cdef object n_obj = self._size_obj
+        cdef PyObject* info = <PyObject*>self._info
+        if offset_obj is None or <int64_t>offset_obj != offset:
+            offset_obj = offset
+        if n_obj is None or <Py_ssize_t>n_obj != n:
+            n_obj = self._size_obj = n
+        self._end_obj = end_obj
+        if self._info is not None and info.ob_refcnt == 1:
+            _refill_info(self._info, offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
+        else:
+            self._info = _append_info(offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
+        return self._info

@@ -37,7 +37,22 @@ import struct
 import sys
 from array import array
 from bisect import bisect_right
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+from gregor.protocol.extensions import load
+from gregor.storage import _index_py
+
+_core = load("gregor.storage._index", _index_py)  # compiled when built (``_index.pyx``)
+if TYPE_CHECKING:
+    from gregor.storage._index_py import IndexCore
+else:
+    IndexCore = _core.IndexCore
+
+
+def core_implementation() -> str:
+    """``"cython"`` or ``"python"``: which :class:`IndexCore` the indexes derive from."""
+    name: str = _core.IMPLEMENTATION
+    return name
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
@@ -53,26 +68,26 @@ _I64 = struct.Struct(">q")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 
 
+def _map_file(fd: int, length: int) -> mmap.mmap:
+    """Map ``length`` bytes of the index file. Without read-ahead: lookups are binary searches
+    and appends touch one page at a time, so read-ahead would only fill (and, for the sparse
+    preallocated tail of an active index, zero) pages no one reads."""
+    mm = mmap.mmap(fd, length)
+    mm.madvise(mmap.MADV_RANDOM)
+    return mm
+
+
 class CorruptIndexError(Exception):
     """An index file fails its sanity check; the segment rebuilds it."""
 
 
-class _MmapIndex:
-    """A fixed-entry-size index file mapped into memory, Kafka's AbstractIndex."""
+class _MmapIndex(IndexCore):
+    """A fixed-entry-size index file mapped into memory, Kafka's AbstractIndex. The fields an
+    append touches are :class:`IndexCore`'s (``storage._index_py``)."""
 
     ENTRY_SIZE = 0
 
-    __slots__ = (
-        "path",
-        "base_offset",
-        "max_index_size",
-        "_map",
-        "_mapped",
-        "_entries",
-        "_writable",
-        "_keys",
-        "_last",
-    )
+    __slots__ = ("path", "_mapped", "_writable")
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         """Open (or create) the index. The file is mapped lazily, on first use, so a broker
@@ -103,7 +118,7 @@ class _MmapIndex:
             if length:
                 fd = os.open(self.path, os.O_RDWR)
                 try:
-                    self._map = mmap.mmap(fd, length)  # the map keeps its own descriptor
+                    self._map = _map_file(fd, length)  # the map keeps its own descriptor
                 finally:
                     os.close(fd)
         return self._map
@@ -151,7 +166,7 @@ class _MmapIndex:
             fd = os.open(self.path, os.O_RDWR)
             try:
                 os.ftruncate(fd, new_size)
-                self._map = mmap.mmap(fd, new_size)
+                self._map = _map_file(fd, new_size)
             finally:
                 os.close(fd)
         else:

@@ -233,21 +233,22 @@ def _loaded(env_value: str | None) -> str:
     env.pop("GREGOR_NO_EXTENSIONS", None)
     if env_value is not None:
         env["GREGOR_NO_EXTENSIONS"] = env_value
-    # the three accelerators: the record walk, the log's append, the producer's send
+    # the accelerators: the record walk, the log's append and its index appends, the send
     code = (
-        "from gregor.protocol.records import scan; from gregor.storage import fast_append; "
+        "from gregor.protocol.records import scan; from gregor.storage import fast_append, index; "
         "from gregor.client import fast_send; "
-        "print(scan.implementation(), fast_append.implementation(), fast_send.implementation())"
+        "print(scan.implementation(), fast_append.implementation(), index.core_implementation(), "
+        "fast_send.implementation())"
     )
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_no_extensions_forces_the_reference() -> None:
-    assert _loaded("1") == "python python python"
+    assert _loaded("1") == "python python python python"
 
 
 def test_compiled_walk_is_built_and_loaded_by_default() -> None:
     # pip install -e / scripts/setup.sh compile them; a missing build is a failed setup
     assert _compiled is not None, "gregor.protocol.records._scan is not built"
-    assert _loaded(None) == "cython cython cython"
+    assert _loaded(None) == "cython cython cython cython"
     assert scan.available() == ["python", "cython"]
