@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from gregor.broker.authenticator import SaslSession
 from gregor.broker.events import log_event
+from gregor.broker.file_send import SendableRegion
 from gregor.broker.handlers.api_versions import unsupported_version_response
 from gregor.broker.handlers.registry import HandlerEntry
 from gregor.broker.state import BrokerState, ConnectionInfo, RequestContext
@@ -84,7 +85,10 @@ class ResponseSink(Protocol):
     @property
     def sasl(self) -> SaslSession | None: ...
 
-    def send(self, data: bytes | bytearray | memoryview) -> None: ...
+    def send(self, data: bytes | bytearray | memoryview | SendableRegion) -> None:
+        """Write ``data`` after what was sent before (a region of a segment file is sent
+        from the file, ``file_send``)."""
+        ...
 
     @property
     def frame_arrival(self) -> float:

@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gregor.broker.file_send import SendableRegion
 from gregor.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -71,6 +72,8 @@ class PartitionRead:
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: list[AbortedTxn] | None
+    #: Instead of ``records``, when the read was asked for a region (sendfile).
+    region: SendableRegion | None = None
 
 
 @dataclass(slots=True)
@@ -342,9 +345,12 @@ class Partition:
     # --- reads ---
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, isolation: int, from_follower: bool, min_one: bool
+        self, fetch_offset: int, max_bytes: int, *, isolation: int, from_follower: bool, min_one: bool,
+        region: bool = False,
     ) -> PartitionRead:
-        """Read from ``fetch_offset``; raises the storage error (OFFSET_OUT_OF_RANGE, ...)."""
+        """Read from ``fetch_offset``; raises the storage error (OFFSET_OUT_OF_RANGE, ...).
+        With ``region`` the records are not read but handed out as a ``SendableRegion`` of the
+        segment file, for sendfile (``file_send``)."""
         log = self.log
         high_watermark = log.high_watermark
         last_stable_offset = log.last_stable_offset
@@ -354,19 +360,26 @@ class Partition:
             upper = last_stable_offset if isolation == READ_COMMITTED else high_watermark
         committed = isolation == READ_COMMITTED and not from_follower
         records: bytes | memoryview | None = None
+        sendable: SendableRegion | None = None
         aborted: list[AbortedTxn] | None = None
         if max_bytes > 0 or min_one:
             info = log.read(
                 fetch_offset, max(max_bytes, 0), max_offset=upper, min_one_message=min_one,
                 include_aborted_txns=committed,
             )
-            if info.region is not None:
-                records = info.region.read()
+            found = info.region
+            if found is not None:
+                if region and found.length:
+                    sendable = SendableRegion(found.fd, found.position, found.length)
+                else:
+                    records = found.read()
             aborted = info.aborted_transactions
         else:
             # Nothing fits, but the offset must still be checked.
             log.read(fetch_offset, 0, max_offset=upper, min_one_message=False)
-        return PartitionRead(records, high_watermark, last_stable_offset, log.log_start_offset, aborted)
+        return PartitionRead(
+            records, high_watermark, last_stable_offset, log.log_start_offset, aborted, sendable
+        )
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation: int, from_replica: bool) -> OffsetLookup:
         """ListOffsets: Kafka's ``Partition.fetchOffsetForTimestamp``."""

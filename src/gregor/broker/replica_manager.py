@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gregor.broker.errors import code_of, kafka_error, message_of
+from gregor.broker.file_send import SendableRegion
 from gregor.broker.partition import Partition
 from gregor.broker.record_errors import RecordError, RecordValidationError, check_compacted_keys
 from gregor.broker.topics import INTERNAL_TOPICS
@@ -112,7 +113,7 @@ class FetchPartition:
     #: An error known before reading (an unknown topic id); the result is then that error.
     preset_error: ErrorCode = ErrorCode.NONE
     error: ErrorCode = ErrorCode.NONE
-    records: bytes | memoryview | None = None
+    records: bytes | memoryview | SendableRegion | None = None
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -135,6 +136,8 @@ class FetchParams:
     convert: Callable[[bytes | memoryview], bytes | memoryview] | None = None
     #: Done when the client hung up: a waiting fetch returns at once.
     hung_up: asyncio.Future[None] | None = None
+    #: Records may be handed out as file regions for sendfile (a plain-TCP connection).
+    sendfile: bool = False
     #: KIP-392 (Fetch v11+ from a consumer): a follower may serve this fetch, and with a rack
     #: aware replica selector the leader points the consumer to a replica in ``client_rack``.
     follower_read: bool = False
@@ -461,8 +464,11 @@ class ReplicaManager:
     def _read_all(self, parts: list[FetchPartition], params: FetchParams) -> int:
         total = 0
         first_with_data = True
+        regions = params.sendfile and params.convert is None
         for part in parts:
             part.error = part.preset_error  # e.g. an unknown topic id: nothing to read
+            if type(part.records) is SendableRegion:  # an earlier pass of a long poll
+                part.records.close()
             part.records, part.aborted_transactions, part.size = None, None, 0
             part.high_watermark = part.last_stable_offset = part.log_start_offset = -1
             if part.error:
@@ -497,17 +503,20 @@ class ReplicaManager:
             try:
                 read = partition.read(
                     part.fetch_offset, limit, isolation=params.isolation,
-                    from_follower=params.from_follower, min_one=first_with_data,
+                    from_follower=params.from_follower, min_one=first_with_data, region=regions,
                 )
             except KafkaError as e:  # the log's errors (OFFSET_OUT_OF_RANGE, ...)
                 part.error = code_of(e)
                 part.high_watermark = partition.log.high_watermark
                 part.log_start_offset = partition.log.log_start_offset
                 continue
-            records = read.records
+            records: bytes | memoryview | SendableRegion | None = read.records
+            if read.region is not None:
+                records = read.region
             if records is not None and len(records) >= limit:
                 records = drop_partial_tail(records)
             if records is not None and params.convert is not None and len(records):
+                assert not isinstance(records, SendableRegion)  # no regions when converting
                 records = params.convert(records)
             n = len(records) if records is not None else 0
             if n:
@@ -530,7 +539,17 @@ def _nothing_to_read(part: FetchPartition, log: Log) -> None:
     part.log_start_offset = log.log_start_offset
 
 
-def drop_partial_tail(records: bytes | memoryview) -> bytes | memoryview:
+def _batch_length_at(records: bytes | memoryview | SendableRegion, pos: int) -> int:
+    """The batch length field of the batch at ``pos`` (its header's bytes 8..12)."""
+    if isinstance(records, SendableRegion):
+        field = records.pread(pos + 8, 4)
+        return int.from_bytes(field, "big", signed=True) if len(field) == 4 else -1
+    return int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+
+
+def drop_partial_tail(
+    records: bytes | memoryview | SendableRegion,
+) -> bytes | memoryview | SendableRegion:
     """A read cut off by the byte limit usually ends inside a batch, which the client can only
     discard (Kafka sends it anyway). When the batches are big, leave that tail out: it can be
     nearly as large as the rest. Reads of many small batches are sent as they are (judged by
@@ -540,20 +559,26 @@ def drop_partial_tail(records: bytes | memoryview) -> bytes | memoryview:
     n = len(records)
     if n < 12:
         return records
-    first = 12 + int.from_bytes(records[8:12], "big", signed=True)  # base offset, length
+    first = 12 + _batch_length_at(records, 0)  # base offset, length
     if first * MANY_BATCHES < n:
         return records
     pos = 0
     for _ in range(4 * MANY_BATCHES):
         if pos + 12 > n:
             break
-        end = pos + 12 + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+        end = pos + 12 + _batch_length_at(records, pos)
         if end > n or end <= pos:
             break
         pos = end
     else:
         return records
-    return memoryview(records)[:pos] if 0 < pos < n else records
+    if not 0 < pos < n:
+        return records
+    if isinstance(records, SendableRegion):
+        head = records.head(pos)
+        records.close()
+        return head
+    return memoryview(records)[:pos]
 
 
 def _corrupt(message: str) -> KafkaError:

@@ -30,6 +30,7 @@ from typing import Protocol
 from gregor.broker.authenticator import SaslSession, ScramLookup, TokenLookup
 from gregor.broker.config import Listener
 from gregor.broker.events import log_event
+from gregor.broker.file_send import SendableRegion, TruncatedRegionError, socket_fd
 from gregor.broker.listener_security import ListenerSecurity
 from gregor.broker.state import ConnectionInfo
 from gregor.protocol.exceptions import ProtocolError
@@ -123,6 +124,8 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
         self._drained: asyncio.Future[None] | None = None
         self._out: list[bytes | bytearray | memoryview] = []
+        #: The socket, for fetched records sent with sendfile (plain TCP only).
+        self._sock_fd: int | None = None
         self._out_bytes = 0
         self._flush_scheduled = False
         self._close_after_current = False  # bad bytes arrived while a request was in hand
@@ -146,6 +149,8 @@ class Connection(asyncio.Protocol):
             return
         self.host.connections.add(self)
         self._net[2] += 1
+        self._sock_fd = socket_fd(transport)
+        self.info.sendfile = self._sock_fd is not None
         mapper = self.security.principal_mapper if self.security is not None else None
         if mapper is not None:
             # An SSL listener: the TLS handshake is done; the principal comes from the
@@ -271,18 +276,52 @@ class Connection(asyncio.Protocol):
 
     # --- output ---
 
-    def send(self, data: bytes | bytearray | memoryview) -> None:
+    def send(self, data: bytes | bytearray | memoryview | SendableRegion) -> None:
+        if isinstance(data, SendableRegion):
+            try:
+                if self.closed:
+                    return
+                self.last_active = asyncio.get_running_loop().time()
+                self._net[1] += len(data)
+                rest = self._send_region(data)
+            finally:
+                data.close()
+            if rest:
+                self._queue(rest)
+            return
         if self.closed:
             return
+        self._net[1] += len(data)
+        self._queue(data)
+
+    def _queue(self, data: bytes | bytearray | memoryview) -> None:
+        """Gather ``data`` for the next flush (at once when the gathered bytes are many)."""
         self.last_active = asyncio.get_running_loop().time()
         self._out.append(data)
         self._out_bytes += len(data)
-        self._net[1] += len(data)
         if self._out_bytes >= FLUSH_BYTES:
             self.flush()  # big responses (fetches) go out at once, as the socket takes them
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
+
+    def _send_region(self, region: SendableRegion) -> bytes:
+        """Send fetched records from their file (see ``file_send``): what was gathered goes
+        first, then sendfile while the transport holds nothing unsent. Returns what is left
+        to write the ordinary way (read with pread)."""
+        sent = 0
+        try:
+            if self._sock_fd is not None and self.transport is not None:
+                self.flush()
+                if not self.transport.get_write_buffer_size() and not self.transport.is_closing():
+                    sent = region.send_to(self._sock_fd)
+            return region.read_from(sent) if sent < len(region) else b""
+        except (TruncatedRegionError, OSError) as e:
+            # The response's length promised bytes that are gone (or the socket failed):
+            # the client must not get a short frame.
+            log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
+            self.close()
+            return b""
 
     def flush(self, final: bool = False) -> None:
         """Write the gathered responses (also called from the loop after a send)."""

@@ -60,6 +60,8 @@ class ConnectionInfo:
     #: What the client said it is in ApiVersions v3+ (KIP-511), for telemetry's matching.
     client_software_name: str = ""
     client_software_version: str = ""
+    #: Fetched records may go out with sendfile (a plain-TCP connection; ``file_send``).
+    sendfile: bool = False
 
     @property
     def host(self) -> str:

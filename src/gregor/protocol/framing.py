@@ -257,11 +257,16 @@ LARGE_PART = 64 * 1024
 def coalesce(parts: Iterable[Any]) -> list[Any]:
     """Join runs of small parts, keep large immutable ones (records read from a log) as they
     are, so a big response is written with one writev and no copy of its records. (A large
-    mutable buffer is copied too: the transport may hold on to what it could not write yet.)"""
+    mutable buffer is copied too: the transport may hold on to what it could not write yet.)
+    A part that is not bytes-like (a broker's file region for sendfile, see ``write_records``)
+    is always kept apart, whatever its size."""
     out: list[Any] = []
     small: list[Any] = []
     for part in parts:
-        if type(part) is bytes and len(part) >= LARGE_PART:
+        t = type(part)
+        if (t is bytes and len(part) >= LARGE_PART) or (
+            t is not bytes and t is not bytearray and t is not memoryview
+        ):
             if small:
                 out.append(b"".join(small))
                 small = []

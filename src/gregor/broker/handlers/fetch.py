@@ -178,6 +178,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         unknown_error=ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         convert=_convert_for(version),
         hung_up=ctx.conn.hung_up,
+        sendfile=ctx.conn.sendfile,
         follower_read=version >= 11 and not is_follower,
         client_rack=(
             req.rack_id if version >= 11 and not is_follower and req.rack_id and ctx.broker.config["replica.selector.class"]
@@ -231,7 +232,9 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                 partition_index=cp.partition, error_code=0, high_watermark=part.high_watermark,
                 last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset,
                 aborted_transactions=aborted, preferred_read_replica=part.preferred_read_replica,
-                records=part.records,
+                # A SendableRegion (sendfile) goes through encode_parts as it is: the encoder
+                # only takes its len() (protocol.primitives.write_records).
+                records=part.records,  # type: ignore[arg-type]
             )
         by_topic.setdefault((cp.topic, cp.topic_id), []).append(r)
     responses = [
