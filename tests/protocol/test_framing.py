@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import (
+    BufferedFrameReader,
     FrameDecoder,
     FrameTooLarge,
     RequestHeader,
@@ -152,3 +158,102 @@ def test_coalesce_keeps_large_immutable_parts_and_joins_the_rest() -> None:
     assert out[2] == b"ab" + bytes(mutable) + b"tail" and type(out[2]) is bytes  # copied
     assert coalesce([]) == []
     assert coalesce([b"x", b"y"]) == [b"xy"]
+
+
+# --- BufferedFrameReader (the client's BufferedProtocol receive) ---
+
+
+def _stream(frames: list[bytes]) -> bytes:
+    return b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+
+
+def _read(reader: Any, stream: bytes, reads: list[int], keep: list[tuple[int, Any]]) -> list[bytes]:
+    """Feed ``stream`` through ``reader`` in reads of the given sizes (cycled), holding on to
+    every other frame (and a slice of every third) the way a consumer keeps records."""
+    out: list[bytes] = []
+    pos = i = 0
+    while pos < len(stream):
+        buf = reader.get_buffer()
+        step = reads[i % len(reads)]
+        if len(buf) > 5000:  # tiny reads into a large free space only cost time
+            step = max(step, 4096)
+        n = min(len(buf), step, len(stream) - pos)
+        i += 1
+        buf[:n] = stream[pos : pos + n]
+        pos += n
+        for frame in reader.buffer_updated(n):
+            index = len(out)
+            out.append(bytes(frame))
+            if index % 2:
+                keep.append((index, frame))
+            if index % 3 == 0 and len(frame) > 1:
+                keep.append((index, memoryview(frame)[1:]))
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(
+        st.one_of(st.integers(0, 200), st.integers(60_000, 70_000), st.integers(100_000, 300_000)),
+        min_size=1, max_size=10,
+    ),
+    reads=st.lists(st.sampled_from([1, 3, 4, 5, 100, 4096, 65536, 1 << 20]), min_size=1, max_size=5),
+    chunk=st.sampled_from([16, 64, 1024, 65536]),
+)
+def test_buffered_reader_frames_whatever_the_reads(sizes: list[int], reads: list[int], chunk: int) -> None:
+    """Every frame comes out whole and in order however the socket splits the stream, and a
+    frame (or a slice of it) the caller holds is never overwritten by later reads, even when
+    the reader reuses the buffers of frames let go."""
+    rnd = random.Random(sum(sizes))
+    frames = [rnd.randbytes(n) for n in sizes]
+    reader = BufferedFrameReader(chunk_size=chunk)
+    keep: list[tuple[int, Any]] = []
+    assert _read(reader, _stream(frames) * 2, reads, keep) == frames * 2
+    for index, held in keep:
+        assert bytes(held) in (frames[index % len(frames)], frames[index % len(frames)][1:])
+    assert reader.buffered == 0
+
+
+def test_buffered_reader_reuses_a_large_frames_buffer_once_let_go() -> None:
+    frames = [bytes([i]) * 200_000 for i in range(3)]
+    reader = BufferedFrameReader()
+    first = _read(reader, _stream(frames[:1]), [1 << 20], [])
+    assert first == frames[:1]
+    assert len(reader._spare) == 1
+    spare = id(reader._spare[0])  # (holding the buffer itself would keep it from reuse)
+    # the first frame is gone (only bytes copies were kept): its buffer takes the next one
+    assert _read(reader, _stream(frames[1:2]), [1 << 20], []) == frames[1:2]
+    assert [id(b) for b in reader._spare] == [spare]
+    held: list[tuple[int, Any]] = []
+    _read(reader, _stream(frames[2:3]), [1 << 20], held)
+    _read(reader, _stream(frames[:1]), [1 << 20], held)
+    assert len(reader._spare) == 2  # the held frame kept its buffer; the next got a new one
+
+
+def test_buffered_reader_refuses_bad_sizes() -> None:
+    reader = BufferedFrameReader(max_frame_size=1000)
+    buf = reader.get_buffer()
+    buf[:4] = (1001).to_bytes(4, "big")
+    with pytest.raises(FrameTooLarge):
+        reader.buffer_updated(4)
+    reader = BufferedFrameReader()
+    buf = reader.get_buffer()
+    buf[:4] = (-1).to_bytes(4, "big", signed=True)
+    with pytest.raises(FrameTooLarge):
+        reader.buffer_updated(4)
+
+
+@pytest.mark.parametrize("impl", ["python", "cython"])
+def test_new_buffer_is_a_writable_bytearray_of_the_size(impl: str) -> None:
+    from gregor.protocol.records import walk
+
+    if impl not in walk.available():
+        pytest.skip("the compiled record walk is not built here")
+    previous = walk.set_implementation(impl)
+    try:
+        buf = walk.new_buffer(100_000)
+    finally:
+        walk.set_implementation(previous)
+    assert type(buf) is bytearray and len(buf) == 100_000
+    buf[-1] = 7
+    assert buf[-1] == 7

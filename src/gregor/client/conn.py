@@ -37,7 +37,7 @@ from gregor.client.sasl import SaslClient
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode, SaslAuthenticationFailedError
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.framing import coalesce
+from gregor.protocol.framing import BufferedFrameReader, coalesce
 from gregor.protocol.messages import API_KEYS, ApiVersionsRequest, Message
 from gregor.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -53,12 +53,26 @@ except Exception:  # pragma: no cover
     CLIENT_SOFTWARE_VERSION = "0"
 
 
-class _Protocol(asyncio.Protocol):
+class _Protocol(asyncio.BufferedProtocol):
+    """The transport reads into the buffers of a ``BufferedFrameReader``: a large response
+    (a fetch) goes from the socket into a buffer of its own, with no chunk copied and
+    gathered on the way."""
+
     def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
+        self.frames = BufferedFrameReader()
 
-    def data_received(self, data: bytes) -> None:
-        self.conn._data_received(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.frames.buffer_updated(nbytes)
+        except ProtocolError as e:
+            self.conn._fail(KafkaConnectionError(f"bad response from {self.conn}: {e}"))
+            return
+        if frames:
+            self.conn._frames_received(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn._fail(KafkaConnectionError(f"connection to {self.conn} lost: {exc or 'closed by peer'}"))
@@ -245,9 +259,9 @@ class BrokerConnection:
             return
         self._arm_timer(asyncio.get_running_loop())
 
-    def _data_received(self, data: bytes) -> None:
+    def _frames_received(self, frames: list[memoryview | bytes]) -> None:
         try:
-            responses = self._sans_io.receive_data(data)
+            responses = self._sans_io.receive_frames(frames)
         except ProtocolError as e:
             self._fail(KafkaConnectionError(f"bad response from {self}: {e}"))
             return

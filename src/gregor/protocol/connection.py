@@ -116,8 +116,13 @@ class ClientConnection:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Response]:
         """Feed bytes read from the socket; returns the responses they complete, in order."""
+        return self.receive_frames(self._decoder.feed(data))
+
+    def receive_frames(self, frames: list[memoryview | bytes]) -> list[Response]:
+        """Whole response frames (size prefix removed) split off the stream by the caller
+        (``framing.BufferedFrameReader``); returns their responses, in order."""
         out: list[Response] = []
-        for frame in self._decoder.feed(data):
+        for frame in frames:
             cid = peek_correlation_id(frame)
             if not self._pending:
                 raise ProtocolError(f"response with correlation id {cid} but none outstanding")

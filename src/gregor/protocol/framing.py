@@ -15,16 +15,19 @@ Which version applies is decided by the API key and version (see
 :func:`decode_request_header` always manages the first 8 bytes, even for an API key or version
 this codec does not know, so a broker can answer UNSUPPORTED_VERSION to the right correlation
 id. :class:`FrameDecoder` turns a byte stream into whole frames, refusing size prefixes that
-are negative or over its limit.
+are negative or over its limit; :class:`BufferedFrameReader` does the same for a transport
+that reads into buffers it is given (``asyncio.BufferedProtocol``).
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.walk import new_buffer
 from gregor.protocol.messages import (
     API_KEYS,
     Message,
@@ -358,3 +361,106 @@ class FrameDecoder:
                 del self._buf[:4]
         return frames
 
+
+
+class BufferedFrameReader:
+    """Splits a byte stream into frames, for ``asyncio.BufferedProtocol``: the transport reads
+    straight into the buffers this hands out, so a large frame (a fetch response) is read from
+    the socket into its own buffer once instead of into a chunk, then copied, then gathered.
+
+    Theory of operation. Bytes land in a reusable chunk of ``chunk_size`` bytes. Every frame
+    found whole in it is copied out as ``bytes`` (frames that small are cheap to copy, and the
+    chunk stays free for the next read). A frame whose size prefix says it does not fit in
+    what is left of the chunk gets a buffer of its own: what arrived of it is copied there (at
+    most a chunk), and the transport then reads the rest straight into it; it is handed out as
+    a memoryview of that buffer, which the caller may keep. Such buffers are kept for reuse
+    (``SPARE_BUFFERS`` of them): one is taken again only when nothing refers to it any more
+    (no frame, and no view or slice of one, is alive), so a reader that has done with a fetch
+    response before the next arrives reads every response into the same memory. A negative
+    size or one over ``max_frame_size`` raises :class:`FrameTooLarge` (close the
+    connection).
+
+        reader = BufferedFrameReader()
+        buf = reader.get_buffer()          # what the transport fills
+        frames = reader.buffer_updated(n)  # after it wrote n bytes there
+    """
+
+    SPARE_BUFFERS = 3
+
+    __slots__ = (
+        "max_frame_size", "_chunk", "_chunk_view", "_start", "_end", "_frame", "_filled", "_spare",
+    )
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024) -> None:
+        self.max_frame_size = max_frame_size
+        self._chunk = bytearray(chunk_size)
+        self._chunk_view = memoryview(self._chunk)
+        self._start = 0  # unparsed bytes of the chunk are [_start, _end)
+        self._end = 0
+        self._frame: memoryview | None = None  # a large frame being read into its own buffer
+        self._filled = 0
+        self._spare: list[bytearray] = []  # large frames' buffers, reused once unreferenced
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held waiting for the rest of a frame."""
+        return self._filled if self._frame is not None else self._end - self._start
+
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes from the socket go."""
+        frame = self._frame
+        if frame is not None:
+            return frame[self._filled :]
+        if self._end == len(self._chunk):  # a partial small frame at the chunk's end: move it
+            rest = self._end - self._start
+            self._chunk_view[:rest] = self._chunk_view[self._start : self._end]
+            self._start, self._end = 0, rest
+        return self._chunk_view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview | bytes]:
+        """``nbytes`` were written into the last buffer; returns the frames they complete."""
+        frames: list[memoryview | bytes] = []
+        frame = self._frame
+        if frame is not None:
+            self._filled += nbytes
+            if self._filled < len(frame):
+                return frames
+            frames.append(frame)
+            self._frame = None
+            return frames
+        chunk = self._chunk
+        pos = self._start
+        end = self._end + nbytes
+        while end - pos >= 4:
+            size = _SIZE.unpack_from(chunk, pos)[0]
+            if size < 0 or size > self.max_frame_size:
+                raise FrameTooLarge(size, self.max_frame_size)
+            if end - pos - 4 >= size:
+                frames.append(bytes(self._chunk_view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if pos + 4 + size > len(chunk):  # does not fit: read it into a buffer of its own
+                have = end - pos - 4
+                frame = self._buffer(size)
+                frame[:have] = self._chunk_view[pos + 4 : end]
+                self._frame, self._filled = frame, have
+                pos = end
+            break
+        if pos == end:
+            pos = end = 0
+        self._start, self._end = pos, end
+        return frames
+
+    def _buffer(self, size: int) -> memoryview:
+        """A view of ``size`` bytes of a spare buffer no one refers to, or of a new one."""
+        spare = self._spare
+        for i in range(len(spare)):
+            # 2: the list's reference and getrefcount's argument. Any frame, view or slice
+            # of this buffer still alive holds one more.
+            if len(spare[i]) >= size and sys.getrefcount(spare[i]) == 2:
+                return memoryview(spare[i])[:size]
+        buf = new_buffer(size + (size >> 3))  # room for a slightly larger next frame
+        if len(spare) >= self.SPARE_BUFFERS:
+            spare.pop(0)
+        spare.append(buf)
+        return memoryview(buf)[:size]

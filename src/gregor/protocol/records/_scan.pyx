@@ -13,7 +13,12 @@ Python arithmetic, as the reference computes them.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING,
+    PyByteArray_FromStringAndSize,
+    PyByteArray_GET_SIZE,
+    PyByteArray_Resize,
+)
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append
 from cpython.ref cimport Py_INCREF
@@ -28,6 +33,11 @@ from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
 from gregor.protocol.exceptions import ProtocolError
 
 IMPLEMENTATION = "cython"
+
+
+def new_buffer(Py_ssize_t size):
+    """See the reference: a bytearray of ``size`` bytes, not zeroed (the socket fills it)."""
+    return PyByteArray_FromStringAndSize(NULL, size)
 
 cdef extern from *:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* r) nogil

@@ -44,6 +44,12 @@ T = TypeVar("T", bound=tuple[Any, ...])
 IMPLEMENTATION = "python"
 
 
+def new_buffer(size: int) -> bytearray:
+    """A writable buffer of ``size`` bytes for the socket to fill (zeroed here; the compiled
+    module leaves it uninitialised, which no reader can tell once the socket filled it)."""
+    return bytearray(size)
+
+
 def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
     """Yield the fields of each of the ``count`` records that must fill ``data`` exactly.
 

@@ -63,6 +63,12 @@ def decode_records(
     return result
 
 
+def new_buffer(size: int) -> bytearray:
+    """A bytearray of ``size`` bytes to read a frame into (not zeroed when compiled)."""
+    buf: bytearray = _impl.new_buffer(size)
+    return buf
+
+
 def validate_records(data: Buffer, count: int) -> None:
     _impl.validate_records(data, count)
 
