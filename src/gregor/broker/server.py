@@ -1,6 +1,6 @@
 """The asyncio server: accept, read frames, answer in order, write responses.
 
-Theory of operation. Each connection feeds the bytes it receives into a ``FrameDecoder`` and
+Theory of operation. Each connection splits the bytes it receives into frames and
 one task at a time handles the whole frames strictly one after another (``Connection``), so
 responses leave in request order and a connection's requests never race each other (an
 idempotent producer pipelines up to five produce requests and relies on that). A frame larger
@@ -34,7 +34,7 @@ from gregor.broker.file_send import SendableRegion, TruncatedRegionError, socket
 from gregor.broker.listener_security import ListenerSecurity
 from gregor.broker.state import ConnectionInfo
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.framing import FrameDecoder
+from gregor.protocol.framing import BufferedFrameReader
 from gregor.security.principal import PrincipalMappingError, dn_from_peercert
 from gregor.security.scram import ScramCredential
 
@@ -74,12 +74,14 @@ class ServerHost(Protocol):
         ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection, and the per-connection state handlers may use (fetch sessions,
     SASL state, peer address).
 
-    Bytes arrive in ``data_received`` straight from the transport and go into the
-    ``FrameDecoder``; whole frames wait in a queue that one task at a time works through in
+    The transport reads straight into the buffers of a ``BufferedFrameReader``
+    (``get_buffer`` / ``buffer_updated``), so a large request (a produce of many batches) lands
+    in a buffer of its own with no chunk copied and gathered on the way; whole frames wait in
+    a queue that one task at a time works through in
     order (started when frames arrive and the connection is idle). When many frames are
     queued, reading pauses until the task has caught up.
 
@@ -113,7 +115,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.busy = False
         self.last_active = loop.time()
-        self._decoder = FrameDecoder(host.max_request_bytes)
+        # A small chunk and one spare frame buffer: a broker holds many connections.
+        self._reader = BufferedFrameReader(host.max_request_bytes, chunk_size=16 * 1024, spare_buffers=1)
         self._frames: deque[memoryview | bytes] = deque()
         #: When each queued frame's last bytes arrived (perf_counter), beside ``_frames``.
         self._arrivals: deque[float] = deque()
@@ -173,13 +176,16 @@ class Connection(asyncio.Protocol):
     def peer(self) -> str:
         return self.info.peer
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
-        self._net[0] += len(data)
+        self._net[0] += nbytes
         self.last_active = asyncio.get_running_loop().time()
         try:
-            frames = self._decoder.feed(data)
+            frames = self._reader.buffer_updated(nbytes)
         except ProtocolError as e:
             log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
             self._frames.clear()

@@ -27,7 +27,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.records.walk import new_buffer
 from gregor.protocol.messages import (
     API_KEYS,
     Message,
@@ -35,6 +34,7 @@ from gregor.protocol.messages import (
     response_header_version,
 )
 from gregor.protocol.primitives import read_tag_buffer, write_tag_buffer
+from gregor.protocol.records.walk import new_buffer
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -373,26 +373,30 @@ class BufferedFrameReader:
     chunk stays free for the next read). A frame whose size prefix says it does not fit in
     what is left of the chunk gets a buffer of its own: what arrived of it is copied there (at
     most a chunk), and the transport then reads the rest straight into it; it is handed out as
-    a memoryview of that buffer, which the caller may keep. Such buffers are kept for reuse
-    (``SPARE_BUFFERS`` of them): one is taken again only when nothing refers to it any more
-    (no frame, and no view or slice of one, is alive), so a reader that has done with a fetch
-    response before the next arrives reads every response into the same memory. A negative
-    size or one over ``max_frame_size`` raises :class:`FrameTooLarge` (close the
-    connection).
+    a memoryview of that buffer, which the caller may keep. Up to ``spare_buffers`` such
+    buffers (of at most ``SPARE_LIMIT`` bytes) are kept for reuse: one is taken again only
+    when nothing refers to it any more (no frame, and no view or slice of one, is alive), so a
+    reader that has done with a fetch response before the next arrives reads every response
+    into the same memory. A negative size or one over ``max_frame_size`` raises
+    :class:`FrameTooLarge` (close the connection).
 
         reader = BufferedFrameReader()
         buf = reader.get_buffer()          # what the transport fills
         frames = reader.buffer_updated(n)  # after it wrote n bytes there
     """
 
-    SPARE_BUFFERS = 3
+    SPARE_LIMIT = 16 * 1024 * 1024
 
     __slots__ = (
-        "max_frame_size", "_chunk", "_chunk_view", "_start", "_end", "_frame", "_filled", "_spare",
+        "max_frame_size", "spare_buffers", "_chunk", "_chunk_view", "_start", "_end", "_frame",
+        "_filled", "_spare",
     )
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024, spare_buffers: int = 3
+    ) -> None:
         self.max_frame_size = max_frame_size
+        self.spare_buffers = spare_buffers
         self._chunk = bytearray(chunk_size)
         self._chunk_view = memoryview(self._chunk)
         self._start = 0  # unparsed bytes of the chunk are [_start, _end)
@@ -460,7 +464,8 @@ class BufferedFrameReader:
             if len(spare[i]) >= size and sys.getrefcount(spare[i]) == 2:
                 return memoryview(spare[i])[:size]
         buf = new_buffer(size + (size >> 3))  # room for a slightly larger next frame
-        if len(spare) >= self.SPARE_BUFFERS:
-            spare.pop(0)
-        spare.append(buf)
+        if self.spare_buffers and len(buf) <= self.SPARE_LIMIT:
+            if len(spare) >= self.spare_buffers:
+                spare.pop(0)
+            spare.append(buf)
         return memoryview(buf)[:size]
