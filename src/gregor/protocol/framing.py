@@ -373,7 +373,7 @@ class BufferedFrameReader:
     chunk stays free for the next read). A frame whose size prefix says it does not fit in
     what is left of the chunk gets a buffer of its own: what arrived of it is copied there (at
     most a chunk), and the transport then reads the rest straight into it; it is handed out as
-    a memoryview of that buffer, which the caller may keep. Up to ``spare_buffers`` such
+    a memoryview of that buffer, which the caller may keep. Up to ``SPARE_BUFFERS`` such
     buffers (of at most ``SPARE_LIMIT`` bytes) are kept for reuse: one is taken again only
     when nothing refers to it any more (no frame, and no view or slice of one, is alive), so a
     reader that has done with a fetch response before the next arrives reads every response
@@ -385,18 +385,13 @@ class BufferedFrameReader:
         frames = reader.buffer_updated(n)  # after it wrote n bytes there
     """
 
+    SPARE_BUFFERS = 3
     SPARE_LIMIT = 16 * 1024 * 1024
 
-    __slots__ = (
-        "max_frame_size", "spare_buffers", "_chunk", "_chunk_view", "_start", "_end", "_frame",
-        "_filled", "_spare",
-    )
+    __slots__ = ("max_frame_size", "_chunk", "_chunk_view", "_start", "_end", "_frame", "_filled", "_spare")
 
-    def __init__(
-        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024, spare_buffers: int = 3
-    ) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024) -> None:
         self.max_frame_size = max_frame_size
-        self.spare_buffers = spare_buffers
         self._chunk = bytearray(chunk_size)
         self._chunk_view = memoryview(self._chunk)
         self._start = 0  # unparsed bytes of the chunk are [_start, _end)
@@ -464,8 +459,8 @@ class BufferedFrameReader:
             if len(spare[i]) >= size and sys.getrefcount(spare[i]) == 2:
                 return memoryview(spare[i])[:size]
         buf = new_buffer(size + (size >> 3))  # room for a slightly larger next frame
-        if self.spare_buffers and len(buf) <= self.SPARE_LIMIT:
-            if len(spare) >= self.spare_buffers:
+        if len(buf) <= self.SPARE_LIMIT:
+            if len(spare) >= self.SPARE_BUFFERS:
                 spare.pop(0)
             spare.append(buf)
         return memoryview(buf)[:size]
