@@ -257,3 +257,29 @@ def test_new_buffer_is_a_writable_bytearray_of_the_size(impl: str) -> None:
     assert type(buf) is bytearray and len(buf) == 100_000
     buf[-1] = 7
     assert buf[-1] == 7
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.one_of(st.integers(0, 50), st.integers(1000, 300_000)), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(1, 400_000), min_size=1, max_size=6),
+    kind=st.sampled_from([bytes, bytearray, memoryview]),
+)
+def test_frame_decoder_frames_whatever_the_chunks(sizes: list[int], cuts: list[int], kind: Any) -> None:
+    """Every frame comes out whole and in order however the stream is cut, whatever buffer
+    type the chunks are, and frames handed out stay as they were while more is fed."""
+    rnd = random.Random(sum(sizes) + len(cuts))
+    frames = [rnd.randbytes(n) for n in sizes]
+    stream = _stream(frames)
+    decoder = FrameDecoder()
+    out: list[Any] = []
+    pos = i = 0
+    while pos < len(stream):
+        n = cuts[i % len(cuts)]
+        i += 1
+        chunk = bytearray(stream[pos : pos + n])
+        out.extend(decoder.feed(chunk if kind is bytearray else kind(chunk)))
+        chunk[:] = bytes(len(chunk))  # the caller reuses its buffer: frames must not change
+        pos += n
+    assert [bytes(f) for f in out] == frames
+    assert decoder.buffered == 0

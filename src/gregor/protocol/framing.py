@@ -296,27 +296,38 @@ class FrameDecoder:
     """Splits a byte stream into frames (the bytes after each INT32 size prefix).
 
     ``feed(data)`` returns every frame completed by ``data``. Frames that arrive whole inside
-    one immutable ``bytes`` chunk are returned as memoryview slices of it (no copy); others are
-    gathered into a buffer of their own and returned as a memoryview of it (one copy). A negative size or one over ``max_frame_size`` raises :class:`FrameTooLarge`
-    (after which the stream cannot be resynchronised: close the connection).
+    one immutable ``bytes`` chunk are returned as memoryview slices of it (no copy). A frame
+    split across chunks gets a buffer of its declared size as soon as its size prefix is in
+    (as Kafka's ``NetworkReceive`` does), each piece is copied into place, and the frame is
+    returned as a (writable) memoryview of that buffer: one copy, and no regrowing of a buffer
+    as the pieces of a large request arrive. A negative size or one over ``max_frame_size``
+    raises :class:`FrameTooLarge` (after which the stream cannot be resynchronised: close the
+    connection).
     """
 
-    __slots__ = ("max_frame_size", "_buf", "_need")
+    __slots__ = ("max_frame_size", "_prefix", "_frame", "_have")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._need = -1  # size of the frame being collected, -1 while reading the prefix
+        self._prefix = bytearray()  # the size prefix of the next frame, while incomplete
+        self._frame: bytearray | None = None  # the frame being gathered, of its full size
+        self._have = 0  # bytes of it gathered
 
     @property
     def buffered(self) -> int:
         """Bytes held waiting for the rest of a frame."""
-        return len(self._buf)
+        return self._have if self._frame is not None else len(self._prefix)
 
     def _check(self, size: int) -> int:
         if size < 0 or size > self.max_frame_size:
             raise FrameTooLarge(size, self.max_frame_size)
         return size
+
+    def _start(self, size: int, piece: memoryview) -> None:
+        """Begin gathering a frame of ``size`` bytes whose first bytes are ``piece``."""
+        frame = new_buffer(self._check(size))
+        frame[: len(piece)] = piece
+        self._frame, self._have = frame, len(piece)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview | bytes]:
         frames: list[memoryview | bytes] = []
@@ -324,43 +335,43 @@ class FrameDecoder:
             return frames
         pos = 0
         end = len(data)
-        if self._buf or self._need >= 0:
-            # Finish the partial frame first, copying into the buffer.
-            buf = self._buf
-            if self._need < 0:
-                take = min(4 - len(buf), end)
-                buf += data[:take]
-                pos = take
-                if len(buf) < 4:
-                    return frames
-                self._need = self._check(_SIZE.unpack_from(buf, 0)[0])
-                del buf[:4]
-            take = min(self._need - len(buf), end - pos)
-            buf += memoryview(data)[pos : pos + take]
-            pos += take
-            if len(buf) < self._need:
+        mv = memoryview(data)
+        if self._prefix:
+            prefix = self._prefix
+            take = min(4 - len(prefix), end)
+            prefix += mv[:take]
+            pos = take
+            if len(prefix) < 4:
                 return frames
-            frames.append(memoryview(buf))
-            self._buf = bytearray()
-            self._need = -1
-        view = data if isinstance(data, bytes) else bytes(data[pos:])
-        if view is not data:
-            end = len(view)
+            size = _SIZE.unpack_from(prefix, 0)[0]
+            prefix.clear()
+            self._start(size, mv[pos:pos])
+        frame = self._frame
+        if frame is not None:
+            take = min(len(frame) - self._have, end - pos)
+            frame[self._have : self._have + take] = mv[pos : pos + take]
+            self._have += take
+            pos += take
+            if self._have < len(frame):
+                return frames
+            frames.append(memoryview(frame))
+            self._frame = None
+            self._have = 0
+        if type(data) is not bytes:  # frames must not be views of a buffer that may change
+            data = bytes(mv[pos:])
+            mv = memoryview(data)
+            end = len(data)
             pos = 0
-        mv = memoryview(view)
         while end - pos >= 4:
-            size = self._check(_SIZE.unpack_from(view, pos)[0])
+            size = self._check(_SIZE.unpack_from(data, pos)[0])
             if end - pos - 4 < size:
-                break
+                self._start(size, mv[pos + 4 : end])
+                return frames
             frames.append(mv[pos + 4 : pos + 4 + size])
             pos += 4 + size
         if pos < end:
-            self._buf += mv[pos:]
-            if len(self._buf) >= 4:
-                self._need = self._check(_SIZE.unpack_from(self._buf, 0)[0])
-                del self._buf[:4]
+            self._prefix += mv[pos:end]
         return frames
-
 
 
 class BufferedFrameReader:
