@@ -2,8 +2,9 @@
 # tuple.__new__ makes them, without its argument parsing: allocate, then fill every item.
 # Shared by the compiled accelerators (cimported; no module of its own).
 
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_SET_ITEM
 
 cdef extern from *:
     """
@@ -36,3 +37,11 @@ cdef inline bint fast_tuple(object record_type):
 cdef inline void set_item(object t, Py_ssize_t i, object v):
     Py_INCREF(v)
     PyTuple_SET_ITEM(t, i, v)
+
+
+cdef inline void replace_item(object t, Py_ssize_t i, object v):
+    """Set item ``i`` of a filled tuple no one else holds (the old item is released)."""
+    cdef PyObject* old = PyTuple_GET_ITEM(t, i)
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
+    Py_DECREF(<object>old)

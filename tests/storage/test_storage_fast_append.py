@@ -91,3 +91,25 @@ def test_compiled_crc_at_block_boundaries() -> None:
             assert _append.batch_crc(blob[:n]) == crc32c(blob[:n]), n
     assert _append.batch_crc(b"") == 0
     assert _append.batch_crc(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+def test_an_append_info_the_caller_keeps_does_not_change(tmp_path: Path) -> None:
+    """The compiled append refills its last LogAppendInfo only when no one else holds it: an
+    info the caller kept stays as it was, one it dropped may be reused."""
+    from gregor.protocol.records import build_batch
+    from gregor.storage import Log, LogConfig
+
+    now = 1_700_000_000_000
+    log = Log(str(tmp_path / "t-0"), LogConfig.from_props({}), clock=lambda: now, sync_metadata=False)
+    try:
+        kept = log.append(build_batch([(now, b"k", b"a"), (now, b"k", b"b")]))
+        snapshot = tuple(kept)
+        second = log.append(build_batch([(now + 1, b"k", b"c")]))
+        assert tuple(kept) == snapshot and snapshot[:2] == (0, 1)
+        assert tuple(second)[:2] == (2, 2) and second is not kept
+        del kept, second
+        infos = [tuple(log.append(build_batch([(now + 2 + i, None, b"x" * i)]))) for i in range(5)]
+        assert [info[:2] for info in infos] == [(3 + i, 3 + i) for i in range(5)]
+        assert [info[7] for info in infos] == sorted({info[7] for info in infos})  # sizes grew
+    finally:
+        log.close()

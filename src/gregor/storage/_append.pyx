@@ -12,9 +12,9 @@ another thread and back would cost. The CRC32C is computed in C with the CPU's i
 (``_crc32c.h``) where there is one, else by the ``crc32c`` package as in the reference.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from cpython.buffer cimport PyBUF_READ
+from cpython.object cimport PyObject
 from libc.errno cimport EINTR, errno
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, strerror
@@ -22,10 +22,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.uio cimport iovec, writev
 from posix.unistd cimport write
 
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF, Py_INCREF
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_SET_ITEM
-from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
+from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, replace_item, set_item
 from gregor.storage._index cimport IndexCore
 
 
@@ -158,24 +155,17 @@ cdef object _append_info(object offset, int64_t last, object log_start_offset, i
     return t
 
 
-cdef inline void _replace_item(object t, Py_ssize_t i, object v):
-    cdef PyObject* old = PyTuple_GET_ITEM(t, i)
-    Py_INCREF(v)
-    PyTuple_SET_ITEM(t, i, v)
-    Py_DECREF(<object>old)
-
-
 cdef void _refill_info(object t, object offset, int64_t last, object log_start_offset,
                        int64_t max_ts, int64_t count, object n):
     """Set the items of a LogAppendInfo (see _append_info) no one else holds."""
     cdef object last_obj = last
-    _replace_item(t, 0, offset)
-    _replace_item(t, 1, last_obj)
-    _replace_item(t, 3, log_start_offset)
-    _replace_item(t, 4, max_ts)
-    _replace_item(t, 5, last_obj)
-    _replace_item(t, 6, count)
-    _replace_item(t, 7, n)
+    replace_item(t, 0, offset)
+    replace_item(t, 1, last_obj)
+    replace_item(t, 3, log_start_offset)
+    replace_item(t, 4, max_ts)
+    replace_item(t, 5, last_obj)
+    replace_item(t, 6, count)
+    replace_item(t, 7, n)
 
 
 cdef int64_t _clamp(object v):
@@ -398,7 +388,8 @@ cdef class LogCore:
         if n_obj is None or <Py_ssize_t>n_obj != n:
             n_obj = self._size_obj = n
         self._end_obj = end_obj
-        if self._info is not None and info.ob_refcnt == 1:
+        # Only the tuple layout with no hash cache (_FAST_INFO) may be refilled.
+        if _FAST_INFO and self._info is not None and info.ob_refcnt == 1:
             _refill_info(self._info, offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
         else:
             self._info = _append_info(offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
