@@ -3,17 +3,17 @@
 the reference (see its docstring).
 
 Beyond the reference's slots (here C fields, declared in ``_index.pxd``; the last entry,
-``_last``, is two integers and a flag, seen from Python as the reference's tuple or None),
-this module has the
-two appends the log's compiled append calls every ``index.interval.bytes``: the offset index's
-``append`` and the time index's ``maybe_append``, statement for statement as in ``index.py``,
-writing the big-endian entry straight into the map. Anything else (no map yet, no room, the
-last entry not read yet, an entry out of order, a value beyond int32) is handed to those Python
-methods, which map, grow, read or raise exactly as before.
+``_last``, is two integers and a flag, seen from Python as the reference's tuple or None), this
+module has the two appends the log's compiled append calls every ``index.interval.bytes``: the
+offset index's ``append`` and the time index's ``maybe_append``, statement for statement as in
+``index.py``, writing the big-endian entry straight into the map. Anything else (no map yet,
+no room, the last entry not read yet, an entry out of order, a value beyond int32) is handed
+to those Python methods, which map, grow, read or raise exactly as before.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 
 IMPLEMENTATION = "cython"
 
@@ -31,13 +31,11 @@ cdef inline void _put_u32(uint8_t* p, uint32_t u) noexcept nogil:
 cdef int _store(object mm, Py_ssize_t position, const uint8_t* entry, Py_ssize_t size) except -1:
     """Copy ``size`` bytes into the map at ``position``: 1, or 0 when the map is too short."""
     cdef Py_buffer view
-    cdef Py_ssize_t i
     PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE)
     try:
         if view.len < position + size:
             return 0
-        for i in range(size):
-            (<uint8_t*>view.buf)[position + i] = entry[i]
+        memcpy(<uint8_t*>view.buf + position, entry, size)
         return 1
     finally:
         PyBuffer_Release(&view)
