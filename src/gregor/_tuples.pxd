@@ -3,7 +3,7 @@
 # Shared by the compiled accelerators (cimported; no module of its own).
 
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_SET_ITEM
 
 cdef extern from *:
@@ -40,8 +40,9 @@ cdef inline void set_item(object t, Py_ssize_t i, object v):
 
 
 cdef inline void replace_item(object t, Py_ssize_t i, object v):
-    """Set item ``i`` of a filled tuple no one else holds (the old item is released)."""
+    """Set item ``i`` of a tuple no one else holds: a new one's unset item, or a filled one's
+    (whose old item is released)."""
     cdef PyObject* old = PyTuple_GET_ITEM(t, i)
     Py_INCREF(v)
     PyTuple_SET_ITEM(t, i, v)
-    Py_DECREF(<object>old)
+    Py_XDECREF(old)

@@ -143,21 +143,16 @@ cdef object _append_info(object offset, int64_t last, object log_start_offset, i
             LogAppendInfo, (offset, last_obj, -1, log_start_offset, max_ts, last_obj, count, n, False)
         )
     cdef object t = gregor_alloc_tuple(LogAppendInfo, 9)
-    set_item(t, 0, offset)
-    set_item(t, 1, last_obj)
     set_item(t, 2, -1)
-    set_item(t, 3, log_start_offset)
-    set_item(t, 4, max_ts)
-    set_item(t, 5, last_obj)
-    set_item(t, 6, count)
-    set_item(t, 7, n)
     set_item(t, 8, False)
+    _fill_info(t, offset, last, log_start_offset, max_ts, count, n)
     return t
 
 
-cdef void _refill_info(object t, object offset, int64_t last, object log_start_offset,
-                       int64_t max_ts, int64_t count, object n):
-    """Set the items of a LogAppendInfo (see _append_info) no one else holds."""
+cdef void _fill_info(object t, object offset, int64_t last, object log_start_offset,
+                     int64_t max_ts, int64_t count, object n):
+    """Set the items of a LogAppendInfo that vary (see _append_info) in a tuple no one else
+    holds: a new one, or the last one refilled."""
     cdef object last_obj = last
     replace_item(t, 0, offset)
     replace_item(t, 1, last_obj)
@@ -390,7 +385,7 @@ cdef class LogCore:
         self._end_obj = end_obj
         # Only the tuple layout with no hash cache (_FAST_INFO) may be refilled.
         if _FAST_INFO and self._info is not None and info.ob_refcnt == 1:
-            _refill_info(self._info, offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
+            _fill_info(self._info, offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
         else:
             self._info = _append_info(offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
         return self._info
