@@ -138,3 +138,35 @@ def test_batches_with_offset_gaps() -> None:
     rb = ab.build(103)
     assert rb.column("offset").to_pylist() == [103, 104, 109]
     assert rb.column("value").to_pylist() == [b"v3", b"v4", b"v9"]
+
+
+def test_topic_and_partition_columns_are_shared_slices() -> None:
+    a = ArrowBatchBuilder("t", 3)
+    a.add_record_set(_batch(0, 10))
+    b = ArrowBatchBuilder("t", 3)
+    b.add_record_set(_batch(0, 200))
+    small, big = a.build(), b.build()
+    assert small.column("topic").to_pylist() == ["t"] * 10
+    assert small.column("partition").to_pylist() == [3] * 10
+    assert big.column("topic").to_pylist() == ["t"] * 200  # the kept array grew
+    assert big.column("partition").to_pylist() == [3] * 200
+    assert small.column("topic").to_pylist() == ["t"] * 10  # an earlier batch keeps its own
+    other = ArrowBatchBuilder("u", 4)
+    other.add_record_set(_batch(0, 5))
+    assert other.build().column("topic").to_pylist() == ["u"] * 5
+
+
+def test_reserved_room_comes_from_the_batch_headers() -> None:
+    from gregor.protocol.records.scan import _record_set_room
+
+    plain = _batch(0, 40)
+    squeezed = _batch(40, 30, codec=4)
+    assert _record_set_room(plain + squeezed) == (70, len(plain) - 12)  # no bytes for zstd
+    assert _record_set_room(plain + squeezed[:-1]) == (40, len(plain) - 12)  # a partial tail
+    assert _record_set_room(b"") == (0, 0)
+    forged = bytearray(plain)
+    forged[57:61] = (2**31 - 1).to_bytes(4, "big")  # a count the bytes cannot hold
+    records, size = _record_set_room(bytes(forged))
+    assert records == (len(plain) - 61) // 7 and size == len(plain) - 12
+    with pytest.raises(ProtocolError):  # the walk itself still rejects the count
+        ArrowBatchBuilder("t", 0, verify_crc=False).add_record_set(bytes(forged))

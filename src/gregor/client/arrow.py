@@ -117,8 +117,8 @@ class ArrowBatchBuilder:
         columns = [
             keys,
             values,
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            _constant(self.topic, pa.string(), n),
+            _constant(self.partition, pa.int32(), n),
             offsets,
             ts,
             ts_types,
@@ -148,12 +148,33 @@ class ArrowBatchBuilder:
         )
 
 
+_CONSTANTS: dict[tuple[pa.DataType, Any], pa.Array] = {}
+_CONSTANTS_KEPT = 64
+
+
+def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+    """``n`` times ``value``: a slice of an array kept per (type, value), so a batch's topic and
+    partition columns are not built anew for every batch. Arrays are immutable, so batches may
+    share them; a few dozen are kept (a task reads one partition), any more start afresh."""
+    key = (type_, value)
+    kept = _CONSTANTS.get(key)
+    if kept is None or len(kept) < n:
+        if len(_CONSTANTS) >= _CONSTANTS_KEPT:
+            _CONSTANTS.clear()
+        kept = pa.repeat(pa.scalar(value, type_), max(n, 2 * len(kept) if kept is not None else n))
+        _CONSTANTS[key] = kept
+    return kept.slice(0, n)
+
+
+_ZERO_U8 = pa.scalar(0, pa.uint8())
+
+
 def _validity(flags: array[int] | None) -> tuple[pa.Buffer | None, int]:
     """Arrow's validity bitmap from one byte per entry (0 = null), and the null count (both
     computed by Arrow, not by a Python loop over the flags)."""
     if flags is None or not len(flags):
         return None, 0
-    as_bool = pc.not_equal(pa.Array.from_buffers(pa.uint8(), len(flags), [None, pa.py_buffer(flags)]), 0)
+    as_bool = pc.not_equal(pa.Array.from_buffers(pa.uint8(), len(flags), [None, pa.py_buffer(flags)]), _ZERO_U8)
     nulls = as_bool.false_count
     if not nulls:
         return None, 0

@@ -90,6 +90,11 @@ def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int
             c = ArrowColumns()
             mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)
             mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)  # appends
+            # into reserved room (the compiled walk writes in place), then past it (it grows)
+            mod.reserve_columns(c, len(data) // 7, len(data))
+            mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)
+            mod.reserve_columns(c, 1, 0)
+            mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)
             return _columns_bytes(c)
 
         kind, value = _outcome(arrow)
@@ -223,6 +228,46 @@ def test_consumer_records_match_decode_records_and_start() -> None:
             for i in range(3, 6)
         ]
         assert all(type(r) is ConsumerRecord for r in out)
+
+
+def _filled_columns(mod: Any) -> ArrowColumns:
+    c = ArrowColumns()
+    data = _records_bytes([(i, i, b"k" if i % 2 else None, b"v" * i, [("h", b"x")] if i == 3 else []) for i in range(5)])
+    mod.arrow_records(data, 5, 10, 20, None, c, True)
+    return c
+
+
+@needs_compiled
+def test_reserve_columns_changes_no_column() -> None:
+    for mod in (_scan_py, _compiled):
+        c = _filled_columns(mod)
+        before = _columns_bytes(c)
+        mod.reserve_columns(c, 1000, 1 << 20)
+        mod.reserve_columns(c, 0, 0)
+        assert _columns_bytes(c) == before
+        for bad in ((-1, 0), (0, -1)):
+            with pytest.raises(ValueError, match="cannot be negative"):
+                mod.reserve_columns(c, *bad)
+        assert _columns_bytes(c) == before
+
+
+@needs_compiled
+def test_a_column_lent_out_is_not_resized() -> None:
+    """A column whose buffer is exported (a memoryview, an Arrow buffer) is neither moved nor
+    resized under it: both walks raise BufferError, as ``array`` does."""
+    data = _records_bytes([(0, 0, None, b"abc", [])])
+    for mod in (_scan_py, _compiled):
+        c = _filled_columns(mod)
+        view = memoryview(c.value_data)
+        held = bytes(view)
+        with pytest.raises(BufferError):
+            mod.arrow_records(data, 1, 0, 0, None, c, False)
+        assert bytes(view) == held and len(c.value_data) == len(held)
+        view.release()
+    c = _filled_columns(_compiled)
+    with memoryview(c.offsets):
+        with pytest.raises(BufferError):  # room for more records would move the offsets
+            _compiled.reserve_columns(c, 1 << 16, 0)  # type: ignore[union-attr]
 
 
 # --- which implementation loads ---

@@ -58,8 +58,8 @@ cdef inline int _truncated() except -1:
     raise ProtocolError("record data truncated")
 
 
-cdef inline int read_uvarint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
-                             uint64_t* out) except -1:
+cdef int read_uvarint_long(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                           uint64_t* out) except -1:
     """``varint.read_uvarint``: running off ``end`` is truncation."""
     cdef Py_ssize_t i = pos[0]
     cdef uint64_t u = 0
@@ -86,8 +86,35 @@ cdef inline int read_uvarint(const unsigned char* p, Py_ssize_t end, Py_ssize_t*
     return 0
 
 
+cdef inline int read_uvarint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                             uint64_t* out) except -1:
+    """A varint of one or two bytes inline (every length field of a record under 8 KiB), any
+    other through ``read_uvarint_long``."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint64_t b
+    if i + 2 <= end:
+        b = p[i]
+        if b < 0x80:
+            out[0] = b
+            pos[0] = i + 1
+            return 0
+        if p[i + 1] < 0x80:
+            out[0] = (b & 0x7F) | (<uint64_t>p[i + 1] << 7)
+            pos[0] = i + 2
+            return 0
+    return read_uvarint_long(p, end, pos, out)
+
+
 cdef inline int64_t unzigzag(uint64_t u) noexcept:
     return <int64_t>(u >> 1) ^ -<int64_t>(u & 1)
+
+
+cdef int _bad_record(str message) except -1:
+    raise ProtocolError(message)
+
+
+cdef int _negative_length(str what) except -1:
+    raise ProtocolError(f"negative record {what} length")
 
 
 cdef inline int read_blob(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
@@ -96,7 +123,7 @@ cdef inline int read_blob(const unsigned char* p, Py_ssize_t end, Py_ssize_t* po
     read_uvarint(p, end, pos, &n)
     if n & 1:
         if n != 1:
-            raise ProtocolError(f"negative record {what} length")
+            _negative_length(what)
         start[0] = pos[0]
         length[0] = -1
         return 0
@@ -146,8 +173,8 @@ cdef int parse_headers(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
     return 0
 
 
-cdef int parse_record(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, Fields* f,
-                      list headers) except -1:
+cdef inline int parse_record(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, Fields* f,
+                             list headers) except -1:
     """One record at ``pos`` into ``f``; ``pos`` moves past it. The reference's ``walk``."""
     cdef uint64_t n
     cdef int64_t length
@@ -155,7 +182,7 @@ cdef int parse_record(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, F
     read_uvarint(p, end, pos, &n)
     length = unzigzag(n)
     if length > end - pos[0] or length < 6:
-        raise ProtocolError("record length is inconsistent with the batch")
+        _bad_record("record length is inconsistent with the batch")
     rec_end = pos[0] + <Py_ssize_t>length
     pos[0] += 1  # attributes
     read_uvarint(p, end, pos, &n)
@@ -173,7 +200,7 @@ cdef int parse_record(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, F
     else:
         parse_headers(p, end, pos, rec_end, &f.header_count, headers)
     if pos[0] != rec_end:
-        raise ProtocolError("record fields do not add up to its length")
+        _bad_record("record fields do not add up to its length")
     return 0
 
 
@@ -324,12 +351,76 @@ cdef struct BinCol:
     Py_ssize_t size     # data bytes written
 
 
+cdef extern from *:
+    # the fields of CPython's array object that room-making needs (Cython's own utility
+    # code defines the struct; its array.pxd declares neither the allocation nor the exports)
+    ctypedef struct ArrayDescr "struct arraydescr":
+        int itemsize
+    ctypedef struct ArrayObject "arrayobject":
+        Py_ssize_t ob_size
+        char* ob_item "data.ob_item"
+        Py_ssize_t allocated
+        ArrayDescr* ob_descr
+        int ob_exports
+    void* PyMem_Realloc(void* p, size_t n)
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+
+cdef int array_capacity(array.array arr, Py_ssize_t n) except -1:
+    """Room for ``n`` items in ``arr``, its length left alone: the allocation grows to ``n`` at
+    least, by half again at least (appending batch after batch stays amortized O(1)), and
+    never shrinks. An array whose buffer is exported cannot move."""
+    cdef ArrayObject* a = <ArrayObject*><void*>arr
+    cdef size_t itemsize = <size_t>a.ob_descr.itemsize
+    cdef Py_ssize_t cap
+    cdef char* items
+    if n <= a.allocated:
+        return 0
+    if a.ob_exports > 0:
+        raise BufferError("cannot resize an array that is exporting buffers")
+    cap = max(n, a.allocated + a.allocated // 2)
+    if <size_t>cap > <size_t>PY_SSIZE_T_MAX // itemsize:
+        raise MemoryError()
+    items = <char*>PyMem_Realloc(a.ob_item, <size_t>cap * itemsize)
+    if items == NULL:
+        raise MemoryError()
+    a.ob_item = items
+    a.allocated = cap
+    return 0
+
+
+cdef inline int array_set_len(array.array arr, Py_ssize_t n) except -1:
+    """``arr``'s length becomes ``n``, with room made first when it grows (never given back).
+    Like ``array`` itself, an array whose buffer is exported keeps its length."""
+    cdef ArrayObject* a = <ArrayObject*><void*>arr
+    if n != a.ob_size and a.ob_exports > 0:
+        raise BufferError("cannot resize an array that is exporting buffers")
+    array_capacity(arr, n)
+    a.ob_size = n
+    return 0
+
+
+def reserve_columns(object columns, Py_ssize_t records, Py_ssize_t value_bytes):
+    """Make room in ``columns`` for ``records`` more records with ``value_bytes`` more value
+    bytes (a record set's count and size, read from its batch headers), so the walk over the
+    set's batches writes into place instead of regrowing (and copying) the columns batch by
+    batch. Only a hint: the walk makes any further room it needs; lengths do not change."""
+    cdef array.array a
+    if records < 0 or value_bytes < 0:
+        raise ValueError("a reservation cannot be negative")
+    for a in (columns.offsets, columns.timestamps, columns.timestamp_types, columns.key_offsets,
+              columns.key_valid, columns.value_offsets, columns.value_valid):
+        array_capacity(a, len(a) + records)
+    a = columns.value_data
+    array_capacity(a, len(a) + value_bytes)
+
+
 cdef class _Column:
     """A binary column of ``ArrowColumns`` opened for direct writing.
 
-    ``reserve`` grows the arrays with ``resize_smart`` (half again as much room as asked), and
-    ``finish`` sets their length to what was written, which keeps the room for the next batch:
-    appending batch after batch costs amortized O(1) per byte."""
+    ``reserve`` makes room (``array_capacity``) and sets the arrays' lengths to it, and
+    ``finish`` sets them to what was written without giving the room back, which keeps it for
+    the next batch: appending batch after batch costs amortized O(1) per byte."""
     cdef array.array offsets
     cdef array.array data
     cdef array.array valid
@@ -349,18 +440,18 @@ cdef class _Column:
         self.c.valid = self.valid.data.as_chars if self.valid is not None else NULL
 
     cdef int reserve(self, Py_ssize_t entries, Py_ssize_t size) except -1:
-        array.resize_smart(self.offsets, self.c.n + entries + 1)
+        array_set_len(self.offsets, self.c.n + entries + 1)
         if self.valid is not None:
-            array.resize_smart(self.valid, self.c.n + entries)
-        array.resize_smart(self.data, self.c.size + size)
+            array_set_len(self.valid, self.c.n + entries)
+        array_set_len(self.data, self.c.size + size)
         self._pointers()
         return 0
 
     cdef int finish(self) except -1:
-        array.resize_smart(self.offsets, self.c.n + 1)
+        array_set_len(self.offsets, self.c.n + 1)
         if self.valid is not None:
-            array.resize_smart(self.valid, self.c.n)
-        array.resize_smart(self.data, self.c.size)
+            array_set_len(self.valid, self.c.n)
+        array_set_len(self.data, self.c.size)
         self._pointers()
         return 0
 
@@ -411,9 +502,9 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
     ts_fits = not log_append or -(1 << 63) <= log_append_time < (1 << 63)
     if log_append and ts_fits:
         ts_fixed = log_append_time
-    array.resize_smart(offsets, n0 + nmax)
-    array.resize_smart(timestamps, n0 + nmax)
-    array.resize_smart(ts_types, n0 + nmax)
+    array_set_len(offsets, n0 + nmax)
+    array_set_len(timestamps, n0 + nmax)
+    array_set_len(ts_types, n0 + nmax)
     off_p = <int64_t*>offsets.data.as_longlongs + n0
     ts_p = <int64_t*>timestamps.data.as_longlongs + n0
     tt_p = <int32_t*>ts_types.data.as_ints + n0
@@ -468,9 +559,9 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
         if pos != v.end:
             raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
     finally:
-        array.resize_smart(offsets, n0 + done)
-        array.resize_smart(timestamps, n0 + done)
-        array.resize_smart(ts_types, n0 + done)
+        array_set_len(offsets, n0 + done)
+        array_set_len(timestamps, n0 + done)
+        array_set_len(ts_types, n0 + done)
         keys.finish()
         values.finish()
         if include_headers:

@@ -244,6 +244,14 @@ def arrow_records(
         add(base_offset + od, ts, ts_type, key, value, headers, include_headers)
 
 
+def reserve_columns(columns: ArrowColumns, records: int, value_bytes: int) -> None:
+    """Room for a record set in ``columns`` (its record count and value bytes): a hint that
+    lets the compiled walk write in place. ``array`` has no capacity to set from Python, so
+    here it only checks its arguments; the columns do not change."""
+    if records < 0 or value_bytes < 0:
+        raise ValueError("a reservation cannot be negative")
+
+
 def validate_records(data: Buffer, count: int) -> None:
     """Check the records as :func:`walk` does, producing nothing."""
     for _ in walk(data, count):

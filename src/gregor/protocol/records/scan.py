@@ -217,8 +217,31 @@ def next_fetch_offset(data: Buffer) -> int | None:
     return nxt
 
 
+def _record_set_room(data: Buffer) -> tuple[int, int]:
+    """The records counted by a record set's whole v2 batch headers, and the record bytes of
+    its uncompressed ones (an upper bound of their values): what the Arrow sink reserves. A
+    hint only, read from headers alone; a legacy entry or a bad header ends the count."""
+    mv = memoryview(data)
+    end = len(mv)
+    pos = 0
+    records = size = 0
+    while pos + HEADER_SIZE <= end:
+        length = _I32.unpack_from(mv, pos + 8)[0]
+        entry_end = pos + LOG_OVERHEAD + length
+        if length < HEADER_SIZE - LOG_OVERHEAD or entry_end > end or mv[pos + 16] != 2:
+            break
+        attributes, count = _ATTRS_COUNT.unpack_from(mv, pos + 21)
+        # a count beyond what the bytes can hold (a record takes 7 at least) is not believed
+        records += min(max(count, 0), (length + LOG_OVERHEAD - HEADER_SIZE) // 7)
+        if not attributes & COMPRESSION_MASK:
+            size += length
+        pos = entry_end
+    return records, size
+
+
 _I32 = struct.Struct(">i")
 _OFFSET_SIZE = struct.Struct(">qi")
+_ATTRS_COUNT = struct.Struct(">h34xi")  # attributes at 21, records count at 57
 
 
 # --- sinks over a whole record set ---
@@ -283,6 +306,9 @@ def arrow_columns_from(
     """Append every kept record of a record set to ``columns``; return the offset after the
     last whole entry (-1 when there is none)."""
     next_offset = -1
+    records, value_bytes = _record_set_room(data)
+    if records:
+        walk.reserve_columns(columns, records, value_bytes)
     records_of = walk.current().arrow_records
     for fb in iter_fetched_batches(data, abort_filter=abort_filter, verify_crc=verify_crc):
         h = fb.header

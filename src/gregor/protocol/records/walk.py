@@ -73,6 +73,11 @@ def validate_records(data: Buffer, count: int) -> None:
     _impl.validate_records(data, count)
 
 
+def reserve_columns(columns: Any, records: int, value_bytes: int) -> None:
+    """Room in ``ArrowColumns`` for a record set's records and value bytes (a hint)."""
+    _impl.reserve_columns(columns, records, value_bytes)
+
+
 def record_appender() -> _scan_py.RecordAppender:
     """A new ``RecordAppender`` of the walk in use (the records of one batch being built; the
     compiled one has the reference's interface)."""
