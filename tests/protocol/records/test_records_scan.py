@@ -142,6 +142,35 @@ def test_damaged_records_agree(records: list[Any], where: int, byte: int, mode: 
     _agree(bytes(data), count)
 
 
+# the compiled walk's inline path: records without headers whose varints take 1 to 3 bytes
+SHORT = st.integers(-(2**20), 2**20 - 1)
+COMMON_RECORD = st.tuples(
+    SHORT, SHORT, st.one_of(st.none(), st.binary(max_size=70)), st.one_of(st.none(), st.binary(max_size=300)),
+    st.just([]),
+)
+
+
+@needs_compiled
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(records=st.lists(COMMON_RECORD, min_size=1, max_size=4), where=st.integers(0, 2000), byte=st.integers(0, 255),
+       mode=st.sampled_from(["none", "set", "cut", "insert", "count+1", "count-1"]))
+def test_damaged_common_records_agree(records: list[Any], where: int, byte: int, mode: str) -> None:
+    data = bytearray(_records_bytes(records))
+    count = len(records)
+    at = where % len(data)
+    if mode == "set":
+        data[at] = byte
+    elif mode == "cut":
+        del data[at:]
+    elif mode == "insert":
+        data.insert(at, byte)
+    elif mode == "count+1":
+        count += 1
+    elif mode == "count-1":
+        count -= 1
+    _agree(bytes(data), count)
+
+
 @needs_compiled
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(data=st.binary(max_size=64), count=st.integers(-1, 6))
@@ -160,6 +189,11 @@ def test_arbitrary_bytes_agree(data: bytes, count: int) -> None:
         b"\x10\x00\x00\x00\x01\x01\x02\x02\xc3\x28\x01",  # header key not UTF-8
         b"\x0c\x00\x00\x00\x01\x01\x0f",  # header count beyond the record
         b"\x0c\x00\x00\x00\x01\x01\x00\x00",  # left over
+        b"\x0e\x00\x00\x00\x01\x04ab\x00",  # a value that runs past the record, not the data
+        b"\x0c\x00\x00\x00\x01\x02a\x00",  # the header count where the record should end
+        b"\x0c\x00\x00\x00\x01\x01\x02",  # a header count where no header follows
+        b"\x80\x80\x80\x01\x00\x00\x00\x01\x01\x00",  # a 4-byte length past the data
+        b"\x0d\x00\x00\x00\x01\x01\x00",  # a negative record length
     ],
 )
 @needs_compiled
@@ -167,6 +201,14 @@ def test_known_corruptions_agree(data: bytes) -> None:
     _agree(data, 1)
     with pytest.raises(ProtocolError):
         _scan_py.validate_records(data, 1)
+
+
+@needs_compiled
+def test_varints_written_longer_than_needed_agree() -> None:
+    """Kafka's varints may carry padding continuation bytes: both walks read them alike."""
+    padded = b"\x94\x80\x00" + b"\x00" + b"\x82\x00" + b"\x84\x80\x00" + b"\x01" + b"\x02a" + b"\x00"
+    _agree(padded, 1)
+    assert _scan_py.decode_records(padded, 1, 0, 0, None, Record) == [Record(2, 1, None, b"a", [])]
 
 
 @needs_compiled
