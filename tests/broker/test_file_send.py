@@ -164,3 +164,127 @@ def test_coalesce_keeps_a_region_apart_whatever_its_size(tmp_path: Path) -> None
     out = coalesce([b"a", b"b", small, b"c", big, b"x" * LARGE_PART])
     assert out[0] == b"ab" and out[1] is small and out[2] == b"c" and out[3] is big
     assert len(out) == 5
+
+
+async def _serve(host: _Host) -> tuple[asyncio.base_events.Server, int, list[Connection]]:
+    conns: list[Connection] = []
+
+    def factory() -> Connection:
+        conns.append(Connection(host, "PLAINTEXT", "PLAINTEXT"))
+        return conns[-1]
+
+    server = await asyncio.get_running_loop().create_server(factory, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], conns
+
+
+async def _read(reader: asyncio.StreamReader, expect: int) -> bytes:
+    got = bytearray()
+    while len(got) < expect:
+        chunk = await reader.read(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+def test_what_the_socket_did_not_take_goes_on_by_sendfile_and_later_output_waits(tmp_path: Path) -> None:
+    """A region larger than the socket takes at once stays one: sendfile goes on as the client
+    reads, and both the bytes sent after it and the next request's answer (a second region)
+    come after it, in order; the next request is not handled before the region is out."""
+    fd, data = _file(tmp_path, 12 << 20)
+    pending: list[bool] = []
+    handled: list[int] = []
+    regions: list[SendableRegion] = []
+
+    def reply(conn: Connection) -> None:
+        handled.append(conn._region is None and not conn._held)  # nothing of the last waits
+        region = SendableRegion(fd, 0, len(data))
+        regions.append(region)
+        conn.send(b"head%d" % len(handled))
+        conn.send(region)
+        pending.append(conn._region is region)  # the socket took part of it
+        conn.send(b"tail%d" % len(handled))
+
+    async def run() -> bytes:
+        host = _Host(reply)
+        server, port, conns = await _serve(host)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"\x00\x00\x00\x01x" * 2)  # two requests, pipelined
+            got = await _read(reader, 10 + 2 * len(data))
+            writer.close()
+            assert conns[0]._watch_fd is not None and conns[0]._region is None
+            return got
+        finally:
+            server.close()
+
+    got = asyncio.run(run())
+    os.close(fd)
+    assert pending[0]  # the case under test (the second may find room for all of its region)
+    assert handled == [True, True]  # the second request was handled after the first region
+    assert got == b"head1" + data + b"tail1" + b"head2" + data + b"tail2"
+    assert [r.fd for r in regions] == [-1, -1]  # closed once sent
+
+
+def test_a_region_cut_short_while_it_waits_closes_the_connection(tmp_path: Path) -> None:
+    fd, data = _file(tmp_path, 12 << 20)
+    os.close(fd)
+    path = tmp_path / "00000000000000000000.log"
+    waiting: list[bool] = []
+
+    def reply(conn: Connection) -> None:
+        fd2 = os.open(path, os.O_RDONLY)
+        region = SendableRegion(fd2, 0, len(data))
+        os.close(fd2)
+        conn.send(region)
+        waiting.append(conn._region is region)
+        os.truncate(path, len(data) // 2)  # the segment is cut under the waiting region
+
+    got = asyncio.run(_exchange(reply, len(data)))
+    assert waiting == [True]
+    assert len(got) < len(data)  # closed: the client sees no whole frame
+    assert got == data[: len(got)]  # and nothing that was not in the file
+
+
+def test_a_client_gone_while_a_region_waits_leaves_no_descriptor(tmp_path: Path) -> None:
+    fd, data = _file(tmp_path, 12 << 20)
+    regions: list[SendableRegion] = []
+
+    def reply(conn: Connection) -> None:
+        regions.append(SendableRegion(fd, 0, len(data)))
+        conn.send(regions[-1])
+        conn.send(b"behind")
+
+    async def run() -> Connection:
+        server, port, conns = await _serve(_Host(reply))
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"\x00\x00\x00\x01x")
+            await reader.readexactly(1000)
+            assert conns[0]._region is regions[0]
+            writer.transport.abort()  # gone, with most of the answer unread
+            while not conns[0].closed:
+                await asyncio.sleep(0)  # yield to the server's side until it sees the close
+            return conns[0]
+        finally:
+            server.close()
+
+    conn = asyncio.run(run())
+    os.close(fd)
+    assert conn._region is None and not conn._held and conn._watch_fd is None
+    assert regions[0].fd == -1
+
+
+def test_a_closing_connection_writes_out_what_waits_behind_a_region(tmp_path: Path) -> None:
+    """A connection closed after a request (the broker stopping) first hands the rest of a
+    waiting region, and what is behind it, to the transport, which writes it before closing."""
+    fd, data = _file(tmp_path, 12 << 20)
+
+    def reply(conn: Connection) -> None:
+        conn.send(SendableRegion(fd, 0, len(data)))
+        conn.send(b"last")
+        conn.host.stopping = True  # type: ignore[attr-defined]
+
+    got = asyncio.run(_exchange(reply, len(data) + 4 + 1))
+    os.close(fd)
+    assert got == data + b"last"

@@ -7,9 +7,10 @@ which travels through the response's encoding as one part (``encode_parts`` only
 ``len``) to the connection. The connection writes what it gathered before the region, then,
 when the transport holds nothing unsent, hands the region to the kernel with ``sendfile``,
 which copies from the page cache to the socket without passing through Python. What the
-socket does not take at once (its buffer is full), and any region that meets a transport with
-bytes still queued or a TLS connection, is read with ``pread`` and written the ordinary way, so
-the bytes always leave in order.
+socket does not take at once (its buffer is full) is sent on from where it stopped when the
+socket takes more (the connection waits for that, see ``server.Connection``); a region that
+meets a transport with bytes still queued, or a TLS connection, is read with ``pread`` and
+written the ordinary way, so the bytes always leave in order.
 
 A region owns a duplicate of the segment's file descriptor: retention may close and unlink the
 segment while the response waits (a throttled old client), and the duplicate keeps the file's
@@ -54,9 +55,10 @@ class SendableRegion:
         """The first ``length`` bytes, as a region of its own."""
         return SendableRegion(self.fd, self.position, length)
 
-    def send_to(self, sock_fd: int) -> int:
-        """Send as much as the (non-blocking) socket takes now; returns how many bytes."""
-        sent = 0
+    def send_to(self, sock_fd: int, offset: int = 0) -> int:
+        """Send the region from ``offset`` on, as much as the (non-blocking) socket takes now;
+        returns how many bytes."""
+        sent = offset
         while sent < self.length:
             try:
                 n = os.sendfile(sock_fd, self.fd, self.position + sent, self.length - sent)
@@ -65,7 +67,7 @@ class SendableRegion:
             if n == 0:
                 raise TruncatedRegionError(f"{self!r}: the file ends {sent} bytes in")
             sent += n
-        return sent
+        return sent - offset
 
     def read_from(self, offset: int = 0) -> bytes:
         """The region's bytes from ``offset`` on (one pread)."""

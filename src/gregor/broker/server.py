@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -92,6 +93,12 @@ class Connection(asyncio.Protocol):
     responses go out when the connection's task yields, whether because it has handled every
     queued frame or because a handler waits (long poll); big ones (fetches) go at once. When
     the transport's write buffer is full the task waits for it to drain before handling more.
+
+    Fetched records go out of their segment file with ``sendfile`` (``file_send``) when the
+    transport holds nothing unsent. What the socket does not take at once stays a region: a
+    duplicate of the socket's descriptor is watched for writability and ``sendfile`` goes on
+    from where it stopped, while every later response waits behind the region in ``_held``
+    and the task, as for a full write buffer, handles no more requests until it is out.
     """
 
     def __init__(
@@ -104,7 +111,7 @@ class Connection(asyncio.Protocol):
         token_lookup: TokenLookup | None = None,
     ) -> None:
         self.host = host
-        loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self.info = ConnectionInfo("?", listener, security_protocol, loop.create_future())
         self._net = host.network_totals(listener)  # shared with the listener's other connections
         self.security = security
@@ -129,6 +136,12 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes | bytearray | memoryview] = []
         #: The socket, for fetched records sent with sendfile (plain TCP only).
         self._sock_fd: int | None = None
+        #: A region the socket took only part of (``_region_sent`` bytes), and the output
+        #: behind it; ``_watch_fd`` is the socket's duplicate watched while it waits.
+        self._region: SendableRegion | None = None
+        self._region_sent = 0
+        self._held: deque[bytes | bytearray | memoryview | SendableRegion] = deque()
+        self._watch_fd: int | None = None
         self._out_bytes = 0
         self._flush_scheduled = False
         self._close_after_current = False  # bad bytes arrived while a request was in hand
@@ -216,6 +229,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self._frames.clear()
         self._arrivals.clear()
+        self._drop_regions()
         if self in self.host.connections:
             self.host.connections.discard(self)
             self._net[3] += 1
@@ -239,6 +253,9 @@ class Connection(asyncio.Protocol):
             while True:
                 frames = self._frames
                 while frames and not self.closed:
+                    if self._region is not None:  # as Kafka: no request until the fetch is out
+                        await self._wait_drained()
+                        continue
                     frame = frames.popleft()
                     self.frame_arrival = self._arrivals.popleft()
                     self.busy = True
@@ -254,8 +271,9 @@ class Connection(asyncio.Protocol):
                         self._reading_paused = False
                         self.transport.resume_reading()  # type: ignore[union-attr]
                 self.flush()
-                if self._writing_paused and not self.closed:
-                    await self._wait_drained()
+                if self._must_wait() and not self.closed:
+                    while self._must_wait() and not self.closed:
+                        await self._wait_drained()
                     continue
                 if self._eof:
                     self.close()
@@ -280,26 +298,25 @@ class Connection(asyncio.Protocol):
     # --- output ---
 
     def send(self, data: bytes | bytearray | memoryview | SendableRegion) -> None:
-        if isinstance(data, SendableRegion):
-            try:
-                if self.closed:
-                    return
-                self.last_active = asyncio.get_running_loop().time()
-                self._net[1] += len(data)
-                rest = self._send_region(data)
-            finally:
-                data.close()
-            if rest:
-                self._queue(rest)
-            return
         if self.closed:
+            if isinstance(data, SendableRegion):
+                data.close()
             return
         self._net[1] += len(data)
-        self._queue(data)
+        if self._region is not None:  # behind a region still being sent
+            self._held.append(data)
+        elif isinstance(data, SendableRegion):
+            self.last_active = asyncio.get_running_loop().time()
+            self._send_region(data)
+        else:
+            self._queue(data)
 
     def _queue(self, data: bytes | bytearray | memoryview) -> None:
         """Gather ``data`` for the next flush (at once when the gathered bytes are many)."""
         self.last_active = asyncio.get_running_loop().time()
+        if self._region is not None:
+            self._held.append(data)
+            return
         self._out.append(data)
         self._out_bytes += len(data)
         if self._out_bytes >= FLUSH_BYTES:
@@ -308,27 +325,129 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def _send_region(self, region: SendableRegion) -> bytes:
+    def _send_region(self, region: SendableRegion) -> None:
         """Send fetched records from their file (see ``file_send``): what was gathered goes
-        first, then sendfile while the transport holds nothing unsent. Returns what is left
-        to write the ordinary way (read with pread)."""
-        sent = 0
+        first, then sendfile while the transport holds nothing unsent; what the socket does
+        not take now waits for it (``_region_writable``). Where sendfile cannot go (TLS, bytes
+        still queued in the transport) the region is read with pread and written."""
+        rest = b""
         try:
+            sent = 0
             if self._sock_fd is not None and self.transport is not None:
                 self.flush()
                 if not self.transport.get_write_buffer_size() and not self.transport.is_closing():
                     sent = region.send_to(self._sock_fd)
-            return region.read_from(sent) if sent < len(region) else b""
+                    if sent < len(region) and self._watch_writable():
+                        self._region, self._region_sent = region, sent
+                        return
+            if sent < len(region):
+                rest = region.read_from(sent)
         except (TruncatedRegionError, OSError) as e:
-            # The response's length promised bytes that are gone (or the socket failed):
-            # the client must not get a short frame.
-            log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
-            self.close()
-            return b""
+            self._region_failed(e)
+        region.close()
+        if rest:
+            self._queue(rest)
+
+    def _region_failed(self, e: Exception) -> None:
+        # The response's length promised bytes that are gone (or the socket failed): the
+        # client must not get a short frame.
+        log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
+        self.close()
+
+    def _watch_writable(self) -> bool:
+        """Have ``_region_writable`` called when the socket takes bytes again (through a
+        duplicate of its descriptor: the transport's own is the event loop's)."""
+        assert self._sock_fd is not None
+        try:
+            if self._watch_fd is None:
+                self._watch_fd = os.dup(self._sock_fd)
+            self._loop.add_writer(self._watch_fd, self._region_writable)
+        except (OSError, RuntimeError, ValueError):
+            return False
+        return True
+
+    def _region_writable(self) -> None:
+        region = self._region
+        if region is None or self.closed or self._sock_fd is None:
+            self._drop_regions()
+            return
+        try:
+            self._region_sent += region.send_to(self._sock_fd, self._region_sent)
+        except (TruncatedRegionError, OSError) as e:
+            self._region_failed(e)
+            return
+        self.last_active = asyncio.get_running_loop().time()
+        if self._region_sent < len(region):
+            return
+        self._unwatch()
+        self._region = None
+        region.close()
+        held, self._held = self._held, deque()
+        while held and self._region is None and not self.closed:
+            item = held.popleft()
+            if isinstance(item, SendableRegion):
+                self._send_region(item)
+            else:
+                self._queue(item)
+        if held:  # behind another region the socket took only part of
+            self._held.extendleft(reversed(held))
+        if not self._must_wait():
+            self._wake_writer()
+
+    def _unwatch(self) -> None:
+        if self._watch_fd is not None:
+            try:
+                self._loop.remove_writer(self._watch_fd)
+            except (RuntimeError, OSError, ValueError):  # the loop is closed: nothing to remove
+                pass
+
+    def _must_wait(self) -> bool:
+        """The task handles no more requests until the output ahead of them is out."""
+        return self._writing_paused or self._region is not None
+
+    def _drop_regions(self) -> None:
+        """The connection is gone: give up what waits to be sent, and the descriptors."""
+        self._unwatch()
+        if self._watch_fd is not None:
+            os.close(self._watch_fd)
+            self._watch_fd = None
+        if self._region is not None:
+            self._region.close()
+            self._region = None
+        for item in self._held:
+            if isinstance(item, SendableRegion):
+                item.close()
+        self._held.clear()
+
+    def _write_regions(self) -> None:
+        """Before a close: what waits behind a region goes into the transport (read with
+        pread), which writes it out before it closes."""
+        region, sent = self._region, self._region_sent
+        if region is None:
+            return
+        self._unwatch()
+        self._region = None
+        parts: list[bytes | bytearray | memoryview] = []
+        try:
+            parts.append(region.read_from(sent))
+            for item in self._held:
+                parts.append(item.read_from(0) if isinstance(item, SendableRegion) else item)
+        except (TruncatedRegionError, OSError) as e:
+            self._held.appendleft(region)
+            self._region_failed(e)
+            return
+        region.close()
+        self._drop_regions()
+        self._out[:0] = parts
 
     def flush(self, final: bool = False) -> None:
-        """Write the gathered responses (also called from the loop after a send)."""
+        """Write the gathered responses (also called from the loop after a send); ``final``
+        (the connection is closing) also what waits behind a region."""
         self._flush_scheduled = False
+        if final and not self.closed:
+            self._write_regions()
+        elif self._region is not None:
+            return  # the gathered bytes came before the region: already written
         out = self._out
         if not out or (self.closed and not final) or self.transport is None:
             return
@@ -343,7 +462,7 @@ class Connection(asyncio.Protocol):
 
     async def drain(self) -> None:
         self.flush()
-        if self._writing_paused and not self.closed:
+        while self._must_wait() and not self.closed:
             await self._wait_drained()
 
     @property
@@ -354,6 +473,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self._frames.clear()
         self._arrivals.clear()
+        self._drop_regions()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
