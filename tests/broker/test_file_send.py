@@ -55,16 +55,22 @@ async def _exchange(reply: Any, expect: int) -> bytes:
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"\x00\x00\x00\x01x")
-        got = bytearray()
-        while len(got) < expect:
-            chunk = await reader.read(1 << 20)
-            if not chunk:
-                break
-            got += chunk
+        got = await _read(reader, expect)
         writer.close()
-        return bytes(got)
+        return got
     finally:
         server.close()
+
+
+async def _read(reader: asyncio.StreamReader, expect: int) -> bytes:
+    """Up to ``expect`` bytes (more if they came in the same read), or what came before EOF."""
+    got = bytearray()
+    while len(got) < expect:
+        chunk = await reader.read(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
 
 
 def _file(tmp_path: Path, size: int) -> tuple[int, bytes]:
@@ -175,16 +181,6 @@ async def _serve(host: _Host) -> tuple[asyncio.base_events.Server, int, list[Con
 
     server = await asyncio.get_running_loop().create_server(factory, "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1], conns
-
-
-async def _read(reader: asyncio.StreamReader, expect: int) -> bytes:
-    got = bytearray()
-    while len(got) < expect:
-        chunk = await reader.read(1 << 20)
-        if not chunk:
-            break
-        got += chunk
-    return bytes(got)
 
 
 def test_what_the_socket_did_not_take_goes_on_by_sendfile_and_later_output_waits(tmp_path: Path) -> None:

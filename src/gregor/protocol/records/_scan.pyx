@@ -593,21 +593,22 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
     ts_fits = not log_append or -(1 << 63) <= log_append_time < (1 << 63)
     if log_append and ts_fits:
         ts_fixed = log_append_time
-    array_set_len(offsets, n0 + nmax)
-    array_set_len(timestamps, n0 + nmax)
-    array_set_len(ts_types, n0 + nmax)
-    off_p = <int64_t*>offsets.data.as_longlongs + n0
-    ts_p = <int64_t*>timestamps.data.as_longlongs + n0
-    tt_p = <int32_t*>ts_types.data.as_ints + n0
-    keys.reserve(nmax, v.end)
-    values.reserve(nmax, v.end)
     if include_headers:
         # header_offsets/header_valid form a column with no data bytes: the count goes in
         hoffs = _Column(columns.header_offsets, array.array("B"), columns.header_valid)
-        hoffs.reserve(nmax, 0)
         hkeys = _Column(columns.hkey_offsets, columns.hkey_data, None)
         hvalues = _Column(columns.hvalue_offsets, columns.hvalue_data, columns.hvalue_valid)
-    try:
+    try:  # the lengths are set back to what was written whatever happens (a column lent out)
+        array_set_len(offsets, n0 + nmax)
+        array_set_len(timestamps, n0 + nmax)
+        array_set_len(ts_types, n0 + nmax)
+        off_p = <int64_t*>offsets.data.as_longlongs + n0
+        ts_p = <int64_t*>timestamps.data.as_longlongs + n0
+        tt_p = <int32_t*>ts_types.data.as_ints + n0
+        keys.reserve(nmax, v.end)
+        values.reserve(nmax, v.end)
+        if include_headers:
+            hoffs.reserve(nmax, 0)
         for i in range(count):
             next_record(v.p, v.end, &pos, &f, None)
             if __builtin_add_overflow(base_offset, f.offset_delta, &off):
