@@ -264,6 +264,32 @@ def test_consumer_records_match_decode_records_and_start() -> None:
         assert all(type(r) is ConsumerRecord for r in out)
 
 
+@needs_compiled
+def test_consumer_records_without_headers_are_left_out_of_the_collector() -> None:
+    """The compiled walk untracks a consumer record that can refer to nothing that refers
+    back (no headers; topic, partition and leader epoch plain str and int), so a big poll
+    sets off no garbage collection that walks every record; with headers it stays tracked."""
+    import gc
+
+    records = [(i, i, b"k" if i % 3 else None, b"v" * i, [("h", b"x")] if i % 2 else []) for i in range(6)]
+    data = _records_bytes(records)
+    out: list[Any] = []
+    _compiled.consumer_records(data, 6, 0, 0, None, 0, "t", 3, 7, ConsumerRecord, out)  # type: ignore[union-attr]
+    assert [gc.is_tracked(r) for r in out] == [False, True, False, True, False, True]
+    assert [tuple(r) for r in out] == [
+        ("t", 3, i, i, 0, b"k" if i % 3 else None, b"v" * i, (("h", b"x"),) if i % 2 else (), 7) for i in range(6)
+    ]
+
+    class Topic(str):
+        pass
+
+    out = []
+    _compiled.consumer_records(data, 6, 0, 0, None, 0, Topic("t"), 3, 7, ConsumerRecord, out)  # type: ignore[union-attr]
+    assert all(gc.is_tracked(r) for r in out)  # an item of a type that could refer back
+    gc.collect()
+    assert [r[6] for r in out] == [b"v" * i for i in range(6)]
+
+
 def _filled_columns(mod: Any) -> ArrowColumns:
     c = ArrowColumns()
     data = _records_bytes([(i, i, b"k" if i % 2 else None, b"v" * i, [("h", b"x")] if i == 3 else []) for i in range(5)])

@@ -42,6 +42,11 @@ def new_buffer(Py_ssize_t size):
 cdef extern from *:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* r) nogil
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object o)
+
+cdef tuple _NO_HEADERS = ()
+
 
 cdef struct Fields:
     int64_t offset_delta
@@ -372,13 +377,15 @@ def consumer_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_t
     cdef int64_t off
     cdef bint start_fits = -(1 << 63) <= start < (1 << 63)
     cdef int64_t start_i = start if start_fits else 0
+    # the items that do not come from the record can hold no reference back to it either
+    cdef bint untrack = all(type(x) in (str, int) for x in (topic, partition, leader_epoch))
     for i in range(count):
         next_record(v.p, v.end, &pos, &f, headers)
         if f.header_count:
             hs = tuple(headers)
             headers = []
         else:
-            hs = ()
+            hs = _NO_HEADERS
         if __builtin_add_overflow(base_offset, f.offset_delta, &off):
             offset = <object>base_offset + <object>f.offset_delta
             if offset < start:
@@ -407,6 +414,12 @@ def consumer_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_t
             set_item(rec, 6, value)
             set_item(rec, 7, hs)
             set_item(rec, 8, leader_epoch)
+            if hs is _NO_HEADERS and untrack:
+                # nothing in it can refer back to it (str, int, bytes, None and the empty
+                # tuple; no __dict__): out of the collector's sight, as CPython's own
+                # collector leaves such tuples, so a poll of many records sets off no
+                # collection that walks them all
+                PyObject_GC_UnTrack(rec)
         else:
             rec = tuple.__new__(
                 record_type,
