@@ -198,22 +198,29 @@ def end_offset(data: Buffer) -> int:
     return last + 1
 
 
-def next_fetch_offset(data: Buffer) -> int | None:
-    """The offset after the last whole v2 batch in a record set, from headers alone; None when
-    there is no whole batch or a legacy entry (whose next offset needs decoding)."""
-    mv = memoryview(data)
+def _whole_entries(mv: memoryview) -> Iterator[tuple[int, int, int]]:
+    """(position, base offset, batch length) of each whole entry of a record set that is at
+    least a v2 batch header long, up to the first partial (or too short) one."""
     end = len(mv)
     pos = 0
-    nxt = None
     while pos + HEADER_SIZE <= end:
         base, size = _OFFSET_SIZE.unpack_from(mv, pos)
         entry_end = pos + LOG_OVERHEAD + size
         if size < HEADER_SIZE - LOG_OVERHEAD or entry_end > end:
-            break
+            return
+        yield pos, base, size
+        pos = entry_end
+
+
+def next_fetch_offset(data: Buffer) -> int | None:
+    """The offset after the last whole v2 batch in a record set, from headers alone; None when
+    there is no whole batch or a legacy entry (whose next offset needs decoding)."""
+    mv = memoryview(data)
+    nxt = None
+    for pos, base, _ in _whole_entries(mv):
         if mv[pos + 16] != 2:
             return None
         nxt = base + _I32.unpack_from(mv, pos + 23)[0] + 1
-        pos = entry_end
     return nxt
 
 
@@ -222,20 +229,15 @@ def _record_set_room(data: Buffer) -> tuple[int, int]:
     its uncompressed ones (an upper bound of their values): what the Arrow sink reserves. A
     hint only, read from headers alone; a legacy entry or a bad header ends the count."""
     mv = memoryview(data)
-    end = len(mv)
-    pos = 0
     records = size = 0
-    while pos + HEADER_SIZE <= end:
-        length = _I32.unpack_from(mv, pos + 8)[0]
-        entry_end = pos + LOG_OVERHEAD + length
-        if length < HEADER_SIZE - LOG_OVERHEAD or entry_end > end or mv[pos + 16] != 2:
+    for pos, _, length in _whole_entries(mv):
+        if mv[pos + 16] != 2:
             break
         attributes, count = _ATTRS_COUNT.unpack_from(mv, pos + 21)
         # a count beyond what the bytes can hold (a record takes 7 at least) is not believed
         records += min(max(count, 0), (length + LOG_OVERHEAD - HEADER_SIZE) // 7)
         if not attributes & COMPRESSION_MASK:
             size += length
-        pos = entry_end
     return records, size
 
 
