@@ -42,6 +42,25 @@ def test_read_everything_in_kafka_schema(spark: Any, broker: Broker, topic: str)
     assert rows(df) == expected(topic, produced)
 
 
+def test_check_crcs(spark: Any, gregor: Broker, topic: str) -> None:
+    # One byte of a stored record is changed under the broker (which serves fetches from the
+    # file as it is): Spark's consumer checks every batch's CRC by default, and
+    # kafka.check.crcs=false reads the batch as it is.
+    create_topic(gregor, topic, 1)
+    produce(gregor, topic, {0: 5})
+    segment = next(gregor.process.data_dir.glob(f"**/{topic}-0/*.log"))
+    at = segment.read_bytes().index(b"v0-3")
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        f.write(b"V")
+    with pytest.raises(Exception, match="fails its CRC32C check"):
+        read(spark, gregor, subscribe=topic).collect()
+    df = read(spark, gregor, subscribe=topic, **{"kafka.check.crcs": "false"})
+    assert sorted((r.offset, r.value) for r in df.collect()) == [
+        (0, b"v0-0"), (1, b"v0-1"), (2, b"v0-2"), (3, b"V0-3"), (4, b"v0-4"),
+    ]
+
+
 def test_headers(spark: Any, broker: Broker, topic: str) -> None:
     create_topic(broker, topic, 1)
     produce(broker, topic, {0: 3}, headers=True)

@@ -29,6 +29,7 @@ def test_subscription_kinds_and_defaults() -> None:
     assert o.subscribe == ("a", "b") and o.pattern is None and o.assign is None
     assert o.starting == OffsetSpec("earliest") and o.ending == OffsetSpec("latest")
     assert o.fail_on_data_loss is True and o.include_headers is False and o.isolation_level == 0
+    assert o.check_crcs is True
     s = parse_source({**BS, "subscribePattern": "ev-.*"}, streaming=True)
     assert s.starting == OffsetSpec("latest")
     assert s.matches("ev-1") and not s.matches("xev-1") and not s.matches("ev")
@@ -60,6 +61,7 @@ def test_options_are_case_insensitive_and_typed() -> None:
             "failOnDataLoss": "FALSE",
             "includeHeaders": "true",
             "kafka.isolation.level": "read_committed",
+            "KAFKA.CHECK.CRCS": "False",
             "kafka.client.id": "me",
             "kafka.group.id": "ignored",
             "kafka.max.poll.records": "5",
@@ -69,6 +71,8 @@ def test_options_are_case_insensitive_and_typed() -> None:
     assert o.client == {"bootstrap.servers": "x:9", "client.id": "me"}
     assert (o.max_offsets_per_trigger, o.min_partitions, o.max_records_per_partition) == (10, 4, 7)
     assert o.fail_on_data_loss is False and o.include_headers is True and o.isolation_level == 1
+    assert o.check_crcs is False
+    assert o.notes[1] == "kafka options ['max.poll.records'] are not used by Gregor's source client and have no effect"
 
 
 @pytest.mark.parametrize(
@@ -85,6 +89,7 @@ def test_options_are_case_insensitive_and_typed() -> None:
         ({"startingOffsets": '{"t":[0]}'}, "JSON object"),
         ({"startingOffsets": "nope"}, "expected JSON"),
         ({"kafka.isolation.level": "dirty"}, "isolation"),
+        ({"kafka.check.crcs": "yes"}, "'kafka.check.crcs' must be true or false"),
         ({"startingOffsetsByTimestampStrategy": "maybe"}, "error or latest"),
     ],
 )

@@ -7,7 +7,9 @@ reading starts and ends (``startingOffsets``, ``endingOffsets``, ``startingTimes
 ``startingOffsetsByTimestamp``, and their ending twins), and how a query reads
 (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``,
 ``maxRecordsPerPartition``, ``failOnDataLoss``, ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``,
-``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``). Offsets use Spark's JSON form:
+``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``). Of the consumer's own settings the
+source reads ``kafka.isolation.level`` and ``kafka.check.crcs`` (default true: every batch's CRC
+is checked, as Spark's consumer does; false skips it, as librdkafka does by default). Offsets use Spark's JSON form:
 ``{"topic": {"0": 23, "1": -2}}`` where -2 means earliest and -1 latest, and (Spark 4.2's
 SPARK-58774) a topic may stand for all its partitions with ``"earliest"`` or ``"latest"``:
 ``{"topicA": "earliest", "topicB": {"0": 23}}``, expanded against the partitions the query
@@ -125,6 +127,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     isolation_level: int = 0
+    check_crcs: bool = True
     chunk_records: int = 65536
     timeout: float = 120.0
     fetch_offset_retries: int = 3
@@ -180,8 +183,8 @@ def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | Non
                     "option 'kafka.group.id' has no effect: the source reads with no consumer group "
                     "(offsets live in the query's checkpoint)"
                 )
-        elif name == "isolation.level":
-            pass
+        elif name in ("isolation.level", "check.crcs"):
+            pass  # the source's own: parse_source reads them
         elif name in known:
             out[name] = v
         else:
@@ -486,6 +489,7 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
         isolation_level=1 if level == "read_committed" else 0,
+        check_crcs=_bool(opts, "kafka.check.crcs", True),
         chunk_records=chunk or 65536,
         timeout=(wait / 1000) if wait else 120.0,
         fetch_offset_retries=retries or 3,

@@ -88,6 +88,7 @@ class KafkaInputPartition(InputPartition):
     include_headers: bool
     isolation_level: int
     fail_on_data_loss: bool
+    check_crcs: bool
     chunk_records: int
     timeout: float
     new_partitions: NewPartitions | None = None
@@ -107,6 +108,7 @@ def _input_partitions(options: SourceOptions, ranges: list[OffsetRange]) -> list
             options.include_headers,
             options.isolation_level,
             options.fail_on_data_loss,
+            options.check_crcs,
             options.chunk_records,
             options.timeout,
         )
@@ -162,6 +164,7 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
         chunk_records=p.chunk_records,
         fail_on_data_loss=p.fail_on_data_loss,
         timeout=p.timeout,
+        verify_crc=p.check_crcs,
     )
     for batch in reader:
         yield to_spark_arrow(batch, p.include_headers)
