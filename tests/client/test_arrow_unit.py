@@ -65,6 +65,23 @@ def test_matches_record_decoder(codec: int) -> None:
     assert rb.column("value").null_count == len([o for o in range(500) if o % 11 == 0])
 
 
+def test_columns_with_no_nulls_and_all_nulls() -> None:
+    # the walk's null counts pick the bitmap: none, all zero bits, or packed from the flags
+    b = RecordBatchBuilder(base_offset=0)
+    for i in range(70):  # not a multiple of 8: the all-null bitmap's last byte is partial
+        b.append(1_700_000_000_000 + i, None, b"v%d" % i, [("h", None)] if i == 3 else [])
+    ab = ArrowBatchBuilder("t", 0)
+    assert ab.add_record_set(b.build()) == 70
+    rb = ab.build()
+    rb.validate(full=True)
+    assert rb.column("key").null_count == 70 and rb.column("key").to_pylist() == [None] * 70
+    assert rb.column("key").buffers()[0] is not None
+    assert rb.column("value").null_count == 0 and rb.column("value").buffers()[0] is None
+    assert rb.column("value").to_pylist() == [b"v%d" % i for i in range(70)]
+    assert rb.column("headers").null_count == 69 and rb.column("headers")[3].as_py() == [{"key": "h", "value": None}]
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [(1_700_000_000_000 + i) * 1000 for i in range(70)]
+
+
 def test_range_slicing_partial_tail_and_ms_unit() -> None:
     data = _batch(100, 50) + _batch(150, 50)
     ab = ArrowBatchBuilder("t", 0, include_headers=False, timestamp_unit="ms")

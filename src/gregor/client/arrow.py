@@ -73,7 +73,7 @@ class ArrowBatchBuilder:
         self.include_headers = include_headers
         self.timestamp_unit = timestamp_unit
         self.verify_crc = verify_crc
-        self.columns = ArrowColumns()
+        self.columns = ArrowColumns(timestamp_scale=1000 if timestamp_unit == "us" else 1)
         #: read_committed state; its aborted producer ids may go on into the next builder
         self.abort_filter = AbortFilter(aborted_pids) if read_committed else None
         self.next_offset = -1
@@ -106,13 +106,11 @@ class ArrowBatchBuilder:
         schema = spark_schema(self.include_headers, self.timestamp_unit)
         if n == 0:
             return pa.RecordBatch.from_pylist([], schema=schema)
-        keys = _binary(pa.binary(), n, c.key_offsets, c.key_data, c.key_valid)
-        values = _binary(pa.binary(), n, c.value_offsets, c.value_data, c.value_valid)
+        keys = _binary(pa.binary(), n, c.key_offsets, c.key_data, c.key_valid, c.key_nulls)
+        values = _binary(pa.binary(), n, c.value_offsets, c.value_data, c.value_valid, c.value_nulls)
         offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(c.offsets)])
-        ts = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(c.timestamps)])
-        if self.timestamp_unit == "us":
-            ts = pc.multiply(ts, 1000)
-        ts = ts.view(pa.timestamp(self.timestamp_unit, tz="UTC"))
+        # the walk wrote the timestamps in this unit (ArrowColumns.timestamp_scale)
+        ts = pa.Array.from_buffers(pa.timestamp(self.timestamp_unit, tz="UTC"), n, [None, pa.py_buffer(c.timestamps)])
         ts_types = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(c.timestamp_types)])
         columns = [
             keys,
@@ -139,10 +137,11 @@ class ArrowBatchBuilder:
     def _headers_column(self, n: int) -> pa.Array:
         c = self.columns
         hn = len(c.hvalue_valid)
-        hkeys = _binary(pa.string(), hn, c.hkey_offsets, c.hkey_data, None)
-        hvalues = _binary(pa.binary(), hn, c.hvalue_offsets, c.hvalue_data, c.hvalue_valid)
+        hkeys = _binary(pa.string(), hn, c.hkey_offsets, c.hkey_data, None, 0)
+        hvalues = _binary(pa.binary(), hn, c.hvalue_offsets, c.hvalue_data, c.hvalue_valid, c.hvalue_nulls)
         structs = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
-        validity, nulls = _validity(c.header_valid)
+        validity = _validity(c.header_valid, c.header_nulls)
+        nulls = c.header_nulls
         return pa.Array.from_buffers(
             HEADER_TYPE, n, [validity, pa.py_buffer(c.header_offsets)], null_count=nulls, children=[structs]
         )
@@ -169,24 +168,24 @@ def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
 _ZERO_U8 = pa.scalar(0, pa.uint8())
 
 
-def _validity(flags: array[int] | None) -> tuple[pa.Buffer | None, int]:
-    """Arrow's validity bitmap from one byte per entry (0 = null), and the null count (both
-    computed by Arrow, not by a Python loop over the flags)."""
-    if flags is None or not len(flags):
-        return None, 0
-    as_bool = pc.not_equal(pa.Array.from_buffers(pa.uint8(), len(flags), [None, pa.py_buffer(flags)]), _ZERO_U8)
-    nulls = as_bool.false_count
-    if not nulls:
-        return None, 0
-    return as_bool.buffers()[1], nulls
+def _validity(flags: array[int] | None, nulls: int) -> pa.Buffer | None:
+    """Arrow's validity bitmap from one byte per entry (0 = null) with ``nulls`` zeros among
+    them (the walk counted them): none when nothing is null, all zero bits when everything is,
+    else packed by Arrow (not by a Python loop over the flags)."""
+    if flags is None or not nulls:
+        return None
+    n = len(flags)
+    if nulls == n:
+        return pa.py_buffer(bytes((n + 7) // 8))
+    as_bool = pc.not_equal(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), _ZERO_U8)
+    return as_bool.buffers()[1]
 
 
 def _binary(
-    type_: pa.DataType, n: int, offsets: array[int], data: array[int], valid: array[int] | None
+    type_: pa.DataType, n: int, offsets: array[int], data: array[int], valid: array[int] | None, nulls: int
 ) -> pa.Array:
-    validity, nulls = _validity(valid)
     return pa.Array.from_buffers(
-        type_, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+        type_, n, [_validity(valid, nulls), pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
     )
 
 

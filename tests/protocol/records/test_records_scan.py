@@ -69,8 +69,10 @@ def _outcome(fn: Any) -> tuple[str, Any]:
         return "error", (type(e), str(e))
 
 
-def _columns_bytes(c: ArrowColumns) -> dict[str, bytes]:
-    return {name: bytes(getattr(c, name)) for name in ArrowColumns.__slots__}
+def _columns_bytes(c: ArrowColumns) -> dict[str, Any]:
+    """Every buffer's bytes, and the counts (nulls, the timestamp scale) as they are."""
+    values = {name: getattr(c, name) for name in ArrowColumns.__slots__}
+    return {name: v if isinstance(v, int) else bytes(v) for name, v in values.items()}
 
 
 def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int, lat: int | None) -> list[Any]:
@@ -84,10 +86,10 @@ def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int
 
     out.append(_outcome(consumer))
     out.append(_outcome(lambda: mod.validate_records(data, count)))
-    for include_headers in (False, True):
+    for include_headers, scale in ((False, 1), (True, 1), (True, 1000)):
 
-        def arrow(include_headers: bool = include_headers) -> dict[str, bytes]:
-            c = ArrowColumns()
+        def arrow(include_headers: bool = include_headers, scale: int = scale) -> dict[str, Any]:
+            c = ArrowColumns(timestamp_scale=scale)
             mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)
             mod.arrow_records(data, count, base_offset, base_ts, lat, c, include_headers)  # appends
             # into reserved room (the compiled walk writes in place), then past it (it grows)
@@ -295,6 +297,25 @@ def _filled_columns(mod: Any) -> ArrowColumns:
     data = _records_bytes([(i, i, b"k" if i % 2 else None, b"v" * i, [("h", b"x")] if i == 3 else []) for i in range(5)])
     mod.arrow_records(data, 5, 10, 20, None, c, True)
     return c
+
+
+@needs_compiled
+def test_null_counts_and_timestamp_scale() -> None:
+    # records 0, 2, 4 have null keys; every record but 3 has no headers; 3's header value is null
+    data = _records_bytes([(i, i, b"k" if i % 2 else None, b"v" * i, [("h", None)] if i == 3 else []) for i in range(5)])
+    for mod in (_scan_py, _compiled):
+        c = ArrowColumns(timestamp_scale=1000)
+        mod.arrow_records(data, 5, 10, 20, None, c, True)
+        mod.arrow_records(data, 5, 15, -1, None, c, True)
+        assert (c.key_nulls, c.value_nulls, c.header_nulls, c.hvalue_nulls) == (6, 0, 8, 2)
+        for name in ("key", "value", "header", "hvalue"):
+            assert getattr(c, f"{name}_nulls") == list(getattr(c, f"{name}_valid")).count(0)
+        assert list(c.timestamps) == [t * 1000 for t in (20, 21, 22, 23, 24, -1, 0, 1, 2, 3)]
+        # milliseconds whose microseconds do not fit int64: out of range, as for offsets
+        with pytest.raises(ProtocolError, match="out of range"):
+            mod.arrow_records(data, 5, 10, (1 << 63) // 1000, None, ArrowColumns(timestamp_scale=1000), False)
+        with pytest.raises(ProtocolError, match="out of range"):
+            mod.arrow_records(data, 5, 10, 0, -(1 << 63) // 1000 - 1, ArrowColumns(timestamp_scale=1000), False)
 
 
 @needs_compiled

@@ -41,6 +41,7 @@ def new_buffer(Py_ssize_t size):
 
 cdef extern from *:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* r) nogil
+    bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* r) nogil
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object o)
@@ -453,6 +454,7 @@ cdef struct BinCol:
     char* valid         # NULL for a column without nulls (header keys)
     Py_ssize_t n        # entries written (absolute, in the whole column)
     Py_ssize_t size     # data bytes written
+    Py_ssize_t nulls    # null entries written by this walk
 
 
 cdef extern from *:
@@ -536,6 +538,7 @@ cdef class _Column:
         self.valid = valid
         self.c.n = len(offsets) - 1
         self.c.size = len(data)
+        self.c.nulls = 0
         self._pointers()
 
     cdef void _pointers(self):
@@ -565,6 +568,7 @@ cdef inline int put(BinCol* col, const unsigned char* p, Py_ssize_t start,
     """Entry ``n`` of a column: null when ``length`` < 0 (callers reserved the room)."""
     if length < 0:
         col.valid[col.n] = 0
+        col.nulls += 1
     else:
         if col.valid != NULL:
             col.valid[col.n] = 1
@@ -585,6 +589,7 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
     cdef Py_ssize_t i, hpos, j
     cdef uint64_t n
     cdef int64_t klen, vlen, ts_fixed = 0, off, ts
+    cdef int64_t scale = columns.timestamp_scale
     cdef bint log_append = log_append_time is not None
     cdef bint ts_fits
     cdef int32_t ts_type = 1 if log_append else 0
@@ -632,6 +637,8 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
                 ts = ts_fixed
             elif __builtin_add_overflow(base_timestamp, f.timestamp_delta, &ts):
                 _out_of_range()
+            if scale != 1 and __builtin_mul_overflow(ts, scale, &ts):
+                _out_of_range()
             off_p[done] = off
             ts_p[done] = ts
             tt_p[done] = ts_type
@@ -659,11 +666,17 @@ def arrow_records(data, Py_ssize_t count, int64_t base_offset, int64_t base_time
                     hoffs.c.valid[hoffs.c.n] = 1
                 else:
                     hoffs.c.valid[hoffs.c.n] = 0
+                    hoffs.c.nulls += 1
                 hoffs.c.n += 1
                 hoffs.c.offsets[hoffs.c.n] = <int32_t>hvalues.c.n
         if pos != v.end:
             raise ProtocolError(f"{v.end - pos} bytes left over after {count} records")
     finally:
+        columns.key_nulls += keys.c.nulls
+        columns.value_nulls += values.c.nulls
+        if include_headers:
+            columns.header_nulls += hoffs.c.nulls
+            columns.hvalue_nulls += hvalues.c.nulls
         array_set_len(offsets, n0 + done)
         array_set_len(timestamps, n0 + done)
         array_set_len(ts_types, n0 + done)

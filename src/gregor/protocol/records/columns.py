@@ -4,10 +4,14 @@ Theory of operation. One :class:`ArrowColumns` collects the records of many batc
 partition as plain buffers in Arrow's own layout, so ``gregor.client.arrow`` wraps them into
 arrays without touching a record again:
 
-* ``offsets``, ``timestamps`` (ms): int64 per record; ``timestamp_types`` int32 per record.
+* ``offsets``, ``timestamps``: int64 per record; ``timestamp_types`` int32 per record. A
+  timestamp is the record's milliseconds times ``timestamp_scale`` (1000 gives the microseconds
+  of Spark's TimestampType; a product past int64 is the walk's "out of range" error).
 * key and value: a binary column each: int32 ``*_offsets`` (one more entry than records,
   starting at 0), the bytes in ``*_data``, and ``*_valid`` (one byte per record, 0 = null);
-  all of them ``array`` objects (the compiled walk grows them in place, amortized).
+  all of them ``array`` objects (the compiled walk grows them in place, amortized). Each
+  ``*_valid`` has a count of its zeros beside it (``key_nulls``, ``value_nulls``,
+  ``header_nulls``, ``hvalue_nulls``), so a column without nulls needs no bitmap.
 * headers (only when the walk is asked for them): ``header_offsets`` (int32, cumulative
   header count per record, starting at 0) and ``header_valid`` (0 where a record has no
   headers: Spark's Kafka source returns null there, not an empty list); the header entries
@@ -42,9 +46,14 @@ class ArrowColumns:
         "hvalue_offsets",
         "hvalue_data",
         "hvalue_valid",
+        "timestamp_scale",
+        "key_nulls",
+        "value_nulls",
+        "header_nulls",
+        "hvalue_nulls",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, timestamp_scale: int = 1) -> None:
         self.offsets = array("q")
         self.timestamps = array("q")
         self.timestamp_types = array("i")
@@ -61,6 +70,11 @@ class ArrowColumns:
         self.hvalue_offsets = array("i", [0])
         self.hvalue_data = array("B")
         self.hvalue_valid = array("B")
+        self.timestamp_scale = timestamp_scale
+        self.key_nulls = 0
+        self.value_nulls = 0
+        self.header_nulls = 0
+        self.hvalue_nulls = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -78,20 +92,21 @@ class ArrowColumns:
         """Append one record given as objects (the legacy message path and the reference)."""
         try:
             self.offsets.append(offset)
-            self.timestamps.append(timestamp)
+            self.timestamps.append(timestamp * self.timestamp_scale)
         except OverflowError:
             raise _out_of_range() from None
         self.timestamp_types.append(timestamp_type)
-        _add_binary(self.key_offsets, self.key_data, self.key_valid, key)
-        _add_binary(self.value_offsets, self.value_data, self.value_valid, value)
+        self.key_nulls += _add_binary(self.key_offsets, self.key_data, self.key_valid, key)
+        self.value_nulls += _add_binary(self.value_offsets, self.value_data, self.value_valid, value)
         if include_headers:
             if headers is None:
                 self.header_valid.append(0)
+                self.header_nulls += 1
             else:
                 self.header_valid.append(1)
                 for hkey, hvalue in headers:
                     _add_binary(self.hkey_offsets, self.hkey_data, None, hkey.encode())
-                    _add_binary(self.hvalue_offsets, self.hvalue_data, self.hvalue_valid, hvalue)
+                    self.hvalue_nulls += _add_binary(self.hvalue_offsets, self.hvalue_data, self.hvalue_valid, hvalue)
             _append_i32(self.header_offsets, len(self.hvalue_valid))
 
 
@@ -108,7 +123,8 @@ def _append_i32(arr: array[int], n: int) -> None:
 
 def _add_binary(
     offsets: array[int], data: array[int], valid: array[int] | None, blob: bytes | None
-) -> None:
+) -> int:
+    """Append one entry; 1 when it is null."""
     if blob is None:
         assert valid is not None
         valid.append(0)
@@ -117,3 +133,4 @@ def _add_binary(
         if valid is not None:
             valid.append(1)
     _append_i32(offsets, len(data))
+    return 1 if blob is None else 0
