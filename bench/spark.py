@@ -13,7 +13,11 @@ producer), then times, in one run and on one SparkSession:
 5. the client's bulk path alone (``RangeReader``, one thread, no Spark);
 6. a Python data source that yields ready-made Arrow batches of the same shape into the
    no-op sink and into Parquet: what Spark's Python Data Source API itself can carry on this
-   machine, the ceiling for any Python source (no network, no decoding).
+   machine, the ceiling for any Python source (no network, no decoding);
+7. the same prebuilt source, where each task first takes its partition's log file over a
+   loopback TCP connection (``sendfile`` from a thread of this process into a blocking
+   ``recv_into``, batch by batch) and drops the bytes: the ceiling for a source that has to
+   move the records from another process on this machine, but with no broker and no decoding.
 
 Each Spark figure is the best of ``--repeat`` runs. Prints records/s, ratios to the Parquet
 upper bound, and the gregor source's ratio to the ceiling for each sink. Run with
@@ -97,8 +101,58 @@ def bulk_read(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return time.perf_counter() - t
 
 
-def register_ceiling(spark, n: int, partitions: int, chunk: int) -> None:  # type: ignore[no-untyped-def]
-    """A Python source yielding prebuilt Spark-schema Arrow batches (no I/O, no decoding)."""
+class LogServer:
+    """Serves byte ranges of files over loopback TCP with ``sendfile``: a request is a file
+    number, an offset and a length (three big-endian int64), answered with exactly those bytes."""
+
+    def __init__(self, files: list[Path]) -> None:
+        import socket
+        import threading
+
+        self.files = files
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn) -> None:  # type: ignore[no-untyped-def]
+        import struct
+
+        fds = [os.open(f, os.O_RDONLY) for f in self.files]
+        try:
+            while True:
+                head = conn.recv(24, 0x100)  # MSG_WAITALL
+                if len(head) < 24:
+                    return
+                i, offset, length = struct.unpack(">qqq", head)
+                while length > 0:
+                    sent = os.sendfile(conn.fileno(), fds[i], offset, length)
+                    offset += sent
+                    length -= sent
+        finally:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def register_ceiling(spark, n: int, partitions: int, chunk: int, log: tuple[int, list[int]] | None = None,
+                     name: str = "gregor_bench_ceiling") -> None:  # type: ignore[no-untyped-def]
+    """A Python source yielding prebuilt Spark-schema Arrow batches (no I/O, no decoding).
+
+    With ``log`` (a :class:`LogServer`'s port and its files' sizes, one file per partition)
+    each task first takes its share of its file's bytes over TCP for every batch it yields."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     from gregor.spark.schema import kafka_schema
@@ -122,16 +176,45 @@ def register_ceiling(spark, n: int, partitions: int, chunk: int) -> None:  # typ
                 pa.array([0] * chunk, pa.int32()),
             ]
             batch = pa.RecordBatch.from_arrays(cols, schema=arrow_schema(False))
-            left = n // partitions + (1 if partition.value < n % partitions else 0)
+            total = left = n // partitions + (1 if partition.value < n % partitions else 0)
+            pull = _puller(partition.value, total) if log is not None else None
             while left > 0:
                 k = min(chunk, left)
+                if pull is not None:
+                    pull(k)
                 yield batch.slice(0, k)
                 left -= k
+
+    def _puller(p: int, records: int):  # type: ignore[no-untyped-def]
+        import socket
+        import struct
+
+        assert log is not None
+        port, sizes = log
+        f = p % len(sizes)
+        sock = socket.create_connection(("127.0.0.1", port))
+        buf = memoryview(bytearray(8 << 20))
+        state = {"offset": 0, "records": 0}
+
+        def pull(k: int) -> None:  # the bytes of the next k of this task's records
+            start = state["offset"]
+            state["records"] += k
+            end = sizes[f] * state["records"] // records
+            state["offset"] = end
+            sock.sendall(struct.pack(">qqq", f, start, end - start))
+            left = end - start
+            while left > 0:
+                got = sock.recv_into(buf[: min(len(buf), left)])
+                if not got:
+                    raise EOFError("log server closed")
+                left -= got
+
+        return pull
 
     class Ceiling(DataSource):
         @classmethod
         def name(cls) -> str:
-            return "gregor_bench_ceiling"
+            return name
 
         def schema(self):  # type: ignore[no-untyped-def]
             return kafka_schema(False)
@@ -207,10 +290,21 @@ def main() -> None:
                 lambda: spark.read.format("gregor_bench_ceiling").load().write.mode("overwrite").parquet(ceiling_parquet),
                 args.repeat,
             )
+            logs = sorted(work.glob(f"broker/**/{topic}-*/*.log"), key=lambda f: int(f.parent.name.rsplit("-", 1)[1]))
+            server = LogServer(logs)
+            register_ceiling(spark, n, max(cores, args.partitions), args.chunk_records or 65536,
+                             (server.port, [f.stat().st_size for f in logs]), "gregor_bench_tcp_ceiling")
+            assert spark.read.format("gregor_bench_tcp_ceiling").load().count() == n
+            t_tcp = best(
+                lambda: spark.read.format("gregor_bench_tcp_ceiling").load().write.format("noop").mode("overwrite").save(),
+                args.repeat,
+            )
+            server.close()
             t_up = best(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(), args.repeat + 1)
             results.append(("Parquet file -> noop (upper bound)", t_up))
             results.append(("prebuilt Arrow Python source -> noop", t_ceiling))
             results.append(("prebuilt Arrow Python source -> Parquet", t_ceiling_pq))
+            results.append(("prebuilt Arrow + log over TCP -> noop", t_tcp))
             spark.stop()
             results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
             results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
@@ -224,6 +318,8 @@ def main() -> None:
             print(f"{name:<40} {secs:>8.2f} {rate:>12,.0f} {rate / upper:>10.2f}x")
         print(f"gregor source -> noop    / prebuilt Arrow source -> noop:    {t_ceiling / t_noop:.2f}x")
         print(f"gregor source -> Parquet / prebuilt Arrow source -> Parquet: {t_ceiling_pq / t_pq:.2f}x")
+        print(f"gregor source -> noop    / prebuilt Arrow + log over TCP:    {t_tcp / t_noop:.2f}x"
+              f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
