@@ -125,12 +125,13 @@ class LogServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn) -> None:  # type: ignore[no-untyped-def]
+        import socket
         import struct
 
         fds = [os.open(f, os.O_RDONLY) for f in self.files]
         try:
             while True:
-                head = conn.recv(24, 0x100)  # MSG_WAITALL
+                head = conn.recv(24, socket.MSG_WAITALL)
                 if len(head) < 24:
                     return
                 i, offset, length = struct.unpack(">qqq", head)
