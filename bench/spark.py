@@ -19,8 +19,9 @@ producer), then times, in one run and on one SparkSession:
    ``recv_into``, batch by batch) and drops the bytes: the ceiling for a source that has to
    move the records from another process on this machine, but with no broker and no decoding.
 
-Each Spark figure is the best of ``--repeat`` runs. Prints records/s, ratios to the Parquet
-upper bound, and the gregor source's ratio to the ceiling for each sink. Run with
+The Spark runs alternate round by round (the machine drifts between runs) and each figure is
+the best of ``--repeat`` rounds. Prints records/s, ratios to the Parquet upper bound, and the
+gregor source's ratio to each ceiling, from the best runs and round by round. Run with
 ``GREGOR_NO_EXTENSIONS=1`` for the pure-Python record walk.
 """
 
@@ -231,7 +232,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of its rounds")
     ap.add_argument("--chunk-records", type=int, default=None, help="records per Arrow batch from the source")
     ap.add_argument("--only-source", action="store_true", help="time only the gregor source into noop")
     args = ap.parse_args()
@@ -271,41 +272,62 @@ def main() -> None:
             count = source().count()
             assert count == n, count
             results: list[tuple[str, float]] = []
-            t_noop = best(lambda: source().write.format("noop").mode("overwrite").save(), args.repeat)
-            results.append(("gregor source -> noop", t_noop))
             if args.only_source:
+                t_noop = best(lambda: source().write.format("noop").mode("overwrite").save(), args.repeat)
                 print(f"gregor source -> noop: {n / t_noop:,.0f} records/s")
                 spark.stop()
                 return
-            t_pq = best(lambda: source().write.mode("overwrite").parquet(parquet), args.repeat)
-            results.append(("gregor source -> Parquet", t_pq))
+            source().write.mode("overwrite").parquet(parquet)
             assert spark.read.parquet(parquet).count() == n
-            register_ceiling(spark, n, max(cores, args.partitions), args.chunk_records or 65536)
+            parts = max(cores, args.partitions)
+            chunk_records = args.chunk_records or 65536
+            register_ceiling(spark, n, parts, chunk_records)
             assert spark.read.format("gregor_bench_ceiling").load().count() == n
-            t_ceiling = best(
-                lambda: spark.read.format("gregor_bench_ceiling").load().write.format("noop").mode("overwrite").save(),
-                args.repeat,
-            )
-            ceiling_parquet = str(work / "ceiling.parquet")
-            t_ceiling_pq = best(
-                lambda: spark.read.format("gregor_bench_ceiling").load().write.mode("overwrite").parquet(ceiling_parquet),
-                args.repeat,
-            )
             logs = sorted(work.glob(f"broker/**/{topic}-*/*.log"), key=lambda f: int(f.parent.name.rsplit("-", 1)[1]))
             server = LogServer(logs)
-            register_ceiling(spark, n, max(cores, args.partitions), args.chunk_records or 65536,
-                             (server.port, [f.stat().st_size for f in logs]), "gregor_bench_tcp_ceiling")
+            register_ceiling(spark, n, parts, chunk_records, (server.port, [f.stat().st_size for f in logs]),
+                             "gregor_bench_tcp_ceiling")
             assert spark.read.format("gregor_bench_tcp_ceiling").load().count() == n
-            t_tcp = best(
-                lambda: spark.read.format("gregor_bench_tcp_ceiling").load().write.format("noop").mode("overwrite").save(),
-                args.repeat,
-            )
+            ceiling_parquet = str(work / "ceiling.parquet")
+
+            def ceiling(name: str):  # type: ignore[no-untyped-def]
+                return spark.read.format(name).load()
+
+            # The compared runs alternate round by round, so the machine's drift (20-30% on a
+            # small VM) falls on each of them alike, and each round starts with a different one;
+            # a first round warms the JVM's compiler for all of them and is not counted. Each
+            # figure is the best of its rounds.
+            runs = {
+                "gregor source -> noop": lambda: source().write.format("noop").mode("overwrite").save(),
+                "prebuilt Arrow Python source -> noop":
+                    lambda: ceiling("gregor_bench_ceiling").write.format("noop").mode("overwrite").save(),
+                "prebuilt Arrow + log over TCP -> noop":
+                    lambda: ceiling("gregor_bench_tcp_ceiling").write.format("noop").mode("overwrite").save(),
+                "gregor source -> Parquet": lambda: source().write.mode("overwrite").parquet(parquet),
+                "prebuilt Arrow Python source -> Parquet":
+                    lambda: ceiling("gregor_bench_ceiling").write.mode("overwrite").parquet(ceiling_parquet),
+            }
+            rounds: list[dict[str, float]] = []
+            names = list(runs)
+            for i in range(args.repeat + 1):
+                times = {}
+                for name in names[i % len(names):] + names[: i % len(names)]:
+                    t = time.perf_counter()
+                    runs[name]()
+                    times[name] = time.perf_counter() - t
+                if i:
+                    rounds.append(times)
             server.close()
+            fastest = {name: min(r[name] for r in rounds) for name in runs}
+            t_noop = fastest["gregor source -> noop"]
+            t_pq = fastest["gregor source -> Parquet"]
+            t_ceiling = fastest["prebuilt Arrow Python source -> noop"]
+            t_ceiling_pq = fastest["prebuilt Arrow Python source -> Parquet"]
+            t_tcp = fastest["prebuilt Arrow + log over TCP -> noop"]
+            assert spark.read.parquet(parquet).count() == n
             t_up = best(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(), args.repeat + 1)
+            results += [(name, fastest[name]) for name in runs]
             results.append(("Parquet file -> noop (upper bound)", t_up))
-            results.append(("prebuilt Arrow Python source -> noop", t_ceiling))
-            results.append(("prebuilt Arrow Python source -> Parquet", t_ceiling_pq))
-            results.append(("prebuilt Arrow + log over TCP -> noop", t_tcp))
             spark.stop()
             results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
             results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
@@ -321,6 +343,13 @@ def main() -> None:
         print(f"gregor source -> Parquet / prebuilt Arrow source -> Parquet: {t_ceiling_pq / t_pq:.2f}x")
         print(f"gregor source -> noop    / prebuilt Arrow + log over TCP:    {t_tcp / t_noop:.2f}x"
               f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)")
+
+        def per_round(a: str, b: str) -> str:
+            return " ".join(f"{r[b] / r[a]:.2f}" for r in rounds)
+
+        print("round by round: noop / ceiling", per_round("gregor source -> noop", "prebuilt Arrow Python source -> noop"),
+              "| Parquet / ceiling", per_round("gregor source -> Parquet", "prebuilt Arrow Python source -> Parquet"),
+              "| noop / TCP ceiling", per_round("gregor source -> noop", "prebuilt Arrow + log over TCP -> noop"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
