@@ -19,8 +19,9 @@ producer), then times, in one run and on one SparkSession:
    ``recv_into``, batch by batch) and drops the bytes: the ceiling for a source that has to
    move the records from another process on this machine, but with no broker and no decoding.
 
-The Spark runs alternate round by round (the machine drifts between runs) and each figure is
-the best of ``--repeat`` rounds. Prints records/s, ratios to the Parquet upper bound, and the
+The Spark runs alternate round by round in a rotating order, after a warm-up round that is not
+counted (the machine drifts between runs, and the JVM compiles as it goes); each figure is the
+best of ``--repeat`` rounds. Prints records/s, ratios to the Parquet upper bound, and the
 gregor source's ratio to each ceiling, from the best runs and round by round. Run with
 ``GREGOR_NO_EXTENSIONS=1`` for the pure-Python record walk.
 """
