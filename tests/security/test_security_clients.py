@@ -522,3 +522,69 @@ def test_kcat_over_sasl_ssl_scram_sha_512(broker: BrokerProcess, pki: Pki) -> No
     refused = subprocess.run([*bad, "-L"], capture_output=True, timeout=120)
     assert refused.returncode != 0
     assert b"invalid credentials with SASL mechanism SCRAM-SHA-512" in refused.stderr
+
+
+# --- Gregor's bulk reader (a blocking connection of its own) ---
+
+
+BULK_LISTENERS = {
+    "ssl": ("SSL", {}),
+    "mtls": ("MTLS", {}),
+    "sasl-plaintext-plain": ("SASL_PLAINTEXT", sasl("PLAIN", "alice", "alice-secret")),
+    "sasl-ssl-scram-sha-512": ("SASL_SSL", sasl("SCRAM-SHA-512", "scram512", "pw-512")),
+}
+
+
+@pytest.mark.parametrize("listener", sorted(BULK_LISTENERS))
+def test_gregor_bulk_reader_over_tls_and_sasl(broker: BrokerProcess, pki: Pki, listener: str) -> None:
+    """Megabyte fetches over each kind of listener: TLS hands the frame over record by record,
+    SASL logs the blocking connection in first; the records come back exact."""
+    from gregor.client.bulk import RangeReader, close_shared_clients, shared_client
+
+    name, settings = BULK_LISTENERS[listener]
+    protocol = {"SSL": "SSL", "MTLS": "SSL"}.get(name, name)
+    settings = {"security.protocol": protocol, **settings}
+    if "SSL" in protocol:
+        settings |= tls(pki, pki.alice if name == "MTLS" else None)
+    topic = f"sec-bulk-{listener}-{uuid.uuid4().hex[:6]}"
+    values = [b"%06d" % i + bytes([i % 251]) * 1018 for i in range(3000)]
+    p = Producer({"bootstrap.servers": broker.bootstrap("PLAINTEXT"), "acks": "all", "linger.ms": 5})
+    for v in values:
+        p.produce(topic, v, partition=0)
+    assert p.flush(60) == 0
+    client = shared_client({"bootstrap.servers": broker.bootstrap(name), **settings})
+    try:
+        got = list(RangeReader(client, topic, 0, 0, None, chunk_records=1000))
+        assert [o for b in got for o in b.column("offset").to_pylist()] == list(range(3000))
+        assert [v for b in got for v in b.column("value").to_pylist()] == values
+    finally:
+        close_shared_clients()
+
+
+def test_gregor_blocking_connection_refuses_bad_credentials(broker: BrokerProcess, pki: Pki) -> None:
+    from gregor.client.blocking import BlockingConnection
+    from gregor.client.errors import KafkaConnectionError
+    from gregor.client.security import connection_security
+    from gregor.protocol.errors import SaslAuthenticationFailedError
+
+    def conn(listener: str, settings: dict[str, str]) -> BlockingConnection:
+        context, login = connection_security(settings.get)
+        host, port = broker.bootstrap(listener).rsplit(":", 1)
+        return BlockingConnection(host, int(port), ssl_context=context, sasl=login)
+
+    wrong = conn("SASL_SSL", {"security.protocol": "SASL_SSL", **tls(pki), **sasl("SCRAM-SHA-512", "scram512", "wrong-password")})
+    with pytest.raises(SaslAuthenticationFailedError):
+        wrong.connect()
+    assert not wrong.connected
+    untrusted = conn("SSL", {"security.protocol": "SSL", "ssl.ca.location": str(pki.other_ca.ca_path)})
+    with pytest.raises(KafkaConnectionError, match="certificate verify failed"):
+        untrusted.connect()
+    no_certificate = conn("MTLS", {"security.protocol": "SSL", **tls(pki)})
+    with pytest.raises(KafkaConnectionError):
+        no_certificate.connect()
+    assert not no_certificate.connected
+    good = conn("SASL_PLAINTEXT", {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}).connect()
+    try:
+        assert good.connected and good.api_versions
+    finally:
+        good.close()

@@ -5,11 +5,16 @@ reading millions of records wants bounded memory and no idle network, so :class:
 reads ``[start_offset, end_offset)`` in chunks of about ``chunk_records`` records, with one
 Fetch always in flight.
 
-Theory of operation. The fetches run on the synchronous facade's loop thread; decoding into
-Arrow (:class:`~gregor.client.arrow.ArrowBatchBuilder`) runs on the caller's thread. The next
-fetch offset is known from the batch headers of a response alone (base offset plus last offset
-delta of the last whole v2 batch), so the reader asks for the next record set *before* decoding
-the current one and the broker's answer travels while this thread works. A response whose
+Theory of operation. The reader fetches from the partition's leader on a blocking connection
+(:class:`~gregor.client.blocking.BlockingConnection`, held by :class:`_LeaderLink`) in the
+caller's thread, and decodes into Arrow (:class:`~gregor.client.arrow.ArrowBatchBuilder`) in
+the same thread; metadata, offsets and the client's other requests stay on the synchronous
+facade's loop thread. The next fetch offset is known from the batch headers of a response
+alone (base offset plus last offset delta of the last whole v2 batch), so the reader sends the
+next Fetch *before* decoding the current response, and the broker's answer travels into the
+socket's receive buffer while this thread works. A broken connection, a timeout or stale
+metadata (the leader moved) drops the connection, refreshes the metadata and asks the new
+leader again, until ``timeout``. A response whose
 only batch is larger than the byte limit comes back partial: the limit doubles and the fetch
 is repeated. An out-of-range fetch offset (retention deleted records, or the log was
 truncated) is data loss: it raises :class:`DataLossError` unless ``fail_on_data_loss`` is
@@ -17,7 +22,8 @@ false, in which case the reader skips to the log start offset and reports the sk
 ``lost``.
 
 :func:`shared_client` keeps one started :class:`KafkaClient` per configuration per process,
-so the many short tasks of a long-lived worker process reuse their connections.
+so the many short tasks of a long-lived worker process reuse their connections; a reader that
+finishes with nothing outstanding leaves its blocking connection for the next one.
 """
 
 from __future__ import annotations
@@ -26,19 +32,20 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future
 from typing import Any
 
 import pyarrow as pa
 
 from gregor.client.arrow import ArrowBatchBuilder
+from gregor.client.blocking import BlockingConnection
 from gregor.client.config import COMMON, Config
+from gregor.client.conn import ApiVersionTable
 from gregor.client.consumer import list_offsets
 from gregor.client.core import STALE_METADATA, KafkaClient
 from gregor.client.errors import KafkaError, KafkaTimeoutError, error_for_code
 from gregor.client.metadata import TopicPartition
 from gregor.client.sync import LoopThread
-from gregor.protocol.errors import ErrorCode
+from gregor.protocol.errors import ErrorCode, LeaderNotAvailableError
 from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records.scan import next_fetch_offset
 
@@ -86,6 +93,11 @@ def close_shared_clients() -> None:
     with _CLIENTS_LOCK:
         clients = list(_CLIENTS.values())
         _CLIENTS.clear()
+    with _IDLE_LOCK:
+        idle = [conn for conns in _IDLE.values() for conn in conns]
+        _IDLE.clear()
+    for conn in idle:
+        conn.close()
     for c in clients:
         lt.run(c.close())
 
@@ -100,6 +112,42 @@ class _Fetched:
         self.last_stable_offset = lso
         self.log_start_offset = log_start
         self.aborted = aborted
+
+
+def _fetch_request(tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, min_bytes: int = 1) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.Topics(
+                topic=tp.topic,
+                partitions=[
+                    FetchRequest.Topics.Partitions(partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes)
+                ],
+            )
+        ],
+    )
+
+
+def _fetch_version(conn: ApiVersionTable) -> int:
+    return min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
+
+
+def _fetched(resp: Any, tp: TopicPartition) -> _Fetched | None:
+    """The partition's part of a Fetch response; None when the metadata is stale (ask again)."""
+    if resp.error_code:
+        raise error_for_code(resp.error_code)(str(tp))
+    if resp.responses and resp.responses[0].partitions:
+        p = resp.responses[0].partitions[0]
+        if p.error_code not in STALE_METADATA:
+            aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
+            return _Fetched(p.error_code, p.records, p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted)
+    return None
 
 
 async def _fetch(
@@ -119,46 +167,132 @@ async def _fetch(
         if node >= 0:
             try:
                 conn = await client.connection(node)
-                version = min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
-                req = FetchRequest(
-                    replica_id=-1,
-                    max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
-                    min_bytes=min_bytes,
-                    max_bytes=max_bytes,
-                    isolation_level=isolation_level,
-                    session_id=0,
-                    session_epoch=-1,
-                    topics=[
-                        FetchRequest.Topics(
-                            topic=tp.topic,
-                            partitions=[
-                                FetchRequest.Topics.Partitions(
-                                    partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes
-                                )
-                            ],
-                        )
-                    ],
-                )
-                resp = await conn.send(req, version)
+                req = _fetch_request(tp, offset, max_bytes, isolation_level, min_bytes)
+                resp = await conn.send(req, _fetch_version(conn))
             except KafkaError as e:
                 if not e.retriable or time.monotonic() > deadline:
                     raise
                 client.request_update()
             else:
-                if resp.error_code:
-                    raise error_for_code(resp.error_code)(str(tp))
-                if resp.responses and resp.responses[0].partitions:
-                    p = resp.responses[0].partitions[0]
-                    if p.error_code not in STALE_METADATA:
-                        aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
-                        return _Fetched(
-                            p.error_code, p.records, p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted
-                        )
-                    client.request_update()
+                f = _fetched(resp, tp)
+                if f is not None:
+                    return f
+                client.request_update()
         if time.monotonic() > deadline:
             raise KafkaTimeoutError(f"{tp}: no answer to Fetch at offset {offset} within {timeout}s")
         await client.refresh_metadata()
         await asyncio.sleep(client.retry_backoff)
+
+
+class _LeaderLink:
+    """The blocking connection a :class:`RangeReader` fetches on, to its partition's leader.
+
+    Fetches are sent one ahead (:meth:`send`) and read in order (:meth:`result`). A failed
+    send is not an error yet: :meth:`result` finds the request unsent and, as it does for a
+    broken connection or stale metadata, refreshes the metadata (on the client's loop),
+    connects to the leader named then and asks again, until ``timeout``. A connection left
+    with nothing outstanding goes back to :data:`_IDLE` for the next reader of this process.
+    """
+
+    def __init__(self, client: KafkaClient, tp: TopicPartition, isolation_level: int, timeout: float) -> None:
+        self.client = client
+        self.tp = tp
+        self.isolation_level = isolation_level
+        self.timeout = timeout
+        self.conn: BlockingConnection | None = None
+        self._lt = LoopThread.get()
+        self._key: tuple[KafkaClient, int, str, int] | None = None
+        self._sent: list[tuple[int, int] | None] = []  # (offset, max_bytes) per request, None if unsent
+
+    def send(self, offset: int, max_bytes: int) -> None:
+        try:
+            conn = self.conn or self._connect()
+            conn.send(_fetch_request(self.tp, offset, max_bytes, self.isolation_level), _fetch_version(conn))
+        except KafkaError as e:
+            if not e.retriable:
+                raise
+            self._drop()
+            self._sent.append(None)
+        else:
+            self._sent.append((offset, max_bytes))
+
+    def result(self, offset: int, max_bytes: int) -> _Fetched:
+        """The response to the oldest fetch sent (at ``offset``), asking again while it fails."""
+        deadline = time.monotonic() + self.timeout
+        sent = self._sent.pop(0)
+        while True:
+            if sent is not None and self.conn is not None:
+                try:
+                    f = _fetched(self.conn.receive(), self.tp)
+                except KafkaError as e:
+                    if not e.retriable or time.monotonic() > deadline:
+                        raise
+                    self._drop()
+                else:
+                    if f is not None:
+                        return f
+                    self._drop()  # the partition moved: the connection may be to a follower now
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"{self.tp}: no answer to Fetch at offset {offset} within {self.timeout}s")
+            self.client.request_update()
+            self._lt.run(self.client.refresh_metadata())
+            time.sleep(self.client.retry_backoff)
+            self._sent.clear()  # whatever else was sent went on a connection now closed
+            self.send(offset, max_bytes)
+            sent = self._sent.pop(0)
+
+    def _connect(self) -> BlockingConnection:
+        client = self.client
+        self._lt.run(client.wait_for_metadata(self.tp.topic, self.timeout))
+        node = client.cluster.leader_for(self.tp)
+        broker = client.cluster.brokers.get(node) if node >= 0 else None
+        if broker is None:
+            raise LeaderNotAvailableError(f"{self.tp}: no leader known")
+        key = (client, node, broker.host, broker.port)
+        with _IDLE_LOCK:
+            idle = _IDLE.get(key)
+            conn = idle.pop() if idle else None
+        if conn is None:
+            conn = BlockingConnection(
+                broker.host,
+                broker.port,
+                node_id=node,
+                client_id=client.client_id,
+                request_timeout_ms=client.config["request.timeout.ms"],
+                connect_timeout_ms=client.config["socket.connection.setup.timeout.ms"],
+                ssl_context=client._ssl_context,
+                sasl=client._sasl,
+            ).connect()
+        self.conn = conn
+        self._key = key
+        return conn
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def release(self) -> None:
+        """Done with the link: an idle, healthy connection is kept for the next reader."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        if conn.in_flight or not conn.connected or self._key is None:
+            conn.close()
+            return
+        with _IDLE_LOCK:
+            idle = _IDLE.setdefault(self._key, [])
+            if len(idle) < _IDLE_PER_BROKER:
+                idle.append(conn)
+                return
+        conn.close()
+
+
+#: Idle blocking connections by (client, node, host, port): the tasks of one Spark worker
+#: process run one after another and take the connection the last one left.
+_IDLE: dict[tuple[KafkaClient, int, str, int], list[BlockingConnection]] = {}
+_IDLE_LOCK = threading.Lock()
+_IDLE_PER_BROKER = 4
 
 
 async def end_offsets_async(
@@ -240,9 +374,9 @@ class RangeReader:
         self.records = 0
         self._lt = LoopThread.get()
 
-    def _submit(self, offset: int) -> Future[_Fetched]:
-        coro = _fetch(self.client, self.tp, offset, self.max_bytes, self.isolation_level, self.timeout)
-        return asyncio.run_coroutine_threadsafe(coro, self._lt.loop)
+    def _submit(self, offset: int) -> tuple[int, int]:
+        self._link.send(offset, self.max_bytes)
+        return offset, self.max_bytes
 
     def _builder(self, previous: ArrowBatchBuilder | None) -> ArrowBatchBuilder:
         return ArrowBatchBuilder(
@@ -264,13 +398,20 @@ class RangeReader:
         self.lost += max(to - frm, 0)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        self._link = _LeaderLink(self.client, self.tp, self.isolation_level, self.timeout)
+        try:
+            yield from self._read()
+        finally:
+            self._link.release()
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
         position = self.start_offset
         end = self.end_offset
         builder = self._builder(None)
         chunk_start = position
-        pending: Future[_Fetched] | None = self._submit(position) if end is None or position < end else None
+        pending: tuple[int, int] | None = self._submit(position) if end is None or position < end else None
         while pending is not None:
-            f = pending.result(self.timeout + 5)
+            f = self._link.result(*pending)
             pending = None
             if f.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 low = self._log_start()

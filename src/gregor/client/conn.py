@@ -25,7 +25,7 @@ import logging
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from gregor.client.errors import (
@@ -84,7 +84,75 @@ class _Protocol(asyncio.BufferedProtocol):
         self.conn._writable.set()
 
 
-class BrokerConnection:
+#: A conversation with a broker as a generator: it yields (request, version) and is sent each
+#: response, so the asyncio and the blocking connection run the same steps.
+Exchange = Generator[tuple[Message, int], Any, None]
+
+
+class ApiVersionTable:
+    """What both connection kinds share: the broker's API version ranges, the ApiVersions
+    negotiation and the SASL login (as :data:`Exchange` generators), and version choice."""
+
+    api_versions: dict[int, tuple[int, int]]
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _negotiation(self) -> Exchange:
+        req = ApiVersionsRequest(
+            client_software_name=CLIENT_SOFTWARE_NAME,
+            client_software_version=CLIENT_SOFTWARE_VERSION,
+        )
+        resp = yield req, 3
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            # The broker listed its ranges in a v0 body: retry with the highest it knows.
+            theirs = {k.api_key: k.max_version for k in resp.api_keys}
+            resp = yield req, min(theirs.get(ApiVersionsRequest.API_KEY, 0), 3)
+        if resp.error_code:
+            self.close()
+            raise KafkaConnectionError(f"ApiVersions failed on {self}: error {resp.error_code}")
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def _login(self, login: SaslClient) -> Exchange:
+        """SaslHandshake, then SaslAuthenticate until the mechanism is done (KIP-152)."""
+        hello = yield SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1)
+        if hello.error_code:
+            raise SaslAuthenticationFailedError(
+                f"{self} does not enable SASL mechanism {login.mechanism} (it offers {hello.mechanisms})"
+            )
+        version = self.version(36, 2)
+        token: bytes | None = login.first()
+        while token is not None:
+            resp = yield SaslAuthenticateRequest(auth_bytes=token), version
+            if resp.error_code:
+                raise SaslAuthenticationFailedError(resp.error_message or f"{login.mechanism} login refused")
+            token = login.respond(bytes(resp.auth_bytes))
+
+    def supports(self, api_key: int, min_version: int = 0) -> bool:
+        rng = self.api_versions.get(api_key)
+        info = API_KEYS.get(api_key)
+        if rng is None or info is None:
+            return False
+        return min(rng[1], info.max_version) >= max(rng[0], info.min_version, min_version)
+
+    def version(self, api_key: int, max_version: int | None = None, min_version: int = 0) -> int:
+        """The highest version of ``api_key`` both this codec and the broker speak."""
+        info = API_KEYS[api_key]
+        rng = self.api_versions.get(api_key)
+        if rng is None:
+            raise UnsupportedForBrokerError(f"{self} does not support {info.name}")
+        hi = min(rng[1], info.max_version)
+        if max_version is not None:
+            hi = min(hi, max_version)
+        lo = max(rng[0], info.min_version, min_version)
+        if hi < lo:
+            raise UnsupportedForBrokerError(
+                f"{self} supports {info.name} v{rng[0]}-{rng[1]}, need v{lo}+"
+            )
+        return hi
+
+
+class BrokerConnection(ApiVersionTable):
     """A connection to broker ``node_id`` at ``host:port`` (node_id -1.. for bootstrap)."""
 
     def __init__(
@@ -153,58 +221,20 @@ class BrokerConnection:
                 raise
         return self
 
-    async def _authenticate(self, login: SaslClient) -> None:
-        """SaslHandshake, then SaslAuthenticate until the mechanism is done (KIP-152)."""
-        hello = await self.send(SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1))
-        if hello.error_code:
-            raise SaslAuthenticationFailedError(
-                f"{self} does not enable SASL mechanism {login.mechanism} (it offers {hello.mechanisms})"
-            )
-        version = self.version(36, 2)
-        token: bytes | None = login.first()
-        while token is not None:
-            resp = await self.send(SaslAuthenticateRequest(auth_bytes=token), version)
-            if resp.error_code:
-                raise SaslAuthenticationFailedError(resp.error_message or f"{login.mechanism} login refused")
-            token = login.respond(bytes(resp.auth_bytes))
+    async def _converse(self, exchange: Exchange) -> None:
+        """Run a request/response exchange (:meth:`ApiVersionTable._negotiation`, ``_login``)."""
+        try:
+            step = next(exchange)
+            while True:
+                step = exchange.send(await self.send(*step))
+        except StopIteration:
+            pass
 
     async def _negotiate(self) -> None:
-        req = ApiVersionsRequest(
-            client_software_name=CLIENT_SOFTWARE_NAME,
-            client_software_version=CLIENT_SOFTWARE_VERSION,
-        )
-        resp = await self.send(req, 3)
-        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
-            # The broker listed its ranges in a v0 body: retry with the highest it knows.
-            theirs = {k.api_key: k.max_version for k in resp.api_keys}
-            resp = await self.send(req, min(theirs.get(ApiVersionsRequest.API_KEY, 0), 3))
-        if resp.error_code:
-            self.close()
-            raise KafkaConnectionError(f"ApiVersions failed on {self}: error {resp.error_code}")
-        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        await self._converse(self._negotiation())
 
-    def supports(self, api_key: int, min_version: int = 0) -> bool:
-        rng = self.api_versions.get(api_key)
-        info = API_KEYS.get(api_key)
-        if rng is None or info is None:
-            return False
-        return min(rng[1], info.max_version) >= max(rng[0], info.min_version, min_version)
-
-    def version(self, api_key: int, max_version: int | None = None, min_version: int = 0) -> int:
-        """The highest version of ``api_key`` both this codec and the broker speak."""
-        info = API_KEYS[api_key]
-        rng = self.api_versions.get(api_key)
-        if rng is None:
-            raise UnsupportedForBrokerError(f"{self} does not support {info.name}")
-        hi = min(rng[1], info.max_version)
-        if max_version is not None:
-            hi = min(hi, max_version)
-        lo = max(rng[0], info.min_version, min_version)
-        if hi < lo:
-            raise UnsupportedForBrokerError(
-                f"{self} supports {info.name} v{rng[0]}-{rng[1]}, need v{lo}+"
-            )
-        return hi
+    async def _authenticate(self, login: SaslClient) -> None:
+        await self._converse(self._login(login))
 
     def send(
         self, message: Message, version: int | None = None, *, timeout: float | None = None

@@ -416,6 +416,13 @@ class BufferedFrameReader:
         """Bytes held waiting for the rest of a frame."""
         return self._filled if self._frame is not None else self._end - self._start
 
+    @property
+    def frame_remaining(self) -> int:
+        """Bytes still to come of a large frame being read into its own buffer (0 if none):
+        what :meth:`get_buffer` hands out then is exactly that, so a blocking reader may wait
+        for all of it at once (``MSG_WAITALL``)."""
+        return len(self._frame) - self._filled if self._frame is not None else 0
+
     def get_buffer(self) -> memoryview:
         """Where the next bytes from the socket go."""
         frame = self._frame
