@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gregor.client.conn import ConnectionBase
 from gregor.client.core import STALE_METADATA, KafkaClient
 from gregor.client.errors import KafkaTimeoutError, error_for_code
 from gregor.client.metadata import TopicPartition
@@ -200,6 +201,35 @@ def _bisect(offsets: array[int], target: int) -> int:
     return lo
 
 
+def fetch_request(tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, min_bytes: int = 1) -> FetchRequest:
+    """A sessionless Fetch of one partition from ``offset``, as a consumer asks (replica -1)."""
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.Topics(
+                topic=tp.topic,
+                partitions=[
+                    FetchRequest.Topics.Partitions(
+                        partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def fetch_version(conn: ConnectionBase) -> int:
+    """The Fetch version the bulk readers use: 4 (read_committed, aborted transactions) to 12
+    (the last before topic IDs replace names)."""
+    return min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
+
+
 async def fetch_arrow(
     client: KafkaClient,
     topic: str,
@@ -230,26 +260,8 @@ async def fetch_arrow(
     pending: tuple[int, Any] | None = None  # a fetch sent ahead while the last is decoded
 
     def send(conn: Any, offset: int) -> Any:
-        req = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
-            min_bytes=1,
-            max_bytes=max_bytes,
-            isolation_level=isolation_level,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                FetchRequest.Topics(
-                    topic=topic,
-                    partitions=[
-                        FetchRequest.Topics.Partitions(
-                            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
-                        )
-                    ],
-                )
-            ],
-        )
-        return conn.send(req, min(conn.version(FetchRequest.API_KEY, min_version=4), 12))
+        req = fetch_request(tp, offset, max_bytes, isolation_level)
+        return conn.send(req, fetch_version(conn))
 
     while end_offset is None or position < end_offset:
         if time.monotonic() > deadline:

@@ -6,7 +6,7 @@ Theory of operation. :class:`BlockingConnection` runs the same sans-IO
 :class:`~gregor.client.conn.BrokerConnection`, over a blocking socket in the caller's thread:
 :meth:`send` writes a request (several may be outstanding), :meth:`receive` reads until the
 oldest outstanding response is whole and returns it. The ApiVersions negotiation and the SASL
-login are the asyncio connection's own steps (:class:`~gregor.client.conn.ApiVersionTable`),
+login are the asyncio connection's own steps (:class:`~gregor.client.conn.ConnectionBase`),
 driven here by blocking calls; TLS wraps the socket with the client's context.
 
 Why it exists. A bulk reader (:class:`gregor.client.bulk.RangeReader`, one per Spark task)
@@ -29,13 +29,10 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
-from gregor.client.conn import ApiVersionTable, Exchange
+from gregor.client.conn import ConnectionBase, ConnectionOptions, Exchange
 from gregor.client.errors import KafkaConnectionError, KafkaTimeoutError
-from gregor.client.sasl import SaslClient
-from gregor.protocol.connection import ClientConnection
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import BufferedFrameReader, coalesce
 from gregor.protocol.messages import Message
@@ -46,37 +43,15 @@ def _timeval(seconds: float) -> bytes:
     return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
 
 
-class BlockingConnection(ApiVersionTable):
+class BlockingConnection(ConnectionBase):
     """A connection to the broker at ``host:port``, used from one thread at a time."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        node_id: int = -1,
-        client_id: str | None = "gregor",
-        request_timeout_ms: int = 30000,
-        connect_timeout_ms: int = 10000,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: Callable[[], SaslClient] | None = None,
-    ) -> None:
-        self.host = host
-        self.port = port
-        self.node_id = node_id
-        self.request_timeout = request_timeout_ms / 1000
-        self.connect_timeout = connect_timeout_ms / 1000
-        self.ssl_context = ssl_context
-        self.sasl = sasl
-        self.api_versions: dict[int, tuple[int, int]] = {}
-        self._sans_io = ClientConnection(client_id)
+    def __init__(self, host: str, port: int, **options: Unpack[ConnectionOptions]) -> None:
+        super().__init__(host, port, **options)
         self._frames = BufferedFrameReader()
         self._sock: socket.socket | None = None
         self._waitall = 0
         self._ready: list[Any] = []  # responses read past the one asked for
-
-    def __repr__(self) -> str:
-        return f"<BlockingConnection node={self.node_id} {self.host}:{self.port}>"
 
     @property
     def connected(self) -> bool:

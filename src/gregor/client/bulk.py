@@ -36,17 +36,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from gregor.client.arrow import ArrowBatchBuilder
+from gregor.client.arrow import ArrowBatchBuilder, fetch_request, fetch_version
 from gregor.client.blocking import BlockingConnection
 from gregor.client.config import COMMON, Config
-from gregor.client.conn import ApiVersionTable
 from gregor.client.consumer import list_offsets
 from gregor.client.core import STALE_METADATA, KafkaClient
 from gregor.client.errors import KafkaError, KafkaTimeoutError, error_for_code
 from gregor.client.metadata import TopicPartition
 from gregor.client.sync import LoopThread
 from gregor.protocol.errors import ErrorCode, LeaderNotAvailableError
-from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records.scan import next_fetch_offset
 
 EARLIEST = -2
@@ -114,30 +112,6 @@ class _Fetched:
         self.aborted = aborted
 
 
-def _fetch_request(tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, min_bytes: int = 1) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=isolation_level,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.Topics(
-                topic=tp.topic,
-                partitions=[
-                    FetchRequest.Topics.Partitions(partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes)
-                ],
-            )
-        ],
-    )
-
-
-def _fetch_version(conn: ApiVersionTable) -> int:
-    return min(conn.version(FetchRequest.API_KEY, min_version=4), 12)
-
-
 def _fetched(resp: Any, tp: TopicPartition) -> _Fetched | None:
     """The partition's part of a Fetch response; None when the metadata is stale (ask again)."""
     if resp.error_code:
@@ -167,8 +141,8 @@ async def _fetch(
         if node >= 0:
             try:
                 conn = await client.connection(node)
-                req = _fetch_request(tp, offset, max_bytes, isolation_level, min_bytes)
-                resp = await conn.send(req, _fetch_version(conn))
+                req = fetch_request(tp, offset, max_bytes, isolation_level, min_bytes)
+                resp = await conn.send(req, fetch_version(conn))
             except KafkaError as e:
                 if not e.retriable or time.monotonic() > deadline:
                     raise
@@ -207,7 +181,7 @@ class _LeaderLink:
     def send(self, offset: int, max_bytes: int) -> None:
         try:
             conn = self.conn or self._connect()
-            conn.send(_fetch_request(self.tp, offset, max_bytes, self.isolation_level), _fetch_version(conn))
+            conn.send(fetch_request(self.tp, offset, max_bytes, self.isolation_level), fetch_version(conn))
         except KafkaError as e:
             if not e.retriable:
                 raise
@@ -253,16 +227,7 @@ class _LeaderLink:
             idle = _IDLE.get(key)
             conn = idle.pop() if idle else None
         if conn is None:
-            conn = BlockingConnection(
-                broker.host,
-                broker.port,
-                node_id=node,
-                client_id=client.client_id,
-                request_timeout_ms=client.config["request.timeout.ms"],
-                connect_timeout_ms=client.config["socket.connection.setup.timeout.ms"],
-                ssl_context=client._ssl_context,
-                sasl=client._sasl,
-            ).connect()
+            conn = BlockingConnection(broker.host, broker.port, **client.connection_options(node)).connect()
         self.conn = conn
         self._key = key
         return conn

@@ -26,7 +26,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from gregor.client.errors import (
     KafkaConnectionError,
@@ -89,11 +89,37 @@ class _Protocol(asyncio.BufferedProtocol):
 Exchange = Generator[tuple[Message, int], Any, None]
 
 
-class ApiVersionTable:
-    """What both connection kinds share: the broker's API version ranges, the ApiVersions
-    negotiation and the SASL login (as :data:`Exchange` generators), and version choice."""
+class ConnectionOptions(TypedDict, total=False):
+    """How to reach a broker, beyond host and port; unset ones take the defaults shown."""
 
-    api_versions: dict[int, tuple[int, int]]
+    node_id: int  # -1 (a bootstrap server)
+    client_id: str | None  # "gregor"
+    request_timeout_ms: int  # 30000
+    connect_timeout_ms: int  # 10000
+    ssl_context: ssl.SSLContext | None  # None: no TLS
+    sasl: Callable[[], SaslClient] | None  # None: no SASL login
+
+
+class ConnectionBase:
+    """What both connection kinds share: where and how to connect, the sans-IO protocol state,
+    the broker's API version ranges, the ApiVersions negotiation and the SASL login (as
+    :data:`Exchange` generators), and version choice."""
+
+    def __init__(self, host: str, port: int, **options: Unpack[ConnectionOptions]) -> None:
+        self.host = host
+        self.port = port
+        #: TLS (SSL / SASL_SSL): the server's name is checked as the context says.
+        self.ssl_context = options.get("ssl_context")
+        #: SASL (SASL_PLAINTEXT / SASL_SSL): a fresh login exchange per connection.
+        self.sasl = options.get("sasl")
+        self.node_id = options.get("node_id", -1)
+        self.request_timeout = options.get("request_timeout_ms", 30000) / 1000
+        self.connect_timeout = options.get("connect_timeout_ms", 10000) / 1000
+        self._sans_io = ClientConnection(options.get("client_id", "gregor"))
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} node={self.node_id} {self.host}:{self.port}>"
 
     def close(self) -> None:
         raise NotImplementedError
@@ -152,31 +178,11 @@ class ApiVersionTable:
         return hi
 
 
-class BrokerConnection(ApiVersionTable):
+class BrokerConnection(ConnectionBase):
     """A connection to broker ``node_id`` at ``host:port`` (node_id -1.. for bootstrap)."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        node_id: int = -1,
-        client_id: str | None = "gregor",
-        request_timeout_ms: int = 30000,
-        connect_timeout_ms: int = 10000,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: Callable[[], SaslClient] | None = None,
-    ) -> None:
-        self.host = host
-        self.port = port
-        #: TLS (SSL / SASL_SSL): the server's name is checked as the context says.
-        self.ssl_context = ssl_context
-        #: SASL (SASL_PLAINTEXT / SASL_SSL): a fresh login exchange per connection.
-        self.sasl = sasl
-        self.node_id = node_id
-        self.request_timeout = request_timeout_ms / 1000
-        self.connect_timeout = connect_timeout_ms / 1000
-        self._sans_io = ClientConnection(client_id)
+    def __init__(self, host: str, port: int, **options: Unpack[ConnectionOptions]) -> None:
+        super().__init__(host, port, **options)
         self._transport: asyncio.Transport | None = None
         self._futures: deque[tuple[asyncio.Future[Any], float]] = deque()
         self._writable = asyncio.Event()
@@ -184,11 +190,7 @@ class BrokerConnection(ApiVersionTable):
         self._closed = False
         self._error: Exception | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self.api_versions: dict[int, tuple[int, int]] = {}
         self.last_used = time.monotonic()
-
-    def __repr__(self) -> str:
-        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
 
     @property
     def connected(self) -> bool:
@@ -222,7 +224,7 @@ class BrokerConnection(ApiVersionTable):
         return self
 
     async def _converse(self, exchange: Exchange) -> None:
-        """Run a request/response exchange (:meth:`ApiVersionTable._negotiation`, ``_login``)."""
+        """Run a request/response exchange (:meth:`ConnectionBase._negotiation`, ``_login``)."""
         try:
             step = next(exchange)
             while True:

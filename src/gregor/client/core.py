@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gregor.client.config import Config
-from gregor.client.conn import BrokerConnection
+from gregor.client.conn import BrokerConnection, ConnectionOptions
 from gregor.client.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -207,6 +207,18 @@ class KafkaClient:
             self._connecting[node_id] = task
         return await asyncio.shield(task)
 
+    def connection_options(self, node_id: int) -> ConnectionOptions:
+        """This client's settings for a new connection to ``node_id`` (-1: a bootstrap server),
+        of either kind (:class:`BrokerConnection`, :class:`~gregor.client.blocking.BlockingConnection`)."""
+        return ConnectionOptions(
+            node_id=node_id,
+            client_id=self.client_id,
+            request_timeout_ms=self.config["request.timeout.ms"],
+            connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+            ssl_context=self._ssl_context,
+            sasl=self._sasl,
+        )
+
     async def _open(self, node_id: int) -> BrokerConnection:
         try:
             b = self._backoff_for(node_id)
@@ -216,16 +228,7 @@ class KafkaClient:
             broker = self.cluster.brokers.get(node_id)
             if broker is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-            conn = BrokerConnection(
-                broker.host,
-                broker.port,
-                node_id=node_id,
-                client_id=self.client_id,
-                request_timeout_ms=self.config["request.timeout.ms"],
-                connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
-                ssl_context=self._ssl_context,
-                sasl=self._sasl,
-            )
+            conn = BrokerConnection(broker.host, broker.port, **self.connection_options(node_id))
             try:
                 await conn.connect()
             except KafkaError:
@@ -262,15 +265,7 @@ class KafkaClient:
         servers = list(self._bootstrap)
         random.shuffle(servers)
         for host, port in servers:
-            conn = BrokerConnection(
-                host,
-                port,
-                client_id=self.client_id,
-                request_timeout_ms=self.config["request.timeout.ms"],
-                connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
-                ssl_context=self._ssl_context,
-                sasl=self._sasl,
-            )
+            conn = BrokerConnection(host, port, **self.connection_options(-1))
             try:
                 await conn.connect()
             except SaslAuthenticationFailedError:
