@@ -33,7 +33,9 @@ def segment(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i in range(5):
             p.produce("dumped", key=b"k%d" % i, value=b"value-%d" % i, headers=[("h", b"x")])
             assert p.flush(30) == 0
-        z = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 50, "compression.type": "gzip"})
+        # nothing leaves before flush() (a minute's linger), so the three are one batch however
+        # slowly this loop runs on a busy machine
+        z = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 60000, "compression.type": "gzip"})
         for i in range(5, 8):
             z.produce("dumped", value=b"value-%d" % i + b"." * 500)  # compressible
         assert z.flush(30) == 0
