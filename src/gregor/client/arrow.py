@@ -142,9 +142,8 @@ class ArrowBatchBuilder:
         hvalues = _binary(pa.binary(), hn, c.hvalue_offsets, c.hvalue_data, c.hvalue_valid, c.hvalue_nulls)
         structs = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
         validity = _validity(c.header_valid, c.header_nulls)
-        nulls = c.header_nulls
         return pa.Array.from_buffers(
-            HEADER_TYPE, n, [validity, pa.py_buffer(c.header_offsets)], null_count=nulls, children=[structs]
+            HEADER_TYPE, n, [validity, pa.py_buffer(c.header_offsets)], null_count=c.header_nulls, children=[structs]
         )
 
 

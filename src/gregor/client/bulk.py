@@ -161,9 +161,10 @@ async def _fetch(
 class _LeaderLink:
     """The blocking connection a :class:`RangeReader` fetches on, to its partition's leader.
 
-    Fetches are sent one ahead (:meth:`send`) and read in order (:meth:`result`). A failed
-    send is not an error yet: :meth:`result` finds the request unsent and, as it does for a
-    broken connection or stale metadata, refreshes the metadata (on the client's loop),
+    One fetch is outstanding at a time: sent ahead (:meth:`send`), then read (:meth:`result`).
+    A failed send is not an error yet: it drops the connection, and :meth:`result`, finding
+    none, does what it does for a broken connection or stale metadata: refreshes the metadata
+    (on the client's loop),
     connects to the leader named then and asks again, until ``timeout``. A connection left
     with nothing outstanding goes back to :data:`_IDLE` for the next reader of this process.
     """
@@ -176,7 +177,6 @@ class _LeaderLink:
         self.conn: BlockingConnection | None = None
         self._lt = LoopThread.get()
         self._key: tuple[KafkaClient, int, str, int] | None = None
-        self._sent: list[tuple[int, int] | None] = []  # (offset, max_bytes) per request, None if unsent
 
     def send(self, offset: int, max_bytes: int) -> None:
         try:
@@ -185,17 +185,13 @@ class _LeaderLink:
         except KafkaError as e:
             if not e.retriable:
                 raise
-            self._drop()
-            self._sent.append(None)
-        else:
-            self._sent.append((offset, max_bytes))
+            self._drop()  # no connection left: result() asks again
 
     def result(self, offset: int, max_bytes: int) -> _Fetched:
-        """The response to the oldest fetch sent (at ``offset``), asking again while it fails."""
+        """The response to the fetch sent (at ``offset``), asking again while it fails."""
         deadline = time.monotonic() + self.timeout
-        sent = self._sent.pop(0)
         while True:
-            if sent is not None and self.conn is not None:
+            if self.conn is not None:  # else the send failed and dropped the connection
                 try:
                     f = _fetched(self.conn.receive(), self.tp)
                 except KafkaError as e:
@@ -211,9 +207,7 @@ class _LeaderLink:
             self.client.request_update()
             self._lt.run(self.client.refresh_metadata())
             time.sleep(self.client.retry_backoff)
-            self._sent.clear()  # whatever else was sent went on a connection now closed
             self.send(offset, max_bytes)
-            sent = self._sent.pop(0)
 
     def _connect(self) -> BlockingConnection:
         client = self.client

@@ -9,11 +9,12 @@ reading starts and ends (``startingOffsets``, ``endingOffsets``, ``startingTimes
 ``maxRecordsPerPartition``, ``failOnDataLoss``, ``includeHeaders``, ``kafkaConsumer.pollTimeoutMs``,
 ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``). Of the consumer's own settings the
 source reads ``kafka.isolation.level`` and ``kafka.check.crcs`` (default true: every batch's CRC
-is checked, as Spark's consumer does; false skips it, as librdkafka does by default). Offsets use Spark's JSON form:
-``{"topic": {"0": 23, "1": -2}}`` where -2 means earliest and -1 latest, and (Spark 4.2's
-SPARK-58774) a topic may stand for all its partitions with ``"earliest"`` or ``"latest"``:
-``{"topicA": "earliest", "topicB": {"0": 23}}``, expanded against the partitions the query
-finds when the offsets are resolved. A timestamp option
+is checked, as Spark's consumer does; false skips it, as librdkafka does by default).
+
+Offsets use Spark's JSON form: ``{"topic": {"0": 23, "1": -2}}`` where -2 means earliest and
+-1 latest, and (Spark 4.2's SPARK-58774) a topic may stand for all its partitions with
+``"earliest"`` or ``"latest"``: ``{"topicA": "earliest", "topicB": {"0": 23}}``, expanded
+against the partitions the query finds when the offsets are resolved. A timestamp option
 takes precedence over the offsets-by-timestamp option, which takes precedence over the offsets
 option, as in Spark.
 
