@@ -55,7 +55,7 @@ def read_to_end(cluster: ClusterProcess, topic: str) -> dict[int, list[tuple[int
 def inject(cluster: ClusterProcess, rng: random.Random, topic: str, kind: str) -> str:
     """One fault on a partition's leader or a follower; waits until the cluster is whole again."""
     partition = rng.randrange(PARTITIONS)
-    p = partition_until(cluster, topic, partition, lambda p: len(p.isrs) == 3)
+    p = partition_until(cluster, topic, partition, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     target = p.leader if rng.random() < 0.7 else rng.choice([r for r in p.replicas if r != p.leader])
     if kind == "kill":
         cluster.kill(target)
@@ -83,7 +83,7 @@ def test_no_acknowledged_append_is_lost_under_faults(cluster: ClusterProcess) ->
     producer.wait_for_acks((FAULTS + 1) * ACKS_BETWEEN_FAULTS)
     producer.stop()
     for i in range(PARTITIONS):
-        partition_until(cluster, "appends", i, lambda p: len(p.isrs) == 3)
+        partition_until(cluster, "appends", i, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     found = read_to_end(cluster, "appends")
 
     sent = {b"%08d" % n: n % PARTITIONS for n in range(producer.sent)}

@@ -80,13 +80,13 @@ def test_isr_shrinks_refuses_below_min_insync_and_grows_back(cluster: ClusterPro
     leader = partition_until(cluster, "strict", 0, lambda p: p.leader >= 0).leader
     follower = next(b for b in (1, 2, 3) if b != leader)
     cluster.kill(follower)
-    p = partition_until(cluster, "strict", 0, lambda p: follower not in p.isrs)
+    p = partition_until(cluster, "strict", 0, lambda p: follower not in p.isrs and p.leader >= 0)
     assert p.leader == leader and sorted(p.isrs) == sorted({1, 2, 3} - {follower})
     err = produce_one(cluster, "strict", b"refused")
     assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS
     assert produce_one(cluster, "strict", b"acks=1 is fine", acks="1") is None
     cluster.restart(follower)
-    p = partition_until(cluster, "strict", 0, lambda p: len(p.isrs) == 3)
+    p = partition_until(cluster, "strict", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     assert p.leader == leader
     assert produce_one(cluster, "strict", b"three again") is None
     records = read_all(cluster, "strict", 1, 3)
@@ -104,7 +104,7 @@ def high_watermark(cluster: ClusterProcess, topic: str) -> int:
 def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterProcess) -> None:
     create_topic(cluster, "diverge", 1, 3)
     assert produce_one(cluster, "diverge", b"committed") is None
-    old = partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3).leader
+    old = partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0).leader
     followers = [b for b in (1, 2, 3) if b != old]
     for b in followers:
         cluster.pause(b)  # SIGSTOP: they stop fetching, but stay registered for a while
@@ -121,7 +121,7 @@ def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterPro
     assert history[0] == b"committed" and history[-1] == b"after failover"
     assert b"never replicated" not in history
     cluster.restart(old)
-    partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3)
+    partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     # Leave the old leader the only live replica: it is elected, and must hold exactly the
     # new leader's history (its own tail truncated, the new records fetched).
     for b in followers:
@@ -134,7 +134,7 @@ def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterPro
 def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProcess) -> None:
     create_topic(cluster, "moving", 1, 3)
     assert produce_one(cluster, "moving", b"before") is None
-    leader = partition_until(cluster, "moving", 0, lambda p: len(p.isrs) == 3).leader
+    leader = partition_until(cluster, "moving", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0).leader
     cluster.stop(leader)  # SIGTERM: controlled shutdown
     p = partition_until(cluster, "moving", 0, lambda p: p.leader not in (leader, -1))
     assert leader not in p.isrs
@@ -145,7 +145,7 @@ def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProces
 def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: ClusterProcess) -> None:
     """KIP-951: NOT_LEADER_OR_FOLLOWER comes with CurrentLeader and the leader's endpoint."""
     create_topic(cluster, "hinted", 1, 3)
-    p = partition_until(cluster, "hinted", 0, lambda p: len(p.isrs) == 3)
+    p = partition_until(cluster, "hinted", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     follower = next(b for b in (1, 2, 3) if b != p.leader)
     leader_port = cluster.broker(p.leader).port
 
@@ -201,12 +201,12 @@ def test_replicas_are_placed_across_racks() -> None:
 def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> None:
     create_topic(cluster, "paused", 1, 3, {"min.insync.replicas": "2"})
     assert produce_one(cluster, "paused", b"before") is None
-    old = partition_until(cluster, "paused", 0, lambda p: len(p.isrs) == 3).leader
+    old = partition_until(cluster, "paused", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0).leader
     cluster.pause(old)  # SIGSTOP past its session timeout: it leaves the cluster
     new = partition_until(cluster, "paused", 0, lambda p: p.leader not in (old, -1)).leader
     assert produce_one(cluster, "paused", b"while paused") is None
     cluster.resume(old)
-    partition_until(cluster, "paused", 0, lambda p: len(p.isrs) == 3)
+    partition_until(cluster, "paused", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
 
     async def produce_to_old() -> ProduceResponse:
         conn = await BrokerConnection("127.0.0.1", cluster.broker(old).port).connect()
@@ -227,7 +227,7 @@ def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> N
 
 def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterProcess) -> None:
     create_topic(cluster, "elect", 1, 3)
-    p = partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3)
+    p = partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     preferred = p.replicas[0]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     tp = [TopicPartition("elect", 0)]
@@ -239,7 +239,7 @@ def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterPr
     cluster.kill(preferred)
     partition_until(cluster, "elect", 0, lambda p: p.leader not in (preferred, -1))
     cluster.restart(preferred)
-    partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3)
+    partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
     done = admin.elect_leaders(ElectionType.PREFERRED, tp).result(30)
     assert list(done.values()) == [None]
     assert partition_until(cluster, "elect", 0, lambda p: p.leader == preferred).leader == preferred
@@ -270,7 +270,7 @@ def test_the_cluster_carries_on_when_an_etcd_member_dies() -> None:
         c.etcd.kill(0)  # the first endpoint each broker's store tries: they move to another
         create_topic(c, "after", 2, 3)  # metadata changes still commit (2 of 3 members)
         assert produce_one(c, "after", b"two") is None
-        leader = partition_until(c, "after", 0, lambda p: len(p.isrs) == 3).leader
+        leader = partition_until(c, "after", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0).leader
         c.kill(leader)  # leases still expire and the controller still elects
         partition_until(c, "after", 0, lambda p: p.leader not in (leader, -1))
         assert produce_one(c, "after", b"three") is None
@@ -288,7 +288,7 @@ def test_consumers_read_from_a_replica_in_their_rack() -> None:
         create_topic(c, "near", 1, 3)
         for i in range(20):
             assert produce_one(c, "near", b"r-%02d" % i) is None
-        p = partition_until(c, "near", 0, lambda p: len(p.isrs) == 3)
+        p = partition_until(c, "near", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
         follower = next(b for b in (1, 2, 3) if b != p.leader)
 
         async def fetch(node: int, rack: str) -> FetchResponse:
