@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import weakref
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -187,3 +189,66 @@ def test_reserved_room_comes_from_the_batch_headers() -> None:
     assert records == (len(plain) - 61) // 7 and size == len(plain) - 12
     with pytest.raises(ProtocolError):  # the walk itself still rejects the count
         ArrowBatchBuilder("t", 0, verify_crc=False).add_record_set(bytes(forged))
+
+
+def _values(rb: pa.RecordBatch) -> list[bytes | None]:
+    return rb.column("value").to_pylist()
+
+
+def test_a_batch_still_held_keeps_its_columns_while_later_ones_are_built() -> None:
+    expected = [rec.value for rec in iter_records(_batch(0, 300))]
+    held = []
+    for base in range(0, 3000, 300):  # more batches than the thread keeps spares of
+        ab = ArrowBatchBuilder("t", 0)
+        ab.add_record_set(_batch(base, 300))
+        held.append(ab.build())
+        del ab
+    assert _values(held[0]) == expected
+    for i, rb in enumerate(held):
+        assert rb.column("offset").to_pylist() == list(range(300 * i, 300 * i + 300))
+        assert _values(rb) == [rec.value for rec in iter_records(_batch(300 * i, 300))]
+
+
+@pytest.fixture
+def no_spares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This thread starts with no spare column arrays (earlier tests left some)."""
+    from gregor.protocol.records import spares
+
+    monkeypatch.setattr(spares._spares, "arrays", {}, raising=False)
+
+
+@pytest.mark.usefixtures("no_spares")
+def test_the_columns_of_a_batch_no_one_holds_are_reused_emptied(record_walk: str) -> None:
+    ab = ArrowBatchBuilder("t", 0)
+    ab.add_record_set(_batch(0, 300))
+    first = ab.build()
+    values = weakref.ref(ab.columns.value_data)  # a reference of the test would keep it
+    size = len(ab.columns.value_data)
+    room = sys.getsizeof(ab.columns.value_data)
+    assert first.num_rows == 300 and size > 0
+    ab = ArrowBatchBuilder("t", 0)  # the first batch is alive: new arrays
+    assert ab.columns.value_data is not values() and len(ab.columns.value_data) == 0
+    del first, ab
+    ab = ArrowBatchBuilder("t", 0)  # now nothing refers to them: taken again, emptied
+    assert ab.columns.value_data is values()
+    assert len(ab.columns.value_data) == 0 and list(ab.columns.value_offsets) == [0]
+    if record_walk == "cython":  # the compiled walk keeps the room; the reference cannot
+        assert sys.getsizeof(ab.columns.value_data) == room
+    ab.add_record_set(_batch(300, 10))
+    rb = ab.build()
+    assert rb.column("offset").to_pylist() == list(range(300, 310))
+    assert _values(rb) == [rec.value for rec in iter_records(_batch(300, 10))]
+
+
+@pytest.mark.usefixtures("no_spares")
+def test_a_spare_over_the_limit_is_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gregor.protocol.records import spares
+
+    ab = ArrowBatchBuilder("t", 0)
+    ab.add_record_set(_batch(0, 300))
+    ab.build()
+    big = weakref.ref(ab.columns.value_data)
+    monkeypatch.setattr(spares, "SPARE_LIMIT", sys.getsizeof(ab.columns.value_data) - 1)
+    del ab
+    assert spares.new_arrow_columns().value_data is not big()
+    assert big() is None  # no longer kept, and nothing else held it

@@ -30,8 +30,8 @@ from gregor.client.errors import KafkaTimeoutError, error_for_code
 from gregor.client.metadata import TopicPartition
 from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records import scan
-from gregor.protocol.records.columns import ArrowColumns
 from gregor.protocol.records.scan import AbortFilter, arrow_columns_from
+from gregor.protocol.records.spares import new_arrow_columns
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
@@ -74,7 +74,7 @@ class ArrowBatchBuilder:
         self.include_headers = include_headers
         self.timestamp_unit = timestamp_unit
         self.verify_crc = verify_crc
-        self.columns = ArrowColumns(timestamp_scale=1000 if timestamp_unit == "us" else 1)
+        self.columns = new_arrow_columns(timestamp_scale=1000 if timestamp_unit == "us" else 1)
         #: read_committed state; its aborted producer ids may go on into the next builder
         self.abort_filter = AbortFilter(aborted_pids) if read_committed else None
         self.next_offset = -1

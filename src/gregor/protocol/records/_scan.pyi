@@ -1,4 +1,5 @@
 # Types of the compiled record walk (_scan.pyx); the same functions as _scan_py.
+from array import array
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ def arrow_records(
     columns: ArrowColumns,
     include_headers: bool,
 ) -> None: ...
+def clear_array(arr: array[int]) -> None: ...
 def reserve_columns(columns: ArrowColumns, records: int, value_bytes: int) -> None: ...
 def validate_records(data: Buffer, count: int) -> None: ...
 def encode_record(

@@ -506,6 +506,11 @@ cdef inline int array_set_len(array.array arr, Py_ssize_t n) except -1:
     return 0
 
 
+def clear_array(array.array arr):
+    """Empty ``arr`` for reuse, its room kept (a recycled column, see ``columns``)."""
+    array_set_len(arr, 0)
+
+
 def reserve_columns(object columns, Py_ssize_t records, Py_ssize_t value_bytes):
     """Make room in ``columns`` for ``records`` more records with ``value_bytes`` more value
     bytes (a record set's count and size, read from its batch headers), so the walk over the

@@ -26,6 +26,7 @@ for the batch builder.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -250,6 +251,12 @@ def reserve_columns(columns: ArrowColumns, records: int, value_bytes: int) -> No
     here it only checks its arguments; the columns do not change."""
     if records < 0 or value_bytes < 0:
         raise ValueError("a reservation cannot be negative")
+
+
+def clear_array(arr: array[int]) -> None:
+    """Empty ``arr`` for reuse (a recycled column, see ``columns``). ``array`` cannot keep its
+    room from Python, so here it is given back; the compiled walk keeps it."""
+    del arr[:]
 
 
 def validate_records(data: Buffer, count: int) -> None:

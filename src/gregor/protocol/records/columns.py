@@ -19,13 +19,25 @@ arrays without touching a record again:
 
 Both walk implementations (``_scan_py`` and the compiled ``_scan``) append to these buffers
 and must leave identical bytes. After a ProtocolError the buffers are undefined.
+
+The arrays come from ``make`` (new ones by default; ``spares.new_arrow_columns`` reuses the
+arrays of batches no one holds any more).
 """
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 
 from gregor.protocol.exceptions import ProtocolError
+
+#: Makes the empty array of one column: (column name, array typecode, starts with a 0 entry).
+ArrayMaker = Callable[[str, str, bool], "array[int]"]
+
+
+def new_array(column: str, typecode: str, first_zero: bool) -> array[int]:
+    """A new empty array for ``column`` (``[0]`` for an offsets column)."""
+    return array(typecode, [0] if first_zero else [])
 
 
 class ArrowColumns:
@@ -53,23 +65,23 @@ class ArrowColumns:
         "hvalue_nulls",
     )
 
-    def __init__(self, timestamp_scale: int = 1) -> None:
-        self.offsets = array("q")
-        self.timestamps = array("q")
-        self.timestamp_types = array("i")
-        self.key_offsets = array("i", [0])
-        self.key_data = array("B")
-        self.key_valid = array("B")
-        self.value_offsets = array("i", [0])
-        self.value_data = array("B")
-        self.value_valid = array("B")
-        self.header_offsets = array("i", [0])
-        self.header_valid = array("B")
-        self.hkey_offsets = array("i", [0])
-        self.hkey_data = array("B")
-        self.hvalue_offsets = array("i", [0])
-        self.hvalue_data = array("B")
-        self.hvalue_valid = array("B")
+    def __init__(self, timestamp_scale: int = 1, make: ArrayMaker = new_array) -> None:
+        self.offsets = make("offsets", "q", False)
+        self.timestamps = make("timestamps", "q", False)
+        self.timestamp_types = make("timestamp_types", "i", False)
+        self.key_offsets = make("key_offsets", "i", True)
+        self.key_data = make("key_data", "B", False)
+        self.key_valid = make("key_valid", "B", False)
+        self.value_offsets = make("value_offsets", "i", True)
+        self.value_data = make("value_data", "B", False)
+        self.value_valid = make("value_valid", "B", False)
+        self.header_offsets = make("header_offsets", "i", True)
+        self.header_valid = make("header_valid", "B", False)
+        self.hkey_offsets = make("hkey_offsets", "i", True)
+        self.hkey_data = make("hkey_data", "B", False)
+        self.hvalue_offsets = make("hvalue_offsets", "i", True)
+        self.hvalue_data = make("hvalue_data", "B", False)
+        self.hvalue_valid = make("hvalue_valid", "B", False)
         self.timestamp_scale = timestamp_scale
         self.key_nulls = 0
         self.value_nulls = 0

@@ -9,6 +9,7 @@ here, below ``scan``, so the record modules import each other in one direction o
 
 from __future__ import annotations
 
+from array import array
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -71,6 +72,11 @@ def new_buffer(size: int) -> bytearray:
 
 def validate_records(data: Buffer, count: int) -> None:
     _impl.validate_records(data, count)
+
+
+def clear_array(arr: array[int]) -> None:
+    """Empty ``arr`` for reuse; the compiled walk keeps its room."""
+    _impl.clear_array(arr)
 
 
 def reserve_columns(columns: Any, records: int, value_bytes: int) -> None:
