@@ -507,7 +507,7 @@ cdef inline int array_set_len(array.array arr, Py_ssize_t n) except -1:
 
 
 def clear_array(array.array arr):
-    """Empty ``arr`` for reuse, its room kept (a recycled column, see ``columns``)."""
+    """Empty ``arr`` for reuse, its room kept (a recycled column, see ``spares``)."""
     array_set_len(arr, 0)
 
 

@@ -254,7 +254,7 @@ def reserve_columns(columns: ArrowColumns, records: int, value_bytes: int) -> No
 
 
 def clear_array(arr: array[int]) -> None:
-    """Empty ``arr`` for reuse (a recycled column, see ``columns``). ``array`` cannot keep its
+    """Empty ``arr`` for reuse (a recycled column, see ``spares``). ``array`` cannot keep its
     room from Python, so here it is given back; the compiled walk keeps it."""
     del arr[:]
 

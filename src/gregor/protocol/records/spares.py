@@ -4,13 +4,13 @@ Theory of operation. A reader makes a new :class:`ArrowColumns` for every Arrow 
 out, and the arrays go with the batch: Arrow wraps them without a copy. Fresh memory for every
 batch costs the reader a page fault per 4 KiB it writes (the allocator gives large blocks back
 to the system as they are freed and maps them again for the next): about a tenth of a bulk
-read's CPU, measured on 5 M records of 100 B. So each thread keeps the last ``SPARE_ARRAYS`` arrays it made for each column, and
-:func:`new_arrow_columns` takes a kept one that nothing else refers to any more: its batch is
-gone, since an Arrow buffer, a view or a slice of the array holds a reference to it. The array
-is emptied with its room kept (``walk.clear_array``; the pure-Python walk cannot keep it). One
-larger than ``SPARE_LIMIT`` bytes is let go instead of kept. The reference count is read
-without a lock: a thread that is looking at an array holds one reference more itself, so two
-threads cannot both see an array as free (and the spares are per thread anyway).
+read's CPU, measured on 5 M records of 100 B. So each thread keeps the last ``SPARE_ARRAYS``
+arrays it made for each column, and :func:`new_arrow_columns` takes a kept one that nothing
+else refers to any more: its batch is gone, since an Arrow buffer, a view or a slice of the
+array holds a reference to it. The array is emptied with its room kept (``walk.clear_array``;
+the pure-Python walk cannot keep it). One larger than ``SPARE_LIMIT`` bytes is let go instead
+of kept. The spares are per thread, so taking one needs no lock; a batch may still be dropped
+by another thread, which only makes its arrays free.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import threading
 from array import array
 
-from gregor.protocol.records.columns import ArrowColumns
+from gregor.protocol.records.columns import ArrowColumns, new_array
 from gregor.protocol.records.walk import clear_array
 
 SPARE_ARRAYS = 4  # kept per column and thread
@@ -46,7 +46,7 @@ def spare_array(column: str, typecode: str, first_zero: bool) -> array[int]:
             if first_zero:
                 arr.append(0)
             return arr
-    arr = array(typecode, [0] if first_zero else [])
+    arr = new_array(column, typecode, first_zero)
     if len(spare) >= SPARE_ARRAYS:
         spare.pop(0)
     spare.append(arr)
