@@ -161,12 +161,12 @@ async def _fetch(
 class _LeaderLink:
     """The blocking connection a :class:`RangeReader` fetches on, to its partition's leader.
 
-    One fetch is outstanding at a time: sent ahead (:meth:`send`), then read (:meth:`result`).
-    A failed send is not an error yet: it drops the connection, and :meth:`result`, finding
-    none, does what it does for a broken connection or stale metadata: refreshes the metadata
-    (on the client's loop),
-    connects to the leader named then and asks again, until ``timeout``. A connection left
-    with nothing outstanding goes back to :data:`_IDLE` for the next reader of this process.
+    One fetch is outstanding at a time: sent ahead (:meth:`send`), then read (:meth:`result`). A
+    failed send is not an error yet: it drops the connection, and :meth:`result`, finding none,
+    does what it does for a broken connection or stale metadata: refreshes the metadata (on the
+    client's loop), connects to the leader named then and asks again, until ``timeout``. A
+    connection left with nothing outstanding goes back to :data:`_IDLE` for the next reader of
+    this process.
     """
 
     def __init__(self, client: KafkaClient, tp: TopicPartition, isolation_level: int, timeout: float) -> None:
