@@ -75,6 +75,8 @@ def main() -> None:
                       s.offset_of_max_timestamp_so_far, s.bytes_since_last_index_entry)
                      for s in log.segments],
         "epochs": [list(e) for e in log.leader_epoch_cache.entries],
+        "latest_epoch": log.leader_epoch_cache.latest,
+        "map_end_offset": log.producer_state.map_end_offset,
         "indexes": [(s.offset_index.entries, s.offset_index._last, s.time_index.entries,
                      s.time_index._last, [list(s.offset_index.lookup(o)) for o in range(
                          s.base_offset, s.next_offset)],

@@ -59,6 +59,14 @@ def test_compiled_and_reference_fast_paths_agree(tmp_path: Path) -> None:
     # Full indexes rolled segments; the time index skipped the timestamps that did not grow.
     assert any(entries == 12 or t_entries == 7 for entries, _, t_entries, *_ in
                reference["state"]["indexes"][:-1])
+    # Each new leader epoch starts at the first offset appended in it; the producer state's
+    # map end offset follows the log end offset.
+    state = reference["state"]
+    firsts = [labels[f"plain-{('bytes', 'bytearray', 'memoryview')[i % 3]}-{i}"][0][0] for i in (0, 10, 20, 30)]
+    firsts += [labels["big-bytes"][0][0], labels["after-errors"][0][0]]
+    assert state["epochs"] == [[epoch, first] for epoch, first in enumerate(firsts)]
+    assert state["latest_epoch"] == 5
+    assert state["map_end_offset"] == state["log_end_offset"]
     lookups = labels["late-5-lookups"][0]
     assert lookups[0] == lookups[1] and lookups[-1][0] > lookups[0][0]
     assert files(tmp_path / "c" / "t-0") == files(tmp_path / "p" / "t-0")

@@ -2,17 +2,18 @@
 """The produce fast path of the log, compiled; ``_append_py.py`` is the reference.
 
 Same behaviour as the reference, statement for statement (see its docstring for the theory of
-operation); here the fields the path touches are C fields of the two base classes, the batch
-header is read straight from the buffer, and the write is one ``write(2)`` (a writable buffer,
-stamped in place; a read-only one up to 16 KiB copied on the stack with its new prefix) or
-``writev(2)`` (a larger read-only one: the new 16-byte prefix, then the rest of the batch, so
-nothing is copied). The GIL is released around the system call only for batches above 16 KiB:
-a smaller write into the page cache takes about a microsecond, less than handing the GIL to
-another thread and back would cost. The CRC32C is computed in C with the CPU's instruction
+operation); here the fields the path touches are C fields of the base classes (so an append
+reads or writes no attribute dictionary), the batch header is read straight from the buffer,
+and the write is one ``write(2)`` (a writable buffer, stamped in place; a read-only one up to
+16 KiB copied on the stack with its new prefix) or ``writev(2)`` (a larger read-only one: the
+new 16-byte prefix, then the rest of the batch, so nothing is copied). The GIL is released
+around the system call only for batches above 16 KiB: a smaller write into the page cache
+takes about a microsecond, less than handing the GIL to another thread and back would cost. The CRC32C is computed in C with the CPU's instruction
 (``_crc32c.h``) where there is one, else by the ``crc32c`` package as in the reference.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from libc.errno cimport EINTR, errno
@@ -35,7 +36,7 @@ from crc32c import crc32c as _crc32c
 from gregor.storage.clock import now_ms as _wall_clock_ms_py
 from gregor.storage.errors import KafkaStorageError
 from gregor.storage.log_info import LogAppendInfo
-from gregor.storage.producer_state import AppendOrigin
+from gregor.storage.append_types import AppendOrigin
 
 IMPLEMENTATION = "cython"
 
@@ -263,15 +264,33 @@ cdef class SegmentCore:
         return 1
 
 
+cdef class SegmentsCore:
+    """The field of a log's segment list the append path reads (set by ``LogSegments``)."""
+
+    cdef public SegmentCore active
+
+
+cdef class LeaderEpochCacheCore:
+    """The field of a leader epoch cache the append path reads (kept by ``LeaderEpochCache``)."""
+
+    cdef public int64_t latest
+
+
+cdef class ProducerStateCore:
+    """The field of a producer state the append path writes (``ProducerStateManager``)."""
+
+    cdef public int64_t map_end_offset
+
+
 cdef class LogCore:
     """The fields of a log the append path reads and writes (set by ``LocalLog`` and ``Log``)."""
 
     cdef public object _config
     cdef public bint _fast
     cdef public object _clock
-    cdef public object _segments
-    cdef public object producer_state
-    cdef public object leader_epoch_cache
+    cdef public SegmentsCore _segments
+    cdef public ProducerStateCore producer_state
+    cdef public LeaderEpochCacheCore leader_epoch_cache
     cdef public int64_t log_end_offset
     cdef public int64_t recovery_point
     cdef public int64_t log_start_offset
@@ -302,11 +321,17 @@ cdef class LogCore:
         cdef object result
         if origin is not _CLIENT or not self._fast:
             return self._append(records, origin, leader_epoch, True, now_ms)
-        PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
-        try:
+        if PyBytes_CheckExact(records):  # the common case: its bytes, no buffer to release
+            view.buf = PyBytes_AS_STRING(records)
+            view.len = PyBytes_GET_SIZE(records)
+            view.readonly = 1
             result = self._append_fast(&view, leader_epoch, now_ms)
-        finally:
-            PyBuffer_Release(&view)
+        else:
+            PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+            try:
+                result = self._append_fast(&view, leader_epoch, now_ms)
+            finally:
+                PyBuffer_Release(&view)
         if result is None:
             return self._append(records, origin, leader_epoch, True, now_ms)
         return result
@@ -320,6 +345,8 @@ cdef class LogCore:
         cdef uint32_t crc
         cdef timespec ts
         cdef SegmentCore seg
+        cdef ProducerStateCore producer_state = self.producer_state
+        cdef LeaderEpochCacheCore epochs = self.leader_epoch_cache
         if n < _HEADER_SIZE:
             return None
         blen = <int32_t>_u32(p + 8)
@@ -356,15 +383,17 @@ cdef class LogCore:
             return None
         if _crc(p + _ATTRIBUTES_OFFSET, n - _ATTRIBUTES_OFFSET) != crc:
             return None
-        seg = <SegmentCore?>self._segments.active
-        if not seg._append_c(view, offset, leader_epoch, last, max_ts, now_ms,
+        if self._segments is None or producer_state is None or epochs is None:
+            return None  # not set up (the general path says what is missing)
+        seg = self._segments.active
+        if seg is None or not seg._append_c(view, offset, leader_epoch, last, max_ts, now_ms,
                              self._segment_bytes, self._segment_ms):
             return None
         end_obj = last + 1
         self.log_end_offset = last + 1
-        self.producer_state.map_end_offset = end_obj
-        if leader_epoch > self.leader_epoch_cache.latest:
-            self.leader_epoch_cache.assign(leader_epoch, offset)
+        producer_state.map_end_offset = last + 1
+        if leader_epoch > epochs.latest:
+            epochs.assign(leader_epoch, offset)
         if last + 1 - self.recovery_point >= self._flush_messages:
             self.flush()
         return self._result(offset, last, max_ts, count, n, end_obj)

@@ -3,7 +3,11 @@
 Theory of operation. :class:`LogCore` and :class:`SegmentCore` are the bases of ``Log`` and
 ``LogSegment`` and hold the state one common append touches: the log end offset, recovery
 point and log start offset; the active segment's size, index counters, largest timestamp and
-next offset. ``LogCore.append`` takes one plain v2 batch (no producer id, not transactional,
+next offset. Three more cores hold the one field each that an append reads or writes in another
+object: the active segment of ``LogSegments`` (:class:`SegmentsCore`), the latest epoch of
+``LeaderEpochCache`` (:class:`LeaderEpochCacheCore`) and the map end offset of
+``ProducerStateManager`` (:class:`ProducerStateCore`); compiled, they are C fields, so the append
+touches no attribute dictionary. ``LogCore.append`` takes one plain v2 batch (no producer id, not transactional,
 not control, on a topic that is neither compacted nor LogAppendTime) through header and CRC
 checks, stamps its base offset and leader epoch, writes it with one system call and indexes
 it; anything else, and anything that needs a segment roll, goes to the general path
@@ -17,19 +21,17 @@ from __future__ import annotations
 import os
 import struct
 import time
-from typing import Protocol
 
 from crc32c import crc32c
 
 from gregor.protocol.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD
+from gregor.storage.append_types import AppendOrigin
 from gregor.storage.clock import Clock
 from gregor.storage.clock import now_ms as wall_clock_ms
 from gregor.storage.config import LogConfig
-from gregor.storage.epoch import LeaderEpochCache
 from gregor.storage.errors import KafkaStorageError
 from gregor.storage.index import OffsetIndex, TimeIndex
 from gregor.storage.log_info import LogAppendInfo
-from gregor.storage.producer_state import AppendOrigin, ProducerStateManager
 
 IMPLEMENTATION = "python"
 
@@ -148,12 +150,31 @@ class SegmentCore:
         return True
 
 
-class _ActiveSegment(Protocol):
-    """What the fast path needs of the log's segments (``LogSegments``, which imports this
-    module's ``SegmentCore`` through ``LogSegment``)."""
+class SegmentsCore:
+    """The field of a log's segment list the append path reads (set by ``LogSegments``)."""
 
-    @property
-    def active(self) -> SegmentCore: ...
+    __slots__ = ("active",)
+
+    active: SegmentCore
+
+
+class LeaderEpochCacheCore:
+    """The field of a leader epoch cache the append path reads (kept by ``LeaderEpochCache``)."""
+
+    __slots__ = ("latest",)
+
+    latest: int
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        raise NotImplementedError
+
+
+class ProducerStateCore:
+    """The field of a producer state the append path writes (``ProducerStateManager``)."""
+
+    __slots__ = ("map_end_offset",)
+
+    map_end_offset: int
 
 
 class LogCore:
@@ -162,9 +183,9 @@ class LogCore:
     _config: LogConfig
     _fast: bool
     _clock: Clock
-    _segments: _ActiveSegment
-    producer_state: ProducerStateManager
-    leader_epoch_cache: LeaderEpochCache
+    _segments: SegmentsCore
+    producer_state: ProducerStateCore
+    leader_epoch_cache: LeaderEpochCacheCore
     log_end_offset: int
     recovery_point: int
     log_start_offset: int

@@ -21,6 +21,7 @@ from gregor.storage.checkpoint import (
     read_epochs,
     write_epochs,
 )
+from gregor.storage.fast_append import LeaderEpochCacheCore
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -28,7 +29,7 @@ UNDEFINED_EPOCH_OFFSET = -1
 log = logging.getLogger(__name__)
 
 
-class LeaderEpochCache:
+class LeaderEpochCache(LeaderEpochCacheCore):
     def __init__(self, directory: str | None, *, sync: bool = True) -> None:
         """Load ``directory/leader-epoch-checkpoint`` (or start empty). ``directory=None``
         keeps the cache in memory only."""
@@ -36,7 +37,7 @@ class LeaderEpochCache:
         self._sync = sync
         self._epochs: list[int] = []
         self._offsets: list[int] = []
-        self.latest = UNDEFINED_EPOCH  # the latest epoch, -1 when empty (a plain attribute
+        self.latest = UNDEFINED_EPOCH  # the latest epoch, -1 when empty (a field of the base
         # for the append fast path; kept in step by every change below)
         if self._path:
             try:

@@ -1,8 +1,9 @@
 """Which produce fast path the log uses: the compiled one (``_append``) or the pure-Python
 reference (``_append_py``).
 
-``LogCore`` and ``SegmentCore`` are the bases of ``Log`` and ``LogSegment``, so the choice is
-made once, at import: the compiled module when it was built and ``GREGOR_NO_EXTENSIONS`` is not
+``LogCore`` and ``SegmentCore`` are the bases of ``Log`` and ``LogSegment``, and the other
+cores those of the segment list, the leader epoch cache and the producer state whose fields the
+fast path reads or writes, so the choice is made once, at import: the compiled module when it was built and ``GREGOR_NO_EXTENSIONS`` is not
 set in the environment (as for the record walk, ``gregor.protocol.records.walk``).
 """
 
@@ -16,10 +17,19 @@ from gregor.storage import _append_py
 _impl = load("gregor.storage._append", _append_py)
 
 if TYPE_CHECKING:
-    from gregor.storage._append_py import LogCore, SegmentCore
+    from gregor.storage._append_py import (
+        LeaderEpochCacheCore,
+        LogCore,
+        ProducerStateCore,
+        SegmentCore,
+        SegmentsCore,
+    )
 else:
     LogCore = _impl.LogCore
     SegmentCore = _impl.SegmentCore
+    SegmentsCore = _impl.SegmentsCore
+    LeaderEpochCacheCore = _impl.LeaderEpochCacheCore
+    ProducerStateCore = _impl.ProducerStateCore
 
 
 def implementation() -> str:
@@ -28,4 +38,11 @@ def implementation() -> str:
     return name
 
 
-__all__ = ["LogCore", "SegmentCore", "implementation"]
+__all__ = [
+    "LeaderEpochCacheCore",
+    "LogCore",
+    "ProducerStateCore",
+    "SegmentCore",
+    "SegmentsCore",
+    "implementation",
+]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from gregor.storage.append_types import BatchMetadata
 from gregor.storage.file_records import FileRegion
 from gregor.storage.index import NO_TIMESTAMP, AbortedTxn
-from gregor.storage.producer_state import BatchMetadata
 
 
 class LogAppendInfo(NamedTuple):

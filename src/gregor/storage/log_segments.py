@@ -21,16 +21,17 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
 from gregor.protocol.records.header import BatchHeader
+from gregor.storage.fast_append import SegmentsCore
 from gregor.storage.index import AbortedTxn
 from gregor.storage.log_info import FetchDataInfo
 from gregor.storage.segment import LogSegment
 
 
-class LogSegments:
-    __slots__ = ("_segments", "_bases", "_pos_cache", "active")
+class LogSegments(SegmentsCore):
+    __slots__ = ("_segments", "_bases", "_pos_cache")
 
     active: LogSegment
-    """The last segment, the one appends go to (a plain attribute for the append path)."""
+    """The last segment, the one appends go to (a field of the base for the append path)."""
 
     def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         self._segments: list[LogSegment] = []

@@ -47,11 +47,12 @@ import logging
 import os
 import struct
 from collections.abc import Iterable
-from enum import Enum
 from typing import NamedTuple
 
 from crc32c import crc32c
 
+from gregor.storage.append_types import AppendOrigin as AppendOrigin  # re-exported
+from gregor.storage.append_types import BatchMetadata as BatchMetadata  # re-exported
 from gregor.storage.checkpoint import write_atomically
 from gregor.storage.errors import (
     DuplicateSequenceError,
@@ -60,6 +61,7 @@ from gregor.storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from gregor.storage.fast_append import ProducerStateCore
 from gregor.storage.files import SNAPSHOT_SUFFIX, file_name, parse_base_offset
 
 log = logging.getLogger(__name__)
@@ -75,24 +77,6 @@ _SNAP_HEAD = struct.Struct(">hI")
 _SNAP_COUNT = struct.Struct(">i")
 _SNAP_ENTRY = struct.Struct(">qhiqqb")
 _SNAP_BATCH = struct.Struct(">iiqiq")
-
-
-class AppendOrigin(Enum):
-    CLIENT = "client"  # a producer: every check applies
-    COORDINATOR = "coordinator"  # transaction markers written on WriteTxnMarkers
-    REPLICATION = "replication"  # a follower copying the leader, or a replay at load
-
-
-class BatchMetadata(NamedTuple):
-    first_seq: int
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
 
 
 class CompletedTxn(NamedTuple):
@@ -313,7 +297,7 @@ class ProducerAppend:
         return completed
 
 
-class ProducerStateManager:
+class ProducerStateManager(ProducerStateCore):
     def __init__(
         self,
         directory: str | None,
