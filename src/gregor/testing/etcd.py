@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from gregor.testing.child import ChildProcess
+from gregor.testing.ports import free_port
 
 __all__ = ["EtcdCluster", "EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
 
@@ -33,13 +33,6 @@ class EtcdStartError(RuntimeError):
 def etcd_binary() -> str | None:
     """The path of the ``etcd`` server binary, or None when it is not installed."""
     return shutil.which("etcd")
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that nothing listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EtcdProcess(ChildProcess):

@@ -16,9 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gregor.testing.child import ChildProcess
+from gregor.testing.ports import free_port
 
 _STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
 _METRICS = re.compile(r"event=broker\.started .*metrics=(\S+)")
+
+
+_IN_USE = "address already in use"  # how the broker's failed bind reads in its log
+_PORT_ATTEMPTS = 5
 
 
 class BrokerStartError(RuntimeError):
@@ -75,8 +80,26 @@ class BrokerProcess(ChildProcess):
         return f"127.0.0.1:{self.listener_ports[listener]}"
 
     def start(self) -> BrokerProcess:
+        """Start the broker and wait for it to listen. Without a port given (and no
+        ``listeners`` in the config) it gets one below the ephemeral range (see
+        ``testing.ports``) and keeps it across restarts; when another test took that port first,
+        it tries another."""
         if self.proc is not None and self.proc.poll() is None:
             raise BrokerStartError("broker already running")
+        if self.port or "listeners" in self.config:
+            return self._start()
+        attempts = 0
+        while True:
+            self.port = free_port()
+            try:
+                return self._start()
+            except BrokerStartError as e:
+                attempts += 1
+                if _IN_USE not in str(e) or attempts == _PORT_ATTEMPTS:
+                    self.port = 0
+                    raise
+
+    def _start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
