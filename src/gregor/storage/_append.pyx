@@ -8,8 +8,10 @@ and the write is one ``write(2)`` (a writable buffer, stamped in place; a read-o
 16 KiB copied on the stack with its new prefix) or ``writev(2)`` (a larger read-only one: the
 new 16-byte prefix, then the rest of the batch, so nothing is copied). The GIL is released
 around the system call only for batches above 16 KiB: a smaller write into the page cache
-takes about a microsecond, less than handing the GIL to another thread and back would cost. The CRC32C is computed in C with the CPU's instruction
-(``_crc32c.h``) where there is one, else by the ``crc32c`` package as in the reference.
+takes about a microsecond, less than handing the GIL to another thread and back would cost.
+The CRC32C is computed in C with the CPU's instruction (``_crc32c.h``) where there is one, else
+by the ``crc32c`` package as in the reference. An exact ``bytes`` object (what the broker
+appends) is read in place, without the buffer protocol.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -387,7 +389,7 @@ cdef class LogCore:
             return None  # not set up (the general path says what is missing)
         seg = self._segments.active
         if seg is None or not seg._append_c(view, offset, leader_epoch, last, max_ts, now_ms,
-                             self._segment_bytes, self._segment_ms):
+                                            self._segment_bytes, self._segment_ms):
             return None
         end_obj = last + 1
         self.log_end_offset = last + 1

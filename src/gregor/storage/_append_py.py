@@ -6,14 +6,15 @@ point and log start offset; the active segment's size, index counters, largest t
 next offset. Three more cores hold the one field each that an append reads or writes in another
 object: the active segment of ``LogSegments`` (:class:`SegmentsCore`), the latest epoch of
 ``LeaderEpochCache`` (:class:`LeaderEpochCacheCore`) and the map end offset of
-``ProducerStateManager`` (:class:`ProducerStateCore`); compiled, they are C fields, so the append
-touches no attribute dictionary. ``LogCore.append`` takes one plain v2 batch (no producer id, not transactional,
-not control, on a topic that is neither compacted nor LogAppendTime) through header and CRC
-checks, stamps its base offset and leader epoch, writes it with one system call and indexes
-it; anything else, and anything that needs a segment roll, goes to the general path
-``Log._append``, which handles or rejects it. ``storage.fast_append`` picks this module or the
-compiled one (``GREGOR_NO_EXTENSIONS=1`` forces this one); both must leave the same bytes on
-disk and return the same :class:`LogAppendInfo` (``tests/storage/test_storage_fast_append.py``).
+``ProducerStateManager`` (:class:`ProducerStateCore`); compiled, they are C fields, so the
+append touches no attribute dictionary. ``LogCore.append`` takes one plain v2 batch (no
+producer id, not transactional, not control, on a topic that is neither compacted nor
+LogAppendTime) through header and CRC checks, stamps its base offset and leader epoch, writes
+it with one system call and indexes it; anything else, and anything that needs a segment roll,
+goes to the general path ``Log._append``, which handles or rejects it. ``storage.fast_append``
+picks this module or the compiled one (``GREGOR_NO_EXTENSIONS=1`` forces this one); both must
+leave the same bytes on disk and return the same :class:`LogAppendInfo`
+(``tests/storage/test_storage_fast_append.py``).
 """
 
 from __future__ import annotations

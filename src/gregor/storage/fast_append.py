@@ -3,8 +3,9 @@ reference (``_append_py``).
 
 ``LogCore`` and ``SegmentCore`` are the bases of ``Log`` and ``LogSegment``, and the other
 cores those of the segment list, the leader epoch cache and the producer state whose fields the
-fast path reads or writes, so the choice is made once, at import: the compiled module when it was built and ``GREGOR_NO_EXTENSIONS`` is not
-set in the environment (as for the record walk, ``gregor.protocol.records.walk``).
+fast path reads or writes, so the choice is made once, at import: the compiled module when it
+was built and ``GREGOR_NO_EXTENSIONS`` is not set in the environment (as for the record walk,
+``gregor.protocol.records.walk``).
 """
 
 from __future__ import annotations
