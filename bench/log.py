@@ -10,7 +10,9 @@ Rows (best of several rounds, each on a fresh file):
                batch decoded) vs one pread of a batch at a random position
 Each ratio is Gregor's throughput over the plain file's (for latencies, the plain file's time
 over Gregor's): 1.0 means as fast as the file. Rounds of the two alternate, after ``os.sync``,
-and the best round of each counts, to keep other load on the machine out of the comparison.
+and the best round of each counts, to keep other load on the machine out of the comparison
+(five rounds per append row, two with fsync: with three, the disk's own background work, such
+as the journal committing the last round's deletes, moved the 1 KB ratio by up to 0.2).
 
 Run: .venv/bin/python bench/log.py [--mb 64] [--dir /path/on/the/disk/to/test]
 (``--dir /dev/shm`` takes the disk out and shows the CPU cost alone.)
@@ -94,7 +96,7 @@ def bench_append(workdir: str, batches: list[bytes], total: int, fsync: bool) ->
         return elapsed
 
     t_plain = t_ours = float("inf")
-    for _ in range(3 if not fsync else 2):  # alternate, each after writeback settled
+    for _ in range(5 if not fsync else 2):  # alternate, each after writeback settled
         os.sync()
         t_plain = min(t_plain, plain())
         os.sync()
