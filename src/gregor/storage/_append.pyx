@@ -303,7 +303,6 @@ cdef class LogCore:
     cdef int64_t _segment_bytes
     cdef int64_t _segment_ms
     cdef object _info  # the last LogAppendInfo returned (see _result)
-    cdef object _end_obj  # the int object of the log end offset the last fast append left
     cdef object _size_obj  # the int object of the last fast append's size
 
     def _set_fast_config(self, config):
@@ -391,32 +390,26 @@ cdef class LogCore:
         if seg is None or not seg._append_c(view, offset, leader_epoch, last, max_ts, now_ms,
                                             self._segment_bytes, self._segment_ms):
             return None
-        end_obj = last + 1
         self.log_end_offset = last + 1
         producer_state.map_end_offset = last + 1
         if leader_epoch > epochs.latest:
             epochs.assign(leader_epoch, offset)
         if last + 1 - self.recovery_point >= self._flush_messages:
             self.flush()
-        return self._result(offset, last, max_ts, count, n, end_obj)
+        return self._result(offset, last, max_ts, count, n)
 
     cdef object _result(self, int64_t offset, int64_t last, int64_t max_ts, int64_t count,
-                        Py_ssize_t n, object end_obj):
+                        Py_ssize_t n):
         """This append's LogAppendInfo. The previous one is refilled in place when only the log
         holds it (so no one can see it change), as ``zip`` and ``enumerate`` refill their
-        result tuple; the first offset is the previous append's end offset object when it
-        still holds, the size the previous size's object when equal."""
-        cdef object offset_obj = self._end_obj
+        result tuple; the size is the previous size's object when equal."""
         cdef object n_obj = self._size_obj
         cdef PyObject* info = <PyObject*>self._info
-        if offset_obj is None or <int64_t>offset_obj != offset:
-            offset_obj = offset
         if n_obj is None or <Py_ssize_t>n_obj != n:
             n_obj = self._size_obj = n
-        self._end_obj = end_obj
         # Only the tuple layout with no hash cache (_FAST_INFO) may be refilled.
         if _FAST_INFO and self._info is not None and info.ob_refcnt == 1:
-            _fill_info(self._info, offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
+            _fill_info(self._info, offset, last, self.log_start_offset, max_ts, count, n_obj)
         else:
-            self._info = _append_info(offset_obj, last, self.log_start_offset, max_ts, count, n_obj)
+            self._info = _append_info(offset, last, self.log_start_offset, max_ts, count, n_obj)
         return self._info
