@@ -21,8 +21,9 @@ producer), then times, in one run and on one SparkSession:
 
 The Spark runs alternate round by round in a rotating order, after a warm-up round that is not
 counted (the machine drifts between runs, and the JVM compiles as it goes); each figure is the
-best of ``--repeat`` rounds. Prints records/s, ratios to the Parquet upper bound, and the
-gregor source's ratio to each ceiling, from the best runs and round by round. Run with
+best of ``--repeat`` rounds (five unless told). Prints records/s, ratios to the Parquet upper
+bound, and the gregor source's ratio to each ceiling, from the best runs and round by round
+with the rounds' median (one slow round of either side moves only its own ratio). Run with
 ``GREGOR_NO_EXTENSIONS=1`` for the pure-Python record walk.
 """
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -233,7 +235,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of its rounds")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of its rounds")
     ap.add_argument("--chunk-records", type=int, default=None, help="records per Arrow batch from the source")
     ap.add_argument("--only-source", action="store_true", help="time only the gregor source into noop")
     args = ap.parse_args()
@@ -346,7 +348,8 @@ def main() -> None:
               f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)")
 
         def per_round(a: str, b: str) -> str:
-            return " ".join(f"{r[b] / r[a]:.2f}" for r in rounds)
+            ratios = sorted(r[b] / r[a] for r in rounds)
+            return " ".join(f"{r[b] / r[a]:.2f}" for r in rounds) + f" (median {statistics.median(ratios):.2f})"
 
         print("round by round: noop / ceiling", per_round("gregor source -> noop", "prebuilt Arrow Python source -> noop"),
               "| Parquet / ceiling", per_round("gregor source -> Parquet", "prebuilt Arrow Python source -> Parquet"),

@@ -106,7 +106,7 @@ class ArrowBatchBuilder:
         n = len(c)
         schema = spark_schema(self.include_headers, self.timestamp_unit)
         if n == 0:
-            return pa.RecordBatch.from_pylist([], schema=schema)
+            return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
         keys = _binary(pa.binary(), n, c.key_offsets, c.key_data, c.key_valid, c.key_nulls)
         values = _binary(pa.binary(), n, c.value_offsets, c.value_data, c.value_valid, c.value_nulls)
         offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(c.offsets)])
@@ -160,12 +160,23 @@ def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
     if kept is None or len(kept) < n:
         if len(_CONSTANTS) >= _CONSTANTS_KEPT:
             _CONSTANTS.clear()
-        kept = pa.repeat(pa.scalar(value, type_), max(n, 2 * len(kept) if kept is not None else n))
+        kept = pa.repeat(_scalar(value, type_), max(n, 2 * len(kept) if kept is not None else n))
         _CONSTANTS[key] = kept
     return kept.slice(0, n)
 
 
-_ZERO_U8 = pa.scalar(0, pa.uint8())
+def _scalar(value: Any, type_: pa.DataType) -> pa.Scalar:
+    """An Arrow scalar of a string or an int32 made from its buffers. ``pa.scalar`` (like
+    ``pa.array`` of Python objects) first imports pandas to check whether the value is a pandas
+    object: about half a second in every fresh Python process, which Spark starts for each kind
+    of data source call. The read path makes no Arrow value from Python objects, so a Spark
+    worker reading topics never imports pandas."""
+    if type_ == pa.string():
+        data = value.encode()
+        return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(array("i", [0, len(data)])), pa.py_buffer(data)])[0]
+    if type_ == pa.int32():
+        return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(array("i", [value]))])[0]
+    return pa.scalar(value, type_)
 
 
 def _validity(flags: array[int] | None, nulls: int) -> pa.Buffer | None:
@@ -177,7 +188,7 @@ def _validity(flags: array[int] | None, nulls: int) -> pa.Buffer | None:
     n = len(flags)
     if nulls == n:
         return pa.py_buffer(bytes((n + 7) // 8))
-    as_bool = pc.not_equal(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), _ZERO_U8)
+    as_bool = pc.cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), pa.bool_())  # 0: False
     return as_bool.buffers()[1]
 
 

@@ -76,7 +76,9 @@ def to_spark_arrow(batch: pa.RecordBatch, include_headers: bool) -> pa.RecordBat
 
 
 def _null_when_empty(headers: pa.ListArray) -> pa.ListArray:
-    empty = pc.equal(pc.list_value_length(headers), 0)
+    # "not a nonzero length" rather than ``equal(lengths, 0)``: a Python 0 becomes an Arrow
+    # scalar through pa.scalar, which imports pandas (see gregor.client.arrow._scalar)
+    empty = pc.invert(pc.cast(pc.list_value_length(headers), pa.bool_()))
     if not pc.any(empty).as_py():
         return headers
     mask = pc.or_kleene(empty, headers.is_null())
