@@ -9,10 +9,17 @@ Hypothesis: no test here is about how long one example takes, so examples have n
 (the default 200 ms fails at random when both cores are busy: a fuzzed zstd header that claims
 a 64 MiB frame costs ~0.2 s on a quiet machine and over 1 s on a loaded one), and the
 ``too_slow`` health check, which times data generation, is off for the same reason.
+
+Spark: a run that takes in the whole ``tests/spark/`` folder builds a class-data-sharing archive
+of Spark's classes in the background (``gregor.testing.jvm_archive``); the Spark tests' JVMs use
+it once it is there (``tests/spark/conftest.py``). ``GREGOR_TEST_JVM_ARCHIVE=off`` turns it off.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,3 +42,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mark = FOLDER_MARKS.get(folder)
         if mark is not None:
             item.add_marker(mark)
+
+
+_BUILD: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+
+def _runs_all_spark_tests(config: pytest.Config) -> bool:
+    if "not spark" in (config.option.markexpr or ""):
+        return False
+    spark = (TESTS / "spark").resolve()
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if path == spark or path in spark.parents:
+            return True
+    return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the controller only (xdist workers have workerinput): the workers, started after this,
+    # inherit the variable that names the archive's directory
+    if hasattr(config, "workerinput") or "GREGOR_TEST_JVM_ARCHIVE" in os.environ:
+        return
+    if not _runs_all_spark_tests(config):
+        return
+    from gregor.testing import jvm_archive
+
+    directory = Path(tempfile.mkdtemp(prefix="gregor-jvm-archive-"))
+    builder = jvm_archive.start_build(directory)
+    if builder is None:
+        directory.rmdir()
+        return
+    os.environ["GREGOR_TEST_JVM_ARCHIVE"] = str(directory)
+    _BUILD.append((builder, directory))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from gregor.testing import jvm_archive
+
+    while _BUILD:
+        jvm_archive.stop_build(*_BUILD.pop())

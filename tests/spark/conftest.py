@@ -21,14 +21,21 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 pytest.importorskip("pyspark")
 
-from spark_helpers import Broker, TansuProcess  # noqa: E402
+from spark_helpers import Broker, TansuProcess, use_jvm_archive  # noqa: E402
 
 from gregor.testing import BrokerProcess  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _jvm_archive() -> None:
+    use_jvm_archive()
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from gregor.spark import local_session
+
+    use_jvm_archive()
 
     session = local_session(
         "gregor-tests",

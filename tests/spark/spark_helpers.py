@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gregor.client import AdminClient, NewTopic, Producer
@@ -102,3 +104,16 @@ def produce(
         for f in futures:
             f.result(30)
     return out
+
+
+def use_jvm_archive() -> None:
+    """JVMs started from here on map the run's archive of Spark's classes, once it is built
+    (see tests/conftest.py); until then they start as they always did."""
+    directory = os.environ.get("GREGOR_TEST_JVM_ARCHIVE", "off")
+    if directory == "off" or "-XX:SharedArchiveFile" in os.environ.get("JDK_JAVA_OPTIONS", ""):
+        return
+    from gregor.testing.jvm_archive import java_options
+
+    options = java_options(Path(directory))
+    if options:
+        os.environ["JDK_JAVA_OPTIONS"] = f"{os.environ.get('JDK_JAVA_OPTIONS', '')} {options}".strip()

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spark_helpers import Broker
+from spark_helpers import Broker, use_jvm_archive
 
 from gregor.pipelines import clickstream as cs
 
@@ -113,6 +113,7 @@ class StandaloneCluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    use_jvm_archive()
     c = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
     try:
         yield c

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("pandas")
 
-from spark_helpers import Broker, create_topic, produce  # noqa: E402
+from spark_helpers import Broker, create_topic, produce, use_jvm_archive  # noqa: E402
 
 
 def _free_port() -> int:
@@ -33,6 +33,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    use_jvm_archive()
     import pyspark
 
     home = Path(pyspark.__file__).parent
