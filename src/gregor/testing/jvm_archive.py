@@ -28,6 +28,7 @@ Only the test suite uses this; a user's Spark is started as Spark starts it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -44,9 +45,7 @@ def start_build(directory: Path) -> subprocess.Popen[bytes] | None:
     """Start building the archive in ``directory``; None when there is no java or pyspark."""
     if shutil.which("java") is None:
         return None
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pyspark") is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "JDK_JAVA_OPTIONS"}
