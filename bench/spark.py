@@ -348,8 +348,8 @@ def main() -> None:
               f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)")
 
         def per_round(a: str, b: str) -> str:
-            ratios = sorted(r[b] / r[a] for r in rounds)
-            return " ".join(f"{r[b] / r[a]:.2f}" for r in rounds) + f" (median {statistics.median(ratios):.2f})"
+            ratios = [r[b] / r[a] for r in rounds]
+            return " ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})"
 
         print("round by round: noop / ceiling", per_round("gregor source -> noop", "prebuilt Arrow Python source -> noop"),
               "| Parquet / ceiling", per_round("gregor source -> Parquet", "prebuilt Arrow Python source -> Parquet"),
