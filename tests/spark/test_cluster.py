@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,17 @@ import pytest
 from spark_helpers import Broker, use_jvm_archive
 
 from gregor.pipelines import clickstream as cs
+from gregor.testing.ports import free_port
 
 _HANDED_OUT: set[int] = set()
 
 
 def _free_port() -> int:
     """A free port not handed out before in this process: the master's and the workers' ports
-    are only bound later, by Spark, so the kernel could otherwise offer one of them twice (a
-    worker's web UI then took the master's, and /json/ answered with the worker's page)."""
+    are only bound later, by Spark, so one could otherwise be offered twice (a worker's web UI
+    then took the master's, and /json/ answered with the worker's page)."""
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+        port = free_port()
         if port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port

@@ -24,11 +24,7 @@ pytest.importorskip("pandas")
 
 from spark_helpers import Broker, create_topic, produce, use_jvm_archive  # noqa: E402
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from gregor.testing.ports import free_port  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +34,7 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     home = Path(pyspark.__file__).parent
     work = tmp_path_factory.mktemp("connect")
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                SPARK_LOG_DIR=str(work), SPARK_PID_DIR=str(work))
     log = open(work / "server.log", "wb")

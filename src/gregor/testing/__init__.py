@@ -12,10 +12,11 @@
         ...
 
 ``BrokerProcess`` runs the broker as a child process (``python -m gregor serve``) listening on
-127.0.0.1 on a port the OS picks (``listeners=PLAINTEXT://127.0.0.1:0``), with its data in a
-temporary directory. The process reports the port it bound in its ``broker.started`` log line,
-which is how this module learns it: no guessing of free ports, no race. ``restart()`` keeps the
-data directory and the port, so tests can check that acknowledged data survives a restart.
+127.0.0.1, with its data in a temporary directory. Unless told a port, it takes a free one below
+the kernel's ephemeral range (``testing.ports``), where no client connection can take it while
+the broker is down, and tries another if a parallel test bound it first; the process reports the
+port it bound in its ``broker.started`` log line. ``restart()`` keeps the data directory and the
+port, so tests can check that acknowledged data survives a restart.
 
 ``InProcessBroker`` builds the same broker in the test's own process on the same defaults, with
 real sockets; it starts in milliseconds and is the default for tests that do not need to kill

@@ -91,9 +91,9 @@ class InProcessBroker:
     """The real Gregor broker, built in this process: real sockets, no child process.
 
     Theory of operation. The broker is ``gregor.broker.broker.Broker`` on a ``BrokerConfig``
-    with the same defaults as ``BrokerProcess`` (``listeners=PLAINTEXT://127.0.0.1:0``, data
-    in a temporary directory, no initial rebalance delay). The OS picks the port; after start
-    ``bootstrap_servers`` names it, read from ``Broker.bound_listeners``.
+    with the same defaults as ``BrokerProcess`` (data in a temporary directory, no initial
+    rebalance delay) but ``listeners=PLAINTEXT://127.0.0.1:0``: the OS picks the port; after
+    start ``bootstrap_servers`` names it, read from ``Broker.bound_listeners``.
 
     Two ways to run it:
 
