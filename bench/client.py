@@ -7,7 +7,8 @@ every client producing the same N records to a fresh one-partition topic (first 
 acknowledgement, acks=1, no idempotence, no compression, linger 5 ms, 64 KiB batches for all)
 and consuming N records from the start of a topic written once beforehand. Then the bulk
 Arrow read (one ``BulkReader.read`` of the whole range). Prints records/s, MB/s and the ratio
-of Gregor's figure to each other client's. Figures, not assertions: nothing here is a test.
+of Gregor's best round to each other client's, and the same ratio round by round with its
+median. Figures, not assertions: nothing here is a test.
 Gregor's client decodes with the compiled record walk; run with ``GREGOR_NO_EXTENSIONS=1`` for
 the pure-Python reference. The default counts (1,000,000 records of 100 B, a quarter of that
 of 1 KiB) keep the fast clients' runs at a quarter of a second or more: with a fifth of them a
@@ -20,6 +21,7 @@ import argparse
 import asyncio
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -245,27 +247,38 @@ def main() -> None:
         proc, bootstrap = start_tansu()
         stop = proc.terminate
     rows = []
+    per_round: list[str] = []
     try:
         for size in sizes:
             n = args.records if size <= 100 else max(args.records // 4, 1000)
             value = os.urandom(size)
             source = new_topic(bootstrap)
             produce_gregor(bootstrap, source, value, n)  # the topic every consumer reads
-            best: dict[tuple[str, str], float] = {}
+            rates: dict[tuple[str, str], list[float]] = {}
             # clients take turns within each round, so a busy moment on a shared machine
-            # hurts all of them alike; each client's best round is kept
+            # hurts all of them alike; each client's best round is kept, and each round's
+            # ratios are printed too (one slow round of either side moves only its own ratio)
             for _ in range(args.repeat):
                 for name in clients:
                     dt = PRODUCERS[name](bootstrap, new_topic(bootstrap), value, n)
-                    best[("produce", name)] = max(best.get(("produce", name), 0), n / dt)
+                    rates.setdefault(("produce", name), []).append(n / dt)
                 for name in clients:
                     dt = CONSUMERS[name](bootstrap, source, n)
-                    best[("consume", name)] = max(best.get(("consume", name), 0), n / dt)
+                    rates.setdefault(("consume", name), []).append(n / dt)
                 dt = bulk_gregor(bootstrap, source, n)
-                best[("bulk arrow", "gregor")] = max(best.get(("bulk arrow", "gregor"), 0), n / dt)
-            for (op, name), rate in best.items():
+                rates.setdefault(("bulk arrow", "gregor"), []).append(n / dt)
+            for (op, name), series in rates.items():
+                rate = max(series)
                 rows.append((op, size, name, rate, rate * size / 1e6))
                 print(f"{op:<10} {size:>5} B  {name:<16} {rate:>10,.0f} rec/s", flush=True)
+                if name != "gregor":
+                    ours = rates[(op, "gregor")]
+                    ratios = [a / b for a, b in zip(ours, series, strict=True)]
+                    per_round.append(
+                        f"{op} {size} B, gregor / {name}: "
+                        + " ".join(f"{r:.2f}" for r in ratios)
+                        + f" (median {statistics.median(ratios):.2f})"
+                    )
     finally:
         stop()
     print()
@@ -279,6 +292,10 @@ def main() -> None:
     for op, size, name, rate, mbs in sorted(rows, key=lambda r: (r[1], order[r[0]])):
         ratio = best[(op, size)] / rate
         print(f"| {op} | {size} B | {name} | {rate:,.0f} | {mbs:,.1f} | {ratio:.2f} |")
+    print()
+    print("round by round:")
+    for line in per_round:
+        print("  " + line)
 
 
 if __name__ == "__main__":
