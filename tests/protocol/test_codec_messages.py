@@ -303,3 +303,57 @@ def test_header_versions() -> None:
     assert response_header_version(3, 9) == 1
     with pytest.raises(ProtocolError):
         request_header_version(999, 0)
+
+
+_LAZY_PROBE = """
+import sys
+import gregor.protocol.messages as m
+
+def loaded():
+    prefix = "gregor.protocol.messages."
+    return sorted(n[len(prefix):] for n in sys.modules if n.startswith(prefix) and n != prefix + "_base")
+
+print(loaded())
+print(m.is_flexible(1, 12), m.API_KEYS[1].max_version, loaded())
+from gregor.protocol.messages import FetchRequest
+print(FetchRequest.API_KEY, loaded())
+print(m.API_KEYS[3].response is m.MetadataResponse, m.API_BY_NAME["Metadata"].request.__name__, loaded())
+print(m.FetchResponse is m.API_KEYS[1].response, loaded())
+try:
+    m.FetchRequests
+except AttributeError as e:
+    print("AttributeError", e)
+try:
+    from gregor.protocol.messages import NoSuchRequest
+except ImportError as e:
+    print("ImportError", e)
+try:
+    m.API_KEYS[0].request_class
+except AttributeError as e:
+    print("AttributeError", e)
+print(loaded())
+"""
+
+
+def test_message_modules_load_on_first_use() -> None:
+    # A fresh interpreter: the registry alone imports no message module; a class (by import,
+    # by attribute or through API_KEYS) imports its API's module only, once.
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LAZY_PROBE], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "[]",
+        "True 17 []",
+        "1 ['fetch']",
+        "True MetadataRequest ['fetch', 'metadata']",
+        "True ['fetch', 'metadata']",
+        "AttributeError module 'gregor.protocol.messages' has no attribute 'FetchRequests'",
+        "ImportError cannot import name 'NoSuchRequest' from 'gregor.protocol.messages' ("
+        + str(MESSAGES_DIR / "__init__.py")
+        + ")",
+        "AttributeError request_class",
+        "['fetch', 'metadata']",
+    ]

@@ -104,33 +104,98 @@ REGISTRY_DOC = '''"""Kafka protocol messages: one generated module per API, and 
 ``Cls.decode(body, version)`` and encodes with ``obj.encode(version)``; see
 :mod:`gregor.protocol.messages._base`.
 
+An API's module is imported the first time one of its classes is used
+(``from gregor.protocol.messages import FetchRequest``, ``API_KEYS[1].request``), so a process
+loads only the APIs it uses.
+
 Run ``python -m gregor.protocol.messages`` for the APIs and version counts.
 """'''
+
+# ApiInfo and the module-level __getattr__: the registry imports a message module the first
+# time one of its classes is asked for, so a process loads only the APIs it uses.
+REGISTRY_CLASS = '''
+
+class ApiInfo:
+    """One API: key, name, version range, and its request and response classes.
+
+    ``request`` and ``response`` are slots left unset until one of them is read: the first read
+    imports the API's module (``gregor.protocol.messages.<module>``) and fills both, so later
+    reads are plain attribute reads.
+    """
+
+    __slots__ = (
+        "key", "name", "module", "min_version", "max_version", "flexible_min_version",
+        "request", "response",
+    )
+    request: type[Message]
+    response: type[Message]
+
+    def __init__(
+        self, key: int, name: str, module: str, min_version: int, max_version: int,
+        flexible_min_version: int | None,
+    ) -> None:
+        self.key = key
+        self.name = name
+        self.module = module
+        self.min_version = min_version
+        self.max_version = max_version
+        self.flexible_min_version = flexible_min_version
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, attr):
+            # Python calls this only for an attribute the instance lacks: an unset slot.
+            if attr != "request" and attr != "response":
+                raise AttributeError(attr)
+            module = importlib.import_module(f"{__name__}.{self.module}")
+            self.request = getattr(module, self.name + "Request")
+            self.response = getattr(module, self.name + "Response")
+            return getattr(self, attr)
+
+    def __repr__(self) -> str:
+        return (
+            f"ApiInfo(key={self.key}, name={self.name!r}, versions={self.min_version}-"
+            f"{self.max_version}, flexible_min_version={self.flexible_min_version})"
+        )
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name):
+        # A message class (``FetchRequest``, ...) not yet imported: import its module, and keep
+        # the class in this module's namespace so the next lookup does not come here.
+        for suffix in ("Request", "Response"):
+            info = API_BY_NAME.get(name[: -len(suffix)]) if name.endswith(suffix) else None
+            if info is not None:
+                cls = getattr(info, suffix.lower())
+                globals()[name] = cls
+                return cls
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted(set(globals()) | set(__all__))
+
+'''
 
 
 def emit_registry(apis: list[Api]) -> str:
     out = [HEADER.rstrip("\n"), REGISTRY_DOC, ""]
-    out.append("from typing import NamedTuple")
+    out.append("import importlib")
+    out.append("from typing import TYPE_CHECKING")
     out.append("")
     out.append("from gregor.protocol.exceptions import ProtocolError")
     out.append("from gregor.protocol.messages._base import Message, Struct")
+    out.append("")
+    out.append("if TYPE_CHECKING:")
     for api in sorted(apis, key=lambda a: a.module):
+        for msg, suffix in ((api.request, "Request"), (api.response, "Response")):
+            if msg.class_name != api.name + suffix:
+                raise ValueError(f"{api.name}: class {msg.class_name} is not {api.name}{suffix}")
         out.append(
-            f"from gregor.protocol.messages.{api.module} import "
+            f"    from gregor.protocol.messages.{api.module} import "
             f"{api.request.class_name}, {api.response.class_name}"
         )
-    out.append("")
-    out.append("")
-    out.append("class ApiInfo(NamedTuple):")
-    out.append("    key: int")
-    out.append("    name: str")
-    out.append("    request: type[Message]")
-    out.append("    response: type[Message]")
-    out.append("    min_version: int")
-    out.append("    max_version: int")
-    out.append("    flexible_min_version: int | None")
-    out.append("")
-    out.append("")
+    out.append(REGISTRY_CLASS)
     out.append("API_KEYS: dict[int, ApiInfo] = {")
     for api in sorted(apis, key=lambda a: a.api_key):
         rq, rs = api.request, api.response
@@ -141,8 +206,8 @@ def emit_registry(apis: list[Api]) -> str:
         ):
             raise ValueError(f"{api.name}: request and response version ranges differ")
         out.append(
-            f"    {api.api_key}: ApiInfo({api.api_key}, {api.name!r}, {rq.class_name}, "
-            f"{rs.class_name}, {rq.min_version}, {rq.max_version}, {rq.flexible_min!r}),"
+            f"    {api.api_key}: ApiInfo({api.api_key}, {api.name!r}, {api.module!r}, "
+            f"{rq.min_version}, {rq.max_version}, {rq.flexible_min!r}),"
         )
     out.append("}")
     out.append("API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()}")

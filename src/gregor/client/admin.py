@@ -35,48 +35,9 @@ from gregor.client.errors import UnsupportedForBrokerError, error_for_code
 from gregor.client.group import GroupBase, OffsetAndMetadata
 from gregor.client.metadata import TopicPartition
 from gregor.client.transactions import TransactionHandle, end_transaction
+from gregor.protocol import messages
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
-from gregor.protocol.messages import (
-    AlterClientQuotasRequest,
-    AlterConfigsRequest,
-    AlterPartitionReassignmentsRequest,
-    AlterShareGroupOffsetsRequest,
-    AlterUserScramCredentialsRequest,
-    ApiVersionsRequest,
-    CreateAclsRequest,
-    CreateDelegationTokenRequest,
-    CreatePartitionsRequest,
-    CreateTopicsRequest,
-    DeleteAclsRequest,
-    DeleteGroupsRequest,
-    DeleteRecordsRequest,
-    DeleteShareGroupOffsetsRequest,
-    DeleteTopicsRequest,
-    DescribeAclsRequest,
-    DescribeClientQuotasRequest,
-    DescribeClusterRequest,
-    DescribeConfigsRequest,
-    DescribeDelegationTokenRequest,
-    DescribeGroupsRequest,
-    DescribeLogDirsRequest,
-    DescribeProducersRequest,
-    DescribeShareGroupOffsetsRequest,
-    DescribeTransactionsRequest,
-    DescribeUserScramCredentialsRequest,
-    ElectLeadersRequest,
-    ExpireDelegationTokenRequest,
-    IncrementalAlterConfigsRequest,
-    ListClientMetricsResourcesRequest,
-    ListGroupsRequest,
-    ListPartitionReassignmentsRequest,
-    ListTransactionsRequest,
-    OffsetCommitRequest,
-    RenewDelegationTokenRequest,
-    ShareGroupDescribeRequest,
-    UpdateFeaturesRequest,
-    WriteTxnMarkersRequest,
-)
 
 TOPIC = 2
 BROKER = 4
@@ -263,7 +224,7 @@ class AIOAdminClient:
     ) -> dict[str, KafkaError | None]:
         topics = list(topics)
         conn = await self._controller()
-        version = conn.version(CreateTopicsRequest.API_KEY)
+        version = conn.version(messages.CreateTopicsRequest.API_KEY)
         req_topics = []
         for t in topics:
             np, rf = t.num_partitions, t.replication_factor
@@ -271,21 +232,21 @@ class AIOAdminClient:
                 np = 1 if np < 0 else np
                 rf = 1 if rf < 0 else rf
             assignments = [
-                CreateTopicsRequest.Topics.Assignments(partition_index=p, broker_ids=list(b))
+                messages.CreateTopicsRequest.Topics.Assignments(partition_index=p, broker_ids=list(b))
                 for p, b in sorted((t.assignments or {}).items())
             ]
             if assignments:
                 np, rf = -1, -1
             req_topics.append(
-                CreateTopicsRequest.Topics(
+                messages.CreateTopicsRequest.Topics(
                     name=t.name,
                     num_partitions=np,
                     replication_factor=rf,
                     assignments=assignments,
-                    configs=[CreateTopicsRequest.Topics.Configs(name=k, value=str(v)) for k, v in t.configs.items()],
+                    configs=[messages.CreateTopicsRequest.Topics.Configs(name=k, value=str(v)) for k, v in t.configs.items()],
                 )
             )
-        req = CreateTopicsRequest(topics=req_topics, timeout_ms=self._timeout_ms, validate_only=validate_only)
+        req = messages.CreateTopicsRequest(topics=req_topics, timeout_ms=self._timeout_ms, validate_only=validate_only)
         resp = await conn.send(req, version)
         out = {t.name: _err(t.error_code, t.error_message) for t in resp.topics}
         self._client.request_update()
@@ -297,13 +258,13 @@ class AIOAdminClient:
     ) -> dict[str, KafkaError | None]:
         names = list(names)
         conn = await self._controller()
-        version = conn.version(DeleteTopicsRequest.API_KEY)
+        version = conn.version(messages.DeleteTopicsRequest.API_KEY)
         if version >= 6:
-            req = DeleteTopicsRequest(
-                topics=[DeleteTopicsRequest.Topics(name=n) for n in names], timeout_ms=self._timeout_ms
+            req = messages.DeleteTopicsRequest(
+                topics=[messages.DeleteTopicsRequest.Topics(name=n) for n in names], timeout_ms=self._timeout_ms
             )
         else:
-            req = DeleteTopicsRequest(topic_names=names, timeout_ms=self._timeout_ms)
+            req = messages.DeleteTopicsRequest(topic_names=names, timeout_ms=self._timeout_ms)
         resp = await conn.send(req, version)
         out = {r.name: _err(r.error_code, r.error_message) for r in resp.responses}
         self._client.request_update()
@@ -319,13 +280,13 @@ class AIOAdminClient:
         raise_on_error: bool = False,
     ) -> dict[str, KafkaError | None]:
         conn = await self._controller()
-        req = CreatePartitionsRequest(
+        req = messages.CreatePartitionsRequest(
             topics=[
-                CreatePartitionsRequest.Topics(
+                messages.CreatePartitionsRequest.Topics(
                     name=t,
                     count=n,
                     assignments=[
-                        CreatePartitionsRequest.Topics.Assignments(broker_ids=b)
+                        messages.CreatePartitionsRequest.Topics.Assignments(broker_ids=b)
                         for b in (assignments or {}).get(t, [])
                     ]
                     or None,
@@ -381,9 +342,9 @@ class AIOAdminClient:
     ) -> dict[tuple[int, str], dict[str, ConfigEntry] | KafkaError]:
         res = [(RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t, n) for t, n in resources]  # type: ignore[misc]
         conn = await self._any()
-        req = DescribeConfigsRequest(
+        req = messages.DescribeConfigsRequest(
             resources=[
-                DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)  # type: ignore[arg-type]
+                messages.DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)  # type: ignore[arg-type]
                 for t, n in res
             ],
             include_synonyms=include_synonyms,
@@ -421,12 +382,12 @@ class AIOAdminClient:
     ) -> dict[tuple[int, str], KafkaError | None]:
         """Replace a resource's whole override set (AlterConfigs)."""
         conn = await self._any()
-        req = AlterConfigsRequest(
+        req = messages.AlterConfigsRequest(
             resources=[
-                AlterConfigsRequest.Resources(
+                messages.AlterConfigsRequest.Resources(
                     resource_type=RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t,  # type: ignore[arg-type]
                     resource_name=n,
-                    configs=[AlterConfigsRequest.Resources.Configs(name=k, value=v) for k, v in kv.items()],
+                    configs=[messages.AlterConfigsRequest.Resources.Configs(name=k, value=v) for k, v in kv.items()],
                 )
                 for (t, n), kv in configs.items()
             ],
@@ -446,13 +407,13 @@ class AIOAdminClient:
     ) -> dict[tuple[int, str], KafkaError | None]:
         """Apply (name, operation, value) changes; operations OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT."""
         conn = await self._any()
-        req = IncrementalAlterConfigsRequest(
+        req = messages.IncrementalAlterConfigsRequest(
             resources=[
-                IncrementalAlterConfigsRequest.Resources(
+                messages.IncrementalAlterConfigsRequest.Resources(
                     resource_type=RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t,  # type: ignore[arg-type]
                     resource_name=n,
                     configs=[
-                        IncrementalAlterConfigsRequest.Resources.Configs(name=k, config_operation=op, value=v)
+                        messages.IncrementalAlterConfigsRequest.Resources.Configs(name=k, config_operation=op, value=v)
                         for k, op, v in ops
                     ],
                 )
@@ -473,8 +434,8 @@ class AIOAdminClient:
         """Add ACLs; per binding, None or the broker's refusal."""
         bindings = list(bindings)
         conn = await self._controller()
-        req = CreateAclsRequest(creations=[
-            CreateAclsRequest.Creations(
+        req = messages.CreateAclsRequest(creations=[
+            messages.CreateAclsRequest.Creations(
                 resource_type=b.resource_type, resource_name=b.name, resource_pattern_type=b.pattern_type,
                 principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type,
             )
@@ -489,7 +450,7 @@ class AIOAdminClient:
         """The ACLs that match ``acl_filter`` (every ACL without one); raises the broker's error."""
         f = acl_filter or AclBindingFilter()
         conn = await self._any()
-        req = DescribeAclsRequest(
+        req = messages.DescribeAclsRequest(
             resource_type_filter=f.resource_type, resource_name_filter=f.name, pattern_type_filter=f.pattern_type,
             principal_filter=f.principal, host_filter=f.host, operation=f.operation,
             permission_type=f.permission_type,
@@ -512,8 +473,8 @@ class AIOAdminClient:
         """Remove the ACLs each filter matches; per filter, the ACLs removed or the error."""
         filters = list(filters)
         conn = await self._controller()
-        req = DeleteAclsRequest(filters=[
-            DeleteAclsRequest.Filters(
+        req = messages.DeleteAclsRequest(filters=[
+            messages.DeleteAclsRequest.Filters(
                 resource_type_filter=f.resource_type, resource_name_filter=f.name,
                 pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
                 operation=f.operation, permission_type=f.permission_type,
@@ -546,8 +507,8 @@ class AIOAdminClient:
         """Per user, (mechanism, iterations) of each SCRAM credential (never a password or a
         salt); every user with a credential when ``users`` is None."""
         conn = await self._any()
-        req = DescribeUserScramCredentialsRequest(
-            users=None if users is None else [DescribeUserScramCredentialsRequest.Users(name=u) for u in users]
+        req = messages.DescribeUserScramCredentialsRequest(
+            users=None if users is None else [messages.DescribeUserScramCredentialsRequest.Users(name=u) for u in users]
         )
         resp = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
@@ -575,15 +536,15 @@ class AIOAdminClient:
             m = ScramMechanism.parse(mechanism)
             salt = os.urandom(32)
             salted = hashlib.pbkdf2_hmac(m.hash_name, password.encode(), salt, iterations)
-            ups.append(AlterUserScramCredentialsRequest.Upsertions(
+            ups.append(messages.AlterUserScramCredentialsRequest.Upsertions(
                 name=user, mechanism=m, iterations=iterations, salt=salt, salted_password=salted,
             ))
         dels = [
-            AlterUserScramCredentialsRequest.Deletions(name=user, mechanism=ScramMechanism.parse(mechanism))
+            messages.AlterUserScramCredentialsRequest.Deletions(name=user, mechanism=ScramMechanism.parse(mechanism))
             for user, mechanism in deletions
         ]
         conn = await self._controller()
-        req = AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups)
+        req = messages.AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups)
         resp = await conn.send(req, conn.version(req.API_KEY))
         out = {r.user: _err(r.error_code, r.error_message) for r in resp.results}
         _check(out, raise_on_error)
@@ -598,9 +559,9 @@ class AIOAdminClient:
         (match type 0: that name, 1: the default, 2: any name); ``strict`` leaves out entities
         with other types. Entities are (type, name or None) pairs sorted by type."""
         conn = await self._any()
-        req = DescribeClientQuotasRequest(
+        req = messages.DescribeClientQuotasRequest(
             components=[
-                DescribeClientQuotasRequest.Components(entity_type=t, match_type=m, match=n)
+                messages.DescribeClientQuotasRequest.Components(entity_type=t, match_type=m, match=n)
                 for t, m, n in components
             ],
             strict=strict,
@@ -623,12 +584,12 @@ class AIOAdminClient:
         """Per entity ((type, name or None for the default) pairs), set keys to values or
         remove them (None); per entity, None or the broker's refusal."""
         conn = await self._controller()
-        req = AlterClientQuotasRequest(
+        req = messages.AlterClientQuotasRequest(
             entries=[
-                AlterClientQuotasRequest.Entries(
-                    entity=[AlterClientQuotasRequest.Entries.Entity(entity_type=t, entity_name=n) for t, n in entity],
+                messages.AlterClientQuotasRequest.Entries(
+                    entity=[messages.AlterClientQuotasRequest.Entries.Entity(entity_type=t, entity_name=n) for t, n in entity],
                     ops=[
-                        AlterClientQuotasRequest.Entries.Ops(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                        messages.AlterClientQuotasRequest.Entries.Ops(key=k, value=0.0 if v is None else float(v), remove=v is None)
                         for k, v in ops.items()
                     ],
                 )
@@ -654,11 +615,11 @@ class AIOAdminClient:
         maximum lifetime. Raises the broker's refusal."""
         conn = await self._controller()
         owner_type, _, owner_name = (owner or "").partition(":")
-        req = CreateDelegationTokenRequest(
+        req = messages.CreateDelegationTokenRequest(
             owner_principal_type=owner_type if owner else None,
             owner_principal_name=owner_name if owner else None,
             renewers=[
-                CreateDelegationTokenRequest.Renewers(principal_type=t, principal_name=n)
+                messages.CreateDelegationTokenRequest.Renewers(principal_type=t, principal_name=n)
                 for t, _, n in (r.partition(":") for r in renewers)
             ],
             max_lifetime_ms=max_lifetime_ms,
@@ -682,7 +643,7 @@ class AIOAdminClient:
         """Renew the token with this HMAC; its new expiry timestamp (ms). -1: the broker's
         ``delegation.token.expiry.time.ms``."""
         conn = await self._controller()
-        req = RenewDelegationTokenRequest(hmac=hmac, renew_period_ms=renew_period_ms)
+        req = messages.RenewDelegationTokenRequest(hmac=hmac, renew_period_ms=renew_period_ms)
         resp = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)()
@@ -691,7 +652,7 @@ class AIOAdminClient:
     async def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
         """Expire the token with this HMAC after the period (-1: now); its expiry timestamp."""
         conn = await self._controller()
-        req = ExpireDelegationTokenRequest(hmac=hmac, expiry_time_period_ms=expiry_time_period_ms)
+        req = messages.ExpireDelegationTokenRequest(hmac=hmac, expiry_time_period_ms=expiry_time_period_ms)
         resp = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)()
@@ -700,9 +661,9 @@ class AIOAdminClient:
     async def describe_delegation_tokens(self, owners: Iterable[str] | None = None) -> list[DelegationToken]:
         """The tokens of these owners ("User:name"; None: every owner) the principal may see."""
         conn = await self._any()
-        req = DescribeDelegationTokenRequest(
+        req = messages.DescribeDelegationTokenRequest(
             owners=None if owners is None else [
-                DescribeDelegationTokenRequest.Owners(principal_type=t, principal_name=n)
+                messages.DescribeDelegationTokenRequest.Owners(principal_type=t, principal_name=n)
                 for t, _, n in (o.partition(":") for o in owners)
             ]
         )
@@ -729,7 +690,7 @@ class AIOAdminClient:
         out: list[tuple[str, str, str]] = []
         for node in list(self._client.cluster.brokers):
             conn = await self._client.connection(node)
-            resp = await conn.send(ListGroupsRequest(), conn.version(ListGroupsRequest.API_KEY))
+            resp = await conn.send(messages.ListGroupsRequest(), conn.version(messages.ListGroupsRequest.API_KEY))
             if resp.error_code:
                 raise error_for_code(resp.error_code)()
             out.extend((g.group_id, g.protocol_type, g.group_state) for g in resp.groups)
@@ -742,7 +703,7 @@ class AIOAdminClient:
         for gid in group_ids:
             node = await self._client.find_coordinator(gid, 0)
             conn = await self._client.connection(node)
-            resp = await conn.send(DescribeGroupsRequest(groups=[gid]), conn.version(DescribeGroupsRequest.API_KEY))
+            resp = await conn.send(messages.DescribeGroupsRequest(groups=[gid]), conn.version(messages.DescribeGroupsRequest.API_KEY))
             for g in resp.groups:
                 members = []
                 for m in g.members:
@@ -766,8 +727,8 @@ class AIOAdminClient:
             node = await self._client.find_coordinator(gid, 0)
             conn = await self._client.connection(node)
             resp = await conn.send(
-                ShareGroupDescribeRequest(group_ids=[gid], include_authorized_operations=False),
-                conn.version(ShareGroupDescribeRequest.API_KEY),
+                messages.ShareGroupDescribeRequest(group_ids=[gid], include_authorized_operations=False),
+                conn.version(messages.ShareGroupDescribeRequest.API_KEY),
             )
             for g in resp.groups:
                 if g.error_code:
@@ -792,15 +753,15 @@ class AIOAdminClient:
         ``partitions``; -1 when unknown): DescribeShareGroupOffsets."""
         node = await self._client.find_coordinator(group_id, 0)
         conn = await self._client.connection(node)
-        G = DescribeShareGroupOffsetsRequest.Groups
+        G = messages.DescribeShareGroupOffsetsRequest.Groups
         topics = None
         if partitions is not None:
             by_topic: dict[str, list[int]] = {}
             for tp in partitions:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = [G.Topics(topic_name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
-        version = conn.version(DescribeShareGroupOffsetsRequest.API_KEY)
-        resp = await conn.send(DescribeShareGroupOffsetsRequest(groups=[G(group_id=group_id, topics=topics)]), version)
+        version = conn.version(messages.DescribeShareGroupOffsetsRequest.API_KEY)
+        resp = await conn.send(messages.DescribeShareGroupOffsetsRequest(groups=[G(group_id=group_id, topics=topics)]), version)
         g = resp.groups[0]
         if g.error_code:
             raise error_for_code(g.error_code)(g.error_message)
@@ -817,13 +778,13 @@ class AIOAdminClient:
         """Set where an empty share group starts in each partition (AlterShareGroupOffsets)."""
         node = await self._client.find_coordinator(group_id, 0)
         conn = await self._client.connection(node)
-        T = AlterShareGroupOffsetsRequest.Topics
+        T = messages.AlterShareGroupOffsetsRequest.Topics
         by_topic: dict[str, list[Any]] = {}
         for tp, off in offsets.items():
             by_topic.setdefault(tp.topic, []).append(T.Partitions(partition_index=tp.partition, start_offset=off))
-        resp = await conn.send(AlterShareGroupOffsetsRequest(group_id=group_id, topics=[
+        resp = await conn.send(messages.AlterShareGroupOffsetsRequest(group_id=group_id, topics=[
             T(topic_name=t, partitions=ps) for t, ps in sorted(by_topic.items())]),
-            conn.version(AlterShareGroupOffsetsRequest.API_KEY))
+            conn.version(messages.AlterShareGroupOffsetsRequest.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         out = {TopicPartition(t.topic_name, p.partition_index): _err(p.error_code, p.error_message)
@@ -837,9 +798,9 @@ class AIOAdminClient:
         """Forget an empty share group's state for whole topics (DeleteShareGroupOffsets)."""
         node = await self._client.find_coordinator(group_id, 0)
         conn = await self._client.connection(node)
-        resp = await conn.send(DeleteShareGroupOffsetsRequest(group_id=group_id, topics=[
-            DeleteShareGroupOffsetsRequest.Topics(topic_name=t) for t in topics]),
-            conn.version(DeleteShareGroupOffsetsRequest.API_KEY))
+        resp = await conn.send(messages.DeleteShareGroupOffsetsRequest(group_id=group_id, topics=[
+            messages.DeleteShareGroupOffsetsRequest.Topics(topic_name=t) for t in topics]),
+            conn.version(messages.DeleteShareGroupOffsetsRequest.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         out = {t.topic_name: _err(t.error_code, t.error_message) for t in resp.responses}
@@ -851,7 +812,7 @@ class AIOAdminClient:
         for gid in group_ids:
             node = await self._client.find_coordinator(gid, 0)
             conn = await self._client.connection(node)
-            resp = await conn.send(DeleteGroupsRequest(groups_names=[gid]), conn.version(DeleteGroupsRequest.API_KEY))
+            resp = await conn.send(messages.DeleteGroupsRequest(groups_names=[gid]), conn.version(messages.DeleteGroupsRequest.API_KEY))
             for r in resp.results:
                 out[r.group_id] = _err(r.error_code)
         _check(out, raise_on_error)
@@ -872,15 +833,13 @@ class AIOAdminClient:
         return {tp: om for tp, om in got.items() if om is not None}
 
     async def _all_group_offsets(self, g: GroupBase) -> dict[TopicPartition, OffsetAndMetadata]:
-        from gregor.protocol.messages import OffsetFetchRequest
-
         node = await g.coordinator_node()
         conn = await self._client.connection(node)
-        version = conn.version(OffsetFetchRequest.API_KEY, min_version=2)
+        version = conn.version(messages.OffsetFetchRequest.API_KEY, min_version=2)
         if version >= 8:
-            req = OffsetFetchRequest(groups=[OffsetFetchRequest.Groups(group_id=g.group_id, topics=None)])
+            req = messages.OffsetFetchRequest(groups=[messages.OffsetFetchRequest.Groups(group_id=g.group_id, topics=None)])
         else:
-            req = OffsetFetchRequest(group_id=g.group_id, topics=None)
+            req = messages.OffsetFetchRequest(group_id=g.group_id, topics=None)
         resp = await conn.send(req, version)
         if version >= 8:
             code, topics = resp.groups[0].error_code, resp.groups[0].topics
@@ -909,19 +868,17 @@ class AIOAdminClient:
         await g.commit(oms)
 
     async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
-        from gregor.protocol.messages import OffsetDeleteRequest
-
         g = self._group(group_id)
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         node = await g.coordinator_node()
         conn = await self._client.connection(node)
-        req = OffsetDeleteRequest(
+        req = messages.OffsetDeleteRequest(
             group_id=group_id,
             topics=[
-                OffsetDeleteRequest.Topics(
-                    name=t, partitions=[OffsetDeleteRequest.Topics.Partitions(partition_index=p) for p in ps]
+                messages.OffsetDeleteRequest.Topics(
+                    name=t, partitions=[messages.OffsetDeleteRequest.Topics.Partitions(partition_index=p) for p in ps]
                 )
                 for t, ps in by_topic.items()
             ],
@@ -951,13 +908,13 @@ class AIOAdminClient:
 
         async def one(node: int, q: dict[TopicPartition, int]) -> None:
             conn = await self._client.connection(node)
-            topics: dict[str, list[DeleteRecordsRequest.Topics.Partitions]] = {}
+            topics: dict[str, list[messages.DeleteRecordsRequest.Topics.Partitions]] = {}
             for tp, off in q.items():
                 topics.setdefault(tp.topic, []).append(
-                    DeleteRecordsRequest.Topics.Partitions(partition_index=tp.partition, offset=off)
+                    messages.DeleteRecordsRequest.Topics.Partitions(partition_index=tp.partition, offset=off)
                 )
-            req = DeleteRecordsRequest(
-                topics=[DeleteRecordsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
+            req = messages.DeleteRecordsRequest(
+                topics=[messages.DeleteRecordsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
                 timeout_ms=self._timeout_ms,
             )
             resp = await conn.send(req, conn.version(req.API_KEY))
@@ -997,10 +954,10 @@ class AIOAdminClient:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions or ():
             by_topic.setdefault(tp[0], []).append(tp[1])
-        req = ElectLeadersRequest(
+        req = messages.ElectLeadersRequest(
             election_type=election_type,
             topic_partitions=None if partitions is None else [
-                ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()
+                messages.ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()
             ],
             timeout_ms=self._timeout_ms,
         )
@@ -1020,14 +977,14 @@ class AIOAdminClient:
     ) -> dict[TopicPartition, KafkaError | None]:
         """Move partitions to these replicas (None: cancel the partition's reassignment)."""
         conn = await self._controller()
-        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.Topics.Partitions]] = {}
+        by_topic: dict[str, list[messages.AlterPartitionReassignmentsRequest.Topics.Partitions]] = {}
         for tp, replicas in reassignments.items():
             by_topic.setdefault(tp[0], []).append(
-                AlterPartitionReassignmentsRequest.Topics.Partitions(partition_index=tp[1], replicas=replicas)
+                messages.AlterPartitionReassignmentsRequest.Topics.Partitions(partition_index=tp[1], replicas=replicas)
             )
-        req = AlterPartitionReassignmentsRequest(
+        req = messages.AlterPartitionReassignmentsRequest(
             timeout_ms=self._timeout_ms,
-            topics=[AlterPartitionReassignmentsRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=[messages.AlterPartitionReassignmentsRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
         resp = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
@@ -1045,10 +1002,10 @@ class AIOAdminClient:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions or ():
             by_topic.setdefault(tp[0], []).append(tp[1])
-        req = ListPartitionReassignmentsRequest(
+        req = messages.ListPartitionReassignmentsRequest(
             timeout_ms=self._timeout_ms,
             topics=None if partitions is None else [
-                ListPartitionReassignmentsRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
+                messages.ListPartitionReassignmentsRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
             ],
         )
         resp = await conn.send(req, conn.version(req.API_KEY))
@@ -1070,7 +1027,7 @@ class AIOAdminClient:
         out: list[tuple[str, int, int, str]] = []
         for node in sorted(b.node_id for b in meta.brokers):
             conn = await self._client.connection(node)
-            req = ListTransactionsRequest(
+            req = messages.ListTransactionsRequest(
                 state_filters=list(states), producer_id_filters=list(producer_ids), duration_filter=min_duration_ms
             )
             version = conn.version(req.API_KEY)
@@ -1093,7 +1050,7 @@ class AIOAdminClient:
                 out[tid] = e
                 continue
             conn = await self._client.connection(node)
-            req = DescribeTransactionsRequest(transactional_ids=[tid])
+            req = messages.DescribeTransactionsRequest(transactional_ids=[tid])
             resp = await conn.send(req, conn.version(req.API_KEY))
             for t in resp.transaction_states:
                 if t.error_code:
@@ -1126,8 +1083,8 @@ class AIOAdminClient:
             topics: dict[str, list[int]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(tp.partition)
-            req = DescribeProducersRequest(topics=[
-                DescribeProducersRequest.Topics(name=t, partition_indexes=ps) for t, ps in topics.items()
+            req = messages.DescribeProducersRequest(topics=[
+                messages.DescribeProducersRequest.Topics(name=t, partition_indexes=ps) for t, ps in topics.items()
             ])
             resp = await conn.send(req, conn.version(req.API_KEY))
             for t in resp.topics:
@@ -1160,9 +1117,9 @@ class AIOAdminClient:
         if leader < 0:
             raise error_for_code(3)(f"{tp.topic}-{tp.partition}")
         conn = await self._client.connection(leader)
-        req = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.Markers(
+        req = messages.WriteTxnMarkersRequest(markers=[messages.WriteTxnMarkersRequest.Markers(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
-            topics=[WriteTxnMarkersRequest.Markers.Topics(name=tp.topic, partition_indexes=[tp.partition])],
+            topics=[messages.WriteTxnMarkersRequest.Markers.Topics(name=tp.topic, partition_indexes=[tp.partition])],
             coordinator_epoch=coordinator_epoch,
         )])
         resp = await conn.send(req, conn.version(req.API_KEY))
@@ -1180,9 +1137,9 @@ class AIOAdminClient:
         is a future replica; only ``topics`` when given."""
         meta = await self._client.fetch_metadata(None if topics is None else list(topics))
         nodes = sorted(b.node_id for b in meta.brokers) if brokers is None else sorted(brokers)
-        req = DescribeLogDirsRequest(
+        req = messages.DescribeLogDirsRequest(
             topics=None if topics is None else [
-                DescribeLogDirsRequest.Topics(topic=t.name, partitions=sorted(p.partition_index for p in t.partitions))
+                messages.DescribeLogDirsRequest.Topics(topic=t.name, partitions=sorted(p.partition_index for p in t.partitions))
                 for t in meta.topics if not t.error_code
             ]
         )
@@ -1213,8 +1170,8 @@ class AIOAdminClient:
 
     async def describe_cluster(self) -> ClusterDescription:
         conn = await self._any()
-        if conn.supports(DescribeClusterRequest.API_KEY):
-            resp = await conn.send(DescribeClusterRequest(), conn.version(DescribeClusterRequest.API_KEY))
+        if conn.supports(messages.DescribeClusterRequest.API_KEY):
+            resp = await conn.send(messages.DescribeClusterRequest(), conn.version(messages.DescribeClusterRequest.API_KEY))
             if resp.error_code:
                 raise error_for_code(resp.error_code)(resp.error_message)
             return ClusterDescription(
@@ -1242,10 +1199,10 @@ class AIOAdminClient:
     async def describe_features(self) -> FeatureMetadata:
         """The finalized and supported features, from a fresh ApiVersions (v3+) of any broker."""
         conn = await self._any()
-        version = conn.version(ApiVersionsRequest.API_KEY, 4)
+        version = conn.version(messages.ApiVersionsRequest.API_KEY, 4)
         if version < 3:
             raise UnsupportedForBrokerError(f"{conn} does not report features (ApiVersions v{version})")
-        resp = await conn.send(ApiVersionsRequest(
+        resp = await conn.send(messages.ApiVersionsRequest(
             client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
         ), version)
         if resp.error_code:
@@ -1263,13 +1220,13 @@ class AIOAdminClient:
         SAFE_DOWNGRADE or UNSAFE_DOWNGRADE; level 0 turns a feature off); per feature None or
         the error."""
         conn = await self._controller()
-        version = conn.version(UpdateFeaturesRequest.API_KEY, 1)
+        version = conn.version(messages.UpdateFeaturesRequest.API_KEY, 1)
         if validate_only and version < 1:
             raise UnsupportedForBrokerError(f"{conn} cannot validate feature updates only (UpdateFeatures v0)")
-        req = UpdateFeaturesRequest(
+        req = messages.UpdateFeaturesRequest(
             timeout_ms=self._timeout_ms,
             feature_updates=[
-                UpdateFeaturesRequest.FeatureUpdates(
+                messages.UpdateFeaturesRequest.FeatureUpdates(
                     feature=name, max_version_level=lv, upgrade_type=kind, allow_downgrade=kind != UPGRADE
                 )
                 for name, (lv, kind) in updates.items()
@@ -1286,7 +1243,7 @@ class AIOAdminClient:
     async def list_client_metrics_resources(self) -> list[str]:
         """The names of the client metrics subscriptions (KIP-714 config resources)."""
         conn = await self._any()
-        resp = await conn.send(ListClientMetricsResourcesRequest(), conn.version(ListClientMetricsResourcesRequest.API_KEY))
+        resp = await conn.send(messages.ListClientMetricsResourcesRequest(), conn.version(messages.ListClientMetricsResourcesRequest.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return sorted(r.name for r in resp.client_metrics_resources)
@@ -1312,7 +1269,6 @@ __all__ = [
     "OP_DELETE",
     "OP_SET",
     "OP_SUBTRACT",
-    "OffsetCommitRequest",
     "SAFE_DOWNGRADE",
     "ShareGroupDescription",
     "ShareMemberDescription",

@@ -38,15 +38,8 @@ from gregor.client.core import KafkaClient, spawn
 from gregor.client.errors import KafkaConnectionError, error_for_code
 from gregor.client.fetcher import SubscriptionState
 from gregor.client.metadata import TopicPartition
+from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
-from gregor.protocol.messages import (
-    HeartbeatRequest,
-    JoinGroupRequest,
-    LeaveGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    SyncGroupRequest,
-)
 
 log = logging.getLogger("gregor.client.group")
 
@@ -154,10 +147,10 @@ class GroupBase:
     async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout: float | None = None) -> None:
         if not offsets:
             return
-        by_topic: dict[str, list[OffsetCommitRequest.Topics.Partitions]] = {}
+        by_topic: dict[str, list[messages.OffsetCommitRequest.Topics.Partitions]] = {}
         for tp, om in offsets.items():
             by_topic.setdefault(tp.topic, []).append(
-                OffsetCommitRequest.Topics.Partitions(
+                messages.OffsetCommitRequest.Topics.Partitions(
                     partition_index=tp.partition,
                     committed_offset=om.offset,
                     committed_leader_epoch=om.leader_epoch,
@@ -166,12 +159,12 @@ class GroupBase:
             )
 
         async def attempt() -> None:
-            req = OffsetCommitRequest(
+            req = messages.OffsetCommitRequest(
                 group_id=self.group_id,
                 generation_id_or_member_epoch=self.generation,
                 member_id=self.member_id,
                 group_instance_id=self.instance_id,
-                topics=[OffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=[messages.OffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
             resp = await self._send(req)
             for t in resp.topics:
@@ -193,21 +186,21 @@ class GroupBase:
         async def attempt() -> dict[TopicPartition, OffsetAndMetadata | None]:
             node = await self.coordinator_node()
             conn = await self.client.connection(node)
-            version = conn.version(OffsetFetchRequest.API_KEY)
+            version = conn.version(messages.OffsetFetchRequest.API_KEY)
             if version >= 8:
-                req = OffsetFetchRequest(
+                req = messages.OffsetFetchRequest(
                     groups=[
-                        OffsetFetchRequest.Groups(
+                        messages.OffsetFetchRequest.Groups(
                             group_id=self.group_id,
-                            topics=[OffsetFetchRequest.Groups.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                            topics=[messages.OffsetFetchRequest.Groups.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
                         )
                     ],
                     require_stable=require_stable,
                 )
             else:
-                req = OffsetFetchRequest(
+                req = messages.OffsetFetchRequest(
                     group_id=self.group_id,
-                    topics=[OffsetFetchRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                    topics=[messages.OffsetFetchRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
                     require_stable=require_stable,
                 )
             try:
@@ -354,9 +347,9 @@ class ClassicMember(GroupBase):
             self.generation,
             self.config["client.rack"] or None,
         )
-        protocols = [JoinGroupRequest.Protocols(name=a.name, metadata=encode_subscription(sub)) for a in self.assignors]
+        protocols = [messages.JoinGroupRequest.Protocols(name=a.name, metadata=encode_subscription(sub)) for a in self.assignors]
         while True:
-            req = JoinGroupRequest(
+            req = messages.JoinGroupRequest(
                 group_id=self.group_id,
                 session_timeout_ms=self.session_timeout,
                 rebalance_timeout_ms=self.rebalance_timeout,
@@ -385,10 +378,10 @@ class ClassicMember(GroupBase):
         self.generation = resp.generation_id
         self.protocol = resp.protocol_name
         self.leader = resp.leader == self.member_id and not resp.skip_assignment
-        assignments: list[SyncGroupRequest.Assignments] = []
+        assignments: list[messages.SyncGroupRequest.Assignments] = []
         if self.leader:
             assignments = await self._lead(resp)
-        sreq = SyncGroupRequest(
+        sreq = messages.SyncGroupRequest(
             group_id=self.group_id,
             generation_id=self.generation,
             member_id=self.member_id,
@@ -409,7 +402,7 @@ class ClassicMember(GroupBase):
             raise error_for_code(code)(f"SyncGroup {self.group_id}")
         return decode_assignment(sresp.assignment)
 
-    async def _lead(self, resp: Any) -> list[SyncGroupRequest.Assignments]:
+    async def _lead(self, resp: Any) -> list[messages.SyncGroupRequest.Assignments]:
         assignor = self._assignor(resp.protocol_name)
         if assignor is None:
             raise KafkaError(f"group chose assignor {resp.protocol_name!r}, which this member lacks")
@@ -425,7 +418,7 @@ class ClassicMember(GroupBase):
         self._assigned_counts = counts
         result = assignor.assign(members, counts)
         return [
-            SyncGroupRequest.Assignments(member_id=m, assignment=encode_assignment(Assignment(parts)))
+            messages.SyncGroupRequest.Assignments(member_id=m, assignment=encode_assignment(Assignment(parts)))
             for m, parts in result.items()
         ]
 
@@ -436,7 +429,7 @@ class ClassicMember(GroupBase):
                 continue
             try:
                 resp = await self._send(
-                    HeartbeatRequest(
+                    messages.HeartbeatRequest(
                         group_id=self.group_id,
                         generation_id=self.generation,
                         member_id=self.member_id,
@@ -468,14 +461,14 @@ class ClassicMember(GroupBase):
         try:
             node = await self.coordinator_node()
             conn = await self.client.connection(node)
-            version = conn.version(LeaveGroupRequest.API_KEY)
+            version = conn.version(messages.LeaveGroupRequest.API_KEY)
             if version >= 3:
-                req = LeaveGroupRequest(
+                req = messages.LeaveGroupRequest(
                     group_id=self.group_id,
-                    members=[LeaveGroupRequest.Members(member_id=self.member_id, group_instance_id=self.instance_id)],
+                    members=[messages.LeaveGroupRequest.Members(member_id=self.member_id, group_instance_id=self.instance_id)],
                 )
             else:
-                req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
+                req = messages.LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
             await conn.send(req, version, timeout=5)
         except KafkaError as e:
             log.debug("LeaveGroup failed: %s", e)

@@ -31,12 +31,8 @@ from gregor.client.config import Config
 from gregor.client.core import KafkaClient
 from gregor.client.errors import error_for_code
 from gregor.client.metadata import TopicPartition
+from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
-from gregor.protocol.messages import (
-    ShareAcknowledgeRequest,
-    ShareFetchRequest,
-    ShareGroupHeartbeatRequest,
-)
 from gregor.protocol.records.batch import iter_records
 
 log = logging.getLogger("gregor.client.share")
@@ -109,7 +105,7 @@ class AIOShareConsumer:
 
     async def _heartbeat(self, leaving: bool = False) -> None:
         node = await self._client.find_coordinator(self.group_id, 0)
-        req = ShareGroupHeartbeatRequest(
+        req = messages.ShareGroupHeartbeatRequest(
             group_id=self.group_id, member_id=self.member_id, member_epoch=-1 if leaving else self.member_epoch,
             rack_id=self.config["client.rack"] or None,
             subscribed_topic_names=None if leaving or self.member_epoch else self._topics,
@@ -212,7 +208,7 @@ class AIOShareConsumer:
         added = partitions - session.partitions
         forgotten = session.partitions - partitions
         named = added | set(acks)
-        T = ShareFetchRequest.Topics
+        T = messages.ShareFetchRequest.Topics
         topics: dict[uuid.UUID, list[Any]] = {}
         for tp in sorted(named):
             tid = cluster.topic_id(tp.topic)
@@ -228,12 +224,12 @@ class AIOShareConsumer:
             tid = cluster.topic_id(tp.topic)
             if tid is not None:
                 forget.setdefault(tid, []).append(tp.partition)
-        req = ShareFetchRequest(
+        req = messages.ShareFetchRequest(
             group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
             max_wait_ms=wait_ms, min_bytes=1, max_bytes=self.config["fetch.max.bytes"],
             max_records=self.config["max.poll.records"], batch_size=self.config["max.poll.records"],
             topics=[T(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
-            forgotten_topics_data=[ShareFetchRequest.ForgottenTopicsData(topic_id=tid, partitions=ps)
+            forgotten_topics_data=[messages.ShareFetchRequest.ForgottenTopicsData(topic_id=tid, partitions=ps)
                                    for tid, ps in forget.items()],
         )
         resp = await self._client.send(node, req)
@@ -284,7 +280,7 @@ class AIOShareConsumer:
             if session is None or session.epoch == 0:
                 out.update({tp: KafkaError("no share session with the partition's leader") for tp in acks})
                 continue
-            A = ShareAcknowledgeRequest.Topics
+            A = messages.ShareAcknowledgeRequest.Topics
             topics: dict[uuid.UUID, list[Any]] = {}
             for tp, runs in acks.items():
                 tid = cluster.topic_id(tp.topic)
@@ -292,7 +288,7 @@ class AIOShareConsumer:
                     topics.setdefault(tid, []).append(A.Partitions(partition_index=tp.partition, acknowledgement_batches=[
                         A.Partitions.AcknowledgementBatches(first_offset=a, last_offset=b, acknowledge_types=[k])
                         for a, b, k in runs]))
-            req = ShareAcknowledgeRequest(
+            req = messages.ShareAcknowledgeRequest(
                 group_id=self.group_id, member_id=self.member_id, share_session_epoch=-1 if final else session.epoch,
                 topics=[A(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
             )

@@ -28,13 +28,8 @@ from typing import Any, NamedTuple
 from gregor.client.core import KafkaClient
 from gregor.client.errors import IllegalStateError, error_for_code
 from gregor.client.metadata import TopicPartition
+from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode
-from gregor.protocol.messages import (
-    AddOffsetsToTxnRequest,
-    AddPartitionsToTxnRequest,
-    EndTxnRequest,
-    TxnOffsetCommitRequest,
-)
 
 
 class TxnState(enum.Enum):
@@ -69,7 +64,7 @@ async def end_transaction(
     async def attempt() -> None:
         if node[0] < 0:
             node[0] = await client.find_coordinator(tid, 1)
-        req = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+        req = messages.EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
         resp = await client.send(node[0], req)
         if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
             node[0] = -1
@@ -145,7 +140,7 @@ class TransactionManager:
             node = await self.coordinator_node()
             conn = await self._client.connection(node)
             req = make()
-            max_v = 3 if isinstance(req, AddPartitionsToTxnRequest) else None
+            max_v = 3 if isinstance(req, messages.AddPartitionsToTxnRequest) else None
             resp = await conn.send(req, conn.version(req.API_KEY, max_v))
             code = first_error(resp)
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
@@ -174,12 +169,12 @@ class TransactionManager:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         try:
             await self._request(
-                lambda: AddPartitionsToTxnRequest(
+                lambda: messages.AddPartitionsToTxnRequest(
                     v3_and_below_transactional_id=self.transactional_id,
                     v3_and_below_producer_id=self._ids()[0],
                     v3_and_below_producer_epoch=self._ids()[1],
                     v3_and_below_topics=[
-                        AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=sorted(ps))
+                        messages.AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=sorted(ps))
                         for t, ps in by_topic.items()
                     ],
                 )
@@ -195,7 +190,7 @@ class TransactionManager:
             raise IllegalStateError("no transaction in progress")
         group_id = group if isinstance(group, str) else group.group_id
         await self._request(
-            lambda: AddOffsetsToTxnRequest(
+            lambda: messages.AddOffsetsToTxnRequest(
                 transactional_id=self.transactional_id,
                 producer_id=self._ids()[0],
                 producer_epoch=self._ids()[1],
@@ -203,10 +198,10 @@ class TransactionManager:
             )
         )
         self._offsets = True
-        by_topic: dict[str, list[TxnOffsetCommitRequest.Topics.Partitions]] = {}
+        by_topic: dict[str, list[messages.TxnOffsetCommitRequest.Topics.Partitions]] = {}
         for tp, off in offsets.items():
             by_topic.setdefault(tp.topic, []).append(
-                TxnOffsetCommitRequest.Topics.Partitions(partition_index=tp.partition, committed_offset=int(off))
+                messages.TxnOffsetCommitRequest.Topics.Partitions(partition_index=tp.partition, committed_offset=int(off))
             )
         generation = -1 if isinstance(group, str) else group.generation_id
         member_id = "" if isinstance(group, str) else group.member_id
@@ -217,7 +212,7 @@ class TransactionManager:
             if coordinator[0] < 0:
                 coordinator[0] = await self._client.find_coordinator(group_id, 0)
             conn = await self._client.connection(coordinator[0])
-            req = TxnOffsetCommitRequest(
+            req = messages.TxnOffsetCommitRequest(
                 transactional_id=self.transactional_id,
                 group_id=group_id,
                 producer_id=self._ids()[0],
@@ -225,7 +220,7 @@ class TransactionManager:
                 generation_id=generation,
                 member_id=member_id,
                 group_instance_id=instance_id,
-                topics=[TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=[messages.TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
             resp = await conn.send(req, conn.version(req.API_KEY))
             code = first_error(resp)
@@ -240,7 +235,7 @@ class TransactionManager:
         """EndTxn (when the transaction touched anything), then READY."""
         if self.partitions or self._offsets:
             await self._request(
-                lambda: EndTxnRequest(
+                lambda: messages.EndTxnRequest(
                     transactional_id=self.transactional_id,
                     producer_id=self._ids()[0],
                     producer_epoch=self._ids()[1],

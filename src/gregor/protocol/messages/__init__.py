@@ -6,190 +6,248 @@
 ``Cls.decode(body, version)`` and encodes with ``obj.encode(version)``; see
 :mod:`gregor.protocol.messages._base`.
 
+An API's module is imported the first time one of its classes is used
+(``from gregor.protocol.messages import FetchRequest``, ``API_KEYS[1].request``), so a process
+loads only the APIs it uses.
+
 Run ``python -m gregor.protocol.messages`` for the APIs and version counts.
 """
 
-from typing import NamedTuple
+import importlib
+from typing import TYPE_CHECKING
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages._base import Message, Struct
-from gregor.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from gregor.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-from gregor.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
-from gregor.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
-from gregor.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
-from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
-from gregor.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
-from gregor.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
-from gregor.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
-from gregor.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
-from gregor.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from gregor.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from gregor.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
-from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
-from gregor.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
-from gregor.protocol.messages.create_delegation_token import CreateDelegationTokenRequest, CreateDelegationTokenResponse
-from gregor.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from gregor.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from gregor.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
-from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from gregor.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
-from gregor.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
-from gregor.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
-from gregor.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from gregor.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
-from gregor.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
-from gregor.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
-from gregor.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
-from gregor.protocol.messages.describe_delegation_token import DescribeDelegationTokenRequest, DescribeDelegationTokenResponse
-from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from gregor.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
-from gregor.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
-from gregor.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
-from gregor.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
-from gregor.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
-from gregor.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
-from gregor.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
-from gregor.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
-from gregor.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
-from gregor.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
-from gregor.protocol.messages.expire_delegation_token import ExpireDelegationTokenRequest, ExpireDelegationTokenResponse
-from gregor.protocol.messages.fetch import FetchRequest, FetchResponse
-from gregor.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from gregor.protocol.messages.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse
-from gregor.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from gregor.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
-from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from gregor.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
-from gregor.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from gregor.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from gregor.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from gregor.protocol.messages.list_client_metrics_resources import ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse
-from gregor.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from gregor.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from gregor.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
-from gregor.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
-from gregor.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from gregor.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from gregor.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
-from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from gregor.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
-from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse
-from gregor.protocol.messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
-from gregor.protocol.messages.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse
-from gregor.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
-from gregor.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest, RemoveRaftVoterResponse
-from gregor.protocol.messages.renew_delegation_token import RenewDelegationTokenRequest, RenewDelegationTokenResponse
-from gregor.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from gregor.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
-from gregor.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
-from gregor.protocol.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
-from gregor.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
-from gregor.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
-from gregor.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
-from gregor.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from gregor.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
-from gregor.protocol.messages.update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
-from gregor.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
-from gregor.protocol.messages.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
-from gregor.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+if TYPE_CHECKING:
+    from gregor.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+    from gregor.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+    from gregor.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
+    from gregor.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+    from gregor.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
+    from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+    from gregor.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+    from gregor.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
+    from gregor.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
+    from gregor.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
+    from gregor.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+    from gregor.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+    from gregor.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+    from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
+    from gregor.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+    from gregor.protocol.messages.create_delegation_token import CreateDelegationTokenRequest, CreateDelegationTokenResponse
+    from gregor.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+    from gregor.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from gregor.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
+    from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+    from gregor.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+    from gregor.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
+    from gregor.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
+    from gregor.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from gregor.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+    from gregor.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+    from gregor.protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+    from gregor.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+    from gregor.protocol.messages.describe_delegation_token import DescribeDelegationTokenRequest, DescribeDelegationTokenResponse
+    from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+    from gregor.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+    from gregor.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+    from gregor.protocol.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+    from gregor.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
+    from gregor.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+    from gregor.protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+    from gregor.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
+    from gregor.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+    from gregor.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+    from gregor.protocol.messages.envelope import EnvelopeRequest, EnvelopeResponse
+    from gregor.protocol.messages.expire_delegation_token import ExpireDelegationTokenRequest, ExpireDelegationTokenResponse
+    from gregor.protocol.messages.fetch import FetchRequest, FetchResponse
+    from gregor.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+    from gregor.protocol.messages.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse
+    from gregor.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+    from gregor.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+    from gregor.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
+    from gregor.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+    from gregor.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+    from gregor.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+    from gregor.protocol.messages.list_client_metrics_resources import ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse
+    from gregor.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+    from gregor.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+    from gregor.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+    from gregor.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
+    from gregor.protocol.messages.metadata import MetadataRequest, MetadataResponse
+    from gregor.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+    from gregor.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+    from gregor.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+    from gregor.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+    from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse
+    from gregor.protocol.messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
+    from gregor.protocol.messages.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse
+    from gregor.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
+    from gregor.protocol.messages.remove_raft_voter import RemoveRaftVoterRequest, RemoveRaftVoterResponse
+    from gregor.protocol.messages.renew_delegation_token import RenewDelegationTokenRequest, RenewDelegationTokenResponse
+    from gregor.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+    from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+    from gregor.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+    from gregor.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+    from gregor.protocol.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+    from gregor.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+    from gregor.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+    from gregor.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+    from gregor.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+    from gregor.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
+    from gregor.protocol.messages.update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
+    from gregor.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+    from gregor.protocol.messages.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
+    from gregor.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 
-class ApiInfo(NamedTuple):
-    key: int
-    name: str
+class ApiInfo:
+    """One API: key, name, version range, and its request and response classes.
+
+    ``request`` and ``response`` are slots left unset until one of them is read: the first read
+    imports the API's module (``gregor.protocol.messages.<module>``) and fills both, so later
+    reads are plain attribute reads.
+    """
+
+    __slots__ = (
+        "key", "name", "module", "min_version", "max_version", "flexible_min_version",
+        "request", "response",
+    )
     request: type[Message]
     response: type[Message]
-    min_version: int
-    max_version: int
-    flexible_min_version: int | None
+
+    def __init__(
+        self, key: int, name: str, module: str, min_version: int, max_version: int,
+        flexible_min_version: int | None,
+    ) -> None:
+        self.key = key
+        self.name = name
+        self.module = module
+        self.min_version = min_version
+        self.max_version = max_version
+        self.flexible_min_version = flexible_min_version
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, attr):
+            # Python calls this only for an attribute the instance lacks: an unset slot.
+            if attr != "request" and attr != "response":
+                raise AttributeError(attr)
+            module = importlib.import_module(f"{__name__}.{self.module}")
+            self.request = getattr(module, self.name + "Request")
+            self.response = getattr(module, self.name + "Response")
+            return getattr(self, attr)
+
+    def __repr__(self) -> str:
+        return (
+            f"ApiInfo(key={self.key}, name={self.name!r}, versions={self.min_version}-"
+            f"{self.max_version}, flexible_min_version={self.flexible_min_version})"
+        )
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name):
+        # A message class (``FetchRequest``, ...) not yet imported: import its module, and keep
+        # the class in this module's namespace so the next lookup does not come here.
+        for suffix in ("Request", "Response"):
+            info = API_BY_NAME.get(name[: -len(suffix)]) if name.endswith(suffix) else None
+            if info is not None:
+                cls = getattr(info, suffix.lower())
+                globals()[name] = cls
+                return cls
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted(set(globals()) | set(__all__))
 
 
 API_KEYS: dict[int, ApiInfo] = {
-    0: ApiInfo(0, 'Produce', ProduceRequest, ProduceResponse, 0, 11, 9),
-    1: ApiInfo(1, 'Fetch', FetchRequest, FetchResponse, 0, 17, 12),
-    2: ApiInfo(2, 'ListOffsets', ListOffsetsRequest, ListOffsetsResponse, 0, 9, 6),
-    3: ApiInfo(3, 'Metadata', MetadataRequest, MetadataResponse, 0, 12, 9),
-    4: ApiInfo(4, 'LeaderAndIsr', LeaderAndIsrRequest, LeaderAndIsrResponse, 0, 7, 4),
-    5: ApiInfo(5, 'StopReplica', StopReplicaRequest, StopReplicaResponse, 0, 4, 2),
-    6: ApiInfo(6, 'UpdateMetadata', UpdateMetadataRequest, UpdateMetadataResponse, 0, 8, 6),
-    7: ApiInfo(7, 'ControlledShutdown', ControlledShutdownRequest, ControlledShutdownResponse, 0, 3, 3),
-    8: ApiInfo(8, 'OffsetCommit', OffsetCommitRequest, OffsetCommitResponse, 0, 9, 8),
-    9: ApiInfo(9, 'OffsetFetch', OffsetFetchRequest, OffsetFetchResponse, 0, 9, 6),
-    10: ApiInfo(10, 'FindCoordinator', FindCoordinatorRequest, FindCoordinatorResponse, 0, 6, 3),
-    11: ApiInfo(11, 'JoinGroup', JoinGroupRequest, JoinGroupResponse, 0, 9, 6),
-    12: ApiInfo(12, 'Heartbeat', HeartbeatRequest, HeartbeatResponse, 0, 4, 4),
-    13: ApiInfo(13, 'LeaveGroup', LeaveGroupRequest, LeaveGroupResponse, 0, 5, 4),
-    14: ApiInfo(14, 'SyncGroup', SyncGroupRequest, SyncGroupResponse, 0, 5, 4),
-    15: ApiInfo(15, 'DescribeGroups', DescribeGroupsRequest, DescribeGroupsResponse, 0, 5, 5),
-    16: ApiInfo(16, 'ListGroups', ListGroupsRequest, ListGroupsResponse, 0, 5, 3),
-    17: ApiInfo(17, 'SaslHandshake', SaslHandshakeRequest, SaslHandshakeResponse, 0, 1, None),
-    18: ApiInfo(18, 'ApiVersions', ApiVersionsRequest, ApiVersionsResponse, 0, 4, 3),
-    19: ApiInfo(19, 'CreateTopics', CreateTopicsRequest, CreateTopicsResponse, 0, 7, 5),
-    20: ApiInfo(20, 'DeleteTopics', DeleteTopicsRequest, DeleteTopicsResponse, 0, 6, 4),
-    21: ApiInfo(21, 'DeleteRecords', DeleteRecordsRequest, DeleteRecordsResponse, 0, 2, 2),
-    22: ApiInfo(22, 'InitProducerId', InitProducerIdRequest, InitProducerIdResponse, 0, 5, 2),
-    23: ApiInfo(23, 'OffsetForLeaderEpoch', OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4, 4),
-    24: ApiInfo(24, 'AddPartitionsToTxn', AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5, 3),
-    25: ApiInfo(25, 'AddOffsetsToTxn', AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4, 3),
-    26: ApiInfo(26, 'EndTxn', EndTxnRequest, EndTxnResponse, 0, 4, 3),
-    27: ApiInfo(27, 'WriteTxnMarkers', WriteTxnMarkersRequest, WriteTxnMarkersResponse, 0, 1, 1),
-    28: ApiInfo(28, 'TxnOffsetCommit', TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4, 3),
-    29: ApiInfo(29, 'DescribeAcls', DescribeAclsRequest, DescribeAclsResponse, 0, 3, 2),
-    30: ApiInfo(30, 'CreateAcls', CreateAclsRequest, CreateAclsResponse, 0, 3, 2),
-    31: ApiInfo(31, 'DeleteAcls', DeleteAclsRequest, DeleteAclsResponse, 0, 3, 2),
-    32: ApiInfo(32, 'DescribeConfigs', DescribeConfigsRequest, DescribeConfigsResponse, 0, 4, 4),
-    33: ApiInfo(33, 'AlterConfigs', AlterConfigsRequest, AlterConfigsResponse, 0, 2, 2),
-    34: ApiInfo(34, 'AlterReplicaLogDirs', AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 0, 2, 2),
-    35: ApiInfo(35, 'DescribeLogDirs', DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4, 2),
-    36: ApiInfo(36, 'SaslAuthenticate', SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2, 2),
-    37: ApiInfo(37, 'CreatePartitions', CreatePartitionsRequest, CreatePartitionsResponse, 0, 3, 2),
-    38: ApiInfo(38, 'CreateDelegationToken', CreateDelegationTokenRequest, CreateDelegationTokenResponse, 0, 3, 2),
-    39: ApiInfo(39, 'RenewDelegationToken', RenewDelegationTokenRequest, RenewDelegationTokenResponse, 0, 2, 2),
-    40: ApiInfo(40, 'ExpireDelegationToken', ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, 0, 2, 2),
-    41: ApiInfo(41, 'DescribeDelegationToken', DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, 0, 3, 2),
-    42: ApiInfo(42, 'DeleteGroups', DeleteGroupsRequest, DeleteGroupsResponse, 0, 2, 2),
-    43: ApiInfo(43, 'ElectLeaders', ElectLeadersRequest, ElectLeadersResponse, 0, 2, 2),
-    44: ApiInfo(44, 'IncrementalAlterConfigs', IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1, 1),
-    45: ApiInfo(45, 'AlterPartitionReassignments', AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 0, 0),
-    46: ApiInfo(46, 'ListPartitionReassignments', ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0, 0),
-    47: ApiInfo(47, 'OffsetDelete', OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, None),
-    48: ApiInfo(48, 'DescribeClientQuotas', DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1, 1),
-    49: ApiInfo(49, 'AlterClientQuotas', AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1, 1),
-    50: ApiInfo(50, 'DescribeUserScramCredentials', DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0, 0),
-    51: ApiInfo(51, 'AlterUserScramCredentials', AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0, 0),
-    55: ApiInfo(55, 'DescribeQuorum', DescribeQuorumRequest, DescribeQuorumResponse, 0, 2, 0),
-    56: ApiInfo(56, 'AlterPartition', AlterPartitionRequest, AlterPartitionResponse, 0, 3, 0),
-    57: ApiInfo(57, 'UpdateFeatures', UpdateFeaturesRequest, UpdateFeaturesResponse, 0, 1, 0),
-    58: ApiInfo(58, 'Envelope', EnvelopeRequest, EnvelopeResponse, 0, 0, 0),
-    60: ApiInfo(60, 'DescribeCluster', DescribeClusterRequest, DescribeClusterResponse, 0, 1, 0),
-    61: ApiInfo(61, 'DescribeProducers', DescribeProducersRequest, DescribeProducersResponse, 0, 0, 0),
-    64: ApiInfo(64, 'UnregisterBroker', UnregisterBrokerRequest, UnregisterBrokerResponse, 0, 0, 0),
-    65: ApiInfo(65, 'DescribeTransactions', DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, 0),
-    66: ApiInfo(66, 'ListTransactions', ListTransactionsRequest, ListTransactionsResponse, 0, 1, 0),
-    67: ApiInfo(67, 'AllocateProducerIds', AllocateProducerIdsRequest, AllocateProducerIdsResponse, 0, 0, 0),
-    68: ApiInfo(68, 'ConsumerGroupHeartbeat', ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1, 0),
-    69: ApiInfo(69, 'ConsumerGroupDescribe', ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1, 0),
-    71: ApiInfo(71, 'GetTelemetrySubscriptions', GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, 0, 0, 0),
-    72: ApiInfo(72, 'PushTelemetry', PushTelemetryRequest, PushTelemetryResponse, 0, 0, 0),
-    74: ApiInfo(74, 'ListClientMetricsResources', ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse, 0, 0, 0),
-    75: ApiInfo(75, 'DescribeTopicPartitions', DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0, 0),
-    76: ApiInfo(76, 'ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 0, 1, 0),
-    77: ApiInfo(77, 'ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, 0, 1, 0),
-    78: ApiInfo(78, 'ShareFetch', ShareFetchRequest, ShareFetchResponse, 0, 1, 0),
-    79: ApiInfo(79, 'ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, 0, 1, 0),
-    80: ApiInfo(80, 'AddRaftVoter', AddRaftVoterRequest, AddRaftVoterResponse, 0, 0, 0),
-    81: ApiInfo(81, 'RemoveRaftVoter', RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0, 0),
-    83: ApiInfo(83, 'InitializeShareGroupState', InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0, 0),
-    84: ApiInfo(84, 'ReadShareGroupState', ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0, 0),
-    85: ApiInfo(85, 'WriteShareGroupState', WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0, 0),
-    86: ApiInfo(86, 'DeleteShareGroupState', DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, 0, 0, 0),
-    87: ApiInfo(87, 'ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 0, 0),
-    90: ApiInfo(90, 'DescribeShareGroupOffsets', DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1, 0),
-    91: ApiInfo(91, 'AlterShareGroupOffsets', AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, 0),
-    92: ApiInfo(92, 'DeleteShareGroupOffsets', DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0, 0),
+    0: ApiInfo(0, 'Produce', 'produce', 0, 11, 9),
+    1: ApiInfo(1, 'Fetch', 'fetch', 0, 17, 12),
+    2: ApiInfo(2, 'ListOffsets', 'list_offsets', 0, 9, 6),
+    3: ApiInfo(3, 'Metadata', 'metadata', 0, 12, 9),
+    4: ApiInfo(4, 'LeaderAndIsr', 'leader_and_isr', 0, 7, 4),
+    5: ApiInfo(5, 'StopReplica', 'stop_replica', 0, 4, 2),
+    6: ApiInfo(6, 'UpdateMetadata', 'update_metadata', 0, 8, 6),
+    7: ApiInfo(7, 'ControlledShutdown', 'controlled_shutdown', 0, 3, 3),
+    8: ApiInfo(8, 'OffsetCommit', 'offset_commit', 0, 9, 8),
+    9: ApiInfo(9, 'OffsetFetch', 'offset_fetch', 0, 9, 6),
+    10: ApiInfo(10, 'FindCoordinator', 'find_coordinator', 0, 6, 3),
+    11: ApiInfo(11, 'JoinGroup', 'join_group', 0, 9, 6),
+    12: ApiInfo(12, 'Heartbeat', 'heartbeat', 0, 4, 4),
+    13: ApiInfo(13, 'LeaveGroup', 'leave_group', 0, 5, 4),
+    14: ApiInfo(14, 'SyncGroup', 'sync_group', 0, 5, 4),
+    15: ApiInfo(15, 'DescribeGroups', 'describe_groups', 0, 5, 5),
+    16: ApiInfo(16, 'ListGroups', 'list_groups', 0, 5, 3),
+    17: ApiInfo(17, 'SaslHandshake', 'sasl_handshake', 0, 1, None),
+    18: ApiInfo(18, 'ApiVersions', 'api_versions', 0, 4, 3),
+    19: ApiInfo(19, 'CreateTopics', 'create_topics', 0, 7, 5),
+    20: ApiInfo(20, 'DeleteTopics', 'delete_topics', 0, 6, 4),
+    21: ApiInfo(21, 'DeleteRecords', 'delete_records', 0, 2, 2),
+    22: ApiInfo(22, 'InitProducerId', 'init_producer_id', 0, 5, 2),
+    23: ApiInfo(23, 'OffsetForLeaderEpoch', 'offset_for_leader_epoch', 0, 4, 4),
+    24: ApiInfo(24, 'AddPartitionsToTxn', 'add_partitions_to_txn', 0, 5, 3),
+    25: ApiInfo(25, 'AddOffsetsToTxn', 'add_offsets_to_txn', 0, 4, 3),
+    26: ApiInfo(26, 'EndTxn', 'end_txn', 0, 4, 3),
+    27: ApiInfo(27, 'WriteTxnMarkers', 'write_txn_markers', 0, 1, 1),
+    28: ApiInfo(28, 'TxnOffsetCommit', 'txn_offset_commit', 0, 4, 3),
+    29: ApiInfo(29, 'DescribeAcls', 'describe_acls', 0, 3, 2),
+    30: ApiInfo(30, 'CreateAcls', 'create_acls', 0, 3, 2),
+    31: ApiInfo(31, 'DeleteAcls', 'delete_acls', 0, 3, 2),
+    32: ApiInfo(32, 'DescribeConfigs', 'describe_configs', 0, 4, 4),
+    33: ApiInfo(33, 'AlterConfigs', 'alter_configs', 0, 2, 2),
+    34: ApiInfo(34, 'AlterReplicaLogDirs', 'alter_replica_log_dirs', 0, 2, 2),
+    35: ApiInfo(35, 'DescribeLogDirs', 'describe_log_dirs', 0, 4, 2),
+    36: ApiInfo(36, 'SaslAuthenticate', 'sasl_authenticate', 0, 2, 2),
+    37: ApiInfo(37, 'CreatePartitions', 'create_partitions', 0, 3, 2),
+    38: ApiInfo(38, 'CreateDelegationToken', 'create_delegation_token', 0, 3, 2),
+    39: ApiInfo(39, 'RenewDelegationToken', 'renew_delegation_token', 0, 2, 2),
+    40: ApiInfo(40, 'ExpireDelegationToken', 'expire_delegation_token', 0, 2, 2),
+    41: ApiInfo(41, 'DescribeDelegationToken', 'describe_delegation_token', 0, 3, 2),
+    42: ApiInfo(42, 'DeleteGroups', 'delete_groups', 0, 2, 2),
+    43: ApiInfo(43, 'ElectLeaders', 'elect_leaders', 0, 2, 2),
+    44: ApiInfo(44, 'IncrementalAlterConfigs', 'incremental_alter_configs', 0, 1, 1),
+    45: ApiInfo(45, 'AlterPartitionReassignments', 'alter_partition_reassignments', 0, 0, 0),
+    46: ApiInfo(46, 'ListPartitionReassignments', 'list_partition_reassignments', 0, 0, 0),
+    47: ApiInfo(47, 'OffsetDelete', 'offset_delete', 0, 0, None),
+    48: ApiInfo(48, 'DescribeClientQuotas', 'describe_client_quotas', 0, 1, 1),
+    49: ApiInfo(49, 'AlterClientQuotas', 'alter_client_quotas', 0, 1, 1),
+    50: ApiInfo(50, 'DescribeUserScramCredentials', 'describe_user_scram_credentials', 0, 0, 0),
+    51: ApiInfo(51, 'AlterUserScramCredentials', 'alter_user_scram_credentials', 0, 0, 0),
+    55: ApiInfo(55, 'DescribeQuorum', 'describe_quorum', 0, 2, 0),
+    56: ApiInfo(56, 'AlterPartition', 'alter_partition', 0, 3, 0),
+    57: ApiInfo(57, 'UpdateFeatures', 'update_features', 0, 1, 0),
+    58: ApiInfo(58, 'Envelope', 'envelope', 0, 0, 0),
+    60: ApiInfo(60, 'DescribeCluster', 'describe_cluster', 0, 1, 0),
+    61: ApiInfo(61, 'DescribeProducers', 'describe_producers', 0, 0, 0),
+    64: ApiInfo(64, 'UnregisterBroker', 'unregister_broker', 0, 0, 0),
+    65: ApiInfo(65, 'DescribeTransactions', 'describe_transactions', 0, 0, 0),
+    66: ApiInfo(66, 'ListTransactions', 'list_transactions', 0, 1, 0),
+    67: ApiInfo(67, 'AllocateProducerIds', 'allocate_producer_ids', 0, 0, 0),
+    68: ApiInfo(68, 'ConsumerGroupHeartbeat', 'consumer_group_heartbeat', 0, 1, 0),
+    69: ApiInfo(69, 'ConsumerGroupDescribe', 'consumer_group_describe', 0, 1, 0),
+    71: ApiInfo(71, 'GetTelemetrySubscriptions', 'get_telemetry_subscriptions', 0, 0, 0),
+    72: ApiInfo(72, 'PushTelemetry', 'push_telemetry', 0, 0, 0),
+    74: ApiInfo(74, 'ListClientMetricsResources', 'list_client_metrics_resources', 0, 0, 0),
+    75: ApiInfo(75, 'DescribeTopicPartitions', 'describe_topic_partitions', 0, 0, 0),
+    76: ApiInfo(76, 'ShareGroupHeartbeat', 'share_group_heartbeat', 0, 1, 0),
+    77: ApiInfo(77, 'ShareGroupDescribe', 'share_group_describe', 0, 1, 0),
+    78: ApiInfo(78, 'ShareFetch', 'share_fetch', 0, 1, 0),
+    79: ApiInfo(79, 'ShareAcknowledge', 'share_acknowledge', 0, 1, 0),
+    80: ApiInfo(80, 'AddRaftVoter', 'add_raft_voter', 0, 0, 0),
+    81: ApiInfo(81, 'RemoveRaftVoter', 'remove_raft_voter', 0, 0, 0),
+    83: ApiInfo(83, 'InitializeShareGroupState', 'initialize_share_group_state', 0, 0, 0),
+    84: ApiInfo(84, 'ReadShareGroupState', 'read_share_group_state', 0, 0, 0),
+    85: ApiInfo(85, 'WriteShareGroupState', 'write_share_group_state', 0, 0, 0),
+    86: ApiInfo(86, 'DeleteShareGroupState', 'delete_share_group_state', 0, 0, 0),
+    87: ApiInfo(87, 'ReadShareGroupStateSummary', 'read_share_group_state_summary', 0, 0, 0),
+    90: ApiInfo(90, 'DescribeShareGroupOffsets', 'describe_share_group_offsets', 0, 1, 0),
+    91: ApiInfo(91, 'AlterShareGroupOffsets', 'alter_share_group_offsets', 0, 0, 0),
+    92: ApiInfo(92, 'DeleteShareGroupOffsets', 'delete_share_group_offsets', 0, 0, 0),
 }
 API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()}
 
