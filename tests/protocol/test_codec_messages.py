@@ -354,6 +354,6 @@ def test_message_modules_load_on_first_use() -> None:
         "ImportError cannot import name 'NoSuchRequest' from 'gregor.protocol.messages' ("
         + str(MESSAGES_DIR / "__init__.py")
         + ")",
-        "AttributeError request_class",
+        "AttributeError 'ApiInfo' object has no attribute 'request_class'",
         "['fetch', 'metadata']",
     ]

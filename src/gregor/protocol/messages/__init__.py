@@ -135,7 +135,7 @@ class ApiInfo:
         def __getattr__(self, attr):
             # Python calls this only for an attribute the instance lacks: an unset slot.
             if attr != "request" and attr != "response":
-                raise AttributeError(attr)
+                raise AttributeError(f"'ApiInfo' object has no attribute {attr!r}")
             module = importlib.import_module(f"{__name__}.{self.module}")
             self.request = getattr(module, self.name + "Request")
             self.response = getattr(module, self.name + "Response")
