@@ -36,8 +36,8 @@ class Console:
     """A running ``gregor console``: its URL and a way to talk to it."""
 
     url: str
-    proc: subprocess.Popen[str]
-    stderr_path: Path
+    proc: subprocess.Popen[str] | None = None
+    stderr_path: Path | None = None
     ssl_context: Any = None
 
     @property
@@ -49,13 +49,13 @@ class Console:
         return int(urlsplit(self.url).port or 0)
 
     def stderr(self) -> str:
-        return self.stderr_path.read_text()
+        return self.stderr_path.read_text() if self.stderr_path else ""
 
     def visitor(self) -> Visitor:
         return Visitor(self)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(30)
 

@@ -67,21 +67,29 @@ def test_gregor_console_reports_its_url_as_json() -> None:
             proc.wait(30)
 
 
-def test_cross_origin_form_posts_are_refused() -> None:
+def test_the_console_beside_a_broker_has_the_guards_of_gregor_console() -> None:
+    from console_http import Console
+
     with BrokerProcess(config={"console.listener": "http://127.0.0.1:0"}) as b:
         m = None
         while m is None:
             m = re.search(r"event=console\.started url=(\S+)", b.read_log())
             time.sleep(0.05)
-        url = m.group(1)
-        data = b"name=forged&partitions=1&replication_factor=-1&configs="
-        for headers in ({"Origin": "http://evil.example"}, {}):
-            req = urllib.request.Request(url + "topics", data=data, headers=headers)
-            with pytest.raises(urllib.error.HTTPError) as e:
-                urllib.request.urlopen(req, timeout=30)
-            assert e.value.code == 403
-        host = url.split("/")[2]
-        req = urllib.request.Request(url + "topics", data=data, headers={"Origin": f"http://{host}"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            assert "Created topic forged." in resp.read().decode()
+        assert "event=console.no_login" in b.read_log()
+        v = Console(m.group(1)).visitor()
+        form = {"name": "forged", "partitions": "1", "replication_factor": "-1", "configs": ""}
+        assert v.post("/topics", form, origin="http://evil.example").status == 403
+        assert v.post("/topics", form).status == 401  # no session yet, so no token
+        token = v.token("/topics")
+        assert v.post("/topics", form, origin="http://evil.example").status == 403
+        assert v.post("/topics", form).status == 403  # a session, but the form's token is missing
+        assert v.get("/topics", host=f"evil.example:{v.console.port}").status == 403
+        answer = v.post("/topics", {**form, "csrf_token": token})
+        assert answer.status == 303
         assert "forged" in AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics(timeout=30).topics
+
+
+def test_the_console_beside_a_broker_serves_on_loopback_only() -> None:
+    with pytest.raises(BrokerStartError, match="console.listener=http://0.0.0.0:0: the console beside the broker has no login"):
+        with BrokerProcess(config={"console.listener": "http://0.0.0.0:0"}):
+            pass

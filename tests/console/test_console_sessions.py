@@ -6,6 +6,7 @@ The console, a real broker and an aiohttp client share the test's event loop."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -203,6 +204,45 @@ def test_sessions_with_their_own_client_are_bounded() -> None:
             finally:
                 await first.close()
                 await second.close()
+                await runner.cleanup()
+
+    run(body)
+
+
+def test_behind_a_tls_proxy_cookies_are_secure_and_origins_https() -> None:
+    """``--tls-proxy``: browsers reach the console over HTTPS through a proxy, which talks plain
+    HTTP to it; cookies carry Secure (and the __Host- prefix) and posts must come from https."""
+
+    async def body() -> None:
+        async with InProcessBroker() as broker:
+            settings, warnings = resolve({"bootstrap.servers": broker.bootstrap_servers}, "10.0.0.1", 0,
+                                         auth="password", password=PASSWORD, tls_proxy=True,
+                                         allowed_hosts=("console.example",))
+            assert warnings == []  # beyond loopback, but TLS is the proxy's
+            settings = dataclasses.replace(settings, host="127.0.0.1")  # this test's listener
+            runner, port = await serve(settings, Clock())
+            try:
+                async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+                    base = f"http://127.0.0.1:{port}"
+                    host = {"Host": "console.example"}
+                    async with http.get(base + "/login", headers=host) as r:
+                        assert r.status == 200
+                        login_cookie = r.headers["Set-Cookie"]
+                        assert login_cookie.startswith("__Host-gregor_login=") and "; Secure" in login_cookie
+                        text = await r.text()
+                    token = re.search(r"name='csrf_token' value='([^']+)'", text)
+                    assert token
+                    nonce = login_cookie.split(";")[0].split("=", 1)[1]
+                    form = {"csrf_token": token.group(1), "password": PASSWORD}
+                    cookie = {"Cookie": f"__Host-gregor_login={nonce}"}
+                    for origin, status in (("http://console.example", 403), ("https://console.example", 303)):
+                        async with http.post(base + "/login", data=form, allow_redirects=False,
+                                             headers={**host, **cookie, "Origin": origin}) as r:
+                            assert r.status == status, (origin, r.status)
+                    session_cookie = r.headers.getall("Set-Cookie")
+                    assert any(c.startswith("__Host-gregor_session=") and "; Secure" in c and "HttpOnly" in c
+                               for c in session_cookie)
+            finally:
                 await runner.cleanup()
 
     run(body)

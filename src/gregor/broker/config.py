@@ -54,6 +54,17 @@ def parse_metrics_listener(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _bool(v: str) -> bool:
     s = v.strip().lower()
     if s in ("true", "1", "yes"):
@@ -418,6 +429,12 @@ class BrokerConfig:
                 self.console_address = parse_metrics_listener(str(self.values["console.listener"]))
             except ConfigError as e:
                 raise ConfigError(str(e).replace("metrics.listener", "console.listener")) from None
+            if not _is_loopback(self.console_address[0]):
+                raise ConfigError(
+                    f"console.listener={self.values['console.listener']}: the console beside the broker has "
+                    "no login, so it serves on a loopback address only (127.0.0.1, ::1, localhost); run "
+                    "`gregor console` (logins, TLS) to serve it beyond"
+                )
             if not any(self.security_protocol(listener.name) == "PLAINTEXT" for listener in self.listeners):
                 raise ConfigError(
                     "console.listener needs a PLAINTEXT listener to reach the broker through; with "

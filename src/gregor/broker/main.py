@@ -37,15 +37,23 @@ async def serve(config: BrokerConfig) -> int:
 
 
 async def _start_console(broker: Broker, host: str, port: int) -> Any:
-    """The web console beside the broker, a client of its first PLAINTEXT listener."""
+    """The web console beside the broker, a client of its first PLAINTEXT listener, without a
+    login: on a loopback address only (the config refuses others; ``gregor console`` is the
+    console with logins and TLS)."""
     from gregor.console.app import serve as serve_console
+    from gregor.console.settings import resolve
 
     name, bind_host, bound = next(
         (n, h, p) for n, h, p in broker.bound_listeners if broker.config.security_protocol(n) == "PLAINTEXT"
     )
     target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
-    runner, console_port = await serve_console({"bootstrap.servers": f"{target}:{bound}"}, host, port)
-    log_event(logging.getLogger("gregor.broker"), "console.started", url=f"http://{host}:{console_port}/", listener=name)
+    settings, _ = resolve({"bootstrap.servers": f"{target}:{bound}"}, host, port, auth="none")
+    runner, console_port = await serve_console(settings)
+    log = logging.getLogger("gregor.broker")
+    log_event(log, "console.started", url=f"http://{host}:{console_port}/", listener=name)
+    log_event(log, "console.no_login", logging.WARNING, reason="console.listener serves without a login: everyone "
+              "who can reach it on this machine acts as the listener's anonymous principal; use gregor console "
+              "for logins")
     return runner
 
 

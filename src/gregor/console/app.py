@@ -1,17 +1,25 @@
 """The web console: an aiohttp application that talks to a Kafka-compatible cluster through
-Gregor's client only (so it works against any such cluster), one admin client per console.
+Gregor's client only (so it works against any such cluster).
+
+Who may use it and as whom is ``console.settings``; requests pass the guards of
+``console.guard`` (allowed Host, same Origin, errors of the cluster as pages) and
+``console.auth`` (a session, and its CSRF token on every state change) before any page here
+sees them. Each page acts through the session's Kafka client (``_admin``): the visitor's own
+with ``--auth sasl``, so the cluster's ACLs apply to what each visitor sees and does.
 
 Pages are rendered on the server (``console.html``); forms post and redirect back with a
-message, so every action works without JavaScript. The overview page's live charts poll
-``/api/throughput`` (records written per topic and lag per group since the last poll) and draw
-with Chart.js, served from Debian's libjs-chart.js when it is installed (the page says so when
-it is not). Nothing is fetched from the internet. Form posts from other origins are refused
-(``same_origin``).
+message, so every action works without JavaScript. Destructive actions (delete a topic, delete
+records, reset a group's offsets) answer first with what they would do and a form to confirm
+it. The overview's live charts poll ``/api/throughput`` (records written per topic and lag
+per group since the session's last poll) and draw with Chart.js, served from Debian's
+libjs-chart.js when it is installed (the page says so when it is not). Nothing is fetched
+from the internet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from html import escape
@@ -22,7 +30,12 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from gregor.client import AIOAdminClient, AIOConsumer, AIOProducer, TopicPartition, timespec
-from gregor.console.html import Raw, field, form, link, page, table
+from gregor.console.auth import login, login_form, logout, sessions
+from gregor.console.guard import allowed_host, broker_errors, same_origin, security_headers, why
+from gregor.console.html import Raw, field, form, hidden, link, page, table
+from gregor.console.sessions import Clock, run_every
+from gregor.console.settings import ConsoleSettings
+from gregor.console.state import SESSION, STATE, ConsoleState
 from gregor.protocol.errors import KafkaError
 
 STATIC = Path(__file__).parent / "static"
@@ -30,32 +43,21 @@ STATIC = Path(__file__).parent / "static"
 CHART_JS = Path("/usr/share/javascript/chart.js/chart.umd.min.js")
 CHART_JS_FALLBACKS = (Path("/usr/share/javascript/chart.js/chart.min.js"), Path("/usr/share/javascript/chart.js/Chart.min.js"))
 FORMATS = ("text", "json", "hex")
-ADMIN: web.AppKey[AIOAdminClient] = web.AppKey("admin", AIOAdminClient)
-CONFIG = web.AppKey("config", dict[str, Any])
-LAST = web.AppKey("last", dict[str, Any])
+#: How often expired sessions are ended (their clients closed).
+REAP_EVERY_S = 15.0
+REAPER: web.AppKey[asyncio.Task[None]] = web.AppKey("console_reaper", asyncio.Task)
 
 
-@web.middleware
-async def same_origin(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Forms change the cluster, so a POST must come from the console's own pages: its Origin
-    (or, without one, its Referer) must be this host. Another site's page cannot make a
-    logged-in browser delete a topic here (cross-site request forgery)."""
-    if request.method == "POST":
-        from urllib.parse import urlsplit
-
-        source = request.headers.get("Origin") or request.headers.get("Referer") or ""
-        if urlsplit(source).netloc != request.host:
-            return web.Response(status=403, text="cross-origin form posts are refused\n")
-    return await handler(request)
-
-
-def make_app(client_config: dict[str, Any]) -> web.Application:
-    app = web.Application(middlewares=[same_origin])
-    app[CONFIG] = dict(client_config)
-    app[LAST] = {}
+def make_app(settings: ConsoleSettings, clock: Clock = time.monotonic) -> web.Application:
+    app = web.Application(middlewares=[allowed_host, same_origin, sessions, broker_errors])
+    app[STATE] = ConsoleState(settings, clock)
+    app.on_response_prepare.append(security_headers)
     app.on_startup.append(_start)
     app.on_cleanup.append(_stop)
     app.add_routes([
+        web.get("/login", login_form),
+        web.post("/login", login),
+        web.post("/logout", logout),
         web.get("/", overview),
         web.get("/api/throughput", throughput),
         web.get("/topics", topics),
@@ -64,6 +66,7 @@ def make_app(client_config: dict[str, Any]) -> web.Application:
         web.post("/topics/{name}/configs", alter_topic_configs),
         web.post("/topics/{name}/partitions", add_partitions),
         web.post("/topics/{name}/delete", delete_topic),
+        web.post("/topics/{name}/delete-records", delete_records),
         web.get("/topics/{name}/messages", messages),
         web.post("/topics/{name}/produce", produce),
         web.get("/groups", groups),
@@ -78,23 +81,48 @@ def make_app(client_config: dict[str, Any]) -> web.Application:
 
 
 async def _start(app: web.Application) -> None:
-    admin = AIOAdminClient(app[CONFIG])
-    await admin.start()
-    app[ADMIN] = admin
+    state = app[STATE]
+    if state.settings.auth != "sasl":
+        admin = AIOAdminClient(dict(state.settings.client_config))
+        try:
+            await admin.start()
+        except BaseException:
+            await admin.close()
+            raise
+        state.shared_admin = admin
+    app[REAPER] = asyncio.get_running_loop().create_task(run_every(REAP_EVERY_S, state.store.reap))
 
 
 async def _stop(app: web.Application) -> None:
-    await app[ADMIN].close()
+    state = app[STATE]
+    if REAPER in app:
+        app[REAPER].cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await app[REAPER]
+    await state.store.close()
+    if state.shared_admin is not None:
+        await state.shared_admin.close()
 
 
-def _back(location: str, message: str | None = None, error: str | None = None) -> web.HTTPFound:
+def _admin(request: web.Request) -> AIOAdminClient:
+    admin: AIOAdminClient = request[SESSION].admin
+    return admin
+
+
+def _config(request: web.Request) -> dict[str, Any]:
+    config: dict[str, Any] = request[SESSION].client_config
+    return config
+
+
+def _back(location: str, message: str | None = None, error: str | None = None) -> web.HTTPSeeOther:
+    """Back to a page after a form's post (303: the browser gets it), with what happened."""
     query = urlencode({k: v for k, v in (("message", message), ("error", error)) if v})
-    return web.HTTPFound(location + ("?" + query if query else ""))
+    return web.HTTPSeeOther(location + ("?" + query if query else ""))
 
 
-def _html(request: web.Request, title: str, body: str, active: str) -> web.Response:
+def _html(request: web.Request, title: str, body: str, active: str, error: str | None = None) -> web.Response:
     return web.Response(
-        text=page(title, body, active, request.query.get("message"), request.query.get("error")),
+        text=page(title, body, active, request.query.get("message"), error or request.query.get("error")),
         content_type="text/html",
     )
 
@@ -103,7 +131,7 @@ def _html(request: web.Request, title: str, body: str, active: str) -> web.Respo
 
 
 async def overview(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     cluster = await admin.describe_cluster()
     described = await admin.list_topics(internal=True)
     partitions = sum(len(t.partitions) for t in described.values())
@@ -126,7 +154,7 @@ async def overview(request: web.Request) -> web.Response:
             (b[0], b[1], b[2], b[3] or "-", "controller" if b[0] == cluster.controller_id else "broker")
             for b in cluster.brokers
         ], "brokers")
-        + "<h2>Live</h2>"
+        + "<h2>Live</h2><p id='live-status'></p>"
         + ("<div class='charts'><div class='chart'><canvas id='throughput-chart'></canvas></div>"
            "<div class='chart'><canvas id='lag-chart'></canvas></div></div>"
            if chart else "<p id='no-charts'>Charts need Chart.js: install Debian's libjs-chart.js.</p>")
@@ -136,7 +164,7 @@ async def overview(request: web.Request) -> web.Response:
 
 async def throughput(request: web.Request) -> web.Response:
     """Records written per topic and total lag per group since the previous poll (per second)."""
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     described = await admin.list_topics()
     tps = [TopicPartition(t.name, p.partition) for t in described.values() for p in t.partitions]
     ends = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
@@ -148,7 +176,7 @@ async def throughput(request: web.Request) -> web.Response:
         committed = await admin.list_consumer_group_offsets(gid)
         lag[gid] = sum(max(0, (ends.get(tp, (om.offset, 0))[0] or 0) - om.offset) for tp, om in committed.items())
     now = time.monotonic()
-    last = request.app[LAST]
+    last = request[SESSION].throughput
     elapsed = now - last["at"] if last else 0.0
     rates = {
         t: max(0.0, (n - last["ends"].get(t, n)) / elapsed) if elapsed > 0 else 0.0 for t, n in per_topic.items()
@@ -169,7 +197,7 @@ async def chart_js(request: web.Request) -> web.StreamResponse:
 
 
 async def topics(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     described = await admin.list_topics(internal=request.query.get("internal") == "1")
     sizes: dict[str, int] = {}
     try:
@@ -224,18 +252,18 @@ async def create_topic(request: web.Request) -> web.Response:
         partitions, rf = int(str(data.get("partitions", "-1"))), int(str(data.get("replication_factor", "-1")))
     except ValueError as e:
         raise _back("/topics", error=f"cannot create {name}: {e}") from None
-    err = (await request.app[ADMIN].create_topics([NewTopic(name, partitions, rf, configs)])).get(name)
+    err = (await _admin(request).create_topics([NewTopic(name, partitions, rf, configs)])).get(name)
     if err is not None:
-        raise _back("/topics", error=f"cannot create {name}: {err}")
+        raise _back("/topics", error=f"cannot create {name}: {why(err)}")
     raise _back(f"/topics/{quote(name)}", message=f"Created topic {name}.")
 
 
 async def topic(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     name = request.match_info["name"]
     d = (await admin.describe_topics([name])).get(name)
     if d is None or isinstance(d, Exception):
-        raise _back("/topics", error=f"topic {name}: {d}")
+        raise _back("/topics", error=f"topic {name}: {why(d) if d else 'not found'}")
     tps = [TopicPartition(name, p.partition) for p in d.partitions]
     starts = await admin.list_offsets({tp: "earliest" for tp in tps})
     ends = await admin.list_offsets({tp: "latest" for tp in tps})
@@ -267,7 +295,11 @@ async def topic(request: web.Request) -> web.Response:
         + form(base + "/partitions", field("count", "New partition count", str(len(d.partitions) + 1), "number"),
                "Add partitions", "add-partitions")
         + "<h2>Danger</h2>"
-        + form(base + "/delete", "", "Delete topic", "delete-topic")
+        + form(base + "/delete-records", field("partition", "Partition", "all", options=(
+            "all", *(str(p.partition) for p in d.partitions)))
+               + field("offset", "Delete records before offset (end: all of them)", "end"),
+               "Delete records…", "delete-records")
+        + form(base + "/delete", "", "Delete topic…", "delete-topic")
     )
     return _html(request, f"Topic {name}", body, "/topics")
 
@@ -275,7 +307,7 @@ async def topic(request: web.Request) -> web.Response:
 async def alter_topic_configs(request: web.Request) -> web.Response:
     from gregor.client.admin import OP_DELETE, OP_SET
 
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     name = request.match_info["name"]
     base = f"/topics/{quote(name)}"
     try:
@@ -287,7 +319,7 @@ async def alter_topic_configs(request: web.Request) -> web.Response:
     changes = [(k, OP_SET, v) for k, v in wanted.items()] + [(k, OP_DELETE, None) for k in current - set(wanted)]
     err = (await admin.incremental_alter_configs({("topic", name): changes})).get((2, name))
     if err is not None:
-        raise _back(base, error=f"cannot change the configs of {name}: {err}")
+        raise _back(base, error=f"cannot change the configs of {name}: {why(err)}")
     raise _back(base, message=f"Updated the configs of {name}.")
 
 
@@ -298,18 +330,100 @@ async def add_partitions(request: web.Request) -> web.Response:
         count = int(str((await request.post()).get("count", "")))
     except ValueError:
         raise _back(base, error="the partition count must be a number") from None
-    err = (await request.app[ADMIN].create_partitions({name: count})).get(name)
+    err = (await _admin(request).create_partitions({name: count})).get(name)
     if err is not None:
-        raise _back(base, error=f"cannot add partitions to {name}: {err}")
+        raise _back(base, error=f"cannot add partitions to {name}: {why(err)}")
     raise _back(base, message=f"{name} now has {count} partitions.")
 
 
 async def delete_topic(request: web.Request) -> web.Response:
+    """First a page that asks for the topic's name; deleted when the name typed matches."""
     name = request.match_info["name"]
-    err = (await request.app[ADMIN].delete_topics([name])).get(name)
+    typed = (await request.post()).get("confirm")
+    if typed != name:
+        body = (
+            f"<p>Deleting <b>{escape(name)}</b> deletes all its partitions and records, for every "
+            "client, and cannot be undone.</p>"
+            + form(f"/topics/{quote(name)}/delete", field("confirm", "Type the topic's name to confirm"),
+                   f"Delete topic {name}", "confirm-delete-topic")
+            + f"<p>{link('/topics/' + quote(name), 'Cancel')}</p>"
+        )
+        error = None if typed is None else "The name typed is not the topic's: nothing was deleted."
+        return _html(request, f"Delete topic {name}?", body, "/topics", error=error)
+    err = (await _admin(request).delete_topics([name])).get(name)
     if err is not None:
-        raise _back(f"/topics/{quote(name)}", error=f"cannot delete {name}: {err}")
+        raise _back(f"/topics/{quote(name)}", error=f"cannot delete {name}: {why(err)}")
     raise _back("/topics", message=f"Deleted topic {name}.")
+
+
+def _plan_field(data: Any) -> dict[int, int] | None:
+    """The confirmed plan (``{"partition": offset}`` in JSON), or None when there is none."""
+    text = data.get("plan")
+    if text is None or data.get("confirmed") != "yes":
+        return None
+    try:
+        plan = json.loads(str(text))
+        out = {int(k): int(v) for k, v in plan.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise ValueError("the confirmed plan is not readable") from None
+    if not out or any(p < 0 or o < 0 for p, o in out.items()):
+        raise ValueError("the confirmed plan is not readable")
+    return out
+
+
+def _confirm(action: str, values: dict[str, str], plan: dict[int, int], button: str, form_id: str) -> str:
+    fields = "".join(hidden(k, v) for k, v in values.items())
+    fields += hidden("plan", json.dumps({str(p): o for p, o in sorted(plan.items())})) + hidden("confirmed", "yes")
+    return form(action, fields, button, form_id)
+
+
+async def delete_records(request: web.Request) -> web.Response:
+    """Delete the records of a partition (or all) before an offset: first the plan (each
+    partition's start, end and new start) and a form to confirm it, then exactly that plan."""
+    admin = _admin(request)
+    name = request.match_info["name"]
+    base = f"/topics/{quote(name)}"
+    data = await request.post()
+    which, before = str(data.get("partition", "all")).strip(), str(data.get("offset", "end")).strip().lower()
+    try:
+        confirmed = _plan_field(data)
+        only = None if which == "all" else int(which)
+        offset = None if before == "end" else int(before)
+        if offset is not None and offset < 0:
+            raise ValueError("the offset must be 0 or more, or end")
+    except ValueError as e:
+        raise _back(base, error=f"cannot delete records: {e}") from None
+    if confirmed is not None:
+        result = await admin.delete_records({TopicPartition(name, p): o for p, o in confirmed.items()})
+        failed = [f"{tp.partition}: {why(r)}" for tp, r in sorted(result.items()) if isinstance(r, Exception)]
+        if failed:
+            raise _back(base, error=f"cannot delete records of {name}: {'; '.join(failed)}")
+        summary = ", ".join(f"partition {tp.partition} now starts at offset {r}" for tp, r in sorted(result.items()))
+        raise _back(base, message=f"Deleted records of {name}: {summary}.")
+    d = (await admin.describe_topics([name])).get(name)
+    if d is None or isinstance(d, Exception):
+        raise _back("/topics", error=f"topic {name}: {why(d) if d else 'not found'}")
+    tps = [TopicPartition(name, p.partition) for p in d.partitions if only is None or p.partition == only]
+    if not tps:
+        raise _back(base, error=f"cannot delete records: {name} has no partition {which}")
+    starts = {tp: v[0] or 0 for tp, v in (await admin.list_offsets({tp: "earliest" for tp in tps})).items()}
+    ends = {tp: v[0] or 0 for tp, v in (await admin.list_offsets({tp: "latest" for tp in tps})).items()}
+    beyond = [tp.partition for tp in tps if offset is not None and offset > ends[tp]]
+    if beyond:
+        raise _back(base, error=f"cannot delete records: offset {offset} is beyond the end of partition "
+                                f"{', '.join(map(str, beyond))}")
+    plan = {tp.partition: max(starts[tp], ends[tp] if offset is None else offset) for tp in sorted(tps)}
+    rows = [(p, starts[TopicPartition(name, p)], ends[TopicPartition(name, p)], new, new - starts[TopicPartition(name, p)])
+            for p, new in plan.items()]
+    body = (
+        f"<p>These records of <b>{escape(name)}</b> would be deleted, for every client; this cannot be undone.</p>"
+        + table(["Partition", "Start offset", "End offset", "New start offset", "Records deleted"], rows,
+                "delete-records-plan")
+        + _confirm(base + "/delete-records", {"partition": which, "offset": before}, plan, "Delete these records",
+                   "confirm-delete-records")
+        + f"<p>{link(base, 'Cancel')}</p>"
+    )
+    return _html(request, f"Delete records of {name}?", body, "/topics")
 
 
 def render(data: bytes | None, fmt: str) -> Raw:
@@ -327,7 +441,7 @@ def render(data: bytes | None, fmt: str) -> Raw:
 
 
 async def messages(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     name = request.match_info["name"]
     q = request.query
     fmt = q.get("format", "text") if q.get("format") in FORMATS else "text"
@@ -341,7 +455,7 @@ async def messages(request: web.Request) -> web.Response:
         raise _back(f"/topics/{quote(name)}", error=f"bad browse options: {e}") from None
     d = (await admin.describe_topics([name])).get(name)
     if d is None or isinstance(d, Exception):
-        raise _back("/topics", error=f"topic {name}: {d}")
+        raise _back("/topics", error=f"topic {name}: {why(d) if d else 'not found'}")
     tps = [TopicPartition(name, p.partition) for p in d.partitions if only is None or p.partition == only]
     starts = await admin.list_offsets({tp: "earliest" for tp in tps})
     ends = await admin.list_offsets({tp: "latest" for tp in tps})
@@ -355,7 +469,7 @@ async def messages(request: web.Request) -> web.Response:
         begin = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp][0] or 0 for tp in tps}
     else:  # tail: the last ``limit`` records of each partition
         begin = {tp: max(starts[tp][0] or 0, (ends[tp][0] or 0) - limit) for tp in tps}
-    records = await _read(request.app[CONFIG], begin, {tp: ends[tp][0] or 0 for tp in tps}, limit)
+    records = await _read(_config(request), begin, {tp: ends[tp][0] or 0 for tp in tps}, limit)
     rows = [
         (r.partition, r.offset, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.timestamp / 1000)),
          render(r.key, fmt), render(r.value, fmt),
@@ -413,16 +527,18 @@ async def produce(request: web.Request) -> web.Response:
         part_text = str(data.get("partition", "")).strip()
         partition = int(part_text) if part_text else None
     except ValueError as e:
-        raise _back(base, error=f"cannot produce: {e}") from None
+        raise _back(base, error=f"cannot produce: {why(e)}") from None
     key = str(data.get("key", "")) or None
-    config: dict[str, Any] = request.app[CONFIG]
-    producer = AIOProducer(config)
+    config: dict[str, Any] = _config(request)
+    # one record: no producer id needed, and a visitor without WRITE hears about the topic
+    # (TOPIC_AUTHORIZATION_FAILED), not about idempotence (CLUSTER_AUTHORIZATION_FAILED)
+    producer = AIOProducer({"enable.idempotence": False, "acks": "all", **config})
     try:
         await producer.start()
         meta = await producer.send_and_wait(name, value=str(data.get("value", "")).encode(), key=key,
                                             partition=partition, headers=headers)
     except (KafkaError, ValueError) as e:
-        raise _back(base, error=f"cannot produce: {e}") from None
+        raise _back(base, error=f"cannot produce: {why(e)}") from None
     finally:
         await producer.close()
     raise _back(base, message=f"Produced to partition {meta.partition} at offset {meta.offset}.")
@@ -432,13 +548,13 @@ async def produce(request: web.Request) -> web.Response:
 
 
 async def groups(request: web.Request) -> web.Response:
-    found = await request.app[ADMIN].list_groups()
+    found = await _admin(request).list_groups()
     rows = [(link(f"/groups/{quote(g)}", g), t or "-", s or "-") for g, t, s in found]
     return _html(request, "Consumer groups", table(["Group", "Protocol type", "State"], rows, "groups"), "/groups")
 
 
 async def group(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = _admin(request)
     gid = request.match_info["group"]
     desc = (await admin.describe_groups([gid])).get(gid)
     committed = await admin.list_consumer_group_offsets(gid)
@@ -475,17 +591,34 @@ async def group(request: web.Request) -> web.Response:
 
 
 async def reset_group(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    """Reset a group's committed offsets on a topic: first the plan (each partition's committed
+    and new offset) and a form to confirm it, then exactly that plan."""
+    admin = _admin(request)
     gid = request.match_info["group"]
     base = f"/groups/{quote(gid)}"
     data = await request.post()
     topic_name, strategy, value = str(data.get("topic", "")), str(data.get("strategy", "")), str(data.get("value", ""))
+    try:
+        confirmed = _plan_field(data)
+    except ValueError as e:
+        raise _back(base, error=f"cannot reset: {e}") from None
+    desc = (await admin.describe_groups([gid])).get(gid)
+    if desc is not None and desc.members:
+        raise _back(base, error=f"cannot reset the offsets of {gid}: the group has {len(desc.members)} active "
+                               "members; it must be inactive (stop its consumers first)")
+    if confirmed is not None:
+        try:
+            await admin.alter_consumer_group_offsets(gid, {TopicPartition(topic_name, p): o for p, o in confirmed.items()})
+        except KafkaError as e:
+            raise _back(base, error=f"cannot reset the offsets of {gid}: {why(e)}") from None
+        raise _back(base, message=f"Reset {len(confirmed)} offsets of {gid} on {topic_name}.")
     d = (await admin.describe_topics([topic_name])).get(topic_name)
     if d is None or isinstance(d, Exception):
-        raise _back(base, error=f"topic {topic_name}: {d}")
+        raise _back(base, error=f"topic {topic_name}: {why(d) if d else 'not found'}")
     tps = [TopicPartition(topic_name, p.partition) for p in d.partitions]
     starts = {tp: v[0] or 0 for tp, v in (await admin.list_offsets({tp: "earliest" for tp in tps})).items()}
     ends = {tp: v[0] or 0 for tp, v in (await admin.list_offsets({tp: "latest" for tp in tps})).items()}
+    current = await admin.list_consumer_group_offsets(gid, tps)
     plan: dict[TopicPartition, int]
     try:
         if strategy == "earliest":
@@ -502,18 +635,22 @@ async def reset_group(request: web.Request) -> web.Response:
             found = await admin.list_offsets({tp: int(time.time() * 1000) - back_ms for tp in tps})
             plan = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp] for tp in tps}
         elif strategy == "shift":
-            current = await admin.list_consumer_group_offsets(gid, tps)
             plan = {tp: (current[tp].offset if tp in current else ends[tp]) + int(value) for tp in tps}
         else:
             raise ValueError(f"unknown strategy {strategy!r}")
     except ValueError as e:
         raise _back(base, error=f"cannot reset: {e}") from None
-    clamped: dict[TopicPartition, int | Any] = {tp: max(starts[tp], min(o, ends[tp])) for tp, o in plan.items()}
-    try:
-        await admin.alter_consumer_group_offsets(gid, clamped)
-    except KafkaError as e:
-        raise _back(base, error=f"cannot reset the offsets of {gid}: {e}") from None
-    raise _back(base, message=f"Reset {len(plan)} offsets of {gid} on {topic_name}.")
+    clamped = {tp.partition: max(starts[tp], min(o, ends[tp])) for tp, o in sorted(plan.items())}
+    rows = [(topic_name, p, current[TopicPartition(topic_name, p)].offset if TopicPartition(topic_name, p) in current
+             else "-", o) for p, o in clamped.items()]
+    body = (
+        f"<p>The committed offsets of group <b>{escape(gid)}</b> on <b>{escape(topic_name)}</b> would become:</p>"
+        + table(["Topic", "Partition", "Committed offset", "New offset"], rows, "reset-plan")
+        + _confirm(base + "/reset", {"topic": topic_name, "strategy": strategy, "value": value}, clamped,
+                   "Reset these offsets", "confirm-reset")
+        + f"<p>{link(base, 'Cancel')}</p>"
+    )
+    return _html(request, f"Reset the offsets of {gid}?", body, "/groups")
 
 
 # --- security ---
@@ -524,7 +661,7 @@ async def acls(request: web.Request) -> web.Response:
     from gregor.protocol.errors import SecurityDisabledError
 
     try:
-        found = await request.app[ADMIN].describe_acls(AclBindingFilter())
+        found = await _admin(request).describe_acls(AclBindingFilter())
     except SecurityDisabledError:
         return _html(request, "ACLs", "<p id='no-authorizer'>No authorizer is configured: every request is allowed.</p>", "/acls")
     rows = [(b.resource_type.name, b.name, b.pattern_type.name, b.principal, b.host, b.operation.name,
@@ -534,24 +671,29 @@ async def acls(request: web.Request) -> web.Response:
 
 
 async def users(request: web.Request) -> web.Response:
-    found = await request.app[ADMIN].describe_user_scram_credentials()
-    rows = [(u, ", ".join(f"{m.kafka_name} ({i} iterations)" for m, i in sorted(c)) if not isinstance(c, Exception) else str(c))
+    found = await _admin(request).describe_user_scram_credentials()
+    rows = [(u, ", ".join(f"{m.kafka_name} ({i} iterations)" for m, i in sorted(c)) if not isinstance(c, Exception) else why(c))
             for u, c in sorted(found.items())]
     return _html(request, "Users (SCRAM credentials)", table(["User", "Credentials"], rows, "users"), "/users")
 
 
-async def serve(client_config: dict[str, Any], host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Start the console on ``host:port`` (0: any free port); returns the runner and the port."""
-    runner = web.AppRunner(make_app(client_config), access_log=None)
+async def serve(settings: ConsoleSettings, clock: Clock = time.monotonic) -> tuple[web.AppRunner, int]:
+    """Start the console on the settings' host and port (0: any free port), over TLS when
+    they have a context; returns the runner and the bound port."""
+    runner = web.AppRunner(make_app(settings, clock), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port, ssl_context=settings.tls)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
     addresses = runner.addresses
-    return runner, addresses[0][1] if addresses else port
+    return runner, addresses[0][1] if addresses else settings.port
 
 
-async def run_forever(client_config: dict[str, Any], host: str, port: int, ready: Any = None) -> None:
-    runner, bound = await serve(client_config, host, port)
+async def run_forever(settings: ConsoleSettings, ready: Any = None) -> None:
+    runner, bound = await serve(settings)
     if ready is not None:
         ready(bound)
     try:
