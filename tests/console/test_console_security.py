@@ -316,6 +316,20 @@ def test_a_login_form_posted_from_elsewhere_is_refused(locked: Console) -> None:
     assert v.post("/login", {"csrf_token": token, "password": PASSWORD}).status == 303
 
 
+def test_after_login_the_visitor_goes_back_to_the_console_only(locked: Console) -> None:
+    v = locked.visitor()
+    answer = v.get("/groups?x=1")
+    assert answer.status == 303 and answer.location == "/login?next=/groups%3Fx%3D1"
+    from console_http import csrf_token
+
+    for target, expected in (("/groups%3Fx%3D1", "/groups%3Fx%3D1"), ("//evil.example/", "/"),
+                             ("/\\evil.example", "/"), ("/\t/evil.example", "/"), ("https://evil.example/", "/")):
+        v.jar.clear()
+        token = csrf_token(v.get("/login").text)
+        answer = v.post("/login", {"csrf_token": token, "password": PASSWORD, "next": target})
+        assert (answer.status, answer.location) == (303, expected), target
+
+
 # --- start-up refusals ---
 
 

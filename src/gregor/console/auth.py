@@ -55,8 +55,11 @@ def printable(text: str) -> str:
 
 
 def local_path(target: str | None) -> str:
-    """``target`` when it is a path on this console, else ``/`` (no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+    """``target`` when it is a path on this console, else ``/`` (no open redirect: browsers
+    read ``//host``, ``/\\host`` and ``/<tab>/host`` as another host, so a path must be printable
+    ASCII without spaces or backslashes, and not start with two slashes)."""
+    if (not target or not target.startswith("/") or target.startswith("//")
+            or any(not (33 <= ord(c) < 127) or c == "\\" for c in target)):
         return "/"
     return target
 

@@ -47,9 +47,9 @@ class ConsoleConfigError(ValueError):
 @dataclass(frozen=True)
 class ConsoleSettings:
     #: The operator's client settings (``-b``, ``-X``): how the console reaches the cluster.
-    client_config: Mapping[str, Any]
-    host: str
-    port: int
+    client_config: Mapping[str, Any] = field(repr=False)
+    host: str = "127.0.0.1"
+    port: int = 0
     auth: str = "none"
     password: str | None = field(default=None, repr=False)
     allowed_hosts: frozenset[str] = frozenset(LOOPBACK_NAMES)
