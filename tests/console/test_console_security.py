@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qs, unquote_plus, urlsplit
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -319,10 +319,11 @@ def test_a_login_form_posted_from_elsewhere_is_refused(locked: Console) -> None:
 def test_after_login_the_visitor_goes_back_to_the_console_only(locked: Console) -> None:
     v = locked.visitor()
     answer = v.get("/groups?x=1")
-    assert answer.status == 303 and answer.location == "/login?next=/groups%3Fx%3D1"
+    assert answer.status == 303 and answer.location.startswith("/login?")
+    assert parse_qs(urlsplit(answer.location).query) == {"next": ["/groups?x=1"]}
     from console_http import csrf_token
 
-    for target, expected in (("/groups%3Fx%3D1", "/groups%3Fx%3D1"), ("//evil.example/", "/"),
+    for target, expected in (("/groups?x=1", "/groups?x=1"), ("//evil.example/", "/"),
                              ("/\\evil.example", "/"), ("/\t/evil.example", "/"), ("https://evil.example/", "/")):
         v.jar.clear()
         token = csrf_token(v.get("/login").text)

@@ -154,16 +154,17 @@ async def login(request: web.Request) -> web.StreamResponse:
         state.throttle.end()
     if session is None:
         return _login_page(request, 401, FAILED, next_path=next_path)
+    old = request.get(SESSION)
+    if old is not None:  # a new login replaces the browser's session
+        await state.store.end(old)
     try:
         cookie, _ = await state.store.add(lambda now: _stamp(session, now))
     except SessionsFull:
-        await session.admin.close()
+        if session.owns_client:
+            await session.admin.close()
         _event(logging.WARNING, "console.sessions_full", peer=peer)
         return _login_page(request, 503, "The console holds as many sessions as it may: try again later.",
                            next_path=next_path)
-    old = request.get(SESSION)
-    if old is not None:
-        await state.store.end(old)
     _event(logging.INFO, "console.login", user=printable(username), peer=peer, principal=printable(session.principal))
     response = _see_other(next_path)
     state.set_cookie(response, state.session_cookie, cookie)
