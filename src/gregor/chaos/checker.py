@@ -398,10 +398,10 @@ def _check_polls(
             mode[op.process] = op.f
         if op.f not in _READERS or op.type not in ("ok", "fail") or op.done is None:
             continue
-        epoch = int(op.done.get("epoch", 0))
         for mop in op.done.get("value") or []:
             if mop[0] != "poll":
                 continue
+            epoch = int(mop[2] if len(mop) > 2 else op.done.get("epoch", 0))
             for k, o, v in mop[1]:
                 k, o, v = int(k), int(o), int(v)
                 prev = last.get((op.process, k))
@@ -483,12 +483,16 @@ def _check_sends(
 
 
 def _check_commits(report: Report, ops: Sequence[Operation]) -> None:
-    # (group, key) -> acknowledged commits (offset, t_invoke, t_done, op)
-    acked: dict[tuple[str, int], list[tuple[int, float, float, Operation]]] = defaultdict(list)
+    """A group's committed offset for a key is a register: each fetch (``committed``) must
+    return a value some commit wrote (``aborted-offset-commit`` when only an aborted
+    transaction wrote it, ``unexplained-committed-offset`` when none did) and that no later
+    acknowledged commit had overwritten before the fetch began (``committed-offset-regression``:
+    the store went back). Commits of unknown outcome may land any time (``late-commit``)."""
+    # (group, key) -> commits as (offset, t_invoke, t_done); info commits have t_done inf
+    written: dict[tuple[str, int], list[tuple[int, float, float, Operation]]] = defaultdict(list)
     failed: dict[tuple[str, int], set[int]] = defaultdict(set)
-    known_info: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
     unknown_info: dict[str, list[float]] = defaultdict(list)  # group -> invoke times
-    observed: list[tuple[str, int, int | None, float, Operation]] = []
+    observed: list[tuple[str, int, int | None, Operation]] = []
     group_of: dict[Any, str] = {}
     for op in ops:
         group = op.get("group") or op.invoke.get("group")
@@ -496,7 +500,7 @@ def _check_commits(report: Report, ops: Sequence[Operation]) -> None:
             group_of[op.process] = group
         if op.f == "committed" and op.type == "ok":
             for k, o in op.get("value") or []:
-                observed.append((str(group), int(k), None if o is None else int(o), op.t_done, op))
+                observed.append((str(group), int(k), None if o is None else int(o), op))
             continue
         if op.f not in ("poll", "txn"):
             continue
@@ -507,85 +511,49 @@ def _check_commits(report: Report, ops: Sequence[Operation]) -> None:
             continue
         for k, o in op.done.get("commit") or []:
             gk = (str(group), int(k))
-            if op.type == "ok":
-                acked[gk].append((int(o), op.t_invoke, op.t_done, op))
-            elif op.type == "fail":
+            if op.type == "fail":
                 failed[gk].add(int(o))
             else:
-                known_info[gk].append((int(o), op.t_invoke))
+                written[gk].append(
+                    (int(o), op.t_invoke, op.t_done if op.type == "ok" else math.inf, op)
+                )
         for k, o in op.done.get("commit_info") or []:  # a commit that raised: it may land
-            known_info[(str(group), int(k))].append((int(o), op.t_invoke))
+            written[(str(group), int(k))].append((int(o), op.t_invoke, math.inf, op))
 
-    # Regression among acknowledged commits and fetches: B began after A completed, B < A.
-    for gk, commits in acked.items():
-        points = sorted(commits, key=lambda c: c[2])
-        i, best = 0, None
-        for o, t_inv, _t_done, op in sorted(commits, key=lambda c: c[1]):
-            while i < len(points) and points[i][2] < t_inv:
-                if best is None or points[i][0] > best[0]:
-                    best = points[i]
-                i += 1
-            if best is not None and o < best[0]:
-                report.add(
-                    "committed-offset-regression",
-                    {
-                        "group": gk[0],
-                        "key": gk[1],
-                        "offset": o,
-                        "after": best[0],
-                        "op": op.index,
-                        "earlier_op": best[3].index,
-                    },
-                )
-    for group, k, o, t, op in observed:
+    for group, k, o, r in observed:
         gk = (group, k)
-        explained_by_info = any(t_inv < t for t_inv in unknown_info.get(group, [])) or any(
-            v == o and t_inv < t for v, t_inv in known_info.get(gk, [])
-        )
-        if o is not None:
-            ok_values = {c[0] for c in acked.get(gk, []) if c[1] < t}
-            if o not in ok_values:
-                if explained_by_info:
-                    report.add(
-                        "late-commit", {"group": group, "key": k, "offset": o, "op": op.index}
-                    )
-                elif o in failed.get(gk, set()):
-                    report.add(
-                        "aborted-offset-commit",
-                        {
-                            "group": group,
-                            "key": k,
-                            "offset": o,
-                            "op": op.index,
-                            "process": op.process,
-                        },
-                    )
-                else:
-                    report.add(
-                        "unexplained-committed-offset",
-                        {
-                            "group": group,
-                            "key": k,
-                            "offset": o,
-                            "op": op.index,
-                            "process": op.process,
-                        },
-                    )
-        prior = [c for c in acked.get(gk, []) if c[2] < op.t_invoke]
-        if prior:
-            top = max(prior, key=lambda c: c[0])
-            if (o is None or o < top[0]) and not explained_by_info:
+        late = any(t < r.t_done for t in unknown_info.get(group, []))
+        example = {"group": group, "key": k, "offset": o, "op": r.index, "process": r.process}
+        acked_before = [w for w in written.get(gk, []) if w[2] < r.t_invoke]
+        if o is None:
+            if acked_before and not late:
+                top = max(acked_before, key=lambda w: w[2])
                 report.add(
                     "committed-offset-regression",
-                    {
-                        "group": group,
-                        "key": k,
-                        "offset": o,
-                        "after": top[0],
-                        "op": op.index,
-                        "earlier_op": top[3].index,
-                    },
+                    {**example, "overwrites": top[0], "lost_op": top[3].index},
                 )
+            continue
+        writers = [w for w in written.get(gk, []) if w[0] == o and w[1] < r.t_done]
+        if not writers:
+            if late:
+                report.add("late-commit", example)
+            elif o in failed.get(gk, set()):
+                report.add("aborted-offset-commit", example)
+            else:
+                report.add("unexplained-committed-offset", example)
+            continue
+        # Stale: every writer of o was followed by an acknowledged commit of another value that
+        # began after it completed and completed before this fetch began.
+        newer = None
+        for w in writers:
+            over = [x for x in acked_before if x[0] != o and x[1] > w[2]]
+            if not over:
+                newer = None
+                break
+            newer = max(over, key=lambda x: x[2])
+        if newer is not None:
+            name = "late-commit" if late else "committed-offset-regression"
+            report.add(name, {**example, "overwritten_by": newer[0], "newer_op": newer[3].index})
 
 
 def _check_cycles(

@@ -14,7 +14,8 @@ aborted transaction) or ``info`` (unknown: a timeout, a crash). ``process`` is a
 (``CLOCK_MONOTONIC``, shared by every process of the machine). Micro-operations of ``value``:
 
 - ``["send", key, value, offset]``: offset is null until acknowledged;
-- ``["poll", [[key, offset, value], ...]]``: what one poll returned, in order.
+- ``["poll", [[key, offset, value], ...], epoch]``: what one poll returned, in order, and the
+  consumer's epoch once it returned (optional; else the completion's ``epoch``).
 
 Other operations: ``assign`` (value: the keys), ``subscribe`` (value: the keys), ``crash``,
 ``committed`` (the group's committed offsets as fetched, value ``[[key, offset], ...]``),
