@@ -487,3 +487,21 @@ def test_each_poll_carries_its_own_epoch() -> None:
         commit_start=0,
     )
     assert names(finish(h)) == {"nonmonotonic-poll"}
+
+
+def test_a_read_of_a_transaction_never_asked_to_commit_is_precommitted() -> None:
+    h = clean()
+    # The client aborted (the abort failed: outcome unknown) and never asked to commit, yet
+    # the value is read: a late request from an earlier transaction committed it.
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None]],
+        type_="info",
+        done=[["send", 1, 7, 1]],
+        abort=True,
+        error="abort failed",
+    )
+    h.poll(1, [(1, 1, 7)])
+    report = check(finish(h, [(1, 1, 7)]))
+    assert set(report.anomalies) == {"precommitted-read"}

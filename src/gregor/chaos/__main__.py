@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             mod = importlib.import_module(f"gregor.chaos.bugs.{name.replace('-', '_')}")
             print(f"{name:<26} nemesis={','.join(mod.NEMESIS) or 'none':<22} {what}")
         return 0
+    if argv[:1] == ["scenario"]:
+        return scenario(argv[1:])
     p = argparse.ArgumentParser(
         prog="python -m gregor.chaos",
         description=__doc__,
@@ -100,6 +102,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nhistory: {result.out / 'history.jsonl'}\nreport:  {result.out / 'report.json'}")
     print("VALID" if rep.valid else "INVALID: " + ", ".join(sorted(rep.anomalies)))
     return 0 if rep.valid else 1
+
+
+def scenario(argv: list[str]) -> int:
+    from gregor.chaos.cluster import ChaosCluster
+    from gregor.chaos.history import HistoryWriter
+    from gregor.chaos.runner import create_topics
+    from gregor.chaos.scenarios import KEYS, SCENARIOS, run_scenario
+
+    p = argparse.ArgumentParser(prog="python -m gregor.chaos scenario")
+    p.add_argument("name", choices=SCENARIOS)
+    p.add_argument("--client", default="confluent", choices=ALL_CLIENTS)
+    p.add_argument("--bug", choices=sorted(BUGS))
+    p.add_argument("--etcd-members", type=int, default=1)
+    p.add_argument("--history", help="write the scenario's history here")
+    args = p.parse_args(argv)
+    with ChaosCluster(3, etcd_members=args.etcd_members, bug=args.bug) as cluster:
+        create_topics(cluster, KEYS)
+        history = HistoryWriter(args.history)
+        out = run_scenario(cluster, args.name, history, client=args.client)
+        history.close()
+    report = out.pop("report")
+    for k, v in out.items():
+        print(f"{k:<34} {v}")
+    print(report.table(examples=1))
+    return 0 if report.valid else 1
 
 
 if __name__ == "__main__":

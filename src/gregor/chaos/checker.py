@@ -342,7 +342,11 @@ def _check_reads(
         if w.op.f == "txn":
             start = w.op.get("commit_start")
             own = r.op is w.op
-            early = r.op.t_done < (start if start is not None else w.op.t_invoke)
+            # A transaction that ended without its client asking to commit (an abort that
+            # failed, or an error before the commit) was never to be read, whoever ended it
+            # (one whose abort succeeded is an aborted read, above).
+            never = w.op.done is not None and start is None and w.op.type == "info"
+            early = never or r.op.t_done < (start if start is not None else w.op.t_invoke)
             if own or early:
                 report.add(
                     "precommitted-read",

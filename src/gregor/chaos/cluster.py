@@ -319,7 +319,7 @@ class ChaosCluster:
         before = self.skews.get(n, 0.0)
         self.skews[n] = seconds
         if seconds < before and b.running:
-            b.stop()
+            b.stop(timeout=5.0)
             b.start()
             return "restarted"
         return "bumped"
