@@ -204,7 +204,12 @@ def run_scenario(
         time.sleep(1.0)  # let markers a late request caused reach the partitions
         rec.invoke("observer", "poll", [["poll", []]])
         seen: list[tuple[int, int, int]] = []
-        _until(lambda: bool(seen.extend(observer.poll()) or any(v == v2 for _k, _o, v in seen)), 5)
+
+        def observe() -> bool:
+            seen.extend(observer.poll())
+            return any(v == v2 for _k, _o, v in seen)
+
+        _until(observe, 5)
         rec.done("observer", "poll", "ok", [["poll", [list(r) for r in seen], 0]])
         out["observer_saw_v2_before_t2_ended"] = any(v == v2 for _k, _o, v in seen)
         if name == "hold-produce":
