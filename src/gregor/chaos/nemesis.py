@@ -7,6 +7,8 @@ Kinds (``--nemesis``, comma-separated):
 - ``etcd``: kill or pause one etcd member (of three: the quorum survives), then bring it back;
 - ``partition``: cut a broker off from etcd and the other brokers (clients may still reach it:
   a stale leader), or cut clients off from a broker, or slow or blackhole its links;
+- ``isolate``: cut a key's leader off from etcd and the other brokers while clients still
+  reach it (the one partition that makes a stale leader, every time);
 - ``hold``: hold-and-release: keep back the next Produce (at a key's leader) or EndTxn (at a
   transaction coordinator) while the client times out and retries, then deliver it late;
 - ``clock``: skew a broker's wall clock (libfaketime) by up to two minutes either way;
@@ -33,7 +35,7 @@ from gregor.chaos.workload import topic_partition
 
 __all__ = ["KINDS", "Nemesis", "java_partition"]
 
-KINDS = ("kill", "pause", "etcd", "partition", "hold", "clock", "crash")
+KINDS = ("kill", "pause", "etcd", "partition", "isolate", "hold", "clock", "crash")
 PRODUCE, END_TXN = 0, 26
 
 
@@ -201,6 +203,11 @@ class Nemesis:
             else:
                 c.client_proxy[n].blackhole()
             self.log("partition", n, how=how, target=why)
+            return lambda: self._heal_network()
+        if kind == "isolate":
+            n, why = self.target("leader")
+            c.isolate(n)
+            self.log("partition", n, how="isolate", target=why)
             return lambda: self._heal_network()
         if kind == "hold":
             api = rng.choice([PRODUCE, END_TXN])

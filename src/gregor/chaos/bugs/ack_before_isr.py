@@ -9,7 +9,7 @@ import asyncio
 from gregor.broker.partition import Partition
 
 DESCRIPTION = "acks=all acknowledged before the ISR has the write"
-NEMESIS = ("partition", "kill")
+NEMESIS = ("isolate",)
 
 
 def inject() -> None:

@@ -9,7 +9,7 @@ from gregor.broker.partition import Partition
 from gregor.broker.replica_fetcher import LeaderFetcher
 
 DESCRIPTION = "a follower skips truncation after a leader change"
-NEMESIS = ("kill", "partition")
+NEMESIS = ("isolate", "kill")
 
 
 def inject() -> None:

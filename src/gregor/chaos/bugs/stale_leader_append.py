@@ -9,7 +9,7 @@ from gregor.broker.partition import Partition
 from gregor.broker.replica_manager import ReplicaManager
 
 DESCRIPTION = "a broker that lost leadership keeps appending client writes"
-NEMESIS = ("kill", "partition")
+NEMESIS = ("isolate", "kill")
 
 
 def inject() -> None:
