@@ -26,6 +26,11 @@ def _list(text: str) -> list[str]:
     return [x for x in text.split(",") if x]
 
 
+def _pair(text: str) -> tuple[float, float]:
+    lo, hi = (float(x) for x in text.split(","))
+    return lo, hi
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["check"]:
@@ -63,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--etcd-members", type=int, default=3)
     p.add_argument("--recovery", type=float, default=15.0, help="seconds of workload after healing")
+    p.add_argument(
+        "--interval", type=_pair, default=(2.0, 6.0), help="seconds between faults: MIN,MAX"
+    )
+    p.add_argument(
+        "--duration", type=_pair, default=(3.0, 10.0), help="seconds a fault lasts: MIN,MAX"
+    )
     p.add_argument("--bug", choices=sorted(BUGS), help="start the brokers with this bug patched in")
     p.add_argument("--out", help="run directory (default ./chaos-runs/<time>-seed<N>)")
     args = p.parse_args(argv)
@@ -89,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         bug=args.bug,
         out=args.out,
         recovery=args.recovery,
+        interval=args.interval,
+        duration=args.duration,
     )
     result = run(cfg)
     rep = result.report
