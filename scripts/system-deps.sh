@@ -7,6 +7,8 @@ need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+# libfaketime: gregor.chaos's clock nemesis skews a broker's clock with it.
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
 # The web console's browser tests (Chromium and its WebDriver) and its charts (Chart.js).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)

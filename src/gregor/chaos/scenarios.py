@@ -1,0 +1,276 @@
+"""Hold-and-release scenarios: a request from an earlier attempt delivered late, on purpose.
+
+Kafka's transaction protocol before KIP-890's transaction version 2 lets a delayed EndTxn or
+Produce from one transaction land in a later one of the same producer (same producer id and
+epoch): Jepsen's Bufstream analysis showed write loss, aborted reads and torn transactions from
+it. Each scenario here drives one transactional producer through the cluster's proxies, holds
+the request back at the broker's proxy while the client retries and moves on, releases it at a
+chosen moment, then reads everything back; the history goes through the same checker as a run.
+
+``hold-endtxn``: T1 sends v1 and commits; its first EndTxn is held (the client's retry commits
+T1). T2 begins and sends v2; the held EndTxn(commit) of T1 is released now, while T2 is open.
+An observer polls (read_committed) before T2 ends, then T2 is aborted on purpose. If the late
+EndTxn committed T2, the observer saw v2 before T2's commit was asked (precommitted-read) and v2
+stays readable although T2 aborted (aborted-read).
+
+``hold-endtxn-zombie``: as above, but T1's producer never gets its EndTxn through: it is cut off
+and replaced by a new producer with the same transactional id (a new epoch, fencing the old);
+the old epoch's EndTxn is released into the new producer's open transaction. A correct
+coordinator answers PRODUCER_FENCED.
+
+``hold-produce``: T1's first Produce of v1 is held; the client retries it, T1 is aborted on
+purpose; T2 begins and sends v2 to the same key; T1's held Produce is released into T2's open
+transaction, then T2 commits. If the late batch joins T2, v1, aborted, becomes readable.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from gregor.chaos.checker import Report, check
+from gregor.chaos.clients import ClientAdapter, make_client
+from gregor.chaos.cluster import ChaosCluster
+from gregor.chaos.history import HistoryWriter
+from gregor.chaos.nemesis import END_TXN, PRODUCE, java_partition
+from gregor.chaos.workload import topic_partition
+
+__all__ = ["SCENARIOS", "run_scenario"]
+
+SCENARIOS = ("hold-endtxn", "hold-endtxn-zombie", "hold-produce")
+KEYS = 8
+
+
+class _Recorder:
+    def __init__(self, history: HistoryWriter, client: str) -> None:
+        self.h = history
+        self.client = client
+
+    def invoke(self, process: Any, f: str, value: Any, **extra: Any) -> None:
+        self.h.append(
+            {
+                "type": "invoke",
+                "process": process,
+                "f": f,
+                "value": value,
+                "client": self.client,
+                **extra,
+            }
+        )
+
+    def done(self, process: Any, f: str, type_: str, value: Any, **extra: Any) -> None:
+        self.h.append(
+            {
+                "type": type_,
+                "process": process,
+                "f": f,
+                "value": value,
+                "client": self.client,
+                **extra,
+            }
+        )
+
+
+def _coordinator(cluster: ChaosCluster, transactional_id: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 4})
+    deadline = time.monotonic() + 60
+    while True:
+        md = admin.list_topics("__transaction_state", timeout=10)
+        t = md.topics.get("__transaction_state")
+        if t is not None and t.error is None and t.partitions:
+            leader = t.partitions[java_partition(transactional_id, len(t.partitions))].leader
+            if leader in cluster.brokers:
+                return int(leader)
+        if time.monotonic() > deadline:
+            raise RuntimeError("no transaction coordinator found")
+        time.sleep(0.5)
+
+
+def _leader(cluster: ChaosCluster, key: int) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 4})
+    t, p = topic_partition(key)
+    return int(admin.list_topics(t, timeout=10).topics[t].partitions[p].leader)
+
+
+def _client(
+    cluster: ChaosCluster, name: str, txn_id: str | None, group: str, client_id: str
+) -> ClientAdapter:
+    c = make_client(
+        name, cluster.bootstrap_servers, txn_id=txn_id, group=group, keys=KEYS, client_id=client_id
+    )
+    c.open()
+    return c
+
+
+def _until(cond: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
+
+
+def run_scenario(
+    cluster: ChaosCluster, name: str, history: HistoryWriter, client: str = "confluent"
+) -> dict[str, Any]:
+    """Run one scenario on a started cluster (topics created); returns what happened, with
+    the checker's report over the scenario's history."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}: one of {', '.join(SCENARIOS)}")
+    rec = _Recorder(history, client)
+    tid = f"chaos-scenario-{uuid.uuid4().hex[:8]}"
+    key_a, key_b = 0, 1
+    out: dict[str, Any] = {"scenario": name, "client": client}
+    producer = _client(
+        cluster,
+        client,
+        tid,
+        "chaos-scenario",
+        "chaos-zombie" if name.endswith("zombie") else "chaos-s1",
+    )
+    observer = _client(
+        cluster, "confluent", None, f"chaos-observer-{uuid.uuid4().hex[:6]}", "chaos-observer"
+    )
+    observer.assign([key_a, key_b])
+    v1, v2, v3 = 1_000_001, 1_000_002, 1_000_003
+    try:
+        if name == "hold-produce":
+            proxy = cluster.client_proxy[_leader(cluster, key_a)]
+            rec.invoke(1, "txn", [["send", key_a, v1, None]], abort=True)
+            producer.begin()
+            proxy.hold([PRODUCE], count=1, close_after=0.5)
+            o1 = producer.send(key_a, v1)
+            out["held"] = len(proxy.held)
+            producer.abort_txn()
+            rec.done(1, "txn", "fail", [["send", key_a, v1, o1]], error="aborted on purpose")
+        else:
+            proxy = cluster.client_proxy[_coordinator(cluster, tid)]
+            rec.invoke(1, "txn", [["send", key_a, v1, None]])
+            producer.begin()
+            o1 = producer.send(key_a, v1)
+            zombie = name.endswith("zombie")
+            proxy.hold([END_TXN], count=1, close_after=3600.0 if zombie else 0.5)
+            result: list[Any] = []
+            commit_start = round(history.now(), 6)
+            t = threading.Thread(
+                target=lambda: result.append(_try(producer.commit_txn)), daemon=True
+            )
+            t.start()
+            _until(lambda: proxy.held, 30)
+            out["held"] = len(proxy.held)
+            if zombie:
+                proxy.block_client_ids(("chaos-zombie",))  # the old producer is cut off for good
+                rec.done(
+                    1,
+                    "txn",
+                    "info",
+                    [["send", key_a, v1, o1]],
+                    error="producer cut off",
+                    commit_start=commit_start,
+                )
+                producer = _client(
+                    cluster, client, tid, "chaos-scenario", "chaos-s2"
+                )  # fences the old epoch
+            else:
+                t.join(60)
+                err = result[0] if result else "commit did not return"
+                rec.done(
+                    1,
+                    "txn",
+                    "ok" if err is None else "info",
+                    [["send", key_a, v1, o1]],
+                    error=err,
+                    commit_start=commit_start,
+                )
+                out["t1_commit"] = err or "ok"
+        # T2: begin, send, release the held request into it, let an observer poll, end it.
+        t2: list[list[Any]] = [["send", key_b if name != "hold-produce" else key_a, v2, None]]
+        rec.invoke(2, "txn", [list(m) for m in t2], abort=name != "hold-produce")
+        producer.begin()
+        t2[0][3] = producer.send(t2[0][1], v2)
+        released = proxy.release()
+        out["released"] = [h.released for h in released]
+        proxy.heal()
+        rec.h.append(
+            {"type": "info", "process": "nemesis", "f": "release", "value": out["released"]}
+        )
+        time.sleep(1.0)  # let markers a late request caused reach the partitions
+        rec.invoke("observer", "poll", [["poll", []]])
+        seen: list[tuple[int, int, int]] = []
+
+        def observe() -> bool:
+            seen.extend(observer.poll())
+            return any(v == v2 for _k, _o, v in seen)
+
+        _until(observe, 5)
+        rec.done("observer", "poll", "ok", [["poll", [list(r) for r in seen], 0]])
+        out["observer_saw_v2_before_t2_ended"] = any(v == v2 for _k, _o, v in seen)
+        if name == "hold-produce":
+            t2.append(["send", key_a, v3, None])
+            t2[1][3] = producer.send(key_a, v3)
+            commit_start = round(history.now(), 6)
+            err = _try(producer.commit_txn)
+            rec.done(
+                2, "txn", "ok" if err is None else "info", t2, error=err, commit_start=commit_start
+            )
+            out["t2_end"] = err or "committed"
+        else:
+            err = _try(producer.abort_txn)
+            rec.done(
+                2, "txn", "fail" if err is None else "info", t2, error=err or "aborted on purpose"
+            )
+            out["t2_end"] = err or "aborted"
+    finally:
+        for c in (producer, observer):
+            _try(c.close)
+    out["final"] = _final_read(cluster, history, [key_a, key_b], {v1, v2, v3})
+    report: Report = check(history.entries)
+    out["anomalies"] = {k: len(v) for k, v in report.anomalies.items()}
+    out["report"] = report
+    return out
+
+
+def _try(fn: Any) -> str | None:
+    try:
+        fn()
+        return None
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"[:200]
+
+
+def _final_read(
+    cluster: ChaosCluster, history: HistoryWriter, keys: list[int], values: set[int]
+) -> list[int]:
+    reader = _client(
+        cluster, "confluent", None, f"chaos-final-{uuid.uuid4().hex[:6]}", "chaos-final"
+    )
+    history.append(
+        {"type": "invoke", "process": "final", "f": "final-poll", "value": [["poll", []]]}
+    )
+    reads: list[tuple[int, int, int]] = []
+    try:
+        reader.assign(keys)  # a fresh group: from the earliest offset
+        quiet = 0
+        while quiet < 3:
+            got = reader.poll()
+            reads += got
+            quiet = 0 if got else quiet + 1
+    finally:
+        _try(reader.close)
+    history.append(
+        {
+            "type": "ok",
+            "process": "final",
+            "f": "final-poll",
+            "value": [["poll", [list(r) for r in reads], 0]],
+            "complete": keys,
+        }
+    )
+    return sorted(v for _k, _o, v in reads if v in values)

@@ -1,0 +1,507 @@
+"""The checker on bad histories: each anomaly planted in an otherwise clean history is reported
+by its name (and nothing else is), and Kafka's allowances are reported apart, never as
+anomalies. Histories are written as a run writes them (invoke, then completion)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gregor.chaos.checker import ANOMALIES, check
+from gregor.chaos.history import HistoryWriter, read_history
+
+
+class H:
+    """Builds a history; each ``op`` is an invocation at ``t`` and a completion at ``t_done``."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.t = 0.0
+
+    def op(
+        self,
+        process: Any,
+        f: str,
+        value: Any,
+        type_: str = "ok",
+        done: Any = None,
+        t: float | None = None,
+        t_done: float | None = None,
+        **extra: Any,
+    ) -> None:
+        self.t += 1
+        t0 = self.t if t is None else t
+        t1 = t0 + 0.5 if t_done is None else t_done
+        self.entries.append(
+            {"type": "invoke", "process": process, "f": f, "value": value, "time": t0}
+        )
+        self.entries.append(
+            {
+                "type": type_,
+                "process": process,
+                "f": f,
+                "time": t1,
+                "value": value if done is None else done,
+                **extra,
+            }
+        )
+
+    def send(self, process: Any, key: int, value: int, offset: int, **kw: Any) -> None:
+        self.op(
+            process, "send", [["send", key, value, None]], done=[["send", key, value, offset]], **kw
+        )
+
+    def poll(
+        self, process: Any, reads: list[tuple[int, int, int]], epoch: int = 0, **kw: Any
+    ) -> None:
+        self.op(
+            process,
+            "poll",
+            [["poll", []]],
+            done=[["poll", [list(r) for r in reads]]],
+            epoch=epoch,
+            **kw,
+        )
+
+    def final(self, reads: list[tuple[int, int, int]], keys: list[int]) -> None:
+        self.op(
+            "final",
+            "final-poll",
+            [["poll", []]],
+            done=[["poll", [list(r) for r in reads]]],
+            complete=keys,
+        )
+
+    def history(self) -> list[dict[str, Any]]:
+        return [{"index": i, **e} for i, e in enumerate(self.entries)]
+
+
+def clean() -> H:
+    """Two keys, two producers, an assigned consumer; everything read; nothing wrong."""
+    h = H()
+    h.op(1, "assign", [0, 1])
+    h.send(0, 0, 1, 0)
+    h.send(0, 0, 2, 1)
+    h.send(2, 1, 3, 0)
+    h.poll(1, [(0, 0, 1), (0, 1, 2), (1, 0, 3)])
+    return h
+
+
+def finish(h: H, extra: list[tuple[int, int, int]] | None = None) -> list[dict[str, Any]]:
+    h.final([(0, 0, 1), (0, 1, 2), (1, 0, 3), *(extra or [])], [0, 1])
+    return h.history()
+
+
+def names(history: list[dict[str, Any]]) -> set[str]:
+    return set(check(history).anomalies)
+
+
+def test_a_clean_history_is_valid() -> None:
+    report = check(finish(clean()))
+    assert report.anomalies == {}
+    assert report.valid
+    assert report.stats["acknowledged_sends"] == 3
+
+
+def test_lost_write() -> None:
+    h = clean()
+    h.send(0, 0, 4, 2)  # acknowledged at 2, never read, although offset 3 was
+    h.send(0, 0, 5, 3)
+    h.poll(1, [(0, 3, 5)])
+    report = check(finish(h, [(0, 3, 5)]))
+    assert set(report.anomalies) == {"lost-write"}
+    assert report.anomalies["lost-write"][0]["value"] == 4
+
+
+def test_unseen() -> None:
+    h = clean()
+    h.send(0, 1, 9, 1)  # acknowledged past every read, and the final read ended before it
+    report = check(finish(h))
+    assert set(report.anomalies) == {"unseen"}
+    assert report.anomalies["unseen"][0]["final_read_complete"] is True
+
+
+def test_duplicate() -> None:
+    h = clean()
+    h.poll(3, [(0, 0, 1), (0, 1, 2), (0, 2, 1)])  # value 1 again at offset 2
+    assert names(finish(h, [(0, 2, 1)])) == {"duplicate"}
+
+
+def test_inconsistent_offsets() -> None:
+    h = clean()
+    h.poll(3, [(0, 0, 1), (0, 1, 7)])  # offset 1 holds 2 for one reader, 7 for another
+    h.send(4, 0, 7, 5)
+    assert "inconsistent-offsets" in names(finish(h))
+
+
+def test_aborted_read() -> None:
+    h = clean()
+    h.op(5, "txn", [["send", 1, 7, None]], type_="fail", done=[["send", 1, 7, 1]])
+    h.poll(1, [(1, 1, 7)])
+    assert names(finish(h, [(1, 1, 7)])) == {"aborted-read"}
+
+
+def test_precommitted_read() -> None:
+    h = clean()
+    # The transaction runs 20..30 and asks to commit at 29; a poll done at 25 saw its send.
+    h.op(
+        5, "txn", [["send", 1, 7, None]], done=[["send", 1, 7, 1]], t=20, t_done=30, commit_start=29
+    )
+    h.poll(1, [(1, 1, 7)], t=24, t_done=25)
+    assert names(finish(h, [(1, 1, 7)])) == {"precommitted-read"}
+
+
+def test_a_read_after_the_commit_began_is_not_precommitted() -> None:
+    h = clean()
+    h.op(
+        5, "txn", [["send", 1, 7, None]], done=[["send", 1, 7, 1]], t=20, t_done=30, commit_start=24
+    )
+    h.poll(1, [(1, 1, 7)], t=24, t_done=25)
+    assert names(finish(h, [(1, 1, 7)])) == set()
+
+
+def test_torn_transaction() -> None:
+    h = clean()
+    h.op(5, "txn", [["send", 0, 10, None], ["send", 1, 11, None]], type_="info", done=None)
+    h.entries.pop()  # no completion: outcome unknown
+    h.poll(1, [(0, 2, 10)])
+    report = check(finish(h, [(0, 2, 10)]))  # 11 never in key 1's complete log
+    assert set(report.anomalies) == {"torn-transaction"}
+    assert report.anomalies["torn-transaction"][0]["absent"] == [(1, 11)]
+
+
+def test_poll_skip() -> None:
+    h = H()
+    h.op(1, "assign", [0])
+    for v in range(3):
+        h.send(0, 0, v + 1, v)
+    h.poll(2, [(0, 0, 1), (0, 1, 2), (0, 2, 3)])
+    h.poll(1, [(0, 0, 1)], epoch=1)
+    h.poll(1, [(0, 2, 3)], epoch=1)  # jumps over offset 1
+    h.final([(0, 0, 1), (0, 1, 2), (0, 2, 3)], [0])
+    report = check(h.history())
+    assert set(report.anomalies) == {"poll-skip"}
+    assert report.anomalies["poll-skip"][0]["skipped"] == [(1, 2)]
+
+
+def test_nonmonotonic_poll() -> None:
+    h = clean()
+    h.poll(1, [(0, 0, 1)])  # process 1 read offset 1 before, in the same epoch
+    assert names(finish(h)) == {"nonmonotonic-poll"}
+
+
+def test_a_new_assignment_may_start_anywhere() -> None:
+    h = clean()
+    h.op(1, "assign", [0])
+    h.poll(1, [(0, 0, 1)], epoch=1)
+    assert names(finish(h)) == set()
+
+
+def test_nonmonotonic_send() -> None:
+    h = clean()
+    h.send(0, 0, 4, 0)  # the same producer got offset 1 before
+    assert "nonmonotonic-send" in names(finish(h, [(0, 0, 4)]))
+
+
+def test_committed_offset_regression() -> None:
+    h = clean()
+    h.op(1, "poll", [["poll", []]], done=[["poll", []]], group="g", commit=[[0, 1]])
+    h.op(6, "poll", [["poll", []]], done=[["poll", []]], group="g", commit=[[0, 2]])
+    h.op(7, "committed", [0], done=[[0, 1]], group="g")  # 2 overwrote 1 before this fetch began
+    report = check(finish(h))
+    assert set(report.anomalies) == {"committed-offset-regression"}
+    assert report.anomalies["committed-offset-regression"][0]["overwritten_by"] == 2
+
+
+def test_a_fetch_of_no_committed_offset_after_a_commit_is_a_regression() -> None:
+    h = clean()
+    h.op(1, "poll", [["poll", []]], done=[["poll", []]], group="g", commit=[[0, 2]])
+    h.op(6, "committed", [0], done=[[0, None]], group="g")
+    assert names(finish(h)) == {"committed-offset-regression"}
+
+
+def test_concurrent_commits_may_land_in_either_order() -> None:
+    h = clean()
+    # Two members commit at once (an unfenced zombie's transactional commit, say): the fetch
+    # may see either; the lower one landing last is no regression of the store.
+    h.op(
+        1, "poll", [["poll", []]], done=[["poll", []]], group="g", commit=[[0, 2]], t=20, t_done=22
+    )
+    h.op(
+        6,
+        "txn",
+        [["poll", []]],
+        done=[["poll", []]],
+        group="g",
+        commit=[[0, 1]],
+        t=21,
+        t_done=23,
+        commit_start=22,
+    )
+    h.op(7, "committed", [0], done=[[0, 1]], group="g", t=24, t_done=25)
+    assert names(finish(h)) == set()
+
+
+def test_aborted_offset_commit() -> None:
+    h = clean()
+    h.op(
+        1,
+        "txn",
+        [["poll", []]],
+        type_="fail",
+        done=[["poll", [[0, 0, 1], [0, 1, 2]]]],
+        group="g",
+        commit=[[0, 2]],
+        epoch=1,
+    )
+    h.op(1, "committed", [0], done=[[0, 2]], group="g")  # the aborted transaction's offset
+    report = check(finish(h))
+    assert "aborted-offset-commit" in report.anomalies
+    assert report.anomalies["aborted-offset-commit"][0]["offset"] == 2
+
+
+def test_g1c_write_read_cycle() -> None:
+    h = clean()
+    # T1 sends 10 to key 0 and reads T2's 11; T2 sends 11 to key 1 and reads T1's 10.
+    h.op(
+        5,
+        "txn",
+        [["send", 0, 10, None], ["poll", []]],
+        done=[["send", 0, 10, 2], ["poll", [[1, 1, 11]]]],
+        t=20,
+        t_done=30,
+        commit_start=21,
+    )
+    h.op(
+        6,
+        "txn",
+        [["send", 1, 11, None], ["poll", []]],
+        done=[["send", 1, 11, 1], ["poll", [[0, 2, 10]]]],
+        t=20,
+        t_done=30,
+        commit_start=21,
+    )
+    report = check(finish(h, [(0, 2, 10), (1, 1, 11)]))
+    assert set(report.anomalies) == {"G1c"}
+    labels = {label for _a, label, _b in report.anomalies["G1c"][0]["cycle"]}
+    assert labels == {"wr:k0", "wr:k1"}
+
+
+def test_g1c_with_an_ordered_write_write_edge() -> None:
+    h = clean()
+    # T1 (done at 11) writes key 0 before T2 (begun at 12) does, yet T1 read T2's write.
+    h.op(
+        5,
+        "txn",
+        [["send", 0, 10, None], ["poll", []]],
+        done=[["send", 0, 10, 2], ["poll", [[1, 1, 11]]]],
+        t=10,
+        t_done=11,
+        commit_start=10.5,
+    )
+    h.op(
+        6,
+        "txn",
+        [["send", 0, 12, None], ["send", 1, 11, None]],
+        done=[["send", 0, 12, 3], ["send", 1, 11, 1]],
+        t=12,
+        t_done=13,
+        commit_start=12.5,
+    )
+    names_ = names(finish(h, [(0, 2, 10), (0, 3, 12), (1, 1, 11)]))
+    assert "G1c" in names_
+
+
+def test_write_write_interleaving_is_allowed_g0() -> None:
+    h = clean()
+    # Concurrent transactions whose sends land in opposite orders on two keys: G0, allowed.
+    h.op(
+        5,
+        "txn",
+        [["send", 0, 10, None], ["send", 1, 11, None]],
+        done=[["send", 0, 10, 2], ["send", 1, 11, 2]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    h.op(
+        6,
+        "txn",
+        [["send", 0, 12, None], ["send", 1, 13, None]],
+        done=[["send", 0, 12, 3], ["send", 1, 13, 1]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    report = check(finish(h, [(0, 2, 10), (0, 3, 12), (1, 1, 13), (1, 2, 11)]))
+    assert report.anomalies == {}
+    assert "G0" in report.allowed
+
+
+def test_an_unordered_write_write_edge_with_a_read_is_no_cycle() -> None:
+    h = clean()
+    # T1 writes key 0 before the concurrent T2 does, and reads T2's committed key-1 value:
+    # Kafka's transactions do not isolate writes, so this is allowed.
+    h.op(
+        5,
+        "txn",
+        [["send", 0, 10, None], ["poll", []]],
+        done=[["send", 0, 10, 2], ["poll", [[1, 1, 11]]]],
+        t=10,
+        t_done=20,
+        commit_start=19,
+    )
+    h.op(
+        6,
+        "txn",
+        [["send", 0, 12, None], ["send", 1, 11, None]],
+        done=[["send", 0, 12, 3], ["send", 1, 11, 1]],
+        t=11,
+        t_done=13,
+        commit_start=12.5,
+    )
+    assert names(finish(h, [(0, 2, 10), (0, 3, 12), (1, 1, 11)])) == set()
+
+
+def test_int_send_skip_is_allowed() -> None:
+    h = clean()
+    h.op(
+        5,
+        "txn",
+        [["send", 0, 10, None], ["send", 0, 11, None]],
+        done=[["send", 0, 10, 2], ["send", 0, 11, 4]],
+        t=20,
+        t_done=30,
+        commit_start=29,
+    )
+    h.send(6, 0, 12, 3, t=21, t_done=22)
+    report = check(finish(h, [(0, 2, 10), (0, 3, 12), (0, 4, 11)]))
+    assert report.anomalies == {}
+    assert "int-send-skip" in report.allowed
+
+
+def test_a_skip_across_a_rebalance_is_allowed_for_subscribers() -> None:
+    h = H()
+    h.op(1, "subscribe", [0])
+    for v in range(3):
+        h.send(0, 0, v + 1, v)
+    h.poll(1, [(0, 0, 1)], epoch=1)
+    h.poll(1, [(0, 2, 3)], epoch=2)  # another member had offset 1 in between
+    h.poll(2, [(0, 1, 2)])
+    h.final([(0, 0, 1), (0, 1, 2), (0, 2, 3)], [0])
+    report = check(h.history())
+    assert report.anomalies == {}
+    assert "rebalance-skip" in report.allowed
+
+
+def test_liveness_figures_after_the_heal() -> None:
+    h = clean()
+    h.entries.append({"type": "info", "process": "nemesis", "f": "heal-all", "time": 50.0})
+    h.send(0, 0, 4, 2, t=52, t_done=53)
+    h.poll(1, [(0, 2, 4)], t=54, t_done=55.5)
+    h.op(
+        7,
+        "send",
+        [["send", 1, 20, None]],
+        type_="info",
+        done=[["send", 1, 20, None]],
+        t=51,
+        t_done=60,
+        error="timed out",
+    )
+    h.t = 100  # the final read comes last
+    report = check(finish(h, [(0, 2, 4)]))
+    live = report.liveness
+    assert live["recovery: first send (s)"] == "3.00"
+    assert live["recovery: first poll (s)"] == "5.50"
+    assert live["stuck after heal"].startswith("7(")
+    assert (
+        live["worst lag (s)"] == "3.00 (key 0, value 1)"
+    )  # acknowledged at 2.5, first read at 5.5
+
+
+@pytest.mark.parametrize("name", ANOMALIES)
+def test_every_anomaly_has_a_planted_history(name: str) -> None:
+    # Each named anomaly above is planted by some test here (a guard against adding a name
+    # the checker reports but no history proves).
+    source = Path(__file__).read_text()
+    planted = {
+        "lost-write",
+        "unseen",
+        "duplicate",
+        "inconsistent-offsets",
+        "aborted-read",
+        "precommitted-read",
+        "torn-transaction",
+        "poll-skip",
+        "nonmonotonic-poll",
+        "nonmonotonic-send",
+        "committed-offset-regression",
+        "aborted-offset-commit",
+        "unexplained-committed-offset",
+        "G1c",
+    }
+    assert name in planted
+    assert f'"{name}"' in source
+
+
+def test_unexplained_committed_offset() -> None:
+    h = clean()
+    h.op(1, "committed", [0], done=[[0, 9]], group="g")  # no commit ever wrote 9
+    assert names(finish(h)) == {"unexplained-committed-offset"}
+
+
+def test_the_history_file_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path)
+    for e in finish(clean()):
+        w.append({k: v for k, v in e.items() if k != "index"})
+    w.close()
+    back = read_history(path)
+    assert back == finish(clean())
+    assert check(back).valid
+
+
+def test_each_poll_carries_its_own_epoch() -> None:
+    h = clean()
+    h.op(8, "subscribe", [0, 1])
+    # One transaction polls twice; a rebalance between the polls rewinds key 0 (allowed), but
+    # a rewind with no rebalance between is not.
+    h.op(
+        8,
+        "txn",
+        [["poll", []], ["poll", []]],
+        done=[["poll", [[0, 0, 1], [0, 1, 2]], 1], ["poll", [[0, 0, 1]], 2]],
+        commit_start=0,
+    )
+    report = check(finish(h))
+    assert report.anomalies == {}
+    assert "rebalance-rewind" in report.allowed
+    h.op(
+        8,
+        "txn",
+        [["poll", []], ["poll", []]],
+        done=[["poll", [[0, 1, 2]], 2], ["poll", [[0, 0, 1]], 2]],
+        commit_start=0,
+    )
+    assert names(finish(h)) == {"nonmonotonic-poll"}
+
+
+def test_a_read_of_a_transaction_never_asked_to_commit_is_precommitted() -> None:
+    h = clean()
+    # The client aborted (the abort failed: outcome unknown) and never asked to commit, yet
+    # the value is read: a late request from an earlier transaction committed it.
+    h.op(
+        5,
+        "txn",
+        [["send", 1, 7, None]],
+        type_="info",
+        done=[["send", 1, 7, 1]],
+        abort=True,
+        error="abort failed",
+    )
+    h.poll(1, [(1, 1, 7)])
+    report = check(finish(h, [(1, 1, 7)]))
+    assert set(report.anomalies) == {"precommitted-read"}
