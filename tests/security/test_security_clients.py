@@ -460,8 +460,11 @@ def test_a_huge_frame_before_login_closes_the_connection(broker: BrokerProcess) 
     raw = Raw(broker.bootstrap("SASL_PLAINTEXT"))
     try:
         assert handshake(raw, "PLAIN", 0).error_code == 0
-        raw.sock.sendall(struct.pack(">i", 600_000) + b"\0" * 600_000)
-        assert raw.frame() is None
+        try:
+            raw.sock.sendall(struct.pack(">i", 600_000) + b"\0" * 600_000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused at the size prefix: the rest of the frame is never read
+        assert raw.closed_by_broker()
     finally:
         raw.close()
 
