@@ -50,7 +50,8 @@ from gregor.broker.inter_broker import (
 )
 from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
-from gregor.broker.metrics import BrokerMetrics, serve_metrics
+from gregor.broker.metrics import BrokerMetrics
+from gregor.broker.metrics_http import MetricsEndpoint, serve_metrics
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.quota_manager import QuotaManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
@@ -98,7 +99,7 @@ class Broker:
         self.node_id = config.node_id
         self.stopping = False
         self.connections: set[Connection] = set()
-        self.servers: list[Acceptor | asyncio.base_events.Server] = []
+        self.servers: list[Acceptor | MetricsEndpoint] = []
         #: Each listener's acceptor, by listener name.
         self.acceptors: dict[str, Acceptor] = {}
         self.bound_listeners: list[tuple[str, str, int]] = []
@@ -240,15 +241,20 @@ class Broker:
             self.controller.start()
         if config.metrics_address is not None:
             host, port = config.metrics_address
-            metrics_server, self.metrics_port = await serve_metrics(self, host, port)
+            endpoint = await serve_metrics(
+                self, host, port, config.metrics_web_config, int(config["metrics.max.connections"]),
+                int(config["metrics.cache.ms"]),
+            )
+            self.metrics_port = endpoint.port
             self.metrics.timing = True
-            self.servers.append(metrics_server)
+            self.servers.append(endpoint)
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()
         self._maintenance_task = asyncio.create_task(self._maintenance())
         extra: dict[str, Any] = {}
         if config.metrics_address is not None:
-            extra["metrics"] = f"http://{config.metrics_address[0]}:{self.metrics_port}/metrics"
+            scheme = "https" if config.metrics_web_config and config.metrics_web_config.ssl_context else "http"
+            extra["metrics"] = f"{scheme}://{config.metrics_address[0]}:{self.metrics_port}/metrics"
         log_event(
             log,
             "broker.started",

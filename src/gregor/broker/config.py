@@ -28,6 +28,7 @@ from gregor.broker.listener_security import (
     is_security_key,
     listener_security,
 )
+from gregor.broker.metrics_web import WebConfig, WebConfigError, load_web_config
 from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
 from gregor.security.password_encoder import PasswordEncoder
 from gregor.security.tls import TlsConfigError
@@ -272,6 +273,11 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "Connections the metrics endpoint serves at a time; more are answered 503 and closed.", 1,
     ),
     ConfigKey(
+        "metrics.cache.ms", "int", 1000,
+        "How long a rendered scrape is served again (scrapes meanwhile share one render); 0: each "
+        "scrape renders anew (concurrent ones still share).", 0,
+    ),
+    ConfigKey(
         "delegation.token.secret.key", "password", None,
         "The secret that signs delegation tokens (the same on every broker); unset: tokens are disabled.",
     ),
@@ -459,8 +465,18 @@ class BrokerConfig:
                 f"replica.selector.class={selector} is not a selector Gregor provides "
                 f"(use {', '.join(sorted(REPLICA_SELECTORS))}, or leave it empty: consumers read from leaders)"
             )
+        #: The metrics endpoint's TLS and basic auth (``metrics.web.config.file``), if any.
+        self.metrics_web_config: WebConfig | None = None
         if self.values["metrics.listener"]:
             self.metrics_address = parse_metrics_listener(str(self.values["metrics.listener"]))
+            web = self.values["metrics.web.config.file"]
+            if web:
+                try:
+                    self.metrics_web_config = load_web_config(str(web))
+                except WebConfigError as e:
+                    raise ConfigError(f"metrics.web.config.file: {e}") from None
+        elif self.values["metrics.web.config.file"]:
+            raise ConfigError("metrics.web.config.file is set but metrics.listener is not")
         if self.values["console.listener"]:
             try:
                 self.console_address = parse_metrics_listener(str(self.values["console.listener"]))
