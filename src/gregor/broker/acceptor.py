@@ -60,7 +60,8 @@ class AcceptorHost(Protocol):
 
 
 def _bind(host: str, port: int, backlog: int) -> list[socket.socket]:
-    """Listening sockets on every address of ``host`` (all interfaces for "" or 0.0.0.0)."""
+    """Listening sockets on every address of ``host`` (all interfaces for ""), all on one port
+    (with port 0: the one the first address got)."""
     infos = socket.getaddrinfo(
         host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE
     )
@@ -76,6 +77,8 @@ def _bind(host: str, port: int, backlog: int) -> list[socket.socket]:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # every address on the port the first one got
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
             sock.bind(address)
             sock.listen(backlog)
             sock.setblocking(False)
