@@ -79,7 +79,12 @@ def _bind(host: str, port: int, backlog: int) -> list[socket.socket]:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             if port == 0 and len(sockets) > 1:  # every address on the port the first one got
                 address = (address[0], sockets[0].getsockname()[1], *address[2:])
-            sock.bind(address)
+            try:
+                sock.bind(address)
+            except OSError as e:  # worded as asyncio's create_server words it
+                raise OSError(
+                    e.errno, f"error while attempting to bind on address {address!r}: {(e.strerror or '').lower()}"
+                ) from None
             sock.listen(backlog)
             sock.setblocking(False)
     except BaseException:

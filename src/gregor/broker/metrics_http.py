@@ -126,11 +126,11 @@ class MetricsEndpoint:
         extra: str = "",
         head_only: bool = False,
     ) -> None:
-        writer.write(
+        head = (
             f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
             f"{extra}{self._extra_headers()}Connection: close\r\n\r\n".encode()
-            + (b"" if head_only else body)
         )
+        writer.writelines([head] if head_only else [head, body])  # the body is not copied
         await asyncio.wait_for(writer.drain(), IO_TIMEOUT_S)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
