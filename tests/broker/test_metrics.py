@@ -24,6 +24,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess(config={
         "metrics.listener": "http://127.0.0.1:0", "offsets.topic.num.partitions": 2, "num.partitions": 2,
+        "metrics.cache.ms": 0,  # each scrape sees the traffic sent just before it
     }) as b:
         yield b
 

@@ -123,3 +123,29 @@ def test_open_metadata_store(tmp_path: Path) -> None:
             open_metadata_store(value, tmp_path, None)
     with pytest.raises(ValueError, match="key prefix"):
         open_metadata_store("etcd://127.0.0.1:2379/a b", tmp_path, None)
+
+
+def test_the_metadata_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """It holds SCRAM credentials, delegation token HMACs and encrypted passwords: mode 0600
+    whatever the umask, also when an older version left it (or a torn temp file) world-readable."""
+    path = tmp_path / "cluster-metadata.json"
+    path.write_text(json.dumps(_old_format_doc()))
+    path.chmod(0o644)
+    (tmp_path / "cluster-metadata.tmp").write_text("torn")
+    (tmp_path / "cluster-metadata.tmp").chmod(0o666)
+    import os
+
+    old_umask = os.umask(0o022)
+    try:
+        async def main() -> None:
+            store = FileMetadataStore(tmp_path)
+            await store.start()
+            assert path.stat().st_mode & 0o777 == 0o600
+            await store.alter_config_resource(4, "1", {"log.retention.ms": "1000"})
+            assert path.stat().st_mode & 0o777 == 0o600
+            await store.close()
+
+        asyncio.run(main())
+    finally:
+        os.umask(old_umask)
+    assert json.loads(path.read_text())["cluster_id"] == "OldClusterId0000000000"

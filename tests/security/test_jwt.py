@@ -191,3 +191,8 @@ def test_a_forged_expired_or_misdirected_token_is_refused(broker: BrokerProcess,
     ok = Producer(client(broker, good))
     ok.produce(f"jwt-ok-{uuid.uuid4().hex[:6]}", b"x")
     assert ok.flush(60) == 0
+
+
+def test_signed_jwt_validation_gets_no_unsecured_warning(broker: BrokerProcess) -> None:
+    log = broker.read_log()
+    assert "event=broker.started" in log and "event=sasl.oauthbearer_unsecured" not in log

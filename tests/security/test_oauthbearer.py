@@ -134,3 +134,12 @@ def test_confluent_kafka_with_an_unsecured_jwt(broker: BrokerProcess) -> None:
 def test_a_token_without_the_required_scope_is_refused(broker: BrokerProcess) -> None:
     err = authentication_error(client(broker, "principal=alice scope=other"))
     assert "insufficient_scope" in err.str()
+
+
+def test_a_listener_with_the_unsecured_validator_is_warned_about_at_start(broker: BrokerProcess) -> None:
+    """Kafka's unsecured validator believes any unsigned token (one saying sub=admin makes its
+    holder the super user admin): kept for parity, but the broker says so at start."""
+    lines = [line for line in broker.read_log().splitlines() if "event=sasl.oauthbearer_unsecured" in line]
+    assert len(lines) == 1, lines
+    assert "level=WARNING" in lines[0] and "listener=SASL_PLAINTEXT" in lines[0]
+    assert "oauthbearer.sasl.server.callback.handler.class" in lines[0]

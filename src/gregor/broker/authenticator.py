@@ -62,10 +62,6 @@ log = logging.getLogger("gregor.broker")
 
 HANDSHAKE, AUTHENTICATE, RAW, DONE, FAILED = "HANDSHAKE", "AUTHENTICATE", "RAW", "DONE", "FAILED"
 
-#: Largest frame accepted before the login (Kafka's ``sasl.server.max.receive.size``): an
-#: unauthenticated client cannot make the broker buffer a 100 MB request.
-MAX_RECEIVE_SIZE = 524288
-
 #: (user, mechanism) -> the stored SCRAM credential, or None.
 ScramLookup = Callable[[str, str], "ScramCredential | None"]
 #: (token id, mechanism) -> (credential, owner principal, expiry ms) of a live delegation
@@ -94,6 +90,9 @@ class SaslSession:
         self._token_lookup = token_lookup
         self.expires_at: float | None = None  # time.monotonic() when the session ends
         self._reauth_from: tuple[str, str] | None = None  # (mechanism, principal) being renewed
+        #: Called once the first login has succeeded (the connection lifts its frame limit).
+        self.on_login: Callable[[], None] | None = None
+        self._logged_in = False
 
     @property
     def authenticated(self) -> bool:
@@ -108,10 +107,13 @@ class SaslSession:
         return api_key == SaslHandshakeRequest.API_KEY or time.monotonic() >= self.expires_at
 
     def receive(self, frame: memoryview | bytes, info: ConnectionInfo) -> Outcome:
-        if len(frame) > MAX_RECEIVE_SIZE:
+        limit = self.security.max_receive_size
+        if not self._logged_in and len(frame) > limit:
+            # The connection's frame decoder refuses such a size prefix already; this keeps
+            # the rule for any other caller.
             log_event(
-                log, "connection.closed", logging.WARNING, peer=info.peer,
-                reason=f"{len(frame)}-byte frame before authentication (limit {MAX_RECEIVE_SIZE})",
+                log, "sasl.authentication_failed", logging.INFO, peer=info.peer, listener=info.listener,
+                reason=f"invalid receive (size = {len(frame)} larger than {limit}) before authentication",
             )
             return self._fail()
         if self.state == DONE:  # reached through wants(): re-authentication or expiry
@@ -211,6 +213,10 @@ class SaslSession:
                 peer=info.peer, mechanism=self.server.mechanism, principal=info.principal,
             )
             self._reauth_from = None
+            if not self._logged_in:
+                self._logged_in = True
+                if self.on_login is not None:
+                    self.on_login()
         return reply
 
     @property

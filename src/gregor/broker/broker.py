@@ -25,9 +25,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from gregor.broker.acceptor import Acceptor
 from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.client_telemetry import ClientTelemetry, subscriptions_of
 from gregor.broker.config import BrokerConfig
+from gregor.broker.connection_quotas import ConnectionQuotas
 from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
 from gregor.broker.controller_apis import ControllerService
 from gregor.broker.controller_propagation import ControllerPropagation
@@ -35,6 +37,7 @@ from gregor.broker.controller_requests import ControllerRequests
 from gregor.broker.coordinator_runtime import wall_clock_ms
 from gregor.broker.delegation_token_manager import DelegationTokenManager
 from gregor.broker.dispatch import Dispatcher
+from gregor.broker.dynamic_configs import is_password_config, reencode_passwords
 from gregor.broker.events import log_event
 from gregor.broker.fetch_session import FetchSessionCache
 from gregor.broker.group_service import GroupService
@@ -47,16 +50,18 @@ from gregor.broker.inter_broker import (
 )
 from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
-from gregor.broker.metrics import BrokerMetrics, serve_metrics
+from gregor.broker.metrics import BrokerMetrics
+from gregor.broker.metrics_http import MetricsEndpoint, serve_metrics
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.quota_manager import QuotaManager
 from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
 from gregor.broker.replica_manager import ReplicaManager
-from gregor.broker.server import Connection, close_idle, start_listener
+from gregor.broker.server import Connection, close_excess, close_idle, start_listener
 from gregor.broker.share_partitions import SharePartitions, ShareSettings
 from gregor.broker.share_service import SharePersister, ShareService
 from gregor.broker.shares import Shares
 from gregor.broker.topic_admin import TopicAdmin
+from gregor.broker.topic_configs import ConfigResourceType
 from gregor.broker.txn_service import TxnService
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
@@ -76,6 +81,7 @@ from gregor.protocol.messages.alter_partition import AlterPartitionRequest, Alte
 from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from gregor.security.acls import AclBindingFilter
 from gregor.security.authorizer import AclAuthorizer, parse_super_users
+from gregor.security.password_encoder import looks_encoded
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.manager import LogManager, delete_files
 
@@ -93,9 +99,17 @@ class Broker:
         self.node_id = config.node_id
         self.stopping = False
         self.connections: set[Connection] = set()
-        self.servers: list[asyncio.base_events.Server] = []
+        self.servers: list[Acceptor | MetricsEndpoint] = []
+        #: Each listener's acceptor, by listener name.
+        self.acceptors: dict[str, Acceptor] = {}
         self.bound_listeners: list[tuple[str, str, int]] = []
         self.max_request_bytes = int(config["socket.request.max.bytes"])
+        #: max.connections, max.connections.per.ip(.overrides), listener.name.<l>.max.connections;
+        #: the dynamic values are applied by the MetadataPublisher.
+        self.connection_quotas = ConnectionQuotas(
+            [listener.name for listener in config.listeners], config.inter_broker_listener, config.raw
+        )
+        self.connection_quotas.on_excess = self._close_excess_connections
         self.default_log_config: LogConfig = from_broker_props(dict(config.raw))
         self.fetch_sessions = FetchSessionCache(int(config["max.incremental.fetch.session.cache.slots"]))
         self.dispatcher = Dispatcher(self, HANDLERS)
@@ -161,6 +175,7 @@ class Broker:
             int(config["broker.session.timeout.ms"]),
         )
         image = await self.store.start()
+        await self._secure_stored_passwords()
         self.delegation_tokens.store = self.store
         self.logs = LogManager(
             [str(d) for d in config.log_dirs],
@@ -192,17 +207,25 @@ class Broker:
         self.replicas.on_txn_marker(self.groups.on_txn_marker)
         self.publisher = MetadataPublisher(
             self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics,
-            share_state=self.shares.state,
+            share_state=self.shares.state, on_broker_configs=self.connection_quotas.configure,
         )
         # The broker must be registered before its partitions are published (the image
         # names it as their leader) and before it listens; the ports come from binding.
         for listener in config.listeners:
-            server, port = await start_listener(
+            acceptor, port = await start_listener(
                 self, listener, config.security_protocol(listener.name),
                 config.listener_security[listener.name],
             )
-            self.servers.append(server)
+            self.servers.append(acceptor)
+            self.acceptors[listener.name] = acceptor
             self.bound_listeners.append((listener.name, listener.host, port))
+            if config.listener_security[listener.name].unsecured_oauthbearer:
+                log_event(
+                    log, "sasl.oauthbearer_unsecured", logging.WARNING, listener=listener.name,
+                    reason="OAUTHBEARER uses Kafka's unsecured validator: any unsigned token is believed, "
+                    "including one naming a super user; set listener.name."
+                    f"{listener.name.lower()}.oauthbearer.sasl.server.callback.handler.class to validate signed JWTs",
+                )
         await self.store.register_broker(self._registration())
         self.publisher.publish(initial_delta(self.store.image))
         self.store.subscribe(self.publisher.publish)
@@ -218,15 +241,20 @@ class Broker:
             self.controller.start()
         if config.metrics_address is not None:
             host, port = config.metrics_address
-            metrics_server, self.metrics_port = await serve_metrics(self, host, port)
+            endpoint = await serve_metrics(
+                self, host, port, config.metrics_web_config, int(config["metrics.max.connections"]),
+                int(config["metrics.cache.ms"]),
+            )
+            self.metrics_port = endpoint.port
             self.metrics.timing = True
-            self.servers.append(metrics_server)
+            self.servers.append(endpoint)
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()
         self._maintenance_task = asyncio.create_task(self._maintenance())
         extra: dict[str, Any] = {}
         if config.metrics_address is not None:
-            extra["metrics"] = f"http://{config.metrics_address[0]}:{self.metrics_port}/metrics"
+            scheme = "https" if config.metrics_web_config and config.metrics_web_config.ssl_context else "http"
+            extra["metrics"] = f"{scheme}://{config.metrics_address[0]}:{self.metrics_port}/metrics"
         log_event(
             log,
             "broker.started",
@@ -237,6 +265,27 @@ class Broker:
             log_dirs=",".join(str(d) for d in config.log_dirs),
             topics=len(self.store.image.topics),
         )
+
+    async def _secure_stored_passwords(self) -> None:
+        """Dynamic password configs of this broker (and the cluster default) kept in clear or
+        with ``password.encoder.old.secret`` are stored again, encrypted with
+        ``password.encoder.secret``; without a secret, configs kept in clear are reported."""
+        config = self.config
+        broker = int(ConfigResourceType.BROKER)
+        for name in (str(self.node_id), ""):
+            stored = self.store.image.config_resource(broker, name)
+            new = reencode_passwords(stored, config.password_encoder, config.old_password_encoder)
+            if new is not None:
+                await self.store.alter_config_resource(broker, name, new)
+                log_event(log, "config.passwords_encrypted", resource=f"BROKER:{name}")
+            elif config.password_encoder is None:
+                clear = sorted(k for k, v in stored.items() if is_password_config(k) and not looks_encoded(v))
+                if clear:
+                    log_event(
+                        log, "config.passwords_in_clear", logging.WARNING, resource=f"BROKER:{name}",
+                        configs=",".join(clear),
+                        reason="set password.encoder.secret to keep dynamic password configs encrypted",
+                    )
 
     def _share_groups(self, config: BrokerConfig) -> Shares:
         state = ShareService(
@@ -429,6 +478,9 @@ class Broker:
                     log_event(log, "delegation_tokens.expired", count=len(removed))
             except Exception:  # noqa: BLE001 - the next check tries again
                 log.exception("removing expired delegation tokens failed")
+
+    def _close_excess_connections(self) -> None:
+        close_excess(self.connections, self.connection_quotas)
 
     # --- ServerHost ---
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gregor.broker.connection_quotas import parse_ip_overrides
 from gregor.broker.listener_security import (
     InterBrokerClient,
     ListenerSecurity,
@@ -27,7 +28,9 @@ from gregor.broker.listener_security import (
     is_security_key,
     listener_security,
 )
+from gregor.broker.metrics_web import WebConfig, WebConfigError, load_web_config
 from gregor.cluster.etcd_url import is_etcd_url, parse_etcd_url
+from gregor.security.password_encoder import PasswordEncoder
 from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
 from gregor.storage.errors import InvalidConfigError
@@ -196,6 +199,43 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Pause between controlled-shutdown requests.", 0),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
     ConfigKey(
+        "max.connections", "int", 2147483647,
+        "Connections the broker takes at a time (all listeners; the inter-broker listener is exempt "
+        "when there are others); at the limit a listener stops accepting until one closes. "
+        "listener.name.<l>.max.connections limits one listener.", 0,
+    ),
+    ConfigKey(
+        "max.connections.per.ip", "int", 2147483647,
+        "Connections one IP address may have open; one more is closed at once.", 0,
+    ),
+    ConfigKey(
+        "max.connections.per.ip.overrides", "string", "",
+        "Per-address or host name limits that replace max.connections.per.ip: host:count,ip:count.",
+    ),
+    ConfigKey(
+        "sasl.server.max.receive.size", "int", 524288,
+        "Largest request frame a SASL listener reads before the login has succeeded (Kafka's "
+        "fix for CVE-2022-34917); a bigger size prefix closes the connection.", 1,
+    ),
+    ConfigKey(
+        "password.encoder.secret", "password", None,
+        "The secret that encrypts dynamically set password configs at rest; without it they are refused.",
+    ),
+    ConfigKey(
+        "password.encoder.old.secret", "password", None,
+        "The previous password.encoder.secret: stored passwords it decodes are encrypted again with the new one.",
+    ),
+    ConfigKey(
+        "password.encoder.keyfactory.algorithm", "string", None,
+        "Key derivation of the password encoder: PBKDF2WithHmacSHA512 (default), PBKDF2WithHmacSHA256, PBKDF2WithHmacSHA1.",
+    ),
+    ConfigKey(
+        "password.encoder.cipher.algorithm", "string", "AES/CBC/PKCS5Padding",
+        "Cipher of the password encoder: AES/CBC/PKCS5Padding or AES/GCM/NoPadding.",
+    ),
+    ConfigKey("password.encoder.key.length", "int", 128, "Key length of the password encoder (bits).", 8),
+    ConfigKey("password.encoder.iterations", "int", 4096, "Key derivation iterations of the password encoder.", 1024),
+    ConfigKey(
         "metadata.store", "string", "file",
         "file (single node, default), memory (tests), or etcd://host:port[,host:port...][/prefix] "
         "(a cluster whose metadata lives in etcd under the key prefix, /gregor by default).",
@@ -233,6 +273,20 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "metrics.listener", "string", None,
         "Serve Prometheus metrics (Kafka's JMX names) at http://host:port/metrics; unset: none.",
+    ),
+    ConfigKey(
+        "metrics.web.config.file", "string", None,
+        "A Prometheus exporter web configuration file (YAML: tls_server_config with cert_file and "
+        "key_file, basic_auth_users with bcrypt hashes) for the metrics endpoint; unset: plain HTTP, no login.",
+    ),
+    ConfigKey(
+        "metrics.max.connections", "int", 16,
+        "Connections the metrics endpoint serves at a time; more are answered 503 and closed.", 1,
+    ),
+    ConfigKey(
+        "metrics.cache.ms", "int", 1000,
+        "How long a rendered scrape is served again (scrapes meanwhile share one render); 0: each "
+        "scrape renders anew (concurrent ones still share).", 0,
     ),
     ConfigKey(
         "delegation.token.secret.key", "password", None,
@@ -422,8 +476,18 @@ class BrokerConfig:
                 f"replica.selector.class={selector} is not a selector Gregor provides "
                 f"(use {', '.join(sorted(REPLICA_SELECTORS))}, or leave it empty: consumers read from leaders)"
             )
+        #: The metrics endpoint's TLS and basic auth (``metrics.web.config.file``), if any.
+        self.metrics_web_config: WebConfig | None = None
         if self.values["metrics.listener"]:
             self.metrics_address = parse_metrics_listener(str(self.values["metrics.listener"]))
+            web = self.values["metrics.web.config.file"]
+            if web:
+                try:
+                    self.metrics_web_config = load_web_config(str(web))
+                except WebConfigError as e:
+                    raise ConfigError(f"metrics.web.config.file: {e}") from None
+        elif self.values["metrics.web.config.file"]:
+            raise ConfigError("metrics.web.config.file is set but metrics.listener is not")
         if self.values["console.listener"]:
             try:
                 self.console_address = parse_metrics_listener(str(self.values["console.listener"]))
@@ -440,6 +504,10 @@ class BrokerConfig:
                     "console.listener needs a PLAINTEXT listener to reach the broker through; with "
                     "security on, run `gregor console` with the client's -X login settings instead"
                 )
+        self._check_connection_limits()
+        self.password_encoder = self._encoder("password.encoder.secret")
+        #: Decodes what an earlier password.encoder.secret encoded (re-encoded at start).
+        self.old_password_encoder = self._encoder("password.encoder.old.secret")
         authorizer = str(self.values["authorizer.class.name"] or "").strip()
         if authorizer and authorizer not in AUTHORIZER_CLASS_NAMES:
             raise ConfigError(
@@ -461,6 +529,43 @@ class BrokerConfig:
                 f"metadata.store={store} is not available in this version of Gregor "
                 f"(use one of: {', '.join(sorted(METADATA_STORES))}, etcd://host:port[/prefix])"
             )
+
+    def _check_connection_limits(self) -> None:
+        try:
+            overrides = parse_ip_overrides(str(self.values["max.connections.per.ip.overrides"] or ""))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if self.values["max.connections.per.ip"] == 0 and not overrides:
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+            )
+        for listener in self.listeners:
+            key = f"listener.name.{listener.name.lower()}.max.connections"
+            text = self.raw.get(key)
+            if text is None:
+                continue
+            try:
+                value = int(text.strip())
+            except ValueError:
+                raise ConfigError(f"{key}={text!r} is not a number") from None
+            if value <= 0:
+                raise ConfigError(f"Invalid max.connections {value} ({key})")
+
+    def _encoder(self, secret_key: str) -> PasswordEncoder | None:
+        """The password encoder of ``secret_key``'s secret, None when it is unset."""
+        secret = self.values[secret_key]
+        if not secret:
+            return None
+        try:
+            return PasswordEncoder(
+                str(secret),
+                self.values["password.encoder.keyfactory.algorithm"],
+                str(self.values["password.encoder.cipher.algorithm"]),
+                int(self.values["password.encoder.key.length"]),
+                int(self.values["password.encoder.iterations"]),
+            )
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of a listener; ConfigError if it is unmapped or one this

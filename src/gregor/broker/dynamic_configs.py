@@ -15,19 +15,36 @@ with a shared store, reach every broker). A broker key resolves, first match win
 :func:`broker_layers` gives layers 1-3 in that order, for describing broker and topic configs;
 :func:`effective_props` merges them for the parts of the broker that apply changes at run time
 (the log defaults: ``log.retention.*``, ``log.segment.bytes``, ``message.max.bytes``,
-``log.cleanup.policy``, ... and ``min.insync.replicas``; see ``MetadataPublisher``). Keys
-Gregor accepts but does not act on (thread counts, SASL settings) are stored and described.
+``log.cleanup.policy``, ... and ``min.insync.replicas``; and the connection limits; see
+``MetadataPublisher``). Keys Gregor accepts but does not act on (thread counts, SASL
+settings) are stored and described.
+
+Listener configs take Kafka's ``listener.name.<l>.`` prefix (``listener.name.<l>.<mechanism>.``
+for a mechanism's ``sasl.jaas.config``): the SSL key and trust store settings only that way,
+per broker; ``max.connections`` and ``max.connection.creation.rate`` also cluster-wide.
+
+Password configs (Kafka's PASSWORD type: ``sasl.jaas.config``, the ``ssl.*`` passwords, keys and
+certificates, with or without a listener prefix) are never described (value null,
+``is_sensitive`` true) and are stored encrypted with ``password.encoder.secret``
+(``gregor.security.password_encoder``); without that secret they are refused ("Password encoder
+secret not configured", as Kafka's brokers refuse them). ``decode_passwords`` gives the stored
+values back in clear where the broker needs them (validating a new override set).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from gregor.broker.config import BrokerConfig, ConfigError
 from gregor.broker.errors import kafka_error
-from gregor.broker.topic_configs import ConfigResourceType, ConfigSource
+from gregor.broker.events import log_event
+from gregor.broker.topic_configs import ConfigResourceType, ConfigSource, ConfigType
 from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.security.password_encoder import PasswordDecodeError, PasswordEncoder, looks_encoded
+
+log = logging.getLogger("gregor.broker")
 
 __all__ = [
     "CLUSTER_WIDE",
@@ -35,7 +52,11 @@ __all__ = [
     "PER_BROKER",
     "Layers",
     "broker_layers",
+    "config_type",
+    "decode_passwords",
     "effective_props",
+    "encode_passwords",
+    "is_password_config",
     "validate_broker_overrides",
 ]
 
@@ -85,7 +106,133 @@ DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
     **{k: PER_BROKER for k in _PER_BROKER_KEYS},
 }
 
+#: Kafka's ``SslConfigs.RECONFIGURABLE_CONFIGS``: dynamic only with a listener prefix, per broker.
+SSL_LISTENER_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
+})
+#: Listener configs that may also be set for all brokers (Kafka's ClusterLevelListenerConfigs).
+_CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate"})
+#: Per-mechanism listener configs (``listener.name.<l>.<mechanism>.<key>``).
+_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms",
+                      "sasl.login.callback.handler.class", "sasl.login.class")
+#: Kafka's PASSWORD-type broker configs.
+PASSWORD_CONFIGS = frozenset({
+    "sasl.jaas.config", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+    "delegation.token.secret.key", "delegation.token.master.key",
+    "password.encoder.secret", "password.encoder.old.secret",
+})
+#: Kafka's types of the dynamic broker configs Gregor stores without a key of its own.
+_DYNAMIC_TYPES: dict[str, ConfigType] = {
+    "background.threads": ConfigType.INT, "follower.replication.throttled.rate": ConfigType.LONG,
+    "leader.replication.throttled.rate": ConfigType.LONG, "log.cleaner.dedupe.buffer.size": ConfigType.LONG,
+    "log.cleaner.io.buffer.load.factor": ConfigType.DOUBLE, "log.cleaner.io.buffer.size": ConfigType.INT,
+    "log.cleaner.io.max.bytes.per.second": ConfigType.DOUBLE, "log.cleaner.threads": ConfigType.INT,
+    "log.message.timestamp.difference.max.ms": ConfigType.LONG, "max.connection.creation.rate": ConfigType.INT,
+    "metric.reporters": ConfigType.LIST, "num.recovery.threads.per.data.dir": ConfigType.INT,
+    "num.replica.fetchers": ConfigType.INT, "replica.alter.log.dirs.io.max.bytes.per.second": ConfigType.LONG,
+    "sasl.enabled.mechanisms": ConfigType.LIST, "sasl.kerberos.kinit.cmd": ConfigType.STRING,
+    "sasl.kerberos.min.time.before.relogin": ConfigType.LONG, "sasl.kerberos.service.name": ConfigType.STRING,
+    "sasl.kerberos.ticket.renew.jitter": ConfigType.DOUBLE,
+    "sasl.kerberos.ticket.renew.window.factor": ConfigType.DOUBLE,
+    "sasl.login.refresh.buffer.seconds": ConfigType.SHORT, "sasl.login.refresh.min.period.seconds": ConfigType.SHORT,
+    "sasl.login.refresh.window.factor": ConfigType.DOUBLE, "sasl.login.refresh.window.jitter": ConfigType.DOUBLE,
+    "sasl.mechanism.inter.broker.protocol": ConfigType.STRING,
+    "transaction.partition.verification.enable": ConfigType.BOOLEAN,
+    "ssl.keystore.type": ConfigType.STRING, "ssl.keystore.location": ConfigType.STRING,
+    "ssl.truststore.type": ConfigType.STRING, "ssl.truststore.location": ConfigType.STRING,
+    "sasl.server.callback.handler.class": ConfigType.CLASS, "connections.max.reauth.ms": ConfigType.LONG,
+    "sasl.login.callback.handler.class": ConfigType.CLASS, "sasl.login.class": ConfigType.CLASS,
+    "max.connections": ConfigType.INT, "sasl.server.max.receive.size": ConfigType.INT,
+}
+
 _BROKER = int(ConfigResourceType.BROKER)
+_LISTENER_PREFIX = "listener.name."
+
+
+def listener_base(name: str) -> str | None:
+    """The config a ``listener.name.<l>.[<mechanism>.]<key>`` name sets (``<key>``), None for
+    a name without the listener prefix."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    parts = name.split(".", 3)
+    if len(parts) < 4 or not parts[2]:
+        return ""
+    rest = parts[3]
+    for key in _MECHANISM_CONFIGS:
+        if rest.endswith("." + key) and "." not in rest[: -len(key) - 1]:
+            return key
+    return rest
+
+
+def is_password_config(name: str) -> bool:
+    """Kafka's ``isPasswordConfig``: a PASSWORD-type config, with or without a listener prefix."""
+    base = listener_base(name)
+    return (base if base is not None else name) in PASSWORD_CONFIGS
+
+
+def config_type(name: str, known: Mapping[str, ConfigType]) -> ConfigType | None:
+    """The type of a broker config (``known``: the broker's own keys), listener prefix or not;
+    None when it is unknown (Kafka then treats it as sensitive)."""
+    if is_password_config(name):
+        return ConfigType.PASSWORD
+    base = listener_base(name)
+    key = base if base is not None else name
+    found = known.get(key)
+    return found if found is not None else _DYNAMIC_TYPES.get(key)
+
+
+def dynamic_mode(name: str) -> str | None:
+    """How ``name`` may change at run time (PER_BROKER, CLUSTER_WIDE), None: read-only."""
+    base = listener_base(name)
+    if base is None:
+        return DYNAMIC_BROKER_CONFIGS.get(name)
+    if base in _CLUSTER_LEVEL_LISTENER_CONFIGS:
+        return CLUSTER_WIDE
+    if base in SSL_LISTENER_CONFIGS or base in _MECHANISM_CONFIGS or DYNAMIC_BROKER_CONFIGS.get(base) == PER_BROKER:
+        return PER_BROKER
+    return None
+
+
+def encode_passwords(props: Mapping[str, str], encoder: PasswordEncoder | None) -> dict[str, str]:
+    """``props`` with every password config's clear value encrypted (for storing)."""
+    out = dict(props)
+    for name, value in props.items():
+        if is_password_config(name) and not looks_encoded(value):
+            if encoder is None:
+                raise ValueError("Password encoder secret not configured")
+            out[name] = encoder.encode(value)
+    return out
+
+
+def decode_passwords(
+    props: Mapping[str, str], encoder: PasswordEncoder | None, old_encoder: PasswordEncoder | None = None
+) -> dict[str, str]:
+    """``props`` with every stored password config decoded (with ``password.encoder.secret``,
+    else ``password.encoder.old.secret``); one neither decodes is left out and logged, as
+    Kafka ignores it ("could not be decoded, ignoring")."""
+    out = dict(props)
+    for name, value in props.items():
+        if not (is_password_config(name) and looks_encoded(value)):
+            continue
+        for candidate in (encoder, old_encoder):
+            if candidate is None:
+                continue
+            try:
+                out[name] = candidate.decode(value)
+                break
+            except PasswordDecodeError:
+                continue
+        else:
+            del out[name]
+            log_event(
+                log, "config.password_undecodable", logging.ERROR, config=name,
+                reason="Dynamic password config could not be decoded with password.encoder.secret "
+                "(or password.encoder.old.secret), ignoring",
+            )
+    return out
 
 
 def broker_layers(image: MetadataImage, node_id: int, static: Mapping[str, str]) -> Layers:
@@ -114,8 +261,12 @@ def validate_broker_overrides(
 ) -> None:
     """Refuse a new override set for the broker resource ``name`` ("" = cluster default) as
     Kafka does (INVALID_REQUEST, "Invalid config value for resource ...: ..."): read-only keys,
-    per-broker keys at the cluster level, values the broker cannot use. ``layers`` are the
-    current ones; the set replaces the layer of ``name``."""
+    SSL store settings without a listener prefix, per-broker keys at the cluster level,
+    password configs without ``password.encoder.secret``, values the broker cannot use.
+    ``layers`` are the current ones, passwords in clear (``decode_passwords``); the set (in
+    clear too) replaces the layer of ``name``. (Kafka's ZooKeeper-mode brokers answered the
+    missing secret with INVALID_CONFIG and checked it only when storing; it is checked with
+    everything else here, so ``validate_only`` predicts the outcome.)"""
     per_broker = name != ""
 
     def refuse(why: str) -> KafkaError:
@@ -124,16 +275,24 @@ def validate_broker_overrides(
             f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {why}",
         )
 
-    read_only = [k for k in overrides if k not in DYNAMIC_BROKER_CONFIGS]
+    read_only = [k for k in overrides if dynamic_mode(k) is None and k not in SSL_LISTENER_CONFIGS]
     if read_only:
         raise refuse(f"Cannot update these configs dynamically: {_scala_set(read_only)}")
+    unprefixed = [k for k in overrides if k in SSL_LISTENER_CONFIGS]
+    if unprefixed:
+        raise refuse(
+            "These security configs can be dynamically updated only per-listener using the listener "
+            f"prefix: {_scala_set(unprefixed)}"
+        )
     if not per_broker:
-        only_per_broker = [k for k in overrides if DYNAMIC_BROKER_CONFIGS[k] == PER_BROKER]
+        only_per_broker = [k for k in overrides if dynamic_mode(k) == PER_BROKER]
         if only_per_broker:
             raise refuse(
                 "Cannot update these configs at default cluster level, broker id must be "
                 f"specified: {_scala_set(only_per_broker)}"
             )
+        if any(is_password_config(k) for k in overrides):
+            raise refuse("Password config can be defined only at broker level")
     replaced = [
         (overrides if source == (
             ConfigSource.DYNAMIC_BROKER_CONFIG if per_broker else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -141,6 +300,39 @@ def validate_broker_overrides(
         for props, source in layers
     ]
     try:
-        BrokerConfig(effective_props(replaced))
+        config = BrokerConfig(effective_props(replaced))
     except ConfigError as e:
         raise refuse(str(e)) from None
+    if config.password_encoder is None and any(is_password_config(k) for k in overrides):
+        raise refuse("Password encoder secret not configured")
+
+
+def reencode_passwords(
+    stored: Mapping[str, str], encoder: PasswordEncoder | None, old_encoder: PasswordEncoder | None
+) -> dict[str, str] | None:
+    """What a broker override set should be stored as at start, None when it is fine: with
+    ``password.encoder.secret``, password configs kept in clear (by an older Gregor) or
+    encoded with ``password.encoder.old.secret`` are encrypted with the current secret (as
+    Kafka's brokers re-encode at start); values no secret decodes are left for
+    ``decode_passwords`` to report. Without a secret nothing changes (see the warning the
+    broker logs)."""
+    if encoder is None:
+        return None
+    new = dict(stored)
+    for name, value in stored.items():
+        if not is_password_config(name):
+            continue
+        if not looks_encoded(value):
+            new[name] = encoder.encode(value)
+            continue
+        try:
+            encoder.decode(value)
+            continue
+        except PasswordDecodeError:
+            pass
+        if old_encoder is not None:
+            try:
+                new[name] = encoder.encode(old_encoder.decode(value))
+            except PasswordDecodeError:
+                pass
+    return new if new != dict(stored) else None

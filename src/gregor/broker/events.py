@@ -3,6 +3,13 @@
 One line per event, logfmt style, so a person can read it and a machine can grep or parse it
 (or one JSON object per line with ``setup_logging(fmt="json")``).
 Callers pass the event name and fields: ``log_event(logger, "broker.started", node_id=1)``.
+
+Many values come from clients (client ids, topic and group names, principals, peer-supplied
+error text). Both formatters pass every value, the message and an exception's text through
+``escape_log_text``, which writes every character that is not printable (C0 and C1 controls
+such as CR and ESC, DEL, the line and paragraph separators U+2028/U+2029, bidirectional and
+other format characters, unassigned code points) as a backslash escape, so no client can
+forge a log line, hide one, or drive the terminal that shows it.
 """
 
 from __future__ import annotations
@@ -11,13 +18,40 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def _escape_char(c: str) -> str:
+    named = _NAMED_ESCAPES.get(c)
+    if named is not None:
+        return named
+    if c == " " or c.isprintable():
+        return c
+    n = ord(c)
+    if n < 0x100:
+        return f"\\x{n:02x}"
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    return f"\\U{n:08x}"
+
+
+def escape_log_text(text: str) -> str:
+    """``text`` with every non-printable character (``str.isprintable``: controls, format
+    characters, line and paragraph separators, ...) and the backslash written as an escape
+    (``\\n``, ``\\r``, ``\\t``, ``\\\\``, ``\\x1b``, ``\\u2028``), so it stays on one line
+    and carries no terminal control. The one escaping function of every log line."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(map(_escape_char, text))
 
 
 def _fmt_value(v: Any) -> str:
-    s = str(v)
-    if s == "" or any(c in s for c in ' "=\n'):
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    s = escape_log_text(str(v))
+    if s == "" or any(c in s for c in ' "=\\'):
+        return '"' + s.replace('"', '\\"') + '"'
     return s
 
 
@@ -50,12 +84,15 @@ class JsonFormatter(logging.Formatter):
         doc: dict[str, Any] = {"ts": ts, "level": record.levelname, "logger": record.name}
         fields = getattr(record, "fields", None)
         if fields is not None:
-            doc["event"] = record.getMessage()
-            doc.update({k: v if isinstance(v, (int, float, bool)) or v is None else str(v) for k, v in fields.items()})
+            doc["event"] = escape_log_text(record.getMessage())
+            doc.update({
+                k: v if isinstance(v, (int, float, bool)) or v is None else escape_log_text(str(v))
+                for k, v in fields.items()
+            })
         else:
-            doc["msg"] = record.getMessage()
+            doc["msg"] = escape_log_text(record.getMessage())
         if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
+            doc["exc"] = escape_log_text(self.formatException(record.exc_info))
         return json.dumps(doc)
 
 
@@ -65,3 +102,34 @@ def setup_logging(level: str = "INFO", fmt: str = "logfmt") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class LogRateLimit:
+    """At most ``limit`` lines per ``window_s`` seconds for one kind of event that a peer can
+    cause at will (refused TLS handshakes, refused connections): ``allow()`` says whether to
+    log this one, and ``suppressed`` how many were left out since the last line logged (put
+    it in that line)."""
+
+    def __init__(self, limit: int = 10, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._clock = clock
+        self._window_start = -float("inf")
+        self._in_window = 0
+        self.suppressed = 0
+
+    def allow(self) -> bool:
+        now = self._clock()
+        if now - self._window_start >= self.window_s:
+            self._window_start = now
+            self._in_window = 0
+        if self._in_window >= self.limit:
+            self.suppressed += 1
+            return False
+        self._in_window += 1
+        return True
+
+    def take_suppressed(self) -> int:
+        """How many lines were left out since the last call (and start counting again)."""
+        n, self.suppressed = self.suppressed, 0
+        return n

@@ -47,6 +47,10 @@ SECURITY_KEYS = frozenset({
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
 })
+#: Kafka's default ``sasl.server.max.receive.size`` (512 KiB).
+DEFAULT_SASL_MAX_RECEIVE_SIZE = 524288
+#: Settings of a listener's connections that may carry its prefix (``listener.name.<l>.``).
+LISTENER_KEYS = frozenset({"max.connections", "max.connection.creation.rate", "sasl.server.max.receive.size"})
 #: Per-mechanism settings (``listener.name.<l>.<mechanism>.<key>``).
 MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms", "sasl.server.callback.handler.class")
 
@@ -60,7 +64,7 @@ def is_security_key(name: str) -> bool:
             return False
         rest = parts[3]
         mechanism, _, tail = rest.partition(".")
-        return rest in SECURITY_KEYS or (tail in MECHANISM_KEYS and bool(mechanism))
+        return rest in SECURITY_KEYS or rest in LISTENER_KEYS or (tail in MECHANISM_KEYS and bool(mechanism))
     return name in SECURITY_KEYS
 
 
@@ -75,6 +79,13 @@ class ListenerSecurity:
     #: KIP-368 session lifetime per mechanism (``connections.max.reauth.ms``); 0: unlimited.
     reauth_ms: dict[str, int] = field(default_factory=dict)
     oauthbearer: TokenValidator | None = None
+    #: ``sasl.server.max.receive.size``: the largest frame read before the login succeeded.
+    max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE
+
+    @property
+    def unsecured_oauthbearer(self) -> bool:
+        """OAUTHBEARER with Kafka's unsecured validator: unsigned tokens are believed."""
+        return isinstance(self.oauthbearer, UnsecuredValidator)
 
     @property
     def sasl(self) -> bool:
@@ -94,6 +105,14 @@ def listener_security(name: str, protocol: str, get: Getter, prefixed: Getter) -
                 lambda key: prefixed(key) if key == "ssl.client.auth" else get(key)
             )
     if protocol in SASL_PROTOCOLS:
+        size = get("sasl.server.max.receive.size")
+        if size is not None:
+            try:
+                sec.max_receive_size = int(size)
+            except ValueError:
+                raise ValueError(f"sasl.server.max.receive.size={size} is not a number") from None
+            if sec.max_receive_size < 1:
+                raise ValueError(f"sasl.server.max.receive.size={size} must be at least 1")
         text = get("sasl.enabled.mechanisms") or DEFAULT_MECHANISMS
         mechanisms = tuple(m.strip().upper() for m in text.split(",") if m.strip())
         unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]

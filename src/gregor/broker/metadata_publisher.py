@@ -23,6 +23,7 @@ single-node shortcuts (leader is me, ISR is me) live nowhere else.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 
 from gregor.broker.config import BrokerConfig
 from gregor.broker.coordinator_runtime import CoordinatorRuntime
@@ -51,8 +52,11 @@ class MetadataPublisher:
         transactions: CoordinatorRuntime,
         topics: TopicAdmin | None = None,
         share_state: CoordinatorRuntime | None = None,
+        on_broker_configs: Callable[[Mapping[str, str]], None] | None = None,
     ) -> None:
         self.node_id = node_id
+        #: Told the effective broker configs when dynamic ones change (connection limits).
+        self.on_broker_configs = on_broker_configs
         self.config = config
         self.topics = topics
         #: server.properties with the dynamic broker configs on top.
@@ -89,6 +93,8 @@ class MetadataPublisher:
             t = image.topic(topic)
             if t is not None:
                 partition.min_insync_replicas = self._min_insync(t)
+        if self.on_broker_configs is not None:
+            self.on_broker_configs(self.broker_props)
         log_event(log, "broker.dynamic_configs", version=image.version)
 
     def _apply(self, delta: MetadataDelta) -> None:

@@ -7,19 +7,20 @@ per topic and failed requests per topic; every connection adds the bytes it read
 to its listener's totals. Everything that is state rather than traffic (connections per
 listener, partitions and leaders, log sizes and offsets, under-replicated and offline
 partitions, the active controller, consumer-group lag, purgatories) is read when Prometheus
-scrapes, by ``BrokerCollector.collect`` on the broker's event loop. So a scrape costs a walk
-over the partitions, and a request costs a few additions.
+scrapes.
+
+A scrape costs the event loop only a copy: ``take_snapshot`` runs on the loop and copies the
+counters and each partition's figures into a ``Snapshot`` of plain numbers (with the
+immutable metadata image), a few hundred partitions per turn of the loop. Building the metric
+families and the text exposition (``render``, prometheus-client's ``generate_latest``), which
+is most of a scrape's cost (tens of milliseconds for a few hundred partitions), runs on a
+worker thread, where it reads only the snapshot. ``metrics_http`` serves it.
 
 Names follow the convention Kafka's JMX exporter setups use: ``kafka_<domain>_<type>_<name>``
 in lower case (``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t`` becomes
 ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``); Kafka's meters (rates) are
 counters here, since Prometheus computes rates itself; Kafka's request-time histograms are
 Prometheus histograms in milliseconds.
-
-``serve_metrics`` answers ``GET /metrics`` on ``metrics.listener`` (``http://host:port``) with
-prometheus-client's text format, from a small asyncio HTTP responder on the broker's loop
-(prometheus-client's own servers run in threads, where reading the broker's state would race
-with the loop).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -171,24 +172,131 @@ def _api_name(api_key: int) -> str:
     return info.name if info is not None else str(api_key)
 
 
-class BrokerCollector(Collector):
-    """Reads the counters and the broker's state at scrape time."""
+@dataclass(slots=True)
+class PartitionSample:
+    """One hosted partition's log figures, read at scrape time."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    topic: str
+    index: int
+    size: int
+    start: int
+    end: int
+    segments: int
+    leader: bool
+    high_watermark: int
+    under_replicated: bool
+
+
+@dataclass
+class Snapshot:
+    """Everything a scrape reports, copied from the broker on its event loop (plain numbers
+    and the immutable metadata image), so the exposition can be rendered on another thread."""
+
+    node_id: int
+    topics: list[tuple[str, tuple[int, ...]]]
+    requests: dict[int, int]
+    errors: dict[tuple[int, int], int]
+    #: family name (``totaltimems``, ...) -> api key -> (bucket counts, sum)
+    times: dict[str, dict[int, tuple[list[int], float]]]
+    live: dict[str, int]
+    network: dict[str, list[int]]
+    listeners: list[str]
+    partitions: list[PartitionSample] = field(default_factory=list)
+    isr_changes: tuple[int, int] = (0, 0)
+    image: MetadataImage | None = None
+    produce_waiting: int = 0
+    fetch_waiting: int = 0
+    committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    #: ((instance id, client id, software name, software version), pushes,
+    #: [(metric, attributes, value, count)])
+    telemetry: list[tuple[tuple[str, str, str, str], int, list[tuple[str, str, float, int | None]]]] = field(
+        default_factory=list
+    )
+
+
+_TOPIC_FIELDS = (
+    "bytes_in", "messages_in", "bytes_out", "bytes_rejected", "produce_requests", "failed_produce_requests",
+    "fetch_requests", "failed_fetch_requests",
+)
+_TIME_FAMILIES = (
+    ("totaltimems", "total_time", "From the request's arrival to its answer queued, ms."),
+    ("requestqueuetimems", "queue_time", "Waiting behind the connection's earlier requests, ms."),
+    ("localtimems", "local_time", "The handler's own steps on the event loop, ms."),
+    ("remotetimems", "remote_time", "Waiting inside the handler (acks=all, long polls), ms."),
+    ("throttletimems", "throttle_time", "Throttle time given in answers, ms."),
+)
+#: Partitions read per turn of the event loop while a snapshot is taken.
+SNAPSHOT_CHUNK = 500
+
+
+async def take_snapshot(b: Broker) -> Snapshot:
+    """Copy what a scrape reports, on the broker's loop: the counters, then the partitions
+    ``SNAPSHOT_CHUNK`` at a time, giving the loop back between chunks."""
+    m = b.metrics
+    live: dict[str, int] = {}
+    for conn in list(b.connections):
+        live[conn.info.listener] = live.get(conn.info.listener, 0) + 1
+    snap = Snapshot(
+        node_id=b.node_id,
+        topics=[(name, tuple(getattr(t, f) for f in _TOPIC_FIELDS)) for name, t in m.topics.items()],
+        requests=dict(m.requests),
+        errors=dict(m.errors),
+        times={
+            family: {key: (list(h.counts), h.total) for key, h in getattr(m, attr).items()}
+            for family, attr, _ in _TIME_FAMILIES
+        },
+        live=live,
+        network={name: list(n) for name, n in m.network.items()},
+        listeners=[name for name, _, _ in b.bound_listeners],
+        isr_changes=(m.isr_changes[0], m.isr_changes[1]),
+        image=b.image,
+        committed=b.groups.committed_offsets(),
+    )
+    for inst in list(b.client_telemetry.instances.values()):
+        who = (
+            str(inst.instance_id), inst.client.get("client_id", ""), inst.client.get("client_software_name", ""),
+            inst.client.get("client_software_version", ""),
+        )
+        points = [
+            (p.name, ",".join(f"{k}={v}" for k, v in p.attributes), p.value, p.count) for p in inst.points.values()
+        ]
+        snap.telemetry.append((who, inst.pushes, points))
+    items = list(b.replicas.partitions.items())
+    for start in range(0, len(items), SNAPSHOT_CHUNK):
+        if start:
+            await asyncio.sleep(0)
+        for (topic, index), p in items[start : start + SNAPSHOT_CHUNK]:
+            try:
+                log_ = p.log
+                leader = p.is_leader
+                snap.partitions.append(PartitionSample(
+                    topic, index, log_.size, log_.log_start_offset, log_.log_end_offset, log_.num_segments,
+                    leader, log_.high_watermark if leader else 0, leader and len(p.isr) < len(p.replicas),
+                ))
+                snap.produce_waiting += p.waiting_acks
+                snap.fetch_waiting += p.waiting_fetches
+            except Exception:  # noqa: BLE001 - a partition stopped meanwhile: leave it out
+                continue
+    return snap
+
+
+class BrokerCollector(Collector):
+    """Builds the metric families from a ``Snapshot`` (on any thread)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        b = self.broker
-        m = b.metrics
-        yield from self._topic_traffic(m)
-        yield from self._requests(m)
-        yield from self._network(b, m)
-        yield from self._partitions(b, m)
-        yield from self._groups(b)
-        yield from self._client_telemetry(b)
+        s = self.snapshot
+        yield from self._topic_traffic(s)
+        yield from self._requests(s)
+        yield from self._network(s)
+        yield from self._partitions(s)
+        yield from self._groups(s)
+        yield from self._client_telemetry(s)
 
     @staticmethod
-    def _client_telemetry(b: Broker) -> Iterator[Metric]:
+    def _client_telemetry(s: Snapshot) -> Iterator[Metric]:
         """KIP-714: each client instance's last pushed data points (a histogram's: its sum,
         with its count in ``gregor_client_telemetry_count``)."""
         labels = ["client_instance_id", "client_id", "client_software_name", "client_software_version",
@@ -199,19 +307,17 @@ class BrokerCollector(Collector):
             "gregor_client_telemetry_pushes", "Telemetry pushes accepted from a client instance.",
             labels=labels[:4],
         )
-        for inst in list(b.client_telemetry.instances.values()):
-            who = [str(inst.instance_id), inst.client.get("client_id", ""), inst.client.get("client_software_name", ""),
-                   inst.client.get("client_software_version", "")]
-            pushes.add_metric(who, inst.pushes)
-            for p in inst.points.values():
-                key = [*who, p.name, ",".join(f"{k}={v}" for k, v in p.attributes)]
-                value.add_metric(key, p.value)
-                if p.count is not None:
-                    count.add_metric(key, p.count)
+        for who, n, points in s.telemetry:
+            pushes.add_metric(list(who), n)
+            for name, attributes, v, c in points:
+                key = [*who, name, attributes]
+                value.add_metric(key, v)
+                if c is not None:
+                    count.add_metric(key, c)
         yield from (value, count, pushes)
 
     @staticmethod
-    def _topic_traffic(m: BrokerMetrics) -> Iterator[Metric]:
+    def _topic_traffic(s: Snapshot) -> Iterator[Metric]:
         fields = (
             ("bytesin", "bytes_in", "Bytes of record batches appended from clients."),
             ("messagesin", "messages_in", "Records appended from clients."),
@@ -222,20 +328,21 @@ class BrokerCollector(Collector):
             ("totalfetchrequests", "fetch_requests", "Consumer fetch requests, counted per topic."),
             ("failedfetchrequests", "failed_fetch_requests", "Consumer fetches that failed, per topic."),
         )
+        topics = sorted(s.topics)
         for name, attr, doc in fields:
+            i = _TOPIC_FIELDS.index(attr)
             c = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
             total = 0
-            for topic, t in sorted(m.topics.items()):
-                value = getattr(t, attr)
-                total += value
-                c.add_metric([topic], value)
+            for topic, values in topics:
+                total += values[i]
+                c.add_metric([topic], values[i])
             c.add_metric([""], total)  # Kafka's all-topics meter has no topic tag
             yield c
 
     @staticmethod
-    def _requests(m: BrokerMetrics) -> Iterator[Metric]:
+    def _requests(s: Snapshot) -> Iterator[Metric]:
         c = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"])
-        for key, n in sorted(m.requests.items()):
+        for key, n in sorted(s.requests.items()):
             c.add_metric([_api_name(key)], n)
         yield c
         e = CounterMetricFamily(
@@ -243,35 +350,30 @@ class BrokerCollector(Collector):
         )
         from gregor.protocol.errors import ErrorCode
 
-        for (key, code), n in sorted(m.errors.items()):
+        for (key, code), n in sorted(s.errors.items()):
             try:
                 error = ErrorCode(code).name
             except ValueError:
                 error = str(code)
             e.add_metric([_api_name(key), error], n)
         yield e
-        for name, source, doc in (
-            ("totaltimems", m.total_time, "From the request's arrival to its answer queued, ms."),
-            ("requestqueuetimems", m.queue_time, "Waiting behind the connection's earlier requests, ms."),
-            ("localtimems", m.local_time, "The handler's own steps on the event loop, ms."),
-            ("remotetimems", m.remote_time, "Waiting inside the handler (acks=all, long polls), ms."),
-            ("throttletimems", m.throttle_time, "Throttle time given in answers, ms."),
-        ):
+        for name, _, doc in _TIME_FAMILIES:
             h = HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", doc, labels=["request"])
-            for key, hist in sorted(source.items()):
-                buckets, total = hist.family_samples()
+            for key, (counts, total) in sorted(s.times[name].items()):
+                buckets: list[tuple[str, float]] = []
+                running = 0
+                for bound, n in zip((*TIME_BUCKETS_MS, float("inf")), counts, strict=True):
+                    running += n
+                    buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
                 h.add_metric([_api_name(key)], buckets, total)
             yield h
 
     @staticmethod
-    def _network(b: Broker, m: BrokerMetrics) -> Iterator[Metric]:
-        live: dict[str, int] = {}
-        for conn in list(b.connections):
-            live[conn.info.listener] = live.get(conn.info.listener, 0) + 1
-        names = sorted(set(live) | set(m.network) | {name for name, _, _ in b.bound_listeners})
+    def _network(s: Snapshot) -> Iterator[Metric]:
+        names = sorted(set(s.live) | set(s.network) | set(s.listeners))
         g = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open connections.", labels=["listener"])
         for name in names:
-            g.add_metric([name], live.get(name, 0))
+            g.add_metric([name], s.live.get(name, 0))
         yield g
         for i, (metric, doc) in enumerate((
             ("incoming_byte", "Bytes read from clients."),
@@ -281,12 +383,11 @@ class BrokerCollector(Collector):
         )):
             c = CounterMetricFamily(f"kafka_server_socketservermetrics_{metric}", doc, labels=["listener"])
             for name in names:
-                c.add_metric([name], m.network.get(name, [0, 0, 0, 0])[i])
+                c.add_metric([name], s.network.get(name, [0, 0, 0, 0])[i])
             yield c
 
     @staticmethod
-    def _partitions(b: Broker, m: BrokerMetrics) -> Iterator[Metric]:
-        image = b.image
+    def _partitions(s: Snapshot) -> Iterator[Metric]:
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on this broker.", labels=labels)
         start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=labels)
@@ -298,28 +399,28 @@ class BrokerCollector(Collector):
             labels=labels,
         )
         partitions = leaders = under = 0
-        for (topic, index), p in sorted(b.replicas.partitions.items()):
-            lab = [topic, str(index)]
-            log_ = p.log
+        for p in sorted(s.partitions, key=lambda p: (p.topic, p.index)):
+            lab = [p.topic, str(p.index)]
             partitions += 1
-            size.add_metric(lab, log_.size)
-            start.add_metric(lab, log_.log_start_offset)
-            end.add_metric(lab, log_.log_end_offset)
-            segments.add_metric(lab, log_.num_segments)
-            if p.is_leader:
+            size.add_metric(lab, p.size)
+            start.add_metric(lab, p.start)
+            end.add_metric(lab, p.end)
+            segments.add_metric(lab, p.segments)
+            if p.leader:
                 leaders += 1
-                hw.add_metric(lab, log_.high_watermark)
-                is_under = len(p.isr) < len(p.replicas)
-                under += is_under
-                urp_by.add_metric(lab, int(is_under))
+                hw.add_metric(lab, p.high_watermark)
+                under += p.under_replicated
+                urp_by.add_metric(lab, int(p.under_replicated))
         yield from (size, start, end, segments, hw, urp_by)
         rm = "kafka_server_replicamanager_"
         yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker.", value=partitions)
         yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads.", value=leaders)
         yield GaugeMetricFamily(rm + "underreplicatedpartitions", "Led partitions whose ISR is short.", value=under)
-        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks of partitions led here.", value=m.isr_changes[0])
-        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions of partitions led here.", value=m.isr_changes[1])
-        controller = image.controller_id == b.node_id
+        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks of partitions led here.", value=s.isr_changes[0])
+        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions of partitions led here.", value=s.isr_changes[1])
+        image = s.image
+        assert image is not None
+        controller = image.controller_id == s.node_id
         kc = "kafka_controller_kafkacontroller_"
         yield GaugeMetricFamily(kc + "activecontrollercount", "1 on the active controller.", value=int(controller))
         offline = sum(
@@ -335,16 +436,12 @@ class BrokerCollector(Collector):
         purgatory = GaugeMetricFamily(
             "kafka_server_delayedoperationpurgatory_purgatorysize", "Requests waiting.", labels=["delayedOperation"]
         )
-        produce_waiting = fetch_waiting = 0
-        for p in b.replicas.partitions.values():
-            produce_waiting += p.waiting_acks
-            fetch_waiting += p.waiting_fetches
-        purgatory.add_metric(["Produce"], produce_waiting)
-        purgatory.add_metric(["Fetch"], fetch_waiting)
+        purgatory.add_metric(["Produce"], s.produce_waiting)
+        purgatory.add_metric(["Fetch"], s.fetch_waiting)
         yield purgatory
 
     @staticmethod
-    def _groups(b: Broker) -> Iterator[Metric]:
+    def _groups(s: Snapshot) -> Iterator[Metric]:
         lag = GaugeMetricFamily(
             "kafka_consumergroup_lag", "High watermark minus the group's committed offset, for partitions led here.",
             labels=["consumergroup", "topic", "partition"],
@@ -353,54 +450,20 @@ class BrokerCollector(Collector):
             "kafka_consumergroup_current_offset", "The group's committed offset.",
             labels=["consumergroup", "topic", "partition"],
         )
-        partitions = b.replicas.partitions
-        for group_id, committed in sorted(b.groups.committed_offsets().items()):
+        led = {(p.topic, p.index): p.high_watermark for p in s.partitions if p.leader}
+        for group_id, committed in sorted(s.committed.items()):
             for (topic, index), value in sorted(committed.items()):
                 lab = [group_id, topic, str(index)]
                 offset.add_metric(lab, value)
-                p = partitions.get((topic, index))
-                if p is not None and p.is_leader:
-                    lag.add_metric(lab, max(0, p.log.high_watermark - value))
+                high = led.get((topic, index))
+                if high is not None:
+                    lag.add_metric(lab, max(0, high - value))
         yield offset
         yield lag
 
 
-class _Registry:
-    def __init__(self, broker: Broker) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker))
-
-    def text(self) -> bytes:
-        return generate_latest(self.registry)
-
-
-async def serve_metrics(broker: Broker, host: str, port: int) -> tuple[asyncio.base_events.Server, int]:
-    """Serve ``GET /metrics`` (and ``/``) on the broker's loop; returns the server and its port."""
-    registry = _Registry(broker)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            method, path, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
-            if method not in ("GET", "HEAD"):
-                status, body, ctype = "405 Method Not Allowed", b"GET only\n", "text/plain"
-            elif path.split("?")[0] in ("/metrics", "/"):
-                started = time.perf_counter()
-                body = registry.text()
-                log.debug("metrics scrape took %.1f ms", (time.perf_counter() - started) * 1000)
-                status, ctype = "200 OK", "text/plain; version=0.0.4; charset=utf-8"
-            else:
-                status, body, ctype = "404 Not Found", b"try /metrics\n", "text/plain"
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode() + (body if method != "HEAD" else b"")
-            )
-            await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, host, port)
-    return server, server.sockets[0].getsockname()[1]
-
+def render(snapshot: Snapshot) -> bytes:
+    """The Prometheus text exposition of ``snapshot`` (runs off the event loop)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(snapshot))
+    return generate_latest(registry)

@@ -5,11 +5,17 @@ one task at a time handles the whole frames strictly one after another (``Connec
 responses leave in request order and a connection's requests never race each other (an
 idempotent producer pipelines up to five produce requests and relies on that). A frame larger
 than ``socket.request.max.bytes`` closes that connection only; everything about a frame's
-content is the ``Dispatcher``'s business. On an SSL or SASL_SSL listener asyncio runs TLS
-below the connection (the handshake is done before ``connection_made``; a failed one never
-reaches it); on an SSL listener the principal comes from the client certificate, and on a SASL
+content is the ``Dispatcher``'s business. Connections come from the listener's ``Acceptor``
+(``acceptor``), which applies the connection limits (``connection_quotas``); a connection
+gives its slot back when it closes. On an SSL or SASL_SSL listener asyncio runs TLS
+below the connection (the handshake is done before ``connection_made``; the acceptor logs a
+failed one); on an SSL listener the principal comes from the client certificate, and on a SASL
 listener the connection carries a ``SaslSession`` the dispatcher consults until the login
-succeeds. A client that hangs up while its request waits (a
+succeeds. Until then a size prefix over ``sasl.server.max.receive.size`` (512 KiB) closes the
+connection before a byte of that frame is buffered (Kafka's fix for CVE-2022-34917): a
+stranger costs the broker a login's worth of memory, not ``socket.request.max.bytes``. The
+frame decoder's limit is simply lower until the login completes, so the check costs nothing
+more per frame. A client that hangs up while its request waits (a
 long-poll fetch) is released at once. A connection with no
 request in hand and nothing received or sent for ``connections.max.idle.ms`` is closed by
 ``close_idle``, which the broker calls periodically.
@@ -28,14 +34,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from gregor.broker.acceptor import AcceptedConnection, Acceptor, bind_listener
 from gregor.broker.authenticator import SaslSession, ScramLookup, TokenLookup
 from gregor.broker.config import Listener
+from gregor.broker.connection_quotas import ConnectionQuotas
 from gregor.broker.events import log_event
 from gregor.broker.file_send import SendableRegion, TruncatedRegionError, socket_fd
 from gregor.broker.listener_security import ListenerSecurity
 from gregor.broker.state import ConnectionInfo
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.framing import FrameDecoder
+from gregor.protocol.framing import FrameDecoder, FrameTooLarge
 from gregor.security.principal import PrincipalMappingError, dn_from_peercert
 from gregor.security.scram import ScramCredential
 
@@ -59,6 +67,9 @@ class ServerHost(Protocol):
     @property
     def max_request_bytes(self) -> int: ...
 
+    @property
+    def connection_quotas(self) -> ConnectionQuotas: ...
+
     def handle_frame(self, conn: Connection, frame: memoryview | bytes) -> Awaitable[bool]: ...
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
@@ -75,7 +86,7 @@ class ServerHost(Protocol):
         ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(AcceptedConnection):
     """One client connection, and the per-connection state handlers may use (fetch sessions,
     SASL state, peer address).
 
@@ -117,13 +128,19 @@ class Connection(asyncio.Protocol):
         self.security = security
         #: The SASL login in progress on a SASL listener; None elsewhere.
         self.sasl: SaslSession | None = None
+        self._decoder = FrameDecoder(host.max_request_bytes)
         if security is not None and security.sasl:
             self.sasl = SaslSession(security, scram_lookup or (lambda user, mechanism: None), token_lookup)
+            # Until the login has succeeded, a size prefix over the login limit closes the
+            # connection before anything of that frame is buffered.
+            self._decoder.max_frame_size = min(security.max_receive_size, host.max_request_bytes)
+            self.sasl.on_login = self._logged_in
+        #: Gives the connection's slot back to the connection limits (set by the acceptor).
+        self.release: Callable[[], None] | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.busy = False
         self.last_active = loop.time()
-        self._decoder = FrameDecoder(host.max_request_bytes)
         self._frames: deque[memoryview | bytes] = deque()
         #: When each queued frame's last bytes arrived (perf_counter), beside ``_frames``.
         self._arrivals: deque[float] = deque()
@@ -154,15 +171,6 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        throttle_ms = self.host.connection_throttle_ms(peer[0]) if peer else 0
-        if throttle_ms > 0:
-            # KIP-612: over its IP's connection rate, the connection takes no request and is
-            # closed once the throttle time has passed (Kafka's delayed close).
-            log_event(log, "connection.throttled", logging.INFO, peer=self.info.peer, throttle_ms=throttle_ms)
-            transport.pause_reading()  # type: ignore[attr-defined]
-            self.closed = True
-            asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
-            return
         self.host.connections.add(self)
         self._net[2] += 1
         self._sock_fd = socket_fd(transport)
@@ -189,6 +197,15 @@ class Connection(asyncio.Protocol):
     def peer(self) -> str:
         return self.info.peer
 
+    def _logged_in(self) -> None:
+        """The SASL login succeeded: frames up to socket.request.max.bytes from now on."""
+        self._decoder.max_frame_size = self.host.max_request_bytes
+
+    def _release_slot(self) -> None:
+        release, self.release = self.release, None
+        if release is not None:
+            release()
+
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
@@ -197,7 +214,15 @@ class Connection(asyncio.Protocol):
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as e:
-            log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
+            if isinstance(e, FrameTooLarge) and self.sasl is not None and not self.sasl.authenticated:
+                # Kafka: "Failing SASL authentication due to invalid receive size".
+                log_event(
+                    log, "sasl.authentication_failed", logging.INFO, peer=self.info.peer,
+                    listener=self.info.listener,
+                    reason=f"invalid receive (size = {e.size} larger than {e.max_size}) before authentication",
+                )
+            else:
+                log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
             self._frames.clear()
             self._arrivals.clear()
             if self._task is None:
@@ -227,6 +252,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release_slot()
         self._frames.clear()
         self._arrivals.clear()
         self._drop_regions()
@@ -474,6 +500,7 @@ class Connection(asyncio.Protocol):
         self._frames.clear()
         self._arrivals.clear()
         self._drop_regions()
+        self._release_slot()  # counted as closed now, so limits see the slot free at once
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
@@ -493,21 +520,46 @@ def close_idle(connections: set[Connection], max_idle_ms: int) -> int:
     return closed
 
 
+def close_excess(connections: set[Connection], quotas: ConnectionQuotas) -> int:
+    """While the connections are more than ``max.connections`` (the exempt inter-broker
+    listener took some, or the limit was lowered), close the least recently active one of
+    the other listeners, as Kafka's processors close their lowest-priority channel; returns
+    how many were closed."""
+    closed = 0
+    if not quotas.exceeded():
+        return 0
+    candidates = sorted(
+        (c for c in connections if not c.closed and c.info.listener != quotas.protected),
+        # last_active has the loop clock's resolution (a millisecond under uvloop); the
+        # arrival of the last request (perf_counter) orders connections active within one.
+        key=lambda c: (c.last_active, c.frame_arrival),
+    )
+    for conn in candidates:
+        if not quotas.exceeded():
+            break
+        log_event(
+            log, "connection.closed", logging.INFO, peer=conn.info.peer, listener=conn.info.listener,
+            reason=f"max.connections={quotas.max_connections} exceeded",
+        )
+        conn.close()
+        closed += 1
+    return closed
+
+
 async def start_listener(
     host: ServerHost,
     listener: Listener,
     security_protocol: str,
     security: ListenerSecurity | None = None,
-) -> tuple[asyncio.base_events.Server, int]:
+) -> tuple[Acceptor, int]:
     """Bind ``listener`` (port 0: any free port); the caller calls ``start_serving()``. With
-    ``security`` the listener speaks TLS (its ``ssl_context``) and/or requires SASL."""
-    loop = asyncio.get_running_loop()
+    ``security`` the listener speaks TLS (its ``ssl_context``) and/or requires SASL. The
+    host's ``connection_quotas`` limit what it accepts."""
     factory: Callable[[], Connection] = lambda: Connection(  # noqa: E731
         host, listener.name, security_protocol, security, host.scram_credential, host.token_login
     )
     ssl_context = security.ssl_context if security is not None else None
-    server = await loop.create_server(
-        factory, listener.host, listener.port, backlog=1024, start_serving=False, ssl=ssl_context
+    acceptor = await bind_listener(
+        listener.name, listener.host, listener.port, factory, host.connection_quotas, host, ssl_context
     )
-    port = server.sockets[0].getsockname()[1]
-    return server, port
+    return acceptor, acceptor.port

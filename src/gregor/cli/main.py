@@ -75,6 +75,7 @@ from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
 from gregor.cli.replicas import leader_election, reassign  # noqa: E402
 from gregor.cli.share_groups import share_groups  # noqa: E402
+from gregor.cli.storage import storage  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
 from gregor.cli.transactions import transactions  # noqa: E402
@@ -101,6 +102,7 @@ main.add_command(transactions)
 main.add_command(leader_election)
 main.add_command(reassign)
 main.add_command(console)
+main.add_command(storage)
 
 
 if __name__ == "__main__":

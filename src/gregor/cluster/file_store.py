@@ -15,6 +15,11 @@ so safe to hand to another thread) is encoded and written to ``cluster-metadata.
 fsynced, renamed over the real file (atomic on POSIX) and the directory fsynced, all in the
 event loop's default executor so a slow disk never stalls the loop. A crash leaves either the
 old or the new file; a torn ``.tmp`` left behind is ignored and removed at the next start.
+
+The file holds secrets (SCRAM credentials, delegation token HMACs, encrypted password
+configs), so it is created readable and writable by the broker's user only (mode 0600,
+whatever the umask); a file an older version left readable by others is replaced by such a
+file at the next start, when the store writes it again.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from gregor.cluster.local_store import LocalMetadataStore, new_cluster_id
 from gregor.protocol.errors import InconsistentClusterIdError, KafkaStorageError
 
 METADATA_FILE = "cluster-metadata.json"
+#: Owner read and write only: the file holds credentials.
+FILE_MODE = 0o600
 
 T = TypeVar("T")
 
@@ -59,7 +66,9 @@ class MetadataFile:
     def write(self, image: MetadataImage) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(encode(image), indent=1, sort_keys=True)
-        with open(self.tmp_path, "w") as f:
+        fd = os.open(self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with open(fd, "w") as f:
+            os.fchmod(fd, FILE_MODE)  # also when a torn .tmp of another mode was left behind
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from gregor.broker.authz import CLUSTER_NAME, AclOperation, ResourceType, allowed, denied_error
@@ -28,9 +28,12 @@ from gregor.broker.client_metrics_configs import check_name as check_client_metr
 from gregor.broker.client_metrics_configs import describe_client_metrics, validate_client_metrics
 from gregor.broker.config import BROKER_KEYS, BrokerConfig
 from gregor.broker.dynamic_configs import (
-    DYNAMIC_BROKER_CONFIGS,
     Layers,
     broker_layers,
+    config_type,
+    decode_passwords,
+    dynamic_mode,
+    encode_passwords,
     validate_broker_overrides,
 )
 from gregor.broker.errors import code_of, kafka_error, message_of
@@ -102,18 +105,32 @@ def check_broker_resource(config: BrokerConfig, name: str) -> bool:
     return True
 
 
+#: The type of each broker key Gregor knows.
+_KNOWN_TYPES = {k.name: _BROKER_TYPES.get(k.type, ConfigType.STRING) for k in BROKER_KEYS}
+
+
+def _type_of(name: str) -> tuple[ConfigType, bool]:
+    """A broker config's type and whether it is sensitive: a password, or (as Kafka's
+    ``maybeSensitive``) a config whose type is not known."""
+    ctype = config_type(name, _KNOWN_TYPES)
+    if ctype is None:
+        return ConfigType.UNKNOWN, True
+    return ctype, ctype is ConfigType.PASSWORD
+
+
 def describe_broker(
     config: BrokerConfig, layers: Layers, include_synonyms: bool, include_documentation: bool
 ) -> list[ConfigEntry]:
     """Every broker key Gregor knows, the broker-level synonyms of topic configs and any other
     dynamic override, each from its most specific layer; read-only unless Kafka lets it
-    change dynamically."""
+    change dynamically. Password configs (and configs of unknown type) are described without
+    their value, ``is_sensitive`` set."""
     entries: list[ConfigEntry] = []
     known: set[str] = set()
 
-    def add(name: str, ctype: ConfigType, default: str | None, doc: str) -> None:
+    def add(name: str, ctype: ConfigType, default: str | None, doc: str, sensitive: bool = False) -> None:
         known.add(name)
-        sensitive = ctype is ConfigType.PASSWORD
+        sensitive = sensitive or ctype is ConfigType.PASSWORD
         found = [(props[name], source) for props, source in layers if name in props]
         value, source = found[0] if found else (default, ConfigSource.DEFAULT_CONFIG)
         synonyms: list[tuple[str, str | None, ConfigSource]] | None = None
@@ -124,7 +141,7 @@ def describe_broker(
         entries.append(ConfigEntry(
             name, None if sensitive else value, source, ctype,
             doc if include_documentation else None,
-            read_only=name not in DYNAMIC_BROKER_CONFIGS, is_sensitive=sensitive, synonyms=synonyms,
+            read_only=dynamic_mode(name) is None, is_sensitive=sensitive, synonyms=synonyms,
         ))
 
     for key in BROKER_KEYS:
@@ -139,7 +156,8 @@ def describe_broker(
             continue
         for name in props:
             if name not in known:
-                add(name, ConfigType.STRING, None, "A dynamic broker config Gregor stores but does not use.")
+                ctype, sensitive = _type_of(name)
+                add(name, ctype, None, "A dynamic broker config Gregor stores but does not use.", sensitive)
     entries.sort(key=lambda e: e.name)
     return entries
 
@@ -147,17 +165,33 @@ def describe_broker(
 def describe_cluster_defaults(layers: Layers, include_documentation: bool) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults (resource BROKER ""), as Kafka lists them."""
     defaults = next(p for p, s in layers if s is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-    return [
-        ConfigEntry(
-            name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigType.STRING,
+    entries = []
+    for name, value in sorted(defaults.items()):
+        ctype, sensitive = _type_of(name)
+        entries.append(ConfigEntry(
+            name, None if sensitive else value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ctype,
             "A cluster-wide dynamic broker config." if include_documentation else None,
-        )
-        for name, value in sorted(defaults.items())
-    ]
+            read_only=dynamic_mode(name) is None, is_sensitive=sensitive,
+        ))
+    return entries
 
 
 def layers_of(broker: BrokerState) -> Layers:
     return broker_layers(broker.image, broker.config.node_id, broker.config.raw)
+
+
+def _clear(broker: BrokerState, props: Mapping[str, str]) -> dict[str, str]:
+    """Stored broker overrides with their password configs decoded."""
+    config = broker.config
+    return decode_passwords(props, config.password_encoder, config.old_password_encoder)
+
+
+def clear_layers_of(broker: BrokerState) -> Layers:
+    """``layers_of`` with the stored passwords in clear (for validating a change)."""
+    return [
+        (props if source is ConfigSource.STATIC_BROKER_CONFIG else _clear(broker, props), source)
+        for props, source in layers_of(broker)
+    ]
 
 
 def describe_loggers(include_documentation: bool) -> list[ConfigEntry]:
@@ -297,15 +331,18 @@ def _current(broker: BrokerState, rtype: int, name: str) -> dict[str, str]:
         check_client_metrics_name(name)
     else:
         raise _not_alterable(broker, rtype, name)
-    return dict(broker.image.config_resource(rtype, name))
+    current = broker.image.config_resource(rtype, name)
+    return _clear(broker, current) if rtype == ConfigResourceType.BROKER else dict(current)
 
 
 async def _apply_resource(
     broker: BrokerState, rtype: int, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
-    """Validate and store a BROKER, GROUP or CLIENT_METRICS resource's new override set."""
+    """Validate and store a BROKER, GROUP or CLIENT_METRICS resource's new override set (a
+    broker's in clear: its password configs are encrypted here, before they are stored)."""
     if rtype == ConfigResourceType.BROKER:
-        validate_broker_overrides(name, new, layers_of(broker))
+        validate_broker_overrides(name, new, clear_layers_of(broker))
+        new = encode_passwords(new, broker.config.password_encoder)
     elif rtype == ConfigResourceType.CLIENT_METRICS:
         validate_client_metrics(new)
     else:
