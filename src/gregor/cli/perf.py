@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, fail, topic_param
 
 MB = 1024 * 1024
 
@@ -48,7 +48,7 @@ Examples:
       --producer-props acks=all linger.ms=5
 """)
 @client_options
-@click.option("--topic", required=True)
+@topic_param()
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--record-size", type=click.IntRange(min=0), default=None, help="Bytes per record (random).")
 @click.option("--payload-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -161,7 +161,7 @@ Examples:
   gregor perf consume --topic perf --messages 100000 --group perf-readers --output json
 """)
 @client_options
-@click.option("--topic", required=True)
+@topic_param()
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to read.")
 @click.option("--group", default=None, help="Read as this group (from its committed offsets).")
 @click.option("--timeout", "timeout_ms", type=click.IntRange(min=1), default=10000, show_default=True,
