@@ -72,8 +72,10 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or _flat(str(exc))}"
+    # anything else is a bug of ours: say what it was and how to see where
     text = _flat(str(exc))
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return f"{what} (an unexpected error: run again with --debug for the traceback)"
 
 
 class GregorGroup(click.Group):
