@@ -42,6 +42,8 @@ def startup_error(exc: BaseException, config: BrokerConfig) -> BrokerStartupErro
     """The one-line start-up error for ``exc``, or None when it is not one we can explain."""
     if isinstance(exc, LogDirectoryError):
         return BrokerStartupError(str(exc))
+    if type(exc).__name__ == "EtcdUnavailableError":  # gregor.cluster.etcd_store's (the cluster extra)
+        return BrokerStartupError(str(exc))
     if isinstance(exc, socket.gaierror):
         return BrokerStartupError(f"cannot resolve a listener's host ({exc.strerror}): {_listeners(config)}")
     if isinstance(exc, OSError):
