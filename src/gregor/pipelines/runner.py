@@ -329,7 +329,29 @@ def main(argv: list[str] | None = None) -> int:
         output_dir=str(out.resolve()), events=a.events, users=a.users, minutes=a.minutes, seed=a.seed,
         partitions=a.partitions, max_offsets_per_trigger=a.max_offsets_per_trigger,
     )
-    return report(run(config, master=a.master, say=say, rows=a.rows), say)
+    try:
+        summary = run(config, master=a.master, say=say, rows=a.rows)
+    except KeyboardInterrupt:
+        print("Aborted!", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if os.environ.get("GREGOR_DEBUG", "").strip().lower() not in ("", "0", "false", "no"):
+            raise
+        print(f"Error: {_one_line(e)}", file=sys.stderr)
+        return 1
+    return report(summary, say)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error of the job in one line (``GREGOR_DEBUG=1`` shows the traceback instead). A
+    Spark error's message carries the JVM's stack: its first line says what failed."""
+    from gregor.client import KafkaError
+
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if isinstance(exc, KafkaError | OSError | RuntimeError):
+        return text
+    return f"{type(exc).__name__}: {text} (GREGOR_DEBUG=1 shows the traceback)"
 
 
 def report(s: Summary, say: Callable[[str], None]) -> int:
