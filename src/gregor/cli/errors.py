@@ -72,9 +72,13 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or _flat(str(exc))}"
-    # anything else is a bug of ours: say what it was and how to see where
-    text = _flat(str(exc))
+    # a message of many lines (Spark's carry the JVM's stack) is told by its first
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
     what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if type(exc).__module__.split(".")[0] in ("pyspark", "py4j"):
+        return what  # Spark's own error (the main job's query failed)
+    # anything else is a bug of ours: say what it was and how to see where
     return f"{what} (an unexpected error: run again with --debug for the traceback)"
 
 
