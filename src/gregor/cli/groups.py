@@ -42,10 +42,21 @@ def group_param(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("group_argument", metavar="[GROUP]", required=False)(run)
 
 
+def _describe(admin: Any, group: str) -> Any:
+    """The group's description (None when the coordinator knows no such group); an error the
+    coordinator answered ends the command."""
+    desc = admin.describe_groups([group]).get(group)
+    if desc is not None and desc.error is not None:
+        if desc.error.name == "GROUP_ID_NOT_FOUND":
+            return None
+        fail(f"group {group!r}: {desc.error.name}: {desc.error}")
+    return desc
+
+
 def _exists(desc: Any, committed: Mapping[Any, Any]) -> bool:
     """Whether a described group is there: Kafka's tool calls a Dead group with nothing
     committed one that does not exist."""
-    if desc is None or (desc.error is not None and desc.error.name == "GROUP_ID_NOT_FOUND"):
+    if desc is None:
         return bool(committed)
     return desc.state != "Dead" or bool(desc.members) or bool(committed)
 
@@ -96,7 +107,7 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, out
     from gregor.client import TopicPartition
 
     with _admin(bootstrap_server, properties) as admin:
-        desc = admin.describe_groups([group]).get(group)
+        desc = _describe(admin, group)
         committed = admin.list_consumer_group_offsets(group)
         if not _exists(desc, committed):
             fail(f"Consumer group '{group}' does not exist.")
@@ -221,7 +232,7 @@ def reset_offsets(
             "give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, --by-duration"
         )
     with _admin(bootstrap_server, properties) as admin:
-        desc = admin.describe_groups([group]).get(group)
+        desc = _describe(admin, group)
         state = desc.state if desc is not None else "Dead"
         if state not in INACTIVE:
             inactive = (f"Assignments can only be reset if the group '{group}' is inactive, but the current "
