@@ -22,5 +22,7 @@ echo "[run] setting up .venv (first run downloads the pinned packages)"
 bash scripts/setup.sh
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PWD/.venv/bin/python}"
-out="${GREGOR_PIPELINE_DIR:-${TMPDIR:-/tmp}/gregor-pipeline}"
+# The job's output (Parquet windows, Spark checkpoint, the broker's data). The job only ever
+# removes what it wrote there itself; a directory of other files is refused, never emptied.
+out="${GREGOR_PIPELINE_DIR:-${TMPDIR:-/tmp}/gregor-main-job}"
 exec .venv/bin/python -m gregor.pipelines --output-dir "$out" "$@"

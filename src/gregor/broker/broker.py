@@ -83,6 +83,7 @@ from gregor.security.acls import AclBindingFilter
 from gregor.security.authorizer import AclAuthorizer, parse_super_users
 from gregor.security.password_encoder import looks_encoded
 from gregor.storage.config import LogConfig, from_broker_props
+from gregor.storage.log_dirs import LogDirs, open_log_dirs
 from gregor.storage.manager import LogManager, delete_files
 
 log = logging.getLogger("gregor.broker")
@@ -138,6 +139,7 @@ class Broker:
                 bool(config["allow.everyone.if.no.acl.found"]),
             )
         # Made by start(), which needs the event loop and the loaded metadata:
+        self.log_dirs: LogDirs
         self.store: MetadataStore
         self.logs: LogManager
         self.replicas: ReplicaManager
@@ -167,14 +169,25 @@ class Broker:
     # --- lifecycle ---
 
     async def start(self) -> None:
+        # The log directories are claimed first (Kafka's .lock and meta.properties): the file
+        # metadata store lives in the first one, and a directory another broker holds must not
+        # be opened at all.
+        self.log_dirs = open_log_dirs(self.config.log_dirs, self.node_id)
+        try:
+            await self._start()
+        except BaseException:
+            self.log_dirs.release()
+            raise
+
+    async def _start(self) -> None:
         config = self.config
-        for d in config.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
         self.store = open_metadata_store(
             config["metadata.store"], config.log_dirs[0], config.get("cluster.id"),
             int(config["broker.session.timeout.ms"]),
         )
         image = await self.store.start()
+        keeps_cluster_id = str(config["metadata.store"]).strip().lower() != "memory"
+        self.log_dirs.claim(image.cluster_id if keeps_cluster_id else None)
         await self._secure_stored_passwords()
         self.delegation_tokens.store = self.store
         self.logs = LogManager(
@@ -456,6 +469,7 @@ class Broker:
             self.channels.close()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)
         await self.store.close()
+        self.log_dirs.release()
         log_event(log, "broker.stopped", node_id=self.node_id, clean=True)
 
     async def _maintenance(self) -> None:

@@ -2,13 +2,63 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, done, fail, output_option
+from gregor.cli.clientopts import (
+    client_config,
+    client_options,
+    done_in_part,
+    fail,
+    no_such_topic,
+    output_option,
+)
 from gregor.client import timespec
+
+#: Group states with no members: the only ones whose offsets may be reset (as Kafka's tool says).
+INACTIVE = ("Empty", "Dead")
+
+
+def group_param(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The group as the argument GROUP or as ``--group`` / ``-g`` (kafka-consumer-groups' form)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        given = [g for g in (kwargs.pop("group_argument"), kwargs.pop("group_option")) if g is not None]
+        if not given:
+            raise click.UsageError("name a group: GROUP or --group GROUP")
+        if len(given) == 2 and given[0] != given[1]:
+            raise click.UsageError(f"name one group, not two: {given[0]}, {given[1]}")
+        kwargs["group"] = given[0]
+        return fn(*args, **kwargs)
+
+    run = click.option("--group", "-g", "group_option", default=None, metavar="GROUP",
+                       help="The group (or give it as the argument GROUP).")(run)
+    return click.argument("group_argument", metavar="[GROUP]", required=False)(run)
+
+
+def _describe(admin: Any, group: str) -> Any:
+    """The group's description (None when the coordinator knows no such group); an error the
+    coordinator answered ends the command."""
+    desc = admin.describe_groups([group]).get(group)
+    if desc is not None and desc.error is not None:
+        if desc.error.name == "GROUP_ID_NOT_FOUND":
+            return None
+        fail(f"group {group!r}: {desc.error.name}: {desc.error}")
+    return desc
+
+
+def _exists(desc: Any, committed: Mapping[Any, Any]) -> bool:
+    """Whether a described group is there: Kafka's tool calls a Dead group with nothing
+    committed one that does not exist."""
+    if desc is None:
+        return bool(committed)
+    return desc.state != "Dead" or bool(desc.members) or bool(committed)
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]):  # noqa: ANN202
@@ -44,7 +94,7 @@ def list_groups(bootstrap_server: str, properties: tuple[str, ...], output: str)
 
 @groups.command()
 @client_options
-@click.argument("group")
+@group_param
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, output: str) -> None:
     """Committed offset, log end offset and lag per partition, and who owns it.
@@ -57,8 +107,10 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, out
     from gregor.client import TopicPartition
 
     with _admin(bootstrap_server, properties) as admin:
-        desc = admin.describe_groups([group]).get(group)
+        desc = _describe(admin, group)
         committed = admin.list_consumer_group_offsets(group)
+        if not _exists(desc, committed):
+            fail(f"Consumer group '{group}' does not exist.")
         owners: dict[TopicPartition, tuple[str, str, str]] = {}
         if desc is not None:
             for m in desc.members:
@@ -112,9 +164,12 @@ def parse_duration_ms(text: str) -> int:
 
 @groups.command("reset-offsets")
 @client_options
-@click.argument("group")
-@click.option("--topic", "-t", "topic_specs", multiple=True,
-              help="TOPIC or TOPIC:P1,P2 (default: every partition); repeatable.")
+@click.argument("names", metavar="[GROUP] [TOPIC]...", nargs=-1)
+@click.option("--group", "-g", "group_option", default=None, metavar="GROUP",
+              help="The group (or give it as the first argument).")
+@click.option("--topic", "-t", "topic_options", multiple=True, metavar="TOPIC[:P1,P2]",
+              help="TOPIC or TOPIC:P1,P2 (every partition unless listed); repeatable, or give them as arguments "
+                   "after the group.")
 @click.option("--to-earliest", "mode", flag_value="earliest")
 @click.option("--to-latest", "mode", flag_value="latest")
 @click.option("--to-offset", type=int, default=None)
@@ -131,8 +186,9 @@ def parse_duration_ms(text: str) -> int:
 def reset_offsets(
     bootstrap_server: str,
     properties: tuple[str, ...],
-    group: str,
-    topic_specs: tuple[str, ...],
+    names: tuple[str, ...],
+    group_option: str | None,
+    topic_options: tuple[str, ...],
     mode: str | None,
     to_offset: int | None,
     shift_by: int | None,
@@ -148,12 +204,19 @@ def reset_offsets(
     \b
     Examples:
       gregor groups reset-offsets readers -t events --to-earliest            # dry run
-      gregor groups reset-offsets readers -t events:0,1 --shift-by -10 --execute
+      gregor groups reset-offsets readers events:0,1 --shift-by -10 --execute
+      gregor groups reset-offsets --group readers --topic events --to-latest --execute
       gregor groups reset-offsets readers --all-topics --to-datetime 2026-11-26T00:00:00.000 --execute
       gregor groups reset-offsets readers -t events --by-duration PT1H --execute
     """
     from gregor.client import TopicPartition
+    from gregor.protocol.errors import UnknownMemberIdError, UnknownTopicOrPartitionError
 
+    positional = list(names)
+    if group_option is None and not positional:
+        raise click.UsageError("name a group: GROUP or --group GROUP")
+    group = group_option if group_option is not None else positional.pop(0)
+    topic_specs = (*positional, *topic_options)
     if dry_run and execute:
         raise click.UsageError("give --dry-run or --execute, not both")
     if bool(topic_specs) == all_topics:
@@ -169,6 +232,14 @@ def reset_offsets(
             "give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, --by-duration"
         )
     with _admin(bootstrap_server, properties) as admin:
+        desc = _describe(admin, group)
+        state = desc.state if desc is not None else "Dead"
+        if state not in INACTIVE:
+            inactive = (f"Assignments can only be reset if the group '{group}' is inactive, but the current "
+                        f"state is {state}.")
+            if execute:
+                fail(inactive)
+            click.echo(f"Warning: {inactive} --execute will be refused until its members leave.", err=True)
         tps: list[TopicPartition] = []
         if all_topics:
             tps = sorted(admin.list_consumer_group_offsets(group))
@@ -176,13 +247,21 @@ def reset_offsets(
                 fail(f"group {group} has no committed offsets")
         for spec in topic_specs:
             name, _, parts = spec.partition(":")
-            if parts:
-                tps += [TopicPartition(name, int(p)) for p in parts.split(",")]
-            else:
-                d = admin.describe_topics([name])[name]
-                if isinstance(d, Exception):
-                    fail(f"{name}: {d}")
-                tps += [TopicPartition(name, p.partition) for p in d.partitions]
+            d = admin.describe_topics([name])[name]
+            if isinstance(d, UnknownTopicOrPartitionError):
+                fail(no_such_topic(name, admin.list_topics(internal=True)))
+            if isinstance(d, Exception):
+                fail(f"topic {name!r}: {d}")
+            known = [p.partition for p in d.partitions]
+            if not parts:
+                tps += [TopicPartition(name, p) for p in known]
+                continue
+            for p in parts.split(","):
+                if not p.strip().isdigit():
+                    raise click.BadParameter(f"{spec!r}: {p!r} is not a partition number", param_hint="--topic")
+                if int(p) not in known:
+                    fail(f"topic {name!r} has no partition {int(p)} (it has {len(known)}: 0-{len(known) - 1})")
+                tps.append(TopicPartition(name, int(p)))
         earliest = admin.list_offsets({tp: "earliest" for tp in tps})
         latest = admin.list_offsets({tp: "latest" for tp in tps})
         plan: dict[TopicPartition, int] = {}
@@ -207,7 +286,11 @@ def reset_offsets(
             for tp in sorted(plan):
                 click.echo(f"{tp.topic}\t{tp.partition}\t{plan[tp]}")
         if execute:
-            admin.alter_consumer_group_offsets(group, plan)
+            try:
+                admin.alter_consumer_group_offsets(group, plan)
+            except UnknownMemberIdError:
+                # a member joined between the look and the commit
+                fail(f"Assignments can only be reset if the group '{group}' is inactive, but it has members now.")
             click.echo(f"Reset {len(plan)} offsets of group {group}.", err=True)
         else:
             click.echo("Dry run: add --execute to apply.", err=True)
@@ -215,9 +298,14 @@ def reset_offsets(
 
 @groups.command()
 @client_options
-@click.argument("group_ids", nargs=-1, required=True)
+@click.argument("group_arguments", metavar="[GROUP]...", nargs=-1)
+@click.option("--group", "-g", "group_options", multiple=True, metavar="GROUP",
+              help="A group (or give them as arguments); repeatable.")
 @output_option
-def delete(bootstrap_server: str, properties: tuple[str, ...], group_ids: tuple[str, ...], output: str) -> None:
+def delete(
+    bootstrap_server: str, properties: tuple[str, ...], group_arguments: tuple[str, ...],
+    group_options: tuple[str, ...], output: str,
+) -> None:
     """Delete groups (they must have no active members).
 
     \b
@@ -225,11 +313,20 @@ def delete(bootstrap_server: str, properties: tuple[str, ...], group_ids: tuple[
       gregor groups delete readers
       gregor groups delete old-a old-b --output json
     """
+    group_ids = (*group_arguments, *group_options)
+    if not group_ids:
+        raise click.UsageError("name a group: GROUP or --group GROUP")
     with _admin(bootstrap_server, properties) as admin:
         res = admin.delete_groups(list(group_ids))
-    bad = {g: e for g, e in res.items() if e is not None}
-    deleted = [g for g in group_ids if g not in bad]
-    if deleted:
-        done(output, "\n".join(f"Deleted group {g}." for g in deleted), deleted=deleted)
-    if bad:
-        fail("; ".join(f"{g}: {e}" for g, e in bad.items()))
+    errors = {g: _delete_error(g, e) for g, e in res.items() if e is not None}
+    deleted = [g for g in group_ids if g not in errors]
+    done_in_part(output, "\n".join(f"Deleted group {g}." for g in deleted), errors, deleted=deleted)
+
+
+def _delete_error(group: str, e: Exception) -> str:
+    name = getattr(e, "name", "")
+    if name == "GROUP_ID_NOT_FOUND":
+        return f"Consumer group '{group}' does not exist."
+    if name == "NON_EMPTY_GROUP":
+        return f"Consumer group '{group}' is not empty: its members must leave first."
+    return f"group {group!r}: {e}"

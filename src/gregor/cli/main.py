@@ -5,12 +5,20 @@ from __future__ import annotations
 import click
 
 from gregor import __version__
+from gregor.cli.errors import DEBUG_ENV, GregorGroup
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-@click.group()
+@click.group(cls=GregorGroup)
 @click.version_option(__version__, prog_name="gregor")
+@click.option("--debug", is_flag=True, expose_value=False,
+              help=f"On an error, print the traceback instead of one line (anywhere on the line; or {DEBUG_ENV}=1).")
 def main() -> None:
-    """Gregor: a Kafka-compatible event streaming platform."""
+    """Gregor: a Kafka-compatible event streaming platform.
+
+    An error is one line (Error: ...) with exit status 1, or 2 for a command typed wrong.
+    """
 
 
 @main.command(epilog="""
@@ -29,7 +37,7 @@ Examples:
     metavar="KEY=VALUE",
     help="Set a broker config key, as in server.properties (repeatable).",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True)
 @click.option("--console", "console_listen", default=None, metavar="HOST:PORT",
               help="Also serve the web console there (the console.listener config).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -51,13 +59,17 @@ def serve(
     import logging
 
     from gregor.broker.events import log_event
-    from gregor.broker.main import run
+    from gregor.broker.main import BrokerStartupError, run
 
     for key in config.unknown:
         # As Kafka: a key it does not know is reported and otherwise ignored.
         log_event(logging.getLogger("gregor.broker"), "config.unknown_key", logging.WARNING, key=key)
 
-    raise SystemExit(run(config))
+    try:
+        code = run(config)
+    except BrokerStartupError as e:
+        raise click.ClickException(str(e)) from None
+    raise SystemExit(code)
 
 
 from gregor.cli.acls import acls  # noqa: E402

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, fail, no_such_topic, topic_param
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
@@ -56,12 +56,12 @@ def _parse_time(text: str) -> str | int:
 @click.command(epilog="""
 \b
 Examples:
-  gregor offsets --topic events                       # log end offsets of every partition
+  gregor offsets events                               # log end offsets of every partition
   gregor offsets --topic events --partitions 0,2 --time earliest
   gregor offsets --topic-partitions 'events:0-3,audit' --time 1767225600000 --output json
 """)
 @client_options
-@click.option("--topic", default=None, help="A topic (with --partitions: only those).")
+@topic_param(required=False, help="A topic (with --partitions: only those); or give it as the argument TOPIC.")
 @click.option("--partitions", default=None, metavar="P[,P|A-B]", help="Partitions of --topic.")
 @click.option("--topic-partitions", "topic_partitions", default=None, metavar="T[:P-Q],...",
               help="Topics, each with optional partitions.")
@@ -74,6 +74,7 @@ def offsets(
 ) -> None:
     """Offsets of partitions at a time (like kafka-get-offsets)."""
     from gregor.client.metadata import TopicPartition
+    from gregor.protocol.errors import UnknownTopicOrPartitionError
 
     if topic_partitions and (topic or partitions):
         raise click.UsageError("give --topic-partitions, or --topic with --partitions, not both")
@@ -97,8 +98,10 @@ def offsets(
         )
         tps = []
         for name, desc in sorted(described.items()):
+            if isinstance(desc, UnknownTopicOrPartitionError):
+                fail(no_such_topic(name, admin.list_topics(internal=True)))
             if isinstance(desc, Exception):
-                fail(f"topic {name}: {desc}")
+                fail(f"topic {name!r}: {desc}")
             if exclude_internal_topics and desc.is_internal:
                 continue
             known = [p.partition for p in desc.partitions]

@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, fail
+from gregor.cli.clientopts import client_config, client_options, fail, topic_param
 
 MB = 1024 * 1024
 
@@ -48,7 +48,7 @@ Examples:
       --producer-props acks=all linger.ms=5
 """)
 @client_options
-@click.option("--topic", required=True)
+@topic_param()
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--record-size", type=click.IntRange(min=0), default=None, help="Bytes per record (random).")
 @click.option("--payload-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -110,26 +110,23 @@ def produce(
     start = time.perf_counter()
     window["start"] = start
     next_report = start + reporting_interval / 1000
-    try:
-        with Producer(cfg) as producer:
-            for i in range(num_records):
-                value = payloads[rng.randrange(len(payloads))] if len(payloads) > 1 else payloads[0]
-                now = time.perf_counter()
-                if throughput > 0:
-                    due = start + i / throughput
-                    if due > now:
-                        time.sleep(due - now)
-                        now = time.perf_counter()
-                producer.send(topic, value=value, on_delivery=delivered(now, len(value)))
-                if now >= next_report:
-                    with lock:
-                        report_window(now)
-                    next_report = now + reporting_interval / 1000
-                if bar is not None and i % 1000 == 0:
-                    bar.update(1000 if i else 0)
-            producer.flush()
-    except Exception as e:  # noqa: BLE001 - a failed run is one line, not a traceback
-        fail(f"{type(e).__name__}: {e}")
+    with Producer(cfg) as producer:
+        for i in range(num_records):
+            value = payloads[rng.randrange(len(payloads))] if len(payloads) > 1 else payloads[0]
+            now = time.perf_counter()
+            if throughput > 0:
+                due = start + i / throughput
+                if due > now:
+                    time.sleep(due - now)
+                    now = time.perf_counter()
+            producer.send(topic, value=value, on_delivery=delivered(now, len(value)))
+            if now >= next_report:
+                with lock:
+                    report_window(now)
+                next_report = now + reporting_interval / 1000
+            if bar is not None and i % 1000 == 0:
+                bar.update(1000 if i else 0)
+        producer.flush()
     total_s = time.perf_counter() - start
     if bar is not None:
         bar.render_finish()
@@ -161,7 +158,7 @@ Examples:
   gregor perf consume --topic perf --messages 100000 --group perf-readers --output json
 """)
 @client_options
-@click.option("--topic", required=True)
+@topic_param()
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to read.")
 @click.option("--group", default=None, help="Read as this group (from its committed offsets).")
 @click.option("--timeout", "timeout_ms", type=click.IntRange(min=1), default=10000, show_default=True,
@@ -185,28 +182,25 @@ def consume(
     start = time.perf_counter()
     first_record: float | None = None
     last_record = time.perf_counter()
-    try:
-        with Consumer(cfg) as consumer:
-            if group:
-                consumer.subscribe([topic])
-            else:
-                parts = consumer.partitions_for_topic(topic)
-                if not parts:
-                    fail(f"topic {topic} not found")
-                consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
-            while count < messages:
-                records = consumer.poll(500, max_records=messages - count)
-                now = time.perf_counter()
-                if records:
-                    if first_record is None:
-                        first_record = now
-                    last_record = now
-                    count += len(records)
-                    size += sum(len(r.value or b"") + len(r.key or b"") for r in records)
-                elif (now - last_record) * 1000 >= timeout_ms and (first_record is not None or (now - start) * 1000 >= timeout_ms):
-                    break
-    except Exception as e:  # noqa: BLE001 - one line, not a traceback
-        fail(f"{type(e).__name__}: {e}")
+    with Consumer(cfg) as consumer:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            parts = consumer.partitions_for_topic(topic)
+            if not parts:
+                fail(f"topic {topic} not found")
+            consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
+        while count < messages:
+            records = consumer.poll(500, max_records=messages - count)
+            now = time.perf_counter()
+            if records:
+                if first_record is None:
+                    first_record = now
+                last_record = now
+                count += len(records)
+                size += sum(len(r.value or b"") + len(r.key or b"") for r in records)
+            elif (now - last_record) * 1000 >= timeout_ms and (first_record is not None or (now - start) * 1000 >= timeout_ms):
+                break
     end = time.perf_counter()
     total_s = max(end - start, 1e-9)
     fetch_s = max(end - (first_record or start), 1e-9)

@@ -12,10 +12,17 @@ truth follow. Spark runs in local mode unless ``--master`` names a cluster.
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import click
+
+from gregor.pipelines.options import KEEP_HELP, OUTPUT_DIR_HELP, ROWS_HELP, parse_rows
+
+
+def _rows(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
+    try:
+        return parse_rows(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 @click.group()
@@ -39,13 +46,12 @@ Examples:
 @click.option("--partitions", default=4, show_default=True, help="Partitions of the input topic.")
 @click.option("--input-topic", default="pageviews", show_default=True)
 @click.option("--output-topic", default="pageview-windows", show_default=True)
-@click.option("--output-dir", default="gregor-pipeline", show_default=True,
-              help="Parquet output, checkpoint and the started broker's data.")
+@click.option("--output-dir", default="gregor-pipeline", show_default=True, help=OUTPUT_DIR_HELP)
 @click.option("--max-offsets-per-trigger", default=340_000, show_default=True)
-@click.option("--keep", is_flag=True, help="Keep the previous output directory instead of starting afresh.")
+@click.option("--keep", is_flag=True, help=KEEP_HELP)
 @click.option("--no-produce", is_flag=True,
               help="Generate nothing: read what the input topic holds (the result is not checked).")
-@click.option("--rows", default=30, show_default=True, help="Result rows to print (0: all).")
+@click.option("--rows", default="30", show_default=True, metavar="N|all", callback=_rows, help=ROWS_HELP)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: progress to stderr, the summary as one JSON document on stdout.")
 def run(
@@ -62,24 +68,25 @@ def run(
     max_offsets_per_trigger: int,
     keep: bool,
     no_produce: bool,
-    rows: int,
+    rows: int | None,
     output: str,
 ) -> None:
     """Produce page views, run the Spark job, print progress and the windows, check them."""
     from gregor.pipelines import clickstream as cs
+    from gregor.pipelines import output_dir as outdir
     from gregor.pipelines import runner
 
-    out = Path(output_dir)
-    if out.exists() and not keep:
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out = outdir.prepare(output_dir, keep=keep)
+    except outdir.OutputDirError as e:
+        raise click.ClickException(str(e)) from None
     config = cs.PipelineConfig(
         bootstrap_servers or "", input_topic=input_topic, output_topic=output_topic,
         output_dir=str(out.resolve()), events=events, users=users, minutes=minutes, seed=seed,
         partitions=partitions, max_offsets_per_trigger=max_offsets_per_trigger,
     )
     tell = say if output == "text" else say_to_stderr
-    summary = runner.run(config, master=master, say=tell, rows=rows or None, produce=not no_produce)
+    summary = runner.run(config, master=master, say=tell, rows=rows, produce=not no_produce)
     failed = runner.report(summary, tell)
     if output == "json":
         click.echo(json.dumps({

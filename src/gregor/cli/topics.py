@@ -6,7 +6,17 @@ import json
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options, done, fail, output_option, parse_kv
+from gregor.cli.clientopts import (
+    client_config,
+    client_options,
+    done,
+    done_in_part,
+    fail,
+    no_such_topic,
+    output_option,
+    parse_kv,
+    topic_param,
+)
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]):  # noqa: ANN202
@@ -43,7 +53,7 @@ def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bo
 
 @topics.command()
 @client_options
-@click.argument("name")
+@topic_param()
 @click.option("--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's).")
 @click.option("--replication-factor", "-r", type=int, default=-1, help="Replicas (default: the broker's).")
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config; repeatable.")
@@ -52,7 +62,7 @@ def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bo
 def create(
     bootstrap_server: str,
     properties: tuple[str, ...],
-    name: str,
+    topic: str,
     partitions: int,
     replication_factor: int,
     configs: tuple[str, ...],
@@ -64,10 +74,12 @@ def create(
     \b
     Examples:
       gregor topics create events -p 6 -r 3
-      gregor topics create audit -c cleanup.policy=compact -c retention.ms=-1 --if-not-exists
+      gregor topics create --topic audit -c cleanup.policy=compact -c retention.ms=-1 --if-not-exists
     """
     from gregor.client import NewTopic
     from gregor.protocol.errors import TopicAlreadyExistsError
+
+    name = topic
 
     with _admin(bootstrap_server, properties) as admin:
         res = admin.create_topics([NewTopic(name, partitions, replication_factor, parse_kv(configs, "--config"))])
@@ -80,33 +92,42 @@ def create(
 
 @topics.command()
 @client_options
-@click.argument("names", nargs=-1)
+@topic_param(multiple=True, required=False)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str) -> None:
+def describe(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str, ...], output: str) -> None:
     """Partitions (leader, replicas, ISR) and config overrides of topics (all when none named).
 
     \b
     Examples:
       gregor topics describe events
+      gregor topics describe --topic events --topic audit
       gregor topics describe --output json
     """
     from gregor.client.admin import TOPIC
+    from gregor.protocol.errors import UnknownTopicOrPartitionError
 
+    names = topics
+    known: set[str] = set()
     with _admin(bootstrap_server, properties) as admin:
         if not names:
             names = tuple(sorted(admin.list_topics()))
         descs = admin.describe_topics(list(names))
+        found = [n for n in names if not isinstance(descs.get(n), Exception | None)]
+        if len(found) < len(names):
+            known = set(admin.list_topics(internal=True))
         try:
-            configs = admin.describe_configs([(TOPIC, n) for n in names])
+            configs = admin.describe_configs([(TOPIC, n) for n in found]) if found else {}
         except Exception:  # a broker without DescribeConfigs still gets partitions shown
             configs = {}
-    failed = False
+    errors: dict[str, str] = {}
     doc = []
     for name in names:
         d = descs.get(name)
-        if d is None or isinstance(d, Exception):
-            click.echo(f"Topic: {name}\tError: {d}", err=True)
-            failed = True
+        if d is None or isinstance(d, UnknownTopicOrPartitionError):
+            errors[name] = no_such_topic(name, known)
+            continue
+        if isinstance(d, Exception):
+            errors[name] = f"topic {name!r}: {d}"
             continue
         if output == "json":
             entries = configs.get((TOPIC, name))
@@ -138,13 +159,13 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
             )
     if output == "json":
         click.echo(json.dumps(doc))
-    if failed:
-        raise SystemExit(1)
+    if errors:
+        fail("; ".join(errors.values()))
 
 
 @topics.command()
 @client_options
-@click.argument("name")
+@topic_param()
 @click.option("--partitions", "-p", type=int, default=None, help="New (larger) partition count.")
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config.")
 @click.option("--delete-config", "deletes", multiple=True, metavar="KEY", help="Remove a config override.")
@@ -152,7 +173,7 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
 def alter(
     bootstrap_server: str,
     properties: tuple[str, ...],
-    name: str,
+    topic: str,
     partitions: int | None,
     configs: tuple[str, ...],
     deletes: tuple[str, ...],
@@ -167,6 +188,8 @@ def alter(
     """
     said: list[str] = []
     from gregor.client.admin import OP_DELETE, OP_SET, TOPIC
+
+    name = topic
 
     if partitions is None and not configs and not deletes:
         fail("nothing to alter: give --partitions, --config or --delete-config")
@@ -191,9 +214,9 @@ def alter(
 
 @topics.command()
 @client_options
-@click.argument("names", nargs=-1, required=True)
+@topic_param(multiple=True)
 @output_option
-def delete(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str) -> None:
+def delete(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str, ...], output: str) -> None:
     """Delete topics.
 
     \b
@@ -201,11 +224,16 @@ def delete(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str,
       gregor topics delete events
       gregor topics delete old-a old-b --output json
     """
+    from gregor.protocol.errors import UnknownTopicOrPartitionError
+
+    names = topics
     with _admin(bootstrap_server, properties) as admin:
         res = admin.delete_topics(list(names))
-    bad = {n: e for n, e in res.items() if e is not None}
+        bad = {n: e for n, e in res.items() if e is not None}
+        known = set(admin.list_topics(internal=True)) if bad else set()
+    errors = {
+        n: no_such_topic(n, known) if isinstance(e, UnknownTopicOrPartitionError) else f"topic {n!r}: {e}"
+        for n, e in bad.items()
+    }
     deleted = [n for n in names if n not in bad]
-    if deleted:
-        done(output, "\n".join(f"Deleted topic {n}." for n in deleted), deleted=deleted)
-    if bad:
-        fail("; ".join(f"{n}: {e}" for n, e in bad.items()))
+    done_in_part(output, "\n".join(f"Deleted topic {n}." for n in deleted), errors, deleted=deleted)

@@ -121,6 +121,11 @@ class ConnectionBase:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} node={self.node_id} {self.host}:{self.port}>"
 
+    def __str__(self) -> str:
+        """How the connection reads in an error message: its address (and broker id)."""
+        where = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return where if self.node_id < 0 else f"broker {self.node_id} at {where}"
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -214,7 +219,18 @@ class BrokerConnection(ConnectionBase):
             self._closed = True
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from None
         self._transport = transport  # type: ignore[assignment]
-        await self._negotiate()
+        try:
+            # ApiVersions is part of setting the connection up: a peer that is not a Kafka
+            # listener (silent, or answering something else) fails within the setup timeout
+            await self._converse(self._negotiation(), timeout=self.connect_timeout)
+        except (KafkaTimeoutError, KafkaConnectionError) as e:
+            self.close()
+            why = (f"no answer within {self.connect_timeout * 1000:.0f} ms" if isinstance(e, KafkaTimeoutError)
+                   else str(e).replace(f" from {self}", "").replace(f" to {self}", ""))
+            raise KafkaConnectionError(
+                f"{self} did not complete Kafka's handshake (ApiVersions: {why}): is it a Kafka listener, "
+                "with the right security.protocol?"
+            ) from None
         if self.sasl is not None:
             try:
                 await self._authenticate(self.sasl())
@@ -223,17 +239,15 @@ class BrokerConnection(ConnectionBase):
                 raise
         return self
 
-    async def _converse(self, exchange: Exchange) -> None:
-        """Run a request/response exchange (:meth:`ConnectionBase._negotiation`, ``_login``)."""
+    async def _converse(self, exchange: Exchange, timeout: float | None = None) -> None:
+        """Run a request/response exchange (:meth:`ConnectionBase._negotiation`, ``_login``);
+        ``timeout`` (seconds) for each answer instead of ``request.timeout.ms``."""
         try:
             step = next(exchange)
             while True:
-                step = exchange.send(await self.send(*step))
+                step = exchange.send(await self.send(*step, timeout=timeout))
         except StopIteration:
             pass
-
-    async def _negotiate(self) -> None:
-        await self._converse(self._negotiation())
 
     async def _authenticate(self, login: SaslClient) -> None:
         await self._converse(self._login(login))

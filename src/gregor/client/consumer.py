@@ -233,7 +233,10 @@ class AIOConsumer:
     def highwater(self, tp: TopicPartition) -> int:
         return self._state(TopicPartition(*tp)).high_watermark
 
-    async def _update_positions(self) -> None:
+    async def _update_positions(self, timeout: float | None = None) -> None:
+        """Look up the positions still missing (committed offsets, then the reset policy);
+        ``timeout`` (seconds) bounds the offset look-up, and one that runs out leaves the
+        positions missing for the next call, as the Java consumer's poll timer does."""
         missing = self._subs.missing_positions()
         if not missing:
             return
@@ -258,7 +261,12 @@ class AIOConsumer:
                 raise error_for_code(ErrorCode.OFFSET_OUT_OF_RANGE)(f"{tp} has no committed offset and auto.offset.reset=none")
             to_reset[tp] = EARLIEST if how == "earliest" else LATEST
         if to_reset:
-            found = await self._list_offsets(to_reset)
+            try:
+                found = await self._list_offsets(to_reset, timeout)
+            except KafkaTimeoutError:
+                if timeout is None:
+                    raise
+                return
             for tp, (offset, _ts, _epoch) in found.items():
                 st = self._subs.assignment.get(tp)
                 if st is not None and offset is not None:
@@ -273,7 +281,7 @@ class AIOConsumer:
         """ListOffsets per leader: {tp: (offset or None, timestamp, leader_epoch)}."""
         query = dict(query)
         isolation = 1 if self.config["isolation.level"] == "read_committed" else 0
-        return await list_offsets(self._client, query, isolation, timeout or self._api_timeout)
+        return await list_offsets(self._client, query, isolation, self._api_timeout if timeout is None else timeout)
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): EARLIEST for tp in tps})
@@ -373,7 +381,7 @@ class AIOConsumer:
                     await self._client.refresh_metadata()
                     topics = self._wanted_topics()
                 await self._group.ensure_active(topics)
-            await self._update_positions()
+            await self._update_positions(max(deadline - time.monotonic(), 0.001))
             await self._maybe_auto_commit()
             records = self._fetcher.take(max_records)
             if records:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from gregor.pipelines import clickstream as cs
+from gregor.pipelines import output_dir
+from gregor.pipelines.options import KEEP_HELP, OUTPUT_DIR_HELP, ROWS_HELP, rows_arg
 
 _DEBUG = bool(os.environ.get("GREGOR_PIPELINE_DEBUG"))  # timestamps, batch durations
 _T0 = time.monotonic()
@@ -308,15 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
     ap.add_argument("--input-topic", default="pageviews")
     ap.add_argument("--output-topic", default="pageview-windows")
-    ap.add_argument("--output-dir", default="gregor-pipeline", help="Parquet output, checkpoint, broker data")
+    ap.add_argument("--output-dir", default="gregor-pipeline", help=OUTPUT_DIR_HELP)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=340_000)
-    ap.add_argument("--keep", action="store_true", help="keep the previous output directory")
-    ap.add_argument("--rows", type=int, default=30, help="result rows to print (0: none)")
+    ap.add_argument("--keep", action="store_true", help=KEEP_HELP)
+    ap.add_argument("--rows", type=rows_arg, default=30, help=ROWS_HELP)
     a = ap.parse_args(argv)
-    out = Path(a.output_dir)
-    if out.exists() and not a.keep:
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out = output_dir.prepare(a.output_dir, keep=a.keep)
+    except output_dir.OutputDirError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
 
     def say(msg: str) -> None:  # one-line messages get the prefix; the result table does not
         stamp = f"{time.monotonic() - _T0:6.1f}s " if _DEBUG else ""
@@ -327,7 +329,29 @@ def main(argv: list[str] | None = None) -> int:
         output_dir=str(out.resolve()), events=a.events, users=a.users, minutes=a.minutes, seed=a.seed,
         partitions=a.partitions, max_offsets_per_trigger=a.max_offsets_per_trigger,
     )
-    return report(run(config, master=a.master, say=say, rows=a.rows), say)
+    try:
+        summary = run(config, master=a.master, say=say, rows=a.rows)
+    except KeyboardInterrupt:
+        print("Aborted!", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if os.environ.get("GREGOR_DEBUG", "").strip().lower() not in ("", "0", "false", "no"):
+            raise
+        print(f"Error: {_one_line(e)}", file=sys.stderr)
+        return 1
+    return report(summary, say)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error of the job in one line (``GREGOR_DEBUG=1`` shows the traceback instead). A
+    Spark error's message carries the JVM's stack: its first line says what failed."""
+    from gregor.client import KafkaError
+
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if isinstance(exc, KafkaError | OSError | RuntimeError):
+        return text
+    return f"{type(exc).__name__}: {text} (GREGOR_DEBUG=1 shows the traceback)"
 
 
 def report(s: Summary, say: Callable[[str], None]) -> int:

@@ -7,17 +7,22 @@
         cluster.pause(2)      # SIGSTOP (resume(2): SIGCONT)
 
 Each broker is a ``BrokerProcess`` (a child process on a free port of 127.0.0.1 with its data
-in a temporary directory) with ``metadata.store=etcd://<the EtcdProcess>/<a fresh prefix>``.
-``python -m gregor.testing.cluster [N]`` (``scripts/cluster.sh``) starts one, prints the
-bootstrap servers and stops everything on Ctrl-C. Imports nothing of the broker.
+in a temporary directory, or in ``data_dir/broker-<node id>`` when ``data_dir`` is given,
+which is then kept) with ``metadata.store=etcd://<the EtcdProcess>/<a fresh prefix>``.
+``python -m gregor.testing.cluster [N] [--keep] [--data-dir DIR]`` (``scripts/cluster.sh``)
+starts one, prints the bootstrap servers and where each member's log and data are, and stops
+everything on Ctrl-C, deleting the logs and data unless ``--keep`` (or ``--data-dir``) was
+given. Imports nothing of the broker.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 
 from gregor.testing.etcd import EtcdCluster, EtcdProcess
@@ -34,10 +39,17 @@ class ClusterProcess:
         session_timeout_ms: int = 2000,
         broker_config: Mapping[int, Mapping[str, object]] | None = None,
         etcd_members: int = 1,
+        data_dir: str | Path | None = None,
     ) -> None:
+        #: Where the members keep their logs and data (kept after ``close``); None: temporary
+        #: directories, deleted by ``close``.
+        self.data_dir = Path(data_dir) if data_dir is not None else None
         #: One etcd member, or (``etcd_members`` > 1) an etcd cluster whose every member the
         #: brokers know: ``etcd.kill(i)`` then takes one member away.
-        self.etcd: EtcdProcess | EtcdCluster = EtcdCluster(etcd_members) if etcd_members > 1 else EtcdProcess()
+        self.etcd: EtcdProcess | EtcdCluster = (
+            EtcdCluster(etcd_members) if etcd_members > 1
+            else EtcdProcess(self.data_dir / "etcd" if self.data_dir is not None else None)
+        )
         self.size = size
         self.config = dict(config or {})
         #: Settings of one broker only (``broker.rack``, say), by node id, over ``config``.
@@ -65,7 +77,8 @@ class ClusterProcess:
                 }
                 props.update(self.config)
                 props.update(self.broker_config.get(node_id, {}))
-                self.brokers[node_id] = BrokerProcess(props).start()
+                where = self.data_dir / f"broker-{node_id}" if self.data_dir is not None else None
+                self.brokers[node_id] = BrokerProcess(props, data_dir=where).start()
         except BaseException:
             self.close()
             raise
@@ -111,16 +124,32 @@ class ClusterProcess:
 
 
 def main(argv: list[str]) -> int:
-    size = int(argv[1]) if len(argv) > 1 else 3
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="scripts/cluster.sh", description="etcd and N Gregor brokers on 127.0.0.1.")
+    ap.add_argument("size", nargs="?", type=int, default=3, help="brokers (default 3)")
+    ap.add_argument("--keep", action="store_true", help="keep the logs and data after Ctrl-C (in a new directory)")
+    ap.add_argument("--data-dir", default=None, help="keep the logs and data here (implies --keep)")
+    a = ap.parse_args(argv[1:])
+    data_dir = a.data_dir or (tempfile.mkdtemp(prefix="gregor-cluster-") if a.keep else None)
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)  # a kill or timeout stops the members too
-    with ClusterProcess(size, session_timeout_ms=9000) as cluster:
-        print(f"etcd: {cluster.etcd.url}  metadata.store={cluster.metadata_store}")
+    with ClusterProcess(a.size, session_timeout_ms=9000, data_dir=data_dir) as cluster:
+        etcd = cluster.etcd
+        print(f"etcd: {etcd.url}  metadata.store={cluster.metadata_store}")
+        if isinstance(etcd, EtcdProcess):
+            print(f"  log: {etcd.log_path}  data: {etcd.data_dir}")
+        for node_id, b in cluster.brokers.items():
+            print(f"broker {node_id}: {b.bootstrap_servers}  log: {b.log_path}  data: {b.data_dir / 'logs'}")
         print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-        print("Ctrl-C stops etcd and the brokers.", flush=True)
+        if data_dir is None:
+            print("Ctrl-C stops etcd and the brokers and deletes their logs and data "
+                  "(scripts/cluster.sh --keep keeps them).", flush=True)
+        else:
+            print(f"Ctrl-C stops etcd and the brokers; their logs and data stay in {data_dir}.", flush=True)
         try:
             signal.pause()
         except KeyboardInterrupt:
