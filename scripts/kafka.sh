@@ -8,9 +8,10 @@
 #   bash scripts/kafka.sh tool NAME ...  one of Kafka's tools by its script name, e.g.
 #                                        kafka-topics --bootstrap-server HOST:PORT --list
 #
-# The jars come from Maven Central into Maven's local repository (~/.m2) and are copied, with the
-# compiled harness, into ${GREGOR_JVM_CACHE:-~/.cache/gregor-jvm}/peers-<hash of tools/jvm>; a
-# second run with the same tools/jvm only prints the path. broker and cluster keep their logs
+# The jars come from Maven Central into Maven's local repository (~/.m2) and are copied into
+# ${GREGOR_JVM_CACHE:-~/.cache/gregor-jvm}/lib-<hash of the pom>; the harness is compiled into
+# harness-<hash of the pom and sources> beside it. A second run with the same tools/jvm only
+# prints the path. broker and cluster keep their logs
 # and data in a temporary directory, print the bootstrap servers and stop on Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,33 +19,49 @@ cache=${GREGOR_JVM_CACHE:-$HOME/.cache/gregor-jvm}
 
 fetch() {
   command -v mvn >/dev/null 2>&1 || { echo "[kafka] mvn not found: apt-get install maven" >&2; exit 1; }
-  command -v java >/dev/null 2>&1 || { echo "[kafka] java not found: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
-  local hash dir
-  hash=$( (cat tools/jvm/pom.xml; find tools/jvm/src -type f | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16)
-  dir=$cache/peers-$hash
+  command -v javac >/dev/null 2>&1 || { echo "[kafka] javac not found: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+  local pom_hash src_hash lib out
+  pom_hash=$(sha256sum tools/jvm/pom.xml | cut -c1-16)
+  src_hash=$( (echo "$pom_hash"; find tools/jvm/src -type f | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16)
+  lib=$cache/lib-$pom_hash
+  out=$cache/harness-$src_hash
   mkdir -p "$cache"
   (
     flock 9
-    if [ ! -f "$dir/classpath" ]; then
+    if [ ! -f "$lib/.complete" ]; then
+      # Kafka's jars: Maven resolves the pom's dependencies (into ~/.m2) and copies them here.
       local build
       build=$(mktemp -d "$cache/build.XXXXXX")
-      cp -r tools/jvm/pom.xml tools/jvm/src "$build/"
-      echo "[kafka] building the JVM peers (Kafka's jars from Maven Central, the Java harness) in $build" >&2
-      if ! mvn -B -q -f "$build/pom.xml" package dependency:copy-dependencies \
-          -DincludeScope=runtime -DoutputDirectory="$build/lib" >"$build/mvn.log" 2>&1; then
+      echo "[kafka] fetching the JVM peers' jars (tools/jvm/pom.xml) from Maven Central into $lib" >&2
+      if ! mvn -B -q -f tools/jvm/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+          -DoutputDirectory="$build/lib" >"$build/mvn.log" 2>&1; then
         cat "$build/mvn.log" >&2
+        rm -rf "$build"
         exit 1
       fi
-      cp "$build"/target/gregor-jvm-peers-*.jar "$build/lib/"
-      (cd "$build/lib" && ls -1 "$PWD"/*.jar) | paste -sd: >"$build/classpath.tmp"
-      rm -rf "$build/target" "$build/src"
-      sed -i "s#$build#$dir#g" "$build/classpath.tmp"
-      rm -rf "$dir"
-      mv "$build" "$dir"
-      mv "$dir/classpath.tmp" "$dir/classpath"
+      rm -rf "$lib"
+      mv "$build/lib" "$lib"
+      rm -rf "$build"
+      touch "$lib/.complete"
+    fi
+    if [ ! -f "$out/classpath" ]; then
+      # The Java harness (tools/jvm/src), compiled against those jars.
+      local build
+      build=$(mktemp -d "$cache/build.XXXXXX")
+      mkdir -p "$build/classes"
+      if ! javac -nowarn -encoding UTF-8 --release 17 -cp "$lib/*" -d "$build/classes" \
+          $(find tools/jvm/src/main/java -name '*.java') >"$build/javac.log" 2>&1; then
+        cat "$build/javac.log" >&2
+        rm -rf "$build"
+        exit 1
+      fi
+      cp -r tools/jvm/src/main/resources/. "$build/classes/"
+      (echo "$out/classes"; ls -1 "$lib"/*.jar) | paste -sd: >"$build/classpath"
+      rm -rf "$out"
+      mv "$build" "$out"
     fi
   ) 9>"$cache/.lock"
-  echo "$dir/classpath"
+  echo "$out/classpath"
 }
 
 case "${1:-}" in

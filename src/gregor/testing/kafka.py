@@ -59,6 +59,7 @@ from gregor.testing.ports import free_port
 __all__ = [
     "KAFKA_VERSION",
     "TOOLS",
+    "KafkaBrokerProcess",
     "JavaError",
     "JavaHarness",
     "KafkaBroker",
@@ -212,7 +213,11 @@ class _KafkaNode(ChildProcess):
 
     @property
     def port(self) -> int:
-        return int(self.props["advertised.listeners"].rsplit(":", 1)[1])
+        """The port of the PLAINTEXT listener."""
+        for listener in self.props["listeners"].split(","):
+            if listener.startswith("PLAINTEXT://"):
+                return int(listener.rsplit(":", 1)[1])
+        raise KafkaStartError(f"no PLAINTEXT listener in {self.props['listeners']}")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -310,9 +315,12 @@ class KafkaCluster:
         features: Sequence[str] = ("share.version=1",),
         directory: str | Path | None = None,
         harness: JavaHarness | None = None,
+        ports: Mapping[int, int] | None = None,
     ) -> None:
         self.cp = cp if cp is not None else classpath()
         self.harness = harness
+        #: PLAINTEXT ports asked for, by node id (the others take free ports).
+        self.fixed_ports = dict(ports or {})
         self.size = size
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
         self.jvm_options = tuple(jvm_options)
@@ -354,7 +362,16 @@ class KafkaCluster:
             "share.coordinator.state.topic.min.isr": str(min(2, self.size)),
             "group.initial.rebalance.delay.ms": "0",
         }
-        props.update(self.config)
+        extra = dict(self.config)
+        if "listeners" in extra:  # the node's own listeners, plus its controller listener
+            extra["listeners"] += f",CONTROLLER://127.0.0.1:{controller}"
+            extra.setdefault(
+                "advertised.listeners",
+                ",".join(
+                    x for x in extra["listeners"].split(",") if not x.startswith("CONTROLLER://")
+                ),
+            )
+        props.update(extra)
         return props
 
     def start(self) -> KafkaCluster:
@@ -366,7 +383,7 @@ class KafkaCluster:
             taken.add(p)
             return p
 
-        ports = {n: (port(), port()) for n in range(1, self.size + 1)}
+        ports = {n: (self.fixed_ports.get(n) or port(), port()) for n in range(1, self.size + 1)}
         for n in ports:
             node = _KafkaNode(
                 self.cp, self.directory / f"node-{n}", n, self._props(n, ports), self.jvm_options
@@ -444,6 +461,80 @@ class KafkaBroker(KafkaCluster):
 
     def read_log(self, node_id: int = 1) -> str:
         return super().read_log(node_id)
+
+
+class KafkaBrokerProcess(ChildProcess):
+    """A Kafka broker behind ``BrokerProcess``'s interface, so that a test written for a Gregor
+    broker runs against Kafka unchanged (``GREGOR_INTEROP_BROKER=kafka`` in tests/interop).
+
+    Its log directory is ``data_dir/logs`` as a Gregor broker's (the segment files have the
+    same layout); ``restart()`` keeps the data and the port; ``read_log()`` is Kafka's log.
+    ``config`` goes to ``server.properties`` as it is (``log_level`` is Gregor's and ignored)."""
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        data_dir: str | Path | None = None,
+        port: int = 0,
+        start_timeout: float | None = None,
+        log_level: str = "INFO",
+    ) -> None:
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gregor-kafka-")
+            data_dir = self._tmp.name
+        self.data_dir = Path(data_dir)
+        self.port = port
+        self.start_timeout = start_timeout
+        self.listener_ports: dict[str, int] = {}
+        self.metrics_url: str | None = None
+        self._kafka: KafkaBroker | None = None
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.listener_ports[listener]}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "kafka" / "node-1" / "server.log"
+
+    def start(self) -> Self:
+        if self._kafka is None:
+            config = {"log.dirs": str(self.data_dir / "logs"), **self.config}
+            self._kafka = KafkaBroker(
+                config=config,
+                directory=self.data_dir / "kafka",
+                jvm_options=(*QUICK_JVM_OPTIONS, "-Xmx512m"),
+                ports={1: self.port} if self.port else None,
+            )
+            self._kafka.start()
+        else:
+            node = self._kafka.nodes[1]
+            node.launch()
+            node.wait_started(self.start_timeout)
+        node = self._kafka.nodes[1]
+        self.proc = node.proc
+        self.port = node.port
+        self.listener_ports = {
+            x.split("://", 1)[0]: int(x.rsplit(":", 1)[1])
+            for x in node.props["listeners"].split(",")
+            if not x.startswith("CONTROLLER://")
+        }
+        return self
+
+    def read_log(self, since_start: bool = True) -> str:
+        if self._kafka is None:
+            return ""
+        if since_start:
+            return self._kafka.nodes[1].read_log()
+        return self.log_path.read_text(errors="replace")
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,7 @@ final class Clients {
                 }
                 producer.sendOffsetsToTransaction(offsets, c.groupMetadata());
                 if (abortFirst && aborted == 0) {
+                    producer.flush(); // the aborted records reach the log, then the abort marker
                     producer.abortTransaction();
                     aborted++;
                     Map<TopicPartition, OffsetAndMetadata> committed = c.committed(c.assignment());
