@@ -68,6 +68,7 @@ __all__ = [
     "KafkaUnavailable",
     "ToolResult",
     "classpath",
+    "java_process",
     "run_tool_process",
 ]
 
@@ -186,6 +187,14 @@ def run_tool_process(
         [_java(), *jvm_options, "-cp", cp, main, *args], input=stdin, capture_output=True, text=True
     )
     return ToolResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def java_process(
+    cp: str, main: str, *args: str, jvm_options: Sequence[str] = QUICK_JVM_OPTIONS, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Start ``main`` (a class on the JVM peers' class path, e.g. ``gregor.jvm.StreamsApp`` or
+    Kafka Connect's ``ConnectDistributed``) as a process of its own."""
+    return subprocess.Popen([_java(), *jvm_options, "-cp", cp, main, *args], **popen)
 
 
 def _properties(path: Path, props: Mapping[str, str]) -> None:

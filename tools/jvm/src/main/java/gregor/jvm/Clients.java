@@ -144,7 +144,8 @@ final class Clients {
     }
 
     /**
-     * {"props", "topics": [...] | "assign": [[topic, partition], ...], "count": n, "commit": true}
+     * {"props", "topics": [...] | "assign": [[topic, partition], ...], "count": n, "commit": true,
+     * "to_end": false}; with "to_end" (assigned partitions) it reads up to the end offsets first
      * -> {"records": [...], "committed": {"topic-p": offset}, "member_id", "generation"}.
      * Subscribed consumers commit what they read (commitSync) before closing when "commit".
      */
@@ -164,6 +165,16 @@ final class Clients {
                 }
             } else {
                 c.subscribe(strings(req.get("topics")));
+            }
+            if (req.path("to_end").asBoolean(false)) {
+                // Everything up to the end offsets as they are now (the last stable offsets
+                // under read_committed): the position passes control records too.
+                Map<TopicPartition, Long> ends = c.endOffsets(c.assignment());
+                while (System.nanoTime() < limit && ends.entrySet().stream().anyMatch(e -> c.position(e.getKey()) < e.getValue())) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {
+                        records.add(json(r));
+                    }
+                }
             }
             while (records.size() < count && System.nanoTime() < limit) {
                 for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {
