@@ -373,7 +373,22 @@ class KafkaCluster:
         }
         extra = dict(self.config)
         if "listeners" in extra:  # the node's own listeners, plus its controller listener
-            extra["listeners"] += f",CONTROLLER://127.0.0.1:{controller}"
+            # Port 0 (any) becomes a free port: a listener's bound port must be known to
+            # advertise it. PLAINTEXT keeps the node's own port.
+            own = []
+            for x in extra["listeners"].split(","):
+                name, _, address = x.partition("://")
+                if address.endswith(":0"):
+                    address = f"{address[:-2]}:{port if name == 'PLAINTEXT' else free_port()}"
+                own.append(f"{name}://{address}")
+            extra["listeners"] = ",".join(own) + f",CONTROLLER://127.0.0.1:{controller}"
+            if "listener.security.protocol.map" in extra:
+                extra["listener.security.protocol.map"] += ",CONTROLLER:PLAINTEXT"
+            else:
+                protocols = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+                extra["listener.security.protocol.map"] = (
+                    ",".join(f"{p}:{p}" for p in protocols) + ",CONTROLLER:PLAINTEXT"
+                )
             extra.setdefault(
                 "advertised.listeners",
                 ",".join(

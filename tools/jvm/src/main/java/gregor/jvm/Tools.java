@@ -45,7 +45,7 @@ final class Tools {
                 out.append(line).append('\n');
             }
         }
-        return out.toString().strip();
+        return out.toString().strip().isEmpty() ? "" : out.toString().stripTrailing() + "\n";
     }
 
     static JsonNode run(JsonNode request) throws Exception {
@@ -96,7 +96,7 @@ final class Tools {
         }
         ObjectNode result = Harness.JSON.createObjectNode();
         result.put("exit", code);
-        result.put("stdout", out.toString(StandardCharsets.UTF_8));
+        result.put("stdout", withoutExits(out.toString(StandardCharsets.UTF_8)));
         result.put("stderr", withoutExits(err.toString(StandardCharsets.UTF_8)));
         return result;
     }
