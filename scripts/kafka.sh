@@ -3,6 +3,8 @@
 #
 #   bash scripts/kafka.sh fetch          fetch the pinned Kafka jars with Maven and build the Java
 #                                        harness (tools/jvm); prints the class path file
+#   bash scripts/kafka.sh fetch-spark    fetch Spark's Kafka connector (tools/jvm/spark-kafka);
+#                                        prints its jars, comma-separated (spark.jars)
 #   bash scripts/kafka.sh broker         a single KRaft broker (combined mode) on a free port
 #   bash scripts/kafka.sh cluster [N]    an N-node KRaft cluster (default 3)
 #   bash scripts/kafka.sh tool NAME ...  one of Kafka's tools by its script name, e.g.
@@ -64,11 +66,42 @@ fetch() {
   echo "$out/classpath"
 }
 
+# Spark's own Kafka connector for tests/spark and bench/spark.py: the connector and the jars it
+# needs that pyspark does not ship; prints them comma-separated (for spark.jars).
+fetch_spark() {
+  command -v mvn >/dev/null 2>&1 || { echo "[kafka] mvn not found: apt-get install maven" >&2; exit 1; }
+  local hash dir
+  hash=$(sha256sum tools/jvm/spark-kafka/pom.xml | cut -c1-16)
+  dir=$cache/spark-kafka-$hash
+  mkdir -p "$cache"
+  (
+    flock 9
+    if [ ! -f "$dir/.complete" ]; then
+      local build
+      build=$(mktemp -d "$cache/build.XXXXXX")
+      echo "[kafka] fetching Spark's Kafka connector (tools/jvm/spark-kafka/pom.xml) into $dir" >&2
+      if ! mvn -B -q -f tools/jvm/spark-kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+          -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+          -DoutputDirectory="$build/jars" >"$build/mvn.log" 2>&1; then
+        cat "$build/mvn.log" >&2
+        rm -rf "$build"
+        exit 1
+      fi
+      rm -rf "$dir"
+      mv "$build/jars" "$dir"
+      rm -rf "$build"
+      touch "$dir/.complete"
+    fi
+  ) 9>"$cache/.lock"
+  ls -1 "$dir"/*.jar | paste -sd,
+}
+
 case "${1:-}" in
   fetch) fetch ;;
+  fetch-spark) fetch_spark ;;
   broker | cluster | tool)
     cp_file=$(fetch)
     export GREGOR_JVM_CLASSPATH_FILE=$cp_file
     exec .venv/bin/python -m gregor.testing.kafka "$@" ;;
-  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -18,5 +18,6 @@ fi
 bash scripts/system-deps.sh
 bash scripts/setup.sh
 GREGOR_JVM_CLASSPATH_FILE=$(bash scripts/kafka.sh fetch)
-export GREGOR_JVM_CLASSPATH_FILE
+GREGOR_SPARK_KAFKA_JARS=$(bash scripts/kafka.sh fetch-spark)
+export GREGOR_JVM_CLASSPATH_FILE GREGOR_SPARK_KAFKA_JARS
 exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

@@ -70,6 +70,7 @@ __all__ = [
     "classpath",
     "java_process",
     "run_tool_process",
+    "spark_kafka_jars",
 ]
 
 #: The Kafka release tools/jvm/pom.xml pins (kept equal to its kafka.version).
@@ -161,6 +162,24 @@ def classpath() -> str:
     path = proc.stdout.strip().splitlines()[-1]
     os.environ["GREGOR_JVM_CLASSPATH_FILE"] = path
     return Path(path).read_text().strip()
+
+
+def spark_kafka_jars() -> str:
+    """Spark's own Kafka connector and the jars it needs beyond pyspark's, comma-separated (for
+    ``spark.jars``): ``GREGOR_SPARK_KAFKA_JARS``, else what ``scripts/kafka.sh fetch-spark``
+    fetches (a source checkout only; cached after the first run)."""
+    named = os.environ.get("GREGOR_SPARK_KAFKA_JARS")
+    if named:
+        return named
+    script = _REPO / "scripts" / "kafka.sh"
+    if not script.is_file() or shutil.which("mvn") is None:
+        raise KafkaUnavailable("Spark's Kafka connector needs scripts/kafka.sh and mvn")
+    proc = subprocess.run(["bash", str(script), "fetch-spark"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise KafkaUnavailable(f"scripts/kafka.sh fetch-spark failed:\n{proc.stderr[-4000:]}")
+    jars = proc.stdout.strip().splitlines()[-1]
+    os.environ["GREGOR_SPARK_KAFKA_JARS"] = jars
+    return jars
 
 
 def _java() -> str:
