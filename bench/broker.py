@@ -233,7 +233,7 @@ def latency(bootstrap: str, topic: str, acks: str) -> tuple[float, float]:
 
         p.produce(topic, payload, partition=0, on_delivery=done)
         p.poll(0)
-    p.flush(30)
+    p.flush(120)
     if errors or len(lat) != n:
         raise RuntimeError(f"latency run: {len(lat)}/{n} reports, errors {errors[:3]}")
     q = statistics.quantiles(lat, n=100)
