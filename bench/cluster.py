@@ -1,6 +1,7 @@
-"""A replicated cluster against one broker, same machine, same client (confluent-kafka).
+"""A replicated cluster against one broker, same machine, same client (confluent-kafka): Gregor
+beside Apache Kafka.
 
-Rows:
+Rows (each for Gregor and for Kafka):
   produce    acks=all, 100 B and 1 KB records (random bytes, linger.ms=5) to a topic with
              1 or 3 partitions: a 3-broker cluster with replication.factor=3 and
              min.insync.replicas=2, and one broker with replication.factor=1. Runs take turns;
@@ -15,6 +16,15 @@ Rows:
              is ``--session-timeout-ms``, 1000 by default (Kafka's own default is 9000 ms;
              its docs allow lowering it on a fast network).
 
+Kafka runs the same rows: a 3-node KRaft cluster (every node broker and controller, combined
+mode) and one node, ``gregor.testing.kafka`` (jars from ``scripts/kafka.sh fetch``), with the
+same replication settings and ``broker.session.timeout.ms`` (heartbeats every quarter of it),
+so that both notice a dead broker equally soon; in combined mode the node killed may also be
+the quorum's leader, which Kafka then elects anew. Every broker gets the same untimed warm-up
+first (its JVM compiles its hot paths). Beside the rates: the CPU time the brokers used per
+record (all of a cluster's processes, etcd's too for Gregor) and their resident memory at the
+end (summed over a cluster's processes).
+
 Where the data lives: every broker's log directory (and etcd's) is made under ``--data-dir``,
 by default a RAM-backed one (/dev/shm) when the machine has it, for the cluster and the single
 broker alike. On one machine the three replicas share one disk, and a machine that keeps
@@ -25,12 +35,13 @@ here, the 1 KB cluster runs fall from ~300 to ~100 MB/s after about 1.5 GB). ``-
 /tmp`` measures on disk.
 
 Run: .venv/bin/python bench/cluster.py [--scale 1.0] [--repeats 3] [--failovers 5]
-                                       [--session-timeout-ms 1000] [--data-dir DIR]
+                                       [--session-timeout-ms 1000] [--data-dir DIR] [--no-kafka]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -40,12 +51,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from broker import latency, produce  # noqa: E402  (bench/broker.py)
+from broker import cpu_seconds, latency, memory_kb, produce  # noqa: E402  (bench/broker.py)
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from gregor.testing import BrokerProcess  # noqa: E402
 from gregor.testing.cluster import ClusterProcess  # noqa: E402
+from gregor.testing.kafka import KafkaBroker, KafkaCluster  # noqa: E402
 
 COUNTS = {100: 200_000, 1024: 60_000}
 
@@ -132,6 +144,21 @@ def failover_once(cluster: ClusterProcess, topic: str) -> float:
     return state["first_after"] - state["killed_at"]
 
 
+def cluster_pids(target: object) -> list[int]:
+    """Every process of a broker or cluster (Gregor's etcd too)."""
+    if isinstance(target, ClusterProcess):
+        procs = [b.proc for b in target.brokers.values()] + [target.etcd.proc]  # type: ignore[attr-defined]
+    elif isinstance(target, KafkaCluster) and not isinstance(target, KafkaBroker):
+        procs = [n.proc for n in target.nodes.values()]
+    else:
+        procs = [target.proc]  # type: ignore[attr-defined]
+    return [p.pid for p in procs if p is not None and p.poll() is None]
+
+
+def cpu_of(pids: list[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0)
@@ -140,56 +167,104 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=1000)
     ap.add_argument("--data-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
                     help="where the brokers' and etcd's data directories are made (default: /dev/shm)")
+    ap.add_argument("--no-kafka", action="store_true", help="Gregor only")
     args = ap.parse_args()
-    tempfile.tempdir = args.data_dir  # BrokerProcess, ClusterProcess and etcd make theirs with tempfile
+    tempfile.tempdir = args.data_dir  # every launcher makes its directories with tempfile
     config = {
         "replica.lag.time.max.ms": 10000,
         "offsets.topic.replication.factor": 3,
         "transaction.state.log.replication.factor": 3,
     }
-    with ClusterProcess(3, config=config, session_timeout_ms=args.session_timeout_ms) as cluster, BrokerProcess(
-        {}
-    ) as single:
-        wait_brokers(cluster.bootstrap_servers, 3)
-        targets = {"cluster": (cluster.bootstrap_servers, 3), "single": (single.bootstrap_servers, 1)}
-        rows: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    kafka_config = {
+        "replica.lag.time.max.ms": 10000,
+        "broker.session.timeout.ms": args.session_timeout_ms,
+        "broker.heartbeat.interval.ms": max(50, args.session_timeout_ms // 4),
+    }
+    with contextlib.ExitStack() as stack:
+        systems: dict[str, dict[str, object]] = {
+            "gregor": {
+                "cluster": stack.enter_context(
+                    ClusterProcess(3, config=config, session_timeout_ms=args.session_timeout_ms)),
+                "single": stack.enter_context(BrokerProcess({})),
+            },
+        }
+        if not args.no_kafka:
+            systems["kafka"] = {
+                "cluster": stack.enter_context(KafkaCluster(size=3, config=kafka_config)),
+                "single": stack.enter_context(KafkaBroker()),
+            }
+        targets: dict[str, tuple[object, str, int]] = {}
+        for system, pair in systems.items():
+            for kind, t in pair.items():
+                rf = 3 if kind == "cluster" else 1
+                bootstrap = t.bootstrap_servers  # type: ignore[attr-defined]
+                wait_brokers(bootstrap, rf)
+                targets[f"{system}-{kind}"] = (t, bootstrap, rf)
+        for label, (_, bootstrap, rf) in targets.items():  # the same warm-up for every broker
+            create(bootstrap, f"warm-{label}", 1, rf)
+            produce(bootstrap, f"warm-{label}", 100, int(100_000 * max(args.scale, 0.1)), "all", 1)
+            create(bootstrap, f"warm-lat-{label}", 1, rf)
+            try:
+                latency(bootstrap, f"warm-lat-{label}", "all")
+            except RuntimeError as e:  # untimed; a machine busy elsewhere may outlast its flush
+                print(f"warm-up latency run on {label}: {e}", flush=True)
+        rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
         n_topic = 0
         for size in (100, 1024):
             for parts in (1, 3):
                 key = f"produce {size} B p={parts} acks=all"
                 n = int(COUNTS[size] * args.scale)
                 for _ in range(args.repeats):
-                    for label, (bootstrap, rf) in targets.items():
+                    for label, (t, bootstrap, rf) in targets.items():
                         n_topic += 1
                         topic = f"bench-{label}-{n_topic}"
                         create(bootstrap, topic, parts, rf)
+                        pids = cluster_pids(t)
+                        cpu0 = cpu_of(pids)
                         r = produce(bootstrap, topic, size, n, "all", parts)
-                        rows.setdefault(key, {}).setdefault(label, []).append((r.msgs_per_s, r.mb_per_s))
+                        cpu = (cpu_of(pids) - cpu0) / n * 1e6
+                        rows.setdefault(key, {}).setdefault(label, []).append((r.msgs_per_s, r.mb_per_s, cpu))
         lat: dict[str, list[tuple[float, float]]] = {}
         for _ in range(args.repeats):
-            for label, (bootstrap, rf) in targets.items():
+            for label, (_, bootstrap, rf) in targets.items():
                 n_topic += 1
                 topic = f"lat-{label}-{n_topic}"
                 create(bootstrap, topic, 1, rf)
                 lat.setdefault(label, []).append(latency(bootstrap, topic, "all"))
-        create(cluster.bootstrap_servers, "failover", 1, 3)
-        times = [failover_once(cluster, "failover") for _ in range(args.failovers)]
+        memory = {label: sum(memory_kb(pid)[0] for pid in cluster_pids(t)) for label, (t, _, _) in targets.items()}
+        failovers: dict[str, list[float]] = {}
+        for system, pair in systems.items():
+            cluster = pair["cluster"]
+            create(cluster.bootstrap_servers, "failover", 1, 3)  # type: ignore[attr-defined]
+            failovers[system] = [failover_once(cluster, "failover") for _ in range(args.failovers)]  # type: ignore[arg-type]
 
+    labels = list(targets)
     print(f"\n3 brokers RF=3 min.insync=2 vs 1 broker RF=1, confluent-kafka, scale {args.scale}, "
           f"median of {args.repeats}, data in {tempfile.gettempdir()}")
-    print(f"{'workload':34} {'cluster msg/s':>14} {'MB/s':>7} {'single msg/s':>13} {'MB/s':>7} {'ratio':>6}")
+    print(f"{'workload':30}" + "".join(f" {label + ' msg/s':>20} {'MB/s':>6}" for label in labels)
+          + f" {'G/K cluster':>12} {'G/K single':>11}")
     for key, by in rows.items():
-        c = sorted(by["cluster"])[len(by["cluster"]) // 2]
-        s = sorted(by["single"])[len(by["single"]) // 2]
-        print(f"{key:34} {c[0]:14,.0f} {c[1]:7.1f} {s[0]:13,.0f} {s[1]:7.1f} {c[0] / s[0]:6.2f}")
+        med = {label: sorted(by[label])[len(by[label]) // 2] for label in labels}
+        line = f"{key:30}" + "".join(f" {med[label][0]:20,.0f} {med[label][1]:6.1f}" for label in labels)
+        if "kafka-cluster" in med:
+            line += f" {med['gregor-cluster'][0] / med['kafka-cluster'][0]:12.2f}"
+            line += f" {med['gregor-single'][0] / med['kafka-single'][0]:11.2f}"
+        print(line)
+    print("\nbroker CPU per record (µs; all of a cluster's processes), median run")
+    for key, by in rows.items():
+        med = {label: sorted(by[label])[len(by[label]) // 2] for label in labels}
+        print(f"  {key:30}" + "".join(f" {label} {med[label][2]:7.1f}" for label in labels))
     print("\nlatency, 1,000 msg/s, 100 B, acks=all (run with the median p99)")
     for label, runs in lat.items():
         p50, p99 = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
-        print(f"  {label:8} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
+        print(f"  {label:15} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms")
+    print("\nresident memory at the end (summed over a cluster's processes)")
+    print("  " + "   ".join(f"{label} {kb / 1024:.0f} MiB" for label, kb in memory.items()))
     print(f"\nfailover, leader SIGKILL to first ack on the new leader "
-          f"(broker.session.timeout.ms={args.session_timeout_ms}), {len(times)} runs")
-    print("  " + "  ".join(f"{t:.2f}" for t in times) + f"   median {statistics.median(times):.2f} s,"
-          f" max {max(times):.2f} s")
+          f"(broker.session.timeout.ms={args.session_timeout_ms}), {args.failovers} runs")
+    for system, times in failovers.items():
+        print(f"  {system:7} " + "  ".join(f"{t:.2f}" for t in times)
+              + f"   median {statistics.median(times):.2f} s, max {max(times):.2f} s")
     return 0
 
 

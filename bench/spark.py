@@ -1,4 +1,5 @@
-"""Spark batch read throughput: the gregor data source beside Parquet and librdkafka.
+"""Spark batch read throughput: the gregor data source beside Spark's own Kafka connector,
+Parquet and librdkafka.
 
     .venv/bin/python bench/spark.py [--records 5000000] [--partitions 4] [--master local[*]]
 
@@ -18,6 +19,12 @@ producer), then times, in one run and on one SparkSession:
    loopback TCP connection (``sendfile`` from a thread of this process into a blocking
    ``recv_into``, batch by batch) and drops the bytes: the ceiling for a source that has to
    move the records from another process on this machine, but with no broker and no decoding.
+
+8. Spark's own Kafka connector (``spark-sql-kafka-0-10``, the JVM source Spark users pick;
+   ``scripts/kafka.sh fetch-spark``) reading the same Gregor topic into the no-op sink and into
+   Parquet: the peer. Then the reference pipeline (``gregor.pipelines``, ``--pipeline-events``
+   page views, its own broker and session) runs once with each source; ``--no-jvm-peer`` skips
+   both.
 
 The Spark runs alternate round by round in a rotating order, after a warm-up round that is not
 counted (the machine drifts between runs, and the JVM compiles as it goes); each figure is the
@@ -230,6 +237,25 @@ def register_ceiling(spark, n: int, partitions: int, chunk: int, log: tuple[int,
     spark.dataSource.register(Ceiling)
 
 
+def pipeline_runs(work: Path, master: str, events: int, jars: str | None) -> list[tuple[str, object]]:
+    """The reference pipeline, ``events`` page views, with the gregor source and (given the
+    connector's jars) with Spark's own Kafka connector; each run checks its result exactly."""
+    from gregor.pipelines import clickstream as cs
+    from gregor.pipelines.runner import run
+
+    out = []
+    kinds = [("the gregor source", "gregor", None)]
+    if jars:
+        kinds.append(("Spark's Kafka connector (JVM)", "kafka", {"spark.jars": jars}))
+    for label, fmt, extra in kinds:
+        config = cs.PipelineConfig("", output_dir=str(work / f"pipeline-{fmt}"), events=events, partitions=4,
+                                   max_offsets_per_trigger=max(events // 3, 1), source_format=fmt)
+        s = run(config, master=master, say=lambda m: None, rows=0, spark_config=extra)
+        assert not s.mismatches, s.mismatches[:5]
+        out.append((label, s))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -238,6 +264,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of its rounds")
     ap.add_argument("--chunk-records", type=int, default=None, help="records per Arrow batch from the source")
     ap.add_argument("--only-source", action="store_true", help="time only the gregor source into noop")
+    ap.add_argument("--no-jvm-peer", action="store_true", help="without Spark's own Kafka connector")
+    ap.add_argument("--pipeline-events", type=int, default=300_000,
+                    help="page views of the reference pipeline run with each source (0: skip)")
     args = ap.parse_args()
     n = args.records
 
@@ -256,7 +285,14 @@ def main() -> None:
             secs = load(bs, topic, n)
             print(f"loaded {n:,} records of 100 bytes into {args.partitions} partitions in {secs:.1f}s", flush=True)
 
-            spark = local_session("gregor-bench", master=args.master, config={"spark.driver.memory": "4g"})
+            spark_config = {"spark.driver.memory": "4g"}
+            jars = None
+            if not args.no_jvm_peer:
+                from gregor.testing.kafka import spark_kafka_jars
+
+                jars = spark_kafka_jars()
+                spark_config["spark.jars"] = jars
+            spark = local_session("gregor-bench", master=args.master, config=spark_config)
             spark.sparkContext.setLogLevel("ERROR")
             cores = spark.sparkContext.defaultParallelism
 
@@ -292,6 +328,19 @@ def main() -> None:
                              "gregor_bench_tcp_ceiling")
             assert spark.read.format("gregor_bench_tcp_ceiling").load().count() == n
             ceiling_parquet = str(work / "ceiling.parquet")
+            jvm_parquet = str(work / "jvm.parquet")
+
+            def jvm_source():  # type: ignore[no-untyped-def]
+                return (
+                    spark.read.format("kafka")
+                    .option("kafka.bootstrap.servers", bs)
+                    .option("subscribe", topic)
+                    .option("minPartitions", str(max(cores, args.partitions)))
+                    .load()
+                )
+
+            if jars:
+                assert jvm_source().count() == n
 
             def ceiling(name: str):  # type: ignore[no-untyped-def]
                 return spark.read.format(name).load()
@@ -310,6 +359,11 @@ def main() -> None:
                 "prebuilt Arrow Python source -> Parquet":
                     lambda: ceiling("gregor_bench_ceiling").write.mode("overwrite").parquet(ceiling_parquet),
             }
+            if jars:
+                runs["Spark's Kafka connector (JVM) -> noop"] = (
+                    lambda: jvm_source().write.format("noop").mode("overwrite").save())
+                runs["Spark's Kafka connector (JVM) -> Parquet"] = (
+                    lambda: jvm_source().write.mode("overwrite").parquet(jvm_parquet))
             rounds: list[dict[str, float]] = []
             names = list(runs)
             for i in range(args.repeat + 1):
@@ -332,6 +386,7 @@ def main() -> None:
             results += [(name, fastest[name]) for name in runs]
             results.append(("Parquet file -> noop (upper bound)", t_up))
             spark.stop()
+            pipelines = pipeline_runs(work, args.master, args.pipeline_events, jars) if args.pipeline_events else []
             results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
             results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
 
@@ -347,6 +402,20 @@ def main() -> None:
         print(f"gregor source -> noop    / prebuilt Arrow + log over TCP:    {t_tcp / t_noop:.2f}x"
               f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)")
 
+        if jars:
+            jvm_noop = fastest["Spark's Kafka connector (JVM) -> noop"]
+            jvm_pq = fastest["Spark's Kafka connector (JVM) -> Parquet"]
+            print(f"gregor source -> noop    / Spark's Kafka connector -> noop:    {jvm_noop / t_noop:.2f}x")
+            print(f"gregor source -> Parquet / Spark's Kafka connector -> Parquet: {jvm_pq / t_pq:.2f}x")
+        for label, s in pipelines:
+            print(f"reference pipeline with {label:<34} {s.events:>9,} events {s.seconds:7.1f} s "
+                  f"{s.events / s.seconds:>9,.0f} events/s; busy {s.busy_seconds:.1f} s "
+                  f"({s.events / s.busy_seconds:,.0f} events/s), {s.windows} windows checked exactly")
+        if len(pipelines) == 2:
+            (_, g), (_, k) = pipelines
+            print(f"pipeline, gregor source / Spark's connector (busy-time rates): "
+                  f"{(g.events / g.busy_seconds) / (k.events / k.busy_seconds):.2f}x")
+
         def per_round(a: str, b: str) -> str:
             ratios = [r[b] / r[a] for r in rounds]
             return " ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})"
@@ -354,6 +423,11 @@ def main() -> None:
         print("round by round: noop / ceiling", per_round("gregor source -> noop", "prebuilt Arrow Python source -> noop"),
               "| Parquet / ceiling", per_round("gregor source -> Parquet", "prebuilt Arrow Python source -> Parquet"),
               "| noop / TCP ceiling", per_round("gregor source -> noop", "prebuilt Arrow + log over TCP -> noop"))
+        if jars:
+            print("round by round: noop / JVM connector",
+                  per_round("gregor source -> noop", "Spark's Kafka connector (JVM) -> noop"),
+                  "| Parquet / JVM connector",
+                  per_round("gregor source -> Parquet", "Spark's Kafka connector (JVM) -> Parquet"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

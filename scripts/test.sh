@@ -2,16 +2,22 @@
 # Sets up the virtualenv and runs the test suite. Extra arguments go to pytest.
 #
 #   bash scripts/test.sh          the whole suite (CI and the README run this)
-#   bash scripts/test.sh --fast   all but the interop, spark and slow tests: under a minute
+#   bash scripts/test.sh --fast   all but the interop, spark, jvm and slow tests: under a minute
 #
-# The fast run needs no JVM or kcat, so it skips the Debian packages step.
+# The fast run needs no JVM or kcat, so it skips the Debian packages step and the JVM peers.
+# The whole run fetches the JVM peers first (scripts/kafka.sh: Kafka's jars from Maven Central,
+# cached outside the repository) and keeps the tests that use them on one xdist worker, so each
+# JVM peer starts once per run (--dist loadgroup; they carry xdist_group("jvm")).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--fast" ]; then
   shift
   bash scripts/setup.sh
-  exec .venv/bin/python -m pytest -n 2 -m "not interop and not spark and not slow" "$@"
+  exec .venv/bin/python -m pytest -n 2 -m "not interop and not spark and not jvm and not slow" "$@"
 fi
 bash scripts/system-deps.sh
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -n 2 "$@"
+GREGOR_JVM_CLASSPATH_FILE=$(bash scripts/kafka.sh fetch)
+GREGOR_SPARK_KAFKA_JARS=$(bash scripts/kafka.sh fetch-spark)
+export GREGOR_JVM_CLASSPATH_FILE GREGOR_SPARK_KAFKA_JARS
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

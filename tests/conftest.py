@@ -5,6 +5,11 @@ Markers (registered in pyproject.toml): everything under ``tests/interop/`` is `
 ``spark`` (a JVM per session); ``slow`` is set by hand on tests that take seconds.
 ``bash scripts/test.sh --fast`` deselects all three.
 
+JVM peers: tests marked ``jvm`` use Apache Kafka or the Java harness (``gregor.testing.kafka``);
+the session fixtures ``java_harness`` and ``kafka_broker`` start each once per test session, and
+every ``jvm`` test carries ``xdist_group("jvm")`` so that ``--dist loadgroup`` (the whole run of
+``scripts/test.sh``) keeps them on one worker, one JVM each.
+
 Hypothesis: no test here is about how long one example takes, so examples have no deadline
 (the default 200 ms fails at random when both cores are busy: a fuzzed zstd header that claims
 a 64 MiB frame costs ~0.2 s on a quiet machine and over 1 s on a loaded one), and the
@@ -20,6 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +48,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mark = FOLDER_MARKS.get(folder)
         if mark is not None:
             item.add_marker(mark)
+    for item in items:
+        if item.get_closest_marker("jvm") is not None:
+            item.add_marker(pytest.mark.xdist_group("jvm"))
+
+
+@pytest.fixture(scope="session")
+def java_harness() -> Iterator[object]:
+    """The Java harness (``gregor.testing.kafka.JavaHarness``): Java client roles and Kafka's
+    tools in one JVM, started once per session."""
+    from gregor.testing.kafka import JavaHarness
+
+    with JavaHarness() as harness:
+        yield harness
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(java_harness) -> Iterator[object]:  # noqa: ANN001
+    """An Apache Kafka broker (one KRaft node in combined mode), once per session."""
+    from gregor.testing.kafka import QUICK_JVM_OPTIONS, KafkaBroker
+
+    with KafkaBroker(jvm_options=(*QUICK_JVM_OPTIONS, "-Xmx512m"), harness=java_harness) as kafka:
+        yield kafka
 
 
 _BUILD: list[tuple[subprocess.Popen[bytes], Path]] = []

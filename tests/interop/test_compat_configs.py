@@ -184,7 +184,7 @@ def test_group_configs(broker: BrokerProcess) -> None:
     e = _refusal(admin, ResourceType.GROUP, "g1", "consumer.session.timeout.ms", "70000")
     assert (e.code(), e.str()) == (
         KafkaError.INVALID_CONFIG,
-        "consumer.session.timeout.ms must be less than or equals to group.consumer.max.session.timeout.ms",
+        "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
     )
     e = _refusal(admin, ResourceType.GROUP, "g1", "no.such.config", "1")
     assert (e.code(), e.str()) == (KafkaError.INVALID_CONFIG, "Unknown group config name: no.such.config")

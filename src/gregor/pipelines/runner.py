@@ -30,7 +30,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -107,10 +107,12 @@ def run(
     say: Callable[[str], None] = print,
     rows: int | None = 30,
     produce: bool = True,
+    spark_config: Mapping[str, str] | None = None,
 ) -> Summary:
     """Produce, process and check ``config.events`` page views; print progress and the result
     table (``rows`` lines, None: all, 0: none). ``produce=False`` generates nothing: the job
-    reads what the input topic holds (from its start) and the result is not checked."""
+    reads what the input topic holds (from its start) and the result is not checked.
+    ``spark_config`` is added to the Spark session's settings (``spark.jars``, say)."""
     t0 = time.monotonic()
     out = Path(config.output_dir)
     broker = None
@@ -152,6 +154,7 @@ def run(
         spark = local_session("gregor-clickstream", master=master, config={
             "spark.sql.shuffle.partitions": "2", "spark.sql.streaming.metricsEnabled": "false",
             "spark.driver.extraJavaOptions": os.environ.get("GREGOR_PIPELINE_JAVA_OPTIONS", JAVA_OPTIONS),
+            **(spark_config or {}),
         })
         spark.sparkContext.setLogLevel("ERROR")
         if _DEBUG:

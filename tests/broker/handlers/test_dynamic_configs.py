@@ -105,7 +105,7 @@ def test_refusals(wire: Wire) -> None:
     )
     assert _incremental(wire, GROUP, "g", ("consumer.heartbeat.interval.ms", SET, "4000")) == (
         ErrorCode.INVALID_CONFIG,
-        "consumer.heartbeat.interval.ms must be greater than or equals to group.consumer.min.heartbeat.interval.ms",
+        "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
     )
     assert _incremental(wire, GROUP, "g", ("share.auto.offset.reset", SET, "middle"))[0] == ErrorCode.INVALID_CONFIG
     assert wire.broker.broker.image.config_resources == {}  # type: ignore[union-attr]

@@ -175,7 +175,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         max_wait_ms=req.max_wait_ms,
         isolation=isolation,
         replica_id=replica_id if is_follower else -1,
-        unknown_error=ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        # A topic id this broker does not know is UNKNOWN_TOPIC_ID (preset above); a known
+        # topic's partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION at every version,
+        # as Kafka answers it.
+        unknown_error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         convert=_convert_for(version),
         hung_up=ctx.conn.hung_up,
         sendfile=ctx.conn.sendfile,
