@@ -38,7 +38,7 @@ MARK = re.compile(r"^\s*<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 RUN = {"bash", "python"}
 NOT_RUN = {"text", "properties"}
-MAX_SKIPPED = 5
+MAX_SKIPPED = 6
 # backticked paths inside the repository: they must exist
 PATH = re.compile(r"`((?:\.\./|\.ci/|bench/|config/|docs/|scripts/|src/|tests/|tools/)[^`\s]*)`")
 
