@@ -26,6 +26,7 @@ from posix.uio cimport iovec, writev
 from posix.unistd cimport write
 
 from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, replace_item, set_item
+from gregor.protocol.records._scan cimport RecordFacts, check_records_c
 from gregor.storage._index cimport IndexCore
 
 
@@ -34,6 +35,8 @@ cdef extern from "_crc32c.h":
     uint32_t gregor_crc32c(const uint8_t* p, size_t n) noexcept nogil
 
 from crc32c import crc32c as _crc32c
+
+from gregor.protocol.exceptions import ProtocolError
 
 from gregor.storage.clock import now_ms as _wall_clock_ms_py
 from gregor.storage.errors import KafkaStorageError
@@ -316,12 +319,13 @@ cdef class LogCore:
         self._segment_bytes = _clamp(config.segment_bytes)
         self._segment_ms = _clamp(config.segment_ms)
 
-    def append(self, records, *, int32_t leader_epoch=0, origin=_CLIENT, now_ms=None):
+    def append(self, records, *, int32_t leader_epoch=0, origin=_CLIENT, now_ms=None,
+               scanned=None):
         """See the reference."""
         cdef Py_buffer view
         cdef object result
-        if origin is not _CLIENT or not self._fast:
-            return self._append(records, origin, leader_epoch, True, now_ms)
+        if origin is not _CLIENT or not self._fast or scanned is not None:
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         if PyBytes_CheckExact(records):  # the common case: its bytes, no buffer to release
             view.buf = PyBytes_AS_STRING(records)
             view.len = PyBytes_GET_SIZE(records)
@@ -345,6 +349,7 @@ cdef class LogCore:
         cdef int16_t attributes
         cdef uint32_t crc
         cdef timespec ts
+        cdef RecordFacts facts
         cdef SegmentCore seg
         cdef ProducerStateCore producer_state = self.producer_state
         cdef LeaderEpochCacheCore epochs = self.leader_epoch_cache
@@ -362,7 +367,7 @@ cdef class LogCore:
             blen + _LOG_OVERHEAD != n
             or p[16] != 2
             or pid >= 0
-            or attributes & 0x30  # transactional or control
+            or attributes & 0x3F  # compressed, LogAppendTime, transactional or control
             or <int64_t>count != <int64_t>delta + 1
             or count <= 0
             or n > self._max_message_bytes
@@ -383,6 +388,17 @@ cdef class LogCore:
         if now_ms - base_ts > self._ts_before_max or max_ts - now_ms > self._ts_after_max:
             return None
         if _crc(p + _ATTRIBUTES_OFFSET, n - _ATTRIBUTES_OFFSET) != crc:
+            return None
+        try:
+            check_records_c(p + _HEADER_SIZE, n - _HEADER_SIZE, count, base_ts, &facts)
+        except ProtocolError:
+            return None  # the general path refuses it with the walk's message
+        if (
+            facts.bad_delta >= 0
+            or facts.max_timestamp != max_ts
+            # (now - min > before, without overflow: now and before are not negative)
+            or (facts.min_timestamp != -1 and facts.min_timestamp < now_ms - self._ts_before_max)
+        ):
             return None
         if self._segments is None or producer_state is None or epochs is None:
             return None  # not set up (the general path says what is missing)

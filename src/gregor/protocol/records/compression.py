@@ -13,11 +13,12 @@ Theory of operation. ``compress`` produces what Kafka's own clients write:
   ``decompress`` accepts either.
 * zstd: a standard zstd frame.
 
-Decompression is bounded: output beyond ``max_size`` raises ProtocolError before more than
-``max_size`` bytes are produced (a decompression bomb costs at most that). Each codec gives a
-size hint (snappy's preamble, gzip's ISIZE trailer, the lz4 block table, zstd's frame content
-size); we decompress into a buffer of that size and grow it fourfold, up to ``max_size``, when the
-hint was too small. Every codec error becomes ProtocolError.
+Decompression is bounded: output beyond ``max_size`` raises DecompressedSizeError (a
+ProtocolError) before more than ``max_size`` bytes are produced (a decompression bomb costs at
+most that). Each codec gives a size hint (snappy's preamble, gzip's ISIZE trailer, the lz4
+block table, zstd's frame content size); we decompress into a buffer of that size and grow it
+fourfold, up to ``max_size``, when the hint was too small. Every codec error becomes
+ProtocolError.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class Compression(IntEnum):
 
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
+
+
+class DecompressedSizeError(ProtocolError):
+    """The payload decompresses to more than the bound allows."""
 
 
 class UnsupportedCompressionError(ProtocolError):
@@ -155,7 +160,7 @@ def decompress(
     """Decompress a record payload; ProtocolError if corrupt or larger than ``max_size``."""
     if codec == Compression.NONE:
         if len(data) > max_size:
-            raise ProtocolError(f"record payload exceeds {max_size} bytes")
+            raise DecompressedSizeError(f"record payload exceeds {max_size} bytes")
         return bytes(data)
     if codec == Compression.GZIP:
         return _gzip_decode(data, max_size)
@@ -185,7 +190,9 @@ def _bounded(
                 if size < max_size:
                     size = min(max(size * 4, 1024), max_size)
                     continue
-                raise ProtocolError(f"{what} payload decompresses to over {max_size} bytes") from None
+                raise DecompressedSizeError(
+                    f"{what} payload decompresses to over {max_size} bytes"
+                ) from None
             raise ProtocolError(f"corrupt {what} payload: {e}") from None
         del out[n:]
         return bytes(out)
@@ -248,7 +255,9 @@ def snappy_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -
                 size = cramjam.snappy.decompress_raw_len(block)
                 total += size
                 if total > max_size:
-                    raise ProtocolError(f"snappy payload decompresses to over {max_size} bytes")
+                    raise DecompressedSizeError(
+                        f"snappy payload decompresses to over {max_size} bytes"
+                    )
                 blocks.append((block, size))
             out = bytearray(total)
             omv = memoryview(out)
@@ -261,7 +270,7 @@ def snappy_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -
             return bytes(out)
         size = cramjam.snappy.decompress_raw_len(mv)
         if size > max_size:
-            raise ProtocolError(f"snappy payload decompresses to over {max_size} bytes")
+            raise DecompressedSizeError(f"snappy payload decompresses to over {max_size} bytes")
         out = bytearray(size)
         written = cramjam.snappy.decompress_raw_into(mv, out)
         if written != size:
