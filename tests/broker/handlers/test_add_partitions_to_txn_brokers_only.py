@@ -15,7 +15,13 @@ from handler_wire import Wire
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from gregor.protocol.messages.init_producer_id import InitProducerIdRequest
-from gregor.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from gregor.security.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from gregor.security.authorizer import AclAuthorizer
 
 pytestmark = pytest.mark.timeout(60)
