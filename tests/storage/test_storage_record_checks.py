@@ -19,7 +19,6 @@ from gregor.protocol.records.header import iter_batches
 from gregor.protocol.records.varint import encode_varint
 from gregor.storage import InvalidRecordError, InvalidTimestampError, Log, RecordTooLargeError
 from gregor.storage.errors import CorruptRecordError
-from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, scan_batches
 
 
 def record(offset_delta: int, key: bytes | None, value: bytes, ts_delta: int = 0) -> bytes:
@@ -124,6 +123,7 @@ def test_scanning_first_gives_the_same_answers(log_dir: str) -> None:
     # The broker may decompress and walk a batch in a worker thread and hand the log the
     # result: the refusal (or the append) is the same, and the bound applies there too.
     from gregor.protocol.records.compression import compress
+    from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, scan_batches
 
     log = open_log(log_dir)
     bomb = raw(compress(4, record(0, b"k", b"\0" * (MAX_DECOMPRESSED_SIZE + 1))), 1, attributes=4)

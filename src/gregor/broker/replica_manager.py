@@ -147,8 +147,9 @@ class FetchParams:
     replica_id: int = -1
     #: Error for a partition this broker does not know (UNKNOWN_TOPIC_ID from Fetch v13).
     unknown_error: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    #: Applied to each partition's records (down-conversion for old fetch versions).
-    convert: Callable[[bytes | memoryview], bytes | memoryview] | None = None
+    #: Applied to each partition's records (down-conversion for old fetch versions), in a
+    #: worker thread: (records, fetch offset, byte limit) -> the converted records.
+    convert: Callable[[bytes | memoryview, int, int], bytes | memoryview] | None = None
     #: Done when the client hung up: a waiting fetch returns at once.
     hung_up: asyncio.Future[None] | None = None
     #: Records may be handed out as file regions for sendfile (a plain-TCP connection).
@@ -463,6 +464,8 @@ class ReplicaManager:
                 total >= params.min_bytes or remaining <= 0 or not hosted or self.stopping
                 or hung_up or any(part.error for part in parts)
             ):
+                if params.convert is not None:
+                    await _convert_all(parts, params)
                 return
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             for p in hosted:
@@ -546,9 +549,6 @@ class ReplicaManager:
                 records = read.region
             if records is not None and len(records) >= limit:
                 records = drop_partial_tail(records)
-            if records is not None and params.convert is not None and len(records):
-                assert not isinstance(records, SendableRegion)  # no regions when converting
-                records = params.convert(records)
             n = len(records) if records is not None else 0
             if n:
                 first_with_data = False
@@ -560,6 +560,28 @@ class ReplicaManager:
             part.log_start_offset = read.log_start_offset
             part.aborted_transactions = read.aborted_transactions
         return total
+
+
+async def _convert_all(parts: list[FetchPartition], params: FetchParams) -> None:
+    """Down-convert each part's records for an old fetch version in a worker thread (a batch
+    may inflate to the decompression bound; the event loop goes on serving meanwhile), at most
+    the part's byte limit of them from its fetch offset; a batch that cannot be converted
+    (zstd, corrupt) answers that partition's error."""
+    convert = params.convert
+    assert convert is not None
+    loop = asyncio.get_running_loop()
+    for part in parts:
+        records = part.records
+        if part.error or records is None or not len(records):
+            continue
+        assert not isinstance(records, SendableRegion)  # no regions when converting
+        limit = max(min(part.max_bytes, params.max_bytes), 1)
+        try:
+            converted = await loop.run_in_executor(None, convert, records, part.fetch_offset, limit)
+        except (KafkaError, ProtocolError) as e:
+            part.error, part.records, part.size = code_of(e), b"", 0
+            continue
+        part.records, part.size = converted, len(converted)
 
 
 def _nothing_to_read(part: FetchPartition, log: Log) -> None:
