@@ -15,6 +15,7 @@ from typing import Any
 from crc32c import crc32c
 
 from gregor.protocol.records import build_batch
+from gregor.protocol.records.compression import compress
 from gregor.protocol.records.varint import encode_varint
 from gregor.storage import Log, LogConfig
 from gregor.storage.fast_append import implementation
@@ -52,6 +53,9 @@ def batches() -> list[tuple[str, Any, int]]:
     out.append(("max-ts-lies", _raw(three, 3, NOW + 760, max_ts=NOW + 900), 4))
     out.append(("log-append-time-bit", _raw(three, 3, NOW + 770, attributes=0x08), 4))
     out.append(("gzip", build_batch([(NOW + 780, b"z", b"gz" * 50)], compression=1), 4))
+    out.append(("lz4-count-1-holds-3", _raw(compress(3, three), 1, NOW + 790, attributes=3), 4))
+    out.append(("zstd-junk", _raw(b"\x28\xb5\x2f\xfd" + bytes(range(60)), 1, NOW + 790, attributes=4), 4))
+    out.append(("zstd", build_batch([(NOW + 795, b"z", b"zs" * 50), (NOW + 796, None, b"z")], compression=4), 4))
     out.append(("after-errors", build_batch([(NOW + 800, None, b"last")]), 5))
     for i in range(30):  # timestamps that stop growing (the time index skips them), then grow
         ts = NOW + 900 + (i if i < 10 or i >= 20 else 0)

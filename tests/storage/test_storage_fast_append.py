@@ -64,7 +64,10 @@ def test_compiled_and_reference_fast_paths_agree(tmp_path: Path) -> None:
     assert labels["record-too-old"][0] == "InvalidTimestampError"
     assert labels["max-ts-lies"][0][4] == NOW + 760  # the records' max timestamp, not the header's
     assert labels["log-append-time-bit"][0][2] == -1 and labels["log-append-time-bit"][0][4] == NOW + 770
-    assert labels["gzip"][0][6] == 1
+    assert labels["gzip"][0][6] == 1 and labels["zstd"][0][6] == 2
+    assert labels["lz4-count-1-holds-3"] == [
+        "InvalidRecordError", "Incorrect declared batch size, records still remaining in file"]
+    assert labels["zstd-junk"][0] == "CorruptRecordError"
     assert labels["after-errors"][0][0] == labels["late-0"][0][0] - 1
     assert labels["late-29"][0][0] == reference["state"]["log_end_offset"] - 1
     assert len(reference["state"]["segments"]) >= 3
