@@ -21,10 +21,11 @@ leader's bytes as they are. Nothing here runs when a log is loaded or recovered,
 batches are never refused afterwards.
 
 The expensive part of a leader's check, decompressing, may be done before the append and off
-the event loop: the broker calls :func:`scan_batches` in a worker thread and passes the result
-to ``Log.append`` (``scanned``), which then checks the batches with it. A scan never raises: a
-batch's error waits in its :class:`ScannedBatch` until the log reaches that check, so the
-refusal is the same, in the same order, either way.
+the event loop: the broker calls :func:`scan_batches` for a compressed batch (in a worker
+thread when it inflates past a MiB) and passes the result to ``Log.append`` (``scanned``),
+which then checks the batch with it (the fast path too). A scan never raises: a batch's error
+waits in its :class:`ScannedBatch` until the log reaches that check, so the refusal is the
+same, in the same order, either way.
 
 :func:`place_batches` then gives the segment what it indexes, a leader first stamping each
 batch in place (base offset, partition leader epoch, LogAppendTime or the max timestamp).
