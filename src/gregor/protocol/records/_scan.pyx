@@ -473,26 +473,28 @@ cdef int check_records_c(const unsigned char* p, Py_ssize_t end, Py_ssize_t coun
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t i
     cdef int64_t ts
+    cdef int64_t lo = -1, hi = -1  # (in locals, not through ``out``: registers in the loop)
+    cdef Py_ssize_t keyless = 0, bad_delta = -1
     cdef bint has_min = False
-    out.min_timestamp = -1
-    out.max_timestamp = -1
-    out.keyless = 0
-    out.bad_delta = -1
     for i in range(count):
         next_record(p, end, &pos, &f, None)
-        if f.offset_delta != i and out.bad_delta < 0:
-            out.bad_delta = i
+        if f.offset_delta != i and bad_delta < 0:
+            bad_delta = i
         if f.key_len < 0:
-            out.keyless += 1
+            keyless += 1
         if __builtin_add_overflow(base_timestamp, f.timestamp_delta, &ts):
             raise ProtocolError(f"Timestamp of record {i} does not fit 64 bits")
-        if ts > out.max_timestamp:
-            out.max_timestamp = ts
-        if ts != -1 and (not has_min or ts < out.min_timestamp):
-            out.min_timestamp = ts
+        if ts > hi:
+            hi = ts
+        if ts != -1 and (not has_min or ts < lo):
+            lo = ts
             has_min = True
     if pos != end:
         raise ProtocolError(RECORDS_REMAINING)
+    out.min_timestamp = lo
+    out.max_timestamp = hi
+    out.keyless = keyless
+    out.bad_delta = bad_delta
     return 0
 
 
