@@ -32,8 +32,12 @@ security   the 1 KB produce (p=1, acks=1) and consume rows again on the same Gre
 ``--profile DIR`` runs Gregor's broker under cProfile (``GREGOR_PROFILE``) and prints the
 functions with the most own time after the run; the .prof file stays in DIR.
 
+``--produce-only`` runs the produce rows alone (no consume, latency or security rows): the
+rows the produce path's cost shows in.
+
 Run: .venv/bin/python bench/broker.py [--scale 1.0] [--repeats 3] [--brokers gregor,kafka,tansu]
                                       [--only gregor|kafka|tansu] [--profile DIR] [--no-security]
+                                      [--produce-only]
 """
 
 from __future__ import annotations
@@ -296,7 +300,9 @@ def warm_up_broker(t: Target) -> None:
     latency(t.bootstrap, topic, "1")
 
 
-def run_all(targets: list[Target], scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
+def run_all(
+    targets: list[Target], scale: float, repeats: int, produce_only: bool = False
+) -> dict[str, dict[str, Measure]]:
     """Every workload, brokers taking turns run by run (so a burst of load from elsewhere on
     the machine hits both alike); each row keeps the median of ``repeats`` runs."""
     results: dict[str, dict[str, Measure]] = {t.label: {} for t in targets}
@@ -326,6 +332,8 @@ def run_all(targets: list[Target], scale: float, repeats: int) -> dict[str, dict
                         if acks == "1":
                             to_consume.setdefault((size, parts), {})[t.label] = (topic, n + WARM_UP_RECORDS * parts)
                 row(key, runs)
+    if produce_only:
+        return results
     for (size, parts), topics in to_consume.items():
         key = f"consume {size:>4} B  p={parts}"
         runs = {t.label: [] for t in targets}
@@ -517,6 +525,7 @@ def main() -> int:
     ap.add_argument("--only", choices=list(NAMES), help="one broker only (same as --brokers NAME)")
     ap.add_argument("--profile", metavar="DIR", help="profile Gregor's broker with cProfile")
     ap.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
+    ap.add_argument("--produce-only", action="store_true", help="only the produce rows")
     args = ap.parse_args()
     start = time.monotonic()
     prof = None
@@ -550,9 +559,9 @@ def main() -> int:
             targets.append(Target("tansu", tansu.bootstrap_servers, tansu.proc.pid))
         for t in targets:
             warm_up_broker(t)
-        results = run_all(targets, args.scale, args.repeats)
+        results = run_all(targets, args.scale, args.repeats, args.produce_only)
         memory = {t.label: memory_kb(t.pid) for t in targets}
-        if "gregor" in brokers and not args.no_security:
+        if "gregor" in brokers and not args.no_security and not args.produce_only:
             security = run_security(args.scale, args.repeats)
     finally:
         if gregor is not None:

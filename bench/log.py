@@ -8,6 +8,10 @@ Rows (best of several rounds, each on a fresh file):
                sequential 1 MiB preads of the same bytes in a plain file
   ts lookup    Log.offset_for_timestamp for random timestamps (time index, offset index, one
                batch decoded) vs one pread of a batch at a random position
+  codec        Log.append of batches of 10 JSON-like records (about 1 KB of record bytes before
+               compression) in each codec: none, gzip, snappy, lz4, zstd, vs os.write of the
+               same (compressed) batch bytes: what checking every record of a batch (after
+               decompressing it) costs per codec
 Each ratio is Gregor's throughput over the plain file's (for latencies, the plain file's time
 over Gregor's): 1.0 means as fast as the file. Rounds of the two alternate, after ``os.sync``,
 and the best round of each counts, to keep other load on the machine out of the comparison
@@ -27,7 +31,7 @@ import shutil
 import tempfile
 import time
 
-from gregor.protocol.records import build_batch
+from gregor.protocol.records import Compression, build_batch
 from gregor.storage import Log, LogConfig
 
 BASE_TS = 1_700_000_000_000
@@ -54,6 +58,23 @@ def make_batches(batch_size: int, count: int) -> tuple[list[bytes], int]:
             b = build(n, sizes)
         out.append(b)
     return out, per
+
+
+def make_codec_batches(codec: int, count: int) -> list[bytes]:
+    """``count`` distinct batches of 10 JSON-like records (about 100 B each, so about 1 KB of
+    record bytes), compressed with ``codec``."""
+    rnd = random.Random(13)
+    out = []
+    for n in range(count):
+        records = []
+        for i in range(10):
+            value = (
+                b'{"id": %d, "user": "user-%05d", "event": "page_view", "path": "/shop/item/%d", '
+                b'"ms": %d}' % (n * 10 + i, rnd.randrange(100000), rnd.randrange(1000), rnd.randrange(10**6))
+            )
+            records.append((BASE_TS + n, b"user-%05d" % rnd.randrange(100000), value))
+        out.append(build_batch(records, compression=codec))
+    return out
 
 
 def bench_append(workdir: str, batches: list[bytes], total: int, fsync: bool) -> tuple[float, float]:
@@ -214,6 +235,13 @@ def main() -> None:
             t_ours, t_plain = bench_append(workdir, batches, n, fsync=True)
             mb = n * batch_size / 1e6
             rows.append((f"append+fsync {label} batches", mb / t_ours, mb / t_plain, "MB/s"))
+        total = args.mb * 1024 * 1024 // 1024
+        for codec in Compression:
+            batches = make_codec_batches(codec, 1024)
+            size = sum(len(b) for b in batches) / len(batches)
+            t_ours, t_plain = bench_append(workdir, batches, total, fsync=False)
+            rows.append((f"append 1 KB of records, {codec.name.lower()} ({size:.0f} B)",
+                         total / t_ours / 1e3, total / t_plain / 1e3, "k/s"))  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"directory: {args.dir or tempfile.gettempdir()}")

@@ -8,10 +8,15 @@ produce fast path (``GREGOR_NO_EXTENSIONS``) and compares outputs and the files 
 from __future__ import annotations
 
 import json
+import struct
 import sys
 from typing import Any
 
+from crc32c import crc32c
+
 from gregor.protocol.records import build_batch
+from gregor.protocol.records.compression import compress
+from gregor.protocol.records.varint import encode_varint
 from gregor.storage import Log, LogConfig
 from gregor.storage.fast_append import implementation
 
@@ -38,11 +43,39 @@ def batches() -> list[tuple[str, Any, int]]:
     out.append(("too-old", build_batch([(1000, None, b"old")]), 4))
     out.append(("future", build_batch([(NOW + 10**12, None, b"new")]), 4))
     out.append(("short", b"\x00" * 30, 4))
+    # Issue 35: what the records say, not only the header (both paths must refuse alike, and
+    # take a batch whose max timestamp is not its records' through the general path).
+    three = b"".join(_record(i, b"r%d" % i) for i in range(3))
+    out.append(("count-1-holds-3", _raw(three, 1, NOW + 750), 4))
+    out.append(("count-5-holds-3", _raw(three, 5, NOW + 750), 4))
+    out.append(("deltas-0-2-1", _raw(_record(0, b"a") + _record(2, b"b") + _record(1, b"c"), 3, NOW + 750), 4))
+    out.append(("record-too-old", _raw(_record(0, b"a") + _record(1, b"b", -(10**13)), 2, NOW + 750), 4))
+    out.append(("max-ts-lies", _raw(three, 3, NOW + 760, max_ts=NOW + 900), 4))
+    out.append(("log-append-time-bit", _raw(three, 3, NOW + 770, attributes=0x08), 4))
+    out.append(("gzip", build_batch([(NOW + 780, b"z", b"gz" * 50)], compression=1), 4))
+    out.append(("lz4-count-1-holds-3", _raw(compress(3, three), 1, NOW + 790, attributes=3), 4))
+    out.append(("zstd-junk", _raw(b"\x28\xb5\x2f\xfd" + bytes(range(60)), 1, NOW + 790, attributes=4), 4))
+    out.append(("zstd", build_batch([(NOW + 795, b"z", b"zs" * 50), (NOW + 796, None, b"z")], compression=4), 4))
     out.append(("after-errors", build_batch([(NOW + 800, None, b"last")]), 5))
     for i in range(30):  # timestamps that stop growing (the time index skips them), then grow
         ts = NOW + 900 + (i if i < 10 or i >= 20 else 0)
         out.append((f"late-{i}", build_batch([(ts, None, b"L" * (300 + i))]), 5))
     return out
+
+
+def _record(offset_delta: int, value: bytes, ts_delta: int = 0) -> bytes:
+    body = b"\x00" + encode_varint(ts_delta) + encode_varint(offset_delta) + b"\x01"
+    body += encode_varint(len(value)) + value + b"\x00"
+    return encode_varint(len(body)) + body
+
+
+def _raw(records: bytes, count: int, ts: int, max_ts: int | None = None, attributes: int = 0) -> bytes:
+    """A batch whose header says what it is told, with a correct CRC."""
+    out = bytearray(61) + records
+    struct.pack_into(">qiibIhiqqqhii", out, 0, 0, len(out) - 12, -1, 2, 0, attributes, count - 1, ts,
+                     ts if max_ts is None else max_ts, -1, -1, -1, count)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
 
 
 def main() -> None:

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from gregor.storage import fast_append
 
+NOW = 1_700_000_000_000
+
 CHILD = Path(__file__).with_name("fast_append_child.py")
 
 
@@ -53,6 +55,19 @@ def test_compiled_and_reference_fast_paths_agree(tmp_path: Path) -> None:
     assert labels["big-bytes"][0][6:8] == [1, 17075]
     assert labels["bad-crc"][0] == "CorruptRecordError"
     assert labels["too-old"][0] == labels["future"][0] == "InvalidTimestampError"
+    # Issue 35: the records are checked on both paths, with Kafka's errors.
+    assert labels["count-1-holds-3"] == [
+        "InvalidRecordError", "Incorrect declared batch size, records still remaining in file"]
+    assert labels["count-5-holds-3"] == [
+        "InvalidRecordError", "Incorrect declared batch size, premature EOF reached"]
+    assert labels["deltas-0-2-1"][0] == "InvalidRecordError"
+    assert labels["record-too-old"][0] == "InvalidTimestampError"
+    assert labels["max-ts-lies"][0][4] == NOW + 760  # the records' max timestamp, not the header's
+    assert labels["log-append-time-bit"][0][2] == -1 and labels["log-append-time-bit"][0][4] == NOW + 770
+    assert labels["gzip"][0][6] == 1 and labels["zstd"][0][6] == 2
+    assert labels["lz4-count-1-holds-3"] == [
+        "InvalidRecordError", "Incorrect declared batch size, records still remaining in file"]
+    assert labels["zstd-junk"][0] == "CorruptRecordError"
     assert labels["after-errors"][0][0] == labels["late-0"][0][0] - 1
     assert labels["late-29"][0][0] == reference["state"]["log_end_offset"] - 1
     assert len(reference["state"]["segments"]) >= 3

@@ -51,6 +51,7 @@ from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin, ProducerStateEntry
+from gregor.storage.validator import ScannedBatch
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -194,14 +195,22 @@ class Partition:
         records: bytes | bytearray | memoryview,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         required_acks: int = 1,
+        scanned: Sequence[ScannedBatch] | None = None,
     ) -> LogAppendInfo:
+        """Append as the leader; ``scanned``: the batches' records already decompressed and
+        walked (``validator.scan_batches``)."""
         self._require_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {len(self.isr)} is below min.insync.replicas "
                 f"{self.min_insync_replicas} for {self.topic}-{self.index}."
             )
-        info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin)
+        if scanned is None:
+            info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin)
+        else:
+            info = self.log.append(
+                records, leader_epoch=self.leader_epoch, origin=origin, scanned=scanned
+            )
         self._appended()
         return info
 

@@ -5,12 +5,17 @@ Theory of operation. The ``ReplicaManager`` owns one ``Partition`` per hosted pa
 ``become_follower`` / ``stop_replicas`` as the metadata image changes; everything else goes
 through this class:
 
-* **Produce** (``append_records``): legacy message sets are up-converted to RecordBatch v2,
-  a transactional batch that would start a transaction is verified with the transaction
-  coordinator first (KIP-890), each partition is appended by its ``Partition`` (validation,
-  offsets and leader epoch are the log's and the partition's business), and acks=-1 waits
-  until the high watermark covers the batch (the produce purgatory) or the request times
-  out. On one node the ISR is this broker, so that wait ends at once.
+* **Produce** (``append_records``): Kafka's checks of the request's records come first (one
+  v2 batch from Produce v3 on, base offset 0, known codecs), legacy message sets are
+  up-converted to RecordBatch v2, a transactional batch that would start a transaction is
+  verified with the transaction coordinator first (KIP-890), a compressed batch is
+  decompressed and its records walked (``validator.scan_batches``; one that inflates past
+  ``INLINE_DECOMPRESSED_BYTES`` in a worker thread, so a decompression bomb does not stall the
+  event loop), each partition is appended by its ``Partition`` (the record checks, offsets and
+  leader epoch are the log's and the partition's business; errors with KIP-467's record errors
+  come back as such), and acks=-1 waits until the high watermark covers the batch (the
+  produce purgatory) or the request times out. On one node the ISR is this broker, so that
+  wait ends at once.
 * **Coordinator writes** (``append_internal`` / ``committed``, the coordinators'
   ``PartitionWriter``) and **transaction markers** (``write_txn_marker``) take the same
   partition path. Listeners registered with ``on_txn_marker`` hear of every marker (the group
@@ -38,12 +43,12 @@ from typing import Protocol
 from gregor.broker.errors import code_of, kafka_error, message_of
 from gregor.broker.file_send import SendableRegion
 from gregor.broker.partition import Partition
-from gregor.broker.record_errors import RecordError, RecordValidationError, check_compacted_keys
 from gregor.broker.topics import INTERNAL_TOPICS
 from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,
+    InvalidRecordError,
     InvalidTopicError,
     KafkaError,
     NotLeaderOrFollowerError,
@@ -53,13 +58,20 @@ from gregor.protocol.errors import (
 )
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records.convert import upconvert
-from gregor.protocol.records.header import HEADER_SIZE, iter_batches, peek_magic, read_header
+from gregor.protocol.records.header import (
+    HEADER_SIZE,
+    iter_batches,
+    peek_magic,
+    read_header,
+)
+from gregor.storage.errors import RecordError, RecordTooLargeError
 from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.log_move import LogCopy, copy_all
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
+from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch, scan_batches
 
 log = logging.getLogger("gregor.broker.replica_manager")
 
@@ -68,6 +80,9 @@ ZSTD = 4
 MAX_CODEC = ZSTD  # none, gzip, snappy, lz4, zstd
 #: A cut-off read whose first batch is smaller than 1/MANY_BATCHES of it is sent as it is.
 MANY_BATCHES = 8
+#: A produced compressed batch is decompressed and walked on the event loop up to this many
+#: bytes of records (about a millisecond); a larger one again in a worker thread.
+INLINE_DECOMPRESSED_BYTES = 1 << 20
 
 
 class TransactionVerifier(Protocol):
@@ -132,8 +147,9 @@ class FetchParams:
     replica_id: int = -1
     #: Error for a partition this broker does not know.
     unknown_error: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    #: Applied to each partition's records (down-conversion for old fetch versions).
-    convert: Callable[[bytes | memoryview], bytes | memoryview] | None = None
+    #: Applied to each partition's records (down-conversion for old fetch versions), in a
+    #: worker thread: (records, fetch offset, byte limit) -> the converted records.
+    convert: Callable[[bytes | memoryview, int, int], bytes | memoryview] | None = None
     #: Done when the client hung up: a waiting fetch returns at once.
     hung_up: asyncio.Future[None] | None = None
     #: Records may be handed out as file regions for sendfile (a plain-TCP connection).
@@ -294,10 +310,11 @@ class ReplicaManager:
         required_acks: int,
         timeout_ms: int,
         transactional_id: str | None = None,
-        zstd_allowed: bool = True,
+        version: int = 11,
     ) -> list[ProduceResult]:
         """Append each (topic, partition, records); acks=-1 waits for the high watermark.
-        ``zstd_allowed`` is False for requests older than Produce v7 (KIP-110)."""
+        ``version``: the Produce request's (zstd needs v7, KIP-110; v3 and later carry exactly
+        one v2 batch per partition)."""
         results: list[ProduceResult] = []
         waits: list[tuple[ProduceResult, asyncio.Future[None]]] = []
         for topic, index, records in entries:
@@ -307,14 +324,15 @@ class ReplicaManager:
                 partition = self.leader_partition(topic, index)
                 if records is None or len(records) == 0:
                     raise _corrupt("empty record set")
-                data = await self._prepare(partition, records, transactional_id, zstd_allowed)
+                data, scanned = await self._prepare(partition, records, transactional_id, version)
                 # No copy: the log stamps offsets into a writable buffer in place and copies
                 # (or writes in two pieces) a read-only one such as a slice of the request.
-                result.info = partition.append_as_leader(data, AppendOrigin.CLIENT, required_acks)
+                result.info = partition.append_as_leader(
+                    data, AppendOrigin.CLIENT, required_acks, scanned
+                )
             except (KafkaError, ProtocolError) as e:
                 result.error, result.message = code_of(e), message_of(e)
-                if isinstance(e, RecordValidationError):
-                    result.record_errors = e.record_errors
+                result.record_errors = getattr(e, "record_errors", None) or []
                 continue
             if required_acks == -1:
                 waits.append((result, partition.wait_for_high_watermark(result.info.last_offset + 1)))
@@ -327,28 +345,42 @@ class ReplicaManager:
         partition: Partition,
         records: bytes | bytearray | memoryview,
         transactional_id: str | None,
-        zstd_allowed: bool,
-    ) -> bytes | bytearray | memoryview:
-        """Client records as the log takes them, or the error (Kafka's checks before the
-        log's own: internal topics, codecs, keys of a compacted topic with KIP-467's
-        per-record errors, KIP-890 verification)."""
+        version: int,
+    ) -> tuple[bytes | bytearray | memoryview, list[ScannedBatch] | None]:
+        """Client records as the log takes them and, for compressed ones, their batches
+        already decompressed and walked; or the error (Kafka's checks before the log's own:
+        internal topics, the request's records (``ProduceRequest.validateRecords`` and the
+        base offset), codecs, KIP-890 verification)."""
         if partition.topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"Cannot append to internal topic {partition.topic}")
-        compact = partition.log.config.compact
         if peek_magic(records) < 2:
+            if version >= 3:
+                raise InvalidRecordError(
+                    f"Produce requests with version {version} are only allowed to contain record "
+                    "batches with magic version 2"
+                )
             limit = max(partition.log.config.max_message_bytes * 4, 1 << 26)
-            converted = upconvert(records, max_decompressed_size=limit)
-            if compact:
-                check_compacted_keys(converted, partition.topic, partition.index)
-            return converted
+            return upconvert(records, max_decompressed_size=limit), None
+        compressed = False
+        batches = 0
         for _, header in iter_batches(records):
+            batches += 1
+            if version >= 3 and batches > 1:
+                raise InvalidRecordError(
+                    f"Produce requests with version {version} are only allowed to contain exactly "
+                    "one record batch"
+                )
+            if header.base_offset != 0:
+                raise InvalidRecordError(
+                    f"The baseOffset of the record batch in the append to {partition.topic}-"
+                    f"{partition.index} should be 0, but it is {header.base_offset}"
+                )
             codec = header.compression
             if codec > MAX_CODEC:
                 raise CorruptMessageError(f"unknown compression codec {codec}")
-            if codec == ZSTD and not zstd_allowed:
+            if codec == ZSTD and version < 7:
                 raise UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
-        if compact:
-            check_compacted_keys(records, partition.topic, partition.index)
+            compressed = compressed or codec != 0
         if transactional_id is not None and self.transactions is not None and len(records) >= HEADER_SIZE:
             h = read_header(records)
             if (
@@ -361,7 +393,7 @@ class ReplicaManager:
                 )
                 if code:
                     raise kafka_error(code, f"transaction verification failed: {code.name}")
-        return records
+        return records, (await _scan_compressed(records) if compressed else None)
 
     @staticmethod
     async def _await_acks(waits: list[tuple[ProduceResult, asyncio.Future[None]]], timeout_ms: int) -> None:
@@ -432,6 +464,8 @@ class ReplicaManager:
                 total >= params.min_bytes or remaining <= 0 or not hosted or self.stopping
                 or hung_up or any(part.error for part in parts)
             ):
+                if params.convert is not None:
+                    await _convert_all(parts, params)
                 return
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             for p in hosted:
@@ -515,9 +549,6 @@ class ReplicaManager:
                 records = read.region
             if records is not None and len(records) >= limit:
                 records = drop_partial_tail(records)
-            if records is not None and params.convert is not None and len(records):
-                assert not isinstance(records, SendableRegion)  # no regions when converting
-                records = params.convert(records)
             n = len(records) if records is not None else 0
             if n:
                 first_with_data = False
@@ -529,6 +560,28 @@ class ReplicaManager:
             part.log_start_offset = read.log_start_offset
             part.aborted_transactions = read.aborted_transactions
         return total
+
+
+async def _convert_all(parts: list[FetchPartition], params: FetchParams) -> None:
+    """Down-convert each part's records for an old fetch version in a worker thread (a batch
+    may inflate to the decompression bound; the event loop goes on serving meanwhile), at most
+    the part's byte limit of them from its fetch offset; a batch that cannot be converted
+    (zstd, corrupt) answers that partition's error."""
+    convert = params.convert
+    assert convert is not None
+    loop = asyncio.get_running_loop()
+    for part in parts:
+        records = part.records
+        if part.error or records is None or not len(records):
+            continue
+        assert not isinstance(records, SendableRegion)  # no regions when converting
+        limit = max(min(part.max_bytes, params.max_bytes), 1)
+        try:
+            converted = await loop.run_in_executor(None, convert, records, part.fetch_offset, limit)
+        except (KafkaError, ProtocolError) as e:
+            part.error, part.records, part.size = code_of(e), b"", 0
+            continue
+        part.records, part.size = converted, len(converted)
 
 
 def _nothing_to_read(part: FetchPartition, log: Log) -> None:
@@ -583,3 +636,16 @@ def drop_partial_tail(
 
 def _corrupt(message: str) -> KafkaError:
     return CorruptMessageError(message)
+
+
+async def _scan_compressed(records: bytes | bytearray | memoryview) -> list[ScannedBatch] | None:
+    """``validator.scan_batches`` of a compressed record set: on the event loop while its
+    batches decompress to at most ``INLINE_DECOMPRESSED_BYTES``, else all over again in a worker
+    thread (the codecs release the GIL), up to the log's bound."""
+    scanned = scan_batches(records, INLINE_DECOMPRESSED_BYTES)
+    if scanned is not None and any(
+        isinstance(b.error, RecordTooLargeError) for b in scanned
+    ):
+        loop = asyncio.get_running_loop()
+        scanned = await loop.run_in_executor(None, scan_batches, records, MAX_DECOMPRESSED_SIZE)
+    return scanned

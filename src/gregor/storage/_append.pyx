@@ -26,6 +26,7 @@ from posix.uio cimport iovec, writev
 from posix.unistd cimport write
 
 from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, replace_item, set_item
+from gregor.protocol.records._scan cimport RecordFacts, check_records_c
 from gregor.storage._index cimport IndexCore
 
 
@@ -34,6 +35,12 @@ cdef extern from "_crc32c.h":
     uint32_t gregor_crc32c(const uint8_t* p, size_t n) noexcept nogil
 
 from crc32c import crc32c as _crc32c
+
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE as _MAX_DECOMPRESSED,
+    decompress as _decompress,
+)
 
 from gregor.storage.clock import now_ms as _wall_clock_ms_py
 from gregor.storage.errors import KafkaStorageError
@@ -284,6 +291,38 @@ cdef class ProducerStateCore:
     cdef public int64_t map_end_offset
 
 
+cdef bint _record_facts(const uint8_t* p, Py_ssize_t n, int codec, int32_t count, int64_t base_ts,
+                       object scanned, RecordFacts* facts) except -1:
+    """What the records of the batch at ``p`` say (see the reference's ``_record_facts``); false
+    when the batch must go to the general path."""
+    cdef Py_buffer payload
+    if scanned is not None:
+        if len(scanned) != 1 or scanned[0].error is not None:
+            return False
+        batch = scanned[0]
+        facts.min_timestamp = batch.min_timestamp
+        facts.max_timestamp = batch.max_timestamp
+        facts.keyless = batch.keyless
+        facts.bad_delta = batch.bad_delta
+        return True
+    try:
+        if not codec:
+            check_records_c(p + _HEADER_SIZE, n - _HEADER_SIZE, count, base_ts, facts)
+            return True
+        data = _decompress(
+            codec, PyMemoryView_FromMemory(<char*>p + _HEADER_SIZE, n - _HEADER_SIZE, PyBUF_READ),
+            max_size=_MAX_DECOMPRESSED,
+        )
+        PyObject_GetBuffer(data, &payload, PyBUF_SIMPLE)
+        try:
+            check_records_c(<const unsigned char*>payload.buf, payload.len, count, base_ts, facts)
+        finally:
+            PyBuffer_Release(&payload)
+    except ProtocolError:
+        return False
+    return True
+
+
 cdef class LogCore:
     """The fields of a log the append path reads and writes (set by ``LocalLog`` and ``Log``)."""
 
@@ -316,28 +355,30 @@ cdef class LogCore:
         self._segment_bytes = _clamp(config.segment_bytes)
         self._segment_ms = _clamp(config.segment_ms)
 
-    def append(self, records, *, int32_t leader_epoch=0, origin=_CLIENT, now_ms=None):
+    def append(self, records, *, int32_t leader_epoch=0, origin=_CLIENT, now_ms=None,
+               scanned=None):
         """See the reference."""
         cdef Py_buffer view
         cdef object result
         if origin is not _CLIENT or not self._fast:
-            return self._append(records, origin, leader_epoch, True, now_ms)
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         if PyBytes_CheckExact(records):  # the common case: its bytes, no buffer to release
             view.buf = PyBytes_AS_STRING(records)
             view.len = PyBytes_GET_SIZE(records)
             view.readonly = 1
-            result = self._append_fast(&view, leader_epoch, now_ms)
+            result = self._append_fast(&view, leader_epoch, now_ms, scanned)
         else:
             PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
             try:
-                result = self._append_fast(&view, leader_epoch, now_ms)
+                result = self._append_fast(&view, leader_epoch, now_ms, scanned)
             finally:
                 PyBuffer_Release(&view)
         if result is None:
-            return self._append(records, origin, leader_epoch, True, now_ms)
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         return result
 
-    cdef object _append_fast(self, Py_buffer* view, int32_t leader_epoch, object now_obj):
+    cdef object _append_fast(self, Py_buffer* view, int32_t leader_epoch, object now_obj,
+                             object scanned):
         cdef Py_ssize_t n = view.len
         cdef const uint8_t* p = <const uint8_t*>view.buf
         cdef int64_t now_ms, offset, last, base_ts, max_ts, pid
@@ -345,6 +386,7 @@ cdef class LogCore:
         cdef int16_t attributes
         cdef uint32_t crc
         cdef timespec ts
+        cdef RecordFacts facts
         cdef SegmentCore seg
         cdef ProducerStateCore producer_state = self.producer_state
         cdef LeaderEpochCacheCore epochs = self.leader_epoch_cache
@@ -362,7 +404,7 @@ cdef class LogCore:
             blen + _LOG_OVERHEAD != n
             or p[16] != 2
             or pid >= 0
-            or attributes & 0x30  # transactional or control
+            or attributes & 0x38  # LogAppendTime, transactional or control
             or <int64_t>count != <int64_t>delta + 1
             or count <= 0
             or n > self._max_message_bytes
@@ -383,6 +425,15 @@ cdef class LogCore:
         if now_ms - base_ts > self._ts_before_max or max_ts - now_ms > self._ts_after_max:
             return None
         if _crc(p + _ATTRIBUTES_OFFSET, n - _ATTRIBUTES_OFFSET) != crc:
+            return None
+        if not _record_facts(p, n, attributes & 0x07, count, base_ts, scanned, &facts):
+            return None  # the general path refuses it with Kafka's message
+        if (
+            facts.bad_delta >= 0
+            or facts.max_timestamp != max_ts
+            # (now - min > before, without overflow: now and before are not negative)
+            or (facts.min_timestamp != -1 and facts.min_timestamp < now_ms - self._ts_before_max)
+        ):
             return None
         if self._segments is None or producer_state is None or epochs is None:
             return None  # not set up (the general path says what is missing)

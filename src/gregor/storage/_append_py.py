@@ -8,10 +8,14 @@ object: the active segment of ``LogSegments`` (:class:`SegmentsCore`), the lates
 ``LeaderEpochCache`` (:class:`LeaderEpochCacheCore`) and the map end offset of
 ``ProducerStateManager`` (:class:`ProducerStateCore`); compiled, they are C fields, so the
 append touches no attribute dictionary. ``LogCore.append`` takes one plain v2 batch (no
-producer id, not transactional, not control, on a topic that is neither compacted nor
-LogAppendTime) through header and CRC checks, stamps its base offset and leader epoch, writes
-it with one system call and indexes it; anything else, and anything that needs a segment roll,
-goes to the general path ``Log._append``, which handles or rejects it. ``storage.fast_append``
+producer id, not transactional, not control, CreateTime, on a topic that is neither compacted
+nor LogAppendTime) through header and CRC checks and the record walk's ``check_records`` (a
+compressed one decompressed first, unless the broker did that already: ``scanned``; every
+record well formed, as many as the header says, offset deltas 0, 1, 2, ..., timestamps within
+the topic's bounds and the header's max timestamp the records'), stamps its base offset and
+leader epoch, writes it with one system call and indexes it; anything else, and anything that
+needs a segment roll, goes to the general path ``Log._append`` (``validator``), which handles
+or rejects it with Kafka's error. ``storage.fast_append``
 picks this module or the compiled one (``GREGOR_NO_EXTENSIONS=1`` forces this one); both must
 leave the same bytes on disk and return the same :class:`LogAppendInfo`
 (``tests/storage/test_storage_fast_append.py``).
@@ -22,10 +26,15 @@ from __future__ import annotations
 import os
 import struct
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from crc32c import crc32c
 
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from gregor.protocol.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD
+from gregor.protocol.records.walk import check_records
 from gregor.storage.append_types import AppendOrigin
 from gregor.storage.clock import Clock
 from gregor.storage.clock import now_ms as wall_clock_ms
@@ -42,6 +51,27 @@ _PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_e
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (see records.header)
 _new_tuple = tuple.__new__
 _time_ns = time.time_ns
+
+
+def _record_facts(
+    mv: memoryview, codec: int, count: int, base_ts: int, scanned: Sequence[Any] | None
+) -> tuple[int, int, int] | None:
+    """(min timestamp, max timestamp, first offset delta out of order) of the records of the
+    batch ``mv``: the broker's scan of them (``scanned``), else the record walk's, after
+    decompressing; None when the batch must go to the general path (which then says why)."""
+    if scanned is not None:
+        if len(scanned) != 1 or scanned[0].error is not None:
+            return None
+        batch = scanned[0]
+        return batch.min_timestamp, batch.max_timestamp, batch.bad_delta
+    try:
+        payload: memoryview | bytes = mv[HEADER_SIZE:]
+        if codec:
+            payload = decompress(codec, payload, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
+        lo, hi, _, bad_delta = check_records(payload, count, base_ts)
+    except ProtocolError:
+        return None
+    return lo, hi, bad_delta
 
 
 class SegmentCore:
@@ -203,6 +233,7 @@ class LogCore:
         leader_epoch: int,
         assign: bool,
         now_ms: int | None,
+        scanned: Sequence[Any] | None = None,
     ) -> LogAppendInfo:
         raise NotImplementedError
 
@@ -216,21 +247,23 @@ class LogCore:
         leader_epoch: int = 0,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         now_ms: int | None = None,
+        scanned: Sequence[Any] | None = None,
     ) -> LogAppendInfo:
         """Append as the leader: validate, assign offsets from the log end offset, stamp
         ``leader_epoch`` (and LogAppendTime if configured), write. A writable buffer
         (bytearray) is rewritten in place; other buffers are copied first (or, when large,
         written from two pieces with ``writev``).
 
-        The common produce, one plain batch (no producer id, not transactional, not a
-        compacted or LogAppendTime topic) that needs no roll, is done right here with the
+        The common produce, one plain batch (no producer id, not transactional, uncompressed,
+        not a compacted or LogAppendTime topic) that needs no roll, is done right here with the
         fewest steps; anything unusual goes to the general path (``_append``), which
-        handles or rejects it."""
+        handles or rejects it. ``scanned``: the batches' records already decompressed and
+        walked (``validator.scan_batches``, in the broker)."""
         if origin is not AppendOrigin.CLIENT or not self._fast:
-            return self._append(records, origin, leader_epoch, True, now_ms)
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         n = len(records)
         if n < HEADER_SIZE:
-            return self._append(records, origin, leader_epoch, True, now_ms)
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         (_, blen, _, magic, crc, attributes, delta, base_ts, max_ts, pid, _, _, count) = (
             _HEADER.unpack_from(records)
         )
@@ -239,14 +272,14 @@ class LogCore:
             blen + LOG_OVERHEAD != n
             or magic != 2
             or pid >= 0
-            or attributes & 0x30  # transactional or control
+            or attributes & 0x38  # LogAppendTime, transactional or control
             or count != delta + 1
             or count <= 0
             or n > cfg.max_message_bytes
             or base_ts < 0
             or base_ts > max_ts
         ):
-            return self._append(records, origin, leader_epoch, True, now_ms)
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         if now_ms is None:
             clock = self._clock
             now_ms = _time_ns() // 1_000_000 if clock is wall_clock_ms else clock()
@@ -255,13 +288,23 @@ class LogCore:
         last = offset + delta
         if (
             now_ms - base_ts > cfg.message_timestamp_before_max_ms
-            or max_ts - now_ms > cfg.message_timestamp_after_max_ms
             or crc32c(mv[ATTRIBUTES_OFFSET:]) != crc
+        ):
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
+        facts = _record_facts(mv, attributes & 0x07, count, base_ts, scanned)
+        if facts is None:
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
+        lo, hi, bad_delta = facts
+        if (
+            bad_delta >= 0
+            or hi != max_ts
+            or (lo != -1 and now_ms - lo > cfg.message_timestamp_before_max_ms)
+            or max_ts - now_ms > cfg.message_timestamp_after_max_ms
             or not self._segments.active.append_unchecked(
                 mv, n, offset, leader_epoch, last, max_ts, now_ms, cfg
             )
         ):
-            return self._append(records, origin, leader_epoch, True, now_ms)
+            return self._append(records, origin, leader_epoch, True, now_ms, scanned)
         self.log_end_offset = last + 1
         self.producer_state.map_end_offset = last + 1
         if leader_epoch > self.leader_epoch_cache.latest:

@@ -13,6 +13,7 @@ UNKNOWN_SERVER_ERROR instead (checked when the class is defined).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from gregor.protocol import errors as kafka
@@ -72,20 +73,32 @@ class OffsetOutOfRangeError(StorageError, kafka.OffsetOutOfRangeError):
 
 
 class CorruptRecordError(StorageError, kafka.CorruptMessageError):
-    """A batch fails its CRC, is malformed, or (compacted topics) has a record without a key."""
+    """A batch fails its CRC, its header is malformed, or its payload does not decompress."""
 
     code = ErrorCode.CORRUPT_MESSAGE
 
 
+#: (batch_index, message) of one record at fault in a refused batch (KIP-467).
+RecordError = tuple[int, str]
+
+
 class InvalidRecordError(StorageError, kafka.InvalidRecordError):
-    """A well-formed batch the broker refuses (inconsistent offsets/count, a client writing
-    control batches, a producer id without a sequence)."""
+    """A batch the leader refuses for its records (malformed, a count that does not match
+    them, offset deltas out of order, no key on a compacted topic) or its header (inconsistent
+    offsets/count, a client writing control batches, a producer id without a sequence).
+    ``record_errors`` lists the records at fault when the refusal is theirs (KIP-467)."""
 
     code = ErrorCode.INVALID_RECORD
 
+    def __init__(
+        self, message: str | None = None, record_errors: Sequence[RecordError] = ()
+    ) -> None:
+        super().__init__(message)
+        self.record_errors: list[RecordError] = list(record_errors)
+
 
 class RecordTooLargeError(StorageError, kafka.MessageTooLargeError):
-    """A batch is larger than ``max.message.bytes``."""
+    """A batch is larger than ``max.message.bytes``, or decompresses past the bound."""
 
     code = ErrorCode.MESSAGE_TOO_LARGE
 
@@ -97,9 +110,17 @@ class RecordBatchTooLargeError(StorageError, kafka.RecordListTooLargeError):
 
 
 class InvalidTimestampError(StorageError, kafka.InvalidTimestampError):
-    """A CreateTime batch's timestamp is outside message.timestamp.before/after.max.ms."""
+    """Records of a CreateTime batch with timestamps outside
+    message.timestamp.before/after.max.ms, or a producer's LogAppendTime on a LogAppendTime
+    topic; ``record_errors`` lists them (KIP-467)."""
 
     code = ErrorCode.INVALID_TIMESTAMP
+
+    def __init__(
+        self, message: str | None = None, record_errors: Sequence[RecordError] = ()
+    ) -> None:
+        super().__init__(message)
+        self.record_errors: list[RecordError] = list(record_errors)
 
 
 class OutOfOrderSequenceError(StorageError, kafka.OutOfOrderSequenceNumberError):

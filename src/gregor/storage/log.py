@@ -2,10 +2,11 @@
 
 Theory of operation. Offsets grow without bound; the log keeps them in segments named by their
 base offset, only the last (active) one taking appends. An append validates the incoming
-batches by their headers and CRCs (records are decoded only for compacted topics and for
-transaction markers), checks producer state, rewrites each batch's base offset and partition
-leader epoch in place (and for LogAppendTime topics the timestamp, which changes the CRC), and
-writes the whole record set with one ``write``. Before writing, the active segment rolls when
+batches (``validator``: headers and CRCs; as the leader also every record, as Kafka's
+LogValidator does; a follower appends its leader's bytes as they are), checks producer state,
+rewrites each batch's base offset and partition leader epoch in place (and for LogAppendTime
+topics the timestamp, or a CreateTime batch's max timestamp when its records say otherwise,
+which changes the CRC), and writes the whole record set with one ``write``. Before writing, the active segment rolls when
 the new bytes would pass ``segment.bytes``, when ``segment.ms`` passed since its first batch,
 when an index is full, or when an offset would not fit a relative (int32) offset.
 
@@ -49,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from gregor.protocol.records.control import build_control_batch
 from gregor.protocol.records.header import (
@@ -80,7 +81,7 @@ from gregor.storage.retention import (
     over_retention_bytes,
 )
 from gregor.storage.segment import LogSegment
-from gregor.storage.validator import place_batches, validate_batches
+from gregor.storage.validator import ScannedBatch, place_batches, validate_batches
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ class Log(LocalLog):
         leader_epoch: int,
         assign: bool,
         now_ms: int | None,
+        scanned: Sequence[ScannedBatch] | None = None,
     ) -> LogAppendInfo:
         self._check_open()
         if now_ms is None:
@@ -207,7 +209,7 @@ class Log(LocalLog):
         cfg = self.config
         mv = records if isinstance(records, memoryview) else memoryview(records)
         total = len(mv)
-        headers = validate_batches(mv, cfg, origin, assign, now_ms)
+        headers, restamp = validate_batches(mv, cfg, origin, assign, now_ms, self.name, scanned)
         # A leader stamps LogAppendTime; a follower keeps the leader's timestamps.
         log_append_time = now_ms if assign and cfg.log_append_time else NO_TIMESTAMP
 
@@ -237,7 +239,7 @@ class Log(LocalLog):
             )
 
         buf, batches, max_ts, offset_of_max, count = place_batches(
-            mv, headers, bases, log_append_time, leader_epoch if assign else None
+            mv, headers, bases, log_append_time, leader_epoch if assign else None, restamp
         )
         last_offset = batches[-1].last_offset
         segment = self._maybe_roll(total, max_ts, first_offset, last_offset, now_ms)

@@ -125,7 +125,10 @@ def test_batch_larger_than_max_message_bytes(wire: Wire, topic: str) -> None:
     big = batch(b"x" * 3000)
     p = produce(wire, topic, 0, big)
     rejected(p, ErrorCode.MESSAGE_TOO_LARGE)
-    assert p.error_message == f"record batch of {len(big)} bytes is larger than max.message.bytes 2000"
+    assert p.error_message == (
+        f"The record batch size in the append to v-0 is {len(big)} bytes which exceeds the maximum "
+        "configured value of 2000."
+    )
     assert produce(wire, topic, 0, batch(b"x" * 1000)).base_offset == 0
 
 

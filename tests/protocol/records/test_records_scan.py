@@ -86,6 +86,7 @@ def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int
 
     out.append(_outcome(consumer))
     out.append(_outcome(lambda: mod.validate_records(data, count)))
+    out.append(_outcome(lambda: mod.check_records(data, count, base_ts)))
     for include_headers, scale in ((False, 1), (True, 1), (True, 1000)):
 
         def arrow(include_headers: bool = include_headers, scale: int = scale) -> dict[str, Any]:
@@ -381,3 +382,23 @@ def test_compiled_walk_is_built_and_loaded_by_default() -> None:
     assert _compiled is not None, "gregor.protocol.records._scan is not built"
     assert _loaded(None) == "cython cython cython cython"
     assert scan.available() == ["python", "cython"]
+
+
+@pytest.mark.parametrize("mod", [_scan_py, _compiled], ids=["python", "cython"])
+def test_check_records_reports_what_the_leader_judges(mod: Any) -> None:
+    """The leader's walk (issue 35): the smallest and largest timestamp (records without one
+    left out), how many records have no key, the first offset delta out of order."""
+    if mod is None:
+        pytest.skip("the compiled record walk is not built")
+    data = _records_bytes([(0, 5, b"k", b"a", []), (1, -1 - 100, None, b"b", [("h", b"x")]),
+                           (2, -3, None, None, []), (3, 0, b"k", b"d", [])])
+    assert mod.check_records(data, 4, 100) == (97, 105, 2, -1)
+    assert mod.check_records(_records_bytes([(0, 0, None, b"a", [])]), 1, -1) == (-1, -1, 1, -1)
+    out_of_order = _records_bytes([(0, 0, b"k", b"a", []), (2, 0, b"k", b"b", []), (1, 0, b"k", b"c", [])])
+    assert mod.check_records(out_of_order, 3, 7) == (7, 7, 0, 1)
+    with pytest.raises(ProtocolError, match="^Timestamp of record 0 does not fit 64 bits$"):
+        mod.check_records(_records_bytes([(0, 2**62, b"k", b"a", [])]), 1, 2**62)
+    with pytest.raises(ProtocolError, match="^Incorrect declared batch size, premature EOF reached$"):
+        mod.check_records(data, 5, 100)
+    with pytest.raises(ProtocolError, match="^Incorrect declared batch size, records still remaining in file$"):
+        mod.check_records(data, 3, 100)

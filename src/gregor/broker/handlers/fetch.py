@@ -133,11 +133,15 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     return plan
 
 
-def _convert_for(version: int) -> Callable[[bytes | memoryview], bytes | memoryview] | None:
+def _convert_for(version: int) -> Callable[[bytes | memoryview, int, int], bytes | memoryview] | None:
+    """Fetch v0-v3 read message format v0 (v0, v1) or v1 (v2, v3): the records from the fetch
+    offset, about ``limit`` bytes of them (the replica manager runs this in a worker thread)."""
     if version >= 4:
         return None
     magic = 0 if version < 2 else 1
-    return lambda records: downconvert(records, magic, allow_partial_tail=True)
+    return lambda records, start, limit: downconvert(
+        records, magic, allow_partial_tail=True, start_offset=start, max_bytes=limit
+    )
 
 
 @handles(FetchRequest, 0, 17)

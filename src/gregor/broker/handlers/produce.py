@@ -99,7 +99,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         results = await ctx.broker.replicas.append_records(
             entries, required_acks=req.acks, timeout_ms=req.timeout_ms,
             transactional_id=transactional_id,
-            zstd_allowed=ctx.version >= 7,
+            version=ctx.version,
         )
         _count_traffic(ctx, entries, results, [t for t in req.topic_data if t.name not in writable])
         it = iter(results)

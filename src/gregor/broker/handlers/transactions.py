@@ -6,7 +6,9 @@ The handlers are thin: the transaction coordinator (``broker.transactions``, a
 ``TxnService``) returns results in its own terms and the handlers shape them into the response
 of the request's version. Older versions do not know PRODUCER_FENCED (KIP-588): InitProducerId
 below v4 and AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2 get
-INVALID_PRODUCER_EPOCH instead, which those clients treat the same way.
+INVALID_PRODUCER_EPOCH instead, which those clients treat the same way. AddPartitionsToTxn v4
+and later (batched, verify-only: KIP-890) are for brokers: a principal without CLUSTER_ACTION
+gets CLUSTER_AUTHORIZATION_FAILED for the whole request, as from Kafka.
 
 TxnOffsetCommit is checked against the transaction first (the group's ``__consumer_offsets``
 partition must have been added with AddOffsetsToTxn, KIP-890) and then written by the group
@@ -137,6 +139,13 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
         return AddResp(
             throttle_time_ms=0,
             results_by_topic_v3_and_below=_by_topic(results, v3, v3.ResultsByPartition),
+        )
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        # v4+ is for brokers (KIP-890): Kafka answers anyone else with this, whole.
+        return AddResp(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=[],
         )
     out = []
     by_txn = AddResp.ResultsByTransaction

@@ -44,9 +44,9 @@ _P_i = _S_i.pack
 _S_iqih = _struct.Struct('>iqih')
 _U_iqih = _S_iqih.unpack_from
 _P_iqih = _S_iqih.pack
-_S_iqqih = _struct.Struct('>iqqih')
-_U_iqqih = _S_iqqih.unpack_from
-_P_iqqih = _S_iqqih.pack
+_S_iqiqh = _struct.Struct('>iqiqh')
+_U_iqiqh = _S_iqiqh.unpack_from
+_P_iqiqh = _S_iqiqh.pack
 
 
 class DescribeShareGroupOffsetsRequest(Message):
@@ -202,39 +202,39 @@ class DescribeShareGroupOffsetsResponse(Message):
                 Fields (type, versions[, tag]; default):
                     partition_index (int32, all; 0)
                     start_offset (int64, all; 0): The share-partition start offset.
-                    lag (int64, v1+; 0): The share-partition lag.
                     leader_epoch (int32, all; 0)
+                    lag (int64, v1+; -1): The share-partition lag.
                     error_code (int16, all; 0)
                     error_message (str, all, nullable; None)
                 """
 
-                __slots__ = ('partition_index', 'start_offset', 'lag', 'leader_epoch', 'error_code', 'error_message', 'unknown_tags')
-                _FIELDS = ('partition_index', 'start_offset', 'lag', 'leader_epoch', 'error_code', 'error_message', 'unknown_tags')
+                __slots__ = ('partition_index', 'start_offset', 'leader_epoch', 'lag', 'error_code', 'error_message', 'unknown_tags')
+                _FIELDS = ('partition_index', 'start_offset', 'leader_epoch', 'lag', 'error_code', 'error_message', 'unknown_tags')
 
                 partition_index: int
                 start_offset: int
-                lag: int
                 leader_epoch: int
+                lag: int
                 error_code: int
                 error_message: str | None
                 unknown_tags: dict[int, bytes]
 
-                def __init__(self, *, partition_index: int = 0, start_offset: int = 0, lag: int = 0, leader_epoch: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
+                def __init__(self, *, partition_index: int = 0, start_offset: int = 0, leader_epoch: int = 0, lag: int = -1, error_code: int = 0, error_message: str | None = None, unknown_tags: dict[int, bytes] = UNSET) -> None:
                     self.partition_index = partition_index
                     self.start_offset = start_offset
-                    self.lag = lag
                     self.leader_epoch = leader_epoch
+                    self.lag = lag
                     self.error_code = error_code
                     self.error_message = error_message
                     self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
                 def __eq__(self, other: Any) -> bool:
                     if other.__class__ is not self.__class__: return NotImplemented
-                    return self.partition_index == other.partition_index and self.start_offset == other.start_offset and self.lag == other.lag and self.leader_epoch == other.leader_epoch and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
+                    return self.partition_index == other.partition_index and self.start_offset == other.start_offset and self.leader_epoch == other.leader_epoch and self.lag == other.lag and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tags == other.unknown_tags
 
                 def __repr__(self) -> str:
                     tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
-                    return f"DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions(partition_index={self.partition_index!r}, start_offset={self.start_offset!r}, lag={self.lag!r}, leader_epoch={self.leader_epoch!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
+                    return f"DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions(partition_index={self.partition_index!r}, start_offset={self.start_offset!r}, leader_epoch={self.leader_epoch!r}, lag={self.lag!r}, error_code={self.error_code!r}, error_message={self.error_message!r}{tags})"
 
             def __init__(self, *, topic_name: str = '', topic_id: UUID = _ZERO_UUID, partitions: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = UNSET, unknown_tags: dict[int, bytes] = UNSET) -> None:
                 self.topic_name = topic_name
@@ -442,7 +442,7 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsRe
                                 end = pos + n
                                 if n < 0 or end > blen: raise _bad_length(n)
                                 e3.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.lag = 0
+                            e3.lag = -1
                             if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
                             else: e3.unknown_tags, pos = _read_tags(buf, pos)
                             a2(e3)
@@ -520,7 +520,7 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsRe
                         l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = []; a2 = l2.append
                         for _ in range(n):
                             e3 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics_Partitions)
-                            e3.partition_index, e3.start_offset, e3.lag, e3.leader_epoch, e3.error_code = _U_iqqih(buf, pos); pos += 26
+                            e3.partition_index, e3.start_offset, e3.leader_epoch, e3.lag, e3.error_code = _U_iqiqh(buf, pos); pos += 26
                             n = buf[pos]
                             if n < 128: pos += 1
                             else: n, pos = _ruv(buf, pos)
@@ -633,7 +633,7 @@ def _encode_resp_v1(o: DescribeShareGroupOffsetsResponse, ap: _Append) -> None:
                     else:
                         n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                         for x2 in l2:
-                            ap(_P_iqqih(x2.partition_index, x2.start_offset, x2.lag, x2.leader_epoch, x2.error_code))
+                            ap(_P_iqiqh(x2.partition_index, x2.start_offset, x2.leader_epoch, x2.lag, x2.error_code))
                             sn: str | None = x2.error_message
                             if sn is None: ap(b'\x00')
                             else:

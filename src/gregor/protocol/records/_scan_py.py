@@ -12,16 +12,19 @@ A batch's (decompressed) record data holds ``count`` records, each:
     (header_key_length varint | header_key | header_value_length varint | header_value)*
 
 All varints are zigzag; a length of -1 means null. The walk checks, in this order per record:
-the length varint, that the record fits the data and is at least 6 bytes (else "record length
-is inconsistent with the batch"), the fields (running off the data is "record data
-truncated"; a key or value length below -1 is "negative record ... length"), the headers
-(count within the record, key and value lengths, UTF-8 keys), that the fields end exactly at
-the record's end; after the last record, that nothing is left over.
+that a record starts before the data ends, the length varint, that the record fits the data and
+is at least 6 bytes, the fields (running off the data is "Found invalid record structure"; a
+key or value length below -1 is "negative record ... length"), the headers (count within the
+record, key and value lengths, UTF-8 keys), that the fields end exactly at the record's end;
+after the last record, that nothing is left over. Where Kafka's own record reader
+(``DefaultRecord.readFrom`` and ``DefaultRecordBatch``'s iterators) refuses the same fault, the
+message is Kafka's, so a producer sees the text a Kafka broker would give it.
 
 :func:`walk` yields one tuple per record; the sinks below turn it into the outputs the code
 base needs: :class:`~gregor.protocol.records.batch.Record` lists, the client's consumer
 records, Arrow column buffers, nothing (validation) and, the other way round, a record's bytes
-for the batch builder.
+for the batch builder; :func:`check_records` is the leader's check of a produced batch
+(Kafka's LogValidator): the walk's checks plus what the log judges each batch by.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ T = TypeVar("T", bound=tuple[Any, ...])
 
 IMPLEMENTATION = "python"
 
+#: Kafka's texts for a record count that does not match the records (``DefaultRecordBatch``).
+PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
+RECORDS_REMAINING = "Incorrect declared batch size, records still remaining in file"
+INVALID_STRUCTURE = "Found invalid record structure"
+NO_TIMESTAMP = -1
+_INT64 = 1 << 63
+
 
 def new_buffer(size: int) -> bytearray:
     """A writable buffer of ``size`` bytes for the socket to fill (zeroed here; the compiled
@@ -56,7 +66,8 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
 
     Every varint is read the same way: the one- and two-byte cases inline (nearly every
     length and delta), anything longer through ``read_uvarint``. Reading past the end of
-    ``data`` raises IndexError, reported once as "record data truncated"."""
+    ``data`` inside a record raises IndexError, reported once as "Found invalid record
+    structure"."""
     if not isinstance(data, bytes):
         data = bytes(data)
     end = len(data)
@@ -64,6 +75,8 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
     uvarint = read_uvarint
     try:
         for _ in range(count):
+            if pos >= end:
+                raise ProtocolError(PREMATURE_EOF)
             b = data[pos]
             if b < 0x80:
                 n, pos = b, pos + 1
@@ -71,9 +84,17 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
                 n, pos = (b & 0x7F) | (data[pos + 1] << 7), pos + 2
             else:
                 n, pos = uvarint(data, pos)
-            rec_end = pos + ((n >> 1) ^ -(n & 1))
-            if rec_end > end or rec_end < pos + 6:
-                raise ProtocolError("record length is inconsistent with the batch")
+            length = (n >> 1) ^ -(n & 1)
+            if length > end - pos:
+                raise ProtocolError(
+                    f"Invalid record size: expected {length} bytes in record payload, but instead "
+                    f"the buffer has only {end - pos} remaining bytes."
+                )
+            if length < 6:
+                raise ProtocolError(
+                    f"Invalid record size {length}: a record takes at least 6 bytes"
+                )
+            rec_end = pos + length
             pos += 1  # attributes: no record-level attribute is defined
             b = data[pos]
             if b < 0x80:
@@ -133,25 +154,35 @@ def walk(data: Buffer, count: int) -> Iterator[RecordFields]:
             else:
                 headers, pos = _headers(data, pos, rec_end)
             if pos != rec_end:
-                raise ProtocolError("record fields do not add up to its length")
+                raise ProtocolError(
+                    f"Invalid record size: expected to read {length} bytes in record payload, but "
+                    f"instead read {pos - rec_end + length}"
+                )
             yield offset_delta, timestamp_delta, key, value, headers
     except IndexError:
-        raise ProtocolError("record data truncated") from None
+        raise ProtocolError(INVALID_STRUCTURE) from None
     if pos != end:
-        raise ProtocolError(f"{end - pos} bytes left over after {count} records")
+        raise ProtocolError(RECORDS_REMAINING)
 
 
 def _headers(data: bytes, pos: int, rec_end: int) -> tuple[list[Header] | None, int]:
     n, pos = read_uvarint(data, pos)
     count = (n >> 1) ^ -(n & 1)
-    if count < 0 or count > rec_end - pos:
-        raise ProtocolError(f"invalid record header count {count}")
+    if count < 0:
+        raise ProtocolError(f"Found invalid number of record headers {count}")
+    if count > rec_end - pos:
+        raise ProtocolError(
+            f"Found invalid number of record headers. {count} is larger than the remaining size "
+            "of the buffer"
+        )
     headers: list[Header] = []
     for _ in range(count):
         n, pos = read_uvarint(data, pos)
         klen = (n >> 1) ^ -(n & 1)
-        if klen < 0 or pos + klen > rec_end:
-            raise ProtocolError("invalid record header key length")
+        if klen < 0:
+            raise ProtocolError(f"Invalid negative header key size {klen}")
+        if pos + klen > rec_end:
+            raise ProtocolError(INVALID_STRUCTURE)
         try:
             hkey = data[pos : pos + klen].decode()
         except UnicodeDecodeError:
@@ -263,6 +294,38 @@ def validate_records(data: Buffer, count: int) -> None:
     """Check the records as :func:`walk` does, producing nothing."""
     for _ in walk(data, count):
         pass
+
+
+def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
+    """A produced batch's records as its leader judges them (Kafka's LogValidator): walked as
+    :func:`walk` does (its ProtocolError for a malformed record or a count that does not
+    match), and what the log then checks each batch by, as ``(min_timestamp, max_timestamp,
+    keyless, bad_delta)``:
+
+    * the smallest and the largest record timestamp (``base_timestamp`` + delta); records
+      without one (-1) count for neither; -1 when there is none. A timestamp beyond int64 is a
+      ProtocolError;
+    * how many records have no key (a compacted topic refuses them);
+    * the index of the first record whose offset delta is not its index (0, 1, 2, ...), or
+      -1."""
+    lo = hi = NO_TIMESTAMP
+    keyless = 0
+    bad_delta = -1
+    i = 0
+    for offset_delta, timestamp_delta, key, _value, _headers in walk(data, count):
+        if offset_delta != i and bad_delta < 0:
+            bad_delta = i
+        if key is None:
+            keyless += 1
+        ts = base_timestamp + timestamp_delta
+        if not -_INT64 <= ts < _INT64:
+            raise ProtocolError(f"Timestamp of record {i} does not fit 64 bits")
+        if ts > hi:
+            hi = ts
+        if ts != NO_TIMESTAMP and (lo == NO_TIMESTAMP or ts < lo):
+            lo = ts
+        i += 1
+    return lo, hi, keyless, bad_delta
 
 
 # --- building ---

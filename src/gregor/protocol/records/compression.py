@@ -2,7 +2,7 @@
 
 Theory of operation. ``compress`` produces what Kafka's own clients write:
 
-* gzip: one gzip member.
+* gzip: one gzip member (``decompress`` reads any number, with the standard library's zlib).
 * snappy: the xerial block framing Java clients use (``\\x82SNAPPY\\x00``, int32 version 1,
   int32 compatible 1, then int32 length + raw snappy block per 32 KiB of input). ``decompress``
   also accepts plain raw snappy, which librdkafka writes.
@@ -13,16 +13,18 @@ Theory of operation. ``compress`` produces what Kafka's own clients write:
   ``decompress`` accepts either.
 * zstd: a standard zstd frame.
 
-Decompression is bounded: output beyond ``max_size`` raises ProtocolError before more than
-``max_size`` bytes are produced (a decompression bomb costs at most that). Each codec gives a
-size hint (snappy's preamble, gzip's ISIZE trailer, the lz4 block table, zstd's frame content
-size); we decompress into a buffer of that size and grow it fourfold, up to ``max_size``, when the
-hint was too small. Every codec error becomes ProtocolError.
+Decompression is bounded: output beyond ``max_size`` raises DecompressedSizeError (a
+ProtocolError) before more than ``max_size`` bytes are produced (a decompression bomb costs at
+most that). Each codec gives a size hint (snappy's preamble, gzip's ISIZE trailer, the lz4
+block table, zstd's frame content size); we decompress into a buffer of that size and grow it
+fourfold, up to ``max_size``, when the hint was too small. Every codec error becomes
+ProtocolError.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable
 from enum import IntEnum
 
@@ -42,6 +44,10 @@ class Compression(IntEnum):
 
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
+
+
+class DecompressedSizeError(ProtocolError):
+    """The payload decompresses to more than the bound allows."""
 
 
 class UnsupportedCompressionError(ProtocolError):
@@ -155,7 +161,7 @@ def decompress(
     """Decompress a record payload; ProtocolError if corrupt or larger than ``max_size``."""
     if codec == Compression.NONE:
         if len(data) > max_size:
-            raise ProtocolError(f"record payload exceeds {max_size} bytes")
+            raise DecompressedSizeError(f"record payload exceeds {max_size} bytes")
         return bytes(data)
     if codec == Compression.GZIP:
         return _gzip_decode(data, max_size)
@@ -185,21 +191,38 @@ def _bounded(
                 if size < max_size:
                     size = min(max(size * 4, 1024), max_size)
                     continue
-                raise ProtocolError(f"{what} payload decompresses to over {max_size} bytes") from None
+                raise DecompressedSizeError(
+                    f"{what} payload decompresses to over {max_size} bytes"
+                ) from None
             raise ProtocolError(f"corrupt {what} payload: {e}") from None
         del out[n:]
         return bytes(out)
 
 
 def _gzip_decode(data: Buffer, max_size: int) -> bytes:
-    n = len(data)
-    if n < 18:
+    """Every gzip member of ``data``, with the standard library's zlib: its decompressor is
+    set up in a fraction of cramjam's time, which is most of the work for a small batch, and
+    stops at ``max_length``, which bounds the output."""
+    if len(data) < 18:
         raise ProtocolError("gzip payload truncated")
-    # ISIZE (input size mod 2^32, little endian) ends a gzip member; deflate expands at most
-    # ~1032:1, which bounds a lying trailer.
-    isize = int.from_bytes(bytes(data[n - 4 : n]), "little")
-    hint = min(isize, n * 1032) if isize else n * 4
-    return _bounded(cramjam.gzip.decompress_into, data, hint, max_size, "gzip")
+    parts = []
+    size = 0
+    rest: Buffer = data
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out = d.decompress(rest, max_size + 1 - size)
+        except zlib.error as e:
+            raise ProtocolError(f"corrupt gzip payload: {e}") from None
+        size += len(out)
+        if size > max_size:
+            raise DecompressedSizeError(f"gzip payload decompresses to over {max_size} bytes")
+        if not d.eof:
+            raise ProtocolError("corrupt gzip payload: truncated")
+        parts.append(out)
+        rest = d.unused_data
+        if not rest:  # another member may follow (a concatenation of gzip streams)
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _zstd_decode(data: Buffer, max_size: int) -> bytes:
@@ -248,7 +271,9 @@ def snappy_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -
                 size = cramjam.snappy.decompress_raw_len(block)
                 total += size
                 if total > max_size:
-                    raise ProtocolError(f"snappy payload decompresses to over {max_size} bytes")
+                    raise DecompressedSizeError(
+                        f"snappy payload decompresses to over {max_size} bytes"
+                    )
                 blocks.append((block, size))
             out = bytearray(total)
             omv = memoryview(out)
@@ -261,7 +286,7 @@ def snappy_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -
             return bytes(out)
         size = cramjam.snappy.decompress_raw_len(mv)
         if size > max_size:
-            raise ProtocolError(f"snappy payload decompresses to over {max_size} bytes")
+            raise DecompressedSizeError(f"snappy payload decompresses to over {max_size} bytes")
         out = bytearray(size)
         written = cramjam.snappy.decompress_raw_into(mv, out)
         if written != size:
@@ -291,9 +316,18 @@ def _lz4_hc_position(frame: Buffer) -> int:
 
 
 def lz4_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
-    """Decode an lz4 frame whose header checksum is either correct or Kafka's pre-KIP-57 one."""
+    """Decode an lz4 frame whose header checksum is either correct or Kafka's pre-KIP-57 one.
+    The codec checks a correct one itself; only a frame it refuses has its checksum checked
+    here (in Python), and fixed when it is the old one."""
     frame = bytes(data)
     hc_pos = _lz4_hc_position(frame)
+    bound = _lz4_size_bound(frame, hc_pos)
+    try:
+        return _bounded(cramjam.lz4.decompress_into, frame, bound, max_size, "lz4")
+    except DecompressedSizeError:
+        raise
+    except ProtocolError:
+        pass  # the header checksum may be the old one; else the error comes again below
     hc = frame[hc_pos]
     if hc != (xxh32(frame[4:hc_pos]) >> 8) & 0xFF:
         if hc != (xxh32(frame[:hc_pos]) >> 8) & 0xFF:
@@ -306,7 +340,8 @@ def lz4_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> b
 
 
 def _lz4_size_bound(frame: bytes, hc_pos: int) -> int:
-    """The frame's declared content size, else an upper bound from its block table."""
+    """The frame's declared content size, else an upper bound from its block table (a hint:
+    ``_bounded`` grows the buffer when it is too small)."""
     flg = frame[4]
     if flg & 0x08:
         return int.from_bytes(frame[6:14], "little")
@@ -323,6 +358,8 @@ def _lz4_size_bound(frame: bytes, hc_pos: int) -> int:
         if word == 0:
             break
         n = word & 0x7FFFFFFF
-        bound += n if word & 0x80000000 else block_max
+        # a compressed block inflates 255-fold at most (a literal length or match length
+        # byte stands for 255 bytes), and never past the frame's block size
+        bound += n if word & 0x80000000 else min(block_max, n * 255)
         pos += n + block_checksum
     return bound

@@ -9,7 +9,12 @@ v0 messages get NO_TIMESTAMP (-1); a LogAppendTime wrapper makes a LogAppendTime
 :func:`downconvert` serves old fetch versions: each v2 batch becomes plain messages, or one
 wrapper with the batch's codec when compressed, keeping offsets, keys, values and (v1)
 timestamps. Headers cannot be expressed in v0/v1 and are dropped; control batches are left out,
-as Kafka does. zstd cannot be down-converted (UnsupportedCompressionError).
+as Kafka does. zstd cannot be down-converted (UnsupportedCompressionError). Records are walked
+one at a time (the reference walk, a generator), so a fetch's ``start_offset`` and
+``max_bytes`` bound the work and the output, not the batch: records before ``start_offset`` are
+left out (the client would drop them) and conversion stops once ``max_bytes`` of messages are
+out (at least one message), so a batch that inflates to the decompression bound costs one
+decompression and ``max_bytes`` of messages, and the client asks for the rest.
 
 :func:`iter_record_set` reads any mix of the three formats, as a client reading a fetch
 response must.
@@ -21,10 +26,12 @@ import struct
 from collections.abc import Iterator, Sequence
 
 from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.records import _scan_py
 from gregor.protocol.records.batch import (
     LOG_APPEND_TIME,
     Record,
     RecordBatchBuilder,
+    batch_payload,
     decode_batch,
 )
 from gregor.protocol.records.compression import (
@@ -32,7 +39,7 @@ from gregor.protocol.records.compression import (
     Compression,
     UnsupportedCompressionError,
 )
-from gregor.protocol.records.header import iter_batches
+from gregor.protocol.records.header import crc_ok, iter_batches
 from gregor.protocol.records.legacy import (
     TIMESTAMP_TYPE_MASK,
     LegacyMessage,
@@ -46,6 +53,7 @@ from gregor.protocol.records.legacy import (
 Buffer = bytes | bytearray | memoryview
 _I32 = struct.Struct(">i")
 _MAX_DELTA = 0x7FFFFFFF
+_MESSAGE_OVERHEAD = 34  # a v1 message set entry around its key and value
 
 
 def upconvert(
@@ -128,41 +136,62 @@ def downconvert(
     verify_crc: bool = True,
     allow_partial_tail: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    start_offset: int | None = None,
+    max_bytes: int | None = None,
 ) -> bytes:
-    """Convert v2 batches into a v0 or v1 message set."""
+    """Convert v2 batches into a v0 or v1 message set: the records from ``start_offset`` on,
+    until ``max_bytes`` of messages (uncompressed) are out, at least one (see the module
+    docstring)."""
     if magic not in (0, 1):
         raise ValueError(f"can down-convert only to magic 0 or 1, not {magic}")
     parts: list[bytes] = []
+    out = 0  # bytes of messages converted so far (before a wrapper compresses them)
+    budget = max_bytes if max_bytes is not None else -1
+    start = start_offset if start_offset is not None else -(1 << 63)
     for pos, h in iter_batches(buf, allow_partial_tail=allow_partial_tail):
-        if h.is_control:
+        if h.is_control or h.last_offset < start:
             continue
-        batch = decode_batch(
-            buf, pos, verify_crc=verify_crc, max_decompressed_size=max_decompressed_size
-        )
-        records = batch.records
-        if not records:
-            continue
+        if 0 <= budget <= out:
+            break
         codec = h.compression
         if codec == Compression.ZSTD:
             raise UnsupportedCompressionError("zstd batches cannot be down-converted to v0/v1")
-        log_append = magic == 1 and h.timestamp_type == LOG_APPEND_TIME
-        if not codec:
-            attributes = TIMESTAMP_TYPE_MASK if log_append else 0
-            parts.extend(
-                encode_message(r.offset, magic, attributes, r.timestamp, r.key, r.value)
-                for r in records
+        if verify_crc and not crc_ok(buf, pos, h):
+            raise ProtocolError(f"record batch at byte {pos} fails its CRC32C check")
+        payload = batch_payload(buf, pos, h, max_decompressed_size)
+        log_append = h.timestamp_type == LOG_APPEND_TIME
+        v1_log_append = magic == 1 and log_append
+        attributes = TIMESTAMP_TYPE_MASK if v1_log_append and not codec else 0
+        mb = None
+        if codec:
+            mb = MessageSetBuilder(
+                magic, codec, base_offset=-1, timestamp_type=1 if v1_log_append else 0
             )
-            continue
-        first = records[0].offset
-        mb = MessageSetBuilder(
-            magic, codec, base_offset=first, timestamp_type=1 if log_append else 0
-        )
-        try:
-            for r in records:
-                mb.append(r.timestamp, r.key, r.value, offset_delta=r.offset - first)
-        except ValueError as e:  # offsets that do not increase: a malformed batch
-            raise ProtocolError(f"record batch at byte {pos} cannot be down-converted: {e}") from None
-        parts.append(mb.build(wrapper_timestamp=h.max_timestamp if log_append else None))
+        for offset_delta, ts_delta, key, value, _headers in _scan_py.walk(
+            payload, h.records_count
+        ):
+            offset = h.base_offset + offset_delta
+            if offset < start:
+                continue
+            ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+            if mb is None:
+                message = encode_message(offset, magic, attributes, ts, key, value)
+                out += len(message)
+                parts.append(message)
+            else:
+                out += _MESSAGE_OVERHEAD + len(key or b"") + len(value or b"")
+                if mb.base_offset < 0:
+                    mb.base_offset = offset
+                try:
+                    mb.append(ts, key, value, offset_delta=offset - mb.base_offset)
+                except ValueError as e:  # offsets that do not increase: a malformed batch
+                    raise ProtocolError(
+                        f"record batch at byte {pos} cannot be down-converted: {e}"
+                    ) from None
+            if 0 <= budget <= out:
+                break
+        if mb is not None and len(mb):
+            parts.append(mb.build(wrapper_timestamp=h.max_timestamp if v1_log_append else None))
     return b"".join(parts)
 
 

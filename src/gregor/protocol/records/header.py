@@ -189,6 +189,16 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
     _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, batch_length + LOG_OVERHEAD))
 
 
+def set_create_time(buf: bytearray | memoryview, pos: int, max_timestamp: int) -> None:
+    """Mark the batch CreateTime with ``max_timestamp`` as its max timestamp (its records'
+    largest, as a leader sets it), fix the CRC."""
+    (attributes,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    (batch_length,) = _I32.unpack_from(buf, pos + 8)
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes & ~TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, batch_length + LOG_OVERHEAD))
+
+
 def count_records(buf: bytes | bytearray | memoryview) -> int:
     """Total records_count over the v2 batches in ``buf`` (headers only)."""
     return sum(h.records_count for _, h in iter_batches(buf))

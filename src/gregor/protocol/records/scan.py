@@ -17,8 +17,9 @@ Theory of operation. Two levels:
   functions: ``_scan_py`` (pure Python, the reference) and ``_scan`` (Cython, compiled by
   ``pip install``). Its sinks: :func:`decode_records` (``Record`` lists), consumer records
   (:func:`consumer_records_from`), Arrow column buffers (:func:`arrow_columns_from`,
-  see ``columns``), validation only (:func:`validate_records`), and :func:`encode_record` for
-  the batch builder.
+  see ``columns``), validation only (:func:`validate_records`; :func:`check_records` also
+  returns what a leader judges a produced batch by), and :func:`encode_record` for the batch
+  builder.
 
 The compiled one is used when it imports; ``GREGOR_NO_EXTENSIONS=1`` in the environment forces
 the reference, and :func:`set_implementation` switches at run time (the tests run every record
@@ -52,6 +53,7 @@ from gregor.protocol.records.header import (
 )
 from gregor.protocol.records.walk import (  # noqa: F401 - re-exported: the record walk
     available,
+    check_records,
     decode_records,
     implementation,
     set_implementation,
@@ -353,6 +355,7 @@ __all__ = [
     "aborted_by_markers",
     "arrow_columns_from",
     "available",
+    "check_records",
     "consumer_records_from",
     "decode_records",
     "encode_record",

@@ -74,6 +74,13 @@ def validate_records(data: Buffer, count: int) -> None:
     _impl.validate_records(data, count)
 
 
+def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, int, int]:
+    """A produced batch's records as its leader judges them: ``(min_timestamp, max_timestamp,
+    keyless, bad_delta)``, or ProtocolError (see ``_scan_py.check_records``)."""
+    facts: tuple[int, int, int, int] = _impl.check_records(data, count, base_timestamp)
+    return facts
+
+
 def clear_array(arr: array[int]) -> None:
     """Empty ``arr`` for reuse; the compiled walk keeps its room."""
     _impl.clear_array(arr)
