@@ -18,8 +18,8 @@ from gregor.client.assignors import (
     encode_subscription,
     make_assignors,
 )
-from gregor.client.config import Config, parse_servers
-from gregor.client.errors import ConfigError
+from gregor.client.core.config import Config, parse_servers
+from gregor.client.core.errors import ConfigError
 from gregor.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from gregor.protocol.exceptions import ProtocolError
 
@@ -166,8 +166,8 @@ def test_make_assignors_accepts_java_class_names() -> None:
 
 
 def test_transaction_manager_states() -> None:
-    from gregor.client.errors import IllegalStateError
-    from gregor.client.metadata import TopicPartition
+    from gregor.client.core.errors import IllegalStateError
+    from gregor.client.core.metadata import TopicPartition
     from gregor.client.transactions import TransactionManager, TxnState
 
     txn = TransactionManager("tx", None, lambda: (7, 0), 1.0)  # type: ignore[arg-type]

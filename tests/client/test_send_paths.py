@@ -17,7 +17,7 @@ import pytest
 
 from gregor.client import _send_py
 from gregor.client.accumulator import RecordAccumulator
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.producer import AIOProducer
 
 try:

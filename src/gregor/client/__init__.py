@@ -8,9 +8,9 @@ Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOShareConsumer`,
 """
 
 from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDescription
-from gregor.client.config import Config
 from gregor.client.consumer import AIOConsumer
-from gregor.client.errors import (
+from gregor.client.core.config import Config
+from gregor.client.core.errors import (
     BufferFullError,
     ConfigError,
     IllegalStateError,
@@ -20,10 +20,10 @@ from gregor.client.errors import (
     NoBrokersAvailableError,
     UnsupportedForBrokerError,
 )
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.fetcher import ConsumerRecord
 from gregor.client.futures import ProduceFuture, RecordMetadata
 from gregor.client.group import ConsumerGroupMetadata, OffsetAndMetadata, RebalanceListener
-from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import murmur2, partition_for_key
 from gregor.client.producer import AIOProducer
 from gregor.client.share_consumer import AIOShareConsumer, ShareRecord

@@ -20,15 +20,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.futures import BatchResult, ProduceFuture
-from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import StickyPartitioner, partition_for_key
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import RecordBatchBuilder
 from gregor.protocol.records.header import NO_SEQUENCE
 
 if TYPE_CHECKING:
-    from gregor.client.core import KafkaClient
+    from gregor.client.core.client import KafkaClient
     from gregor.client.transactions import TransactionManager
 
 IMPLEMENTATION = "python"

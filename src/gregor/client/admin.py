@@ -27,13 +27,13 @@ from gregor.client.acls import (
     ResourceType,
     ScramMechanism,
 )
-from gregor.client.config import Config
-from gregor.client.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 from gregor.client.consumer import EARLIEST, LATEST, list_offsets
-from gregor.client.core import KafkaClient
-from gregor.client.errors import UnsupportedForBrokerError, error_for_code
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config
+from gregor.client.core.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
+from gregor.client.core.errors import UnsupportedForBrokerError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.group import GroupBase, OffsetAndMetadata
-from gregor.client.metadata import TopicPartition
 from gregor.client.transactions import TransactionHandle, end_transaction
 from gregor.protocol import messages
 from gregor.protocol.errors import KafkaError

@@ -24,10 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gregor.client.conn import ConnectionBase
-from gregor.client.core import STALE_METADATA, KafkaClient
-from gregor.client.errors import KafkaTimeoutError, error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import STALE_METADATA, KafkaClient
+from gregor.client.core.conn import ConnectionBase
+from gregor.client.core.errors import KafkaTimeoutError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records import scan
 from gregor.protocol.records.scan import AbortFilter, arrow_columns_from

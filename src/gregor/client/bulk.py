@@ -6,7 +6,7 @@ reads ``[start_offset, end_offset)`` in chunks of about ``chunk_records`` record
 Fetch always in flight.
 
 Theory of operation. The reader fetches from the partition's leader on a blocking connection
-(:class:`~gregor.client.blocking.BlockingConnection`, held by :class:`_LeaderLink`) in the
+(:class:`~gregor.client.core.blocking.BlockingConnection`, held by :class:`_LeaderLink`) in the
 caller's thread, and decodes into Arrow (:class:`~gregor.client.arrow.ArrowBatchBuilder`) in
 the same thread; metadata, offsets and the client's other requests stay on the synchronous
 facade's loop thread. The next fetch offset is known from the batch headers of a response
@@ -37,13 +37,13 @@ from typing import Any
 import pyarrow as pa
 
 from gregor.client.arrow import ArrowBatchBuilder, fetch_request, fetch_version
-from gregor.client.blocking import BlockingConnection
-from gregor.client.config import COMMON, Config
 from gregor.client.consumer import list_offsets
-from gregor.client.core import STALE_METADATA, KafkaClient
-from gregor.client.errors import KafkaError, KafkaTimeoutError, error_for_code
-from gregor.client.metadata import TopicPartition
-from gregor.client.sync import LoopThread
+from gregor.client.core.blocking import BlockingConnection
+from gregor.client.core.client import STALE_METADATA, KafkaClient
+from gregor.client.core.config import COMMON, Config
+from gregor.client.core.errors import KafkaError, KafkaTimeoutError, error_for_code
+from gregor.client.core.loop import LoopThread
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, LeaderNotAvailableError
 from gregor.protocol.records.scan import next_fetch_offset
 

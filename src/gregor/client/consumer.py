@@ -21,9 +21,15 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from gregor.client.assignors import make_assignors
-from gregor.client.config import Config
-from gregor.client.core import KafkaClient
-from gregor.client.errors import ConfigError, IllegalStateError, KafkaTimeoutError, error_for_code
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config
+from gregor.client.core.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.fetcher import ConsumerRecord, Fetcher, SubscriptionState
 from gregor.client.group import (
     ClassicMember,
@@ -33,7 +39,6 @@ from gregor.client.group import (
     RebalanceListener,
 )
 from gregor.client.group_consumer import ConsumerProtocolMember
-from gregor.client.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import ListOffsetsRequest
 

@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from gregor.client.core import STALE_METADATA, KafkaClient, spawn
-from gregor.client.errors import KafkaConnectionError, error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import STALE_METADATA, KafkaClient, spawn
+from gregor.client.core.errors import KafkaConnectionError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages import FetchRequest

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from gregor.client.errors import KafkaTimeoutError
+from gregor.client.core.errors import KafkaTimeoutError
 
 #: Guards callback lists against a completion racing a registration from another thread.
 _CALLBACK_LOCK = threading.Lock()

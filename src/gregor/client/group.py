@@ -34,10 +34,10 @@ from gregor.client.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from gregor.client.core import KafkaClient, spawn
-from gregor.client.errors import KafkaConnectionError, error_for_code
+from gregor.client.core.client import KafkaClient, spawn
+from gregor.client.core.errors import KafkaConnectionError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.fetcher import SubscriptionState
-from gregor.client.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
 

@@ -13,11 +13,11 @@ import asyncio
 import logging
 from typing import Any
 
-from gregor.client.core import KafkaClient, spawn
-from gregor.client.errors import error_for_code
+from gregor.client.core.client import KafkaClient, spawn
+from gregor.client.core.errors import error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.fetcher import SubscriptionState
 from gregor.client.group import GroupBase
-from gregor.client.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
     ConsumerGroupHeartbeatRequest,

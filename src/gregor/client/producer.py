@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
-from gregor.client.config import Config
-from gregor.client.core import STALE_METADATA, KafkaClient, spawn
-from gregor.client.errors import (
+from gregor.client.core.client import STALE_METADATA, KafkaClient, spawn
+from gregor.client.core.config import Config
+from gregor.client.core.errors import (
     BufferFullError,
     ConfigError,
     IllegalStateError,
@@ -43,9 +43,9 @@ from gregor.client.errors import (
     UnsupportedForBrokerError,
     error_for_code,
 )
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.fast_send import ProducerCore
 from gregor.client.futures import ProduceFuture, RecordMetadata
-from gregor.client.metadata import TopicPartition
 from gregor.client.partitioner import StickyPartitioner
 from gregor.client.transactions import TransactionHandle, TransactionManager, TxnState
 from gregor.protocol.errors import ErrorCode, KafkaError

@@ -27,10 +27,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from gregor.client.config import Config
-from gregor.client.core import KafkaClient
-from gregor.client.errors import error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config
+from gregor.client.core.errors import error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.records.batch import iter_records

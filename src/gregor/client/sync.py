@@ -1,7 +1,8 @@
 """The synchronous API: thin wrappers that run the asyncio clients on a background loop.
 
 One daemon thread per process runs an event loop (uvloop when installed) shared by every
-synchronous client. Calls hop to it with ``run_coroutine_threadsafe`` and wait for the result.
+synchronous client (:class:`~gregor.client.core.loop.LoopThread`). Calls hop to it with
+``run_coroutine_threadsafe`` and wait for the result.
 The producer's hot path does not hop: when the topic's metadata is known, ``send`` appends to
 the thread-safe accumulator directly from the caller's thread and the sender on the loop is
 woken only when a batch opens or fills.
@@ -9,64 +10,21 @@ woken only when a batch opens or fills.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gregor.client.admin import AIOAdminClient
-from gregor.client.config import Config
 from gregor.client.consumer import AIOConsumer, ConsumerRecord
-from gregor.client.core import KafkaClient
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config
+from gregor.client.core.loop import LoopThread
+from gregor.client.core.metadata import TopicPartition
 from gregor.client.futures import ProduceFuture
-from gregor.client.metadata import TopicPartition
 from gregor.client.producer import AIOProducer, NoTopicMetadataError
 from gregor.client.transactions import TransactionHandle
 
 T = TypeVar("T")
-
-
-class LoopThread:
-    _instance: LoopThread | None = None
-    _lock = threading.Lock()
-
-    def __init__(self) -> None:
-        try:
-            import uvloop
-
-            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-        except ImportError:  # pragma: no cover
-            self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="gregor-client-loop", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    @classmethod
-    def get(cls) -> LoopThread:
-        with cls._lock:
-            if cls._instance is None or not cls._instance.thread.is_alive():
-                cls._instance = LoopThread()
-            return cls._instance
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        if threading.current_thread() is self.thread:
-            raise RuntimeError("a synchronous gregor client cannot be called from its own loop thread")
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(timeout)
-        except TimeoutError:
-            fut.cancel()
-            raise
-
-    def call(self, fn: Callable[[], T]) -> T:
-        async def wrapper() -> T:
-            return fn()
-
-        return self.run(wrapper())
 
 
 async def _construct(factory: Callable[[], T]) -> T:
@@ -267,3 +225,6 @@ class BulkReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+__all__ = ["AdminClient", "BulkReader", "Consumer", "LoopThread", "Producer", "ShareConsumer"]

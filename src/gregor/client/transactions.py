@@ -25,9 +25,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from gregor.client.core import KafkaClient
-from gregor.client.errors import IllegalStateError, error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.errors import IllegalStateError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode
 

@@ -23,16 +23,16 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from gregor.client.config import Config
-from gregor.client.conn import BrokerConnection, ConnectionOptions
-from gregor.client.errors import (
+from gregor.client.core.config import Config
+from gregor.client.core.conn import BrokerConnection, ConnectionOptions
+from gregor.client.core.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailableError,
     error_for_code,
 )
-from gregor.client.metadata import ClusterMetadata
-from gregor.client.security import connection_security
+from gregor.client.core.metadata import ClusterMetadata
+from gregor.client.core.security import connection_security
 from gregor.protocol.errors import ErrorCode, KafkaError, SaslAuthenticationFailedError
 from gregor.protocol.messages import FindCoordinatorRequest, Message, MetadataRequest
 
@@ -209,7 +209,7 @@ class KafkaClient:
 
     def connection_options(self, node_id: int) -> ConnectionOptions:
         """This client's settings for a new connection to ``node_id`` (-1: a bootstrap server),
-        of either kind (:class:`BrokerConnection`, :class:`~gregor.client.blocking.BlockingConnection`)."""
+        of either kind (:class:`BrokerConnection`, :class:`~gregor.client.core.blocking.BlockingConnection`)."""
         return ConnectionOptions(
             node_id=node_id,
             client_id=self.client_id,
@@ -388,7 +388,7 @@ class KafkaClient:
             raise error_for_code(code)(msg)
         known = self.cluster.brokers.get(node_id)
         if known is None or (known.host, known.port) != (host, port):
-            from gregor.client.metadata import BrokerMetadata
+            from gregor.client.core.metadata import BrokerMetadata
 
             self.cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
         return node_id
