@@ -20,7 +20,7 @@ from gregor.client.assignors import (
 )
 from gregor.client.core.config import Config, parse_servers
 from gregor.client.core.errors import ConfigError
-from gregor.client.partitioner import StickyPartitioner, murmur2, partition_for_key
+from gregor.client.producer.partitioner import StickyPartitioner, murmur2, partition_for_key
 from gregor.protocol.exceptions import ProtocolError
 
 # Test vectors published with the Java client's murmur2 (facts, not code).
@@ -168,7 +168,7 @@ def test_make_assignors_accepts_java_class_names() -> None:
 def test_transaction_manager_states() -> None:
     from gregor.client.core.errors import IllegalStateError
     from gregor.client.core.metadata import TopicPartition
-    from gregor.client.transactions import TransactionManager, TxnState
+    from gregor.client.producer.transaction_manager import TransactionManager, TxnState
 
     txn = TransactionManager("tx", None, lambda: (7, 0), 1.0)  # type: ignore[arg-type]
     assert txn.state is TxnState.UNINITIALIZED

@@ -22,13 +22,13 @@ from gregor.client.core.errors import (
 )
 from gregor.client.core.metadata import TopicPartition
 from gregor.client.fetcher import ConsumerRecord
-from gregor.client.futures import ProduceFuture, RecordMetadata
 from gregor.client.group import ConsumerGroupMetadata, OffsetAndMetadata, RebalanceListener
-from gregor.client.partitioner import murmur2, partition_for_key
-from gregor.client.producer import AIOProducer
+from gregor.client.producer.futures import ProduceFuture, RecordMetadata
+from gregor.client.producer.partitioner import murmur2, partition_for_key
+from gregor.client.producer.producer import AIOProducer
+from gregor.client.producer.transaction_manager import TransactionHandle, end_transaction
 from gregor.client.share_consumer import AIOShareConsumer, ShareRecord
 from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer, ShareConsumer
-from gregor.client.transactions import TransactionHandle, end_transaction
 
 _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
 

@@ -34,7 +34,7 @@ from gregor.client.core.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSIO
 from gregor.client.core.errors import UnsupportedForBrokerError, error_for_code
 from gregor.client.core.metadata import TopicPartition
 from gregor.client.group import GroupBase, OffsetAndMetadata
-from gregor.client.transactions import TransactionHandle, end_transaction
+from gregor.client.producer.transaction_manager import TransactionHandle, end_transaction
 from gregor.protocol import messages
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE

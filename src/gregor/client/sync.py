@@ -20,9 +20,9 @@ from gregor.client.core.client import KafkaClient
 from gregor.client.core.config import Config
 from gregor.client.core.loop import LoopThread
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.futures import ProduceFuture
-from gregor.client.producer import AIOProducer, NoTopicMetadataError
-from gregor.client.transactions import TransactionHandle
+from gregor.client.producer.futures import ProduceFuture
+from gregor.client.producer.producer import AIOProducer, NoTopicMetadataError
+from gregor.client.producer.transaction_manager import TransactionHandle
 
 T = TypeVar("T")
 

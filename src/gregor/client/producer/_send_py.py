@@ -6,7 +6,7 @@ producer's state flags, its cache of TopicPartition objects per topic, and the a
 byte counters and queues. ``send_nowait`` picks the partition and timestamp and calls
 ``append``, which adds the record to the open batch of that partition (opening one through
 ``RecordAccumulator._new_batch`` when there is none or it is full) and returns the record's
-:class:`ProduceFuture`. ``client.fast_send`` picks this module or the compiled one
+:class:`ProduceFuture`. ``producer.fast_send`` picks this module or the compiled one
 (``GREGOR_NO_EXTENSIONS=1`` forces this one); the compiled ``send_nowait`` takes the common
 case itself (bytes or no key and value, no headers, known topic) and hands anything else to
 this module's, so both behave alike (``tests/client/test_send_paths.py``).
@@ -21,15 +21,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.futures import BatchResult, ProduceFuture
-from gregor.client.partitioner import StickyPartitioner, partition_for_key
+from gregor.client.producer.futures import BatchResult, ProduceFuture
+from gregor.client.producer.partitioner import StickyPartitioner, partition_for_key
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import RecordBatchBuilder
 from gregor.protocol.records.header import NO_SEQUENCE
 
 if TYPE_CHECKING:
     from gregor.client.core.client import KafkaClient
-    from gregor.client.transactions import TransactionManager
+    from gregor.client.producer.transaction_manager import TransactionManager
 
 IMPLEMENTATION = "python"
 

@@ -16,17 +16,17 @@ import threading
 import time
 from collections.abc import Callable
 
-from gregor.client._send_py import RECORD_OVERHEAD, PartitionQueue, ProducerBatch, to_bytes
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.fast_send import AccumulatorCore
-from gregor.client.futures import BatchResult
+from gregor.client.producer._send_py import RECORD_OVERHEAD, PartitionQueue, ProducerBatch, to_bytes
+from gregor.client.producer.fast_send import AccumulatorCore
+from gregor.client.producer.futures import BatchResult
 from gregor.protocol.records import RecordBatchBuilder
 
 __all__ = ["RECORD_OVERHEAD", "PartitionQueue", "ProducerBatch", "RecordAccumulator", "to_bytes"]
 
 
 class RecordAccumulator(AccumulatorCore):
-    """``append`` (per record) is ``AccumulatorCore``'s (``client.fast_send``)."""
+    """``append`` (per record) is ``AccumulatorCore``'s (``producer.fast_send``)."""
 
     def __init__(
         self,

@@ -31,7 +31,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gregor.client.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from gregor.client.core.client import STALE_METADATA, KafkaClient, spawn
 from gregor.client.core.config import Config
 from gregor.client.core.errors import (
@@ -44,10 +43,15 @@ from gregor.client.core.errors import (
     error_for_code,
 )
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.fast_send import ProducerCore
-from gregor.client.futures import ProduceFuture, RecordMetadata
-from gregor.client.partitioner import StickyPartitioner
-from gregor.client.transactions import TransactionHandle, TransactionManager, TxnState
+from gregor.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
+from gregor.client.producer.fast_send import ProducerCore
+from gregor.client.producer.futures import ProduceFuture, RecordMetadata
+from gregor.client.producer.partitioner import StickyPartitioner
+from gregor.client.producer.transaction_manager import (
+    TransactionHandle,
+    TransactionManager,
+    TxnState,
+)
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
     InitProducerIdRequest,
@@ -73,7 +77,7 @@ _COORDINATOR_MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAIL
 class AIOProducer(ProducerCore):
     """An asyncio Kafka producer. ``async with AIOProducer({...}) as p: await p.send(...)``.
 
-    ``send_nowait`` (per record) is ``ProducerCore``'s (``client.fast_send``)."""
+    ``send_nowait`` (per record) is ``ProducerCore``'s (``producer.fast_send``)."""
 
     accumulator: RecordAccumulator
 
