@@ -18,7 +18,7 @@ import pytest
 from client_helpers import BrokerInfo, create_topic
 
 from gregor.client import Producer
-from gregor.client.bulk import _IDLE, RangeReader, close_shared_clients, shared_client
+from gregor.client.consumer.bulk import _IDLE, RangeReader, close_shared_clients, shared_client
 from gregor.client.core.blocking import BlockingConnection
 from gregor.client.core.errors import KafkaConnectionError, KafkaTimeoutError
 from gregor.protocol.messages import ApiVersionsRequest, FetchRequest, MetadataRequest

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from gregor.client.assignors import (
+from gregor.client.consumer.assignors import (
     Assignment,
     CooperativeStickyAssignor,
     RangeAssignor,

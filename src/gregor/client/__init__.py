@@ -8,7 +8,15 @@ Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOShareConsumer`,
 """
 
 from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDescription
-from gregor.client.consumer import AIOConsumer
+from gregor.client.consumer import (
+    AIOConsumer,
+    AIOShareConsumer,
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    RebalanceListener,
+    ShareRecord,
+)
 from gregor.client.core.config import Config
 from gregor.client.core.errors import (
     BufferFullError,
@@ -21,13 +29,15 @@ from gregor.client.core.errors import (
     UnsupportedForBrokerError,
 )
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.fetcher import ConsumerRecord
-from gregor.client.group import ConsumerGroupMetadata, OffsetAndMetadata, RebalanceListener
-from gregor.client.producer.futures import ProduceFuture, RecordMetadata
-from gregor.client.producer.partitioner import murmur2, partition_for_key
-from gregor.client.producer.producer import AIOProducer
-from gregor.client.producer.transaction_manager import TransactionHandle, end_transaction
-from gregor.client.share_consumer import AIOShareConsumer, ShareRecord
+from gregor.client.producer import (
+    AIOProducer,
+    ProduceFuture,
+    RecordMetadata,
+    TransactionHandle,
+    end_transaction,
+    murmur2,
+    partition_for_key,
+)
 from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer, ShareConsumer
 
 _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
@@ -36,7 +46,7 @@ _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
 def __getattr__(name: str) -> object:
     # pyarrow is imported only when the bulk read path is used
     if name in _ARROW:
-        from gregor.client import arrow
+        from gregor.client.consumer import arrow
 
         return getattr(arrow, name)
     raise AttributeError(f"module 'gregor.client' has no attribute {name!r}")

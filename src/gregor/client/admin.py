@@ -27,13 +27,13 @@ from gregor.client.acls import (
     ResourceType,
     ScramMechanism,
 )
-from gregor.client.consumer import EARLIEST, LATEST, list_offsets
+from gregor.client.consumer.consumer import EARLIEST, LATEST, list_offsets
+from gregor.client.consumer.group import GroupBase, OffsetAndMetadata
 from gregor.client.core.client import KafkaClient
 from gregor.client.core.config import Config
 from gregor.client.core.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 from gregor.client.core.errors import UnsupportedForBrokerError, error_for_code
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.group import GroupBase, OffsetAndMetadata
 from gregor.client.producer.transaction_manager import TransactionHandle, end_transaction
 from gregor.protocol import messages
 from gregor.protocol.errors import KafkaError
@@ -697,7 +697,7 @@ class AIOAdminClient:
         return sorted(out)
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
-        from gregor.client.assignors import decode_assignment
+        from gregor.client.consumer.assignors import decode_assignment
 
         out: dict[str, GroupDescription] = {}
         for gid in group_ids:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gregor.client.admin import AIOAdminClient
-from gregor.client.consumer import AIOConsumer, ConsumerRecord
+from gregor.client.consumer.consumer import AIOConsumer, ConsumerRecord
 from gregor.client.core.client import KafkaClient
 from gregor.client.core.config import Config
 from gregor.client.core.loop import LoopThread
@@ -194,10 +194,10 @@ class AdminClient(_Facade):
 
 class ShareConsumer(_Facade):
     """Synchronous share group consumer (KIP-932); every coroutine method of
-    :class:`~gregor.client.share_consumer.AIOShareConsumer` is here, ``acknowledge`` too."""
+    :class:`~gregor.client.consumer.share_consumer.AIOShareConsumer` is here, ``acknowledge`` too."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        from gregor.client.share_consumer import AIOShareConsumer
+        from gregor.client.consumer.share_consumer import AIOShareConsumer
 
         self._open(lambda: AIOShareConsumer(config, **kwargs))
 
@@ -213,7 +213,7 @@ class BulkReader:
 
     def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None, **kw: Any) -> Any:
         """Offsets [start_offset, end_offset) as a ``pyarrow.RecordBatch`` (see ``fetch_arrow``)."""
-        from gregor.client.arrow import fetch_arrow
+        from gregor.client.consumer.arrow import fetch_arrow
 
         return self._lt.run(fetch_arrow(self._client, topic, partition, start_offset, end_offset, **kw))
 

@@ -9,7 +9,7 @@ oldest outstanding response is whole and returns it. The ApiVersions negotiation
 login are the asyncio connection's own steps (:class:`~gregor.client.core.conn.ConnectionBase`),
 driven here by blocking calls; TLS wraps the socket with the client's context.
 
-Why it exists. A bulk reader (:class:`gregor.client.bulk.RangeReader`, one per Spark task)
+Why it exists. A bulk reader (:class:`gregor.client.consumer.bulk.RangeReader`, one per Spark task)
 takes megabytes per fetch and has nothing else to do while it waits. Read through the event
 loop, every arriving TCP segment wakes the loop thread, which returns to Python for each, and
 hands the frame to the reading thread across the GIL. Here the rest of a large frame is read

@@ -1,6 +1,6 @@
 """The client's event loop thread: one daemon thread per process runs the asyncio loop that the
 synchronous clients (:mod:`gregor.client.sync`) and the bulk readers
-(:mod:`gregor.client.bulk`) share.
+(:mod:`gregor.client.consumer.bulk`) share.
 
 Theory of operation. :meth:`LoopThread.get` starts the thread (uvloop when installed) the first
 time any synchronous client needs it, and again if it died. Calls from other threads hop onto

@@ -4,7 +4,7 @@ Theory of operation. :class:`ConsumerProtocolMember` sends ConsumerGroupHeartbea
 computes the target assignment; the member revokes what it no longer owns, takes what is new
 (topic ids mapped to names through metadata), and acknowledges by reporting what it owns in the
 next heartbeat. The member epoch plays the classic protocol's generation; committing, offset
-fetches and the rebalance listener come from :class:`~gregor.client.group.GroupBase`.
+fetches and the rebalance listener come from :class:`~gregor.client.consumer.group.GroupBase`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import asyncio
 import logging
 from typing import Any
 
+from gregor.client.consumer.fetcher import SubscriptionState
+from gregor.client.consumer.group import GroupBase
 from gregor.client.core.client import KafkaClient, spawn
 from gregor.client.core.errors import error_for_code
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.fetcher import SubscriptionState
-from gregor.client.group import GroupBase
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
     ConsumerGroupHeartbeatRequest,

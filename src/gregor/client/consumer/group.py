@@ -11,7 +11,7 @@ cooperative-sticky it keeps them, reports them in its subscription, gives up onl
 assignment takes away, and rejoins at once if it gave anything up so the partition can be
 placed. A heartbeat task keeps the membership alive and notices rebalances.
 
-:class:`~gregor.client.group_consumer.ConsumerProtocolMember` (its own module) sends
+:class:`~gregor.client.consumer.group_consumer.ConsumerProtocolMember` (its own module) sends
 ConsumerGroupHeartbeat.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gregor.client.assignors import (
+from gregor.client.consumer.assignors import (
     COOPERATIVE,
     Assignment,
     Assignor,
@@ -34,10 +34,10 @@ from gregor.client.assignors import (
     encode_assignment,
     encode_subscription,
 )
+from gregor.client.consumer.fetcher import SubscriptionState
 from gregor.client.core.client import KafkaClient, spawn
 from gregor.client.core.errors import KafkaConnectionError, error_for_code
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.fetcher import SubscriptionState
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
 

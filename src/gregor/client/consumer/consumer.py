@@ -1,7 +1,7 @@
 """The asyncio consumer: subscribe with a group or assign partitions, poll, seek, commit.
 
 Theory of operation. ``poll`` drives everything the user would otherwise have to: it keeps
-group membership current (join/rebalance through :mod:`gregor.client.group`), looks up
+group membership current (join/rebalance through :mod:`gregor.client.consumer.group`), looks up
 positions for partitions that lack one (the committed offset, else ``auto.offset.reset`` via
 ListOffsets), auto-commits every ``auto.commit.interval.ms``, and returns records the
 :class:`Fetcher` prefetched in the background. Positions advance only as records are returned,
@@ -20,7 +20,16 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from gregor.client.assignors import make_assignors
+from gregor.client.consumer.assignors import make_assignors
+from gregor.client.consumer.fetcher import ConsumerRecord, Fetcher, SubscriptionState
+from gregor.client.consumer.group import (
+    ClassicMember,
+    ConsumerGroupMetadata,
+    GroupBase,
+    OffsetAndMetadata,
+    RebalanceListener,
+)
+from gregor.client.consumer.group_consumer import ConsumerProtocolMember
 from gregor.client.core.client import KafkaClient
 from gregor.client.core.config import Config
 from gregor.client.core.errors import (
@@ -30,15 +39,6 @@ from gregor.client.core.errors import (
     error_for_code,
 )
 from gregor.client.core.metadata import TopicPartition
-from gregor.client.fetcher import ConsumerRecord, Fetcher, SubscriptionState
-from gregor.client.group import (
-    ClassicMember,
-    ConsumerGroupMetadata,
-    GroupBase,
-    OffsetAndMetadata,
-    RebalanceListener,
-)
-from gregor.client.group_consumer import ConsumerProtocolMember
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import ListOffsetsRequest
 
