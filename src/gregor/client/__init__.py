@@ -2,9 +2,23 @@
 
 Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOShareConsumer`,
 :class:`AIOAdminClient`, :func:`fetch_arrow`. Synchronous: :class:`Producer`, :class:`Consumer`,
-:class:`ShareConsumer`, :class:`AdminClient`, :class:`BulkReader`. Configuration uses Kafka's names (``bootstrap.servers``, ``acks``,
-``linger.ms``, ``group.id``, ...). The package speaks only the Kafka protocol (through
-:mod:`gregor.protocol`), so it works with any Kafka-compatible broker.
+:class:`ShareConsumer`, :class:`AdminClient`, :class:`BulkReader`. Configuration uses Kafka's
+names (``bootstrap.servers``, ``acks``, ``linger.ms``, ``group.id``, ...). The package speaks
+only the Kafka protocol (through :mod:`gregor.protocol`), so it works with any
+Kafka-compatible broker.
+
+Where things live, by role (each package's docstring lists its modules):
+
+- ``core/``: connections, cluster metadata, settings, TLS and SASL, errors, the loop thread;
+- ``producer/``: the producer, its batching, the per-record path and its compiled twin,
+  transactions;
+- ``consumer/``: the consumer, fetching, group membership and assignors, the share consumer,
+  the Arrow bulk readers;
+- ``admin/``: the admin client, one module per family of calls;
+- ``sync``: the synchronous facade over all of them.
+
+The other modules here (``conn``, ``errors``, ``bulk``, ``acls``, ...) are the old paths,
+re-exporting the new modules for importers outside the client.
 """
 
 from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDescription
