@@ -17,8 +17,9 @@ Where things live, by role (each package's docstring lists its modules):
 - ``admin/``: the admin client, one module per family of calls;
 - ``sync``: the synchronous facade over all of them.
 
-The other modules here (``conn``, ``errors``, ``bulk``, ``acls``, ...) are the old paths,
-re-exporting the new modules for importers outside the client.
+The import contract in ``pyproject.toml`` layers them: ``sync`` > ``admin`` > ``producer`` |
+``consumer`` > ``core``. The other modules here (``conn``, ``errors``, ``bulk``, ``acls``, ...)
+are the old paths, re-exporting the new modules for importers outside the client.
 """
 
 from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDescription

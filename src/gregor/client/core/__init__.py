@@ -11,4 +11,6 @@
 - ``loop``: the event loop thread the synchronous clients and bulk readers share;
 - ``timespec``: times and durations as Kafka's tools take them.
 
+Nothing here imports a role package (``producer``, ``consumer``, ``admin``) or the facade: the
+import contract in ``pyproject.toml`` keeps it so.
 """
