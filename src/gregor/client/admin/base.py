@@ -11,10 +11,10 @@ per family. Families do not call each other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 from gregor.client.core.client import KafkaClient
-from gregor.client.core.config import Config
+from gregor.client.core.config import Config, Settings, SettingValue
 from gregor.client.core.conn import BrokerConnection
 from gregor.client.core.errors import error_for_code
 from gregor.protocol.errors import KafkaError
@@ -36,7 +36,7 @@ def raise_first(results: Mapping[K, object], raise_on_error: bool) -> None:
 
 
 class AdminBase:
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self.config = Config("admin", config, **kwargs)
         self._client = KafkaClient(self.config)
         self._timeout_ms = self.config["default.api.timeout.ms"]

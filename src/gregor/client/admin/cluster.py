@@ -4,10 +4,9 @@ elections, partition reassignments, log directories, and the API versions a brok
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from gregor.client.admin.base import AdminBase, error_or_none, raise_first
-from gregor.client.admin.types import ClusterDescription, FeatureMetadata
+from gregor.client.admin.types import ClusterDescription, FeatureMetadata, LogDirDescription
 from gregor.client.core.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 from gregor.client.core.errors import UnsupportedForBrokerError, error_for_code
 from gregor.client.core.metadata import TopicPartition
@@ -22,7 +21,7 @@ class ClusterApi(AdminBase):
     async def describe_cluster(self) -> ClusterDescription:
         conn = await self._any()
         if conn.supports(messages.DescribeClusterRequest.API_KEY):
-            resp = await conn.send(messages.DescribeClusterRequest(), conn.version(messages.DescribeClusterRequest.API_KEY))
+            resp: messages.DescribeClusterResponse = await conn.send(messages.DescribeClusterRequest(), conn.version(messages.DescribeClusterRequest.API_KEY))
             if resp.error_code:
                 raise error_for_code(resp.error_code)(resp.error_message)
             return ClusterDescription(
@@ -41,7 +40,7 @@ class ClusterApi(AdminBase):
         version = conn.version(messages.ApiVersionsRequest.API_KEY, 4)
         if version < 3:
             raise UnsupportedForBrokerError(f"{conn} does not report features (ApiVersions v{version})")
-        resp = await conn.send(messages.ApiVersionsRequest(
+        resp: messages.ApiVersionsResponse = await conn.send(messages.ApiVersionsRequest(
             client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
         ), version)
         if resp.error_code:
@@ -72,7 +71,7 @@ class ClusterApi(AdminBase):
             ],
             validate_only=validate_only,
         )
-        resp = await conn.send(req, version)
+        resp: messages.UpdateFeaturesResponse = await conn.send(req, version)
         out = {r.feature: error_or_none(r.error_code, r.error_message) for r in resp.results}
         if resp.error_code and not out:
             raise error_for_code(resp.error_code)(resp.error_message)
@@ -99,7 +98,7 @@ class ClusterApi(AdminBase):
         version = conn.version(req.API_KEY)
         if election_type != 0 and version < 1:
             raise UnsupportedForBrokerError("unclean elections need ElectLeaders v1")
-        resp = await conn.send(req, version)
+        resp: messages.ElectLeadersResponse = await conn.send(req, version)
         if version >= 1 and resp.error_code:
             raise error_for_code(resp.error_code)()
         return {
@@ -121,7 +120,7 @@ class ClusterApi(AdminBase):
             timeout_ms=self._timeout_ms,
             topics=[messages.AlterPartitionReassignmentsRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.AlterPartitionReassignmentsResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return {
@@ -143,7 +142,7 @@ class ClusterApi(AdminBase):
                 messages.ListPartitionReassignmentsRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
             ],
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.ListPartitionReassignmentsResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return {
@@ -153,7 +152,7 @@ class ClusterApi(AdminBase):
 
     async def describe_log_dirs(
         self, brokers: Iterable[int] | None = None, topics: Iterable[str] | None = None
-    ) -> dict[int, dict[str, dict[str, Any]]]:
+    ) -> dict[int, dict[str, LogDirDescription]]:
         """Per broker (all when None), per log directory: its error (None or the Kafka error's
         name), total and usable bytes, and (topic, partition) -> size, offset lag and whether it
         is a future replica; only ``topics`` when given."""
@@ -162,14 +161,14 @@ class ClusterApi(AdminBase):
         req = messages.DescribeLogDirsRequest(
             topics=None if topics is None else [
                 messages.DescribeLogDirsRequest.Topics(topic=t.name, partitions=sorted(p.partition_index for p in t.partitions))
-                for t in meta.topics if not t.error_code
+                for t in meta.topics if not t.error_code and t.name is not None
             ]
         )
-        out: dict[int, dict[str, dict[str, Any]]] = {}
+        out: dict[int, dict[str, LogDirDescription]] = {}
         for node in nodes:
             conn = await self._client.connection(node)
             version = conn.version(req.API_KEY)
-            resp = await conn.send(req, version)
+            resp: messages.DescribeLogDirsResponse = await conn.send(req, version)
             if version >= 3 and resp.error_code:
                 raise error_for_code(resp.error_code)()
             out[node] = {

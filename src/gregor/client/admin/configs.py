@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from gregor.client.admin.base import AdminBase, error_or_none, raise_first
-from gregor.client.admin.types import CONFIG_SOURCES, RESOURCE_TYPES, ConfigEntry
+from gregor.client.admin.types import CONFIG_SOURCES, ConfigEntry, config_resource_type
 from gregor.client.core.errors import error_for_code
 from gregor.protocol import messages
 from gregor.protocol.errors import KafkaError
@@ -19,17 +19,17 @@ class ConfigsApi(AdminBase):
     async def describe_configs(
         self, resources: Iterable[tuple[int | str, str]], *, include_synonyms: bool = False
     ) -> dict[tuple[int, str], dict[str, ConfigEntry] | KafkaError]:
-        res = [(RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t, n) for t, n in resources]  # type: ignore[misc]
+        res = [(config_resource_type(t), n) for t, n in resources]
         conn = await self._any()
         req = messages.DescribeConfigsRequest(
             resources=[
-                messages.DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)  # type: ignore[arg-type]
+                messages.DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)
                 for t, n in res
             ],
             include_synonyms=include_synonyms,
         )
         version = conn.version(req.API_KEY)
-        resp = await conn.send(req, version)
+        resp: messages.DescribeConfigsResponse = await conn.send(req, version)
         out: dict[tuple[int, str], dict[str, ConfigEntry] | KafkaError] = {}
         for r in resp.results:
             key = (r.resource_type, r.resource_name)
@@ -64,7 +64,7 @@ class ConfigsApi(AdminBase):
         req = messages.AlterConfigsRequest(
             resources=[
                 messages.AlterConfigsRequest.Resources(
-                    resource_type=RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t,  # type: ignore[arg-type]
+                    resource_type=config_resource_type(t),
                     resource_name=n,
                     configs=[messages.AlterConfigsRequest.Resources.Configs(name=k, value=v) for k, v in kv.items()],
                 )
@@ -72,7 +72,7 @@ class ConfigsApi(AdminBase):
             ],
             validate_only=validate_only,
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.AlterConfigsResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {(r.resource_type, r.resource_name): error_or_none(r.error_code, r.error_message) for r in resp.responses}
         raise_first(out, raise_on_error)
         return out
@@ -89,7 +89,7 @@ class ConfigsApi(AdminBase):
         req = messages.IncrementalAlterConfigsRequest(
             resources=[
                 messages.IncrementalAlterConfigsRequest.Resources(
-                    resource_type=RESOURCE_TYPES.get(t, t) if isinstance(t, str) else t,  # type: ignore[arg-type]
+                    resource_type=config_resource_type(t),
                     resource_name=n,
                     configs=[
                         messages.IncrementalAlterConfigsRequest.Resources.Configs(name=k, config_operation=op, value=v)
@@ -100,7 +100,7 @@ class ConfigsApi(AdminBase):
             ],
             validate_only=validate_only,
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.IncrementalAlterConfigsResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {(r.resource_type, r.resource_name): error_or_none(r.error_code, r.error_message) for r in resp.responses}
         raise_first(out, raise_on_error)
         return out
@@ -108,7 +108,7 @@ class ConfigsApi(AdminBase):
     async def list_client_metrics_resources(self) -> list[str]:
         """The names of the client metrics subscriptions (KIP-714 config resources)."""
         conn = await self._any()
-        resp = await conn.send(messages.ListClientMetricsResourcesRequest(), conn.version(messages.ListClientMetricsResourcesRequest.API_KEY))
+        resp: messages.ListClientMetricsResourcesResponse = await conn.send(messages.ListClientMetricsResourcesRequest(), conn.version(messages.ListClientMetricsResourcesRequest.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return sorted(r.name for r in resp.client_metrics_resources)

@@ -5,7 +5,6 @@ of each group's coordinator; DescribeShareGroupOffsets and friends for share gro
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from gregor.client.admin.base import AdminBase, error_or_none, raise_first
 from gregor.client.admin.types import (
@@ -33,7 +32,7 @@ class GroupsApi(AdminBase):
         out: list[tuple[str, str, str]] = []
         for node in list(self._client.cluster.brokers):
             conn = await self._client.connection(node)
-            resp = await conn.send(messages.ListGroupsRequest(), conn.version(messages.ListGroupsRequest.API_KEY))
+            resp: messages.ListGroupsResponse = await conn.send(messages.ListGroupsRequest(), conn.version(messages.ListGroupsRequest.API_KEY))
             if resp.error_code:
                 raise error_for_code(resp.error_code)()
             out.extend((g.group_id, g.protocol_type, g.group_state) for g in resp.groups)
@@ -44,7 +43,7 @@ class GroupsApi(AdminBase):
         for gid in group_ids:
             node = await self._client.find_coordinator(gid, 0)
             conn = await self._client.connection(node)
-            resp = await conn.send(messages.DescribeGroupsRequest(groups=[gid]), conn.version(messages.DescribeGroupsRequest.API_KEY))
+            resp: messages.DescribeGroupsResponse = await conn.send(messages.DescribeGroupsRequest(groups=[gid]), conn.version(messages.DescribeGroupsRequest.API_KEY))
             for g in resp.groups:
                 members = []
                 for m in g.members:
@@ -67,7 +66,7 @@ class GroupsApi(AdminBase):
         for gid in group_ids:
             node = await self._client.find_coordinator(gid, 0)
             conn = await self._client.connection(node)
-            resp = await conn.send(
+            resp: messages.ShareGroupDescribeResponse = await conn.send(
                 messages.ShareGroupDescribeRequest(group_ids=[gid], include_authorized_operations=False),
                 conn.version(messages.ShareGroupDescribeRequest.API_KEY),
             )
@@ -102,7 +101,7 @@ class GroupsApi(AdminBase):
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = [G.Topics(topic_name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
         version = conn.version(messages.DescribeShareGroupOffsetsRequest.API_KEY)
-        resp = await conn.send(messages.DescribeShareGroupOffsetsRequest(groups=[G(group_id=group_id, topics=topics)]), version)
+        resp: messages.DescribeShareGroupOffsetsResponse = await conn.send(messages.DescribeShareGroupOffsetsRequest(groups=[G(group_id=group_id, topics=topics)]), version)
         g = resp.groups[0]
         if g.error_code:
             raise error_for_code(g.error_code)(g.error_message)
@@ -120,10 +119,10 @@ class GroupsApi(AdminBase):
         node = await self._client.find_coordinator(group_id, 0)
         conn = await self._client.connection(node)
         T = messages.AlterShareGroupOffsetsRequest.Topics
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[messages.AlterShareGroupOffsetsRequest.Topics.Partitions]] = {}
         for tp, off in offsets.items():
             by_topic.setdefault(tp.topic, []).append(T.Partitions(partition_index=tp.partition, start_offset=off))
-        resp = await conn.send(messages.AlterShareGroupOffsetsRequest(group_id=group_id, topics=[
+        resp: messages.AlterShareGroupOffsetsResponse = await conn.send(messages.AlterShareGroupOffsetsRequest(group_id=group_id, topics=[
             T(topic_name=t, partitions=ps) for t, ps in sorted(by_topic.items())]),
             conn.version(messages.AlterShareGroupOffsetsRequest.API_KEY))
         if resp.error_code:
@@ -139,7 +138,7 @@ class GroupsApi(AdminBase):
         """Forget an empty share group's state for whole topics (DeleteShareGroupOffsets)."""
         node = await self._client.find_coordinator(group_id, 0)
         conn = await self._client.connection(node)
-        resp = await conn.send(messages.DeleteShareGroupOffsetsRequest(group_id=group_id, topics=[
+        resp: messages.DeleteShareGroupOffsetsResponse = await conn.send(messages.DeleteShareGroupOffsetsRequest(group_id=group_id, topics=[
             messages.DeleteShareGroupOffsetsRequest.Topics(topic_name=t) for t in topics]),
             conn.version(messages.DeleteShareGroupOffsetsRequest.API_KEY))
         if resp.error_code:
@@ -153,7 +152,7 @@ class GroupsApi(AdminBase):
         for gid in group_ids:
             node = await self._client.find_coordinator(gid, 0)
             conn = await self._client.connection(node)
-            resp = await conn.send(messages.DeleteGroupsRequest(groups_names=[gid]), conn.version(messages.DeleteGroupsRequest.API_KEY))
+            resp: messages.DeleteGroupsResponse = await conn.send(messages.DeleteGroupsRequest(groups_names=[gid]), conn.version(messages.DeleteGroupsRequest.API_KEY))
             for r in resp.results:
                 out[r.group_id] = error_or_none(r.error_code)
         raise_first(out, raise_on_error)
@@ -181,7 +180,8 @@ class GroupsApi(AdminBase):
             req = messages.OffsetFetchRequest(groups=[messages.OffsetFetchRequest.Groups(group_id=g.group_id, topics=None)])
         else:
             req = messages.OffsetFetchRequest(group_id=g.group_id, topics=None)
-        resp = await conn.send(req, version)
+        resp: messages.OffsetFetchResponse = await conn.send(req, version)
+        topics: list[messages.OffsetFetchResponse.Groups.Topics] | list[messages.OffsetFetchResponse.Topics]
         if version >= 8:
             code, topics = resp.groups[0].error_code, resp.groups[0].topics
         else:
@@ -224,6 +224,6 @@ class GroupsApi(AdminBase):
                 for t, ps in by_topic.items()
             ],
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.OffsetDeleteResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(group_id)

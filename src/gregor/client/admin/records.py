@@ -44,7 +44,7 @@ class RecordsApi(AdminBase):
                 topics=[messages.DeleteRecordsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
                 timeout_ms=self._timeout_ms,
             )
-            resp = await conn.send(req, conn.version(req.API_KEY))
+            resp: messages.DeleteRecordsResponse = await conn.send(req, conn.version(req.API_KEY))
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)

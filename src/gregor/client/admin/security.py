@@ -43,7 +43,7 @@ class SecurityApi(AdminBase):
             )
             for b in bindings
         ])
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.CreateAclsResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {b: error_or_none(r.error_code, r.error_message) for b, r in zip(bindings, resp.results, strict=True)}
         raise_first(out, raise_on_error)
         return out
@@ -57,7 +57,7 @@ class SecurityApi(AdminBase):
             principal_filter=f.principal, host_filter=f.host, operation=f.operation,
             permission_type=f.permission_type,
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.DescribeAclsResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return [
@@ -83,7 +83,7 @@ class SecurityApi(AdminBase):
             )
             for f in filters
         ])
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.DeleteAclsResponse = await conn.send(req, conn.version(req.API_KEY))
         out: list[list[AclBinding] | KafkaError] = []
         for r in resp.filter_results:
             err = error_or_none(r.error_code, r.error_message)
@@ -112,7 +112,7 @@ class SecurityApi(AdminBase):
         req = messages.DescribeUserScramCredentialsRequest(
             users=None if users is None else [messages.DescribeUserScramCredentialsRequest.Users(name=u) for u in users]
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.DescribeUserScramCredentialsResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         out: dict[str, list[tuple[ScramMechanism, int]] | KafkaError] = {}
@@ -147,7 +147,7 @@ class SecurityApi(AdminBase):
         ]
         conn = await self._controller()
         req = messages.AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups)
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.AlterUserScramCredentialsResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {r.user: error_or_none(r.error_code, r.error_message) for r in resp.results}
         raise_first(out, raise_on_error)
         return out
@@ -166,7 +166,7 @@ class SecurityApi(AdminBase):
             ],
             strict=strict,
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.DescribeClientQuotasResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return {
@@ -197,7 +197,7 @@ class SecurityApi(AdminBase):
             ],
             validate_only=validate_only,
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.AlterClientQuotasResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {
             tuple(sorted((e.entity_type, e.entity_name) for e in r.entity)): error_or_none(r.error_code, r.error_message)
             for r in resp.entries
@@ -225,7 +225,7 @@ class SecurityApi(AdminBase):
         version = conn.version(req.API_KEY)
         if owner and version < 3:
             raise UnsupportedForBrokerError("creating a token for another owner needs CreateDelegationToken v3")
-        resp = await conn.send(req, version)
+        resp: messages.CreateDelegationTokenResponse = await conn.send(req, version)
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         requester = (
@@ -242,7 +242,7 @@ class SecurityApi(AdminBase):
         ``delegation.token.expiry.time.ms``."""
         conn = await self._controller()
         req = messages.RenewDelegationTokenRequest(hmac=hmac, renew_period_ms=renew_period_ms)
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.RenewDelegationTokenResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return int(resp.expiry_timestamp_ms)
@@ -251,7 +251,7 @@ class SecurityApi(AdminBase):
         """Expire the token with this HMAC after the period (-1: now); its expiry timestamp."""
         conn = await self._controller()
         req = messages.ExpireDelegationTokenRequest(hmac=hmac, expiry_time_period_ms=expiry_time_period_ms)
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.ExpireDelegationTokenResponse = await conn.send(req, conn.version(req.API_KEY))
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return int(resp.expiry_timestamp_ms)
@@ -266,7 +266,7 @@ class SecurityApi(AdminBase):
             ]
         )
         version = conn.version(req.API_KEY)
-        resp = await conn.send(req, version)
+        resp: messages.DescribeDelegationTokenResponse = await conn.send(req, version)
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         out = []

@@ -4,7 +4,6 @@ and the topic descriptions from Metadata."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from gregor.client.admin.base import AdminBase, error_or_none, raise_first
 from gregor.client.admin.types import NewTopic, PartitionInfo, TopicDescription
@@ -44,7 +43,7 @@ class TopicsApi(AdminBase):
                 )
             )
         req = messages.CreateTopicsRequest(topics=req_topics, timeout_ms=self._timeout_ms, validate_only=validate_only)
-        resp = await conn.send(req, version)
+        resp: messages.CreateTopicsResponse = await conn.send(req, version)
         out = {t.name: error_or_none(t.error_code, t.error_message) for t in resp.topics}
         self._client.request_update()
         raise_first(out, raise_on_error)
@@ -62,8 +61,9 @@ class TopicsApi(AdminBase):
             )
         else:
             req = messages.DeleteTopicsRequest(topic_names=names, timeout_ms=self._timeout_ms)
-        resp = await conn.send(req, version)
-        out = {r.name: error_or_none(r.error_code, r.error_message) for r in resp.responses}
+        resp: messages.DeleteTopicsResponse = await conn.send(req, version)
+        # by name: the answer names every topic asked for (only a deletion by id leaves it null)
+        out = {r.name: error_or_none(r.error_code, r.error_message) for r in resp.responses if r.name is not None}
         self._client.request_update()
         raise_first(out, raise_on_error)
         return out
@@ -93,7 +93,7 @@ class TopicsApi(AdminBase):
             timeout_ms=self._timeout_ms,
             validate_only=validate_only,
         )
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.CreatePartitionsResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {r.name: error_or_none(r.error_code, r.error_message) for r in resp.results}
         self._client.request_update()
         raise_first(out, raise_on_error)
@@ -103,7 +103,7 @@ class TopicsApi(AdminBase):
         resp = await self._client.fetch_metadata(None, update=False)
         return {
             d.name: d
-            for d in (self._describe(t) for t in resp.topics if t.name and not t.error_code)
+            for d in (self._describe(t.name, t) for t in resp.topics if t.name and not t.error_code)
             if internal or not d.is_internal
         }
 
@@ -111,16 +111,18 @@ class TopicsApi(AdminBase):
         resp = await self._client.fetch_metadata(list(names), update=False)
         out: dict[str, TopicDescription | KafkaError] = {}
         for t in resp.topics:
+            if t.name is None:  # asked by name: every answer has one
+                continue
             if t.error_code:
                 out[t.name] = error_for_code(t.error_code)(t.name)
             else:
-                out[t.name] = self._describe(t)
+                out[t.name] = self._describe(t.name, t)
         return out
 
     @staticmethod
-    def _describe(t: Any) -> TopicDescription:
+    def _describe(name: str, t: messages.MetadataResponse.Topics) -> TopicDescription:
         return TopicDescription(
-            t.name,
+            name,
             t.topic_id,
             t.is_internal,
             sorted(

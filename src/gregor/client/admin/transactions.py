@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
 
 from gregor.client.admin.base import AdminBase, raise_first
+from gregor.client.admin.types import TransactionDescription
 from gregor.client.core.errors import UnsupportedForBrokerError, error_for_code
 from gregor.client.core.metadata import TopicPartition
 from gregor.client.producer.transaction_manager import TransactionHandle, end_transaction
@@ -34,16 +34,16 @@ class TransactionsApi(AdminBase):
             version = conn.version(req.API_KEY)
             if min_duration_ms >= 0 and version < 1:
                 raise UnsupportedForBrokerError("a duration filter needs ListTransactions v1")
-            resp = await conn.send(req, version)
+            resp: messages.ListTransactionsResponse = await conn.send(req, version)
             if resp.error_code:
                 raise error_for_code(resp.error_code)()
             out.extend((t.transactional_id, node, t.producer_id, t.transaction_state) for t in resp.transaction_states)
         return sorted(out)
 
-    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, dict[str, Any] | KafkaError]:
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription | KafkaError]:
         """Per transactional id: its coordinator's view (state, producer id and epoch, timeout,
         start time, partitions in the transaction), or the error."""
-        out: dict[str, dict[str, Any] | KafkaError] = {}
+        out: dict[str, TransactionDescription | KafkaError] = {}
         for tid in transactional_ids:
             try:
                 node = await self._client.find_coordinator(tid, 1)
@@ -52,7 +52,7 @@ class TransactionsApi(AdminBase):
                 continue
             conn = await self._client.connection(node)
             req = messages.DescribeTransactionsRequest(transactional_ids=[tid])
-            resp = await conn.send(req, conn.version(req.API_KEY))
+            resp: messages.DescribeTransactionsResponse = await conn.send(req, conn.version(req.API_KEY))
             for t in resp.transaction_states:
                 if t.error_code:
                     out[t.transactional_id] = error_for_code(t.error_code)(t.transactional_id)
@@ -87,7 +87,7 @@ class TransactionsApi(AdminBase):
             req = messages.DescribeProducersRequest(topics=[
                 messages.DescribeProducersRequest.Topics(name=t, partition_indexes=ps) for t, ps in topics.items()
             ])
-            resp = await conn.send(req, conn.version(req.API_KEY))
+            resp: messages.DescribeProducersResponse = await conn.send(req, conn.version(req.API_KEY))
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
@@ -123,7 +123,7 @@ class TransactionsApi(AdminBase):
             topics=[messages.WriteTxnMarkersRequest.Markers.Topics(name=tp.topic, partition_indexes=[tp.partition])],
             coordinator_epoch=coordinator_epoch,
         )])
-        resp = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.WriteTxnMarkersResponse = await conn.send(req, conn.version(req.API_KEY))
         for m in resp.markers:
             for t in m.topics:
                 for p in t.partitions:
@@ -138,6 +138,8 @@ class TransactionsApi(AdminBase):
         got = await asyncio.gather(*(end_transaction(self._client, h, commit, timeout=timeout) for h in hs), return_exceptions=True)
         if bad := [r for r in got if isinstance(r, BaseException) and not isinstance(r, KafkaError)]:
             raise bad[0]
-        out: dict[TransactionHandle, KafkaError | None] = dict(zip(hs, got, strict=True))  # type: ignore[arg-type]
+        out: dict[TransactionHandle, KafkaError | None] = {
+            h: r if isinstance(r, KafkaError) else None for h, r in zip(hs, got, strict=True)
+        }
         raise_first(out, raise_on_error)
         return out

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from gregor.client.core.errors import ConfigError
 from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.acl_codes import (
     CLUSTER_NAME,
@@ -95,6 +96,16 @@ CONFIG_SOURCES = {
     8: "GROUP_CONFIG",
 }
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def config_resource_type(kind: int | str) -> int:
+    """A config resource type given by number or by name (``"topic"``, ``"broker"``, ...)."""
+    if isinstance(kind, int):
+        return kind
+    code = RESOURCE_TYPES.get(kind)
+    if code is None:
+        raise ConfigError(f"unknown config resource type {kind!r} (use one of {', '.join(RESOURCE_TYPES)})")
+    return code
 
 
 @dataclass
@@ -272,4 +283,5 @@ __all__ = [
     "ShareMemberDescription",
     "TopicDescription",
     "TransactionDescription",
+    "config_resource_type",
 ]

@@ -31,8 +31,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -40,12 +39,14 @@ from gregor.client.consumer.arrow import ArrowBatchBuilder, fetch_request, fetch
 from gregor.client.consumer.consumer import list_offsets
 from gregor.client.core.blocking import BlockingConnection
 from gregor.client.core.client import STALE_METADATA, KafkaClient
-from gregor.client.core.config import COMMON, Config
+from gregor.client.core.config import COMMON, Config, Settings
+from gregor.client.core.conn import expect
 from gregor.client.core.errors import KafkaError, KafkaTimeoutError, error_for_code
 from gregor.client.core.loop import LoopThread
 from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, LeaderNotAvailableError
-from gregor.protocol.records.scan import next_fetch_offset
+from gregor.protocol.messages import FetchResponse
+from gregor.protocol.records.scan import Buffer, next_fetch_offset
 
 EARLIEST = -2
 LATEST = -1
@@ -59,14 +60,14 @@ _CLIENTS: dict[tuple[tuple[str, str], ...], KafkaClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def client_config(settings: Mapping[str, Any]) -> Config:
+def client_config(settings: Settings) -> Config:
     """A bare client's :class:`Config` from Kafka settings; keys a bare client lacks are dropped."""
     known = {k: v for k, v in settings.items() if k.replace("_", ".") in COMMON}
     known.setdefault("allow.auto.create.topics", False)
     return Config("client", known)
 
 
-def shared_client(settings: Mapping[str, Any]) -> KafkaClient:
+def shared_client(settings: Settings) -> KafkaClient:
     """A started client for these settings, shared by every caller in this process."""
     key = tuple(sorted((str(k), str(v)) for k, v in settings.items()))
     lt = LoopThread.get()
@@ -103,7 +104,9 @@ def close_shared_clients() -> None:
 class _Fetched:
     __slots__ = ("error_code", "records", "high_watermark", "last_stable_offset", "log_start_offset", "aborted")
 
-    def __init__(self, error_code: int, records: Any, hw: int, lso: int, log_start: int, aborted: list[tuple[int, int]]) -> None:
+    def __init__(
+        self, error_code: int, records: Buffer | None, hw: int, lso: int, log_start: int, aborted: list[tuple[int, int]]
+    ) -> None:
         self.error_code = error_code
         self.records = records
         self.high_watermark = hw
@@ -112,7 +115,7 @@ class _Fetched:
         self.aborted = aborted
 
 
-def _fetched(resp: Any, tp: TopicPartition) -> _Fetched | None:
+def _fetched(resp: FetchResponse, tp: TopicPartition) -> _Fetched | None:
     """The partition's part of a Fetch response; None when the metadata is stale (ask again)."""
     if resp.error_code:
         raise error_for_code(resp.error_code)(str(tp))
@@ -142,7 +145,7 @@ async def _fetch(
             try:
                 conn = await client.connection(node)
                 req = fetch_request(tp, offset, max_bytes, isolation_level, min_bytes)
-                resp = await conn.send(req, fetch_version(conn))
+                resp: FetchResponse = await conn.send(req, fetch_version(conn))
             except KafkaError as e:
                 if not e.retriable or time.monotonic() > deadline:
                     raise
@@ -193,7 +196,7 @@ class _LeaderLink:
         while True:
             if self.conn is not None:  # else the send failed and dropped the connection
                 try:
-                    f = _fetched(self.conn.receive(), self.tp)
+                    f = _fetched(expect(self.conn.receive(), FetchResponse), self.tp)
                 except KafkaError as e:
                     if not e.retriable or time.monotonic() > deadline:
                         raise

@@ -29,7 +29,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-from typing import Any, Unpack
+from typing import Unpack
 
 from gregor.client.core.conn import ConnectionBase, ConnectionOptions, Exchange
 from gregor.client.core.errors import KafkaConnectionError, KafkaTimeoutError
@@ -51,7 +51,7 @@ class BlockingConnection(ConnectionBase):
         self._frames = BufferedFrameReader()
         self._sock: socket.socket | None = None
         self._waitall = 0
-        self._ready: list[Any] = []  # responses read past the one asked for
+        self._ready: list[Message] = []  # responses read past the one asked for
 
     @property
     def connected(self) -> bool:
@@ -113,8 +113,9 @@ class BlockingConnection(ConnectionBase):
         except OSError as e:
             raise self._failure("write", e) from None
 
-    def receive(self) -> Any:
-        """The response to the oldest request still waiting for one (blocks until it is whole)."""
+    def receive(self) -> Message:
+        """The response to the oldest request still waiting for one (blocks until it is whole);
+        of the request's API's response class (:func:`~gregor.client.core.conn.expect` checks it)."""
         if self._ready:
             return self._ready.pop(0)
         sock = self._open()
@@ -142,7 +143,7 @@ class BlockingConnection(ConnectionBase):
                 self._ready.extend(r.response for r in responses)
                 return self._ready.pop(0)
 
-    def request(self, message: Message, version: int | None = None) -> Any:
+    def request(self, message: Message, version: int | None = None) -> Message:
         if self.in_flight:
             raise KafkaConnectionError(f"{self}: {self.in_flight} responses are waiting to be read first")
         self.send(message, version)

@@ -3,20 +3,35 @@
 A :class:`Config` is built from a dict of Kafka keys; underscores are accepted for dots
 (``bootstrap_servers``) so Python keyword arguments work too. Unknown keys are an error
 (a typo should not silently fall back to a default). Values are converted to the type of the
-default: ``"5"`` becomes 5 for ``linger.ms``, ``"true"`` becomes True.
+default: ``"5"`` becomes 5 for ``linger.ms``, ``"true"`` becomes True; None is a value only
+for a setting whose default is None (``group.id``, ``transactional.id``, the SASL and TLS
+files and secrets).
+
+Reading a setting is typed by its key: ``config["linger.ms"]`` is an ``int``,
+``config["group.id"]`` a ``str | None`` (the ``*Key`` literals below; a test checks them
+against the defaults).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Literal, SupportsInt, overload
 
 from gregor.client.core.errors import ConfigError
 from gregor.client.core.security import SECURITY_SETTINGS
 
-COMMON: dict[str, Any] = {
+#: A setting as a caller gives it: Kafka's string form, or a Python value (a list of servers
+#: or of assignors is joined with commas). Whatever object is given is converted to the type of
+#: the setting's default, or refused with a ConfigError.
+SettingValue = object
+#: Settings as a caller gives them, by Kafka name (or with underscores for dots).
+Settings = Mapping[str, SettingValue]
+#: A setting as a :class:`Config` holds it, converted to the type of its default.
+ConfigValue = str | int | bool | None
+
+COMMON: dict[str, ConfigValue] = {
     "bootstrap.servers": "localhost:9092",
     "client.id": "gregor",
     "client.rack": "",
@@ -34,7 +49,7 @@ COMMON: dict[str, Any] = {
     "allow.auto.create.topics": True,
 }
 
-PRODUCER: dict[str, Any] = {
+PRODUCER: dict[str, ConfigValue] = {
     "acks": "all",
     "linger.ms": 5,
     "batch.size": 16384,
@@ -52,7 +67,7 @@ PRODUCER: dict[str, Any] = {
     "partitioner.class": "default",
 }
 
-CONSUMER: dict[str, Any] = {
+CONSUMER: dict[str, ConfigValue] = {
     "group.id": None,
     "group.instance.id": None,
     "group.protocol": "classic",
@@ -74,9 +89,9 @@ CONSUMER: dict[str, Any] = {
     "exclude.internal.topics": True,
 }
 
-ADMIN: dict[str, Any] = {}
+ADMIN: dict[str, ConfigValue] = {}
 
-SHARE_CONSUMER: dict[str, Any] = {
+SHARE_CONSUMER: dict[str, ConfigValue] = {
     "group.id": None,
     "share.acknowledgement.mode": "implicit",
     "max.poll.records": 500,
@@ -89,6 +104,79 @@ ROLES = {
     "producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN, "share_consumer": SHARE_CONSUMER, "client": {},
 }
 
+
+#: Settings whose value is an int.
+IntKey = Literal[
+    "request.timeout.ms",
+    "socket.connection.setup.timeout.ms",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "metadata.max.age.ms",
+    "connections.max.idle.ms",
+    "max.in.flight.requests.per.connection",
+    "default.api.timeout.ms",
+    "linger.ms",
+    "batch.size",
+    "buffer.memory",
+    "compression.level",
+    "transaction.timeout.ms",
+    "delivery.timeout.ms",
+    "retries",
+    "max.request.size",
+    "max.block.ms",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "max.poll.records",
+    "auto.commit.interval.ms",
+    "fetch.min.bytes",
+    "fetch.max.bytes",
+    "fetch.max.wait.ms",
+    "max.partition.fetch.bytes",
+]
+#: Settings whose value is a bool.
+BoolKey = Literal[
+    "allow.auto.create.topics",
+    "sasl.scram.tokenauth",
+    "enable.idempotence",
+    "partitioner.ignore.keys",
+    "enable.auto.commit",
+    "check.crcs",
+    "exclude.internal.topics",
+]
+#: Settings whose value is a string.
+StrKey = Literal[
+    "bootstrap.servers",
+    "client.id",
+    "client.rack",
+    "security.protocol",
+    "ssl.endpoint.identification.algorithm",
+    "acks",
+    "compression.type",
+    "partitioner.class",
+    "group.protocol",
+    "partition.assignment.strategy",
+    "auto.offset.reset",
+    "isolation.level",
+    "share.acknowledgement.mode",
+]
+#: Settings whose value is a string or None (unset).
+OptionalStrKey = Literal[
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "transactional.id",
+    "group.id",
+    "group.instance.id",
+    "group.remote.assignor",
+]
+
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -96,10 +184,10 @@ _FALSE = {"false", "0", "no", "off"}
 class Config:
     """Kafka client settings for one role (producer, consumer, admin or a bare client)."""
 
-    def __init__(self, role: str, settings: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, role: str, settings: Settings | None = None, **kwargs: SettingValue) -> None:
         defaults = {**COMMON, **ROLES[role]}
         self.role = role
-        self._values = dict(defaults)
+        self._values: dict[str, ConfigValue] = dict(defaults)
         merged = dict(settings or {})
         merged.update(kwargs)
         for key, value in merged.items():
@@ -109,25 +197,37 @@ class Config:
             self._values[name] = _convert(name, value, defaults[name])
         self.explicit = frozenset(k.replace("_", ".") for k in merged)
 
-    def __getitem__(self, key: str) -> Any:
+    @overload
+    def __getitem__(self, key: IntKey) -> int: ...
+    @overload
+    def __getitem__(self, key: BoolKey) -> bool: ...
+    @overload
+    def __getitem__(self, key: StrKey) -> str: ...
+    @overload
+    def __getitem__(self, key: OptionalStrKey) -> str | None: ...
+    @overload
+    def __getitem__(self, key: str) -> ConfigValue: ...
+    def __getitem__(self, key: str) -> ConfigValue:
         return self._values[key]
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: ConfigValue = None) -> ConfigValue:
         return self._values.get(key, default)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, ConfigValue]:
         return dict(self._values)
 
     @property
     def bootstrap_servers(self) -> list[tuple[str, int]]:
-        return parse_servers(self._values["bootstrap.servers"])
+        return parse_servers(self["bootstrap.servers"])
 
     def __repr__(self) -> str:
         return f"Config({self.role!r}, {self._values!r})"
 
 
-def _convert(name: str, value: Any, default: Any) -> Any:
+def _convert(name: str, value: SettingValue, default: ConfigValue) -> ConfigValue:
     if value is None:
+        if default is not None:
+            raise ConfigError(f"{name} cannot be None (its default is {default!r})")
         return None
     if isinstance(default, bool):
         if isinstance(value, bool):
@@ -139,15 +239,21 @@ def _convert(name: str, value: Any, default: Any) -> Any:
             return False
         raise ConfigError(f"{name} must be true or false, got {value!r}")
     if isinstance(default, int):
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-    if name == "bootstrap.servers" and not isinstance(value, str):
-        return ",".join(value)
-    if name == "partition.assignment.strategy" and not isinstance(value, str):
-        return ",".join(value)
-    return value if not isinstance(value, str) else value.strip()
+        if isinstance(value, (str, bytes, SupportsInt)):
+            try:
+                return int(value)
+            except (ValueError, OverflowError):
+                pass
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        return value.strip()
+    if name in ("bootstrap.servers", "partition.assignment.strategy") and isinstance(value, Iterable):
+        items = list(value)
+        names = [v for v in items if isinstance(v, str)]
+        if len(names) != len(items):
+            raise ConfigError(f"{name} must be a string or a list of strings, got {value!r}")
+        return ",".join(names)
+    return str(value)
 
 
 def parse_servers(servers: str | list[str]) -> list[tuple[str, int]]:

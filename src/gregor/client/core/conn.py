@@ -4,7 +4,7 @@ Theory of operation. :class:`BrokerConnection` owns an asyncio transport and a
 :class:`gregor.protocol.connection.ClientConnection`. ``send`` encodes a request, writes it,
 and returns a future; responses come back in order on the same connection, so the protocol's
 ``data_received`` feeds bytes to the sans-IO connection and resolves the oldest futures as
-frames complete. Any number of requests may be outstanding (pipelining); callers that need a
+frames complete. Requests are pipelined (any number may be outstanding); callers that need a
 bound (the producer's ``max.in.flight.requests.per.connection``) keep it themselves.
 
 Right after connecting, the connection asks for ApiVersions (v3, or the highest the broker
@@ -26,7 +26,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from gregor.client.core.errors import (
     KafkaConnectionError,
@@ -38,9 +38,12 @@ from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode, SaslAuthenticationFailedError
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import BufferedFrameReader, coalesce
-from gregor.protocol.messages import API_KEYS, ApiVersionsRequest, Message
-from gregor.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
-from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from gregor.protocol.messages import API_KEYS, ApiVersionsRequest, ApiVersionsResponse, Message
+from gregor.protocol.messages.sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from gregor.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 log = logging.getLogger("gregor.client")
 
@@ -86,7 +89,17 @@ class _Protocol(asyncio.BufferedProtocol):
 
 #: A conversation with a broker as a generator: it yields (request, version) and is sent each
 #: response, so the asyncio and the blocking connection run the same steps.
-Exchange = Generator[tuple[Message, int], Any, None]
+Exchange = Generator[tuple[Message, int], Message, None]
+
+R = TypeVar("R", bound=Message)
+
+
+def expect(response: object, kind: type[R]) -> R:
+    """``response``, checked to be ``kind``: the class the request's API answers with (the
+    connection decodes a response by its request's API key, so anything else is a bug)."""
+    if not isinstance(response, kind):
+        raise ProtocolError(f"expected a {kind.__name__}, got {type(response).__name__}")
+    return response
 
 
 class ConnectionOptions(TypedDict, total=False):
@@ -129,11 +142,11 @@ class ConnectionBase:
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION,
         )
-        resp = yield req, 3
+        resp = expect((yield req, 3), ApiVersionsResponse)
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # The broker listed its ranges in a v0 body: retry with the highest it knows.
             theirs = {k.api_key: k.max_version for k in resp.api_keys}
-            resp = yield req, min(theirs.get(ApiVersionsRequest.API_KEY, 0), 3)
+            resp = expect((yield req, min(theirs.get(ApiVersionsRequest.API_KEY, 0), 3)), ApiVersionsResponse)
         if resp.error_code:
             self.close()
             raise KafkaConnectionError(f"ApiVersions failed on {self}: error {resp.error_code}")
@@ -141,7 +154,7 @@ class ConnectionBase:
 
     def _login(self, login: SaslClient) -> Exchange:
         """SaslHandshake, then SaslAuthenticate until the mechanism is done (KIP-152)."""
-        hello = yield SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1)
+        hello = expect((yield SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1)), SaslHandshakeResponse)
         if hello.error_code:
             raise SaslAuthenticationFailedError(
                 f"{self} does not enable SASL mechanism {login.mechanism} (it offers {hello.mechanisms})"
@@ -149,7 +162,7 @@ class ConnectionBase:
         version = self.version(36, 2)
         token: bytes | None = login.first()
         while token is not None:
-            resp = yield SaslAuthenticateRequest(auth_bytes=token), version
+            resp = expect((yield SaslAuthenticateRequest(auth_bytes=token), version), SaslAuthenticateResponse)
             if resp.error_code:
                 raise SaslAuthenticationFailedError(resp.error_message or f"{login.mechanism} login refused")
             token = login.respond(bytes(resp.auth_bytes))
@@ -184,7 +197,7 @@ class BrokerConnection(ConnectionBase):
     def __init__(self, host: str, port: int, **options: Unpack[ConnectionOptions]) -> None:
         super().__init__(host, port, **options)
         self._transport: asyncio.Transport | None = None
-        self._futures: deque[tuple[asyncio.Future[Any], float]] = deque()
+        self._futures: deque[tuple[asyncio.Future[Message | None], float]] = deque()
         self._writable = asyncio.Event()
         self._writable.set()
         self._closed = False
@@ -213,7 +226,7 @@ class BrokerConnection(ConnectionBase):
         except (TimeoutError, OSError) as e:  # ssl.SSLError (a refused handshake) is an OSError
             self._closed = True
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from None
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = transport
         await self._negotiate()
         if self.sasl is not None:
             try:
@@ -241,9 +254,11 @@ class BrokerConnection(ConnectionBase):
     def send(
         self, message: Message, version: int | None = None, *, timeout: float | None = None
     ) -> asyncio.Future[Any]:
-        """Write a request; the future resolves to the response (None for acks=0 produce)."""
+        """Write a request; the future resolves to the response (None for acks=0 produce): the
+        response class of the request's API, which the caller names where it takes it
+        (``resp: FetchResponse = await conn.send(...)``)."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut: asyncio.Future[Message | None] = loop.create_future()
         if self._closed or self._transport is None:
             fut.set_exception(self._error or KafkaConnectionError(f"{self} is closed"))
             return fut

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ class LoopThread:
                 cls._instance = LoopThread()
             return cls._instance
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    def run(self, coro: Coroutine[object, object, T], timeout: float | None = None) -> T:
         if threading.current_thread() is self.thread:
             raise RuntimeError("a synchronous gregor client cannot be called from its own loop thread")
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)

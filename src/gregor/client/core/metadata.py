@@ -10,13 +10,30 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
+
+from gregor.protocol.messages import MetadataResponse
 
 
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+class NodeEndpoint(Protocol):
+    """A broker's endpoint as a KIP-951 leader hint carries it (Produce and Fetch responses'
+    ``node_endpoints``)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def rack(self) -> str | None: ...
 
 
 @dataclass
@@ -61,7 +78,7 @@ class ClusterMetadata:
         #: without one): a caller waiting for a topic stops at one that cannot get better.
         self.topic_errors: dict[str, int] = {}
 
-    def update(self, resp: Any, requested: list[str] | None) -> dict[str, int]:
+    def update(self, resp: MetadataResponse, requested: list[str] | None) -> dict[str, int]:
         """Apply a Metadata response; returns {topic: error_code} for topics with errors.
 
         ``requested`` None means the response lists every topic (topics the cluster no longer
@@ -122,7 +139,7 @@ class ClusterMetadata:
         partition: int,
         leader_id: int,
         leader_epoch: int,
-        endpoints: list[Any] = (),  # type: ignore[assignment]
+        endpoints: Sequence[NodeEndpoint] = (),
     ) -> bool:
         """Apply a KIP-951 leader hint; True when it moved the leader."""
         for e in endpoints:

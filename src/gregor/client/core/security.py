@@ -17,13 +17,12 @@ from __future__ import annotations
 import functools
 import ssl
 from collections.abc import Callable
-from typing import Any
 
 from gregor.client.core.errors import ConfigError
 from gregor.client.core.sasl import CLIENT_MECHANISMS, SaslClient, sasl_client
 
 #: Settings, with their defaults, that every client role accepts.
-SECURITY_SETTINGS: dict[str, Any] = {
+SECURITY_SETTINGS: dict[str, str | bool | None] = {
     "security.protocol": "PLAINTEXT",
     "sasl.mechanism": None,
     "sasl.username": None,
@@ -39,14 +38,24 @@ SECURITY_SETTINGS: dict[str, Any] = {
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-def tls_context(get: Callable[[str], Any]) -> ssl.SSLContext:
-    ca = get("ssl.ca.location")
+#: How the settings are read: ``Config.get``, or a plain dict's ``get``.
+Getter = Callable[[str], object]
+
+
+def _text(get: Getter, key: str) -> str | None:
+    """A setting as text; None when unset or empty."""
+    value = get(key)
+    return str(value) if value is not None and value != "" else None
+
+
+def tls_context(get: Getter) -> ssl.SSLContext:
+    ca = _text(get, "ssl.ca.location")
     try:
         ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-        cert = get("ssl.certificate.location")
+        cert = _text(get, "ssl.certificate.location")
         if cert:
-            ctx.load_cert_chain(cert, get("ssl.key.location") or None, get("ssl.key.password") or None)
-        elif get("ssl.key.location"):
+            ctx.load_cert_chain(cert, _text(get, "ssl.key.location"), _text(get, "ssl.key.password"))
+        elif _text(get, "ssl.key.location"):
             raise ConfigError("ssl.key.location needs ssl.certificate.location")
     except (OSError, ssl.SSLError) as e:
         raise ConfigError(f"cannot load the TLS settings: {e}") from None
@@ -57,7 +66,7 @@ def tls_context(get: Callable[[str], Any]) -> ssl.SSLContext:
     return ctx
 
 
-def connection_security(get: Callable[[str], Any]) -> tuple[ssl.SSLContext | None, Callable[[], SaslClient] | None]:
+def connection_security(get: Getter) -> tuple[ssl.SSLContext | None, Callable[[], SaslClient] | None]:
     """(TLS context, SASL login factory) for the client's connections; None where unused."""
     protocol = str(get("security.protocol") or "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:

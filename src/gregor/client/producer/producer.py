@@ -28,11 +28,10 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from gregor.client.core.client import STALE_METADATA, KafkaClient, spawn
-from gregor.client.core.config import Config
+from gregor.client.core.config import Config, Settings, SettingValue
 from gregor.client.core.errors import (
     BufferFullError,
     ConfigError,
@@ -43,11 +42,13 @@ from gregor.client.core.errors import (
     error_for_code,
 )
 from gregor.client.core.metadata import TopicPartition
+from gregor.client.producer._send_py import Headers, Payload
 from gregor.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from gregor.client.producer.fast_send import ProducerCore
 from gregor.client.producer.futures import ProduceFuture, RecordMetadata
 from gregor.client.producer.partitioner import StickyPartitioner
 from gregor.client.producer.transaction_manager import (
+    GroupMetadata,
     TransactionHandle,
     TransactionManager,
     TxnState,
@@ -55,7 +56,9 @@ from gregor.client.producer.transaction_manager import (
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages import (
     InitProducerIdRequest,
+    InitProducerIdResponse,
     ProduceRequest,
+    ProduceResponse,
 )
 
 
@@ -81,7 +84,7 @@ class AIOProducer(ProducerCore):
 
     accumulator: RecordAccumulator
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self.config = cfg = Config("producer", config, **kwargs)
         acks = _ACKS.get(str(cfg["acks"]).lower())
         if acks is None:
@@ -171,7 +174,7 @@ class AIOProducer(ProducerCore):
     async def __aenter__(self) -> AIOProducer:
         return await self.start()
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self, timeout: float | None = None) -> None:
@@ -212,11 +215,11 @@ class AIOProducer(ProducerCore):
     async def send(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: Payload = None,
+        key: Payload = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-        headers: Sequence[tuple[str, Any]] | None = None,
+        headers: Headers | None = None,
     ) -> ProduceFuture:
         """Queue a record; the returned future resolves when the broker has it."""
         if self._client.cluster.partitions_for(topic) is None:
@@ -230,8 +233,16 @@ class AIOProducer(ProducerCore):
                     raise KafkaTimeoutError(f"buffer.memory full for {self._max_block:.1f}s") from None
                 await asyncio.sleep(0.001)
 
-    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> RecordMetadata:
-        fut = await self.send(topic, value, key, **kw)
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Payload = None,
+        key: Payload = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers | None = None,
+    ) -> RecordMetadata:
+        fut = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await fut
 
     def _check_can_send(self) -> None:
@@ -405,7 +416,7 @@ class AIOProducer(ProducerCore):
                 ],
             )
             version = conn.version(ProduceRequest.API_KEY, min_version=3)
-            resp = await conn.send(req, version)
+            resp: ProduceResponse | None = await conn.send(req, version)
         except KafkaError as e:
             for b in batches:
                 self._on_batch_error(b, e.code if hasattr(e, "code") else -1, e, None)
@@ -421,28 +432,28 @@ class AIOProducer(ProducerCore):
                 acc.queue(b.tp).in_flight -= 1
             self._wakeup()
 
-    def _on_response(self, batches: list[ProducerBatch], resp: Any) -> None:
-        results: dict[TopicPartition, Any] = {}
+    def _on_response(self, batches: list[ProducerBatch], resp: ProduceResponse) -> None:
+        results: dict[TopicPartition, ProduceResponse.Responses.PartitionResponses] = {}
         for t in resp.responses:
             for p in t.partition_responses:
                 results[TopicPartition(t.name, p.index)] = p
         endpoints = resp.node_endpoints
         cluster = self._client.cluster
         for b in batches:
-            p = results.get(b.tp)
-            if p is None:
+            r = results.get(b.tp)
+            if r is None:
                 self._on_batch_error(b, ErrorCode.UNKNOWN_SERVER_ERROR, None, "no result for partition")
                 continue
-            code = p.error_code
+            code = r.error_code
             if code == 0:
-                self._complete_batch(b, p.base_offset, p.log_append_time_ms)
+                self._complete_batch(b, r.base_offset, r.log_append_time_ms)
             elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                self._complete_batch(b, p.base_offset, p.log_append_time_ms)
+                self._complete_batch(b, r.base_offset, r.log_append_time_ms)
             else:
-                cl = p.current_leader
+                cl = r.current_leader
                 if cl.leader_id >= 0:
                     cluster.update_leader(b.tp.topic, b.tp.partition, cl.leader_id, cl.leader_epoch, endpoints)
-                self._on_batch_error(b, code, None, p.error_message)
+                self._on_batch_error(b, code, None, r.error_message)
 
     def _complete_batch(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.accumulator.release(b)
@@ -495,7 +506,7 @@ class AIOProducer(ProducerCore):
                 conn = await self._client.connection(node)
             else:
                 conn = await self._client.any_connection()
-            resp = await conn.send(req, conn.version(req.API_KEY))
+            resp: InitProducerIdResponse = await conn.send(req, conn.version(req.API_KEY))
             if resp.error_code:
                 if self._txn is not None and resp.error_code in _COORDINATOR_MOVED:
                     self._txn.forget_coordinator()
@@ -541,7 +552,7 @@ class AIOProducer(ProducerCore):
     async def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, int],
-        group: Any,
+        group: str | GroupMetadata,
     ) -> None:
         """Commit consumer offsets as part of the transaction.
 
