@@ -19,6 +19,7 @@ from gregor.client.core.metadata import TopicPartition
 from gregor.client.producer import _send_py
 from gregor.client.producer.accumulator import RecordAccumulator
 from gregor.client.producer.producer import AIOProducer
+from gregor.client.producer.sender import Sender
 
 try:
     from gregor.client.producer import _send as _compiled
@@ -30,13 +31,13 @@ pytestmark = pytest.mark.skipif(_compiled is None, reason="the compiled send pat
 TS = 1_700_000_000_000
 
 
-def twin(cls: type, base: type) -> type:
+def twin(cls: type, *bases: type) -> type:
     ns = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
-    return type(cls.__name__, (base,), ns)
+    return type(cls.__name__, bases, ns)
 
 
 def producer_on(mod: ModuleType, **config: Any) -> Any:
-    producer_cls = twin(AIOProducer, mod.ProducerCore)
+    producer_cls = twin(AIOProducer, Sender, mod.ProducerCore)
     acc_cls = twin(RecordAccumulator, mod.AccumulatorCore)
     import gregor.client.producer.producer as producer_module
 

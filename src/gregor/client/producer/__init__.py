@@ -1,6 +1,7 @@
 """The producer: :class:`AIOProducer` and what it is made of.
 
-- ``producer``: :class:`AIOProducer`, its sender task, retries in sequence order, idempotence;
+- ``producer``: :class:`AIOProducer`: configuration, ``send``, ``flush``, transactions;
+- ``sender``: the sender task (Produce requests, retries in sequence order, producer ids);
 - ``accumulator``: per-partition batching under one lock (``RecordAccumulator``);
 - ``_send_py`` / ``_send.pyx``: the per-record path (``send_nowait`` and ``append``), pure
   Python and its compiled twin, chosen at import by ``fast_send``;
