@@ -1,6 +1,6 @@
 """Build of the optional compiled accelerators (``gregor.protocol.records._scan``, the record
 walk, ``gregor.storage._append``, the log's produce fast path, with ``gregor.storage._index``,
-its index appends, and ``gregor.client._send``, the producer's per-record path).
+its index appends, and ``gregor.client.producer._send``, the producer's per-record path).
 
 Everything else is declared in ``pyproject.toml``. The extension is optional: when it cannot
 be compiled (no C compiler, no Python headers) the install goes on and ``gregor`` uses the
@@ -26,7 +26,7 @@ def _extensions() -> list[Extension]:
             "protocol.records._scan",
             "storage._index",  # before storage._append, which cimports it
             "storage._append",  # includes storage/_crc32c.h
-            "client._send",
+            "client.producer._send",
         )
     ]
     # include_path: the accelerators cimport src/gregor/_tuples.pxd

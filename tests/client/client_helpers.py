@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gregor.client.config import Config
-from gregor.client.conn import BrokerConnection
+from gregor.client.core.config import Config
+from gregor.client.core.conn import BrokerConnection
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from gregor.client.arrow import ArrowBatchBuilder, spark_schema
+from gregor.client.consumer.arrow import ArrowBatchBuilder, spark_schema
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.records import (
     LOG_APPEND_TIME,

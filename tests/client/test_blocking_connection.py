@@ -18,9 +18,9 @@ import pytest
 from client_helpers import BrokerInfo, create_topic
 
 from gregor.client import Producer
-from gregor.client.blocking import BlockingConnection
-from gregor.client.bulk import _IDLE, RangeReader, close_shared_clients, shared_client
-from gregor.client.errors import KafkaConnectionError, KafkaTimeoutError
+from gregor.client.consumer.bulk import _IDLE, RangeReader, close_shared_clients, shared_client
+from gregor.client.core.blocking import BlockingConnection
+from gregor.client.core.errors import KafkaConnectionError, KafkaTimeoutError
 from gregor.protocol.messages import ApiVersionsRequest, FetchRequest, MetadataRequest
 from gregor.protocol.records.batch import decode_records
 from gregor.protocol.records.scan import iter_fetched_batches

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import struct
+from typing import get_args
 
 import pytest
 
-from gregor.client.assignors import (
+from gregor.client.consumer.assignors import (
     Assignment,
     CooperativeStickyAssignor,
     RangeAssignor,
@@ -18,9 +19,10 @@ from gregor.client.assignors import (
     encode_subscription,
     make_assignors,
 )
-from gregor.client.config import Config, parse_servers
-from gregor.client.errors import ConfigError
-from gregor.client.partitioner import StickyPartitioner, murmur2, partition_for_key
+from gregor.client.core import config as config_module
+from gregor.client.core.config import Config, parse_servers
+from gregor.client.core.errors import ConfigError
+from gregor.client.producer.partitioner import StickyPartitioner, murmur2, partition_for_key
 from gregor.protocol.exceptions import ProtocolError
 
 # Test vectors published with the Java client's murmur2 (facts, not code).
@@ -71,6 +73,44 @@ def test_config_kafka_names_and_conversion() -> None:
     with pytest.raises(ConfigError):
         Config("producer", {"linger.ms": "soon"})
     assert parse_servers("PLAINTEXT://[::1]:9093, h") == [("::1", 9093), ("h", 9092)]
+
+
+def test_config_key_types_match_the_defaults() -> None:
+    # Config.__getitem__ is typed by key (IntKey, BoolKey, StrKey, OptionalStrKey): every
+    # setting of every role is in exactly the group its default's type says, and no group names
+    # a setting that does not exist.
+    groups = {
+        "int": set(get_args(config_module.IntKey)),
+        "bool": set(get_args(config_module.BoolKey)),
+        "str": set(get_args(config_module.StrKey)),
+        "optional str": set(get_args(config_module.OptionalStrKey)),
+    }
+    defaults = {**config_module.COMMON}
+    for role in config_module.ROLES.values():
+        defaults.update(role)
+
+    def kind(value: object) -> str:
+        if value is None:
+            return "optional str"
+        if isinstance(value, bool):
+            return "bool"
+        return "int" if isinstance(value, int) else "str"
+
+    assert {name: kind(value) for name, value in defaults.items()} == {
+        name: group for group, names in groups.items() for name in names
+    }
+
+
+def test_config_refuses_none_for_a_setting_with_a_default() -> None:
+    # None stands for "unset" only where the default is None; elsewhere it is refused when the
+    # client is made, not found later as a TypeError (or, for a flag, silently taken as false).
+    for key in ("linger.ms", "enable.idempotence", "acks"):
+        with pytest.raises(ConfigError, match=f"{key} cannot be None"):
+            Config("producer", {key: None})
+    assert Config("producer", {"transactional.id": None})["transactional.id"] is None
+    assert Config("consumer", {"bootstrap.servers": ["a:1", "b:2"]}).bootstrap_servers == [("a", 1), ("b", 2)]
+    with pytest.raises(ConfigError, match="bootstrap.servers must be a string or a list of strings"):
+        Config("consumer", {"bootstrap.servers": ["a:1", 2]})
 
 
 def test_subscription_bytes_v3() -> None:
@@ -166,9 +206,9 @@ def test_make_assignors_accepts_java_class_names() -> None:
 
 
 def test_transaction_manager_states() -> None:
-    from gregor.client.errors import IllegalStateError
-    from gregor.client.metadata import TopicPartition
-    from gregor.client.transactions import TransactionManager, TxnState
+    from gregor.client.core.errors import IllegalStateError
+    from gregor.client.core.metadata import TopicPartition
+    from gregor.client.producer.transaction_manager import TransactionManager, TxnState
 
     txn = TransactionManager("tx", None, lambda: (7, 0), 1.0)  # type: ignore[arg-type]
     assert txn.state is TxnState.UNINITIALIZED

@@ -10,9 +10,9 @@ import pytest
 from client_helpers import BrokerInfo, create_topic
 
 from gregor.client import AIOConsumer, Consumer, Producer, TopicPartition, UnsupportedForBrokerError
-from gregor.client.config import Config
-from gregor.client.conn import BrokerConnection
-from gregor.client.metadata import ClusterMetadata
+from gregor.client.core.config import Config
+from gregor.client.core.conn import BrokerConnection
+from gregor.client.core.metadata import ClusterMetadata
 from gregor.protocol.messages import (
     API_KEYS,
     ApiVersionsRequest,

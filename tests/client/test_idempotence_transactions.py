@@ -8,8 +8,8 @@ import pytest
 from client_helpers import BrokerInfo, create_topic
 
 from gregor.client import AIOProducer, Consumer, IllegalStateError, Producer, TopicPartition
-from gregor.client.config import Config
-from gregor.client.core import KafkaClient
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config
 from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records import iter_batches
 

@@ -1,4 +1,4 @@
-"""The client side of SASL (``gregor.client.sasl``) against the broker's own mechanisms:
+"""The client side of SASL (``gregor.client.core.sasl``) against the broker's own mechanisms:
 PLAIN's one message, a SCRAM-SHA-256/512 exchange that both sides accept, a wrong password
 refused by the server, and a server that cannot prove it knows the password refused by the
 client (RFC 5802's mutual authentication)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gregor.client.sasl import PlainClient, ScramClient, sasl_client
+from gregor.client.core.sasl import PlainClient, ScramClient, sasl_client
 from gregor.protocol.errors import SaslAuthenticationFailedError
 from gregor.security.plain import PlainServer
 from gregor.security.sasl import SaslAuthenticationError

@@ -1,5 +1,5 @@
-"""The producer's per-record path, compiled (``client._send``) and pure Python
-(``client._send_py``), must agree: the same partition, index, timestamp and sizes for every
+"""The producer's per-record path, compiled (``producer._send``) and pure Python
+(``producer._send_py``), must agree: the same partition, index, timestamp and sizes for every
 record, the same errors, the same batch bytes and byte accounting.
 
 ``AIOProducer`` and ``RecordAccumulator`` take their base class at import, so the test builds
@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from gregor.client import _send_py
-from gregor.client.accumulator import RecordAccumulator
-from gregor.client.metadata import TopicPartition
-from gregor.client.producer import AIOProducer
+from gregor.client.core.metadata import TopicPartition
+from gregor.client.producer import _send_py
+from gregor.client.producer.accumulator import RecordAccumulator
+from gregor.client.producer.producer import AIOProducer
+from gregor.client.producer.sender import Sender
 
 try:
-    from gregor.client import _send as _compiled
+    from gregor.client.producer import _send as _compiled
 except ImportError:  # pragma: no cover - the build failed
     _compiled = None
 
@@ -30,15 +31,15 @@ pytestmark = pytest.mark.skipif(_compiled is None, reason="the compiled send pat
 TS = 1_700_000_000_000
 
 
-def twin(cls: type, base: type) -> type:
+def twin(cls: type, *bases: type) -> type:
     ns = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
-    return type(cls.__name__, (base,), ns)
+    return type(cls.__name__, bases, ns)
 
 
 def producer_on(mod: ModuleType, **config: Any) -> Any:
-    producer_cls = twin(AIOProducer, mod.ProducerCore)
+    producer_cls = twin(AIOProducer, Sender, mod.ProducerCore)
     acc_cls = twin(RecordAccumulator, mod.AccumulatorCore)
-    import gregor.client.producer as producer_module
+    import gregor.client.producer.producer as producer_module
 
     saved = producer_module.RecordAccumulator
     producer_module.RecordAccumulator = acc_cls  # type: ignore[misc]

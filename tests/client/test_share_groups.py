@@ -265,7 +265,7 @@ def test_gregor_share_consumer_release_and_accept(broker: BrokerProcess) -> None
     """Gregor's ``ShareConsumer`` alone, explicit mode over two partitions: each record released
     once comes back with delivery count 2 and is then accepted; nothing comes a third time."""
     from gregor.client import ShareConsumer as GregorShareConsumer
-    from gregor.client.share_consumer import ACCEPT, RELEASE
+    from gregor.client.consumer.share_consumer import ACCEPT, RELEASE
 
     topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
     with AdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
@@ -358,7 +358,7 @@ def test_an_expired_lock_redelivers_to_the_same_consumer(broker: BrokerProcess) 
     ``ShareConsumer`` keeps polling without acknowledging (librdkafka's explicit mode will not
     poll again before the last poll is acknowledged; its 0173 test sleeps instead)."""
     from gregor.client import ShareConsumer as GregorShareConsumer
-    from gregor.client.share_consumer import ACCEPT
+    from gregor.client.consumer.share_consumer import ACCEPT
 
     topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker, lock_ms=1000)
     expected = values(5)

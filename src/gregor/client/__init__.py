@@ -2,15 +2,38 @@
 
 Asyncio: :class:`AIOProducer`, :class:`AIOConsumer`, :class:`AIOShareConsumer`,
 :class:`AIOAdminClient`, :func:`fetch_arrow`. Synchronous: :class:`Producer`, :class:`Consumer`,
-:class:`ShareConsumer`, :class:`AdminClient`, :class:`BulkReader`. Configuration uses Kafka's names (``bootstrap.servers``, ``acks``,
-``linger.ms``, ``group.id``, ...). The package speaks only the Kafka protocol (through
-:mod:`gregor.protocol`), so it works with any Kafka-compatible broker.
+:class:`ShareConsumer`, :class:`AdminClient`, :class:`BulkReader`. Configuration uses Kafka's
+names (``bootstrap.servers``, ``acks``, ``linger.ms``, ``group.id``, ...). The package speaks
+only the Kafka protocol (through :mod:`gregor.protocol`), so it works with any
+Kafka-compatible broker.
+
+Where things live, by role (each package's docstring lists its modules):
+
+- ``core/``: connections, cluster metadata, settings, TLS and SASL, errors, the loop thread;
+- ``producer/``: the producer, its batching, the per-record path and its compiled twin,
+  transactions;
+- ``consumer/``: the consumer, fetching, group membership and assignors, the share consumer,
+  the Arrow bulk readers;
+- ``admin/``: the admin client, one module per family of calls;
+- ``sync``: the synchronous facade over all of them.
+
+The import contract in ``pyproject.toml`` layers them: ``sync`` > ``admin`` > ``producer`` |
+``consumer`` > ``core``. The other modules here (``conn``, ``errors``, ``bulk``, ``acls``, ...)
+are the old paths, re-exporting the new modules for importers outside the client.
 """
 
 from gregor.client.admin import AIOAdminClient, ConfigEntry, NewTopic, TopicDescription
-from gregor.client.config import Config
-from gregor.client.consumer import AIOConsumer
-from gregor.client.errors import (
+from gregor.client.consumer import (
+    AIOConsumer,
+    AIOShareConsumer,
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    RebalanceListener,
+    ShareRecord,
+)
+from gregor.client.core.config import Config
+from gregor.client.core.errors import (
     BufferFullError,
     ConfigError,
     IllegalStateError,
@@ -20,15 +43,17 @@ from gregor.client.errors import (
     NoBrokersAvailableError,
     UnsupportedForBrokerError,
 )
-from gregor.client.fetcher import ConsumerRecord
-from gregor.client.futures import ProduceFuture, RecordMetadata
-from gregor.client.group import ConsumerGroupMetadata, OffsetAndMetadata, RebalanceListener
-from gregor.client.metadata import TopicPartition
-from gregor.client.partitioner import murmur2, partition_for_key
-from gregor.client.producer import AIOProducer
-from gregor.client.share_consumer import AIOShareConsumer, ShareRecord
+from gregor.client.core.metadata import TopicPartition
+from gregor.client.producer import (
+    AIOProducer,
+    ProduceFuture,
+    RecordMetadata,
+    TransactionHandle,
+    end_transaction,
+    murmur2,
+    partition_for_key,
+)
 from gregor.client.sync import AdminClient, BulkReader, Consumer, Producer, ShareConsumer
-from gregor.client.transactions import TransactionHandle, end_transaction
 
 _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
 
@@ -36,7 +61,7 @@ _ARROW = {"ArrowBatchBuilder", "fetch_arrow", "spark_schema"}
 def __getattr__(name: str) -> object:
     # pyarrow is imported only when the bulk read path is used
     if name in _ARROW:
-        from gregor.client import arrow
+        from gregor.client.consumer import arrow
 
         return getattr(arrow, name)
     raise AttributeError(f"module 'gregor.client' has no attribute {name!r}")

@@ -1,181 +1,26 @@
-"""Client configuration in Kafka's own vocabulary (``bootstrap.servers``, ``linger.ms``, ...).
+"""The old path of :mod:`gregor.client.core.config`, kept for importers outside the client (the
+Spark data source); new code imports the core module."""
 
-A :class:`Config` is built from a dict of Kafka keys; underscores are accepted for dots
-(``bootstrap_servers``) so Python keyword arguments work too. Unknown keys are an error
-(a typo should not silently fall back to a default). Values are converted to the type of the
-default: ``"5"`` becomes 5 for ``linger.ms``, ``"true"`` becomes True.
-"""
+from gregor.client.core.config import (
+    ADMIN,
+    COMMON,
+    CONSUMER,
+    PRODUCER,
+    ROLES,
+    SHARE_CONSUMER,
+    Config,
+    default_client_host,
+    parse_servers,
+)
 
-from __future__ import annotations
-
-import os
-import socket
-from collections.abc import Mapping
-from typing import Any
-
-from gregor.client.errors import ConfigError
-from gregor.client.security import SECURITY_SETTINGS
-
-COMMON: dict[str, Any] = {
-    "bootstrap.servers": "localhost:9092",
-    "client.id": "gregor",
-    "client.rack": "",
-    "request.timeout.ms": 30000,
-    "socket.connection.setup.timeout.ms": 10000,
-    "retry.backoff.ms": 100,
-    "retry.backoff.max.ms": 1000,
-    "reconnect.backoff.ms": 50,
-    "reconnect.backoff.max.ms": 1000,
-    "metadata.max.age.ms": 300000,
-    "connections.max.idle.ms": 540000,
-    "max.in.flight.requests.per.connection": 5,
-    **SECURITY_SETTINGS,
-    "default.api.timeout.ms": 60000,
-    "allow.auto.create.topics": True,
-}
-
-PRODUCER: dict[str, Any] = {
-    "acks": "all",
-    "linger.ms": 5,
-    "batch.size": 16384,
-    "buffer.memory": 33554432,
-    "compression.type": "none",
-    "compression.level": -1,
-    "enable.idempotence": True,
-    "transactional.id": None,
-    "transaction.timeout.ms": 60000,
-    "delivery.timeout.ms": 120000,
-    "retries": 2147483647,
-    "max.request.size": 1048576,
-    "max.block.ms": 60000,
-    "partitioner.ignore.keys": False,
-    "partitioner.class": "default",
-}
-
-CONSUMER: dict[str, Any] = {
-    "group.id": None,
-    "group.instance.id": None,
-    "group.protocol": "classic",
-    "group.remote.assignor": None,
-    "partition.assignment.strategy": "range,cooperative-sticky",
-    "session.timeout.ms": 45000,
-    "heartbeat.interval.ms": 3000,
-    "max.poll.interval.ms": 300000,
-    "max.poll.records": 500,
-    "enable.auto.commit": True,
-    "auto.commit.interval.ms": 5000,
-    "auto.offset.reset": "latest",
-    "fetch.min.bytes": 1,
-    "fetch.max.bytes": 52428800,
-    "fetch.max.wait.ms": 500,
-    "max.partition.fetch.bytes": 1048576,
-    "isolation.level": "read_uncommitted",
-    "check.crcs": True,
-    "exclude.internal.topics": True,
-}
-
-ADMIN: dict[str, Any] = {}
-
-SHARE_CONSUMER: dict[str, Any] = {
-    "group.id": None,
-    "share.acknowledgement.mode": "implicit",
-    "max.poll.records": 500,
-    "fetch.max.bytes": 52428800,
-    "fetch.max.wait.ms": 500,
-    "max.partition.fetch.bytes": 1048576,
-}
-
-ROLES = {
-    "producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN, "share_consumer": SHARE_CONSUMER, "client": {},
-}
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-class Config:
-    """Kafka client settings for one role (producer, consumer, admin or a bare client)."""
-
-    def __init__(self, role: str, settings: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        defaults = {**COMMON, **ROLES[role]}
-        self.role = role
-        self._values = dict(defaults)
-        merged = dict(settings or {})
-        merged.update(kwargs)
-        for key, value in merged.items():
-            name = key.replace("_", ".")
-            if name not in defaults:
-                raise ConfigError(f"unknown {role} configuration {key!r}")
-            self._values[name] = _convert(name, value, defaults[name])
-        self.explicit = frozenset(k.replace("_", ".") for k in merged)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._values.get(key, default)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
-
-    @property
-    def bootstrap_servers(self) -> list[tuple[str, int]]:
-        return parse_servers(self._values["bootstrap.servers"])
-
-    def __repr__(self) -> str:
-        return f"Config({self.role!r}, {self._values!r})"
-
-
-def _convert(name: str, value: Any, default: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        s = str(value).strip().lower()
-        if s in _TRUE:
-            return True
-        if s in _FALSE:
-            return False
-        raise ConfigError(f"{name} must be true or false, got {value!r}")
-    if isinstance(default, int):
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-    if name == "bootstrap.servers" and not isinstance(value, str):
-        return ",".join(value)
-    if name == "partition.assignment.strategy" and not isinstance(value, str):
-        return ",".join(value)
-    return value if not isinstance(value, str) else value.strip()
-
-
-def parse_servers(servers: str | list[str]) -> list[tuple[str, int]]:
-    """``"host1:9092,host2"`` -> [("host1", 9092), ("host2", 9092)] (IPv6 in brackets)."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out: list[tuple[str, int]] = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        if item.startswith("["):
-            host, _, rest = item[1:].partition("]")
-            port = int(rest[1:]) if rest.startswith(":") else 9092
-        elif item.count(":") == 1:
-            host, p = item.split(":")
-            port = int(p)
-        else:
-            host, port = item, 9092
-        out.append((host, port))
-    if not out:
-        raise ConfigError("bootstrap.servers is empty")
-    return out
-
-
-def default_client_host() -> str:
-    try:
-        return socket.gethostname()
-    except OSError:  # pragma: no cover
-        return os.environ.get("HOSTNAME", "localhost")
+__all__ = [
+    "ADMIN",
+    "COMMON",
+    "CONSUMER",
+    "Config",
+    "PRODUCER",
+    "ROLES",
+    "SHARE_CONSUMER",
+    "default_client_host",
+    "parse_servers",
+]

@@ -1,7 +1,8 @@
 """The synchronous API: thin wrappers that run the asyncio clients on a background loop.
 
 One daemon thread per process runs an event loop (uvloop when installed) shared by every
-synchronous client. Calls hop to it with ``run_coroutine_threadsafe`` and wait for the result.
+synchronous client (:class:`~gregor.client.core.loop.LoopThread`). Calls hop to it with
+``run_coroutine_threadsafe`` and wait for the result.
 The producer's hot path does not hop: when the topic's metadata is known, ``send`` appends to
 the thread-safe accumulator directly from the caller's thread and the sender on the loop is
 woken only when a batch opens or fills.
@@ -9,64 +10,37 @@ woken only when a batch opens or fills.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from gregor.client.admin import AIOAdminClient
-from gregor.client.config import Config
-from gregor.client.consumer import AIOConsumer, ConsumerRecord
-from gregor.client.core import KafkaClient
-from gregor.client.futures import ProduceFuture
-from gregor.client.metadata import TopicPartition
-from gregor.client.producer import AIOProducer, NoTopicMetadataError
-from gregor.client.transactions import TransactionHandle
+from gregor.client.consumer.consumer import AIOConsumer, ConsumerRecord
+from gregor.client.consumer.group import ConsumerGroupMetadata
+from gregor.client.consumer.share_consumer import AIOShareConsumer
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config, Settings, SettingValue
+from gregor.client.core.loop import LoopThread
+from gregor.client.core.metadata import TopicPartition
+from gregor.client.producer._send_py import Headers, Payload
+from gregor.client.producer.futures import ProduceFuture
+from gregor.client.producer.producer import AIOProducer, NoTopicMetadataError
+from gregor.client.producer.transaction_manager import GroupMetadata, TransactionHandle
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 T = TypeVar("T")
 
 
-class LoopThread:
-    _instance: LoopThread | None = None
-    _lock = threading.Lock()
+class _Lifecycle(Protocol):
+    """An asyncio client the facade can open and close."""
 
-    def __init__(self) -> None:
-        try:
-            import uvloop
+    async def start(self) -> object: ...
+    async def close(self) -> None: ...
 
-            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-        except ImportError:  # pragma: no cover
-            self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="gregor-client-loop", daemon=True)
-        self.thread.start()
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    @classmethod
-    def get(cls) -> LoopThread:
-        with cls._lock:
-            if cls._instance is None or not cls._instance.thread.is_alive():
-                cls._instance = LoopThread()
-            return cls._instance
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        if threading.current_thread() is self.thread:
-            raise RuntimeError("a synchronous gregor client cannot be called from its own loop thread")
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(timeout)
-        except TimeoutError:
-            fut.cancel()
-            raise
-
-    def call(self, fn: Callable[[], T]) -> T:
-        async def wrapper() -> T:
-            return fn()
-
-        return self.run(wrapper())
+A = TypeVar("A", bound=_Lifecycle)
 
 
 async def _construct(factory: Callable[[], T]) -> T:
@@ -76,7 +50,7 @@ async def _construct(factory: Callable[[], T]) -> T:
 class Producer:
     """Synchronous producer: ``Producer({"bootstrap.servers": ...}).send(topic, value, key)``."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self._lt = LoopThread.get()
         self._aio: AIOProducer = self._lt.run(_construct(lambda: AIOProducer(config, **kwargs)))
         self._lt.run(self._aio.start())
@@ -88,12 +62,12 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: Payload = None,
+        key: Payload = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-        headers: Sequence[tuple[str, Any]] | None = None,
-        on_delivery: Callable[[ProduceFuture], Any] | None = None,
+        headers: Headers | None = None,
+        on_delivery: Callable[[ProduceFuture], object] | None = None,
     ) -> ProduceFuture:
         try:  # metadata known: queue from this thread
             fut = self._aio.send_nowait(topic, value, key, partition, timestamp_ms, headers)
@@ -115,7 +89,7 @@ class Producer:
     def begin_transaction(self) -> None:
         self._aio.begin_transaction()
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: Any) -> None:
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata) -> None:
         self._lt.run(self._aio.send_offsets_to_transaction(offsets, group))
 
     def transaction_handle(self) -> TransactionHandle:
@@ -133,14 +107,14 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 class Consumer:
     """Synchronous consumer; every method mirrors :class:`AIOConsumer`."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self._lt = LoopThread.get()
         self._aio: AIOConsumer = self._lt.run(_construct(lambda: AIOConsumer(config, **kwargs)))
         self._lt.run(self._aio.start())
@@ -149,7 +123,7 @@ class Consumer:
     def aio(self) -> AIOConsumer:
         return self._aio
 
-    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None, listener: Any = None) -> None:
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None, listener: object = None) -> None:
         self._lt.call(lambda: self._aio.subscribe(topics, pattern=pattern, listener=listener))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -181,7 +155,7 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return self._lt.call(self._aio.paused)
 
-    def group_metadata(self) -> Any:
+    def group_metadata(self) -> ConsumerGroupMetadata:
         return self._lt.call(self._aio.group_metadata)
 
     def __getattr__(self, name: str) -> Any:
@@ -196,17 +170,18 @@ class Consumer:
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class _Facade:
+class _Facade(Generic[A]):
     """A synchronous face on an asyncio object with ``start`` and ``close``: each of its
-    coroutine methods runs on the client loop thread; its other attributes are passed through."""
+    coroutine methods runs on the client loop thread; its other attributes are passed through
+    (so they are typed only as the asyncio object's)."""
 
-    _aio: Any
+    _aio: A
 
-    def _open(self, factory: Callable[[], Any]) -> None:
+    def _open(self, factory: Callable[[], A]) -> None:
         self._lt = LoopThread.get()
         self._aio = self._lt.run(_construct(factory))
         self._lt.run(self._aio.start())
@@ -220,44 +195,62 @@ class _Facade:
     def close(self) -> None:
         self._lt.run(self._aio.close())
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class AdminClient(_Facade):
+class AdminClient(_Facade[AIOAdminClient]):
     """Synchronous admin client; every coroutine method of :class:`AIOAdminClient` is here."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self._open(lambda: AIOAdminClient(config, **kwargs))
 
 
-class ShareConsumer(_Facade):
+class ShareConsumer(_Facade[AIOShareConsumer]):
     """Synchronous share group consumer (KIP-932); every coroutine method of
-    :class:`~gregor.client.share_consumer.AIOShareConsumer` is here, ``acknowledge`` too."""
+    :class:`~gregor.client.consumer.share_consumer.AIOShareConsumer` is here, ``acknowledge`` too."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        from gregor.client.share_consumer import AIOShareConsumer
-
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self._open(lambda: AIOShareConsumer(config, **kwargs))
 
 
 class BulkReader:
     """Reads partition offset ranges as ``pyarrow.RecordBatch`` in Spark's Kafka schema."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self._lt = LoopThread.get()
         cfg = Config("client", config, **kwargs)
         self._client: KafkaClient = self._lt.run(_construct(lambda: KafkaClient(cfg)))
         self._lt.run(self._client.start())
 
-    def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None, **kw: Any) -> Any:
-        """Offsets [start_offset, end_offset) as a ``pyarrow.RecordBatch`` (see ``fetch_arrow``)."""
-        from gregor.client.arrow import fetch_arrow
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        include_headers: bool = True,
+        timestamp_unit: str = "us",
+        isolation_level: int = 0,
+        max_bytes: int = 4 * 1024 * 1024,
+        timeout: float = 60.0,
+        verify_crc: bool = True,
+    ) -> pa.RecordBatch:
+        """Offsets [start_offset, end_offset) as a ``pyarrow.RecordBatch`` (see ``fetch_arrow``,
+        whose keyword arguments these are)."""
+        from gregor.client.consumer.arrow import fetch_arrow
 
-        return self._lt.run(fetch_arrow(self._client, topic, partition, start_offset, end_offset, **kw))
+        return self._lt.run(
+            fetch_arrow(
+                self._client, topic, partition, start_offset, end_offset,
+                include_headers=include_headers, timestamp_unit=timestamp_unit,
+                isolation_level=isolation_level, max_bytes=max_bytes, timeout=timeout, verify_crc=verify_crc,
+            )
+        )
 
     def close(self) -> None:
         self._lt.run(self._client.close())
@@ -265,5 +258,8 @@ class BulkReader:
     def __enter__(self) -> BulkReader:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+__all__ = ["AdminClient", "BulkReader", "Consumer", "LoopThread", "Producer", "ShareConsumer"]

@@ -1,7 +1,7 @@
 """The compiled accelerators and their pure-Python references: which one serves.
 
 Each accelerator (``protocol.records._scan``, ``storage._append`` with ``storage._index``,
-``client._send``) is an optional extension module built at install, beside a reference module
+``client.producer._send``) is an optional extension module built at install, beside a reference module
 with the same names (``_scan_py``, ``_append_py``, ``_index_py``, ``_send_py``). :func:`load` gives the compiled module when it
 was built and ``GREGOR_NO_EXTENSIONS`` is not set in the environment, else the reference.
 """

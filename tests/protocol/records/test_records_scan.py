@@ -366,7 +366,7 @@ def _loaded(env_value: str | None) -> str:
     # the accelerators: the record walk, the log's append and its index appends, the send
     code = (
         "from gregor.protocol.records import scan; from gregor.storage import fast_append, index; "
-        "from gregor.client import fast_send; "
+        "from gregor.client.producer import fast_send; "
         "print(scan.implementation(), fast_append.implementation(), index.core_implementation(), "
         "fast_send.implementation())"
     )

@@ -63,12 +63,12 @@ class _Reader:
         return len(self.buf) - self.pos
 
     def i16(self) -> int:
-        (v,) = _I16.unpack_from(self.buf, self.pos)
+        v: int = _I16.unpack_from(self.buf, self.pos)[0]
         self.pos += 2
         return v
 
     def i32(self) -> int:
-        (v,) = _I32.unpack_from(self.buf, self.pos)
+        v: int = _I32.unpack_from(self.buf, self.pos)[0]
         self.pos += 4
         return v
 

@@ -19,18 +19,18 @@ from __future__ import annotations
 import asyncio
 import time
 from array import array
-from typing import Any
+from collections.abc import Awaitable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gregor.client.conn import ConnectionBase
-from gregor.client.core import STALE_METADATA, KafkaClient
-from gregor.client.errors import KafkaTimeoutError, error_for_code
-from gregor.client.metadata import TopicPartition
-from gregor.protocol.messages import FetchRequest
+from gregor.client.core.client import STALE_METADATA, KafkaClient
+from gregor.client.core.conn import BrokerConnection, ConnectionBase
+from gregor.client.core.errors import KafkaTimeoutError, error_for_code
+from gregor.client.core.metadata import TopicPartition
+from gregor.protocol.messages import FetchRequest, FetchResponse
 from gregor.protocol.records import scan
-from gregor.protocol.records.scan import AbortFilter, arrow_columns_from
+from gregor.protocol.records.scan import AbortFilter, Buffer, arrow_columns_from
 from gregor.protocol.records.spares import new_arrow_columns
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -86,7 +86,7 @@ class ArrowBatchBuilder:
     def aborted_pids(self) -> set[int] | None:
         return self.abort_filter.aborted_pids if self.abort_filter is not None else None
 
-    def add_record_set(self, buf: Any, aborted: list[tuple[int, int]] = ()) -> int:  # type: ignore[assignment]
+    def add_record_set(self, buf: Buffer, aborted: Sequence[tuple[int, int]] = ()) -> int:
         """Add every whole batch in a fetched record set; returns the next offset after them.
         ``aborted`` is the response's aborted-transaction list as (producer id, first offset)."""
         if self.abort_filter is not None:
@@ -147,11 +147,11 @@ class ArrowBatchBuilder:
         )
 
 
-_CONSTANTS: dict[tuple[pa.DataType, Any], pa.Array] = {}
+_CONSTANTS: dict[tuple[pa.DataType, str | int], pa.Array] = {}
 _CONSTANTS_KEPT = 64
 
 
-def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+def _constant(value: str | int, type_: pa.DataType, n: int) -> pa.Array:
     """``n`` times ``value``: a slice of an array kept per (type, value), so a batch's topic and
     partition columns are not built anew for every batch. Arrays are immutable, so batches may
     share them; a few dozen are kept (a task reads one partition), any more start afresh."""
@@ -165,16 +165,16 @@ def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
     return kept.slice(0, n)
 
 
-def _scalar(value: Any, type_: pa.DataType) -> pa.Scalar:
+def _scalar(value: str | int, type_: pa.DataType) -> pa.Scalar:
     """An Arrow scalar of a string or an int32 made from its buffers. ``pa.scalar`` (like
     ``pa.array`` of Python objects) first imports pandas to check whether the value is a pandas
     object: about half a second in every fresh Python process, which Spark starts for each kind
     of data source call. The read path makes no Arrow value from Python objects, so a Spark
     worker reading topics never imports pandas."""
-    if type_ == pa.string():
+    if isinstance(value, str) and type_ == pa.string():
         data = value.encode()
         return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(array("i", [0, len(data)])), pa.py_buffer(data)])[0]
-    if type_ == pa.int32():
+    if isinstance(value, int) and type_ == pa.int32():
         return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(array("i", [value]))])[0]
     return pa.scalar(value, type_)
 
@@ -267,11 +267,12 @@ async def fetch_arrow(
     position = start_offset
     deadline = time.monotonic() + timeout
     await client.wait_for_metadata(topic, timeout)
-    pending: tuple[int, Any] | None = None  # a fetch sent ahead while the last is decoded
+    pending: tuple[int, Awaitable[FetchResponse]] | None = None  # a fetch sent ahead while the last is decoded
 
-    def send(conn: Any, offset: int) -> Any:
+    def send(conn: BrokerConnection, offset: int) -> Awaitable[FetchResponse]:
         req = fetch_request(tp, offset, max_bytes, isolation_level)
-        return conn.send(req, fetch_version(conn))
+        response: Awaitable[FetchResponse] = conn.send(req, fetch_version(conn))
+        return response
 
     while end_offset is None or position < end_offset:
         if time.monotonic() > deadline:

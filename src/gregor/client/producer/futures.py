@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Generator
+from typing import NamedTuple
 
-from gregor.client.errors import KafkaTimeoutError
+from gregor.client.core.errors import KafkaTimeoutError
 
 #: Guards callback lists against a completion racing a registration from another thread.
 _CALLBACK_LOCK = threading.Lock()
@@ -41,7 +41,7 @@ class BatchResult:
         self.error: BaseException | None = None
         self._event = threading.Event()
         self._waiters: list[asyncio.Future[None]] = []
-        self._callbacks: list[tuple[ProduceFuture, Callable[[ProduceFuture], Any]]] = []
+        self._callbacks: list[tuple[ProduceFuture, Callable[[ProduceFuture], object]]] = []
 
     def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
         if self.done:
@@ -144,7 +144,7 @@ class ProduceFuture(tuple[BatchResult, int, int, int, int]):
 
     get = result
 
-    def add_done_callback(self, fn: Callable[[ProduceFuture], Any]) -> None:
+    def add_done_callback(self, fn: Callable[[ProduceFuture], object]) -> None:
         """Call ``fn(future)`` on completion (on the producer's loop thread), or now if done."""
         b = self._batch
         with _CALLBACK_LOCK:
@@ -153,7 +153,7 @@ class ProduceFuture(tuple[BatchResult, int, int, int, int]):
                 return
         fn(self)
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[object, None, RecordMetadata]:
         if not self._batch.done:
             yield from self._batch.waiter().__await__()
         return self.metadata

@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
-from gregor.client.config import Config
-from gregor.client.core import KafkaClient
-from gregor.client.errors import error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config, Settings, SettingValue
+from gregor.client.core.errors import error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.records.batch import iter_records
@@ -61,15 +61,16 @@ class _Session:
 
 
 class AIOShareConsumer:
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self.config = Config("share_consumer", config, **kwargs)
-        if not self.config["group.id"]:
+        group_id = self.config["group.id"]
+        if not group_id:
             raise KafkaError("a share consumer needs group.id")
         mode = self.config["share.acknowledgement.mode"]
         if mode not in ("implicit", "explicit"):
             raise KafkaError(f"share.acknowledgement.mode must be implicit or explicit, not {mode!r}")
         self.explicit = mode == "explicit"
-        self.group_id: str = self.config["group.id"]
+        self.group_id: str = group_id
         self.member_id = str(uuid.uuid4())
         self.member_epoch = 0
         self._client = KafkaClient(self.config)
@@ -90,7 +91,7 @@ class AIOShareConsumer:
     async def __aenter__(self) -> AIOShareConsumer:
         return await self.start()
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # --- membership ---
@@ -110,7 +111,7 @@ class AIOShareConsumer:
             rack_id=self.config["client.rack"] or None,
             subscribed_topic_names=None if leaving or self.member_epoch else self._topics,
         )
-        resp = await self._client.send(node, req)
+        resp: messages.ShareGroupHeartbeatResponse = await self._client.send(node, req)
         if leaving:
             return
         if resp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
@@ -209,7 +210,7 @@ class AIOShareConsumer:
         forgotten = session.partitions - partitions
         named = added | set(acks)
         T = messages.ShareFetchRequest.Topics
-        topics: dict[uuid.UUID, list[Any]] = {}
+        topics: dict[uuid.UUID, list[messages.ShareFetchRequest.Topics.Partitions]] = {}
         for tp in sorted(named):
             tid = cluster.topic_id(tp.topic)
             if tid is None:
@@ -232,7 +233,7 @@ class AIOShareConsumer:
             forgotten_topics_data=[messages.ShareFetchRequest.ForgottenTopicsData(topic_id=tid, partitions=ps)
                                    for tid, ps in forget.items()],
         )
-        resp = await self._client.send(node, req)
+        resp: messages.ShareFetchResponse = await self._client.send(node, req)
         if resp.error_code in _SESSION_LOST:
             session.epoch = 0
             for tp, runs in acks.items():  # try them again with a new session
@@ -281,7 +282,7 @@ class AIOShareConsumer:
                 out.update({tp: KafkaError("no share session with the partition's leader") for tp in acks})
                 continue
             A = messages.ShareAcknowledgeRequest.Topics
-            topics: dict[uuid.UUID, list[Any]] = {}
+            topics: dict[uuid.UUID, list[messages.ShareAcknowledgeRequest.Topics.Partitions]] = {}
             for tp, runs in acks.items():
                 tid = cluster.topic_id(tp.topic)
                 if tid is not None:
@@ -292,7 +293,7 @@ class AIOShareConsumer:
                 group_id=self.group_id, member_id=self.member_id, share_session_epoch=-1 if final else session.epoch,
                 topics=[A(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
             )
-            resp = await self._client.send(node, req)
+            resp: messages.ShareAcknowledgeResponse = await self._client.send(node, req)
             if final:
                 self._sessions.pop(node, None)
             else:

@@ -11,7 +11,7 @@ cooperative-sticky it keeps them, reports them in its subscription, gives up onl
 assignment takes away, and rejoins at once if it gave anything up so the partition can be
 placed. A heartbeat task keeps the membership alive and notices rebalances.
 
-:class:`~gregor.client.group_consumer.ConsumerProtocolMember` (its own module) sends
+:class:`~gregor.client.consumer.group_consumer.ConsumerProtocolMember` (its own module) sends
 ConsumerGroupHeartbeat.
 """
 
@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
-from gregor.client.assignors import (
+from gregor.client.consumer.assignors import (
     COOPERATIVE,
     Assignment,
     Assignor,
@@ -34,10 +34,12 @@ from gregor.client.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from gregor.client.core import KafkaClient, spawn
-from gregor.client.errors import KafkaConnectionError, error_for_code
-from gregor.client.fetcher import SubscriptionState
-from gregor.client.metadata import TopicPartition
+from gregor.client.consumer.fetcher import SubscriptionState
+from gregor.client.core.client import KafkaClient, spawn
+from gregor.client.core.config import Config
+from gregor.client.core.conn import expect
+from gregor.client.core.errors import KafkaConnectionError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode, KafkaError
 
@@ -64,16 +66,24 @@ class ConsumerGroupMetadata:
     group_instance_id: str | None = None
 
 
-class RebalanceListener:
-    """Override any of these (plain or ``async def``)."""
+R = TypeVar("R", bound=messages.Message)
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any: ...
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any: ...
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+
+class RebalanceListener:
+    """Override any of these (plain or ``async def``: what they return is awaited when it is
+    awaitable)."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> object: ...
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> object: ...
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> object:
         return self.on_partitions_revoked(lost)
 
 
-async def _call(fn: Callable[..., Any] | None, arg: Any) -> None:
+#: A rebalance listener's method, looked up by name on whatever object the user gave.
+_ListenerCall = Callable[[set[TopicPartition]], object]
+
+
+async def _call(fn: _ListenerCall | None, arg: set[TopicPartition]) -> None:
     if fn is None:
         return
     try:
@@ -85,17 +95,17 @@ async def _call(fn: Callable[..., Any] | None, arg: Any) -> None:
 
 
 class GroupBase:
-    def __init__(self, client: KafkaClient, config: Any, subs: SubscriptionState) -> None:
+    def __init__(self, client: KafkaClient, config: Config, subs: SubscriptionState) -> None:
         self.client = client
         self.config = config
         self.subs = subs
-        self.group_id: str = config["group.id"]
+        self.group_id: str = config["group.id"] or ""
         self.instance_id: str | None = config["group.instance.id"]
         self.coordinator = -1
         self.generation = -1
         self.member_id = ""
-        self.listener: Any = None
-        self.before_revoke: Callable[[set[TopicPartition]], Any] | None = None  # auto-commit hook
+        self.listener: object = None  # any object with some of RebalanceListener's methods
+        self.before_revoke: Callable[[set[TopicPartition]], Awaitable[None]] | None = None  # auto-commit hook
         self.closed = False
         self.rejoin_needed = True
 
@@ -109,14 +119,18 @@ class GroupBase:
     def coordinator_dead(self) -> None:
         self.coordinator = -1
 
-    async def _send(self, req: Any, max_version: int | None = None, timeout: float | None = None) -> Any:
+    async def _send(
+        self, req: messages.Message, response: type[R], max_version: int | None = None, timeout: float | None = None
+    ) -> R:
+        """Send ``req`` to the group coordinator; its ``response``."""
         node = await self.coordinator_node()
         try:
             conn = await self.client.connection(node)
-            return await conn.send(req, conn.version(req.API_KEY, max_version), timeout=timeout)
+            got = await conn.send(req, conn.version(req.API_KEY, max_version), timeout=timeout)
         except KafkaConnectionError:
             self.coordinator_dead()
             raise
+        return expect(got, response)
 
     # --- listener helpers ---
 
@@ -166,7 +180,7 @@ class GroupBase:
                 group_instance_id=self.instance_id,
                 topics=[messages.OffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
-            resp = await self._send(req)
+            resp = await self._send(req, messages.OffsetCommitResponse)
             for t in resp.topics:
                 for p in t.partitions:
                     if p.error_code:
@@ -204,10 +218,11 @@ class GroupBase:
                     require_stable=require_stable,
                 )
             try:
-                resp = await conn.send(req, version)
+                resp: messages.OffsetFetchResponse = await conn.send(req, version)
             except KafkaConnectionError:
                 self.coordinator_dead()
                 raise
+            topics: list[messages.OffsetFetchResponse.Groups.Topics] | list[messages.OffsetFetchResponse.Topics]
             if version >= 8:
                 g = resp.groups[0]
                 code, topics = g.error_code, g.topics
@@ -254,7 +269,7 @@ class GroupBase:
 
 
 class ClassicMember(GroupBase):
-    def __init__(self, client: KafkaClient, config: Any, subs: SubscriptionState, assignors: list[Assignor]) -> None:
+    def __init__(self, client: KafkaClient, config: Config, subs: SubscriptionState, assignors: list[Assignor]) -> None:
         super().__init__(client, config, subs)
         self.assignors = assignors
         self.session_timeout = config["session.timeout.ms"]
@@ -358,7 +373,7 @@ class ClassicMember(GroupBase):
                 protocol_type="consumer",
                 protocols=protocols,
             )
-            resp = await self._send(req, timeout=self.rebalance_timeout / 1000 + 5)
+            resp = await self._send(req, messages.JoinGroupResponse, timeout=self.rebalance_timeout / 1000 + 5)
             code = resp.error_code
             if code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = resp.member_id
@@ -390,7 +405,7 @@ class ClassicMember(GroupBase):
             protocol_name=self.protocol,
             assignments=assignments,
         )
-        sresp = await self._send(sreq, timeout=self.rebalance_timeout / 1000 + 5)
+        sresp = await self._send(sreq, messages.SyncGroupResponse, timeout=self.rebalance_timeout / 1000 + 5)
         if sresp.error_code:
             code = sresp.error_code
             if code == ErrorCode.UNKNOWN_MEMBER_ID:
@@ -402,7 +417,7 @@ class ClassicMember(GroupBase):
             raise error_for_code(code)(f"SyncGroup {self.group_id}")
         return decode_assignment(sresp.assignment)
 
-    async def _lead(self, resp: Any) -> list[messages.SyncGroupRequest.Assignments]:
+    async def _lead(self, resp: messages.JoinGroupResponse) -> list[messages.SyncGroupRequest.Assignments]:
         assignor = self._assignor(resp.protocol_name)
         if assignor is None:
             raise KafkaError(f"group chose assignor {resp.protocol_name!r}, which this member lacks")
@@ -434,7 +449,8 @@ class ClassicMember(GroupBase):
                         generation_id=self.generation,
                         member_id=self.member_id,
                         group_instance_id=self.instance_id,
-                    )
+                    ),
+                    messages.HeartbeatResponse,
                 )
             except KafkaError as e:
                 log.debug("heartbeat failed: %s", e)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Any
+
+from gregor.client.core.metadata import ClusterMetadata
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -55,7 +56,7 @@ class StickyPartitioner:
         self.batch_size = max(batch_size, 1)
         self._current: dict[str, list[int]] = {}  # topic -> [partition, bytes so far]
 
-    def partition(self, topic: str, cluster: Any, all_partitions: int, size: int) -> int:
+    def partition(self, topic: str, cluster: ClusterMetadata | list[int], all_partitions: int, size: int) -> int:
         """The sticky partition for a record of ``size`` bytes; ``cluster`` is consulted (for
         partitions with a leader) only when it is time to move, or a list of them is given."""
         cur = self._current.get(topic)

@@ -23,11 +23,11 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
-from gregor.client.core import KafkaClient
-from gregor.client.errors import IllegalStateError, error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.errors import IllegalStateError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode
 
@@ -37,6 +37,20 @@ class TxnState(enum.Enum):
     READY = "ready"
     IN_TRANSACTION = "in_transaction"
     ABORTABLE_ERROR = "abortable_error"
+
+
+class GroupMetadata(Protocol):
+    """A consumer's group metadata (``AIOConsumer.group_metadata()``): what the group
+    coordinator needs to fence a zombie's offset commits in a transaction."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def generation_id(self) -> int: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None: ...
 
 
 class TransactionHandle(NamedTuple):
@@ -65,7 +79,7 @@ async def end_transaction(
         if node[0] < 0:
             node[0] = await client.find_coordinator(tid, 1)
         req = messages.EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
-        resp = await client.send(node[0], req)
+        resp: messages.EndTxnResponse = await client.send(node[0], req)
         if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
             node[0] = -1
         if resp.error_code:
@@ -133,23 +147,22 @@ class TransactionManager:
     def forget_coordinator(self) -> None:
         self._coordinator = -1
 
-    async def _request(self, make: Callable[[], Any]) -> Any:
+    async def _request(self, make: Callable[[], messages.Message]) -> None:
         """Send a request to the transaction coordinator, retrying what may be retried."""
 
-        async def attempt() -> Any:
+        async def attempt() -> None:
             node = await self.coordinator_node()
             conn = await self._client.connection(node)
             req = make()
             max_v = 3 if isinstance(req, messages.AddPartitionsToTxnRequest) else None
-            resp = await conn.send(req, conn.version(req.API_KEY, max_v))
+            resp: messages.Message = await conn.send(req, conn.version(req.API_KEY, max_v))
             code = first_error(resp)
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 self.forget_coordinator()
             if code:
                 raise error_for_code(code)()
-            return resp
 
-        return await self._client.with_retries(attempt, timeout=self._max_block)
+        await self._client.with_retries(attempt, timeout=self._max_block)
 
     def handle(self) -> TransactionHandle:
         """The open transaction's handle (see :func:`end_transaction`)."""
@@ -185,7 +198,7 @@ class TransactionManager:
             raise
         self.partitions |= new
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group: Any) -> None:
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata) -> None:
         if self.state is not TxnState.IN_TRANSACTION:
             raise IllegalStateError("no transaction in progress")
         group_id = group if isinstance(group, str) else group.group_id
@@ -222,7 +235,7 @@ class TransactionManager:
                 group_instance_id=instance_id,
                 topics=[messages.TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
-            resp = await conn.send(req, conn.version(req.API_KEY))
+            resp: messages.TxnOffsetCommitResponse = await conn.send(req, conn.version(req.API_KEY))
             code = first_error(resp)
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 coordinator[0] = -1
@@ -249,8 +262,10 @@ class TransactionManager:
         self.state = TxnState.READY
 
 
-def first_error(resp: Any) -> int:
-    """The first non-zero error code anywhere in a (small) response."""
+def first_error(resp: object) -> int:
+    """The first non-zero error code anywhere in a (small) response: the top level's, else its
+    topics' partitions' (AddPartitionsToTxn, TxnOffsetCommit), read by name as they are spelt
+    in each API."""
     code = getattr(resp, "error_code", 0)
     if code:
         return int(code)

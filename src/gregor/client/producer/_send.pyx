@@ -15,9 +15,9 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from gregor._tuples cimport fast_tuple, gregor_alloc_tuple, set_item
 
-from gregor.client import _send_py
-from gregor.client.futures import ProduceFuture
-from gregor.client.partitioner import partition_for_key
+from gregor.client.producer import _send_py
+from gregor.client.producer.futures import ProduceFuture
+from gregor.client.producer.partitioner import partition_for_key
 
 IMPLEMENTATION = "cython"
 

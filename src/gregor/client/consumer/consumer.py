@@ -1,7 +1,7 @@
 """The asyncio consumer: subscribe with a group or assign partitions, poll, seek, commit.
 
 Theory of operation. ``poll`` drives everything the user would otherwise have to: it keeps
-group membership current (join/rebalance through :mod:`gregor.client.group`), looks up
+group membership current (join/rebalance through :mod:`gregor.client.consumer.group`), looks up
 positions for partitions that lack one (the committed offset, else ``auto.offset.reset`` via
 ListOffsets), auto-commits every ``auto.commit.interval.ms``, and returns records the
 :class:`Fetcher` prefetched in the background. Positions advance only as records are returned,
@@ -18,24 +18,33 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
 
-from gregor.client.assignors import make_assignors
-from gregor.client.config import Config
-from gregor.client.core import KafkaClient
-from gregor.client.errors import ConfigError, IllegalStateError, KafkaTimeoutError, error_for_code
-from gregor.client.fetcher import ConsumerRecord, Fetcher, SubscriptionState
-from gregor.client.group import (
+from gregor.client.consumer.assignors import make_assignors
+from gregor.client.consumer.fetcher import (
+    ConsumerRecord,
+    Fetcher,
+    PartitionState,
+    SubscriptionState,
+)
+from gregor.client.consumer.group import (
     ClassicMember,
     ConsumerGroupMetadata,
     GroupBase,
     OffsetAndMetadata,
     RebalanceListener,
 )
-from gregor.client.group_consumer import ConsumerProtocolMember
-from gregor.client.metadata import TopicPartition
+from gregor.client.consumer.group_consumer import ConsumerProtocolMember
+from gregor.client.core.client import KafkaClient
+from gregor.client.core.config import Config, Settings, SettingValue
+from gregor.client.core.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+from gregor.client.core.metadata import ClusterMetadata, TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError
-from gregor.protocol.messages import ListOffsetsRequest
+from gregor.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 log = logging.getLogger("gregor.client.consumer")
 
@@ -53,7 +62,7 @@ __all__ = [
 
 
 class AIOConsumer:
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self.config = cfg = Config("consumer", config, **kwargs)
         reset = str(cfg["auto.offset.reset"]).lower()
         reset = {"smallest": "earliest", "largest": "latest", "beginning": "earliest", "end": "latest"}.get(reset, reset)
@@ -97,7 +106,7 @@ class AIOConsumer:
     async def __aenter__(self) -> AIOConsumer:
         return await self.start()
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self, autocommit: bool = True) -> None:
@@ -129,9 +138,12 @@ class AIOConsumer:
         topics: Iterable[str] | None = None,
         *,
         pattern: str | None = None,
-        listener: Any = None,
+        listener: object = None,
     ) -> None:
-        """Join the group for ``topics`` (or every topic matching the regex ``pattern``)."""
+        """Join the group for ``topics`` (or every topic matching the regex ``pattern``).
+
+        ``listener``: any object with some of :class:`RebalanceListener`'s methods (plain or
+        ``async def``); those it has are called at each rebalance."""
         if self._group is None:
             raise IllegalStateError("subscribe needs a group.id")
         if self._subs.user_assigned:
@@ -181,7 +193,7 @@ class AIOConsumer:
 
     # --- positions ---
 
-    def _state(self, tp: TopicPartition) -> Any:
+    def _state(self, tp: TopicPartition) -> PartitionState:
         st = self._subs.assignment.get(tp)
         if st is None:
             raise IllegalStateError(f"{tp} is not assigned to this consumer")
@@ -210,7 +222,8 @@ class AIOConsumer:
         self._fetcher.drop(tps)
         await self._update_positions()
 
-    async def position(self, tp: TopicPartition) -> int:
+    async def position(self, tp: TopicPartition) -> int | None:
+        """The offset of the next record to return (None while the reset found no offset)."""
         tp = TopicPartition(*tp)
         st = self._state(tp)
         if st.position is None or st.reset is not None:
@@ -285,11 +298,11 @@ class AIOConsumer:
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): EARLIEST for tp in tps})
-        return {tp: v[0] for tp, v in r.items()}  # type: ignore[misc]  # earliest is never None
+        return {tp: -1 if off is None else off for tp, (off, _, _) in r.items()}  # -1: the broker has none
 
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): LATEST for tp in tps})
-        return {tp: v[0] for tp, v in r.items()}  # type: ignore[misc]  # latest is never None
+        return {tp: -1 if off is None else off for tp, (off, _, _) in r.items()}  # -1: the broker has none
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
@@ -333,9 +346,9 @@ class AIOConsumer:
         await self._group.commit(oms, timeout=self._api_timeout)
 
     async def _commit_before_revoke(self, tps: set[TopicPartition]) -> None:
-        if self._auto_commit:
+        if self._auto_commit and self._group is not None:
             oms = {tp: om for tp, om in self._consumed().items() if tp in tps}
-            await self._group.commit(oms, timeout=self._api_timeout)  # type: ignore[union-attr]
+            await self._group.commit(oms, timeout=self._api_timeout)
         self._fetcher.drop(tps)
 
     async def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -350,8 +363,10 @@ class AIOConsumer:
         if now < self._next_auto_commit:
             return
         self._next_auto_commit = now + self._auto_commit_interval
+        if self._group is None:
+            return
         try:
-            await self._group.commit(self._consumed(), timeout=self._api_timeout)  # type: ignore[union-attr]
+            await self._group.commit(self._consumed(), timeout=self._api_timeout)
         except KafkaError as e:
             log.warning("auto-commit failed: %s", e)
 
@@ -442,7 +457,7 @@ async def list_offsets(
             continue
         refreshed = False
 
-        async def one(node: int, q: dict[TopicPartition, int], cluster: Any = cluster) -> None:
+        async def one(node: int, q: dict[TopicPartition, int], cluster: ClusterMetadata = cluster) -> None:
             conn = await client.connection(node)
             version = conn.version(ListOffsetsRequest.API_KEY, min_version=1)
             if any(ts == MAX_TIMESTAMP for ts in q.values()):
@@ -462,7 +477,7 @@ async def list_offsets(
                 isolation_level=isolation_level,
                 topics=[ListOffsetsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
             )
-            resp = await conn.send(req, version)
+            resp: ListOffsetsResponse = await conn.send(req, version)
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)

@@ -16,17 +16,17 @@ import threading
 import time
 from collections.abc import Callable
 
-from gregor.client._send_py import RECORD_OVERHEAD, PartitionQueue, ProducerBatch, to_bytes
-from gregor.client.fast_send import AccumulatorCore
-from gregor.client.futures import BatchResult
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.metadata import TopicPartition
+from gregor.client.producer._send_py import RECORD_OVERHEAD, PartitionQueue, ProducerBatch, to_bytes
+from gregor.client.producer.fast_send import AccumulatorCore
+from gregor.client.producer.futures import BatchResult
 from gregor.protocol.records import RecordBatchBuilder
 
 __all__ = ["RECORD_OVERHEAD", "PartitionQueue", "ProducerBatch", "RecordAccumulator", "to_bytes"]
 
 
 class RecordAccumulator(AccumulatorCore):
-    """``append`` (per record) is ``AccumulatorCore``'s (``client.fast_send``)."""
+    """``append`` (per record) is ``AccumulatorCore``'s (``producer.fast_send``)."""
 
     def __init__(
         self,
@@ -68,14 +68,14 @@ class RecordAccumulator(AccumulatorCore):
 
     def _wait_for_room(self, size: int, max_block: float) -> None:
         if max_block <= 0:
-            from gregor.client.errors import BufferFullError
+            from gregor.client.core.errors import BufferFullError
 
             raise BufferFullError(f"buffer.memory ({self.buffer_memory} bytes) is full")
         deadline = time.monotonic() + max_block
         while self.bytes_used + size > self.buffer_memory and self.bytes_used > 0:
             left = deadline - time.monotonic()
             if left <= 0:
-                from gregor.client.errors import KafkaTimeoutError
+                from gregor.client.core.errors import KafkaTimeoutError
 
                 raise KafkaTimeoutError(f"buffer.memory full for {max_block:.1f}s")
             self.room.wait(min(left, 0.05))

@@ -4,31 +4,30 @@ Theory of operation. :class:`ConsumerProtocolMember` sends ConsumerGroupHeartbea
 computes the target assignment; the member revokes what it no longer owns, takes what is new
 (topic ids mapped to names through metadata), and acknowledges by reporting what it owns in the
 next heartbeat. The member epoch plays the classic protocol's generation; committing, offset
-fetches and the rebalance listener come from :class:`~gregor.client.group.GroupBase`.
+fetches and the rebalance listener come from :class:`~gregor.client.consumer.group.GroupBase`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import uuid
 
-from gregor.client.core import KafkaClient, spawn
-from gregor.client.errors import error_for_code
-from gregor.client.fetcher import SubscriptionState
-from gregor.client.group import GroupBase
-from gregor.client.metadata import TopicPartition
+from gregor.client.consumer.fetcher import SubscriptionState
+from gregor.client.consumer.group import GroupBase
+from gregor.client.core.client import KafkaClient, spawn
+from gregor.client.core.config import Config
+from gregor.client.core.errors import error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError
-from gregor.protocol.messages import (
-    ConsumerGroupHeartbeatRequest,
-)
+from gregor.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 log = logging.getLogger("gregor.client.group")
 
 class ConsumerProtocolMember(GroupBase):
     """KIP-848: the broker assigns; the member reconciles and heartbeats."""
 
-    def __init__(self, client: KafkaClient, config: Any, subs: SubscriptionState) -> None:
+    def __init__(self, client: KafkaClient, config: Config, subs: SubscriptionState) -> None:
         super().__init__(client, config, subs)
         self.member_epoch = 0
         self.interval = config["heartbeat.interval.ms"] / 1000
@@ -38,7 +37,7 @@ class ConsumerProtocolMember(GroupBase):
         self._task: asyncio.Task[None] | None = None
         self._joined = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._pending: dict[Any, list[int]] | None = None
+        self._pending: dict[uuid.UUID, list[int]] | None = None
 
     @property
     def generation_id(self) -> int:
@@ -68,7 +67,7 @@ class ConsumerProtocolMember(GroupBase):
     async def _heartbeat(self, leaving: bool = False) -> None:
         async with self._lock:
             cluster = self.client.cluster
-            owned: dict[Any, list[int]] = {}
+            owned: dict[uuid.UUID, list[int]] = {}
             for tp in self.subs.assignment:
                 tid = cluster.topic_id(tp.topic)
                 if tid is not None:
@@ -89,7 +88,7 @@ class ConsumerProtocolMember(GroupBase):
             )
             # v0: the coordinator names the member. From v1 (KIP-1082) a member must bring its
             # own id, which Kafka 4 brokers enforce and this client does not do yet.
-            resp = await self._send(req, max_version=0)
+            resp = await self._send(req, ConsumerGroupHeartbeatResponse, max_version=0)
             code = resp.error_code
             if leaving:
                 return

@@ -22,19 +22,21 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import re
 import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
-from gregor.client.core import STALE_METADATA, KafkaClient, spawn
-from gregor.client.errors import KafkaConnectionError, error_for_code
-from gregor.client.metadata import TopicPartition
+from gregor.client.core.client import STALE_METADATA, KafkaClient, spawn
+from gregor.client.core.config import Config
+from gregor.client.core.errors import KafkaConnectionError, error_for_code
+from gregor.client.core.metadata import TopicPartition
 from gregor.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from gregor.protocol.exceptions import ProtocolError
-from gregor.protocol.messages import FetchRequest
-from gregor.protocol.records.scan import AbortFilter, consumer_records_from, end_offset
+from gregor.protocol.messages import FetchRequest, FetchResponse
+from gregor.protocol.records.scan import AbortFilter, Buffer, consumer_records_from, end_offset
 
 log = logging.getLogger("gregor.client.consumer")
 
@@ -72,7 +74,7 @@ class PartitionState:
 class SubscriptionState:
     default_reset: str = "latest"
     topics: set[str] = field(default_factory=set)
-    pattern: Any = None
+    pattern: re.Pattern[str] | None = None
     user_assigned: bool = False
     assignment: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     version: int = 0
@@ -105,7 +107,14 @@ class SubscriptionState:
 class CompletedFetch:
     __slots__ = ("tp", "data", "fetch_offset", "aborted", "records", "index", "next_offset", "leader_epoch")
 
-    def __init__(self, tp: TopicPartition, data: Any, fetch_offset: int, aborted: list[Any], leader_epoch: int) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        data: Buffer,
+        fetch_offset: int,
+        aborted: list[FetchResponse.Responses.Partitions.AbortedTransactions],
+        leader_epoch: int,
+    ) -> None:
         self.tp = tp
         self.data = data
         self.fetch_offset = fetch_offset
@@ -131,7 +140,7 @@ class _Session:
 
 
 class Fetcher:
-    def __init__(self, client: KafkaClient, subs: SubscriptionState, config: Any) -> None:
+    def __init__(self, client: KafkaClient, subs: SubscriptionState, config: Config) -> None:
         self.client = client
         self.subs = subs
         self.min_bytes = config["fetch.min.bytes"]
@@ -274,7 +283,7 @@ class Fetcher:
                 forgotten = [tp for tp in session.partitions if tp not in wanted]
             req = self._build(version, session, send, forgotten, use_ids, full, use_session)
             timeout = self.client.request_timeout + self.max_wait_ms / 1000
-            resp = await conn.send(req, version, timeout=timeout)
+            resp: FetchResponse = await conn.send(req, version, timeout=timeout)
         except KafkaError as e:
             if isinstance(e, KafkaConnectionError):
                 self.sessions.pop(node, None)
@@ -351,7 +360,7 @@ class Fetcher:
         self,
         node: int,
         session: _Session,
-        resp: Any,
+        resp: FetchResponse,
         wanted: dict[TopicPartition, tuple[int, int]],
         send: dict[TopicPartition, tuple[int, int]],
         forgotten: list[TopicPartition],
@@ -466,7 +475,7 @@ class Fetcher:
                 finally:
                     if gc_was_enabled:
                         gc.enable()
-                cf.data = None
+                cf.data = b""  # decoded: let the response buffer go
             recs = cf.records
             n = max_records - len(out)
             chunk = recs[cf.index : cf.index + n]

@@ -6,7 +6,7 @@ producer's state flags, its cache of TopicPartition objects per topic, and the a
 byte counters and queues. ``send_nowait`` picks the partition and timestamp and calls
 ``append``, which adds the record to the open batch of that partition (opening one through
 ``RecordAccumulator._new_batch`` when there is none or it is full) and returns the record's
-:class:`ProduceFuture`. ``client.fast_send`` picks this module or the compiled one
+:class:`ProduceFuture`. ``producer.fast_send`` picks this module or the compiled one
 (``GREGOR_NO_EXTENSIONS=1`` forces this one); the compiled ``send_nowait`` takes the common
 case itself (bytes or no key and value, no headers, known topic) and hands anything else to
 this module's, so both behave alike (``tests/client/test_send_paths.py``).
@@ -18,22 +18,26 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gregor.client.futures import BatchResult, ProduceFuture
-from gregor.client.metadata import TopicPartition
-from gregor.client.partitioner import StickyPartitioner, partition_for_key
+from gregor.client.core.metadata import TopicPartition
+from gregor.client.producer.futures import BatchResult, ProduceFuture
+from gregor.client.producer.partitioner import StickyPartitioner, partition_for_key
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import RecordBatchBuilder
 from gregor.protocol.records.header import NO_SEQUENCE
 
 if TYPE_CHECKING:
-    from gregor.client.core import KafkaClient
-    from gregor.client.transactions import TransactionManager
+    from gregor.client.core.client import KafkaClient
+    from gregor.client.producer.transaction_manager import TransactionManager
 
 IMPLEMENTATION = "python"
 
 Buffer = bytes | bytearray | memoryview
+#: A record's key or value, or a header's value, as a caller gives it (str is sent as UTF-8).
+Payload = str | Buffer | None
+#: A record's headers as a caller gives them: (name, value) pairs (a bytes name is UTF-8).
+Headers = Sequence[tuple[str | bytes, Payload]]
 
 #: Per-record overhead estimate (varint lengths, attributes, deltas) for size accounting.
 RECORD_OVERHEAD = 12
@@ -43,8 +47,9 @@ _time_ns = time.time_ns
 _get_ident = threading.get_ident
 
 
-def to_bytes(v: Any) -> Buffer | None:
-    """A key, value or header value as bytes (str is UTF-8 encoded)."""
+def to_bytes(v: object) -> Buffer | None:
+    """A key, value or header value as bytes (str is UTF-8 encoded); TypeError for any other
+    type."""
     if v is None or isinstance(v, (bytes, bytearray, memoryview)):
         return v
     if isinstance(v, str):
@@ -203,11 +208,11 @@ class ProducerCore:
     def send_nowait(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: Payload = None,
+        key: Payload = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-        headers: Sequence[tuple[str, Any]] | None = None,
+        headers: Headers | None = None,
         *,
         block: bool = True,
     ) -> ProduceFuture:
@@ -219,11 +224,9 @@ class ProducerCore:
         """
         if self._closed or self._fatal is not None or self.transactional_id:
             self._check_can_send()
-        if key is not None and key.__class__ is not bytes:
-            key = to_bytes(key)
-        if value is not None and value.__class__ is not bytes:
-            value = to_bytes(value)
-        hdrs: Any = ()
+        k = key if key is None or isinstance(key, bytes) else to_bytes(key)
+        v = value if value is None or isinstance(value, bytes) else to_bytes(value)
+        hdrs: Sequence[tuple[str, Buffer | None]] = ()
         if headers:
             hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, to_bytes(hv)) for hk, hv in headers]
         tps = self._tps.get(topic)
@@ -231,11 +234,11 @@ class ProducerCore:
             tps = self._topic_partitions(topic)
         n = len(tps)
         if partition is None:
-            if key is not None and not self._ignore_keys:
-                partition = partition_for_key(key, n)
+            if k is not None and not self._ignore_keys:
+                partition = partition_for_key(k, n)
             else:
                 partition = self._sticky.partition(
-                    topic, self._client.cluster, n, (len(value) if value is not None else 0) + 12
+                    topic, self._client.cluster, n, (len(v) if v is not None else 0) + 12
                 )
         elif not 0 <= partition < n:
             raise KafkaError(f"partition {partition} out of range for {topic!r} ({n} partitions)")
@@ -246,4 +249,4 @@ class ProducerCore:
             self._txn.touch(tp)
         # Waiting for room is for other threads; on the loop it would stall the sender itself.
         wait = self._max_block if block and _get_ident() != self._loop_thread else 0.0
-        return self.accumulator.append(tp, timestamp_ms, key, value, hdrs, wait)
+        return self.accumulator.append(tp, timestamp_ms, k, v, hdrs, wait)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gregor.client import _send_py
+from gregor.client.producer import _send_py
 from gregor.protocol.extensions import load
 
-_impl = load("gregor.client._send", _send_py)
+_impl = load("gregor.client.producer._send", _send_py)
 
 if TYPE_CHECKING:
-    from gregor.client._send_py import AccumulatorCore, ProducerCore
+    from gregor.client.producer._send_py import AccumulatorCore, ProducerCore
 else:
     AccumulatorCore = _impl.AccumulatorCore
     ProducerCore = _impl.ProducerCore

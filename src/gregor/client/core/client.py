@@ -20,21 +20,27 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
 
-from gregor.client.config import Config
-from gregor.client.conn import BrokerConnection, ConnectionOptions
-from gregor.client.errors import (
+from gregor.client.core.config import Config
+from gregor.client.core.conn import BrokerConnection, ConnectionOptions
+from gregor.client.core.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailableError,
     error_for_code,
 )
-from gregor.client.metadata import ClusterMetadata
-from gregor.client.security import connection_security
+from gregor.client.core.metadata import ClusterMetadata
+from gregor.client.core.security import connection_security
 from gregor.protocol.errors import ErrorCode, KafkaError, SaslAuthenticationFailedError
-from gregor.protocol.messages import FindCoordinatorRequest, Message, MetadataRequest
+from gregor.protocol.messages import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    Message,
+    MetadataRequest,
+    MetadataResponse,
+)
 
 log = logging.getLogger("gregor.client")
 
@@ -56,12 +62,15 @@ STALE_METADATA = frozenset(
 )
 
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
+T = TypeVar("T")
+
+
+def _retrieve(task: asyncio.Task[T]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.debug("background task %s failed: %r", task.get_name(), task.exception())
 
 
-def spawn(coro: Any, name: str | None = None) -> asyncio.Task[Any]:
+def spawn(coro: Coroutine[object, object, T], name: str | None = None) -> asyncio.Task[T]:
     """A background task whose failure is logged (at debug) rather than left unretrieved."""
     task = asyncio.get_running_loop().create_task(coro, name=name)
     task.add_done_callback(_retrieve)
@@ -100,7 +109,7 @@ class KafkaClient:
         self.metadata_updated = asyncio.Event()
         self._update_wanted = asyncio.Event()
         #: Called (on the loop) after every metadata update: owners waiting on a leader wake up.
-        self.listeners: list[Any] = []
+        self.listeners: list[Callable[[], None]] = []
 
     # --- lifecycle ---
 
@@ -209,7 +218,7 @@ class KafkaClient:
 
     def connection_options(self, node_id: int) -> ConnectionOptions:
         """This client's settings for a new connection to ``node_id`` (-1: a bootstrap server),
-        of either kind (:class:`BrokerConnection`, :class:`~gregor.client.blocking.BlockingConnection`)."""
+        of either kind (:class:`BrokerConnection`, :class:`~gregor.client.core.blocking.BlockingConnection`)."""
         return ConnectionOptions(
             node_id=node_id,
             client_id=self.client_id,
@@ -277,15 +286,15 @@ class KafkaClient:
             return conn
         raise NoBrokersAvailableError("; ".join(errors) or "no bootstrap servers")
 
-    async def send(self, node_id: int, message: Message, version: int | None = None, *, timeout: float | None = None) -> Any:
+    async def send(
+        self, node_id: int, message: Message, version: int | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """Send to ``node_id`` (connecting if needed); the response, of the request's API's
+        response class (see :meth:`BrokerConnection.send`)."""
         conn = await self.connection(node_id)
         return await conn.send(message, version, timeout=timeout)
 
-    async def send_any(self, message: Message, version: int | None = None) -> Any:
-        conn = await self.any_connection()
-        return await conn.send(message, version)
-
-    async def with_retries(self, fn: Any, *, timeout: float | None = None) -> Any:
+    async def with_retries(self, fn: Callable[[], Awaitable[T]], *, timeout: float | None = None) -> T:
         """Run ``await fn()`` until it succeeds, retrying retriable errors until ``timeout``."""
         deadline = time.monotonic() + (self.config["default.api.timeout.ms"] / 1000 if timeout is None else timeout)
         attempt = 0
@@ -321,7 +330,7 @@ class KafkaClient:
 
     async def fetch_metadata(
         self, topics: list[str] | None, *, allow_auto_create: bool = False, update: bool = True
-    ) -> Any:
+    ) -> MetadataResponse:
         """Send one Metadata request (None = all topics) and apply it to ``cluster``."""
         conn = await self.any_connection()
         version = conn.version(MetadataRequest.API_KEY)
@@ -333,7 +342,7 @@ class KafkaClient:
         )
         if topics is None and version == 0:
             req.topics = []
-        resp = await conn.send(req, version)
+        resp: MetadataResponse = await conn.send(req, version)
         if update:
             errors = self.cluster.update(resp, topics)
             if any(code in STALE_METADATA for code in errors.values()):
@@ -378,7 +387,7 @@ class KafkaClient:
             req = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
         else:
             req = FindCoordinatorRequest(key=key, key_type=key_type)
-        resp = await conn.send(req, version)
+        resp: FindCoordinatorResponse = await conn.send(req, version)
         if version >= 4:
             c = resp.coordinators[0]
             code, msg, node_id, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
@@ -388,7 +397,7 @@ class KafkaClient:
             raise error_for_code(code)(msg)
         known = self.cluster.brokers.get(node_id)
         if known is None or (known.host, known.port) != (host, port):
-            from gregor.client.metadata import BrokerMetadata
+            from gregor.client.core.metadata import BrokerMetadata
 
             self.cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
         return node_id
