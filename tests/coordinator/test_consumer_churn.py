@@ -162,3 +162,47 @@ def test_a_static_member_stepping_out_releases_what_it_was_revoking() -> None:
     # Another member subscribing to a gets it at once.
     rx = h.cgh("cg", "x", 0, topics=["a"], rebalance=60000, version=1)
     assert h.assignment_of(rx) == {"a": FOUR}
+
+
+def test_a_commit_from_before_the_member_left_and_rejoined_is_stale() -> None:
+    """KIP-1251: a commit at an older member epoch is accepted only for partitions the member
+    has held since that epoch. After a leave and a rejoin (same member id, new epoch) the
+    old incarnation's commit must not land, even though the partition is the member's again:
+    in between it may have been another member's, whose progress it would overwrite."""
+    h = churn_harness()
+    old = joined(h, "m", ["a"])
+    assert h.commit_errors(h.commit("cg", {("a", 0): 5}, old, "m", version=9)) == {("a", 0): 0}
+    assert h.cgh("cg", "m", -1, version=1).error_code == 0
+    # Meanwhile x consumes a and commits.
+    x = joined(h, "x", ["a"])
+    assert h.commit_errors(h.commit("cg", {("a", 0): 40}, x, "x", version=9)) == {("a", 0): 0}
+    assert h.cgh("cg", "x", -1, version=1).error_code == 0
+    new = joined(h, "m", ["a"])
+    assert new > old
+    # The old incarnation's late commit at its old epoch: stale.
+    stale = h.commit_errors(h.commit("cg", {("a", 0): 6}, old, "m", version=9))
+    assert stale == {("a", 0): E.STALE_MEMBER_EPOCH}
+    assert h.fetch("cg", {"a": [0]})[1] == {("a", 0): (40, -1, "m", 0)}
+    # The new incarnation commits at its epoch.
+    assert h.commit_errors(h.commit("cg", {("a", 0): 41}, new, "m", version=9)) == {("a", 0): 0}
+
+
+def test_an_older_epoch_commits_only_partitions_held_since_then() -> None:
+    h = churn_harness()
+    e1 = joined(h, "m", ["a"])
+    # The subscription grows: b comes at a later epoch, a stays.
+    h.cgh("cg", "m", e1, topics=["a", "b"], version=1)
+    e2 = h.cgh("cg", "m", e1, owned={"a": FOUR}, version=1).member_epoch
+    assert e2 > e1
+    assert h.commit_errors(h.commit("cg", {("a", 1): 3}, e1, "m", version=9)) == {("a", 1): 0}
+    assert h.commit_errors(h.commit("cg", {("b", 1): 3}, e1, "m", version=9)) == {
+        ("b", 1): E.STALE_MEMBER_EPOCH
+    }
+    assert h.commit_errors(h.commit("cg", {("b", 1): 3}, e2, "m", version=9)) == {("b", 1): 0}
+    # After a restart the epochs are not known any more: partitions count from the epoch the
+    # member is at (as Kafka does for records without them), so older commits are stale.
+    h.restart()
+    assert h.commit_errors(h.commit("cg", {("a", 1): 4}, e1, "m", version=9)) == {
+        ("a", 1): E.STALE_MEMBER_EPOCH
+    }
+    assert h.commit_errors(h.commit("cg", {("a", 1): 4}, e2, "m", version=9)) == {("a", 1): 0}

@@ -71,6 +71,11 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # The member epoch at which each partition it holds (assigned or pending revocation) was
+    # given to it (KIP-1251): an offset commit at an older member epoch is accepted only for
+    # partitions it has held since that epoch. Not persisted: after a reload every partition
+    # counts from the member's epoch, as Kafka does for records written without them.
+    assignment_epochs: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,8 +120,12 @@ class ConsumerGroup:
                 del self.owners[tp]
 
     def claim(self, member: ConsumerMember) -> None:
-        for tp in iter_partitions(member.assigned) + iter_partitions(member.pending_revocation):
+        held = iter_partitions(member.assigned) + iter_partitions(member.pending_revocation)
+        for tp in held:
             self.owners[tp] = member.member_id
+        # A partition new to the member is its own from the member's (new) epoch on.
+        since = max(member.member_epoch, 0)
+        member.assignment_epochs = {tp: member.assignment_epochs.get(tp, since) for tp in held}
 
     def set_assignment(
         self, member: ConsumerMember, assigned: Assignment, pending: Assignment
