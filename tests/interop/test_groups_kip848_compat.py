@@ -98,8 +98,9 @@ def test_regex_matches_come_after_literal_topics(broker: BrokerProcess) -> None:
 def test_a_consumer_that_left_joins_again(broker: BrokerProcess) -> None:
     """unsubscribe() sends the leave heartbeat (epoch -1); a later subscribe() joins again with
     the same member id and epoch 0 and gets the new subscription's partitions. (librdkafka
-    v2.15.0 can lose that rejoin when subscribe() comes while its leave is still pending: the
-    suite's 0045_subscribe_many_updates; here the leave completes first, as the test waits.)"""
+    v2.15.0 loses that rejoin when it unsubscribed while a revocation the coordinator asked
+    for was still waiting for its rebalance callback - see test_groups_kip848_churn; here the
+    leave completes first, as the test waits.)"""
     bs = broker.bootstrap_servers
     tag = uuid.uuid4().hex[:8]
     first, second = f"left-a-{tag}", f"left-b-{tag}"

@@ -156,6 +156,8 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", 1),
     ConfigKey("telemetry.max.bytes", "int", 1048576, "Largest PushTelemetry metrics payload (KIP-714).", 1),
     ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members on a new group."),
+    ConfigKey("group.coordinator.append.linger.ms", "int", 5,
+              "How long group coordinator writes wait to be appended together in one batch.", 0),
     ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
     ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "KIP-848 heartbeat interval."),

@@ -12,9 +12,9 @@ Theory of operation. Three epochs drive the group:
 A member moves toward its target without ever sharing a partition with another member
 (Kafka's current-assignment builder): partitions it owns but must give up are first
 *revoked* - the member stays at its epoch in UNREVOKED_PARTITIONS and is sent its assignment
-without them, and only when a heartbeat no longer lists them as owned does it advance. New
-partitions are handed out only once no other member owns them (UNRELEASED_PARTITIONS until
-then). ``owners`` maps every owned or revoking partition to its member so this check is one
+without them and without any new partition, and only when a heartbeat no longer lists them
+as owned does it advance (and get its new partitions). New partitions are handed out only
+once no other member owns them (UNRELEASED_PARTITIONS until then). ``owners`` maps every owned or revoking partition to its member so this check is one
 lookup.
 
 This module holds the data and the reconciliation rule; heartbeat handling, timers and
@@ -71,6 +71,11 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # The member epoch at which each partition it holds (assigned or pending revocation) was
+    # given to it (KIP-1251): an offset commit at an older member epoch is accepted only for
+    # partitions it has held since that epoch. Not persisted: after a reload every partition
+    # counts from the member's epoch, as Kafka does for records written without them.
+    assignment_epochs: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,8 +120,12 @@ class ConsumerGroup:
                 del self.owners[tp]
 
     def claim(self, member: ConsumerMember) -> None:
-        for tp in iter_partitions(member.assigned) + iter_partitions(member.pending_revocation):
+        held = iter_partitions(member.assigned) + iter_partitions(member.pending_revocation)
+        for tp in held:
             self.owners[tp] = member.member_id
+        # A partition new to the member is its own from the member's (new) epoch on.
+        since = max(member.member_epoch, 0)
+        member.assignment_epochs = {tp: member.assignment_epochs.get(tp, since) for tp in held}
 
     def set_assignment(
         self, member: ConsumerMember, assigned: Assignment, pending: Assignment
@@ -163,24 +172,24 @@ class ConsumerGroup:
     def reconcile(
         self, member: ConsumerMember, owned: Assignment | None
     ) -> bool:
-        """Advance ``member`` toward its target; True if its assignment or epoch changed.
+        """Advance ``member`` toward its target; True if its assignment or epochs changed.
 
         ``owned`` is what the member reported owning in this heartbeat (None: not sent).
         """
         before = (
-            member.member_epoch, member.state,
+            member.member_epoch, member.previous_member_epoch, member.state,
             copy_assignment(member.assigned), copy_assignment(member.pending_revocation),
         )
         if member.state == MemberState.STABLE:
             if member.member_epoch != self.assignment_epoch:
-                self._next(member, member.member_epoch)
+                self._next(member, owned)
         elif member.state == MemberState.UNREVOKED_PARTITIONS:
             if not self._owns_any(owned, member.pending_revocation):
-                self._next(member, min(member.member_epoch + 1, self.assignment_epoch))
+                self._next(member, owned)
         elif member.state == MemberState.UNRELEASED_PARTITIONS:
-            self._next(member, member.member_epoch)
+            self._next(member, owned)
         after = (
-            member.member_epoch, member.state,
+            member.member_epoch, member.previous_member_epoch, member.state,
             copy_assignment(member.assigned), copy_assignment(member.pending_revocation),
         )
         return before != after
@@ -194,35 +203,49 @@ class ConsumerGroup:
                 return True
         return False
 
-    def _next(self, member: ConsumerMember, epoch: int) -> None:
+    def _set_epoch(self, member: ConsumerMember, epoch: int) -> None:
+        # As Kafka's member builder does: the epoch the member had becomes its previous one
+        # whenever reconciliation moves it, even to the same epoch.
+        member.previous_member_epoch = member.member_epoch
+        member.member_epoch = epoch
+
+    def _next(self, member: ConsumerMember, owned: Assignment | None) -> None:
+        """One reconciliation step toward the member's target (Kafka's
+        CurrentAssignmentBuilder.computeNextAssignment).
+
+        Partitions the member must give up come first: while it still owns any of them it
+        stays at its epoch in UNREVOKED_PARTITIONS and is sent only what it keeps - no new
+        partition rides along, since a client that unsubscribes or is fenced before
+        confirming would otherwise take up partitions the group already counts as free.
+        Once nothing is left to revoke the member moves to the assignment epoch and gets the
+        new partitions no other member still owns (UNRELEASED_PARTITIONS for the rest).
+        """
         target = self.target.get(member.member_id, {})
-        assigned: Assignment = {}
+        kept: Assignment = {}
         revoking: Assignment = {}
+        new: Assignment = {}
         unreleased = False
         for t in set(target) | set(member.assigned):
             want = target.get(t, set())
             have = member.assigned.get(t, set())
-            keep = have & want
-            gone = have - want
-            if gone:
-                revoking[t] = gone
-            for p in sorted(want - have):
-                if self.is_free_for((t, p), member.member_id):
-                    keep = keep | {p}
-                else:
-                    unreleased = True
-            if keep:
-                assigned[t] = keep
-        if revoking:
+            if have & want:
+                kept[t] = have & want
+            if have - want:
+                revoking[t] = have - want
+            free = {p for p in want - have if self.is_free_for((t, p), member.member_id)}
+            if len(free) < len(want - have):
+                unreleased = True
+            if free:
+                new[t] = free
+        if revoking and self._owns_any(owned, revoking):
             # Give up partitions first; keep the epoch until the member confirms.
             member.state = MemberState.UNREVOKED_PARTITIONS
-            if epoch != member.member_epoch:
-                member.previous_member_epoch = member.member_epoch
-            member.member_epoch = epoch
-            self.set_assignment(member, assigned, revoking)
+            self._set_epoch(member, member.member_epoch)
+            self.set_assignment(member, kept, revoking)
             return
-        if member.member_epoch != self.assignment_epoch:
-            member.previous_member_epoch = member.member_epoch
-        member.member_epoch = self.assignment_epoch
+        assigned = copy_assignment(kept)
+        for t, ps in new.items():
+            assigned[t] = assigned.get(t, set()) | ps
+        self._set_epoch(member, self.assignment_epoch)
         member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
         self.set_assignment(member, assigned, {})

@@ -467,10 +467,15 @@ class ConsumerOps(CoordinatorCore):
         if epoch < member.member_epoch:
             if epoch != member.previous_member_epoch:
                 return f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group coordinator ({member.member_epoch})."
-            if req.topic_partitions is not None:
-                for tp in req.topic_partitions:
-                    if not set(tp.partitions) <= member.assigned.get(tp.topic_id, set()):
-                        return "The consumer group member has a smaller member epoch and owns partitions it was not assigned."
+            # The previous epoch is accepted only from a member that says what it owns and
+            # owns no more than its assignment: the answer carrying the new epoch may have
+            # been lost. A heartbeat that does not say (it was sent before that answer, and
+            # may have crossed a revocation) cannot be told apart from a zombie's.
+            if req.topic_partitions is None:
+                return f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group coordinator ({member.member_epoch}) and did not send its owned partitions."
+            for tp in req.topic_partitions:
+                if not set(tp.partitions) <= member.assigned.get(tp.topic_id, set()):
+                    return "The consumer group member has a smaller member epoch and owns partitions it was not assigned."
         return None
 
     def _cgh_leave(self, token: Any, req: ConsumerGroupHeartbeatRequest) -> None:
@@ -493,9 +498,12 @@ class ConsumerOps(CoordinatorCore):
                 ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}."))
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Stepping out for a restart: keep the assignment until the session expires.
+            # Partitions it was still revoking are released now (the member is gone until
+            # it returns), so the others need not wait for its session to expire.
             if member.member_epoch > 0:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            group.set_assignment(member, member.assigned, {})
             self.timers.cancel(("cg-revoke", gid, member_id))
             records: Records = [self._current_assignment_record(group, member)]
         else:

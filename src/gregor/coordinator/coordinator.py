@@ -22,7 +22,9 @@ class GroupCoordinator(ClassicOps, ConsumerOps, OffsetOps, AdminOps, TxnOffsetOp
 
     def release_waiting(self) -> None:
         """Answer every held JoinGroup and SyncGroup with NOT_COORDINATOR (the broker is
-        going away; members find the coordinator again and rejoin)."""
+        going away; members find the coordinator again and rejoin), and append what is
+        lingering so its requests are answered before the broker stops."""
+        self.flush_lingering()
         for group in self.groups.values():
             if not isinstance(group, ClassicGroup):
                 continue

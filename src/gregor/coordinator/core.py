@@ -8,7 +8,10 @@ of time (``tick``). Its outputs wait in an outbox that the caller drains with ``
 * ``Write(id, partition, batch)`` - a RecordBatch v2 to append to ``__consumer_offsets``;
   the caller appends it and reports ``write_complete(id, error_code, base_offset)``. State
   that must not be seen before it is durable (committed offsets, a stored assignment) is
-  applied in that completion, and so are the replies that acknowledge it.
+  applied in that completion, and so are the replies that acknowledge it. As in Kafka
+  (``group.coordinator.append.linger.ms``), the records of the writes to one partition
+  within the linger are held and go out as one batch when it has passed (or the batch is
+  full); a transactional batch goes at once, after what is held.
 * ``Reply(token, response)`` - a response message, possibly long after its request
   (JoinGroup and SyncGroup wait for the rest of the group).
 
@@ -30,7 +33,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple, Protocol
 
@@ -81,6 +84,13 @@ class TopicsView(Protocol):
         ...
 
 
+#: Kafka 4.0's default for group.coordinator.append.linger.ms.
+APPEND_LINGER_MS_DEFAULT = 5
+#: A lingering batch is appended early once its records reach this many bytes (Kafka flushes
+#: a full batch; __consumer_offsets takes batches up to message.max.bytes, about 1 MiB).
+APPEND_MAX_BATCH_BYTES = 512 * 1024
+
+
 @dataclass
 class CoordinatorConfig:
     num_partitions: int = 50
@@ -96,6 +106,10 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = 300000
+    # group.coordinator.append.linger.ms: how long writes wait to be appended together in one
+    # batch. 0 here (a coordinator built directly, as in tests, writes at once); a broker
+    # reads the key, whose default is Kafka 4.0's, 5 ms.
+    append_linger_ms: int = 0
 
     @classmethod
     def from_props(cls, get: Callable[[str, Any], Any]) -> CoordinatorConfig:
@@ -121,6 +135,7 @@ class CoordinatorConfig:
             offsets_retention_ms=i("offsets.retention.minutes", 10080) * 60000,
             offsets_retention_check_interval_ms=i("offsets.retention.check.interval.ms", 600000),
             offset_metadata_max_bytes=i("offset.metadata.max.bytes", 4096),
+            append_linger_ms=i("group.coordinator.append.linger.ms", APPEND_LINGER_MS_DEFAULT),
         )
 
 
@@ -128,6 +143,17 @@ class Write(NamedTuple):
     id: int
     partition: int
     batch: bytes
+
+
+@dataclass
+class _LingeringBatch:
+    """Records of several writes to one partition, waiting to be appended as one batch."""
+
+    builder: RecordBatchBuilder
+    records: int = 0
+    size: int = 0
+    # (index of the write's first record in the batch, its callback)
+    callbacks: list[tuple[int, WriteCallback | None]] = field(default_factory=list)
 
 
 class Reply(NamedTuple):
@@ -223,6 +249,7 @@ class CoordinatorCore:
         self._replies: list[Reply] = []
         self._callbacks: dict[int, WriteCallback] = {}
         self._write_ids = itertools.count(1)
+        self._lingering: dict[int, _LingeringBatch] = {}
 
     # --- outbox ---
 
@@ -244,15 +271,74 @@ class CoordinatorCore:
         records: list[tuple[Key, Value | None]],
         on_done: WriteCallback | None = None,
     ) -> None:
-        """Ask for ``records`` to be appended to the group's partition, in one batch."""
+        """Ask for ``records`` to be appended to the group's partition.
+
+        With ``append_linger_ms`` the records join the partition's lingering batch, appended
+        when the linger has passed (or the batch is full): every write of that window lands
+        in one batch, and each write's callback runs when that batch is appended, with the
+        offset of its own first record. Without, they are one batch of their own at once.
+        """
         now = self.clock()
-        b = RecordBatchBuilder()
-        for key, value in records:
-            b.append(now, encode_key(key), None if value is None else encode_value(value))
+        partition = self.partition_for(group_id)
+        encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in records]
+        if self.config.append_linger_ms <= 0:
+            b = RecordBatchBuilder()
+            for key, value in encoded:
+                b.append(now, key, value)
+            self.append_batch(partition, b.build(), on_done)
+            return
+        size = sum(len(k) + (0 if v is None else len(v)) for k, v in encoded)
+        batch = self._lingering.get(partition)
+        if batch is not None and batch.records and batch.size + size > APPEND_MAX_BATCH_BYTES:
+            self.flush_lingering(partition)
+            batch = None
+        if batch is None:
+            batch = _LingeringBatch(RecordBatchBuilder())
+            self._lingering[partition] = batch
+            self.timers.schedule(
+                ("append-linger", partition), now + self.config.append_linger_ms,
+                lambda: self.flush_lingering(partition),
+            )
+        batch.callbacks.append((batch.records, on_done))
+        for key, value in encoded:
+            batch.builder.append(now, key, value)
+        batch.records += len(encoded)
+        batch.size += size
+        if batch.size >= APPEND_MAX_BATCH_BYTES:
+            self.flush_lingering(partition)
+
+    def append_batch(self, partition: int, batch: bytes, on_done: WriteCallback | None = None) -> None:
+        """Append ``batch`` as it is, now (a transactional batch, or linger off), after the
+        partition's lingering records so the log keeps the order of the writes."""
+        self.flush_lingering(partition)
         wid = next(self._write_ids)
         if on_done is not None:
             self._callbacks[wid] = on_done
-        self._writes.append(Write(wid, self.partition_for(group_id), b.build()))
+        self._writes.append(Write(wid, partition, batch))
+
+    def flush_lingering(self, partition: int | None = None) -> None:
+        """Append the lingering batch of ``partition`` (every partition's if None) now."""
+        parts = list(self._lingering) if partition is None else [partition]
+        for p in parts:
+            batch = self._lingering.pop(p, None)
+            self.timers.cancel(("append-linger", p))
+            if batch is None:
+                continue
+            callbacks = batch.callbacks
+            if not batch.records:
+                for _, cb in callbacks:
+                    if cb is not None:
+                        cb(0, -1)
+                continue
+
+            def done(code: int, base_offset: int, callbacks: list[tuple[int, WriteCallback | None]] = callbacks) -> None:
+                for first, cb in callbacks:
+                    if cb is not None:
+                        cb(code, base_offset + first if not code and base_offset >= 0 else -1)
+
+            wid = next(self._write_ids)
+            self._callbacks[wid] = done
+            self._writes.append(Write(wid, p, batch.builder.build()))
 
     def write_complete(self, write_id: int, error_code: int, base_offset: int = -1) -> None:
         """The caller appended write ``write_id`` (error_code 0) or failed to."""
@@ -366,6 +452,7 @@ class CoordinatorCore:
 
     def unload(self, partition: int) -> None:
         """Forget a partition's groups (e.g. the offsets topic was deleted)."""
+        self.flush_lingering(partition)
         self.partitions.pop(partition, None)
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self.remove_group(gid)

@@ -89,11 +89,14 @@ class OffsetOps(CoordinatorCore):
         stale = ErrorCode.STALE_MEMBER_EPOCH if version >= 9 else ErrorCode.ILLEGAL_GENERATION
         if generation > member.member_epoch or generation < 0:
             return stale
-        # An older epoch is fine for partitions the member still owns (they cannot have moved
-        # to anyone else meanwhile), as Kafka allows since KIP-1251.
+        # An older epoch is fine for partitions the member has held since that epoch (they
+        # cannot have moved to anyone else meanwhile), as Kafka allows since KIP-1251. One it
+        # got later - e.g. again after leaving and rejoining - may have been another member's
+        # in between, so a commit from before is stale.
         for topic, p in partitions:
             tid = self.topics.topic_id(topic)
-            if tid is None or group.owners.get((tid, p)) != member_id:
+            since = None if tid is None else member.assignment_epochs.get((tid, p))
+            if since is None or since > generation:
                 return stale
         return 0
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.core import CoordinatorCore, Group, Write
+from gregor.coordinator.core import CoordinatorCore, Group
 from gregor.coordinator.offsets import OffsetAndMetadata
 from gregor.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from gregor.protocol.errors import ErrorCode
@@ -156,9 +156,9 @@ class TxnOffsetOps(CoordinatorCore):
                 results[tp] = 0
             respond()
 
-        wid = next(self._write_ids)
-        self._callbacks[wid] = done
-        self._writes.append(Write(wid, self.partition_for(gid), batch.build()))
+        # Transactional writes do not linger (as in Kafka): appended now, after any records
+        # lingering for the partition.
+        self.append_batch(self.partition_for(gid), batch.build(), done)
 
     def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT (or ABORT) marker for ``producer_id`` was written to ``partition`` of
