@@ -54,7 +54,15 @@ def partition_until(
 def create_topic(cluster: ClusterProcess, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> None:
     metadata_until(cluster, lambda m: len(m.brokers) == cluster.size)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    admin.create_topics([NewTopic(name, partitions, rf, config=configs or {})])[name].result(30)
+    while True:
+        try:
+            admin.create_topics([NewTopic(name, partitions, rf, config=configs or {})])[name].result(30)
+            break
+        except KafkaException as e:
+            # on a busy machine a broker can miss a heartbeat and be fenced for a moment: the
+            # controller then counts fewer live brokers than the metadata just showed
+            if e.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR:
+                raise
     for i in range(partitions):
         partition_until(cluster, name, i, lambda p: len(p.isrs) == rf and p.leader >= 0)
 

@@ -88,10 +88,12 @@ def console(bootstrap_server: str, properties: tuple[str, ...], listen: str, aut
     except ConsoleConfigError as e:
         raise click.UsageError(str(e)) from None
     setup_logging("INFO")
-    for warning in warnings:
-        click.secho(warning, err=True, fg="red", bold=True)
 
     def ready(bound: int) -> None:
+        # warned once the console serves (it has reached the cluster by then): a console that
+        # cannot start ends in its one error line alone
+        for warning in warnings:
+            click.secho(warning, err=True, fg="red", bold=True)
         shown = f"[{host}]" if ":" in host else host
         url = f"{'https' if settings.tls else 'http'}://{shown}:{bound}/"
         click.echo(json.dumps({"url": url}) if output == "json" else f"Gregor console on {url} (Ctrl-C to stop)")

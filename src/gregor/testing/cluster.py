@@ -145,12 +145,12 @@ def main(argv: list[str]) -> int:
         for node_id, b in cluster.brokers.items():
             print(f"broker {node_id}: {b.bootstrap_servers}  log: {b.log_path}  data: {b.data_dir / 'logs'}")
         print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-        if data_dir is None:
-            print("Ctrl-C stops etcd and the brokers and deletes their logs and data "
-                  "(scripts/cluster.sh --keep keeps them).", flush=True)
-        else:
-            print(f"Ctrl-C stops etcd and the brokers; their logs and data stay in {data_dir}.", flush=True)
-        try:
+        try:  # from the line that invites Ctrl-C on, Ctrl-C is a clean stop
+            if data_dir is None:
+                print("Ctrl-C stops etcd and the brokers and deletes their logs and data "
+                      "(scripts/cluster.sh --keep keeps them).", flush=True)
+            else:
+                print(f"Ctrl-C stops etcd and the brokers; their logs and data stay in {data_dir}.", flush=True)
             signal.pause()
         except KeyboardInterrupt:
             pass
