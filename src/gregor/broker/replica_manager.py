@@ -41,6 +41,7 @@ from gregor.broker.partition import Partition
 from gregor.broker.record_errors import RecordError, RecordValidationError, check_compacted_keys
 from gregor.broker.topics import INTERNAL_TOPICS
 from gregor.cluster.image import MetadataImage
+from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,
@@ -71,10 +72,12 @@ MANY_BATCHES = 8
 
 
 class TransactionVerifier(Protocol):
-    """KIP-890: may this transactional batch start a transaction on this partition?"""
+    """KIP-890: may this transactional batch start a transaction on this partition? (With
+    ``operation`` ADD_PARTITION, transaction version 2: the coordinator adds it.)"""
 
     async def verify_produce(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        operation: TxnOperation | None,
     ) -> ErrorCode: ...
 
 
@@ -295,9 +298,12 @@ class ReplicaManager:
         timeout_ms: int,
         transactional_id: str | None = None,
         zstd_allowed: bool = True,
+        txn_operation: TxnOperation | None = None,
     ) -> list[ProduceResult]:
         """Append each (topic, partition, records); acks=-1 waits for the high watermark.
-        ``zstd_allowed`` is False for requests older than Produce v7 (KIP-110)."""
+        ``zstd_allowed`` is False for requests older than Produce v7 (KIP-110);
+        ``txn_operation`` is what the Produce version lets KIP-890 do about a partition not
+        yet in the transaction (``txn_service.TxnOperation``; None: verify, Produce v10's)."""
         results: list[ProduceResult] = []
         waits: list[tuple[ProduceResult, asyncio.Future[None]]] = []
         for topic, index, records in entries:
@@ -307,7 +313,7 @@ class ReplicaManager:
                 partition = self.leader_partition(topic, index)
                 if records is None or len(records) == 0:
                     raise _corrupt("empty record set")
-                data = await self._prepare(partition, records, transactional_id, zstd_allowed)
+                data = await self._prepare(partition, records, transactional_id, zstd_allowed, txn_operation)
                 # No copy: the log stamps offsets into a writable buffer in place and copies
                 # (or writes in two pieces) a read-only one such as a slice of the request.
                 result.info = partition.append_as_leader(data, AppendOrigin.CLIENT, required_acks)
@@ -328,6 +334,7 @@ class ReplicaManager:
         records: bytes | bytearray | memoryview,
         transactional_id: str | None,
         zstd_allowed: bool,
+        txn_operation: TxnOperation | None = None,
     ) -> bytes | bytearray | memoryview:
         """Client records as the log takes them, or the error (Kafka's checks before the
         log's own: internal topics, codecs, keys of a compacted topic with KIP-467's
@@ -357,7 +364,8 @@ class ReplicaManager:
                 and not partition.has_ongoing_transaction(h.producer_id, h.producer_epoch)
             ):
                 code = await self.transactions.verify_produce(
-                    transactional_id, partition.topic, partition.index, h.producer_id, h.producer_epoch
+                    transactional_id, partition.topic, partition.index, h.producer_id, h.producer_epoch,
+                    txn_operation,
                 )
                 if code:
                     raise kafka_error(code, f"transaction verification failed: {code.name}")
