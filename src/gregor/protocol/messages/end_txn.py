@@ -91,8 +91,8 @@ class EndTxnResponse(Message):
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
         error_code (int16, all; 0): The error code, or 0 if there was no error.
-        producer_id (int64, v5+; 0): The producer ID to go on with: the same one, or a new one when the epoch bump exhausted the epoch (transaction version 2).
-        producer_epoch (int16, v5+; 0): The producer epoch to go on with: the epoch bumped by ending the transaction, or 0 with a new producer ID (transaction version 2).
+        producer_id (int64, v5+; -1): The producer ID to go on with: the same one, or a new one when the epoch bump exhausted the epoch (transaction version 2).
+        producer_epoch (int16, v5+; -1): The producer epoch to go on with: the epoch bumped by ending the transaction, or 0 with a new producer ID (transaction version 2).
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
@@ -111,7 +111,7 @@ class EndTxnResponse(Message):
     producer_epoch: int
     unknown_tags: dict[int, bytes]
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = 0, producer_epoch: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id = producer_id
@@ -179,8 +179,8 @@ def _encode_req_v3(o: EndTxnRequest, ap: _Append) -> None:
 def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_EndTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
-    o.producer_id = 0
-    o.producer_epoch = 0
+    o.producer_id = -1
+    o.producer_epoch = -1
     o.unknown_tags = {}
     return o, pos
 
@@ -188,8 +188,8 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
 def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_EndTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
-    o.producer_id = 0
-    o.producer_epoch = 0
+    o.producer_id = -1
+    o.producer_epoch = -1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
