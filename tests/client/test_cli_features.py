@@ -62,7 +62,8 @@ def test_features_describe_disable_restart_upgrade() -> None:
                                     "message": "unsafe metadata.version downgrades are not supported"}]
         with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
             assert admin.describe_features().finalized == {
-                "group.version": (1, 1), "metadata.version": (29, 29), "share.version": (1, 1)}
+                "group.version": (1, 1), "metadata.version": (29, 29), "share.version": (1, 1),
+                "transaction.version": (2, 2)}
 
         assert gregor("downgrade", "--metadata", "4.0")[:2] == (0, "metadata.version was downgraded to 4.0-IV3.\n")
         assert gregor("disable", "--feature", "group.version")[:2] == (0, "group.version was disabled.\n")
@@ -70,7 +71,8 @@ def test_features_describe_disable_restart_upgrade() -> None:
         b.start()
         with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
             meta = admin.describe_features()
-        assert meta.finalized == {"metadata.version": (25, 25), "share.version": (1, 1)}  # kept across the restart
+        assert meta.finalized == {  # kept across the restart
+            "metadata.version": (25, 25), "share.version": (1, 1), "transaction.version": (2, 2)}
 
         topic = f"features-{uuid.uuid4().hex[:6]}"
         p = Producer({"bootstrap.servers": b.bootstrap_servers})

@@ -238,3 +238,39 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
         consumer.close()
     assert killed > 0
     assert read(cluster, "out", 2, "read_committed", total) == sorted(b"out-%04d" % i for i in range(total))
+
+
+def test_a_version_2_transaction_spans_brokers(cluster: ClusterProcess) -> None:
+    """Gregor's producer on transaction version 2 (the cluster's default level): partition
+    leaders on other brokers than the transaction coordinator add their partitions to the
+    transaction through it (AddPartitionsToTxn v4+, not verify only), and the group's
+    coordinator adds the offsets partition for TxnOffsetCommit v5; every end bumps the epoch."""
+    from gregor.client import Producer as GregorProducer
+    from gregor.client import TopicPartition as GregorTopicPartition
+
+    create_topic(cluster, "tv2", 3, 3)
+    md = metadata_until(cluster, lambda m: "tv2" in m.topics)
+    assert sorted(p.leader for p in md.topics["tv2"].partitions.values()) == [1, 2, 3]
+    epochs = []
+    with GregorProducer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tv2-txn"}) as p:
+        p.init_transactions()
+        epochs.append(p.aio.producer_epoch)
+        for n, commit in enumerate((True, False, True)):
+            p.begin_transaction()
+            for i in range(9):
+                p.send("tv2", b"t%d-%d" % (n, i), partition=i % 3)
+            p.send_offsets_to_transaction({GregorTopicPartition("tv2", 0): 100 + n}, "tv2-group")
+            if commit:
+                p.commit_transaction()
+            else:
+                p.flush()
+                p.abort_transaction()
+            epochs.append(p.aio.producer_epoch)
+    assert epochs == [epochs[0] + n for n in range(4)]
+    assert read(cluster, "tv2", 3, "read_committed", 18) == sorted(b"t%d-%d" % (n, i) for n in (0, 2) for i in range(9))
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "tv2-group"})
+    try:
+        [found] = consumer.committed([TopicPartition("tv2", 0)], timeout=30)
+        assert found.offset == 102
+    finally:
+        consumer.close()

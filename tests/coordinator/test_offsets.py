@@ -275,6 +275,13 @@ def test_requests_while_loading_get_load_in_progress() -> None:
     assert h.fetch("g", {"t": [0]}) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
     err, offs = h.fetch("g", {"t": [0]}, version=1)  # no group-level error in v1
     assert (err, offs) == (0, {("t", 0): (-1, -1, "", E.COORDINATOR_LOAD_IN_PROGRESS)})
+    # v2-7: at the top, and on each partition for clients that read only those (aiokafka).
+    for version in (2, 7):
+        err, offs = h.fetch("g", {"t": [0, 1]}, version=version)
+        assert (err, offs) == (E.COORDINATOR_LOAD_IN_PROGRESS, {
+            ("t", 0): (-1, -1, "", E.COORDINATOR_LOAD_IN_PROGRESS),
+            ("t", 1): (-1, -1, "", E.COORDINATOR_LOAD_IN_PROGRESS)})
+    assert h.fetch("g", None, version=7) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
     assert h.coord.partition_error("g") == E.COORDINATOR_LOAD_IN_PROGRESS
     h.coord.complete_load(p)
     assert h.coord.partition_error("g") == 0

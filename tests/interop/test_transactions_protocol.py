@@ -40,7 +40,7 @@ from gregor.testing import BrokerProcess
 
 TOPIC = "wire-txn"
 READ_COMMITTED = 1
-APIS = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+APIS = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +189,11 @@ def test_fenced_producer_errors_by_version(client: RawClient, version: int) -> N
     add_partitions(client, txn, pid, old, {TOPIC: [0]})
     r = produce(client, TOPIC, 0, pid, old, 0, [b"zombie"], txn)
     assert r.error_code == 0
-    # A new producer: its first call aborts the zombie's transaction, the retry bumps again.
+    # A new producer: its first call aborts the zombie's transaction (fence epoch, and on a
+    # transaction.version 2 cluster the abort's own bump, as in Kafka 4.x), the retry bumps again.
     assert init(client, txn).error_code == E.CONCURRENT_TRANSACTIONS
     _, new = init_ok(client, txn)
-    assert new == old + 2
+    assert new == old + 3
     fenced = E.PRODUCER_FENCED if version >= 2 else E.INVALID_PRODUCER_EPOCH
     assert add_partitions(client, txn, pid, old, {TOPIC: [1]}, version) == {(TOPIC, 1): fenced}
     assert end(client, txn, pid, old, True, version) == fenced
@@ -246,8 +247,10 @@ def test_batched_and_verify_only_add_partitions(client: RawClient, version: int)
 def test_produce_verification(client: RawClient) -> None:
     txn = tid("verify")
     pid, epoch = init_ok(client, txn)
-    # Not added to the transaction: refused, and no transaction is opened on the partition.
+    # Not added to the transaction: refused, and no transaction is opened on the partition
+    # (v11 clients know TRANSACTION_ABORTABLE, KIP-890).
     assert produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn).error_code == E.INVALID_TXN_STATE
+    assert produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn, 11).error_code == E.TRANSACTION_ABORTABLE
     add_partitions(client, txn, pid, epoch, {TOPIC: [2]})
     assert produce(client, TOPIC, 2, pid, epoch, 0, [b"ok"], txn).error_code == 0
     assert produce(client, TOPIC, 2, pid, epoch, 1, [b"ok2"], txn).error_code == 0
@@ -270,8 +273,10 @@ def test_txn_offset_commit_every_version(client: RawClient, version: int) -> Non
     def commit_codes() -> list[int]:
         return [p.error_code for t in client.request(req, version).topics for p in t.partitions]
 
-    # Without AddOffsetsToTxn the group's partition is not in the transaction.
-    assert commit_codes() == [E.INVALID_TXN_STATE]
+    # Without AddOffsetsToTxn the group's partition is not in the transaction (v4 knows
+    # TRANSACTION_ABORTABLE, KIP-890; v5 is transaction version 2's, which adds it: see
+    # test_transactions_version2.py).
+    assert commit_codes() == [E.TRANSACTION_ABORTABLE if version >= 4 else E.INVALID_TXN_STATE]
     add = client.request(AddOffsetsToTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch, group_id=group), min(version, 4))
     assert add.error_code == 0
     assert commit_codes() == [0]
@@ -364,7 +369,7 @@ def test_state_survives_a_broker_kill() -> None:
             # "drop" still holds the LSO back until its timeout aborts it.
             while describe(c, drop)[0].transaction_state != "CompleteAbort":
                 time.sleep(0.1)
-            assert describe(c, drop)[0].producer_epoch == ed + 1
+            assert describe(c, drop)[0].producer_epoch == ed + 2  # fence and abort (version 2)
             hw, lso, aborted, batches = fetch(c, "k", 0, READ_COMMITTED)
             assert lso == hw == 5
             assert aborted == [(pd, 1)]

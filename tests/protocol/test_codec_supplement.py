@@ -149,3 +149,44 @@ def test_kio_reads_the_supplement_versions() -> None:
     assert size == len(data)
     (member,) = d.groups[0].members
     assert (member.member_id, member.client_host, member.member_type) == ("m", "/h", 1)
+
+
+# --- KIP-890 part 2: Produce v12, EndTxn v5, TxnOffsetCommit v5 ---------------------------
+
+
+def test_transaction_version_2_versions_bytes() -> None:
+    from gregor.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+    from gregor.protocol.messages.produce import ProduceRequest
+    from gregor.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+
+    assert (ProduceRequest.MAX_VERSION, EndTxnRequest.MAX_VERSION, TxnOffsetCommitRequest.MAX_VERSION) == (12, 5, 5)
+    # EndTxn v5's answer: throttle, error, then producer id and epoch (not tagged).
+    resp = EndTxnResponse(throttle_time_ms=0, error_code=0, producer_id=7, producer_epoch=3)
+    expected = b"\x00\x00\x00\x00" b"\x00\x00" + (7).to_bytes(8, "big") + b"\x00\x03" + b"\x00"
+    assert resp.encode(5) == expected
+    assert EndTxnResponse.decode(expected, 5) == resp
+    assert resp.encode(4) == b"\x00\x00\x00\x00\x00\x00\x00"  # v4 has neither field
+    assert (EndTxnResponse().producer_id, EndTxnResponse().producer_epoch) == (-1, -1)
+    # The requests of the three are their previous version's bytes.
+    end = EndTxnRequest(transactional_id="t", producer_id=7, producer_epoch=3, committed=True)
+    assert end.encode(5) == end.encode(4) == b"\x02t" + (7).to_bytes(8, "big") + b"\x00\x03\x01\x00"
+    produce = ProduceRequest(transactional_id="t", acks=-1, timeout_ms=5, topic_data=[
+        ProduceRequest.TopicData(name="a", partition_data=[ProduceRequest.TopicData.PartitionData(index=0, records=b"r")])])
+    assert produce.encode(12) == produce.encode(11)
+    P = TxnOffsetCommitRequest.Topics.Partitions
+    commit = TxnOffsetCommitRequest(transactional_id="t", group_id="g", producer_id=7, producer_epoch=3, topics=[
+        TxnOffsetCommitRequest.Topics(name="a", partitions=[P(partition_index=0, committed_offset=9)])])
+    assert commit.encode(5) == commit.encode(4)
+
+
+def test_kio_reads_the_transaction_version_2_answer() -> None:
+    pytest.importorskip("kio")
+    from kio.schema.end_txn.v5.response import EndTxnResponse as KioEndTxn
+    from kio.serial import entity_reader
+
+    from gregor.protocol.messages.end_txn import EndTxnResponse
+
+    data = EndTxnResponse(throttle_time_ms=0, error_code=0, producer_id=7, producer_epoch=3).encode(5)
+    r, size = entity_reader(KioEndTxn)(data, 0)
+    assert size == len(data)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 7, 3)

@@ -243,3 +243,29 @@ def test_cluster_apis_need_cluster_describe_and_report_authorized_operations(bro
     assert resp.cluster_authorized_operations == 1 << int(AclOperation.DESCRIBE)
     resp = roundtrip(broker, broker_configs, 4)
     assert [r.error_code for r in resp.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+
+
+def test_add_partitions_to_txn_from_v4_is_for_brokers(broker: InProcessBroker) -> None:
+    """AddPartitionsToTxn v4+ is the partition leaders' request (KIP-890): CLUSTER_ACTION on
+    the cluster, else CLUSTER_AUTHORIZATION_FAILED for the whole request, as Kafka answers;
+    no client ACL (transactional id, topic) is asked of it."""
+    from gregor.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+
+    T = AddPartitionsToTxnRequest.Transactions
+    req = AddPartitionsToTxnRequest(transactions=[T(
+        transactional_id="tx", producer_id=5, producer_epoch=0, verify_only=False,
+        topics=[T.Topics(name="t", partitions=[0])])])
+    with_authorizer(broker, super_users=())
+    for version in (4, 5):
+        resp = roundtrip(broker, req, version)
+        assert (resp.error_code, resp.results_by_transaction) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    b = broker.broker
+    assert b is not None
+    action = AclBinding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, ANONYMOUS, "*",
+                        AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)
+    assert broker.call(lambda: b.create_acls([action])) == [None]
+    resp = roundtrip(broker, req, 5)
+    assert resp.error_code == 0
+    results = {(t.name, p.partition_index): p.partition_error_code
+               for x in resp.results_by_transaction for t in x.topic_results for p in t.results_by_partition}
+    assert results == {("t", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # past the ACLs: no such topic

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from gregor.broker import features
 from gregor.broker.acceptor import Acceptor
 from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
 from gregor.broker.client_telemetry import ClientTelemetry, subscriptions_of
@@ -212,6 +213,7 @@ class Broker:
             TxnCoordinatorConfig.from_props(config.get),
             int(config.get("transaction.state.log.replication.factor", 1)),
             self.producer_ids, self.replicas, self.replicas.write_txn_marker, self.topics,
+            transaction_version=lambda: features.level(self.store.image.features, features.TRANSACTION_VERSION),
         )
         self.replicas.transactions = self.transactions
         if self.clustered:

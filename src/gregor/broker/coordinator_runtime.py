@@ -17,6 +17,14 @@ the broker's event loop so the coordinator's state has one owner:
   (``unload``). Loading replays a partition from its log start: its keys answer
   COORDINATOR_LOAD_IN_PROGRESS until then. Empty partitions (a new topic) are loaded at
   once; the others in a background task that yields after each partition.
+* A partition is loaded once per leader epoch, as Kafka's runtime does: the publisher calls
+  ``load`` for every change of a partition this broker leads (an ISR change too), and a load
+  at the epoch already loaded (or loading) is ignored. A load at a newer epoch drops the
+  partition's state first and replays from nothing: replaying the log on top of live state
+  would apply records twice (a transactional offset still waiting for its marker would be
+  committed by the marker of an earlier transaction of the same producer). A replay that an
+  ``unload`` or a newer load overtook does not finish: the partition stays as the newer call
+  left it.
 
 Subclasses adapt one coordinator: how to drain its outbox (``_drain``), complete its writes
 (``_write_complete``) and finish a load (``_complete_load``).
@@ -125,6 +133,9 @@ class CoordinatorRuntime(ABC):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
+        #: partition -> (leader epoch, load number) of the load that owns it now.
+        self._loads: dict[int, tuple[int, int]] = {}
+        self._load_numbers = itertools.count(1)
         self._pumping = False
         self._pump_again = False
         self._creating: asyncio.Future[None] | None = None
@@ -163,18 +174,27 @@ class CoordinatorRuntime(ABC):
             self._timer = None
 
     def load(self, partitions: Mapping[int, int]) -> None:
-        """This broker now leads these partitions (index -> leader epoch): replay them."""
-        if not partitions:
-            return
-        for p in partitions:
-            self.shard.begin_load(p)
-        later: dict[int, int] = {}
+        """This broker now leads these partitions (index -> leader epoch): replay those not
+        loaded at that epoch already."""
+        fresh: dict[int, tuple[int, int]] = {}
         for p, epoch in partitions.items():
+            current = self._loads.get(p)
+            if current is not None and current[0] >= epoch:
+                continue  # this epoch is loaded (or loading): an ISR change, not a new leader
+            if current is not None:
+                self.shard.unload(p)  # a newer epoch replays from nothing
+            fresh[p] = self._loads[p] = (epoch, next(self._load_numbers))
+        if not fresh:
+            return
+        for p in fresh:
+            self.shard.begin_load(p)
+        later: dict[int, tuple[int, int]] = {}
+        for p, (epoch, number) in fresh.items():
             plog = self.writer.local_log(self.topic.name, p)
             if plog is None or plog.log_end_offset == plog.log_start_offset:
                 self._complete_load(p, epoch)
             else:
-                later[p] = epoch
+                later[p] = (epoch, number)
         self.pump()
         if later:
             task = asyncio.get_running_loop().create_task(self._replay(later))
@@ -183,13 +203,21 @@ class CoordinatorRuntime(ABC):
 
     def unload(self, partitions: list[int]) -> None:
         for p in partitions:
+            self._loads.pop(p, None)
             self.shard.unload(p)
         self.pump()
 
-    async def _replay(self, partitions: dict[int, int]) -> None:
+    def loaded_epoch(self, partition: int) -> int | None:
+        """The leader epoch ``partition`` is loaded (or loading) at; None when not led here."""
+        current = self._loads.get(partition)
+        return None if current is None else current[0]
+
+    async def _replay(self, partitions: dict[int, tuple[int, int]]) -> None:
         started = time.monotonic()
         batches = 0
-        for p, epoch in partitions.items():
+        for p, (epoch, number) in partitions.items():
+            if self._loads.get(p) != (epoch, number):
+                continue  # unloaded or loaded again since: not this task's any more
             plog = self.writer.local_log(self.topic.name, p)
             if plog is not None:
                 for _, data in plog.iter_batches():

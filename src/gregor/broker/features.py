@@ -13,9 +13,14 @@ What follows the levels here: ``group.version`` 1 turns on the consumer group pr
 Kafka does). ``metadata.version`` has no behaviour of its own in Gregor (the metadata store is
 not Kafka's metadata log); it is kept with Kafka's levels and downgrade rules so tools that
 read or set it work. ``share.version`` 1 turns share groups on (KIP-932; at 0 their APIs answer
-UNSUPPORTED_VERSION). ``transaction.version`` is supported at level 0 only: the coordinator
-writes version-0 transaction records without the per-transaction epoch bump of level 2, so
-raising it is refused.
+UNSUPPORTED_VERSION). ``transaction.version`` (KIP-890) is 2 on a new cluster, as Kafka 4.x
+formats one (``TransactionVersion.LATEST_PRODUCTION``): clients read the finalized level to
+decide whether to speak the transaction protocol version 2 (EndTxn v5 with an epoch bump per
+transaction, partitions added by the leaders); the transaction coordinator writes flexible
+(version 1) ``__transaction_state`` values from level 1 and, at level 2, takes the version 2
+path for the aborts it starts itself (fences and timeouts). What a client sends decides how
+the coordinator treats that client's requests, whatever the level, as in Kafka. Levels 1 and 0
+can be set back with a downgrade.
 
 The names and ``metadata.version``'s levels are Kafka's (``protocol.features``).
 """
@@ -56,7 +61,7 @@ SUPPORTED: Mapping[str, SupportedFeature] = {
     for f in (
         SupportedFeature(METADATA_VERSION, 7, 29, 29),
         SupportedFeature(GROUP_VERSION, 0, 1, 1),
-        SupportedFeature(TRANSACTION_VERSION, 0, 0, 0),
+        SupportedFeature(TRANSACTION_VERSION, 0, 2, 2),
         SupportedFeature(SHARE_VERSION, 0, 1, 1),
     )
 }

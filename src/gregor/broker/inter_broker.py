@@ -12,7 +12,8 @@ duties a transaction coordinator and a partition leader share across brokers:
   unknown or unreachable answers a retriable error, and the coordinator retries it.
 * ``verify``: a leader asked to start a transaction on a partition checks with the
   transaction coordinator of that producer (AddPartitionsToTxn v4, verify only) when that
-  coordinator is another broker.
+  coordinator is another broker, or, for a transaction version 2 client, has the coordinator
+  add the partition to the transaction (the same request without verify only).
 """
 
 from __future__ import annotations
@@ -173,13 +174,14 @@ class TxnRouting:
 
     async def verify(
         self, coordinator: int, transactional_id: str, producer_id: int, producer_epoch: int,
-        topic: str, index: int,
+        topic: str, index: int, *, verify_only: bool = True,
     ) -> ErrorCode:
-        """Ask the coordinator broker whether (topic, index) is in the producer's transaction."""
+        """Ask the coordinator broker whether (topic, index) is in the producer's transaction,
+        or (``verify_only=False``, transaction version 2) to add it."""
         req = AddPartitionsToTxnRequest(transactions=[
             AddPartitionsToTxnRequest.Transactions(
                 transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-                verify_only=True,
+                verify_only=verify_only,
                 topics=[AddPartitionsToTxnRequest.Transactions.Topics(name=topic, partitions=[index])],
             )
         ])

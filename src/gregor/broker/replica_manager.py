@@ -45,6 +45,7 @@ from gregor.broker.file_send import SendableRegion
 from gregor.broker.partition import Partition
 from gregor.broker.topics import INTERNAL_TOPICS
 from gregor.cluster.image import MetadataImage
+from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,
@@ -86,10 +87,12 @@ INLINE_DECOMPRESSED_BYTES = 1 << 20
 
 
 class TransactionVerifier(Protocol):
-    """KIP-890: may this transactional batch start a transaction on this partition?"""
+    """KIP-890: may this transactional batch start a transaction on this partition? (With
+    ``operation`` ADD_PARTITION, transaction version 2: the coordinator adds it.)"""
 
     async def verify_produce(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        operation: TxnOperation | None,
     ) -> ErrorCode: ...
 
 
@@ -311,10 +314,13 @@ class ReplicaManager:
         timeout_ms: int,
         transactional_id: str | None = None,
         version: int = 11,
+        txn_operation: TxnOperation | None = None,
     ) -> list[ProduceResult]:
         """Append each (topic, partition, records); acks=-1 waits for the high watermark.
         ``version``: the Produce request's (zstd needs v7, KIP-110; v3 and later carry exactly
-        one v2 batch per partition)."""
+        one v2 batch per partition); ``txn_operation`` is what the Produce version lets KIP-890
+        do about a partition not yet in the transaction (``txn_service.TxnOperation``; None:
+        verify, Produce v10's)."""
         results: list[ProduceResult] = []
         waits: list[tuple[ProduceResult, asyncio.Future[None]]] = []
         for topic, index, records in entries:
@@ -324,7 +330,7 @@ class ReplicaManager:
                 partition = self.leader_partition(topic, index)
                 if records is None or len(records) == 0:
                     raise _corrupt("empty record set")
-                data, scanned = await self._prepare(partition, records, transactional_id, version)
+                data, scanned = await self._prepare(partition, records, transactional_id, version, txn_operation)
                 # No copy: the log stamps offsets into a writable buffer in place and copies
                 # (or writes in two pieces) a read-only one such as a slice of the request.
                 result.info = partition.append_as_leader(
@@ -346,6 +352,7 @@ class ReplicaManager:
         records: bytes | bytearray | memoryview,
         transactional_id: str | None,
         version: int,
+        txn_operation: TxnOperation | None = None,
     ) -> tuple[bytes | bytearray | memoryview, list[ScannedBatch] | None]:
         """Client records as the log takes them and, for compressed ones, their batches
         already decompressed and walked; or the error (Kafka's checks before the log's own:
@@ -389,7 +396,8 @@ class ReplicaManager:
                 and not partition.has_ongoing_transaction(h.producer_id, h.producer_epoch)
             ):
                 code = await self.transactions.verify_produce(
-                    transactional_id, partition.topic, partition.index, h.producer_id, h.producer_epoch
+                    transactional_id, partition.topic, partition.index, h.producer_id, h.producer_epoch,
+                    txn_operation,
                 )
                 if code:
                     raise kafka_error(code, f"transaction verification failed: {code.name}")

@@ -13,6 +13,16 @@ In a cluster (``routing`` set), markers for partitions led by other brokers go t
 leaders as WriteTxnMarkers and their results come back to the coordinator when the answers
 arrive (then the runtime pumps again); a KIP-890 check for a producer whose coordinator is
 another broker is asked of that broker.
+
+Transactional writes that reach a partition leader without the producer's transaction running
+there are checked with the coordinator (``check_transactional_write``), as Kafka's
+``AddPartitionsToTxnManager`` does, by the operation the request's version allows: Produce
+v12+ and TxnOffsetCommit v5+ come from transaction version 2 clients, which never send
+AddPartitionsToTxn, so the leader has the coordinator *add* the partition (ADD_PARTITION);
+older versions only *verify* it was added (answering TRANSACTION_ABORTABLE from Produce v11 and
+TxnOffsetCommit v4 on, GENERIC_ERROR, and INVALID_TXN_STATE below, DEFAULT_ERROR). A
+coordinator still completing the producer's previous transaction (CONCURRENT_TRANSACTIONS) is
+asked again a few times after a short backoff before the producer is told to retry.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from gregor.broker.inter_broker import TxnRouting
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.topics import TXN_TOPIC
 from gregor.coordinator.transaction_coordinator import (
+    EndTxnResult,
     InitProducerIdResult,
     MarkerWrite,
     TransactionCoordinator,
@@ -40,6 +51,7 @@ from gregor.coordinator.transaction_coordinator import (
     TxnDescription,
     TxnListing,
 )
+from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode
 from gregor.storage.producer_state import AppendOrigin
 
@@ -58,7 +70,12 @@ _RETRIABLE_VERIFY = frozenset({
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_COORDINATOR,
     ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.NETWORK_EXCEPTION,
 })
+#: Kafka's ``add.partitions.to.txn.retry.backoff.ms`` and its ``...max.ms``: how long a leader
+#: keeps asking a coordinator that answers CONCURRENT_TRANSACTIONS.
+ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02
+ADD_PARTITIONS_RETRY_MAX_S = 0.1
 
 
 #: Appends one COMMIT/ABORT marker: (topic, partition, producer id, producer epoch, commit,
@@ -76,10 +93,11 @@ class TxnService(CoordinatorRuntime):
         markers: MarkerWriter,
         creator: TopicCreator,
         clock: Callable[[], int] = wall_clock_ms,
+        transaction_version: Callable[[], int] = lambda: 0,
     ) -> None:
         self.producer_ids = producer_ids
         self.write_marker = markers
-        self.coordinator = TransactionCoordinator(config, producer_ids.generate, clock)
+        self.coordinator = TransactionCoordinator(config, producer_ids.generate, clock, transaction_version)
         #: Set in a cluster: markers and verification that concern other brokers.
         self.routing: TxnRouting | None = None
         self._remote_tasks: set[asyncio.Task[None]] = set()
@@ -158,15 +176,27 @@ class TxnService(CoordinatorRuntime):
         return cast(InitProducerIdResult, result)
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition]
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition],
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
         c = self.coordinator
-        code = await self.call(c.add_partitions, transactional_id, producer_id, producer_epoch, list(partitions))
+        code = await self.call(
+            c.add_partitions, transactional_id, producer_id, producer_epoch, list(partitions),
+            client_transaction_version,
+        )
         return ErrorCode(code)
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+        client_transaction_version: int = 0,
+    ) -> EndTxnResult:
+        if client_transaction_version >= 2:
+            await self.producer_ids.reserve(1)  # the epoch bump may exhaust the epoch
         c = self.coordinator
-        return ErrorCode(await self.call(c.end_txn, transactional_id, producer_id, producer_epoch, commit))
+        result = await self.call(
+            c.end_txn, transactional_id, producer_id, producer_epoch, commit, client_transaction_version
+        )
+        return cast(EndTxnResult, result)
 
     async def verify(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition]
@@ -177,32 +207,69 @@ class TxnService(CoordinatorRuntime):
         return {tp: ErrorCode(code) for tp, code in found.items()}
 
     async def verify_partition(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        *, add: bool = False,
     ) -> ErrorCode:
         """Whether (topic, partition) is in the producer's ongoing transaction, asked of this
         broker's coordinator or, in a cluster, of the broker that coordinates
-        ``transactional_id`` (AddPartitionsToTxn v4, verify only): NONE or the error."""
+        ``transactional_id`` (AddPartitionsToTxn v4, verify only): NONE or the error. With
+        ``add`` (transaction version 2) the coordinator adds the partition instead."""
         routing = self.routing
         if routing is not None:
             coordinator = routing.leader_of(TXN_TOPIC, self.coordinator.partition_for(transactional_id))
             if coordinator != routing.node_id:
                 if coordinator < 0:
                     return ErrorCode.COORDINATOR_NOT_AVAILABLE
-                return await routing.verify(coordinator, transactional_id, producer_id, producer_epoch, topic, partition)
+                return await routing.verify(
+                    coordinator, transactional_id, producer_id, producer_epoch, topic, partition,
+                    verify_only=not add,
+                )
         tp = (topic, partition)
+        if add:
+            return await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], 2)
         return (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
 
-    async def verify_produce(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int
+    async def check_transactional_write(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        operation: TxnOperation,
     ) -> ErrorCode:
-        """KIP-890 verification of a transactional batch that starts a transaction on a
-        partition: NONE if the partition was added to the producer's transaction, else the
-        Produce error to answer."""
-        code = await self.verify_partition(transactional_id, topic, partition, producer_id, producer_epoch)
-        if code in _RETRIABLE_VERIFY:
-            return ErrorCode.NOT_ENOUGH_REPLICAS
+        """A transactional write to (topic, partition) that would start the producer's
+        transaction there: have the coordinator verify the partition is in it (or add it,
+        for ADD_PARTITION); NONE, or the coordinator's answer as the writer sees it
+        (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH; not in the transaction by ``operation``;
+        retriable trouble left as it is)."""
+        add = operation is TxnOperation.ADD_PARTITION
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ADD_PARTITIONS_RETRY_MAX_S
+        while True:
+            code = await self.verify_partition(
+                transactional_id, topic, partition, producer_id, producer_epoch, add=add
+            )
+            if code != ErrorCode.CONCURRENT_TRANSACTIONS or loop.time() >= deadline:
+                break
+            await asyncio.sleep(ADD_PARTITIONS_RETRY_BACKOFF_S)
         if code == ErrorCode.PRODUCER_FENCED:
             return ErrorCode.INVALID_PRODUCER_EPOCH
+        if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+            if operation is TxnOperation.DEFAULT_ERROR:
+                return ErrorCode.INVALID_TXN_STATE
+            return ErrorCode.TRANSACTION_ABORTABLE
+        return code
+
+    async def verify_produce(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        operation: TxnOperation | None = None,
+    ) -> ErrorCode:
+        """KIP-890 for a transactional batch that starts a transaction on a partition: NONE
+        if the partition is (now) in the producer's transaction, else the Produce error to
+        answer (coordinator trouble as the retriable NOT_ENOUGH_REPLICAS, as Kafka does for
+        clients that would not retry the coordinator's own errors)."""
+        code = await self.check_transactional_write(
+            transactional_id, topic, partition, producer_id, producer_epoch,
+            TxnOperation.DEFAULT_ERROR if operation is None else operation,
+        )
+        if code in _RETRIABLE_VERIFY:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
         return code
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[TxnDescription]:

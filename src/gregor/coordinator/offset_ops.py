@@ -11,6 +11,12 @@ that long after the group became empty (or after the commit, for groups that nev
 members); offsets of an active consumer group expire only for topics it no longer subscribes
 to; an explicit expire timestamp (OffsetCommit v2-v4 ``retention_time_ms``) wins. A group left
 empty and without offsets is deleted.
+
+OffsetFetch with a group-level error (the group's partition is loading, or not led here):
+v0-1 have only partition errors; v2-7 carry the error at the top, as Kafka answers, and here
+on each requested partition too (offset -1). Clients that read only the partition entries of
+v2+ (aiokafka 0.14, pykafka) would otherwise take the empty list for "no committed offset" and
+restart from their reset policy; every client that reads the top-level error reads it first.
 """
 
 from __future__ import annotations
@@ -237,8 +243,9 @@ class OffsetOps(CoordinatorCore):
 
         err = self.partition_error(gid) if gid is not None else ErrorCode.INVALID_GROUP_ID
         if err:
-            # v0/v1 have no group-level error: carry it on every partition.
-            return (err, per_partition(err) if version < 2 else [])
+            # v0/v1 have no group-level error: carry it on every partition; v2-7 too, for the
+            # clients that read no top-level error (see the module docstring).
+            return (err, per_partition(err) if version < 8 else [])
         group = self.groups.get(gid)
         if isinstance(group, ConsumerGroup) and member_id is not None:
             member = group.members.get(member_id)

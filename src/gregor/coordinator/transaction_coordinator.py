@@ -28,6 +28,19 @@ gets a further bump once the abort is complete). A transaction older than its ti
 aborted the same way. The markers carry the bumped epoch, so the old producer's writes are
 refused by every partition of the transaction afterwards.
 
+Transaction version 2 (KIP-890 part 2). A client that sends EndTxn v5 (and lets the partition
+leaders add partitions for it, AddPartitionsToTxn v4+ from the broker) is a version 2 client
+for that request, whatever level the cluster finalized (Kafka's
+``transactionVersionForEndTxn``): ending its transaction bumps the epoch, the markers carry the
+bumped epoch and the answer hands it to the client (``_end_v2``). A request of the ended
+transaction that arrives late carries the old epoch and is fenced (PRODUCER_FENCED) instead of
+ending the next transaction; a retry of the EndTxn that did end it (its epoch one below, or
+the last epoch of the previous producer id after a rotation) gets the same answer again.
+Version 1 clients (EndTxn below v5) keep the old rules (``_end``) on any cluster. The
+cluster's ``transaction.version`` (``transaction_version()``) decides what the coordinator does
+on its own: the value version it writes (1 from level 1) and whether the aborts it starts (a
+fence, a timeout) take the version 2 path.
+
 Queries that need no write (``verify``, ``describe``, ``list_transactions``) answer at once.
 
 Around this module: ``transaction_types`` (config, outbox entries, results; re-exported
@@ -48,9 +61,17 @@ from gregor.coordinator.events import log_event
 from gregor.coordinator.partitioning import partition_for
 from gregor.coordinator.transaction_load import replay_transaction_log
 from gregor.coordinator.transaction_queries import describe_transactions, list_transactions
-from gregor.coordinator.transaction_records import TxnLogValue, encode_key, encode_value
+from gregor.coordinator.transaction_records import (
+    TxnLogValue,
+    encode_key,
+    encode_value,
+    value_version,
+)
 from gregor.coordinator.transaction_state import (
+    COMPLETE,
     IDLE,
+    MAX_EPOCH,
+    NO_PRODUCER_ID,
     PREPARING,
     TopicPartition,
     TxnMetadata,
@@ -61,6 +82,7 @@ from gregor.coordinator.transaction_state import (
 from gregor.coordinator.transaction_types import (
     MARKER_DONE,
     MARKER_FENCED,
+    EndTxnResult,
     InitProducerIdResult,
     MarkerWrite,
     TxnCoordinatorConfig,
@@ -74,6 +96,7 @@ from gregor.protocol.errors import ErrorCode
 from gregor.protocol.records.batch import RecordBatchBuilder
 
 __all__ = [
+    "EndTxnResult",
     "InitProducerIdResult",
     "MarkerWrite",
     "TransactionCoordinator",
@@ -87,6 +110,10 @@ __all__ = [
 
 log = logging.getLogger("gregor.coordinator.transactions")
 
+#: What ``_end`` reports: (error code, producer id, producer epoch) - the id and epoch only for
+#: a version 2 end that succeeded.
+EndCallback = Callable[[int, int, int], None]
+
 
 class _Status(Enum):
     LOADING = "loading"
@@ -99,10 +126,13 @@ class TransactionCoordinator:
         config: TxnCoordinatorConfig,
         generate_producer_id: Callable[[], int],
         clock: Callable[[], int],
+        transaction_version: Callable[[], int] = lambda: 0,
     ) -> None:
         self.config = config
         self.generate_producer_id = generate_producer_id
         self.clock = clock
+        #: The cluster's finalized ``transaction.version`` (read at each use: it can change).
+        self.transaction_version = transaction_version
         self.txns: dict[str, TxnMetadata] = {}
         self.partitions: dict[int, tuple[_Status, int]] = {}  # -> (status, coordinator epoch)
         self.timers = Timers()
@@ -214,7 +244,10 @@ class TransactionCoordinator:
             value = encode_value(TxnLogValue(
                 transit.producer_id, transit.producer_epoch, transit.timeout_ms, int(transit.state),
                 sorted(transit.partitions), transit.last_update_ms, transit.start_ms,
-            ))
+                previous_producer_id=transit.last_producer_id,
+                next_producer_id=transit.next_producer_id,
+                client_transaction_version=transit.client_transaction_version,
+            ), value_version(self.transaction_version()))
         b = RecordBatchBuilder()
         b.append(now, encode_key(tid), value)
         wid = next(self._ids)
@@ -284,8 +317,8 @@ class TransactionCoordinator:
             epoch = md.fence_epoch()
             log_event(log, "txn.fencing", transactional_id=transactional_id, producer_id=md.producer_id,
                       epoch=epoch, reason="init_producer_id")
-            self._end(md, md.producer_id, epoch, False, False,
-                      lambda code: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS))
+            self._end_any(md, md.producer_id, epoch, False, False, self._server_tv2(),
+                          lambda code, _pid, _epoch: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS))
             return
         if md.state not in IDLE:
             return reply(ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -329,11 +362,24 @@ class TransactionCoordinator:
         if err:
             return err, None
         md = self.txns.get(transactional_id)
+        if md is not None and md.producer_id != producer_id and self._moving_to(md, producer_id, producer_epoch):
+            # Version 2: the client already has the new producer id its last EndTxn moves to;
+            # the move completes with the markers. Retriable, not a fence of itself.
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None
         if md is None or md.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if md.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED, None
         return 0, md
+
+    @staticmethod
+    def _moving_to(md: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:
+        return (
+            md.state in PREPARING
+            and md.next_producer_id != NO_PRODUCER_ID
+            and md.next_producer_id == producer_id
+            and producer_epoch == 0
+        )
 
     def add_partitions(
         self,
@@ -342,8 +388,11 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        client_transaction_version: int = 0,
     ) -> None:
-        """Add partitions to the producer's transaction (starting one if none runs)."""
+        """Add partitions to the producer's transaction (starting one if none runs).
+        ``client_transaction_version`` is 2 for a partition leader adding on a version 2
+        client's behalf (AddPartitionsToTxn v4+ without verify_only), else 0."""
         err, md = self._check_producer(transactional_id, producer_id, producer_epoch)
         if md is None:
             return self.reply(token, err)
@@ -352,7 +401,7 @@ class TransactionCoordinator:
             return self.reply(token, ErrorCode.CONCURRENT_TRANSACTIONS)
         if md.state == TxnState.ONGOING and added <= md.partitions:
             return self.reply(token, 0)
-        transit = md.prepare_add_partitions(added, self.clock())
+        transit = md.prepare_add_partitions(added, self.clock(), client_transaction_version)
 
         def written(code: int) -> None:
             if not code:
@@ -381,17 +430,49 @@ class TransactionCoordinator:
     # --- EndTxn ---
 
     def end_txn(
-        self, token: Any, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        token: Any,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_transaction_version: int = 0,
     ) -> None:
+        """EndTxn; replies an :class:`EndTxnResult`. ``client_transaction_version`` is 2 for
+        EndTxn v5 and later, else 0."""
+
+        def reply(code: int, pid: int = -1, epoch: int = -1) -> None:
+            self.reply(token, EndTxnResult(code, pid, epoch))
+
         if not transactional_id:
-            return self.reply(token, ErrorCode.INVALID_REQUEST)
+            return reply(ErrorCode.INVALID_REQUEST)
         err = self.partition_error(transactional_id)
         if err:
-            return self.reply(token, err)
+            return reply(err)
         md = self.txns.get(transactional_id)
         if md is None:
-            return self.reply(token, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        self._end(md, producer_id, producer_epoch, commit, True, lambda code: self.reply(token, code))
+            return reply(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        self._end_any(md, producer_id, producer_epoch, commit, True, client_transaction_version >= 2, reply)
+
+    def _server_tv2(self) -> bool:
+        """Whether the aborts the coordinator starts itself take the version 2 path."""
+        return self.transaction_version() >= 2
+
+    def _end_any(
+        self,
+        md: TxnMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        from_client: bool,
+        tv2: bool,
+        done: EndCallback,
+    ) -> None:
+        if tv2:
+            self._end_v2(md, producer_id, producer_epoch, commit, from_client, done)
+        else:
+            self._end(md, producer_id, producer_epoch, commit, from_client,
+                      lambda code: done(code, -1, -1))
 
     def _end(
         self,
@@ -402,6 +483,8 @@ class TransactionCoordinator:
         from_client: bool,
         done: Callable[[int], None],
     ) -> None:
+        """EndTxn for transaction version 0/1 clients (Kafka's ``endTransactionWithTV1``):
+        the epoch must be the current one and stays as it is."""
         fencing = md.pending == TxnState.PREPARE_EPOCH_FENCE
         code: int
         if md.producer_id != producer_id:
@@ -443,6 +526,115 @@ class TransactionCoordinator:
         if fencing:
             md.pending = None
         done(code)
+
+    def _end_v2(
+        self,
+        md: TxnMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        from_client: bool,
+        done: EndCallback,
+    ) -> None:
+        """EndTxn for transaction version 2 clients, and the coordinator's own aborts on a
+        version 2 cluster (Kafka's ``endTransaction``).
+
+        With the epoch bumped at every end, "same epoch" means the *next* transaction, so a
+        request is taken only with the current epoch (an open or empty transaction, or a
+        completed one to abort) or as the retry of the end that bumped it (one epoch below,
+        or the previous producer id at the last epoch it had). As a table for the idle
+        states (PF = PRODUCER_FENCED, ITS = INVALID_TXN_STATE, NONE = the same answer again,
+        EB = a new end, with an epoch bump)::
+
+                            abort            commit
+                         retry current    retry current
+            Empty          PF    EB         PF    ITS
+            CompleteAbort  NONE  EB         ITS   ITS
+            CompleteCommit ITS   EB         NONE  ITS
+        """
+        fencing = md.pending == TxnState.PREPARE_EPOCH_FENCE
+        retry_on_overflow = (
+            not fencing
+            and md.last_producer_id == producer_id
+            and producer_epoch == MAX_EPOCH - 1
+            and md.producer_epoch == 0
+        )
+        retry_on_bump = not fencing and md.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_bump or retry_on_overflow
+        if fencing:
+            valid = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        elif md.state in PREPARING:
+            valid = retry_on_bump
+        elif md.state in COMPLETE:
+            valid = is_retry or producer_epoch == md.producer_epoch
+        else:
+            valid = producer_epoch == md.producer_epoch
+
+        def prepare(state: TxnState, no_partition_added: bool) -> None:
+            next_pid = NO_PRODUCER_ID
+            if not fencing and is_epoch_exhausted(md.producer_epoch):
+                next_pid = self.generate_producer_id()
+            if fencing:
+                # The fence becomes the abort: the fenced epoch is in force from now on.
+                md.pending = None
+                md.producer_epoch = producer_epoch
+                md.last_producer_epoch = -1
+            transit = md.prepare_abort_or_commit(
+                state, self.clock(), bump=md.producer_epoch < MAX_EPOCH, next_producer_id=next_pid,
+                no_partition_added=no_partition_added,
+            )
+
+            def written(code: int) -> None:
+                if code:
+                    if fencing:
+                        md.failed_epoch_fence = True
+                    return done(code, -1, -1)
+                self.timers.cancel(("timeout", md.transactional_id))
+                if md.next_producer_id != NO_PRODUCER_ID:
+                    done(0, md.next_producer_id, 0)
+                else:
+                    done(0, md.producer_id, md.producer_epoch)
+                self._send_markers(md)
+
+            self._write_transit(md, transit, written)
+
+        code: int
+        if md.producer_id != producer_id and not retry_on_overflow:
+            code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif not valid:
+            code = ErrorCode.PRODUCER_FENCED
+        elif md.pending is not None and not fencing:
+            code = ErrorCode.CONCURRENT_TRANSACTIONS
+        elif md.state == TxnState.ONGOING:
+            return prepare(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, False)
+        elif md.state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                code = 0 if is_retry else ErrorCode.INVALID_TXN_STATE
+            elif is_retry:
+                code = ErrorCode.INVALID_TXN_STATE
+            else:
+                return prepare(TxnState.PREPARE_ABORT, True)
+        elif md.state == TxnState.COMPLETE_ABORT:
+            if commit:
+                code = ErrorCode.INVALID_TXN_STATE
+            elif is_retry:
+                code = 0
+            else:
+                return prepare(TxnState.PREPARE_ABORT, True)
+        elif md.state == TxnState.PREPARE_COMMIT:
+            code = ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
+        elif md.state == TxnState.PREPARE_ABORT:
+            code = ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
+        elif md.state == TxnState.EMPTY and not commit:
+            return prepare(TxnState.PREPARE_ABORT, True)
+        else:
+            code = ErrorCode.INVALID_TXN_STATE
+        if fencing:
+            md.pending = None
+        if code == 0:
+            done(0, md.producer_id, md.producer_epoch)
+        else:
+            done(code, -1, -1)
 
     # --- markers ---
 
@@ -539,11 +731,11 @@ class TransactionCoordinator:
         log_event(log, "txn.timed_out", transactional_id=tid, producer_id=md.producer_id, epoch=epoch,
                   timeout_ms=md.timeout_ms)
 
-        def aborted(code: int) -> None:
+        def aborted(code: int, _pid: int, _epoch: int) -> None:
             if code and self.txns.get(tid) is md and md.state == TxnState.ONGOING:
                 self._schedule_timeout(md, self.clock() + self.config.retry_backoff_ms)
 
-        self._end(md, md.producer_id, epoch, False, False, aborted)
+        self._end_any(md, md.producer_id, epoch, False, False, self._server_tv2(), aborted)
 
     def _expire_ids(self) -> None:
         now = self.clock()

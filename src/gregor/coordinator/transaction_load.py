@@ -49,4 +49,6 @@ def replay_transaction_log(data: bytes | memoryview) -> Iterator[tuple[str, TxnM
                 partitions=set(value.partitions),
                 start_ms=value.start_timestamp_ms,
                 last_update_ms=value.last_update_timestamp_ms,
+                next_producer_id=value.next_producer_id,
+                client_transaction_version=value.client_transaction_version,
             )

@@ -10,21 +10,23 @@ an expired id. Layouts, as Kafka writes them (big-endian, int16-length strings):
             | partitions: array of (topic string, array of int32) - nullable
             | last_update_timestamp_ms int64 | start_timestamp_ms int64
 
-Value version 0 is what this coordinator writes (Kafka writes it for transactions without the
-KIP-890 epoch bump per transaction). Version 1 is the flexible form of the same fields
-(compact strings and arrays, a tag buffer per struct) with tagged fields previous producer id
-(tag 0), next producer id (tag 1) and client transaction version (tag 2); readers accept both.
+Value version 1 is the flexible form of the same fields (compact strings and arrays, a tag
+buffer per struct) with tagged fields previous producer id (tag 0), next producer id (tag 1)
+and client transaction version (tag 2), each written only when it is not its default (-1, -1,
+0). Which one is written follows the cluster's ``transaction.version`` as Kafka's does
+(``TransactionVersion.transactionLogValueVersion``): version 0 below level 1, version 1 from
+level 1 on. Readers accept both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.primitives import Reader, Writer
 
 KEY_VERSION = 0
-VALUE_VERSION = 0
 
 TopicPartition = tuple[str, int]
 
@@ -69,22 +71,53 @@ def _grouped(partitions: list[TopicPartition]) -> list[tuple[str, list[int]]]:
     return [(t, sorted(ps)) for t, ps in sorted(by_topic.items())]
 
 
-def encode_value(v: TxnLogValue) -> bytes:
-    """Value version 0."""
+def value_version(transaction_version: int) -> int:
+    """The value version a cluster at ``transaction.version`` writes (0 or 1)."""
+    return 1 if transaction_version >= 1 else 0
+
+
+def encode_value(v: TxnLogValue, version: int = 0) -> bytes:
+    """Value version 0 or 1 (see the module docstring)."""
+    if version not in (0, 1):
+        raise ValueError(f"no __transaction_state value version {version}")
+    flexible = version >= 1
     w = Writer()
-    w.int16(VALUE_VERSION)
+    w.int16(version)
     w.int64(v.producer_id)
     w.int16(v.producer_epoch)
     w.int32(v.transaction_timeout_ms)
     w.int8(v.state)
 
     def topic(entry: tuple[str, list[int]]) -> None:
-        w.string(entry[0])
-        w.array(entry[1], w.int32)
+        if flexible:
+            w.compact_string(entry[0])
+            w.compact_array(entry[1], w.int32)
+            w.tagged_fields(None)
+        else:
+            w.string(entry[0])
+            w.array(entry[1], w.int32)
 
-    w.array(_grouped(v.partitions), topic)
+    if flexible:
+        w.compact_array(_grouped(v.partitions), topic)
+    else:
+        w.array(_grouped(v.partitions), topic)
     w.int64(v.last_update_timestamp_ms)
     w.int64(v.start_timestamp_ms)
+    if flexible:
+        tags: dict[int, bytes] = {}
+        if v.previous_producer_id != -1:
+            tags[0] = _packed(Writer.int64, v.previous_producer_id)
+        if v.next_producer_id != -1:
+            tags[1] = _packed(Writer.int64, v.next_producer_id)
+        if v.client_transaction_version != 0:
+            tags[2] = _packed(Writer.int16, v.client_transaction_version)
+        w.tagged_fields(tags)
+    return w.getvalue()
+
+
+def _packed(write: Callable[[Writer, int], None], value: int) -> bytes:
+    w = Writer()
+    write(w, value)
     return w.getvalue()
 
 

@@ -20,6 +20,15 @@ producer, or a transaction that timed out) bumps the epoch before aborting, so t
 markers carry the new epoch and the old producer's writes are rejected everywhere.
 ``last_producer_epoch`` remembers the epoch before a bump so that a producer retrying an
 InitProducerId whose answer it lost (KIP-360) gets the same answer again.
+
+Transaction version 2 (KIP-890 part 2, a client's EndTxn v5 and its broker-side partition adds):
+ending a transaction bumps the epoch once more (``prepare_abort_or_commit`` with ``bump``), so
+the markers carry an epoch the transaction's own requests never had and anything late from it
+is fenced; the new epoch goes back to the client in the EndTxn answer. When that bump would
+exhaust the epoch, a new producer id is allocated with the Prepare state (``next_producer_id``)
+and taken over at completion at epoch 0 (``last_producer_id`` keeps the old one, so the
+client's retry of that EndTxn is still recognised). ``client_transaction_version`` records the
+version of the client's last add or end (0 or 2), as Kafka's log does.
 """
 
 from __future__ import annotations
@@ -86,6 +95,8 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 @dataclass
@@ -103,6 +114,11 @@ class TxnMetadata:
     pending: TxnState | None = None
     # A fence whose write failed already bumped the epoch in memory; do not bump twice.
     failed_epoch_fence: bool = False
+    #: Transaction version 2: the producer id the transaction moves to at completion, when
+    #: its epoch bump exhausted the current one (else -1).
+    next_producer_id: int = NO_PRODUCER_ID
+    #: The transaction version of the client's last add or end (0, or 2 for KIP-890 part 2).
+    client_transaction_version: int = 0
 
     def transit(self, state: TxnState, now: int, **changes: object) -> TxnTransit:
         """Mark ``state`` pending and return the image to write."""
@@ -116,6 +132,8 @@ class TxnMetadata:
             "partitions": frozenset(self.partitions),
             "start_ms": self.start_ms,
             "last_update_ms": now,
+            "next_producer_id": self.next_producer_id,
+            "client_transaction_version": self.client_transaction_version,
         }
         base.update(changes)
         self.pending = state
@@ -131,6 +149,8 @@ class TxnMetadata:
         self.partitions = set(t.partitions)
         self.start_ms = t.start_ms
         self.last_update_ms = t.last_update_ms
+        self.next_producer_id = t.next_producer_id
+        self.client_transaction_version = t.client_transaction_version
         self.pending = None
         self.failed_epoch_fence = False
 
@@ -174,18 +194,55 @@ class TxnMetadata:
             return self.producer_epoch
         return self.producer_epoch + 1
 
-    def prepare_add_partitions(self, added: set[TopicPartition], now: int) -> TxnTransit:
+    def prepare_add_partitions(
+        self, added: set[TopicPartition], now: int, client_transaction_version: int = 0
+    ) -> TxnTransit:
         if self.state == TxnState.ONGOING:
             partitions, start = self.partitions | added, self.start_ms
         else:
             partitions, start = set(added), now
-        return self.transit(TxnState.ONGOING, now, partitions=frozenset(partitions), start_ms=start)
+        return self.transit(
+            TxnState.ONGOING, now, partitions=frozenset(partitions), start_ms=start,
+            client_transaction_version=client_transaction_version,
+        )
+
+    def prepare_abort_or_commit(
+        self,
+        state: TxnState,
+        now: int,
+        *,
+        bump: bool = False,
+        next_producer_id: int = NO_PRODUCER_ID,
+        no_partition_added: bool = False,
+    ) -> TxnTransit:
+        """PrepareCommit or PrepareAbort. ``bump`` (transaction version 2) ends the
+        transaction one epoch higher; ``next_producer_id`` is the id to move to at completion
+        when that bump exhausts the epoch. A version 2 abort of a transaction that added
+        nothing starts (and ends) it now."""
+        changes: dict[str, object] = {}
+        if bump:
+            changes.update(
+                producer_epoch=self.producer_epoch + 1, last_producer_epoch=self.producer_epoch,
+                next_producer_id=next_producer_id, client_transaction_version=2,
+            )
+        else:
+            changes.update(client_transaction_version=0)
+        if no_partition_added:
+            changes["start_ms"] = now
+        return self.transit(state, now, **changes)
 
     def prepare_complete(self, now: int) -> TxnTransit:
         state = (
             TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
         )
-        return self.transit(state, now, partitions=frozenset())
+        if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
+            # The epoch was exhausted: the producer continues under the new id at epoch 0.
+            return self.transit(
+                state, now, partitions=frozenset(), producer_id=self.next_producer_id,
+                last_producer_id=self.producer_id, producer_epoch=0,
+                next_producer_id=NO_PRODUCER_ID,
+            )
+        return self.transit(state, now, partitions=frozenset(), next_producer_id=NO_PRODUCER_ID)
 
     def prepare_dead(self, now: int) -> TxnTransit:
         return self.transit(TxnState.DEAD, now, partitions=frozenset())

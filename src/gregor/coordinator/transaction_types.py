@@ -7,6 +7,7 @@ that ``log_append_error`` and ``MARKER_DONE``/``MARKER_FENCED`` interpret.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -68,6 +69,15 @@ class InitProducerIdResult(NamedTuple):
     producer_epoch: int = -1
 
 
+class EndTxnResult(NamedTuple):
+    """EndTxn's answer: the error, and for a transaction version 2 client the producer id
+    and epoch to go on with (the epoch bumped by the end, or a new id at epoch 0)."""
+
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
 class TxnDescription(NamedTuple):
     """One DescribeTransactions entry; on an error only the error is set (the other fields
     keep the wire defaults, as Kafka leaves them)."""
@@ -106,3 +116,20 @@ def log_append_error(code: int) -> int:
 MARKER_DONE = frozenset({0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 # A newer producer epoch or coordinator already wrote to the partition: sending again is futile.
 MARKER_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+class TxnOperation(enum.IntEnum):
+    """What a transactional write's request version lets the leader do about a partition
+    the producer's transaction does not cover yet (Kafka's ``TransactionSupportedOperation``)."""
+
+    DEFAULT_ERROR = 0  # verify; not in the transaction -> INVALID_TXN_STATE
+    GENERIC_ERROR = 1  # verify; not in the transaction -> TRANSACTION_ABORTABLE
+    ADD_PARTITION = 2  # transaction version 2: add the partition to the transaction
+
+    @classmethod
+    def for_produce(cls, version: int) -> TxnOperation:
+        return cls.ADD_PARTITION if version > 11 else cls.GENERIC_ERROR if version > 10 else cls.DEFAULT_ERROR
+
+    @classmethod
+    def for_txn_offset_commit(cls, version: int) -> TxnOperation:
+        return cls.ADD_PARTITION if version > 4 else cls.GENERIC_ERROR if version > 3 else cls.DEFAULT_ERROR

@@ -54,9 +54,9 @@ def test_api_versions_reports_supported_and_finalized_features(wire: Wire) -> No
     av = api_versions(wire)
     supported = {f.name: (f.min_version, f.max_version) for f in av.supported_features}  # type: ignore[attr-defined]
     assert supported == {
-        "metadata.version": (7, 29), "group.version": (0, 1), "transaction.version": (0, 0), "share.version": (0, 1),
+        "metadata.version": (7, 29), "group.version": (0, 1), "transaction.version": (0, 2), "share.version": (0, 1),
     }
-    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1}  # level 0 is not listed
+    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1, "transaction.version": 2}  # level 0 is not listed
     assert av.finalized_features_epoch >= 0  # type: ignore[attr-defined]
     keys = {k.api_key: (k.min_version, k.max_version) for k in av.api_keys}  # type: ignore[attr-defined]
     assert keys[UpdateFeaturesRequest.API_KEY] == (0, 1)
@@ -70,7 +70,7 @@ def test_group_version_turns_the_consumer_group_protocol_off_and_on(wire: Wire) 
     assert errors(update(wire, ("group.version", 0, UPGRADE))) == (
         ErrorCode.INVALID_UPDATE_VERSION, {"group.version": ErrorCode.INVALID_UPDATE_VERSION})
     assert errors(update(wire, ("group.version", 0, SAFE))) == (0, {"group.version": 0})
-    assert finalized(wire) == {"metadata.version": 29, "share.version": 1}
+    assert finalized(wire) == {"metadata.version": 29, "share.version": 1, "transaction.version": 2}
     assert api_versions(wire).finalized_features_epoch > before  # type: ignore[attr-defined]
     off = heartbeat(wire)
     assert (off.error_code, off.member_epoch) == (ErrorCode.UNSUPPORTED_VERSION, -1)  # type: ignore[attr-defined]
@@ -80,20 +80,21 @@ def test_group_version_turns_the_consumer_group_protocol_off_and_on(wire: Wire) 
     # A downgrade type cannot raise a level; an upgrade can.
     assert errors(update(wire, ("group.version", 1, SAFE)))[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert errors(update(wire, ("group.version", 1, UPGRADE))) == (0, {"group.version": 0})
-    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1}
+    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1, "transaction.version": 2}
     assert heartbeat(wire).error_code == 0  # type: ignore[attr-defined]
 
 
 def test_v0_allow_downgrade_is_a_safe_downgrade(wire: Wire) -> None:
     assert errors(update(wire, ("group.version", 0, UPGRADE), version=0))[0] == ErrorCode.INVALID_UPDATE_VERSION
     assert errors(update(wire, ("group.version", 0, SAFE), version=0)) == (0, {"group.version": 0})
-    assert finalized(wire) == {"metadata.version": 29, "share.version": 1}
+    assert finalized(wire) == {"metadata.version": 29, "share.version": 1, "transaction.version": 2}
 
 
 @pytest.mark.parametrize(("updates", "why"), [
     ([("no.such.feature", 1, UPGRADE)], "unknown feature"),
     ([("share.version", 2, UPGRADE)], "above share.version's range"),
-    ([("transaction.version", 2, UPGRADE)], "no per-transaction epoch bump: only level 0"),
+    ([("transaction.version", 3, UPGRADE)], "above transaction.version's range"),
+    ([("transaction.version", 1, UPGRADE)], "lowering transaction.version needs a downgrade type"),
     ([("group.version", 2, UPGRADE)], "above the supported range"),
     ([("group.version", -1, SAFE)], "below 0"),
     ([("metadata.version", 6, SAFE)], "below metadata.version's minimum"),
@@ -110,7 +111,7 @@ def test_refused_updates_change_nothing(wire: Wire, updates: list[tuple[str, int
     top, per_feature = errors(update(wire, *updates))
     assert top == ErrorCode.INVALID_UPDATE_VERSION, why
     assert per_feature == {name: ErrorCode.INVALID_UPDATE_VERSION for name, _, _ in updates}, why
-    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1}
+    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1, "transaction.version": 2}
     assert api_versions(wire).finalized_features_epoch == before  # type: ignore[attr-defined]
 
 
@@ -127,4 +128,4 @@ def test_metadata_version_safe_downgrade_within_steps_without_metadata_changes(w
 def test_validate_only_checks_without_writing(wire: Wire) -> None:
     assert errors(update(wire, ("group.version", 0, SAFE), validate_only=True)) == (0, {"group.version": 0})
     assert errors(update(wire, ("share.version", 2, UPGRADE), validate_only=True))[0] == ErrorCode.INVALID_UPDATE_VERSION
-    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1}
+    assert finalized(wire) == {"metadata.version": 29, "group.version": 1, "share.version": 1, "transaction.version": 2}

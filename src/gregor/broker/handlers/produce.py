@@ -4,7 +4,9 @@ The handler reads the request into (topic, partition, records) entries and hands
 replica manager, which owns every rule of an append (up-conversion of legacy message sets,
 KIP-890 verification, the partition's checks, the acks=-1 wait). A request refused whole
 (invalid acks; a transactional batch without a transactional id, as Kafka refuses it) gets
-the error on every partition. Per-record errors (KIP-467) go to ``record_errors``. acks=0
+the error on every partition. The version decides what KIP-890 does with a transactional batch
+for a partition not yet in the producer's transaction (``TxnOperation.for_produce``): v12 is
+the transaction version 2 Produce, for which the leader adds the partition itself. Per-record errors (KIP-467) go to ``record_errors``. acks=0
 gets no response; its errors are logged.
 """
 
@@ -20,6 +22,7 @@ from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
 from gregor.broker.replica_manager import ProduceResult
 from gregor.broker.state import RequestContext
+from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -66,7 +69,7 @@ def _part(index: int, result: ProduceResult) -> PartResp:
     )
 
 
-@handles(ProduceRequest, 0, 11)
+@handles(ProduceRequest, 0, 12)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     responses = []
     transactional_id = req.transactional_id if ctx.version >= 3 else None
@@ -100,6 +103,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             entries, required_acks=req.acks, timeout_ms=req.timeout_ms,
             transactional_id=transactional_id,
             version=ctx.version,
+            txn_operation=TxnOperation.for_produce(ctx.version),
         )
         _count_traffic(ctx, entries, results, [t for t in req.topic_data if t.name not in writable])
         it = iter(results)

@@ -13,6 +13,14 @@ gets CLUSTER_AUTHORIZATION_FAILED for the whole request, as from Kafka.
 TxnOffsetCommit is checked against the transaction first (the group's ``__consumer_offsets``
 partition must have been added with AddOffsetsToTxn, KIP-890) and then written by the group
 coordinator.
+
+Transaction version 2 (KIP-890 part 2): EndTxn v5 is a version 2 client's (the coordinator
+bumps the epoch and the answer carries the producer id and epoch to go on with); such a client
+sends no AddPartitionsToTxn or AddOffsetsToTxn: TxnOffsetCommit v5 has the group's partition
+added to the transaction here, and Produce v12 has the partition leader add its partition with
+AddPartitionsToTxn v4+ (``verify_only`` false). Versions 4 and up of AddPartitionsToTxn are
+broker-to-broker: they need CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED for the
+whole request otherwise, as Kafka answers), and no client ACL is checked on them.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.broker.topics import OFFSETS_TOPIC
+from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnRequest,
@@ -90,14 +99,17 @@ async def init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> I
 
 async def _add_partitions(
     ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
-    partitions: list[tuple[str, int]], verify_only: bool,
+    partitions: list[tuple[str, int]], verify_only: bool, from_broker: bool = False,
 ) -> dict[tuple[str, int], int]:
-    """Per-partition results of adding (or, for ``verify_only``, checking) partitions."""
+    """Per-partition results of adding (or, for ``verify_only``, checking) partitions.
+    ``from_broker`` (v4+): a partition leader asks, on a client's behalf; no client ACLs, and
+    an add is a transaction version 2 client's."""
     txns = ctx.broker.transactions
-    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+    if not from_broker and not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return dict.fromkeys(partitions, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t for t, _ in partitions))
-    if len(writable) < len({t for t, _ in partitions}):
+    topics = {t for t, _ in partitions}
+    writable = topics if from_broker else allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
+    if len(writable) < len(topics):
         # Kafka adds nothing when a topic is refused: those say why, the rest were not attempted.
         return {
             tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] not in writable else ErrorCode.OPERATION_NOT_ATTEMPTED
@@ -114,7 +126,9 @@ async def _add_partitions(
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in partitions
         }
-    code = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    code = await txns.add_partitions(
+        transactional_id, producer_id, producer_epoch, partitions, 2 if from_broker else 0
+    )
     return dict.fromkeys(partitions, int(code))
 
 
@@ -153,6 +167,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
         partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
         results = await _add_partitions(
             ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions, txn.verify_only,
+            from_broker=True,
         )
         if version >= 5 and txn.verify_only:
             results = {
@@ -191,10 +206,15 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnReq
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    code = await ctx.broker.transactions.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+    result = await ctx.broker.transactions.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+        2 if ctx.version >= 5 else 0,
     )
-    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(code, ctx.version, 2))
+    code = _fenced(result.error_code, ctx.version, 2)
+    return EndTxnResponse(
+        throttle_time_ms=0, error_code=code,
+        producer_id=-1 if code else result.producer_id, producer_epoch=-1 if code else result.producer_epoch,
+    )
 
 
 # --- TxnOffsetCommit ---
@@ -214,13 +234,13 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
         code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     else:
         await groups.ensure_topic()
-        code = await ctx.broker.transactions.verify_partition(
+        # v5+ (transaction version 2): the group's partition is added here, not by
+        # AddOffsetsToTxn; below, it must have been added.
+        code = await ctx.broker.transactions.check_transactional_write(
             req.transactional_id, OFFSETS_TOPIC, groups.partition_for(req.group_id), req.producer_id,
-            req.producer_epoch,
+            req.producer_epoch, TxnOperation.for_txn_offset_commit(ctx.version),
         )
     if code:
-        if code == ErrorCode.PRODUCER_FENCED:
-            code = ErrorCode.INVALID_PRODUCER_EPOCH
         topic, part = TxnOffsetCommitResponse.Topics, TxnOffsetCommitResponse.Topics.Partitions
         return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
             topic(name=t.name, partitions=[part(partition_index=p.partition_index, error_code=code) for p in t.partitions])

@@ -141,7 +141,8 @@ class AIOProducer(Sender, ProducerCore):
         self._txn: TransactionManager | None = None
         if self.transactional_id:
             self._txn = TransactionManager(
-                self.transactional_id, self._client, lambda: (self.producer_id, self.producer_epoch), self._max_block
+                self.transactional_id, self._client, lambda: (self.producer_id, self.producer_epoch), self._max_block,
+                set_ids=self._take_transaction_epoch,
             )
 
     # --- lifecycle ---

@@ -199,7 +199,8 @@ class Sender:
                     ProduceRequest.TopicData(name=t, partition_data=pd) for t, pd in topic_data.items()
                 ],
             )
-            version = conn.version(ProduceRequest.API_KEY, min_version=3)
+            max_version = self._txn.produce_max_version() if self._txn is not None else None
+            version = conn.version(ProduceRequest.API_KEY, max_version, min_version=3)
             resp: ProduceResponse | None = await conn.send(req, version)
         except KafkaError as e:
             for b in batches:
@@ -300,6 +301,16 @@ class Sender:
 
         await self._client.with_retries(attempt, timeout=self._max_block)
         log.debug("producer id %s epoch %s", self.producer_id, self.producer_epoch)
+
+    def _take_transaction_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """A version 2 EndTxn bumped the epoch (or moved to a new producer id): the next
+        transaction writes with it, every partition's sequence starting at 0 again (nothing
+        is in flight: the transaction was flushed or aborted)."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        with self.accumulator.lock:
+            for q in self.accumulator.queues.values():
+                q.next_sequence = 0
 
     async def _reset_producer_id(self) -> None:
         self.producer_id = -1

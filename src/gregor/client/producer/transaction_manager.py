@@ -10,6 +10,16 @@ batch for them goes out; ``send`` runs on the caller's thread, so ``new`` is gua
 Requests go to the transaction coordinator, found (and found again after NOT_COORDINATOR)
 with FindCoordinator, and are retried as the client retries anything retriable.
 
+Transaction version 2 (KIP-890 part 2). When the coordinator's broker speaks EndTxn v5 and
+the cluster finalized ``transaction.version`` 2 (read from the coordinator's ApiVersions once
+per coordinator), each transaction runs the version 2 protocol, decided at its first request
+and kept to its end: no AddPartitionsToTxn and no AddOffsetsToTxn (Produce v12 and
+TxnOffsetCommit v5 let the brokers add the partitions), and EndTxn v5, whose answer carries the
+producer id and epoch the next transaction uses (the coordinator bumps the epoch at every end,
+so a request of this transaction delivered late is fenced). The producer takes them over with
+fresh sequences (``set_ids``). Otherwise (a cluster at level 0 or 1, an older broker) the
+version 1 protocol runs, with EndTxn, Produce and TxnOffsetCommit capped at v4, v11 and v4.
+
 Handing a transaction to another process. A transaction is named on the wire by its
 transactional id, producer id and epoch, nothing else: :class:`TransactionHandle` is that
 triple (``Producer.transaction_handle()``), and :func:`end_transaction` sends EndTxn for it from
@@ -26,11 +36,16 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple, Protocol
 
 from gregor.client.core.client import KafkaClient
+from gregor.client.core.conn import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
 from gregor.client.core.errors import IllegalStateError, error_for_code
 from gregor.client.core.metadata import TopicPartition
 from gregor.protocol import messages
 from gregor.protocol.errors import ErrorCode
 
+TRANSACTION_VERSION = "transaction.version"
+#: The last versions of the transaction protocol version 1 (a higher Produce or TxnOffsetCommit
+#: has the broker add partitions, a higher EndTxn bumps the epoch).
+V1_MAX_END_TXN, V1_MAX_PRODUCE, V1_MAX_TXN_OFFSET_COMMIT = 4, 11, 4
 
 class TxnState(enum.Enum):
     UNINITIALIZED = "uninitialized"
@@ -90,12 +105,21 @@ async def end_transaction(
 
 class TransactionManager:
     def __init__(
-        self, transactional_id: str, client: KafkaClient, ids: Callable[[], tuple[int, int]], max_block: float
+        self,
+        transactional_id: str,
+        client: KafkaClient,
+        ids: Callable[[], tuple[int, int]],
+        max_block: float,
+        set_ids: Callable[[int, int], None] | None = None,
     ) -> None:
         self.transactional_id = transactional_id
         self._client = client
         self._ids = ids  # the producer's current (producer id, epoch)
+        self._set_ids = set_ids  # takes over the id and epoch a version 2 EndTxn answered
         self._max_block = max_block
+        #: This transaction runs the version 2 protocol (None: not decided yet).
+        self.tv2: bool | None = None
+        self._coordinator_tv2: dict[int, bool] = {}  # coordinator node -> speaks version 2
         self.state = TxnState.UNINITIALIZED
         self.partitions: set[TopicPartition] = set()  # registered with the coordinator
         self.new: set[TopicPartition] = set()  # touched by a send, not registered yet
@@ -146,23 +170,64 @@ class TransactionManager:
 
     def forget_coordinator(self) -> None:
         self._coordinator = -1
+        self._coordinator_tv2.clear()
 
-    async def _request(self, make: Callable[[], messages.Message]) -> None:
-        """Send a request to the transaction coordinator, retrying what may be retried."""
+    async def transaction_version_2(self) -> bool:
+        """Whether this transaction runs the version 2 protocol (decided once per
+        transaction, at its first request)."""
+        if self.tv2 is None:
+            self.tv2 = await self._coordinator_speaks_tv2()
+        return self.tv2
 
-        async def attempt() -> None:
+    def produce_max_version(self) -> int | None:
+        """The highest Produce version this transaction may use."""
+        return None if self.tv2 else V1_MAX_PRODUCE
+
+    async def _coordinator_speaks_tv2(self) -> bool:
+        async def attempt() -> bool:
+            node = await self.coordinator_node()
+            known = self._coordinator_tv2.get(node)
+            if known is not None:
+                return known
+            conn = await self._client.connection(node)
+            speaks = False
+            if conn.supports(messages.EndTxnRequest.API_KEY, 5):
+                req = messages.ApiVersionsRequest(
+                    client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
+                )
+                resp: messages.ApiVersionsResponse = await conn.send(req, conn.version(req.API_KEY, 3))
+                levels = {f.name: f.max_version_level for f in resp.finalized_features or ()}
+                speaks = not resp.error_code and levels.get(TRANSACTION_VERSION, 0) >= 2
+            self._coordinator_tv2[node] = speaks
+            return speaks
+
+        return bool(await self._client.with_retries(attempt, timeout=self._max_block))
+
+    async def _request(self, make: Callable[[], messages.Message]) -> messages.Message:
+        """Send a request to the transaction coordinator, retrying what may be retried; the
+        answer."""
+
+        async def attempt() -> messages.Message:
             node = await self.coordinator_node()
             conn = await self._client.connection(node)
             req = make()
-            max_v = 3 if isinstance(req, messages.AddPartitionsToTxnRequest) else None
-            resp: messages.Message = await conn.send(req, conn.version(req.API_KEY, max_v))
+            max_v = None
+            if isinstance(req, messages.AddPartitionsToTxnRequest):
+                max_v = 3  # v4+ is broker-to-broker
+            elif isinstance(req, messages.EndTxnRequest) and not self.tv2:
+                max_v = V1_MAX_END_TXN
+            version = conn.version(req.API_KEY, max_v)
+            if isinstance(req, messages.EndTxnRequest) and self.tv2 and version < 5:
+                raise IllegalStateError(f"the coordinator no longer speaks EndTxn v5 (v{version})")
+            resp: messages.Message = await conn.send(req, version)
             code = first_error(resp)
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 self.forget_coordinator()
             if code:
                 raise error_for_code(code)()
+            return resp
 
-        await self._client.with_retries(attempt, timeout=self._max_block)
+        return await self._client.with_retries(attempt, timeout=self._max_block)
 
     def handle(self) -> TransactionHandle:
         """The open transaction's handle (see :func:`end_transaction`)."""
@@ -176,6 +241,16 @@ class TransactionManager:
         with self._lock:
             new, self.new = self.new - self.partitions, set()
         if not new:
+            return
+        try:
+            tv2 = await self.transaction_version_2()
+        except BaseException:
+            with self._lock:
+                self.new |= new
+            raise
+        if tv2:
+            # Produce v12 has each partition's leader add it to the transaction.
+            self.partitions |= new
             return
         by_topic: dict[str, list[int]] = {}
         for tp in new:
@@ -202,14 +277,18 @@ class TransactionManager:
         if self.state is not TxnState.IN_TRANSACTION:
             raise IllegalStateError("no transaction in progress")
         group_id = group if isinstance(group, str) else group.group_id
-        await self._request(
-            lambda: messages.AddOffsetsToTxnRequest(
-                transactional_id=self.transactional_id,
-                producer_id=self._ids()[0],
-                producer_epoch=self._ids()[1],
-                group_id=group_id,
+        tv2 = await self.transaction_version_2()
+        if not tv2:
+            await self._request(
+                lambda: messages.AddOffsetsToTxnRequest(
+                    transactional_id=self.transactional_id,
+                    producer_id=self._ids()[0],
+                    producer_epoch=self._ids()[1],
+                    group_id=group_id,
+                )
             )
-        )
+        # From here the transaction is started (version 2: TxnOffsetCommit adds the group's
+        # partition), so it must be ended even if the commit below fails.
         self._offsets = True
         by_topic: dict[str, list[messages.TxnOffsetCommitRequest.Topics.Partitions]] = {}
         for tp, off in offsets.items():
@@ -235,7 +314,8 @@ class TransactionManager:
                 group_instance_id=instance_id,
                 topics=[messages.TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
-            resp: messages.TxnOffsetCommitResponse = await conn.send(req, conn.version(req.API_KEY))
+            version = conn.version(req.API_KEY, None if tv2 else V1_MAX_TXN_OFFSET_COMMIT, 5 if tv2 else 0)
+            resp: messages.TxnOffsetCommitResponse = await conn.send(req, version)
             code = first_error(resp)
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 coordinator[0] = -1
@@ -245,9 +325,10 @@ class TransactionManager:
         await self._client.with_retries(attempt, timeout=self._max_block)
 
     async def end(self, commit: bool) -> None:
-        """EndTxn (when the transaction touched anything), then READY."""
+        """EndTxn (when the transaction touched anything), then READY. A version 2 EndTxn
+        answers the producer id and epoch to go on with; the producer takes them over."""
         if self.partitions or self._offsets:
-            await self._request(
+            resp = await self._request(
                 lambda: messages.EndTxnRequest(
                     transactional_id=self.transactional_id,
                     producer_id=self._ids()[0],
@@ -255,8 +336,15 @@ class TransactionManager:
                     committed=commit,
                 )
             )
+            if self.tv2:
+                assert isinstance(resp, messages.EndTxnResponse)
+                if resp.producer_id < 0 or resp.producer_epoch < 0:
+                    raise IllegalStateError("EndTxn v5 answered no producer id and epoch")
+                if self._set_ids is not None:
+                    self._set_ids(resp.producer_id, resp.producer_epoch)
         self.partitions = set()
         self._offsets = False
+        self.tv2 = None
         with self._lock:
             self.new = set()
         self.state = TxnState.READY

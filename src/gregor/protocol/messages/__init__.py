@@ -166,7 +166,7 @@ if not TYPE_CHECKING:
 
 
 API_KEYS: dict[int, ApiInfo] = {
-    0: ApiInfo(0, 'Produce', 'produce', 0, 11, 9),
+    0: ApiInfo(0, 'Produce', 'produce', 0, 12, 9),
     1: ApiInfo(1, 'Fetch', 'fetch', 0, 17, 12),
     2: ApiInfo(2, 'ListOffsets', 'list_offsets', 0, 9, 6),
     3: ApiInfo(3, 'Metadata', 'metadata', 0, 12, 9),
@@ -192,9 +192,9 @@ API_KEYS: dict[int, ApiInfo] = {
     23: ApiInfo(23, 'OffsetForLeaderEpoch', 'offset_for_leader_epoch', 0, 4, 4),
     24: ApiInfo(24, 'AddPartitionsToTxn', 'add_partitions_to_txn', 0, 5, 3),
     25: ApiInfo(25, 'AddOffsetsToTxn', 'add_offsets_to_txn', 0, 4, 3),
-    26: ApiInfo(26, 'EndTxn', 'end_txn', 0, 4, 3),
+    26: ApiInfo(26, 'EndTxn', 'end_txn', 0, 5, 3),
     27: ApiInfo(27, 'WriteTxnMarkers', 'write_txn_markers', 0, 1, 1),
-    28: ApiInfo(28, 'TxnOffsetCommit', 'txn_offset_commit', 0, 4, 3),
+    28: ApiInfo(28, 'TxnOffsetCommit', 'txn_offset_commit', 0, 5, 3),
     29: ApiInfo(29, 'DescribeAcls', 'describe_acls', 0, 3, 2),
     30: ApiInfo(30, 'CreateAcls', 'create_acls', 0, 3, 2),
     31: ApiInfo(31, 'DeleteAcls', 'delete_acls', 0, 3, 2),
@@ -254,6 +254,9 @@ API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()
 # Versions (of both request and response) that come from tools/codegen/supplement.txt
 # rather than the protocol guide, by API key.
 SUPPLEMENT_VERSIONS: dict[int, tuple[int, ...]] = {
+    0: (12,),
+    26: (5,),
+    28: (5,),
     68: (1,),
     69: (1,),
     76: (1,),

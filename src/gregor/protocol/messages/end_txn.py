@@ -35,13 +35,16 @@ _P_h = _S_h.pack
 _S_ih = _struct.Struct('>ih')
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
+_S_ihqh = _struct.Struct('>ihqh')
+_U_ihqh = _S_ihqh.unpack_from
+_P_ihqh = _S_ihqh.pack
 _S_qho = _struct.Struct('>qh?')
 _U_qho = _S_qho.unpack_from
 _P_qho = _S_qho.pack
 
 
 class EndTxnRequest(Message):
-    """EndTxn request (API key 26), v0-4, flexible from v3.
+    """EndTxn request (API key 26), v0-5, flexible from v3.
 
     Fields (type, versions[, tag]; default):
         transactional_id (str, all; ''): The ID of the transaction to end.
@@ -57,7 +60,7 @@ class EndTxnRequest(Message):
     API_KEY = 26
     API_NAME = 'EndTxn'
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
     transactional_id: str
@@ -83,39 +86,45 @@ class EndTxnRequest(Message):
 
 
 class EndTxnResponse(Message):
-    """EndTxn response (API key 26), v0-4, flexible from v3.
+    """EndTxn response (API key 26), v0-5, flexible from v3.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
         error_code (int16, all; 0): The error code, or 0 if there was no error.
+        producer_id (int64, v5+; -1): The producer ID to go on with: the same one, or a new one when the epoch bump exhausted the epoch (transaction version 2).
+        producer_epoch (int16, v5+; -1): The producer epoch to go on with: the epoch bumped by ending the transaction, or 0 with a new producer ID (transaction version 2).
 
     RECORDS fields decode to memoryview slices of the input buffer (no copy).
     """
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tags')
-    _FIELDS = ('throttle_time_ms', 'error_code', 'unknown_tags')
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tags')
+    _FIELDS = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tags')
     API_KEY = 26
     API_NAME = 'EndTxn'
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
     throttle_time_ms: int
     error_code: int
+    producer_id: int
+    producer_epoch: int
     unknown_tags: dict[int, bytes]
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_tags: dict[int, bytes] = UNSET) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = -1, unknown_tags: dict[int, bytes] = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
         self.unknown_tags = {} if unknown_tags is UNSET else unknown_tags
 
     def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__: return NotImplemented
-        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_tags == other.unknown_tags
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.unknown_tags == other.unknown_tags
 
     def __repr__(self) -> str:
         tags = f', unknown_tags={self.unknown_tags!r}' if self.unknown_tags else ''
-        return f"EndTxnResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}{tags})"
+        return f"EndTxnResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}{tags})"
 
 
 _C_EndTxnRequest = EndTxnRequest
@@ -170,6 +179,8 @@ def _encode_req_v3(o: EndTxnRequest, ap: _Append) -> None:
 def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_EndTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
+    o.producer_id = -1
+    o.producer_epoch = -1
     o.unknown_tags = {}
     return o, pos
 
@@ -177,6 +188,16 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
 def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_EndTxnResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
+    o.producer_id = -1
+    o.producer_epoch = -1
+    if buf[pos] == 0: pos += 1; o.unknown_tags = {}
+    else: o.unknown_tags, pos = _read_tags(buf, pos)
+    return o, pos
+
+
+def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[EndTxnResponse, int]:
+    o = _new(_C_EndTxnResponse)
+    o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _U_ihqh(buf, pos); pos += 16
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -193,7 +214,14 @@ def _encode_resp_v3(o: EndTxnResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-EndTxnRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0, 2: _decode_req_v0, 3: _decode_req_v3, 4: _decode_req_v3}
-EndTxnRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0, 2: _encode_req_v0, 3: _encode_req_v3, 4: _encode_req_v3}
-EndTxnResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0, 2: _decode_resp_v0, 3: _decode_resp_v3, 4: _decode_resp_v3}
-EndTxnResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0, 2: _encode_resp_v0, 3: _encode_resp_v3, 4: _encode_resp_v3}
+def _encode_resp_v5(o: EndTxnResponse, ap: _Append) -> None:
+    ap(_P_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
+    ut0 = o.unknown_tags
+    if ut0: _write_tags(ap, ut0.items())
+    else: ap(b'\x00')
+
+
+EndTxnRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0, 2: _decode_req_v0, 3: _decode_req_v3, 4: _decode_req_v3, 5: _decode_req_v3}
+EndTxnRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0, 2: _encode_req_v0, 3: _encode_req_v3, 4: _encode_req_v3, 5: _encode_req_v3}
+EndTxnResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0, 2: _decode_resp_v0, 3: _decode_resp_v3, 4: _decode_resp_v3, 5: _decode_resp_v5}
+EndTxnResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0, 2: _encode_resp_v0, 3: _encode_resp_v3, 4: _encode_resp_v3, 5: _encode_resp_v5}

@@ -53,7 +53,7 @@ _P_ii = _S_ii.pack
 
 
 class ProduceRequest(Message):
-    """Produce request (API key 0), v0-11, flexible from v9.
+    """Produce request (API key 0), v0-12, flexible from v9.
 
     Fields (type, versions[, tag]; default):
         transactional_id (str, v3+, nullable; None): The transactional ID, or null if the producer is not transactional.
@@ -69,7 +69,7 @@ class ProduceRequest(Message):
     API_KEY = 0
     API_NAME = 'Produce'
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_MIN_VERSION = 9
 
     transactional_id: str | None
@@ -151,7 +151,7 @@ class ProduceRequest(Message):
 
 
 class ProduceResponse(Message):
-    """Produce response (API key 0), v0-11, flexible from v9.
+    """Produce response (API key 0), v0-12, flexible from v9.
 
     Fields (type, versions[, tag]; default):
         responses (list[Responses], all; []): Each produce response
@@ -166,7 +166,7 @@ class ProduceResponse(Message):
     API_KEY = 0
     API_NAME = 'Produce'
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_MIN_VERSION = 9
 
     responses: list[ProduceResponse.Responses]
@@ -1303,7 +1303,7 @@ def _encode_resp_v10(o: ProduceResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-ProduceRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0, 2: _decode_req_v0, 3: _decode_req_v3, 4: _decode_req_v3, 5: _decode_req_v3, 6: _decode_req_v3, 7: _decode_req_v3, 8: _decode_req_v3, 9: _decode_req_v9, 10: _decode_req_v9, 11: _decode_req_v9}
-ProduceRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0, 2: _encode_req_v0, 3: _encode_req_v3, 4: _encode_req_v3, 5: _encode_req_v3, 6: _encode_req_v3, 7: _encode_req_v3, 8: _encode_req_v3, 9: _encode_req_v9, 10: _encode_req_v9, 11: _encode_req_v9}
-ProduceResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v1, 2: _decode_resp_v2, 3: _decode_resp_v2, 4: _decode_resp_v2, 5: _decode_resp_v5, 6: _decode_resp_v5, 7: _decode_resp_v5, 8: _decode_resp_v8, 9: _decode_resp_v9, 10: _decode_resp_v10, 11: _decode_resp_v10}
-ProduceResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v1, 2: _encode_resp_v2, 3: _encode_resp_v2, 4: _encode_resp_v2, 5: _encode_resp_v5, 6: _encode_resp_v5, 7: _encode_resp_v5, 8: _encode_resp_v8, 9: _encode_resp_v9, 10: _encode_resp_v10, 11: _encode_resp_v10}
+ProduceRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0, 2: _decode_req_v0, 3: _decode_req_v3, 4: _decode_req_v3, 5: _decode_req_v3, 6: _decode_req_v3, 7: _decode_req_v3, 8: _decode_req_v3, 9: _decode_req_v9, 10: _decode_req_v9, 11: _decode_req_v9, 12: _decode_req_v9}
+ProduceRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0, 2: _encode_req_v0, 3: _encode_req_v3, 4: _encode_req_v3, 5: _encode_req_v3, 6: _encode_req_v3, 7: _encode_req_v3, 8: _encode_req_v3, 9: _encode_req_v9, 10: _encode_req_v9, 11: _encode_req_v9, 12: _encode_req_v9}
+ProduceResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v1, 2: _decode_resp_v2, 3: _decode_resp_v2, 4: _decode_resp_v2, 5: _decode_resp_v5, 6: _decode_resp_v5, 7: _decode_resp_v5, 8: _decode_resp_v8, 9: _decode_resp_v9, 10: _decode_resp_v10, 11: _decode_resp_v10, 12: _decode_resp_v10}
+ProduceResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v1, 2: _encode_resp_v2, 3: _encode_resp_v2, 4: _encode_resp_v2, 5: _encode_resp_v5, 6: _encode_resp_v5, 7: _encode_resp_v5, 8: _encode_resp_v8, 9: _encode_resp_v9, 10: _encode_resp_v10, 11: _encode_resp_v10, 12: _encode_resp_v10}

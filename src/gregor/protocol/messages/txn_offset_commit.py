@@ -53,7 +53,7 @@ _P_qhi = _S_qhi.pack
 
 
 class TxnOffsetCommitRequest(Message):
-    """TxnOffsetCommit request (API key 28), v0-4, flexible from v3.
+    """TxnOffsetCommit request (API key 28), v0-5, flexible from v3.
 
     Fields (type, versions[, tag]; default):
         transactional_id (str, all; ''): The ID of the transaction.
@@ -73,7 +73,7 @@ class TxnOffsetCommitRequest(Message):
     API_KEY = 28
     API_NAME = 'TxnOffsetCommit'
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
     transactional_id: str
@@ -169,7 +169,7 @@ class TxnOffsetCommitRequest(Message):
 
 
 class TxnOffsetCommitResponse(Message):
-    """TxnOffsetCommit response (API key 28), v0-4, flexible from v3.
+    """TxnOffsetCommit response (API key 28), v0-5, flexible from v3.
 
     Fields (type, versions[, tag]; default):
         throttle_time_ms (int32, all; 0): The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
@@ -183,7 +183,7 @@ class TxnOffsetCommitResponse(Message):
     API_KEY = 28
     API_NAME = 'TxnOffsetCommit'
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN_VERSION = 3
 
     throttle_time_ms: int
@@ -696,7 +696,7 @@ def _encode_resp_v3(o: TxnOffsetCommitResponse, ap: _Append) -> None:
     else: ap(b'\x00')
 
 
-TxnOffsetCommitRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0, 2: _decode_req_v2, 3: _decode_req_v3, 4: _decode_req_v3}
-TxnOffsetCommitRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0, 2: _encode_req_v2, 3: _encode_req_v3, 4: _encode_req_v3}
-TxnOffsetCommitResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0, 2: _decode_resp_v0, 3: _decode_resp_v3, 4: _decode_resp_v3}
-TxnOffsetCommitResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0, 2: _encode_resp_v0, 3: _encode_resp_v3, 4: _encode_resp_v3}
+TxnOffsetCommitRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0, 2: _decode_req_v2, 3: _decode_req_v3, 4: _decode_req_v3, 5: _decode_req_v3}
+TxnOffsetCommitRequest._ENCODERS = {0: _encode_req_v0, 1: _encode_req_v0, 2: _encode_req_v2, 3: _encode_req_v3, 4: _encode_req_v3, 5: _encode_req_v3}
+TxnOffsetCommitResponse._DECODERS = {0: _decode_resp_v0, 1: _decode_resp_v0, 2: _decode_resp_v0, 3: _decode_resp_v3, 4: _decode_resp_v3, 5: _decode_resp_v3}
+TxnOffsetCommitResponse._ENCODERS = {0: _encode_resp_v0, 1: _encode_resp_v0, 2: _encode_resp_v0, 3: _encode_resp_v3, 4: _encode_resp_v3, 5: _encode_resp_v3}
