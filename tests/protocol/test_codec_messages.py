@@ -35,22 +35,23 @@ MESSAGES_DIR = Path(messages.__file__).parent
 
 def test_registry_counts() -> None:
     # The guide documents 79 APIs (the 79 keys of the API key table), with 305 request and
-    # 305 response versions in all; tools/codegen/supplement.txt adds ConsumerGroupHeartbeat v1,
+    # 305 response versions in all; tools/codegen/supplement.txt adds transaction version 2's
+    # Produce v12, EndTxn v5 and TxnOffsetCommit v5 (KIP-890), ConsumerGroupHeartbeat v1,
     # ConsumerGroupDescribe v1, v1 of the four share group APIs, and the three share group offset
     # APIs the guide lacks (keys 90-92: four versions).
     assert len(API_KEYS) == 82
     supplement = sum(len(vs) for vs in messages.SUPPLEMENT_VERSIONS.values())
-    assert supplement == 10
+    assert supplement == 13
     assert sum(len(i.request._DECODERS) for i in API_KEYS.values()) == 305 + supplement
     assert sum(len(i.response._DECODERS) for i in API_KEYS.values()) == 305 + supplement
     assert sum(len(i.request._ENCODERS) for i in API_KEYS.values()) == 305 + supplement
     assert messages.counts().splitlines()[-3:] == [
         "79 APIs, 305 request versions, 305 response versions in the guide",
-        "+10 request versions, +10 response versions from the supplement: "
-        "ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1; ShareGroupHeartbeat v1; ShareGroupDescribe v1; "
+        "+13 request versions, +13 response versions from the supplement: "
+        "Produce v12; EndTxn v5; TxnOffsetCommit v5; ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1; ShareGroupHeartbeat v1; ShareGroupDescribe v1; "
         "ShareFetch v1; ShareAcknowledge v1; DescribeShareGroupOffsets v0, v1; AlterShareGroupOffsets v0; "
         "DeleteShareGroupOffsets v0",
-        "82 APIs, 315 request versions, 315 response versions in all",
+        "82 APIs, 318 request versions, 318 response versions in all",
     ]
 
 
@@ -70,7 +71,7 @@ def test_api_keys_are_kafkas() -> None:
 
 def test_class_attributes() -> None:
     assert (ProduceRequest.API_KEY, ProduceRequest.API_NAME) == (0, "Produce")
-    assert (ProduceRequest.MIN_VERSION, ProduceRequest.MAX_VERSION) == (0, 11)
+    assert (ProduceRequest.MIN_VERSION, ProduceRequest.MAX_VERSION) == (0, 12)
     assert ProduceRequest.FLEXIBLE_MIN_VERSION == 9
     assert (FetchResponse.MAX_VERSION, FetchResponse.FLEXIBLE_MIN_VERSION) == (17, 12)
     assert ApiVersionsRequest.FLEXIBLE_MIN_VERSION == 3
@@ -273,7 +274,7 @@ def test_encode_errors() -> None:
     with pytest.raises(ProtocolError):
         ProduceRequest(acks=70000).encode(3)
     with pytest.raises(ProtocolError, match="not supported"):
-        ProduceRequest().encode(12)
+        ProduceRequest().encode(13)
     with pytest.raises(ProtocolError):
         MetadataRequest(topics=[MetadataRequest.Topics(name=None)]).encode(1)  # null before v10
 

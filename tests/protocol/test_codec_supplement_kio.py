@@ -77,10 +77,15 @@ def kio_class(api: str, kind: str, version: int) -> type:
 
 
 def _our_name(f: dataclasses.Field[Any]) -> str:
-    # kio turns millisecond durations into timedeltas and drops the unit from the name
-    if f.metadata.get("kafka_type", "").startswith("timedelta"):
+    # kio turns millisecond durations into timedeltas, and millisecond timestamps
+    # (log_append_time) into datetimes, and drops the unit from the name
+    kafka_type = f.metadata.get("kafka_type", "")
+    if kafka_type.startswith("timedelta") or kafka_type == "datetime_i64":
         return f.name + "_ms"
     return f.name
+
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _inner(tp: Any) -> tuple[Any, bool]:
@@ -106,6 +111,8 @@ def to_kio(obj: Any, kcls: type) -> Any:
             convert = lambda v, inner=inner: None if v is None else to_kio(v, inner)  # noqa: E731
         elif kafka_type.startswith("timedelta"):
             convert = lambda v: None if v is None else datetime.timedelta(milliseconds=v)  # noqa: E731
+        elif kafka_type == "datetime_i64":  # -1 is "none" on the wire, as kio's None
+            convert = lambda v: None if v == -1 else EPOCH + datetime.timedelta(milliseconds=v)  # noqa: E731
         elif kafka_type == "error_code":
             convert = KioErrorCode
         else:
@@ -117,7 +124,13 @@ def to_kio(obj: Any, kcls: type) -> Any:
 def from_kio(entity: Any) -> Any:
     """kio's values as ours: nested dicts by our field names, plain ints and lists."""
     if dataclasses.is_dataclass(entity):
-        return {_our_name(f): from_kio(getattr(entity, f.name)) for f in dataclasses.fields(entity)}
+        return {
+            _our_name(f): -1 if f.metadata.get("kafka_type") == "datetime_i64" and getattr(entity, f.name) is None
+            else from_kio(getattr(entity, f.name))
+            for f in dataclasses.fields(entity)
+        }
+    if isinstance(entity, datetime.datetime):
+        return (entity - EPOCH) // datetime.timedelta(milliseconds=1)
     if isinstance(entity, tuple):
         return [from_kio(v) for v in entity]
     if isinstance(entity, datetime.timedelta):

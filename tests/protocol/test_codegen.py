@@ -120,11 +120,11 @@ def test_committed_spec_alone_regenerates_the_same_code(monkeypatch) -> None:
 
 TOTALS = [
     "79 APIs, 305 request versions, 305 response versions in the guide",
-    "+10 request versions, +10 response versions from the supplement: "
-    "ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1; ShareGroupHeartbeat v1; ShareGroupDescribe v1; "
+    "+13 request versions, +13 response versions from the supplement: "
+    "Produce v12; EndTxn v5; TxnOffsetCommit v5; ConsumerGroupHeartbeat v1; ConsumerGroupDescribe v1; ShareGroupHeartbeat v1; ShareGroupDescribe v1; "
     "ShareFetch v1; ShareAcknowledge v1; DescribeShareGroupOffsets v0, v1; AlterShareGroupOffsets v0; "
     "DeleteShareGroupOffsets v0",
-    "82 APIs, 315 request versions, 315 response versions in all",
+    "82 APIs, 318 request versions, 318 response versions in all",
 ]
 
 
@@ -142,7 +142,8 @@ def test_counts_of_the_registry_match_the_generator() -> None:
 
     assert messages.counts().splitlines()[-3:] == TOTALS
     assert messages.SUPPLEMENT_VERSIONS == {
-        68: (1,), 69: (1,), 76: (1,), 77: (1,), 78: (1,), 79: (1,), 90: (0, 1), 91: (0,), 92: (0,)}
+        0: (12,), 26: (5,), 28: (5,), 68: (1,), 69: (1,), 76: (1,), 77: (1,), 78: (1,), 79: (1,), 90: (0, 1),
+        91: (0,), 92: (0,)}
 
 
 # --- the supplement (versions the guide lacks) ----------------------------------------------
@@ -237,5 +238,7 @@ def test_the_committed_supplement() -> None:
         ("DescribeShareGroupOffsets", "request", 0), ("DescribeShareGroupOffsets", "request", 1),
         ("DescribeShareGroupOffsets", "response", 0), ("DescribeShareGroupOffsets", "response", 1),
         ("AlterShareGroupOffsets", "request", 0), ("AlterShareGroupOffsets", "response", 0),
-        ("DeleteShareGroupOffsets", "request", 0), ("DeleteShareGroupOffsets", "response", 0)]
+        ("DeleteShareGroupOffsets", "request", 0), ("DeleteShareGroupOffsets", "response", 0),
+        ("Produce", "request", 12), ("Produce", "response", 12), ("EndTxn", "request", 5),
+        ("EndTxn", "response", 5), ("TxnOffsetCommit", "request", 5), ("TxnOffsetCommit", "response", 5)]
     assert all(v.source.startswith("kio 0.6.5, kio/schema/") for v in blocks)
