@@ -357,11 +357,11 @@ def test_finalized_features_are_cluster_wide(cluster: ClusterProcess) -> None:
             UpdateFeaturesRequest.FeatureUpdates(feature=name, max_version_level=level, upgrade_type=kind)])
         return int(ask(cluster, node, "PLAINTEXT", req, 1).error_code)
 
-    assert all(levels(n)[0] == {"metadata.version": 29, "group.version": 1, "share.version": 1} for n in (1, 2, 3))
+    assert all(levels(n)[0] == {"metadata.version": 29, "group.version": 1, "share.version": 1, "transaction.version": 2} for n in (1, 2, 3))
     assert update(2, "group.version", 0, 2) == 0
-    while not all(levels(n)[0] == {"metadata.version": 29, "share.version": 1} for n in (1, 2, 3)):
+    while not all(levels(n)[0] == {"metadata.version": 29, "share.version": 1, "transaction.version": 2} for n in (1, 2, 3)):
         pass  # each broker sees the store's change when its watch delivers it
     assert update(3, "share.version", 2, 1) == ErrorCode.INVALID_UPDATE_VERSION
     assert update(1, "group.version", 1, 1) == 0
-    while not all(levels(n)[0] == {"metadata.version": 29, "group.version": 1, "share.version": 1} for n in (1, 2, 3)):
+    while not all(levels(n)[0] == {"metadata.version": 29, "group.version": 1, "share.version": 1, "transaction.version": 2} for n in (1, 2, 3)):
         pass  # share.version stayed at 1 everywhere; group.version is back
