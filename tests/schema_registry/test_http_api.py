@@ -380,3 +380,37 @@ def test_hostile_bodies_never_answer_a_traceback(registry: Registry) -> None:
         assert reply.status in (400, 422), (raw[:40], reply.status, reply.text[:300])
         assert "Traceback" not in reply.text and isinstance(reply.body["error_code"], int)
     assert registry.get("/subjects").body == []
+
+
+def test_json_schema_references(registry: Registry) -> None:
+    address = json.dumps(
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    )
+    registry.post("/subjects/address-json/versions", {"schema": address, "schemaType": "JSON"})
+    person = json.dumps({"type": "object", "properties": {"home": {"$ref": "address.json"}}})
+    refs = [{"name": "address.json", "subject": "address-json", "version": 1}]
+    reply = registry.post(
+        "/subjects/person-json/versions",
+        {"schema": person, "schemaType": "JSON", "references": refs},
+    )
+    assert reply.status == 200, reply.text
+    assert registry.get("/subjects/address-json/versions/1/referencedby").body == [reply.body["id"]]
+    wrong_type = registry.post(
+        "/subjects/wrong/versions",
+        {
+            "schema": person,
+            "schemaType": "JSON",
+            "references": [{"name": "a", "subject": "address-json", "version": 2}],
+        },
+    )
+    assert (wrong_type.status, wrong_type.body["error_code"]) == (422, 42201)
+    unresolved = registry.post(
+        "/subjects/person-json/versions", {"schema": person, "schemaType": "JSON"}
+    )
+    assert (unresolved.status, unresolved.body["error_code"]) == (422, 42201)
+    assert "address.json" in unresolved.body["message"]
+    dangling = json.dumps(
+        {"type": "object", "properties": {"a": {"$ref": "#/definitions/nowhere"}}}
+    )
+    reply = registry.post("/subjects/dangling/versions", {"schema": dangling, "schemaType": "JSON"})
+    assert (reply.status, reply.body["error_code"]) == (422, 42201)

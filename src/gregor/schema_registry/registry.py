@@ -443,10 +443,10 @@ class SchemaRegistry:
     async def set_config(self, subject: str | None, level: Any) -> str:
         if not isinstance(level, str) or level.upper() not in COMPATIBILITY_LEVELS:
             raise errors.invalid_compatibility_level(level)
-        level = level.upper()
+        chosen = str(level).upper()
         async with self._lock:
-            await self._write(Key("CONFIG", subject), config_value(level))
-        return level
+            await self._write(Key("CONFIG", subject), config_value(chosen))
+        return chosen
 
     async def delete_config(self, subject: str | None) -> str:
         async with self._lock:
@@ -470,9 +470,9 @@ class SchemaRegistry:
     async def set_mode(self, subject: str | None, mode: Any, force: bool) -> str:
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise errors.invalid_mode(mode)
-        mode = mode.upper()
+        chosen = str(mode).upper()
         async with self._lock:
-            if mode == "IMPORT" and not force:
+            if chosen == "IMPORT" and not force:
                 has = (
                     self.state.versions(subject, deleted=True)
                     if subject
@@ -482,8 +482,8 @@ class SchemaRegistry:
                     raise errors.operation_not_permitted(
                         "Cannot import since found existing subjects (use force=true to override)"
                     )
-            await self._write(Key("MODE", subject), mode_value(mode))
-        return mode
+            await self._write(Key("MODE", subject), mode_value(chosen))
+        return chosen
 
     async def delete_mode(self, subject: str | None) -> str:
         async with self._lock:

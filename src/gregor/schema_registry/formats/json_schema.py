@@ -96,6 +96,20 @@ class JsonSchema(ParsedSchema):
             raise SchemaParseError("the schema is nested too deeply") from None
         except Exception as e:
             raise SchemaParseError(str(e) or type(e).__name__) from None
+        refs = _refs(raw)
+        root = referencing.Resource.from_contents(
+            raw, default_specification=referencing.jsonschema.DRAFT7
+        )
+        resolver = registry.with_resource("urn:gregor:root", root).resolver(
+            base_uri="urn:gregor:root"
+        )
+        for ref in sorted(refs):
+            try:
+                resolver.lookup(ref)
+            except Exception:
+                raise SchemaParseError(
+                    f"the $ref {ref[:200]!r} does not resolve (a reference must name it, or it points nowhere)"
+                ) from None
         return cls(raw, validator)
 
     def canonical(self) -> str:
@@ -115,6 +129,29 @@ class JsonSchema(ParsedSchema):
         out: list[Incompatibility] = []
         _Checker(self.raw, writer.raw).check(self.raw, writer.raw, "#", out, 0)
         return out
+
+
+MAX_REFS = 1000
+
+
+def _refs(obj: Any) -> set[str]:
+    """Every ``$ref`` string in the schema (at most ``MAX_REFS``)."""
+    out: set[str] = set()
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str):
+                out.add(ref)
+                if len(out) > MAX_REFS:
+                    raise SchemaParseError(f"more than {MAX_REFS} distinct $refs")
+            stack.extend(
+                v for k, v in item.items() if k not in ("enum", "const", "default", "examples")
+            )
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def _types(s: dict[str, Any]) -> set[str] | None:
