@@ -4,9 +4,11 @@ and a registry served on the broker's event loop, each test with its own ``_sche
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import itertools
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +103,38 @@ class Registry:
 
     def delete(self, path: str) -> Reply:
         return self.call("DELETE", path)
+
+
+class RegistryThread(Registry):
+    """A registry on its own event loop thread (``Registry`` uses the in-process broker's loop),
+    for tests whose broker restarts or runs in another process."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        super().__init__(None, topic)  # type: ignore[arg-type]
+        self.bootstrap_servers = bootstrap_servers
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="registry-loop", daemon=True
+        )
+        self.thread.start()
+
+    def start(self) -> Registry:
+        server = SchemaRegistryServer(
+            {"bootstrap.servers": self.bootstrap_servers}, "http://127.0.0.1:0", topic=self.topic
+        )
+        self.server = asyncio.run_coroutine_threadsafe(server.start(), self.loop).result(120)
+        return self
+
+    def stop(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            asyncio.run_coroutine_threadsafe(server.stop(), self.loop).result(120)
+
+    def close(self) -> None:
+        self.stop()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(60)
+        self.loop.close()
 
 
 @pytest.fixture(scope="module")
