@@ -374,3 +374,18 @@ def test_avro_refuses_fastavros_bookkeeping_keys() -> None:
     # fastavro takes this as already parsed and checks nothing: a nonsense type got registered
     with pytest.raises(SchemaParseError, match="__fastavro_parsed"):
         parse("AVRO", '{"__fastavro_parsed": true, "__named_schemas": {}, "type": "no such type"}')
+
+
+def test_json_schemas_too_deep_to_compare_are_incompatible() -> None:
+    def nested(leaf: str, depth: int) -> str:
+        text = json.dumps({"type": leaf})
+        for _ in range(depth):
+            text = f'{{"type": "array", "items": {text}}}'
+        return text
+
+    backward, forward = verdict("JSON", nested("integer", 70), nested("string", 70))
+    assert backward == forward == {"SCHEMA_TOO_DEEP"}  # not compared, so not compatible
+    assert verdict("JSON", nested("integer", 20), nested("string", 20)) == (
+        {"TYPE_NARROWED"},
+        {"TYPE_NARROWED"},
+    )

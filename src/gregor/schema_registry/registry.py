@@ -27,7 +27,12 @@ from typing import Any
 
 from gregor.schema_registry import errors
 from gregor.schema_registry.formats import SCHEMA_TYPES, parse
-from gregor.schema_registry.formats.base import Dependency, ParsedSchema, SchemaParseError
+from gregor.schema_registry.formats.base import (
+    Dependency,
+    Incompatibility,
+    ParsedSchema,
+    SchemaParseError,
+)
 from gregor.schema_registry.records import (
     Key,
     Reference,
@@ -245,11 +250,18 @@ class SchemaRegistry:
         messages: list[str] = []
         for sv in reversed(olds):
             old = await self._parsed_version(sv)
-            found = []
-            if level.startswith(("BACKWARD", "FULL")):
-                found += new.incompatibilities(old)
-            if level.startswith(("FORWARD", "FULL")):
-                found += old.incompatibilities(new)
+            found: list[Incompatibility] = []
+            try:
+                if level.startswith(("BACKWARD", "FULL")):
+                    found += new.incompatibilities(old)
+                if level.startswith(("FORWARD", "FULL")):
+                    found += old.incompatibilities(new)
+            except RecursionError:  # fail closed
+                found.append(
+                    Incompatibility(
+                        "SCHEMA_TOO_DEEP", "/", "the schemas nest too deeply to be compared"
+                    )
+                )
             if found:
                 messages += [f.message() for f in found]
                 messages += [

@@ -132,6 +132,7 @@ class JsonSchema(ParsedSchema):
 
 
 MAX_REFS = 1000
+MAX_COMPARE_DEPTH = 64
 
 
 def _refs(obj: Any) -> set[str]:
@@ -194,7 +195,14 @@ class _Checker:
         return s
 
     def check(self, r: Any, w: Any, path: str, out: list[Incompatibility], depth: int) -> None:
-        if depth > 64:
+        if depth > MAX_COMPARE_DEPTH:  # fail closed: what is not compared is not compatible
+            out.append(
+                Incompatibility(
+                    "SCHEMA_TOO_DEEP",
+                    path,
+                    f"the schemas nest deeper than {MAX_COMPARE_DEPTH} levels at '{path}' and were not compared",
+                )
+            )
             return
         r, w = self._deref(r, self.rroot), self._deref(w, self.wroot)
         if w is False or r is True or r == {}:
