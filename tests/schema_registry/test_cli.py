@@ -90,3 +90,12 @@ def test_a_topic_with_two_partitions_is_one_line(broker: InProcessBroker) -> Non
     assert done.returncode == 1
     assert "Error: the topic _schemas_cli_two has 2 partitions" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_beyond_loopback_needs_the_insecure_flag() -> None:
+    done = run("-b", "127.0.0.1:1", "--listener", "http://0.0.0.0:0")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "no authentication yet" in done.stderr and "--insecure-no-auth" in done.stderr
+    # with the flag it goes on (to the unreachable broker: one line, exit 1)
+    done = run("-b", "127.0.0.1:1", "--listener", "http://0.0.0.0:0", "--insecure-no-auth")
+    assert done.returncode == 1 and "cannot connect to 127.0.0.1:1" in done.stderr

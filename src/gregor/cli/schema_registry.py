@@ -11,17 +11,31 @@ import click
 from gregor.cli.clientopts import client_config, client_options
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @click.command(
     "schema-registry",
     epilog="""
 \b
 Examples:
   gregor schema-registry -b localhost:9092                   # http://127.0.0.1:8081
-  gregor schema-registry -b broker:9092 --listener http://0.0.0.0:8081 --topic _schemas
+  gregor schema-registry -b broker:9092 --topic _schemas_dev --listener http://0.0.0.0:8081 \\
+      --insecure-no-auth     # beyond loopback: anyone who reaches it may change schemas
 
 \b
 Clients use it as Confluent's: schema.registry.url=http://127.0.0.1:8081. One registry
-writes to a topic at a time: run one per --topic (a writer election comes later).
+writes to a topic at a time: run one per --topic (a writer election comes later). There
+is no authentication yet (it comes with the broker-served registry): a listener beyond
+loopback needs --insecure-no-auth.
 """,
 )
 @client_options
@@ -43,6 +57,11 @@ writes to a topic at a time: run one per --topic (a writer election comes later)
     help="The topic's replication factor when the registry creates it (-1: the broker's default).",
 )
 @click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Serve beyond loopback although the registry has no authentication yet.",
+)
+@click.option(
     "--output",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -55,6 +74,7 @@ def schema_registry(
     listener: str,
     topic: str,
     replication_factor: int,
+    insecure_no_auth: bool,
     output: str,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) backed by the cluster."""
@@ -68,9 +88,14 @@ def schema_registry(
     from gregor.broker.events import setup_logging
 
     try:
-        parse_listener(listener)
+        host, _ = parse_listener(listener)
     except ListenerError as e:
         raise click.BadParameter(str(e), param_hint="--listener") from None
+    if not _loopback(host) and not insecure_no_auth:
+        raise click.UsageError(
+            f"{listener} is beyond loopback and the schema registry has no authentication yet: anyone who "
+            "reaches it could change or delete schemas (pass --insecure-no-auth to serve it anyway)"
+        )
     if not topic or len(topic) > 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--topic")
     cfg = client_config(bootstrap_server, properties)
