@@ -104,6 +104,10 @@ def test_schema_registry_client_calls(registry: Registry) -> None:
     )
     assert client.set_compatibility("calls", "FULL") == {"compatibility": "FULL"}
     assert client.get_compatibility("calls") == "FULL"
+    from confluent_kafka.schema_registry import ConfigCompatibilityLevel, ServerConfig
+
+    client.set_config("calls", ServerConfig(compatibility_level=ConfigCompatibilityLevel.FORWARD))
+    assert client.get_config("calls").compatibility_level == ConfigCompatibilityLevel.FORWARD
     assert client.update_mode("calls", "READONLY") == "READONLY"
     assert client.get_mode("calls") == "READONLY"
     assert client.delete_mode("calls") == "READONLY"

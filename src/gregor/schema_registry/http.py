@@ -145,6 +145,12 @@ def _candidate(body: dict[str, Any]) -> Candidate:
     return Candidate(schema_type.upper(), schema, refs)
 
 
+def _level(body: dict[str, Any]) -> Any:
+    """A config body's level: ``compatibility`` (the API's name) or ``compatibilityLevel`` (what
+    confluent-kafka's ``ServerConfig`` sends when built with ``compatibility_level``)."""
+    return body.get("compatibility", body.get("compatibilityLevel"))
+
+
 def _version_json(sv: SchemaVersion, schema: str) -> dict[str, Any]:
     out: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id}
     if sv.schema_type != "AVRO":
@@ -359,9 +365,7 @@ async def get_global_config(request: web.Request) -> web.Response:
 @routes.put("/config")
 async def put_global_config(request: web.Request) -> web.Response:
     body = await _body(request)
-    return answer(
-        {"compatibility": await _registry(request).set_config(None, body.get("compatibility"))}
-    )
+    return answer({"compatibility": await _registry(request).set_config(None, _level(body))})
 
 
 @routes.delete("/config")
@@ -379,9 +383,7 @@ async def get_config(request: web.Request) -> web.Response:
 async def put_config(request: web.Request) -> web.Response:
     subject = _subject(request)
     body = await _body(request)
-    return answer(
-        {"compatibility": await _registry(request).set_config(subject, body.get("compatibility"))}
-    )
+    return answer({"compatibility": await _registry(request).set_config(subject, _level(body))})
 
 
 @routes.delete("/config/{subject}")
