@@ -57,6 +57,7 @@ MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = 2**31 - 1
 MAX_REFERENCE_DEPTH = 32
 PARSE_CACHE_SIZE = 512
+PARSE_CACHE_BYTES = 64 * 1024 * 1024  # of schema text: a few huge schemas cannot fill memory
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class SchemaRegistry:
         self.state = state
         self.store = store
         self._lock = asyncio.Lock()
+        self._parsed_bytes = 0
         self._parsed: OrderedDict[tuple[str, str, tuple[Reference, ...]], ParsedSchema] = (
             OrderedDict()
         )
@@ -132,8 +134,12 @@ class SchemaRegistry:
         except SchemaParseError as e:
             raise errors.invalid_schema(str(e)) from None
         self._parsed[key] = result
-        while len(self._parsed) > PARSE_CACHE_SIZE:
-            self._parsed.popitem(last=False)
+        self._parsed_bytes += len(c.schema)
+        while len(self._parsed) > PARSE_CACHE_SIZE or (
+            self._parsed_bytes > PARSE_CACHE_BYTES and len(self._parsed) > 1
+        ):
+            (_, old_text, _), _ = self._parsed.popitem(last=False)
+            self._parsed_bytes -= len(old_text)
         return result
 
     async def _parsed_version(self, sv: SchemaVersion) -> ParsedSchema:
