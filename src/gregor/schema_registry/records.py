@@ -12,8 +12,9 @@ Every record's key and value are JSON. The key names what the record is about:
 - ``{"keytype":"MODE","subject":S|null,"magic":0}``: a mode, value ``{"mode":MODE}``.
 - ``{"keytype":"DELETE_SUBJECT","subject":S,"magic":0}``: value ``{"subject":S,"version":V}``,
   every version up to V soft deleted.
-- ``{"keytype":"CLEAR_SUBJECT","subject":S,"magic":0}``: written by Confluent after a permanent
-  subject delete; read and ignored here (the SCHEMA tombstones carry the deletion).
+- ``{"keytype":"CLEAR_SUBJECT","subject":S,"magic":0}``: a key type of Confluent's layout that
+  this registry neither writes nor needs (the SCHEMA tombstones carry a permanent deletion); read
+  and ignored.
 - ``{"keytype":"NOOP","magic":0}``: no content; a writer appends one and waits to read it back
   to know it has read everything before it.
 
