@@ -8,7 +8,11 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
+
 from gregor.testing import InProcessBroker
+
+pytestmark = pytest.mark.slow  # child processes, each importing Gregor
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from gregor.testing import BrokerProcess
 
 from .conftest import Registry, RegistryThread, avro_record
@@ -53,6 +55,7 @@ def test_a_second_registry_converges(registry: Registry) -> None:
         reader.stop()
 
 
+@pytest.mark.slow  # a broker process, started twice
 def test_a_broker_restart_loses_nothing() -> None:
     with BrokerProcess() as broker:
         reg = RegistryThread(broker.bootstrap_servers, "_schemas")

@@ -8,7 +8,7 @@ partition to a consumer without a group, seeks to the beginning and reads up to 
 it found, applying each record to ``RegistryState``. A reader task then goes on reading as
 records arrive, so registries sharing the topic converge.
 
-``write`` appends one record with a producer using ``acks=all`` (and idempotence), learns the
+``write`` appends one record with a producer using ``acks=all``, learns the
 record's offset from the broker's answer, and waits until the reader has applied that offset:
 Confluent's rule that a write is answered only once it has been read back, so the answer and
 every later read see it. ``start`` does the same with a NOOP record, which proves the reader has
@@ -77,7 +77,19 @@ class KafkaStore:
         await self._consumer.start()
         self._consumer.assign([self.tp])
         await self._consumer.seek_to_beginning(self.tp)
-        self._producer = AIOProducer({**self.client_config, "acks": "all", "linger.ms": 0})
+        # One record in flight at a time (each write waits for its read-back), so order needs no
+        # idempotence; without it the registry needs no producer id (nor the IDEMPOTENT_WRITE
+        # ACL, nor a transaction coordinator on a new cluster). A retried write that lands
+        # twice is the same record twice: applying it again changes nothing.
+        self._producer = AIOProducer(
+            {
+                **self.client_config,
+                "acks": "all",
+                "linger.ms": 0,
+                "enable.idempotence": False,
+                "max.in.flight.requests.per.connection": 1,
+            }
+        )
         await self._producer.start()
         self._reader = asyncio.get_running_loop().create_task(
             self._read_loop(), name="schema-registry-reader"
