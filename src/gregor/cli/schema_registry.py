@@ -79,6 +79,7 @@ def schema_registry(
 ) -> None:
     """Serve a schema registry (Confluent's REST API) backed by the cluster."""
     try:
+        from gregor.schema_registry.errors import RegistryError
         from gregor.schema_registry.server import ListenerError, parse_listener, run_forever
         from gregor.schema_registry.store import StoreConfigError
     except ImportError:
@@ -116,5 +117,7 @@ def schema_registry(
         pass
     except StoreConfigError as e:
         raise click.ClickException(str(e)) from None
+    except RegistryError as e:  # the store could not be read to its end at start
+        raise click.ClickException(f"the schema registry could not start: {e.message}") from None
     except OSError as e:
         raise click.ClickException(f"cannot listen on {listener}: {e.strerror or e}") from None
