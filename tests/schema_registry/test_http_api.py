@@ -22,8 +22,10 @@ def register(reg: Registry, subject: str, schema: str, **extra: object) -> int:
 def test_root_types_and_content_type(registry: Registry) -> None:
     reply = registry.get("/")
     assert reply.status == 200 and reply.body == {}
-    assert reply.headers["Content-Type"].startswith(CT)
+    assert reply.headers["Content-Type"] == CT
     assert registry.get("/schemas/types").body == ["JSON", "PROTOBUF", "AVRO"]
+    missing = registry.get("/subjects/nope/versions")
+    assert missing.headers["Content-Type"] == CT and missing.body["error_code"] == 40401
 
 
 def test_register_lookup_and_read_back(registry: Registry) -> None:

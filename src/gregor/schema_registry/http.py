@@ -41,7 +41,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def answer(data: Any, status: int = 200) -> web.Response:
     return web.Response(
-        text=json.dumps(data, ensure_ascii=False), status=status, content_type=CONTENT_TYPE
+        body=json.dumps(data, ensure_ascii=False).encode(),
+        status=status,
+        headers={"Content-Type": CONTENT_TYPE},
     )
 
 
@@ -217,7 +219,8 @@ async def raw_schema_by_id(request: web.Request) -> web.Response:
     reg = _registry(request)
     sv = reg.schema_by_id(_schema_id(request))
     return web.Response(
-        text=await reg.formatted(sv, request.query.get("format")), content_type=CONTENT_TYPE
+        body=(await reg.formatted(sv, request.query.get("format"))).encode(),
+        headers={"Content-Type": CONTENT_TYPE},
     )
 
 
@@ -277,7 +280,8 @@ async def get_version_schema(request: web.Request) -> web.Response:
         _subject(request), request.match_info["version"], _flag(request, "deleted")
     )
     return web.Response(
-        text=await reg.formatted(sv, request.query.get("format")), content_type=CONTENT_TYPE
+        body=(await reg.formatted(sv, request.query.get("format"))).encode(),
+        headers={"Content-Type": CONTENT_TYPE},
     )
 
 
