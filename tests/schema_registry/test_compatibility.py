@@ -259,6 +259,20 @@ JSON_CASES: list[tuple[str, str, str, set[str], set[str]]] = [
         set(),
     ),
     (
+        "add a format",
+        _obj({"a": STR}),
+        _obj({"a": {"type": "string", "format": "email"}}),
+        {"SCHEMA_CHANGED"},
+        set(),
+    ),
+    (
+        "change tuple items",
+        json.dumps({"type": "array", "items": [INT, STR]}),
+        json.dumps({"type": "array", "items": [STR, STR]}),
+        {"SCHEMA_CHANGED"},
+        {"SCHEMA_CHANGED"},
+    ),
+    (
         "a local $ref followed",
         json.dumps(
             {

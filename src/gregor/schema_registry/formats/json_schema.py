@@ -47,6 +47,16 @@ EQUALITY_ONLY = (
     "contains",
     "uniqueItems",
     "multipleOf",
+    "format",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "dependentRequired",
+    "minContains",
+    "maxContains",
+    "contentEncoding",
+    "contentMediaType",
 )
 
 
@@ -230,6 +240,12 @@ class _Checker:
         self._objects(r, w, path, out, depth)
         if "items" in r and isinstance(r["items"], (dict, bool)):
             self.check(r["items"], w.get("items", True), f"{path}/items", out, depth + 1)
+        elif "items" in r and r["items"] != w.get("items"):  # tuple items (a list): equality only
+            out.append(
+                Incompatibility(
+                    "SCHEMA_CHANGED", f"{path}/items", f"the tuple items at '{path}' changed"
+                )
+            )
         self._combined(r, w, path, out, depth)
         for key in EQUALITY_ONLY:
             if key in r and r.get(key) != w.get(key):
