@@ -328,6 +328,17 @@ PROTO_CASES: list[tuple[str, str, str, set[str], set[str]]] = [
         {"FIELD_SCALAR_KIND_CHANGED"},
         {"FIELD_SCALAR_KIND_CHANGED"},
     ),
+    (
+        "change a field's message type to another of the same short name",
+        P1
+        + "message O1 { message Item { string x = 1; } }\nmessage O2 { message Item { string x = 1; } }\n"
+        + "message Box { O1.Item item = 1; }\n",
+        P1
+        + "message O1 { message Item { string x = 1; } }\nmessage O2 { message Item { string x = 1; } }\n"
+        + "message Box { O2.Item item = 1; }\n",
+        {"FIELD_KIND_CHANGED"},
+        {"FIELD_KIND_CHANGED"},
+    ),
     ("remove a message", P1 + "message Extra { string x = 1; }\n", P1, {"MESSAGE_REMOVED"}, set()),
     (
         "change the package",

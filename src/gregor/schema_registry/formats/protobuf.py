@@ -199,7 +199,7 @@ class ProtobufSchema(ParsedSchema):
                     )
                 )
                 continue
-            _compare_message(name, rm, wm, out)
+            _compare_message(name, rm, wm, out, r.package, w.package)
         return out
 
 
@@ -214,23 +214,28 @@ def _messages(msgs: Any, prefix: str) -> list[tuple[str, Any]]:
     return out
 
 
-def _kind_compatible(a: Any, b: Any) -> bool:
-    if a.type in (TYPE_MESSAGE, TYPE_GROUP, TYPE_ENUM) or b.type in (
-        TYPE_MESSAGE,
-        TYPE_GROUP,
-        TYPE_ENUM,
-    ):
-        if a.type == TYPE_ENUM and b.type == TYPE_ENUM:
-            return bool(a.type_name.rsplit(".", 1)[-1] == b.type_name.rsplit(".", 1)[-1])
+def _relative(type_name: str, package: str) -> str:
+    """A message or enum type's name inside its file's package (``.acme.Order.Item`` in
+    ``acme``: ``Order.Item``), so a changed package is not also every field's type change."""
+    prefix = f".{package}." if package else "."
+    return type_name[len(prefix) :] if type_name.startswith(prefix) else type_name
+
+
+def _kind_compatible(a: Any, b: Any, a_package: str, b_package: str) -> bool:
+    named = (TYPE_MESSAGE, TYPE_GROUP, TYPE_ENUM)
+    if a.type in named or b.type in named:
         return bool(
-            a.type == b.type and a.type_name.rsplit(".", 1)[-1] == b.type_name.rsplit(".", 1)[-1]
+            a.type == b.type
+            and _relative(a.type_name, a_package) == _relative(b.type_name, b_package)
         )
     if a.type == b.type:
         return True
     return any(a.type in group and b.type in group for group in _KIND_CLASSES)
 
 
-def _compare_message(name: str, r: Any, w: Any, out: list[Incompatibility]) -> None:
+def _compare_message(
+    name: str, r: Any, w: Any, out: list[Incompatibility], r_package: str, w_package: str
+) -> None:
     rf = {f.number: f for f in r.field}
     wf = {f.number: f for f in w.field}
     w_oneofs = {o.name for o in w.oneof_decl}
@@ -245,7 +250,7 @@ def _compare_message(name: str, r: Any, w: Any, out: list[Incompatibility]) -> N
                     )
                 )
             continue
-        if not _kind_compatible(f, old):
+        if not _kind_compatible(f, old, r_package, w_package):
             out.append(
                 Incompatibility(
                     "FIELD_KIND_CHANGED",
