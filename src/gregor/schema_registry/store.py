@@ -108,6 +108,11 @@ class KafkaStore:
     async def _ensure_topic(self) -> None:
         async with AIOAdminClient(self.client_config) as admin:
             found = (await admin.describe_topics([self.topic])).get(self.topic)
+            if (
+                isinstance(found, ClientKafkaError)
+                and getattr(found, "name", "") != "UNKNOWN_TOPIC_OR_PARTITION"
+            ):
+                raise found  # not allowed to see it, for one: say so rather than try to create it
             if not isinstance(found, ClientKafkaError) and found is not None:
                 if len(found.partitions) != 1:
                     raise StoreConfigError(
