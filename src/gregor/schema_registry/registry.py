@@ -56,6 +56,7 @@ COMPATIBILITY_LEVELS = (
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = 2**31 - 1
 MAX_REFERENCE_DEPTH = 32
+MAX_REFERENCES = 1000
 PARSE_CACHE_SIZE = 512
 PARSE_CACHE_BYTES = 64 * 1024 * 1024  # of schema text: a few huge schemas cannot fill memory
 
@@ -97,7 +98,16 @@ class SchemaRegistry:
 
     # --- parsing ---
 
-    def _dependencies(self, refs: tuple[Reference, ...], depth: int = 0) -> tuple[Dependency, ...]:
+    def _dependencies(
+        self,
+        refs: tuple[Reference, ...],
+        depth: int = 0,
+        memo: dict[tuple[str, int], tuple[Dependency, ...]] | None = None,
+    ) -> tuple[Dependency, ...]:
+        """The references resolved, recursively. Each subject version is resolved once per call
+        (``memo``): references that share dependencies (a diamond, repeated at every level)
+        cost their number of distinct versions, not 2^depth."""
+        memo = {} if memo is None else memo
         if depth > MAX_REFERENCE_DEPTH:
             raise errors.invalid_schema("references nest too deeply (or form a cycle)")
         out = []
@@ -111,14 +121,12 @@ class SchemaRegistry:
                     f"the reference {ref.name!r} names subject '{ref.subject}' version {ref.version}, which does "
                     "not exist"
                 )
-            out.append(
-                Dependency(
-                    ref.name,
-                    sv.schema_type,
-                    sv.schema,
-                    self._dependencies(sv.references, depth + 1),
-                )
-            )
+            key = (sv.subject, sv.version)
+            if key not in memo:
+                if len(memo) >= MAX_REFERENCES:
+                    raise errors.invalid_schema(f"more than {MAX_REFERENCES} schemas referenced")
+                memo[key] = self._dependencies(sv.references, depth + 1, memo)
+            out.append(Dependency(ref.name, sv.schema_type, sv.schema, memo[key]))
         return tuple(out)
 
     async def parsed(self, c: Candidate) -> ParsedSchema:

@@ -25,11 +25,15 @@ def flatten(deps: tuple[Dependency, ...]) -> list[Dependency]:
     out: list[Dependency] = []
     seen: set[str] = set()
 
+    walked: set[int] = set()
+
     def walk(ds: tuple[Dependency, ...]) -> None:
         for d in ds:
             if d.name in seen:
                 continue
-            walk(d.dependencies)
+            if id(d.dependencies) not in walked:  # shared dependency tuples are walked once
+                walked.add(id(d.dependencies))
+                walk(d.dependencies)
             seen.add(d.name)
             out.append(d)
 
