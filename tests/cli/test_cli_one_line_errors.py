@@ -81,6 +81,7 @@ def args_for(closed: str, files: Path) -> dict[str, list[str]]:
         "quotas alter": ["--client-id", "c", "--add-config", "producer_byte_rate=1"],
         "quotas describe": [],
         "reassign": ["--reassignment-json-file", str(files / "plan.json"), "--verify"],
+        "schema-registry": ["--listener", "http://127.0.0.1:0"],
         "serve": [],  # run as a process of its own below
         "share-groups delete-offsets": ["g", "--topic", "t"],
         "storage format": ["-t", "notauuid", "-o", f"log.dirs={files / 'storage'}"],  # no broker: a bad id

@@ -86,6 +86,7 @@ from gregor.cli.pipeline import pipeline  # noqa: E402
 from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
 from gregor.cli.replicas import leader_election, reassign  # noqa: E402
+from gregor.cli.schema_registry import schema_registry  # noqa: E402
 from gregor.cli.share_groups import share_groups  # noqa: E402
 from gregor.cli.storage import storage  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
@@ -115,6 +116,7 @@ main.add_command(leader_election)
 main.add_command(reassign)
 main.add_command(console)
 main.add_command(storage)
+main.add_command(schema_registry)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,15 @@
+"""A Confluent-compatible schema registry that keeps its schemas in a Kafka topic.
+
+Theory of operation. The registry is a Kafka client of any Kafka-compatible cluster: its
+schemas, compatibility levels and modes live in the compacted ``_schemas`` topic in
+Confluent's record layout (``records``), so a topic written by Confluent Schema Registry or
+Karapace is read unchanged and the other way round. At start the store (``store``) reads the
+topic from the beginning into ``state``; changes are appended with ``acks=all`` and answered
+once read back. ``registry`` holds the rules (ids, versions, compatibility, deletes, modes),
+``formats`` the three schema types (Avro, JSON Schema, Protobuf), ``http`` the REST API and
+``server`` the process that ``gregor schema-registry`` runs.
+
+One registry process writes to a topic (it allocates the ids); electing that writer among
+brokers, forwarding from the others, serving the API from the broker, validation on produce
+and authentication are later parts of issue 38.
+"""
