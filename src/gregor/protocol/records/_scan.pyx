@@ -46,6 +46,12 @@ cdef extern from *:
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object o)
 
+cdef extern from "_check_common.h":
+    # the common batch's walk for check_records_c, in C (see the header); 0: walk it here
+    bint gregor_check_common(const unsigned char* p, Py_ssize_t end, Py_ssize_t count,
+                             int64_t base_ts, int64_t* min_ts, int64_t* max_ts,
+                             Py_ssize_t* keyless, Py_ssize_t* bad_delta) noexcept nogil
+
 cdef tuple _NO_HEADERS = ()
 
 
@@ -476,6 +482,9 @@ cdef int check_records_c(const unsigned char* p, Py_ssize_t end, Py_ssize_t coun
     cdef int64_t lo = -1, hi = -1  # (in locals, not through ``out``: registers in the loop)
     cdef Py_ssize_t keyless = 0, bad_delta = -1
     cdef bint has_min = False
+    if gregor_check_common(p, end, count, base_timestamp, &out.min_timestamp, &out.max_timestamp,
+                           &out.keyless, &out.bad_delta):
+        return 0
     for i in range(count):
         next_record(p, end, &pos, &f, None)
         if f.offset_delta != i and bad_delta < 0:
