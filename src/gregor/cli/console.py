@@ -2,17 +2,53 @@
 told otherwise. Who may use it, as whom, and how it is reached are ``console.settings``: on a
 cluster with SASL each visitor logs in with their own Kafka credentials; otherwise with the
 console's password, or, on loopback only, without a login (with a loud warning). Beyond
-loopback it needs a login and TLS."""
+loopback it needs a login and TLS.
+
+:func:`beside_broker` is the console ``gregor serve`` runs beside its broker
+(``console.listener``): the command layer composes the two, so the broker imports no console."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from gregor.cli.clientopts import client_config, client_options
+
+if TYPE_CHECKING:
+    from gregor.broker.broker import Broker
+    from gregor.broker.main import Companion
+
+
+def beside_broker(host: str, port: int) -> Companion:
+    """The web console beside a broker (``console.listener``), a client of the broker's first
+    PLAINTEXT listener, without a login: on a loopback address only (the broker's config
+    refuses others; ``gregor console`` is the console with logins and TLS)."""
+
+    async def start(broker: Broker) -> Callable[[], Awaitable[None]]:
+        from gregor.broker.events import log_event
+        from gregor.console.app import serve as serve_console
+        from gregor.console.settings import resolve
+
+        name, bind_host, bound = next(
+            (n, h, p) for n, h, p in broker.bound_listeners if broker.config.security_protocol(n) == "PLAINTEXT"
+        )
+        target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+        settings, _ = resolve({"bootstrap.servers": f"{target}:{bound}"}, host, port, auth="none")
+        runner, console_port = await serve_console(settings)
+        log = logging.getLogger("gregor.broker")
+        log_event(log, "console.started", url=f"http://{host}:{console_port}/", listener=name)
+        log_event(log, "console.no_login", logging.WARNING, reason="console.listener serves without a login: "
+                  "everyone who can reach it on this machine acts as the listener's anonymous principal; use "
+                  "gregor console for logins")
+        return runner.cleanup
+
+    return start
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -65,8 +65,13 @@ def serve(
         # As Kafka: a key it does not know is reported and otherwise ignored.
         log_event(logging.getLogger("gregor.broker"), "config.unknown_key", logging.WARNING, key=key)
 
+    companions = []
+    if config.console_address is not None:
+        from gregor.cli.console import beside_broker
+
+        companions.append(beside_broker(*config.console_address))
     try:
-        code = run(config)
+        code = run(config, companions)
     except BrokerStartupError as e:
         raise click.ClickException(str(e)) from None
     raise SystemExit(code)

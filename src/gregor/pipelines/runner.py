@@ -117,7 +117,7 @@ def run(
     out = Path(config.output_dir)
     broker = None
     if not config.bootstrap_servers:
-        from gregor.testing.process import BrokerProcess
+        from gregor.launch import BrokerProcess
 
         say("starting a Gregor broker")
         broker = BrokerProcess(data_dir=out / "broker", config={"log.retention.ms": "-1"}).start()

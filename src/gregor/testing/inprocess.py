@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gregor.testing.process import BrokerStartError, _level_number
+from gregor.launch.process import BrokerStartError, level_number
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
@@ -128,7 +128,7 @@ class InProcessBroker:
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
         self.port = 0
-        _level_number(log_level)
+        level_number(log_level)
         self.log_level = log_level
         self.log_path = self.data_dir / "broker.log"
         self._log_offset = 0
