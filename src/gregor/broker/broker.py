@@ -454,23 +454,26 @@ class Broker:
                 await self._maintenance_task
             except asyncio.CancelledError:
                 pass
+        # Each part stops even when one before it fails (its peers or the metadata store may
+        # be gone already, as after a Ctrl-C to a whole cluster): the failure is logged, and
+        # the logs and the store are still closed, so the process ends.
         if self.controller is not None:
-            await self.controller.close()
+            await _stop_part(self.controller.close())
         if self.propagation is not None:
-            await self.propagation.close()
+            await _stop_part(self.propagation.close())
         if self.liveness is not None:
-            await self.liveness.close()
+            await _stop_part(self.liveness.close())
         if self.alter_partitions is not None:
-            await self.alter_partitions.close()
+            await _stop_part(self.alter_partitions.close())
         if self.fetchers is not None:
-            await self.fetchers.close()
-        await self.groups.stop()
-        await self.transactions.stop()
-        await self.shares.stop()
+            await _stop_part(self.fetchers.close())
+        await _stop_part(self.groups.stop())
+        await _stop_part(self.transactions.stop())
+        await _stop_part(self.shares.stop())
         if self.channels is not None:
             self.channels.close()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)
-        await self.store.close()
+        await _stop_part(self.store.close())
         self.log_dirs.release()
         log_event(log, "broker.stopped", node_id=self.node_id, clean=True)
 
@@ -573,3 +576,11 @@ class Broker:
                 out.append((node_id, endpoint, registration.rack))
         return out
 
+
+async def _stop_part(stopping: Awaitable[None]) -> None:
+    """Await one part's stop; a part that fails to stop is logged, not raised (Kafka's
+    ``CoreUtils.swallow``), so the broker goes on stopping the rest."""
+    try:
+        await stopping
+    except Exception:  # noqa: BLE001 - stopping goes on
+        log.exception("a part of the broker failed to stop; stopping the rest")

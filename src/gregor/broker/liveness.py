@@ -35,7 +35,6 @@ accepted connection, or a new registration (a new epoch), takes a broker out of 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 
@@ -92,7 +91,10 @@ class BrokerLiveness:
             sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
             sock.setblocking(False)
             try:
-                await asyncio.wait_for(loop.sock_connect(sock, (host, port)), CONNECT_TIMEOUT_S)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+                # arrives as the connect fails, and the watch would then never end (close hangs).
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    await loop.sock_connect(sock, (host, port))
             except ConnectionRefusedError:
                 sock.close()
                 if reached:
@@ -156,13 +158,16 @@ class BrokerLiveness:
             await self.store.unregister_broker(node)
         except KafkaError as e:  # already gone (its session ended, it left, another removed it)
             log.info("broker %d not unregistered: %s", node, e)
+        except Exception as e:  # noqa: BLE001 - the store is unreachable: the session ends it
+            log.warning("broker %d not unregistered (its session will end it): %r", node, e)
         return True
 
     async def close(self) -> None:
-        for _, task in self._watches.values():
-            task.cancel()
-        for _, task in self._watches.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        watches = [task for _, task in self._watches.values()]
         self._watches.clear()
+        for task in watches:
+            task.cancel()
+        for outcome in await asyncio.gather(*watches, return_exceptions=True):
+            if isinstance(outcome, Exception):  # a watch that failed on its own
+                log.warning("a liveness watch had failed: %r", outcome)
 

@@ -4,7 +4,10 @@ A subclass starts its process in ``start()`` (setting ``self.proc``) and waits t
 readiness condition; this base gives it the rest: ``stop()`` (SIGTERM, resuming a paused process
 first so it can act on it, SIGKILL if it does not end within ``timeout``), ``kill()`` (SIGKILL),
 ``pause()`` / ``resume()`` (SIGSTOP / SIGCONT), ``restart()``, ``close()`` (stop, then remove a
-temporary data directory the subclass made) and use as a context manager. It imports nothing of
+temporary data directory the subclass made) and use as a context manager. :func:`stop_all`
+stops several at once: one SIGTERM each, then one deadline for all, so a launcher of N
+children waits at most one timeout, and reaps each child as soon as it ends (none stays a
+zombie while another is waited for). It imports nothing of
 the broker, so applications (the pipelines) and the test harness (``gregor.testing``) share it.
 """
 
@@ -13,10 +16,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
 
-__all__ = ["ChildProcess"]
+__all__ = ["ChildProcess", "stop_all"]
 
 
 class ChildProcess:
@@ -83,3 +88,23 @@ class ChildProcess:
     ) -> None:
         self.close()
 
+
+def stop_all(children: Iterable[ChildProcess], timeout: float = 30.0) -> None:
+    """Stop every running child gracefully and at once: SIGTERM to each (a paused one resumed
+    first), then wait for all of them with one deadline, reaping whichever ends first; SIGKILL
+    those still running at the deadline."""
+    running = [c for c in children if c.proc is not None and c.proc.poll() is None]
+    for c in running:
+        c.resume()
+        assert c.proc is not None
+        c.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    waiting = {c.proc for c in running if c.proc is not None}
+    while waiting and time.monotonic() < deadline:
+        waiting = {p for p in waiting if p.poll() is None}  # poll() reaps an ended child
+        if waiting:
+            time.sleep(0.05)
+    for proc in waiting:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

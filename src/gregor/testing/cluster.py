@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from gregor.launch.child import stop_all
+from gregor.launch.process import BrokerProcess
 from gregor.testing.etcd import EtcdCluster, EtcdProcess
-from gregor.testing.process import BrokerProcess
 
 __all__ = ["ClusterProcess"]
 
@@ -106,8 +107,11 @@ class ClusterProcess:
         self.brokers[node_id].resume()
 
     def close(self) -> None:
+        """Stop the brokers, all at once (a paused one is resumed so it can stop), then etcd,
+        which they deregister from as they stop."""
+        stop_all(self.brokers.values())
         for broker in self.brokers.values():
-            broker.close()  # a paused broker is resumed so it can stop
+            broker.close()  # stopped: removes a temporary data directory
         self.brokers.clear()
         self.etcd.close()
 
@@ -134,8 +138,13 @@ def main(argv: list[str]) -> int:
     data_dir = a.data_dir or (tempfile.mkdtemp(prefix="gregor-cluster-") if a.keep else None)
 
     def interrupt(signum: int, frame: object) -> None:
+        # The first Ctrl-C (or SIGTERM) stops everything; another one while the members stop
+        # must not cut that short and leave them running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)  # a kill or timeout stops the members too
     with ClusterProcess(a.size, session_timeout_ms=9000, data_dir=data_dir) as cluster:
         etcd = cluster.etcd

@@ -20,8 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from gregor.testing.child import ChildProcess
-from gregor.testing.ports import free_port
+from gregor.launch.child import ChildProcess, stop_all
+from gregor.launch.ports import free_port
 
 __all__ = ["EtcdCluster", "EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
 
@@ -168,6 +168,7 @@ class EtcdCluster:
         member._wait_healthy()
 
     def close(self) -> None:
+        stop_all(self.members)
         for m in self.members:
             m.close()
 
