@@ -270,6 +270,28 @@ def test_decode_errors() -> None:
         MetadataRequest.decode(b"\x00\x00\x00\x01\x00\x02\xff\xfe", 1)  # invalid UTF-8
 
 
+def test_a_null_count_of_an_array_that_is_never_null_is_refused() -> None:
+    """A -1 count for an array that is null in no version (Produce's topic_data) is refused, as
+    Kafka's own readers refuse it, instead of a None in a field typed as a list; an array that
+    may be null (Metadata v1's topics) still reads it as None."""
+    v3 = bytes.fromhex("ffff" "ffff" "000003e8")  # null transactional_id, acks -1, timeout_ms 1000
+    with pytest.raises(ProtocolError, match="non-nullable field topic_data was serialized as null"):
+        ProduceRequest.decode(v3 + bytes.fromhex("ffffffff"), 3)
+    with pytest.raises(ProtocolError, match="invalid length -2"):
+        ProduceRequest.decode(v3 + bytes.fromhex("fffffffe"), 3)
+    v9 = bytes.fromhex("00" "ffff" "000003e8")  # flexible: the compact null string is 00
+    with pytest.raises(ProtocolError, match="non-nullable field topic_data was serialized as null"):
+        ProduceRequest.decode(v9 + bytes.fromhex("00" "00"), 9)  # compact count 0: -1
+    # Nested: a topic whose partition_data is null.
+    with pytest.raises(ProtocolError, match="non-nullable field partition_data was serialized as null"):
+        ProduceRequest.decode(v3 + bytes.fromhex("00000001" "0001" "74" "ffffffff"), 3)
+    assert ProduceRequest.decode(v3 + bytes.fromhex("00000000"), 3).topic_data == []
+    assert MetadataRequest.decode(bytes.fromhex("ffffffff"), 1).topics is None
+    # Nor is None written as a null there: the field is a list.
+    with pytest.raises(ProtocolError, match="cannot encode"):
+        ProduceRequest(topic_data=None).encode(3)  # type: ignore[arg-type]
+
+
 def test_encode_errors() -> None:
     with pytest.raises(ProtocolError):
         ProduceRequest(acks=70000).encode(3)

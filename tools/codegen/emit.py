@@ -56,7 +56,7 @@ def emit_module(api: Api) -> str:
     out.append("")
     out.append("from gregor.protocol.messages._base import (")
     out.append("    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,")
-    out.append("    bad_count as _bad_count, bad_length as _bad_length,")
+    out.append("    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,")
     out.append("    bad_tag_size as _bad_tag_size, records_repr as _records_repr,")
     out.append(")")
     out.append("from gregor.protocol.primitives import (")
