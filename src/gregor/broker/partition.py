@@ -47,10 +47,10 @@ from gregor.protocol.errors import (
     NotLeaderOrFollowerError,
     PolicyViolationError,
 )
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin, ProducerStateEntry
+from gregor.storage.transaction_index import AbortedTxn
 from gregor.storage.validator import ScannedBatch
 
 READ_UNCOMMITTED = 0

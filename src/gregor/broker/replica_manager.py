@@ -66,12 +66,12 @@ from gregor.protocol.records.header import (
     read_header,
 )
 from gregor.storage.errors import RecordError, RecordTooLargeError
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.log_move import LogCopy, copy_all
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
+from gregor.storage.transaction_index import AbortedTxn
 from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch, scan_batches
 
 log = logging.getLogger("gregor.broker.replica_manager")

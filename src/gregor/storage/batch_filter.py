@@ -32,7 +32,7 @@ from gregor.protocol.records.header import (
     TRANSACTIONAL_MASK,
     BatchHeader,
 )
-from gregor.storage.index import AbortedTxn
+from gregor.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 

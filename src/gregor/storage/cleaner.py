@@ -52,9 +52,9 @@ from gregor.storage.clock import Clock
 from gregor.storage.config import LogConfig
 from gregor.storage.file_records import BatchPosition
 from gregor.storage.files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, file_name
-from gregor.storage.index import AbortedTxn
 from gregor.storage.producer_state import ProducerStateManager
 from gregor.storage.segment import LogSegment
+from gregor.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 

@@ -51,8 +51,8 @@ from gregor.storage.index import (
     CorruptIndexError,
     OffsetIndex,
     TimeIndex,
-    TransactionIndex,
 )
+from gregor.storage.transaction_index import TransactionIndex
 
 OnBatch = Callable[[int, BatchHeader, memoryview], None]
 """``on_batch(position, header, batch bytes)``: what :meth:`LogSegment.recover` reports."""
