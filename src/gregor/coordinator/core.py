@@ -52,6 +52,7 @@ from gregor.coordinator.records import (
     GroupMetadataKey,
     Key,
     OffsetCommitKey,
+    OffsetCommitValue,
     Value,
     decode_key,
     decode_value,
@@ -471,9 +472,10 @@ class CoordinatorCore:
                 return
             if group is None:
                 group = self.groups[key.group] = ClassicGroup(key.group)
+            assert isinstance(value, OffsetCommitValue)  # records.decode_value: an offset key's
             oam = OffsetAndMetadata(
-                value.offset, value.leader_epoch, value.metadata,  # type: ignore[union-attr]
-                value.commit_timestamp, value.expire_timestamp, offset,  # type: ignore[union-attr]
+                value.offset, value.leader_epoch, value.metadata,
+                value.commit_timestamp, value.expire_timestamp, offset,
             )
             tp = (key.topic, key.partition)
             if txn_pid is not None:
