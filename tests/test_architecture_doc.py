@@ -27,12 +27,16 @@ def test_the_package_table_names_every_package() -> None:
 
 def test_the_layers_drawn_are_the_contract() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith("Layers:"))
+    contract = next(
+        c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith("Layers:")
+    )
     wanted = [
         [name.strip().strip("()").removeprefix("gregor.") for name in layer.split("|")]
         for layer in contract["layers"]
     ]
-    block = re.search(r"```text\n(.*?)```", _section(DOC.read_text(), "## The package map"), re.DOTALL)
+    block = re.search(
+        r"```text\n(.*?)```", _section(DOC.read_text(), "## The package map"), re.DOTALL
+    )
     assert block is not None
     drawn = [
         [name.strip() for name in line.split("(")[0].split("|")]

@@ -63,7 +63,9 @@ def test_a_broker_moves_off_a_port_taken_before_it_bound(monkeypatch: pytest.Mon
             assert b.port == picks[1] and len(picks) == 2  # a restart keeps its port
 
 
-def test_a_broker_that_fails_for_another_reason_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broker_that_fails_for_another_reason_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     picks: list[int] = []
 
     def recorded() -> int:

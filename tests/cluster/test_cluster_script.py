@@ -23,8 +23,13 @@ BROKER_LINE = re.compile(r"^broker (\d+): (\S+)  log: (\S+)  data: (\S+)$")
 
 
 def start(*args: str, process_group: int | None = None) -> tuple[subprocess.Popen[str], list[str]]:
-    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "cluster.sh"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, process_group=process_group)
+    proc = subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / "cluster.sh"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        process_group=process_group,
+    )
     assert proc.stdout is not None
     lines = []
     for line in proc.stdout:  # until the last line it prints before waiting for Ctrl-C
@@ -55,8 +60,10 @@ def test_it_prints_where_logs_and_data_are_and_deletes_them_at_the_stop() -> Non
     try:
         brokers = members(lines)
         assert sorted(brokers) == [1, 2]
-        assert lines[-1] == ("Ctrl-C stops etcd and the brokers and deletes their logs and data "
-                             "(scripts/cluster.sh --keep keeps them).")
+        assert lines[-1] == (
+            "Ctrl-C stops etcd and the brokers and deletes their logs and data "
+            "(scripts/cluster.sh --keep keeps them)."
+        )
         bootstrap = next(ln.split("=", 1)[1] for ln in lines if ln.startswith("bootstrap.servers="))
         assert bootstrap == ",".join(addr for addr, _, _ in brokers.values())
         for node_id, (_, log, data) in brokers.items():
@@ -74,12 +81,18 @@ def test_keep_keeps_them(tmp_path: Path) -> None:
     proc, lines = start("1", "--data-dir", str(tmp_path / "kept"))
     try:
         brokers = members(lines)
-        assert lines[-1] == f"Ctrl-C stops etcd and the brokers; their logs and data stay in {tmp_path / 'kept'}."
+        assert (
+            lines[-1]
+            == f"Ctrl-C stops etcd and the brokers; their logs and data stay in {tmp_path / 'kept'}."
+        )
         etcd = next(ln for ln in lines if ln.startswith("  log: "))
-        assert etcd == f"  log: {tmp_path / 'kept' / 'etcd' / 'etcd.log'}  data: {tmp_path / 'kept' / 'etcd'}"
+        assert (
+            etcd
+            == f"  log: {tmp_path / 'kept' / 'etcd' / 'etcd.log'}  data: {tmp_path / 'kept' / 'etcd'}"
+        )
     finally:
         stop(proc)
-    (_, log, data), = brokers.values()
+    ((_, log, data),) = brokers.values()
     assert log == tmp_path / "kept" / "broker-1" / "broker.log"
     assert "event=broker.stopped" in log.read_text()
     assert (data / "meta.properties").exists()
@@ -92,7 +105,9 @@ def test_ctrl_c_to_the_process_group_stops_everything_cleanly(tmp_path: Path) ->
     killed), the launcher exits 0, and when it has exited no process of its group is left, not
     even a zombie (it waited for all of its children)."""
     data = tmp_path / "kept"
-    proc, lines = start("3", "--data-dir", str(data), process_group=0)  # its own group, as a shell job
+    proc, lines = start(
+        "3", "--data-dir", str(data), process_group=0
+    )  # its own group, as a shell job
     pgid = proc.pid
     try:
         brokers = members(lines)

@@ -20,7 +20,9 @@ def test_generator_is_deterministic_and_bounded() -> None:
     ts = [e["ts"] for e in a]
     assert min(ts) >= cs.START_MS and max(ts) < cs.START_MS + 5 * 60_000
     assert any(b < x for x, b in zip(ts, ts[1:], strict=False))  # out of order ...
-    assert all(x - b < 20_000 for x, b in zip(ts, ts[1:], strict=False))  # ... by less than the jitter
+    assert all(
+        x - b < 20_000 for x, b in zip(ts, ts[1:], strict=False)
+    )  # ... by less than the jitter
     marker = cs.end_marker(a)
     assert marker["ts"] == (max(ts) // 60_000 + 1) * 60_000 + 120_000
     exp = cs.expected_windows([*a, marker])
@@ -40,8 +42,15 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
         max_offsets_per_trigger=250,
     )
     cs.create_topics(config)
-    events = cs.generate_events(config.events, users=config.users, minutes=config.minutes, seed=config.seed)
-    assert cs.produce_events(config.bootstrap_servers, config.input_topic, [*events, cs.end_marker(events)]) == 601
+    events = cs.generate_events(
+        config.events, users=config.users, minutes=config.minutes, seed=config.seed
+    )
+    assert (
+        cs.produce_events(
+            config.bootstrap_servers, config.input_topic, [*events, cs.end_marker(events)]
+        )
+        == 601
+    )
     progress: list[dict] = []
     cs.run_job(spark, config, on_progress=progress.append)
     # 601 offsets in partitions of 178, 280 and 143 (the keyless end marker in partition 0),
@@ -56,7 +65,9 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
     got = {}
     for r in in_topic:
         start = cs.START_MS + (int(r["window_start"][14:16]) * 60_000)
-        assert r["window_start"][:14] == "2026-01-01T00:" and r["window_end"][:14] == "2026-01-01T00:"
+        assert (
+            r["window_start"][:14] == "2026-01-01T00:" and r["window_end"][:14] == "2026-01-01T00:"
+        )
         got[(start, r["page"])] = (r["views"], r["users"])
     assert len(in_topic) == len(expected)
     assert got == expected
@@ -65,9 +76,29 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
 def test_cli_against_an_external_broker(gregor: Broker, tmp_path: Path) -> None:
     out = tmp_path / "cli"
     r = subprocess.run(
-        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
-         "--master", "local[2]", "--events", "300", "--minutes", "3", "--input-topic", "cli-in",
-         "--output-topic", "cli-out", "--output-dir", str(out), "--rows", "all"],
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "pipeline",
+            "run",
+            "--bootstrap-servers",
+            gregor.bootstrap_servers,
+            "--master",
+            "local[2]",
+            "--events",
+            "300",
+            "--minutes",
+            "3",
+            "--input-topic",
+            "cli-in",
+            "--output-topic",
+            "cli-out",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "all",
+        ],
         capture_output=True,
         timeout=300,
     )
@@ -89,9 +120,25 @@ def test_main_job_embedded_broker(tmp_path: Path) -> None:
     # per batch, the exact check and the summary
     out = tmp_path / "main"
     r = subprocess.run(
-        [sys.executable, "-m", "gregor.pipelines", "--master", "local[2]", "--events", "30000", "--minutes", "4",
-         "--max-offsets-per-trigger", "10000", "--output-dir", str(out), "--rows", "0"],
-        capture_output=True, timeout=280,
+        [
+            sys.executable,
+            "-m",
+            "gregor.pipelines",
+            "--master",
+            "local[2]",
+            "--events",
+            "30000",
+            "--minutes",
+            "4",
+            "--max-offsets-per-trigger",
+            "10000",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "0",
+        ],
+        capture_output=True,
+        timeout=280,
     )
     text = r.stdout.decode()
     assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
@@ -126,14 +173,37 @@ def test_cli_is_the_main_job() -> None:
 def test_cli_no_produce_reads_what_the_topic_holds(gregor: Broker, tmp_path: Path) -> None:
     # --no-produce: nothing generated, the job reads the input topic from its start; there is
     # no ground truth of this run, so the check is skipped and the table is what the topic held
-    config = cs.PipelineConfig(gregor.bootstrap_servers, input_topic="np-in", output_topic="np-out", partitions=2)
+    config = cs.PipelineConfig(
+        gregor.bootstrap_servers, input_topic="np-in", output_topic="np-out", partitions=2
+    )
     cs.create_topics(config)
     events = cs.generate_events(250, users=30, minutes=2, seed=3)
     assert cs.produce_events(gregor.bootstrap_servers, "np-in", events) == 250
     r = subprocess.run(
-        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
-         "--master", "local[2]", "--no-produce", "--minutes", "2", "--input-topic", "np-in",
-         "--output-topic", "np-out", "--output-dir", str(tmp_path / "np"), "--rows", "0", "--output", "json"],
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "pipeline",
+            "run",
+            "--bootstrap-servers",
+            gregor.bootstrap_servers,
+            "--master",
+            "local[2]",
+            "--no-produce",
+            "--minutes",
+            "2",
+            "--input-topic",
+            "np-in",
+            "--output-topic",
+            "np-out",
+            "--output-dir",
+            str(tmp_path / "np"),
+            "--rows",
+            "0",
+            "--output",
+            "json",
+        ],
         capture_output=True,
         timeout=300,
     )

@@ -194,7 +194,9 @@ class DecodeGen(_Gen):
             self.w(ind, "n = buf[pos]")
             self.w(ind, "if n < 128: pos += 1")
             if big:
-                self.w(ind, "elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2")
+                self.w(
+                    ind, "elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2"
+                )
             self.w(ind, "else: n, pos = _ruv(buf, pos)")
             self.w(ind, "n -= 1")
         else:
@@ -360,7 +362,9 @@ class EncodeGen(_Gen):
         # A T | None value in a version that cannot carry null: the caller must give a T.
         strict = "" if nullable or not maybe_none else "  # type: ignore[{}]"
         if f.type == "records":
-            self.w(ind, f"{'_write_compact_records' if self.flex else '_write_records'}({ap}, {expr})")
+            self.w(
+                ind, f"{'_write_compact_records' if self.flex else '_write_records'}({ap}, {expr})"
+            )
         elif f.type in ("string", "bytes"):
             width = "h" if f.type == "string" else "i"
             if nullable:

@@ -128,7 +128,10 @@ def emit_errors(errors: list[dict[str, Any]]) -> str:
         out.append(f"    name = {_str(e['name'])}")
         out.append(f"    retriable = {e['retriable']!r}")
         description = f"    description = {_str(e['description'])}"
-        if len(description) > LINE_LENGTH and len(f"        {_str(e['description'])}") <= LINE_LENGTH:
+        if (
+            len(description) > LINE_LENGTH
+            and len(f"        {_str(e['description'])}") <= LINE_LENGTH
+        ):
             # as ruff's formatter wraps a long value that fits a line of its own
             description = f"    description = (\n        {_str(e['description'])}\n    )"
         out.append(description)

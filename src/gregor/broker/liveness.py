@@ -81,14 +81,18 @@ class BrokerLiveness:
             if node not in self._watches:
                 ep = image.brokers[node].endpoint(self.listener)
                 if ep is not None:
-                    task = asyncio.create_task(self._watch(node, epoch, ep.host, ep.port), name=f"liveness-{node}")
+                    task = asyncio.create_task(
+                        self._watch(node, epoch, ep.host, ep.port), name=f"liveness-{node}"
+                    )
                     self._watches[node] = (epoch, task)
 
     async def _watch(self, node: int, epoch: int, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         reached = False
         while True:
-            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            sock = socket.socket(
+                socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM
+            )
             sock.setblocking(False)
             try:
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
@@ -121,7 +125,9 @@ class BrokerLiveness:
                     if not recv.done():
                         self._ended.discard(node)
                 while await recv:
-                    recv = asyncio.ensure_future(loop.sock_recv(sock, 65536))  # it says nothing; wait for its end
+                    recv = asyncio.ensure_future(
+                        loop.sock_recv(sock, 65536)
+                    )  # it says nothing; wait for its end
             except OSError:
                 pass
             finally:
@@ -153,7 +159,13 @@ class BrokerLiveness:
             return True
         if self.node_id != image.controller_id and node != image.controller_id:
             return False  # the controller's to judge; keep watching
-        log_event(log, "broker.peer_gone", broker=node, broker_epoch=epoch, reason="port refuses connections")
+        log_event(
+            log,
+            "broker.peer_gone",
+            broker=node,
+            broker_epoch=epoch,
+            reason="port refuses connections",
+        )
         try:
             await self.store.unregister_broker(node)
         except KafkaError as e:  # already gone (its session ended, it left, another removed it)
@@ -170,4 +182,3 @@ class BrokerLiveness:
         for outcome in await asyncio.gather(*watches, return_exceptions=True):
             if isinstance(outcome, Exception):  # a watch that failed on its own
                 log.warning("a liveness watch had failed: %r", outcome)
-

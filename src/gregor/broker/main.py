@@ -35,7 +35,7 @@ Companion = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]]]]
 _BIND_HINTS = {
     errno.EADDRINUSE: "another process is listening there",
     errno.EADDRNOTAVAIL: "this host has no such address (listeners must name one of its own addresses, "
-                         "or 0.0.0.0 for all)",
+    "or 0.0.0.0 for all)",
     errno.EACCES: "ports below 1024 need privileges",
 }
 
@@ -48,10 +48,14 @@ def startup_error(exc: BaseException, config: BrokerConfig) -> BrokerStartupErro
     """The one-line start-up error for ``exc``, or None when it is not one we can explain."""
     if isinstance(exc, LogDirectoryError):
         return BrokerStartupError(str(exc))
-    if type(exc).__name__ == "EtcdUnavailableError":  # gregor.cluster.etcd_store's (the cluster extra)
+    if (
+        type(exc).__name__ == "EtcdUnavailableError"
+    ):  # gregor.cluster.etcd_store's (the cluster extra)
         return BrokerStartupError(str(exc))
     if isinstance(exc, socket.gaierror):
-        return BrokerStartupError(f"cannot resolve a listener's host ({exc.strerror}): {_listeners(config)}")
+        return BrokerStartupError(
+            f"cannot resolve a listener's host ({exc.strerror}): {_listeners(config)}"
+        )
     if isinstance(exc, OSError):
         text = (exc.strerror or str(exc)).strip()
         hint = _BIND_HINTS.get(exc.errno or 0)
@@ -61,7 +65,9 @@ def startup_error(exc: BaseException, config: BrokerConfig) -> BrokerStartupErro
         if bind is not None:
             host, port, reason = bind.groups()
             where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            return BrokerStartupError(f"cannot listen on {where}: {reason}" + (f"; {hint}" if hint else ""))
+            return BrokerStartupError(
+                f"cannot listen on {where}: {reason}" + (f"; {hint}" if hint else "")
+            )
         where = f"{exc.filename}: " if exc.filename else ""
         return BrokerStartupError(f"cannot start: {where}{text}")
     return None

@@ -135,8 +135,6 @@ def check(history: Iterable[Op]) -> Report:
     return report
 
 
-
-
 def _check_writes(
     report: Report,
     writes: list[Write],
@@ -460,5 +458,3 @@ def _edge(g: nx.DiGraph, a: int, b: int, kind: str, key: int) -> None:
     if g.has_edge(a, b):
         return
     g.add_edge(a, b, label=f"{kind}:k{key}")
-
-

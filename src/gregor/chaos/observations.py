@@ -12,7 +12,18 @@ from typing import Any
 
 from gregor.chaos.history import Op
 
-__all__ = ["ALLOWED", "ANOMALIES", "READERS", "WRITERS", "Operation", "Read", "Report", "Write", "pair", "writes_and_reads"]
+__all__ = [
+    "ALLOWED",
+    "ANOMALIES",
+    "READERS",
+    "WRITERS",
+    "Operation",
+    "Read",
+    "Report",
+    "Write",
+    "pair",
+    "writes_and_reads",
+]
 
 ANOMALIES = (
     "lost-write",
@@ -34,8 +45,6 @@ ALLOWED = ("G0", "int-send-skip", "rebalance-skip", "rebalance-rewind", "late-co
 
 READERS = ("poll", "txn", "final-poll")
 WRITERS = ("send", "txn")
-
-
 
 
 @dataclass

@@ -83,11 +83,15 @@ def _next(
         topics_by_id=image.topics_by_id if topics_by_id is None else topics_by_id,
         brokers=brokers,
         next_producer_id=image.next_producer_id if next_producer_id is None else next_producer_id,
-        scram_credentials=image.scram_credentials if scram_credentials is None else scram_credentials,
+        scram_credentials=image.scram_credentials
+        if scram_credentials is None
+        else scram_credentials,
         config_resources=image.config_resources if config_resources is None else config_resources,
         acls=image.acls if acls is None else tuple(acls),
         client_quotas=image.client_quotas if client_quotas is None else client_quotas,
-        delegation_tokens=image.delegation_tokens if delegation_tokens is None else delegation_tokens,
+        delegation_tokens=image.delegation_tokens
+        if delegation_tokens is None
+        else delegation_tokens,
         features=image.features if features is None else features,
         controller_epoch=image.controller_epoch,
     )
@@ -98,7 +102,9 @@ def _new_partition(index: int, replicas: Sequence[int]) -> PartitionImage:
     return PartitionImage(index, reps[0], 0, 0, reps, reps)
 
 
-def _check_assignments(assignments: Sequence[Sequence[int]], replication_factor: int | None) -> None:
+def _check_assignments(
+    assignments: Sequence[Sequence[int]], replication_factor: int | None
+) -> None:
     if not assignments:
         raise InvalidPartitionsError("at least one partition is needed")
     rf = replication_factor if replication_factor is not None else len(assignments[0])
@@ -106,9 +112,13 @@ def _check_assignments(assignments: Sequence[Sequence[int]], replication_factor:
         if not reps:
             raise InvalidReplicaAssignmentError(f"partition {i} has no replicas")
         if len(set(reps)) != len(reps):
-            raise InvalidReplicaAssignmentError(f"partition {i} lists a replica twice: {list(reps)}")
+            raise InvalidReplicaAssignmentError(
+                f"partition {i} lists a replica twice: {list(reps)}"
+            )
         if any(not isinstance(b, int) or b < 0 for b in reps):
-            raise InvalidReplicaAssignmentError(f"partition {i} has an invalid broker id: {list(reps)}")
+            raise InvalidReplicaAssignmentError(
+                f"partition {i} has an invalid broker id: {list(reps)}"
+            )
         if len(reps) != rf:
             raise InvalidReplicaAssignmentError(
                 f"partition {i} has {len(reps)} replicas, expected {rf} like the others"
@@ -243,7 +253,9 @@ def alter_partition(
     return _replace_partition(image, topic, new), new
 
 
-def _replace_partition(image: MetadataImage, topic: TopicImage, new: PartitionImage) -> MetadataImage:
+def _replace_partition(
+    image: MetadataImage, topic: TopicImage, new: PartitionImage
+) -> MetadataImage:
     partitions = list(topic.partitions)
     partitions[new.partition] = new
     return _replace_topic(image, dataclasses.replace(topic, partitions=tuple(partitions)))
@@ -298,7 +310,9 @@ def reassign_partitions(
             topic = _topic(current, topic_name)
             p = topic.partition(index)
             if p is None:
-                raise UnknownTopicOrPartitionError(f"Partition {topic_name}-{index} does not exist.")
+                raise UnknownTopicOrPartitionError(
+                    f"Partition {topic_name}-{index} does not exist."
+                )
             new = _reassign(current, p, target)
         except KafkaError as e:
             results.append(e)
@@ -309,15 +323,21 @@ def reassign_partitions(
     return current, results
 
 
-def _reassign(image: MetadataImage, p: PartitionImage, target: Sequence[int] | None) -> PartitionImage:
+def _reassign(
+    image: MetadataImage, p: PartitionImage, target: Sequence[int] | None
+) -> PartitionImage:
     if target is None and not p.reassigning:
-        raise NoReassignmentInProgressError(f"No reassignment in progress for partition {p.partition}.")
+        raise NoReassignmentInProgressError(
+            f"No reassignment in progress for partition {p.partition}."
+        )
     if target is not None:
         target = tuple(target)
         if not target:
             raise InvalidReplicaAssignmentError("The target replica set is empty.")
         if len(set(target)) != len(target) or any(b < 0 for b in target):
-            raise InvalidReplicaAssignmentError(f"The target replicas {list(target)} are not distinct broker ids.")
+            raise InvalidReplicaAssignmentError(
+                f"The target replicas {list(target)} are not distinct broker ids."
+            )
         unknown = [b for b in target if b not in image.brokers]
         if unknown:
             raise InvalidReplicaAssignmentError(
@@ -374,7 +394,9 @@ def register_broker(image: MetadataImage, registration: BrokerRegistration) -> M
         raise InvalidRequestError(f"invalid broker id {registration.node_id}")
     listeners = [ep.listener for ep in registration.endpoints]
     if len(set(listeners)) != len(listeners):
-        raise InvalidRequestError(f"broker {registration.node_id} lists a listener twice: {listeners}")
+        raise InvalidRequestError(
+            f"broker {registration.node_id} lists a listener twice: {listeners}"
+        )
     brokers = dict(image.brokers)
     brokers[registration.node_id] = dataclasses.replace(registration, epoch=image.version + 1)
     return _next(image, brokers=brokers)
@@ -429,7 +451,9 @@ def alter_scram_credentials(
         if mechanism not in MECHANISM_IDS:
             results[user] = UnsupportedSaslMechanismError("Unknown SCRAM mechanism")
         elif mechanism not in creds.get(user, {}):
-            results[user] = ResourceNotFoundError("Attempt to delete a user credential that does not exist")
+            results[user] = ResourceNotFoundError(
+                "Attempt to delete a user credential that does not exist"
+            )
         else:
             del creds[user][mechanism]
             if not creds[user]:
@@ -448,6 +472,8 @@ def alter_scram_credentials(
             creds.setdefault(user, {})[cred.mechanism] = cred
             results[user] = None
     return _next(image, scram_credentials=creds), results
+
+
 #: Kafka's ConfigResource type of a topic: a topic's overrides live with the topic.
 TOPIC_RESOURCE = 2
 
@@ -546,7 +572,9 @@ def alter_client_quotas(
     return _next(image, client_quotas=quotas), results
 
 
-def create_delegation_token(image: MetadataImage, token: DelegationToken) -> tuple[MetadataImage, DelegationToken]:
+def create_delegation_token(
+    image: MetadataImage, token: DelegationToken
+) -> tuple[MetadataImage, DelegationToken]:
     """Add a new token (its id is random: a clash is a refusal, never an overwrite)."""
     if token.token_id in image.delegation_tokens:
         raise InvalidRequestError(f"delegation token {token.token_id} exists")
@@ -571,7 +599,9 @@ def change_delegation_token(
     return _next(image, delegation_tokens=tokens), -1 if new is None else new.expiry_timestamp_ms
 
 
-def remove_expired_delegation_tokens(image: MetadataImage, now_ms: int) -> tuple[MetadataImage, list[str]]:
+def remove_expired_delegation_tokens(
+    image: MetadataImage, now_ms: int
+) -> tuple[MetadataImage, list[str]]:
     """Remove every token whose expiry (or maximum) has passed; the ids removed."""
     gone = [t.token_id for t in image.delegation_tokens.values() if t.expired(now_ms)]
     tokens = {i: t for i, t in image.delegation_tokens.items() if i not in gone}

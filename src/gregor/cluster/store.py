@@ -92,13 +92,17 @@ class MetadataStore(Protocol):
 
     async def delete_topic(self, name: str) -> TopicImage: ...
 
-    async def add_partitions(self, name: str, assignments: Sequence[Sequence[int]]) -> TopicImage: ...
+    async def add_partitions(
+        self, name: str, assignments: Sequence[Sequence[int]]
+    ) -> TopicImage: ...
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
         """Replace the topic's whole set of config overrides."""
         ...
 
-    async def alter_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+    async def alter_config_resource(
+        self, resource_type: int, name: str, configs: Mapping[str, str]
+    ) -> None:
         """Replace the whole override set of a non-topic config resource (Kafka's resource
         type code and name: BROKER 4 with a node id or "" for the cluster-wide default,
         GROUP 32 with a group id); an empty ``configs`` removes it. INVALID_REQUEST for a
@@ -133,7 +137,9 @@ class MetadataStore(Protocol):
 
     async def alter_client_quotas(
         self,
-        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        entries: Sequence[
+            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
+        ],
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         """Set and remove client quotas; per entry, None or the refusal
@@ -155,7 +161,9 @@ class MetadataStore(Protocol):
         refused it (``changes.create_acls``)."""
         ...
 
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
         """Remove every binding a filter matches, in one change; per filter the bindings it
         removed or the Kafka error that refused it (``changes.delete_acls``)."""
         ...
@@ -175,7 +183,9 @@ class MetadataStore(Protocol):
         """Remove the tokens whose expiry has passed; their ids."""
         ...
 
-    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+    async def update_features(
+        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
+    ) -> int:
         """Finalize feature levels in one change (``changes.update_features``): ``change`` gets
         the finalized levels the image holds and returns those to set (or raises the refusal,
         so the check and the write see the same image); the new finalized features' epoch."""

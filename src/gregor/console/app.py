@@ -62,29 +62,31 @@ def make_app(settings: ConsoleSettings, clock: Clock = time.monotonic) -> web.Ap
     app.on_response_prepare.append(security_headers)
     app.on_startup.append(_start)
     app.on_cleanup.append(_stop)
-    app.add_routes([
-        web.get("/login", login_form),
-        web.post("/login", login),
-        web.post("/logout", logout),
-        web.get("/", overview),
-        web.get("/api/throughput", throughput),
-        web.get("/topics", topics),
-        web.post("/topics", create_topic),
-        web.get("/topics/{name}", topic),
-        web.post("/topics/{name}/configs", alter_topic_configs),
-        web.post("/topics/{name}/partitions", add_partitions),
-        web.post("/topics/{name}/delete", delete_topic),
-        web.post("/topics/{name}/delete-records", delete_records),
-        web.get("/topics/{name}/messages", messages),
-        web.post("/topics/{name}/produce", produce),
-        web.get("/groups", groups),
-        web.get("/groups/{group}", group),
-        web.post("/groups/{group}/reset", reset_group),
-        web.get("/acls", acls),
-        web.get("/users", users),
-        web.get("/static/chart.js", chart_js),
-        web.static("/static", STATIC),
-    ])
+    app.add_routes(
+        [
+            web.get("/login", login_form),
+            web.post("/login", login),
+            web.post("/logout", logout),
+            web.get("/", overview),
+            web.get("/api/throughput", throughput),
+            web.get("/topics", topics),
+            web.post("/topics", create_topic),
+            web.get("/topics/{name}", topic),
+            web.post("/topics/{name}/configs", alter_topic_configs),
+            web.post("/topics/{name}/partitions", add_partitions),
+            web.post("/topics/{name}/delete", delete_topic),
+            web.post("/topics/{name}/delete-records", delete_records),
+            web.get("/topics/{name}/messages", messages),
+            web.post("/topics/{name}/produce", produce),
+            web.get("/groups", groups),
+            web.get("/groups/{group}", group),
+            web.post("/groups/{group}/reset", reset_group),
+            web.get("/acls", acls),
+            web.get("/users", users),
+            web.get("/static/chart.js", chart_js),
+            web.static("/static", STATIC),
+        ]
+    )
     return app
 
 
@@ -112,7 +114,9 @@ async def _stop(app: web.Application) -> None:
         await state.shared_admin.close()
 
 
-async def serve(settings: ConsoleSettings, clock: Clock = time.monotonic) -> tuple[web.AppRunner, int]:
+async def serve(
+    settings: ConsoleSettings, clock: Clock = time.monotonic
+) -> tuple[web.AppRunner, int]:
     """Start the console on the settings' host and port (0: any free port), over TLS when
     they have a context; returns the runner and the bound port."""
     runner = web.AppRunner(make_app(settings, clock), access_log=None)

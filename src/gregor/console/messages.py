@@ -29,7 +29,9 @@ def render(data: bytes | None, fmt: str) -> Raw:
     text = data.decode("utf-8", errors="replace")
     if fmt == "json":
         try:
-            return Raw(f"<pre>{escape(json.dumps(json.loads(text), indent=2, ensure_ascii=False))}</pre>")
+            return Raw(
+                f"<pre>{escape(json.dumps(json.loads(text), indent=2, ensure_ascii=False))}</pre>"
+            )
         except ValueError:
             pass
     return Raw(f"<span>{escape(text)}</span>")
@@ -51,7 +53,11 @@ async def messages(request: web.Request) -> web.Response:
     d = (await admin.describe_topics([name])).get(name)
     if d is None or isinstance(d, Exception):
         raise back("/topics", error=f"topic {name}: {why(d) if d else 'not found'}")
-    tps = [TopicPartition(name, p.partition) for p in d.partitions if only is None or p.partition == only]
+    tps = [
+        TopicPartition(name, p.partition)
+        for p in d.partitions
+        if only is None or p.partition == only
+    ]
     starts = await admin.list_offsets({tp: "earliest" for tp in tps})
     ends = await admin.list_offsets({tp: "latest" for tp in tps})
     begin: dict[TopicPartition, int] = {}
@@ -61,14 +67,23 @@ async def messages(request: web.Request) -> web.Response:
         begin = {tp: max(offset, starts[tp][0] or 0) for tp in tps}
     elif start == "time" and at_ms is not None:
         found = await admin.list_offsets({tp: at_ms for tp in tps})
-        begin = {tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp][0] or 0 for tp in tps}
+        begin = {
+            tp: o if (o := found[tp][0]) is not None and o >= 0 else ends[tp][0] or 0 for tp in tps
+        }
     else:  # tail: the last ``limit`` records of each partition
         begin = {tp: max(starts[tp][0] or 0, (ends[tp][0] or 0) - limit) for tp in tps}
-    records = await _read(session_config(request), begin, {tp: ends[tp][0] or 0 for tp in tps}, limit)
+    records = await _read(
+        session_config(request), begin, {tp: ends[tp][0] or 0 for tp in tps}, limit
+    )
     rows = [
-        (r.partition, r.offset, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.timestamp / 1000)),
-         render(r.key, fmt), render(r.value, fmt),
-         Raw("<br>".join(f"{escape(k)}: {render(v, fmt)}" for k, v in r.headers)))
+        (
+            r.partition,
+            r.offset,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.timestamp / 1000)),
+            render(r.key, fmt),
+            render(r.value, fmt),
+            Raw("<br>".join(f"{escape(k)}: {render(v, fmt)}" for k, v in r.headers)),
+        )
         for r in records
     ]
     base = f"/topics/{quote(name)}/messages"
@@ -82,12 +97,22 @@ async def messages(request: web.Request) -> web.Response:
         + field("format", "Show as", fmt, options=FORMATS)
         + "<button type='submit'>Show</button></form>"
     )
-    body = (f"<p>{link('/topics/' + quote(name), 'back to ' + name)}</p>" + controls
-            + table(["Partition", "Offset", "Timestamp (UTC)", "Key", "Value", "Headers"], rows, "messages"))
+    body = (
+        f"<p>{link('/topics/' + quote(name), 'back to ' + name)}</p>"
+        + controls
+        + table(
+            ["Partition", "Offset", "Timestamp (UTC)", "Key", "Value", "Headers"], rows, "messages"
+        )
+    )
     return respond(request, f"Messages of {name}", body, "/topics")
 
 
-async def _read(config: dict[str, Any], begin: dict[TopicPartition, int], end: dict[TopicPartition, int], limit: int) -> list[Any]:
+async def _read(
+    config: dict[str, Any],
+    begin: dict[TopicPartition, int],
+    end: dict[TopicPartition, int],
+    limit: int,
+) -> list[Any]:
     """Up to ``limit`` records per partition from ``begin`` to ``end`` (not past it)."""
     wanted = {tp: min(limit, end[tp] - b) for tp, b in begin.items() if end[tp] > b}
     if not wanted:
@@ -130,8 +155,13 @@ async def produce(request: web.Request) -> web.Response:
     producer = AIOProducer({"enable.idempotence": False, "acks": "all", **config})
     try:
         await producer.start()
-        meta = await producer.send_and_wait(name, value=str(data.get("value", "")).encode(), key=key,
-                                            partition=partition, headers=headers)
+        meta = await producer.send_and_wait(
+            name,
+            value=str(data.get("value", "")).encode(),
+            key=key,
+            partition=partition,
+            headers=headers,
+        )
     except (KafkaError, ValueError) as e:
         raise back(base, error=f"cannot produce: {why(e)}") from None
     finally:

@@ -18,7 +18,10 @@ from gregor.console.state import SESSION
 
 #: Where Debian's libjs-chart.js puts Chart.js.
 CHART_JS = Path("/usr/share/javascript/chart.js/chart.umd.min.js")
-CHART_JS_FALLBACKS = (Path("/usr/share/javascript/chart.js/chart.min.js"), Path("/usr/share/javascript/chart.js/Chart.min.js"))
+CHART_JS_FALLBACKS = (
+    Path("/usr/share/javascript/chart.js/chart.min.js"),
+    Path("/usr/share/javascript/chart.js/Chart.min.js"),
+)
 
 
 async def overview(request: web.Request) -> web.Response:
@@ -41,14 +44,27 @@ async def overview(request: web.Request) -> web.Response:
         f"<div class='card'><b>{offline}</b><span>offline</span></div>"
         f"<div class='card'><b>{len(groups_)}</b><span>consumer groups</span></div>"
         "</section><h2>Brokers</h2>"
-        + table(["Id", "Host", "Port", "Rack", "Role"], [
-            (b[0], b[1], b[2], b[3] or "-", "controller" if b[0] == cluster.controller_id else "broker")
-            for b in cluster.brokers
-        ], "brokers")
+        + table(
+            ["Id", "Host", "Port", "Rack", "Role"],
+            [
+                (
+                    b[0],
+                    b[1],
+                    b[2],
+                    b[3] or "-",
+                    "controller" if b[0] == cluster.controller_id else "broker",
+                )
+                for b in cluster.brokers
+            ],
+            "brokers",
+        )
         + "<h2>Live</h2><p id='live-status'></p>"
-        + ("<div class='charts'><div class='chart'><canvas id='throughput-chart'></canvas></div>"
-           "<div class='chart'><canvas id='lag-chart'></canvas></div></div>"
-           if chart else "<p id='no-charts'>Charts need Chart.js: install Debian's libjs-chart.js.</p>")
+        + (
+            "<div class='charts'><div class='chart'><canvas id='throughput-chart'></canvas></div>"
+            "<div class='chart'><canvas id='lag-chart'></canvas></div></div>"
+            if chart
+            else "<p id='no-charts'>Charts need Chart.js: install Debian's libjs-chart.js.</p>"
+        )
     )
     return respond(request, "Cluster overview", body, "/")
 
@@ -65,20 +81,29 @@ async def throughput(request: web.Request) -> web.Response:
     lag: dict[str, int] = {}
     for gid, _ptype, _state in await admin.list_groups():
         committed = await admin.list_consumer_group_offsets(gid)
-        lag[gid] = sum(max(0, (ends.get(tp, (om.offset, 0))[0] or 0) - om.offset) for tp, om in committed.items())
+        lag[gid] = sum(
+            max(0, (ends.get(tp, (om.offset, 0))[0] or 0) - om.offset)
+            for tp, om in committed.items()
+        )
     now = time.monotonic()
     last = request[SESSION].throughput
     elapsed = now - last["at"] if last else 0.0
     rates = {
-        t: max(0.0, (n - last["ends"].get(t, n)) / elapsed) if elapsed > 0 else 0.0 for t, n in per_topic.items()
+        t: max(0.0, (n - last["ends"].get(t, n)) / elapsed) if elapsed > 0 else 0.0
+        for t, n in per_topic.items()
     }
     last.update(at=now, ends=per_topic)
-    return web.json_response({"time": time.time(), "records_per_sec": rates, "end_offsets": per_topic, "lag": lag})
+    return web.json_response(
+        {"time": time.time(), "records_per_sec": rates, "end_offsets": per_topic, "lag": lag}
+    )
 
 
 async def chart_js(request: web.Request) -> web.StreamResponse:
     for path in (CHART_JS, *CHART_JS_FALLBACKS):
         if path.exists():
             return web.FileResponse(path, headers={"Content-Type": "application/javascript"})
-    return web.Response(status=404, text="// Chart.js is not installed (Debian: libjs-chart.js)\n",
-                        content_type="application/javascript")
+    return web.Response(
+        status=404,
+        text="// Chart.js is not installed (Debian: libjs-chart.js)\n",
+        content_type="application/javascript",
+    )

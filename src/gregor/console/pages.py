@@ -31,9 +31,13 @@ def back(location: str, message: str | None = None, error: str | None = None) ->
     return web.HTTPSeeOther(location + ("?" + query if query else ""))
 
 
-def respond(request: web.Request, title: str, body: str, active: str, error: str | None = None) -> web.Response:
+def respond(
+    request: web.Request, title: str, body: str, active: str, error: str | None = None
+) -> web.Response:
     return web.Response(
-        text=page(title, body, active, request.query.get("message"), error or request.query.get("error")),
+        text=page(
+            title, body, active, request.query.get("message"), error or request.query.get("error")
+        ),
         content_type="text/html",
     )
 
@@ -64,7 +68,11 @@ def confirmed_plan(data: Any) -> dict[int, int] | None:
     return out
 
 
-def confirm_form(action: str, values: dict[str, str], plan: dict[int, int], button: str, form_id: str) -> str:
+def confirm_form(
+    action: str, values: dict[str, str], plan: dict[int, int], button: str, form_id: str
+) -> str:
     fields = "".join(hidden(k, v) for k, v in values.items())
-    fields += hidden("plan", json.dumps({str(p): o for p, o in sorted(plan.items())})) + hidden("confirmed", "yes")
+    fields += hidden("plan", json.dumps({str(p): o for p, o in sorted(plan.items())})) + hidden(
+        "confirmed", "yes"
+    )
     return form(action, fields, button, form_id)

@@ -60,7 +60,9 @@ class BrokerProcess(ChildProcess):
         if level_number(log_level) > level_number("INFO"):
             # The port is learned from the INFO line ``broker.started``; a quieter level would
             # hide it and start() would wait for a line that never comes.
-            raise ValueError(f"log_level {log_level!r} hides the broker.started line; use INFO or DEBUG")
+            raise ValueError(
+                f"log_level {log_level!r} hides the broker.started line; use INFO or DEBUG"
+            )
         self.log_level = log_level
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "broker.log"
@@ -142,10 +144,14 @@ class BrokerProcess(ChildProcess):
                 self.metrics_url = metrics.group(1) if metrics else None
                 return
             if self.proc.poll() is not None:
-                raise BrokerStartError(f"broker exited with {self.proc.returncode}:\n{text[-4000:]}")
+                raise BrokerStartError(
+                    f"broker exited with {self.proc.returncode}:\n{text[-4000:]}"
+                )
             time.sleep(0.05)
         self.kill()
-        raise BrokerStartError(f"broker did not start in {self.start_timeout}s:\n{self.read_log()[-4000:]}")
+        raise BrokerStartError(
+            f"broker did not start in {self.start_timeout}s:\n{self.read_log()[-4000:]}"
+        )
 
     def read_log(self, since_start: bool = True) -> str:
         try:
@@ -155,4 +161,3 @@ class BrokerProcess(ChildProcess):
                 return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
-

@@ -46,19 +46,41 @@ log = logging.getLogger("gregor.spark")
 # Every option Spark's Kafka source reads (lower-cased), besides kafka.* ones.
 SOURCE_KEYS = frozenset(
     {
-        "subscribe", "subscribepattern", "assign",
-        "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
-        "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
-        "failondataloss", "minpartitions", "maxrecordsperpartition",
-        "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
-        "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-        "groupidprefix", "includeheaders",
-        "gregor.chunkrecords", "gregor.timeoutms",
+        "subscribe",
+        "subscribepattern",
+        "assign",
+        "startingoffsets",
+        "endingoffsets",
+        "startingtimestamp",
+        "endingtimestamp",
+        "startingoffsetsbytimestamp",
+        "endingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "failondataloss",
+        "minpartitions",
+        "maxrecordsperpartition",
+        "maxoffsetspertrigger",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
+        "kafkaconsumer.polltimeoutms",
+        "fetchoffset.numretries",
+        "fetchoffset.retryintervalms",
+        "groupidprefix",
+        "includeheaders",
+        "gregor.chunkrecords",
+        "gregor.timeoutms",
     }
 )
 SINK_KEYS = frozenset(
-    {"topic", "includeheaders", "checkpointlocation", "path", "gregor.exactlyonce",
-     "gregor.transactionalidprefix", "gregor.sinkcommittopic"}
+    {
+        "topic",
+        "includeheaders",
+        "checkpointlocation",
+        "path",
+        "gregor.exactlyonce",
+        "gregor.transactionalidprefix",
+        "gregor.sinkcommittopic",
+    }
 )
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 STRATEGY_KEYS = "subscribe, subscribePattern, assign"
@@ -161,7 +183,9 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
-def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | None = None) -> dict[str, str]:
+def kafka_settings(
+    options: Mapping[str, str], role: str, notes: list[str] | None = None
+) -> dict[str, str]:
     """The ``kafka.*`` options the client uses for ``role`` ("source" or "producer").
 
     A source reads with a bare client (connection settings only); a sink adds the producer's.
@@ -191,7 +215,9 @@ def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | Non
         else:
             unused.append(name)
     if unused and notes is not None:
-        notes.append(f"kafka options {sorted(unused)} are not used by Gregor's {role} client and have no effect")
+        notes.append(
+            f"kafka options {sorted(unused)} are not used by Gregor's {role} client and have no effect"
+        )
     if "bootstrap.servers" not in out:
         raise OptionError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
@@ -224,7 +250,15 @@ def _positive(opts: dict[str, str], key: str, *, zero: bool = False) -> int | No
     return n
 
 
-_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_TIME_UNITS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 
 
 def time_ms(text: str, key: str) -> int:
@@ -240,7 +274,9 @@ def parse_partition_json(text: str, what: str) -> dict[TopicPartition, int]:
     try:
         obj = json.loads(text)
     except ValueError:
-        raise OptionError(f"{what}: expected JSON like {{\"topic\":{{\"0\":23}}}}, got {text!r}") from None
+        raise OptionError(
+            f'{what}: expected JSON like {{"topic":{{"0":23}}}}, got {text!r}'
+        ) from None
     if not isinstance(obj, dict):
         raise OptionError(f"{what}: expected a JSON object, got {text!r}")
     out: dict[TopicPartition, int] = {}
@@ -265,8 +301,10 @@ class _Pairs(list[tuple[str, Any]]):
 def parse_offsets_json(text: str, what: str) -> OffsetSpec:
     """startingOffsets / endingOffsets JSON: per-partition offsets, and topic-level
     ``"earliest"`` / ``"latest"`` (any case) in place of a topic's partition object."""
-    bad = (f'{what}: expected JSON like {{"topicA":{{"0":23,"1":-1}},"topicB":"earliest"}} (a topic maps '
-           f'to a JSON object of partition offsets, or to "earliest" or "latest"), got {text}')
+    bad = (
+        f'{what}: expected JSON like {{"topicA":{{"0":23,"1":-1}},"topicB":"earliest"}} (a topic maps '
+        f'to a JSON object of partition offsets, or to "earliest" or "latest"), got {text}'
+    )
 
     try:
         obj = json.loads(text, object_pairs_hook=_Pairs)
@@ -291,7 +329,9 @@ def parse_offsets_json(text: str, what: str) -> OffsetSpec:
             raise OptionError(bad)
     both = sorted(set(level) & {tp.topic for tp in parts})
     if both:
-        raise OptionError(f"{what}: topics {both} have both a topic-level offset and partition offsets in {text}")
+        raise OptionError(
+            f"{what}: topics {both} have both a topic-level offset and partition offsets in {text}"
+        )
     return OffsetSpec("offsets", parts, tuple(sorted(level.items())))
 
 
@@ -309,16 +349,20 @@ def offsets_from_json(obj: Mapping[str, Mapping[str, int]]) -> dict[TopicPartiti
 
 def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
     if not text.strip().startswith("{"):
-        raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
+        raise OptionError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{text}'"
+        )
     try:
         obj = json.loads(text)
     except ValueError:
-        raise OptionError(f"assign: expected JSON like {{\"topicA\":[0,1]}}, got {text!r}") from None
+        raise OptionError(f'assign: expected JSON like {{"topicA":[0,1]}}, got {text!r}') from None
     if not isinstance(obj, dict) or not all(isinstance(v, list) for v in obj.values()):
-        raise OptionError(f"assign: expected JSON like {{\"topicA\":[0,1]}}, got {text!r}")
+        raise OptionError(f'assign: expected JSON like {{"topicA":[0,1]}}, got {text!r}')
     tps = tuple(sorted(TopicPartition(t, int(p)) for t, ps in obj.items() for p in ps))
     if not tps:
-        raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
+        raise OptionError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{text}'"
+        )
     return tps
 
 
@@ -329,7 +373,9 @@ def _offset_spec(opts: dict[str, str], prefix: str, streaming: bool) -> OffsetSp
         try:
             return OffsetSpec("timestamp", int(ts.strip()))
         except ValueError:
-            raise OptionError(f"Expected a single long value, got {ts.strip()} (option '{prefix}Timestamp')") from None
+            raise OptionError(
+                f"Expected a single long value, got {ts.strip()} (option '{prefix}Timestamp')"
+            ) from None
     by_ts = opts.get(f"{prefix}offsetsbytimestamp")
     if by_ts is not None:
         return OffsetSpec("timestamps", parse_partition_json(by_ts, f"{prefix}OffsetsByTimestamp"))
@@ -372,7 +418,9 @@ def _tps(offsets: Mapping[TopicPartition, int]) -> str:
     return "{" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(offsets)) + "}"
 
 
-def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | None, tuple[TopicPartition, ...] | None]:
+def _subscription(
+    opts: dict[str, str],
+) -> tuple[tuple[str, ...] | None, str | None, tuple[TopicPartition, ...] | None]:
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if not chosen:
         raise OptionError(
@@ -388,7 +436,9 @@ def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | N
     if chosen[0] == "subscribe":
         topics = tuple(t.strip() for t in value.split(",") if t.strip())
         if not topics:
-            raise OptionError(f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'")
+            raise OptionError(
+                f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'"
+            )
         return topics, None, None
     if chosen[0] == "subscribepattern":
         pattern = value.strip()
@@ -409,7 +459,9 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     notes: list[str] = []
     if streaming:
         if "endingoffsets" in opts:
-            raise OptionError("Ending offset not valid in streaming queries (option 'endingOffsets')")
+            raise OptionError(
+                "Ending offset not valid in streaming queries (option 'endingOffsets')"
+            )
         for k in ("endingoffsetsbytimestamp", "endingtimestamp"):
             if k in opts:
                 raise OptionError(f"Ending timestamp not valid in streaming queries (option '{k}')")
@@ -420,36 +472,55 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     ending = _offset_spec(opts, "ending", streaming)
     if not streaming:
         if starting.kind == "latest":
-            raise OptionError("starting offset can't be latest for batch queries on Kafka (startingOffsets 'latest' is not valid for batch queries)")
+            raise OptionError(
+                "starting offset can't be latest for batch queries on Kafka (startingOffsets 'latest' is not valid for batch queries)"
+            )
         if starting.kind == "offsets":
             for t, v in starting.topics:
                 if v == LATEST:
-                    raise OptionError(f"startingOffsets for topic {t} can't be latest for batch queries on Kafka")
+                    raise OptionError(
+                        f"startingOffsets for topic {t} can't be latest for batch queries on Kafka"
+                    )
             for tp, v in sorted(starting.value.items()):
                 if v == LATEST:
-                    raise OptionError(f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka (-1)")
+                    raise OptionError(
+                        f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka (-1)"
+                    )
         if ending.kind == "earliest":
-            raise OptionError("ending offset can't be earliest for batch queries on Kafka (endingOffsets 'earliest' is not valid for batch queries)")
+            raise OptionError(
+                "ending offset can't be earliest for batch queries on Kafka (endingOffsets 'earliest' is not valid for batch queries)"
+            )
         if ending.kind == "offsets":
             for t, v in ending.topics:
                 if v == EARLIEST:
-                    raise OptionError(f"ending offset for topic {t} can't be earliest for batch queries on Kafka")
+                    raise OptionError(
+                        f"ending offset for topic {t} can't be earliest for batch queries on Kafka"
+                    )
             for tp, v in sorted(ending.value.items()):
                 if v == EARLIEST:
-                    raise OptionError(f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka (-2)")
+                    raise OptionError(
+                        f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka (-2)"
+                    )
         check_offset_limits(starting, ending)
-        for k, name in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"), ("minoffsetspertrigger", "minOffsetsPerTrigger"),
-                        ("maxtriggerdelay", "maxTriggerDelay")):
+        for k, name in (
+            ("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+            ("minoffsetspertrigger", "minOffsetsPerTrigger"),
+            ("maxtriggerdelay", "maxTriggerDelay"),
+        ):
             if k in opts:
                 notes.append(f"{name} option ignored in batch queries")
 
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
-        raise OptionError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+        raise OptionError(
+            f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}"
+        )
 
     level = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
     if level not in ("read_uncommitted", "read_committed"):
-        raise OptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}")
+        raise OptionError(
+            f"kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}"
+        )
 
     max_per = _positive(opts, "maxoffsetspertrigger")
     min_per = _positive(opts, "minoffsetspertrigger")
@@ -457,7 +528,11 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         raise OptionError(
             f"The value of minOffsetPerTrigger({min_per}) is higher than the maxOffsetsPerTrigger({max_per})."
         )
-    delay = time_ms(opts["maxtriggerdelay"], "maxTriggerDelay") if "maxtriggerdelay" in opts else DEFAULT_MAX_TRIGGER_DELAY_MS
+    delay = (
+        time_ms(opts["maxtriggerdelay"], "maxTriggerDelay")
+        if "maxtriggerdelay" in opts
+        else DEFAULT_MAX_TRIGGER_DELAY_MS
+    )
     if streaming and "maxtriggerdelay" in opts and min_per is None:
         notes.append("maxTriggerDelay has no effect without minOffsetsPerTrigger")
 
@@ -467,7 +542,9 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     retries = _positive(opts, "fetchoffset.numretries")
     interval = _positive(opts, "fetchoffset.retryintervalms", zero=True)
     if "groupidprefix" in opts:
-        notes.append("option 'groupIdPrefix' has no effect: the source reads with no consumer group")
+        notes.append(
+            "option 'groupIdPrefix' has no effect: the source reads with no consumer group"
+        )
     unknown = sorted(k for k in opts if not k.startswith("kafka.") and k not in SOURCE_KEYS)
     if unknown:
         notes.append(f"options {unknown} are not options of the Kafka source and are ignored")
@@ -516,7 +593,9 @@ def parse_sink(options: Mapping[str, str], *, streaming: bool = False) -> SinkOp
     if unknown:
         notes.append(f"options {unknown} are not options of the Kafka sink and are ignored")
     if not streaming and "gregor.exactlyonce" in opts:
-        notes.append("gregor.exactlyOnce applies to streaming writes only; batch writes are at-least-once")
+        notes.append(
+            "gregor.exactlyOnce applies to streaming writes only; batch writes are at-least-once"
+        )
     for n in notes:
         log.warning("%s", n)
     return SinkOptions(

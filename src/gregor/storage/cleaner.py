@@ -107,7 +107,9 @@ class CleanPlan:
     map_aborted: list[AbortedTxn]  # aborted transactions over the dirty range
     group_aborted: list[list[AbortedTxn]] = field(default_factory=list)
     groups: list[list[LogSegment]] = field(default_factory=list)
-    last_records: dict[int, tuple[int, int]] = field(default_factory=dict)  # pid -> (last data offset, epoch)
+    last_records: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # pid -> (last data offset, epoch)
     dirty_ratio: float = 0.0
 
 
@@ -311,7 +313,11 @@ class LogCleaner:
                         nh = header_of(batch_bytes)
                         out.append(
                             batch_bytes,
-                            [BatchPosition(0, size, nh.base_offset, nh.last_offset, nh.max_timestamp)],
+                            [
+                                BatchPosition(
+                                    0, size, nh.base_offset, nh.last_offset, nh.max_timestamp
+                                )
+                            ],
                         )
             for t in txn.cleaned_index:
                 out.txn_index.append(t)

@@ -52,6 +52,7 @@ def core_implementation() -> str:
     name: str = _core.IMPLEMENTATION
     return name
 
+
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
 NO_TIMESTAMP = -1

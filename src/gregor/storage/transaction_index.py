@@ -63,9 +63,7 @@ class TransactionIndex:
     def append(self, txn: AbortedTxn) -> None:
         entries = self._load()
         if entries and txn.last_offset <= entries[-1].last_offset:
-            raise ValueError(
-                f"aborted transaction last offset {txn.last_offset} does not increase"
-            )
+            raise ValueError(f"aborted transaction last offset {txn.last_offset} does not increase")
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, txn.encode())

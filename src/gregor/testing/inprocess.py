@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-
 class _BrokerLog(logging.Handler):
     """Appends the broker's log lines (logfmt, as ``gregor serve`` writes them) to a file.
 
@@ -177,7 +176,9 @@ class InProcessBroker:
         }
         props.update(self.config)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._handler = _BrokerLog(self.log_path, self._own_thread if self._loop is not None else None)
+        self._handler = _BrokerLog(
+            self.log_path, self._own_thread if self._loop is not None else None
+        )
         logging.getLogger("gregor").addHandler(self._handler)
         _RootLevel.acquire(self.log_level)
         try:
@@ -213,7 +214,9 @@ class InProcessBroker:
     def _own_thread(self, record: logging.LogRecord) -> bool:
         """The record comes from this broker's loop thread or one of its executor threads."""
         loop_thread = self._thread.ident if self._thread else None
-        return record.thread == loop_thread or (record.threadName or "").startswith(self._executor_prefix)
+        return record.thread == loop_thread or (record.threadName or "").startswith(
+            self._executor_prefix
+        )
 
     @property
     def _executor_prefix(self) -> str:

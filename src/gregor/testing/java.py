@@ -147,7 +147,10 @@ def run_tool_process(
     """Run one of Kafka's tools in a JVM of its own (as its bin/ script would)."""
     main = TOOLS.get(name, name)
     proc = subprocess.run(
-        [java_binary(), *jvm_options, "-cp", cp, main, *args], input=stdin, capture_output=True, text=True
+        [java_binary(), *jvm_options, "-cp", cp, main, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
     )
     return ToolResult(proc.returncode, proc.stdout, proc.stderr)
 
@@ -158,7 +161,6 @@ def java_process(
     """Start ``main`` (a class on the JVM peers' class path, e.g. ``gregor.jvm.StreamsApp`` or
     Kafka Connect's ``ConnectDistributed``) as a process of its own."""
     return subprocess.Popen([java_binary(), *jvm_options, "-cp", cp, main, *args], **popen)
-
 
 
 @dataclass(frozen=True)
@@ -298,4 +300,3 @@ class JavaHarness:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-

@@ -77,7 +77,6 @@ __all__ = [
 ]
 
 
-
 #: The JVM options of Kafka's kafka-server-start.sh (heap) and kafka-run-class.sh (G1).
 SERVER_JVM_OPTIONS = (
     "-Xms1g",
@@ -105,13 +104,9 @@ logger.state.level = warn
 """
 
 
-
-
-
 def _cluster_id() -> str:
     """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as Kafka's."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
 
 
 def _properties(path: Path, props: Mapping[str, str]) -> None:
@@ -476,8 +471,6 @@ class KafkaBrokerProcess(ChildProcess):
         if since_start:
             return self._kafka.nodes[1].read_log()
         return self.log_path.read_text(errors="replace")
-
-
 
 
 def _serve(target: KafkaCluster) -> int:
