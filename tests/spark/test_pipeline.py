@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
+from gregor.testing import process_group
 
 
 def test_generator_is_deterministic_and_bounded() -> None:
@@ -152,6 +155,57 @@ def test_main_job_embedded_broker(tmp_path: Path) -> None:
     assert read[-1] == 30001 and read == sorted(read)  # every event and the end marker, in order
     assert all("events/s" in ln and "lag" in ln and "watermark" in ln for ln in lines)
     assert "[pipeline] summary: 30,000 events in" in text
+
+
+def test_ctrl_c_stops_the_main_job_and_everything_it_started(tmp_path: Path) -> None:
+    """``scripts/run.sh``'s job stopped as a terminal's Ctrl-C stops it (SIGINT to its whole
+    process group: the job, its broker, the generator and Spark's JVM, while batches run) ends
+    with click's one line ``Aborted!`` and exit status 1, as ``gregor`` commands do, and when it
+    has exited no process of its group is left, not even a zombie, but those Spark's JVM had
+    already left unreaped before the Ctrl-C (the JVM's children, not the job's: an init that
+    reaps orphans takes them); its broker stopped cleanly (issue 36)."""
+    out = tmp_path / "main"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gregor.pipelines",
+            "--master",
+            "local[1]",
+            "--events",
+            "3000000",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        process_group=0,
+    )
+    pgid = proc.pid
+    assert proc.stdout is not None
+    seen = []
+    try:
+        for line in proc.stdout:  # until every part runs: the first batch is read
+            seen.append(line)
+            if line.startswith("[pipeline] batch"):
+                break
+        else:
+            raise AssertionError("the job ended early:\n" + "".join(seen[-40:]))
+        before = {pid for pid, state in process_group.members(pgid).items() if state == "Z"}
+        os.killpg(pgid, signal.SIGINT)
+        rest = proc.stdout.read()
+        assert proc.wait() == 1, rest[-3000:]  # pytest-timeout ends a job that hangs
+        left = process_group.members(pgid)
+        assert {pid: state for pid, state in left.items() if pid not in before} == {}
+    finally:
+        if proc.poll() is None:
+            os.killpg(pgid, signal.SIGKILL)
+            proc.wait()
+    assert rest.splitlines()[-1] == "Aborted!", rest[-3000:]
+    assert "event=broker.stopped" in (out / "broker" / "broker.log").read_text()
 
 
 def test_cli_is_the_main_job() -> None:

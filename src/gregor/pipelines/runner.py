@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -195,6 +197,10 @@ def run(
             },
         )
         spark.sparkContext.setLogLevel("ERROR")
+        # PySpark's own Ctrl-C handler calls into the JVM from the signal handler (to cancel
+        # the jobs) and fails there with a traceback while a call is in flight; a plain
+        # KeyboardInterrupt lets the finally below stop the query, Spark and the broker.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         if _DEBUG:
             say("Spark session ready")
         end_time, batches, busy = _stream(spark, config, gen, produced, say)
@@ -224,13 +230,42 @@ def run(
             events, seconds, len(got), batches, problems, time.monotonic() - t0, busy, produce_s
         )
     finally:
-        if gen is not None and gen.is_alive():
-            gen.kill()
+        # Everything this job started ends before it returns, on a Ctrl-C too (SIGINT to the
+        # whole process group): no child is left running, or unreaped, after the job.
+        if gen is not None:
+            if gen.is_alive():
+                gen.kill()
+            gen.join()
         if spark is not None:
-            spark.stop()
+            _stop_spark(spark)
         if broker is not None:
             say("stopping the broker")
             broker.stop()
+
+
+def _stop_spark(spark: Any) -> None:
+    """Stop the session and wait for Spark's JVM to end. PySpark starts the JVM ignoring SIGINT
+    and leaves it to end when this process ends (closing its stdin): after a Ctrl-C it would
+    outlive the job. Closing the pipe ends it now; the next session starts a new one."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the JVM may be gone already; it is ended below
+        pass
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 def _stream(
@@ -423,7 +458,19 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"Error: {_one_line(e)}", file=sys.stderr)
         return 1
+    finally:
+        _stop_resource_tracker()
     return report(summary, say)
+
+
+def _stop_resource_tracker() -> None:
+    """End multiprocessing's resource tracker (the generator's spawn started it) and wait for
+    it, instead of leaving it to end after this process (it ignores SIGINT)."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)  # Python's own, private
+    if stop is not None:
+        stop()
 
 
 def _one_line(exc: BaseException) -> str:
