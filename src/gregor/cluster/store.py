@@ -143,7 +143,7 @@ class MetadataStore(Protocol):
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         """Set and remove client quotas; per entry, None or the refusal
-        (``changes.alter_client_quotas``)."""
+        (``access_changes.alter_client_quotas``)."""
         ...
 
     async def alter_scram_credentials(
@@ -153,29 +153,29 @@ class MetadataStore(Protocol):
     ) -> dict[str, KafkaError | None]:
         """Delete (user, mechanism) and upsert (user, credential) SCRAM credentials durably, in
         one change; per user, None or the Kafka error that refused that user's part
-        (``changes.alter_scram_credentials``)."""
+        (``access_changes.alter_scram_credentials``)."""
         ...
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         """Add ACL bindings durably, in one change; per binding None or the Kafka error that
-        refused it (``changes.create_acls``)."""
+        refused it (``access_changes.create_acls``)."""
         ...
 
     async def delete_acls(
         self, filters: Sequence[AclBindingFilter]
     ) -> list[KafkaError | list[AclBinding]]:
         """Remove every binding a filter matches, in one change; per filter the bindings it
-        removed or the Kafka error that refused it (``changes.delete_acls``)."""
+        removed or the Kafka error that refused it (``access_changes.delete_acls``)."""
         ...
 
     async def create_delegation_token(self, token: DelegationToken) -> DelegationToken:
-        """Add a delegation token durably (``changes.create_delegation_token``)."""
+        """Add a delegation token durably (``access_changes.create_delegation_token``)."""
         ...
 
     async def change_delegation_token(
         self, token_id: str, change: Callable[[DelegationToken], DelegationToken | None]
     ) -> int:
-        """Renew or expire a token in one change (``changes.change_delegation_token``): the new
+        """Renew or expire a token in one change (``access_changes.change_delegation_token``): the new
         expiry timestamp, -1 once removed; ``change`` raises the refusals."""
         ...
 

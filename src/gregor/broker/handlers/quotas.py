@@ -6,7 +6,7 @@ DESCRIBE_CONFIGS on the cluster and Alter needs ALTER_CONFIGS, as in Kafka
 (CLUSTER_AUTHORIZATION_FAILED otherwise). Describe filters entities with Kafka's components:
 match type 0 is that name, 1 the type's default, 2 any name but the default; ``strict``
 leaves out entities with other types. A filter naming a type twice, or a match that does
-not fit its match type, is INVALID_REQUEST. Alter answers per entry (``changes.alter_client_quotas``).
+not fit its match type, is INVALID_REQUEST. Alter answers per entry (``access_changes.alter_client_quotas``).
 """
 
 from __future__ import annotations
