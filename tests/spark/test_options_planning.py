@@ -16,10 +16,10 @@ from gregor.spark.options import (
     kafka_settings,
     offsets_from_json,
     offsets_json,
-    parse_sink,
     parse_source,
 )
 from gregor.spark.planning import OffsetRange, rate_limit, split_ranges
+from gregor.spark.sink_options import parse_sink
 
 BS = {"kafka.bootstrap.servers": "h:1"}
 

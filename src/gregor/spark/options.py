@@ -24,6 +24,8 @@ ignores in batch queries (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``) and names no Kafka source knows (a typo) are accepted with a warning,
 logged and kept in :attr:`SourceOptions.notes`. Error messages carry Spark's wording, and
 Spark's error condition names where it has one (``[UNRESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET]``).
+
+The sink's options are :mod:`gregor.spark.sink_options`, on the helpers here.
 """
 
 from __future__ import annotations
@@ -69,17 +71,6 @@ SOURCE_KEYS = frozenset(
         "includeheaders",
         "gregor.chunkrecords",
         "gregor.timeoutms",
-    }
-)
-SINK_KEYS = frozenset(
-    {
-        "topic",
-        "includeheaders",
-        "checkpointlocation",
-        "path",
-        "gregor.exactlyonce",
-        "gregor.transactionalidprefix",
-        "gregor.sinkcommittopic",
     }
 )
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
@@ -167,19 +158,8 @@ class SourceOptions:
         return self.assign is not None and any(tp.topic == topic for tp in self.assign)
 
 
-@dataclass(frozen=True)
-class SinkOptions:
-    """A sink's options. ``exactly_once`` (streaming writes only, ``gregor.exactlyOnce``,
-    default true) makes the stream writer transactional: see :mod:`gregor.spark.txsink`."""
-
-    client: dict[str, str]
-    topic: str | None = None
-    exactly_once: bool = True
-    transactional_id_prefix: str = "gregor-spark"
-    commit_topic: str = "gregor-spark-sink-commits"
-
-
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    """The options as a data source sees them in Spark: keys lower-cased, unset values dropped."""
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
@@ -196,7 +176,7 @@ def kafka_settings(
     known = {**COMMON, **(PRODUCER if role == "producer" else {})}
     out: dict[str, str] = {}
     unused: list[str] = []
-    for k, v in _lower(options).items():
+    for k, v in lower_keys(options).items():
         if not k.startswith("kafka."):
             continue
         name = k[len("kafka.") :]
@@ -227,7 +207,8 @@ def kafka_settings(
     return out
 
 
-def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
+def bool_option(opts: dict[str, str], key: str, default: bool) -> bool:
+    """A boolean option (``true`` / ``false``, any case), ``default`` when it is not set."""
     v = opts.get(key)
     if v is None:
         return default
@@ -455,7 +436,7 @@ def _subscription(
 
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    opts = _lower(options)
+    opts = lower_keys(options)
     notes: list[str] = []
     if streaming:
         if "endingoffsets" in opts:
@@ -564,10 +545,10 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         max_trigger_delay_ms=delay,
         min_partitions=_positive(opts, "minpartitions"),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", False),
+        fail_on_data_loss=bool_option(opts, "failondataloss", True),
+        include_headers=bool_option(opts, "includeheaders", False),
         isolation_level=1 if level == "read_committed" else 0,
-        check_crcs=_bool(opts, "kafka.check.crcs", True),
+        check_crcs=bool_option(opts, "kafka.check.crcs", True),
         chunk_records=chunk or 65536,
         timeout=(wait / 1000) if wait else 120.0,
         fetch_offset_retries=retries or 3,
@@ -576,51 +557,20 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     )
 
 
-def parse_sink(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
-    opts = _lower(options)
-    notes: list[str] = []
-    client = kafka_settings(opts, "producer", notes)
-    topic = opts.get("topic")
-    exactly_once = _bool(opts, "gregor.exactlyonce", True)
-    prefix = opts.get("gregor.transactionalidprefix", "gregor-spark").strip()
-    commit_topic = opts.get("gregor.sinkcommittopic", "gregor-spark-sink-commits").strip()
-    if "transactional.id" in client:
-        raise OptionError(
-            "Kafka option 'transactional.id' is not supported: the exactly-once stream writer names "
-            "its transactions itself (set gregor.transactionalIdPrefix instead)"
-        )
-    unknown = sorted(k for k in opts if not k.startswith("kafka.") and k not in SINK_KEYS)
-    if unknown:
-        notes.append(f"options {unknown} are not options of the Kafka sink and are ignored")
-    if not streaming and "gregor.exactlyonce" in opts:
-        notes.append(
-            "gregor.exactlyOnce applies to streaming writes only; batch writes are at-least-once"
-        )
-    for n in notes:
-        log.warning("%s", n)
-    return SinkOptions(
-        client=client,
-        topic=topic.strip() if topic else None,
-        exactly_once=exactly_once and streaming,
-        transactional_id_prefix=prefix,
-        commit_topic=commit_topic,
-    )
-
-
 __all__ = [
     "EARLIEST",
     "LATEST",
     "OffsetSpec",
     "OptionError",
-    "SinkOptions",
     "SourceOptions",
     "check_offset_limits",
+    "bool_option",
     "kafka_settings",
+    "lower_keys",
     "offsets_from_json",
     "offsets_json",
     "parse_offsets_json",
     "parse_partition_json",
-    "parse_sink",
     "parse_source",
     "time_ms",
 ]

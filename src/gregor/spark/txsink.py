@@ -59,7 +59,8 @@ from gregor.client import (
     TopicPartition,
 )
 from gregor.client.bulk import RangeReader, shared_client
-from gregor.spark.options import OptionError, SinkOptions
+from gregor.spark.options import OptionError
+from gregor.spark.sink_options import SinkOptions
 from gregor.spark.writer import send_batches
 
 log = logging.getLogger("gregor.spark")

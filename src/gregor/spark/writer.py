@@ -26,7 +26,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from gregor.client import Producer
-from gregor.spark.options import OptionError, SinkOptions
+from gregor.spark.options import OptionError
+from gregor.spark.sink_options import SinkOptions
 
 _PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 _LOCK = threading.Lock()
