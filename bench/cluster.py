@@ -64,13 +64,15 @@ COUNTS = {100: 200_000, 1024: 60_000}
 
 def create(bootstrap: str, name: str, partitions: int, rf: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min(rf, 2))})])[
-        name
-    ].result(30)
+    admin.create_topics(
+        [NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min(rf, 2))})]
+    )[name].result(30)
     while True:  # every replica in the ISR before timing
         md = admin.list_topics(name, timeout=10).topics[name]
-        if md.error is None and len(md.partitions) == partitions and all(
-            p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()
+        if (
+            md.error is None
+            and len(md.partitions) == partitions
+            and all(p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values())
         ):
             return
 
@@ -97,10 +99,15 @@ def failover_once(cluster: ClusterProcess, topic: str) -> float:
         leader, isr = leader_of(cluster.bootstrap_servers, topic)
         if isr == 3:
             break
-    p = Producer({
-        "bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
-        "linger.ms": 0, "message.timeout.ms": 60000,
-    })
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": 60000,
+        }
+    )
     state = {"killed_at": 0.0, "first_after": 0.0, "errors": 0, "acked": 0}
     stop = threading.Event()
 
@@ -165,8 +172,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--failovers", type=int, default=5)
     ap.add_argument("--session-timeout-ms", type=int, default=1000)
-    ap.add_argument("--data-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
-                    help="where the brokers' and etcd's data directories are made (default: /dev/shm)")
+    ap.add_argument(
+        "--data-dir",
+        default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+        help="where the brokers' and etcd's data directories are made (default: /dev/shm)",
+    )
     ap.add_argument("--no-kafka", action="store_true", help="Gregor only")
     args = ap.parse_args()
     tempfile.tempdir = args.data_dir  # every launcher makes its directories with tempfile
@@ -184,7 +194,8 @@ def main() -> int:
         systems: dict[str, dict[str, object]] = {
             "gregor": {
                 "cluster": stack.enter_context(
-                    ClusterProcess(3, config=config, session_timeout_ms=args.session_timeout_ms)),
+                    ClusterProcess(3, config=config, session_timeout_ms=args.session_timeout_ms)
+                ),
                 "single": stack.enter_context(BrokerProcess({})),
             },
         }
@@ -223,7 +234,9 @@ def main() -> int:
                         cpu0 = cpu_of(pids)
                         r = produce(bootstrap, topic, size, n, "all", parts)
                         cpu = (cpu_of(pids) - cpu0) / n * 1e6
-                        rows.setdefault(key, {}).setdefault(label, []).append((r.msgs_per_s, r.mb_per_s, cpu))
+                        rows.setdefault(key, {}).setdefault(label, []).append(
+                            (r.msgs_per_s, r.mb_per_s, cpu)
+                        )
         lat: dict[str, list[tuple[float, float]]] = {}
         for _ in range(args.repeats):
             for label, (_, bootstrap, rf) in targets.items():
@@ -231,7 +244,10 @@ def main() -> int:
                 topic = f"lat-{label}-{n_topic}"
                 create(bootstrap, topic, 1, rf)
                 lat.setdefault(label, []).append(latency(bootstrap, topic, "all"))
-        memory = {label: sum(memory_kb(pid)[0] for pid in cluster_pids(t)) for label, (t, _, _) in targets.items()}
+        memory = {
+            label: sum(memory_kb(pid)[0] for pid in cluster_pids(t))
+            for label, (t, _, _) in targets.items()
+        }
         failovers: dict[str, list[float]] = {}
         for system, pair in systems.items():
             cluster = pair["cluster"]
@@ -239,13 +255,20 @@ def main() -> int:
             failovers[system] = [failover_once(cluster, "failover") for _ in range(args.failovers)]  # type: ignore[arg-type]
 
     labels = list(targets)
-    print(f"\n3 brokers RF=3 min.insync=2 vs 1 broker RF=1, confluent-kafka, scale {args.scale}, "
-          f"median of {args.repeats}, data in {tempfile.gettempdir()}")
-    print(f"{'workload':30}" + "".join(f" {label + ' msg/s':>20} {'MB/s':>6}" for label in labels)
-          + f" {'G/K cluster':>12} {'G/K single':>11}")
+    print(
+        f"\n3 brokers RF=3 min.insync=2 vs 1 broker RF=1, confluent-kafka, scale {args.scale}, "
+        f"median of {args.repeats}, data in {tempfile.gettempdir()}"
+    )
+    print(
+        f"{'workload':30}"
+        + "".join(f" {label + ' msg/s':>20} {'MB/s':>6}" for label in labels)
+        + f" {'G/K cluster':>12} {'G/K single':>11}"
+    )
     for key, by in rows.items():
         med = {label: sorted(by[label])[len(by[label]) // 2] for label in labels}
-        line = f"{key:30}" + "".join(f" {med[label][0]:20,.0f} {med[label][1]:6.1f}" for label in labels)
+        line = f"{key:30}" + "".join(
+            f" {med[label][0]:20,.0f} {med[label][1]:6.1f}" for label in labels
+        )
         if "kafka-cluster" in med:
             line += f" {med['gregor-cluster'][0] / med['kafka-cluster'][0]:12.2f}"
             line += f" {med['gregor-single'][0] / med['kafka-single'][0]:11.2f}"
@@ -260,11 +283,16 @@ def main() -> int:
         print(f"  {label:15} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms")
     print("\nresident memory at the end (summed over a cluster's processes)")
     print("  " + "   ".join(f"{label} {kb / 1024:.0f} MiB" for label, kb in memory.items()))
-    print(f"\nfailover, leader SIGKILL to first ack on the new leader "
-          f"(broker.session.timeout.ms={args.session_timeout_ms}), {args.failovers} runs")
+    print(
+        f"\nfailover, leader SIGKILL to first ack on the new leader "
+        f"(broker.session.timeout.ms={args.session_timeout_ms}), {args.failovers} runs"
+    )
     for system, times in failovers.items():
-        print(f"  {system:7} " + "  ".join(f"{t:.2f}" for t in times)
-              + f"   median {statistics.median(times):.2f} s, max {max(times):.2f} s")
+        print(
+            f"  {system:7} "
+            + "  ".join(f"{t:.2f}" for t in times)
+            + f"   median {statistics.median(times):.2f} s, max {max(times):.2f} s"
+        )
     return 0
 
 

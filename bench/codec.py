@@ -53,7 +53,10 @@ def metadata_response() -> MetadataResponse:
     T, P, B = MetadataResponse.Topics, MetadataResponse.Topics.Partitions, MetadataResponse.Brokers
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[B(node_id=i, host=f"broker-{i}.example.com", port=9092, rack=f"rack-{i}") for i in range(3)],
+        brokers=[
+            B(node_id=i, host=f"broker-{i}.example.com", port=9092, rack=f"rack-{i}")
+            for i in range(3)
+        ],
         cluster_id="gregor-cluster-0001",
         controller_id=0,
         topics=[
@@ -122,7 +125,8 @@ def produce_request() -> ProduceRequest:
             ProduceRequest.TopicData(
                 name="events",
                 partition_data=[
-                    ProduceRequest.TopicData.PartitionData(index=p, records=batch) for p in range(10)
+                    ProduceRequest.TopicData.PartitionData(index=p, records=batch)
+                    for p in range(10)
                 ],
             )
         ],
@@ -172,7 +176,9 @@ def _kafka_python(name: str):
     from kafka.protocol.metadata import MetadataResponse as KM
     from kafka.protocol.producer import ProduceRequest as KP
 
-    return {"MetadataResponse": KM, "FetchRequest": KF, "ProduceRequest": KP, "FetchResponse": KFR}[name]
+    return {"MetadataResponse": KM, "FetchRequest": KF, "ProduceRequest": KP, "FetchResponse": KFR}[
+        name
+    ]
 
 
 def _kio(name: str, version: int):

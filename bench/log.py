@@ -70,14 +70,17 @@ def make_codec_batches(codec: int, count: int) -> list[bytes]:
         for i in range(10):
             value = (
                 b'{"id": %d, "user": "user-%05d", "event": "page_view", "path": "/shop/item/%d", '
-                b'"ms": %d}' % (n * 10 + i, rnd.randrange(100000), rnd.randrange(1000), rnd.randrange(10**6))
+                b'"ms": %d}'
+                % (n * 10 + i, rnd.randrange(100000), rnd.randrange(1000), rnd.randrange(10**6))
             )
             records.append((BASE_TS + n, b"user-%05d" % rnd.randrange(100000), value))
         out.append(build_batch(records, compression=codec))
     return out
 
 
-def bench_append(workdir: str, batches: list[bytes], total: int, fsync: bool) -> tuple[float, float]:
+def bench_append(
+    workdir: str, batches: list[bytes], total: int, fsync: bool
+) -> tuple[float, float]:
     """Seconds to append ``total`` batches: (Gregor, plain file)."""
     n_distinct = len(batches)
     props = {"message.timestamp.after.max.ms": str(1 << 62), "segment.bytes": str(1 << 30)}

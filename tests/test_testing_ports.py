@@ -1,6 +1,6 @@
-"""The harness's listening ports: below the kernel's ephemeral range (where no client's
-outgoing connection can take them while a broker restarts), and a broker whose port another
-test took first moves to another one."""
+"""The launchers' listening ports (``gregor.launch``): below the kernel's ephemeral range
+(where no client's outgoing connection can take them while a broker restarts), and a broker
+whose port another test took first moves to another one."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from gregor.launch import process as process_module
+from gregor.launch.ports import ephemeral_low, free_port
 from gregor.testing import BrokerProcess
-from gregor.testing import process as process_module
-from gregor.testing.ports import ephemeral_low, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,7 +63,9 @@ def test_a_broker_moves_off_a_port_taken_before_it_bound(monkeypatch: pytest.Mon
             assert b.port == picks[1] and len(picks) == 2  # a restart keeps its port
 
 
-def test_a_broker_that_fails_for_another_reason_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broker_that_fails_for_another_reason_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     picks: list[int] = []
 
     def recorded() -> int:

@@ -49,20 +49,34 @@ def kadmin(broker: InProcessBroker, admin: AdminClient) -> Iterator[KafkaAdminCl
 def test_describe_cluster_confluent(broker: InProcessBroker, admin: AdminClient) -> None:
     # librdkafka describes the cluster with Metadata v10, not DescribeCluster.
     result = admin.describe_cluster().result(timeout=TIMEOUT)
-    assert [(n.id, n.host, n.port, n.rack) for n in result.nodes] == [(1, "127.0.0.1", broker.port, "rack-a")]
+    assert [(n.id, n.host, n.port, n.rack) for n in result.nodes] == [
+        (1, "127.0.0.1", broker.port, "rack-a")
+    ]
     assert result.controller.id == 1
     assert result.cluster_id == admin.list_topics(timeout=TIMEOUT).cluster_id
 
 
-def test_describe_cluster_kafka_python(broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+def test_describe_cluster_kafka_python(
+    broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient
+) -> None:
     # kafka-python uses DescribeCluster (v1) and asks for the authorized operations.
     result = kadmin.describe_cluster()
     assert result["controller_id"] == 1
-    assert result["brokers"] == [{"broker_id": 1, "host": "127.0.0.1", "port": broker.port, "rack": "rack-a"}]
+    assert result["brokers"] == [
+        {"broker_id": 1, "host": "127.0.0.1", "port": broker.port, "rack": "rack-a"}
+    ]
     assert result["cluster_id"] == admin.list_topics(timeout=TIMEOUT).cluster_id
     assert len(result["cluster_id"]) == 22  # 16 random bytes, URL-safe base64 without padding
     assert sorted(result["authorized_operations"]) == sorted(
-        ["CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"]
+        [
+            "CREATE",
+            "ALTER",
+            "DESCRIBE",
+            "CLUSTER_ACTION",
+            "DESCRIBE_CONFIGS",
+            "ALTER_CONFIGS",
+            "IDEMPOTENT_WRITE",
+        ]
     )
 
 
@@ -71,8 +85,13 @@ def test_describe_topics_confluent(admin: AdminClient) -> None:
     fs = admin.describe_topics(TopicCollection(["alpha", "beta"]))
     alpha = fs["alpha"].result(timeout=TIMEOUT)
     beta = fs["beta"].result(timeout=TIMEOUT)
-    assert [(p.id, p.leader.id, [r.id for r in p.replicas], [r.id for r in p.isr]) for p in alpha.partitions] == [
-        (0, 1, [1], [1]), (1, 1, [1], [1]), (2, 1, [1], [1]),
+    assert [
+        (p.id, p.leader.id, [r.id for r in p.replicas], [r.id for r in p.isr])
+        for p in alpha.partitions
+    ] == [
+        (0, 1, [1], [1]),
+        (1, 1, [1], [1]),
+        (2, 1, [1], [1]),
     ]
     assert len(beta.partitions) == 1
     assert alpha.is_internal is False
@@ -81,11 +100,18 @@ def test_describe_topics_confluent(admin: AdminClient) -> None:
 
 def test_describe_topic_partitions_kafka_python(kadmin: KafkaAdminClient) -> None:
     page = kadmin.describe_topic_partitions(["beta", "alpha"], response_partition_limit=2)
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in page["topics"]] == [("alpha", [0, 1])]
+    assert [
+        (t["name"], [p["partition_index"] for p in t["partitions"]]) for t in page["topics"]
+    ] == [("alpha", [0, 1])]
     assert page["next_cursor"] == {"topic_name": "alpha", "partition_index": 2}
-    page = kadmin.describe_topic_partitions(["beta", "alpha"], response_partition_limit=2, cursor=page["next_cursor"])
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in page["topics"]] == [
-        ("alpha", [2]), ("beta", [0]),
+    page = kadmin.describe_topic_partitions(
+        ["beta", "alpha"], response_partition_limit=2, cursor=page["next_cursor"]
+    )
+    assert [
+        (t["name"], [p["partition_index"] for p in t["partitions"]]) for t in page["topics"]
+    ] == [
+        ("alpha", [2]),
+        ("beta", [0]),
     ]
     assert page["next_cursor"] is None
     ids = {t["name"]: t["topic_id"] for t in kadmin.describe_topics(["alpha"])}
@@ -98,11 +124,15 @@ def test_describe_log_dirs_kafka_python(broker: InProcessBroker, kadmin: KafkaAd
     (log_dir,) = entry["log_dirs"]
     assert log_dir["error_code"] == 0
     assert log_dir["log_dir"] == str(broker.data_dir / "logs")
-    topics = {t["name"]: {p["partition_index"]: p for p in t["partitions"]} for t in log_dir["topics"]}
+    topics = {
+        t["name"]: {p["partition_index"]: p for p in t["partitions"]} for t in log_dir["topics"]
+    }
     assert sorted(topics) == ["alpha", "beta"]
     assert sorted(topics["alpha"]) == [0, 1, 2]
     segment = broker.data_dir / "logs" / "alpha-2" / "00000000000000000000.log"
     assert topics["alpha"][2]["partition_size"] == segment.stat().st_size
     assert topics["alpha"][0]["partition_size"] == 0
-    assert all(p["offset_lag"] == 0 and p["is_future_key"] is False for p in topics["alpha"].values())
+    assert all(
+        p["offset_lag"] == 0 and p["is_future_key"] is False for p in topics["alpha"].values()
+    )
     assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]

@@ -76,7 +76,12 @@ def values(admin: AdminClient, name: str, *keys: str) -> dict[str, tuple[str | N
     return {k: (configs[k].value, configs[k].source) for k in keys}
 
 
-def alter(admin: AdminClient, name: str, ops: list[tuple[str, str | None, AlterConfigOpType]], **kw: object) -> int:
+def alter(
+    admin: AdminClient,
+    name: str,
+    ops: list[tuple[str, str | None, AlterConfigOpType]],
+    **kw: object,
+) -> int:
     entries = [ConfigEntry(k, v, incremental_operation=op) for k, v, op in ops]
     res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
     (f,) = admin.incremental_alter_configs([res], **kw).values()
@@ -96,10 +101,18 @@ def assert_serving(broker: InProcessBroker, admin: AdminClient) -> None:
 def test_describe_topic_defaults_and_static_broker_configs(admin: AdminClient) -> None:
     create(admin, "plain")
     configs = topic_configs(admin, "plain")
-    got = {k: (configs[k].value, configs[k].source) for k in (
-        "retention.ms", "segment.bytes", "max.message.bytes", "cleanup.policy", "segment.ms",
-        "min.insync.replicas", "compression.type",
-    )}
+    got = {
+        k: (configs[k].value, configs[k].source)
+        for k in (
+            "retention.ms",
+            "segment.bytes",
+            "max.message.bytes",
+            "cleanup.policy",
+            "segment.ms",
+            "min.insync.replicas",
+            "compression.type",
+        )
+    }
     assert got == {
         "retention.ms": ("86400000", STATIC_BROKER_CONFIG),  # log.retention.hours=24
         "segment.bytes": ("104857600", STATIC_BROKER_CONFIG),
@@ -122,7 +135,9 @@ def test_describe_topic_defaults_and_static_broker_configs(admin: AdminClient) -
 def test_describe_synonyms_kafka_python(admin: AdminClient, kadmin: KafkaAdminClient) -> None:
     create(admin, "syn", {"retention.ms": "5000"})
     res = KConfigResource(KConfigResourceType.TOPIC, "syn")
-    described = kadmin.describe_configs([res], include_synonyms=True, config_filter="all")["topic"]["syn"]
+    described = kadmin.describe_configs([res], include_synonyms=True, config_filter="all")["topic"][
+        "syn"
+    ]
     assert described["retention.ms"]["value"] == "5000"
     assert described["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     assert described["retention.ms"]["synonyms"] == [
@@ -147,7 +162,9 @@ def test_describe_synonyms_kafka_python(admin: AdminClient, kadmin: KafkaAdminCl
 
 def test_describe_selected_keys_kafka_python(admin: AdminClient, kadmin: KafkaAdminClient) -> None:
     create(admin, "keys")
-    res = KConfigResource(KConfigResourceType.TOPIC, "keys", configs={"retention.ms": None, "no.such.key": None})
+    res = KConfigResource(
+        KConfigResourceType.TOPIC, "keys", configs={"retention.ms": None, "no.such.key": None}
+    )
     described = kadmin.describe_configs([res], config_filter="all")["topic"]["keys"]
     assert list(described) == ["retention.ms"]
 
@@ -161,9 +178,16 @@ def test_describe_unknown_topic(broker: InProcessBroker, admin: AdminClient) -> 
 def test_describe_broker(admin: AdminClient) -> None:
     res = ConfigResource(ResourceType.BROKER, "1")
     configs = admin.describe_configs([res])[res].result(timeout=TIMEOUT)
-    got = {k: (configs[k].value, configs[k].source, configs[k].is_read_only) for k in (
-        "log.retention.hours", "log.segment.bytes", "num.partitions", "log.retention.ms", "log.preallocate",
-    )}
+    got = {
+        k: (configs[k].value, configs[k].source, configs[k].is_read_only)
+        for k in (
+            "log.retention.hours",
+            "log.segment.bytes",
+            "num.partitions",
+            "log.retention.ms",
+            "log.preallocate",
+        )
+    }
     # Read-only unless Kafka updates the key dynamically (issue 12: dynamic broker configs).
     assert got == {
         "log.retention.hours": ("24", STATIC_BROKER_CONFIG, True),
@@ -177,7 +201,9 @@ def test_describe_broker(admin: AdminClient) -> None:
 # --- IncrementalAlterConfigs ---
 
 
-def test_incremental_set_delete_append_subtract(broker: InProcessBroker, admin: AdminClient) -> None:
+def test_incremental_set_delete_append_subtract(
+    broker: InProcessBroker, admin: AdminClient
+) -> None:
     create(admin, "inc")
     assert alter(admin, "inc", [("retention.ms", "60000", AlterConfigOpType.SET)]) == 0
     assert values(admin, "inc", "retention.ms") == {"retention.ms": ("60000", TOPIC_CONFIG)}
@@ -185,9 +211,13 @@ def test_incremental_set_delete_append_subtract(broker: InProcessBroker, admin: 
 
     # APPEND starts from the effective value ("delete" by default).
     assert alter(admin, "inc", [("cleanup.policy", "compact", AlterConfigOpType.APPEND)]) == 0
-    assert values(admin, "inc", "cleanup.policy") == {"cleanup.policy": ("delete,compact", TOPIC_CONFIG)}
+    assert values(admin, "inc", "cleanup.policy") == {
+        "cleanup.policy": ("delete,compact", TOPIC_CONFIG)
+    }
     assert alter(admin, "inc", [("cleanup.policy", "compact", AlterConfigOpType.APPEND)]) == 0
-    assert values(admin, "inc", "cleanup.policy") == {"cleanup.policy": ("delete,compact", TOPIC_CONFIG)}
+    assert values(admin, "inc", "cleanup.policy") == {
+        "cleanup.policy": ("delete,compact", TOPIC_CONFIG)
+    }
     assert alter(admin, "inc", [("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)]) == 0
     assert values(admin, "inc", "cleanup.policy") == {"cleanup.policy": ("compact", TOPIC_CONFIG)}
 
@@ -210,7 +240,13 @@ def test_incremental_set_delete_append_subtract(broker: InProcessBroker, admin: 
         ([("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)], 40),  # would leave it empty
         ([("compression.type", "brotli", AlterConfigOpType.SET)], 40),
         # One bad key fails the whole resource: the good SET is not applied either.
-        ([("retention.ms", "1234", AlterConfigOpType.SET), ("bogus", "1", AlterConfigOpType.SET)], 40),
+        (
+            [
+                ("retention.ms", "1234", AlterConfigOpType.SET),
+                ("bogus", "1", AlterConfigOpType.SET),
+            ],
+            40,
+        ),
     ],
 )
 def test_incremental_errors_change_nothing(
@@ -222,25 +258,42 @@ def test_incremental_errors_change_nothing(
     before = topic_configs(admin, name)
     assert alter(admin, name, ops) == expected
     after = topic_configs(admin, name)
-    assert {k: (e.value, e.source) for k, e in after.items()} == {k: (e.value, e.source) for k, e in before.items()}
+    assert {k: (e.value, e.source) for k, e in after.items()} == {
+        k: (e.value, e.source) for k, e in before.items()
+    }
     assert_serving(broker, admin)
 
 
 def test_incremental_validate_only(admin: AdminClient) -> None:
     create(admin, "inc-dry")
-    assert alter(admin, "inc-dry", [("retention.ms", "1000", AlterConfigOpType.SET)], validate_only=True) == 0
-    assert values(admin, "inc-dry", "retention.ms") == {"retention.ms": ("86400000", STATIC_BROKER_CONFIG)}
-    assert alter(admin, "inc-dry", [("retention.ms", "x", AlterConfigOpType.SET)], validate_only=True) == 40
+    assert (
+        alter(
+            admin, "inc-dry", [("retention.ms", "1000", AlterConfigOpType.SET)], validate_only=True
+        )
+        == 0
+    )
+    assert values(admin, "inc-dry", "retention.ms") == {
+        "retention.ms": ("86400000", STATIC_BROKER_CONFIG)
+    }
+    assert (
+        alter(admin, "inc-dry", [("retention.ms", "x", AlterConfigOpType.SET)], validate_only=True)
+        == 40
+    )
 
 
 def test_incremental_unknown_topic(admin: AdminClient) -> None:
     assert alter(admin, "ghost", [("retention.ms", "1000", AlterConfigOpType.SET)]) == 3
 
 
-def test_incremental_read_only_broker_config_is_refused(broker: InProcessBroker, admin: AdminClient) -> None:
+def test_incremental_read_only_broker_config_is_refused(
+    broker: InProcessBroker, admin: AdminClient
+) -> None:
     res = ConfigResource(
-        ResourceType.BROKER, "1",
-        incremental_configs=[ConfigEntry("log.retention.hours", "1", incremental_operation=AlterConfigOpType.SET)],
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry("log.retention.hours", "1", incremental_operation=AlterConfigOpType.SET)
+        ],
     )
     (f,) = admin.incremental_alter_configs([res]).values()
     with pytest.raises(KafkaException) as e:
@@ -259,12 +312,16 @@ def test_override_takes_effect_on_produce(broker: InProcessBroker, admin: AdminC
     assert alter(admin, "small", [("max.message.bytes", "200", AlterConfigOpType.SET)]) == 0
     results: list[object] = []
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
-    producer.produce("small", b"x" * 1000, on_delivery=lambda err, msg: results.append(err and err.code()))
+    producer.produce(
+        "small", b"x" * 1000, on_delivery=lambda err, msg: results.append(err and err.code())
+    )
     producer.flush(TIMEOUT)
     assert results == [10]  # MSG_SIZE_TOO_LARGE
     assert alter(admin, "small", [("max.message.bytes", None, AlterConfigOpType.DELETE)]) == 0
     results.clear()
-    producer.produce("small", b"x" * 1000, on_delivery=lambda err, msg: results.append(err and err.code()))
+    producer.produce(
+        "small", b"x" * 1000, on_delivery=lambda err, msg: results.append(err and err.code())
+    )
     producer.flush(TIMEOUT)
     assert results == [None]
 
@@ -285,7 +342,9 @@ def test_alter_configs_replaces_overrides(admin: AdminClient) -> None:
     }
 
 
-def test_alter_configs_errors_kafka_python(broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+def test_alter_configs_errors_kafka_python(
+    broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient
+) -> None:
     create(admin, "kp-alter", {"retention.ms": "5000"})
     cases = [
         KConfigResource(KConfigResourceType.TOPIC, "kp-alter", configs={"no.such.config": "1"}),
@@ -293,10 +352,7 @@ def test_alter_configs_errors_kafka_python(broker: InProcessBroker, admin: Admin
         KConfigResource(KConfigResourceType.TOPIC, "kp-ghost", configs={"retention.ms": "1"}),
         KConfigResource(KConfigResourceType.BROKER, "1", configs={"log.retention.hours": "1"}),
     ]
-    got = [
-        kadmin.alter_configs([c], raise_on_unknown=False, incremental=False)
-        for c in cases
-    ]
+    got = [kadmin.alter_configs([c], raise_on_unknown=False, incremental=False) for c in cases]
     assert got[0]["topic"]["kp-alter"].startswith("[Error 40]")
     assert "Unknown topic config name: no.such.config" in got[0]["topic"]["kp-alter"]
     assert got[1]["topic"]["kp-alter"].startswith("[Error 40]")

@@ -26,31 +26,87 @@ from gregor.storage.errors import InvalidConfigError
     [
         ("retention.ms", "-1", None),
         ("retention.ms", " 86400000 ", None),
-        ("retention.ms", "-2", "Invalid value -2 for configuration retention.ms: must be at least -1"),
-        ("retention.ms", "1.5", "Invalid value 1.5 for configuration retention.ms: not a number of type LONG"),
-        ("segment.bytes", "2147483648", "Invalid value 2147483648 for configuration segment.bytes: out of range for type INT"),
-        ("segment.bytes", "13", "Invalid value 13 for configuration segment.bytes: must be at least 14"),
+        (
+            "retention.ms",
+            "-2",
+            "Invalid value -2 for configuration retention.ms: must be at least -1",
+        ),
+        (
+            "retention.ms",
+            "1.5",
+            "Invalid value 1.5 for configuration retention.ms: not a number of type LONG",
+        ),
+        (
+            "segment.bytes",
+            "2147483648",
+            "Invalid value 2147483648 for configuration segment.bytes: out of range for type INT",
+        ),
+        (
+            "segment.bytes",
+            "13",
+            "Invalid value 13 for configuration segment.bytes: must be at least 14",
+        ),
         ("cleanup.policy", "compact,delete", None),
         ("cleanup.policy", "delete, compact", None),
-        ("cleanup.policy", "", "Invalid value  for configuration cleanup.policy: must not be empty"),
-        ("cleanup.policy", "compact,archive", "Invalid value compact,archive for configuration cleanup.policy: 'archive' is not one of delete, compact"),
+        (
+            "cleanup.policy",
+            "",
+            "Invalid value  for configuration cleanup.policy: must not be empty",
+        ),
+        (
+            "cleanup.policy",
+            "compact,archive",
+            "Invalid value compact,archive for configuration cleanup.policy: 'archive' is not one of delete, compact",
+        ),
         ("unclean.leader.election.enable", "TRUE", None),
-        ("unclean.leader.election.enable", "yes", "Invalid value yes for configuration unclean.leader.election.enable: expected true or false"),
+        (
+            "unclean.leader.election.enable",
+            "yes",
+            "Invalid value yes for configuration unclean.leader.election.enable: expected true or false",
+        ),
         ("min.cleanable.dirty.ratio", "0.01", None),
-        ("min.cleanable.dirty.ratio", "nan", "Invalid value nan for configuration min.cleanable.dirty.ratio: not a number"),
-        ("min.cleanable.dirty.ratio", "1.01", "Invalid value 1.01 for configuration min.cleanable.dirty.ratio: must be at most 1"),
+        (
+            "min.cleanable.dirty.ratio",
+            "nan",
+            "Invalid value nan for configuration min.cleanable.dirty.ratio: not a number",
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            "1.01",
+            "Invalid value 1.01 for configuration min.cleanable.dirty.ratio: must be at most 1",
+        ),
         ("message.timestamp.type", "LogAppendTime", None),
-        ("message.timestamp.type", "logappendtime", "Invalid value logappendtime for configuration message.timestamp.type: must be one of CreateTime, LogAppendTime"),
+        (
+            "message.timestamp.type",
+            "logappendtime",
+            "Invalid value logappendtime for configuration message.timestamp.type: must be one of CreateTime, LogAppendTime",
+        ),
         ("compression.type", "zstd", None),
         ("compression.gzip.level", "9", None),
-        ("compression.gzip.level", "0", "Invalid value 0 for configuration compression.gzip.level: must be -1 or between 1 and 9"),
+        (
+            "compression.gzip.level",
+            "0",
+            "Invalid value 0 for configuration compression.gzip.level: must be -1 or between 1 and 9",
+        ),
         ("compression.zstd.level", "-131072", None),
-        ("min.insync.replicas", "0", "Invalid value 0 for configuration min.insync.replicas: must be at least 1"),
+        (
+            "min.insync.replicas",
+            "0",
+            "Invalid value 0 for configuration min.insync.replicas: must be at least 1",
+        ),
         ("leader.replication.throttled.replicas", "0:1, 1:1", None),
         ("leader.replication.throttled.replicas", "*", None),
-        ("leader.replication.throttled.replicas", "0-1", "Invalid value 0-1 for configuration leader.replication.throttled.replicas: must be '*' or a list of partition:broker pairs"),
+        (
+            "leader.replication.throttled.replicas",
+            "0-1",
+            "Invalid value 0-1 for configuration leader.replication.throttled.replicas: must be '*' or a list of partition:broker pairs",
+        ),
         ("remote.storage.enable", "false", None),
-        ("remote.storage.enable", "true", "Invalid value true for configuration remote.storage.enable: tiered storage is not supported by this broker"),
+        (
+            "remote.storage.enable",
+            "true",
+            "Invalid value true for configuration remote.storage.enable: tiered storage is not supported by this broker",
+        ),
         ("retention.hours", "1", "Unknown topic config name: retention.hours"),
         ("retention.ms", None, "Null value not supported for topic config: retention.ms"),
     ],
@@ -125,6 +181,8 @@ def test_retention_synonym_precedence_and_sources() -> None:
 
 def test_describe_filters_and_documents() -> None:
     entries = describe_topic({}, {}, ["segment.ms", "nope"], include_documentation=True)
-    assert [(e.name, e.config_type.name, e.synonyms) for e in entries] == [("segment.ms", "LONG", None)]
+    assert [(e.name, e.config_type.name, e.synonyms) for e in entries] == [
+        ("segment.ms", "LONG", None)
+    ]
     assert entries[0].documentation == BY_NAME["segment.ms"].doc
     assert all(e.documentation is None for e in describe_topic({}, {}))

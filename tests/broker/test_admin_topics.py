@@ -102,7 +102,9 @@ def test_create_topic_with_configs(broker: InProcessBroker, admin: AdminClient) 
     ],
     ids=lambda v: v.topic[:20] if isinstance(v, NewTopic) else str(v),
 )
-def test_create_topic_errors(broker: InProcessBroker, admin: AdminClient, topic: NewTopic, expected: int) -> None:
+def test_create_topic_errors(
+    broker: InProcessBroker, admin: AdminClient, topic: NewTopic, expected: int
+) -> None:
     fs = admin.create_topics([topic])
     assert error_code(fs[topic.topic]) == expected
     assert partition_count(admin, topic.topic) is None
@@ -118,10 +120,14 @@ def test_create_existing_topic(broker: InProcessBroker, admin: AdminClient) -> N
 
 
 def test_create_validate_only(broker: InProcessBroker, admin: AdminClient) -> None:
-    fs = admin.create_topics([NewTopic("dry-run", 5, 1, config={"retention.ms": "1000"})], validate_only=True)
+    fs = admin.create_topics(
+        [NewTopic("dry-run", 5, 1, config={"retention.ms": "1000"})], validate_only=True
+    )
     assert error_code(fs["dry-run"]) == 0
     assert partition_count(admin, "dry-run") is None
-    fs = admin.create_topics([NewTopic("dry-run", 1, 1, config={"retention.ms": "x"})], validate_only=True)
+    fs = admin.create_topics(
+        [NewTopic("dry-run", 1, 1, config={"retention.ms": "x"})], validate_only=True
+    )
     assert error_code(fs["dry-run"]) == 40
     assert "topic=dry-run" not in broker.read_log()
 
@@ -135,12 +141,16 @@ def test_create_explicit_assignment(admin: AdminClient) -> None:
 
 
 def test_create_many_topics_mixed_results(admin: AdminClient) -> None:
-    fs = admin.create_topics([NewTopic("mix-ok", 2, 1), NewTopic("mix bad", 1, 1), NewTopic("mix-ok2", 1, 1)])
+    fs = admin.create_topics(
+        [NewTopic("mix-ok", 2, 1), NewTopic("mix bad", 1, 1), NewTopic("mix-ok2", 1, 1)]
+    )
     assert {t: error_code(f) for t, f in fs.items()} == {"mix-ok": 0, "mix bad": 17, "mix-ok2": 0}
     assert partition_count(admin, "mix-ok") == 2
 
 
-def test_kafka_python_create_with_defaults_and_v5_fields(kadmin: KafkaAdminClient, broker: InProcessBroker) -> None:
+def test_kafka_python_create_with_defaults_and_v5_fields(
+    kadmin: KafkaAdminClient, broker: InProcessBroker
+) -> None:
     # kafka-python sends -1/-1 (broker defaults) and a v5+ request: the response carries the
     # resolved partition count, replication factor, topic id and configs with their sources.
     result = kadmin.create_topics({"defaults": {"configs": {"retention.bytes": "1048576"}}})
@@ -150,7 +160,10 @@ def test_kafka_python_create_with_defaults_and_v5_fields(kadmin: KafkaAdminClien
     assert topic["replication_factor"] == 1
     assert uuid.UUID(str(topic["topic_id"])) != uuid.UUID(int=0)
     assert topic["configs"]["retention.bytes"] == {
-        "value": "1048576", "read_only": False, "config_source": "DYNAMIC_TOPIC_CONFIG", "is_sensitive": False,
+        "value": "1048576",
+        "read_only": False,
+        "config_source": "DYNAMIC_TOPIC_CONFIG",
+        "is_sensitive": False,
     }
     assert topic["configs"]["cleanup.policy"]["config_source"] == "DEFAULT_CONFIG"
     assert topic["configs"]["cleanup.policy"]["value"] == "delete"
@@ -165,7 +178,11 @@ def test_kafka_python_create_errors(kadmin: KafkaAdminClient) -> None:
             "zero-replicas": {"num_partitions": 1, "replication_factor": 0},
             "both-given": {"num_partitions": 2, "replication_factor": 1, "assignments": {0: [1]}},
             "gap": {"assignments": {0: [1], 2: [1]}},
-            "null-config": {"num_partitions": 1, "replication_factor": 1, "configs": {"retention.ms": None}},
+            "null-config": {
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "configs": {"retention.ms": None},
+            },
         },
         raise_errors=False,
     )
@@ -181,7 +198,9 @@ def test_kafka_python_create_errors(kadmin: KafkaAdminClient) -> None:
     assert set(kadmin.list_topics()).isdisjoint(codes)
 
 
-def test_kafka_python_bad_input(broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient) -> None:
+def test_kafka_python_bad_input(
+    broker: InProcessBroker, admin: AdminClient, kadmin: KafkaAdminClient
+) -> None:
     kadmin.create_topics({"kp-exists": {"num_partitions": 1}})
     result = kadmin.create_topics(
         {
@@ -200,7 +219,10 @@ def test_kafka_python_bad_input(broker: InProcessBroker, admin: AdminClient, kad
         "kp bad/name": (17, "topic name may contain only ASCII letters, digits, '.', '_' and '-'"),
         "kp-exists": (36, "Topic 'kp-exists' already exists."),
         "kp-unknown-config": (40, "Unknown topic config name: retention.days"),
-        "kp-bad-value": (40, "Invalid value -5 for configuration max.message.bytes: must be at least 0"),
+        "kp-bad-value": (
+            40,
+            "Invalid value -5 for configuration max.message.bytes: must be at least 0",
+        ),
         "kp.exists": (0, None),
         "kp_exists": (17, "Topic 'kp_exists' collides with existing topic: kp.exists"),
         "kp.exists2": (0, None),
@@ -271,9 +293,16 @@ def test_create_partitions(broker: InProcessBroker, admin: AdminClient) -> None:
 def test_new_partitions_take_writes(broker: InProcessBroker, admin: AdminClient) -> None:
     assert error_code(admin.create_topics([NewTopic("widen", 1, 1)])["widen"]) == 0
     assert error_code(admin.create_partitions([NewPartitions("widen", 2)])["widen"]) == 0
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "topic.metadata.refresh.interval.ms": 100})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "topic.metadata.refresh.interval.ms": 100}
+    )
     delivered = []
-    producer.produce("widen", b"v", partition=1, on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    producer.produce(
+        "widen",
+        b"v",
+        partition=1,
+        on_delivery=lambda err, msg: delivered.append((err, msg.offset())),
+    )
     assert producer.flush(TIMEOUT) == 0
     assert delivered == [(None, 0)]
 
@@ -315,14 +344,19 @@ def test_delete_records(broker: InProcessBroker, admin: AdminClient) -> None:
         # -1 (OFFSET_END): up to the high watermark.
         (f,) = admin.delete_records([TopicPartition("trim", 0, -1)]).values()
         assert f.result(timeout=TIMEOUT).low_watermark == 10
-        assert consumer.get_watermark_offsets(TopicPartition("trim", 0), timeout=TIMEOUT) == (10, 10)
+        assert consumer.get_watermark_offsets(TopicPartition("trim", 0), timeout=TIMEOUT) == (
+            10,
+            10,
+        )
     finally:
         consumer.close()
     assert "event=records.deleted topic=trim partition=0 log_start_offset=4" in broker.read_log()
     assert_serving(broker, admin)
 
 
-def test_delete_records_on_compact_only_topic_is_refused(broker: InProcessBroker, admin: AdminClient) -> None:
+def test_delete_records_on_compact_only_topic_is_refused(
+    broker: InProcessBroker, admin: AdminClient
+) -> None:
     fs = admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})])
     assert error_code(fs["compacted"]) == 0
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
@@ -338,7 +372,9 @@ def test_kafka_python_delete_records(broker: InProcessBroker, kadmin: KafkaAdmin
     kadmin.create_topics({"kp-trim": {"num_partitions": 1}})
     _produce(broker, "kp-trim", 0, 5)
     result = kadmin.delete_records({KTopicPartition("kp-trim", 0): 3})
-    assert result == {KTopicPartition("kp-trim", 0): {"partition_index": 0, "low_watermark": 3, "error_code": 0}}
+    assert result == {
+        KTopicPartition("kp-trim", 0): {"partition_index": 0, "low_watermark": 3, "error_code": 0}
+    }
     # Deleting below the current low watermark is a no-op that reports it.
     result = kadmin.delete_records({KTopicPartition("kp-trim", 0): 1})
     assert result[KTopicPartition("kp-trim", 0)]["low_watermark"] == 3

@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.timeout(300)]
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     dirs = f"{tmp_path}/first,{tmp_path}/second"
-    with BrokerProcess(config={"log.dirs": dirs, "log.segment.bytes": 256 * 1024},
-                       data_dir=tmp_path / "broker") as b:
+    with BrokerProcess(
+        config={"log.dirs": dirs, "log.segment.bytes": 256 * 1024}, data_dir=tmp_path / "broker"
+    ) as b:
         yield b
 
 
@@ -40,12 +41,16 @@ def where(admin: KafkaAdminClient, topic: str) -> dict[str, list[tuple[int, bool
     for d in entry["log_dirs"]:
         for t in d["topics"]:
             if t["name"] == topic:
-                out[d["log_dir"]] = sorted((p["partition_index"], p["is_future_key"]) for p in t["partitions"])
+                out[d["log_dir"]] = sorted(
+                    (p["partition_index"], p["is_future_key"]) for p in t["partitions"]
+                )
     return out
 
 
 def read(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got: list[bytes] = []
     while len(got) < count:
@@ -56,11 +61,22 @@ def read(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return got
 
 
-def test_a_partition_moves_between_log_dirs_while_written(broker: BrokerProcess, tmp_path: Path) -> None:
+def test_a_partition_moves_between_log_dirs_while_written(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
     first, second = str(tmp_path / "first"), str(tmp_path / "second")
     creator = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    creator.create_topics([NewTopic("moving", 1, 1, config={"file.delete.delay.ms": "0"})])["moving"].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 1, "batch.size": 32768})
+    creator.create_topics([NewTopic("moving", 1, 1, config={"file.delete.delay.ms": "0"})])[
+        "moving"
+    ].result(30)
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "acks": "all",
+            "linger.ms": 1,
+            "batch.size": 32768,
+        }
+    )
     acked: list[bytes] = []
     errors: list[Any] = []
     stop = threading.Event()
@@ -69,8 +85,14 @@ def test_a_partition_moves_between_log_dirs_while_written(broker: BrokerProcess,
         i = 0
         while not stop.is_set():
             try:
-                producer.produce("moving", b"%06d" % i + b"x" * 200, partition=0,
-                                 on_delivery=lambda err, msg: errors.append(err) if err else acked.append(msg.value()))
+                producer.produce(
+                    "moving",
+                    b"%06d" % i + b"x" * 200,
+                    partition=0,
+                    on_delivery=lambda err, msg: (
+                        errors.append(err) if err else acked.append(msg.value())
+                    ),
+                )
                 i += 1
             except BufferError:
                 pass
@@ -86,7 +108,9 @@ def test_a_partition_moves_between_log_dirs_while_written(broker: BrokerProcess,
             stop.wait(0.01)
         assert where(admin, "moving") == {first: [(0, False)]}
         assert admin.alter_replica_log_dirs({here: second}) == {here: NoError}
-        while where(admin, "moving").get(second) != [(0, False)]:  # the future replica, then the log
+        while where(admin, "moving").get(second) != [
+            (0, False)
+        ]:  # the future replica, then the log
             pass
         moved_at = len(acked)
         while len(acked) < moved_at + 1000:  # and writes go on to the moved log

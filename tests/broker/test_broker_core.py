@@ -37,12 +37,14 @@ pytestmark = pytest.mark.timeout(120)
 @asynccontextmanager
 async def running_broker(**props: str) -> AsyncIterator[Broker]:
     with tempfile.TemporaryDirectory(prefix="gregor-core-") as d:
-        config = BrokerConfig({
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "log.dirs": f"{d}/logs",
-            "group.initial.rebalance.delay.ms": "0",
-            **props,
-        })
+        config = BrokerConfig(
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "log.dirs": f"{d}/logs",
+                "group.initial.rebalance.delay.ms": "0",
+                **props,
+            }
+        )
         broker = Broker(config)
         await broker.start()
         try:
@@ -100,18 +102,31 @@ def batch(*values: bytes) -> bytes:
 
 async def create_topic(client: Client, name: str, partitions: int = 1, **configs: str) -> None:
     ct = CreateTopicsRequest.Topics
-    resp = await client.call(CreateTopicsRequest(
-        topics=[ct(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
-                   configs=[ct.Configs(name=k, value=v) for k, v in configs.items()])],
-        timeout_ms=5000, validate_only=False,
-    ), 7)
+    resp = await client.call(
+        CreateTopicsRequest(
+            topics=[
+                ct(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[ct.Configs(name=k, value=v) for k, v in configs.items()],
+                )
+            ],
+            timeout_ms=5000,
+            validate_only=False,
+        ),
+        7,
+    )
     assert resp.topics[0].error_code == 0, resp.topics[0].error_message
 
 
 def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
     td = ProduceRequest.TopicData
     return ProduceRequest(
-        transactional_id=None, acks=acks, timeout_ms=5000,
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
         topic_data=[td(name=topic, partition_data=[td.PartitionData(index=0, records=records)])],
     )
 
@@ -126,8 +141,10 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceReques
         ({"listeners": "SSL://127.0.0.1:9093"}, "SSL"),
         ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "SASL_SSL"),
         (
-            {"listeners": "INTERNAL://127.0.0.1:9093",
-             "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT"},
+            {
+                "listeners": "INTERNAL://127.0.0.1:9093",
+                "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT",
+            },
             "SASL_PLAINTEXT",
         ),
         ({"listeners": "INTERNAL://127.0.0.1:9093"}, "listener.security.protocol.map"),
@@ -138,20 +155,30 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceReques
         ({"metadata.store": "zookeeper://127.0.0.1:2181"}, "metadata.store"),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),
         (  # Kafka's default inter-broker mechanism, GSSAPI: brokers could not log in to each other
-            {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-             "sasl.enabled.mechanisms": "SCRAM-SHA-256"},
+            {
+                "metadata.store": "etcd://127.0.0.1:2379",
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            },
             "sasl.mechanism.inter.broker.protocol=GSSAPI",
         ),
         (
-            {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-             "sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+            {
+                "metadata.store": "etcd://127.0.0.1:2379",
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+            },
             "scram-sha-256.sasl.jaas.config is not set",
         ),
         (
-            {"metadata.store": "etcd://127.0.0.1:2379", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-             "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+            {
+                "metadata.store": "etcd://127.0.0.1:2379",
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";',
+            },
             "needs username and password",
         ),
         ({"replica.selector.class": "com.example.NearestReplica"}, "replica.selector.class"),
@@ -170,18 +197,30 @@ def test_settings_the_broker_cannot_honour_stop_it(props: dict[str, str], says: 
 
 
 def test_a_plaintext_listener_under_its_own_name_is_served() -> None:
-    config = BrokerConfig({
-        "listeners": "CLIENTS://127.0.0.1:0",
-        "listener.security.protocol.map": "CLIENTS:PLAINTEXT",
-    })
+    config = BrokerConfig(
+        {
+            "listeners": "CLIENTS://127.0.0.1:0",
+            "listener.security.protocol.map": "CLIENTS:PLAINTEXT",
+        }
+    )
     assert config.security_protocol("CLIENTS") == "PLAINTEXT"
 
 
 def test_gregor_serve_refuses_a_sasl_listener_with_a_clear_error(tmp_path: Any) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "gregor", "serve", "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={tmp_path}/logs"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "serve",
+            "--override",
+            "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={tmp_path}/logs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode != 0
     assert "SASL_PLAINTEXT" in proc.stderr and "plain text" in proc.stderr
@@ -213,15 +252,34 @@ def test_a_long_poll_whose_client_hung_up_is_released_at_once() -> None:
             assert partition is not None
             poller = await Client.connect(broker)
             ft = FetchRequest.Topics
-            poller.send(FetchRequest(
-                replica_id=-1, max_wait_ms=600_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                session_id=0, session_epoch=-1,
-                topics=[ft(topic="quiet", partitions=[ft.Partitions(
-                    partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
-                    partition_max_bytes=1 << 20,
-                )])],
-                forgotten_topics_data=[], rack_id="",
-            ), 11)
+            poller.send(
+                FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=600_000,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=[
+                        ft(
+                            topic="quiet",
+                            partitions=[
+                                ft.Partitions(
+                                    partition=0,
+                                    current_leader_epoch=-1,
+                                    fetch_offset=0,
+                                    log_start_offset=-1,
+                                    partition_max_bytes=1 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                    forgotten_topics_data=[],
+                    rack_id="",
+                ),
+                11,
+            )
             await wait_until(lambda: bool(partition._data_waiters), "the fetch to wait")
             busy = [c for c in broker.connections if c.busy]
             assert len(busy) == 1
@@ -244,15 +302,21 @@ def test_internal_topics_cannot_be_deleted_or_grown() -> None:
             client = await Client.connect(broker)
             found = await client.call(FindCoordinatorRequest(key="g", key_type=0), 1)
             assert found.error_code == 0 and found.node_id == broker.node_id
-            resp = await client.call(DeleteTopicsRequest(topic_names=["__consumer_offsets"], timeout_ms=5000), 5)
+            resp = await client.call(
+                DeleteTopicsRequest(topic_names=["__consumer_offsets"], timeout_ms=5000), 5
+            )
             (result,) = resp.responses
             assert result.error_code == ErrorCode.INVALID_REQUEST
             assert "internal topic" in result.error_message
             cp = CreatePartitionsRequest.Topics
-            resp = await client.call(CreatePartitionsRequest(
-                topics=[cp(name="__consumer_offsets", count=10, assignments=None)],
-                timeout_ms=5000, validate_only=False,
-            ), 1)
+            resp = await client.call(
+                CreatePartitionsRequest(
+                    topics=[cp(name="__consumer_offsets", count=10, assignments=None)],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                1,
+            )
             (result,) = resp.results
             assert result.error_code == ErrorCode.INVALID_REQUEST
             topic = broker.image.topic("__consumer_offsets")
@@ -274,15 +338,34 @@ def test_acks_all_append_moves_the_high_watermark_and_wakes_a_waiting_fetch() ->
             assert partition.isr == (broker.node_id,)
             poller = await Client.connect(broker)
             ft = FetchRequest.Topics
-            poller.send(FetchRequest(
-                replica_id=-1, max_wait_ms=600_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                session_id=0, session_epoch=-1,
-                topics=[ft(topic="t", partitions=[ft.Partitions(
-                    partition=0, current_leader_epoch=0, fetch_offset=0, log_start_offset=-1,
-                    partition_max_bytes=1 << 20,
-                )])],
-                forgotten_topics_data=[], rack_id="",
-            ), 11)
+            poller.send(
+                FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=600_000,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=[
+                        ft(
+                            topic="t",
+                            partitions=[
+                                ft.Partitions(
+                                    partition=0,
+                                    current_leader_epoch=0,
+                                    fetch_offset=0,
+                                    log_start_offset=-1,
+                                    partition_max_bytes=1 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                    forgotten_topics_data=[],
+                    rack_id="",
+                ),
+                11,
+            )
             await wait_until(lambda: bool(partition._data_waiters), "the fetch to wait")
             resp = await client.call(produce_request("t", batch(b"a", b"b", b"c")), 7)
             part = resp.responses[0].partition_responses[0]
@@ -323,11 +406,13 @@ def test_acks_all_needs_min_insync_replicas() -> None:
 
 def test_each_listener_advertises_its_own_address() -> None:
     async def main() -> None:
-        async with running_broker(**{
-            "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
-            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://localhost:0",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:PLAINTEXT",
-        }) as broker:
+        async with running_broker(
+            **{
+                "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
+                "advertised.listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://localhost:0",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:PLAINTEXT",
+            }
+        ) as broker:
             ports = {name: port for name, _, port in broker.bound_listeners}
             seen = {}
             for i, name in enumerate(("PLAINTEXT", "CLIENTS")):

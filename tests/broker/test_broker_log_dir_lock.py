@@ -31,7 +31,9 @@ def serve(*overrides: str) -> subprocess.CompletedProcess[str]:
 
 
 def error_lines(r: subprocess.CompletedProcess[str]) -> list[str]:
-    return [ln for ln in r.stderr.splitlines() if not ln.startswith("ts=")]  # not the broker's log lines
+    return [
+        ln for ln in r.stderr.splitlines() if not ln.startswith("ts=")
+    ]  # not the broker's log lines
 
 
 def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes | None]]:
@@ -55,20 +57,32 @@ def test_a_second_broker_process_on_the_same_directory_is_refused(tmp_path: Path
         for node_id in ("1", "2"):  # the same node.id or another: the directory is taken either way
             r = serve(f"log.dirs={logs}", f"node.id={node_id}")
             assert r.returncode == 1, r.stderr
-            assert error_lines(r) == [f"Error: failed to acquire lock on file .lock in {logs}: a broker in another "
-                                      "process or thread is using this directory"]
+            assert error_lines(r) == [
+                f"Error: failed to acquire lock on file .lock in {logs}: a broker in another "
+                "process or thread is using this directory"
+            ]
             assert "recover" not in r.stderr and "loaded" not in r.stderr  # it never opened a log
         # the refused starts wrote nothing: no clean-shutdown marker while the first broker runs,
         # and its log holds each record once
         assert not (logs / CLEAN_SHUTDOWN_FILE).exists()
         with Producer({"bootstrap.servers": first.bootstrap_servers}) as p:
             p.send("shared", b"d", partition=0).result(30)
-        assert read_all(first.bootstrap_servers, "shared") == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+        assert read_all(first.bootstrap_servers, "shared") == [
+            (0, b"a"),
+            (1, b"b"),
+            (2, b"c"),
+            (3, b"d"),
+        ]
         meta = (logs / "meta.properties").read_text()
         assert "node.id=1\n" in meta and "version=1\n" in meta
     # once the first broker stopped, the directory is free again (for its own node id)
     with BrokerProcess(data_dir=tmp_path) as again:
-        assert read_all(again.bootstrap_servers, "shared") == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+        assert read_all(again.bootstrap_servers, "shared") == [
+            (0, b"a"),
+            (1, b"b"),
+            (2, b"c"),
+            (3, b"d"),
+        ]
 
 
 def test_a_directory_of_another_node_is_refused(tmp_path: Path) -> None:
@@ -83,7 +97,10 @@ def test_a_directory_of_another_node_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_data_directory_from_before_meta_properties_starts(tmp_path: Path) -> None:
-    with BrokerProcess(data_dir=tmp_path) as b, Producer({"bootstrap.servers": b.bootstrap_servers}) as p:
+    with (
+        BrokerProcess(data_dir=tmp_path) as b,
+        Producer({"bootstrap.servers": b.bootstrap_servers}) as p,
+    ):
         p.send("old", b"kept", partition=0).result(30)
     # as a broker of an earlier version left it
     (tmp_path / "logs" / "meta.properties").unlink()

@@ -9,7 +9,9 @@ from gregor.broker.replica_fetcher import complete_batches
 from gregor.cluster.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 
 
-def part(leader: int, isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2, 3), epoch: int = 4) -> PartitionImage:
+def part(
+    leader: int, isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2, 3), epoch: int = 4
+) -> PartitionImage:
     return PartitionImage(0, leader, epoch, 9, replicas, isr)
 
 
@@ -22,7 +24,9 @@ def test_dead_isr_members_leave_the_isr_without_a_new_epoch() -> None:
 
 
 def test_a_dead_leader_is_replaced_by_the_first_live_isr_member_in_replica_order() -> None:
-    assert decide(part(1, (3, 2, 1), replicas=(1, 2, 3)), {2, 3}, unclean=False) == PartitionChange(2, 5, (3, 2))
+    assert decide(part(1, (3, 2, 1), replicas=(1, 2, 3)), {2, 3}, unclean=False) == PartitionChange(
+        2, 5, (3, 2)
+    )
 
 
 def test_a_live_replica_outside_the_isr_is_not_elected_unless_unclean() -> None:

@@ -134,7 +134,9 @@ def test_truncated_segment_closes_the_connection_instead_of_a_short_frame(tmp_pa
     region = SendableRegion(fd, 0, len(data))
     os.close(fd)
     os.truncate(tmp_path / "00000000000000000000.log", 50_000)
-    got = asyncio.run(_exchange(lambda conn: (conn.send(b"size"), conn.send(region)), 4 + len(data)))
+    got = asyncio.run(
+        _exchange(lambda conn: (conn.send(b"size"), conn.send(region)), 4 + len(data))
+    )
     assert len(got) < 4 + len(data)  # the connection closed: the client sees no whole frame
     assert got == (b"size" + data)[: len(got)]  # and nothing that was not in the file
     with pytest.raises(TruncatedRegionError):
@@ -183,7 +185,9 @@ async def _serve(host: _Host) -> tuple[asyncio.base_events.Server, int, list[Con
     return server, server.sockets[0].getsockname()[1], conns
 
 
-def test_what_the_socket_did_not_take_goes_on_by_sendfile_and_later_output_waits(tmp_path: Path) -> None:
+def test_what_the_socket_did_not_take_goes_on_by_sendfile_and_later_output_waits(
+    tmp_path: Path,
+) -> None:
     """A region larger than the socket takes at once stays one: sendfile goes on as the client
     reads, and both the bytes sent after it and the next request's answer (a second region)
     come after it, in order; the next request is not handled before the region is out."""

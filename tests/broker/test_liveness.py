@@ -25,10 +25,14 @@ async def until(cond: Callable[[], bool]) -> None:
 
 
 def registration(node: int, port: int) -> BrokerRegistration:
-    return BrokerRegistration(node, (BrokerEndpoint(LISTENER, "127.0.0.1", port, "PLAINTEXT"),), None)
+    return BrokerRegistration(
+        node, (BrokerEndpoint(LISTENER, "127.0.0.1", port, "PLAINTEXT"),), None
+    )
 
 
-def test_a_peer_whose_connection_ends_is_down_until_a_new_one_lasts_and_gone_when_its_port_refuses() -> None:
+def test_a_peer_whose_connection_ends_is_down_until_a_new_one_lasts_and_gone_when_its_port_refuses() -> (
+    None
+):
     async def main() -> None:
         accepted: list[asyncio.StreamWriter] = []
 
@@ -39,7 +43,9 @@ def test_a_peer_whose_connection_ends_is_down_until_a_new_one_lasts_and_gone_whe
         port = server.sockets[0].getsockname()[1]
         store = MemoryMetadataStore()
         await store.start()
-        await store.register_broker(registration(1, 1))  # this broker; the lowest id: the controller
+        await store.register_broker(
+            registration(1, 1)
+        )  # this broker; the lowest id: the controller
         await store.register_broker(registration(2, port))
         assert store.image.controller_id == 1
         liveness = BrokerLiveness(1, LISTENER, store)
@@ -49,7 +55,9 @@ def test_a_peer_whose_connection_ends_is_down_until_a_new_one_lasts_and_gone_whe
             await until(lambda: len(accepted) == 1)
             assert liveness.down() == set()
 
-            accepted[0].close()  # the peer's end of the watch connection ends; its port still accepts
+            accepted[
+                0
+            ].close()  # the peer's end of the watch connection ends; its port still accepts
             await until(lambda: 2 in liveness.down())
             await until(lambda: len(accepted) == 2)  # the watch connected again
             await until(lambda: liveness.down() == set())  # and that connection lasted

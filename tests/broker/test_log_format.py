@@ -27,8 +27,14 @@ def test_json_and_logfmt_lines(restore_logging: None, capsys: pytest.CaptureFixt
     log.warning("plain %s", "message")
     first, second = capsys.readouterr().err.splitlines()
     doc = json.loads(first)
-    assert (doc["level"], doc["logger"], doc["event"], doc["topic"], doc["partitions"], doc["ok"]) == (
-        "INFO", "gregor.test", "topic.created", "a b", 3, True)
+    assert (
+        doc["level"],
+        doc["logger"],
+        doc["event"],
+        doc["topic"],
+        doc["partitions"],
+        doc["ok"],
+    ) == ("INFO", "gregor.test", "topic.created", "a b", 3, True)
     assert doc["ts"].endswith("Z")
     assert json.loads(second)["msg"] == "plain message"
     setup_logging("INFO")
@@ -37,15 +43,17 @@ def test_json_and_logfmt_lines(restore_logging: None, capsys: pytest.CaptureFixt
     assert line.endswith('event=topic.created topic="a b" partitions=3')
 
 
-HOSTILE = "evil\r\x1b[2J\x1b[31mlevel=ERROR\u2028\u2029\x00\x7f\x85\u202e\ttab\\ \"q\" end\nnext"
+HOSTILE = 'evil\r\x1b[2J\x1b[31mlevel=ERROR\u2028\u2029\x00\x7f\x85\u202e\ttab\\ "q" end\nnext'
 
 
-def test_every_control_character_of_a_value_is_escaped(restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_control_character_of_a_value_is_escaped(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     from gregor.broker.events import escape_log_text
 
     escaped = escape_log_text(HOSTILE)
     assert escaped == (
-        "evil\\r\\x1b[2J\\x1b[31mlevel=ERROR\\u2028\\u2029\\x00\\x7f\\x85\\u202e\\ttab\\\\ \"q\" end\\nnext"
+        'evil\\r\\x1b[2J\\x1b[31mlevel=ERROR\\u2028\\u2029\\x00\\x7f\\x85\\u202e\\ttab\\\\ "q" end\\nnext'
     )
     assert escape_log_text("plain ünïcode ok") == "plain ünïcode ok"
     log = logging.getLogger("gregor.test")
@@ -79,10 +87,14 @@ def test_client_supplied_names_reach_the_broker_log_escaped() -> None:
         p.produce("esc-topic", b"v")
         assert p.flush(30) == 0
         del p  # its connections end with the broker's test, not after
-        c = Consumer({
-            "bootstrap.servers": b.bootstrap_servers, "group.id": hostile, "client.id": "cli\x1b]0;title\x07",
-            "auto.offset.reset": "earliest",
-        })
+        c = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "group.id": hostile,
+                "client.id": "cli\x1b]0;title\x07",
+                "auto.offset.reset": "earliest",
+            }
+        )
         c.subscribe(["esc-topic"])
         try:
             while True:
@@ -92,7 +104,7 @@ def test_client_supplied_names_reach_the_broker_log_escaped() -> None:
         finally:
             c.close()
         text = b.read_log()
-    assert "group=\"grp\\r\\x1b[31m ts=forged level=ERROR\\u2028x\"" in text
+    assert 'group="grp\\r\\x1b[31m ts=forged level=ERROR\\u2028x"' in text
     for line in text.splitlines():
         assert line.isprintable(), repr(line)
     assert "\r" not in text and "\x1b" not in text and "\u2028" not in text

@@ -22,10 +22,14 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess(config={
-        "metrics.listener": "http://127.0.0.1:0", "offsets.topic.num.partitions": 2, "num.partitions": 2,
-        "metrics.cache.ms": 0,  # each scrape sees the traffic sent just before it
-    }) as b:
+    with BrokerProcess(
+        config={
+            "metrics.listener": "http://127.0.0.1:0",
+            "offsets.topic.num.partitions": 2,
+            "num.partitions": 2,
+            "metrics.cache.ms": 0,  # each scrape sees the traffic sent just before it
+        }
+    ) as b:
         yield b
 
 
@@ -58,7 +62,9 @@ def test_traffic_log_and_group_metrics_match_what_was_sent(broker: BrokerProcess
     s = scrape(broker)
     for part, n in counts.items():
         assert value(s, "kafka_log_log_logendoffset", topic=topic, partition=str(part)) == n
-    log_bytes = sum(value(s, "kafka_log_log_size", topic=topic, partition=str(part)) for part in counts)
+    log_bytes = sum(
+        value(s, "kafka_log_log_size", topic=topic, partition=str(part)) for part in counts
+    )
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 30
     # batches are stored as they arrive: the bytes in are the log's bytes
     assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == log_bytes
@@ -66,16 +72,31 @@ def test_traffic_log_and_group_metrics_match_what_was_sent(broker: BrokerProcess
     produces = value(s, "kafka_network_requestmetrics_requests_total", request="Produce")
     assert produces >= 1
     assert value(s, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produces
-    assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf") == produces
-    assert value(s, "kafka_network_requestmetrics_requestqueuetimems_count", request="Produce") == produces
+    assert (
+        value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf")
+        == produces
+    )
+    assert (
+        value(s, "kafka_network_requestmetrics_requestqueuetimems_count", request="Produce")
+        == produces
+    )
     assert value(s, "kafka_network_requestmetrics_localtimems_count", request="Produce") == produces
-    assert value(s, "kafka_network_requestmetrics_remotetimems_count", request="Produce") == produces
+    assert (
+        value(s, "kafka_network_requestmetrics_remotetimems_count", request="Produce") == produces
+    )
     # waiting in the queue is part of the total
-    assert (value(s, "kafka_network_requestmetrics_requestqueuetimems_sum", request="Produce")
-            <= value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce"))
+    assert value(
+        s, "kafka_network_requestmetrics_requestqueuetimems_sum", request="Produce"
+    ) <= value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce")
 
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "metered-readers",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "metered-readers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         c.subscribe([topic])
         got = 0
@@ -95,17 +116,38 @@ def test_traffic_log_and_group_metrics_match_what_was_sent(broker: BrokerProcess
             p.produce(topic, b"more", partition=first)
         assert p.flush(30) == 0
         s = scrape(broker)
-        assert value(s, "kafka_consumergroup_lag", consumergroup="metered-readers", topic=topic,
-                     partition=str(first)) == 5
-        assert value(s, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") >= 1
+        assert (
+            value(
+                s,
+                "kafka_consumergroup_lag",
+                consumergroup="metered-readers",
+                topic=topic,
+                partition=str(first),
+            )
+            == 5
+        )
+        assert (
+            value(s, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") >= 1
+        )
     finally:
         c.close()
-    assert value(s, "kafka_server_socketservermetrics_incoming_byte_total", listener="PLAINTEXT") > log_bytes
-    assert value(s, "kafka_server_socketservermetrics_outgoing_byte_total", listener="PLAINTEXT") > log_bytes
-    assert value(s, "kafka_server_socketservermetrics_connection_creation_total", listener="PLAINTEXT") >= 2
+    assert (
+        value(s, "kafka_server_socketservermetrics_incoming_byte_total", listener="PLAINTEXT")
+        > log_bytes
+    )
+    assert (
+        value(s, "kafka_server_socketservermetrics_outgoing_byte_total", listener="PLAINTEXT")
+        > log_bytes
+    )
+    assert (
+        value(s, "kafka_server_socketservermetrics_connection_creation_total", listener="PLAINTEXT")
+        >= 2
+    )
     # one node: it is the controller and leads every partition it hosts
     assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
-    assert value(s, "kafka_server_replicamanager_leadercount") == value(s, "kafka_server_replicamanager_partitioncount")
+    assert value(s, "kafka_server_replicamanager_leadercount") == value(
+        s, "kafka_server_replicamanager_partitioncount"
+    )
     assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(s, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
 
@@ -115,7 +157,9 @@ def test_refused_produce_requests_are_counted(broker: BrokerProcess) -> None:
 
     topic = "small-records"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "200"})])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "200"})])[topic].result(
+        30
+    )
     errors: list[object] = []
     p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     p.produce(topic, b"x" * 1000, on_delivery=lambda err, msg: errors.append(err))
@@ -136,7 +180,9 @@ def test_other_paths_and_methods(broker: BrokerProcess) -> None:
         urllib.request.urlopen(base + "/nothing", timeout=30)
     assert e.value.code == 404
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(urllib.request.Request(broker.metrics_url, data=b"x", method="POST"), timeout=30)
+        urllib.request.urlopen(
+            urllib.request.Request(broker.metrics_url, data=b"x", method="POST"), timeout=30
+        )
     assert e.value.code == 405
 
 

@@ -15,8 +15,12 @@ from gregor.testing import BrokerProcess, InProcessBroker
 
 def _init_producer_id(port: int, transactional_id: str | None = None) -> InitProducerIdResponse:
     version = 4
-    req = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60000,
-                                producer_id=-1, producer_epoch=-1)
+    req = InitProducerIdRequest(
+        transactional_id=transactional_id,
+        transaction_timeout_ms=60000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(encode_request(RequestHeader(22, version, 7, "test"), req))
         size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
@@ -44,13 +48,18 @@ def test_kafka_python_default_idempotent_producer_round_trip() -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     with InProcessBroker() as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)  # idempotent by default
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers
+        )  # idempotent by default
         futures = [producer.send("idem", key=b"k%d" % i, value=b"v%d" % i) for i in range(50)]
         producer.flush()
         assert [f.get().offset for f in futures] == list(range(50))
         producer.close()
-        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap_servers,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         consumer.assign([TopicPartition("idem", 0)])
         got = []
         while len(got) < 50:  # no deadline: the test's timeout ends a wait that never ends

@@ -70,7 +70,9 @@ def test_a_late_end_txn_of_the_same_epoch_does_not_end_the_next_transaction() ->
     out = scenario("hold-endtxn", client="gregor")  # transaction version 2
     assert out["t1_commit"] == "ok"
     assert out["held"] == 1
-    assert [(r["api_version"], r["error_code"]) for r in out["released"]] == [(5, ErrorCode.PRODUCER_FENCED)]  # type: ignore[attr-defined]
+    assert [(r["api_version"], r["error_code"]) for r in out["released"]] == [
+        (5, ErrorCode.PRODUCER_FENCED)
+    ]  # type: ignore[attr-defined]
     assert out["observer_saw_v2_before_t2_ended"] is False
     assert out["t2_end"] == "aborted"
     assert out["final"] == [1_000_001]  # T1 committed once; T2 aborted on purpose

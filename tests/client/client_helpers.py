@@ -71,8 +71,16 @@ class TansuProcess:
     def start(self) -> TansuProcess:
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [self.bin, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
+            [
+                self.bin,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -105,6 +113,10 @@ def create_topic(b: BrokerInfo, name: str, partitions: int) -> None:
         assert res == {name: None}
         while True:
             d = admin.describe_topics([name])[name]
-            if not isinstance(d, Exception) and len(d.partitions) == partitions and all(p.leader >= 0 for p in d.partitions):
+            if (
+                not isinstance(d, Exception)
+                and len(d.partitions) == partitions
+                and all(p.leader >= 0 for p in d.partitions)
+            ):
                 return
             time.sleep(0.1)

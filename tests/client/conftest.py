@@ -45,5 +45,3 @@ def broker(request: pytest.FixtureRequest) -> BrokerInfo:
 @pytest.fixture
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
-
-

@@ -60,12 +60,16 @@ def test_describe_and_alter_topic_configs(broker: BrokerInfo, topic_name: str) -
         pytest.xfail("Tansu 0.6.0 reports an altered topic config with source DEFAULT_CONFIG")
     create_topic(broker, topic_name, 1)
     with _admin(broker) as admin:
-        res = admin.incremental_alter_configs({(TOPIC, topic_name): [("retention.ms", OP_SET, "12345")]})
+        res = admin.incremental_alter_configs(
+            {(TOPIC, topic_name): [("retention.ms", OP_SET, "12345")]}
+        )
         assert res == {(TOPIC, topic_name): None}
         cfg = admin.describe_configs([("topic", topic_name)])[(TOPIC, topic_name)]
         assert cfg["retention.ms"].value == "12345"
         assert cfg["retention.ms"].source == "DYNAMIC_TOPIC_CONFIG"
-        admin.incremental_alter_configs({(TOPIC, topic_name): [("retention.ms", OP_DELETE, None)]}, raise_on_error=True)
+        admin.incremental_alter_configs(
+            {(TOPIC, topic_name): [("retention.ms", OP_DELETE, None)]}, raise_on_error=True
+        )
         cfg = admin.describe_configs([("topic", topic_name)])[(TOPIC, topic_name)]
         assert cfg["retention.ms"].value != "12345"
         assert cfg["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"
@@ -86,7 +90,9 @@ def test_delete_records_and_list_offsets(broker: BrokerInfo, topic_name: str) ->
         assert admin.list_offsets({tp: "latest"})[tp][0] == 10
         bad = admin.delete_records({tp: 11})
         assert isinstance(bad[tp], OffsetOutOfRangeError)
-    with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}) as c:
+    with Consumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}
+    ) as c:
         c.assign([tp])
         got: list = []
         while len(got) < 6:
@@ -122,10 +128,18 @@ def _produce_through_restart(idempotence: bool) -> None:
         n = 3000
         # Without idempotence order survives retries only with one request in flight, as with
         # Kafka's producer (max.in.flight > 1 lets a retried batch land after a later one).
-        with Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotence, "linger.ms": 2,
-                       "batch.size": 4096, "delivery.timeout.ms": 60000, "request.timeout.ms": 5000,
-                       "retry.backoff.ms": 50,
-                       "max.in.flight.requests.per.connection": 5 if idempotence else 1}) as p:
+        with Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": idempotence,
+                "linger.ms": 2,
+                "batch.size": 4096,
+                "delivery.timeout.ms": 60000,
+                "request.timeout.ms": 5000,
+                "retry.backoff.ms": 50,
+                "max.in.flight.requests.per.connection": 5 if idempotence else 1,
+            }
+        ) as p:
             restarter = threading.Thread(target=b.restart, kwargs={"hard": True})
             for i in range(n):
                 p.send("restart", b"%06d" % i, partition=0, on_delivery=on_delivery(i))

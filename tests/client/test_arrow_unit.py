@@ -80,8 +80,12 @@ def test_columns_with_no_nulls_and_all_nulls() -> None:
     assert rb.column("key").buffers()[0] is not None
     assert rb.column("value").null_count == 0 and rb.column("value").buffers()[0] is None
     assert rb.column("value").to_pylist() == [b"v%d" % i for i in range(70)]
-    assert rb.column("headers").null_count == 69 and rb.column("headers")[3].as_py() == [{"key": "h", "value": None}]
-    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [(1_700_000_000_000 + i) * 1000 for i in range(70)]
+    assert rb.column("headers").null_count == 69 and rb.column("headers")[3].as_py() == [
+        {"key": "h", "value": None}
+    ]
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [
+        (1_700_000_000_000 + i) * 1000 for i in range(70)
+    ]
 
 
 def test_range_slicing_partial_tail_and_ms_unit() -> None:
@@ -90,10 +94,20 @@ def test_range_slicing_partial_tail_and_ms_unit() -> None:
     # a fetch response may end with a partial batch: it is ignored
     assert ab.add_record_set(data + _batch(200, 10)[:40]) == 200
     rb = ab.build(120, 170)
-    assert rb.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    assert rb.schema.names == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+    ]
     assert rb.column("offset").to_pylist() == list(range(120, 170))
     assert rb.column("timestamp").type == pa.timestamp("ms", tz="UTC")
-    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [1_700_000_000_000 + o for o in range(120, 170)]
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [
+        1_700_000_000_000 + o for o in range(120, 170)
+    ]
 
 
 def test_log_append_time_and_control_batches() -> None:
@@ -111,7 +125,9 @@ def test_log_append_time_and_control_batches() -> None:
 
 
 def test_read_committed_drops_aborted_transactions() -> None:
-    committed = _batch(0, 3, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True)
+    committed = _batch(
+        0, 3, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
     commit = build_control_batch(1, 0, True, 0, base_offset=3, timestamp=1)
     aborted = _batch(4, 2, producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True)
     abort = build_control_batch(2, 0, False, 0, base_offset=6, timestamp=1)

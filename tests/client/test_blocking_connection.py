@@ -42,11 +42,23 @@ def produce(broker: BrokerInfo, topic: str, n: int, size: int) -> list[bytes]:
 
 def fetch(topic: str, offset: int, max_bytes: int) -> FetchRequest:
     return FetchRequest(
-        replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-        session_id=0, session_epoch=-1,
-        topics=[FetchRequest.Topics(topic=topic, partitions=[
-            FetchRequest.Topics.Partitions(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
-        ])],
+        replica_id=-1,
+        max_wait_ms=100,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.Topics(
+                topic=topic,
+                partitions=[
+                    FetchRequest.Topics.Partitions(
+                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes
+                    )
+                ],
+            )
+        ],
     )
 
 
@@ -73,7 +85,9 @@ def test_responses_come_back_in_order(gregor_broker: BrokerInfo, topic_name: str
         conn.send(ApiVersionsRequest(), 0)
 
 
-def test_a_fetch_response_of_megabytes_arrives_whole(gregor_broker: BrokerInfo, topic_name: str) -> None:
+def test_a_fetch_response_of_megabytes_arrives_whole(
+    gregor_broker: BrokerInfo, topic_name: str
+) -> None:
     create_topic(gregor_broker, topic_name, 1)
     values = produce(gregor_broker, topic_name, 3000, 1024)
     conn = BlockingConnection(*host_port(gregor_broker.bootstrap_servers)).connect()
@@ -148,8 +162,14 @@ def test_a_peer_that_closes(peer: Callable[[Callable[[socket.socket], None]], Pe
     assert not conn.connected
 
 
-@pytest.mark.parametrize("frame", [struct.pack(">i", -5), struct.pack(">ii", 4, 999_999)], ids=["negative size", "unknown correlation id"])
-def test_a_malformed_response(peer: Callable[[Callable[[socket.socket], None]], Peer], frame: bytes) -> None:
+@pytest.mark.parametrize(
+    "frame",
+    [struct.pack(">i", -5), struct.pack(">ii", 4, 999_999)],
+    ids=["negative size", "unknown correlation id"],
+)
+def test_a_malformed_response(
+    peer: Callable[[Callable[[socket.socket], None]], Peer], frame: bytes
+) -> None:
     p = peer(lambda c: (read_request(c), c.sendall(frame)))
     conn = BlockingConnection("127.0.0.1", p.port)
     with pytest.raises(KafkaConnectionError, match="bad response"):
@@ -179,12 +199,16 @@ def pooled(client: object) -> list[BlockingConnection]:
     return [c for key, conns in _IDLE.items() if key[0] is client for c in conns]
 
 
-def test_range_reader_reads_exact_ranges_and_leaves_its_connection(broker: BrokerInfo, topic_name: str) -> None:
+def test_range_reader_reads_exact_ranges_and_leaves_its_connection(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     create_topic(broker, topic_name, 1)
     values = produce(broker, topic_name, 2000, 200)
     client = shared_client({"bootstrap.servers": broker.bootstrap_servers})
     try:
-        batches = list(RangeReader(client, topic_name, 0, 10, 1990, chunk_records=300, max_bytes=20000))
+        batches = list(
+            RangeReader(client, topic_name, 0, 10, 1990, chunk_records=300, max_bytes=20000)
+        )
         assert all(b.num_rows <= 300 + 400 for b in batches) and len(batches) > 3
         offsets = [o for b in batches for o in b.column("offset").to_pylist()]
         assert offsets == list(range(10, 1990))
@@ -192,7 +216,9 @@ def test_range_reader_reads_exact_ranges_and_leaves_its_connection(broker: Broke
         idle = pooled(client)
         assert len(idle) == 1 and idle[0].connected and idle[0].in_flight == 0
         # the next reader takes that connection, and an abandoned read closes it
-        reader = iter(RangeReader(client, topic_name, 0, 0, None, chunk_records=100, max_bytes=4000))
+        reader = iter(
+            RangeReader(client, topic_name, 0, 0, None, chunk_records=100, max_bytes=4000)
+        )
         assert next(reader).column("offset").to_pylist()[0] == 0
         assert pooled(client) == []
         reader.close()

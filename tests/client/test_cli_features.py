@@ -19,10 +19,14 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 
 
 def kip848_consumer(b: BrokerProcess, topic: str) -> Consumer:
-    c = Consumer({
-        "bootstrap.servers": b.bootstrap_servers, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-        "group.protocol": "consumer", "auto.offset.reset": "earliest",
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap_servers,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.subscribe([topic])
     return c
 
@@ -37,42 +41,73 @@ def first_event(c: Consumer) -> tuple[bytes | None, KafkaError | None]:
 
 def test_features_describe_disable_restart_upgrade() -> None:
     with BrokerProcess(config={"num.partitions": 1}) as b:
+
         def gregor(*args: str) -> tuple[int, str, str]:
             return run_command(b.bootstrap_servers, "features", *args)
 
         code, out, _ = gregor("describe")
         assert code == 0
         lines = sorted(out.splitlines())
-        assert lines[0].startswith("Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
-                                   "FinalizedVersionLevel: 1\tEpoch: ")
-        assert lines[1].startswith("Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t"
-                                   "SupportedMaxVersion: 4.2-IV1\tFinalizedVersionLevel: 4.2-IV1\t")
+        assert lines[0].startswith(
+            "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+            "FinalizedVersionLevel: 1\tEpoch: "
+        )
+        assert lines[1].startswith(
+            "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t"
+            "SupportedMaxVersion: 4.2-IV1\tFinalizedVersionLevel: 4.2-IV1\t"
+        )
         assert [ln.split("\t")[0] for ln in lines] == [
-            "Feature: group.version", "Feature: metadata.version", "Feature: share.version",
-            "Feature: transaction.version"]
+            "Feature: group.version",
+            "Feature: metadata.version",
+            "Feature: share.version",
+            "Feature: transaction.version",
+        ]
 
         # A dry run changes nothing; a refusal exits 1 with the broker's reason.
-        assert gregor("disable", "--feature", "group.version", "--dry-run")[:2] == (0, "group.version can be disabled.\n")
+        assert gregor("disable", "--feature", "group.version", "--dry-run")[:2] == (
+            0,
+            "group.version can be disabled.\n",
+        )
         code, out, _ = gregor("upgrade", "--feature", "share.version=2")
-        assert code == 1 and out.startswith("Could not upgrade share.version to 2. INVALID_UPDATE_VERSION: ")
+        assert code == 1 and out.startswith(
+            "Could not upgrade share.version to 2. INVALID_UPDATE_VERSION: "
+        )
         code, out, _ = gregor("downgrade", "--metadata", "4.0", "--unsafe", "--output", "json")
         doc = json.loads(out)
         assert code == 1 and doc["result"] == "error"
-        assert doc["features"] == [{"feature": "metadata.version", "level": 25, "error": "INVALID_UPDATE_VERSION",
-                                    "message": "unsafe metadata.version downgrades are not supported"}]
+        assert doc["features"] == [
+            {
+                "feature": "metadata.version",
+                "level": 25,
+                "error": "INVALID_UPDATE_VERSION",
+                "message": "unsafe metadata.version downgrades are not supported",
+            }
+        ]
         with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
             assert admin.describe_features().finalized == {
-                "group.version": (1, 1), "metadata.version": (29, 29), "share.version": (1, 1),
-                "transaction.version": (2, 2)}
+                "group.version": (1, 1),
+                "metadata.version": (29, 29),
+                "share.version": (1, 1),
+                "transaction.version": (2, 2),
+            }
 
-        assert gregor("downgrade", "--metadata", "4.0")[:2] == (0, "metadata.version was downgraded to 4.0-IV3.\n")
-        assert gregor("disable", "--feature", "group.version")[:2] == (0, "group.version was disabled.\n")
+        assert gregor("downgrade", "--metadata", "4.0")[:2] == (
+            0,
+            "metadata.version was downgraded to 4.0-IV3.\n",
+        )
+        assert gregor("disable", "--feature", "group.version")[:2] == (
+            0,
+            "group.version was disabled.\n",
+        )
         b.stop()
         b.start()
         with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
             meta = admin.describe_features()
         assert meta.finalized == {  # kept across the restart
-            "metadata.version": (25, 25), "share.version": (1, 1), "transaction.version": (2, 2)}
+            "metadata.version": (25, 25),
+            "share.version": (1, 1),
+            "transaction.version": (2, 2),
+        }
 
         topic = f"features-{uuid.uuid4().hex[:6]}"
         p = Producer({"bootstrap.servers": b.bootstrap_servers})
@@ -87,8 +122,10 @@ def test_features_describe_disable_restart_upgrade() -> None:
         assert "ConsumerGroupHeartbeat" in err.str() and "not supported" in err.str()
 
         code, out, _ = gregor("upgrade", "--feature", "group.version=1", "--metadata", "4.2-IV1")
-        assert (code, sorted(out.splitlines())) == (0, [
-            "group.version was upgraded to 1.", "metadata.version was upgraded to 4.2-IV1."])
+        assert (code, sorted(out.splitlines())) == (
+            0,
+            ["group.version was upgraded to 1.", "metadata.version was upgraded to 4.2-IV1."],
+        )
         c = kip848_consumer(b, topic)
         try:
             assert first_event(c) == (b"hello", None)

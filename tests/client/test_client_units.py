@@ -60,7 +60,11 @@ def test_sticky_partitioner_sticks_then_moves() -> None:
 
 
 def test_config_kafka_names_and_conversion() -> None:
-    c = Config("producer", {"bootstrap.servers": "a:1,b", "linger.ms": "7", "enable.idempotence": "false"}, batch_size=100)
+    c = Config(
+        "producer",
+        {"bootstrap.servers": "a:1,b", "linger.ms": "7", "enable.idempotence": "false"},
+        batch_size=100,
+    )
     assert c["linger.ms"] == 7
     assert c["batch.size"] == 100
     assert c["enable.idempotence"] is False
@@ -108,8 +112,13 @@ def test_config_refuses_none_for_a_setting_with_a_default() -> None:
         with pytest.raises(ConfigError, match=f"{key} cannot be None"):
             Config("producer", {key: None})
     assert Config("producer", {"transactional.id": None})["transactional.id"] is None
-    assert Config("consumer", {"bootstrap.servers": ["a:1", "b:2"]}).bootstrap_servers == [("a", 1), ("b", 2)]
-    with pytest.raises(ConfigError, match="bootstrap.servers must be a string or a list of strings"):
+    assert Config("consumer", {"bootstrap.servers": ["a:1", "b:2"]}).bootstrap_servers == [
+        ("a", 1),
+        ("b", 2),
+    ]
+    with pytest.raises(
+        ConfigError, match="bootstrap.servers must be a string or a list of strings"
+    ):
         Config("consumer", {"bootstrap.servers": ["a:1", 2]})
 
 
@@ -117,9 +126,14 @@ def test_subscription_bytes_v3() -> None:
     sub = Subscription(["a", "bc"], b"u", {"a": [2, 0]}, 7, "r1")
     raw = encode_subscription(sub)
     expected = (
-        struct.pack(">hi", 3, 2) + b"\x00\x01a" + b"\x00\x02bc"
-        + struct.pack(">i", 1) + b"u"
-        + struct.pack(">i", 1) + b"\x00\x01a" + struct.pack(">iii", 2, 0, 2)
+        struct.pack(">hi", 3, 2)
+        + b"\x00\x01a"
+        + b"\x00\x02bc"
+        + struct.pack(">i", 1)
+        + b"u"
+        + struct.pack(">i", 1)
+        + b"\x00\x01a"
+        + struct.pack(">iii", 2, 0, 2)
         + struct.pack(">i", 7)
         + b"\x00\x02r1"
     )
@@ -144,8 +158,12 @@ def test_assignment_roundtrip_and_empty() -> None:
     a = Assignment({"t": [1, 0], "u": [3]}, None)
     raw = encode_assignment(a)
     assert raw == (
-        struct.pack(">hi", 1, 2) + b"\x00\x01t" + struct.pack(">iii", 2, 0, 1)
-        + b"\x00\x01u" + struct.pack(">ii", 1, 3) + struct.pack(">i", -1)
+        struct.pack(">hi", 1, 2)
+        + b"\x00\x01t"
+        + struct.pack(">iii", 2, 0, 1)
+        + b"\x00\x01u"
+        + struct.pack(">ii", 1, 3)
+        + struct.pack(">i", -1)
     )
     assert decode_assignment(raw).partitions == {"t": [0, 1], "u": [3]}
     assert decode_assignment(b"").partitions == {}
@@ -199,7 +217,12 @@ def test_cooperative_sticky_conflicting_claims_go_to_newest_generation() -> None
 
 
 def test_make_assignors_accepts_java_class_names() -> None:
-    names = [a.name for a in make_assignors("org.apache.kafka.clients.consumer.RangeAssignor,cooperative-sticky")]
+    names = [
+        a.name
+        for a in make_assignors(
+            "org.apache.kafka.clients.consumer.RangeAssignor,cooperative-sticky"
+        )
+    ]
     assert names == ["range", "cooperative-sticky"]
     with pytest.raises(ValueError):
         make_assignors("sticky-ish")

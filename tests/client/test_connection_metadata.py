@@ -24,7 +24,10 @@ from gregor.protocol.messages import (
 
 def _metadata_response(leader: int, epoch: int) -> MetadataResponse:
     return MetadataResponse(
-        brokers=[MetadataResponse.Brokers(node_id=1, host="h1", port=1), MetadataResponse.Brokers(node_id=2, host="h2", port=2)],
+        brokers=[
+            MetadataResponse.Brokers(node_id=1, host="h1", port=1),
+            MetadataResponse.Brokers(node_id=2, host="h2", port=2),
+        ],
         cluster_id="c",
         controller_id=1,
         topics=[
@@ -32,8 +35,13 @@ def _metadata_response(leader: int, epoch: int) -> MetadataResponse:
                 name="t",
                 topic_id=uuid.UUID(int=7),
                 partitions=[
-                    MetadataResponse.Topics.Partitions(partition_index=0, leader_id=leader, leader_epoch=epoch,
-                                                       replica_nodes=[1, 2], isr_nodes=[1, 2]),
+                    MetadataResponse.Topics.Partitions(
+                        partition_index=0,
+                        leader_id=leader,
+                        leader_epoch=epoch,
+                        replica_nodes=[1, 2],
+                        isr_nodes=[1, 2],
+                    ),
                 ],
             )
         ],
@@ -72,7 +80,9 @@ def test_metadata_drops_deleted_topics_on_full_refresh() -> None:
 
 
 def test_version_negotiation_and_pipelining(broker: BrokerInfo) -> None:
-    host, port = Config("client", {"bootstrap.servers": broker.bootstrap_servers}).bootstrap_servers[0]
+    host, port = Config(
+        "client", {"bootstrap.servers": broker.bootstrap_servers}
+    ).bootstrap_servers[0]
 
     async def run() -> None:
         conn = await BrokerConnection(host, port).connect()
@@ -88,7 +98,9 @@ def test_version_negotiation_and_pipelining(broker: BrokerInfo) -> None:
             futs += [conn.send(MetadataRequest(topics=[]), 1) for _ in range(25)]
             assert conn.in_flight == 50
             results = await asyncio.gather(*futs)
-            assert [type(r).__name__ for r in results] == ["ApiVersionsResponse"] * 25 + ["MetadataResponse"] * 25
+            assert [type(r).__name__ for r in results] == ["ApiVersionsResponse"] * 25 + [
+                "MetadataResponse"
+            ] * 25
             assert conn.in_flight == 0
         finally:
             conn.close()
@@ -104,22 +116,31 @@ def test_fetch_session_is_used_incrementally(broker: BrokerInfo, topic_name: str
         p.flush()
 
     async def run() -> None:
-        async with AIOConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}) as c:
+        async with AIOConsumer(
+            {"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}
+        ) as c:
             c.assign([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)])
             got: list = []
             while len(got) < 30:
                 got += await c.poll(200)
             assert sorted(int(r.value) for r in got) == list(range(30))
+
             # A few more fetch rounds: until the session's epoch has moved on (or the broker
             # refused it, or granted none).
             def rounds_done() -> bool:
                 s = list(c._fetcher.sessions.values())
-                return bool(c._fetcher.session_errors) or bool(s) and (s[0].session_id == 0 or s[0].epoch >= 2)
+                return (
+                    bool(c._fetcher.session_errors)
+                    or bool(s)
+                    and (s[0].session_id == 0 or s[0].epoch >= 2)
+                )
 
             while not rounds_done():
                 got += await c.poll(200)
             if c._fetcher.session_errors:
-                assert broker.name != "gregor", f"Gregor refused fetch session epochs: {c._fetcher.session_errors}"
+                assert broker.name != "gregor", (
+                    f"Gregor refused fetch session epochs: {c._fetcher.session_errors}"
+                )
                 pytest.xfail(
                     f"{broker.name} refused the epoch-1 fetch that follows session creation "
                     "(KIP-227: the first incremental fetch carries epoch 1)"
@@ -153,11 +174,20 @@ def test_pattern_subscription(broker: BrokerInfo) -> None:
         p.send(f"{prefix}-0", b"a", partition=0)
         p.send(f"{prefix}-1", b"b", partition=0)
         p.flush()
-    with Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"g-{prefix}",
-                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000}) as c:
+    with Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"g-{prefix}",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    ) as c:
         c.subscribe(pattern=f"{prefix}-.*")
         got: list = []
         while len(got) < 2:
             got += c.poll(300)
-        assert sorted((r.topic, r.value) for r in got) == [(f"{prefix}-0", b"a"), (f"{prefix}-1", b"b")]
+        assert sorted((r.topic, r.value) for r in got) == [
+            (f"{prefix}-0", b"a"),
+            (f"{prefix}-1", b"b"),
+        ]
         assert c.subscription() == {f"{prefix}-0", f"{prefix}-1"}

@@ -21,7 +21,14 @@ def _gregor_produce(b: BrokerInfo, topic: str, compression: str = "none") -> Non
     with Producer({"bootstrap.servers": b.bootstrap_servers, "compression.type": compression}) as p:
         for i in range(N):
             key, value, headers = _expected(i)
-            p.send(topic, value, key=key, partition=0, timestamp_ms=1_700_000_000_000 + i, headers=headers)
+            p.send(
+                topic,
+                value,
+                key=key,
+                partition=0,
+                timestamp_ms=1_700_000_000_000 + i,
+                headers=headers,
+            )
         p.flush()
 
 
@@ -40,8 +47,14 @@ def test_confluent_reads_what_gregor_writes(broker: BrokerInfo, topic_name: str)
 
     create_topic(broker, topic_name, 1)
     _gregor_produce(broker, topic_name, "zstd")
-    ck = CKConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"ck-{topic_name}",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    ck = CKConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"ck-{topic_name}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     ck.assign([CKTopicPartition(topic_name, 0, 0)])
     got = []
     try:
@@ -65,8 +78,12 @@ def test_kafka_python_reads_what_gregor_writes(broker: BrokerInfo, topic_name: s
 
     create_topic(broker, topic_name, 1)
     _gregor_produce(broker, topic_name, "gzip")
-    kc = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
-                       enable_auto_commit=False, consumer_timeout_ms=5000)
+    kc = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
     kc.assign([KPTopicPartition(topic_name, 0)])
     got = []
     try:
@@ -79,23 +96,42 @@ def test_kafka_python_reads_what_gregor_writes(broker: BrokerInfo, topic_name: s
     assert [m.offset for m in got] == list(range(N))
     for i, m in enumerate(got):
         key, value, headers = _expected(i)
-        assert (m.key, m.value, list(m.headers), m.timestamp) == (key, value, headers, 1_700_000_000_000 + i)
+        assert (m.key, m.value, list(m.headers), m.timestamp) == (
+            key,
+            value,
+            headers,
+            1_700_000_000_000 + i,
+        )
 
 
 def test_gregor_reads_what_confluent_writes(broker: BrokerInfo, topic_name: str) -> None:
     from confluent_kafka import Producer as CKProducer
 
     create_topic(broker, topic_name, 1)
-    p = CKProducer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": "lz4", "linger.ms": 5})
+    p = CKProducer(
+        {"bootstrap.servers": broker.bootstrap_servers, "compression.type": "lz4", "linger.ms": 5}
+    )
     for i in range(N):
         key, value, headers = _expected(i)
-        p.produce(topic_name, value, key, partition=0, timestamp=1_700_000_000_000 + i, headers=headers or None)
+        p.produce(
+            topic_name,
+            value,
+            key,
+            partition=0,
+            timestamp=1_700_000_000_000 + i,
+            headers=headers or None,
+        )
     assert p.flush(30) == 0
     got = _gregor_consume(broker, topic_name, N)
     assert [r.offset for r in got] == list(range(N))
     for i, r in enumerate(got):
         key, value, headers = _expected(i)
-        assert (r.key, r.value, list(r.headers), r.timestamp) == (key, value, headers, 1_700_000_000_000 + i)
+        assert (r.key, r.value, list(r.headers), r.timestamp) == (
+            key,
+            value,
+            headers,
+            1_700_000_000_000 + i,
+        )
     # and the bulk Arrow path reads the same
     with BulkReader({"bootstrap.servers": broker.bootstrap_servers}) as br:
         rb = br.read(topic_name, 0, 0, N)
@@ -107,10 +143,19 @@ def test_gregor_reads_what_kafka_python_writes(broker: BrokerInfo, topic_name: s
     from kafka import KafkaProducer
 
     create_topic(broker, topic_name, 1)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type="snappy", linger_ms=5)
+    p = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, compression_type="snappy", linger_ms=5
+    )
     for i in range(N):
         key, value, headers = _expected(i)
-        p.send(topic_name, value=value, key=key, partition=0, timestamp_ms=1_700_000_000_000 + i, headers=headers)
+        p.send(
+            topic_name,
+            value=value,
+            key=key,
+            partition=0,
+            timestamp_ms=1_700_000_000_000 + i,
+            headers=headers,
+        )
     p.flush(30)
     p.close()
     got = _gregor_consume(broker, topic_name, N)
@@ -120,7 +165,9 @@ def test_gregor_reads_what_kafka_python_writes(broker: BrokerInfo, topic_name: s
         assert (r.key, r.value, list(r.headers)) == (key, value, headers)
 
 
-def test_keyed_partitions_match_librdkafka_murmur2_random(broker: BrokerInfo, topic_name: str) -> None:
+def test_keyed_partitions_match_librdkafka_murmur2_random(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     from confluent_kafka import Producer as CKProducer
 
     create_topic(broker, topic_name, 7)
@@ -131,7 +178,9 @@ def test_keyed_partitions_match_librdkafka_murmur2_random(broker: BrokerInfo, to
         assert err is None
         placed[msg.key()] = msg.partition()
 
-    ck = CKProducer({"bootstrap.servers": broker.bootstrap_servers, "partitioner": "murmur2_random"})
+    ck = CKProducer(
+        {"bootstrap.servers": broker.bootstrap_servers, "partitioner": "murmur2_random"}
+    )
     for k in keys:
         ck.produce(topic_name, b"ck", k, on_delivery=report)
     assert ck.flush(30) == 0

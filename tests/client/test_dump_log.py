@@ -35,7 +35,13 @@ def segment(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert p.flush(30) == 0
         # nothing leaves before flush() (a minute's linger), so the three are one batch however
         # slowly this loop runs on a busy machine
-        z = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 60000, "compression.type": "gzip"})
+        z = Producer(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "linger.ms": 60000,
+                "compression.type": "gzip",
+            }
+        )
         for i in range(5, 8):
             z.produce("dumped", value=b"value-%d" % i + b"." * 500)  # compressible
         assert z.flush(30) == 0
@@ -57,7 +63,9 @@ def test_a_segment_batch_by_batch_and_record_by_record(segment: Path) -> None:
     code, out, _ = dump("--files", log, "--print-data-log")
     records = [ln for ln in out.splitlines() if ln.startswith("| offset:")]
     assert len(records) == 8
-    assert records[0].endswith("keySize: 2 valueSize: 7 sequence: -1 headerKeys: [h] key: k0 payload: value-0")
+    assert records[0].endswith(
+        "keySize: 2 valueSize: 7 sequence: -1 headerKeys: [h] key: k0 payload: value-0"
+    )
     assert records[7].endswith("payload: value-7" + "." * 500)
     code, out, _ = dump("--files", log, "--deep-iteration", "--output", "json")
     doc = json.loads(out)
@@ -66,7 +74,10 @@ def test_a_segment_batch_by_batch_and_record_by_record(segment: Path) -> None:
 
 
 def test_indexes_are_listed_and_checked_against_the_log(segment: Path) -> None:
-    index, timeindex = str(segment / "00000000000000000000.index"), str(segment / "00000000000000000000.timeindex")
+    index, timeindex = (
+        str(segment / "00000000000000000000.index"),
+        str(segment / "00000000000000000000.timeindex"),
+    )
     code, out, _ = dump("--files", f"{index},{timeindex}")
     assert code == 0
     entries = [ln for ln in out.splitlines() if ln.startswith("offset:")]

@@ -14,7 +14,15 @@ from gregor.client import AIOConsumer, AIOProducer, Consumer, Producer, TopicPar
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 CONSUMER_GROUP_HEARTBEAT = 68
-CLASSIC = (FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH)
+CLASSIC = (
+    FIND_COORDINATOR,
+    JOIN_GROUP,
+    SYNC_GROUP,
+    HEARTBEAT,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+)
 
 
 def _cfg(b: BrokerInfo, group: str, **extra: object) -> dict:
@@ -96,8 +104,10 @@ def test_two_members_share_partitions(broker: BrokerInfo, topic_name: str, assig
             p1, p2 = Poller(c1), Poller(c2)
             # both own two partitions (cooperative needs a follow-up round) and all is read
             await _wait_for(
-                lambda: len(c1.assignment()) == len(c2.assignment()) == 2
-                and len(p1.records) + len(p2.records) >= 40
+                lambda: (
+                    len(c1.assignment()) == len(c2.assignment()) == 2
+                    and len(p1.records) + len(p2.records) >= 40
+                )
             )
             await asyncio.sleep(0.5)  # nothing more arrives
             await p1.stop()
@@ -188,15 +198,17 @@ def test_mixed_group_with_confluent_kafka(broker: BrokerInfo, topic_name: str) -
     stop = threading.Event()
 
     def run_ck() -> None:
-        ck = CKConsumer({
-            "bootstrap.servers": broker.bootstrap_servers,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 300,
-            "partition.assignment.strategy": "range",
-            "enable.auto.commit": False,
-        })
+        ck = CKConsumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+                "partition.assignment.strategy": "range",
+                "enable.auto.commit": False,
+            }
+        )
         ck.subscribe([topic_name])
         try:
             while not stop.is_set():
@@ -211,13 +223,19 @@ def test_mixed_group_with_confluent_kafka(broker: BrokerInfo, topic_name: str) -
     t.start()
 
     async def run_ours() -> tuple[list[bytes], set[TopicPartition]]:
-        c = await AIOConsumer(_cfg(broker, group, **{"partition.assignment.strategy": "range"})).start()
+        c = await AIOConsumer(
+            _cfg(broker, group, **{"partition.assignment.strategy": "range"})
+        ).start()
         seen: list[bytes] = []
         try:
             c.subscribe([topic_name])
             while True:
                 seen += [r.value for r in await c.poll(200)]
-                if len(seen) + len(ck_seen) >= 100 and len(c.assignment()) == 2 and len(ck_assignment) == 2:
+                if (
+                    len(seen) + len(ck_seen) >= 100
+                    and len(c.assignment()) == 2
+                    and len(ck_assignment) == 2
+                ):
                     break
             return seen, c.assignment()
         finally:
@@ -252,8 +270,10 @@ def test_consumer_protocol_kip848(broker: BrokerInfo, topic_name: str) -> None:
             c2.subscribe([topic_name])
             p1, p2 = Poller(c1), Poller(c2)
             await _wait_for(
-                lambda: len(c1.assignment()) == len(c2.assignment()) == 2
-                and len(p1.records) + len(p2.records) >= 20
+                lambda: (
+                    len(c1.assignment()) == len(c2.assignment()) == 2
+                    and len(p1.records) + len(p2.records) >= 20
+                )
             )
             await p1.stop()
             await p2.stop()

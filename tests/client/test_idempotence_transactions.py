@@ -40,7 +40,11 @@ def _raw_batches(bootstrap: str, topic: str, partition: int) -> list:
                 topics=[
                     FetchRequest.Topics(
                         topic=topic,
-                        partitions=[FetchRequest.Topics.Partitions(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)],
+                        partitions=[
+                            FetchRequest.Topics.Partitions(
+                                partition=partition, fetch_offset=0, partition_max_bytes=1 << 20
+                            )
+                        ],
                     )
                 ],
             )
@@ -55,7 +59,13 @@ def _raw_batches(bootstrap: str, topic: str, partition: int) -> list:
 
 def _read(bootstrap: str, tp: TopicPartition, isolation: str, expect: int) -> list[bytes]:
     out: list[bytes] = []
-    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", "isolation.level": isolation}) as c:
+    with Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    ) as c:
         c.assign([tp])
         while len(out) < expect:
             out += [r.value for r in c.poll(300)]
@@ -63,10 +73,18 @@ def _read(bootstrap: str, tp: TopicPartition, isolation: str, expect: int) -> li
     return out
 
 
-def test_idempotent_batches_carry_producer_id_and_sequences(broker: BrokerInfo, topic_name: str) -> None:
+def test_idempotent_batches_carry_producer_id_and_sequences(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     broker.require(INIT_PRODUCER_ID)
     create_topic(broker, topic_name, 1)
-    with Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "batch.size": 1000}) as p:
+    with Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "enable.idempotence": True,
+            "batch.size": 1000,
+        }
+    ) as p:
         assert p.aio.idempotence
         futs = [p.send(topic_name, b"%04d" % i + b"." * 90, partition=0) for i in range(60)]
         p.flush()
@@ -100,7 +118,9 @@ def test_transactions_commit_abort_and_read_committed(broker: BrokerInfo, topic_
     broker.require(INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR)
     create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
-    with Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx-{topic_name}"}) as p:
+    with Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx-{topic_name}"}
+    ) as p:
         with pytest.raises(IllegalStateError):
             p.send(topic_name, b"no", partition=0)
         p.init_transactions()
@@ -124,13 +144,22 @@ def test_transactions_commit_abort_and_read_committed(broker: BrokerInfo, topic_
 
 @pytest.mark.slow
 def test_send_offsets_to_transaction(broker: BrokerInfo, topic_name: str) -> None:
-    broker.require(INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT, END_TXN, OFFSET_FETCH)
+    broker.require(
+        INIT_PRODUCER_ID,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        TXN_OFFSET_COMMIT,
+        END_TXN,
+        OFFSET_FETCH,
+    )
     create_topic(broker, topic_name, 1)
     group = f"g-{topic_name}"
     tp = TopicPartition(topic_name, 0)
 
     async def run() -> None:
-        async with AIOProducer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx2-{topic_name}"}) as p:
+        async with AIOProducer(
+            {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx2-{topic_name}"}
+        ) as p:
             await p.init_transactions()
             p.begin_transaction()
             await p.send(topic_name, b"out", partition=0)

@@ -31,10 +31,18 @@ def _consume_all(bootstrap: str, tps: list[TopicPartition], n: int, **cfg: objec
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_round_trip_keys_headers_compression(broker: BrokerInfo, topic_name: str, compression: str) -> None:
+def test_round_trip_keys_headers_compression(
+    broker: BrokerInfo, topic_name: str, compression: str
+) -> None:
     create_topic(broker, topic_name, 1)
     n = 300
-    with Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": compression, "linger.ms": 2}) as p:
+    with Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "compression.type": compression,
+            "linger.ms": 2,
+        }
+    ) as p:
         futs = [
             p.send(
                 topic_name,
@@ -67,9 +75,9 @@ def test_acks(broker: BrokerInfo, topic_name: str, acks: str) -> None:
         p.flush()
     got = [f.result().offset for f in futs]
     assert got == ([-1] * 50 if acks == "0" else list(range(50)))
-    assert [r.value for r in _consume_all(broker.bootstrap_servers, [TopicPartition(topic_name, 0)], 50)] == [
-        b"v%d" % i for i in range(50)
-    ]
+    assert [
+        r.value for r in _consume_all(broker.bootstrap_servers, [TopicPartition(topic_name, 0)], 50)
+    ] == [b"v%d" % i for i in range(50)]
 
 
 def test_keyed_records_use_java_partitioner(broker: BrokerInfo, topic_name: str) -> None:
@@ -81,12 +89,16 @@ def test_keyed_records_use_java_partitioner(broker: BrokerInfo, topic_name: str)
     assert [f.result().partition for f in futs] == [partition_for_key(k, 6) for k in keys]
     tps = [TopicPartition(topic_name, i) for i in range(6)]
     recs = _consume_all(broker.bootstrap_servers, tps, 60)
-    assert sorted((r.partition, r.key) for r in recs) == sorted((partition_for_key(k, 6), k) for k in keys)
+    assert sorted((r.partition, r.key) for r in recs) == sorted(
+        (partition_for_key(k, 6), k) for k in keys
+    )
 
 
 def test_null_keys_stick_to_a_partition_per_batch(broker: BrokerInfo, topic_name: str) -> None:
     create_topic(broker, topic_name, 4)
-    with Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 1000, "batch.size": 100000}) as p:
+    with Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 1000, "batch.size": 100000}
+    ) as p:
         futs = [p.send(topic_name, b"v") for _ in range(20)]
         p.flush()
     assert len({f.result().partition for f in futs}) == 1
@@ -94,7 +106,9 @@ def test_null_keys_stick_to_a_partition_per_batch(broker: BrokerInfo, topic_name
 
 
 @pytest.mark.slow
-def test_async_producer_and_consumer_positions_seek_pause(broker: BrokerInfo, topic_name: str) -> None:
+def test_async_producer_and_consumer_positions_seek_pause(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     create_topic(broker, topic_name, 2)
 
     async def run() -> None:
@@ -102,11 +116,15 @@ def test_async_producer_and_consumer_positions_seek_pause(broker: BrokerInfo, to
             # One record per batch: Tansu 0.6.0 answers ListOffsets(latest) with the last
             # batch's base offset + 1, which is only right for single-record batches.
             for i in range(40):
-                await p.send_and_wait(topic_name, b"%d" % i, partition=i % 2, timestamp_ms=1_000_000 + i * 10)
+                await p.send_and_wait(
+                    topic_name, b"%d" % i, partition=i % 2, timestamp_ms=1_000_000 + i * 10
+                )
             md = await p.send_and_wait(topic_name, b"last", partition=0, timestamp_ms=2_000_000)
             assert md.offset == 20
         tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
-        async with AIOConsumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "latest"}) as c:
+        async with AIOConsumer(
+            {"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "latest"}
+        ) as c:
             c.assign([tp0, tp1])
             assert await c.position(tp0) == 21
             assert await c.position(tp1) == 20
@@ -136,9 +154,12 @@ def test_async_producer_and_consumer_positions_seek_pause(broker: BrokerInfo, to
 def test_long_poll_returns_new_records(broker: BrokerInfo, topic_name: str) -> None:
     create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
-    with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "latest"}) as c, Producer(
-        {"bootstrap.servers": broker.bootstrap_servers}
-    ) as p:
+    with (
+        Consumer(
+            {"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "latest"}
+        ) as c,
+        Producer({"bootstrap.servers": broker.bootstrap_servers}) as p,
+    ):
         c.assign([tp])
         assert c.position(tp) == 0
         assert c.poll(100) == []
@@ -152,10 +173,22 @@ def test_long_poll_returns_new_records(broker: BrokerInfo, topic_name: str) -> N
 def test_bulk_arrow_read(broker: BrokerInfo, topic_name: str) -> None:
     create_topic(broker, topic_name, 1)
     n = 2500
-    with Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": "lz4", "batch.size": 8192}) as p:
+    with Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "compression.type": "lz4",
+            "batch.size": 8192,
+        }
+    ) as p:
         for i in range(n):
-            p.send(topic_name, b"v%05d" % i, key=None if i % 9 == 0 else b"k%d" % i, partition=0,
-                   timestamp_ms=1_650_000_000_000 + i, headers=[("n", b"%d" % i)] if i % 100 == 0 else None)
+            p.send(
+                topic_name,
+                b"v%05d" % i,
+                key=None if i % 9 == 0 else b"k%d" % i,
+                partition=0,
+                timestamp_ms=1_650_000_000_000 + i,
+                headers=[("n", b"%d" % i)] if i % 100 == 0 else None,
+            )
         p.flush()
     with BulkReader({"bootstrap.servers": broker.bootstrap_servers}) as r:
         rb = r.read(topic_name, 0, 10, 2010, max_bytes=16384)
@@ -163,7 +196,9 @@ def test_bulk_arrow_read(broker: BrokerInfo, topic_name: str) -> None:
     assert rb.num_rows == 2000
     assert rb.column("offset").to_pylist() == list(range(10, 2010))
     assert rb.column("value").to_pylist() == [b"v%05d" % i for i in range(10, 2010)]
-    assert rb.column("key").to_pylist() == [None if i % 9 == 0 else b"k%d" % i for i in range(10, 2010)]
+    assert rb.column("key").to_pylist() == [
+        None if i % 9 == 0 else b"k%d" % i for i in range(10, 2010)
+    ]
     assert rb.column("topic").unique().to_pylist() == [topic_name]
     assert rb.column("partition").unique().to_pylist() == [0]
     assert rb.column("headers").to_pylist()[90] == [{"key": "n", "value": b"100"}]
@@ -171,7 +206,9 @@ def test_bulk_arrow_read(broker: BrokerInfo, topic_name: str) -> None:
     assert whole.num_rows == n
 
 
-def test_producer_rejects_send_outside_transaction_and_unknown_partition(broker: BrokerInfo, topic_name: str) -> None:
+def test_producer_rejects_send_outside_transaction_and_unknown_partition(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     create_topic(broker, topic_name, 1)
     with Producer({"bootstrap.servers": broker.bootstrap_servers}) as p:
         with pytest.raises(Exception, match="out of range"):
@@ -180,13 +217,17 @@ def test_producer_rejects_send_outside_transaction_and_unknown_partition(broker:
 
 def test_offsets_for_times(broker: BrokerInfo, topic_name: str) -> None:
     if broker.name == "tansu":
-        pytest.xfail("Tansu 0.6.0 answers a timestamp ListOffsets with offset 0 and the current time")
+        pytest.xfail(
+            "Tansu 0.6.0 answers a timestamp ListOffsets with offset 0 and the current time"
+        )
     create_topic(broker, topic_name, 2)
 
     async def run() -> None:
         async with AIOProducer({"bootstrap.servers": broker.bootstrap_servers}) as p:
             for i in range(40):
-                await p.send(topic_name, b"%d" % i, partition=i % 2, timestamp_ms=1_000_000 + i * 10)
+                await p.send(
+                    topic_name, b"%d" % i, partition=i % 2, timestamp_ms=1_000_000 + i * 10
+                )
             await p.flush()
         tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
         async with AIOConsumer({"bootstrap.servers": broker.bootstrap_servers}) as c:

@@ -44,7 +44,9 @@ def producer_on(mod: ModuleType, **config: Any) -> Any:
     saved = producer_module.RecordAccumulator
     producer_module.RecordAccumulator = acc_cls  # type: ignore[misc]
     try:
-        p = producer_cls({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": False, **config})
+        p = producer_cls(
+            {"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": False, **config}
+        )
     finally:
         producer_module.RecordAccumulator = saved  # type: ignore[misc]
     assert type(p.accumulator).__mro__[1] is mod.AccumulatorCore
@@ -60,7 +62,15 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("null value", {"value": None, "key": b"k2", "timestamp_ms": TS + 3}),
     ("bytearray value", {"value": bytearray(b"v4"), "partition": 2, "timestamp_ms": TS + 4}),
     ("memoryview key", {"value": b"v5", "key": memoryview(b"k5"), "timestamp_ms": TS + 5}),
-    ("headers", {"value": b"v6", "partition": 0, "timestamp_ms": TS + 6, "headers": [("h", b"x"), (b"h2", None)]}),
+    (
+        "headers",
+        {
+            "value": b"v6",
+            "partition": 0,
+            "timestamp_ms": TS + 6,
+            "headers": [("h", b"x"), (b"h2", None)],
+        },
+    ),
     ("sticky", {"value": b"v7" * 50, "timestamp_ms": TS + 7}),
     ("sticky again", {"value": b"v8", "timestamp_ms": TS + 8}),
     ("older timestamp", {"value": b"v9", "partition": 1, "timestamp_ms": TS - 100}),
@@ -68,9 +78,20 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("negative partition", {"value": b"x", "partition": -1, "timestamp_ms": TS}),
     ("unknown topic", {"topic": "nope", "value": b"x", "timestamp_ms": TS}),
     ("bad value type", {"value": 12, "partition": 0, "timestamp_ms": TS}),
-    ("big values fill batches", {"value": b"B" * 700, "partition": 0, "timestamp_ms": TS + 9, "repeat": 6}),
-    ("buffer full, no blocking", {"value": b"F" * 3000, "partition": 2, "timestamp_ms": TS + 10, "block": False,
-                                  "repeat": 3}),
+    (
+        "big values fill batches",
+        {"value": b"B" * 700, "partition": 0, "timestamp_ms": TS + 9, "repeat": 6},
+    ),
+    (
+        "buffer full, no blocking",
+        {
+            "value": b"F" * 3000,
+            "partition": 2,
+            "timestamp_ms": TS + 10,
+            "block": False,
+            "repeat": 3,
+        },
+    ),
 ]
 
 
@@ -85,7 +106,9 @@ def run(mod: ModuleType) -> list[Any]:
         for _ in range(repeat):
             try:
                 f = p.send_nowait(topic, **kw)
-                out.append((label, f._batch.partition, f._index, f._timestamp, f._key_size, f._value_size))
+                out.append(
+                    (label, f._batch.partition, f._index, f._timestamp, f._key_size, f._value_size)
+                )
             except Exception as e:
                 out.append((label, type(e).__name__, str(e)))
     acc = p.accumulator

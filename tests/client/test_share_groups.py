@@ -57,10 +57,13 @@ def produce(b: BrokerProcess, topic: str, values: list[bytes]) -> None:
 
 
 def consumer(b: BrokerProcess, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
-    c = ShareConsumer({
-        "bootstrap.servers": b.bootstrap_servers, "group.id": group,
-        "share.acknowledgement.mode": "explicit" if explicit else "implicit",
-    })
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": b.bootstrap_servers,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+        }
+    )
     c.subscribe([topic])
     return c
 
@@ -101,7 +104,9 @@ def test_release_redelivers_reject_does_not(broker: BrokerProcess) -> None:
                     continue
                 first[m.value()] = m.delivery_count()
                 index = int(m.value().split(b"-")[1])
-                c.acknowledge(m, AcknowledgeType.RELEASE if index % 2 == 0 else AcknowledgeType.REJECT)
+                c.acknowledge(
+                    m, AcknowledgeType.RELEASE if index % 2 == 0 else AcknowledgeType.REJECT
+                )
             c.commit_sync(30)
         while len(again) < 10:
             for m in c.poll(0.5):
@@ -119,7 +124,10 @@ def test_release_redelivers_reject_does_not(broker: BrokerProcess) -> None:
     finally:
         c.close()
     assert first == dict.fromkeys(expected, 1)
-    assert again == {**{v: 2 for v in expected[0::2]}, b"sentinel": 1}  # the rejected never came back
+    assert again == {
+        **{v: 2 for v in expected[0::2]},
+        b"sentinel": 1,
+    }  # the rejected never came back
 
 
 def test_records_of_a_killed_consumer_go_to_another(broker: BrokerProcess) -> None:
@@ -225,7 +233,9 @@ def test_acknowledged_state_survives_a_broker_restart(broker: BrokerProcess) -> 
     assert got == {v: 2 for v in expected[25:]}  # acknowledged stayed done; counts were kept
 
 
-def test_gregor_share_consumer_beside_librdkafkas_and_the_share_groups_command(broker: BrokerProcess) -> None:
+def test_gregor_share_consumer_beside_librdkafkas_and_the_share_groups_command(
+    broker: BrokerProcess,
+) -> None:
     """Gregor's own ``ShareConsumer`` and librdkafka's in one share group: each record to one of
     them, once; ``gregor share-groups`` lists and describes the group while both are in it."""
     import json
@@ -236,7 +246,9 @@ def test_gregor_share_consumer_beside_librdkafkas_and_the_share_groups_command(b
     topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker)
     expected = values(120)
     produce(broker, topic, expected)
-    ours = GregorShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "client.id": "ours"})
+    ours = GregorShareConsumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "client.id": "ours"}
+    )
     ours.subscribe([topic])
     theirs = consumer(broker, group, topic)
     seen: list[bytes] = []
@@ -246,18 +258,26 @@ def test_gregor_share_consumer_beside_librdkafkas_and_the_share_groups_command(b
             seen.extend(m.value() for m in theirs.poll(0.5) if m.error() is None)
         ours.commit_sync()
         theirs.commit_sync(30)
-        code, out, _ = run_command(broker.bootstrap_servers, "share-groups", "list", "--output", "json")
+        code, out, _ = run_command(
+            broker.bootstrap_servers, "share-groups", "list", "--output", "json"
+        )
         assert code == 0 and {"group": group, "state": "Stable"} in json.loads(out)
-        code, out, _ = run_command(broker.bootstrap_servers, "share-groups", "describe", group, "--output", "json")
+        code, out, _ = run_command(
+            broker.bootstrap_servers, "share-groups", "describe", group, "--output", "json"
+        )
         doc = json.loads(out)
         assert code == 0 and doc["group"] == group and doc["state"] == "Stable"
         assert sorted(m["client_id"] for m in doc["members"]) == sorted(["ours", "rdkafka"])
-        assert all(m["assignment"] == [f"{topic}:0"] for m in doc["members"])  # one partition, shared
+        assert all(
+            m["assignment"] == [f"{topic}:0"] for m in doc["members"]
+        )  # one partition, shared
     finally:
         ours.close()
         theirs.close()
     assert sorted(seen) == expected  # every record once, whichever member got it
-    code, _, err = run_command(broker.bootstrap_servers, "share-groups", "describe", "no-such-group")
+    code, _, err = run_command(
+        broker.bootstrap_servers, "share-groups", "describe", "no-such-group"
+    )
     assert code == 1 and "GROUP_ID_NOT_FOUND" in err
 
 
@@ -277,8 +297,13 @@ def test_gregor_share_consumer_release_and_accept(broker: BrokerProcess) -> None
     for i, v in enumerate(expected):
         p.produce(topic, v, partition=i % 2)
     assert p.flush(30) == 0
-    c = GregorShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                             "share.acknowledgement.mode": "explicit"})
+    c = GregorShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
     c.subscribe([topic])
     counts: dict[bytes, list[int]] = {}
     try:
@@ -328,21 +353,37 @@ def test_share_group_offsets_commands(broker: BrokerProcess) -> None:
 
     assert sorted(drain(10)) == expected
     code, out, _ = gregor("offsets", group, "--output", "json")
-    assert (code, json.loads(out)) == (0, [{"topic": topic, "partition": 0, "start_offset": 10, "lag": 0}])
-    code, out, _ = gregor("reset-offsets", group, "--topic", topic, "--to-earliest", "--output", "json")
-    assert (code, json.loads(out)) == (0, {"executed": False, "partitions": [
-        {"topic": topic, "partition": 0, "new_start_offset": 0, "error": None}]})
-    assert json.loads(gregor("offsets", group, "--output", "json")[1])[0]["start_offset"] == 10  # a dry run
+    assert (code, json.loads(out)) == (
+        0,
+        [{"topic": topic, "partition": 0, "start_offset": 10, "lag": 0}],
+    )
+    code, out, _ = gregor(
+        "reset-offsets", group, "--topic", topic, "--to-earliest", "--output", "json"
+    )
+    assert (code, json.loads(out)) == (
+        0,
+        {
+            "executed": False,
+            "partitions": [{"topic": topic, "partition": 0, "new_start_offset": 0, "error": None}],
+        },
+    )
+    assert (
+        json.loads(gregor("offsets", group, "--output", "json")[1])[0]["start_offset"] == 10
+    )  # a dry run
     assert gregor("reset-offsets", group, "--topic", topic, "--to-offset", "5", "--execute")[0] == 0
     assert json.loads(gregor("offsets", group, "--output", "json")[1]) == [
-        {"topic": topic, "partition": 0, "start_offset": 5, "lag": 5}]
+        {"topic": topic, "partition": 0, "start_offset": 5, "lag": 5}
+    ]
     assert sorted(drain(5)) == expected[5:]
     code, out, _ = gregor("delete-offsets", group, "--topic", topic)
     assert (code, out) == (0, f"Deleted the share group's offsets for {topic}.\n")
     assert json.loads(gregor("offsets", group, "--output", "json")[1]) == []
     member = consumer(broker, group, topic)
     try:
-        while not member.poll(0.5) and json.loads(gregor("describe", group, "--output", "json")[1])["state"] != "Stable":
+        while (
+            not member.poll(0.5)
+            and json.loads(gregor("describe", group, "--output", "json")[1])["state"] != "Stable"
+        ):
             pass
         code, _, err = gregor("reset-offsets", group, "--topic", topic, "--to-latest", "--execute")
         assert code == 1 and "NON_EMPTY_GROUP" in err
@@ -363,8 +404,13 @@ def test_an_expired_lock_redelivers_to_the_same_consumer(broker: BrokerProcess) 
     topic, group = f"t-{uuid.uuid4().hex[:6]}", new_group(broker, lock_ms=1000)
     expected = values(5)
     produce(broker, topic, expected)
-    c = GregorShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                             "share.acknowledgement.mode": "explicit"})
+    c = GregorShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
     c.subscribe([topic])
     deliveries: dict[bytes, list[int]] = {}
     try:

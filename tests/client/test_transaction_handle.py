@@ -28,7 +28,13 @@ END_TXN = 26
 def _read(bootstrap: str, tp: TopicPartition, isolation: str, expect: int) -> list[bytes]:
     """Every value of ``tp`` under ``isolation`` once ``expect`` are there (and one more poll)."""
     out: list[bytes] = []
-    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", "isolation.level": isolation}) as c:
+    with Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    ) as c:
         c.assign([tp])
         while len(out) < expect:
             out += [r.value for r in c.poll(300)]
@@ -51,7 +57,9 @@ def _admin(broker: BrokerInfo) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 
-def test_another_client_commits_a_handed_over_transaction(broker: BrokerInfo, topic_name: str) -> None:
+def test_another_client_commits_a_handed_over_transaction(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     broker.require(END_TXN)
     create_topic(broker, topic_name, 1)
     values = [b"v%d" % i for i in range(5)]
@@ -67,7 +75,9 @@ def test_another_client_commits_a_handed_over_transaction(broker: BrokerInfo, to
     assert _read(broker.bootstrap_servers, tp, "read_committed", 5) == values
 
 
-def test_ending_again_the_same_way_succeeds_the_other_way_fails(broker: BrokerInfo, topic_name: str) -> None:
+def test_ending_again_the_same_way_succeeds_the_other_way_fails(
+    broker: BrokerInfo, topic_name: str
+) -> None:
     broker.require(END_TXN)
     if broker.name == "tansu":
         pytest.xfail("Tansu 0.6.0 accepts EndTxn(abort) of a committed transaction")
@@ -81,7 +91,10 @@ def test_ending_again_the_same_way_succeeds_the_other_way_fails(broker: BrokerIn
         with pytest.raises(KafkaError, match="EndTxn.abort. of") as raised:
             admin.end_transactions([handle], False, raise_on_error=True)
         assert raised.value.name == "INVALID_TXN_STATE"
-    assert _read(broker.bootstrap_servers, TopicPartition(topic_name, 0), "read_committed", 2) == [b"a", b"b"]
+    assert _read(broker.bootstrap_servers, TopicPartition(topic_name, 0), "read_committed", 2) == [
+        b"a",
+        b"b",
+    ]
 
 
 def test_aborting_by_handle_hides_the_records(broker: BrokerInfo, topic_name: str) -> None:
@@ -113,7 +126,9 @@ def test_a_fenced_handle_cannot_commit(broker: BrokerInfo, topic_name: str) -> N
     assert got[other] is None
     err = got[old]
     assert isinstance(err, KafkaError) and err.name in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
-    assert _read(broker.bootstrap_servers, TopicPartition(topic_name, 0), "read_committed", 1) == [b"other"]
+    assert _read(broker.bootstrap_servers, TopicPartition(topic_name, 0), "read_committed", 1) == [
+        b"other"
+    ]
 
 
 def test_a_handle_needs_an_open_transaction(broker: BrokerInfo, topic_name: str) -> None:
@@ -121,10 +136,16 @@ def test_a_handle_needs_an_open_transaction(broker: BrokerInfo, topic_name: str)
     with Producer({"bootstrap.servers": broker.bootstrap_servers}) as plain:
         with pytest.raises(IllegalStateError, match="transactional.id"):
             plain.transaction_handle()
-    with Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"{topic_name}-tx"}) as p:
+    with Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"{topic_name}-tx"}
+    ) as p:
         p.init_transactions()
         with pytest.raises(IllegalStateError, match="no transaction"):
             p.transaction_handle()
         p.begin_transaction()
-        assert p.transaction_handle() == (f"{topic_name}-tx", p.aio.producer_id, p.aio.producer_epoch)
+        assert p.transaction_handle() == (
+            f"{topic_name}-tx",
+            p.aio.producer_id,
+            p.aio.producer_epoch,
+        )
         p.abort_transaction()

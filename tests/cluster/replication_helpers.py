@@ -27,7 +27,9 @@ CLUSTER_CONFIG: dict[str, object] = {
 }
 
 
-def metadata_until(cluster: ClusterProcess, condition: Callable[[ClusterMetadata], bool]) -> ClusterMetadata:
+def metadata_until(
+    cluster: ClusterProcess, condition: Callable[[ClusterMetadata], bool]
+) -> ClusterMetadata:
     """Metadata from any running broker, asked again until ``condition`` holds."""
     while True:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -46,17 +48,29 @@ def partition_until(
         t = md.topics.get(topic)
         p = t.partitions.get(index) if t is not None and t.error is None else None
         # A partition with no live leader is reported with LEADER_NOT_AVAILABLE and leader -1.
-        return p is not None and (p.error is None or p.error.code() == KafkaError.LEADER_NOT_AVAILABLE) and condition(p)
+        return (
+            p is not None
+            and (p.error is None or p.error.code() == KafkaError.LEADER_NOT_AVAILABLE)
+            and condition(p)
+        )
 
     return metadata_until(cluster, holds).topics[topic].partitions[index]
 
 
-def create_topic(cluster: ClusterProcess, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    cluster: ClusterProcess,
+    name: str,
+    partitions: int,
+    rf: int,
+    configs: dict[str, str] | None = None,
+) -> None:
     metadata_until(cluster, lambda m: len(m.brokers) == cluster.size)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     while True:
         try:
-            admin.create_topics([NewTopic(name, partitions, rf, config=configs or {})])[name].result(30)
+            admin.create_topics([NewTopic(name, partitions, rf, config=configs or {})])[
+                name
+            ].result(30)
             break
         except KafkaException as e:
             # on a busy machine a broker can miss a heartbeat and be fenced for a moment: the
@@ -67,12 +81,18 @@ def create_topic(cluster: ClusterProcess, name: str, partitions: int, rf: int, c
         partition_until(cluster, name, i, lambda p: len(p.isrs) == rf and p.leader >= 0)
 
 
-def read_all(cluster: ClusterProcess, topic: str, partitions: int, expected: int) -> dict[int, list[bytes]]:
+def read_all(
+    cluster: ClusterProcess, topic: str, partitions: int, expected: int
+) -> dict[int, list[bytes]]:
     """Every record of ``topic`` (``expected`` in all), by partition, in offset order."""
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "replication-reader",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "replication-reader",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
         out: dict[int, list[bytes]] = {i: [] for i in range(partitions)}
@@ -95,10 +115,15 @@ class BackgroundProducer:
     def __init__(self, cluster: ClusterProcess, topic: str, partitions: int) -> None:
         self.topic = topic
         self.partitions = partitions
-        self.producer = Producer({
-            "bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
-            "linger.ms": 2, "message.timeout.ms": 120000,
-        })
+        self.producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 120000,
+            }
+        )
         self.acked: list[tuple[int, bytes]] = []
         self.offsets: dict[bytes, int] = {}
         self.errors: list[str] = []
@@ -123,7 +148,12 @@ class BackgroundProducer:
         while not self._stop.is_set():
             value = b"%08d" % self.sent
             try:
-                self.producer.produce(self.topic, value, partition=self.sent % self.partitions, on_delivery=self._delivered)
+                self.producer.produce(
+                    self.topic,
+                    value,
+                    partition=self.sent % self.partitions,
+                    on_delivery=self._delivered,
+                )
             except BufferError:
                 self.producer.poll(0.1)
                 continue

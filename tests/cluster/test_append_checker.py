@@ -32,11 +32,18 @@ SEED = 20261125
 
 def read_to_end(cluster: ClusterProcess, topic: str) -> dict[int, list[tuple[int, bytes]]]:
     """(offset, value) of every record of every partition, up to the high watermarks."""
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "checker", "enable.auto.commit": False,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "checker",
+            "enable.auto.commit": False,
+        }
+    )
     try:
-        ends = {i: consumer.get_watermark_offsets(TopicPartition(topic, i), timeout=30)[1] for i in range(PARTITIONS)}
+        ends = {
+            i: consumer.get_watermark_offsets(TopicPartition(topic, i), timeout=30)[1]
+            for i in range(PARTITIONS)
+        }
         consumer.assign([TopicPartition(topic, i, 0) for i in range(PARTITIONS)])
         out: dict[int, list[tuple[int, bytes]]] = {i: [] for i in range(PARTITIONS)}
         done = {i for i, end in ends.items() if end == 0}
@@ -56,7 +63,9 @@ def inject(cluster: ClusterProcess, rng: random.Random, topic: str, kind: str) -
     """One fault on a partition's leader or a follower; waits until the cluster is whole again."""
     partition = rng.randrange(PARTITIONS)
     p = partition_until(cluster, topic, partition, lambda p: len(p.isrs) == 3 and p.leader >= 0)
-    target = p.leader if rng.random() < 0.7 else rng.choice([r for r in p.replicas if r != p.leader])
+    target = (
+        p.leader if rng.random() < 0.7 else rng.choice([r for r in p.replicas if r != p.leader])
+    )
     if kind == "kill":
         cluster.kill(target)
         partition_until(cluster, topic, partition, lambda q: target not in q.isrs and q.leader >= 0)
@@ -97,7 +106,8 @@ def test_no_acknowledged_append_is_lost_under_faults(cluster: ClusterProcess) ->
     never_sent = sorted(v for v in seen if v not in sent)
     misplaced = sorted(v for v, places in seen.items() if v in sent and places[0][0] != sent[v])
     out_of_order = [
-        partition for partition, records in found.items()
+        partition
+        for partition, records in found.items()
         if [v for _, v in records] != sorted(v for _, v in records)
     ]
     wrong_offsets = sorted(
@@ -113,5 +123,12 @@ def test_no_acknowledged_append_is_lost_under_faults(cluster: ClusterProcess) ->
         f"producer errors {len(producer.errors)}"
     )
     assert producer.errors == []
-    assert (lost, duplicated, never_sent, misplaced, out_of_order, wrong_offsets) == ([], [], [], [], [], [])
+    assert (lost, duplicated, never_sent, misplaced, out_of_order, wrong_offsets) == (
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
     assert len(acked) == producer.sent

@@ -32,27 +32,46 @@ def kill_leader(cluster: ClusterProcess, topic: str) -> int:
 def test_range_reader_survives_leader_kills(cluster: ClusterProcess) -> None:
     create_topic(cluster, "bulk", 1, 3, {"min.insync.replicas": "2"})
     values = [b"%08d" % i + b"." * 120 for i in range(RECORDS)]
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
-                  "batch.size": 16384})
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "batch.size": 16384,
+        }
+    )
     for v in values:
         p.produce("bulk", v, partition=0)
     assert p.flush(60) == 0
-    client = shared_client({"bootstrap.servers": cluster.bootstrap_servers, "retry.backoff.ms": 100,
-                            "metadata.max.age.ms": 2000})
+    client = shared_client(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "retry.backoff.ms": 100,
+            "metadata.max.age.ms": 2000,
+        }
+    )
     try:
         # small fetches and chunks: the first chunk is handed out with the next fetch in flight
-        reader = iter(RangeReader(client, "bulk", 0, 0, RECORDS, chunk_records=500, max_bytes=16384))
+        reader = iter(
+            RangeReader(client, "bulk", 0, 0, RECORDS, chunk_records=500, max_bytes=16384)
+        )
         got = [next(reader)]
         killed = kill_leader(cluster, "bulk")
         got += list(reader)
         assert [o for b in got for o in b.column("offset").to_pylist()] == list(range(RECORDS))
         assert [v for b in got for v in b.column("value").to_pylist()] == values
-        assert any(conns for key, conns in _IDLE.items() if key[0] is client)  # the reader left its connection
+        assert any(
+            conns for key, conns in _IDLE.items() if key[0] is client
+        )  # the reader left its connection
 
         cluster.restart(killed)
-        kill_leader(cluster, "bulk")  # the connection left behind leads to a dead broker or a follower
+        kill_leader(
+            cluster, "bulk"
+        )  # the connection left behind leads to a dead broker or a follower
         again = list(RangeReader(client, "bulk", 0, 100, RECORDS - 100, chunk_records=1000))
-        assert [o for b in again for o in b.column("offset").to_pylist()] == list(range(100, RECORDS - 100))
+        assert [o for b in again for o in b.column("offset").to_pylist()] == list(
+            range(100, RECORDS - 100)
+        )
         assert [v for b in again for v in b.column("value").to_pylist()] == values[100:-100]
     finally:
         close_shared_clients()

@@ -26,12 +26,19 @@ def coordinator_of(cluster: ClusterProcess, internal_topic: str, key: str) -> in
     return partition_until(cluster, internal_topic, index, lambda p: len(p.isrs) == 3).leader
 
 
-def read(cluster: ClusterProcess, topic: str, partitions: int, isolation: str, expected: int) -> list[bytes]:
+def read(
+    cluster: ClusterProcess, topic: str, partitions: int, isolation: str, expected: int
+) -> list[bytes]:
     """``expected`` records, then nothing more up to the end offsets (sorted values)."""
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"reader-{isolation}",
-        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"reader-{isolation}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
         values: list[bytes] = []
@@ -52,10 +59,13 @@ def read(cluster: ClusterProcess, topic: str, partitions: int, isolation: str, e
 
 
 def transactional_producer(cluster: ClusterProcess, txn_id: str) -> Producer:
-    producer = Producer({
-        "bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txn_id,
-        "transaction.timeout.ms": 60000,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": 60000,
+        }
+    )
     producer.init_transactions(60)
     return producer
 
@@ -81,23 +91,31 @@ def test_a_transaction_spans_partitions_led_by_different_brokers(cluster: Cluste
 
 def test_committed_offsets_survive_the_group_coordinators_death(cluster: ClusterProcess) -> None:
     create_topic(cluster, "events", 2, 3)
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "survivors", "enable.auto.commit": False,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "survivors",
+            "enable.auto.commit": False,
+        }
+    )
     offsets = [TopicPartition("events", 0, 17), TopicPartition("events", 1, 42)]
     consumer.commit(offsets=offsets, asynchronous=False)  # creates __consumer_offsets
     consumer.close()
     coordinator = coordinator_of(cluster, "__consumer_offsets", "survivors")
     cluster.kill(coordinator)
     partition_until(
-        cluster, "__consumer_offsets", partition_for("survivors", INTERNAL_PARTITIONS),
+        cluster,
+        "__consumer_offsets",
+        partition_for("survivors", INTERNAL_PARTITIONS),
         lambda p: p.leader not in (coordinator, -1),
     )
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "survivors"})
     try:
         while True:
             try:
-                found = consumer.committed([TopicPartition("events", 0), TopicPartition("events", 1)], timeout=10)
+                found = consumer.committed(
+                    [TopicPartition("events", 0), TopicPartition("events", 1)], timeout=10
+                )
                 break
             except KafkaException:  # the client still asks the dead coordinator: again
                 continue
@@ -116,15 +134,21 @@ def test_a_transaction_commits_after_its_coordinators_death(cluster: ClusterProc
     producer.flush(30)
     cluster.kill(coordinator)
     partition_until(
-        cluster, "__transaction_state", partition_for("orders-txn", INTERNAL_PARTITIONS),
+        cluster,
+        "__transaction_state",
+        partition_for("orders-txn", INTERNAL_PARTITIONS),
         lambda p: p.leader not in (coordinator, -1),
     )
     producer.commit_transaction(120)
-    assert read(cluster, "orders", 3, "read_committed", 30) == sorted(b"o-%02d" % i for i in range(30))
+    assert read(cluster, "orders", 3, "read_committed", 30) == sorted(
+        b"o-%02d" % i for i in range(30)
+    )
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_a_group_keeps_consuming_when_its_coordinator_dies(cluster: ClusterProcess, protocol: str) -> None:
+def test_a_group_keeps_consuming_when_its_coordinator_dies(
+    cluster: ClusterProcess, protocol: str
+) -> None:
     """Two members commit after every record they process; the coordinator's broker is
     SIGKILLed midway. Every record is processed (at least once), the committed offsets never
     go back, and they end at the log end."""
@@ -135,8 +159,11 @@ def test_a_group_keeps_consuming_when_its_coordinator_dies(cluster: ClusterProce
         producer.produce("work", b"w-%04d" % i, partition=i % 2)
     assert producer.flush(60) == 0
     settings = {
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": f"workers-{protocol}",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest", "group.protocol": protocol,
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "group.id": f"workers-{protocol}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "group.protocol": protocol,
     }
     if protocol == "classic":
         settings["session.timeout.ms"] = 6000
@@ -158,13 +185,17 @@ def test_a_group_keeps_consuming_when_its_coordinator_dies(cluster: ClusterProce
                 except KafkaException:
                     pass  # the coordinator is moving: a later commit covers this one
             if killed < 0 and len(seen) >= total // 3:
-                found = members[0].committed([TopicPartition("work", 0), TopicPartition("work", 1)], timeout=30)
+                found = members[0].committed(
+                    [TopicPartition("work", 0), TopicPartition("work", 1)], timeout=30
+                )
                 committed_before_kill = {tp.partition: tp.offset for tp in found}
                 killed = coordinator_of(cluster, "__consumer_offsets", f"workers-{protocol}")
                 cluster.kill(killed)
         while True:
             try:
-                found = members[0].committed([TopicPartition("work", 0), TopicPartition("work", 1)], timeout=10)
+                found = members[0].committed(
+                    [TopicPartition("work", 0), TopicPartition("work", 1)], timeout=10
+                )
             except KafkaException:
                 continue
             final = {tp.partition: tp.offset for tp in found}
@@ -184,7 +215,9 @@ def test_a_group_keeps_consuming_when_its_coordinator_dies(cluster: ClusterProce
     assert all(final[p] >= committed_before_kill.get(p, -1001) for p in (0, 1))
 
 
-def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(cluster: ClusterProcess) -> None:
+def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(
+    cluster: ClusterProcess,
+) -> None:
     """A read-process-write loop (read_committed consumer, transactional producer, offsets
     sent to the transaction): the transaction coordinator's broker is SIGKILLed between a
     transaction's writes and its commit. The output holds every input record exactly once.
@@ -202,15 +235,21 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
     for i in range(total):
         producer.produce("in", b"%04d" % i, partition=i % 2)
     assert producer.flush(60) == 0
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "ctp", "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "ctp",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe(["in"])
     group_coordinator = coordinator_of(cluster, "__consumer_offsets", "ctp")
     transactional_producer(cluster, "ctp-probe")  # brings __transaction_state into being
     txn_id = next(
-        t for t in (f"ctp-txn-{i}" for i in range(100))
+        t
+        for t in (f"ctp-txn-{i}" for i in range(100))
         if coordinator_of(cluster, "__transaction_state", t) != group_coordinator
     )
     txn = transactional_producer(cluster, txn_id)
@@ -237,7 +276,9 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
     finally:
         consumer.close()
     assert killed > 0
-    assert read(cluster, "out", 2, "read_committed", total) == sorted(b"out-%04d" % i for i in range(total))
+    assert read(cluster, "out", 2, "read_committed", total) == sorted(
+        b"out-%04d" % i for i in range(total)
+    )
 
 
 def test_a_version_2_transaction_spans_brokers(cluster: ClusterProcess) -> None:
@@ -252,7 +293,9 @@ def test_a_version_2_transaction_spans_brokers(cluster: ClusterProcess) -> None:
     md = metadata_until(cluster, lambda m: "tv2" in m.topics)
     assert sorted(p.leader for p in md.topics["tv2"].partitions.values()) == [1, 2, 3]
     epochs = []
-    with GregorProducer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tv2-txn"}) as p:
+    with GregorProducer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tv2-txn"}
+    ) as p:
         p.init_transactions()
         epochs.append(p.aio.producer_epoch)
         for n, commit in enumerate((True, False, True)):
@@ -267,7 +310,9 @@ def test_a_version_2_transaction_spans_brokers(cluster: ClusterProcess) -> None:
                 p.abort_transaction()
             epochs.append(p.aio.producer_epoch)
     assert epochs == [epochs[0] + n for n in range(4)]
-    assert read(cluster, "tv2", 3, "read_committed", 18) == sorted(b"t%d-%d" % (n, i) for n in (0, 2) for i in range(9))
+    assert read(cluster, "tv2", 3, "read_committed", 18) == sorted(
+        b"t%d-%d" % (n, i) for n in (0, 2) for i in range(9)
+    )
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "tv2-group"})
     try:
         [found] = consumer.committed([TopicPartition("tv2", 0)], timeout=30)

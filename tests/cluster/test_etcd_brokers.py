@@ -27,7 +27,9 @@ def cluster() -> Iterator[ClusterProcess]:
         yield c
 
 
-def metadata_until(admin: AdminClient, condition: Callable[[ClusterMetadata], bool]) -> ClusterMetadata:
+def metadata_until(
+    admin: AdminClient, condition: Callable[[ClusterMetadata], bool]
+) -> ClusterMetadata:
     while True:
         try:
             md = admin.list_topics(timeout=10)
@@ -43,7 +45,8 @@ def test_clients_see_every_broker_one_controller_and_failover(cluster: ClusterPr
     md = metadata_until(admin, lambda m: sorted(m.brokers) == [1, 2])
     assert md.controller_id == 1
     assert {n: (b.host, b.port) for n, b in md.brokers.items()} == {
-        1: ("127.0.0.1", first.port), 2: ("127.0.0.1", second.port),
+        1: ("127.0.0.1", first.port),
+        2: ("127.0.0.1", second.port),
     }
     described = admin.describe_cluster().result(10)
     assert sorted(n.id for n in described.nodes) == [1, 2] and described.controller.id == 1

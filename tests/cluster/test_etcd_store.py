@@ -23,7 +23,9 @@ from gregor.cluster.store import MetadataStore
 from gregor.protocol.errors import TopicAlreadyExistsError
 from gregor.testing.etcd import EtcdProcess, etcd_binary, free_port
 
-pytestmark = pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)")
+pytestmark = pytest.mark.skipif(
+    etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"
+)
 
 SESSION_MS = 2000
 
@@ -84,7 +86,8 @@ def member(url: str, node_id: int) -> tuple[subprocess.Popen[str], int]:
     """A store in a child process that registers ``node_id``; returns it and the controller it saw."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _MEMBER, url, str(node_id), str(SESSION_MS)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
@@ -106,7 +109,11 @@ def test_a_change_by_one_store_reaches_the_others_through_the_watch(url: str) ->
             assert b.image.version == a.image.version
             await a.register_broker(reg(1))
             image = await until(b, lambda i: 1 in i.brokers)
-            assert dataclasses.replace(image.brokers[1], epoch=-1) == reg(1) and image.brokers[1].epoch > 0 and image.controller_id == 1
+            assert (
+                dataclasses.replace(image.brokers[1], epoch=-1) == reg(1)
+                and image.brokers[1].epoch > 0
+                and image.controller_id == 1
+            )
             # b computes on a's image: its change is refused the same way, and commits on top.
             with pytest.raises(TopicAlreadyExistsError):
                 await b.create_topic("orders", [[1]], {})
@@ -173,7 +180,9 @@ def test_a_killed_member_disappears_when_its_lease_ends_and_the_controller_moves
             image = await until(watcher, lambda i: sorted(i.brokers) == [1, 2])
             assert image.controller_id == 1
             first.kill()  # no clean close: the lease stays until its TTL runs out
-            image = await until(watcher, lambda i: sorted(i.brokers) == [2] and i.controller_id == 2)
+            image = await until(
+                watcher, lambda i: sorted(i.brokers) == [2] and i.controller_id == 2
+            )
             assert image.live_broker_ids() == [2]
             second.kill()
             image = await until(watcher, lambda i: not i.brokers and i.controller_id == -1)
@@ -231,7 +240,9 @@ def test_an_unreachable_etcd_fails_at_start() -> None:
 
     async def main() -> None:
         s = store(f"etcd://127.0.0.1:{port}/x")
-        with pytest.raises(EtcdUnavailableError, match=f"no etcd endpoint answered.*127.0.0.1:{port}"):
+        with pytest.raises(
+            EtcdUnavailableError, match=f"no etcd endpoint answered.*127.0.0.1:{port}"
+        ):
             await s.start()
 
     asyncio.run(main())

@@ -54,8 +54,13 @@ def with_kafka_python(bootstrap: str, topic: str, out: Outcome) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=2,
-        request_timeout_ms=10000, delivery_timeout_ms=120000, retry_backoff_ms=100,
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=2,
+        request_timeout_ms=10000,
+        delivery_timeout_ms=120000,
+        retry_backoff_ms=100,
         metadata_max_age_ms=2000,
     )
     for i in range(RECORDS):
@@ -73,8 +78,13 @@ def with_aiokafka(bootstrap: str, topic: str, out: Outcome) -> None:
 
     async def run() -> None:
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=2,
-            request_timeout_ms=10000, retry_backoff_ms=100, metadata_max_age_ms=2000,
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=2,
+            request_timeout_ms=10000,
+            retry_backoff_ms=100,
+            metadata_max_age_ms=2000,
         )
         await producer.start()
         try:
@@ -97,13 +107,17 @@ def with_aiokafka(bootstrap: str, topic: str, out: Outcome) -> None:
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("client", [with_kafka_python, with_aiokafka], ids=["kafka-python", "aiokafka"])
+@pytest.mark.parametrize(
+    "client", [with_kafka_python, with_aiokafka], ids=["kafka-python", "aiokafka"]
+)
 def test_idempotent_acks_all_survives_leader_kills(
     cluster: ClusterProcess, client: Callable[[str, str, Outcome], None]
 ) -> None:
     create_topic(cluster, "failover", 1, 3, {"min.insync.replicas": "2"})
     out = Outcome()
-    thread = threading.Thread(target=client, args=(cluster.bootstrap_servers, "failover", out), daemon=True)
+    thread = threading.Thread(
+        target=client, args=(cluster.bootstrap_servers, "failover", out), daemon=True
+    )
     thread.start()
     for kill_at in (RECORDS // 3, 2 * RECORDS // 3):
         out.wait(lambda n=kill_at: out.settled() >= n)

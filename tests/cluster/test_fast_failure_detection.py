@@ -38,12 +38,15 @@ def slow_sessions() -> Iterator[ClusterProcess]:
 def gone_in_logs(cluster: ClusterProcess, node: int) -> bool:
     return any(
         f"event=broker.peer_gone broker={node} " in cluster.broker(n).read_log()
-        for n in cluster.brokers if n != node and cluster.broker(n).running
+        for n in cluster.brokers
+        if n != node and cluster.broker(n).running
     )
 
 
 @pytest.mark.parametrize("victim", ["leader", "controller"])
-def test_a_killed_broker_is_replaced_before_its_session_ends(slow_sessions: ClusterProcess, victim: str) -> None:
+def test_a_killed_broker_is_replaced_before_its_session_ends(
+    slow_sessions: ClusterProcess, victim: str
+) -> None:
     cluster = slow_sessions
     create_topic(cluster, "orders", 1, 3, {"min.insync.replicas": "2"})
     producer = BackgroundProducer(cluster, "orders", 1).start()
@@ -54,7 +57,9 @@ def test_a_killed_broker_is_replaced_before_its_session_ends(slow_sessions: Clus
     else:
         dead = metadata_until(cluster, lambda m: m.controller_id > 0).controller_id
     cluster.kill(dead)
-    moved = partition_until(cluster, "orders", 0, lambda q: q.leader not in (-1, dead) and dead not in q.isrs)
+    moved = partition_until(
+        cluster, "orders", 0, lambda q: q.leader not in (-1, dead) and dead not in q.isrs
+    )
     assert moved.leader != dead
     assert gone_in_logs(cluster, dead)
     producer.wait_for_acks(len(producer.acked) + 300)

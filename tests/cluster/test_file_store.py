@@ -43,28 +43,45 @@ def _old_format_doc() -> dict[str, object]:
 
 
 def test_file_store_reads_an_old_format_file(tmp_path: Path) -> None:
-    (tmp_path / "cluster-metadata.json").write_text(json.dumps(_old_format_doc(), indent=1, sort_keys=True))
+    (tmp_path / "cluster-metadata.json").write_text(
+        json.dumps(_old_format_doc(), indent=1, sort_keys=True)
+    )
 
     async def main() -> None:
         store = FileMetadataStore(tmp_path)
         img = await store.start()
-        assert (img.cluster_id, img.version, img.next_producer_id) == ("OldClusterId0000000000", 0, 3000)
+        assert (img.cluster_id, img.version, img.next_producer_id) == (
+            "OldClusterId0000000000",
+            0,
+            3000,
+        )
         orders = img.topic("orders")
-        assert orders is not None and orders.topic_id == uuid.UUID("6b5ad8b4-1f43-4c5d-9a0e-6f1d7bb9d0a1")
+        assert orders is not None and orders.topic_id == uuid.UUID(
+            "6b5ad8b4-1f43-4c5d-9a0e-6f1d7bb9d0a1"
+        )
         assert orders.configs == {"retention.ms": "60000"} and not orders.internal
-        assert [(p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, p.offline_replicas)
-                for p in orders.partitions] == [(1, 0, 0, (1,), (1,), ()), (1, 2, 0, (1,), (1,), ())]
+        assert [
+            (p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, p.offline_replicas)
+            for p in orders.partitions
+        ] == [(1, 0, 0, (1,), (1,), ()), (1, 2, 0, (1,), (1,), ())]
         offsets = img.topic("__consumer_offsets")
         assert offsets is not None and offsets.internal and offsets.partitions[0].leader_epoch == 0
         assert await store.allocate_producer_ids(1000) == 3000
         await store.close()
         doc = json.loads((tmp_path / "cluster-metadata.json").read_text())
         # the same file and format, with the new fields added
-        assert doc["cluster_id"] == "OldClusterId0000000000" and doc["next_producer_id_block"] == 4000
+        assert (
+            doc["cluster_id"] == "OldClusterId0000000000" and doc["next_producer_id_block"] == 4000
+        )
         assert [t["name"] for t in doc["topics"]] == ["orders", "__consumer_offsets"]
         assert doc["topics"][0]["partitions"][1] == {
-            "partition": 1, "leader": 1, "leader_epoch": 2, "partition_epoch": 0,
-            "replicas": [1], "isr": [1], "offline_replicas": [],
+            "partition": 1,
+            "leader": 1,
+            "leader_epoch": 2,
+            "partition_epoch": 0,
+            "replicas": [1],
+            "isr": [1],
+            "offline_replicas": [],
         }
 
     asyncio.run(main())
@@ -83,7 +100,10 @@ def test_file_store_ignores_a_torn_temp_file(tmp_path: Path) -> None:
         assert not (tmp_path / "cluster-metadata.tmp").exists()
         await again.create_topic("b", [[1]], {})
         await again.close()
-        assert [t["name"] for t in json.loads((tmp_path / "cluster-metadata.json").read_text())["topics"]] == ["a", "b"]
+        assert [
+            t["name"]
+            for t in json.loads((tmp_path / "cluster-metadata.json").read_text())["topics"]
+        ] == ["a", "b"]
 
     asyncio.run(main())
 
@@ -92,7 +112,9 @@ def test_file_store_refuses_an_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "cluster-metadata.json").write_text('{"cluster_id": "c1", "topics": [{"na')
     with pytest.raises(ValueError, match="not a readable metadata file"):
         asyncio.run(FileMetadataStore(tmp_path).start())
-    assert (tmp_path / "cluster-metadata.json").read_text() == '{"cluster_id": "c1", "topics": [{"na'
+    assert (
+        tmp_path / "cluster-metadata.json"
+    ).read_text() == '{"cluster_id": "c1", "topics": [{"na'
 
 
 def test_file_store_writes_the_file_at_start(tmp_path: Path) -> None:
@@ -137,6 +159,7 @@ def test_the_metadata_file_is_readable_by_its_owner_only(tmp_path: Path) -> None
 
     old_umask = os.umask(0o022)
     try:
+
         async def main() -> None:
             store = FileMetadataStore(tmp_path)
             await store.start()

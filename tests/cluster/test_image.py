@@ -23,12 +23,19 @@ TID_B = uuid.UUID(int=0xB)
 
 
 def part(i: int, replicas: tuple[int, ...] = (1,), **kw: int) -> PartitionImage:
-    return PartitionImage(i, kw.get("leader", replicas[0]), kw.get("leader_epoch", 0),
-                          kw.get("partition_epoch", 0), replicas, replicas)
+    return PartitionImage(
+        i,
+        kw.get("leader", replicas[0]),
+        kw.get("leader_epoch", 0),
+        kw.get("partition_epoch", 0),
+        replicas,
+        replicas,
+    )
 
 
-def image_with(*topics: TopicImage, brokers: dict[int, BrokerRegistration] | None = None,
-               version: int = 1) -> MetadataImage:
+def image_with(
+    *topics: TopicImage, brokers: dict[int, BrokerRegistration] | None = None, version: int = 1
+) -> MetadataImage:
     return MetadataImage(
         version=version,
         cluster_id="c",
@@ -43,8 +50,10 @@ def image_with(*topics: TopicImage, brokers: dict[int, BrokerRegistration] | Non
 def broker(node_id: int, fenced: bool = False) -> BrokerRegistration:
     return BrokerRegistration(
         node_id,
-        (BrokerEndpoint("PLAINTEXT", f"h{node_id}", 9092, "PLAINTEXT"),
-         BrokerEndpoint("INTERNAL", f"i{node_id}", 9093, "PLAINTEXT")),
+        (
+            BrokerEndpoint("PLAINTEXT", f"h{node_id}", 9092, "PLAINTEXT"),
+            BrokerEndpoint("INTERNAL", f"i{node_id}", 9093, "PLAINTEXT"),
+        ),
         rack=None,
         fenced=fenced,
     )
@@ -103,7 +112,12 @@ def test_lookup_helpers() -> None:
 
 
 def test_empty_image() -> None:
-    assert (EMPTY.version, EMPTY.cluster_id, EMPTY.controller_id, EMPTY.next_producer_id) == (0, "", -1, 0)
+    assert (EMPTY.version, EMPTY.cluster_id, EMPTY.controller_id, EMPTY.next_producer_id) == (
+        0,
+        "",
+        -1,
+        0,
+    )
     assert not EMPTY.topics and not EMPTY.topics_by_id and not EMPTY.brokers
     assert EMPTY.live_broker_ids() == []
 
@@ -140,8 +154,9 @@ def test_delta_of_each_change_names_only_what_changed() -> None:
     assert d.changed_configs == {"a"} and not d.changed_partitions
     assert img4.topics["a"].configs == {"y": "2"}
 
-    img5, p = changes.alter_partition(img4, "a", 1, leader=1, leader_epoch=1, isr=[1],
-                                      expected_partition_epoch=0)
+    img5, p = changes.alter_partition(
+        img4, "a", 1, leader=1, leader_epoch=1, isr=[1], expected_partition_epoch=0
+    )
     d = MetadataDelta(img4, img5)
     assert {n: dict(ps) for n, ps in d.changed_partitions.items()} == {"a": {1: p}}
     assert p.partition_epoch == 1 and p.leader_epoch == 1
@@ -152,13 +167,17 @@ def test_delta_of_each_change_names_only_what_changed() -> None:
 
     img7 = changes.register_broker(img6, broker(2))
     img8 = changes.unregister_broker(img7, 2)
-    assert dict(MetadataDelta(img6, img7).changed_brokers) == {2: dataclasses.replace(broker(2), epoch=img7.version)}
+    assert dict(MetadataDelta(img6, img7).changed_brokers) == {
+        2: dataclasses.replace(broker(2), epoch=img7.version)
+    }
     assert dict(MetadataDelta(img7, img8).changed_brokers) == {2: None}
     assert dict(MetadataDelta(img6, img8).changed_brokers) == {}
 
     img9, first = changes.allocate_producer_ids(img8, 10)
     assert first == 0 and img9.next_producer_id == 10 and MetadataDelta(img8, img9).is_empty
-    assert [i.version for i in (img0, img1, img2, img3, img4, img5, img6, img7, img8, img9)] == list(range(10))
+    assert [
+        i.version for i in (img0, img1, img2, img3, img4, img5, img6, img7, img8, img9)
+    ] == list(range(10))
     assert a.name == "a" and gone is b
 
 

@@ -39,7 +39,9 @@ class Partitionable:
         self.loop = ProxyLoop()
         self.cluster: ClusterProcess
         replication_ports = {n: free_port() for n in (1, 2, 3)}
-        self.etcd_proxy = {n: TcpProxy(self.loop, lambda: self.cluster.etcd.client_port) for n in (1, 2, 3)}  # type: ignore[union-attr]
+        self.etcd_proxy = {
+            n: TcpProxy(self.loop, lambda: self.cluster.etcd.client_port) for n in (1, 2, 3)
+        }  # type: ignore[union-attr]
         self.replication_proxy = {
             n: TcpProxy(self.loop, lambda port=replication_ports[n]: port) for n in (1, 2, 3)
         }
@@ -65,7 +67,9 @@ class Partitionable:
         self.etcd_proxy[node].heal()
         self.replication_proxy[node].heal()
 
-    def partition_seen_by(self, nodes: list[int], topic: str, condition: object) -> PartitionMetadata:
+    def partition_seen_by(
+        self, nodes: list[int], topic: str, condition: object
+    ) -> PartitionMetadata:
         """The partition as brokers ``nodes`` report it, asked until ``condition`` holds."""
         bootstrap = ",".join(self.cluster.broker(n).bootstrap_servers for n in nodes)
         while True:
@@ -93,12 +97,16 @@ def test_a_cut_off_leader_stops_acknowledging_acks_all(net: Partitionable) -> No
     c = net.cluster
     everyone = [1, 2, 3]
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-    admin.create_topics([NewTopic("cut", 1, 3, config={"min.insync.replicas": "2"})])["cut"].result(30)
+    admin.create_topics([NewTopic("cut", 1, 3, config={"min.insync.replicas": "2"})])["cut"].result(
+        30
+    )
     # A broker may briefly answer leader -1 (LEADER_NOT_AVAILABLE) for a leader whose liveness
     # it has not confirmed yet, so the waits ask for a leader as well as the full ISR.
     net.partition_seen_by(everyone, "cut", lambda p: len(p.isrs) == 3 and p.leader in everyone)
     assert produce_one(c, "cut", b"before") is None
-    old = net.partition_seen_by(everyone, "cut", lambda p: len(p.isrs) == 3 and p.leader in everyone).leader
+    old = net.partition_seen_by(
+        everyone, "cut", lambda p: len(p.isrs) == 3 and p.leader in everyone
+    ).leader
     others = [n for n in everyone if n != old]
     net.cut(old)
 
@@ -106,11 +114,22 @@ def test_a_cut_off_leader_stops_acknowledging_acks_all(net: Partitionable) -> No
         conn = await BrokerConnection("127.0.0.1", c.broker(old).port).connect()
         try:
             batch = build_batch([(0, None, b"alone")])
-            return await conn.request(ProduceRequest(acks=-1, timeout_ms=4000, topic_data=[
-                ProduceRequest.TopicData(name="cut", partition_data=[
-                    ProduceRequest.TopicData.PartitionData(index=0, records=batch)
-                ])
-            ]), 9, timeout=60)
+            return await conn.request(
+                ProduceRequest(
+                    acks=-1,
+                    timeout_ms=4000,
+                    topic_data=[
+                        ProduceRequest.TopicData(
+                            name="cut",
+                            partition_data=[
+                                ProduceRequest.TopicData.PartitionData(index=0, records=batch)
+                            ],
+                        )
+                    ],
+                ),
+                9,
+                timeout=60,
+            )
         finally:
             conn.close()
 
@@ -120,12 +139,17 @@ def test_a_cut_off_leader_stops_acknowledging_acks_all(net: Partitionable) -> No
     assert refused.error_code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS)
     # The others elect a new leader from the ISR and take writes.
     new = net.partition_seen_by(others, "cut", lambda p: p.leader in others).leader
-    via_others = Producer({
-        "bootstrap.servers": ",".join(c.broker(n).bootstrap_servers for n in others), "acks": "all",
-        "message.timeout.ms": 60000,
-    })
+    via_others = Producer(
+        {
+            "bootstrap.servers": ",".join(c.broker(n).bootstrap_servers for n in others),
+            "acks": "all",
+            "message.timeout.ms": 60000,
+        }
+    )
     errors: list[object] = []
-    via_others.produce("cut", b"after", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    via_others.produce(
+        "cut", b"after", partition=0, on_delivery=lambda err, msg: errors.append(err)
+    )
     assert via_others.flush(90) == 0 and errors == [None]
     net.heal(old)
     net.partition_seen_by(everyone, "cut", lambda p: len(p.isrs) == 3 and p.leader == new)

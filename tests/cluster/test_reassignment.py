@@ -30,7 +30,9 @@ def create_on(cluster: ClusterProcess, name: str, replicas: list[int]) -> None:
     metadata_until(cluster, lambda m: len(m.brokers) == cluster.size)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(name, 1, replica_assignment=[replicas])])[name].result(30)
-    partition_until(cluster, name, 0, lambda p: p.leader >= 0 and sorted(p.isrs) == sorted(replicas))
+    partition_until(
+        cluster, name, 0, lambda p: p.leader >= 0 and sorted(p.isrs) == sorted(replicas)
+    )
 
 
 def kafka_python_admin(cluster: ClusterProcess) -> KafkaAdminClient:
@@ -73,7 +75,9 @@ def test_an_unfinished_reassignment_is_listed_and_cancelled(cluster: ClusterProc
     tp = KTopicPartition("stuck", 0)
     admin = kafka_python_admin(cluster)
     try:
-        assert admin.alter_partition_reassignments({tp: [2, 7]}) == {tp: InvalidReplicationAssignmentError}
+        assert admin.alter_partition_reassignments({tp: [2, 7]}) == {
+            tp: InvalidReplicationAssignmentError
+        }
     finally:
         admin.close()
     cluster.kill(1)  # the only replica: the partition goes offline, nothing can be copied

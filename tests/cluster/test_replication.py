@@ -38,12 +38,19 @@ pytestmark = [
 ]
 
 
-def produce_one(cluster: ClusterProcess, topic: str, value: bytes, acks: str = "all") -> KafkaError | None:
+def produce_one(
+    cluster: ClusterProcess, topic: str, value: bytes, acks: str = "all"
+) -> KafkaError | None:
     """Produce one record without retries; the delivery error, or None."""
-    producer = Producer({
-        "bootstrap.servers": cluster.bootstrap_servers, "acks": acks, "retries": 0,
-        "message.timeout.ms": 10000, "request.timeout.ms": 5000,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": acks,
+            "retries": 0,
+            "message.timeout.ms": 10000,
+            "request.timeout.ms": 5000,
+        }
+    )
     result: list[KafkaError | None] = []
     producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: result.append(err))
     producer.flush(30)
@@ -57,7 +64,9 @@ def test_acknowledged_records_survive_repeated_leader_kills(cluster: ClusterProc
     killed: list[int] = []
     for round_ in range(2):
         producer.wait_for_acks(400 * (round_ + 1))
-        leader = partition_until(cluster, "orders", 0, lambda p: p.leader >= 0 and len(p.isrs) == 3).leader
+        leader = partition_until(
+            cluster, "orders", 0, lambda p: p.leader >= 0 and len(p.isrs) == 3
+        ).leader
         cluster.kill(leader)
         killed.append(leader)
         partition_until(cluster, "orders", 0, lambda p, gone=leader: p.leader not in (gone, -1))
@@ -104,7 +113,9 @@ def high_watermark(cluster: ClusterProcess, topic: str) -> int:
 def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterProcess) -> None:
     create_topic(cluster, "diverge", 1, 3)
     assert produce_one(cluster, "diverge", b"committed") is None
-    old = partition_until(cluster, "diverge", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0).leader
+    old = partition_until(
+        cluster, "diverge", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0
+    ).leader
     followers = [b for b in (1, 2, 3) if b != old]
     for b in followers:
         cluster.pause(b)  # SIGSTOP: they stop fetching, but stay registered for a while
@@ -134,7 +145,9 @@ def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterPro
 def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProcess) -> None:
     create_topic(cluster, "moving", 1, 3)
     assert produce_one(cluster, "moving", b"before") is None
-    leader = partition_until(cluster, "moving", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0).leader
+    leader = partition_until(
+        cluster, "moving", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0
+    ).leader
     cluster.stop(leader)  # SIGTERM: controlled shutdown
     p = partition_until(cluster, "moving", 0, lambda p: p.leader not in (leader, -1))
     assert leader not in p.isrs
@@ -152,21 +165,42 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
     async def ask() -> tuple[ProduceResponse, FetchResponse]:
         conn = await BrokerConnection("127.0.0.1", cluster.broker(follower).port).connect()
         try:
-            produced = await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                ProduceRequest.TopicData(name="hinted", partition_data=[
-                    ProduceRequest.TopicData.PartitionData(index=0, records=b"")
-                ])
-            ]), 11)
-            fetched = await conn.request(FetchRequest(
-                # As a replica (Fetch v15+ ReplicaState): only the leader serves replicas. (A
-                # consumer's v11+ fetch would be served by this follower: KIP-392.)
-                replica_state=FetchRequest.ReplicaState(replica_id=99, replica_epoch=-1),
-                max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
-                    FetchRequest.Topics(topic_id=topic_id, partitions=[
-                        FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                    ])
-                ],
-            ), 16)
+            produced = await conn.request(
+                ProduceRequest(
+                    acks=-1,
+                    timeout_ms=5000,
+                    topic_data=[
+                        ProduceRequest.TopicData(
+                            name="hinted",
+                            partition_data=[
+                                ProduceRequest.TopicData.PartitionData(index=0, records=b"")
+                            ],
+                        )
+                    ],
+                ),
+                11,
+            )
+            fetched = await conn.request(
+                FetchRequest(
+                    # As a replica (Fetch v15+ ReplicaState): only the leader serves replicas. (A
+                    # consumer's v11+ fetch would be served by this follower: KIP-392.)
+                    replica_state=FetchRequest.ReplicaState(replica_id=99, replica_epoch=-1),
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=1 << 20,
+                    topics=[
+                        FetchRequest.Topics(
+                            topic_id=topic_id,
+                            partitions=[
+                                FetchRequest.Topics.Partitions(
+                                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                16,
+            )
             return produced, fetched
         finally:
             conn.close()
@@ -174,7 +208,10 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     cid = admin.describe_topics(TopicCollection(["hinted"]))["hinted"].result(10).topic_id
     mask = (1 << 64) - 1
-    topic_id = uuid.UUID(int=((cid.get_most_significant_bits() & mask) << 64) | (cid.get_least_significant_bits() & mask))
+    topic_id = uuid.UUID(
+        int=((cid.get_most_significant_bits() & mask) << 64)
+        | (cid.get_least_significant_bits() & mask)
+    )
     produced, fetched = asyncio.run(ask())
     pp = produced.responses[0].partition_responses[0]
     assert pp.error_code == KafkaError.NOT_LEADER_FOR_PARTITION
@@ -188,7 +225,9 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
 
 def test_replicas_are_placed_across_racks() -> None:
     racks = {1: "a", 2: "a", 3: "b", 4: "b"}
-    with ClusterProcess(4, config=CLUSTER_CONFIG, broker_config={n: {"broker.rack": r} for n, r in racks.items()}) as c:
+    with ClusterProcess(
+        4, config=CLUSTER_CONFIG, broker_config={n: {"broker.rack": r} for n, r in racks.items()}
+    ) as c:
         create_topic(c, "racked", 8, 2)
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         described = admin.describe_cluster().result(30)
@@ -211,11 +250,21 @@ def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> N
     async def produce_to_old() -> ProduceResponse:
         conn = await BrokerConnection("127.0.0.1", cluster.broker(old).port).connect()
         try:
-            return await conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                ProduceRequest.TopicData(name="paused", partition_data=[
-                    ProduceRequest.TopicData.PartitionData(index=0, records=b"")
-                ])
-            ]), 9)
+            return await conn.request(
+                ProduceRequest(
+                    acks=-1,
+                    timeout_ms=5000,
+                    topic_data=[
+                        ProduceRequest.TopicData(
+                            name="paused",
+                            partition_data=[
+                                ProduceRequest.TopicData.PartitionData(index=0, records=b"")
+                            ],
+                        )
+                    ],
+                ),
+                9,
+            )
         finally:
             conn.close()
 
@@ -253,14 +302,21 @@ def test_leadership_moves_back_to_preferred_replicas_by_itself() -> None:
     config = {**CLUSTER_CONFIG, "leader.imbalance.check.interval.seconds": 1}
     with ClusterProcess(3, config=config) as c:
         create_topic(c, "balanced", 3, 3)
-        preferred = {i: partition_until(c, "balanced", i, lambda p: True).replicas[0] for i in range(3)}
+        preferred = {
+            i: partition_until(c, "balanced", i, lambda p: True).replicas[0] for i in range(3)
+        }
         victim = preferred[0]
         c.kill(victim)
         partition_until(c, "balanced", 0, lambda p: p.leader not in (victim, -1))
         c.restart(victim)
         # No admin request: the controller's imbalance check runs a preferred election.
         for i in range(3):
-            assert partition_until(c, "balanced", i, lambda p, want=preferred[i]: p.leader == want).leader == preferred[i]
+            assert (
+                partition_until(
+                    c, "balanced", i, lambda p, want=preferred[i]: p.leader == want
+                ).leader
+                == preferred[i]
+            )
 
 
 def test_the_cluster_carries_on_when_an_etcd_member_dies() -> None:
@@ -283,8 +339,13 @@ def test_consumers_read_from_a_replica_in_their_rack() -> None:
     rack to the in-sync replica in the consumer's rack, which serves the records; a
     confluent-kafka consumer with ``client.rack`` reads everything through it."""
     racks = {1: "a", 2: "b", 3: "c"}
-    config = {**CLUSTER_CONFIG, "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
-    with ClusterProcess(3, config=config, broker_config={n: {"broker.rack": r} for n, r in racks.items()}) as c:
+    config = {
+        **CLUSTER_CONFIG,
+        "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+    }
+    with ClusterProcess(
+        3, config=config, broker_config={n: {"broker.rack": r} for n, r in racks.items()}
+    ) as c:
         create_topic(c, "near", 1, 3)
         for i in range(20):
             assert produce_one(c, "near", b"r-%02d" % i) is None
@@ -294,13 +355,26 @@ def test_consumers_read_from_a_replica_in_their_rack() -> None:
         async def fetch(node: int, rack: str) -> FetchResponse:
             conn = await BrokerConnection("127.0.0.1", c.broker(node).port).connect()
             try:
-                return await conn.request(FetchRequest(
-                    replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, rack_id=rack, topics=[
-                        FetchRequest.Topics(topic="near", partitions=[
-                            FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                        ])
-                    ],
-                ), 11)
+                return await conn.request(
+                    FetchRequest(
+                        replica_id=-1,
+                        max_wait_ms=0,
+                        min_bytes=0,
+                        max_bytes=1 << 20,
+                        rack_id=rack,
+                        topics=[
+                            FetchRequest.Topics(
+                                topic="near",
+                                partitions=[
+                                    FetchRequest.Topics.Partitions(
+                                        partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                                    )
+                                ],
+                            )
+                        ],
+                    ),
+                    11,
+                )
             finally:
                 conn.close()
 
@@ -311,15 +385,23 @@ def test_consumers_read_from_a_replica_in_their_rack() -> None:
         assert same_rack.preferred_read_replica == -1 and same_rack.records
         # The follower learns the high watermark with its next fetch from the leader (within
         # replica.fetch.wait.max.ms), as in Kafka: ask until it has.
-        while (from_follower := asyncio.run(fetch(follower, racks[follower])).responses[0].partitions[0]).high_watermark < 20:
+        while (
+            from_follower := asyncio.run(fetch(follower, racks[follower]))
+            .responses[0]
+            .partitions[0]
+        ).high_watermark < 20:
             assert from_follower.error_code == 0
         assert from_follower.error_code == 0 and from_follower.high_watermark == 20
         assert from_follower.records == same_rack.records  # the same batches, byte for byte
 
-        consumer = Consumer({
-            "bootstrap.servers": c.bootstrap_servers, "group.id": "near", "client.rack": racks[follower],
-            "enable.auto.commit": False,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": c.bootstrap_servers,
+                "group.id": "near",
+                "client.rack": racks[follower],
+                "enable.auto.commit": False,
+            }
+        )
         try:
             consumer.assign([TopicPartition("near", 0, 0)])
             got: list[bytes] = []

@@ -20,8 +20,13 @@ pytestmark = [
 
 
 def share_consumer(cluster: ClusterProcess) -> ShareConsumer:
-    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "workers",
-                       "share.acknowledgement.mode": "explicit"})
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "workers",
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
     c.subscribe(["work"])
     return c
 
@@ -30,7 +35,8 @@ def test_share_state_survives_a_leader_kill(cluster: ClusterProcess) -> None:
     create_topic(cluster, "work", 2, 3)
     with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
         assert admin.incremental_alter_configs(
-            {("group", "workers"): [("share.auto.offset.reset", 0, "earliest")]}) == {(32, "workers"): None}
+            {("group", "workers"): [("share.auto.offset.reset", 0, "earliest")]}
+        ) == {(32, "workers"): None}
     expected = [b"w-%03d" % i for i in range(100)]
     p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     for i, v in enumerate(expected):

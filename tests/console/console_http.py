@@ -67,15 +67,24 @@ class Visitor:
     console: Console
     jar: dict[str, str] = field(default_factory=dict)
 
-    def request(self, method: str, path: str, form: dict[str, str] | None = None,
-                headers: dict[str, str] | None = None, *, origin: str | None = "same", host: str | None = None,
-                cookies: bool = True) -> Answer:
+    def request(
+        self,
+        method: str,
+        path: str,
+        form: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        origin: str | None = "same",
+        host: str | None = None,
+        cookies: bool = True,
+    ) -> Answer:
         """``origin="same"``: the console's own origin; None: no Origin header."""
         c = self.console
         split = urlsplit(c.url)
         if split.scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                split.hostname or "", split.port, context=c.ssl_context, timeout=60)
+                split.hostname or "", split.port, context=c.ssl_context, timeout=60
+            )
         else:
             conn = http.client.HTTPConnection(split.hostname or "", split.port, timeout=60)
         h = {"Host": host or c.netloc}
@@ -138,15 +147,22 @@ def csrf_token(html: str) -> str:
     return m.group(1)
 
 
-def start_console(*args: str, env: dict[str, str] | None = None, ssl_context: Any = None) -> Console:
+def start_console(
+    *args: str, env: dict[str, str] | None = None, ssl_context: Any = None
+) -> Console:
     """``gregor console ARGS`` (listening on 127.0.0.1:0 unless ARGS say otherwise); raises
     ``ConsoleRefused`` with its stderr when it exits instead of printing its URL."""
     if "--listen" not in args:
         args = (*args, "--listen", "127.0.0.1:0")
     err = Path(tempfile.mkstemp(prefix="gregor-console-", suffix=".err")[1])
     with open(err, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "gregor", "console", *args], stdout=subprocess.PIPE,
-                                stderr=f, text=True, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gregor", "console", *args],
+            stdout=subprocess.PIPE,
+            stderr=f,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     m = re.search(r"(https?://\S+/)", line)
@@ -165,7 +181,9 @@ def refused(*args: str, env: dict[str, str] | None = None) -> str:
         assert e.code not in (0, None), e.output
         return e.output
     c.stop()
-    raise AssertionError(f"gregor console {' '.join(args)} started on {c.url} instead of refusing to")
+    raise AssertionError(
+        f"gregor console {' '.join(args)} started on {c.url} instead of refusing to"
+    )
 
 
 class ConsoleRefused(Exception):

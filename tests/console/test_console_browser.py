@@ -51,22 +51,34 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" '
-    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
+    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    + ";"
 )
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
     # no auto-creation: the test's clients would bring the deleted topic back
-    with BrokerProcess(config={"num.partitions": 1, "offsets.topic.num.partitions": 1,
-                               "auto.create.topics.enable": False}) as b:
+    with BrokerProcess(
+        config={
+            "num.partitions": 1,
+            "offsets.topic.num.partitions": 1,
+            "auto.create.topics.enable": False,
+        }
+    ) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[str]:
     """The console with a password (``--auth password``): the click-through logs in first."""
-    c = start_console("-b", broker.bootstrap_servers, "--auth", "password", env={"GREGOR_CONSOLE_PASSWORD": PASSWORD})
+    c = start_console(
+        "-b",
+        broker.bootstrap_servers,
+        "--auth",
+        "password",
+        env={"GREGOR_CONSOLE_PASSWORD": PASSWORD},
+    )
     try:
         yield c.url
     finally:
@@ -80,12 +92,19 @@ def browser() -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or ""
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
-                # evil.example resolves to the console's address: a DNS rebinding attack's view
-                "--host-resolver-rules=MAP evil.example 127.0.0.1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        # evil.example resolves to the console's address: a DNS rebinding attack's view
+        "--host-resolver-rules=MAP evil.example 127.0.0.1",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(shutil.which("chromedriver")))
+    driver = webdriver.Chrome(
+        options=options, service=webdriver.ChromeService(shutil.which("chromedriver"))
+    )
     try:
         yield driver
     finally:
@@ -143,7 +162,9 @@ def text_of(driver: Any, element_id: str) -> str:
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    element = WebDriverWait(driver, BUDGET_S).until(expected_conditions.presence_of_element_located((By.ID, element_id)))
+    element = WebDriverWait(driver, BUDGET_S).until(
+        expected_conditions.presence_of_element_located((By.ID, element_id))
+    )
     return str(element.text)
 
 
@@ -151,7 +172,10 @@ def committed_offsets(broker: BrokerProcess, group: str, topic: str, partitions:
     """The group's committed offsets, read with confluent-kafka."""
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
     try:
-        return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)]
+        return [
+            tp.offset
+            for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        ]
     finally:
         c.close()
 
@@ -173,10 +197,14 @@ def log_out(driver: Any) -> None:
 
 
 def csp_violations(driver: Any) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
+    return [
+        e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]
+    ]
 
 
-def test_click_through_every_page(broker: BrokerProcess, console: str, browser: Any, shots: Path) -> None:
+def test_click_through_every_page(
+    broker: BrokerProcess, console: str, browser: Any, shots: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     d = browser
@@ -198,15 +226,31 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     assert len(ck.list_topics(timeout=30).topics["web-orders"].partitions) == 2
 
     # produce from the topic page; confluent-kafka reads it back
-    submit(d, "produce", key="order-1", value='{"item": "book", "qty": 2}', headers="source=console", partition="1")
+    submit(
+        d,
+        "produce",
+        key="order-1",
+        value='{"item": "book", "qty": 2}',
+        headers="source=console",
+        partition="1",
+    )
     assert text_of(d, "message") == "Produced to partition 1 at offset 0."
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "web-readers",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "web-readers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         c.assign([TopicPartition("web-orders", 1, 0)])
         msg = until(lambda: next((m for m in c.consume(1, 1.0) if not m.error()), None))
         assert (msg.key(), json.loads(msg.value()), msg.headers()) == (
-            b"order-1", {"item": "book", "qty": 2}, [("source", b"console")])
+            b"order-1",
+            {"item": "book", "qty": 2},
+            [("source", b"console")],
+        )
         c.commit(offsets=[TopicPartition("web-orders", 1, 1)], asynchronous=False)
     finally:
         c.close()
@@ -222,24 +266,45 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     d.save_screenshot(str(shots / "topic.png"))
     submit(d, "edit-configs", configs="retention.ms=7200000\ncleanup.policy=compact,delete")
     assert text_of(d, "message") == "Updated the configs of web-orders."
-    entries = next(iter(ck.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "web-orders")]).values())).result(30)
-    assert (entries["retention.ms"].value, entries["cleanup.policy"].value) == ("7200000", "compact,delete")
+    entries = next(
+        iter(
+            ck.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "web-orders")]).values()
+        )
+    ).result(30)
+    assert (entries["retention.ms"].value, entries["cleanup.policy"].value) == (
+        "7200000",
+        "compact,delete",
+    )
     submit(d, "add-partitions", count="3")
     assert text_of(d, "message") == "web-orders now has 3 partitions."
     assert len(ck.list_topics(timeout=30).topics["web-orders"].partitions) == 3
 
     # the message browser: JSON pretty-printed, hex, from an offset, headers shown
     d.get(console + "topics/web-orders/messages?partition=1&from=earliest&format=json")
-    cells = [r.find_elements(By.TAG_NAME, "td") for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
+    cells = [
+        r.find_elements(By.TAG_NAME, "td")
+        for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")
+    ]
     assert [c[1].text for c in cells] == ["0", "1", "2", "3", "4"]
-    assert cells[0][4].find_element(By.TAG_NAME, "pre").text == '{\n  "item": "book",\n  "qty": 2\n}'
+    assert (
+        cells[0][4].find_element(By.TAG_NAME, "pre").text == '{\n  "item": "book",\n  "qty": 2\n}'
+    )
     assert cells[0][5].text == "source: console"
     d.save_screenshot(str(shots / "messages.png"))
     d.get(console + "topics/web-orders/messages?partition=1&from=offset&offset=3&format=hex")
-    cells = [r.find_elements(By.TAG_NAME, "td") for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
-    assert [(c[1].text, c[4].text) for c in cells] == [("3", b"plain-2".hex(" ")), ("4", b"plain-3".hex(" "))]
+    cells = [
+        r.find_elements(By.TAG_NAME, "td")
+        for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")
+    ]
+    assert [(c[1].text, c[4].text) for c in cells] == [
+        ("3", b"plain-2".hex(" ")),
+        ("4", b"plain-3".hex(" ")),
+    ]
     d.get(console + "topics/web-orders/messages?partition=1&from=tail&limit=2")
-    assert [r.text.split()[1] for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")] == ["3", "4"]
+    assert [r.text.split()[1] for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")] == [
+        "3",
+        "4",
+    ]
 
     # groups: the committed offset and lag, then resets to the earliest offset and to 3, each
     # shown as a plan first and done when confirmed
@@ -250,9 +315,15 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     lag_rows = [r.text.split() for r in d.find_elements(By.CSS_SELECTOR, "#lag tbody tr")]
     assert [r[:5] for r in lag_rows] == [["web-orders", "1", "1", "5", "4"]]
     d.save_screenshot(str(shots / "group.png"))
-    submit(d, "reset-offsets", topic="web-orders", strategy="duration", value="PT1H")  # an hour back: the start
+    submit(
+        d, "reset-offsets", topic="web-orders", strategy="duration", value="PT1H"
+    )  # an hour back: the start
     plan = [r.text.split() for r in d.find_elements(By.CSS_SELECTOR, "#reset-plan tbody tr")]
-    assert plan == [["web-orders", "0", "-", "0"], ["web-orders", "1", "1", "0"], ["web-orders", "2", "-", "0"]]
+    assert plan == [
+        ["web-orders", "0", "-", "0"],
+        ["web-orders", "1", "1", "0"],
+        ["web-orders", "2", "-", "0"],
+    ]
     assert committed_offsets(broker, "web-readers", "web-orders", 3) == [-1001, 1, -1001]  # not yet
     d.save_screenshot(str(shots / "reset-plan.png"))
     submit(d, "confirm-reset")
@@ -261,15 +332,24 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     submit(d, "reset-offsets", topic="web-orders", strategy="offset", value="3")
     submit(d, "confirm-reset")
     assert text_of(d, "message") == "Reset 3 offsets of web-readers on web-orders."
-    assert committed_offsets(broker, "web-readers", "web-orders", 3) == [0, 3, 0]  # clamped to each end
+    assert committed_offsets(broker, "web-readers", "web-orders", 3) == [
+        0,
+        3,
+        0,
+    ]  # clamped to each end
 
     # delete records: the plan, then confirmed
     d.get(console + "topics/web-orders")
     submit(d, "delete-records", partition="1", offset="2")
-    plan = [r.text.split() for r in d.find_elements(By.CSS_SELECTOR, "#delete-records-plan tbody tr")]
+    plan = [
+        r.text.split() for r in d.find_elements(By.CSS_SELECTOR, "#delete-records-plan tbody tr")
+    ]
     assert plan == [["1", "0", "5", "2", "2"]]
     submit(d, "confirm-delete-records")
-    assert text_of(d, "message") == "Deleted records of web-orders: partition 1 now starts at offset 2."
+    assert (
+        text_of(d, "message")
+        == "Deleted records of web-orders: partition 1 now starts at offset 2."
+    )
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "web-watermarks"})
     try:
         assert c.get_watermark_offsets(TopicPartition("web-orders", 1), timeout=30) == (2, 5)
@@ -287,10 +367,13 @@ def test_click_through_every_page(broker: BrokerProcess, console: str, browser: 
     assert d.find_element(By.ID, "throughput-chart").size["height"] > 50
     colours = d.execute_script(
         "return Chart.getChart(document.getElementById('throughput-chart')).data.datasets"
-        ".map((s) => [s.label, s.borderColor, s.backgroundColor])")
+        ".map((s) => [s.label, s.borderColor, s.backgroundColor])"
+    )
     assert sorted(label for label, _, _ in colours) == ["web-audit", "web-orders"]
     assert all(isinstance(line, str) and line == fill for _, line, fill in colours)
-    assert len({line for _, line, _ in colours}) == len(colours)  # Debian's Chart.js 3 has no palette
+    assert len({line for _, line, _ in colours}) == len(
+        colours
+    )  # Debian's Chart.js 3 has no palette
     assert csp_violations(d) == []  # the charts run under the console's Content-Security-Policy
     d.save_screenshot(str(shots / "overview.png"))
 
@@ -345,11 +428,25 @@ def secured() -> Iterator[InProcessBroker]:
         admin = AdminClient(as_user(b, "admin"))
         for f in admin.create_topics([NewTopic("payroll", 1, 1)]).values():
             f.result(30)
-        for f in admin.create_acls([
-            AclBinding(ResourceType.TOPIC, "payroll", ResourcePatternType.LITERAL, "User:alice", "*", op,
-                       AclPermissionType.ALLOW)
-            for op in (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE_CONFIGS)
-        ]).values():
+        for f in admin.create_acls(
+            [
+                AclBinding(
+                    ResourceType.TOPIC,
+                    "payroll",
+                    ResourcePatternType.LITERAL,
+                    "User:alice",
+                    "*",
+                    op,
+                    AclPermissionType.ALLOW,
+                )
+                for op in (
+                    AclOperation.DESCRIBE,
+                    AclOperation.READ,
+                    AclOperation.WRITE,
+                    AclOperation.DESCRIBE_CONFIGS,
+                )
+            ]
+        ).values():
             f.result(30)
         p = Producer(as_user(b, "admin"))
         p.produce("payroll", b"salary:100", partition=0)
@@ -358,15 +455,28 @@ def secured() -> Iterator[InProcessBroker]:
 
 
 def as_user(b: Any, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
+    return {
+        "bootstrap.servers": b.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+    }
 
 
-def test_each_visitor_acts_as_their_own_kafka_user(secured: InProcessBroker, browser: Any, shots: Path) -> None:
+def test_each_visitor_acts_as_their_own_kafka_user(
+    secured: InProcessBroker, browser: Any, shots: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
-    c = start_console("-b", secured.bootstrap_servers, "-X", "security.protocol=SASL_PLAINTEXT",
-                      "-X", "sasl.mechanism=PLAIN")
+    c = start_console(
+        "-b",
+        secured.bootstrap_servers,
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        "sasl.mechanism=PLAIN",
+    )
     d = browser
     try:
         url = c.url
@@ -383,8 +493,10 @@ def test_each_visitor_acts_as_their_own_kafka_user(secured: InProcessBroker, bro
         assert text_of(d, "principal") == "User:alice"
         assert "payroll" in text_of(d, "topics")
         d.get(url + "topics/payroll/messages?partition=0&from=earliest")
-        assert [r.text.split()[1:2] + r.text.split()[-1:] for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")] == [
-            ["0", "salary:100"]]
+        assert [
+            r.text.split()[1:2] + r.text.split()[-1:]
+            for r in d.find_elements(By.CSS_SELECTOR, "#messages tbody tr")
+        ] == [["0", "salary:100"]]
         d.get(url + "topics/payroll")
         submit(d, "produce", key="", value="from-alice", headers="", partition="0")
         assert text_of(d, "message") == "Produced to partition 0 at offset 1."
@@ -405,10 +517,17 @@ def test_each_visitor_acts_as_their_own_kafka_user(secured: InProcessBroker, bro
     finally:
         c.stop()
     got: list[bytes] = []
-    consumer = Consumer({**as_user(secured, "admin"), "group.id": "browser-check", "enable.auto.commit": False})
+    consumer = Consumer(
+        {**as_user(secured, "admin"), "group.id": "browser-check", "enable.auto.commit": False}
+    )
     try:
         consumer.assign([TopicPartition("payroll", 0, 0)])
-        until(lambda: got.extend(m.value() for m in consumer.consume(10, 1.0) if not m.error()) or len(got) >= 2)
+        until(
+            lambda: (
+                got.extend(m.value() for m in consumer.consume(10, 1.0) if not m.error())
+                or len(got) >= 2
+            )
+        )
     finally:
         consumer.close()
     assert got == [b"salary:100", b"from-alice"]
@@ -462,13 +581,24 @@ def test_the_refusals_in_the_browser(broker: BrokerProcess, console: str, browse
         attacker.pages["/post"] = (
             f"<form id='f' method='post' action='{console}topics'><input name='name' value='csrf-attack'>"
             "<input name='partitions' value='1'><input name='replication_factor' value='-1'></form>"
-            "<script>document.getElementById('f').submit()</script>")
+            "<script>document.getElementById('f').submit()</script>"
+        )
         d.get(attacker.url + "/post")
-        until(lambda: d.current_url == console + "topics" and "refused" in d.find_element(By.TAG_NAME, "body").text)
-        assert "cross-origin requests that change something are refused" in d.find_element(By.TAG_NAME, "body").text
+        until(
+            lambda: (
+                d.current_url == console + "topics"
+                and "refused" in d.find_element(By.TAG_NAME, "body").text
+            )
+        )
+        assert (
+            "cross-origin requests that change something are refused"
+            in d.find_element(By.TAG_NAME, "body").text
+        )
 
         # the console in a frame of another origin: the browser does not show it
-        attacker.pages["/frame"] = f"<iframe id='victim' src='{console}topics' width='800' height='600'></iframe>"
+        attacker.pages["/frame"] = (
+            f"<iframe id='victim' src='{console}topics' width='800' height='600'></iframe>"
+        )
         d.get(attacker.url + "/frame")
         frame = d.find_element(By.ID, "victim")
         d.switch_to.frame(frame)
@@ -487,14 +617,19 @@ def test_the_refusals_in_the_browser(broker: BrokerProcess, console: str, browse
         attacker.close()
 
     # the console's own form with its token removed, or replaced: refused
-    for tamper in ("f.querySelector('[name=csrf_token]').remove()",
-                   "f.querySelector('[name=csrf_token]').value = 'forged-token'"):
+    for tamper in (
+        "f.querySelector('[name=csrf_token]').remove()",
+        "f.querySelector('[name=csrf_token]').value = 'forged-token'",
+    ):
         d.get(console + "topics")
         form = d.find_element(By.ID, "create-topic")
         form.find_element(By.NAME, "name").send_keys("tampered")
         d.execute_script(f"const f = document.getElementById('create-topic'); {tamper}; f.submit()")
         wait_for_new_page(d, form)
-        assert "the form's token is missing or not this session's" in d.find_element(By.TAG_NAME, "body").text
+        assert (
+            "the form's token is missing or not this session's"
+            in d.find_element(By.TAG_NAME, "body").text
+        )
     assert {"csrf-attack", "tampered"}.isdisjoint(ck.list_topics(timeout=30).topics)
     # and the untouched form works
     d.get(console + "topics")

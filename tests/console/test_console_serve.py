@@ -26,20 +26,28 @@ def test_the_console_beside_a_broker() -> None:
             time.sleep(0.05)
         with urllib.request.urlopen(m.group(1), timeout=30) as resp:
             html = resp.read().decode()
-        cluster_id = AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics(timeout=30).cluster_id
+        cluster_id = (
+            AdminClient({"bootstrap.servers": b.bootstrap_servers})
+            .list_topics(timeout=30)
+            .cluster_id
+        )
         assert f"<b id='cluster-id'>{cluster_id}</b>" in html
 
 
 def test_a_console_that_cannot_reach_the_broker_stops_it() -> None:
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            'username="a" password="b" user_a="b";')
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="a" password="b" user_a="b";'
+    )
     with pytest.raises(BrokerStartError, match="console.listener needs a PLAINTEXT listener"):
-        with BrokerProcess(config={
-            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-            "console.listener": "http://127.0.0.1:0",
-        }):
+        with BrokerProcess(
+            config={
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                "console.listener": "http://127.0.0.1:0",
+            }
+        ):
             pass
     with pytest.raises(BrokerStartError, match="console.listener"):
         with BrokerProcess(config={"console.listener": "somewhere"}):
@@ -53,9 +61,20 @@ def test_gregor_console_reports_its_url_as_json() -> None:
 
     with BrokerProcess(config={}) as b:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gregor", "console", "-b", b.bootstrap_servers, "--listen", "127.0.0.1:0",
-             "--output", "json"],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "gregor",
+                "console",
+                "-b",
+                b.bootstrap_servers,
+                "--listen",
+                "127.0.0.1:0",
+                "--output",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert proc.stdout is not None
@@ -86,10 +105,18 @@ def test_the_console_beside_a_broker_has_the_guards_of_gregor_console() -> None:
         assert v.get("/topics", host=f"evil.example:{v.console.port}").status == 403
         answer = v.post("/topics", {**form, "csrf_token": token})
         assert answer.status == 303
-        assert "forged" in AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics(timeout=30).topics
+        assert (
+            "forged"
+            in AdminClient({"bootstrap.servers": b.bootstrap_servers})
+            .list_topics(timeout=30)
+            .topics
+        )
 
 
 def test_the_console_beside_a_broker_serves_on_loopback_only() -> None:
-    with pytest.raises(BrokerStartError, match="console.listener=http://0.0.0.0:0: the console beside the broker has no login"):
+    with pytest.raises(
+        BrokerStartError,
+        match="console.listener=http://0.0.0.0:0: the console beside the broker has no login",
+    ):
         with BrokerProcess(config={"console.listener": "http://0.0.0.0:0"}):
             pass

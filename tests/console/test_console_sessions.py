@@ -25,7 +25,8 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" '
-    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
+    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    + ";"
 )
 SASL_BROKER = {
     "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
@@ -60,8 +61,9 @@ class Browser:
             return r.status, await r.text(), r.headers
 
     async def post(self, path: str, form: dict[str, str]) -> tuple[int, str, Any]:
-        async with self.http.post(self.base + path, data=form, allow_redirects=False,
-                                  headers={"Origin": self.base}) as r:
+        async with self.http.post(
+            self.base + path, data=form, allow_redirects=False, headers={"Origin": self.base}
+        ) as r:
             return r.status, await r.text(), r.headers
 
     async def login(self, username: str | None, password: str) -> tuple[int, str, Any]:
@@ -86,8 +88,13 @@ def test_an_idle_session_ends_and_closes_the_visitors_kafka_client() -> None:
     async def body() -> None:
         async with InProcessBroker(config=SASL_BROKER) as broker:
             clock = Clock()
-            settings, _ = resolve({"bootstrap.servers": broker.bootstrap_servers, **SASL_CLIENT}, "127.0.0.1", 0,
-                                  idle_timeout_s=600.0, session_lifetime_s=3600.0)
+            settings, _ = resolve(
+                {"bootstrap.servers": broker.bootstrap_servers, **SASL_CLIENT},
+                "127.0.0.1",
+                0,
+                idle_timeout_s=600.0,
+                session_lifetime_s=3600.0,
+            )
             runner, port = await serve(settings, clock)
             browser = Browser(port)
             try:
@@ -123,15 +130,26 @@ def test_login_attempts_are_throttled_per_address() -> None:
     async def body() -> None:
         async with InProcessBroker() as broker:
             clock = Clock()
-            settings, _ = resolve({"bootstrap.servers": broker.bootstrap_servers}, "127.0.0.1", 0, auth="password",
-                                  password=PASSWORD, login_attempts=3, login_window_s=60.0)
+            settings, _ = resolve(
+                {"bootstrap.servers": broker.bootstrap_servers},
+                "127.0.0.1",
+                0,
+                auth="password",
+                password=PASSWORD,
+                login_attempts=3,
+                login_window_s=60.0,
+            )
             runner, port = await serve(settings, clock)
             browser = Browser(port)
             try:
                 for _ in range(3):
                     assert (await browser.login(None, "guess"))[0] == 401
                 status, text, headers = await browser.login(None, PASSWORD)  # right, but too many
-                assert status == 429 and "Too many login attempts" in text and headers["Retry-After"] == "20"
+                assert (
+                    status == 429
+                    and "Too many login attempts" in text
+                    and headers["Retry-After"] == "20"
+                )
                 clock.now += 20  # one attempt back
                 status, _, headers = await browser.login(None, PASSWORD)
                 assert status == 303 and headers["Location"] == "/"
@@ -160,15 +178,20 @@ def test_logins_in_progress_are_bounded() -> None:
 
         server = await asyncio.start_server(stall, "127.0.0.1", 0)
         stalled = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        settings, _ = resolve({"bootstrap.servers": stalled, **SASL_CLIENT}, "127.0.0.1", 0,
-                              max_concurrent_logins=2)
+        settings, _ = resolve(
+            {"bootstrap.servers": stalled, **SASL_CLIENT}, "127.0.0.1", 0, max_concurrent_logins=2
+        )
         runner, port = await serve(settings, Clock())
         browsers = [Browser(port) for _ in range(3)]
         try:
             waiting = [asyncio.create_task(b.login("alice", USERS["alice"])) for b in browsers[:2]]
             await two.wait()
             status, text, headers = await browsers[2].login("alice", USERS["alice"])
-            assert status == 503 and "Too many logins are in progress" in text and headers["Retry-After"] == "1"
+            assert (
+                status == 503
+                and "Too many logins are in progress" in text
+                and headers["Retry-After"] == "1"
+            )
             assert len(accepted) == 2
             for w in accepted:
                 w.close()
@@ -188,8 +211,12 @@ def test_logins_in_progress_are_bounded() -> None:
 def test_sessions_with_their_own_client_are_bounded() -> None:
     async def body() -> None:
         async with InProcessBroker(config=SASL_BROKER) as broker:
-            settings, _ = resolve({"bootstrap.servers": broker.bootstrap_servers, **SASL_CLIENT}, "127.0.0.1", 0,
-                                  max_sessions=1)
+            settings, _ = resolve(
+                {"bootstrap.servers": broker.bootstrap_servers, **SASL_CLIENT},
+                "127.0.0.1",
+                0,
+                max_sessions=1,
+            )
             runner, port = await serve(settings, Clock())
             first, second = Browser(port), Browser(port)
             try:
@@ -198,7 +225,9 @@ def test_sessions_with_their_own_client_are_bounded() -> None:
                 assert status == 503 and "as many sessions as it may" in text
                 assert len(runner.app[STATE].store) == 1
                 assert (await first.get("/topics"))[0] == 200  # the first visitor keeps theirs
-                status, _, _ = await first.post("/logout", {"csrf_token": runner.app[STATE].store.sessions()[0].csrf})
+                status, _, _ = await first.post(
+                    "/logout", {"csrf_token": runner.app[STATE].store.sessions()[0].csrf}
+                )
                 assert status == 303
                 assert (await second.login("admin", USERS["admin"]))[0] == 303
             finally:
@@ -215,9 +244,15 @@ def test_behind_a_tls_proxy_cookies_are_secure_and_origins_https() -> None:
 
     async def body() -> None:
         async with InProcessBroker() as broker:
-            settings, warnings = resolve({"bootstrap.servers": broker.bootstrap_servers}, "10.0.0.1", 0,
-                                         auth="password", password=PASSWORD, tls_proxy=True,
-                                         allowed_hosts=("console.example",))
+            settings, warnings = resolve(
+                {"bootstrap.servers": broker.bootstrap_servers},
+                "10.0.0.1",
+                0,
+                auth="password",
+                password=PASSWORD,
+                tls_proxy=True,
+                allowed_hosts=("console.example",),
+            )
             assert warnings == []  # beyond loopback, but TLS is the proxy's
             settings = dataclasses.replace(settings, host="127.0.0.1")  # this test's listener
             runner, port = await serve(settings, Clock())
@@ -228,20 +263,34 @@ def test_behind_a_tls_proxy_cookies_are_secure_and_origins_https() -> None:
                     async with http.get(base + "/login", headers=host) as r:
                         assert r.status == 200
                         login_cookie = r.headers["Set-Cookie"]
-                        assert login_cookie.startswith("__Host-gregor_login=") and "; Secure" in login_cookie
+                        assert (
+                            login_cookie.startswith("__Host-gregor_login=")
+                            and "; Secure" in login_cookie
+                        )
                         text = await r.text()
                     token = re.search(r"name='csrf_token' value='([^']+)'", text)
                     assert token
                     nonce = login_cookie.split(";")[0].split("=", 1)[1]
                     form = {"csrf_token": token.group(1), "password": PASSWORD}
                     cookie = {"Cookie": f"__Host-gregor_login={nonce}"}
-                    for origin, status in (("http://console.example", 403), ("https://console.example", 303)):
-                        async with http.post(base + "/login", data=form, allow_redirects=False,
-                                             headers={**host, **cookie, "Origin": origin}) as r:
+                    for origin, status in (
+                        ("http://console.example", 403),
+                        ("https://console.example", 303),
+                    ):
+                        async with http.post(
+                            base + "/login",
+                            data=form,
+                            allow_redirects=False,
+                            headers={**host, **cookie, "Origin": origin},
+                        ) as r:
                             assert r.status == status, (origin, r.status)
                     session_cookie = r.headers.getall("Set-Cookie")
-                    assert any(c.startswith("__Host-gregor_session=") and "; Secure" in c and "HttpOnly" in c
-                               for c in session_cookie)
+                    assert any(
+                        c.startswith("__Host-gregor_session=")
+                        and "; Secure" in c
+                        and "HttpOnly" in c
+                        for c in session_cookie
+                    )
             finally:
                 await runner.cleanup()
 

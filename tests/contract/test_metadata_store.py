@@ -73,15 +73,18 @@ def etcd() -> Iterator[EtcdProcess]:
 @pytest.fixture(params=["file", "memory", "etcd"])
 def kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreKind]:
     if request.param == "file":
-        yield StoreKind("file", lambda cid: FileMetadataStore(tmp_path, cid), durable=True, local=True)
+        yield StoreKind(
+            "file", lambda cid: FileMetadataStore(tmp_path, cid), durable=True, local=True
+        )
     elif request.param == "memory":
         yield StoreKind("memory", lambda cid: MemoryMetadataStore(cid), durable=False, local=True)
     elif request.param == "etcd":
         from gregor.cluster.etcd_store import EtcdMetadataStore
 
         url = f"{request.getfixturevalue('etcd').url}/contract/{uuid.uuid4().hex}"
-        yield StoreKind("etcd", lambda cid: EtcdMetadataStore(url, cid), durable=True, local=True,
-                        elects=True)
+        yield StoreKind(
+            "etcd", lambda cid: EtcdMetadataStore(url, cid), durable=True, local=True, elects=True
+        )
 
 
 def run(kind: StoreKind, scenario: Scenario, cluster_id: str | None = None) -> None:
@@ -108,8 +111,10 @@ async def reopen(kind: StoreKind, cluster_id: str | None = None) -> MetadataImag
 def reg(node_id: int, fenced: bool = False) -> BrokerRegistration:
     return BrokerRegistration(
         node_id,
-        (BrokerEndpoint("PLAINTEXT", "localhost", 9092 + node_id, "PLAINTEXT"),
-         BrokerEndpoint("REPLICATION", "10.0.0.1", 19092 + node_id, "PLAINTEXT")),
+        (
+            BrokerEndpoint("PLAINTEXT", "localhost", 9092 + node_id, "PLAINTEXT"),
+            BrokerEndpoint("REPLICATION", "10.0.0.1", 19092 + node_id, "PLAINTEXT"),
+        ),
         rack="r1",
         fenced=fenced,
     )
@@ -128,8 +133,9 @@ class Recorder:
         self.deltas.append(delta)
 
 
-async def refused(store: MetadataStore, rec: Recorder, error: type[KafkaError],
-                  change: Awaitable[object]) -> None:
+async def refused(
+    store: MetadataStore, rec: Recorder, error: type[KafkaError], change: Awaitable[object]
+) -> None:
     """``change`` raises ``error`` and leaves the image as it was, publishing nothing."""
     before, seen = store.image, len(rec.deltas)
     with pytest.raises(error):
@@ -180,18 +186,24 @@ def test_create_topic(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         rec = Recorder(store)
         v0 = store.image.version
-        t = await store.create_topic("orders", [[1, 2], [2, 1], [1, 2]], {"cleanup.policy": "compact"})
+        t = await store.create_topic(
+            "orders", [[1, 2], [2, 1], [1, 2]], {"cleanup.policy": "compact"}
+        )
         assert store.image.version == v0 + 1
         assert store.image.topic("orders") is t and store.image.topic_by_id(t.topic_id) is t
-        assert [(p.partition, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr)
-                for p in t.partitions] == [
+        assert [
+            (p.partition, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr)
+            for p in t.partitions
+        ] == [
             (0, 1, 0, 0, (1, 2), (1, 2)),
             (1, 2, 0, 0, (2, 1), (2, 1)),
             (2, 1, 0, 0, (1, 2), (1, 2)),
         ]
         assert t.configs == {"cleanup.policy": "compact"} and t.internal is False
         tid = uuid.UUID("12345678-1234-5678-1234-567812345678")
-        internal = await store.create_topic("__consumer_offsets", [[1]], {}, internal=True, topic_id=tid)
+        internal = await store.create_topic(
+            "__consumer_offsets", [[1]], {}, internal=True, topic_id=tid
+        )
         assert internal.topic_id == tid and internal.internal is True
         assert store.image.partition("__consumer_offsets", 0) == internal.partitions[0]
         assert [d.created_topics for d in rec.deltas] == [(t,), (internal,)]
@@ -207,15 +219,25 @@ def test_create_topic_refusals(kind: StoreKind) -> None:
         rec = Recorder(store)
         t = await store.create_topic("a", [[1]], {})
         await refused(store, rec, TopicAlreadyExistsError, store.create_topic("a", [[1]], {}))
-        await refused(store, rec, TopicAlreadyExistsError,
-                      store.create_topic("b", [[1]], {}, topic_id=t.topic_id))
-        await refused(store, rec, InvalidRequestError,
-                      store.create_topic("b", [[1]], {}, topic_id=uuid.UUID(int=0)))
+        await refused(
+            store,
+            rec,
+            TopicAlreadyExistsError,
+            store.create_topic("b", [[1]], {}, topic_id=t.topic_id),
+        )
+        await refused(
+            store,
+            rec,
+            InvalidRequestError,
+            store.create_topic("b", [[1]], {}, topic_id=uuid.UUID(int=0)),
+        )
         await refused(store, rec, InvalidTopicError, store.create_topic("", [[1]], {}))
         await refused(store, rec, InvalidPartitionsError, store.create_topic("b", [], {}))
         bad_assignments: list[list[list[int]]] = [[[]], [[1, 1]], [[1, 2], [1]], [[-1]]]
         for bad in bad_assignments:
-            await refused(store, rec, InvalidReplicaAssignmentError, store.create_topic("b", bad, {}))
+            await refused(
+                store, rec, InvalidReplicaAssignmentError, store.create_topic("b", bad, {})
+            )
         assert list(store.image.topics) == ["a"]
 
     run(kind, scenario)
@@ -245,7 +267,8 @@ def test_add_partitions(kind: StoreKind) -> None:
         assert t2.topic_id == t.topic_id and t2.configs == {"k": "v"}
         assert t2.partitions[0] == t.partitions[0]
         assert [(p.partition, p.leader, p.replicas, p.isr) for p in t2.partitions[1:]] == [
-            (1, 2, (2, 1), (2, 1)), (2, 1, (1, 2), (1, 2)),
+            (1, 2, (2, 1), (2, 1)),
+            (2, 1, (1, 2), (1, 2)),
         ]
         assert store.image.topic("a") is t2 and store.image.topic_by_id(t.topic_id) is t2
         d = rec.deltas[-1]
@@ -256,7 +279,9 @@ def test_add_partitions(kind: StoreKind) -> None:
         await refused(store, rec, UnknownTopicOrPartitionError, store.add_partitions("zz", [[1]]))
         await refused(store, rec, InvalidPartitionsError, store.add_partitions("a", []))
         await refused(store, rec, InvalidReplicaAssignmentError, store.add_partitions("a", [[1]]))
-        await refused(store, rec, InvalidReplicaAssignmentError, store.add_partitions("a", [[1, 1]]))
+        await refused(
+            store, rec, InvalidReplicaAssignmentError, store.add_partitions("a", [[1, 1]])
+        )
 
     run(kind, scenario)
 
@@ -280,10 +305,15 @@ def test_alter_config_resource_replaces_the_override_set(kind: StoreKind) -> Non
     async def scenario(store: MetadataStore) -> None:
         rec = Recorder(store)
         assert store.image.config_resources == {} and store.image.config_resource(4, "1") == {}
-        await store.alter_config_resource(4, "1", {"log.retention.ms": "1000", "message.max.bytes": "2000"})
+        await store.alter_config_resource(
+            4, "1", {"log.retention.ms": "1000", "message.max.bytes": "2000"}
+        )
         await store.alter_config_resource(4, "", {"log.retention.ms": "5000"})
         await store.alter_config_resource(32, "g", {"consumer.session.timeout.ms": "50000"})
-        assert store.image.config_resource(4, "1") == {"log.retention.ms": "1000", "message.max.bytes": "2000"}
+        assert store.image.config_resource(4, "1") == {
+            "log.retention.ms": "1000",
+            "message.max.bytes": "2000",
+        }
         assert rec.deltas[-1].changed_config_resources == {(32, "g")}
         assert not rec.deltas[-1].is_empty and not rec.deltas[-1].changed_configs
         v = store.image.version
@@ -292,10 +322,13 @@ def test_alter_config_resource_replaces_the_override_set(kind: StoreKind) -> Non
         await store.alter_config_resource(32, "g", {})  # empty: the entry goes
         assert store.image.version == v + 2
         assert dict(store.image.config_resources) == {
-            (4, "1"): {"message.max.bytes": "3000"}, (4, ""): {"log.retention.ms": "5000"}
+            (4, "1"): {"message.max.bytes": "3000"},
+            (4, ""): {"log.retention.ms": "5000"},
         }
         assert rec.deltas[-1].changed_config_resources == {(32, "g")}
-        await refused(store, rec, InvalidRequestError, store.alter_config_resource(2, "t", {"a": "b"}))
+        await refused(
+            store, rec, InvalidRequestError, store.alter_config_resource(2, "t", {"a": "b"})
+        )
 
     run(kind, scenario)
 
@@ -307,35 +340,71 @@ def test_alter_partition_is_a_compare_and_set_on_partition_epoch(kind: StoreKind
     async def scenario(store: MetadataStore) -> None:
         rec = Recorder(store)
         await store.create_topic("a", [[1, 2, 3], [1, 2, 3]], {})
-        shrunk = await store.alter_partition("a", 1, leader=1, leader_epoch=0, isr=[1, 2],
-                                             expected_partition_epoch=0)
-        assert (shrunk.leader, shrunk.leader_epoch, shrunk.partition_epoch, shrunk.isr) == (1, 0, 1, (1, 2))
+        shrunk = await store.alter_partition(
+            "a", 1, leader=1, leader_epoch=0, isr=[1, 2], expected_partition_epoch=0
+        )
+        assert (shrunk.leader, shrunk.leader_epoch, shrunk.partition_epoch, shrunk.isr) == (
+            1,
+            0,
+            1,
+            (1, 2),
+        )
         assert shrunk.replicas == (1, 2, 3) and store.image.partition("a", 1) is shrunk
-        assert {n: dict(ps) for n, ps in rec.deltas[-1].changed_partitions.items()} == {"a": {1: shrunk}}
-        moved = await store.alter_partition("a", 1, leader=2, leader_epoch=1, isr=[2],
-                                            expected_partition_epoch=1)
-        assert (moved.leader, moved.leader_epoch, moved.partition_epoch, moved.isr) == (2, 1, 2, (2,))
-        no_leader = await store.alter_partition("a", 1, leader=-1, leader_epoch=2, isr=[],
-                                                expected_partition_epoch=2)
+        assert {n: dict(ps) for n, ps in rec.deltas[-1].changed_partitions.items()} == {
+            "a": {1: shrunk}
+        }
+        moved = await store.alter_partition(
+            "a", 1, leader=2, leader_epoch=1, isr=[2], expected_partition_epoch=1
+        )
+        assert (moved.leader, moved.leader_epoch, moved.partition_epoch, moved.isr) == (
+            2,
+            1,
+            2,
+            (2,),
+        )
+        no_leader = await store.alter_partition(
+            "a", 1, leader=-1, leader_epoch=2, isr=[], expected_partition_epoch=2
+        )
         assert (no_leader.leader, no_leader.isr, no_leader.partition_epoch) == (-1, (), 3)
         assert store.image.partition("a", 0).partition_epoch == 0  # type: ignore[union-attr]
 
         def alter(leader: int, epoch: int, isr: list[int], expected: int) -> Awaitable[object]:
-            return store.alter_partition("a", 0, leader=leader, leader_epoch=epoch, isr=isr,
-                                         expected_partition_epoch=expected)
+            return store.alter_partition(
+                "a",
+                0,
+                leader=leader,
+                leader_epoch=epoch,
+                isr=isr,
+                expected_partition_epoch=expected,
+            )
 
         await refused(store, rec, InvalidUpdateVersionError, alter(1, 0, [1], 7))
-        await store.alter_partition("a", 0, leader=1, leader_epoch=3, isr=[1, 2, 3],
-                                    expected_partition_epoch=0)
+        await store.alter_partition(
+            "a", 0, leader=1, leader_epoch=3, isr=[1, 2, 3], expected_partition_epoch=0
+        )
         await refused(store, rec, FencedLeaderEpochError, alter(1, 2, [1], 1))
         await refused(store, rec, InvalidRequestError, alter(1, 3, [1, 4], 1))  # not a replica
         await refused(store, rec, InvalidRequestError, alter(1, 3, [1, 1], 1))
         await refused(store, rec, InvalidRequestError, alter(3, 3, [1, 2], 1))  # leader not in ISR
-        await refused(store, rec, InvalidRequestError, alter(2, 3, [1, 2], 1))  # new leader, same epoch
-        await refused(store, rec, UnknownTopicOrPartitionError, store.alter_partition(
-            "a", 2, leader=1, leader_epoch=0, isr=[1], expected_partition_epoch=0))
-        await refused(store, rec, UnknownTopicOrPartitionError, store.alter_partition(
-            "zz", 0, leader=1, leader_epoch=0, isr=[1], expected_partition_epoch=0))
+        await refused(
+            store, rec, InvalidRequestError, alter(2, 3, [1, 2], 1)
+        )  # new leader, same epoch
+        await refused(
+            store,
+            rec,
+            UnknownTopicOrPartitionError,
+            store.alter_partition(
+                "a", 2, leader=1, leader_epoch=0, isr=[1], expected_partition_epoch=0
+            ),
+        )
+        await refused(
+            store,
+            rec,
+            UnknownTopicOrPartitionError,
+            store.alter_partition(
+                "zz", 0, leader=1, leader_epoch=0, isr=[1], expected_partition_epoch=0
+            ),
+        )
 
     run(kind, scenario)
 
@@ -345,22 +414,48 @@ def test_reassignment_adds_then_completes_when_the_target_is_in_sync(kind: Store
         for n in (1, 2, 3, 4):
             await store.register_broker(reg(n))
         await store.create_topic("a", [[1, 2], [1, 2]], {})
-        results = await store.reassign_partitions([("a", 0, [3, 4]), ("a", 1, [1, 9]), ("a", 5, [1]),
-                                                   ("zz", 0, [1]), ("a", 1, [2, 2]), ("a", 1, None)])
+        results = await store.reassign_partitions(
+            [
+                ("a", 0, [3, 4]),
+                ("a", 1, [1, 9]),
+                ("a", 5, [1]),
+                ("zz", 0, [1]),
+                ("a", 1, [2, 2]),
+                ("a", 1, None),
+            ]
+        )
         assert [type(r).__name__ if r else None for r in results] == [
-            None, "InvalidReplicaAssignmentError", "UnknownTopicOrPartitionError",
-            "UnknownTopicOrPartitionError", "InvalidReplicaAssignmentError", "NoReassignmentInProgressError",
+            None,
+            "InvalidReplicaAssignmentError",
+            "UnknownTopicOrPartitionError",
+            "UnknownTopicOrPartitionError",
+            "InvalidReplicaAssignmentError",
+            "NoReassignmentInProgressError",
         ]
         p = store.image.partition("a", 0)
         assert p is not None
-        assert (p.replicas, p.adding_replicas, p.removing_replicas, p.isr) == ((3, 4, 1, 2), (3, 4), (1, 2), (1, 2))
+        assert (p.replicas, p.adding_replicas, p.removing_replicas, p.isr) == (
+            (3, 4, 1, 2),
+            (3, 4),
+            (1, 2),
+            (1, 2),
+        )
         assert (p.leader, p.leader_epoch, p.partition_epoch, p.target_replicas) == (1, 0, 1, (3, 4))
         # The leader brings 3 into the ISR: not done yet; then 4: done, and leader 1 hands over.
-        p = await store.alter_partition("a", 0, leader=1, leader_epoch=0, isr=[1, 2, 3], expected_partition_epoch=1)
+        p = await store.alter_partition(
+            "a", 0, leader=1, leader_epoch=0, isr=[1, 2, 3], expected_partition_epoch=1
+        )
         assert p.reassigning and p.replicas == (3, 4, 1, 2)
-        p = await store.alter_partition("a", 0, leader=1, leader_epoch=0, isr=[1, 2, 3, 4],
-                                        expected_partition_epoch=2)
-        assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((3, 4), (3, 4), 3, 1, 3)
+        p = await store.alter_partition(
+            "a", 0, leader=1, leader_epoch=0, isr=[1, 2, 3, 4], expected_partition_epoch=2
+        )
+        assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == (
+            (3, 4),
+            (3, 4),
+            3,
+            1,
+            3,
+        )
         assert not p.reassigning and store.image.partition("a", 0) is p
         if kind.durable:
             loaded = (await reopen(kind, store.image.cluster_id)).partition("a", 0)
@@ -377,19 +472,37 @@ def test_reassignment_cancel_replace_and_shrink(kind: StoreKind) -> None:
         # Dropping a replica that is in the ISR completes at once (the target is in sync).
         assert await store.reassign_partitions([("a", 0, [2, 1])]) == [None]
         p = store.image.partition("a", 0)
-        assert p is not None and (p.replicas, p.isr, p.leader, p.leader_epoch) == ((2, 1), (1, 2), 1, 0)
+        assert p is not None and (p.replicas, p.isr, p.leader, p.leader_epoch) == (
+            (2, 1),
+            (1, 2),
+            1,
+            0,
+        )
         # Start 2,1 -> 4,1; replace it with 3,2 (reverted first); then cancel.
         await store.reassign_partitions([("a", 0, [4, 1])])
         p = store.image.partition("a", 0)
-        assert p is not None and (p.replicas, p.adding_replicas, p.removing_replicas) == ((4, 1, 2), (4,), (2,))
+        assert p is not None and (p.replicas, p.adding_replicas, p.removing_replicas) == (
+            (4, 1, 2),
+            (4,),
+            (2,),
+        )
         await store.reassign_partitions([("a", 0, [3, 2])])
         p = store.image.partition("a", 0)
-        assert p is not None and (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 2, 1), (3,), (1,))
+        assert p is not None and (p.replicas, p.adding_replicas, p.removing_replicas) == (
+            (3, 2, 1),
+            (3,),
+            (1,),
+        )
         if kind.durable:
             assert (await reopen(kind, store.image.cluster_id)).partition("a", 0) == p
         await store.reassign_partitions([("a", 0, None)])
         p = store.image.partition("a", 0)
-        assert p is not None and (p.replicas, p.isr, p.reassigning, p.leader) == ((2, 1), (1, 2), False, 1)
+        assert p is not None and (p.replicas, p.isr, p.reassigning, p.leader) == (
+            (2, 1),
+            (1, 2),
+            False,
+            1,
+        )
         # The same replicas, nothing in progress: nothing to do, no new image.
         version = store.image.version
         assert await store.reassign_partitions([("a", 0, [2, 1])]) == [None]
@@ -402,9 +515,12 @@ def test_concurrent_alter_partition_has_one_winner(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         await store.create_topic("a", [[1, 2, 3]], {})
         results = await asyncio.gather(
-            *(store.alter_partition("a", 0, leader=1, leader_epoch=0, isr=isr,
-                                    expected_partition_epoch=0)
-              for isr in ([1], [1, 2], [1, 3], [1, 2, 3])),
+            *(
+                store.alter_partition(
+                    "a", 0, leader=1, leader_epoch=0, isr=isr, expected_partition_epoch=0
+                )
+                for isr in ([1], [1, 2], [1, 3], [1, 2, 3])
+            ),
             return_exceptions=True,
         )
         won = [r for r in results if not isinstance(r, BaseException)]
@@ -422,6 +538,7 @@ def test_concurrent_alter_partition_has_one_winner(kind: StoreKind) -> None:
 def test_broker_registration(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         rec = Recorder(store)
+
         # Local stores: the lowest live id. Electing stores: the first registered, until it goes.
         def controller(lowest: int, elected: int) -> int:
             return elected if kind.elects else lowest
@@ -434,13 +551,24 @@ def test_broker_registration(kind: StoreKind) -> None:
         assert img.controller_id == controller(1, 3) and img.live_broker_ids() == [1, 3]
         # The broker epoch is the version of the change that registered it.
         assert img.brokers[1] == dataclasses.replace(reg(1), epoch=img.version - 1)
-        assert img.brokers[1].endpoint("REPLICATION") == BrokerEndpoint("REPLICATION", "10.0.0.1", 19093, "PLAINTEXT")
-        assert dict(rec.deltas[-1].changed_brokers) == {2: dataclasses.replace(reg(2, fenced=True), epoch=img.version)}
-        await store.register_broker(reg(2))  # re-registration replaces, here unfencing it: a new epoch
+        assert img.brokers[1].endpoint("REPLICATION") == BrokerEndpoint(
+            "REPLICATION", "10.0.0.1", 19093, "PLAINTEXT"
+        )
+        assert dict(rec.deltas[-1].changed_brokers) == {
+            2: dataclasses.replace(reg(2, fenced=True), epoch=img.version)
+        }
+        await store.register_broker(
+            reg(2)
+        )  # re-registration replaces, here unfencing it: a new epoch
         assert store.image.live_broker_ids() == [1, 2, 3]
-        assert dict(rec.deltas[-1].changed_brokers) == {2: dataclasses.replace(reg(2), epoch=img.version + 1)}
+        assert dict(rec.deltas[-1].changed_brokers) == {
+            2: dataclasses.replace(reg(2), epoch=img.version + 1)
+        }
         await store.unregister_broker(1)
-        assert store.image.controller_id == controller(2, 3) and sorted(store.image.brokers) == [2, 3]
+        assert store.image.controller_id == controller(2, 3) and sorted(store.image.brokers) == [
+            2,
+            3,
+        ]
         assert dict(rec.deltas[-1].changed_brokers) == {1: None}
         await refused(store, rec, BrokerIdNotRegisteredError, store.unregister_broker(1))
         await refused(store, rec, InvalidRequestError, store.register_broker(reg(-1)))
@@ -531,7 +659,9 @@ def test_versions_go_up_by_one_per_change_and_never_on_a_refusal(kind: StoreKind
             await store.create_topic("a", [[1]], {})
         await store.add_partitions("a", [[1]])
         await store.alter_topic_configs("a", {"k": "v"})
-        await store.alter_partition("a", 0, leader=1, leader_epoch=1, isr=[1], expected_partition_epoch=0)
+        await store.alter_partition(
+            "a", 0, leader=1, leader_epoch=1, isr=[1], expected_partition_epoch=0
+        )
         await store.register_broker(reg(1))
         await store.allocate_producer_ids(3)
         await store.unregister_broker(1)
@@ -551,10 +681,13 @@ def test_concurrent_changes_lose_no_update(kind: StoreKind) -> None:
             *(store.create_topic(f"t{i}", [[1]], {}) for i in range(30)),
             *(store.register_broker(reg(n)) for n in range(5)),
         )
-        results = await asyncio.gather(*(store.create_topic("same", [[1]], {}) for _ in range(5)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(store.create_topic("same", [[1]], {}) for _ in range(5)), return_exceptions=True
+        )
         assert sum(not isinstance(r, BaseException) for r in results) == 1
-        assert all(isinstance(r, TopicAlreadyExistsError) for r in results if isinstance(r, BaseException))
+        assert all(
+            isinstance(r, TopicAlreadyExistsError) for r in results if isinstance(r, BaseException)
+        )
         await asyncio.gather(*(store.add_partitions(f"t{i}", [[1]]) for i in range(30)))
         img = store.image
         assert sorted(img.topics) == sorted([f"t{i}" for i in range(30)] + ["same"])
@@ -602,7 +735,9 @@ def test_restart_keeps_everything_but_broker_registrations(kind: StoreKind) -> N
         await store.create_topic("b", [[1, 2]], {}, internal=True)
         await store.add_partitions("b", [[2, 1]])
         await store.alter_topic_configs("b", {"cleanup.policy": "compact"})
-        await store.alter_partition("a", 1, leader=1, leader_epoch=4, isr=[1], expected_partition_epoch=0)
+        await store.alter_partition(
+            "a", 1, leader=1, leader_epoch=4, isr=[1], expected_partition_epoch=0
+        )
         await store.create_topic("gone", [[1, 2]], {})
         await store.delete_topic("gone")
         await store.allocate_producer_ids(1000)
@@ -615,7 +750,11 @@ def test_restart_keeps_everything_but_broker_registrations(kind: StoreKind) -> N
 
     async def restarted(store: MetadataStore) -> None:
         img = store.image
-        assert (img.cluster_id, img.version, img.next_producer_id) == (old.cluster_id, old.version, 1000)
+        assert (img.cluster_id, img.version, img.next_producer_id) == (
+            old.cluster_id,
+            old.version,
+            1000,
+        )
         assert img.topics == old.topics and list(img.topics) == ["a", "b"]
         assert img.topics_by_id == old.topics_by_id
         assert img.config_resources == old.config_resources
@@ -642,10 +781,14 @@ def test_refused_change_leaves_durable_state_untouched(kind: StoreKind) -> None:
     async def scenario(store: MetadataStore) -> None:
         await store.create_topic("a", [[1, 2]], {})
         want = store.image
-        for change in (store.create_topic("a", [[1]], {}), store.add_partitions("a", [[1]]),
-                       store.alter_partition("a", 0, leader=1, leader_epoch=0, isr=[1],
-                                             expected_partition_epoch=3),
-                       store.delete_topic("zz")):
+        for change in (
+            store.create_topic("a", [[1]], {}),
+            store.add_partitions("a", [[1]]),
+            store.alter_partition(
+                "a", 0, leader=1, leader_epoch=0, isr=[1], expected_partition_epoch=3
+            ),
+            store.delete_topic("zz"),
+        ):
             with pytest.raises(KafkaError):
                 await change
         got = await reopen(kind)
@@ -670,7 +813,9 @@ def test_a_different_cluster_id_is_refused_at_start(kind: StoreKind) -> None:
 # --- SCRAM credentials ---
 
 
-def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(kind: StoreKind) -> None:
+def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(
+    kind: StoreKind,
+) -> None:
     alice256 = make_credential("SCRAM-SHA-256", "alice-pw", 4096, b"salt-a")
     alice512 = make_credential("SCRAM-SHA-512", "alice-pw", 8192, b"salt-b")
     bob = make_credential("SCRAM-SHA-256", "bob-pw", 16384, b"salt-c")
@@ -686,7 +831,12 @@ def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(k
         # The same user twice, too few / too many iterations, an unknown mechanism, an empty
         # name and deleting what is not there fail that user only; the others still change.
         results = await store.alter_scram_credentials(
-            [("carol", "SCRAM-SHA-256"), ("bob", "SCRAM-SHA-256"), ("dave", "SCRAM-SHA-256"), ("erin", "MD5")],
+            [
+                ("carol", "SCRAM-SHA-256"),
+                ("bob", "SCRAM-SHA-256"),
+                ("dave", "SCRAM-SHA-256"),
+                ("erin", "MD5"),
+            ],
             [
                 ("alice", alice512),
                 ("dave", make_credential("SCRAM-SHA-256", "x", 4096)),
@@ -707,14 +857,23 @@ def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(k
         }
         assert str(results["frank"]) == "Too few iterations"
         image = store.image
-        assert dict(image.scram_credentials["alice"]) == {"SCRAM-SHA-256": alice256, "SCRAM-SHA-512": alice512}
+        assert dict(image.scram_credentials["alice"]) == {
+            "SCRAM-SHA-256": alice256,
+            "SCRAM-SHA-512": alice512,
+        }
         assert set(image.scram_credentials) == {"alice"}  # bob deleted, nobody else added
-        results = await store.alter_scram_credentials([("alice", "SCRAM-SHA-256"), ], [])
+        results = await store.alter_scram_credentials(
+            [
+                ("alice", "SCRAM-SHA-256"),
+            ],
+            [],
+        )
         assert results == {"alice": None}
         assert set(store.image.scram_credentials["alice"]) == {"SCRAM-SHA-512"}
 
     run(kind, scenario)
     if kind.durable:
+
         async def restarted(store: MetadataStore) -> None:
             assert dict(store.image.scram_credentials) == {"alice": {"SCRAM-SHA-512": alice512}}
 
@@ -724,10 +883,14 @@ def test_alter_scram_credentials_answers_per_user_and_keeps_salted_credentials(k
 # --- ACLs ---
 
 
-def acl(name: str, pattern: PatternType = PatternType.LITERAL, principal: str = "User:alice",
-        operation: AclOperation = AclOperation.READ,
-        permission: AclPermissionType = AclPermissionType.ALLOW,
-        resource_type: ResourceType = ResourceType.TOPIC) -> AclBinding:
+def acl(
+    name: str,
+    pattern: PatternType = PatternType.LITERAL,
+    principal: str = "User:alice",
+    operation: AclOperation = AclOperation.READ,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+    resource_type: ResourceType = ResourceType.TOPIC,
+) -> AclBinding:
     return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
 
 
@@ -735,8 +898,12 @@ def test_acls_are_created_once_deleted_by_filter_and_durable(kind: StoreKind) ->
     read_t = acl("t")
     write_t = acl("t", operation=AclOperation.WRITE)
     prefixed = acl("pay-", PatternType.PREFIXED, principal="User:bob")
-    deny_group = acl("g", operation=AclOperation.ALL, permission=AclPermissionType.DENY,
-                     resource_type=ResourceType.GROUP)
+    deny_group = acl(
+        "g",
+        operation=AclOperation.ALL,
+        permission=AclPermissionType.DENY,
+        resource_type=ResourceType.GROUP,
+    )
     cluster = acl("kafka-cluster", operation=AclOperation.ALTER, resource_type=ResourceType.CLUSTER)
 
     async def scenario(store: MetadataStore) -> None:
@@ -747,31 +914,45 @@ def test_acls_are_created_once_deleted_by_filter_and_durable(kind: StoreKind) ->
         assert store.image.version == v + 1 and len(rec.deltas) == 1
         assert store.image.acls == (read_t, write_t, prefixed, deny_group)
         # A binding that exists is accepted again and held once; invalid ones are refused alone.
-        results = await store.create_acls([
-            read_t,
-            acl("", operation=AclOperation.READ),
-            acl("t", principal="alice"),
-            acl("other", resource_type=ResourceType.CLUSTER),
-            acl("t", operation=AclOperation.ANY),
-            acl("t", PatternType.MATCH),
-            cluster,
-        ])
+        results = await store.create_acls(
+            [
+                read_t,
+                acl("", operation=AclOperation.READ),
+                acl("t", principal="alice"),
+                acl("other", resource_type=ResourceType.CLUSTER),
+                acl("t", operation=AclOperation.ANY),
+                acl("t", PatternType.MATCH),
+                cluster,
+            ]
+        )
         assert [type(e).__name__ if e else None for e in results] == [
-            None, "InvalidRequestError", "InvalidRequestError", "InvalidRequestError",
-            "InvalidRequestError", "InvalidRequestError", None,
+            None,
+            "InvalidRequestError",
+            "InvalidRequestError",
+            "InvalidRequestError",
+            "InvalidRequestError",
+            "InvalidRequestError",
+            None,
         ]
         assert str(results[1]) == "Resource name should not be empty"
         assert str(results[3]) == "The only valid name for the CLUSTER resource is kafka-cluster"
         assert store.image.acls == (read_t, write_t, prefixed, deny_group, cluster)
         # Each filter reports what it removed (both report a binding two of them match); a
         # filter with an UNKNOWN element is refused and removes nothing.
-        results2 = await store.delete_acls([
-            AclBindingFilter(ResourceType.TOPIC, "t", PatternType.LITERAL),
-            AclBindingFilter(ResourceType.ANY, None, PatternType.ANY, "User:alice",
-                             operation=AclOperation.READ),
-            AclBindingFilter(ResourceType.UNKNOWN),
-            AclBindingFilter(ResourceType.TOPIC, "nothing", PatternType.LITERAL),
-        ])
+        results2 = await store.delete_acls(
+            [
+                AclBindingFilter(ResourceType.TOPIC, "t", PatternType.LITERAL),
+                AclBindingFilter(
+                    ResourceType.ANY,
+                    None,
+                    PatternType.ANY,
+                    "User:alice",
+                    operation=AclOperation.READ,
+                ),
+                AclBindingFilter(ResourceType.UNKNOWN),
+                AclBindingFilter(ResourceType.TOPIC, "nothing", PatternType.LITERAL),
+            ]
+        )
         assert results2[0] == [read_t, write_t]
         assert results2[1] == [read_t]
         assert isinstance(results2[2], InvalidRequestError)
@@ -780,6 +961,7 @@ def test_acls_are_created_once_deleted_by_filter_and_durable(kind: StoreKind) ->
 
     run(kind, scenario)
     if kind.durable:
+
         async def restarted(store: MetadataStore) -> None:
             assert store.image.acls == (prefixed, deny_group, cluster)
             # Other changes keep the ACLs.
@@ -797,31 +979,46 @@ def test_client_quotas_are_set_removed_validated_and_durable(kind: StoreKind) ->
     bob_default = (("client-id", None), ("user", "bob"))
 
     async def scenario(store: MetadataStore) -> None:
-        results = await store.alter_client_quotas([
-            ([("client-id", "app")], [("producer_byte_rate", 1024.0, False), ("consumer_byte_rate", 2048.0, False)]),
-            ([("user", "bob"), ("client-id", None)], [("consumer_byte_rate", 10.0, False)]),
-            ([("user", "carol")], [("producer_byte_rate", 0.0, False)]),
-            ([("ip", "10.0.0.1"), ("user", "x")], [("producer_byte_rate", 1.0, False)]),
-        ])
+        results = await store.alter_client_quotas(
+            [
+                (
+                    [("client-id", "app")],
+                    [("producer_byte_rate", 1024.0, False), ("consumer_byte_rate", 2048.0, False)],
+                ),
+                ([("user", "bob"), ("client-id", None)], [("consumer_byte_rate", 10.0, False)]),
+                ([("user", "carol")], [("producer_byte_rate", 0.0, False)]),
+                ([("ip", "10.0.0.1"), ("user", "x")], [("producer_byte_rate", 1.0, False)]),
+            ]
+        )
         assert results[:2] == [None, None]
-        assert [type(r).__name__ for r in results[2:]] == ["InvalidRequestError", "InvalidRequestError"]
+        assert [type(r).__name__ for r in results[2:]] == [
+            "InvalidRequestError",
+            "InvalidRequestError",
+        ]
         assert store.image.client_quotas == {
             app: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
             bob_default: {"consumer_byte_rate": 10.0},
         }
         before = store.image.client_quotas
-        assert await store.alter_client_quotas([([("client-id", "app")], [("producer_byte_rate", 1.0, False)])],
-                                               validate_only=True) == [None]
+        assert await store.alter_client_quotas(
+            [([("client-id", "app")], [("producer_byte_rate", 1.0, False)])], validate_only=True
+        ) == [None]
         assert store.image.client_quotas == before
         # removing the last key removes the entity; removing an unset key is no error
-        assert await store.alter_client_quotas([
-            ([("client-id", None), ("user", "bob")], [("consumer_byte_rate", 0.0, True)]),
-            ([("client-id", "app")], [("consumer_byte_rate", 0.0, True), ("never_set", 0.0, True)]),
-        ]) == [None, None]
+        assert await store.alter_client_quotas(
+            [
+                ([("client-id", None), ("user", "bob")], [("consumer_byte_rate", 0.0, True)]),
+                (
+                    [("client-id", "app")],
+                    [("consumer_byte_rate", 0.0, True), ("never_set", 0.0, True)],
+                ),
+            ]
+        ) == [None, None]
         assert store.image.client_quotas == {app: {"producer_byte_rate": 1024.0}}
 
     run(kind, scenario)
     if kind.durable:
+
         async def restarted(store: MetadataStore) -> None:
             assert store.image.client_quotas == {app: {"producer_byte_rate": 1024.0}}
 
@@ -839,7 +1036,9 @@ def test_delegation_tokens_are_created_renewed_removed_and_durable(kind: StoreKi
     from gregor.security import delegation_tokens as dt
 
     now = 1_800_000_000_000
-    kept = dt.DelegationToken("kept", "User:alice", "User:admin", ("User:bob",), now, now + 1000, now + 5000)
+    kept = dt.DelegationToken(
+        "kept", "User:alice", "User:admin", ("User:bob",), now, now + 1000, now + 5000
+    )
     old = dt.DelegationToken("old", "User:carol", "User:carol", (), now - 10, now - 5, now + 5000)
 
     async def scenario(store: MetadataStore) -> None:
@@ -848,24 +1047,35 @@ def test_delegation_tokens_are_created_renewed_removed_and_durable(kind: StoreKi
         with pytest.raises(InvalidRequestError):
             await store.create_delegation_token(kept)  # an id is never reused
         # bob renews for 2 s (capped by nothing); carol may not; an unknown id is not found
-        assert await store.change_delegation_token(
-            "kept", lambda t: dt.renewed(t, "User:bob", 2000, now, 9999)
-        ) == now + 2000
+        assert (
+            await store.change_delegation_token(
+                "kept", lambda t: dt.renewed(t, "User:bob", 2000, now, 9999)
+            )
+            == now + 2000
+        )
         with pytest.raises(DelegationTokenOwnerMismatchError):
-            await store.change_delegation_token("kept", lambda t: dt.renewed(t, "User:carol", 1, now, 9999))
+            await store.change_delegation_token(
+                "kept", lambda t: dt.renewed(t, "User:carol", 1, now, 9999)
+            )
         with pytest.raises(DelegationTokenNotFoundError):
             await store.change_delegation_token("nope", lambda t: None)
         assert await store.remove_expired_delegation_tokens(now) == ["old"]
         assert dict(store.image.delegation_tokens) == {
-            "kept": dt.DelegationToken("kept", "User:alice", "User:admin", ("User:bob",), now, now + 2000, now + 5000)
+            "kept": dt.DelegationToken(
+                "kept", "User:alice", "User:admin", ("User:bob",), now, now + 2000, now + 5000
+            )
         }
 
     run(kind, scenario)
     if kind.durable:
+
         async def restarted(store: MetadataStore) -> None:
             token = store.image.delegation_tokens["kept"]
             assert (token.owner, token.requester, token.renewers, token.expiry_timestamp_ms) == (
-                "User:alice", "User:admin", ("User:bob",), now + 2000
+                "User:alice",
+                "User:admin",
+                ("User:bob",),
+                now + 2000,
             )
             assert await store.change_delegation_token("kept", lambda t: None) == -1
             assert not store.image.delegation_tokens
@@ -903,6 +1113,7 @@ def test_feature_levels_are_finalized_atomically_and_durable(kind: StoreKind) ->
 
     run(kind, scenario)
     if kind.durable:
+
         async def restarted(store: MetadataStore) -> None:
             assert dict(store.image.features) == {"group.version": 1, "metadata.version": 25}
 

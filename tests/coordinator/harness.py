@@ -46,7 +46,9 @@ class Topics:
             self.add(name, n)
 
     def add(self, name: str, partitions: int) -> uuid.UUID:
-        tid = self.by_name[name][0] if name in self.by_name else uuid.uuid5(uuid.NAMESPACE_DNS, name)
+        tid = (
+            self.by_name[name][0] if name in self.by_name else uuid.uuid5(uuid.NAMESPACE_DNS, name)
+        )
         self.by_name[name] = (tid, partitions)
         return tid
 
@@ -70,9 +72,13 @@ class Topics:
 
 @dataclass
 class Harness:
-    config: CoordinatorConfig = field(default_factory=lambda: CoordinatorConfig(
-        num_partitions=4, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000,
-    ))
+    config: CoordinatorConfig = field(
+        default_factory=lambda: CoordinatorConfig(
+            num_partitions=4,
+            initial_rebalance_delay_ms=0,
+            min_session_timeout_ms=1000,
+        )
+    )
     topics: Topics = field(default_factory=lambda: Topics(t=6, u=2))
     clock: FakeClock = field(default_factory=FakeClock)
     fail_writes: int = 0  # error code every write completes with, 0 for success
@@ -171,81 +177,216 @@ class Harness:
 
     # --- request helpers ---
 
-    def join(self, group: str, member_id: str = "", version: int = 5, *, instance: str | None = None,
-             protocols: list[tuple[str, bytes]] | None = None, session: int = 10000,
-             rebalance: int = 20000, protocol_type: str = "consumer", client_id: str = "c") -> int:
+    def join(
+        self,
+        group: str,
+        member_id: str = "",
+        version: int = 5,
+        *,
+        instance: str | None = None,
+        protocols: list[tuple[str, bytes]] | None = None,
+        session: int = 10000,
+        rebalance: int = 20000,
+        protocol_type: str = "consumer",
+        client_id: str = "c",
+    ) -> int:
         req = JoinGroupRequest(
-            group_id=group, session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-            member_id=member_id, group_instance_id=instance, protocol_type=protocol_type,
-            protocols=[JoinGroupRequest.Protocols(name=n, metadata=m)
-                       for n, m in (protocols if protocols is not None else [("range", b"meta-" + (instance or member_id or "x").encode())])],
+            group_id=group,
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            member_id=member_id,
+            group_instance_id=instance,
+            protocol_type=protocol_type,
+            protocols=[
+                JoinGroupRequest.Protocols(name=n, metadata=m)
+                for n, m in (
+                    protocols
+                    if protocols is not None
+                    else [("range", b"meta-" + (instance or member_id or "x").encode())]
+                )
+            ],
         )
         return self.send("join_group", req, version, client_id, "/127.0.0.1")
 
-    def sync(self, group: str, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-             version: int = 3, instance: str | None = None) -> int:
+    def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        version: int = 3,
+        instance: str | None = None,
+    ) -> int:
         req = SyncGroupRequest(
-            group_id=group, generation_id=generation, member_id=member_id, group_instance_id=instance,
-            assignments=[SyncGroupRequest.Assignments(member_id=m, assignment=a) for m, a in (assignments or {}).items()],
+            group_id=group,
+            generation_id=generation,
+            member_id=member_id,
+            group_instance_id=instance,
+            assignments=[
+                SyncGroupRequest.Assignments(member_id=m, assignment=a)
+                for m, a in (assignments or {}).items()
+            ],
         )
         return self.send("sync_group", req, version)
 
-    def heartbeat(self, group: str, member_id: str, generation: int, version: int = 3, instance: str | None = None) -> int:
-        resp = self.call("heartbeat", HeartbeatRequest(
-            group_id=group, generation_id=generation, member_id=member_id, group_instance_id=instance), version)
+    def heartbeat(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        version: int = 3,
+        instance: str | None = None,
+    ) -> int:
+        resp = self.call(
+            "heartbeat",
+            HeartbeatRequest(
+                group_id=group,
+                generation_id=generation,
+                member_id=member_id,
+                group_instance_id=instance,
+            ),
+            version,
+        )
         return resp.error_code
 
-    def commit(self, group: str, offsets: dict[tuple[str, int], int], generation: int = -1, member_id: str = "",
-               version: int = 8, metadata: str | None = "m", leader_epoch: int = -1, retention: int = -1) -> Any:
+    def commit(
+        self,
+        group: str,
+        offsets: dict[tuple[str, int], int],
+        generation: int = -1,
+        member_id: str = "",
+        version: int = 8,
+        metadata: str | None = "m",
+        leader_epoch: int = -1,
+        retention: int = -1,
+    ) -> Any:
         topics: dict[str, list[Any]] = {}
         for (t, p), off in offsets.items():
-            topics.setdefault(t, []).append(OffsetCommitRequest.Topics.Partitions(
-                partition_index=p, committed_offset=off, committed_leader_epoch=leader_epoch,
-                committed_metadata=metadata))
+            topics.setdefault(t, []).append(
+                OffsetCommitRequest.Topics.Partitions(
+                    partition_index=p,
+                    committed_offset=off,
+                    committed_leader_epoch=leader_epoch,
+                    committed_metadata=metadata,
+                )
+            )
         req = OffsetCommitRequest(
-            group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+            group_id=group,
+            generation_id_or_member_epoch=generation,
+            member_id=member_id,
             retention_time_ms=retention,
-            topics=[OffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()])
+            topics=[OffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
+        )
         return self.send("offset_commit", req, version)
 
     def commit_errors(self, token: int) -> dict[tuple[str, int], int]:
         resp = self.result(token)
         assert resp is not PENDING
-        return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+        return {
+            (t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions
+        }
 
-    def fetch(self, group: str, topics: dict[str, list[int]] | None, version: int = 8, require_stable: bool = False,
-              member_id: str | None = None, member_epoch: int = -1) -> tuple[int, dict[tuple[str, int], tuple[int, int, str | None, int]]]:
+    def fetch(
+        self,
+        group: str,
+        topics: dict[str, list[int]] | None,
+        version: int = 8,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> tuple[int, dict[tuple[str, int], tuple[int, int, str | None, int]]]:
         if version >= 8:
-            req = OffsetFetchRequest(require_stable=require_stable, groups=[OffsetFetchRequest.Groups(
-                group_id=group, member_id=member_id, member_epoch=member_epoch,
-                topics=None if topics is None else [OffsetFetchRequest.Groups.Topics(name=t, partition_indexes=ps) for t, ps in topics.items()])])
+            req = OffsetFetchRequest(
+                require_stable=require_stable,
+                groups=[
+                    OffsetFetchRequest.Groups(
+                        group_id=group,
+                        member_id=member_id,
+                        member_epoch=member_epoch,
+                        topics=None
+                        if topics is None
+                        else [
+                            OffsetFetchRequest.Groups.Topics(name=t, partition_indexes=ps)
+                            for t, ps in topics.items()
+                        ],
+                    )
+                ],
+            )
             resp = self.call("offset_fetch", req, version)
             g = resp.groups[0]
-            return g.error_code, {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
-                                  for t in g.topics for p in t.partitions}
-        req = OffsetFetchRequest(group_id=group, require_stable=require_stable,
-                                 topics=None if topics is None else [OffsetFetchRequest.Topics(name=t, partition_indexes=ps) for t, ps in topics.items()])
+            return g.error_code, {
+                (t.name, p.partition_index): (
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata,
+                    p.error_code,
+                )
+                for t in g.topics
+                for p in t.partitions
+            }
+        req = OffsetFetchRequest(
+            group_id=group,
+            require_stable=require_stable,
+            topics=None
+            if topics is None
+            else [
+                OffsetFetchRequest.Topics(name=t, partition_indexes=ps) for t, ps in topics.items()
+            ],
+        )
         resp = self.call("offset_fetch", req, version)
-        return resp.error_code, {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
-                                 for t in resp.topics for p in t.partitions}
+        return resp.error_code, {
+            (t.name, p.partition_index): (
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.metadata,
+                p.error_code,
+            )
+            for t in resp.topics
+            for p in t.partitions
+        }
 
-    def cgh(self, group: str, member_id: str = "", epoch: int = 0, *, topics: list[str] | None = None,
-            owned: dict[str, list[int]] | None | str = "auto", rebalance: int = -1, instance: str | None = None,
-            assignor: str | None = None, version: int = 0, regex: str | None = None) -> Any:
+    def cgh(
+        self,
+        group: str,
+        member_id: str = "",
+        epoch: int = 0,
+        *,
+        topics: list[str] | None = None,
+        owned: dict[str, list[int]] | None | str = "auto",
+        rebalance: int = -1,
+        instance: str | None = None,
+        assignor: str | None = None,
+        version: int = 0,
+        regex: str | None = None,
+    ) -> Any:
         """A ConsumerGroupHeartbeat; ``owned`` "auto" sends [] when joining, else null."""
         if owned == "auto":
             owned = {} if epoch == 0 else None
         owned_wire = None
         if isinstance(owned, dict):
-            owned_wire = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=self.topics.topic_id(t), partitions=ps)
-                          for t, ps in owned.items()]
-        fields = dict(group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
-                      rebalance_timeout_ms=rebalance, subscribed_topic_names=topics,
-                      server_assignor=assignor, topic_partitions=owned_wire)
+            owned_wire = [
+                ConsumerGroupHeartbeatRequest.TopicPartitions(
+                    topic_id=self.topics.topic_id(t), partitions=ps
+                )
+                for t, ps in owned.items()
+            ]
+        fields = dict(
+            group_id=group,
+            member_id=member_id,
+            member_epoch=epoch,
+            instance_id=instance,
+            rebalance_timeout_ms=rebalance,
+            subscribed_topic_names=topics,
+            server_assignor=assignor,
+            topic_partitions=owned_wire,
+        )
         req = ConsumerGroupHeartbeatRequest(subscribed_topic_regex=regex, **fields)
         return self.call("consumer_group_heartbeat", req, version, "client", "/10.0.0.1")
 
     def assignment_of(self, resp: Any) -> dict[str, list[int]] | None:
         if resp.assignment is None:
             return None
-        return {self.topics.topic_name(tp.topic_id): sorted(tp.partitions) for tp in resp.assignment.topic_partitions}
+        return {
+            self.topics.topic_name(tp.topic_id): sorted(tp.partitions)
+            for tp in resp.assignment.topic_partitions
+        }

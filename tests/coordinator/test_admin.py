@@ -15,8 +15,14 @@ from gregor.protocol.messages.leave_group import LeaveGroupRequest
 from gregor.protocol.messages.list_groups import ListGroupsRequest
 
 
-def listing(h: Harness, version: int = 5, states: list[str] | None = None, types: list[str] | None = None) -> list[tuple[str, str, str, str]]:
-    r = h.call("list_groups", ListGroupsRequest(states_filter=states or [], types_filter=types or []), version)
+def listing(
+    h: Harness, version: int = 5, states: list[str] | None = None, types: list[str] | None = None
+) -> list[tuple[str, str, str, str]]:
+    r = h.call(
+        "list_groups",
+        ListGroupsRequest(states_filter=states or [], types_filter=types or []),
+        version,
+    )
     assert r.error_code == 0
     return sorted((g.group_id, g.protocol_type, g.group_state, g.group_type) for g in r.groups)
 
@@ -37,9 +43,13 @@ def test_list_groups_with_filters() -> None:
         ("simple", "", "Empty", "classic"),
     ]
     assert listing(h, states=["empty"]) == [("simple", "", "Empty", "classic")]
-    assert listing(h, states=["STABLE"], types=["consumer"]) == [("cg", "consumer", "Stable", "consumer")]
+    assert listing(h, states=["STABLE"], types=["consumer"]) == [
+        ("cg", "consumer", "Stable", "consumer")
+    ]
     assert listing(h, types=["classic"]) == [
-        ("classic", "consumer", "Stable", "classic"), ("simple", "", "Empty", "classic")]
+        ("classic", "consumer", "Stable", "classic"),
+        ("simple", "", "Empty", "classic"),
+    ]
     # v3 has no filters.
     assert [g[0] for g in listing(h, version=3, states=["empty"])] == ["cg", "classic", "simple"]
 
@@ -54,14 +64,30 @@ def test_list_groups_reports_loading() -> None:
 def test_describe_groups() -> None:
     h = Harness()
     a, b, ca, cb = setup_groups(h)
-    r = h.call("describe_groups", DescribeGroupsRequest(groups=["classic", "cg", "simple", "none"], include_authorized_operations=True), 5)
+    r = h.call(
+        "describe_groups",
+        DescribeGroupsRequest(
+            groups=["classic", "cg", "simple", "none"], include_authorized_operations=True
+        ),
+        5,
+    )
     classic, cg, simple, none = r.groups
-    assert (classic.error_code, classic.group_state, classic.protocol_type, classic.protocol_data) == (0, "Stable", "consumer", "range")
-    assert {m.member_id: (m.client_id, m.client_host, bytes(m.member_assignment)) for m in classic.members} == {
-        a: ("a", "/127.0.0.1", b"A"), b: ("b", "/127.0.0.1", b"B")}
+    assert (
+        classic.error_code,
+        classic.group_state,
+        classic.protocol_type,
+        classic.protocol_data,
+    ) == (0, "Stable", "consumer", "range")
+    assert {
+        m.member_id: (m.client_id, m.client_host, bytes(m.member_assignment))
+        for m in classic.members
+    } == {a: ("a", "/127.0.0.1", b"A"), b: ("b", "/127.0.0.1", b"B")}
     assert classic.authorized_operations == 328
     assert (cg.group_state, cg.protocol_type, cg.protocol_data) == ("Stable", "consumer", "uniform")
-    cg_members = {m.member_id: (subscribed_topics(m.member_metadata), decode_assignment(m.member_assignment)) for m in cg.members}
+    cg_members = {
+        m.member_id: (subscribed_topics(m.member_metadata), decode_assignment(m.member_assignment))
+        for m in cg.members
+    }
     assert cg_members == {ca: (["t"], {"t": [0, 1, 2]}), cb: (["t"], {"t": [3, 4, 5]})}
     assert (simple.group_state, simple.protocol_type, simple.members) == ("Empty", "", [])
     assert (none.error_code, none.group_state) == (0, "Dead")
@@ -81,13 +107,31 @@ def test_delete_groups() -> None:
     h = Harness()
     a, b, ca, cb = setup_groups(h)
     h.commit("classic", {("t", 1): 4}, 2, a)
-    r = h.call("delete_groups", DeleteGroupsRequest(groups_names=["classic", "cg", "simple", "none"]), 2)
+    r = h.call(
+        "delete_groups", DeleteGroupsRequest(groups_names=["classic", "cg", "simple", "none"]), 2
+    )
     assert [(x.group_id, x.error_code) for x in r.results] == [
-        ("classic", E.NON_EMPTY_GROUP), ("cg", E.NON_EMPTY_GROUP), ("simple", 0), ("none", E.GROUP_ID_NOT_FOUND)]
+        ("classic", E.NON_EMPTY_GROUP),
+        ("cg", E.NON_EMPTY_GROUP),
+        ("simple", 0),
+        ("none", E.GROUP_ID_NOT_FOUND),
+    ]
     assert "simple" not in h.coord.groups
-    assert h.records(h.partition_of("simple"))[-2:] == [(OffsetCommitKey("simple", "t", 0), None), (GroupMetadataKey("simple"), None)]
-    h.call("leave_group", LeaveGroupRequest(group_id="classic", members=[
-        LeaveGroupRequest.Members(member_id=a), LeaveGroupRequest.Members(member_id=b)]), 3)
+    assert h.records(h.partition_of("simple"))[-2:] == [
+        (OffsetCommitKey("simple", "t", 0), None),
+        (GroupMetadataKey("simple"), None),
+    ]
+    h.call(
+        "leave_group",
+        LeaveGroupRequest(
+            group_id="classic",
+            members=[
+                LeaveGroupRequest.Members(member_id=a),
+                LeaveGroupRequest.Members(member_id=b),
+            ],
+        ),
+        3,
+    )
     h.cgh("cg", ca, -1)
     h.cgh("cg", cb, -1)
     r = h.call("delete_groups", DeleteGroupsRequest(groups_names=["classic", "cg"]), 0)

@@ -17,7 +17,10 @@ def counts(result: dict[str, dict[uuid.UUID, set[int]]]) -> dict[str, int]:
 
 
 def all_partitions(result: dict[str, dict[uuid.UUID, set[int]]]) -> list[tuple[uuid.UUID, int]]:
-    return sorted(((t, p) for a in result.values() for t, ps in a.items() for p in ps), key=lambda x: (x[0].int, x[1]))
+    return sorted(
+        ((t, p) for a in result.values() for t, ps in a.items() for p in ps),
+        key=lambda x: (x[0].int, x[1]),
+    )
 
 
 def test_uniform_spreads_evenly_and_covers_everything() -> None:
@@ -65,7 +68,11 @@ def test_uniform_ignores_unknown_topics() -> None:
 
 
 def test_range_gives_contiguous_ranges_per_topic() -> None:
-    members = {"m2": MemberSpec("m2", {T, U}), "m1": MemberSpec("m1", {T, U}), "m3": MemberSpec("m3", {T})}
+    members = {
+        "m2": MemberSpec("m2", {T, U}),
+        "m1": MemberSpec("m1", {T, U}),
+        "m3": MemberSpec("m3", {T}),
+    }
     out = assign("range", members, {T: 7, U: 3})
     assert out == {
         "m1": {T: {0, 1, 2}, U: {0, 1}},

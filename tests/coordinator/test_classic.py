@@ -48,7 +48,13 @@ def test_member_id_required_then_first_generation() -> None:
     assert h.result(t) is PENDING  # the initial delay (0 ms) runs on the next tick
     h.advance(0)
     r = h.result(t)
-    assert (r.error_code, r.generation_id, r.leader, r.member_id, r.protocol_name) == (0, 1, mid, mid, "range")
+    assert (r.error_code, r.generation_id, r.leader, r.member_id, r.protocol_name) == (
+        0,
+        1,
+        mid,
+        mid,
+        "range",
+    )
     assert [(m.member_id, bytes(m.metadata)) for m in r.members] == [(mid, b"meta-" + mid.encode())]
     s = h.result(h.sync("g", mid, 1, {mid: b"ASSIGN"}))
     assert (s.error_code, s.assignment) == (0, b"ASSIGN")
@@ -85,7 +91,11 @@ def test_second_member_triggers_rebalance_and_both_get_assignments() -> None:
 
 
 def test_initial_rebalance_delay_waits_for_more_members() -> None:
-    h = Harness(config=CoordinatorConfig(num_partitions=4, initial_rebalance_delay_ms=3000, min_session_timeout_ms=1000))
+    h = Harness(
+        config=CoordinatorConfig(
+            num_partitions=4, initial_rebalance_delay_ms=3000, min_session_timeout_ms=1000
+        )
+    )
     t1 = h.join("g", version=3, client_id="one")
     h.advance(1000)
     t2 = h.join("g", version=3, client_id="two")
@@ -153,12 +163,19 @@ def test_pending_sync_expiry_removes_members_that_never_sync() -> None:
 def test_leave_group_batched_and_single() -> None:
     h = Harness()
     a, b, gen = stable_pair(h)
-    req = LeaveGroupRequest(group_id="g", members=[
-        LeaveGroupRequest.Members(member_id=a), LeaveGroupRequest.Members(member_id="nobody"),
-    ])
+    req = LeaveGroupRequest(
+        group_id="g",
+        members=[
+            LeaveGroupRequest.Members(member_id=a),
+            LeaveGroupRequest.Members(member_id="nobody"),
+        ],
+    )
     r = h.call("leave_group", req, 3)
     assert r.error_code == 0
-    assert [(m.member_id, m.error_code) for m in r.members] == [(a, 0), ("nobody", E.UNKNOWN_MEMBER_ID)]
+    assert [(m.member_id, m.error_code) for m in r.members] == [
+        (a, 0),
+        ("nobody", E.UNKNOWN_MEMBER_ID),
+    ]
     assert h.heartbeat("g", b, gen) == E.REBALANCE_IN_PROGRESS
     # v0-v2: one member, its error at the top level.
     r0 = h.call("leave_group", LeaveGroupRequest(group_id="g", member_id="nobody"), 0)
@@ -247,7 +264,11 @@ def test_static_member_waiting_in_join_is_fenced_by_a_new_instance() -> None:
 
 
 def test_protocol_selection_prefers_most_voted_common_protocol() -> None:
-    h = Harness(config=CoordinatorConfig(num_partitions=4, initial_rebalance_delay_ms=1000, min_session_timeout_ms=1000))
+    h = Harness(
+        config=CoordinatorConfig(
+            num_partitions=4, initial_rebalance_delay_ms=1000, min_session_timeout_ms=1000
+        )
+    )
     t1 = h.join("g", version=3, protocols=[("range", b"1"), ("roundrobin", b"1"), ("sticky", b"1")])
     t2 = h.join("g", version=3, protocols=[("roundrobin", b"2"), ("range", b"2")])
     t3 = h.join("g", version=3, protocols=[("roundrobin", b"3"), ("range", b"3")])
@@ -269,7 +290,9 @@ def test_join_validation_errors() -> None:
     assert h.result(h.join("g", version=3, session=999)).error_code == E.INVALID_SESSION_TIMEOUT
     assert h.result(h.join("g", version=3, session=1800001)).error_code == E.INVALID_SESSION_TIMEOUT
     assert h.result(h.join("g", "ghost", version=3)).error_code == E.UNKNOWN_MEMBER_ID
-    assert h.result(h.join("g", version=3, protocols=[])).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert (
+        h.result(h.join("g", version=3, protocols=[])).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    )
 
 
 def test_join_response_fields_by_version() -> None:
@@ -292,11 +315,28 @@ def test_sync_group_errors() -> None:
     assert h.result(h.sync("nope", a, gen)).error_code == E.UNKNOWN_MEMBER_ID
     from gregor.protocol.messages.sync_group import SyncGroupRequest
 
-    wrong = SyncGroupRequest(group_id="g", generation_id=gen, member_id=a, protocol_type="consumer", protocol_name="roundrobin")
+    wrong = SyncGroupRequest(
+        group_id="g",
+        generation_id=gen,
+        member_id=a,
+        protocol_type="consumer",
+        protocol_name="roundrobin",
+    )
     assert h.call("sync_group", wrong, 5).error_code == E.INCONSISTENT_GROUP_PROTOCOL
-    ok = SyncGroupRequest(group_id="g", generation_id=gen, member_id=a, protocol_type="consumer", protocol_name="range")
+    ok = SyncGroupRequest(
+        group_id="g",
+        generation_id=gen,
+        member_id=a,
+        protocol_type="consumer",
+        protocol_name="range",
+    )
     r = h.call("sync_group", ok, 5)
-    assert (r.error_code, r.assignment, r.protocol_type, r.protocol_name) == (0, b"A", "consumer", "range")
+    assert (r.error_code, r.assignment, r.protocol_type, r.protocol_name) == (
+        0,
+        b"A",
+        "consumer",
+        "range",
+    )
     h.join("g", version=3, client_id="c")  # rebalance starts
     assert h.result(h.sync("g", a, gen)).error_code == E.REBALANCE_IN_PROGRESS
 
@@ -316,7 +356,10 @@ def test_failed_assignment_write_fails_sync_and_rebalances() -> None:
 def test_group_becomes_empty_and_is_stored() -> None:
     h = Harness()
     a, b, gen = stable_pair(h)
-    req = LeaveGroupRequest(group_id="g", members=[LeaveGroupRequest.Members(member_id=a), LeaveGroupRequest.Members(member_id=b)])
+    req = LeaveGroupRequest(
+        group_id="g",
+        members=[LeaveGroupRequest.Members(member_id=a), LeaveGroupRequest.Members(member_id=b)],
+    )
     h.call("leave_group", req, 4)
     group = h.coord.groups["g"]
     assert (group.state, group.generation_id, group.protocol_name) == (ClassicState.EMPTY, 3, None)

@@ -52,15 +52,26 @@ def test_first_member_gets_everything() -> None:
     assert (r.member_epoch, r.heartbeat_interval_ms, len(r.member_id)) == (1, 5000, 22)
     assert h.assignment_of(r) == ALL
     g = h.coord.groups["cg"]
-    assert (g.group_epoch, g.assignment_epoch, g.describe_state(), g.assignor_name) == (1, 1, "Stable", "uniform")
+    assert (g.group_epoch, g.assignment_epoch, g.describe_state(), g.assignor_name) == (
+        1,
+        1,
+        "Stable",
+        "uniform",
+    )
     recs = h.records(h.partition_of("cg"))
     kinds = [(getattr(k, "type", None)) for k, _ in recs]
     assert kinds == [
-        CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        CONSUMER_GROUP_MEMBER_METADATA,
+        CONSUMER_GROUP_METADATA,
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     ]
     tid = h.topics.topic_id("t")
-    assert recs[1] == (ConsumerGroupKey(CONSUMER_GROUP_METADATA, "cg"), ConsumerGroupMetadataValue(1))
+    assert recs[1] == (
+        ConsumerGroupKey(CONSUMER_GROUP_METADATA, "cg"),
+        ConsumerGroupMetadataValue(1),
+    )
     assert recs[3][1] == TargetAssignmentMetadataValue(1)
     assert recs[4] == (
         ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "cg", r.member_id),
@@ -105,7 +116,9 @@ def test_leave_hands_partitions_to_the_others() -> None:
     assert h.cgh("cg", a, 2).error_code == E.UNKNOWN_MEMBER_ID
     tombstones = [k for k, v in h.records() if v is None]
     assert [getattr(k, "type", None) for k in tombstones] == [
-        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, CONSUMER_GROUP_MEMBER_METADATA,
+        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        CONSUMER_GROUP_MEMBER_METADATA,
     ]
 
 
@@ -250,33 +263,60 @@ def test_request_validation() -> None:
     assert h.cgh("cg", "m", -3).error_code == E.INVALID_REQUEST
     r = h.cgh("cg", topics=["t"], rebalance=1, assignor="sticky")
     assert (r.error_code, r.error_message) == (
-        E.UNSUPPORTED_ASSIGNOR, "ServerAssignor sticky is not supported. Supported assignors: uniform, range.")
+        E.UNSUPPORTED_ASSIGNOR,
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range.",
+    )
 
 
 def test_describe() -> None:
     h = Harness()
     a, b = two_members_converged(h)
     h.call("join_group", *_classic_join("classic"))
-    req = ConsumerGroupDescribeRequest(group_ids=["cg", "classic", "none"], include_authorized_operations=True)
+    req = ConsumerGroupDescribeRequest(
+        group_ids=["cg", "classic", "none"], include_authorized_operations=True
+    )
     r = h.call("consumer_group_describe", req, 0)
     g, classic, none = r.groups
-    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (0, "Stable", 2, 2, "uniform")
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
+        0,
+        "Stable",
+        2,
+        2,
+        "uniform",
+    )
     assert g.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
     members = {m.member_id: m for m in g.members}
     assert set(members) == {a, b}
     ma = members[a]
-    assert (ma.member_epoch, ma.client_id, ma.client_host, ma.subscribed_topic_names) == (2, "client", "/10.0.0.1", ["t"])
-    assert [(tp.topic_name, tp.partitions) for tp in ma.assignment.topic_partitions] == [("t", [0, 1, 2])]
-    assert [(tp.topic_name, tp.partitions) for tp in ma.target_assignment.topic_partitions] == [("t", [0, 1, 2])]
-    assert (classic.error_code, classic.error_message) == (E.GROUP_ID_NOT_FOUND, "Group classic is not a consumer group.")
+    assert (ma.member_epoch, ma.client_id, ma.client_host, ma.subscribed_topic_names) == (
+        2,
+        "client",
+        "/10.0.0.1",
+        ["t"],
+    )
+    assert [(tp.topic_name, tp.partitions) for tp in ma.assignment.topic_partitions] == [
+        ("t", [0, 1, 2])
+    ]
+    assert [(tp.topic_name, tp.partitions) for tp in ma.target_assignment.topic_partitions] == [
+        ("t", [0, 1, 2])
+    ]
+    assert (classic.error_code, classic.error_message) == (
+        E.GROUP_ID_NOT_FOUND,
+        "Group classic is not a consumer group.",
+    )
     assert none.error_code == E.GROUP_ID_NOT_FOUND
 
 
 def _classic_join(group: str) -> tuple[object, int, str, str]:
     from gregor.protocol.messages.join_group import JoinGroupRequest
 
-    req = JoinGroupRequest(group_id=group, session_timeout_ms=10000, member_id="", protocol_type="consumer",
-                           protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"")])
+    req = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"")],
+    )
     return req, 3, "c", "/h"
 
 
@@ -287,7 +327,13 @@ def test_restart_keeps_members_epochs_and_assignments() -> None:
     g = h.coord.groups["cg"]
     assert (g.group_epoch, g.assignment_epoch, g.describe_state()) == (2, 2, "Stable")
     ra, rb = h.cgh("cg", a, 2), h.cgh("cg", b, 2)
-    assert (ra.error_code, ra.member_epoch, ra.assignment, rb.member_epoch, rb.assignment) == (0, 2, None, 2, None)
+    assert (ra.error_code, ra.member_epoch, ra.assignment, rb.member_epoch, rb.assignment) == (
+        0,
+        2,
+        None,
+        2,
+        None,
+    )
     full = h.cgh("cg", a, 2, topics=["t"], rebalance=30000, owned={"t": [0, 1, 2]})
     assert h.assignment_of(full) == {"t": [0, 1, 2]}
 
@@ -296,15 +342,32 @@ def test_offset_commit_and_fetch_check_member_epochs() -> None:
     h = Harness()
     a, b = two_members_converged(h)
     assert h.commit_errors(h.commit("cg", {("t", 0): 5}, 2, a, version=9)) == {("t", 0): 0}
-    assert h.commit_errors(h.commit("cg", {("t", 0): 5}, 3, a, version=9)) == {("t", 0): E.STALE_MEMBER_EPOCH}
+    assert h.commit_errors(h.commit("cg", {("t", 0): 5}, 3, a, version=9)) == {
+        ("t", 0): E.STALE_MEMBER_EPOCH
+    }
     # An older epoch may still commit partitions the member owns, not others.
     assert h.commit_errors(h.commit("cg", {("t", 1): 6}, 1, a, version=9)) == {("t", 1): 0}
-    assert h.commit_errors(h.commit("cg", {("t", 3): 6}, 1, a, version=9)) == {("t", 3): E.STALE_MEMBER_EPOCH}
-    assert h.commit_errors(h.commit("cg", {("t", 3): 6}, 2, "ghost", version=9)) == {("t", 3): E.UNKNOWN_MEMBER_ID}
-    assert h.commit_errors(h.commit("cg", {("t", 3): 6}, version=9)) == {("t", 3): E.UNKNOWN_MEMBER_ID}
-    assert h.fetch("cg", {"t": [0]}, version=9, member_id=a, member_epoch=2) == (0, {("t", 0): (5, -1, "m", 0)})
-    assert h.fetch("cg", {"t": [0]}, version=9, member_id=a, member_epoch=1) == (E.STALE_MEMBER_EPOCH, {})
-    assert h.fetch("cg", {"t": [0]}, version=9, member_id="ghost", member_epoch=1) == (E.UNKNOWN_MEMBER_ID, {})
+    assert h.commit_errors(h.commit("cg", {("t", 3): 6}, 1, a, version=9)) == {
+        ("t", 3): E.STALE_MEMBER_EPOCH
+    }
+    assert h.commit_errors(h.commit("cg", {("t", 3): 6}, 2, "ghost", version=9)) == {
+        ("t", 3): E.UNKNOWN_MEMBER_ID
+    }
+    assert h.commit_errors(h.commit("cg", {("t", 3): 6}, version=9)) == {
+        ("t", 3): E.UNKNOWN_MEMBER_ID
+    }
+    assert h.fetch("cg", {"t": [0]}, version=9, member_id=a, member_epoch=2) == (
+        0,
+        {("t", 0): (5, -1, "m", 0)},
+    )
+    assert h.fetch("cg", {"t": [0]}, version=9, member_id=a, member_epoch=1) == (
+        E.STALE_MEMBER_EPOCH,
+        {},
+    )
+    assert h.fetch("cg", {"t": [0]}, version=9, member_id="ghost", member_epoch=1) == (
+        E.UNKNOWN_MEMBER_ID,
+        {},
+    )
 
 
 def test_group_types_do_not_mix_but_empty_groups_convert() -> None:

@@ -17,7 +17,7 @@ from gregor.coordinator.partitioning import java_string_hashcode, kafka_abs, par
         # Java's famous string whose hashCode is Integer.MIN_VALUE.
         ("polygenelubricants", -(1 << 31)),
         # A character outside the BMP counts as two UTF-16 code units (0xD83D, 0xDE00).
-        ("\U0001F600", 31 * 0xD83D + 0xDE00),
+        ("\U0001f600", 31 * 0xD83D + 0xDE00),
         ("é", 0xE9),
     ],
 )

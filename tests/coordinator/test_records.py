@@ -53,7 +53,11 @@ def test_offset_commit_value_v3_bytes() -> None:
     value = OffsetCommitValue(offset=42, metadata="md", commit_timestamp=1000, leader_epoch=7)
     data = encode_value(value)
     assert data == (
-        b"\x00\x03" + struct.pack(">q", 42) + struct.pack(">i", 7) + s16("md") + struct.pack(">q", 1000)
+        b"\x00\x03"
+        + struct.pack(">q", 42)
+        + struct.pack(">i", 7)
+        + s16("md")
+        + struct.pack(">q", 1000)
     )
     assert decode_value(OffsetCommitKey("g", "t", 0), data) == value
 
@@ -68,16 +72,24 @@ def test_offset_commit_value_with_expiry_is_v1() -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (b"\x00\x00" + struct.pack(">q", 9) + s16("a") + struct.pack(">q", 3),
-         OffsetCommitValue(9, "a", 3, -1, -1)),
-        (b"\x00\x02" + struct.pack(">q", 9) + s16("a") + struct.pack(">q", 3),
-         OffsetCommitValue(9, "a", 3, -1, -1)),
+        (
+            b"\x00\x00" + struct.pack(">q", 9) + s16("a") + struct.pack(">q", 3),
+            OffsetCommitValue(9, "a", 3, -1, -1),
+        ),
+        (
+            b"\x00\x02" + struct.pack(">q", 9) + s16("a") + struct.pack(">q", 3),
+            OffsetCommitValue(9, "a", 3, -1, -1),
+        ),
         # v4 is flexible: compact string, trailing tag buffer.
-        (b"\x00\x04" + struct.pack(">qi", 9, 2) + b"\x02a" + struct.pack(">q", 3) + b"\x00",
-         OffsetCommitValue(9, "a", 3, 2, -1)),
+        (
+            b"\x00\x04" + struct.pack(">qi", 9, 2) + b"\x02a" + struct.pack(">q", 3) + b"\x00",
+            OffsetCommitValue(9, "a", 3, 2, -1),
+        ),
     ],
 )
-def test_offset_commit_value_older_and_newer_versions(data: bytes, expected: OffsetCommitValue) -> None:
+def test_offset_commit_value_older_and_newer_versions(
+    data: bytes, expected: OffsetCommitValue
+) -> None:
     assert decode_value(OffsetCommitKey("g", "t", 0), data) == expected
 
 
@@ -89,34 +101,62 @@ def test_group_metadata_bytes() -> None:
     key = GroupMetadataKey("grp")
     assert encode_key(key) == b"\x00\x02" + s16("grp")
     value = GroupMetadataValue(
-        protocol_type="consumer", generation=3, protocol="range", leader="m1",
+        protocol_type="consumer",
+        generation=3,
+        protocol="range",
+        leader="m1",
         current_state_timestamp=1234,
         members=[MemberMetadata("m1", "cid", "/1.2.3.4", 300, 100, b"SUB", b"ASG", "inst")],
     )
     data = encode_value(value)
     assert data == (
-        b"\x00\x03" + s16("consumer") + struct.pack(">i", 3) + s16("range") + s16("m1")
-        + struct.pack(">q", 1234) + struct.pack(">i", 1)
-        + s16("m1") + s16("inst") + s16("cid") + s16("/1.2.3.4") + struct.pack(">ii", 300, 100)
-        + struct.pack(">i", 3) + b"SUB" + struct.pack(">i", 3) + b"ASG"
+        b"\x00\x03"
+        + s16("consumer")
+        + struct.pack(">i", 3)
+        + s16("range")
+        + s16("m1")
+        + struct.pack(">q", 1234)
+        + struct.pack(">i", 1)
+        + s16("m1")
+        + s16("inst")
+        + s16("cid")
+        + s16("/1.2.3.4")
+        + struct.pack(">ii", 300, 100)
+        + struct.pack(">i", 3)
+        + b"SUB"
+        + struct.pack(">i", 3)
+        + b"ASG"
     )
     assert decode_value(key, data) == value
 
 
 def test_group_metadata_v0_without_rebalance_timeout() -> None:
     data = (
-        b"\x00\x00" + s16("consumer") + struct.pack(">i", 1) + s16("range") + s16("m")
-        + struct.pack(">i", 1) + s16("m") + s16("c") + s16("h") + struct.pack(">i", 5000)
-        + struct.pack(">i", 0) + struct.pack(">i", 0)
+        b"\x00\x00"
+        + s16("consumer")
+        + struct.pack(">i", 1)
+        + s16("range")
+        + s16("m")
+        + struct.pack(">i", 1)
+        + s16("m")
+        + s16("c")
+        + s16("h")
+        + struct.pack(">i", 5000)
+        + struct.pack(">i", 0)
+        + struct.pack(">i", 0)
     )
     value = decode_value(GroupMetadataKey("g"), data)
-    assert value == GroupMetadataValue("consumer", 1, "range", "m", -1, [MemberMetadata("m", "c", "h", 5000, 5000, b"", b"", None)])
+    assert value == GroupMetadataValue(
+        "consumer", 1, "range", "m", -1, [MemberMetadata("m", "c", "h", 5000, 5000, b"", b"", None)]
+    )
 
 
 def test_consumer_group_records_bytes() -> None:
     key = ConsumerGroupKey(CONSUMER_GROUP_METADATA, "g")
     assert encode_key(key) == b"\x00\x03" + s16("g")
-    assert encode_value(ConsumerGroupMetadataValue(5)) == b"\x00\x00" + struct.pack(">i", 5) + b"\x00"
+    assert (
+        encode_value(ConsumerGroupMetadataValue(5)) == b"\x00\x00" + struct.pack(">i", 5) + b"\x00"
+    )
     tkey = ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g")
     assert encode_key(tkey) == b"\x00\x06" + s16("g")
     mkey = ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, "g", "m")
@@ -133,11 +173,20 @@ def test_consumer_group_records_bytes() -> None:
     ("key", "value"),
     [
         (ConsumerGroupKey(CONSUMER_GROUP_METADATA, "g"), ConsumerGroupMetadataValue(11)),
-        (ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g"), TargetAssignmentMetadataValue(4)),
-        (ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, "g", "m"), ConsumerGroupMemberMetadataValue(
-            "inst", None, "client", "/h", ["a", "b"], "t.*", 30000, "range")),
-        (ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m"), CurrentMemberAssignmentValue(
-            7, 6, 1, {TID: [1, 3]}, {TID: [5]})),
+        (
+            ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g"),
+            TargetAssignmentMetadataValue(4),
+        ),
+        (
+            ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, "g", "m"),
+            ConsumerGroupMemberMetadataValue(
+                "inst", None, "client", "/h", ["a", "b"], "t.*", 30000, "range"
+            ),
+        ),
+        (
+            ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m"),
+            CurrentMemberAssignmentValue(7, 6, 1, {TID: [1, 3]}, {TID: [5]}),
+        ),
     ],
 )
 def test_consumer_group_records_round_trip(key: object, value: object) -> None:
@@ -161,4 +210,6 @@ def test_unknown_value_version_raises() -> None:
     with pytest.raises(ProtocolError):
         decode_value(OffsetCommitKey("g", "t", 0), b"\x00\x09" + bytes(20))
     with pytest.raises(ProtocolError):
-        decode_value(ConsumerGroupKey(CONSUMER_GROUP_METADATA, "g"), b"\x00\x01\x00\x00\x00\x01\x00")
+        decode_value(
+            ConsumerGroupKey(CONSUMER_GROUP_METADATA, "g"), b"\x00\x01\x00\x00\x00\x01\x00"
+        )

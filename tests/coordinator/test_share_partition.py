@@ -41,10 +41,17 @@ def test_acquire_hands_out_each_available_record_once() -> None:
 def test_control_offsets_are_archived_on_the_way() -> None:
     p = sp()
     # offsets 3 and 7 are control records (transaction markers): not data, never delivered
-    assert p.acquire("a", [(0, 2), (4, 6), (8, 9)], 10, 100, 0, LOCK) == [(0, 2, 1), (4, 6, 1), (8, 9, 1)]
+    assert p.acquire("a", [(0, 2), (4, 6), (8, 9)], 10, 100, 0, LOCK) == [
+        (0, 2, 1),
+        (4, 6, 1),
+        (8, 9, 1),
+    ]
     assert p.acknowledge("a", 0, 2, [ACCEPT]) == 0
     assert p.start_offset == 4  # 3 was archived, so SPSO passes it
-    assert p.acknowledge("a", 4, 9, [ACCEPT] * 3 + [GAP] + [ACCEPT] * 2) == ErrorCode.INVALID_RECORD_STATE  # 7 not held
+    assert (
+        p.acknowledge("a", 4, 9, [ACCEPT] * 3 + [GAP] + [ACCEPT] * 2)
+        == ErrorCode.INVALID_RECORD_STATE
+    )  # 7 not held
     assert p.acknowledge("a", 4, 6, [ACCEPT]) == 0 and p.acknowledge("a", 8, 9, [ACCEPT]) == 0
     assert (p.start_offset, p.end_offset, p.records) == (10, 10, {})
 
@@ -54,7 +61,11 @@ def test_release_redelivers_with_a_higher_count_and_reject_never() -> None:
     p.acquire("a", [(0, 3)], 4, 100, 0, LOCK)
     assert p.acknowledge("a", 0, 3, [RELEASE, REJECT, ACCEPT, RELEASE]) == 0
     assert [(o, r.state, r.delivery_count) for o, r in sorted(p.records.items())] == [
-        (0, AVAILABLE, 1), (1, ARCHIVED, 1), (2, ACKNOWLEDGED, 1), (3, AVAILABLE, 1)]
+        (0, AVAILABLE, 1),
+        (1, ARCHIVED, 1),
+        (2, ACKNOWLEDGED, 1),
+        (3, AVAILABLE, 1),
+    ]
     assert p.acquire("b", [(0, 3)], 4, 100, 0, LOCK) == [(0, 0, 2), (3, 3, 2)]
     assert p.acknowledge("a", 0, 0, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE  # b holds it now
     assert p.acknowledge("b", 0, 0, [ACCEPT]) == 0 and p.acknowledge("b", 3, 3, [ACCEPT]) == 0
@@ -84,10 +95,14 @@ def test_the_lock_limit_bounds_acquisition() -> None:
 def test_bad_acknowledgements_change_nothing() -> None:
     p = sp()
     p.acquire("a", [(0, 3)], 4, 100, 0, LOCK)
-    assert p.acknowledge("a", 0, 3, [ACCEPT, ACCEPT]) == ErrorCode.INVALID_REQUEST  # 2 types for 4 offsets
+    assert (
+        p.acknowledge("a", 0, 3, [ACCEPT, ACCEPT]) == ErrorCode.INVALID_REQUEST
+    )  # 2 types for 4 offsets
     assert p.acknowledge("a", 0, 3, [9]) == ErrorCode.INVALID_REQUEST
     assert p.acknowledge("a", 3, 0, [ACCEPT]) == ErrorCode.INVALID_REQUEST
-    assert p.acknowledge("a", 2, 5, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE  # 4 and 5 not acquired
+    assert (
+        p.acknowledge("a", 2, 5, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE
+    )  # 4 and 5 not acquired
     assert p.acknowledge("x", 0, 0, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE
     assert p.acquired_count == 4 and p.start_offset == 0
 
@@ -100,8 +115,11 @@ def test_state_batches_round_trip_without_locks() -> None:
     p.acknowledge("a", 4, 4, [RELEASE])
     batches = p.state_batches()
     assert batches == [
-        StateBatch(0, 0, AVAILABLE, 1), StateBatch(1, 1, ACKNOWLEDGED, 1), StateBatch(2, 3, ARCHIVED, 1),
-        StateBatch(4, 5, AVAILABLE, 1)]  # 5 is still locked: persisted as available
+        StateBatch(0, 0, AVAILABLE, 1),
+        StateBatch(1, 1, ACKNOWLEDGED, 1),
+        StateBatch(2, 3, ARCHIVED, 1),
+        StateBatch(4, 5, AVAILABLE, 1),
+    ]  # 5 is still locked: persisted as available
     q = sp()
     q.load(0, batches)
     assert (q.start_offset, q.end_offset, q.acquired_count) == (0, 6, 0)
@@ -112,7 +130,9 @@ def test_state_batches_round_trip_without_locks() -> None:
 
 def test_share_state_records_round_trip() -> None:
     key = ("g", uuid.uuid4(), 3)
-    snap = ShareSnapshot(2, 5, 40, (StateBatch(40, 41, ACKNOWLEDGED, 1), StateBatch(44, 44, AVAILABLE, 3)), 7)
+    snap = ShareSnapshot(
+        2, 5, 40, (StateBatch(40, 41, ACKNOWLEDGED, 1), StateBatch(44, 44, AVAILABLE, 3)), 7
+    )
     assert decode_key(encode_key(key)) == key
     assert decode_value(encode_value(snap)) == snap
     assert decode_value(None) is None
@@ -138,7 +158,9 @@ def test_the_share_coordinator_fences_old_leaders_and_state_epochs() -> None:
     c.complete_load(part)
     c.read("t2", key, 1)
     assert drain(c) == [ReadResult(0)]  # never initialized: start -1
-    c.write("t3", key, 0, 1, 10, [StateBatch(10, 12, ACKNOWLEDGED, 1), StateBatch(8, 9, ARCHIVED, 1)])
+    c.write(
+        "t3", key, 0, 1, 10, [StateBatch(10, 12, ACKNOWLEDGED, 1), StateBatch(8, 9, ARCHIVED, 1)]
+    )
     assert drain(c) == [0]
     c.read("t4", key, 2)  # a new leader: its epoch is recorded
     assert drain(c) == [ReadResult(0, 0, 2, 10, (StateBatch(10, 12, ACKNOWLEDGED, 1),))]
@@ -155,7 +177,11 @@ def test_the_share_coordinator_fences_old_leaders_and_state_epochs() -> None:
 def test_share_group_assignment_shares_when_members_outnumber_partitions() -> None:
     t = uuid.uuid4()
     topics = {"t": (t, 2)}.get
-    assert assign(["a", "b", "c"], {m: ["t"] for m in "abc"}, topics) == {"a": {t: [0]}, "b": {t: [1]}, "c": {t: [0]}}
+    assert assign(["a", "b", "c"], {m: ["t"] for m in "abc"}, topics) == {
+        "a": {t: [0]},
+        "b": {t: [1]},
+        "c": {t: [0]},
+    }
     assert assign(["a"], {"a": ["t", "missing"]}, topics) == {"a": {t: [0, 1]}}
     now = [0]
     groups = ShareGroups(topics, 1000, 100, 2, lambda: now[0])
@@ -167,12 +193,23 @@ def test_share_group_assignment_shares_when_members_outnumber_partitions() -> No
     assert (r.member_epoch, r.assignment) == (2, {t: [0]})  # its new assignment, with the new epoch
     r, _ = groups.heartbeat("g", "m1", 2, None, None, "c1", "/h", 1)
     assert (r.member_epoch, r.assignment) == (2, None)  # nothing new: no assignment field
-    assert groups.heartbeat("g", "m1", 1, None, None, "c1", "/h", 1)[0].error == ErrorCode.FENCED_MEMBER_EPOCH
-    assert groups.heartbeat("g", "m3", 0, None, ["t"], "c3", "/h", 1)[0].error == ErrorCode.GROUP_MAX_SIZE_REACHED
-    assert groups.heartbeat("g", "", 0, None, ["t"], "c3", "/h", 1)[0].error == ErrorCode.INVALID_REQUEST
+    assert (
+        groups.heartbeat("g", "m1", 1, None, None, "c1", "/h", 1)[0].error
+        == ErrorCode.FENCED_MEMBER_EPOCH
+    )
+    assert (
+        groups.heartbeat("g", "m3", 0, None, ["t"], "c3", "/h", 1)[0].error
+        == ErrorCode.GROUP_MAX_SIZE_REACHED
+    )
+    assert (
+        groups.heartbeat("g", "", 0, None, ["t"], "c3", "/h", 1)[0].error
+        == ErrorCode.INVALID_REQUEST
+    )
     now[0] = 1500  # m2's session ran out; m1 heartbeats in time
     groups.groups["g"].members["m1"].deadline_ms = 2000
     r, gone = groups.heartbeat("g", "m1", 2, None, None, "c1", "/h", 1)
     assert gone == [("g", "m2")] and (r.member_epoch, r.assignment) == (3, {t: [0, 1]})
-    assert groups.heartbeat("g", "m1", -1, None, None, "c1", "/h", 1)[1] == []  # it closes its own sessions
+    assert (
+        groups.heartbeat("g", "m1", -1, None, None, "c1", "/h", 1)[1] == []
+    )  # it closes its own sessions
     assert groups.groups["g"].state == "Empty"

@@ -35,8 +35,12 @@ def test_record_layouts_are_kafkas() -> None:
     expected = (
         struct.pack(">hqhib", 0, 7, 3, 60000, 1)
         + struct.pack(">i", 2)
-        + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 2)
-        + struct.pack(">h", 1) + b"b" + struct.pack(">ii", 1, 1)
+        + struct.pack(">h", 1)
+        + b"a"
+        + struct.pack(">iii", 2, 0, 2)
+        + struct.pack(">h", 1)
+        + b"b"
+        + struct.pack(">ii", 1, 1)
         + struct.pack(">qq", T0 + 5, T0)
     )
     assert encode_value(v) == expected
@@ -50,13 +54,31 @@ def test_flexible_value_version_1_with_tagged_fields() -> None:
     body = (
         struct.pack(">hqhib", 1, 9, 0, 1000, 4)
         + bytes([2])  # compact array: one topic
-        + bytes([2]) + b"t" + bytes([2]) + struct.pack(">i", 5) + b"\x00"
+        + bytes([2])
+        + b"t"
+        + bytes([2])
+        + struct.pack(">i", 5)
+        + b"\x00"
         + struct.pack(">qq", T0, T0 - 1)
-        + bytes([2]) + bytes([0, 8]) + struct.pack(">q", 8) + bytes([2, 2]) + struct.pack(">h", 2)
+        + bytes([2])
+        + bytes([0, 8])
+        + struct.pack(">q", 8)
+        + bytes([2, 2])
+        + struct.pack(">h", 2)
     )
     v = decode_value(body)
-    assert v == TxnLogValue(9, 0, 1000, 4, [("t", 5)], T0, T0 - 1, previous_producer_id=8,
-                            next_producer_id=-1, client_transaction_version=2)
+    assert v == TxnLogValue(
+        9,
+        0,
+        1000,
+        4,
+        [("t", 5)],
+        T0,
+        T0 - 1,
+        previous_producer_id=8,
+        next_producer_id=-1,
+        client_transaction_version=2,
+    )
 
 
 # --- InitProducerId ----------------------------------------------------------------------
@@ -132,9 +154,16 @@ def test_commit_writes_prepare_markers_then_complete() -> None:
     assert h.add("tx", pid, epoch, ("u", 0)) == 0
     h.clock.now += 10
     assert h.end("tx", pid, epoch, True) == 0
-    assert h.markers == [("t", 0, pid, 0, True, 4), ("t", 1, pid, 0, True, 4), ("u", 0, pid, 0, True, 4)]
+    assert h.markers == [
+        ("t", 0, pid, 0, True, 4),
+        ("t", 1, pid, 0, True, 4),
+        ("u", 0, pid, 0, True, 4),
+    ]
     assert h.state("tx") is TxnState.COMPLETE_COMMIT
-    assert [(v.state, v.partitions, v.start_timestamp_ms, v.last_update_timestamp_ms) for v in h.records_of("tx")] == [
+    assert [
+        (v.state, v.partitions, v.start_timestamp_ms, v.last_update_timestamp_ms)
+        for v in h.records_of("tx")
+    ] == [
         (0, [], -1, T0),
         (1, [("t", 0), ("t", 1)], T0 + 10, T0 + 10),
         (1, [("t", 0), ("t", 1), ("u", 0)], T0 + 10, T0 + 20),
@@ -311,9 +340,16 @@ def test_verify_partitions() -> None:
     pid, epoch = h.init("tx")[1:]
     assert h.coord.verify("tx", pid, epoch, [("t", 0)]) == {("t", 0): E.INVALID_TXN_STATE}
     h.add("tx", pid, epoch, ("t", 0))
-    assert h.coord.verify("tx", pid, epoch, [("t", 0), ("t", 1)]) == {("t", 0): 0, ("t", 1): E.INVALID_TXN_STATE}
-    assert h.coord.verify("tx", pid + 5, epoch, [("t", 0)]) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
-    assert h.coord.verify("nobody", pid, epoch, [("t", 0)]) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
+    assert h.coord.verify("tx", pid, epoch, [("t", 0), ("t", 1)]) == {
+        ("t", 0): 0,
+        ("t", 1): E.INVALID_TXN_STATE,
+    }
+    assert h.coord.verify("tx", pid + 5, epoch, [("t", 0)]) == {
+        ("t", 0): E.INVALID_PRODUCER_ID_MAPPING
+    }
+    assert h.coord.verify("nobody", pid, epoch, [("t", 0)]) == {
+        ("t", 0): E.INVALID_PRODUCER_ID_MAPPING
+    }
     h.end("tx", pid, epoch, True)
     assert h.coord.verify("tx", pid, epoch, [("t", 0)]) == {("t", 0): E.INVALID_TXN_STATE}
 
@@ -329,18 +365,35 @@ def test_describe_and_list() -> None:
         TxnDescription("a", 0, "Empty", TIMEOUT, -1, a.producer_id, 0, ()),
         TxnDescription("zz", E.TRANSACTIONAL_ID_NOT_FOUND),
     ]
-    assert h.coord.list_transactions([], []) == (0, [], [
-        TxnListing("a", a.producer_id, "Empty"), TxnListing("b", b.producer_id, "Ongoing"),
-    ])
-    assert h.coord.list_transactions(["Ongoing", "Bogus"], []) == (0, ["Bogus"], [TxnListing("b", b.producer_id, "Ongoing")])
-    assert h.coord.list_transactions([], [a.producer_id]) == (0, [], [TxnListing("a", a.producer_id, "Empty")])
+    assert h.coord.list_transactions([], []) == (
+        0,
+        [],
+        [
+            TxnListing("a", a.producer_id, "Empty"),
+            TxnListing("b", b.producer_id, "Ongoing"),
+        ],
+    )
+    assert h.coord.list_transactions(["Ongoing", "Bogus"], []) == (
+        0,
+        ["Bogus"],
+        [TxnListing("b", b.producer_id, "Ongoing")],
+    )
+    assert h.coord.list_transactions([], [a.producer_id]) == (
+        0,
+        [],
+        [TxnListing("a", a.producer_id, "Empty")],
+    )
     # duration: only transactions running longer than the filter
-    assert h.coord.list_transactions(["Ongoing"], [], 99)[2] == [TxnListing("b", b.producer_id, "Ongoing")]
+    assert h.coord.list_transactions(["Ongoing"], [], 99)[2] == [
+        TxnListing("b", b.producer_id, "Ongoing")
+    ]
     assert h.coord.list_transactions(["Ongoing"], [], 100)[2] == []
 
 
 def test_idle_transactional_ids_expire() -> None:
-    cfg = TxnCoordinatorConfig(num_partitions=3, id_expiration_ms=10000, id_expiration_check_interval_ms=1000)
+    cfg = TxnCoordinatorConfig(
+        num_partitions=3, id_expiration_ms=10000, id_expiration_check_interval_ms=1000
+    )
     h = TxnHarness(config=cfg)
     h.init("idle")
     busy = h.init("busy")

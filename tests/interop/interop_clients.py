@@ -43,8 +43,13 @@ def ck_produce(bootstrap: str, topic: str, recs: Iterable[Rec], **conf: object) 
         while True:
             try:
                 p.produce(
-                    topic, value=r.value, key=r.key, partition=r.partition,
-                    timestamp=r.timestamp, headers=list(r.headers) or None, on_delivery=on_delivery,
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    partition=r.partition,
+                    timestamp=r.timestamp,
+                    headers=list(r.headers) or None,
+                    on_delivery=on_delivery,
                 )
                 break
             except BufferError:
@@ -75,7 +80,9 @@ def ck_to_rec(msg) -> Rec:  # noqa: ANN001
     )
 
 
-def ck_consume(bootstrap: str, topic: str, partitions: int, count: int, **conf: object) -> list[tuple[int, Rec]]:
+def ck_consume(
+    bootstrap: str, topic: str, partitions: int, count: int, **conf: object
+) -> list[tuple[int, Rec]]:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
     c = ck_consumer(bootstrap, **conf)
@@ -106,8 +113,14 @@ def kp_produce(bootstrap: str, topic: str, recs: Iterable[Rec], **conf: object) 
     p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **conf)
     try:
         futs = [
-            p.send(topic, value=r.value, key=r.key, partition=r.partition,
-                   timestamp_ms=r.timestamp, headers=list(r.headers) or None)
+            p.send(
+                topic,
+                value=r.value,
+                key=r.key,
+                partition=r.partition,
+                timestamp_ms=r.timestamp,
+                headers=list(r.headers) or None,
+            )
             for r in recs
         ]
         p.flush()
@@ -144,7 +157,9 @@ def kp_drain(c, count: int, budget: float | None = None) -> list[tuple[int, Rec]
     return out
 
 
-def kp_consume(bootstrap: str, topic: str, partitions: int, count: int, **conf: object) -> list[tuple[int, Rec]]:
+def kp_consume(
+    bootstrap: str, topic: str, partitions: int, count: int, **conf: object
+) -> list[tuple[int, Rec]]:
     from kafka import TopicPartition
 
     c = kp_consumer(bootstrap, **conf)
@@ -167,8 +182,14 @@ async def _aio_produce(bootstrap: str, topic: str, recs: list[Rec], conf: dict) 
     await p.start()
     try:
         futs = [
-            await p.send(topic, value=r.value, key=r.key, partition=r.partition,
-                         timestamp_ms=r.timestamp, headers=list(r.headers) or None)
+            await p.send(
+                topic,
+                value=r.value,
+                key=r.key,
+                partition=r.partition,
+                timestamp_ms=r.timestamp,
+                headers=list(r.headers) or None,
+            )
             for r in recs
         ]
         return list(await asyncio.gather(*futs))
@@ -184,11 +205,18 @@ def aio_to_rec(m) -> Rec:  # noqa: ANN001
     return Rec(m.partition, m.key, m.value, tuple(tuple(h) for h in (m.headers or ())), m.timestamp)
 
 
-async def _aio_consume(bootstrap: str, topic: str, partitions: int, count: int, conf: dict) -> list[tuple[int, Rec]]:
+async def _aio_consume(
+    bootstrap: str, topic: str, partitions: int, count: int, conf: dict
+) -> list[tuple[int, Rec]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", **conf)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **conf,
+    )
     await c.start()
     out: list[tuple[int, Rec]] = []
     try:
@@ -204,7 +232,9 @@ async def _aio_consume(bootstrap: str, topic: str, partitions: int, count: int, 
     return out
 
 
-def aio_consume(bootstrap: str, topic: str, partitions: int, count: int, **conf: object) -> list[tuple[int, Rec]]:
+def aio_consume(
+    bootstrap: str, topic: str, partitions: int, count: int, **conf: object
+) -> list[tuple[int, Rec]]:
     return asyncio.run(_aio_consume(bootstrap, topic, partitions, count, conf))
 
 
@@ -213,18 +243,28 @@ def aio_consume(bootstrap: str, topic: str, partitions: int, count: int, **conf:
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 
-def kcat(bootstrap: str, *args: str, input: bytes | None = None, timeout: float | None = None) -> bytes:
+def kcat(
+    bootstrap: str, *args: str, input: bytes | None = None, timeout: float | None = None
+) -> bytes:
     assert KCAT is not None
     proc = subprocess.run(
-        [KCAT, "-b", bootstrap, "-q", *args], input=input, capture_output=True, timeout=timeout,
+        [KCAT, "-b", bootstrap, "-q", *args],
+        input=input,
+        capture_output=True,
+        timeout=timeout,
         env={**os.environ, "LC_ALL": "C"},
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     return proc.stdout
 
 
-def kcat_produce(bootstrap: str, topic: str, partition: int, lines: list[tuple[bytes | None, bytes | None]],
-                 *extra: str) -> None:
+def kcat_produce(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    lines: list[tuple[bytes | None, bytes | None]],
+    *extra: str,
+) -> None:
     """Produce key/value pairs to one partition with ``-K`` and ``-Z`` (empty means null).
 
     kcat reads one message per line; a key is everything before the first tab."""

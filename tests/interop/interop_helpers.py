@@ -153,11 +153,15 @@ class RawClient:
 
 def supports_api(bootstrap: str, api_key: int) -> bool:
     with RawClient(bootstrap) as c:
-        resp = c.request(ApiVersionsRequest(client_software_name="interop", client_software_version="1"), 3)
+        resp = c.request(
+            ApiVersionsRequest(client_software_name="interop", client_software_version="1"), 3
+        )
     return any(k.api_key == api_key for k in resp.api_keys)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, configs: dict[str, str] | None = None
+) -> None:
     """Create ``name`` with ``partitions`` partitions and wait until metadata shows them.
 
     Uses CreateTopics when the broker has it; otherwise auto-creation through Metadata, in

@@ -137,10 +137,16 @@ class KafkaTap:
                     server.close()
                     return
                 self._sockets.update((client, server))
-            threading.Thread(target=self._pump, args=(client, server, pending, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, pending, False), daemon=True).start()
+            threading.Thread(
+                target=self._pump, args=(client, server, pending, True), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pump, args=(server, client, pending, False), daemon=True
+            ).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, pending: dict[int, Any], requests: bool) -> None:
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, pending: dict[int, Any], requests: bool
+    ) -> None:
         decoder = FrameDecoder(_MAX_FRAME)
         try:
             while True:
@@ -170,7 +176,12 @@ class KafkaTap:
         if header.api_key not in _WATCHED:
             return
         body = API_KEYS[header.api_key].request.decode(memoryview(frame)[pos:], header.api_version)
-        pending[header.correlation_id] = (header.api_key, header.api_version, body.group_id, body.member_id)
+        pending[header.correlation_id] = (
+            header.api_key,
+            header.api_version,
+            body.group_id,
+            body.member_id,
+        )
 
     def _saw_response(self, frame: Any, pending: dict[int, Any]) -> None:
         hit = pending.pop(peek_correlation_id(frame), None)

@@ -44,23 +44,35 @@ def _admin(b: BrokerProcess) -> AdminClient:
     return AdminClient({"bootstrap.servers": b.bootstrap_servers})
 
 
-def _alter(admin: AdminClient, rtype: ResourceType, name: str, *ops: tuple[str, str, AlterConfigOpType]) -> None:
-    res = ConfigResource(rtype, name, incremental_configs=[
-        ConfigEntry(key, value, incremental_operation=op) for key, value, op in ops
-    ])
+def _alter(
+    admin: AdminClient, rtype: ResourceType, name: str, *ops: tuple[str, str, AlterConfigOpType]
+) -> None:
+    res = ConfigResource(
+        rtype,
+        name,
+        incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op) for key, value, op in ops
+        ],
+    )
     (fut,) = admin.incremental_alter_configs([res]).values()
     fut.result(timeout=30)
 
 
-def _refusal(admin: AdminClient, rtype: ResourceType, name: str, key: str, value: str) -> KafkaError:
-    res = ConfigResource(rtype, name, incremental_configs=[ConfigEntry(key, value, incremental_operation=SET)])
+def _refusal(
+    admin: AdminClient, rtype: ResourceType, name: str, key: str, value: str
+) -> KafkaError:
+    res = ConfigResource(
+        rtype, name, incremental_configs=[ConfigEntry(key, value, incremental_operation=SET)]
+    )
     (fut,) = admin.incremental_alter_configs([res]).values()
     with pytest.raises(KafkaException) as e:
         fut.result(timeout=30)
     return e.value.args[0]
 
 
-def _describe(admin: AdminClient, rtype: ResourceType, name: str, *keys: str) -> dict[str, tuple[str | None, int]]:
+def _describe(
+    admin: AdminClient, rtype: ResourceType, name: str, *keys: str
+) -> dict[str, tuple[str | None, int]]:
     res = ConfigResource(rtype, name)
     configs = admin.describe_configs([res])[res].result(timeout=30)
     return {k: (configs[k].value, ConfigSource(configs[k].source)) for k in keys if k in configs}
@@ -71,20 +83,36 @@ def _describe(admin: AdminClient, rtype: ResourceType, name: str, *keys: str) ->
 BROKER = 4
 
 
-def _alter_cluster_default(b: BrokerProcess, *ops: tuple[str, str, AlterConfigOpType]) -> tuple[int, str | None]:
-    req = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.Resources(
-        resource_type=BROKER, resource_name="",
-        configs=[IncrementalAlterConfigsRequest.Resources.Configs(name=k, config_operation=int(op.value), value=v)
-                 for k, v, op in ops],
-    )])
+def _alter_cluster_default(
+    b: BrokerProcess, *ops: tuple[str, str, AlterConfigOpType]
+) -> tuple[int, str | None]:
+    req = IncrementalAlterConfigsRequest(
+        resources=[
+            IncrementalAlterConfigsRequest.Resources(
+                resource_type=BROKER,
+                resource_name="",
+                configs=[
+                    IncrementalAlterConfigsRequest.Resources.Configs(
+                        name=k, config_operation=int(op.value), value=v
+                    )
+                    for k, v, op in ops
+                ],
+            )
+        ]
+    )
     with RawClient(b.bootstrap_servers) as c:
         r = c.request(req, 1).responses[0]
     return r.error_code, r.error_message
 
 
 def _describe_cluster_default(b: BrokerProcess) -> dict[str, tuple[str | None, ConfigSource]]:
-    req = DescribeConfigsRequest(resources=[DescribeConfigsRequest.Resources(
-        resource_type=BROKER, resource_name="", configuration_keys=None)])
+    req = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsRequest.Resources(
+                resource_type=BROKER, resource_name="", configuration_keys=None
+            )
+        ]
+    )
     with RawClient(b.bootstrap_servers) as c:
         result = c.request(req, 4).results[0]
     assert result.error_code == 0
@@ -103,7 +131,13 @@ def test_dynamic_broker_configs_layers_sources_and_restart(broker: BrokerProcess
     assert _alter_cluster_default(
         broker, ("message.max.bytes", "2000", SET), ("log.retention.ms", "7200000", SET)
     ) == (0, None)
-    _alter(admin, ResourceType.BROKER, "1", ("log.retention.ms", "3600000", SET), ("log.cleanup.policy", "compact", APPEND))
+    _alter(
+        admin,
+        ResourceType.BROKER,
+        "1",
+        ("log.retention.ms", "3600000", SET),
+        ("log.cleanup.policy", "compact", APPEND),
+    )
     want = {
         "log.retention.ms": ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG),
         "message.max.bytes": ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -128,7 +162,12 @@ def test_dynamic_broker_configs_layers_sources_and_restart(broker: BrokerProcess
     p = Producer({"bootstrap.servers": broker.bootstrap_servers, "message.max.bytes": 100_000})
     # (keyed: the dynamic log.cleanup.policy made the topic compacted too)
     for value in (b"x" * 5000, b"small"):
-        p.produce(topic, key=b"k", value=value, on_delivery=lambda err, _m: reports.append(err and err.name()))
+        p.produce(
+            topic,
+            key=b"k",
+            value=value,
+            on_delivery=lambda err, _m: reports.append(err and err.name()),
+        )
         assert p.flush(30) == 0
     assert reports == ["MSG_SIZE_TOO_LARGE", None]
 
@@ -138,10 +177,21 @@ def test_dynamic_broker_configs_layers_sources_and_restart(broker: BrokerProcess
     # Applied again from the stored overrides at start.
     reports.clear()
     p = Producer({"bootstrap.servers": broker.bootstrap_servers, "message.max.bytes": 100_000})
-    p.produce(topic, key=b"k", value=b"x" * 5000, on_delivery=lambda err, _m: reports.append(err and err.name()))
+    p.produce(
+        topic,
+        key=b"k",
+        value=b"x" * 5000,
+        on_delivery=lambda err, _m: reports.append(err and err.name()),
+    )
     assert p.flush(30) == 0
     assert reports == ["MSG_SIZE_TOO_LARGE"]
-    _alter(admin, ResourceType.BROKER, "1", ("log.cleanup.policy", "compact", SUBTRACT), ("log.retention.ms", "", DELETE))
+    _alter(
+        admin,
+        ResourceType.BROKER,
+        "1",
+        ("log.cleanup.policy", "compact", SUBTRACT),
+        ("log.retention.ms", "", DELETE),
+    )
     assert _describe(admin, ResourceType.BROKER, "1", "log.cleanup.policy", "log.retention.ms") == {
         "log.cleanup.policy": ("delete", ConfigSource.DYNAMIC_BROKER_CONFIG),
         "log.retention.ms": ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -156,7 +206,9 @@ def test_read_only_and_per_broker_only_keys_are_refused(broker: BrokerProcess) -
         "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
         "Cannot update these configs dynamically: Set(log.dirs)",
     )
-    assert _alter_cluster_default(broker, ("sasl.kerberos.min.time.before.relogin", "58000", SET)) == (
+    assert _alter_cluster_default(
+        broker, ("sasl.kerberos.min.time.before.relogin", "58000", SET)
+    ) == (
         ErrorCode.INVALID_REQUEST,
         "Invalid config value for resource ConfigResource(type=BROKER, name=''): Cannot update "
         "these configs at default cluster level, broker id must be specified: "
@@ -164,8 +216,17 @@ def test_read_only_and_per_broker_only_keys_are_refused(broker: BrokerProcess) -
     )
     # Per broker it is accepted (what librdkafka's 0081 sets), and a bad value is refused.
     _alter(admin, ResourceType.BROKER, "1", ("sasl.kerberos.min.time.before.relogin", "58000", SET))
-    assert _refusal(admin, ResourceType.BROKER, "1", "message.max.bytes", "lots").code() == KafkaError.INVALID_REQUEST
-    assert _describe(admin, ResourceType.BROKER, "1", "message.max.bytes", "sasl.kerberos.min.time.before.relogin") == {
+    assert (
+        _refusal(admin, ResourceType.BROKER, "1", "message.max.bytes", "lots").code()
+        == KafkaError.INVALID_REQUEST
+    )
+    assert _describe(
+        admin,
+        ResourceType.BROKER,
+        "1",
+        "message.max.bytes",
+        "sasl.kerberos.min.time.before.relogin",
+    ) == {
         "message.max.bytes": ("1048588", ConfigSource.DEFAULT_CONFIG),
         "sasl.kerberos.min.time.before.relogin": ("58000", ConfigSource.DYNAMIC_BROKER_CONFIG),
     }
@@ -173,7 +234,11 @@ def test_read_only_and_per_broker_only_keys_are_refused(broker: BrokerProcess) -
 
 def test_group_configs(broker: BrokerProcess) -> None:
     admin = _admin(broker)
-    keys = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.record.lock.duration.ms")
+    keys = (
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+        "share.record.lock.duration.ms",
+    )
     defaults = {
         "consumer.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG),
         "consumer.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG),
@@ -187,12 +252,16 @@ def test_group_configs(broker: BrokerProcess) -> None:
         "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
     )
     e = _refusal(admin, ResourceType.GROUP, "g1", "no.such.config", "1")
-    assert (e.code(), e.str()) == (KafkaError.INVALID_CONFIG, "Unknown group config name: no.such.config")
+    assert (e.code(), e.str()) == (
+        KafkaError.INVALID_CONFIG,
+        "Unknown group config name: no.such.config",
+    )
 
     broker.restart()
     admin = _admin(broker)
     assert _describe(admin, ResourceType.GROUP, "g1", *keys) == {
-        **defaults, "consumer.session.timeout.ms": ("50000", ConfigSource.GROUP_CONFIG),
+        **defaults,
+        "consumer.session.timeout.ms": ("50000", ConfigSource.GROUP_CONFIG),
     }
     _alter(admin, ResourceType.GROUP, "g1", ("consumer.session.timeout.ms", "", DELETE))
     assert _describe(admin, ResourceType.GROUP, "g1", *keys) == defaults

@@ -25,13 +25,23 @@ from gregor.protocol.messages.produce import ProduceRequest
 from gregor.protocol.records.batch import build_batch
 
 TOPIC_OPERATIONS = {
-    AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
-    AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
     AclOperation.ALTER_CONFIGS,
 }
 CLUSTER_OPERATIONS = {
-    AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
-    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.CREATE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
 }
 
 
@@ -105,7 +115,8 @@ def test_consuming_a_deleted_topic_reports_the_error(broker) -> None:  # noqa: A
     _produce_values(broker.bootstrap_servers, topic, [b"a", b"b"])
     child = subprocess.Popen(
         [sys.executable, "-c", _DELETED_TOPIC_CHILD, broker.bootstrap_servers, topic],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None
@@ -131,15 +142,28 @@ def test_fetch_error_partition_has_an_empty_record_set(broker, version: int) -> 
 
         def part(index: int, offset: int) -> FetchRequest.Topics.Partitions:
             return FetchRequest.Topics.Partitions(
-                partition=index, fetch_offset=offset, partition_max_bytes=1 << 20,
-                current_leader_epoch=-1, log_start_offset=-1,
+                partition=index,
+                fetch_offset=offset,
+                partition_max_bytes=1 << 20,
+                current_leader_epoch=-1,
+                log_start_offset=-1,
             )
 
         req = FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1,
-            topics=[FetchRequest.Topics(topic=topic, topic_id=topic_id, partitions=[part(0, 1000), part(7, 0)])],
-            forgotten_topics_data=[], rack_id="",
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchRequest.Topics(
+                    topic=topic, topic_id=topic_id, partitions=[part(0, 1000), part(7, 0)]
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
         )
         resp = c.request(req, version)
     parts = {p.partition_index: p for p in resp.responses[0].partitions}
@@ -167,7 +191,9 @@ def _produce_mixed_keys(bootstrap: str, topic: str, **conf: object) -> dict[str,
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 500, **conf})
     for i in range(100):
         value = b"record #%d" % i
-        p.produce(topic, value=value, key=None if i % 10 == 0 else value, partition=0, on_delivery=report)
+        p.produce(
+            topic, value=value, key=None if i % 10 == 0 else value, partition=0, on_delivery=report
+        )
     assert p.flush(30) == 0
     return outcome
 
@@ -195,15 +221,23 @@ def test_transactional_batch_without_transactional_id_is_refused(broker) -> None
         [(1, b"k", b"v")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True
     )
     req = ProduceRequest(
-        transactional_id=None, acks=-1, timeout_ms=10_000,
-        topic_data=[ProduceRequest.TopicData(name=topic, partition_data=[
-            ProduceRequest.TopicData.PartitionData(index=0, records=batch)
-        ])],
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[
+            ProduceRequest.TopicData(
+                name=topic,
+                partition_data=[ProduceRequest.TopicData.PartitionData(index=0, records=batch)],
+            )
+        ],
     )
     with RawClient(broker.bootstrap_servers) as c:
         resp = c.request(req, 9)
     part = resp.responses[0].partition_responses[0]
-    assert (part.error_code, part.base_offset) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+    assert (part.error_code, part.base_offset) == (
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        -1,
+    )
     # Nothing was written.
     c2 = ck_consumer(broker.bootstrap_servers)
     try:
@@ -220,7 +254,9 @@ def test_describe_topics_with_authorized_operations(broker) -> None:  # noqa: AN
     topic = topic_name("ops")
     create_topic(broker.bootstrap_servers, topic, 2)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    desc = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result()
+    desc = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[
+        topic
+    ].result()
     assert (desc.name, len(desc.partitions)) == (topic, 2)
     assert set(desc.authorized_operations) == TOPIC_OPERATIONS
     plain = admin.describe_topics(TopicCollection([topic]))[topic].result()

@@ -33,10 +33,13 @@ def _two_members(broker: BrokerProcess, kind: str) -> tuple[str, str, Member, Me
     return topic, group, a, b
 
 
-@pytest.mark.parametrize(("kind", "group_type", "assignor"), [
-    ("ck-eager", "CLASSIC", "range"),
-    ("ck-consumer", "CONSUMER", "uniform"),
-])
+@pytest.mark.parametrize(
+    ("kind", "group_type", "assignor"),
+    [
+        ("ck-eager", "CLASSIC", "range"),
+        ("ck-consumer", "CONSUMER", "uniform"),
+    ],
+)
 def test_confluent_admin(broker: BrokerProcess, kind: str, group_type: str, assignor: str) -> None:
     from confluent_kafka import (
         ConsumerGroupState,
@@ -50,13 +53,23 @@ def test_confluent_admin(broker: BrokerProcess, kind: str, group_type: str, assi
     topic, group, a, b = _two_members(broker, kind)
     with a, b:
         listed = admin.list_consumer_groups(
-            states={ConsumerGroupState.STABLE}, types={getattr(ConsumerGroupType, group_type)}).result()
+            states={ConsumerGroupState.STABLE}, types={getattr(ConsumerGroupType, group_type)}
+        ).result()
         rows = {g.group_id: g for g in listed.valid}
         assert group in rows
-        assert (rows[group].state, rows[group].type) == (ConsumerGroupState.STABLE, getattr(ConsumerGroupType, group_type))
+        assert (rows[group].state, rows[group].type) == (
+            ConsumerGroupState.STABLE,
+            getattr(ConsumerGroupType, group_type),
+        )
         desc = admin.describe_consumer_groups([group])[group].result()
-        assert (desc.state, desc.partition_assignor, desc.is_simple_consumer_group) == (ConsumerGroupState.STABLE, assignor, False)
-        described = sorted(sorted(tp.partition for tp in m.assignment.topic_partitions) for m in desc.members)
+        assert (desc.state, desc.partition_assignor, desc.is_simple_consumer_group) == (
+            ConsumerGroupState.STABLE,
+            assignor,
+            False,
+        )
+        described = sorted(
+            sorted(tp.partition for tp in m.assignment.topic_partitions) for m in desc.members
+        )
         assert described == sorted(sorted(m.state()[0]) for m in (a, b))
         assert {tp.topic for m in desc.members for tp in m.assignment.topic_partitions} == {topic}
         assert {m.host for m in desc.members} == {"/127.0.0.1"}
@@ -69,7 +82,9 @@ def test_confluent_admin(broker: BrokerProcess, kind: str, group_type: str, assi
     tps = [TopicPartition(topic, p, 100 + p) for p in range(PARTITIONS)]
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result()
     got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result()
-    assert sorted((tp.partition, tp.offset) for tp in got.topic_partitions) == [(p, 100 + p) for p in range(PARTITIONS)]
+    assert sorted((tp.partition, tp.offset) for tp in got.topic_partitions) == [
+        (p, 100 + p) for p in range(PARTITIONS)
+    ]
     desc = admin.describe_consumer_groups([group])[group].result()
     assert (desc.state, desc.members) == (ConsumerGroupState.EMPTY, [])
     admin.delete_consumer_groups([group])[group].result()
@@ -86,15 +101,27 @@ def test_kafka_python_admin(broker: BrokerProcess) -> None:
         with a, b:
             rows = {g["group_id"]: g for g in admin.list_groups()}
             assert rows[group]["protocol_type"] == "consumer"
-            stable = {g["group_id"] for g in admin.list_groups(states_filter=["Stable"], types_filter=["classic"])}
+            stable = {
+                g["group_id"]
+                for g in admin.list_groups(states_filter=["Stable"], types_filter=["classic"])
+            }
             assert group in stable
             desc = admin.describe_groups([group])[group]
-            assert (desc["error"], desc["group_state"], desc["protocol_type"]) == (None, "Stable", "consumer")
+            assert (desc["error"], desc["group_state"], desc["protocol_type"]) == (
+                None,
+                "Stable",
+                "consumer",
+            )
             assert desc["protocol_data"] in ("range", "roundrobin")
             members = desc["members"]
             assigned = sorted(
-                sorted(p for tp in m["member_assignment"]["assigned_partitions"] for p in tp["partitions"])
-                for m in members)
+                sorted(
+                    p
+                    for tp in m["member_assignment"]["assigned_partitions"]
+                    for p in tp["partitions"]
+                )
+                for m in members
+            )
             assert assigned == sorted(sorted(m.state()[0]) for m in (a, b))
             assert {t for m in members for t in m["member_metadata"]["topics"]} == {topic}
             assert {m["client_host"] for m in members} == {"/127.0.0.1"}
@@ -129,7 +156,13 @@ def test_aiokafka_admin(broker: BrokerProcess) -> None:
     with a, b:
         listed, (error, group_id, state, protocol_type, protocol, members) = asyncio.run(describe())
         assert (group, "consumer") in listed
-        assert (error, group_id, state, protocol_type, protocol) == (0, group, "Stable", "consumer", "roundrobin")
+        assert (error, group_id, state, protocol_type, protocol) == (
+            0,
+            group,
+            "Stable",
+            "consumer",
+            "roundrobin",
+        )
         assigned = []
         for _member_id, _client_id, client_host, _metadata, assignment in members:
             decoded = ConsumerProtocolAssignment.decode(assignment)

@@ -31,10 +31,15 @@ def broker() -> Iterator[BrokerProcess]:
 
 
 def assigned_consumer(bs: str, group: str, protocol: str) -> Consumer:
-    return Consumer({
-        "bootstrap.servers": bs, "group.id": group, "group.protocol": protocol,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
+    return Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": group,
+            "group.protocol": protocol,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])
@@ -46,7 +51,9 @@ def test_assign_commit_creates_a_simple_group(broker: BrokerProcess, protocol: s
     c = assigned_consumer(bs, group, protocol)
     try:
         c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-        done = c.commit(offsets=[TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 3)], asynchronous=False)
+        done = c.commit(
+            offsets=[TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 3)], asynchronous=False
+        )
         assert [(tp.partition, tp.offset, tp.error) for tp in done] == [(0, 7, None), (1, 3, None)]
         # Committed again (the group exists now), then read back by the same consumer.
         c.commit(offsets=[TopicPartition(topic, 0, 9)], asynchronous=False)
@@ -57,7 +64,9 @@ def test_assign_commit_creates_a_simple_group(broker: BrokerProcess, protocol: s
     # Another consumer of the group sees the same offsets.
     other = assigned_consumer(bs, group, "consumer")
     try:
-        got = other.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=BUDGET_S)
+        got = other.committed(
+            [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=BUDGET_S
+        )
         assert [(tp.partition, tp.offset) for tp in got] == [(0, 9), (1, 3)]
     finally:
         other.close()
@@ -65,7 +74,10 @@ def test_assign_commit_creates_a_simple_group(broker: BrokerProcess, protocol: s
     admin = AdminClient({"bootstrap.servers": bs})
     desc = admin.describe_consumer_groups([group])[group].result(BUDGET_S)
     assert (str(desc.type), str(desc.state), desc.members) == (
-        "ConsumerGroupType.CLASSIC", "ConsumerGroupState.EMPTY", [])
+        "ConsumerGroupType.CLASSIC",
+        "ConsumerGroupState.EMPTY",
+        [],
+    )
 
 
 def test_regex_matches_come_after_literal_topics(broker: BrokerProcess) -> None:
@@ -78,18 +90,29 @@ def test_regex_matches_come_after_literal_topics(broker: BrokerProcess) -> None:
     create_topic(bs, m1, 3)
     create_topic(bs, m2, 1)
     assigned: list[list[tuple[str, int]]] = []
-    c = Consumer({
-        "bootstrap.servers": bs, "group.id": f"rx-{tag}", "group.protocol": "consumer",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"rx-{tag}",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
-        c.subscribe([f"^rx-{tag}-.*", literal],
-                    on_assign=lambda _c, tps: assigned.append(sorted((tp.topic, tp.partition) for tp in tps)))
+        c.subscribe(
+            [f"^rx-{tag}-.*", literal],
+            on_assign=lambda _c, tps: assigned.append(
+                sorted((tp.topic, tp.partition) for tp in tps)
+            ),
+        )
         while sum(len(a) for a in assigned) < 6:
             c.poll(0.2)
         assert assigned[0] == [(literal, 0), (literal, 1)]
         everything = sorted(tp for a in assigned for tp in a)
-        assert everything == sorted([(literal, 0), (literal, 1), (m1, 0), (m1, 1), (m1, 2), (m2, 0)])
+        assert everything == sorted(
+            [(literal, 0), (literal, 1), (m1, 0), (m1, 1), (m1, 2), (m2, 0)]
+        )
         assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == everything
     finally:
         c.close()

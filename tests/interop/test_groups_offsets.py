@@ -24,7 +24,10 @@ def broker() -> Iterator[BrokerProcess]:
 
 
 def _produce(bs: str, topic: str, start: int, count: int) -> set[bytes]:
-    recs = [Rec(i % PARTITIONS, None, f"v{i}".encode(), (), BASE_TS + i) for i in range(start, start + count)]
+    recs = [
+        Rec(i % PARTITIONS, None, f"v{i}".encode(), (), BASE_TS + i)
+        for i in range(start, start + count)
+    ]
     ck_produce(bs, topic, recs)
     return {r.value for r in recs}
 
@@ -53,7 +56,9 @@ def test_commits_survive_consumer_and_broker_restarts(broker: BrokerProcess, kin
     new_batch = _produce(bs, topic, 60, 12)
     third = consume_and_commit(kind, bs, group, topic, 12)
     assert sorted(v for _, _, v in third) == sorted(new_batch)
-    assert sorted((p, o) for p, o, _ in third) == sorted((p, o) for p in range(PARTITIONS) for o in (10, 11))
+    assert sorted((p, o) for p, o, _ in third) == sorted(
+        (p, o) for p in range(PARTITIONS) for o in (10, 11)
+    )
 
 
 def test_offsets_topic_partition_count_is_taken_from_the_topic() -> None:
@@ -72,18 +77,42 @@ def test_offsets_topic_partition_count_is_taken_from_the_topic() -> None:
         groups = [f"g{i}" for i in range(20)]
         with RawClient(b.bootstrap_servers) as c:
             for i, g in enumerate(groups):
-                c.request(OffsetCommitRequest(group_id=g, generation_id_or_member_epoch=-1, topics=[
-                    OffsetCommitRequest.Topics(name=topic, partitions=[
-                        OffsetCommitRequest.Topics.Partitions(partition_index=0, committed_offset=i)])]), 8)
+                c.request(
+                    OffsetCommitRequest(
+                        group_id=g,
+                        generation_id_or_member_epoch=-1,
+                        topics=[
+                            OffsetCommitRequest.Topics(
+                                name=topic,
+                                partitions=[
+                                    OffsetCommitRequest.Topics.Partitions(
+                                        partition_index=0, committed_offset=i
+                                    )
+                                ],
+                            )
+                        ],
+                    ),
+                    8,
+                )
         b.config["offsets.topic.num.partitions"] = "7"
         b.restart()
         with RawClient(b.bootstrap_servers) as c:
-            md = c.request(MetadataRequest(topics=[MetadataRequest.Topics(name="__consumer_offsets")]), 9)
+            md = c.request(
+                MetadataRequest(topics=[MetadataRequest.Topics(name="__consumer_offsets")]), 9
+            )
             assert len(md.topics[0].partitions) == 5
             got = []
             for g in groups:
-                req = OffsetFetchRequest(groups=[OffsetFetchRequest.Groups(group_id=g, topics=[
-                    OffsetFetchRequest.Groups.Topics(name=topic, partition_indexes=[0])])])
+                req = OffsetFetchRequest(
+                    groups=[
+                        OffsetFetchRequest.Groups(
+                            group_id=g,
+                            topics=[
+                                OffsetFetchRequest.Groups.Topics(name=topic, partition_indexes=[0])
+                            ],
+                        )
+                    ]
+                )
                 f = c.request(req, 8)
                 while f.groups[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     f = c.request(req, 8)  # as clients do: ask again until the load is done

@@ -58,11 +58,24 @@ def gid(tag: str) -> str:
 
 
 def test_api_versions_advertise_the_group_apis(client: RawClient) -> None:
-    resp = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    resp = client.request(
+        ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+    )
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert {k: ranges[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69)} == {
-        8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
-        15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0), 68: (0, 1), 69: (0, 1),
+        8: (0, 9),
+        9: (0, 9),
+        10: (0, 6),
+        11: (0, 9),
+        12: (0, 4),
+        13: (0, 5),
+        14: (0, 5),
+        15: (0, 5),
+        16: (0, 5),
+        42: (0, 2),
+        47: (0, 0),
+        68: (0, 1),
+        69: (0, 1),
     }
 
 
@@ -70,9 +83,13 @@ def test_api_versions_advertise_the_group_apis(client: RawClient) -> None:
 def test_find_coordinator(broker: BrokerProcess, client: RawClient, version: int) -> None:
     port = broker.port
     if version >= 4:
-        resp = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), version)
+        resp = client.request(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), version
+        )
         assert [(c.key, c.node_id, c.host, c.port, c.error_code) for c in resp.coordinators] == [
-            ("a", 1, "127.0.0.1", port, 0), ("b", 1, "127.0.0.1", port, 0)]
+            ("a", 1, "127.0.0.1", port, 0),
+            ("b", 1, "127.0.0.1", port, 0),
+        ]
         txn = client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"]), version)
         assert [(c.key, c.node_id, c.error_code) for c in txn.coordinators] == [("tx", 1, 0)]
         bad = client.request(FindCoordinatorRequest(key_type=9, coordinator_keys=["x"]), version)
@@ -89,15 +106,21 @@ def test_find_coordinator(broker: BrokerProcess, client: RawClient, version: int
 
 def test_offsets_topic_is_internal_and_compacted(client: RawClient) -> None:
     client.request(FindCoordinatorRequest(key="any", key_type=0), 3)
-    md = client.request(MetadataRequest(topics=[MetadataRequest.Topics(name="__consumer_offsets")]), 9)
+    md = client.request(
+        MetadataRequest(topics=[MetadataRequest.Topics(name="__consumer_offsets")]), 9
+    )
     t = md.topics[0]
     assert (t.error_code, t.is_internal, len(t.partitions)) == (0, True, 50)
 
 
 def _join(client: RawClient, group: str, version: int, member_id: str = "") -> object:
     req = JoinGroupRequest(
-        group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
-        protocol_type="consumer", protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"\x00\x01")],
+        group_id=group,
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"\x00\x01")],
     )
     return client.request(req, version)
 
@@ -110,23 +133,56 @@ def test_classic_group_lifecycle(client: RawClient, version: int) -> None:
         assert (r.error_code, r.generation_id) == (E.MEMBER_ID_REQUIRED, -1)
         r = _join(client, group, version, r.member_id)
     member = r.member_id
-    assert (r.error_code, r.generation_id, r.leader, [m.member_id for m in r.members]) == (0, 1, member, [member])
+    assert (r.error_code, r.generation_id, r.leader, [m.member_id for m in r.members]) == (
+        0,
+        1,
+        member,
+        [member],
+    )
     assert bytes(r.members[0].metadata) == b"\x00\x01"
     assert r.protocol_name == "range"
     sv = min(version, 5)
-    s = client.request(SyncGroupRequest(
-        group_id=group, generation_id=1, member_id=member, protocol_type="consumer", protocol_name="range",
-        assignments=[SyncGroupRequest.Assignments(member_id=member, assignment=b"ASSIGNED")]), sv)
+    s = client.request(
+        SyncGroupRequest(
+            group_id=group,
+            generation_id=1,
+            member_id=member,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[SyncGroupRequest.Assignments(member_id=member, assignment=b"ASSIGNED")],
+        ),
+        sv,
+    )
     assert (s.error_code, bytes(s.assignment)) == (0, b"ASSIGNED")
     hv = min(version, 4)
-    assert client.request(HeartbeatRequest(group_id=group, generation_id=1, member_id=member), hv).error_code == 0
-    assert client.request(HeartbeatRequest(group_id=group, generation_id=2, member_id=member), hv).error_code == E.ILLEGAL_GENERATION
+    assert (
+        client.request(
+            HeartbeatRequest(group_id=group, generation_id=1, member_id=member), hv
+        ).error_code
+        == 0
+    )
+    assert (
+        client.request(
+            HeartbeatRequest(group_id=group, generation_id=2, member_id=member), hv
+        ).error_code
+        == E.ILLEGAL_GENERATION
+    )
     lv = min(version, 5)
     if lv >= 3:
-        leave = client.request(LeaveGroupRequest(group_id=group, members=[LeaveGroupRequest.Members(member_id=member)]), lv)
-        assert (leave.error_code, [(m.member_id, m.error_code) for m in leave.members]) == (0, [(member, 0)])
+        leave = client.request(
+            LeaveGroupRequest(
+                group_id=group, members=[LeaveGroupRequest.Members(member_id=member)]
+            ),
+            lv,
+        )
+        assert (leave.error_code, [(m.member_id, m.error_code) for m in leave.members]) == (
+            0,
+            [(member, 0)],
+        )
     else:
-        assert client.request(LeaveGroupRequest(group_id=group, member_id=member), lv).error_code == 0
+        assert (
+            client.request(LeaveGroupRequest(group_id=group, member_id=member), lv).error_code == 0
+        )
     d = client.request(DescribeGroupsRequest(groups=[group]), 0)
     assert (d.groups[0].group_state, d.groups[0].members) == ("Empty", [])
 
@@ -135,23 +191,76 @@ def test_classic_group_lifecycle(client: RawClient, version: int) -> None:
 def test_offset_commit_and_fetch(client: RawClient, version: int) -> None:
     group = gid(f"offsets-v{version}")
     P = OffsetCommitRequest.Topics.Partitions
-    req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
-        OffsetCommitRequest.Topics(name=TOPIC, partitions=[
-            P(partition_index=0, committed_offset=11, committed_leader_epoch=4, committed_metadata="meta", commit_timestamp=-1),
-            P(partition_index=9, committed_offset=12, committed_metadata=None)])])
+    req = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            OffsetCommitRequest.Topics(
+                name=TOPIC,
+                partitions=[
+                    P(
+                        partition_index=0,
+                        committed_offset=11,
+                        committed_leader_epoch=4,
+                        committed_metadata="meta",
+                        commit_timestamp=-1,
+                    ),
+                    P(partition_index=9, committed_offset=12, committed_metadata=None),
+                ],
+            )
+        ],
+    )
     resp = client.request(req, version)
-    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [(0, 0), (9, E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
+        (0, 0),
+        (9, E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
     epoch = 4 if version >= 6 else -1
     if version >= 8:
-        f = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.Groups(group_id=group, topics=[
-            OffsetFetchRequest.Groups.Topics(name=TOPIC, partition_indexes=[0, 1])])]), version)
+        f = client.request(
+            OffsetFetchRequest(
+                groups=[
+                    OffsetFetchRequest.Groups(
+                        group_id=group,
+                        topics=[
+                            OffsetFetchRequest.Groups.Topics(name=TOPIC, partition_indexes=[0, 1])
+                        ],
+                    )
+                ]
+            ),
+            version,
+        )
         g = f.groups[0]
-        got = [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code) for p in g.topics[0].partitions]
+        got = [
+            (
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.metadata,
+                p.error_code,
+            )
+            for p in g.topics[0].partitions
+        ]
         assert (g.group_id, g.error_code) == (group, 0)
     else:
-        f = client.request(OffsetFetchRequest(group_id=group, topics=[
-            OffsetFetchRequest.Topics(name=TOPIC, partition_indexes=[0, 1])]), version)
-        got = [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code) for p in f.topics[0].partitions]
+        f = client.request(
+            OffsetFetchRequest(
+                group_id=group,
+                topics=[OffsetFetchRequest.Topics(name=TOPIC, partition_indexes=[0, 1])],
+            ),
+            version,
+        )
+        got = [
+            (
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.metadata,
+                p.error_code,
+            )
+            for p in f.topics[0].partitions
+        ]
         assert f.error_code == 0
     fetched_epoch = epoch if version >= 5 else -1
     assert got == [(0, 11, fetched_epoch, "meta", 0), (1, -1, -1, "", 0)]
@@ -160,28 +269,77 @@ def test_offset_commit_and_fetch(client: RawClient, version: int) -> None:
 def test_offset_fetch_batched_groups_and_all_topics(client: RawClient) -> None:
     a, b = gid("batch-a"), gid("batch-b")
     for group, off in ((a, 5), (b, 6)):
-        client.request(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, topics=[
-            OffsetCommitRequest.Topics(name=TOPIC, partitions=[OffsetCommitRequest.Topics.Partitions(
-                partition_index=2, committed_offset=off)])]), 8)
-    f = client.request(OffsetFetchRequest(require_stable=True, groups=[
-        OffsetFetchRequest.Groups(group_id=a, topics=None), OffsetFetchRequest.Groups(group_id=b, topics=None)]), 8)
-    assert [(g.group_id, [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in g.topics])
-            for g in f.groups] == [(a, [(TOPIC, [(2, 5)])]), (b, [(TOPIC, [(2, 6)])])]
+        client.request(
+            OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=-1,
+                topics=[
+                    OffsetCommitRequest.Topics(
+                        name=TOPIC,
+                        partitions=[
+                            OffsetCommitRequest.Topics.Partitions(
+                                partition_index=2, committed_offset=off
+                            )
+                        ],
+                    )
+                ],
+            ),
+            8,
+        )
+    f = client.request(
+        OffsetFetchRequest(
+            require_stable=True,
+            groups=[
+                OffsetFetchRequest.Groups(group_id=a, topics=None),
+                OffsetFetchRequest.Groups(group_id=b, topics=None),
+            ],
+        ),
+        8,
+    )
+    assert [
+        (
+            g.group_id,
+            [
+                (t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+                for t in g.topics
+            ],
+        )
+        for g in f.groups
+    ] == [(a, [(TOPIC, [(2, 5)])]), (b, [(TOPIC, [(2, 6)])])]
 
 
 @pytest.mark.parametrize("version", range(6))
 def test_describe_and_list_groups(client: RawClient, version: int) -> None:
     group = gid(f"describe-v{version}")
     r = _join(client, group, 3)
-    client.request(SyncGroupRequest(group_id=group, generation_id=1, member_id=r.member_id, assignments=[
-        SyncGroupRequest.Assignments(member_id=r.member_id, assignment=b"A")]), 3)
-    d = client.request(DescribeGroupsRequest(groups=[group, "no-such-group"], include_authorized_operations=True), version)
+    client.request(
+        SyncGroupRequest(
+            group_id=group,
+            generation_id=1,
+            member_id=r.member_id,
+            assignments=[SyncGroupRequest.Assignments(member_id=r.member_id, assignment=b"A")],
+        ),
+        3,
+    )
+    d = client.request(
+        DescribeGroupsRequest(groups=[group, "no-such-group"], include_authorized_operations=True),
+        version,
+    )
     g, missing = d.groups
-    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer", "range")
-    assert [(m.member_id, m.client_id, bytes(m.member_metadata), bytes(m.member_assignment)) for m in g.members] == [
-        (r.member_id, "interop-raw", b"\x00\x01", b"A")]
+    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (
+        0,
+        "Stable",
+        "consumer",
+        "range",
+    )
+    assert [
+        (m.member_id, m.client_id, bytes(m.member_metadata), bytes(m.member_assignment))
+        for m in g.members
+    ] == [(r.member_id, "interop-raw", b"\x00\x01", b"A")]
     assert (missing.error_code, missing.group_state) == (0, "Dead")
-    listed = client.request(ListGroupsRequest(states_filter=["Stable"], types_filter=["classic"]), version)
+    listed = client.request(
+        ListGroupsRequest(states_filter=["Stable"], types_filter=["classic"]), version
+    )
     rows = {x.group_id: (x.protocol_type, x.group_state, x.group_type) for x in listed.groups}
     expected_state = "Stable" if version >= 4 else ""
     expected_type = "classic" if version >= 5 else ""
@@ -191,19 +349,55 @@ def test_describe_and_list_groups(client: RawClient, version: int) -> None:
 @pytest.mark.parametrize("version", range(3))
 def test_delete_groups_and_offset_delete(client: RawClient, version: int) -> None:
     group = gid(f"delete-v{version}")
-    client.request(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, topics=[
-        OffsetCommitRequest.Topics(name=TOPIC, partitions=[
-            OffsetCommitRequest.Topics.Partitions(partition_index=p, committed_offset=1) for p in (0, 1)])]), 8)
-    od = client.request(OffsetDeleteRequest(group_id=group, topics=[OffsetDeleteRequest.Topics(
-        name=TOPIC, partitions=[OffsetDeleteRequest.Topics.Partitions(partition_index=0)])]), 0)
-    assert (od.error_code, [(p.partition_index, p.error_code) for p in od.topics[0].partitions]) == (0, [(0, 0)])
+    client.request(
+        OffsetCommitRequest(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            topics=[
+                OffsetCommitRequest.Topics(
+                    name=TOPIC,
+                    partitions=[
+                        OffsetCommitRequest.Topics.Partitions(partition_index=p, committed_offset=1)
+                        for p in (0, 1)
+                    ],
+                )
+            ],
+        ),
+        8,
+    )
+    od = client.request(
+        OffsetDeleteRequest(
+            group_id=group,
+            topics=[
+                OffsetDeleteRequest.Topics(
+                    name=TOPIC,
+                    partitions=[OffsetDeleteRequest.Topics.Partitions(partition_index=0)],
+                )
+            ],
+        ),
+        0,
+    )
+    assert (
+        od.error_code,
+        [(p.partition_index, p.error_code) for p in od.topics[0].partitions],
+    ) == (0, [(0, 0)])
     r = client.request(DeleteGroupsRequest(groups_names=[group, group + "-none"]), version)
-    assert [(x.group_id, x.error_code) for x in r.results] == [(group, 0), (group + "-none", E.GROUP_ID_NOT_FOUND)]
-    f = client.request(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.Topics(name=TOPIC, partition_indexes=[1])]), 7)
+    assert [(x.group_id, x.error_code) for x in r.results] == [
+        (group, 0),
+        (group + "-none", E.GROUP_ID_NOT_FOUND),
+    ]
+    f = client.request(
+        OffsetFetchRequest(
+            group_id=group, topics=[OffsetFetchRequest.Topics(name=TOPIC, partition_indexes=[1])]
+        ),
+        7,
+    )
     assert f.topics[0].partitions[0].committed_offset == -1
 
 
-def _cgh(client: RawClient, req: ConsumerGroupHeartbeatRequest, version: int) -> ConsumerGroupHeartbeatResponse:
+def _cgh(
+    client: RawClient, req: ConsumerGroupHeartbeatRequest, version: int
+) -> ConsumerGroupHeartbeatResponse:
     return client.request(req, version)
 
 
@@ -212,42 +406,86 @@ def test_consumer_group_heartbeat_and_describe(client: RawClient, version: int) 
     group = gid(f"cgh-v{version}")
     member_id = "" if version == 0 else f"member-{uuid.uuid4().hex[:6]}"
     req = ConsumerGroupHeartbeatRequest(
-        group_id=group, member_id=member_id, member_epoch=0, rebalance_timeout_ms=30000,
-        subscribed_topic_names=[TOPIC], topic_partitions=[])
+        group_id=group,
+        member_id=member_id,
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=[TOPIC],
+        topic_partitions=[],
+    )
     r = _cgh(client, req, version)
     assert (r.error_code, r.member_epoch) == (0, 1)
     if version == 1:
         assert r.member_id == member_id
     md = client.request(MetadataRequest(topics=[MetadataRequest.Topics(name=TOPIC)]), 12)
     topic_id = md.topics[0].topic_id
-    assert [(tp.topic_id, sorted(tp.partitions)) for tp in r.assignment.topic_partitions] == [(topic_id, [0, 1, 2, 3])]
+    assert [(tp.topic_id, sorted(tp.partitions)) for tp in r.assignment.topic_partitions] == [
+        (topic_id, [0, 1, 2, 3])
+    ]
     d = client.request(ConsumerGroupDescribeRequest(group_ids=[group]), version)
     g = d.groups[0]
-    assert (g.error_code, g.group_state, g.group_epoch, g.assignor_name) == (0, "Stable", 1, "uniform")
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignor_name) == (
+        0,
+        "Stable",
+        1,
+        "uniform",
+    )
     # member_type is on the wire from v1 (a KIP-848 member: 1); v0 decodes to the default -1.
     assert [m.member_type for m in g.members] == [1 if version == 1 else -1]
-    assert [(m.member_id, m.member_epoch, [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions])
-            for m in g.members] == [(r.member_id, 1, [(TOPIC, [0, 1, 2, 3])])]
+    assert [
+        (
+            m.member_id,
+            m.member_epoch,
+            [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions],
+        )
+        for m in g.members
+    ] == [(r.member_id, 1, [(TOPIC, [0, 1, 2, 3])])]
     leave = ConsumerGroupHeartbeatRequest(group_id=group, member_id=r.member_id, member_epoch=-1)
     left = _cgh(client, leave, version)
     # Kafka's answer to a leave: the member id echoed, epoch -1, no interval, no assignment.
-    assert (left.error_code, left.member_id, left.member_epoch, left.heartbeat_interval_ms,
-            left.assignment) == (0, r.member_id, -1, 0, None)
+    assert (
+        left.error_code,
+        left.member_id,
+        left.member_epoch,
+        left.heartbeat_interval_ms,
+        left.assignment,
+    ) == (0, r.member_id, -1, 0, None)
     # The member that left joins again with the same id and epoch 0 (librdkafka does this after
     # unsubscribe + subscribe): a new epoch past the group's and the whole assignment again.
-    again = _cgh(client, ConsumerGroupHeartbeatRequest(
-        group_id=group, member_id=r.member_id, member_epoch=0, rebalance_timeout_ms=30000,
-        subscribed_topic_names=[TOPIC], topic_partitions=[]), version)
+    again = _cgh(
+        client,
+        ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id=r.member_id,
+            member_epoch=0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[TOPIC],
+            topic_partitions=[],
+        ),
+        version,
+    )
     assert (again.error_code, again.member_id, again.member_epoch) == (0, r.member_id, 3)
-    assert [(tp.topic_id, sorted(tp.partitions)) for tp in again.assignment.topic_partitions] == [(topic_id, [0, 1, 2, 3])]
-    _cgh(client, ConsumerGroupHeartbeatRequest(group_id=group, member_id=r.member_id, member_epoch=-1), version)
+    assert [(tp.topic_id, sorted(tp.partitions)) for tp in again.assignment.topic_partitions] == [
+        (topic_id, [0, 1, 2, 3])
+    ]
+    _cgh(
+        client,
+        ConsumerGroupHeartbeatRequest(group_id=group, member_id=r.member_id, member_epoch=-1),
+        version,
+    )
 
 
 def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
     group = gid("cgh-regex")
     req = ConsumerGroupHeartbeatRequest(
-        group_id=group, member_id="regex-member", member_epoch=0, rebalance_timeout_ms=30000,
-        subscribed_topic_names=[], subscribed_topic_regex="wire-gro.*", topic_partitions=[])
+        group_id=group,
+        member_id="regex-member",
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=[],
+        subscribed_topic_regex="wire-gro.*",
+        topic_partitions=[],
+    )
     r = _cgh(client, req, 1)
     assert (r.error_code, r.member_epoch) == (0, 1)
     # As in Kafka, a regex new to the group is resolved asynchronously: the matches come
@@ -260,8 +498,14 @@ def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
     assert r.member_epoch == 2
     assert [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0, 1, 2, 3]]
     bad = ConsumerGroupHeartbeatRequest(
-        group_id=group + "-bad", member_id="x", member_epoch=0, rebalance_timeout_ms=30000,
-        subscribed_topic_names=None, subscribed_topic_regex="(", topic_partitions=[])
+        group_id=group + "-bad",
+        member_id="x",
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=None,
+        subscribed_topic_regex="(",
+        topic_partitions=[],
+    )
     assert _cgh(client, bad, 1).error_code == E.INVALID_REQUEST
 
 
@@ -269,12 +513,24 @@ def test_held_join_is_answered_when_the_broker_stops(broker: BrokerProcess) -> N
     """A graceful stop answers JoinGroup requests the coordinator holds (NOT_COORDINATOR)
     rather than leaving them hanging until the shutdown timeout."""
     group = gid("stopping")
-    with RawClient(broker.bootstrap_servers) as first, RawClient(broker.bootstrap_servers) as second:
+    with (
+        RawClient(broker.bootstrap_servers) as first,
+        RawClient(broker.bootstrap_servers) as second,
+    ):
         r = _join(first, group, 3)
-        first.request(SyncGroupRequest(group_id=group, generation_id=1, member_id=r.member_id, assignments=[]), 3)
+        first.request(
+            SyncGroupRequest(
+                group_id=group, generation_id=1, member_id=r.member_id, assignments=[]
+            ),
+            3,
+        )
         req = JoinGroupRequest(
-            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=60000, member_id="",
-            protocol_type="consumer", protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"")],
+            group_id=group,
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=60000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"")],
         )
         _, data = second.conn.send_request(req, 3)
         second.sock.sendall(data)  # held: the first member has not rejoined

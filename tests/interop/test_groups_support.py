@@ -56,16 +56,37 @@ class Member:
     """A consumer group member in a child process."""
 
     def __init__(
-        self, kind: str, bootstrap: str, group: str, topic: str,
-        instance_id: str | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS,
+        self,
+        kind: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        instance_id: str | None = None,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> None:
-        args = [sys.executable, os.path.abspath(__file__), "--kind", kind, "--bootstrap", bootstrap,
-                "--group", group, "--topic", topic, "--session-timeout-ms", str(session_timeout_ms)]
+        args = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--kind",
+            kind,
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--session-timeout-ms",
+            str(session_timeout_ms),
+        ]
         if instance_id is not None:
             args += ["--instance-id", instance_id]
         self.kind = kind
         self.proc = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=_stderr_sink(), text=True,
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=_stderr_sink(),
+            text=True,
         )
         self.lock = threading.Lock()
         self.assignment: frozenset[int] = frozenset()
@@ -142,7 +163,9 @@ def splits_evenly(members: list[Member], partitions: int) -> bool:
     return union == set(range(partitions)) and max(sizes) - min(sizes) <= 1
 
 
-def consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+def consume_and_commit(
+    kind: str, bootstrap: str, group: str, topic: str, n: int
+) -> list[tuple[int, int, bytes]]:
     """Join ``group`` as its only member, take exactly ``n`` records, commit what was taken
     (synchronously), leave. Returns (partition, offset, value) in delivery order. No deadline:
     a consumer that never gets ``n`` records ends in the test's timeout."""
@@ -155,7 +178,9 @@ def consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n: int
 
 def _ck_config(kind: str, bootstrap: str, group: str) -> dict[str, object]:
     conf: dict[str, object] = {
-        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
     }
     if kind == "ck-consumer":
@@ -163,11 +188,15 @@ def _ck_config(kind: str, bootstrap: str, group: str) -> dict[str, object]:
     else:
         conf["session.timeout.ms"] = SESSION_TIMEOUT_MS
         conf["heartbeat.interval.ms"] = HEARTBEAT_MS
-        conf["partition.assignment.strategy"] = "cooperative-sticky" if kind == "ck-cooperative" else "range"
+        conf["partition.assignment.strategy"] = (
+            "cooperative-sticky" if kind == "ck-cooperative" else "range"
+        )
     return conf
 
 
-def _ck_consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+def _ck_consume_and_commit(
+    kind: str, bootstrap: str, group: str, topic: str, n: int
+) -> list[tuple[int, int, bytes]]:
     from confluent_kafka import Consumer
 
     c = Consumer(_ck_config(kind, bootstrap, group))
@@ -184,12 +213,17 @@ def _ck_consume_and_commit(kind: str, bootstrap: str, group: str, topic: str, n:
     return out
 
 
-def _kp_consume_and_commit(bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+def _kp_consume_and_commit(
+    bootstrap: str, group: str, topic: str, n: int
+) -> list[tuple[int, int, bytes]]:
     from kafka import KafkaConsumer
 
     c = KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-        auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=HEARTBEAT_MS,
     )
     c.subscribe([topic])
@@ -202,12 +236,18 @@ def _kp_consume_and_commit(bootstrap: str, group: str, topic: str, n: int) -> li
     return out
 
 
-async def _aio_consume_and_commit(bootstrap: str, group: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
+async def _aio_consume_and_commit(
+    bootstrap: str, group: str, topic: str, n: int
+) -> list[tuple[int, int, bytes]]:
     from aiokafka import AIOKafkaConsumer
 
     c = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-        auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=HEARTBEAT_MS,
     )
     await c.start()
@@ -248,15 +288,20 @@ def _run_confluent(a: argparse.Namespace, stop: threading.Event) -> None:
     from confluent_kafka import Consumer
 
     conf: dict[str, object] = {
-        "bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000,
+        "bootstrap.servers": a.bootstrap,
+        "group.id": a.group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "topic.metadata.refresh.interval.ms": 1000,
     }
     if a.kind == "ck-consumer":
         conf["group.protocol"] = "consumer"
     else:
         conf["session.timeout.ms"] = a.session_timeout_ms
         conf["heartbeat.interval.ms"] = HEARTBEAT_MS
-        conf["partition.assignment.strategy"] = "cooperative-sticky" if a.kind == "ck-cooperative" else "range"
+        conf["partition.assignment.strategy"] = (
+            "cooperative-sticky" if a.kind == "ck-cooperative" else "range"
+        )
     if a.instance_id:
         conf["group.instance.id"] = a.instance_id
     c = Consumer(conf)
@@ -276,9 +321,13 @@ def _run_kafka_python(a: argparse.Namespace, stop: threading.Event) -> None:
     from kafka.errors import KafkaConnectionError
 
     c = KafkaConsumer(
-        bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
-        auto_offset_reset="earliest", session_timeout_ms=a.session_timeout_ms,
-        heartbeat_interval_ms=HEARTBEAT_MS, group_instance_id=a.instance_id,
+        bootstrap_servers=a.bootstrap,
+        group_id=a.group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=a.session_timeout_ms,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        group_instance_id=a.instance_id,
         metadata_max_age_ms=1000,
     )
     c.subscribe([a.topic])
@@ -305,9 +354,14 @@ def _run_aiokafka(a: argparse.Namespace, stop: threading.Event) -> None:
 
     async def main() -> None:
         c = AIOKafkaConsumer(
-            a.topic, bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=a.session_timeout_ms,
-            heartbeat_interval_ms=HEARTBEAT_MS, group_instance_id=a.instance_id,
+            a.topic,
+            bootstrap_servers=a.bootstrap,
+            group_id=a.group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=a.session_timeout_ms,
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            group_instance_id=a.instance_id,
             metadata_max_age_ms=1000,
         )
         await c.start()
@@ -334,7 +388,10 @@ def main() -> None:
     a = p.parse_args()
     if os.environ.get("GROUP_MEMBER_DEBUG"):
         import logging
-        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s %(message)s")
+
+        logging.basicConfig(
+            level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s %(message)s"
+        )
     stop = _stdin_closed_flag()
     if a.kind.startswith("ck-"):
         _run_confluent(a, stop)

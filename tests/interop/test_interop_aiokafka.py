@@ -42,7 +42,9 @@ def test_codecs(broker, codec: str) -> None:  # noqa: ANN001
     topic = topic_name(f"aio-{codec}")
     create_topic(broker.bootstrap_servers, topic, P)
     recs = make_records(600, P, **AIO)
-    aio_produce(broker.bootstrap_servers, topic, recs, compression_type=None if codec == "none" else codec)
+    aio_produce(
+        broker.bootstrap_servers, topic, recs, compression_type=None if codec == "none" else codec
+    )
     for p in range(P):
         assert set(stored_codecs(broker.data_dir, topic, p)) == {CODEC_IDS[codec]}
     got = aio_consume(broker.bootstrap_servers, topic, P, len(recs))
@@ -69,8 +71,11 @@ def test_offsets_seek_and_long_poll(broker) -> None:  # noqa: ANN001
 
     async def run() -> None:
         c = AIOKafkaConsumer(
-            bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
-            fetch_max_wait_ms=290_000, request_timeout_ms=305_000,
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=290_000,
+            request_timeout_ms=305_000,
         )
         await c.start()
         try:

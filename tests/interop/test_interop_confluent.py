@@ -75,7 +75,9 @@ def test_codecs(broker, codec: str) -> None:  # noqa: ANN001
     topic = topic_name(f"ck-{codec}")
     create_topic(broker.bootstrap_servers, topic, P)
     recs = make_records(600, P, text=True)  # compressible, so librdkafka keeps the codec
-    ck_produce(broker.bootstrap_servers, topic, recs, **{"compression.type": codec, "linger.ms": 20})
+    ck_produce(
+        broker.bootstrap_servers, topic, recs, **{"compression.type": codec, "linger.ms": 20}
+    )
     got = ck_consume(broker.bootstrap_servers, topic, P, len(recs))
     assert_same_per_partition(recs, got)
     # The batches are stored as the client compressed them (the broker keeps them opaque).
@@ -108,7 +110,9 @@ def test_large_record_accepted_and_oversize_rejected(broker) -> None:  # noqa: A
     create_topic(broker.bootstrap_servers, topic, P)
     big = bytes(range(256)) * 3900  # 998,400 bytes: fits message.max.bytes (1,048,588)
     huge = b"z" * 1_100_000  # does not
-    p = ck_producer(broker.bootstrap_servers, **{"message.max.bytes": 4_000_000, "compression.type": "none"})
+    p = ck_producer(
+        broker.bootstrap_servers, **{"message.max.bytes": 4_000_000, "compression.type": "none"}
+    )
     results: list[tuple[bytes | None, object, int]] = []
 
     def report(err, msg) -> None:  # noqa: ANN001
@@ -165,7 +169,9 @@ def test_seek_beginning_and_end(broker) -> None:  # noqa: ANN001
         part = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {}).get("2", {})
         fetch_state.update(state=part.get("fetch_state"), next_offset=part.get("next_offset"))
 
-    c = ck_consumer(broker.bootstrap_servers, **{"statistics.interval.ms": 100, "stats_cb": on_stats})
+    c = ck_consumer(
+        broker.bootstrap_servers, **{"statistics.interval.ms": 100, "stats_cb": on_stats}
+    )
     try:
         c.assign([TopicPartition(topic, 2, OFFSET_END)])
         # Nothing new yet; wait until the consumer has resolved "end" (ListOffsets latest) to

@@ -39,8 +39,13 @@ def _strip(recs: list[Rec], *, magic: int, no_timestamp: int | None = -1) -> lis
     """What an old message format carries: no headers before magic 2, no timestamps in 0
     (reported as ``no_timestamp``)."""
     return [
-        Rec(r.partition, r.key, r.value, r.headers if magic >= 2 else (),
-            r.timestamp if magic >= 1 else no_timestamp)  # type: ignore[arg-type]
+        Rec(
+            r.partition,
+            r.key,
+            r.value,
+            r.headers if magic >= 2 else (),
+            r.timestamp if magic >= 1 else no_timestamp,
+        )  # type: ignore[arg-type]
         for r in recs
     ]
 
@@ -63,7 +68,9 @@ def test_codecs(broker, codec: str) -> None:  # noqa: ANN001
     topic = topic_name(f"kp-{codec}")
     create_topic(broker.bootstrap_servers, topic, P)
     recs = make_records(600, P, **KP)
-    kp_produce(broker.bootstrap_servers, topic, recs, compression_type=None if codec == "none" else codec)
+    kp_produce(
+        broker.bootstrap_servers, topic, recs, compression_type=None if codec == "none" else codec
+    )
     for p in range(P):
         assert set(stored_codecs(broker.data_dir, topic, p)) == {CODEC_IDS[codec]}
     got = kp_consume(broker.bootstrap_servers, topic, P, len(recs))
@@ -83,7 +90,14 @@ def test_acks(broker, acks: object) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize(
     ("api_version", "codec"),
-    [((0, 10, 0), None), ((0, 10, 0), "gzip"), ((0, 10, 0), "snappy"), ((0, 9), None), ((0, 9), "gzip"), ((0, 8, 2), None)],
+    [
+        ((0, 10, 0), None),
+        ((0, 10, 0), "gzip"),
+        ((0, 10, 0), "snappy"),
+        ((0, 9), None),
+        ((0, 9), "gzip"),
+        ((0, 8, 2), None),
+    ],
 )
 def test_old_client_message_sets(broker, api_version: tuple, codec: str | None) -> None:  # noqa: ANN001
     """Magic 1 (0.10) and magic 0 (0.9) message sets in both directions, plus cross-client:
@@ -93,8 +107,13 @@ def test_old_client_message_sets(broker, api_version: tuple, codec: str | None) 
     topic = topic_name(f"kp-old{magic}")
     create_topic(broker.bootstrap_servers, topic, P)
     recs = make_records(900, P, **KP)
-    kp_produce(broker.bootstrap_servers, topic, [Rec(r.partition, r.key, r.value, (), r.timestamp) for r in recs],
-               api_version=api_version, compression_type=codec)
+    kp_produce(
+        broker.bootstrap_servers,
+        topic,
+        [Rec(r.partition, r.key, r.value, (), r.timestamp) for r in recs],
+        api_version=api_version,
+        compression_type=codec,
+    )
     # Stored as v2 batches (up-converted), keeping the client's codec.
     for p in range(P):
         assert set(stored_codecs(broker.data_dir, topic, p)) == {CODEC_IDS[codec or "none"]}
@@ -132,7 +151,9 @@ def test_offsets_for_times_and_seek(broker) -> None:  # noqa: ANN001
         c.seek_to_end(tp)
         assert c.position(tp) == 40
         c.seek(tp, 35)
-        assert [(o, r.value) for o, r in kp_drain(c, 5)] == [(i, str(i).encode()) for i in range(35, 40)]
+        assert [(o, r.value) for o, r in kp_drain(c, 5)] == [
+            (i, str(i).encode()) for i in range(35, 40)
+        ]
         c.seek_to_beginning(tp)
         assert [o for o, _ in kp_drain(c, 40)] == list(range(40))
     finally:
@@ -172,7 +193,13 @@ def test_old_client_reads_past_its_fetch_limit(broker, api_version: tuple) -> No
     create_topic(broker.bootstrap_servers, topic, P)
     recs = [Rec(i % 2, b"k%d" % i, bytes([i % 251]) * 1000, (), BASE_TS + i) for i in range(3000)]
     ck_produce(broker.bootstrap_servers, topic, recs, **{"linger.ms": 50, "batch.size": 100_000})
-    got = kp_consume(broker.bootstrap_servers, topic, P, len(recs), api_version=api_version,
-                     max_partition_fetch_bytes=65536)
+    got = kp_consume(
+        broker.bootstrap_servers,
+        topic,
+        P,
+        len(recs),
+        api_version=api_version,
+        max_partition_fetch_bytes=65536,
+    )
     magic = 1 if api_version >= (0, 10) else 0
     assert_same_per_partition(_strip(recs, magic=magic, no_timestamp=None), got)

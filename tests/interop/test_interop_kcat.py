@@ -44,8 +44,10 @@ def _from_json(m: dict) -> tuple[int, Rec]:
 def _lines(n: int, partition: int) -> list[tuple[bytes | None, bytes | None]]:
     """kcat input: null keys every 5th, null values every 9th (``-Z`` sends empty as null)."""
     return [
-        (None if i % 5 == 2 else f"p{partition}-k{i}".encode(),
-         None if i % 9 == 4 else f"p{partition}-value-{i}-".encode() + b"y" * (i % 50))
+        (
+            None if i % 5 == 2 else f"p{partition}-k{i}".encode(),
+            None if i % 9 == 4 else f"p{partition}-value-{i}-".encode() + b"y" * (i % 50),
+        )
         for i in range(n)
     ]
 
@@ -58,8 +60,15 @@ def test_metadata(broker) -> None:  # noqa: ANN001
     assert md["controllerid"] == 1
     [t] = md["topics"]
     assert t["topic"] == topic
-    assert [(p["partition"], p["leader"], [r["id"] for r in p["replicas"]], [r["id"] for r in p["isrs"]])
-            for p in t["partitions"]] == [(p, 1, [1], [1]) for p in range(P)]
+    assert [
+        (
+            p["partition"],
+            p["leader"],
+            [r["id"] for r in p["replicas"]],
+            [r["id"] for r in p["isrs"]],
+        )
+        for p in t["partitions"]
+    ] == [(p, 1, [1], [1]) for p in range(P)]
 
 
 def test_consume_10k_from_confluent(broker) -> None:  # noqa: ANN001
@@ -95,9 +104,15 @@ def test_produce_codecs(broker, codec: str) -> None:  # noqa: ANN001
     got = ck_consume(broker.bootstrap_servers, topic, P, len(expected))
     # kcat stamps records with the time it produced them.
     assert all(before <= r.timestamp <= after for _, r in got)
-    assert_same_per_partition(expected, [(o, Rec(r.partition, r.key, r.value, r.headers, 0)) for o, r in got])
-    mine = [_from_json(m) for m in kcat_consume_json(broker.bootstrap_servers, topic, len(expected))]
-    assert_same_per_partition(expected, [(o, Rec(r.partition, r.key, r.value, r.headers, 0)) for o, r in mine])
+    assert_same_per_partition(
+        expected, [(o, Rec(r.partition, r.key, r.value, r.headers, 0)) for o, r in got]
+    )
+    mine = [
+        _from_json(m) for m in kcat_consume_json(broker.bootstrap_servers, topic, len(expected))
+    ]
+    assert_same_per_partition(
+        expected, [(o, Rec(r.partition, r.key, r.value, r.headers, 0)) for o, r in mine]
+    )
 
 
 @pytest.mark.parametrize("version", ["0.8.2", "0.9.0"])
@@ -113,16 +128,18 @@ def test_old_protocol(broker, version: str, codec: str) -> None:  # noqa: ANN001
     expected = [Rec(1, k, v, (), 0) for k, v in lines]
     modern = ck_consume(broker.bootstrap_servers, topic, P, len(expected))
     assert {r.timestamp for _, r in modern} == {-1}  # magic 0 has no timestamps
-    assert_same_per_partition(expected, [(o, Rec(r.partition, r.key, r.value, (), 0)) for o, r in modern])
+    assert_same_per_partition(
+        expected, [(o, Rec(r.partition, r.key, r.value, (), 0)) for o, r in modern]
+    )
     # A modern producer's v2 batches (with headers), down-converted for the old consumer.
     rich = make_records(300, P, text=True)
     topic2 = topic_name("kc-down")
     create_topic(broker.bootstrap_servers, topic2, P)
     ck_produce(broker.bootstrap_servers, topic2, rich, **{"compression.type": codec})
-    got = [_from_json(m) for m in kcat_consume_json(broker.bootstrap_servers, topic2, len(rich), *old)]
-    assert_same_per_partition(
-        [Rec(r.partition, r.key, r.value, (), -1) for r in rich], got
-    )
+    got = [
+        _from_json(m) for m in kcat_consume_json(broker.bootstrap_servers, topic2, len(rich), *old)
+    ]
+    assert_same_per_partition([Rec(r.partition, r.key, r.value, (), -1) for r in rich], got)
 
 
 def test_offsets_and_relative_seek(broker) -> None:  # noqa: ANN001
@@ -132,11 +149,30 @@ def test_offsets_and_relative_seek(broker) -> None:  # noqa: ANN001
     ck_produce(broker.bootstrap_servers, topic, recs)
     q = json.loads(kcat(broker.bootstrap_servers, "-Q", "-J", "-t", f"{topic}:1:{BASE_TS + 3500}"))
     assert q[topic]["1"]["offset"] == 4
-    q = json.loads(kcat(broker.bootstrap_servers, "-Q", "-J", "-t", f"{topic}:1:{BASE_TS + 10_000}"))
+    q = json.loads(
+        kcat(broker.bootstrap_servers, "-Q", "-J", "-t", f"{topic}:1:{BASE_TS + 10_000}")
+    )
     assert q[topic]["1"]["offset"] == -1
-    tail = kcat(broker.bootstrap_servers, "-C", "-t", topic, "-p", "1", "-o", "-3", "-e", "-f", "%o:%s\n")
+    tail = kcat(
+        broker.bootstrap_servers, "-C", "-t", topic, "-p", "1", "-o", "-3", "-e", "-f", "%o:%s\n"
+    )
     assert tail == b"7:7\n8:8\n9:9\n"
-    head = kcat(broker.bootstrap_servers, "-C", "-t", topic, "-p", "1", "-o", "beginning", "-c", "2", "-f", "%o:%s\n")
+    head = kcat(
+        broker.bootstrap_servers,
+        "-C",
+        "-t",
+        topic,
+        "-p",
+        "1",
+        "-o",
+        "beginning",
+        "-c",
+        "2",
+        "-f",
+        "%o:%s\n",
+    )
     assert head == b"0:0\n1:1\n"
-    at_end = kcat(broker.bootstrap_servers, "-C", "-t", topic, "-p", "1", "-o", "end", "-e", "-f", "%o:%s\n")
+    at_end = kcat(
+        broker.bootstrap_servers, "-C", "-t", topic, "-p", "1", "-o", "end", "-e", "-f", "%o:%s\n"
+    )
     assert at_end == b""

@@ -70,7 +70,9 @@ def _frame(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def _header(api_key: int, version: int, correlation_id: int = 7, client_id: bytes = b"raw") -> bytes:
+def _header(
+    api_key: int, version: int, correlation_id: int = 7, client_id: bytes = b"raw"
+) -> bytes:
     return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
 
 
@@ -82,7 +84,9 @@ def _header(api_key: int, version: int, correlation_id: int = 7, client_id: byte
         pytest.param(struct.pack(">i", -5) + b"\x00" * 16, id="negative-size"),
         pytest.param(_frame(b"\x00\x03\x00"), id="frame-shorter-than-header"),
         pytest.param(_frame(_header(3, 9) + b"\xff\xff\xff"), id="malformed-body"),
-        pytest.param(_frame(_header(3, 9)[:8] + struct.pack(">h", 200) + b"abc"), id="bad-client-id-length"),
+        pytest.param(
+            _frame(_header(3, 9)[:8] + struct.pack(">h", 200) + b"abc"), id="bad-client-id-length"
+        ),
         pytest.param(_frame(_header(9999, 0)), id="unknown-api-key"),
         pytest.param(_frame(_header(3, 99)), id="unknown-version"),
         pytest.param(_frame(_header(-1, 0)), id="negative-api-key"),
@@ -128,7 +132,9 @@ def test_api_versions_unknown_version_answers_v0(broker, topic, bystander) -> No
         assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
         keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
         assert keys[18][1] >= 3 and keys[0][1] >= 9 and keys[1][1] >= 12
-        ok = c.request(ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3)
+        ok = c.request(
+            ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3
+        )
         assert ok.error_code == 0
         assert {k.api_key: (k.min_version, k.max_version) for k in ok.api_keys} == keys
     _still_serving(broker, bystander, topic)
@@ -136,10 +142,17 @@ def test_api_versions_unknown_version_answers_v0(broker, topic, bystander) -> No
 
 def _produce(c: RawClient, topic: str, partition: int, records: bytes, acks: int = 1):  # noqa: ANN202
     req = ProduceRequest(
-        transactional_id=None, acks=acks, timeout_ms=5000,
-        topic_data=[ProduceRequest.TopicData(name=topic, partition_data=[
-            ProduceRequest.TopicData.PartitionData(index=partition, records=records)
-        ])],
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicData.PartitionData(index=partition, records=records)
+                ],
+            )
+        ],
     )
     resp = c.request(req, 9)
     [t] = resp.responses
@@ -170,12 +183,25 @@ def test_produce_errors_answer_per_partition(broker, topic, bystander) -> None: 
 
 def _fetch(c: RawClient, topic: str, partition: int, offset: int, max_wait_ms: int) -> list:
     req = FetchRequest(
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=0, session_epoch=-1,
-        topics=[FetchRequest.Topics(topic=topic, partitions=[
-            FetchRequest.Topics.Partitions(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)
-        ])],
-        forgotten_topics_data=[], rack_id="",
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.Topics(
+                topic=topic,
+                partitions=[
+                    FetchRequest.Topics.Partitions(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
     )
     resp = c.request(req, 12)
     [t] = resp.responses
@@ -197,7 +223,10 @@ def test_long_poll_is_answered_by_an_append(broker, topic, bystander) -> None:  
         assert t.is_alive()  # parked: there is nothing to return yet
         _still_serving(broker, bystander, topic)
         with RawClient(broker.bootstrap_servers) as producer:
-            assert _produce(producer, fresh, 0, build_batch([(BASE_TS, None, b"wake")])).error_code == 0
+            assert (
+                _produce(producer, fresh, 0, build_batch([(BASE_TS, None, b"wake")])).error_code
+                == 0
+            )
         t.join()
         assert not t.is_alive()
     assert result == [[(0, b"wake")]]
@@ -212,18 +241,37 @@ def test_fetch_session_epochs(broker, topic, bystander) -> None:  # noqa: ANN001
 
     def fetch(c: RawClient, sid: int, epoch: int, parts: list[tuple[int, int]]):  # noqa: ANN202
         req = FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-            session_id=sid, session_epoch=epoch,
-            topics=[FetchRequest.Topics(topic=fresh, partitions=[
-                FetchRequest.Topics.Partitions(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
-                for p, o in parts
-            ])] if parts else [],
-            forgotten_topics_data=[], rack_id="",
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=sid,
+            session_epoch=epoch,
+            topics=[
+                FetchRequest.Topics(
+                    topic=fresh,
+                    partitions=[
+                        FetchRequest.Topics.Partitions(
+                            partition=p, fetch_offset=o, partition_max_bytes=1 << 20
+                        )
+                        for p, o in parts
+                    ],
+                )
+            ]
+            if parts
+            else [],
+            forgotten_topics_data=[],
+            rack_id="",
         )
         return c.request(req, 12)
 
     def listed(resp) -> list[tuple[int, int, int]]:  # noqa: ANN001
-        return [(p.partition_index, p.error_code, p.high_watermark) for t in resp.responses for p in t.partitions]
+        return [
+            (p.partition_index, p.error_code, p.high_watermark)
+            for t in resp.responses
+            for p in t.partitions
+        ]
 
     with RawClient(broker.bootstrap_servers) as c:
         opened = fetch(c, 0, 0, [(0, 0), (1, 0)])
@@ -262,12 +310,25 @@ def test_fetch_returns_whole_batches(broker, topic, bystander) -> None:  # noqa:
 
         def fetch_bytes(limit: int) -> bytes:
             req = FetchRequest(
-                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                session_id=0, session_epoch=-1,
-                topics=[FetchRequest.Topics(topic=fresh, partitions=[
-                    FetchRequest.Topics.Partitions(partition=0, fetch_offset=0, partition_max_bytes=limit)
-                ])],
-                forgotten_topics_data=[], rack_id="",
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    FetchRequest.Topics(
+                        topic=fresh,
+                        partitions=[
+                            FetchRequest.Topics.Partitions(
+                                partition=0, fetch_offset=0, partition_max_bytes=limit
+                            )
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
             )
             [t] = c.request(req, 12).responses
             return bytes(t.partitions[0].records or b"")
@@ -276,5 +337,7 @@ def test_fetch_returns_whole_batches(broker, topic, bystander) -> None:  # noqa:
         assert len(fetch_bytes(sum(sizes))) == sum(sizes)
         first = fetch_bytes(1000)
         assert len(first) == sizes[0]
-        assert [(r.offset, r.value) for b in decode_batches(first) for r in b] == [(0, bytes([0]) * 10_000)]
+        assert [(r.offset, r.value) for b in decode_batches(first) for r in b] == [
+            (0, bytes([0]) * 10_000)
+        ]
     _still_serving(broker, bystander, topic)

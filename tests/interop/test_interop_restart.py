@@ -43,9 +43,14 @@ def test_data_survives_restart(own_broker, hard: bool) -> None:  # noqa: ANN001
         assert "unclean shutdown" not in log
     # Everything is back, and new appends continue the offsets.
     assert_same_per_partition(first, ck_consume(b.bootstrap_servers, topic, P, len(first)))
-    second = [Rec(r.partition, r.key, r.value, r.headers, r.timestamp + 10**6) for r in make_records(600, P)]
+    second = [
+        Rec(r.partition, r.key, r.value, r.headers, r.timestamp + 10**6)
+        for r in make_records(600, P)
+    ]
     ck_produce(b.bootstrap_servers, topic, second, acks="all")
-    assert_same_per_partition(first + second, ck_consume(b.bootstrap_servers, topic, P, len(first) + len(second)))
+    assert_same_per_partition(
+        first + second, ck_consume(b.bootstrap_servers, topic, P, len(first) + len(second))
+    )
     # And a second, independent client agrees.
     got = kp_consume(b.bootstrap_servers, topic, P, len(first) + len(second))
     assert_same_per_partition(first + second, got)
@@ -62,8 +67,11 @@ def test_sigkill_mid_write_keeps_every_acknowledged_record(own_broker) -> None: 
     sent: list[Rec] = []
 
     def produce() -> None:
-        p = ck_producer(b.bootstrap_servers, acks="all", **{"linger.ms": 2, "retries": 0,
-                                                               "message.timeout.ms": 5000})
+        p = ck_producer(
+            b.bootstrap_servers,
+            acks="all",
+            **{"linger.ms": 2, "retries": 0, "message.timeout.ms": 5000},
+        )
 
         def report(err, msg) -> None:  # noqa: ANN001
             if err is None:
@@ -73,8 +81,14 @@ def test_sigkill_mid_write_keeps_every_acknowledged_record(own_broker) -> None: 
         while not stop.is_set() and i < 200_000:
             r = Rec(i % P, f"k{i}".encode(), f"v{i:07d}".encode() + b"." * 100, (), BASE_TS + i)
             try:
-                p.produce(topic, value=r.value, key=r.key, partition=r.partition, timestamp=r.timestamp,
-                          on_delivery=report)
+                p.produce(
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    partition=r.partition,
+                    timestamp=r.timestamp,
+                    on_delivery=report,
+                )
             except BufferError:
                 p.poll(0.01)
                 continue
@@ -108,7 +122,9 @@ def test_sigkill_mid_write_keeps_every_acknowledged_record(own_broker) -> None: 
         mine = [r for _, r in got if r.partition == p]
         assert [o for o, r in got if r.partition == p] == list(range(len(mine)))
         # A prefix of what was sent to this partition, in order, nothing duplicated...
-        assert [(r.key, r.value) for r in mine] == [(r.key, r.value) for r in sent_by_part[p][: len(mine)]]
+        assert [(r.key, r.value) for r in mine] == [
+            (r.key, r.value) for r in sent_by_part[p][: len(mine)]
+        ]
     # ...that holds every acknowledged record.
     stored = {r.value for _, r in got}
     assert acked_before_kill <= stored

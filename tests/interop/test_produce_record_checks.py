@@ -37,22 +37,58 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def record(offset_delta: int, value: bytes) -> bytes:
-    body = b"\x00\x00" + encode_varint(offset_delta) + b"\x01" + encode_varint(len(value)) + value + b"\x00"
+    body = (
+        b"\x00\x00"
+        + encode_varint(offset_delta)
+        + b"\x01"
+        + encode_varint(len(value))
+        + value
+        + b"\x00"
+    )
     return encode_varint(len(body)) + body
 
 
 def raw_batch(payload: bytes, count: int, attributes: int = 0) -> bytes:
     out = bytearray(61) + payload
-    struct.pack_into(">qiibIhiqqqhii", out, 0, 0, len(out) - 12, -1, 2, 0, attributes, count - 1,
-                     BASE_TS, BASE_TS, -1, -1, -1, count)
+    struct.pack_into(
+        ">qiibIhiqqqhii",
+        out,
+        0,
+        0,
+        len(out) - 12,
+        -1,
+        2,
+        0,
+        attributes,
+        count - 1,
+        BASE_TS,
+        BASE_TS,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
     return bytes(out)
 
 
 def raw_produce(bootstrap: str, topic: str, records: bytes) -> tuple[int, str | None]:
     with RawClient(bootstrap) as c:
-        resp = c.request(ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[ProduceRequest.TopicData(
-            name=topic, partition_data=[ProduceRequest.TopicData.PartitionData(index=0, records=records)])]), 9)
+        resp = c.request(
+            ProduceRequest(
+                acks=-1,
+                timeout_ms=10000,
+                topic_data=[
+                    ProduceRequest.TopicData(
+                        name=topic,
+                        partition_data=[
+                            ProduceRequest.TopicData.PartitionData(index=0, records=records)
+                        ],
+                    )
+                ],
+            ),
+            9,
+        )
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.error_message
 
@@ -63,9 +99,13 @@ def test_bad_batches_are_refused_and_readers_agree(broker) -> None:  # noqa: ANN
     create_topic(bs, topic, 1)
     three_in_one = raw_batch(record(0, b"x0") + record(1, b"x1") + record(2, b"x2"), 1)
     assert raw_produce(bs, topic, three_in_one) == (
-        ErrorCode.INVALID_RECORD, "Incorrect declared batch size, records still remaining in file")
+        ErrorCode.INVALID_RECORD,
+        "Incorrect declared batch size, records still remaining in file",
+    )
     code, message = raw_produce(bs, topic, raw_batch(os.urandom(200), 1, attributes=4))
-    assert code == ErrorCode.CORRUPT_MESSAGE and message.startswith("Failed to decompress record stream")
+    assert code == ErrorCode.CORRUPT_MESSAGE and message.startswith(
+        "Failed to decompress record stream"
+    )
     recs = [Rec(0, b"k%d" % i, b"v%d" % i, (), BASE_TS + i) for i in range(4)]
     ck_produce(bs, topic, recs)
     expected = [(i, r) for i, r in enumerate(recs)]
@@ -80,20 +120,40 @@ def test_every_codec_idempotent_and_transactional(broker, codec: str) -> None:  
     create_topic(bs, topic, 2)
     # kafka-python reads neither null header values nor records with neither key nor value
     plain = make_records(300, 2, text=True, null_header_values=False, both_null=False)
-    ck_produce(bs, topic, plain, **{"compression.type": codec, "enable.idempotence": True, "linger.ms": 20})
-    txn = [Rec(r.partition, r.key, r.value, r.headers, r.timestamp + 1_000_000)
-           for r in make_records(300, 2, text=True, null_header_values=False, both_null=False)]
-    p = Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic}", "compression.type": codec,
-                  "linger.ms": 20})
+    ck_produce(
+        bs, topic, plain, **{"compression.type": codec, "enable.idempotence": True, "linger.ms": 20}
+    )
+    txn = [
+        Rec(r.partition, r.key, r.value, r.headers, r.timestamp + 1_000_000)
+        for r in make_records(300, 2, text=True, null_header_values=False, both_null=False)
+    ]
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "transactional.id": f"tx-{topic}",
+            "compression.type": codec,
+            "linger.ms": 20,
+        }
+    )
     p.init_transactions()
     p.begin_transaction()
     for r in txn:
-        p.produce(topic, value=r.value, key=r.key, partition=r.partition, timestamp=r.timestamp,
-                  headers=list(r.headers) or None)
+        p.produce(
+            topic,
+            value=r.value,
+            key=r.key,
+            partition=r.partition,
+            timestamp=r.timestamp,
+            headers=list(r.headers) or None,
+        )
     p.commit_transaction()
     # Per partition: the idempotent records at 0.., the transaction's after them, its marker last.
     want = plain + txn
-    assert_same_per_partition(want, ck_consume(bs, topic, 2, len(want), **{"isolation.level": "read_committed"}))
-    assert_same_per_partition(want, kp_consume(bs, topic, 2, len(want), isolation_level="read_committed"))
+    assert_same_per_partition(
+        want, ck_consume(bs, topic, 2, len(want), **{"isolation.level": "read_committed"})
+    )
+    assert_same_per_partition(
+        want, kp_consume(bs, topic, 2, len(want), isolation_level="read_committed")
+    )
     for partition in range(2):
         assert set(stored_codecs(broker.data_dir, topic, partition)) == {CODEC_IDS[codec]}

@@ -130,4 +130,6 @@ def test_zombie_is_fenced(broker: BrokerProcess, client: str) -> None:
     got = read(client, bs, [(topic, 0)], "read_committed", 5)
     assert [v for _, _, v in got] == [b"new-%d" % i for i in range(5)]
     raw = read(client, bs, [(topic, 0)], "read_uncommitted", 15)
-    assert [v for _, _, v in raw] == [b"zombie-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(5)]
+    assert [v for _, _, v in raw] == [b"zombie-%d" % i for i in range(10)] + [
+        b"new-%d" % i for i in range(5)
+    ]

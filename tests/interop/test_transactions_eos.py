@@ -36,11 +36,25 @@ def broker() -> Iterator[BrokerProcess]:
         assert "event=request.failed" not in b.read_log(), b.read_log()[-4000:]
 
 
-def start_worker(client: str, bootstrap: str, src: str, dst: str, group: str, txn_id: str, pause_at: int) -> subprocess.Popen[str]:
+def start_worker(
+    client: str, bootstrap: str, src: str, dst: str, group: str, txn_id: str, pause_at: int
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "test_transactions_support.py"), "ctp",
-         client, bootstrap, src, dst, group, txn_id, str(pause_at)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            os.path.join(HERE, "test_transactions_support.py"),
+            "ctp",
+            client,
+            bootstrap,
+            src,
+            dst,
+            group,
+            txn_id,
+            str(pause_at),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
 
 
@@ -92,7 +106,9 @@ def test_consume_transform_produce_survives_sigkill(broker: BrokerProcess, clien
     for part in (0, 1):
         assert [v for q, _, v in got if q == part] == [b"out-" + v for q, v in inputs if q == part]
     # The dead worker's third transaction did reach the log (and was aborted).
-    everything = read("confluent", bs, [(dst, 0), (dst, 1)], "read_uncommitted", len(want) + 1, linger=0.5)
+    everything = read(
+        "confluent", bs, [(dst, 0), (dst, 1)], "read_uncommitted", len(want) + 1, linger=0.5
+    )
     assert len(everything) > len(want)
     assert "event=txn.fencing" in broker.read_log()
 
@@ -122,7 +138,9 @@ def test_broker_restart_mid_transaction(client: str) -> None:
         finally:
             p.close()
         assert [end_offsets(bs, topic, q) for q in (0, 1)] == [(21, 21), (21, 21)]
-        want = sorted([b"before-%02d" % i for i in range(20)] + [b"after-%02d" % i for i in range(20)])
+        want = sorted(
+            [b"before-%02d" % i for i in range(20)] + [b"after-%02d" % i for i in range(20)]
+        )
         got = read(client, bs, [(topic, 0), (topic, 1)], "read_committed", 40)
         assert sorted(v for _, _, v in got) == want
 

@@ -71,8 +71,12 @@ class DroppingProxy:
             self.sockets += [client, server]
             cid = next(conn_ids)
             keys: dict[int, int] = {}
-            threading.Thread(target=self._requests, args=(cid, client, server, keys), daemon=True).start()
-            threading.Thread(target=self._responses, args=(cid, server, client, keys), daemon=True).start()
+            threading.Thread(
+                target=self._requests, args=(cid, client, server, keys), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._responses, args=(cid, server, client, keys), daemon=True
+            ).start()
 
     @staticmethod
     def _frames(sock: socket.socket) -> Iterator[bytes]:
@@ -92,7 +96,9 @@ class DroppingProxy:
                 yield buf[: 4 + n]
                 buf = buf[4 + n :]
 
-    def _requests(self, cid: int, src: socket.socket, dst: socket.socket, keys: dict[int, int]) -> None:
+    def _requests(
+        self, cid: int, src: socket.socket, dst: socket.socket, keys: dict[int, int]
+    ) -> None:
         for frame in self._frames(src):
             api_key, _version, corr = struct.unpack_from(">hhi", frame, 4)
             if api_key == PRODUCE:
@@ -107,7 +113,9 @@ class DroppingProxy:
                 break
         self._cut(src, dst)
 
-    def _responses(self, cid: int, src: socket.socket, dst: socket.socket, keys: dict[int, int]) -> None:
+    def _responses(
+        self, cid: int, src: socket.socket, dst: socket.socket, keys: dict[int, int]
+    ) -> None:
         for frame in self._frames(src):
             (corr,) = struct.unpack_from(">i", frame, 4)
             with self.lock:
@@ -138,8 +146,21 @@ def stored_values(bootstrap: str, topic: str) -> list[bytes | None]:
     offset = 0
     with RawClient(bootstrap) as c:
         while True:
-            req = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[FetchRequest.Topics(
-                topic=topic, partitions=[FetchRequest.Topics.Partitions(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+            req = FetchRequest(
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                topics=[
+                    FetchRequest.Topics(
+                        topic=topic,
+                        partitions=[
+                            FetchRequest.Topics.Partitions(
+                                partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+                            )
+                        ],
+                    )
+                ],
+            )
             p = c.request(req, 11).responses[0].partitions[0]
             data = bytes(p.records or b"")
             if not data:
@@ -153,12 +174,26 @@ def stored_values(bootstrap: str, topic: str) -> list[bytes | None]:
 
 
 CONF = {
-    "confluent": {"enable.idempotence": True, "linger.ms": 1, "batch.num.messages": 7,
-                  "max.in.flight.requests.per.connection": 5, "retry.backoff.ms": 20},
-    "kafka-python": {"enable_idempotence": True, "linger_ms": 1, "batch_size": 120,
-                     "max_in_flight_requests_per_connection": 5, "retry_backoff_ms": 20},
-    "aiokafka": {"enable_idempotence": True, "linger_ms": 1, "max_batch_size": 120,
-                 "retry_backoff_ms": 20},
+    "confluent": {
+        "enable.idempotence": True,
+        "linger.ms": 1,
+        "batch.num.messages": 7,
+        "max.in.flight.requests.per.connection": 5,
+        "retry.backoff.ms": 20,
+    },
+    "kafka-python": {
+        "enable_idempotence": True,
+        "linger_ms": 1,
+        "batch_size": 120,
+        "max_in_flight_requests_per_connection": 5,
+        "retry_backoff_ms": 20,
+    },
+    "aiokafka": {
+        "enable_idempotence": True,
+        "linger_ms": 1,
+        "max_batch_size": 120,
+        "retry_backoff_ms": 20,
+    },
 }
 
 
@@ -176,7 +211,9 @@ def proxied() -> Iterator[tuple[BrokerProcess, DroppingProxy]]:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_lost_produce_responses_cause_no_duplicates(proxied: tuple[BrokerProcess, DroppingProxy], client: str) -> None:
+def test_lost_produce_responses_cause_no_duplicates(
+    proxied: tuple[BrokerProcess, DroppingProxy], client: str
+) -> None:
     broker, proxy = proxied
     via_proxy = f"127.0.0.1:{proxy.port}"
     topic = f"idem-{uuid.uuid4().hex[:8]}"

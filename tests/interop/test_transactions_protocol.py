@@ -40,7 +40,17 @@ from gregor.testing import BrokerProcess
 
 TOPIC = "wire-txn"
 READ_COMMITTED = 1
-APIS = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+APIS = {
+    22: (0, 5),
+    24: (0, 5),
+    25: (0, 4),
+    26: (0, 5),
+    27: (0, 1),
+    28: (0, 5),
+    61: (0, 0),
+    65: (0, 0),
+    66: (0, 1),
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +74,23 @@ def tid(tag: str) -> str:
 # --- helpers -----------------------------------------------------------------------------
 
 
-def init(c: RawClient, txn_id: str, version: int = 4, timeout: int = 60000, pid: int = -1, epoch: int = -1) -> Any:
-    r = c.request(InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout,
-                                        producer_id=pid, producer_epoch=epoch), version)
+def init(
+    c: RawClient,
+    txn_id: str,
+    version: int = 4,
+    timeout: int = 60000,
+    pid: int = -1,
+    epoch: int = -1,
+) -> Any:
+    r = c.request(
+        InitProducerIdRequest(
+            transactional_id=txn_id,
+            transaction_timeout_ms=timeout,
+            producer_id=pid,
+            producer_epoch=epoch,
+        ),
+        version,
+    )
     return r
 
 
@@ -79,43 +103,112 @@ def init_ok(c: RawClient, txn_id: str, **kw: Any) -> tuple[int, int]:
         time.sleep(0.05)
 
 
-def add_partitions(c: RawClient, txn_id: str, pid: int, epoch: int, parts: dict[str, list[int]], version: int = 3) -> dict[tuple[str, int], int]:
+def add_partitions(
+    c: RawClient, txn_id: str, pid: int, epoch: int, parts: dict[str, list[int]], version: int = 3
+) -> dict[tuple[str, int], int]:
     if version <= 3:
         req = AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=ps) for t, ps in parts.items()])
+            v3_and_below_transactional_id=txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[
+                AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=ps)
+                for t, ps in parts.items()
+            ],
+        )
         r = c.request(req, version)
-        return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+        return {
+            (t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
     T = AddPartitionsToTxnRequest.Transactions
-    req = AddPartitionsToTxnRequest(transactions=[T(
-        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, verify_only=False,
-        topics=[T.Topics(name=t, partitions=ps) for t, ps in parts.items()])])
+    req = AddPartitionsToTxnRequest(
+        transactions=[
+            T(
+                transactional_id=txn_id,
+                producer_id=pid,
+                producer_epoch=epoch,
+                verify_only=False,
+                topics=[T.Topics(name=t, partitions=ps) for t, ps in parts.items()],
+            )
+        ]
+    )
     r = c.request(req, version)
     assert r.error_code == 0
-    return {(t.name, p.partition_index): p.partition_error_code
-            for x in r.results_by_transaction for t in x.topic_results for p in t.results_by_partition}
+    return {
+        (t.name, p.partition_index): p.partition_error_code
+        for x in r.results_by_transaction
+        for t in x.topic_results
+        for p in t.results_by_partition
+    }
 
 
-def produce(c: RawClient, topic: str, partition: int, pid: int, epoch: int, seq: int, values: list[bytes],
-            txn_id: str | None, version: int = 9) -> Any:
-    b = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=txn_id is not None)
+def produce(
+    c: RawClient,
+    topic: str,
+    partition: int,
+    pid: int,
+    epoch: int,
+    seq: int,
+    values: list[bytes],
+    txn_id: str | None,
+    version: int = 9,
+) -> Any:
+    b = RecordBatchBuilder(
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=txn_id is not None,
+    )
     now = int(time.time() * 1000)
     for v in values:
         b.append(now, None, v)
-    req = ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicData(name=topic, partition_data=[ProduceRequest.TopicData.PartitionData(index=partition, records=b.build())])])
+    req = ProduceRequest(
+        transactional_id=txn_id,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicData.PartitionData(index=partition, records=b.build())
+                ],
+            )
+        ],
+    )
     return c.request(req, version).responses[0].partition_responses[0]
 
 
 def end(c: RawClient, txn_id: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
-    return c.request(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit), version).error_code
+    return c.request(
+        EndTxnRequest(
+            transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit
+        ),
+        version,
+    ).error_code
 
 
-def fetch(c: RawClient, topic: str, partition: int, isolation: int, offset: int = 0) -> tuple[int, int, list[tuple[int, int]], list[Any]]:
+def fetch(
+    c: RawClient, topic: str, partition: int, isolation: int, offset: int = 0
+) -> tuple[int, int, list[tuple[int, int]], list[Any]]:
     """(high watermark, last stable offset, aborted (pid, first offset), batches)."""
-    req = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation, topics=[
-        FetchRequest.Topics(topic=topic, partitions=[FetchRequest.Topics.Partitions(
-            partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+    req = FetchRequest(
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=isolation,
+        topics=[
+            FetchRequest.Topics(
+                topic=topic,
+                partitions=[
+                    FetchRequest.Topics.Partitions(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
     p = c.request(req, 11).responses[0].partitions[0]
     assert p.error_code == 0
     data = bytes(p.records or b"")
@@ -136,15 +229,21 @@ def describe(c: RawClient, *ids: str) -> list[Any]:
 
 
 def test_api_versions_advertise_the_transaction_apis(client: RawClient) -> None:
-    resp = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    resp = client.request(
+        ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+    )
     have = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert {k: have.get(k) for k in APIS} == APIS
 
 
 def test_find_coordinator_creates_the_state_topic(client: RawClient, broker: BrokerProcess) -> None:
     r = client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["x"]), 4)
-    assert [(c.key, c.node_id, c.port, c.error_code) for c in r.coordinators] == [("x", 1, broker.port, 0)]
-    md = client.request(MetadataRequest(topics=[MetadataRequest.Topics(name="__transaction_state")]), 9)
+    assert [(c.key, c.node_id, c.port, c.error_code) for c in r.coordinators] == [
+        ("x", 1, broker.port, 0)
+    ]
+    md = client.request(
+        MetadataRequest(topics=[MetadataRequest.Topics(name="__transaction_state")]), 9
+    )
     t = md.topics[0]
     assert (t.error_code, t.is_internal, len(t.partitions)) == (0, True, 5)
 
@@ -156,7 +255,9 @@ def test_commit_at_every_version(client: RawClient, version: int) -> None:
     pid, epoch = init_ok(client, txn, version=version)
     assert epoch == 0
     part = version % 3
-    assert add_partitions(client, txn, pid, epoch, {TOPIC: [part]}, min(version, 3)) == {(TOPIC, part): 0}
+    assert add_partitions(client, txn, pid, epoch, {TOPIC: [part]}, min(version, 3)) == {
+        (TOPIC, part): 0
+    }
     r = produce(client, TOPIC, part, pid, epoch, 0, [b"a%d" % version, b"b%d" % version], txn)
     assert r.error_code == 0
     hw, lso, _, _ = fetch(client, TOPIC, part, READ_COMMITTED)
@@ -197,12 +298,23 @@ def test_fenced_producer_errors_by_version(client: RawClient, version: int) -> N
     fenced = E.PRODUCER_FENCED if version >= 2 else E.INVALID_PRODUCER_EPOCH
     assert add_partitions(client, txn, pid, old, {TOPIC: [1]}, version) == {(TOPIC, 1): fenced}
     assert end(client, txn, pid, old, True, version) == fenced
-    assert client.request(AddOffsetsToTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=old, group_id="g"), version).error_code == fenced
+    assert (
+        client.request(
+            AddOffsetsToTxnRequest(
+                transactional_id=txn, producer_id=pid, producer_epoch=old, group_id="g"
+            ),
+            version,
+        ).error_code
+        == fenced
+    )
     # KIP-360 recovery with a stale epoch: fenced, as INVALID_PRODUCER_EPOCH before v4.
     assert init(client, txn, version=3, pid=pid, epoch=old).error_code == E.INVALID_PRODUCER_EPOCH
     assert init(client, txn, version=4, pid=pid, epoch=old).error_code == E.PRODUCER_FENCED
     # The partition refuses the zombie's writes: the abort marker carried the bumped epoch.
-    assert produce(client, TOPIC, 0, pid, old, 1, [b"late"], txn).error_code == E.INVALID_PRODUCER_EPOCH
+    assert (
+        produce(client, TOPIC, 0, pid, old, 1, [b"late"], txn).error_code
+        == E.INVALID_PRODUCER_EPOCH
+    )
 
 
 @pytest.mark.parametrize("version", [4, 5])
@@ -211,30 +323,65 @@ def test_batched_and_verify_only_add_partitions(client: RawClient, version: int)
     pa, ea = init_ok(client, a)
     pb, eb = init_ok(client, b)
     T = AddPartitionsToTxnRequest.Transactions
-    req = AddPartitionsToTxnRequest(transactions=[
-        T(transactional_id=a, producer_id=pa, producer_epoch=ea, verify_only=False,
-          topics=[T.Topics(name=TOPIC, partitions=[0, 1])]),
-        T(transactional_id=b, producer_id=pb, producer_epoch=eb, verify_only=False,
-          topics=[T.Topics(name=TOPIC, partitions=[2]), T.Topics(name="no-such-topic", partitions=[0])]),
-    ])
+    req = AddPartitionsToTxnRequest(
+        transactions=[
+            T(
+                transactional_id=a,
+                producer_id=pa,
+                producer_epoch=ea,
+                verify_only=False,
+                topics=[T.Topics(name=TOPIC, partitions=[0, 1])],
+            ),
+            T(
+                transactional_id=b,
+                producer_id=pb,
+                producer_epoch=eb,
+                verify_only=False,
+                topics=[
+                    T.Topics(name=TOPIC, partitions=[2]),
+                    T.Topics(name="no-such-topic", partitions=[0]),
+                ],
+            ),
+        ]
+    )
     r = client.request(req, version)
 
     def results(resp: Any) -> dict[str, dict[tuple[str, int], int]]:
-        return {x.transactional_id: {(t.name, p.partition_index): p.partition_error_code
-                                     for t in x.topic_results for p in t.results_by_partition}
-                for x in resp.results_by_transaction}
+        return {
+            x.transactional_id: {
+                (t.name, p.partition_index): p.partition_error_code
+                for t in x.topic_results
+                for p in t.results_by_partition
+            }
+            for x in resp.results_by_transaction
+        }
 
     assert r.error_code == 0
     assert results(r) == {
         a: {(TOPIC, 0): 0, (TOPIC, 1): 0},
-        b: {(TOPIC, 2): E.OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION},
+        b: {
+            (TOPIC, 2): E.OPERATION_NOT_ATTEMPTED,
+            ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+        },
     }
-    verify = AddPartitionsToTxnRequest(transactions=[
-        T(transactional_id=a, producer_id=pa, producer_epoch=ea, verify_only=True,
-          topics=[T.Topics(name=TOPIC, partitions=[0, 2])]),
-        T(transactional_id=b, producer_id=pb, producer_epoch=eb + 1, verify_only=True,
-          topics=[T.Topics(name=TOPIC, partitions=[2])]),
-    ])
+    verify = AddPartitionsToTxnRequest(
+        transactions=[
+            T(
+                transactional_id=a,
+                producer_id=pa,
+                producer_epoch=ea,
+                verify_only=True,
+                topics=[T.Topics(name=TOPIC, partitions=[0, 2])],
+            ),
+            T(
+                transactional_id=b,
+                producer_id=pb,
+                producer_epoch=eb + 1,
+                verify_only=True,
+                topics=[T.Topics(name=TOPIC, partitions=[2])],
+            ),
+        ]
+    )
     missing = E.TRANSACTION_ABORTABLE if version >= 5 else E.INVALID_TXN_STATE
     assert results(client.request(verify, version)) == {
         a: {(TOPIC, 0): 0, (TOPIC, 2): missing},
@@ -249,14 +396,21 @@ def test_produce_verification(client: RawClient) -> None:
     pid, epoch = init_ok(client, txn)
     # Not added to the transaction: refused, and no transaction is opened on the partition
     # (v11 clients know TRANSACTION_ABORTABLE, KIP-890).
-    assert produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn).error_code == E.INVALID_TXN_STATE
-    assert produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn, 11).error_code == E.TRANSACTION_ABORTABLE
+    assert (
+        produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn).error_code == E.INVALID_TXN_STATE
+    )
+    assert (
+        produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn, 11).error_code
+        == E.TRANSACTION_ABORTABLE
+    )
     add_partitions(client, txn, pid, epoch, {TOPIC: [2]})
     assert produce(client, TOPIC, 2, pid, epoch, 0, [b"ok"], txn).error_code == 0
     assert produce(client, TOPIC, 2, pid, epoch, 1, [b"ok2"], txn).error_code == 0
     assert end(client, txn, pid, epoch, True) == 0
     # A late write after the transaction ended would open a transaction nobody ends.
-    assert produce(client, TOPIC, 2, pid, epoch, 2, [b"late"], txn).error_code == E.INVALID_TXN_STATE
+    assert (
+        produce(client, TOPIC, 2, pid, epoch, 2, [b"late"], txn).error_code == E.INVALID_TXN_STATE
+    )
     hw, lso, _, _ = fetch(client, TOPIC, 2, READ_COMMITTED)
     assert lso == hw
 
@@ -266,9 +420,25 @@ def test_txn_offset_commit_every_version(client: RawClient, version: int) -> Non
     txn, group = tid(f"to{version}"), tid("group")
     pid, epoch = init_ok(client, txn)
     P = TxnOffsetCommitRequest.Topics.Partitions
-    req = TxnOffsetCommitRequest(transactional_id=txn, group_id=group, producer_id=pid, producer_epoch=epoch,
-                                 topics=[TxnOffsetCommitRequest.Topics(name=TOPIC, partitions=[
-                                     P(partition_index=0, committed_offset=7, committed_leader_epoch=0, committed_metadata="m")])])
+    req = TxnOffsetCommitRequest(
+        transactional_id=txn,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        topics=[
+            TxnOffsetCommitRequest.Topics(
+                name=TOPIC,
+                partitions=[
+                    P(
+                        partition_index=0,
+                        committed_offset=7,
+                        committed_leader_epoch=0,
+                        committed_metadata="m",
+                    )
+                ],
+            )
+        ],
+    )
 
     def commit_codes() -> list[int]:
         return [p.error_code for t in client.request(req, version).topics for p in t.partitions]
@@ -277,13 +447,24 @@ def test_txn_offset_commit_every_version(client: RawClient, version: int) -> Non
     # TRANSACTION_ABORTABLE, KIP-890; v5 is transaction version 2's, which adds it: see
     # test_transactions_version2.py).
     assert commit_codes() == [E.TRANSACTION_ABORTABLE if version >= 4 else E.INVALID_TXN_STATE]
-    add = client.request(AddOffsetsToTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch, group_id=group), min(version, 4))
+    add = client.request(
+        AddOffsetsToTxnRequest(
+            transactional_id=txn, producer_id=pid, producer_epoch=epoch, group_id=group
+        ),
+        min(version, 4),
+    )
     assert add.error_code == 0
     assert commit_codes() == [0]
 
     def fetched(stable: bool) -> tuple[int, int]:
-        r = client.request(OffsetFetchRequest(group_id=group, require_stable=stable, topics=[
-            OffsetFetchRequest.Topics(name=TOPIC, partition_indexes=[0])]), 7)
+        r = client.request(
+            OffsetFetchRequest(
+                group_id=group,
+                require_stable=stable,
+                topics=[OffsetFetchRequest.Topics(name=TOPIC, partition_indexes=[0])],
+            ),
+            7,
+        )
         p = r.topics[0].partitions[0]
         return p.committed_offset, p.error_code
 
@@ -300,18 +481,46 @@ def test_write_txn_markers(client: RawClient) -> None:
     r = produce(client, TOPIC, 0, pid, epoch, 0, [b"m"], txn)
     M = WriteTxnMarkersRequest.Markers
     for version in (0, 1):
-        req = WriteTxnMarkersRequest(markers=[M(
-            producer_id=pid, producer_epoch=epoch, transaction_result=True, coordinator_epoch=0,
-            topics=[M.Topics(name=TOPIC, partition_indexes=[0]), M.Topics(name="no-such-topic", partition_indexes=[3])])])
+        req = WriteTxnMarkersRequest(
+            markers=[
+                M(
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    transaction_result=True,
+                    coordinator_epoch=0,
+                    topics=[
+                        M.Topics(name=TOPIC, partition_indexes=[0]),
+                        M.Topics(name="no-such-topic", partition_indexes=[3]),
+                    ],
+                )
+            ]
+        )
         resp = client.request(req, version)
-        got = {(t.name, p.partition_index): p.error_code for m in resp.markers for t in m.topics for p in t.partitions}
+        got = {
+            (t.name, p.partition_index): p.error_code
+            for m in resp.markers
+            for t in m.topics
+            for p in t.partitions
+        }
         assert got == {(TOPIC, 0): 0, ("no-such-topic", 3): E.UNKNOWN_TOPIC_OR_PARTITION}
     hw, lso, _, batches = fetch(client, TOPIC, 0, READ_COMMITTED, r.base_offset)
     assert lso == hw == r.base_offset + 3
     assert [b.is_control for b in batches] == [False, True, True]
-    stale = WriteTxnMarkersRequest(markers=[M(producer_id=pid, producer_epoch=epoch - 1, transaction_result=False,
-                                               coordinator_epoch=0, topics=[M.Topics(name=TOPIC, partition_indexes=[0])])])
-    assert client.request(stale, 1).markers[0].topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+    stale = WriteTxnMarkersRequest(
+        markers=[
+            M(
+                producer_id=pid,
+                producer_epoch=epoch - 1,
+                transaction_result=False,
+                coordinator_epoch=0,
+                topics=[M.Topics(name=TOPIC, partition_indexes=[0])],
+            )
+        ]
+    )
+    assert (
+        client.request(stale, 1).markers[0].topics[0].partitions[0].error_code
+        == E.INVALID_PRODUCER_EPOCH
+    )
 
 
 def test_describe_list_and_producers(client: RawClient) -> None:
@@ -320,24 +529,55 @@ def test_describe_list_and_producers(client: RawClient) -> None:
     add_partitions(client, txn, pid, epoch, {TOPIC: [1, 0]})
     r = produce(client, TOPIC, 1, pid, epoch, 0, [b"p1", b"p2"], txn)
     d = describe(client, txn, "never-seen")
-    assert [(s.error_code, s.transactional_id, s.transaction_state, s.producer_id, s.producer_epoch, s.transaction_timeout_ms)
-            for s in d] == [(0, txn, "Ongoing", pid, 0, 60000), (E.TRANSACTIONAL_ID_NOT_FOUND, "never-seen", "", 0, 0, 0)]
+    assert [
+        (
+            s.error_code,
+            s.transactional_id,
+            s.transaction_state,
+            s.producer_id,
+            s.producer_epoch,
+            s.transaction_timeout_ms,
+        )
+        for s in d
+    ] == [
+        (0, txn, "Ongoing", pid, 0, 60000),
+        (E.TRANSACTIONAL_ID_NOT_FOUND, "never-seen", "", 0, 0, 0),
+    ]
     assert [(t.topic, sorted(t.partitions)) for t in d[0].topics] == [(TOPIC, [0, 1])]
     assert d[0].transaction_start_time_ms > 0
-    lst = client.request(ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[pid]), 1)
+    lst = client.request(
+        ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[pid]), 1
+    )
     assert (lst.error_code, lst.unknown_state_filters) == (0, ["Nope"])
-    assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in lst.transaction_states] == [(txn, pid, "Ongoing")]
-    long_running = client.request(ListTransactionsRequest(producer_id_filters=[pid], duration_filter=3_600_000), 1)
+    assert [
+        (s.transactional_id, s.producer_id, s.transaction_state) for s in lst.transaction_states
+    ] == [(txn, pid, "Ongoing")]
+    long_running = client.request(
+        ListTransactionsRequest(producer_id_filters=[pid], duration_filter=3_600_000), 1
+    )
     assert long_running.transaction_states == []
-    dp = client.request(DescribeProducersRequest(topics=[
-        DescribeProducersRequest.Topics(name=TOPIC, partition_indexes=[1]),
-        DescribeProducersRequest.Topics(name="no-such-topic", partition_indexes=[0])]), 0)
+    dp = client.request(
+        DescribeProducersRequest(
+            topics=[
+                DescribeProducersRequest.Topics(name=TOPIC, partition_indexes=[1]),
+                DescribeProducersRequest.Topics(name="no-such-topic", partition_indexes=[0]),
+            ]
+        ),
+        0,
+    )
     part = dp.topics[0].partitions[0]
     mine = [a for a in part.active_producers if a.producer_id == pid]
-    assert [(a.producer_epoch, a.last_sequence, a.current_txn_start_offset) for a in mine] == [(0, 1, r.base_offset)]
+    assert [(a.producer_epoch, a.last_sequence, a.current_txn_start_offset) for a in mine] == [
+        (0, 1, r.base_offset)
+    ]
     assert dp.topics[1].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
     assert end(client, txn, pid, epoch, False) == 0
-    dp = client.request(DescribeProducersRequest(topics=[DescribeProducersRequest.Topics(name=TOPIC, partition_indexes=[1])]), 0)
+    dp = client.request(
+        DescribeProducersRequest(
+            topics=[DescribeProducersRequest.Topics(name=TOPIC, partition_indexes=[1])]
+        ),
+        0,
+    )
     mine = [a for a in dp.topics[0].partitions[0].active_producers if a.producer_id == pid]
     assert [(a.current_txn_start_offset, a.coordinator_epoch) for a in mine] == [(-1, 0)]
     assert describe(client, txn)[0].transaction_state == "CompleteAbort"
@@ -373,7 +613,9 @@ def test_state_survives_a_broker_kill() -> None:
             hw, lso, aborted, batches = fetch(c, "k", 0, READ_COMMITTED)
             assert lso == hw == 5
             assert aborted == [(pd, 1)]
-            data = [(bt.producer_id, r.value) for bt in batches if not bt.is_control for r in bt.records]
+            data = [
+                (bt.producer_id, r.value) for bt in batches if not bt.is_control for r in bt.records
+            ]
             assert data == [(pk, b"k1"), (pd, b"d1"), (pk, b"k2")]
         assert "event=txn.timed_out" in b.read_log()
 
@@ -381,8 +623,12 @@ def test_state_survives_a_broker_kill() -> None:
 def test_idempotent_sequences_on_the_wire(client: RawClient) -> None:
     """Duplicates get their original offsets; gaps, stale epochs and unknown producers get
     the errors clients act on."""
-    r = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0,
-                                             producer_id=-1, producer_epoch=-1), 4)
+    r = client.request(
+        InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=0, producer_id=-1, producer_epoch=-1
+        ),
+        4,
+    )
     pid = r.producer_id
     assert (r.error_code, r.producer_epoch) == (0, 0)
     first = produce(client, TOPIC, 2, pid, 0, 0, [b"i0", b"i1"], None)
@@ -390,14 +636,21 @@ def test_idempotent_sequences_on_the_wire(client: RawClient) -> None:
     assert (first.error_code, second.error_code) == (0, 0)
     assert second.base_offset == first.base_offset + 2
     # a retry of either batch is answered with its original offset and not written again
-    assert produce(client, TOPIC, 2, pid, 0, 0, [b"i0", b"i1"], None).base_offset == first.base_offset
+    assert (
+        produce(client, TOPIC, 2, pid, 0, 0, [b"i0", b"i1"], None).base_offset == first.base_offset
+    )
     assert produce(client, TOPIC, 2, pid, 0, 2, [b"i2"], None).base_offset == second.base_offset
     hw, _, _, batches = fetch(client, TOPIC, 2, 0, first.base_offset)
     assert hw == first.base_offset + 3
     assert values_of(batches) == [b"i0", b"i1", b"i2"]
-    assert produce(client, TOPIC, 2, pid, 0, 5, [b"gap"], None).error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert (
+        produce(client, TOPIC, 2, pid, 0, 5, [b"gap"], None).error_code
+        == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    )
     # a new epoch starts at sequence 0; the old epoch is fenced from then on
     assert produce(client, TOPIC, 2, pid, 1, 0, [b"e1"], None).error_code == 0
-    assert produce(client, TOPIC, 2, pid, 0, 3, [b"old"], None).error_code == E.INVALID_PRODUCER_EPOCH
+    assert (
+        produce(client, TOPIC, 2, pid, 0, 3, [b"old"], None).error_code == E.INVALID_PRODUCER_EPOCH
+    )
     # a producer id without state here may start at any sequence (Kafka since KIP-360)
     assert produce(client, TOPIC, 2, pid + 12345, 0, 7, [b"who"], None).error_code == 0

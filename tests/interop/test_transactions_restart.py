@@ -32,25 +32,36 @@ PER_TXN = 5
 
 @pytest.fixture
 def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess(config={"transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3}) as b:
+    with BrokerProcess(
+        config={"transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3}
+    ) as b:
         yield b
 
 
 def txn_producer(bs: str, txn_id: str) -> Producer:
-    p = Producer({
-        "bootstrap.servers": bs, "transactional.id": txn_id, "linger.ms": 5,
-        # librdkafka #5511: see the module docstring.
-        "metadata.recovery.strategy": "none",
-    })
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "transactional.id": txn_id,
+            "linger.ms": 5,
+            # librdkafka #5511: see the module docstring.
+            "metadata.recovery.strategy": "none",
+        }
+    )
     p.init_transactions(BUDGET_S)
     return p
 
 
 def group_consumer(bs: str, group: str, src: str) -> Consumer:
-    c = Consumer({
-        "bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([TopicPartition(src, 0)])
     return c
 

@@ -56,7 +56,9 @@ class CkProducer:
     def send(self, topic: str, partition: int, value: bytes, key: bytes | None = None) -> None:
         while True:
             try:
-                self.p.produce(topic, value=value, key=key, partition=partition, on_delivery=self._report)
+                self.p.produce(
+                    topic, value=value, key=key, partition=partition, on_delivery=self._report
+                )
                 break
             except BufferError:
                 self.p.poll(0.05)
@@ -71,7 +73,8 @@ class CkProducer:
 
         self.p.send_offsets_to_transaction(
             [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-            consumer.c.consumer_group_metadata(), BUDGET_S,
+            consumer.c.consumer_group_metadata(),
+            BUDGET_S,
         )
 
     def commit(self) -> None:
@@ -95,8 +98,11 @@ class CkProducer:
         if not isinstance(e, KafkaException):
             return False
         err = e.args[0]
-        return err.fatal() and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                              KafkaError.INVALID_PRODUCER_EPOCH)
+        return err.fatal() and err.code() in (
+            KafkaError._FENCED,
+            KafkaError.PRODUCER_FENCED,
+            KafkaError.INVALID_PRODUCER_EPOCH,
+        )
 
 
 class KpProducer:
@@ -130,7 +136,8 @@ class KpProducer:
         from kafka.structs import OffsetAndMetadata
 
         self.p.send_offsets_to_transaction(
-            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}, group
+            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
+            group,
         )
 
     def commit(self) -> None:
@@ -202,8 +209,11 @@ class AioProducer:
         from aiokafka import TopicPartition
 
         self.flush()
-        self.run(self.p.send_offsets_to_transaction(
-            {TopicPartition(t, p): o for (t, p), o in offsets.items()}, group))
+        self.run(
+            self.p.send_offsets_to_transaction(
+                {TopicPartition(t, p): o for (t, p), o in offsets.items()}, group
+            )
+        )
 
     def commit(self) -> None:
         self.flush()
@@ -242,10 +252,15 @@ class CkConsumer:
     def __init__(self, bootstrap: str, isolation: str, group: str | None) -> None:
         from confluent_kafka import Consumer
 
-        self.c = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group or "txn-readers", "isolation.level": isolation,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        })
+        self.c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group or "txn-readers",
+                "isolation.level": isolation,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
         self.use_committed = group is not None
 
     def assign(self, tps: list[TP]) -> None:
@@ -269,8 +284,13 @@ class KpConsumer:
     def __init__(self, bootstrap: str, isolation: str, group: str | None) -> None:
         from kafka import KafkaConsumer
 
-        self.c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level=isolation,
-                               enable_auto_commit=False, auto_offset_reset="earliest")
+        self.c = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            isolation_level=isolation,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
 
     def assign(self, tps: list[TP]) -> None:
         from kafka import TopicPartition
@@ -294,8 +314,13 @@ class AioConsumer:
         self.loop = asyncio.new_event_loop()
 
         async def make() -> Any:
-            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level=isolation,
-                                 enable_auto_commit=False, auto_offset_reset="earliest")
+            c = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                isolation_level=isolation,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+            )
             await c.start()
             return c
 
@@ -310,7 +335,9 @@ class AioConsumer:
         self.loop.run_until_complete(assign())
 
     def poll(self, timeout: float = 0.5) -> list[tuple[int, int, bytes | None]]:
-        batch = self.loop.run_until_complete(self.c.getmany(timeout_ms=int(timeout * 1000), max_records=5000))
+        batch = self.loop.run_until_complete(
+            self.c.getmany(timeout_ms=int(timeout * 1000), max_records=5000)
+        )
         return sorted((m.partition, m.offset, m.value) for msgs in batch.values() for m in msgs)
 
     def close(self) -> None:
@@ -321,15 +348,21 @@ class AioConsumer:
 CONSUMERS = {"confluent": CkConsumer, "kafka-python": KpConsumer, "aiokafka": AioConsumer}
 
 
-def consumer(client: str, bootstrap: str, tps: list[TP], isolation: str = "read_committed",
-             group: str | None = None) -> Any:
+def consumer(
+    client: str,
+    bootstrap: str,
+    tps: list[TP],
+    isolation: str = "read_committed",
+    group: str | None = None,
+) -> Any:
     c = CONSUMERS[client](bootstrap, isolation, group)
     c.assign(tps)
     return c
 
 
-def read(client: str, bootstrap: str, tps: list[TP], isolation: str, count: int,
-         linger: float = 1.0) -> list[tuple[int, int, bytes | None]]:
+def read(
+    client: str, bootstrap: str, tps: list[TP], isolation: str, count: int, linger: float = 1.0
+) -> list[tuple[int, int, bytes | None]]:
     """(partition, offset, value) as ``client``'s consumer delivers them: until ``count``
     records came (however long that takes), then ``linger`` seconds more so that extra
     (duplicate) records show."""
@@ -355,8 +388,20 @@ def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
 
     out = []
     for isolation in (0, 1):
-        req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[ListOffsetsRequest.Topics(
-            name=topic, partitions=[ListOffsetsRequest.Topics.Partitions(partition_index=partition, timestamp=-1)])])
+        req = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=isolation,
+            topics=[
+                ListOffsetsRequest.Topics(
+                    name=topic,
+                    partitions=[
+                        ListOffsetsRequest.Topics.Partitions(
+                            partition_index=partition, timestamp=-1
+                        )
+                    ],
+                )
+            ],
+        )
         with RawClient(bootstrap) as c:
             p = c.request(req, 5).topics[0].partitions[0]
         assert p.error_code == 0
@@ -376,14 +421,18 @@ def _offsets(bootstrap: str, topic: str, group: str) -> tuple[dict[int, int], di
     try:
         md = c.list_topics(topic, timeout=BUDGET_S)
         parts = sorted(md.topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=BUDGET_S)[1] for p in parts}
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=BUDGET_S)[1] for p in parts
+        }
         committed = c.committed([TopicPartition(topic, p) for p in parts], timeout=BUDGET_S)
         return ends, {tp.partition: max(tp.offset, 0) for tp in committed}
     finally:
         c.close()
 
 
-def ctp_worker(client: str, bootstrap: str, src: str, dst: str, group: str, txn_id: str, pause_at: int) -> None:
+def ctp_worker(
+    client: str, bootstrap: str, src: str, dst: str, group: str, txn_id: str, pause_at: int
+) -> None:
     p = producer(client, bootstrap, txn_id)
     p.init()  # fences a previous incarnation and aborts its transaction first
     ends, done = _offsets(bootstrap, src, group)

@@ -99,7 +99,8 @@ def _value(f: FieldDef, v: int, module: str, flex: bool, opts: Options, tagged: 
         s = st.none() | s
     if f.array:
         s = st.lists(s, max_size=3)
-        if opts.null_arrays and not tagged:
+        # null only where the field's type admits it (null in some version, or a None default)
+        if opts.null_arrays and not tagged and (f.nullable_versions or f.default is None):
             s = st.none() | s
     return s
 

@@ -58,8 +58,18 @@ CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 
 #: The APIs every client was driven through (issue 2), each captured in both directions.
 REQUIRED_APIS = {
-    "ApiVersions", "Metadata", "CreateTopics", "Produce", "Fetch", "ListOffsets",
-    "FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch",
+    "ApiVersions",
+    "Metadata",
+    "CreateTopics",
+    "Produce",
+    "Fetch",
+    "ListOffsets",
+    "FindCoordinator",
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "OffsetCommit",
+    "OffsetFetch",
     "LeaveGroup",
 }
 
@@ -201,7 +211,9 @@ def test_librdkafka_all_topics_metadata_trailing_bytes_explained() -> None:
     assert theirs.include_topic_authorized_operations is False
 
 
-PRODUCE_REQUESTS = [e for e in FIXTURES if e["api_name"] == "Produce" and e["direction"] == "request"]
+PRODUCE_REQUESTS = [
+    e for e in FIXTURES if e["api_name"] == "Produce" and e["direction"] == "request"
+]
 
 
 @pytest.fixture(params=scan.available())
@@ -230,7 +242,11 @@ def test_produce_capture_records(entry: dict[str, Any]) -> None:
     [batch] = decode_batches(part.records)
     assert CODEC_NAMES[batch.compression] == entry["variant"]
     assert [(r.key, r.value, r.headers) for r in batch.records] == [
-        (f"k{i}".encode(), record_value(entry["client"], entry["variant"], i), [("h", f"{i}".encode())])
+        (
+            f"k{i}".encode(),
+            record_value(entry["client"], entry["variant"], i),
+            [("h", f"{i}".encode())],
+        )
         for i in range(RECORDS_PER_CODEC)
     ]
 
@@ -245,7 +261,8 @@ def test_produce_captures_cover_every_codec(client: str) -> None:
 @pytest.mark.parametrize("client", CLIENTS)
 def test_fetch_capture_carries_every_codec(client: str) -> None:
     [entry] = [
-        e for e in FIXTURES
+        e
+        for e in FIXTURES
         if e["client"] == client and e["api_name"] == "Fetch" and e["direction"] == "response"
     ]
     message, *_ = _decode(entry)
@@ -264,16 +281,21 @@ def test_fetch_capture_carries_every_codec(client: str) -> None:
     consumed, next_offset = scan.consumer_records_from(
         part.records, start=0, topic="t", partition=0, record_type=_Consumed
     )
-    assert [(r[2], r[6]) for r in consumed] == list(enumerate(values)) and next_offset == len(values)
+    assert [(r[2], r[6]) for r in consumed] == list(enumerate(values)) and next_offset == len(
+        values
+    )
     columns = ArrowColumns()
     assert scan.arrow_columns_from(part.records, columns, include_headers=True) == len(values)
     assert list(columns.offsets) == list(range(len(values)))
     value_ends = list(columns.value_offsets)
-    assert [bytes(columns.value_data[a:b]) for a, b in zip(value_ends, value_ends[1:], strict=False)] == values
+    assert [
+        bytes(columns.value_data[a:b]) for a, b in zip(value_ends, value_ends[1:], strict=False)
+    ] == values
 
 
 ADDRESS_RESPONSES = [
-    e for e in FIXTURES
+    e
+    for e in FIXTURES
     if e["direction"] == "response" and e["api_name"] in ("Metadata", "FindCoordinator")
 ]
 

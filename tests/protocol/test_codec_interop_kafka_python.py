@@ -80,8 +80,19 @@ def _kp_decode(kcls: type, data: bytes, version: int):
 
 def test_kafka_python_covers_the_core_apis() -> None:
     names = {api for api, _ in SHARED}
-    for api in ["ApiVersions", "Metadata", "Produce", "Fetch", "ListOffsets", "FindCoordinator",
-                "JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch", "CreateTopics"]:
+    for api in [
+        "ApiVersions",
+        "Metadata",
+        "Produce",
+        "Fetch",
+        "ListOffsets",
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "OffsetCommit",
+        "OffsetFetch",
+        "CreateTopics",
+    ]:
         assert api in names
     assert len(names) >= 45
 

@@ -71,8 +71,19 @@ SHARED = _shared()
 
 def test_kio_covers_the_core_apis() -> None:
     names = {api for api, _ in SHARED}
-    for api in ["ApiVersions", "Metadata", "Produce", "Fetch", "ListOffsets", "FindCoordinator",
-                "JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch", "CreateTopics"]:
+    for api in [
+        "ApiVersions",
+        "Metadata",
+        "Produce",
+        "Fetch",
+        "ListOffsets",
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "OffsetCommit",
+        "OffsetFetch",
+        "CreateTopics",
+    ]:
         assert api in names
     assert len(names) >= 60
 

@@ -117,7 +117,9 @@ def to_kio(obj: Any, kcls: type) -> Any:
             convert = KioErrorCode
         else:
             convert = lambda v: v  # noqa: E731
-        kwargs[f.name] = tuple(convert(v) for v in value) if many and value is not None else convert(value)
+        kwargs[f.name] = (
+            tuple(convert(v) for v in value) if many and value is not None else convert(value)
+        )
     return kcls(**kwargs)
 
 
@@ -125,7 +127,8 @@ def from_kio(entity: Any) -> Any:
     """kio's values as ours: nested dicts by our field names, plain ints and lists."""
     if dataclasses.is_dataclass(entity):
         return {
-            _our_name(f): -1 if f.metadata.get("kafka_type") == "datetime_i64" and getattr(entity, f.name) is None
+            _our_name(f): -1
+            if f.metadata.get("kafka_type") == "datetime_i64" and getattr(entity, f.name) is None
             else from_kio(getattr(entity, f.name))
             for f in dataclasses.fields(entity)
         }
@@ -162,10 +165,18 @@ def test_every_supplement_layout_is_listed() -> None:
         assert kio_class(api, kind, v) is not None
 
 
-@pytest.mark.parametrize(("api", "kind", "version"), LAYOUTS, ids=[f"{a}-{k}-v{v}" for a, k, v in LAYOUTS])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.parametrize(
+    ("api", "kind", "version"), LAYOUTS, ids=[f"{a}-{k}-v{v}" for a, k, v in LAYOUTS]
+)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
-def test_supplement_layout_encodes_as_kio_does(api: str, kind: str, version: int, data: st.DataObject) -> None:
+def test_supplement_layout_encodes_as_kio_does(
+    api: str, kind: str, version: int, data: st.DataObject
+) -> None:
     obj = data.draw(message_strategy(message_def(api, kind), version, OPTIONS))
     kcls = kio_class(api, kind, version)
     ours = obj.encode(version)
@@ -183,9 +194,37 @@ def test_describe_share_group_offsets_v1_puts_the_leader_epoch_before_the_lag() 
     # leader_epoch, lag (v1+, default -1), error_code, error_message.
     R = DescribeShareGroupOffsetsResponse
     P = R.Groups.Topics.Partitions
-    resp = R(throttle_time_ms=0, groups=[R.Groups(group_id="g", error_code=0, error_message=None, topics=[
-        R.Groups.Topics(topic_name="t", topic_id=uuid.UUID(int=1), partitions=[
-            P(partition_index=2, start_offset=10, leader_epoch=7, lag=5, error_code=0, error_message=None)])])])
-    partition = (2).to_bytes(4, "big") + (10).to_bytes(8, "big") + (7).to_bytes(4, "big") + (5).to_bytes(8, "big")
+    resp = R(
+        throttle_time_ms=0,
+        groups=[
+            R.Groups(
+                group_id="g",
+                error_code=0,
+                error_message=None,
+                topics=[
+                    R.Groups.Topics(
+                        topic_name="t",
+                        topic_id=uuid.UUID(int=1),
+                        partitions=[
+                            P(
+                                partition_index=2,
+                                start_offset=10,
+                                leader_epoch=7,
+                                lag=5,
+                                error_code=0,
+                                error_message=None,
+                            )
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+    partition = (
+        (2).to_bytes(4, "big")
+        + (10).to_bytes(8, "big")
+        + (7).to_bytes(4, "big")
+        + (5).to_bytes(8, "big")
+    )
     assert partition + b"\x00\x00\x00\x00" in resp.encode(1)
     assert P().lag == -1

@@ -8,7 +8,7 @@ from gregor.protocol.primitives import uvarint_bytes
 
 def test_unknown_top_level_tag_survives() -> None:
     base = MetadataRequest(topics=None).encode(12)
-    assert base.hex() == "00" "01" "00" "00"  # null topics, two booleans, empty tag buffer
+    assert base.hex() == "00010000"  # null topics, two booleans, empty tag buffer
     # Replace the empty tag buffer with one holding tag 7 = b"hi" and tag 300 = b"".
     data = base[:-1] + b"\x02" + b"\x07\x02hi" + uvarint_bytes(300) + b"\x00"
     got = MetadataRequest.decode(data, 12)
@@ -30,13 +30,7 @@ def test_unknown_nested_tag_between_known_tags() -> None:
     assert gp.current_leader.leader_id == 4 and gp.snapshot_id.epoch == 2
     assert got.encode(12) == data
     # Known tags 1 and 2, then unknown 7 and 1000: written in tag order.
-    tail = (
-        "04"
-        "01" "09" "00000004" "ffffffff" "00"
-        "02" "0d" "ffffffffffffffff" "00000002" "00"
-        "07" "02" "0102"
-        "e807" "01" "7a"
-    )
+    tail = "04010900000004ffffffff00020dffffffffffffffff000000020007020102e807017a"
     assert bytes.fromhex(tail) in data
 
 

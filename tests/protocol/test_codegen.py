@@ -61,7 +61,9 @@ def test_parse_depth_first_blocks() -> None:
     assert v0.fields[0].about == "The name." and parts.fields[2].about == ""
     assert v1.flexible and v1.fields[2].fields[2].type == "COMPACT_NULLABLE_BYTES"
     assert [(e.name, e.code, e.retriable) for e in errors] == [
-        ("UNKNOWN_SERVER_ERROR", -1, False), ("NONE", 0, False)]
+        ("UNKNOWN_SERVER_ERROR", -1, False),
+        ("NONE", 0, False),
+    ]
 
 
 def test_merge_versions() -> None:
@@ -72,7 +74,13 @@ def test_merge_versions() -> None:
     assert [f["name"] for f in merged["fields"]] == ["name", "extra", "parts", "ids"]
     assert by_name["name"]["nullable_versions"] == "1-1"
     assert by_name["extra"]["versions"] == "1-1" and by_name["extra"]["type"] == "uuid"
-    assert by_name["ids"] == {"name": "ids", "type": "int64", "array": True, "versions": "0-1", "about": "Ids."}
+    assert by_name["ids"] == {
+        "name": "ids",
+        "type": "int64",
+        "array": True,
+        "versions": "0-1",
+        "about": "Ids.",
+    }
     blob = by_name["parts"]["fields"][2]
     assert blob["type"] == "bytes" and blob["nullable_versions"] == "0-1"
 
@@ -94,7 +102,9 @@ def test_version_ranges() -> None:
 def test_check_passes_on_the_committed_tree() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "codegen" / "generate.py"), "--check"],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok: ")
@@ -142,8 +152,19 @@ def test_counts_of_the_registry_match_the_generator() -> None:
 
     assert messages.counts().splitlines()[-3:] == TOTALS
     assert messages.SUPPLEMENT_VERSIONS == {
-        0: (12,), 26: (5,), 28: (5,), 68: (1,), 69: (1,), 76: (1,), 77: (1,), 78: (1,), 79: (1,), 90: (0, 1),
-        91: (0,), 92: (0,)}
+        0: (12,),
+        26: (5,),
+        28: (5,),
+        68: (1,),
+        69: (1,),
+        76: (1,),
+        77: (1,),
+        78: (1,),
+        79: (1,),
+        90: (0, 1),
+        91: (0,),
+        92: (0,),
+    }
 
 
 # --- the supplement (versions the guide lacks) ----------------------------------------------
@@ -174,19 +195,33 @@ def test_supplement_blocks_carry_their_source_and_partial_descriptions() -> None
     assert (v2.api, v2.kind, v2.version, v2.flexible) == ("Demo", "request", 2, True)
     assert v2.source == "the test's own imagination, continued here."
     assert [(f.name, f.about) for f in v2.fields] == [
-        ("name", ""), ("extra", ""), ("parts", ""), ("ids", ""), ("more", "One more byte.")]
+        ("name", ""),
+        ("extra", ""),
+        ("parts", ""),
+        ("ids", ""),
+        ("more", "One more byte."),
+    ]
 
 
 @pytest.mark.parametrize(
     "text,message",
     [
-        (SUPPLEMENT.replace("# source: the test's own imagination,\n", ""), "without a '# source:'"),
+        (
+            SUPPLEMENT.replace("# source: the test's own imagination,\n", ""),
+            "without a '# source:'",
+        ),
         (SUPPLEMENT.replace("# A header", "A header"), "line 1: not a block"),
         (SUPPLEMENT + "stray text\n", "not a block, blank or # comment"),
-        (SUPPLEMENT.replace("more | One more byte.", "nothing | No such field."), "'nothing' matches no field"),
+        (
+            SUPPLEMENT.replace("more | One more byte.", "nothing | No such field."),
+            "'nothing' matches no field",
+        ),
         (SUPPLEMENT + "index | Named once in the block. |\n", None),
-        (SUPPLEMENT + "# source: x\nDemo Request (Version: 3) => a\na => INT8\n"
-         "Field |\nDescription |\n---|\nb | B. |\n", "'b' matches no field"),
+        (
+            SUPPLEMENT + "# source: x\nDemo Request (Version: 3) => a\na => INT8\n"
+            "Field |\nDescription |\n---|\nb | B. |\n",
+            "'b' matches no field",
+        ),
         (SUPPLEMENT + "\nNONE | 0 | False | |\n", "line 19: not a block"),
     ],
 )
@@ -200,7 +235,8 @@ def test_supplement_is_parsed_strictly(text: str, message: str | None) -> None:
 
 def test_supplement_rejects_a_field_named_twice_in_a_description() -> None:
     text = SUPPLEMENT.replace("ids => INT64\n", "ids => index\nindex => INT64\n").replace(
-        "more | One", "index | Which one? |\nmore | One")
+        "more | One", "index | Which one? |\nmore | One"
+    )
     with pytest.raises(guide.GuideError, match="'index' matches more than one field"):
         guide.parse_supplement(text)
 
@@ -216,11 +252,19 @@ def test_build_spec_merges_the_supplement_after_the_guide(monkeypatch) -> None:
     assert (doc["request"]["versions"], doc["request"]["supplement_versions"]) == ("0-2", "2-2")
     assert (doc["response"]["versions"], doc["response"]["supplement_versions"]) == ("0-2", "2-2")
     by_name = {f["name"]: f for f in doc["request"]["fields"]}
-    assert by_name["more"] == {"name": "more", "type": "int8", "versions": "2-2", "about": "One more byte."}
+    assert by_name["more"] == {
+        "name": "more",
+        "type": "int8",
+        "versions": "2-2",
+        "about": "One more byte.",
+    }
     assert by_name["name"]["about"] == "The name."  # the guide's description stays
     # Without a supplement nothing is marked.
     plain = json.loads(generate.build_spec(text)[generate.SPEC_DIR / "demo.json"])
-    assert plain["_note"] == generate.HEADER_JSON_NOTE and "supplement_versions" not in plain["request"]
+    assert (
+        plain["_note"] == generate.HEADER_JSON_NOTE
+        and "supplement_versions" not in plain["request"]
+    )
     # A version the guide already documents must be deleted from the supplement.
     with pytest.raises(SystemExit, match="the guide now documents Demo response v1"):
         generate.build_spec(text, extra + "# source: here\n" + response.format(v=1))
@@ -229,16 +273,31 @@ def test_build_spec_merges_the_supplement_after_the_guide(monkeypatch) -> None:
 def test_the_committed_supplement() -> None:
     blocks = guide.parse_supplement(generate.SUPPLEMENT.read_text(encoding="utf-8"))
     assert [(v.api, v.kind, v.version) for v in blocks] == [
-        ("ConsumerGroupHeartbeat", "request", 1), ("ConsumerGroupHeartbeat", "response", 1),
-        ("ConsumerGroupDescribe", "request", 1), ("ConsumerGroupDescribe", "response", 1),
-        ("ShareGroupHeartbeat", "request", 1), ("ShareGroupHeartbeat", "response", 1),
-        ("ShareGroupDescribe", "request", 1), ("ShareGroupDescribe", "response", 1),
-        ("ShareFetch", "request", 1), ("ShareFetch", "response", 1),
-        ("ShareAcknowledge", "request", 1), ("ShareAcknowledge", "response", 1),
-        ("DescribeShareGroupOffsets", "request", 0), ("DescribeShareGroupOffsets", "request", 1),
-        ("DescribeShareGroupOffsets", "response", 0), ("DescribeShareGroupOffsets", "response", 1),
-        ("AlterShareGroupOffsets", "request", 0), ("AlterShareGroupOffsets", "response", 0),
-        ("DeleteShareGroupOffsets", "request", 0), ("DeleteShareGroupOffsets", "response", 0),
-        ("Produce", "request", 12), ("Produce", "response", 12), ("EndTxn", "request", 5),
-        ("EndTxn", "response", 5), ("TxnOffsetCommit", "request", 5), ("TxnOffsetCommit", "response", 5)]
+        ("ConsumerGroupHeartbeat", "request", 1),
+        ("ConsumerGroupHeartbeat", "response", 1),
+        ("ConsumerGroupDescribe", "request", 1),
+        ("ConsumerGroupDescribe", "response", 1),
+        ("ShareGroupHeartbeat", "request", 1),
+        ("ShareGroupHeartbeat", "response", 1),
+        ("ShareGroupDescribe", "request", 1),
+        ("ShareGroupDescribe", "response", 1),
+        ("ShareFetch", "request", 1),
+        ("ShareFetch", "response", 1),
+        ("ShareAcknowledge", "request", 1),
+        ("ShareAcknowledge", "response", 1),
+        ("DescribeShareGroupOffsets", "request", 0),
+        ("DescribeShareGroupOffsets", "request", 1),
+        ("DescribeShareGroupOffsets", "response", 0),
+        ("DescribeShareGroupOffsets", "response", 1),
+        ("AlterShareGroupOffsets", "request", 0),
+        ("AlterShareGroupOffsets", "response", 0),
+        ("DeleteShareGroupOffsets", "request", 0),
+        ("DeleteShareGroupOffsets", "response", 0),
+        ("Produce", "request", 12),
+        ("Produce", "response", 12),
+        ("EndTxn", "request", 5),
+        ("EndTxn", "response", 5),
+        ("TxnOffsetCommit", "request", 5),
+        ("TxnOffsetCommit", "response", 5),
+    ]
     assert all(v.source.startswith("kio 0.6.5, kio/schema/") for v in blocks)

@@ -28,7 +28,9 @@ def _answer(server: ServerConnection, events) -> bytes:
         elif ev.header.api_key == 10:
             resp = FindCoordinatorResponse(node_id=ev.header.correlation_id)
         else:
-            resp = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiKeys(api_key=3, max_version=12)])
+            resp = ApiVersionsResponse(
+                api_keys=[ApiVersionsResponse.ApiKeys(api_key=3, max_version=12)]
+            )
         out += server.send_response(ev.header, resp)
     return out
 
@@ -38,8 +40,12 @@ def test_pipelined_requests_matched_in_order() -> None:
     server = ServerConnection()
     wire = b""
     sent = []
-    for msg, v in [(MetadataRequest(topics=None), 12), (FindCoordinatorRequest(key="g"), 3),
-                   (ApiVersionsRequest(), 3), (MetadataRequest(topics=[]), 2)]:
+    for msg, v in [
+        (MetadataRequest(topics=None), 12),
+        (FindCoordinatorRequest(key="g"), 3),
+        (ApiVersionsRequest(), 3),
+        (MetadataRequest(topics=[]), 2),
+    ]:
         cid, data = client.send_request(msg, v)
         sent.append((cid, msg))
         wire += data
@@ -109,7 +115,7 @@ def test_server_marks_unknown_versions_and_keys() -> None:
     # A newer client's ApiVersions v99 request (flexible, so request header v2).
     unknown_version = encode_request(RequestHeader(18, 3, 5, "c"), ApiVersionsRequest())
     unknown_version = unknown_version[:6] + b"\x00\x63" + unknown_version[8:]
-    unknown_key = bytes.fromhex("0000000a" "2710" "0000" "00000006" "ffff")  # key 10000
+    unknown_key = bytes.fromhex("0000000a2710000000000006ffff")  # key 10000
     ev1, ev2 = server.receive_data(unknown_version + unknown_key)
     assert (ev1.header.api_key, ev1.header.api_version, ev1.header.correlation_id) == (18, 99, 5)
     assert ev1.message is None and ev1.error == ErrorCode.UNSUPPORTED_VERSION
@@ -118,17 +124,21 @@ def test_server_marks_unknown_versions_and_keys() -> None:
     # Kafka answers an unsupported ApiVersions request with a v0 body and header.
     reply = server.send_response(
         ev1.header,
-        ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                            api_keys=[ApiVersionsResponse.ApiKeys(api_key=18, max_version=4)]),
+        ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[ApiVersionsResponse.ApiKeys(api_key=18, max_version=4)],
+        ),
         version=0,
     )
-    assert reply.hex() == "00000010" "00000005" "0023" "00000001" "0012" "0000" "0004"
+    assert reply.hex() == "0000001000000005002300000001001200000004"
 
 
 def test_client_reads_v0_apiversions_error_answer() -> None:
     client = ClientConnection()
     cid, _ = client.send_request(ApiVersionsRequest(client_software_name="x"), 4)
-    body = ApiVersionsResponse(error_code=35, api_keys=[ApiVersionsResponse.ApiKeys(api_key=18, max_version=3)])
+    body = ApiVersionsResponse(
+        error_code=35, api_keys=[ApiVersionsResponse.ApiKeys(api_key=18, max_version=3)]
+    )
     (got,) = client.receive_data(encode_response(18, 0, cid, body))
     assert got.response.error_code == 35 and got.response.api_keys[0].max_version == 3
 
@@ -136,7 +146,7 @@ def test_client_reads_v0_apiversions_error_answer() -> None:
 def test_malformed_body_raises_with_prior_events() -> None:
     client, server = ClientConnection(), ServerConnection()
     _, good = client.send_request(MetadataRequest(topics=[]), 1)
-    bad = bytes.fromhex("0000000c" "0003" "0001" "00000001" "ffff" "0000")  # 2-byte array count
+    bad = bytes.fromhex("0000000c0003000100000001ffff0000")  # 2-byte array count
     with pytest.raises(ProtocolError) as e:
         server.receive_data(good + bad)
     assert [ev.header.correlation_id for ev in e.value.events] == [0]
@@ -148,15 +158,23 @@ def test_frame_size_limits() -> None:
     with pytest.raises(FrameTooLarge):
         client.receive_data(encode_response(3, 2, 0, MetadataResponse(cluster_id="x" * 40)))
     server = ServerConnection(max_frame_size=16)
-    _, wire = ClientConnection().send_request(MetadataRequest(topics=[MetadataRequest.Topics(name="t" * 20)]), 1)
+    _, wire = ClientConnection().send_request(
+        MetadataRequest(topics=[MetadataRequest.Topics(name="t" * 20)]), 1
+    )
     with pytest.raises(FrameTooLarge):
         server.receive_data(wire[:4])  # the size prefix alone is enough to refuse
 
 
 def test_parts_keep_records_uncopied() -> None:
     payload = b"R" * 64
-    msg = ProduceRequest(acks=1, topic_data=[ProduceRequest.TopicData(
-        name="t", partition_data=[ProduceRequest.TopicData.PartitionData(records=payload)])])
+    msg = ProduceRequest(
+        acks=1,
+        topic_data=[
+            ProduceRequest.TopicData(
+                name="t", partition_data=[ProduceRequest.TopicData.PartitionData(records=payload)]
+            )
+        ],
+    )
     cid, parts = ClientConnection().send_request_parts(msg, 9)
     assert any(p is payload for p in parts)
     (ev,) = ServerConnection().receive_data(b"".join(parts))

@@ -32,7 +32,11 @@ def test_every_code_of_the_table_has_a_class() -> None:
         cls = error_for_code(e["code"])
         assert issubclass(cls, KafkaError)
         assert (cls.code, cls.name, cls.retriable, cls.description) == (
-            e["code"], e["name"], e["retriable"], e["description"])
+            e["code"],
+            e["name"],
+            e["retriable"],
+            e["description"],
+        )
         assert issubclass(cls, RetriableError) == e["retriable"]
         assert getattr(errors, cls.__name__) is cls
     assert len(ERRORS_BY_CODE) == 128
@@ -51,7 +55,12 @@ def test_known_facts_from_the_guide() -> None:
 
 def test_instances_carry_the_code_and_message() -> None:
     e = UnknownTopicOrPartitionError("no such topic: t")
-    assert (e.code, e.name, e.retriable, str(e)) == (3, "UNKNOWN_TOPIC_OR_PARTITION", True, "no such topic: t")
+    assert (e.code, e.name, e.retriable, str(e)) == (
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        True,
+        "no such topic: t",
+    )
     assert str(errors.RequestTimedOutError()) == "The request timed out."
 
 

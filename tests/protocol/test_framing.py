@@ -33,15 +33,21 @@ def test_request_header_v0_controlled_shutdown() -> None:
     h = RequestHeader(7, 0, 5, client_id="ignored")
     assert h.header_version == 0
     frame = encode_request(h, ControlledShutdownRequest(broker_id=1))
-    assert frame.hex() == "0000000c" "0007" "0000" "00000005" "00000001"
+    assert frame.hex() == "0000000c000700000000000500000001"
     got, pos = decode_request_header(frame[4:])
-    assert (got.api_key, got.api_version, got.correlation_id, got.client_id, pos) == (7, 0, 5, None, 8)
+    assert (got.api_key, got.api_version, got.correlation_id, got.client_id, pos) == (
+        7,
+        0,
+        5,
+        None,
+        8,
+    )
 
 
 def test_request_header_v1() -> None:
     h = RequestHeader(3, 1, 9, client_id="cl")
     frame = encode_request(h, MetadataRequest(topics=None))
-    assert frame.hex() == "00000010" "0003" "0001" "00000009" "0002" "636c" "ffffffff"
+    assert frame.hex() == "0000001000030001000000090002636cffffffff"
     got, pos = decode_request_header(frame[4:])
     assert got == h and pos == 12
     assert MetadataRequest.decode(frame[4 + pos :], 1).topics is None
@@ -50,20 +56,20 @@ def test_request_header_v1() -> None:
 def test_request_header_v2_with_tags() -> None:
     h = RequestHeader(3, 12, 1, client_id=None, unknown_tags={3: b"x"})
     frame = encode_request(h, MetadataRequest(topics=None))
-    assert frame[4:].hex().startswith("0003" "000c" "00000001" "ffff" "01" "03" "01" "78")
+    assert frame[4:].hex().startswith("0003000c00000001ffff01030178")
     got, pos = decode_request_header(frame[4:])
     assert got == h
     assert MetadataRequest.decode(frame[4 + pos :], 12) == MetadataRequest(topics=None)
 
 
 def test_header_of_unknown_api_key_or_version() -> None:
-    got, pos = decode_request_header(bytes.fromhex("03e7" "0005" "0000002a"))
+    got, pos = decode_request_header(bytes.fromhex("03e700050000002a"))
     assert (got.api_key, got.api_version, got.correlation_id, pos) == (999, 5, 42, 8)
     assert not got.known
-    got, _ = decode_request_header(bytes.fromhex("03e7" "0005" "0000002a" "0002" "6869" "ff"))
+    got, _ = decode_request_header(bytes.fromhex("03e700050000002a00026869ff"))
     assert got.client_id == "hi"
     # Produce v99: known key, unknown version, read with the flexible header (v2).
-    got, pos = decode_request_header(bytes.fromhex("0000" "0063" "00000001" "0001" "61" "00"))
+    got, pos = decode_request_header(bytes.fromhex("000000630000000100016100"))
     assert (got.client_id, pos, got.known) == ("a", 12, False)
 
 
@@ -71,7 +77,7 @@ def test_short_header_is_protocol_error() -> None:
     with pytest.raises(ProtocolError):
         decode_request_header(b"\x00\x03\x00\x01\x00\x00\x00")
     with pytest.raises(ProtocolError):
-        decode_request_header(bytes.fromhex("0003" "0001" "00000001" "0005" "61"))
+        decode_request_header(bytes.fromhex("0003000100000001000561"))
 
 
 def test_encode_request_checks_the_api_key() -> None:
@@ -82,14 +88,14 @@ def test_encode_request_checks_the_api_key() -> None:
 def test_response_headers() -> None:
     # ApiVersions responses always use header v0, even for flexible versions.
     frame = encode_response(18, 3, 7, ApiVersionsResponse())
-    assert frame.hex() == "0000000c" "00000007" "0000" "01" "00000000" "00"
+    assert frame.hex() == "0000000c000000070000010000000000"
     # Flexible Metadata response: header v1 (correlation id + empty tag buffer).
     frame = encode_response(3, 9, 7, MetadataResponse())
-    assert frame[4:9].hex() == "00000007" "00"
+    assert frame[4:9].hex() == "0000000700"
     assert decode_response_header(frame[4:], 1) == (7, {}, 5)
     frame = encode_response(3, 8, 7, MetadataResponse())
     assert decode_response_header(frame[4:], 0) == (7, {}, 4)
-    assert encode_response_header(1, 1, {2: b"ab"}).hex() == "00000001" "01" "02" "02" "6162"
+    assert encode_response_header(1, 1, {2: b"ab"}).hex() == "000000010102026162"
 
 
 def _frames(*bodies: bytes) -> bytes:
@@ -141,7 +147,9 @@ def test_oversize_and_negative_frames() -> None:
     d.feed(b"\x00\x00")
     with pytest.raises(FrameTooLarge):
         d.feed(b"\x01\x00")  # prefix completed across chunks: 256
-    assert [bytes(f) for f in FrameDecoder(max_frame_size=10).feed(_frames(b"x" * 10))] == [b"x" * 10]
+    assert [bytes(f) for f in FrameDecoder(max_frame_size=10).feed(_frames(b"x" * 10))] == [
+        b"x" * 10
+    ]
 
 
 def test_coalesce_keeps_large_immutable_parts_and_joins_the_rest() -> None:
@@ -195,12 +203,17 @@ def _read(reader: Any, stream: bytes, reads: list[int], keep: list[tuple[int, An
 @given(
     sizes=st.lists(
         st.one_of(st.integers(0, 200), st.integers(60_000, 70_000), st.integers(100_000, 300_000)),
-        min_size=1, max_size=10,
+        min_size=1,
+        max_size=10,
     ),
-    reads=st.lists(st.sampled_from([1, 3, 4, 5, 100, 4096, 65536, 1 << 20]), min_size=1, max_size=5),
+    reads=st.lists(
+        st.sampled_from([1, 3, 4, 5, 100, 4096, 65536, 1 << 20]), min_size=1, max_size=5
+    ),
     chunk=st.sampled_from([16, 64, 1024, 65536]),
 )
-def test_buffered_reader_frames_whatever_the_reads(sizes: list[int], reads: list[int], chunk: int) -> None:
+def test_buffered_reader_frames_whatever_the_reads(
+    sizes: list[int], reads: list[int], chunk: int
+) -> None:
     """Every frame comes out whole and in order however the socket splits the stream, and a
     frame (or a slice of it) the caller holds is never overwritten by later reads, even when
     the reader reuses the buffers of frames let go."""
@@ -261,11 +274,15 @@ def test_new_buffer_is_a_writable_bytearray_of_the_size(impl: str) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    sizes=st.lists(st.one_of(st.integers(0, 50), st.integers(1000, 300_000)), min_size=1, max_size=8),
+    sizes=st.lists(
+        st.one_of(st.integers(0, 50), st.integers(1000, 300_000)), min_size=1, max_size=8
+    ),
     cuts=st.lists(st.integers(1, 400_000), min_size=1, max_size=6),
     kind=st.sampled_from([bytes, bytearray, memoryview]),
 )
-def test_frame_decoder_frames_whatever_the_chunks(sizes: list[int], cuts: list[int], kind: Any) -> None:
+def test_frame_decoder_frames_whatever_the_chunks(
+    sizes: list[int], cuts: list[int], kind: Any
+) -> None:
     """Every frame comes out whole and in order however the stream is cut, whatever buffer
     type the chunks are, and frames handed out stay as they were while more is fed."""
     rnd = random.Random(sum(sizes) + len(cuts))

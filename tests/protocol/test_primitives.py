@@ -153,9 +153,7 @@ def test_fixed_width_types() -> None:
     w.uint32(2**32 - 1)
     w.float64(1.5)
     data = w.getvalue()
-    assert data.hex() == (
-        "01" "ff" "fffe" "fffffffd" "fffffffffffffffc" "ffff" "ffffffff" "3ff8000000000000"
-    )
+    assert data.hex() == ("01fffffefffffffdfffffffffffffffcffffffffffff3ff8000000000000")
     r = Reader(data)
     assert [r.boolean(), r.int8(), r.int16(), r.int32(), r.int64()] == [True, -1, -2, -3, -4]
     assert [r.uint16(), r.uint32(), r.float64()] == [65535, 2**32 - 1, 1.5]
@@ -224,7 +222,7 @@ def test_bytes_and_records() -> None:
     w.records(None)
     w.compact_records(b"r")
     data = w.getvalue()
-    assert data.hex() == "00000002" "7879" "ffffffff" "02" "7a" "00" "00000003" "726563" "ffffffff" "02" "72"
+    assert data.hex() == "000000027879ffffffff027a0000000003726563ffffffff0272"
     r = Reader(data)
     assert r.bytes() == b"xy" and r.nullable_bytes() is None
     assert r.compact_bytes() == b"z" and r.compact_nullable_bytes() is None
@@ -247,7 +245,7 @@ def test_arrays() -> None:
     w.compact_array([7], w.int8)
     w.compact_array(None, w.int8)
     data = w.getvalue()
-    assert data.hex() == "00000002" "00000001" "00000002" "ffffffff" "02" "07" "00"
+    assert data.hex() == "000000020000000100000002ffffffff020700"
     r = Reader(data)
     assert r.array(r.int32) == [1, 2]
     assert r.array(r.int32) is None
@@ -266,7 +264,7 @@ def test_tag_buffer_sorted_and_read_back() -> None:
     parts: list[bytes] = []
     write_tag_buffer(parts.append, [(5, b"\x01"), (0, b""), (200, b"xy")])
     data = b"".join(parts)
-    assert data.hex() == "03" "0000" "050101" "c801027879"
+    assert data.hex() == "030000050101c801027879"
     assert read_tag_buffer(data, 0) == ({0: b"", 5: b"\x01", 200: b"xy"}, len(data))
     with pytest.raises(ProtocolError):
         read_tag_buffer(b"\x01\x00\x05ab", 0)  # size past the end

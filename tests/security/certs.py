@@ -32,7 +32,12 @@ class Pem:
 def _name(**attrs: str) -> x509.Name:
     """A name whose RFC 2253 form lists ``attrs`` in the order given (CN first): the
     certificate stores them the other way round, most general first."""
-    oids = {"CN": NameOID.COMMON_NAME, "O": NameOID.ORGANIZATION_NAME, "OU": NameOID.ORGANIZATIONAL_UNIT_NAME, "C": NameOID.COUNTRY_NAME}
+    oids = {
+        "CN": NameOID.COMMON_NAME,
+        "O": NameOID.ORGANIZATION_NAME,
+        "OU": NameOID.ORGANIZATIONAL_UNIT_NAME,
+        "C": NameOID.COUNTRY_NAME,
+    }
     return x509.Name([x509.NameAttribute(oids[k], v) for k, v in reversed(attrs.items())])
 
 
@@ -54,19 +59,29 @@ class Authority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                    crl_sign=True, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False
+            )
             .sign(self.key, hashes.SHA256())
         )
         self.ca_path = self.dir / f"{name.replace(' ', '-')}.pem"
         self.ca_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, stem: str, subject: x509.Name, server: bool, password: bytes | None = None) -> Pem:
+    def issue(
+        self, stem: str, subject: x509.Name, server: bool, password: bytes | None = None
+    ) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -79,11 +94,14 @@ class Authority:
             .not_valid_after(now + datetime.timedelta(days=30))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
                 critical=False,
             )
             .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
+                critical=False,
             )
         )
         if server:
@@ -95,11 +113,19 @@ class Authority:
             )
         cert = builder.sign(self.key, hashes.SHA256())
         encryption: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+            serialization.BestAvailableEncryption(password)
+            if password
+            else serialization.NoEncryption()
         )
-        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
-        chain = cert.public_bytes(serialization.Encoding.PEM) + self.cert.public_bytes(serialization.Encoding.PEM)
-        pem = Pem(self.dir / f"{stem}.crt", self.dir / f"{stem}.key", self.dir / f"{stem}-keystore.pem")
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+        )
+        chain = cert.public_bytes(serialization.Encoding.PEM) + self.cert.public_bytes(
+            serialization.Encoding.PEM
+        )
+        pem = Pem(
+            self.dir / f"{stem}.crt", self.dir / f"{stem}.key", self.dir / f"{stem}-keystore.pem"
+        )
         pem.cert.write_bytes(chain)
         pem.key.write_bytes(key_pem)
         pem.combined.write_bytes(key_pem + chain)

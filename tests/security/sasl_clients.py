@@ -9,7 +9,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer
 
 
-def produce_then_consume(settings: dict[str, Any], topic: str, count: int = 3) -> list[bytes | None]:
+def produce_then_consume(
+    settings: dict[str, Any], topic: str, count: int = 3
+) -> list[bytes | None]:
     """Produce ``v0``..``v<count-1>`` with ``settings`` and read them back (a consumer of the
     group named after the topic); the values read, in order."""
     p = Producer(settings)

@@ -61,7 +61,9 @@ def roundtrip(broker: InProcessBroker | BrokerProcess, request: Any, version: in
                 return responses[0].response
 
 
-def with_authorizer(broker: InProcessBroker, super_users: tuple[str, ...] = (ANONYMOUS,)) -> AclAuthorizer:
+def with_authorizer(
+    broker: InProcessBroker, super_users: tuple[str, ...] = (ANONYMOUS,)
+) -> AclAuthorizer:
     b = broker.broker
     assert b is not None
     b.authorizer = AclAuthorizer(lambda: b.image.acls, super_users)
@@ -79,17 +81,33 @@ def broker() -> Iterator[InProcessBroker]:
         yield b
 
 
-def creation(name: str, pattern: int = 3, op: int = AclOperation.READ, perm: int = AclPermissionType.ALLOW,
-             principal: str = "User:alice", rtype: int = ResourceType.TOPIC) -> CreateAclsRequest.Creations:
-    return C(resource_type=rtype, resource_name=name, resource_pattern_type=pattern, principal=principal,
-             host="*", operation=op, permission_type=perm)
+def creation(
+    name: str,
+    pattern: int = 3,
+    op: int = AclOperation.READ,
+    perm: int = AclPermissionType.ALLOW,
+    principal: str = "User:alice",
+    rtype: int = ResourceType.TOPIC,
+) -> CreateAclsRequest.Creations:
+    return C(
+        resource_type=rtype,
+        resource_name=name,
+        resource_pattern_type=pattern,
+        principal=principal,
+        host="*",
+        operation=op,
+        permission_type=perm,
+    )
 
 
 def describe_all(version: int) -> DescribeAclsRequest:
     return DescribeAclsRequest(
-        resource_type_filter=ResourceType.ANY, resource_name_filter=None,
+        resource_type_filter=ResourceType.ANY,
+        resource_name_filter=None,
         pattern_type_filter=PatternType.ANY if version >= 1 else PatternType.LITERAL,
-        principal_filter=None, host_filter=None, operation=AclOperation.ANY,
+        principal_filter=None,
+        host_filter=None,
+        operation=AclOperation.ANY,
         permission_type=AclPermissionType.ANY,
     )
 
@@ -97,13 +115,24 @@ def describe_all(version: int) -> DescribeAclsRequest:
 def described(resp: Any) -> list[tuple[int, str, int, str, str, int, int]]:
     assert resp.error_code == 0, resp.error_message
     return [
-        (r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type)
-        for r in resp.resources for a in r.acls
+        (
+            r.resource_type,
+            r.resource_name,
+            r.pattern_type,
+            a.principal,
+            a.host,
+            a.operation,
+            a.permission_type,
+        )
+        for r in resp.resources
+        for a in r.acls
     ]
 
 
 def test_api_versions_advertises_the_acl_apis(broker: InProcessBroker) -> None:
-    resp = roundtrip(broker, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    resp = roundtrip(
+        broker, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+    )
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert {key: ranges.get(key) for key in (29, 30, 31)} == {29: (0, 3), 30: (0, 3), 31: (0, 3)}
 
@@ -117,34 +146,74 @@ def test_acl_apis_at_every_version(broker: InProcessBroker, version: int) -> Non
         creations.append(creation("pay-", PRE))
     resp = roundtrip(broker, CreateAclsRequest(creations=creations), version)
     assert [(r.error_code, r.error_message) for r in resp.results] == [
-        (0, None), (0, None), (ErrorCode.INVALID_REQUEST, "Resource name should not be empty"),
+        (0, None),
+        (0, None),
+        (ErrorCode.INVALID_REQUEST, "Resource name should not be empty"),
     ] + ([(0, None)] if version >= 1 else [])
 
-    expected = [(T, "orders", LIT, "User:alice", "*", R, 3), (T, "orders", LIT, "User:alice", "*", W, 3)]
+    expected = [
+        (T, "orders", LIT, "User:alice", "*", R, 3),
+        (T, "orders", LIT, "User:alice", "*", W, 3),
+    ]
     if version >= 1:
         expected.append((T, "pay-", PRE, "User:alice", "*", R, 3))
     assert described(roundtrip(broker, describe_all(version), version)) == expected
     if version >= 1:
         match = DescribeAclsRequest(
-            resource_type_filter=T, resource_name_filter="pay-eu", pattern_type_filter=PatternType.MATCH,
-            principal_filter="User:alice", host_filter=None, operation=AclOperation.ANY,
+            resource_type_filter=T,
+            resource_name_filter="pay-eu",
+            pattern_type_filter=PatternType.MATCH,
+            principal_filter="User:alice",
+            host_filter=None,
+            operation=AclOperation.ANY,
             permission_type=AclPermissionType.ALLOW,
         )
-        assert described(roundtrip(broker, match, version)) == [(T, "pay-", PRE, "User:alice", "*", R, 3)]
+        assert described(roundtrip(broker, match, version)) == [
+            (T, "pay-", PRE, "User:alice", "*", R, 3)
+        ]
 
-    resp = roundtrip(broker, DeleteAclsRequest(filters=[
-        DF(resource_type_filter=T, resource_name_filter="orders", pattern_type_filter=LIT,
-           principal_filter=None, host_filter=None, operation=W, permission_type=AclPermissionType.ANY),
-        DF(resource_type_filter=0, resource_name_filter=None, pattern_type_filter=LIT, principal_filter=None,
-           host_filter=None, operation=AclOperation.ANY, permission_type=AclPermissionType.ANY),
-    ]), version)
+    resp = roundtrip(
+        broker,
+        DeleteAclsRequest(
+            filters=[
+                DF(
+                    resource_type_filter=T,
+                    resource_name_filter="orders",
+                    pattern_type_filter=LIT,
+                    principal_filter=None,
+                    host_filter=None,
+                    operation=W,
+                    permission_type=AclPermissionType.ANY,
+                ),
+                DF(
+                    resource_type_filter=0,
+                    resource_name_filter=None,
+                    pattern_type_filter=LIT,
+                    principal_filter=None,
+                    host_filter=None,
+                    operation=AclOperation.ANY,
+                    permission_type=AclPermissionType.ANY,
+                ),
+            ]
+        ),
+        version,
+    )
     ok, unknown = resp.filter_results
-    assert (ok.error_code, [(m.resource_name, m.operation, m.permission_type, m.error_code)
-                            for m in ok.matching_acls]) == (0, [("orders", W, 3, 0)])
+    assert (
+        ok.error_code,
+        [(m.resource_name, m.operation, m.permission_type, m.error_code) for m in ok.matching_acls],
+    ) == (0, [("orders", W, 3, 0)])
     assert (unknown.error_code, unknown.error_message, unknown.matching_acls) == (
-        ErrorCode.INVALID_REQUEST, "Resource type is UNKNOWN.", [])
-    assert described(roundtrip(broker, describe_all(version), version)) == expected[:1] + expected[2:]
-    assert [b.resource_name for b in image_acls(broker)] == [e[1] for e in expected[:1] + expected[2:]]
+        ErrorCode.INVALID_REQUEST,
+        "Resource type is UNKNOWN.",
+        [],
+    )
+    assert (
+        described(roundtrip(broker, describe_all(version), version)) == expected[:1] + expected[2:]
+    )
+    assert [b.resource_name for b in image_acls(broker)] == [
+        e[1] for e in expected[:1] + expected[2:]
+    ]
 
 
 def test_the_acl_apis_need_cluster_alter_and_describe(broker: InProcessBroker) -> None:
@@ -153,18 +222,35 @@ def test_the_acl_apis_need_cluster_alter_and_describe(broker: InProcessBroker) -
     assert [r.error_code for r in resp.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
     resp = roundtrip(broker, describe_all(3), 3)
     assert (resp.error_code, resp.resources) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
-    resp = roundtrip(broker, DeleteAclsRequest(filters=[DF(resource_type_filter=ResourceType.ANY,
-                                                            pattern_type_filter=PatternType.ANY,
-                                                            operation=AclOperation.ANY,
-                                                            permission_type=AclPermissionType.ANY)]), 3)
+    resp = roundtrip(
+        broker,
+        DeleteAclsRequest(
+            filters=[
+                DF(
+                    resource_type_filter=ResourceType.ANY,
+                    pattern_type_filter=PatternType.ANY,
+                    operation=AclOperation.ANY,
+                    permission_type=AclPermissionType.ANY,
+                )
+            ]
+        ),
+        3,
+    )
     assert [r.error_code for r in resp.filter_results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
     assert image_acls(broker) == ()
 
     # ALTER on the cluster lets the principal create and delete (and implies DESCRIBE).
     b = broker.broker
     assert b is not None
-    cluster_alter = AclBinding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, ANONYMOUS, "*",
-                               AclOperation.ALTER, AclPermissionType.ALLOW)
+    cluster_alter = AclBinding(
+        ResourceType.CLUSTER,
+        "kafka-cluster",
+        PatternType.LITERAL,
+        ANONYMOUS,
+        "*",
+        AclOperation.ALTER,
+        AclPermissionType.ALLOW,
+    )
     assert broker.call(lambda: b.create_acls([cluster_alter])) == [None]
     resp = roundtrip(broker, CreateAclsRequest(creations=[creation("orders")]), 3)
     assert [r.error_code for r in resp.results] == [0]
@@ -174,17 +260,47 @@ def test_the_acl_apis_need_cluster_alter_and_describe(broker: InProcessBroker) -
 def test_confluent_kafka_admin_with_an_authorizer(broker: InProcessBroker) -> None:
     with_authorizer(broker)
     admin = ck.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    read = ck.AclBinding(ck.ResourceType.TOPIC, "orders", ck.ResourcePatternType.LITERAL, "User:alice", "*",
-                         ck.AclOperation.READ, ck.AclPermissionType.ALLOW)
-    deny = ck.AclBinding(ck.ResourceType.GROUP, "app-", ck.ResourcePatternType.PREFIXED, "User:bob", "10.0.0.1",
-                         ck.AclOperation.ALL, ck.AclPermissionType.DENY)
+    read = ck.AclBinding(
+        ck.ResourceType.TOPIC,
+        "orders",
+        ck.ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        ck.AclOperation.READ,
+        ck.AclPermissionType.ALLOW,
+    )
+    deny = ck.AclBinding(
+        ck.ResourceType.GROUP,
+        "app-",
+        ck.ResourcePatternType.PREFIXED,
+        "User:bob",
+        "10.0.0.1",
+        ck.AclOperation.ALL,
+        ck.AclPermissionType.DENY,
+    )
     for fut in admin.create_acls([read, deny], request_timeout=30).values():
         assert fut.result() is None
-    any_filter = ck.AclBindingFilter(ck.ResourceType.ANY, None, ck.ResourcePatternType.ANY, None, None,
-                                     ck.AclOperation.ANY, ck.AclPermissionType.ANY)
-    assert sorted(admin.describe_acls(any_filter, request_timeout=30).result(), key=str) == sorted([read, deny], key=str)
-    group_filter = ck.AclBindingFilter(ck.ResourceType.GROUP, "app-1", ck.ResourcePatternType.MATCH, None, None,
-                                       ck.AclOperation.ANY, ck.AclPermissionType.ANY)
+    any_filter = ck.AclBindingFilter(
+        ck.ResourceType.ANY,
+        None,
+        ck.ResourcePatternType.ANY,
+        None,
+        None,
+        ck.AclOperation.ANY,
+        ck.AclPermissionType.ANY,
+    )
+    assert sorted(admin.describe_acls(any_filter, request_timeout=30).result(), key=str) == sorted(
+        [read, deny], key=str
+    )
+    group_filter = ck.AclBindingFilter(
+        ck.ResourceType.GROUP,
+        "app-1",
+        ck.ResourcePatternType.MATCH,
+        None,
+        None,
+        ck.AclOperation.ANY,
+        ck.AclPermissionType.ANY,
+    )
     assert admin.describe_acls(group_filter, request_timeout=30).result() == [deny]
     (deleted,) = admin.delete_acls([group_filter], request_timeout=30).values()
     assert deleted.result() == [deny]
@@ -195,10 +311,24 @@ def test_confluent_kafka_admin_with_an_authorizer(broker: InProcessBroker) -> No
 def test_without_an_authorizer_the_acl_apis_answer_security_disabled() -> None:
     with BrokerProcess() as broker:
         admin = ck.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        binding = ck.AclBinding(ck.ResourceType.TOPIC, "orders", ck.ResourcePatternType.LITERAL, "User:alice",
-                                "*", ck.AclOperation.READ, ck.AclPermissionType.ALLOW)
-        any_filter = ck.AclBindingFilter(ck.ResourceType.ANY, None, ck.ResourcePatternType.ANY, None, None,
-                                         ck.AclOperation.ANY, ck.AclPermissionType.ANY)
+        binding = ck.AclBinding(
+            ck.ResourceType.TOPIC,
+            "orders",
+            ck.ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            ck.AclOperation.READ,
+            ck.AclPermissionType.ALLOW,
+        )
+        any_filter = ck.AclBindingFilter(
+            ck.ResourceType.ANY,
+            None,
+            ck.ResourcePatternType.ANY,
+            None,
+            None,
+            ck.AclOperation.ANY,
+            ck.AclPermissionType.ANY,
+        )
         failing = [
             *admin.create_acls([binding], request_timeout=30).values(),
             *admin.delete_acls([any_filter], request_timeout=30).values(),
@@ -215,10 +345,15 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled() -> None:
         for version in (0, 3):
             resp = roundtrip(broker, describe_all(version), version)
             assert (resp.error_code, resp.error_message, resp.resources) == (
-                ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker", [])
+                ErrorCode.SECURITY_DISABLED,
+                "No Authorizer is configured on the broker",
+                [],
+            )
 
 
-def test_cluster_apis_need_cluster_describe_and_report_authorized_operations(broker: InProcessBroker) -> None:
+def test_cluster_apis_need_cluster_describe_and_report_authorized_operations(
+    broker: InProcessBroker,
+) -> None:
     """DescribeCluster, DescribeLogDirs, DescribeUserScramCredentials and a broker's configs
     need DESCRIBE (DESCRIBE_CONFIGS) on the cluster; KIP-430 fields say what is allowed."""
     with_authorizer(broker, super_users=())
@@ -228,15 +363,27 @@ def test_cluster_apis_need_cluster_describe_and_report_authorized_operations(bro
     assert (resp.error_code, resp.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
     resp = roundtrip(broker, DescribeUserScramCredentialsRequest(users=None), 0)
     assert resp.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    broker_configs = DescribeConfigsRequest(resources=[DescribeConfigsRequest.Resources(
-        resource_type=4, resource_name="1", configuration_keys=None)])
+    broker_configs = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsRequest.Resources(
+                resource_type=4, resource_name="1", configuration_keys=None
+            )
+        ]
+    )
     resp = roundtrip(broker, broker_configs, 4)
     assert [r.error_code for r in resp.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
 
     b = broker.broker
     assert b is not None
-    describe = AclBinding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, ANONYMOUS, "*",
-                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    describe = AclBinding(
+        ResourceType.CLUSTER,
+        "kafka-cluster",
+        PatternType.LITERAL,
+        ANONYMOUS,
+        "*",
+        AclOperation.DESCRIBE,
+        AclPermissionType.ALLOW,
+    )
     assert broker.call(lambda: b.create_acls([describe])) == [None]
     resp = roundtrip(broker, DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
     assert (resp.error_code, [n.broker_id for n in resp.brokers]) == (0, [b.node_id])
@@ -252,20 +399,44 @@ def test_add_partitions_to_txn_from_v4_is_for_brokers(broker: InProcessBroker) -
     from gregor.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 
     T = AddPartitionsToTxnRequest.Transactions
-    req = AddPartitionsToTxnRequest(transactions=[T(
-        transactional_id="tx", producer_id=5, producer_epoch=0, verify_only=False,
-        topics=[T.Topics(name="t", partitions=[0])])])
+    req = AddPartitionsToTxnRequest(
+        transactions=[
+            T(
+                transactional_id="tx",
+                producer_id=5,
+                producer_epoch=0,
+                verify_only=False,
+                topics=[T.Topics(name="t", partitions=[0])],
+            )
+        ]
+    )
     with_authorizer(broker, super_users=())
     for version in (4, 5):
         resp = roundtrip(broker, req, version)
-        assert (resp.error_code, resp.results_by_transaction) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+        assert (resp.error_code, resp.results_by_transaction) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            [],
+        )
     b = broker.broker
     assert b is not None
-    action = AclBinding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, ANONYMOUS, "*",
-                        AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)
+    action = AclBinding(
+        ResourceType.CLUSTER,
+        "kafka-cluster",
+        PatternType.LITERAL,
+        ANONYMOUS,
+        "*",
+        AclOperation.CLUSTER_ACTION,
+        AclPermissionType.ALLOW,
+    )
     assert broker.call(lambda: b.create_acls([action])) == [None]
     resp = roundtrip(broker, req, 5)
     assert resp.error_code == 0
-    results = {(t.name, p.partition_index): p.partition_error_code
-               for x in resp.results_by_transaction for t in x.topic_results for p in t.results_by_partition}
-    assert results == {("t", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # past the ACLs: no such topic
+    results = {
+        (t.name, p.partition_index): p.partition_error_code
+        for x in resp.results_by_transaction
+        for t in x.topic_results
+        for p in t.results_by_partition
+    }
+    assert results == {
+        ("t", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    }  # past the ACLs: no such topic

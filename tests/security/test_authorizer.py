@@ -36,25 +36,60 @@ def acl(
     return AclBinding(rtype, name, pattern, principal, host, op, perm)
 
 
-def authorizer(*bindings: AclBinding, super_users: str = "", allow_everyone: bool = False) -> AclAuthorizer:
+def authorizer(
+    *bindings: AclBinding, super_users: str = "", allow_everyone: bool = False
+) -> AclAuthorizer:
     acls = tuple(bindings)
     return AclAuthorizer(lambda: acls, parse_super_users(super_users), allow_everyone)
 
 
-def may(a: AclAuthorizer, op: AclOperation, name: str = "orders", principal: str = "User:alice",
-        host: str = "10.0.0.1", rtype: ResourceType = T.TOPIC) -> bool:
+def may(
+    a: AclAuthorizer,
+    op: AclOperation,
+    name: str = "orders",
+    principal: str = "User:alice",
+    host: str = "10.0.0.1",
+    rtype: ResourceType = T.TOPIC,
+) -> bool:
     return a.authorize(principal, host, op, rtype, name)
 
 
 def test_kafka_codes() -> None:
-    assert [int(t) for t in (T.UNKNOWN, T.ANY, T.TOPIC, T.GROUP, T.CLUSTER, T.TRANSACTIONAL_ID,
-                             T.DELEGATION_TOKEN, T.USER)] == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert [
+        int(t)
+        for t in (
+            T.UNKNOWN,
+            T.ANY,
+            T.TOPIC,
+            T.GROUP,
+            T.CLUSTER,
+            T.TRANSACTIONAL_ID,
+            T.DELEGATION_TOKEN,
+            T.USER,
+        )
+    ] == [0, 1, 2, 3, 4, 5, 6, 7]
     assert [int(p) for p in (P.UNKNOWN, P.ANY, P.MATCH, P.LITERAL, P.PREFIXED)] == [0, 1, 2, 3, 4]
-    assert [int(p) for p in (AclPermissionType.UNKNOWN, AclPermissionType.ANY, DENY, ALLOW)] == [0, 1, 2, 3]
-    assert (int(Op.ALL), int(Op.READ), int(Op.WRITE), int(Op.CREATE), int(Op.DELETE), int(Op.ALTER),
-            int(Op.DESCRIBE), int(Op.CLUSTER_ACTION), int(Op.DESCRIBE_CONFIGS), int(Op.ALTER_CONFIGS),
-            int(Op.IDEMPOTENT_WRITE), int(Op.CREATE_TOKENS), int(Op.DESCRIBE_TOKENS)) == (
-        2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+    assert [int(p) for p in (AclPermissionType.UNKNOWN, AclPermissionType.ANY, DENY, ALLOW)] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    assert (
+        int(Op.ALL),
+        int(Op.READ),
+        int(Op.WRITE),
+        int(Op.CREATE),
+        int(Op.DELETE),
+        int(Op.ALTER),
+        int(Op.DESCRIBE),
+        int(Op.CLUSTER_ACTION),
+        int(Op.DESCRIBE_CONFIGS),
+        int(Op.ALTER_CONFIGS),
+        int(Op.IDEMPOTENT_WRITE),
+        int(Op.CREATE_TOKENS),
+        int(Op.DESCRIBE_TOKENS),
+    ) == (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
     assert T.of(99) is T.UNKNOWN and Op.of(-1) is Op.UNKNOWN and P.of(4) is P.PREFIXED
 
 
@@ -71,7 +106,9 @@ def test_no_acl_denies_unless_allow_everyone_if_no_acl_found() -> None:
 
 
 def test_super_users_may_do_anything() -> None:
-    a = authorizer(acl(op=Op.ALL, perm=DENY, principal="User:*"), super_users="User:admin; User:ops")
+    a = authorizer(
+        acl(op=Op.ALL, perm=DENY, principal="User:*"), super_users="User:admin; User:ops"
+    )
     assert may(a, Op.ALTER, principal="User:admin")
     assert may(a, Op.DELETE, principal="User:ops")
     assert not may(a, Op.READ, principal="User:alice")
@@ -92,7 +129,16 @@ def test_wildcards_resource_principal_and_all() -> None:
     assert may(a, Op.WRITE, name="anything", principal="User:someone")
     assert not may(a, Op.READ, name="anything")
     everything = authorizer(acl(op=Op.ALL))
-    for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS):
+    for op in (
+        Op.READ,
+        Op.WRITE,
+        Op.CREATE,
+        Op.DELETE,
+        Op.ALTER,
+        Op.DESCRIBE,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    ):
         assert may(everything, op)
 
 
@@ -147,13 +193,16 @@ def test_implication_never_extends_a_deny() -> None:
     assert may(b, Op.ALTER)
 
 
-@pytest.mark.parametrize("rtype,name,op", [
-    (T.GROUP, "g1", Op.READ),
-    (T.CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE),
-    (T.TRANSACTIONAL_ID, "tx-1", Op.WRITE),
-    (T.DELEGATION_TOKEN, "token-1", Op.DESCRIBE),
-    (T.USER, "User:bob", Op.CREATE_TOKENS),
-])
+@pytest.mark.parametrize(
+    "rtype,name,op",
+    [
+        (T.GROUP, "g1", Op.READ),
+        (T.CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE),
+        (T.TRANSACTIONAL_ID, "tx-1", Op.WRITE),
+        (T.DELEGATION_TOKEN, "token-1", Op.DESCRIBE),
+        (T.USER, "User:bob", Op.CREATE_TOKENS),
+    ],
+)
 def test_every_resource_type(rtype: ResourceType, name: str, op: AclOperation) -> None:
     a = authorizer(acl(name=name, op=op, rtype=rtype))
     assert may(a, op, name=name, rtype=rtype)
@@ -172,9 +221,22 @@ def test_the_index_follows_new_bindings() -> None:
 
 def test_authorized_operations_lists_the_allowed_ones() -> None:
     a = authorizer(acl(op=Op.WRITE), acl(op=Op.ALTER_CONFIGS))
-    ops = [Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS]
+    ops = [
+        Op.READ,
+        Op.WRITE,
+        Op.CREATE,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.ALTER,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    ]
     assert a.authorized_operations("User:alice", "10.0.0.1", T.TOPIC, "orders", ops) == [
-        Op.WRITE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS]
+        Op.WRITE,
+        Op.DESCRIBE,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    ]
 
 
 def test_from_config() -> None:
@@ -197,20 +259,26 @@ def test_binding_validation_messages() -> None:
     assert binding_error(acl(perm=AclPermissionType.ANY)) == "Invalid permissionType ANY"
     assert binding_error(acl(name="")) == "Resource name should not be empty"
     assert binding_error(acl(name="c", rtype=T.CLUSTER)) == (
-        "The only valid name for the CLUSTER resource is kafka-cluster")
+        "The only valid name for the CLUSTER resource is kafka-cluster"
+    )
     assert binding_error(acl(name="kafka-cluster", rtype=T.CLUSTER)) is None
     assert binding_error(acl(principal="alice")) == (
         "Could not parse principal from `alice` (no colon is present separating the principal "
-        "type from the principal name)")
+        "type from the principal name)"
+    )
 
 
 def test_filter_validation() -> None:
     assert filter_error(AclBindingFilter()) is None
     assert filter_error(AclBindingFilter(resource_type=T.UNKNOWN)) == "Resource type is UNKNOWN."
-    assert filter_error(AclBindingFilter(pattern_type=P.UNKNOWN)) == "Resource pattern type is UNKNOWN."
+    assert (
+        filter_error(AclBindingFilter(pattern_type=P.UNKNOWN))
+        == "Resource pattern type is UNKNOWN."
+    )
     assert filter_error(AclBindingFilter(operation=Op.UNKNOWN)) == "Operation is UNKNOWN."
     assert filter_error(AclBindingFilter(permission_type=AclPermissionType.UNKNOWN)) == (
-        "Permission type is UNKNOWN.")
+        "Permission type is UNKNOWN."
+    )
 
 
 # --- filters (DescribeAcls / DeleteAcls) ---
@@ -244,7 +312,13 @@ def test_pattern_filters() -> None:
     # MATCH: every binding that applies to a resource of that name.
     assert selected(AclBindingFilter(T.TOPIC, "orders", P.MATCH)) == [LIT, WILD, PRE, BOB_DENY]
     assert selected(AclBindingFilter(T.TOPIC, "payments", P.MATCH)) == [WILD, PRE_OTHER]
-    assert selected(AclBindingFilter(T.TOPIC, None, P.MATCH)) == [LIT, WILD, PRE, PRE_OTHER, BOB_DENY]
+    assert selected(AclBindingFilter(T.TOPIC, None, P.MATCH)) == [
+        LIT,
+        WILD,
+        PRE,
+        PRE_OTHER,
+        BOB_DENY,
+    ]
     # Resource type.
     assert selected(AclBindingFilter(T.GROUP)) == [GROUP]
     assert selected(AclBindingFilter(T.ANY, "orders", P.LITERAL)) == [LIT, GROUP, BOB_DENY]
@@ -253,7 +327,13 @@ def test_pattern_filters() -> None:
 def test_entry_filters() -> None:
     assert selected(AclBindingFilter(principal="User:bob")) == [BOB_DENY]
     assert selected(AclBindingFilter(host="10.0.0.2")) == [BOB_DENY]
-    assert selected(AclBindingFilter(host="*", permission_type=ALLOW)) == [LIT, WILD, PRE, PRE_OTHER, GROUP]
+    assert selected(AclBindingFilter(host="*", permission_type=ALLOW)) == [
+        LIT,
+        WILD,
+        PRE,
+        PRE_OTHER,
+        GROUP,
+    ]
     assert selected(AclBindingFilter(operation=Op.WRITE)) == [BOB_DENY]
     assert selected(AclBindingFilter(permission_type=DENY)) == [BOB_DENY]
     # The filter's operation is matched exactly: ALL in a binding is not "any operation".

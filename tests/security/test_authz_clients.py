@@ -34,7 +34,8 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" '
-    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
+    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    + ";"
 )
 
 
@@ -83,8 +84,12 @@ def grant(broker: BrokerProcess, *bindings: AclBinding) -> None:
 
 
 def acl(
-    rtype: ResourceType, name: str, principal: str, op: AclOperation,
-    perm: AclPermissionType = AclPermissionType.ALLOW, pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    rtype: ResourceType,
+    name: str,
+    principal: str,
+    op: AclOperation,
+    perm: AclPermissionType = AclPermissionType.ALLOW,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
 ) -> AclBinding:
     return AclBinding(rtype, name, pattern, principal, "*", op, perm)
 
@@ -98,18 +103,29 @@ def new_topic(broker: BrokerProcess, prefix: str = "authz") -> str:
 def produce(broker: BrokerProcess, user: str, topic: str, values: list[bytes]) -> list[int | None]:
     """Each record's delivery error code (None when delivered)."""
     results: list[int | None] = []
-    p = Producer(conf(broker, user, **{"enable.idempotence": False, "acks": 1, "message.timeout.ms": 20000}))
+    p = Producer(
+        conf(broker, user, **{"enable.idempotence": False, "acks": 1, "message.timeout.ms": 20000})
+    )
     for v in values:
-        p.produce(topic, v, on_delivery=lambda err, _msg: results.append(err.code() if err else None))
+        p.produce(
+            topic, v, on_delivery=lambda err, _msg: results.append(err.code() if err else None)
+        )
     while len(results) < len(values):
         p.poll(0.2)
     return results
 
 
-def consume_assigned(broker: BrokerProcess, user: str, topic: str, group: str, count: int) -> tuple[list[bytes], int | None]:
+def consume_assigned(
+    broker: BrokerProcess, user: str, topic: str, group: str, count: int
+) -> tuple[list[bytes], int | None]:
     """Up to ``count`` values read from partition 0, or the error the consumer reported."""
-    c = Consumer(conf(broker, user, **{"group.id": group, "enable.auto.commit": False,
-                                       "auto.offset.reset": "earliest"}))
+    c = Consumer(
+        conf(
+            broker,
+            user,
+            **{"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"},
+        )
+    )
     values: list[bytes] = []
     try:
         c.assign([TopicPartition(topic, 0, 0)])
@@ -183,7 +199,9 @@ def test_consume_needs_read_on_topic_and_group(broker: BrokerProcess) -> None:
     try:
         done = c.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
         assert [(tp.offset, tp.error) for tp in done] == [(3, None)]
-        assert [tp.offset for tp in c.committed([TopicPartition(topic, 0)], timeout=BUDGET_S)] == [3]
+        assert [tp.offset for tp in c.committed([TopicPartition(topic, 0)], timeout=BUDGET_S)] == [
+            3
+        ]
     finally:
         c.close()
 
@@ -191,7 +209,11 @@ def test_consume_needs_read_on_topic_and_group(broker: BrokerProcess) -> None:
 def test_subscribe_needs_read_on_the_group(broker: BrokerProcess) -> None:
     topic = new_topic(broker)
     grant(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ))
-    c = Consumer(conf(broker, "bob", **{"group.id": f"g-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}))
+    c = Consumer(
+        conf(
+            broker, "bob", **{"group.id": f"g-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+        )
+    )
     try:
         c.subscribe([topic])
         while True:
@@ -204,13 +226,23 @@ def test_subscribe_needs_read_on_the_group(broker: BrokerProcess) -> None:
         c.close()
 
 
-def test_metadata_lists_only_describable_topics_and_prefixed_acls_match(broker: BrokerProcess) -> None:
+def test_metadata_lists_only_describable_topics_and_prefixed_acls_match(
+    broker: BrokerProcess,
+) -> None:
     tag = uuid.uuid4().hex[:6]
     mine = [new_topic(broker, f"pay-{tag}") for _ in range(2)]
     other = new_topic(broker, f"hr-{tag}")
     assert not {*mine, other} & set(admin(broker, "bob").list_topics(timeout=BUDGET_S).topics)
-    grant(broker, acl(ResourceType.TOPIC, f"pay-{tag}", "User:bob", AclOperation.DESCRIBE,
-                      pattern=ResourcePatternType.PREFIXED))
+    grant(
+        broker,
+        acl(
+            ResourceType.TOPIC,
+            f"pay-{tag}",
+            "User:bob",
+            AclOperation.DESCRIBE,
+            pattern=ResourcePatternType.PREFIXED,
+        ),
+    )
     visible = set(admin(broker, "bob").list_topics(timeout=BUDGET_S).topics)
     assert {*mine, other} & visible == set(mine)
     # A topic named explicitly that bob may not describe is refused, existing or not.
@@ -281,8 +313,11 @@ def test_kafka_python_sees_the_same_refusals(broker: BrokerProcess) -> None:
 
     def kp_conf(user: str) -> dict[str, Any]:
         return {
-            "bootstrap_servers": broker.bootstrap("SASL_PLAINTEXT"), "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": USERS[user],
+            "bootstrap_servers": broker.bootstrap("SASL_PLAINTEXT"),
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": user,
+            "sasl_plain_password": USERS[user],
         }
 
     topic = new_topic(broker)
@@ -297,7 +332,9 @@ def test_kafka_python_sees_the_same_refusals(broker: BrokerProcess) -> None:
     finally:
         p.close()
     grant(broker, acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ))
-    c = KafkaConsumer(**kp_conf("bob"), auto_offset_reset="earliest", consumer_timeout_ms=int(BUDGET_S * 1000))
+    c = KafkaConsumer(
+        **kp_conf("bob"), auto_offset_reset="earliest", consumer_timeout_ms=int(BUDGET_S * 1000)
+    )
     try:
         from kafka import TopicPartition as KTP
 

@@ -78,31 +78,59 @@ def ck_admin(broker: BrokerProcess) -> AdminClient:
 
 
 def acls_on(broker: BrokerProcess, topic: str) -> set[tuple[str, str, str, str, str]]:
-    f = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.ANY, None, None,
-                         AclOperation.ANY, AclPermissionType.ANY)
+    f = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
     found = ck_admin(broker).describe_acls(f).result(BUDGET_S)
-    return {(b.name, b.resource_pattern_type.name, b.principal, b.operation.name, b.permission_type.name) for b in found}
+    return {
+        (
+            b.name,
+            b.resource_pattern_type.name,
+            b.principal,
+            b.operation.name,
+            b.permission_type.name,
+        )
+        for b in found
+    }
 
 
-def produce_as(broker: BrokerProcess, topic: str, mechanism: str, user: str, password: str) -> KafkaError | None:
+def produce_as(
+    broker: BrokerProcess, topic: str, mechanism: str, user: str, password: str
+) -> KafkaError | None:
     """Produce one record as ``user``: None when acknowledged, else the delivery error or, when
     the login itself fails, the client's authentication error."""
     errors: list[KafkaError] = []
-    p = Producer({
-        "bootstrap.servers": broker.bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
-        "message.timeout.ms": int(BUDGET_S * 1000), "error_cb": errors.append,
-    })
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+            "message.timeout.ms": int(BUDGET_S * 1000),
+            "error_cb": errors.append,
+        }
+    )
     result: list[KafkaError | None] = []
     p.produce(topic, b"v", on_delivery=lambda err, msg: result.append(err))
     while not result and not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
         p.poll(0.05)  # bounded by message.timeout.ms: the delivery report comes by then
-    return result[0] if result else next(e for e in errors if e.code() == KafkaError._AUTHENTICATION)
+    return (
+        result[0] if result else next(e for e in errors if e.code() == KafkaError._AUTHENTICATION)
+    )
 
 
 def test_acls_add_list_remove_seen_by_confluent_kafka_and_enforced(broker: BrokerProcess) -> None:
     topic, other = f"orders-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
-    code, out, _ = gregor(broker, "acls", "add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    code, out, _ = gregor(
+        broker, "acls", "add", "--allow-principal", "User:alice", "--producer", "--topic", topic
+    )
     assert code == 0
     assert out.splitlines()[0] == (
         f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`:"
@@ -118,7 +146,8 @@ def test_acls_add_list_remove_seen_by_confluent_kafka_and_enforced(broker: Broke
     assert code == 0
     entries = [ln.strip() for ln in out.splitlines() if ln.startswith(" \t")]
     assert sorted(entries) == sorted(
-        f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)" for op in ("WRITE", "DESCRIBE", "CREATE")
+        f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)"
+        for op in ("WRITE", "DESCRIBE", "CREATE")
     )
     code, out, _ = gregor(broker, "acls", "list", "--principal", "User:nobody")
     assert code == 0 and out == ""
@@ -134,11 +163,42 @@ def test_acls_add_list_remove_seen_by_confluent_kafka_and_enforced(broker: Broke
 
 def test_acls_prefixed_deny_and_targeted_remove(broker: BrokerProcess) -> None:
     prefix = f"pay-{uuid.uuid4().hex[:6]}"
-    assert gregor(broker, "acls", "add", "--allow-principal", "User:alice", "--operation", "Write",
-                  "--operation", "describe", "--operation", "Create", "--topic", prefix,
-                  "--resource-pattern-type", "prefixed")[0] == 0
-    assert gregor(broker, "acls", "add", "--deny-principal", "User:alice", "--deny-host", "*",
-                  "--operation", "WRITE", "--topic", f"{prefix}-secret")[0] == 0
+    assert (
+        gregor(
+            broker,
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--operation",
+            "describe",
+            "--operation",
+            "Create",
+            "--topic",
+            prefix,
+            "--resource-pattern-type",
+            "prefixed",
+        )[0]
+        == 0
+    )
+    assert (
+        gregor(
+            broker,
+            "acls",
+            "add",
+            "--deny-principal",
+            "User:alice",
+            "--deny-host",
+            "*",
+            "--operation",
+            "WRITE",
+            "--topic",
+            f"{prefix}-secret",
+        )[0]
+        == 0
+    )
     assert acls_on(broker, prefix) == {
         (prefix, "PREFIXED", "User:alice", op, "ALLOW") for op in ("WRITE", "DESCRIBE", "CREATE")
     }
@@ -146,23 +206,50 @@ def test_acls_prefixed_deny_and_targeted_remove(broker: BrokerProcess) -> None:
     denied = produce_as(broker, f"{prefix}-secret", "PLAIN", "alice", "alice-secret")
     assert denied is not None and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # remove only the DENY entry: the ALLOWs stay
-    code, out, _ = gregor(broker, "acls", "remove", "--deny-principal", "User:alice", "--operation", "write",
-                          "--topic", f"{prefix}-secret", "--force")
+    code, out, _ = gregor(
+        broker,
+        "acls",
+        "remove",
+        "--deny-principal",
+        "User:alice",
+        "--operation",
+        "write",
+        "--topic",
+        f"{prefix}-secret",
+        "--force",
+    )
     assert code == 0 and "permissionType=DENY" in out
     assert acls_on(broker, f"{prefix}-secret") == set()
     assert len(acls_on(broker, prefix)) == 3
     assert produce_as(broker, f"{prefix}-secret", "PLAIN", "alice", "alice-secret") is None
-    code, out, _ = gregor(broker, "acls", "list", "--topic", prefix, "--resource-pattern-type", "prefixed",
-                          "--output", "json")
-    assert code == 0 and sorted((a["operation"], a["pattern_type"], a["permission_type"]) for a in json.loads(out)) == [
-        ("CREATE", "PREFIXED", "ALLOW"), ("DESCRIBE", "PREFIXED", "ALLOW"), ("WRITE", "PREFIXED", "ALLOW")
+    code, out, _ = gregor(
+        broker,
+        "acls",
+        "list",
+        "--topic",
+        prefix,
+        "--resource-pattern-type",
+        "prefixed",
+        "--output",
+        "json",
+    )
+    assert code == 0 and sorted(
+        (a["operation"], a["pattern_type"], a["permission_type"]) for a in json.loads(out)
+    ) == [
+        ("CREATE", "PREFIXED", "ALLOW"),
+        ("DESCRIBE", "PREFIXED", "ALLOW"),
+        ("WRITE", "PREFIXED", "ALLOW"),
     ]
 
 
 def test_acls_usage_errors() -> None:
-    r = CliRunner().invoke(main, ["acls", "add", "--allow-principal", "User:a", "--consumer", "--topic", "t"])
+    r = CliRunner().invoke(
+        main, ["acls", "add", "--allow-principal", "User:a", "--consumer", "--topic", "t"]
+    )
     assert r.exit_code == 2 and "--consumer needs --group" in r.stderr
-    r = CliRunner().invoke(main, ["acls", "add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"])
+    r = CliRunner().invoke(
+        main, ["acls", "add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"]
+    )
     assert r.exit_code == 2 and "unknown AclOperation 'Fly'" in r.stderr
     r = CliRunner().invoke(main, ["acls", "add", "--topic", "t"])
     assert r.exit_code == 2 and "name a principal" in r.stderr
@@ -170,20 +257,33 @@ def test_acls_usage_errors() -> None:
 
 def test_users_scram_credentials_set_used_described_and_deleted(broker: BrokerProcess) -> None:
     topic = f"scram-{uuid.uuid4().hex[:6]}"
-    assert gregor(broker, "acls", "add", "--allow-principal", "User:carol", "--producer", "--topic", topic)[0] == 0
+    assert (
+        gregor(
+            broker, "acls", "add", "--allow-principal", "User:carol", "--producer", "--topic", topic
+        )[0]
+        == 0
+    )
     code, out, _ = gregor(
-        broker, "users", "alter", "carol",
-        "--add-config", "SCRAM-SHA-256=[iterations=8192,password=carol-pw-256],SCRAM-SHA-512=[password=carol-pw-512]",
+        broker,
+        "users",
+        "alter",
+        "carol",
+        "--add-config",
+        "SCRAM-SHA-256=[iterations=8192,password=carol-pw-256],SCRAM-SHA-512=[password=carol-pw-512]",
     )
     assert (code, out) == (0, "Completed updating config for user carol.\n")
-    described = ck_admin(broker).describe_user_scram_credentials(["carol"])["carol"].result(BUDGET_S)
+    described = (
+        ck_admin(broker).describe_user_scram_credentials(["carol"])["carol"].result(BUDGET_S)
+    )
     assert sorted((c.mechanism, c.iterations) for c in described.scram_credential_infos) == [
-        (ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 4096),
+        (ScramMechanism.SCRAM_SHA_256, 8192),
+        (ScramMechanism.SCRAM_SHA_512, 4096),
     ]
     code, out, _ = gregor(broker, "users", "describe", "carol")
     assert (code, out) == (
-        0, "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192, "
-           "SCRAM-SHA-512=iterations=4096\n",
+        0,
+        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192, "
+        "SCRAM-SHA-512=iterations=4096\n",
     )
     assert produce_as(broker, topic, "SCRAM-SHA-256", "carol", "carol-pw-256") is None
     assert produce_as(broker, topic, "SCRAM-SHA-512", "carol", "carol-pw-512") is None
@@ -194,12 +294,17 @@ def test_users_scram_credentials_set_used_described_and_deleted(broker: BrokerPr
     gone = produce_as(broker, topic, "SCRAM-SHA-256", "carol", "carol-pw-256")
     assert gone is not None and gone.code() == KafkaError._AUTHENTICATION
     code, out, _ = gregor(broker, "users", "describe", "carol")
-    assert out == "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=4096\n"
+    assert (
+        out
+        == "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=4096\n"
+    )
     code, out, _ = gregor(broker, "users", "describe", "carol", "--output", "json")
     assert (code, json.loads(out)) == (0, {"carol": {"SCRAM-SHA-512": {"iterations": 4096}}})
     code, _, err = gregor(broker, "users", "alter", "carol", "--delete-config", "SCRAM-SHA-256")
     assert code == 1 and "carol" in err  # nothing to delete: the broker's refusal is reported
-    code, _, err = gregor(broker, "users", "alter", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192]")
+    code, _, err = gregor(
+        broker, "users", "alter", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192]"
+    )
     assert code == 2 and "needs password" in err
 
 
@@ -223,10 +328,15 @@ def secured(pki: Pki) -> Iterator[BrokerProcess]:
         assert "admin-secret" not in b.read_log()
 
 
-def secured_gregor(broker: BrokerProcess, ca: Path, *args: str, password: str = "admin-secret") -> tuple[int, str, str]:
+def secured_gregor(
+    broker: BrokerProcess, ca: Path, *args: str, password: str = "admin-secret"
+) -> tuple[int, str, str]:
     props = {
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-        "sasl.password": password, "ssl.ca.location": str(ca),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "admin",
+        "sasl.password": password,
+        "ssl.ca.location": str(ca),
     }
     argv = [*args, "-b", broker.bootstrap("SASL_SSL")]
     for k, v in props.items():
@@ -244,7 +354,16 @@ def test_commands_log_in_over_sasl_ssl(secured: BrokerProcess, pki: Pki) -> None
     code, out, _ = secured_gregor(secured, pki.ca.ca_path, "topics", "list")
     assert code == 0 and topic in out.splitlines()
     code, out, _ = secured_gregor(
-        secured, pki.ca.ca_path, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic
+        secured,
+        pki.ca.ca_path,
+        "acls",
+        "add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Read",
+        "--topic",
+        topic,
     )
     assert code == 0 and "operation=READ" in out
     code, out, _ = secured_gregor(secured, pki.ca.ca_path, "acls", "list", "--topic", topic)
@@ -264,7 +383,9 @@ def test_client_security_settings_fail_closed() -> None:
     with pytest.raises(ConfigError, match="not GSSAPI"):
         AIOAdminClient({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"})
     with pytest.raises(ConfigError, match="needs sasl.username and sasl.password"):
-        AIOAdminClient({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "a"})
+        AIOAdminClient(
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "a"}
+        )
     with pytest.raises(ConfigError, match="security.protocol=KERBEROS"):
         AIOAdminClient({"security.protocol": "kerberos"})
     with pytest.raises(ConfigError, match="cannot load the TLS settings"):

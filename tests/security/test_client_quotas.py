@@ -44,33 +44,46 @@ def test_set_describe_filter_remove_and_refusals(broker: BrokerProcess) -> None:
     e_alice_app = (("client-id", app), ("user", alice))
     e_default_user = (("user", None),)
     with admin(broker) as a:
-        assert a.alter_client_quotas({
-            e_app: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
-            e_alice_app: {"producer_byte_rate": 4096.0},
-            e_default_user: {"consumer_byte_rate": 8192.0},
-        }) == {e_app: None, e_alice_app: None, e_default_user: None}
+        assert a.alter_client_quotas(
+            {
+                e_app: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+                e_alice_app: {"producer_byte_rate": 4096.0},
+                e_default_user: {"consumer_byte_rate": 8192.0},
+            }
+        ) == {e_app: None, e_alice_app: None, e_default_user: None}
         everything = a.describe_client_quotas()
         assert everything[e_app] == {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}
         assert everything[e_alice_app] == {"producer_byte_rate": 4096.0}
         assert everything[e_default_user] == {"consumer_byte_rate": 8192.0}
         assert a.describe_client_quotas([("client-id", 0, app)]) == {
-            e_app: everything[e_app], e_alice_app: everything[e_alice_app]
+            e_app: everything[e_app],
+            e_alice_app: everything[e_alice_app],
         }
-        assert a.describe_client_quotas([("client-id", 0, app)], strict=True) == {e_app: everything[e_app]}
-        assert a.describe_client_quotas([("user", 1, None)], strict=True) == {e_default_user: everything[e_default_user]}
+        assert a.describe_client_quotas([("client-id", 0, app)], strict=True) == {
+            e_app: everything[e_app]
+        }
+        assert a.describe_client_quotas([("user", 1, None)], strict=True) == {
+            e_default_user: everything[e_default_user]
+        }
         assert e_default_user not in a.describe_client_quotas([("user", 2, None)])
 
         # remove one key; validate_only changes nothing
         assert a.alter_client_quotas({e_app: {"consumer_byte_rate": None}}) == {e_app: None}
-        assert a.alter_client_quotas({e_app: {"producer_byte_rate": 1.0}}, validate_only=True) == {e_app: None}
-        assert a.describe_client_quotas([("client-id", 0, app)], strict=True) == {e_app: {"producer_byte_rate": 1024.0}}
+        assert a.alter_client_quotas({e_app: {"producer_byte_rate": 1.0}}, validate_only=True) == {
+            e_app: None
+        }
+        assert a.describe_client_quotas([("client-id", 0, app)], strict=True) == {
+            e_app: {"producer_byte_rate": 1024.0}
+        }
 
-        refused = a.alter_client_quotas({
-            (("client-id", app),): {"producer_byte_rate": -5.0},
-            (("ip", "10.0.0.1"), ("user", alice)): {"connection_creation_rate": 5.0},
-            (("ip", "10.0.0.2"),): {"request_percentage": 50.0},
-            (("group", "g"),): {"producer_byte_rate": 5.0},
-        })
+        refused = a.alter_client_quotas(
+            {
+                (("client-id", app),): {"producer_byte_rate": -5.0},
+                (("ip", "10.0.0.1"), ("user", alice)): {"connection_creation_rate": 5.0},
+                (("ip", "10.0.0.2"),): {"request_percentage": 50.0},
+                (("group", "g"),): {"producer_byte_rate": 5.0},
+            }
+        )
         messages = {e: str(err) for e, err in refused.items()}
         assert all(isinstance(err, InvalidRequestError) for err in refused.values())
         assert "must be greater than 0" in messages[(("client-id", app),)]
@@ -80,21 +93,29 @@ def test_set_describe_filter_remove_and_refusals(broker: BrokerProcess) -> None:
         with pytest.raises(InvalidRequestError, match="Duplicate user filter"):
             a.describe_client_quotas([("user", 1, None), ("user", 2, None)])
         # clean up for the other tests
-        a.alter_client_quotas({
-            e_app: {"producer_byte_rate": None}, e_alice_app: {"producer_byte_rate": None},
-            e_default_user: {"consumer_byte_rate": None},
-        }, raise_on_error=True)
+        a.alter_client_quotas(
+            {
+                e_app: {"producer_byte_rate": None},
+                e_alice_app: {"producer_byte_rate": None},
+                e_default_user: {"consumer_byte_rate": None},
+            },
+            raise_on_error=True,
+        )
         assert not {e_app, e_alice_app, e_default_user} & set(a.describe_client_quotas())
 
 
 def test_quotas_survive_a_restart(tmp_path: Any) -> None:
     with BrokerProcess(config={}, data_dir=tmp_path) as b:
         with admin(b) as a:
-            a.alter_client_quotas({(("user", "bob"),): {"consumer_byte_rate": 123456.0}}, raise_on_error=True)
+            a.alter_client_quotas(
+                {(("user", "bob"),): {"consumer_byte_rate": 123456.0}}, raise_on_error=True
+            )
         b.stop()
         b.start()
         with admin(b) as a:
-            assert a.describe_client_quotas() == {(("user", "bob"),): {"consumer_byte_rate": 123456.0}}
+            assert a.describe_client_quotas() == {
+                (("user", "bob"),): {"consumer_byte_rate": 123456.0}
+            }
 
 
 def test_the_apis_need_cluster_permissions() -> None:
@@ -113,19 +134,33 @@ def test_a_producer_over_its_quota_is_throttled_to_it(broker: BrokerProcess) -> 
     client_id, topic = f"slow-{uuid.uuid4().hex[:6]}", f"quota-{uuid.uuid4().hex[:6]}"
     quota = 100_000  # bytes/s
     with admin(broker) as a:
-        a.alter_client_quotas({(("client-id", client_id),): {"producer_byte_rate": float(quota)}}, raise_on_error=True)
+        a.alter_client_quotas(
+            {(("client-id", client_id),): {"producer_byte_rate": float(quota)}}, raise_on_error=True
+        )
     throttles: list[int] = []
     acked: list[tuple[float, int]] = []
-    p = Producer({
-        "bootstrap.servers": broker.bootstrap_servers, "client.id": client_id, "acks": "all",
-        "linger.ms": 5, "batch.size": 16384, "queue.buffering.max.messages": 1000,
-        "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
-    })
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "client.id": client_id,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 16384,
+            "queue.buffering.max.messages": 1000,
+            "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
+        }
+    )
     value = b"x" * 1000
     start = time.monotonic()
     while time.monotonic() - start < 10.0:
         try:
-            p.produce(topic, value, on_delivery=lambda err, msg: err or acked.append((time.monotonic(), len(msg.value()))))
+            p.produce(
+                topic,
+                value,
+                on_delivery=lambda err, msg: (
+                    err or acked.append((time.monotonic(), len(msg.value())))
+                ),
+            )
         except BufferError:
             p.poll(0.05)
         p.poll(0)
@@ -146,23 +181,33 @@ def test_a_consumer_over_its_quota_gets_empty_throttled_answers_and_loses_nothin
     with BrokerProcess(config={"num.partitions": 1, "quota.window.num": 2}) as b:
         # small batches: a fetch answer holds at least one whole batch, and one bigger than the
         # quota's window allowance could never be served under the quota
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5, "batch.size": 16384})
+        p = Producer(
+            {"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5, "batch.size": 16384}
+        )
         values = [b"%06d" % i + b"y" * 994 for i in range(1000)]
         for v in values:
             p.produce(topic, v)
         assert p.flush(BUDGET_S) == 0
         limited = f"lim-{uuid.uuid4().hex[:6]}"
         with admin(b) as a:
-            a.alter_client_quotas({(("client-id", limited),): {"consumer_byte_rate": 300_000.0}}, raise_on_error=True)
+            a.alter_client_quotas(
+                {(("client-id", limited),): {"consumer_byte_rate": 300_000.0}}, raise_on_error=True
+            )
 
         def consume_all(client_id: str) -> list[int]:
             throttles: list[int] = []
-            c = Consumer({
-                "bootstrap.servers": b.bootstrap_servers, "group.id": f"g-{client_id}", "client.id": client_id,
-                "auto.offset.reset": "earliest", "fetch.max.bytes": 100_000, "max.partition.fetch.bytes": 100_000,
-                "message.max.bytes": 100_000,
-                "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
-            })
+            c = Consumer(
+                {
+                    "bootstrap.servers": b.bootstrap_servers,
+                    "group.id": f"g-{client_id}",
+                    "client.id": client_id,
+                    "auto.offset.reset": "earliest",
+                    "fetch.max.bytes": 100_000,
+                    "max.partition.fetch.bytes": 100_000,
+                    "message.max.bytes": 100_000,
+                    "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
+                }
+            )
             c.subscribe([topic])
             got: list[bytes] = []
             while len(got) < len(values):
@@ -189,29 +234,72 @@ def test_gregor_quotas_alter_and_describe(broker: BrokerProcess) -> None:
         return r.exit_code, r.stdout, r.stderr
 
     user = f"dana-{uuid.uuid4().hex[:6]}"
-    assert gregor("quotas", "alter", "--user", user, "--client-defaults",
-                  "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152") == (
-        0, f"Completed updating config for user-principal '{user}', the default client-id.\n", "")
+    assert gregor(
+        "quotas",
+        "alter",
+        "--user",
+        user,
+        "--client-defaults",
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    ) == (0, f"Completed updating config for user-principal '{user}', the default client-id.\n", "")
     with admin(broker) as a:
         assert a.describe_client_quotas([("user", 0, user)]) == {
-            (("client-id", None), ("user", user)): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0}
+            (("client-id", None), ("user", user)): {
+                "producer_byte_rate": 1048576.0,
+                "consumer_byte_rate": 2097152.0,
+            }
         }
     code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
-    assert (code, out) == (0, f"Quota configs for user-principal '{user}', the default client-id are "
-                              "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n")
-    code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults", "--output", "json")
-    assert (code, json.loads(out)) == (0, [{
-        "entity": [{"type": "client-id", "name": None}, {"type": "user", "name": user}],
-        "quotas": {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0},
-    }])
-    assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "consumer_byte_rate")[0] == 0
+    assert (code, out) == (
+        0,
+        f"Quota configs for user-principal '{user}', the default client-id are "
+        "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n",
+    )
+    code, out, _ = gregor(
+        "quotas", "describe", "--user", user, "--client-defaults", "--output", "json"
+    )
+    assert (code, json.loads(out)) == (
+        0,
+        [
+            {
+                "entity": [{"type": "client-id", "name": None}, {"type": "user", "name": user}],
+                "quotas": {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0},
+            }
+        ],
+    )
+    assert (
+        gregor(
+            "quotas",
+            "alter",
+            "--user",
+            user,
+            "--client-defaults",
+            "--delete-config",
+            "consumer_byte_rate",
+        )[0]
+        == 0
+    )
     code, out, _ = gregor("quotas", "describe", "--user", user, "--client-defaults")
     assert out.endswith("are producer_byte_rate=1048576.0\n")
-    code, _, err = gregor("quotas", "alter", "--ip", "10.0.0.9", "--add-config", "request_percentage=50")
+    code, _, err = gregor(
+        "quotas", "alter", "--ip", "10.0.0.9", "--add-config", "request_percentage=50"
+    )
     assert code == 1 and "Invalid configuration key request_percentage" in err
     code, _, err = gregor("quotas", "alter", "--add-config", "producer_byte_rate=1")
     assert code == 2 and "name the entity" in err
-    assert gregor("quotas", "alter", "--user", user, "--client-defaults", "--delete-config", "producer_byte_rate")[0] == 0
+    assert (
+        gregor(
+            "quotas",
+            "alter",
+            "--user",
+            user,
+            "--client-defaults",
+            "--delete-config",
+            "producer_byte_rate",
+        )[0]
+        == 0
+    )
     assert gregor("quotas", "describe", "--user", user, "--client-defaults")[1] == ""
 
 
@@ -221,9 +309,18 @@ def test_an_acks_0_producer_over_its_quota_is_held_back_too(broker: BrokerProces
     client_id, topic = f"fire-{uuid.uuid4().hex[:6]}", f"q0-{uuid.uuid4().hex[:6]}"
     quota = 50_000
     with admin(broker) as a:
-        a.alter_client_quotas({(("client-id", client_id),): {"producer_byte_rate": float(quota)}}, raise_on_error=True)
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": client_id, "acks": 0,
-                  "linger.ms": 5, "batch.size": 16384})
+        a.alter_client_quotas(
+            {(("client-id", client_id),): {"producer_byte_rate": float(quota)}}, raise_on_error=True
+        )
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "client.id": client_id,
+            "acks": 0,
+            "linger.ms": 5,
+            "batch.size": 16384,
+        }
+    )
     start = time.monotonic()
     sent = 0
     while time.monotonic() - start < 3.0:

@@ -20,8 +20,13 @@ DAY = 24 * 3600 * 1000
 
 def token(**kw: object) -> dt.DelegationToken:
     fields: dict[str, object] = dict(
-        token_id="tid", owner="User:alice", requester="User:admin", renewers=("User:bob",),
-        issue_timestamp_ms=NOW, expiry_timestamp_ms=NOW + DAY, max_timestamp_ms=NOW + 7 * DAY,
+        token_id="tid",
+        owner="User:alice",
+        requester="User:admin",
+        renewers=("User:bob",),
+        issue_timestamp_ms=NOW,
+        expiry_timestamp_ms=NOW + DAY,
+        max_timestamp_ms=NOW + 7 * DAY,
     )
     fields.update(kw)
     return dt.DelegationToken(**fields)  # type: ignore[arg-type]
@@ -30,11 +35,17 @@ def token(**kw: object) -> dt.DelegationToken:
 def test_a_new_token_takes_kafkas_lifetimes() -> None:
     t = dt.new_token("User:a", "User:a", [], -1, NOW)
     assert (t.expiry_timestamp_ms, t.max_timestamp_ms) == (NOW + DAY, NOW + 7 * DAY)
-    assert len(t.token_id) == 22 and t.token_id != dt.new_token("User:a", "User:a", [], -1, NOW).token_id
+    assert (
+        len(t.token_id) == 22
+        and t.token_id != dt.new_token("User:a", "User:a", [], -1, NOW).token_id
+    )
     # a short maximum caps the first expiry; a maximum above the broker's is cut to it
     short = dt.new_token("User:a", "User:a", [], 1000, NOW)
     assert (short.expiry_timestamp_ms, short.max_timestamp_ms) == (NOW + 1000, NOW + 1000)
-    assert dt.new_token("User:a", "User:a", [], 30 * DAY, NOW, 2 * DAY, DAY).max_timestamp_ms == NOW + 2 * DAY
+    assert (
+        dt.new_token("User:a", "User:a", [], 30 * DAY, NOW, 2 * DAY, DAY).max_timestamp_ms
+        == NOW + 2 * DAY
+    )
 
 
 def test_the_hmac_is_hmac_sha512_of_the_id_under_the_secret() -> None:
@@ -53,7 +64,9 @@ def test_renew_and_expire_rules() -> None:
     with pytest.raises(DelegationTokenOwnerMismatchError):
         dt.renewed(t, "User:carol", 1000, NOW, DAY)
     assert dt.renewed(t, "User:bob", -1, NOW, DAY).expiry_timestamp_ms == NOW + DAY  # the default
-    assert dt.renewed(t, "User:bob", 30 * DAY, NOW, DAY).expiry_timestamp_ms == NOW + 7 * DAY  # capped
+    assert (
+        dt.renewed(t, "User:bob", 30 * DAY, NOW, DAY).expiry_timestamp_ms == NOW + 7 * DAY
+    )  # capped
     assert dt.expired_by(t, "User:alice", -1, NOW) is None  # removed now
     assert dt.expired_by(t, "User:alice", 5, NOW) == token(expiry_timestamp_ms=NOW + 5)
     late = NOW + DAY + 1
@@ -62,14 +75,19 @@ def test_renew_and_expire_rules() -> None:
     with pytest.raises(DelegationTokenExpiredError):
         dt.expired_by(t, "User:alice", -1, late)
     assert dt.check_principal("User", "x") is None
-    assert dt.check_principal("Group", "x") is not None and dt.check_principal("User", "") is not None
+    assert (
+        dt.check_principal("Group", "x") is not None and dt.check_principal("User", "") is not None
+    )
 
 
 def test_token_credentials_are_made_once_and_refused_when_expired() -> None:
     creds = dt.TokenCredentials()
     t = token()
     first = creds.login(t, "secret", "SCRAM-SHA-256", NOW)
-    assert first is not None and (first.owner, first.expiry_timestamp_ms) == ("User:alice", NOW + DAY)
+    assert first is not None and (first.owner, first.expiry_timestamp_ms) == (
+        "User:alice",
+        NOW + DAY,
+    )
     again = creds.login(t, "secret", "SCRAM-SHA-256", NOW)
     assert again is not None and again.credential is first.credential
     assert creds.login(t, "secret", "PLAIN", NOW) is None
@@ -93,7 +111,9 @@ def _token_server(mechanism: str = "SCRAM-SHA-512") -> ScramServer:
     return ScramServer(
         mechanism,
         lambda user: None,  # no user is called tid
-        token_lookup=lambda token_id: (cred, "User:alice", NOW + DAY) if token_id == "tid" else None,
+        token_lookup=lambda token_id: (
+            (cred, "User:alice", NOW + DAY) if token_id == "tid" else None
+        ),
     )
 
 
@@ -105,11 +125,14 @@ def test_a_scram_login_with_tokenauth_becomes_the_owner() -> None:
     assert (server.principal, server.expires_at_ms) == ("User:alice", NOW + DAY)
 
 
-@pytest.mark.parametrize("user, tokenauth, password", [
-    ("tid", True, "wrong"),            # wrong HMAC
-    ("other", True, None),             # unknown token
-    ("tid", False, None),              # the token id as a user name without tokenauth
-])
+@pytest.mark.parametrize(
+    "user, tokenauth, password",
+    [
+        ("tid", True, "wrong"),  # wrong HMAC
+        ("other", True, None),  # unknown token
+        ("tid", False, None),  # the token id as a user name without tokenauth
+    ],
+)
 def test_token_logins_that_must_fail(user: str, tokenauth: bool, password: str | None) -> None:
     good = dt.token_password(dt.token_hmac("secret", "tid"))
     server = _token_server()

@@ -75,15 +75,23 @@ def broker() -> Iterator[BrokerProcess]:
 
 def login(b: BrokerProcess, user: str) -> dict[str, Any]:
     return {
-        "bootstrap.servers": b.bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-pw",
+        "bootstrap.servers": b.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": f"{user}-pw",
     }
 
 
-def token_login(b: BrokerProcess, token_id: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict[str, Any]:
+def token_login(
+    b: BrokerProcess, token_id: str, password: str, mechanism: str = "SCRAM-SHA-256"
+) -> dict[str, Any]:
     return {
-        "bootstrap.servers": b.bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism, "sasl.username": token_id, "sasl.password": password,
+        "bootstrap.servers": b.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": token_id,
+        "sasl.password": password,
         "sasl.scram.tokenauth": "true",
     }
 
@@ -105,22 +113,41 @@ def logs_in(cfg: dict[str, Any]) -> bool:
         return False
 
 
-def allow(b: BrokerProcess, principal: str, rtype: ResourceType, name: str, *ops: AclOperation) -> None:
+def allow(
+    b: BrokerProcess, principal: str, rtype: ResourceType, name: str, *ops: AclOperation
+) -> None:
     with AdminClient(login(b, "admin")) as a:
         a.create_acls(
-            [AclBinding(rtype, name, PatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW) for op in ops],
+            [
+                AclBinding(
+                    rtype, name, PatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW
+                )
+                for op in ops
+            ],
             raise_on_error=True,
         )
 
 
 def test_a_token_logs_in_as_its_owner_with_both_scram_mechanisms(broker: BrokerProcess) -> None:
     topic = f"dt-{uuid.uuid4().hex[:8]}"
-    allow(broker, "User:alice", ResourceType.TOPIC, topic, AclOperation.CREATE, AclOperation.WRITE,
-          AclOperation.READ, AclOperation.DESCRIBE)
+    allow(
+        broker,
+        "User:alice",
+        ResourceType.TOPIC,
+        topic,
+        AclOperation.CREATE,
+        AclOperation.WRITE,
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+    )
     allow(broker, "User:alice", ResourceType.GROUP, "dt-readers", AclOperation.READ)
     with AdminClient(login(broker, "alice")) as a:
         token = a.create_delegation_token(renewers=["User:bob"])
-    assert (token.owner, token.requester, token.renewers) == ("User:alice", "User:alice", ("User:bob",))
+    assert (token.owner, token.requester, token.renewers) == (
+        "User:alice",
+        "User:alice",
+        ("User:bob",),
+    )
     assert len(token.hmac) == 64  # HMAC-SHA512
     assert token.issue_timestamp_ms < token.expiry_timestamp_ms <= token.max_timestamp_ms
     # one day per renewal, seven days at most: Kafka's defaults
@@ -128,13 +155,21 @@ def test_a_token_logs_in_as_its_owner_with_both_scram_mechanisms(broker: BrokerP
     assert token.max_timestamp_ms - token.issue_timestamp_ms == 7 * 24 * 3600 * 1000
 
     for i, mechanism in enumerate(("SCRAM-SHA-256", "SCRAM-SHA-512")):
-        with Producer({**token_login(broker, token.token_id, token.password, mechanism), "acks": "all"}) as p:
+        with Producer(
+            {**token_login(broker, token.token_id, token.password, mechanism), "acks": "all"}
+        ) as p:
             p.send(topic, value=f"by-token-{i}".encode()).get(timeout=30)
-    c = CkConsumer({**login(broker, "alice"), "group.id": "dt-readers", "auto.offset.reset": "earliest"})
+    c = CkConsumer(
+        {**login(broker, "alice"), "group.id": "dt-readers", "auto.offset.reset": "earliest"}
+    )
     try:
         c.subscribe([topic])
         got: list[bytes] = []
-        until(lambda: got.extend(m.value() for m in c.consume(10, 0.5) if not m.error()) or len(got) >= 2)
+        until(
+            lambda: (
+                got.extend(m.value() for m in c.consume(10, 0.5) if not m.error()) or len(got) >= 2
+            )
+        )
         assert got == [b"by-token-0", b"by-token-1"]
     finally:
         c.close()
@@ -153,7 +188,9 @@ def test_a_token_logs_in_as_its_owner_with_both_scram_mechanisms(broker: BrokerP
     # wrong password, the id as a plain user, a token with PLAIN: refused, the broker serves on
     wrong = base64.b64encode(bytes(64)).decode()
     assert not logs_in(token_login(broker, token.token_id, wrong))
-    assert not logs_in({**token_login(broker, token.token_id, token.password), "sasl.scram.tokenauth": "false"})
+    assert not logs_in(
+        {**token_login(broker, token.token_id, token.password), "sasl.scram.tokenauth": "false"}
+    )
     assert not logs_in(token_login(broker, "no-such-token", token.password))
     assert logs_in(token_login(broker, token.token_id, token.password))
 
@@ -187,7 +224,9 @@ def test_renew_and_expire_follow_kafkas_rules(broker: BrokerProcess) -> None:
     assert not logs_in(token_login(broker, token.token_id, token.password))
 
 
-def test_an_expired_token_cannot_log_in_and_the_controller_removes_it(broker: BrokerProcess) -> None:
+def test_an_expired_token_cannot_log_in_and_the_controller_removes_it(
+    broker: BrokerProcess,
+) -> None:
     with AdminClient(login(broker, "alice")) as a:
         token = a.create_delegation_token()
         assert logs_in(token_login(broker, token.token_id, token.password))
@@ -215,7 +254,9 @@ def test_tokens_for_other_owners_and_who_may_describe_them(broker: BrokerProcess
         assert (for_carol.owner, for_carol.requester) == ("User:carol", "User:bob")
         # bob sees the token he requested, not alice's or admin's
         assert {t.token_id for t in bob.describe_delegation_tokens()} >= {for_carol.token_id}
-        assert not {mine.token_id, carols.token_id} & {t.token_id for t in bob.describe_delegation_tokens()}
+        assert not {mine.token_id, carols.token_id} & {
+            t.token_id for t in bob.describe_delegation_tokens()
+        }
 
     with AdminClient(login(broker, "carol")) as carol:
         seen = {t.token_id: t for t in carol.describe_delegation_tokens()}
@@ -224,8 +265,16 @@ def test_tokens_for_other_owners_and_who_may_describe_them(broker: BrokerProcess
         assert seen[carols.token_id].requester == "User:admin"
         assert carol.describe_delegation_tokens([]) == []
         assert {t.token_id for t in carol.describe_delegation_tokens(["User:alice"])} == set()
-        allow(broker, "User:carol", ResourceType.DELEGATION_TOKEN, mine.token_id, AclOperation.DESCRIBE)
-        assert {t.token_id for t in carol.describe_delegation_tokens(["User:alice"])} == {mine.token_id}
+        allow(
+            broker,
+            "User:carol",
+            ResourceType.DELEGATION_TOKEN,
+            mine.token_id,
+            AclOperation.DESCRIBE,
+        )
+        assert {t.token_id for t in carol.describe_delegation_tokens(["User:alice"])} == {
+            mine.token_id
+        }
     # carol's token logs in as carol (the owner), not as the requester
     assert logs_in(token_login(broker, carols.token_id, carols.password))
 
@@ -263,19 +312,28 @@ def test_tokens_survive_a_restart_and_keep_logging_in() -> None:
         with AdminClient(login(b, "bob")) as bob:
             [seen] = bob.describe_delegation_tokens(["User:alice"])
         assert (seen.token_id, seen.hmac, seen.expiry_timestamp_ms) == (
-            token.token_id, token.hmac, token.expiry_timestamp_ms
+            token.token_id,
+            token.hmac,
+            token.expiry_timestamp_ms,
         )
 
 
 def test_gregor_tokens_create_describe_renew_expire(broker: BrokerProcess) -> None:
     def gregor(*args: str, user: str = "alice") -> tuple[int, str, str]:
-        props = [x for k, v in login(broker, user).items() if k != "bootstrap.servers" for x in ("-X", f"{k}={v}")]
+        props = [
+            x
+            for k, v in login(broker, user).items()
+            if k != "bootstrap.servers"
+            for x in ("-X", f"{k}={v}")
+        ]
         r = CliRunner().invoke(main, [*args, "-b", broker.bootstrap("SASL_PLAINTEXT"), *props])
         if r.exception and not isinstance(r.exception, SystemExit):
             raise r.exception
         return r.exit_code, r.stdout, r.stderr
 
-    code, out, _ = gregor("tokens", "create", "--renewer-principal", "User:bob", "--max-life-time-period", "7200000")
+    code, out, _ = gregor(
+        "tokens", "create", "--renewer-principal", "User:bob", "--max-life-time-period", "7200000"
+    )
     assert code == 0, out
     token_id = out.split("Created delegation token with tokenId : ")[1].split()[0]
     row = next(line for line in out.splitlines() if line.startswith(token_id))
@@ -284,12 +342,18 @@ def test_gregor_tokens_create_describe_renew_expire(broker: BrokerProcess) -> No
     assert logs_in(token_login(broker, token_id, hmac_text))
 
     code, out, _ = gregor("tokens", "describe", "--owner-principal", "User:alice")
-    assert code == 0 and any(line.startswith(token_id) and hmac_text in line for line in out.splitlines())
-    code, out, _ = gregor("tokens", "describe", "--owner-principal", "User:alice", "--output", "json")
+    assert code == 0 and any(
+        line.startswith(token_id) and hmac_text in line for line in out.splitlines()
+    )
+    code, out, _ = gregor(
+        "tokens", "describe", "--owner-principal", "User:alice", "--output", "json"
+    )
     [doc] = [t for t in json.loads(out) if t["token_id"] == token_id]
     assert (doc["hmac"], doc["owner"], doc["renewers"]) == (hmac_text, "User:alice", ["User:bob"])
 
-    code, out, _ = gregor("tokens", "renew", "--hmac", hmac_text, "--renew-time-period", "60000", user="bob")
+    code, out, _ = gregor(
+        "tokens", "renew", "--hmac", hmac_text, "--renew-time-period", "60000", user="bob"
+    )
     assert code == 0 and "Completed renew operation. New expiry date : " in out
     code, out, err = gregor("tokens", "renew", "--hmac", hmac_text, user="carol")
     assert code == 1 and "DELEGATION_TOKEN_OWNER_MISMATCH" in err

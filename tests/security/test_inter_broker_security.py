@@ -62,15 +62,27 @@ def round_trip(cluster: ClusterProcess, topic: str, count: int = 200) -> None:
         md = admin.list_topics(topic, timeout=10).topics[topic]
         if md.error is None and 0 in md.partitions and sorted(md.partitions[0].isrs) == [1, 2, 3]:
             break
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True}
+    )
     acked: list[bytes] = []
     for i in range(count):
-        producer.produce(topic, b"r%04d" % i, partition=0,
-                         on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+        producer.produce(
+            topic,
+            b"r%04d" % i,
+            partition=0,
+            on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None,
+        )
     assert producer.flush(60) == 0
     assert acked == [b"r%04d" % i for i in range(count)]
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got: list[bytes] = []
     while len(got) < count:
@@ -116,16 +128,24 @@ def test_replication_over_sasl_plaintext_with_scram_created_at_run_time() -> Non
         # No credential yet: followers' logins are refused, and they say so.
         while not any("login to broker" in cluster.broker(n).read_log() for n in (1, 2, 3)):
             admin.list_topics(timeout=10)
-        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-            "replicator", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"replicator-secret",
-        )])["replicator"].result(30)
+        admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "replicator",
+                    ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                    b"replicator-secret",
+                )
+            ]
+        )["replicator"].result(30)
         round_trip(cluster, "scram-replicated")
         # The topic whose followers were refused before the credential existed takes acks=all
         # writes now: its ISR is whole again (or was shrunk and regrown through the controller).
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
         errors: list[object] = []
         for i in range(10):
-            producer.produce("before-credentials", b"%d" % i, on_delivery=lambda err, msg: errors.append(err))
+            producer.produce(
+                "before-credentials", b"%d" % i, on_delivery=lambda err, msg: errors.append(err)
+            )
         assert producer.flush(60) == 0 and errors == [None] * 10
         for node in (1, 2, 3):
             assert "replicator-secret" not in cluster.broker(node).read_log()

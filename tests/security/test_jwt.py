@@ -47,24 +47,39 @@ def b64int(n: int, size: int | None = None) -> str:
 def jwks() -> dict[str, Any]:
     rn = RSA_KEY.public_key().public_numbers()
     en = EC_KEY.public_key().public_numbers()
-    return {"keys": [
-        {"kty": "RSA", "kid": "rsa-1", "use": "sig", "n": b64int(rn.n), "e": b64int(rn.e)},
-        {"kty": "EC", "kid": "ec-1", "crv": "P-256", "x": b64int(en.x, 32), "y": b64int(en.y, 32)},
-        {"kty": "RSA", "kid": "enc-1", "use": "enc", "n": b64int(rn.n), "e": b64int(rn.e)},
-    ]}
+    return {
+        "keys": [
+            {"kty": "RSA", "kid": "rsa-1", "use": "sig", "n": b64int(rn.n), "e": b64int(rn.e)},
+            {
+                "kty": "EC",
+                "kid": "ec-1",
+                "crv": "P-256",
+                "x": b64int(en.x, 32),
+                "y": b64int(en.y, 32),
+            },
+            {"kty": "RSA", "kid": "enc-1", "use": "enc", "n": b64int(rn.n), "e": b64int(rn.e)},
+        ]
+    }
 
 
-def sign(claims: dict[str, Any], alg: str = "RS256", kid: str | None = "rsa-1", key: Any = RSA_KEY) -> str:
+def sign(
+    claims: dict[str, Any], alg: str = "RS256", kid: str | None = "rsa-1", key: Any = RSA_KEY
+) -> str:
     header: dict[str, Any] = {"alg": alg, "typ": "JWT"}
     if kid is not None:
         header["kid"] = kid
-    signing_input = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}".encode()
+    signing_input = (
+        f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}".encode()
+    )
     if alg.startswith("ES"):
         r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
         sig = r.to_bytes(32, "big") + s.to_bytes(32, "big")
     elif alg.startswith("PS"):
-        sig = key.sign(signing_input, padding.PSS(mgf=padding.MGF1(hashes.SHA256()),
-                                                  salt_length=padding.PSS.DIGEST_LENGTH), hashes.SHA256())
+        sig = key.sign(
+            signing_input,
+            padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH),
+            hashes.SHA256(),
+        )
     else:
         sig = key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
     return f"{signing_input.decode()}.{b64(sig)}"
@@ -82,34 +97,65 @@ def validator(jwks_file: Path, **settings: str) -> SignedJwtValidator:
     return SignedJwtValidator.from_settings(values.get)
 
 
-GOOD = {"sub": "alice", "exp": NOW + 60, "iat": NOW - 5, "aud": ["kafka"], "iss": "https://idp.example"}
+GOOD = {
+    "sub": "alice",
+    "exp": NOW + 60,
+    "iat": NOW - 5,
+    "aud": ["kafka"],
+    "iss": "https://idp.example",
+}
 
 
-@pytest.mark.parametrize("alg, kid, key", [("RS256", "rsa-1", RSA_KEY), ("PS256", "rsa-1", RSA_KEY),
-                                           ("ES256", "ec-1", EC_KEY)])
-def test_a_token_signed_by_a_key_of_the_set_is_accepted(jwks_file: Path, alg: str, kid: str, key: Any) -> None:
-    v = validator(jwks_file, **{"sasl.oauthbearer.expected.audience": "kafka,other",
-                                "sasl.oauthbearer.expected.issuer": "https://idp.example"})
+@pytest.mark.parametrize(
+    "alg, kid, key",
+    [("RS256", "rsa-1", RSA_KEY), ("PS256", "rsa-1", RSA_KEY), ("ES256", "ec-1", EC_KEY)],
+)
+def test_a_token_signed_by_a_key_of_the_set_is_accepted(
+    jwks_file: Path, alg: str, kid: str, key: Any
+) -> None:
+    v = validator(
+        jwks_file,
+        **{
+            "sasl.oauthbearer.expected.audience": "kafka,other",
+            "sasl.oauthbearer.expected.issuer": "https://idp.example",
+        },
+    )
     assert v.validate(sign(GOOD, alg, kid, key), NOW * 1000) == ("alice", (NOW + 60) * 1000)
 
 
-@pytest.mark.parametrize("token_fn, reason", [
-    (lambda: sign(GOOD, key=OTHER_KEY), "signature does not verify"),
-    (lambda: sign({**GOOD, "exp": NOW - 31}), "expired"),
-    (lambda: sign({**GOOD, "iat": NOW + 31}), "issued in the future"),
-    (lambda: sign({**GOOD, "aud": "elsewhere"}), "audience"),
-    (lambda: sign({**GOOD, "iss": "https://evil.example"}), "issuer"),
-    (lambda: sign({k: v for k, v in GOOD.items() if k != "sub"}), "subject"),
-    (lambda: sign(GOOD, kid="nope"), "kid"),
-    (lambda: sign(GOOD, kid="enc-1"), "kid"),
-    (lambda: sign(GOOD, alg="ES256", kid="rsa-1", key=EC_KEY), "does not fit"),
-    (lambda: sign(GOOD).rsplit(".", 1)[0] + ".", "not a signed JWS"),
-    (lambda: ".".join([sign(GOOD).split(".")[0], b64(json.dumps({**GOOD, "sub": "root"}).encode()),
-                       sign(GOOD).split(".")[2]]), "signature does not verify"),
-])
+@pytest.mark.parametrize(
+    "token_fn, reason",
+    [
+        (lambda: sign(GOOD, key=OTHER_KEY), "signature does not verify"),
+        (lambda: sign({**GOOD, "exp": NOW - 31}), "expired"),
+        (lambda: sign({**GOOD, "iat": NOW + 31}), "issued in the future"),
+        (lambda: sign({**GOOD, "aud": "elsewhere"}), "audience"),
+        (lambda: sign({**GOOD, "iss": "https://evil.example"}), "issuer"),
+        (lambda: sign({k: v for k, v in GOOD.items() if k != "sub"}), "subject"),
+        (lambda: sign(GOOD, kid="nope"), "kid"),
+        (lambda: sign(GOOD, kid="enc-1"), "kid"),
+        (lambda: sign(GOOD, alg="ES256", kid="rsa-1", key=EC_KEY), "does not fit"),
+        (lambda: sign(GOOD).rsplit(".", 1)[0] + ".", "not a signed JWS"),
+        (
+            lambda: ".".join(
+                [
+                    sign(GOOD).split(".")[0],
+                    b64(json.dumps({**GOOD, "sub": "root"}).encode()),
+                    sign(GOOD).split(".")[2],
+                ]
+            ),
+            "signature does not verify",
+        ),
+    ],
+)
 def test_a_bad_token_is_refused(jwks_file: Path, token_fn: Any, reason: str) -> None:
-    v = validator(jwks_file, **{"sasl.oauthbearer.expected.audience": "kafka",
-                                "sasl.oauthbearer.expected.issuer": "https://idp.example"})
+    v = validator(
+        jwks_file,
+        **{
+            "sasl.oauthbearer.expected.audience": "kafka",
+            "sasl.oauthbearer.expected.issuer": "https://idp.example",
+        },
+    )
     with pytest.raises(TokenRejected, match=reason):
         v.validate(token_fn(), NOW * 1000)
 
@@ -120,22 +166,28 @@ def test_the_sasl_exchange_uses_the_signed_validator(jwks_file: Path) -> None:
     assert (s.complete, s.principal) == (True, "User:alice")
     refused = OAuthBearerServer(validator(jwks_file), clock=lambda: float(NOW))
     assert refused.evaluate(f"n,,\x01auth=Bearer {sign(GOOD, key=OTHER_KEY)}\x01\x01".encode()) == (
-        b'{"status":"invalid_token"}')
+        b'{"status":"invalid_token"}'
+    )
     assert not refused.complete
 
 
 def test_configuration_errors_stop_the_broker(jwks_file: Path, tmp_path: Path) -> None:
     base = {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{MODULE} required;",
         "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": HANDLER,
     }
-    sec = BrokerConfig({**base, "sasl.oauthbearer.jwks.endpoint.url": jwks_file.as_uri()}).listener_security
+    sec = BrokerConfig(
+        {**base, "sasl.oauthbearer.jwks.endpoint.url": jwks_file.as_uri()}
+    ).listener_security
     assert isinstance(sec["SASL_PLAINTEXT"].oauthbearer, SignedJwtValidator)
     with pytest.raises(ConfigError, match="only a file: URL"):
         BrokerConfig({**base, "sasl.oauthbearer.jwks.endpoint.url": "https://idp.example/jwks"})
     with pytest.raises(ConfigError, match="cannot read the JWKS file"):
-        BrokerConfig({**base, "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "missing.json").as_uri()})
+        BrokerConfig(
+            {**base, "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "missing.json").as_uri()}
+        )
     bad = tmp_path / "bad.json"
     bad.write_text('{"keys": []}')
     with pytest.raises(ConfigError, match="holds no signing key"):
@@ -160,27 +212,37 @@ def broker(jwks_file: Path) -> Iterator[BrokerProcess]:
 
 def client(broker: BrokerProcess, token: str, **extra: Any) -> dict[str, Any]:
     return {
-        "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER", "oauth_cb": lambda _config: (token, time.time() + 300), **extra,
+        "bootstrap.servers": broker.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": lambda _config: (token, time.time() + 300),
+        **extra,
     }
 
 
 @pytest.mark.interop
 def test_confluent_kafka_with_a_signed_jwt(broker: BrokerProcess) -> None:
     now = int(time.time())
-    token = sign({"sub": "carol", "exp": now + 300, "iat": now, "aud": "kafka"}, "ES256", "ec-1", EC_KEY)
+    token = sign(
+        {"sub": "carol", "exp": now + 300, "iat": now, "aud": "kafka"}, "ES256", "ec-1", EC_KEY
+    )
     topic = f"jwt-{uuid.uuid4().hex[:8]}"
     assert produce_then_consume(client(broker, token), topic) == [b"v0", b"v1", b"v2"]
     assert "principal=User:carol" in broker.read_log()
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("claims, key", [
-    ({"sub": "mallory", "aud": "kafka"}, OTHER_KEY),   # forged: not a key of the set
-    ({"sub": "mallory", "aud": "elsewhere"}, RSA_KEY),  # wrong audience
-    ({"sub": "mallory", "aud": "kafka", "expired": True}, RSA_KEY),
-])
-def test_a_forged_expired_or_misdirected_token_is_refused(broker: BrokerProcess, claims: dict[str, Any], key: Any) -> None:
+@pytest.mark.parametrize(
+    "claims, key",
+    [
+        ({"sub": "mallory", "aud": "kafka"}, OTHER_KEY),  # forged: not a key of the set
+        ({"sub": "mallory", "aud": "elsewhere"}, RSA_KEY),  # wrong audience
+        ({"sub": "mallory", "aud": "kafka", "expired": True}, RSA_KEY),
+    ],
+)
+def test_a_forged_expired_or_misdirected_token_is_refused(
+    broker: BrokerProcess, claims: dict[str, Any], key: Any
+) -> None:
     now = int(time.time())
     claims = dict(claims)
     exp = now - 3600 if claims.pop("expired", False) else now + 300

@@ -15,7 +15,7 @@ from gregor.security.principal import SslPrincipalMapper, dn_from_peercert
 from gregor.security.tls import server_context
 
 PLAIN_JAAS = (
-    'org.apache.kafka.common.security.plain.PlainLoginModule required '
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" user_alice="alice-secret";'
 )
 
@@ -30,17 +30,19 @@ def ssl_props(pki: Pki, **extra: str) -> dict[str, str]:
 
 
 def test_several_listeners_with_per_listener_settings(pki: Pki) -> None:
-    config = BrokerConfig({
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CLIENTS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CLIENTS:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "ssl.keystore.location": str(pki.server.combined),
-        "ssl.truststore.location": str(pki.ca.ca_path),
-        "ssl.client.auth": "required",
-        "listener.name.clients.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/",
-    })
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CLIENTS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CLIENTS:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "ssl.keystore.location": str(pki.server.combined),
+            "ssl.truststore.location": str(pki.ca.ca_path),
+            "ssl.client.auth": "required",
+            "listener.name.clients.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/",
+        }
+    )
     sec = config.listener_security
     assert sec["PLAINTEXT"].ssl_context is None and not sec["PLAINTEXT"].sasl
     ssl_ctx = sec["SSL"].ssl_context
@@ -52,21 +54,25 @@ def test_several_listeners_with_per_listener_settings(pki: Pki) -> None:
     assert clients.ssl_context is not None and clients.ssl_context.verify_mode == ssl.CERT_NONE
     assert clients.mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512") and clients.sasl
     assert sec["SASL_PLAINTEXT"].plain_users == {"alice": "alice-secret"}
-    assert config.listener_value("CLIENTS", "sasl.enabled.mechanisms") == "SCRAM-SHA-256,SCRAM-SHA-512"
+    assert (
+        config.listener_value("CLIENTS", "sasl.enabled.mechanisms") == "SCRAM-SHA-256,SCRAM-SHA-512"
+    )
     assert config.listener_value("SSL", "ssl.client.auth") == "required"
 
 
 def test_inline_pem_key_store_and_trust_store(pki: Pki) -> None:
-    config = BrokerConfig({
-        "listeners": "SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.certificate.chain": pki.server.cert_text,
-        "ssl.keystore.key": pki.server.key_text,
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.certificates": pki.ca.ca_path.read_text(),
-        "ssl.client.auth": "requested",
-        "ssl.enabled.protocols": "TLSv1.3",
-    })
+    config = BrokerConfig(
+        {
+            "listeners": "SSL://127.0.0.1:0",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": pki.server.cert_text,
+            "ssl.keystore.key": pki.server.key_text,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": pki.ca.ca_path.read_text(),
+            "ssl.client.auth": "requested",
+            "ssl.enabled.protocols": "TLSv1.3",
+        }
+    )
     ctx = config.listener_security["SSL"].ssl_context
     assert ctx is not None and ctx.verify_mode == ssl.CERT_OPTIONAL
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3
@@ -95,7 +101,9 @@ def test_an_encrypted_key_needs_ssl_key_password(pki: Pki) -> None:
         ({"ssl.principal.mapping.rules": "RULE:(/x/"}, "mapping.rules"),
     ],
 )
-def test_tls_settings_that_cannot_be_honoured_stop_the_broker(pki: Pki, extra: dict[str, str], says: str) -> None:
+def test_tls_settings_that_cannot_be_honoured_stop_the_broker(
+    pki: Pki, extra: dict[str, str], says: str
+) -> None:
     with pytest.raises(ConfigError, match=says) as e:
         BrokerConfig(ssl_props(pki, **extra))
     assert "never served as plain text" in str(e.value)
@@ -113,36 +121,46 @@ def test_a_keystore_that_is_not_pem_is_refused(pki: Pki, tmp_path: Path) -> None
     [
         ({}, "GSSAPI"),  # Kafka's default mechanism, which this broker lacks
         ({"sasl.enabled.mechanisms": "PLAIN,GSSAPI"}, "GSSAPI"),
-        ({"sasl.enabled.mechanisms": "PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+        (
+            {"sasl.enabled.mechanisms": "PLAIN"},
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
         (
             {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS},
             "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set",
         ),
         (
-            {"sasl.enabled.mechanisms": "PLAIN",
-             "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'Mod required user_a="s3cret"'},
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'Mod required user_a="s3cret"',
+            },
             "jaas.config",
         ),
         (
-            {"sasl.enabled.mechanisms": "PLAIN",
-             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                 'org.apache.kafka.common.security.scram.ScramLoginModule required;'},
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            },
             "is not org.apache.kafka.common.security.plain.PlainLoginModule",
         ),
     ],
 )
-def test_sasl_settings_that_cannot_be_honoured_stop_the_broker(props: dict[str, str], says: str) -> None:
+def test_sasl_settings_that_cannot_be_honoured_stop_the_broker(
+    props: dict[str, str], says: str
+) -> None:
     with pytest.raises(ConfigError, match=says) as e:
         BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", **props})
     assert "s3cret" not in str(e.value)  # a JAAS value (it may hold passwords) is never echoed
 
 
 def test_security_inter_broker_protocol_names_a_listener() -> None:
-    BrokerConfig({
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "security.inter.broker.protocol": "SASL_PLAINTEXT",
-    })
+    BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+        }
+    )
     with pytest.raises(ConfigError, match="security.inter.broker.protocol"):
         BrokerConfig({"security.inter.broker.protocol": "SSL"})
 
@@ -179,15 +197,19 @@ def test_the_principal_comes_from_the_verified_client_certificate(pki: Pki) -> N
     assert cert is not None
     dn = dn_from_peercert(cert["subject"])  # type: ignore[arg-type]
     assert dn == "CN=alice,OU=eng,O=Gregor"
-    assert SslPrincipalMapper("RULE:^CN=(.*?),OU=(.*?),.*$/$1-$2/U").principal_name(dn) == "ALICE-ENG"
+    assert (
+        SslPrincipalMapper("RULE:^CN=(.*?),OU=(.*?),.*$/$1-$2/U").principal_name(dn) == "ALICE-ENG"
+    )
 
 
 def test_security_settings_are_known_keys(pki: Pki) -> None:
-    config = BrokerConfig({
-        **ssl_props(pki),
-        "listener.name.ssl.ssl.client.auth": "none",
-        "listener.name.ssl.plain.sasl.jaas.config": PLAIN_JAAS,
-        "ssl.keystore.password": "unused-for-pem",
-        "no.such.key": "1",
-    })
+    config = BrokerConfig(
+        {
+            **ssl_props(pki),
+            "listener.name.ssl.ssl.client.auth": "none",
+            "listener.name.ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+            "ssl.keystore.password": "unused-for-pem",
+            "no.such.key": "1",
+        }
+    )
     assert config.unknown == ["no.such.key"]

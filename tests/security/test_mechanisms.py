@@ -16,7 +16,9 @@ from gregor.security.scram import ScramServer, make_credential
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
 RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
 RFC_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-RFC_SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+RFC_SERVER_FIRST = (
+    b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+)
 RFC_CLIENT_FINAL = (
     b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
@@ -27,7 +29,9 @@ FAILED = "Authentication failed during authentication due to invalid credentials
 
 def rfc_server(nonce: str = RFC_SERVER_NONCE) -> ScramServer:
     cred = make_credential("SCRAM-SHA-256", "pencil", 4096, RFC_SALT)
-    return ScramServer("SCRAM-SHA-256", lambda u: cred if u == "user" else None, nonce=lambda: nonce)
+    return ScramServer(
+        "SCRAM-SHA-256", lambda u: cred if u == "user" else None, nonce=lambda: nonce
+    )
 
 
 def test_scram_sha_256_follows_the_rfc_7677_example() -> None:
@@ -50,7 +54,10 @@ def test_a_stored_credential_holds_no_password() -> None:
         (b"n,,n=nobody,r=abc", None),  # unknown user
         (RFC_CLIENT_FIRST, RFC_CLIENT_FINAL.replace(b"p=dHzb", b"p=eHzb")),  # wrong proof
         (RFC_CLIENT_FIRST, RFC_CLIENT_FINAL.replace(b"c=biws", b"c=eSws")),  # channel binding
-        (RFC_CLIENT_FIRST, b"c=biws,r=rOprNGfwEbeRWgbNEkqO,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="),
+        (
+            RFC_CLIENT_FIRST,
+            b"c=biws,r=rOprNGfwEbeRWgbNEkqO,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+        ),
         (b"p=tls-unique,,n=user,r=abc", None),  # channel binding is not offered
         (b"\xff\xfe garbage", None),
         (b"", None),
@@ -104,22 +111,30 @@ def test_plain_checks_user_and_password() -> None:
 
 def test_jaas_config_in_kafkas_syntax() -> None:
     [entry] = parse_jaas_config(
-        'org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+        "org.apache.kafka.common.security.plain.PlainLoginModule required\n"
         '  username="admin" password="admin-secret" user_admin="admin-secret"\n'
         '  user_alice="a \\"quoted\\" one" user_bob=bare;'
     )
     assert entry.login_module.endswith("PlainLoginModule") and entry.flag == "required"
     assert entry.options == {
-        "username": "admin", "password": "admin-secret", "user_admin": "admin-secret",
-        "user_alice": 'a "quoted" one', "user_bob": "bare",
+        "username": "admin",
+        "password": "admin-secret",
+        "user_admin": "admin-secret",
+        "user_alice": 'a "quoted" one',
+        "user_bob": "bare",
     }
-    for bad in ["", "Module required user_a=1", "Module always;", 'Module required user_a;']:
+    for bad in ["", "Module required user_a=1", "Module always;", "Module required user_a;"]:
         with pytest.raises(JaasConfigError) as e:
             parse_jaas_config(bad)
         assert "user_a=1" not in str(e.value)
 
 
-SUBJECT = ((("countryName", "US"),), (("organizationName", "Gregor, Inc"),), (("organizationalUnitName", "eng"),), (("commonName", "alice"),))
+SUBJECT = (
+    (("countryName", "US"),),
+    (("organizationName", "Gregor, Inc"),),
+    (("organizationalUnitName", "eng"),),
+    (("commonName", "alice"),),
+)
 
 
 def test_dn_is_written_as_rfc_2253_most_specific_first() -> None:
@@ -147,7 +162,9 @@ def test_the_nonce_form_of_librdkafka_before_2_6_1_is_accepted() -> None:
     import hmac
 
     cred = make_credential("SCRAM-SHA-256", "pencil", 4096, RFC_SALT)
-    server = ScramServer("SCRAM-SHA-256", lambda u: cred if u == "user" else None, nonce=lambda: "SNONCE")
+    server = ScramServer(
+        "SCRAM-SHA-256", lambda u: cred if u == "user" else None, nonce=lambda: "SNONCE"
+    )
     first = server.evaluate(b"n,,n=user,r=CNONCE").decode()
     without_proof = "c=biws,r=CNONCECNONCESNONCE"
     auth = f"n=user,r=CNONCE,{first},{without_proof}".encode()

@@ -51,10 +51,16 @@ def test_a_valid_unsecured_token_logs_in_as_its_subject() -> None:
         ({"sub": "alice", "exp": NOW - 1}, None, {}, '{"status":"invalid_token"}'),
         ({"sub": "alice"}, None, {}, '{"status":"invalid_token"}'),
         ({"exp": NOW + 60}, None, {}, '{"status":"invalid_token"}'),
-        ({"sub": "alice", "exp": NOW + 60, "iat": NOW + 30}, None, {}, '{"status":"invalid_token"}'),
+        (
+            {"sub": "alice", "exp": NOW + 60, "iat": NOW + 30},
+            None,
+            {},
+            '{"status":"invalid_token"}',
+        ),
         ({"sub": "alice", "exp": NOW + 60}, {"alg": "HS256"}, {}, '{"status":"invalid_token"}'),
         (
-            {"sub": "alice", "exp": NOW + 60, "scope": "read"}, None,
+            {"sub": "alice", "exp": NOW + 60, "scope": "read"},
+            None,
             {"unsecuredValidatorRequiredScope": "read write"},
             '{"status":"insufficient_scope","scope":"read write"}',
         ),
@@ -71,7 +77,9 @@ def test_a_refused_token_is_answered_with_a_json_error_then_fails(
 
 
 def test_validator_options() -> None:
-    s = server(unsecuredValidatorPrincipalClaimName="user", unsecuredValidatorAllowableClockSkewMs="5000")
+    s = server(
+        unsecuredValidatorPrincipalClaimName="user", unsecuredValidatorAllowableClockSkewMs="5000"
+    )
     assert s.evaluate(first(jws({"user": "bob", "exp": NOW - 2}))) == b""  # within the skew
     assert s.principal == "User:bob"
     with pytest.raises(SaslAuthenticationError, match="authorization id"):
@@ -86,19 +94,27 @@ def test_oauthbearer_needs_its_login_module_and_no_other_validator() -> None:
     with pytest.raises(ConfigError, match="oauthbearer.sasl.jaas.config is not set"):
         BrokerConfig(base)
     jaas = {"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{MODULE} required;"}
-    assert BrokerConfig({**base, **jaas}).listener_security["SASL_PLAINTEXT"].oauthbearer == UnsecuredValidator()
+    assert (
+        BrokerConfig({**base, **jaas}).listener_security["SASL_PLAINTEXT"].oauthbearer
+        == UnsecuredValidator()
+    )
     with pytest.raises(ConfigError, match="com.example.Handler is not supported"):
-        BrokerConfig({
-            **base, **jaas,
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Handler",
-        })
+        BrokerConfig(
+            {
+                **base,
+                **jaas,
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Handler",
+            }
+        )
     # Kafka's signed-JWT validator needs its key set (tests/security/test_jwt.py has the rest).
     with pytest.raises(ConfigError, match="needs sasl.oauthbearer.jwks.endpoint.url"):
-        BrokerConfig({
-            **base, **jaas,
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-        })
+        BrokerConfig(
+            {
+                **base,
+                **jaas,
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            }
+        )
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +122,7 @@ def broker() -> Iterator[BrokerProcess]:
     config = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
-            f'{MODULE} required unsecuredValidatorRequiredScope="kafka";',
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f'{MODULE} required unsecuredValidatorRequiredScope="kafka";',
         "num.partitions": 1,
     }
     with BrokerProcess(config=config, log_level="DEBUG") as b:
@@ -117,17 +132,27 @@ def broker() -> Iterator[BrokerProcess]:
 
 def client(broker: BrokerProcess, oauth: str, **extra: Any) -> dict[str, Any]:
     return {
-        "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
-        "sasl.oauthbearer.config": oauth, **extra,
+        "bootstrap.servers": broker.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": oauth,
+        **extra,
     }
 
 
 @pytest.mark.interop
 def test_confluent_kafka_with_an_unsecured_jwt(broker: BrokerProcess) -> None:
     topic = f"oauth-{uuid.uuid4().hex[:8]}"
-    assert produce_then_consume(client(broker, "principal=alice scope=kafka"), topic) == [b"v0", b"v1", b"v2"]
-    assert "event=sasl.authenticated" in broker.read_log() and "principal=User:alice" in broker.read_log()
+    assert produce_then_consume(client(broker, "principal=alice scope=kafka"), topic) == [
+        b"v0",
+        b"v1",
+        b"v2",
+    ]
+    assert (
+        "event=sasl.authenticated" in broker.read_log()
+        and "principal=User:alice" in broker.read_log()
+    )
 
 
 @pytest.mark.interop
@@ -136,10 +161,16 @@ def test_a_token_without_the_required_scope_is_refused(broker: BrokerProcess) ->
     assert "insufficient_scope" in err.str()
 
 
-def test_a_listener_with_the_unsecured_validator_is_warned_about_at_start(broker: BrokerProcess) -> None:
+def test_a_listener_with_the_unsecured_validator_is_warned_about_at_start(
+    broker: BrokerProcess,
+) -> None:
     """Kafka's unsecured validator believes any unsigned token (one saying sub=admin makes its
     holder the super user admin): kept for parity, but the broker says so at start."""
-    lines = [line for line in broker.read_log().splitlines() if "event=sasl.oauthbearer_unsecured" in line]
+    lines = [
+        line
+        for line in broker.read_log().splitlines()
+        if "event=sasl.oauthbearer_unsecured" in line
+    ]
     assert len(lines) == 1, lines
     assert "level=WARNING" in lines[0] and "listener=SASL_PLAINTEXT" in lines[0]
     assert "oauthbearer.sasl.server.callback.handler.class" in lines[0]

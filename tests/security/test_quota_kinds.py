@@ -38,7 +38,9 @@ def broker() -> Iterator[BrokerProcess]:
         yield b
 
 
-def set_quota(b: BrokerProcess, entity: tuple[tuple[str, str | None], ...], **values: float | None) -> None:
+def set_quota(
+    b: BrokerProcess, entity: tuple[tuple[str, str | None], ...], **values: float | None
+) -> None:
     with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as a:
         a.alter_client_quotas({entity: values}, raise_on_error=True)
 
@@ -59,13 +61,22 @@ def _request_quota(broker: BrokerProcess) -> None:
         throttles: list[int] = []
         delivered: list[int] = []
         produced = 0
-        p = Producer({
-            "bootstrap.servers": broker.bootstrap_servers, "client.id": client_id, "acks": 1,
-            "linger.ms": 0, "max.in.flight": 1,  # one request per record: many small requests
-            "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
-        })
+        p = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "client.id": client_id,
+                "acks": 1,
+                "linger.ms": 0,
+                "max.in.flight": 1,  # one request per record: many small requests
+                "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
+            }
+        )
         for i in range(count):
-            p.produce(topic, b"%d" % i, on_delivery=lambda err, msg: err or delivered.append(int(msg.value())))
+            p.produce(
+                topic,
+                b"%d" % i,
+                on_delivery=lambda err, msg: err or delivered.append(int(msg.value())),
+            )
             produced += 1
             p.poll(0)
             if throttles:
@@ -80,7 +91,9 @@ def _request_quota(broker: BrokerProcess) -> None:
     assert idle_throttles == [] and produced == delivered == 300
 
 
-def _create_raw(b: BrokerProcess, version: int, client_id: str, name: str, partitions: int) -> tuple[int, int]:
+def _create_raw(
+    b: BrokerProcess, version: int, client_id: str, name: str, partitions: int
+) -> tuple[int, int]:
     """(error code, throttle_time_ms) of one CreateTopics at ``version`` from ``client_id``."""
     from gregor.client.admin import AIOAdminClient
     from gregor.client.sync import LoopThread
@@ -90,10 +103,17 @@ def _create_raw(b: BrokerProcess, version: int, client_id: str, name: str, parti
         try:
             conn = await admin._controller()
             req = CreateTopicsRequest(
-                topics=[CreateTopicsRequest.Topics(
-                    name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[],
-                )],
-                timeout_ms=30000, validate_only=False,
+                topics=[
+                    CreateTopicsRequest.Topics(
+                        name=name,
+                        num_partitions=partitions,
+                        replication_factor=1,
+                        assignments=[],
+                        configs=[],
+                    )
+                ],
+                timeout_ms=30000,
+                validate_only=False,
             )
             resp = await conn.send(req, version)
             return resp.topics[0].error_code, resp.throttle_time_ms
@@ -145,7 +165,9 @@ def test_controller_mutations_spend_a_token_bucket(broker: BrokerProcess) -> Non
 
 def _api_versions_answered(port: int, source: str = "127.0.0.1") -> bool:
     """Connect from ``source``, send ApiVersions v0: True if answered, False if closed."""
-    with socket.create_connection(("127.0.0.1", port), timeout=BUDGET_S, source_address=(source, 0)) as s:
+    with socket.create_connection(
+        ("127.0.0.1", port), timeout=BUDGET_S, source_address=(source, 0)
+    ) as s:
         body = struct.pack(">hhih", ApiVersionsRequest.API_KEY, 0, 7, 4) + b"test"
         s.sendall(struct.pack(">i", len(body)) + body)
         data = s.recv(4)

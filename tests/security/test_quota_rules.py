@@ -20,7 +20,10 @@ from gregor.security.quotas import (
 
 
 def test_entities_are_canonical_and_validated_with_kafkas_messages() -> None:
-    assert entity_of([("user", "alice"), ("client-id", None)]) == (("client-id", None), ("user", "alice"))
+    assert entity_of([("user", "alice"), ("client-id", None)]) == (
+        ("client-id", None),
+        ("user", "alice"),
+    )
     assert validate_entity(entity_of([("client-id", "app")])) is CLIENT_KEYS
     assert validate_entity(entity_of([("ip", "10.0.0.1")])) is IP_KEYS
     assert validate_entity(entity_of([("ip", None)])) is IP_KEYS
@@ -33,7 +36,10 @@ def test_entities_are_canonical_and_validated_with_kafkas_messages() -> None:
             entity_of(pairs)
     for pairs, message in [
         ([("group", "g")], "Unhandled client quota entity type: group"),
-        ([("ip", "10.0.0.1"), ("user", "a")], "IP entity should not be combined with User or ClientId"),
+        (
+            [("ip", "10.0.0.1"), ("user", "a")],
+            "IP entity should not be combined with User or ClientId",
+        ),
         ([("ip", "not-an-ip")], "not-an-ip is not a valid IP or resolvable host."),
     ]:
         with pytest.raises(QuotaError, match=message):
@@ -50,7 +56,12 @@ def test_values_must_be_known_positive_and_fit_their_type() -> None:
         (CLIENT_KEYS, "foobar", 1.0, "Invalid configuration key foobar"),
         (IP_KEYS, "producer_byte_rate", 1.0, "Invalid configuration key producer_byte_rate"),
         (CLIENT_KEYS, "producer_byte_rate", 0.0, "Quota producer_byte_rate must be greater than 0"),
-        (CLIENT_KEYS, "consumer_byte_rate", -2.0, "Quota consumer_byte_rate must be greater than 0"),
+        (
+            CLIENT_KEYS,
+            "consumer_byte_rate",
+            -2.0,
+            "Quota consumer_byte_rate must be greater than 0",
+        ),
         (CLIENT_KEYS, "producer_byte_rate", 10.5, "must be a whole number"),
         (CLIENT_KEYS, "producer_byte_rate", 2.0**64, "too large for a LONG"),
         (IP_KEYS, "connection_creation_rate", 5.5, "must be a whole number"),
@@ -79,11 +90,22 @@ def test_resolution_follows_kip_55_and_names_the_shared_metric() -> None:
         assert found is not None and found.limit == limit
         del q[entity]
     assert resolve(q, "alice", "app", "producer_byte_rate") is None
-    shared = resolve({(("user", "bob"),): {"consumer_byte_rate": 9.0}}, "bob", "any-client", "consumer_byte_rate")
-    assert shared is not None and shared.metric_key == (("user", "bob"),)  # every client of bob shares it
-    default = resolve({(("client-id", None),): {"consumer_byte_rate": 9.0}}, "bob", "c1", "consumer_byte_rate")
-    assert default is not None and default.metric_key == (("client-id", "c1"),)  # each client its own
-    assert resolve({(("user", "bob"),): {"consumer_byte_rate": 9.0}}, "bob", "c", "producer_byte_rate") is None
+    shared = resolve(
+        {(("user", "bob"),): {"consumer_byte_rate": 9.0}}, "bob", "any-client", "consumer_byte_rate"
+    )
+    assert shared is not None and shared.metric_key == (
+        ("user", "bob"),
+    )  # every client of bob shares it
+    default = resolve(
+        {(("client-id", None),): {"consumer_byte_rate": 9.0}}, "bob", "c1", "consumer_byte_rate"
+    )
+    assert default is not None and default.metric_key == (
+        ("client-id", "c1"),
+    )  # each client its own
+    assert (
+        resolve({(("user", "bob"),): {"consumer_byte_rate": 9.0}}, "bob", "c", "producer_byte_rate")
+        is None
+    )
 
 
 def test_describe_filter_components() -> None:

@@ -41,7 +41,9 @@ def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess(config=config, log_level="DEBUG") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap("PLAINTEXT")})
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
-        for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", info, b"carol-pw")]).values():
+        for f in admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("carol", info, b"carol-pw")]
+        ).values():
             assert f.result(timeout=30) is None
         yield b
         assert "event=request.failed" not in b.read_log()
@@ -73,7 +75,10 @@ def test_re_authentication_may_not_change_the_principal(broker: BrokerProcess) -
         assert handshake(raw, "PLAIN").error_code == 0
         resp = authenticate(raw, b"\0admin\0admin-secret")
         assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
-        assert resp.error_message == "Cannot change principals during re-authentication from User:alice: User:admin"
+        assert (
+            resp.error_message
+            == "Cannot change principals during re-authentication from User:alice: User:admin"
+        )
         assert raw.closed_by_broker()
     finally:
         raw.close()
@@ -98,16 +103,22 @@ def test_an_expired_session_is_closed_at_its_next_request(broker: BrokerProcess)
         assert handshake(raw, "SCRAM-SHA-256").error_code == 0
         first = bytes(authenticate(raw, b"n,,n=carol,r=clientnonce").auth_bytes).decode()
         attrs = dict(a.split("=", 1) for a in first.split(","))
-        salted = hashlib.pbkdf2_hmac("sha256", b"carol-pw", base64.b64decode(attrs["s"]), int(attrs["i"]))
+        salted = hashlib.pbkdf2_hmac(
+            "sha256", b"carol-pw", base64.b64decode(attrs["s"]), int(attrs["i"])
+        )
         client_key = hmac.new(salted, b"Client Key", "sha256").digest()
         without_proof = f"c=biws,r={attrs['r']}"
         auth = f"n=carol,r=clientnonce,{first},{without_proof}".encode()
         signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
-        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+        proof = base64.b64encode(
+            bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        ).decode()
         final = authenticate(raw, f"{without_proof},p={proof}".encode())
         assert final.error_code == 0 and final.session_lifetime_ms == SCRAM_LIFETIME_MS
         server_key = hmac.new(salted, b"Server Key", "sha256").digest()
-        assert bytes(final.auth_bytes) == b"v=" + base64.b64encode(hmac.new(server_key, auth, "sha256").digest())
+        assert bytes(final.auth_bytes) == b"v=" + base64.b64encode(
+            hmac.new(server_key, auth, "sha256").digest()
+        )
         answered = 0
         while True:  # served until the session ends, then closed without an answer
             try:
@@ -123,30 +134,45 @@ def test_an_expired_session_is_closed_at_its_next_request(broker: BrokerProcess)
 
 def test_librdkafka_re_authenticates_before_its_session_ends(broker: BrokerProcess) -> None:
     seen = broker.read_log().count("event=sasl.reauthenticated")
-    p = Producer({
-        "bootstrap.servers": broker.bootstrap("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "carol", "sasl.password": "carol-pw",
-    })
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "carol",
+            "sasl.password": "carol-pw",
+        }
+    )
     topic = f"reauth-{uuid.uuid4().hex[:8]}"
     delivered: list[int] = []
     sent = 0
     # Keep producing until the broker has seen this client log in again twice, then once more.
     while broker.read_log().count("event=sasl.reauthenticated") < seen + 2:
-        p.produce(topic, b"x", on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
+        p.produce(
+            topic,
+            b"x",
+            on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None,
+        )
         sent += 1
         p.flush(30)
-    p.produce(topic, b"last", on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
+    p.produce(
+        topic,
+        b"last",
+        on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None,
+    )
     sent += 1
     assert p.flush(30) == 0
     assert delivered == list(range(sent))
 
 
 def test_a_client_that_stalls_mid_login_is_closed_when_idle() -> None:
-    with BrokerProcess(config={
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "connections.max.idle.ms": 300,
-    }) as idle:
+    with BrokerProcess(
+        config={
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "connections.max.idle.ms": 300,
+        }
+    ) as idle:
         stalled = Raw(idle.bootstrap_servers)
         try:
             assert handshake(stalled, "SCRAM-SHA-256").error_code == 0

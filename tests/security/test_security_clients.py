@@ -73,12 +73,16 @@ def broker(pki: Pki) -> Iterator[BrokerProcess]:
     }
     with BrokerProcess(config=config, log_level="DEBUG") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap("PLAINTEXT")})
-        futures = admin.alter_user_scram_credentials([
-            UserScramCredentialUpsertion(
-                user, ScramCredentialInfo(getattr(ScramMechanism, mech.replace("-", "_")), 4096), pw.encode()
-            )
-            for user, (mech, pw) in SCRAM_USERS.items()
-        ])
+        futures = admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    user,
+                    ScramCredentialInfo(getattr(ScramMechanism, mech.replace("-", "_")), 4096),
+                    pw.encode(),
+                )
+                for user, (mech, pw) in SCRAM_USERS.items()
+            ]
+        )
         for f in futures.values():
             assert f.result(timeout=30) is None
         yield b
@@ -111,7 +115,9 @@ def confluent_round_trip(bootstrap: str, settings: dict[str, str], n: int = 5) -
     for i in range(n):
         p.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
     assert p.flush(60) == 0
-    c = Consumer({**base, "group.id": topic, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {**base, "group.id": topic, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
     c.subscribe([topic])
     got: list[tuple[bytes | None, bytes | None, int]] = []
     try:
@@ -136,8 +142,12 @@ def kafka_python_round_trip(bootstrap: str, settings: dict[str, Any], n: int = 5
     p.flush()
     p.close()
     c = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=topic,
-        enable_auto_commit=False, **settings,
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        group_id=topic,
+        enable_auto_commit=False,
+        **settings,
     )
     got: list[tuple[bytes, bytes, int]] = []
     try:
@@ -216,15 +226,21 @@ def test_ssl_without_a_client_certificate(broker: BrokerProcess, pki: Pki) -> No
 
 
 def test_ssl_with_a_client_certificate_maps_the_principal(broker: BrokerProcess, pki: Pki) -> None:
-    confluent_round_trip(broker.bootstrap("MTLS"), {"security.protocol": "SSL", **tls(pki, pki.alice)})
+    confluent_round_trip(
+        broker.bootstrap("MTLS"), {"security.protocol": "SSL", **tls(pki, pki.alice)}
+    )
     assert logged_principal(broker, "ssl.authenticated", "User:alice")
 
 
 def test_kafka_python_over_ssl(broker: BrokerProcess, pki: Pki) -> None:
     kafka_python_round_trip(
         broker.bootstrap("MTLS"),
-        {"security_protocol": "SSL", "ssl_cafile": str(pki.ca.ca_path),
-         "ssl_certfile": str(pki.alice.cert), "ssl_keyfile": str(pki.alice.key)},
+        {
+            "security_protocol": "SSL",
+            "ssl_cafile": str(pki.ca.ca_path),
+            "ssl_certfile": str(pki.alice.cert),
+            "ssl_keyfile": str(pki.alice.key),
+        },
     )
 
 
@@ -250,7 +266,9 @@ def _refused(bootstrap: str, ctx: ssl.SSLContext) -> bool:
     return False
 
 
-def test_required_client_auth_refuses_a_client_without_a_certificate(broker: BrokerProcess, pki: Pki) -> None:
+def test_required_client_auth_refuses_a_client_without_a_certificate(
+    broker: BrokerProcess, pki: Pki
+) -> None:
     assert _refused(broker.bootstrap("MTLS"), _tls_client(pki))
     assert not _refused(broker.bootstrap("MTLS"), _tls_client(pki, pki.alice))
 
@@ -258,10 +276,14 @@ def test_required_client_auth_refuses_a_client_without_a_certificate(broker: Bro
 def test_an_untrusted_client_certificate_is_refused(broker: BrokerProcess, pki: Pki) -> None:
     for listener in ("SSL", "MTLS"):
         assert _refused(broker.bootstrap(listener), _tls_client(pki, pki.stranger))
-    confluent_round_trip(broker.bootstrap("MTLS"), {"security.protocol": "SSL", **tls(pki, pki.alice)}, n=1)
+    confluent_round_trip(
+        broker.bootstrap("MTLS"), {"security.protocol": "SSL", **tls(pki, pki.alice)}, n=1
+    )
 
 
-def test_garbage_instead_of_a_tls_handshake_closes_that_connection_only(broker: BrokerProcess, pki: Pki) -> None:
+def test_garbage_instead_of_a_tls_handshake_closes_that_connection_only(
+    broker: BrokerProcess, pki: Pki
+) -> None:
     with socket.create_connection(("127.0.0.1", broker.listener_ports["SSL"]), timeout=30) as s:
         s.sendall(os.urandom(64) + b"\x00\x00\x00\x10garbage-garbage!")
         try:
@@ -282,7 +304,9 @@ def _log_line(broker: BrokerProcess, *parts: str) -> str:
         time.sleep(0.05)
 
 
-def test_refused_tls_handshakes_are_logged_with_the_peer_and_the_reason(broker: BrokerProcess, pki: Pki) -> None:
+def test_refused_tls_handshakes_are_logged_with_the_peer_and_the_reason(
+    broker: BrokerProcess, pki: Pki
+) -> None:
     with socket.create_connection(("127.0.0.1", broker.listener_ports["SSL"]), timeout=30) as s:
         plain_port = s.getsockname()[1]
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")  # plain text on a TLS port
@@ -313,24 +337,39 @@ def test_refused_tls_handshakes_are_logged_with_the_peer_and_the_reason(broker: 
 
 def test_sasl_plaintext_plain_with_confluent_and_kafka_python(broker: BrokerProcess) -> None:
     bootstrap = broker.bootstrap("SASL_PLAINTEXT")
-    confluent_round_trip(bootstrap, {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")})
+    confluent_round_trip(
+        bootstrap, {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}
+    )
     kafka_python_round_trip(
         bootstrap,
-        {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
-         "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"},
+        {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": "alice-secret",
+        },
     )
     assert logged_principal(broker, "sasl.authenticated", "User:alice")
 
 
 @pytest.mark.parametrize("user", sorted(SCRAM_USERS))
-def test_sasl_ssl_scram_with_confluent_and_kafka_python(broker: BrokerProcess, pki: Pki, user: str) -> None:
+def test_sasl_ssl_scram_with_confluent_and_kafka_python(
+    broker: BrokerProcess, pki: Pki, user: str
+) -> None:
     mechanism, password = SCRAM_USERS[user]
     bootstrap = broker.bootstrap("SASL_SSL")
-    confluent_round_trip(bootstrap, {"security.protocol": "SASL_SSL", **tls(pki), **sasl(mechanism, user, password)})
+    confluent_round_trip(
+        bootstrap, {"security.protocol": "SASL_SSL", **tls(pki), **sasl(mechanism, user, password)}
+    )
     kafka_python_round_trip(
         bootstrap,
-        {"security_protocol": "SASL_SSL", "ssl_cafile": str(pki.ca.ca_path), "sasl_mechanism": mechanism,
-         "sasl_plain_username": user, "sasl_plain_password": password},
+        {
+            "security_protocol": "SASL_SSL",
+            "ssl_cafile": str(pki.ca.ca_path),
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": user,
+            "sasl_plain_password": password,
+        },
     )
     assert logged_principal(broker, "sasl.authenticated", f"User:{user}")
 
@@ -338,26 +377,40 @@ def test_sasl_ssl_scram_with_confluent_and_kafka_python(broker: BrokerProcess, p
 def test_scram_over_sasl_plaintext(broker: BrokerProcess) -> None:
     confluent_round_trip(
         broker.bootstrap("SASL_PLAINTEXT"),
-        {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-256", "scram256", "pw-256")}, n=2,
+        {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-256", "scram256", "pw-256")},
+        n=2,
     )
 
 
-def test_describe_alter_and_delete_scram_credentials_with_confluent_admin(broker: BrokerProcess, pki: Pki) -> None:
+def test_describe_alter_and_delete_scram_credentials_with_confluent_admin(
+    broker: BrokerProcess, pki: Pki
+) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap("PLAINTEXT")})
     futures = admin.describe_user_scram_credentials(["scram256", "scram512"])
     described = {u: f.result(timeout=30) for u, f in futures.items()}
-    assert {u: [(i.mechanism, i.iterations) for i in d.scram_credential_infos] for u, d in described.items()} == {
+    assert {
+        u: [(i.mechanism, i.iterations) for i in d.scram_credential_infos]
+        for u, d in described.items()
+    } == {
         "scram256": [(ScramMechanism.SCRAM_SHA_256, 4096)],
         "scram512": [(ScramMechanism.SCRAM_SHA_512, 4096)],
     }
     with pytest.raises(Exception, match="does not exist"):
         admin.describe_user_scram_credentials(["nobody"])["nobody"].result(timeout=30)
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
-    upsert = admin.alter_user_scram_credentials([UserScramCredentialUpsertion("temp", info, b"temp-pw")])
+    upsert = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("temp", info, b"temp-pw")]
+    )
     assert upsert["temp"].result(timeout=30) is None
-    settings = {"security.protocol": "SASL_SSL", **tls(pki), **sasl("SCRAM-SHA-512", "temp", "temp-pw")}
+    settings = {
+        "security.protocol": "SASL_SSL",
+        **tls(pki),
+        **sasl("SCRAM-SHA-512", "temp", "temp-pw"),
+    }
     confluent_round_trip(broker.bootstrap("SASL_SSL"), settings, n=1)
-    delete = admin.alter_user_scram_credentials([UserScramCredentialDeletion("temp", ScramMechanism.SCRAM_SHA_512)])
+    delete = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("temp", ScramMechanism.SCRAM_SHA_512)]
+    )
     assert delete["temp"].result(timeout=30) is None
     err = authentication_error({"bootstrap.servers": broker.bootstrap("SASL_SSL"), **settings})
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in err.str()
@@ -368,21 +421,43 @@ def test_describe_alter_and_delete_scram_credentials_with_confluent_admin(broker
     [
         ("PLAIN", "alice", "wrong-password", "Invalid username or password"),
         ("PLAIN", "mallory", "alice-secret", "Invalid username or password"),
-        ("SCRAM-SHA-256", "scram256", "wrong-password", "invalid credentials with SASL mechanism SCRAM-SHA-256"),
-        ("SCRAM-SHA-512", "mallory", "pw-512", "invalid credentials with SASL mechanism SCRAM-SHA-512"),
+        (
+            "SCRAM-SHA-256",
+            "scram256",
+            "wrong-password",
+            "invalid credentials with SASL mechanism SCRAM-SHA-256",
+        ),
+        (
+            "SCRAM-SHA-512",
+            "mallory",
+            "pw-512",
+            "invalid credentials with SASL mechanism SCRAM-SHA-512",
+        ),
     ],
 )
 def test_wrong_password_and_unknown_user_are_refused(
     broker: BrokerProcess, pki: Pki, mechanism: str, user: str, password: str, says: str
 ) -> None:
     bootstrap = broker.bootstrap("SASL_SSL")
-    err = authentication_error({"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", **tls(pki),
-                                **sasl(mechanism, user, password)})
+    err = authentication_error(
+        {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            **tls(pki),
+            **sasl(mechanism, user, password),
+        }
+    )
     assert says in err.str()
-    confluent_round_trip(bootstrap, {"security.protocol": "SASL_SSL", **tls(pki), **sasl("PLAIN", "alice", "alice-secret")}, n=1)
+    confluent_round_trip(
+        bootstrap,
+        {"security.protocol": "SASL_SSL", **tls(pki), **sasl("PLAIN", "alice", "alice-secret")},
+        n=1,
+    )
 
 
-def test_sasl_authentication_failed_is_answered_then_the_connection_closes(broker: BrokerProcess) -> None:
+def test_sasl_authentication_failed_is_answered_then_the_connection_closes(
+    broker: BrokerProcess,
+) -> None:
     raw = Raw(broker.bootstrap("SASL_PLAINTEXT"))
     try:
         assert handshake(raw, "PLAIN").error_code == 0
@@ -394,8 +469,12 @@ def test_sasl_authentication_failed_is_answered_then_the_connection_closes(broke
         raw.close()
 
 
-@pytest.mark.parametrize("token", [b"", b"\xff" * 40, b"n,,n=scram256", b"n,,n=scram256,r=abc" + b"," * 1000])
-def test_a_malformed_scram_token_closes_that_connection_only(broker: BrokerProcess, token: bytes) -> None:
+@pytest.mark.parametrize(
+    "token", [b"", b"\xff" * 40, b"n,,n=scram256", b"n,,n=scram256,r=abc" + b"," * 1000]
+)
+def test_a_malformed_scram_token_closes_that_connection_only(
+    broker: BrokerProcess, token: bytes
+) -> None:
     raw = Raw(broker.bootstrap("SASL_PLAINTEXT"))
     try:
         assert handshake(raw, "SCRAM-SHA-256").error_code == 0
@@ -406,7 +485,8 @@ def test_a_malformed_scram_token_closes_that_connection_only(broker: BrokerProce
         raw.close()
     confluent_round_trip(
         broker.bootstrap("SASL_PLAINTEXT"),
-        {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-256", "scram256", "pw-256")}, n=1,
+        {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-256", "scram256", "pw-256")},
+        n=1,
     )
 
 
@@ -453,7 +533,11 @@ def test_every_sasl_handshake_and_authenticate_version(broker: BrokerProcess, ve
                 assert raw.frame() == b""
             else:
                 resp = authenticate(raw, b"\0alice\0alice-secret", auth_version)
-                assert (resp.error_code, resp.error_message, bytes(resp.auth_bytes)) == (0, None, b"")
+                assert (resp.error_code, resp.error_message, bytes(resp.auth_bytes)) == (
+                    0,
+                    None,
+                    b"",
+                )
             meta = raw.request(MetadataRequest(topics=None), 1)
             assert [b.port for b in meta.brokers] == [broker.listener_ports["SASL_PLAINTEXT"]]
             # Once logged in, more SASL requests are ILLEGAL_SASL_STATE.
@@ -482,13 +566,17 @@ def test_sasl_requests_on_a_plaintext_listener_are_illegal(broker: BrokerProcess
         raw.close()
 
 
-def test_metadata_advertises_the_listener_the_client_came_in_on(broker: BrokerProcess, pki: Pki) -> None:
+def test_metadata_advertises_the_listener_the_client_came_in_on(
+    broker: BrokerProcess, pki: Pki
+) -> None:
     for listener in ("PLAINTEXT", "SSL"):
         ctx = _tls_client(pki) if listener == "SSL" else None
         raw = Raw(broker.bootstrap(listener), ctx)
         try:
             meta = raw.request(MetadataRequest(topics=None), 1)
-            assert [(b.host, b.port) for b in meta.brokers] == [("127.0.0.1", broker.listener_ports[listener])]
+            assert [(b.host, b.port) for b in meta.brokers] == [
+                ("127.0.0.1", broker.listener_ports[listener])
+            ]
         finally:
             raw.close()
 
@@ -521,7 +609,9 @@ def test_aiokafka_over_sasl_ssl_scram_and_ssl(broker: BrokerProcess, pki: Pki) -
                 await p.send_and_wait(topic, b"v%d" % i)
         finally:
             await p.stop()
-        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", **settings)
+        c = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", **settings
+        )
         await c.start()
         got: list[bytes | None] = []
         try:
@@ -533,13 +623,24 @@ def test_aiokafka_over_sasl_ssl_scram_and_ssl(broker: BrokerProcess, pki: Pki) -
         assert got == [b"v0", b"v1", b"v2"]
 
     ctx = create_ssl_context(cafile=str(pki.ca.ca_path))
-    asyncio.run(round_trip(
-        broker.bootstrap("SASL_SSL"),
-        {"security_protocol": "SASL_SSL", "ssl_context": ctx, "sasl_mechanism": "SCRAM-SHA-256",
-         "sasl_plain_username": "scram256", "sasl_plain_password": "pw-256"},
-    ))
-    mtls = create_ssl_context(cafile=str(pki.ca.ca_path), certfile=str(pki.alice.cert), keyfile=str(pki.alice.key))
-    asyncio.run(round_trip(broker.bootstrap("MTLS"), {"security_protocol": "SSL", "ssl_context": mtls}))
+    asyncio.run(
+        round_trip(
+            broker.bootstrap("SASL_SSL"),
+            {
+                "security_protocol": "SASL_SSL",
+                "ssl_context": ctx,
+                "sasl_mechanism": "SCRAM-SHA-256",
+                "sasl_plain_username": "scram256",
+                "sasl_plain_password": "pw-256",
+            },
+        )
+    )
+    mtls = create_ssl_context(
+        cafile=str(pki.ca.ca_path), certfile=str(pki.alice.cert), keyfile=str(pki.alice.key)
+    )
+    asyncio.run(
+        round_trip(broker.bootstrap("MTLS"), {"security_protocol": "SSL", "ssl_context": mtls})
+    )
 
 
 def test_kcat_over_sasl_ssl_scram_sha_512(broker: BrokerProcess, pki: Pki) -> None:
@@ -551,12 +652,29 @@ def test_kcat_over_sasl_ssl_scram_sha_512(broker: BrokerProcess, pki: Pki) -> No
         pytest.skip("kcat is not installed")
     topic = f"sec-kcat-{uuid.uuid4().hex[:8]}"
     common = [
-        kcat, "-b", broker.bootstrap("SASL_SSL"), "-t", topic,
-        "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.ca.ca_path}",
-        "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=scram512", "-X", "sasl.password=pw-512",
+        kcat,
+        "-b",
+        broker.bootstrap("SASL_SSL"),
+        "-t",
+        topic,
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        f"ssl.ca.location={pki.ca.ca_path}",
+        "-X",
+        "sasl.mechanisms=SCRAM-SHA-512",
+        "-X",
+        "sasl.username=scram512",
+        "-X",
+        "sasl.password=pw-512",
     ]
     subprocess.run([*common, "-P"], input=b"one\ntwo\nthree\n", check=True, timeout=120)
-    out = subprocess.run([*common, "-C", "-o", "beginning", "-c", "3", "-e"], capture_output=True, check=True, timeout=120)
+    out = subprocess.run(
+        [*common, "-C", "-o", "beginning", "-c", "3", "-e"],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     assert out.stdout.split() == [b"one", b"two", b"three"]
     bad = [a.replace("pw-512", "wrong-password") for a in common]
     refused = subprocess.run([*bad, "-L"], capture_output=True, timeout=120)
@@ -576,7 +694,9 @@ BULK_LISTENERS = {
 
 
 @pytest.mark.parametrize("listener", sorted(BULK_LISTENERS))
-def test_gregor_bulk_reader_over_tls_and_sasl(broker: BrokerProcess, pki: Pki, listener: str) -> None:
+def test_gregor_bulk_reader_over_tls_and_sasl(
+    broker: BrokerProcess, pki: Pki, listener: str
+) -> None:
     """Megabyte fetches over each kind of listener: TLS hands the frame over record by record,
     SASL logs the blocking connection in first; the records come back exact."""
     from gregor.client.bulk import RangeReader, close_shared_clients, shared_client
@@ -588,7 +708,9 @@ def test_gregor_bulk_reader_over_tls_and_sasl(broker: BrokerProcess, pki: Pki, l
         settings |= tls(pki, pki.alice if name == "MTLS" else None)
     topic = f"sec-bulk-{listener}-{uuid.uuid4().hex[:6]}"
     values = [b"%06d" % i + bytes([i % 251]) * 1018 for i in range(3000)]
-    p = Producer({"bootstrap.servers": broker.bootstrap("PLAINTEXT"), "acks": "all", "linger.ms": 5})
+    p = Producer(
+        {"bootstrap.servers": broker.bootstrap("PLAINTEXT"), "acks": "all", "linger.ms": 5}
+    )
     for v in values:
         p.produce(topic, v, partition=0)
     assert p.flush(60) == 0
@@ -601,7 +723,9 @@ def test_gregor_bulk_reader_over_tls_and_sasl(broker: BrokerProcess, pki: Pki, l
         close_shared_clients()
 
 
-def test_gregor_blocking_connection_refuses_bad_credentials(broker: BrokerProcess, pki: Pki) -> None:
+def test_gregor_blocking_connection_refuses_bad_credentials(
+    broker: BrokerProcess, pki: Pki
+) -> None:
     from gregor.client.blocking import BlockingConnection
     from gregor.client.errors import KafkaConnectionError
     from gregor.client.security import connection_security
@@ -612,18 +736,30 @@ def test_gregor_blocking_connection_refuses_bad_credentials(broker: BrokerProces
         host, port = broker.bootstrap(listener).rsplit(":", 1)
         return BlockingConnection(host, int(port), ssl_context=context, sasl=login)
 
-    wrong = conn("SASL_SSL", {"security.protocol": "SASL_SSL", **tls(pki), **sasl("SCRAM-SHA-512", "scram512", "wrong-password")})
+    wrong = conn(
+        "SASL_SSL",
+        {
+            "security.protocol": "SASL_SSL",
+            **tls(pki),
+            **sasl("SCRAM-SHA-512", "scram512", "wrong-password"),
+        },
+    )
     with pytest.raises(SaslAuthenticationFailedError):
         wrong.connect()
     assert not wrong.connected
-    untrusted = conn("SSL", {"security.protocol": "SSL", "ssl.ca.location": str(pki.other_ca.ca_path)})
+    untrusted = conn(
+        "SSL", {"security.protocol": "SSL", "ssl.ca.location": str(pki.other_ca.ca_path)}
+    )
     with pytest.raises(KafkaConnectionError, match="certificate verify failed"):
         untrusted.connect()
     no_certificate = conn("MTLS", {"security.protocol": "SSL", **tls(pki)})
     with pytest.raises(KafkaConnectionError):
         no_certificate.connect()
     assert not no_certificate.connected
-    good = conn("SASL_PLAINTEXT", {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}).connect()
+    good = conn(
+        "SASL_PLAINTEXT",
+        {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")},
+    ).connect()
     try:
         assert good.connected and good.api_versions
     finally:

@@ -77,5 +77,3 @@ def broker(request: pytest.FixtureRequest) -> Broker:
 @pytest.fixture
 def topic() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
-
-

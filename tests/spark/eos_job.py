@@ -28,8 +28,12 @@ def _slow_upper(value):  # type: ignore[no-untyped-def]
 slow_upper = udf(_slow_upper, BinaryType())
 
 
-def main(bootstrap: str, source: str, output: str, checkpoint: str, master: str = "local[2,8]") -> None:
-    spark = local_session("exactly-once-sink-job", master=master, config={"spark.sql.shuffle.partitions": "2"})
+def main(
+    bootstrap: str, source: str, output: str, checkpoint: str, master: str = "local[2,8]"
+) -> None:
+    spark = local_session(
+        "exactly-once-sink-job", master=master, config={"spark.sql.shuffle.partitions": "2"}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     q = (
         spark.readStream.format("gregor")

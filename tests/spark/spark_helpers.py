@@ -40,8 +40,16 @@ class TansuProcess:
     def start(self) -> TansuProcess:
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [self.bin, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
+            [
+                self.bin,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -73,7 +81,11 @@ def create_topic(b: Broker, name: str, partitions: int) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             d = admin.describe_topics([name])[name]
-            if not isinstance(d, Exception) and len(d.partitions) == partitions and all(p.leader >= 0 for p in d.partitions):
+            if (
+                not isinstance(d, Exception)
+                and len(d.partitions) == partitions
+                and all(p.leader >= 0 for p in d.partitions)
+            ):
                 return
             time.sleep(0.1)
         raise AssertionError(f"topic {name} did not get {partitions} partitions with leaders")
@@ -83,7 +95,12 @@ BASE_TS = 1_700_000_000_000
 
 
 def produce(
-    b: Broker, name: str, counts: dict[int, int], *, first: dict[int, int] | None = None, headers: bool = False
+    b: Broker,
+    name: str,
+    counts: dict[int, int],
+    *,
+    first: dict[int, int] | None = None,
+    headers: bool = False,
 ) -> list[tuple[int, int, bytes, bytes, int]]:
     """Produce ``counts[p]`` records to each partition p, record i of p being
     key ``k{p}-{i}``, value ``v{p}-{i}``, timestamp BASE_TS + i * 1000; returns
@@ -116,4 +133,6 @@ def use_jvm_archive() -> None:
 
     options = java_options(Path(directory))
     if options:
-        os.environ["JDK_JAVA_OPTIONS"] = f"{os.environ.get('JDK_JAVA_OPTIONS', '')} {options}".strip()
+        os.environ["JDK_JAVA_OPTIONS"] = (
+            f"{os.environ.get('JDK_JAVA_OPTIONS', '')} {options}".strip()
+        )

@@ -27,7 +27,9 @@ slow_upper = udf(_slow_upper, StringType())
 
 
 def main(bootstrap: str, topic: str, output: str, checkpoint: str) -> None:
-    spark = local_session("exactly-once-job", master="local[2]", config={"spark.sql.shuffle.partitions": "2"})
+    spark = local_session(
+        "exactly-once-job", master="local[2]", config={"spark.sql.shuffle.partitions": "2"}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     q = (
         spark.readStream.format("gregor")

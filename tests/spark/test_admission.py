@@ -21,7 +21,9 @@ from gregor.spark.reader import KafkaStreamReader
 
 
 def reader(b: Broker, topic: str, **opts: str) -> KafkaStreamReader:
-    return KafkaStreamReader(parse_source(b.options(subscribe=topic, startingOffsets="earliest", **opts), streaming=True))
+    return KafkaStreamReader(
+        parse_source(b.options(subscribe=topic, startingOffsets="earliest", **opts), streaming=True)
+    )
 
 
 def sizes(start: dict, end: dict, topic: str) -> list[int]:
@@ -37,9 +39,17 @@ def test_max_offsets_per_trigger_shares_like_spark(gregor: Broker, topic: str) -
         start = r.initialOffset()
         limit = r.getDefaultReadLimit()
         first = r.latestOffset(start, limit)
-        assert sizes(start, first, topic) == [8, 1, 1]  # "1 from smallest, 1 from middle, 8 from biggest"
+        assert sizes(start, first, topic) == [
+            8,
+            1,
+            1,
+        ]  # "1 from smallest, 1 from middle, 8 from biggest"
         second = r.latestOffset(first, limit)
-        assert sizes(first, second, topic) == [9, 1, 0]  # "smallest now empty, 1 more from middle, 9 more from biggest"
+        assert sizes(first, second, topic) == [
+            9,
+            1,
+            0,
+        ]  # "smallest now empty, 1 more from middle, 9 more from biggest"
         # Trigger.Once: the engine passes ReadAllAvailable and the limit is ignored
         assert r.latestOffset(second, ReadAllAvailable()) == {topic: {"0": 101, "1": 11, "2": 1}}
         assert r.reportLatestOffset() == {topic: {"0": 101, "1": 11, "2": 1}}
@@ -83,7 +93,9 @@ def test_composite_read_limit(gregor: Broker, topic: str) -> None:
     # KafkaMicroBatchSourceSuite "compositeReadLimit": min 15, max 20, maxTriggerDelay 5s
     create_topic(gregor, topic, 3)
     produce(gregor, topic, {0: 21, 1: 11, 2: 1})
-    r = reader(gregor, topic, minOffsetsPerTrigger="15", maxOffsetsPerTrigger="20", maxTriggerDelay="1h")
+    r = reader(
+        gregor, topic, minOffsetsPerTrigger="15", maxOffsetsPerTrigger="20", maxTriggerDelay="1h"
+    )
     try:
         start = r.initialOffset()
         limit = r.getDefaultReadLimit()
@@ -116,7 +128,9 @@ def test_added_partition_must_start_at_zero(gregor: Broker, topic: str) -> None:
                 got: Any = r.partitions(start, end)
                 assert sorted((p.partition, p.start, p.end) for p in got) == [(0, 0, 2), (1, 2, 3)]
             else:
-                with pytest.raises(outcome, match="Added partition .*-1 starts from 2 instead of 0"):
+                with pytest.raises(
+                    outcome, match="Added partition .*-1 starts from 2 instead of 0"
+                ):
                     r.partitions(start, end)
         finally:
             r.stop()
@@ -127,8 +141,11 @@ def test_no_partition_left_records_no_empty_offset(gregor: Broker, topic: str) -
     # offset": every subscribed topic deleted (failOnDataLoss false) -> no new offset
     create_topic(gregor, f"{topic}-good", 2)
     produce(gregor, f"{topic}-good", {0: 1})
-    r = KafkaStreamReader(parse_source(gregor.options(subscribePattern=f"{topic}-.*", failOnDataLoss="false"),
-                                       streaming=True))
+    r = KafkaStreamReader(
+        parse_source(
+            gregor.options(subscribePattern=f"{topic}-.*", failOnDataLoss="false"), streaming=True
+        )
+    )
     try:
         start = r.initialOffset()
         assert start == {f"{topic}-good": {"0": 1, "1": 0}}

@@ -52,9 +52,14 @@ class StandaloneCluster:
         self.port, self.ui = _free_port(), _free_port()
         self.workers = workers
         self.procs: list[subprocess.Popen[bytes]] = []
-        self.env = dict(os.environ, SPARK_HOME=str(_spark_home()), SPARK_LOCAL_IP="127.0.0.1",
-                        PYSPARK_PYTHON=sys.executable, SPARK_WORKER_DIR=str(work / "workers"),
-                        SPARK_NO_DAEMONIZE="1")
+        self.env = dict(
+            os.environ,
+            SPARK_HOME=str(_spark_home()),
+            SPARK_LOCAL_IP="127.0.0.1",
+            PYSPARK_PYTHON=sys.executable,
+            SPARK_WORKER_DIR=str(work / "workers"),
+            SPARK_NO_DAEMONIZE="1",
+        )
 
     @property
     def url(self) -> str:
@@ -63,8 +68,15 @@ class StandaloneCluster:
     def _start(self, name: str, *args: str) -> None:
         log = open(self.work / f"{name}.log", "wb")
         cls = str(_spark_home() / "bin" / "spark-class")
-        self.procs.append(subprocess.Popen([cls, *args], stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                           start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [cls, *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+        )
 
     def _ui_url(self) -> str:
         """The master's web UI as its log says it bound it (Spark moves to the next port when
@@ -84,16 +96,39 @@ class StandaloneCluster:
             return 0
 
     def start(self) -> StandaloneCluster:
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.ui))
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui),
+        )
         for i in range(self.workers):
-            self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()), self.url)
+            self._start(
+                f"worker-{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(_free_port()),
+                self.url,
+            )
         deadline = time.monotonic() + 180
         while self.alive_workers() < self.workers:
             if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
-                raise RuntimeError("the standalone cluster did not come up: " + " ".join(
-                    (self.work / f).read_text()[-500:] for f in ("master.log", "worker-0.log")))
+                raise RuntimeError(
+                    "the standalone cluster did not come up: "
+                    + " ".join(
+                        (self.work / f).read_text()[-500:] for f in ("master.log", "worker-0.log")
+                    )
+                )
             time.sleep(0.5)
         return self
 
@@ -120,13 +155,35 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
 
 
 @pytest.mark.timeout(900)
-def test_reference_pipeline_on_a_standalone_cluster(cluster: StandaloneCluster, gregor: Broker, tmp_path: Path) -> None:
+def test_reference_pipeline_on_a_standalone_cluster(
+    cluster: StandaloneCluster, gregor: Broker, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     r = subprocess.run(
-        [sys.executable, "-m", "gregor.pipelines", "--master", cluster.url, "--bootstrap-servers",
-         gregor.bootstrap_servers, "--events", "20000", "--minutes", "3", "--input-topic", "cluster-in",
-         "--output-topic", "cluster-out", "--output-dir", str(out), "--rows", "0"],
-        capture_output=True, timeout=800, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
+        [
+            sys.executable,
+            "-m",
+            "gregor.pipelines",
+            "--master",
+            cluster.url,
+            "--bootstrap-servers",
+            gregor.bootstrap_servers,
+            "--events",
+            "20000",
+            "--minutes",
+            "3",
+            "--input-topic",
+            "cluster-in",
+            "--output-topic",
+            "cluster-out",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "0",
+        ],
+        capture_output=True,
+        timeout=800,
+        env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
     )
     text = r.stdout.decode()
     assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
@@ -145,7 +202,10 @@ def _executors(cluster: StandaloneCluster) -> list[int]:
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if os.readlink(d / "cwd").startswith(root) and b"java" in (d / "cmdline").read_bytes():
+                if (
+                    os.readlink(d / "cwd").startswith(root)
+                    and b"java" in (d / "cmdline").read_bytes()
+                ):
                     out.append(int(d.name))
             except OSError:
                 continue
@@ -153,8 +213,9 @@ def _executors(cluster: StandaloneCluster) -> list[int]:
 
 
 @pytest.mark.timeout(900)
-def test_exactly_once_sink_survives_a_killed_executor(cluster: StandaloneCluster, gregor: Broker, topic: str,
-                                                      tmp_path: Path) -> None:
+def test_exactly_once_sink_survives_a_killed_executor(
+    cluster: StandaloneCluster, gregor: Broker, topic: str, tmp_path: Path
+) -> None:
     # SIGKILL an executor JVM while a batch is in flight: Spark runs its tasks again elsewhere,
     # the retried tasks fence the killed ones' transactions, and read_committed consumers see
     # every record once (Spark's own Kafka sink would be at-least-once here)
@@ -167,8 +228,17 @@ def test_exactly_once_sink_survives_a_killed_executor(cluster: StandaloneCluster
     cp = tmp_path / "cp"
     job = Path(__file__).with_name("eos_job.py")
     proc = subprocess.Popen(
-        [sys.executable, str(job), gregor.bootstrap_servers, topic, f"{topic}-out", str(cp), cluster.url],
-        stdout=open(tmp_path / "job.log", "wb"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            str(job),
+            gregor.bootstrap_servers,
+            topic,
+            f"{topic}-out",
+            str(cp),
+            cluster.url,
+        ],
+        stdout=open(tmp_path / "job.log", "wb"),
+        stderr=subprocess.STDOUT,
         env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
     )
     killed = None

@@ -35,14 +35,33 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     home = Path(pyspark.__file__).parent
     work = tmp_path_factory.mktemp("connect")
     port = free_port()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               SPARK_LOG_DIR=str(work), SPARK_PID_DIR=str(work))
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LOG_DIR=str(work),
+        SPARK_PID_DIR=str(work),
+    )
     log = open(work / "server.log", "wb")
     server = subprocess.Popen(
-        ["bash", str(home / "sbin" / "start-connect-server.sh"), "--wait", "--master", "local[2]",
-         "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        [
+            "bash",
+            str(home / "sbin" / "start-connect-server.sh"),
+            "--wait",
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
     )
     try:
         while True:  # until the server listens (or dies); pytest-timeout bounds the wait
@@ -74,29 +93,49 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.mark.timeout(600)
-def test_read_write_and_stream_through_spark_connect(connect: Any, gregor: Broker, topic: str, tmp_path: Path) -> None:
+def test_read_write_and_stream_through_spark_connect(
+    connect: Any, gregor: Broker, topic: str, tmp_path: Path
+) -> None:
     spark = connect
     create_topic(gregor, topic, 2)
     create_topic(gregor, f"{topic}-out", 1)
     produced = produce(gregor, topic, {0: 3, 1: 2})
     bs = gregor.bootstrap_servers
-    df = spark.read.format("gregor").option("kafka.bootstrap.servers", bs).option("subscribe", topic).load()
+    df = (
+        spark.read.format("gregor")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .load()
+    )
     assert sorted((r.partition, r.offset, r.value) for r in df.collect()) == sorted(
         (p, i, v) for p, i, _k, v, _ts in produced
     )
     # the guide's write, no save mode: appended
-    df.select("value").write.format("gregor").option("kafka.bootstrap.servers", bs).option("topic", f"{topic}-out").save()
+    df.select("value").write.format("gregor").option("kafka.bootstrap.servers", bs).option(
+        "topic", f"{topic}-out"
+    ).save()
     q = (
-        spark.readStream.format("gregor").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-        .option("startingOffsets", "earliest").load().selectExpr("upper(cast(value AS string)) AS value")
-        .writeStream.format("gregor").option("kafka.bootstrap.servers", bs).option("topic", f"{topic}-out")
-        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        spark.readStream.format("gregor")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("upper(cast(value AS string)) AS value")
+        .writeStream.format("gregor")
+        .option("kafka.bootstrap.servers", bs)
+        .option("topic", f"{topic}-out")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(300)
     assert q.exception() is None
     out = (
-        spark.read.format("gregor").option("kafka.bootstrap.servers", bs).option("subscribe", f"{topic}-out")
-        .option("kafka.isolation.level", "read_committed").load()
+        spark.read.format("gregor")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", f"{topic}-out")
+        .option("kafka.isolation.level", "read_committed")
+        .load()
     )
     values = sorted(v for _p, _i, _k, v, _ts in produced)
     assert sorted(r.value for r in out.collect()) == sorted(values + [v.upper() for v in values])

@@ -21,14 +21,18 @@ def batch_ids(d: Path) -> set[int]:
     return {int(p.name) for p in d.glob("[0-9]*")} if d.exists() else set()
 
 
-def test_kill_driver_mid_batch_and_restart(spark: Any, gregor: Broker, topic: str, tmp_path: Path) -> None:
+def test_kill_driver_mid_batch_and_restart(
+    spark: Any, gregor: Broker, topic: str, tmp_path: Path
+) -> None:
     create_topic(gregor, topic, 2)
     produced = produce(gregor, topic, {0: 120, 1: 80})  # 200 offsets: 5 batches of 40
     out, cp = tmp_path / "out", tmp_path / "cp"
     args = [sys.executable, str(JOB), gregor.bootstrap_servers, topic, str(out), str(cp)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     log = open(tmp_path / "job.log", "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     killed_in = None
     try:
         deadline = time.monotonic() + 180
@@ -113,10 +117,19 @@ def _read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     import confluent_kafka
 
     c = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"v-{topic}", "isolation.level": "read_committed",
-         "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"v-{topic}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
     )
-    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(2)])
+    c.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(2)
+        ]
+    )
     out: list[bytes] = []
     try:
         idle = 0
@@ -152,7 +165,9 @@ def test_exactly_once_sink_survives_sigkill_of_driver_and_python_workers(
     for run in range(len(plan) + 1):
         kind = plan[run] if run < len(plan) else None
         log = open(tmp_path / f"job-{run}.log", "wb")
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         patience = rng.randrange(0, 20)
         killed = False
         try:
@@ -165,18 +180,28 @@ def test_exactly_once_sink_survives_sigkill_of_driver_and_python_workers(
                     if workers:
                         os.kill(rng.choice(workers), signal.SIGKILL)
                         worker_kills += 1
-                        log_lines.append(f"run {run}: killed a Python worker while batches {sorted(in_flight)} ran")
+                        log_lines.append(
+                            f"run {run}: killed a Python worker while batches {sorted(in_flight)} ran"
+                        )
                 if kind == "in-flight" and in_flight and done:
                     if patience == 0:
                         os.killpg(proc.pid, signal.SIGKILL)
                         killed = True
-                        log_lines.append(f"run {run}: killed the driver with batches {sorted(in_flight)} in flight")
+                        log_lines.append(
+                            f"run {run}: killed the driver with batches {sorted(in_flight)} in flight"
+                        )
                         break
                     patience -= 1
-                if kind == "decided" and in_flight and _decided_batch(gregor.bootstrap_servers, cp) in in_flight:
+                if (
+                    kind == "decided"
+                    and in_flight
+                    and _decided_batch(gregor.bootstrap_servers, cp) in in_flight
+                ):
                     os.killpg(proc.pid, signal.SIGKILL)
                     killed = True
-                    log_lines.append(f"run {run}: killed the driver after the sink decided batch {sorted(in_flight)}")
+                    log_lines.append(
+                        f"run {run}: killed the driver after the sink decided batch {sorted(in_flight)}"
+                    )
                     break
                 time.sleep(0.05)
         finally:

@@ -16,10 +16,10 @@ from gregor.spark.options import (
     kafka_settings,
     offsets_from_json,
     offsets_json,
-    parse_sink,
     parse_source,
 )
 from gregor.spark.planning import OffsetRange, rate_limit, split_ranges
+from gregor.spark.sink_options import parse_sink
 
 BS = {"kafka.bootstrap.servers": "h:1"}
 
@@ -72,7 +72,10 @@ def test_options_are_case_insensitive_and_typed() -> None:
     assert (o.max_offsets_per_trigger, o.min_partitions, o.max_records_per_partition) == (10, 4, 7)
     assert o.fail_on_data_loss is False and o.include_headers is True and o.isolation_level == 1
     assert o.check_crcs is False
-    assert o.notes[1] == "kafka options ['max.poll.records'] are not used by Gregor's source client and have no effect"
+    assert (
+        o.notes[1]
+        == "kafka options ['max.poll.records'] are not used by Gregor's source client and have no effect"
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,20 +106,43 @@ def test_bad_batch_options(opts: dict[str, str], msg: str) -> None:
 @pytest.mark.parametrize(
     "streaming,opts,msgs",
     [
-        (False, {"startingOffsets": "latest"}, ["starting offset can't be latest for batch queries on Kafka"]),
-        (False, {"startingOffsets": '{"t":{"0":-1}}'}, ["startingOffsets for t-0 can't be latest for batch queries on Kafka"]),
-        (False, {"endingOffsets": "earliest"}, ["ending offset can't be earliest for batch queries on Kafka"]),
-        (False, {"endingOffsets": '{"t":{"0":-2}}'}, ["ending offset for t-0 can't be earliest for batch queries on Kafka"]),
+        (
+            False,
+            {"startingOffsets": "latest"},
+            ["starting offset can't be latest for batch queries on Kafka"],
+        ),
+        (
+            False,
+            {"startingOffsets": '{"t":{"0":-1}}'},
+            ["startingOffsets for t-0 can't be latest for batch queries on Kafka"],
+        ),
+        (
+            False,
+            {"endingOffsets": "earliest"},
+            ["ending offset can't be earliest for batch queries on Kafka"],
+        ),
+        (
+            False,
+            {"endingOffsets": '{"t":{"0":-2}}'},
+            ["ending offset for t-0 can't be earliest for batch queries on Kafka"],
+        ),
         (True, {"endingOffsets": "latest"}, ["Ending offset not valid in streaming queries"]),
-        (True, {"endingOffsetsByTimestamp": '{"t": {"0": 1000}}'}, ["Ending timestamp not valid in streaming queries"]),
+        (
+            True,
+            {"endingOffsetsByTimestamp": '{"t": {"0": 1000}}'},
+            ["Ending timestamp not valid in streaming queries"],
+        ),
         (True, {"subscribe": None}, ["options must be specified", "subscribe", "subscribePattern"]),
         (True, {"subscribePattern": "t.*"}, ["only one", "options can be specified"]),
         (True, {"assign": '{"a":[0]}'}, ["only one", "options can be specified"]),
         (True, {"subscribe": None, "assign": ""}, ["no topicpartitions to assign"]),
         (True, {"subscribe": ""}, ["no topics to subscribe"]),
         (True, {"subscribe": None, "subscribePattern": ""}, ["pattern to subscribe is empty"]),
-        (True, {"minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "15"},
-         ["value of minOffsetPerTrigger(20) is higher than the maxOffsetsPerTrigger(15)"]),
+        (
+            True,
+            {"minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "15"},
+            ["value of minOffsetPerTrigger(20) is higher than the maxOffsetsPerTrigger(15)"],
+        ),
     ],
 )
 def test_sparks_bad_option_messages(streaming: bool, opts: dict, msgs: list[str]) -> None:
@@ -129,8 +155,14 @@ def test_sparks_bad_option_messages(streaming: bool, opts: dict, msgs: list[str]
 
 # KafkaMicroBatchSourceSuite "unsupported kafka configs"
 @pytest.mark.parametrize(
-    "key", ["kafka.auto.offset.reset", "kafka.enable.auto.commit", "kafka.interceptor.classes",
-            "kafka.key.deserializer", "kafka.value.deserializer"],
+    "key",
+    [
+        "kafka.auto.offset.reset",
+        "kafka.enable.auto.commit",
+        "kafka.interceptor.classes",
+        "kafka.key.deserializer",
+        "kafka.value.deserializer",
+    ],
 )
 def test_unsupported_kafka_configs(key: str) -> None:
     with pytest.raises(OptionError, match="not supported"):
@@ -139,7 +171,10 @@ def test_unsupported_kafka_configs(key: str) -> None:
 
 # KafkaMicroBatchSourceSuite "get offsets from case insensitive parameters"
 def test_offsets_from_case_insensitive_values() -> None:
-    o = parse_source({**BS, "subscribe": "t", "startingOffsets": "earLiEst", "endingOffsets": "laTest"}, streaming=False)
+    o = parse_source(
+        {**BS, "subscribe": "t", "startingOffsets": "earLiEst", "endingOffsets": "laTest"},
+        streaming=False,
+    )
     assert (o.starting, o.ending) == (OffsetSpec("earliest"), OffsetSpec("latest"))
 
 
@@ -148,41 +183,97 @@ def test_offsets_from_case_insensitive_values() -> None:
 @pytest.mark.parametrize("fail", ["true", "false"])
 def test_start_after_end_is_an_argument_error(fail: str) -> None:
     base = {**BS, "subscribe": "test", "failOnDataLoss": fail}
-    with pytest.raises(OptionError, match="The specified start offset and end offset should have the same topic-partitions"):
-        parse_source({**base, "startingOffsets": '{"test": {"0": 1, "1": 1, "2": 1}}',
-                      "endingOffsets": '{"test": {"0": 0, "1": 0}}'}, streaming=False)
-    with pytest.raises(OptionError, match="The specified start offset 1 is greater than the end offset 0 for"):
-        parse_source({**base, "startingOffsets": '{"test": {"0": 1, "1": 1, "2": 1}}',
-                      "endingOffsets": '{"test": {"0": 0, "1": 0, "2": 0}}'}, streaming=False)
+    with pytest.raises(
+        OptionError,
+        match="The specified start offset and end offset should have the same topic-partitions",
+    ):
+        parse_source(
+            {
+                **base,
+                "startingOffsets": '{"test": {"0": 1, "1": 1, "2": 1}}',
+                "endingOffsets": '{"test": {"0": 0, "1": 0}}',
+            },
+            streaming=False,
+        )
+    with pytest.raises(
+        OptionError, match="The specified start offset 1 is greater than the end offset 0 for"
+    ):
+        parse_source(
+            {
+                **base,
+                "startingOffsets": '{"test": {"0": 1, "1": 1, "2": 1}}',
+                "endingOffsets": '{"test": {"0": 0, "1": 0, "2": 0}}',
+            },
+            streaming=False,
+        )
     # -2 / -1 are not compared (Spark's checkStartOffsetNotGreaterThanEndOffset)
-    parse_source({**base, "startingOffsets": '{"test": {"0": 5}}', "endingOffsets": '{"test": {"0": -1}}'},
-                 streaming=False)
+    parse_source(
+        {**base, "startingOffsets": '{"test": {"0": 5}}', "endingOffsets": '{"test": {"0": -1}}'},
+        streaming=False,
+    )
 
 
 # KafkaSourceProvider.validateBatchOptions: rate options are ignored in batch queries with a
 # warning, not refused; no option is dropped without a word
 def test_batch_ignores_trigger_options_with_a_warning() -> None:
-    o = parse_source({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "2",
-                      "maxTriggerDelay": "5s"}, streaming=False)
+    o = parse_source(
+        {
+            **BS,
+            "subscribe": "t",
+            "maxOffsetsPerTrigger": "5",
+            "minOffsetsPerTrigger": "2",
+            "maxTriggerDelay": "5s",
+        },
+        streaming=False,
+    )
     assert o.notes == (
         "maxOffsetsPerTrigger option ignored in batch queries",
         "minOffsetsPerTrigger option ignored in batch queries",
         "maxTriggerDelay option ignored in batch queries",
     )
-    o = parse_source({**BS, "subscribe": "t", "groupIdPrefix": "g", "kafka.group.id": "g", "startingOffset": "x",
-                      "kafka.session.timeout.ms": "1"}, streaming=True)
+    o = parse_source(
+        {
+            **BS,
+            "subscribe": "t",
+            "groupIdPrefix": "g",
+            "kafka.group.id": "g",
+            "startingOffset": "x",
+            "kafka.session.timeout.ms": "1",
+        },
+        streaming=True,
+    )
     assert len(o.notes) == 4
-    assert "groupIdPrefix" in o.notes[2] and "kafka.group.id" in o.notes[0] and "session.timeout.ms" in o.notes[1]
+    assert (
+        "groupIdPrefix" in o.notes[2]
+        and "kafka.group.id" in o.notes[0]
+        and "session.timeout.ms" in o.notes[1]
+    )
     assert "startingoffset" in o.notes[3]
 
 
 def test_admission_and_consumer_options() -> None:
-    o = parse_source({**BS, "subscribe": "t", "minOffsetsPerTrigger": "15", "maxTriggerDelay": "5s",
-                      "maxOffsetsPerTrigger": "20", "kafkaConsumer.pollTimeoutMs": "5000",
-                      "fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "10"}, streaming=True)
-    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.max_offsets_per_trigger) == (15, 5000, 20)
+    o = parse_source(
+        {
+            **BS,
+            "subscribe": "t",
+            "minOffsetsPerTrigger": "15",
+            "maxTriggerDelay": "5s",
+            "maxOffsetsPerTrigger": "20",
+            "kafkaConsumer.pollTimeoutMs": "5000",
+            "fetchOffset.numRetries": "5",
+            "fetchOffset.retryIntervalMs": "10",
+        },
+        streaming=True,
+    )
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.max_offsets_per_trigger) == (
+        15,
+        5000,
+        20,
+    )
     assert (o.timeout, o.fetch_offset_retries, o.fetch_offset_retry_interval_s) == (5.0, 5, 0.01)
-    assert parse_source({**BS, "subscribe": "t"}, streaming=True).max_trigger_delay_ms == 15 * 60_000
+    assert (
+        parse_source({**BS, "subscribe": "t"}, streaming=True).max_trigger_delay_ms == 15 * 60_000
+    )
     with pytest.raises(OptionError, match="time like"):
         parse_source({**BS, "subscribe": "t", "maxTriggerDelay": "soon"}, streaming=True)
 
@@ -203,7 +294,9 @@ def test_offset_precedence_timestamp_over_by_timestamp_over_offsets() -> None:
     base = {**BS, "subscribe": "t", "startingOffsets": '{"t":{"0":5}}'}
     assert parse_source(base, streaming=False).starting == OffsetSpec("offsets", {TP("t", 0): 5})
     by_ts = {**base, "startingOffsetsByTimestamp": '{"t":{"0":1000}}'}
-    assert parse_source(by_ts, streaming=False).starting == OffsetSpec("timestamps", {TP("t", 0): 1000})
+    assert parse_source(by_ts, streaming=False).starting == OffsetSpec(
+        "timestamps", {TP("t", 0): 1000}
+    )
     ts = {**by_ts, "startingTimestamp": "2000"}
     assert parse_source(ts, streaming=False).starting == OffsetSpec("timestamp", 2000)
     end = {**BS, "subscribe": "t", "endingOffsets": '{"t":{"0":9}}', "endingTimestamp": "3000"}
@@ -217,8 +310,20 @@ def test_offsets_json_is_sparks_kafka_form() -> None:
 
 
 def test_sink_options() -> None:
-    s = parse_sink({**BS, "topic": "out", "kafka.acks": "1", "kafka.linger.ms": "5", "kafka.fetch.min.bytes": "1"})
-    assert s.topic == "out" and s.client == {"bootstrap.servers": "h:1", "acks": "1", "linger.ms": "5"}
+    s = parse_sink(
+        {
+            **BS,
+            "topic": "out",
+            "kafka.acks": "1",
+            "kafka.linger.ms": "5",
+            "kafka.fetch.min.bytes": "1",
+        }
+    )
+    assert s.topic == "out" and s.client == {
+        "bootstrap.servers": "h:1",
+        "acks": "1",
+        "linger.ms": "5",
+    }
 
 
 def test_split_ranges_min_partitions_by_size() -> None:
@@ -231,7 +336,10 @@ def test_split_ranges_min_partitions_by_size() -> None:
         OffsetRange("t", 0, 60, 90),
         OffsetRange("t", 1, 10, 40),
     ]
-    assert split_ranges(ranges, min_partitions=2) == [OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 10, 40)]
+    assert split_ranges(ranges, min_partitions=2) == [
+        OffsetRange("t", 0, 0, 90),
+        OffsetRange("t", 1, 10, 40),
+    ]
 
 
 def test_split_ranges_max_records_and_tiny_ranges() -> None:
@@ -257,7 +365,8 @@ def test_rate_limit_is_sparks_prorate() -> None:
     assert rate_limit(second, latest, 10) == {TP("t", 0): 17, TP("t", 1): 2, TP("t", 2): 1}
     # a 1-record partition beside a 1,000-record one is read in the first batch
     assert rate_limit({TP("t", 0): 0, TP("t", 1): 0}, {TP("t", 0): 1000, TP("t", 1): 1}, 10) == {
-        TP("t", 0): 9, TP("t", 1): 1,
+        TP("t", 0): 9,
+        TP("t", 1): 1,
     }
     # SPARK-26718: a limit of Long.MaxValue does not overflow
     assert rate_limit({TP("t", 0): 5}, {TP("t", 0): 10}, 2**63 - 1) == {TP("t", 0): 10}
@@ -269,8 +378,12 @@ def test_offsets_behind_latest_metrics() -> None:
 
     latest = {"a": {"0": 3}, "b": {"0": 6}}
     assert offsets_behind_latest({"endOffset": None, "latestOffset": latest}) == {}
-    assert offsets_behind_latest({"endOffset": '{"a": {"0": 1}, "b": {"0": 2}}', "latestOffset": latest}) == {
-        "minOffsetsBehindLatest": "2", "maxOffsetsBehindLatest": "4", "avgOffsetsBehindLatest": "3.0",
+    assert offsets_behind_latest(
+        {"endOffset": '{"a": {"0": 1}, "b": {"0": 2}}', "latestOffset": latest}
+    ) == {
+        "minOffsetsBehindLatest": "2",
+        "maxOffsetsBehindLatest": "4",
+        "avgOffsetsBehindLatest": "3.0",
     }
     assert offsets_behind_latest({"endOffset": {"a": {"0": 1}}, "latestOffset": None}) == {}
 
@@ -317,17 +430,29 @@ def test_reader_options_are_case_insensitive(case: Any) -> None:
 # "... rejects malformed json" (SPARK-58774)
 def test_offsets_json_with_topic_level_values() -> None:
     def starting(text: str) -> OffsetSpec:
-        return parse_source({**BS, "subscribe": "topicA", "startingOffsets": text}, streaming=True).starting
+        return parse_source(
+            {**BS, "subscribe": "topicA", "startingOffsets": text}, streaming=True
+        ).starting
 
     assert starting('{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}') == OffsetSpec(
-        "offsets", {TP("topicA", 0): 23, TP("topicA", 1): -1, TP("topicB", 0): -2})
+        "offsets", {TP("topicA", 0): 23, TP("topicA", 1): -1, TP("topicB", 0): -2}
+    )
     assert starting('{"topicA":"earliest","topicB":"latest"}') == OffsetSpec(
-        "offsets", {}, (("topicA", -2), ("topicB", -1)))
+        "offsets", {}, (("topicA", -2), ("topicB", -1))
+    )
     mixed = starting('{"topicA":"earliest","topicB":{"0":23,"1":-1},"topicC":"LATEST"}')
-    assert mixed == OffsetSpec("offsets", {TP("topicB", 0): 23, TP("topicB", 1): -1}, (("topicA", -2), ("topicC", -1)))
+    assert mixed == OffsetSpec(
+        "offsets", {TP("topicB", 0): 23, TP("topicB", 1): -1}, (("topicA", -2), ("topicC", -1))
+    )
     with pytest.raises(OptionError, match="topicA.*both a topic-level offset"):
         starting('{"topicA":"earliest","topicA":{"0":23}}')
-    for bad in ['{"topicA":"first"}', '{"topicA":[0,1]}', '{"topicA":{"0":"earliest"}}', '"earliest"', "not json"]:
+    for bad in [
+        '{"topicA":"first"}',
+        '{"topicA":[0,1]}',
+        '{"topicA":{"0":"earliest"}}',
+        '"earliest"',
+        "not json",
+    ]:
         with pytest.raises(OptionError) as e:
             starting(bad)
         assert bad in str(e.value)
@@ -348,14 +473,19 @@ def test_topic_level_offsets_expand_to_the_assigned_partitions() -> None:
 @pytest.mark.parametrize(
     "opts,msg",
     [
-        ({"startingOffsets": '{"t":"latest"}'}, "startingOffsets for topic t can't be latest for batch queries on Kafka"),
-        ({"endingOffsets": '{"t":"earliest"}'}, "ending offset for topic t can't be earliest for batch queries on Kafka"),
+        (
+            {"startingOffsets": '{"t":"latest"}'},
+            "startingOffsets for topic t can't be latest for batch queries on Kafka",
+        ),
+        (
+            {"endingOffsets": '{"t":"earliest"}'},
+            "ending offset for topic t can't be earliest for batch queries on Kafka",
+        ),
     ],
 )
 def test_topic_level_bad_batch_offsets(opts: dict[str, str], msg: str) -> None:
     with pytest.raises(OptionError, match=msg):
         parse_source({**BS, "subscribe": "t", **opts}, streaming=False)
-
 
 
 def test_topic_level_latest_starts_a_stream() -> None:

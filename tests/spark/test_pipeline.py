@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from spark_helpers import Broker
 
 from gregor.pipelines import clickstream as cs
+from gregor.testing import process_group
 
 
 def test_generator_is_deterministic_and_bounded() -> None:
@@ -20,7 +23,9 @@ def test_generator_is_deterministic_and_bounded() -> None:
     ts = [e["ts"] for e in a]
     assert min(ts) >= cs.START_MS and max(ts) < cs.START_MS + 5 * 60_000
     assert any(b < x for x, b in zip(ts, ts[1:], strict=False))  # out of order ...
-    assert all(x - b < 20_000 for x, b in zip(ts, ts[1:], strict=False))  # ... by less than the jitter
+    assert all(
+        x - b < 20_000 for x, b in zip(ts, ts[1:], strict=False)
+    )  # ... by less than the jitter
     marker = cs.end_marker(a)
     assert marker["ts"] == (max(ts) // 60_000 + 1) * 60_000 + 120_000
     exp = cs.expected_windows([*a, marker])
@@ -40,8 +45,15 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
         max_offsets_per_trigger=250,
     )
     cs.create_topics(config)
-    events = cs.generate_events(config.events, users=config.users, minutes=config.minutes, seed=config.seed)
-    assert cs.produce_events(config.bootstrap_servers, config.input_topic, [*events, cs.end_marker(events)]) == 601
+    events = cs.generate_events(
+        config.events, users=config.users, minutes=config.minutes, seed=config.seed
+    )
+    assert (
+        cs.produce_events(
+            config.bootstrap_servers, config.input_topic, [*events, cs.end_marker(events)]
+        )
+        == 601
+    )
     progress: list[dict] = []
     cs.run_job(spark, config, on_progress=progress.append)
     # 601 offsets in partitions of 178, 280 and 143 (the keyless end marker in partition 0),
@@ -56,7 +68,9 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
     got = {}
     for r in in_topic:
         start = cs.START_MS + (int(r["window_start"][14:16]) * 60_000)
-        assert r["window_start"][:14] == "2026-01-01T00:" and r["window_end"][:14] == "2026-01-01T00:"
+        assert (
+            r["window_start"][:14] == "2026-01-01T00:" and r["window_end"][:14] == "2026-01-01T00:"
+        )
         got[(start, r["page"])] = (r["views"], r["users"])
     assert len(in_topic) == len(expected)
     assert got == expected
@@ -65,9 +79,29 @@ def test_pipeline_end_to_end(spark: Any, gregor: Broker, tmp_path: Path) -> None
 def test_cli_against_an_external_broker(gregor: Broker, tmp_path: Path) -> None:
     out = tmp_path / "cli"
     r = subprocess.run(
-        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
-         "--master", "local[2]", "--events", "300", "--minutes", "3", "--input-topic", "cli-in",
-         "--output-topic", "cli-out", "--output-dir", str(out), "--rows", "all"],
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "pipeline",
+            "run",
+            "--bootstrap-servers",
+            gregor.bootstrap_servers,
+            "--master",
+            "local[2]",
+            "--events",
+            "300",
+            "--minutes",
+            "3",
+            "--input-topic",
+            "cli-in",
+            "--output-topic",
+            "cli-out",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "all",
+        ],
         capture_output=True,
         timeout=300,
     )
@@ -89,9 +123,25 @@ def test_main_job_embedded_broker(tmp_path: Path) -> None:
     # per batch, the exact check and the summary
     out = tmp_path / "main"
     r = subprocess.run(
-        [sys.executable, "-m", "gregor.pipelines", "--master", "local[2]", "--events", "30000", "--minutes", "4",
-         "--max-offsets-per-trigger", "10000", "--output-dir", str(out), "--rows", "0"],
-        capture_output=True, timeout=280,
+        [
+            sys.executable,
+            "-m",
+            "gregor.pipelines",
+            "--master",
+            "local[2]",
+            "--events",
+            "30000",
+            "--minutes",
+            "4",
+            "--max-offsets-per-trigger",
+            "10000",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "0",
+        ],
+        capture_output=True,
+        timeout=280,
     )
     text = r.stdout.decode()
     assert r.returncode == 0, text[-3000:] + r.stderr.decode()[-3000:]
@@ -105,6 +155,57 @@ def test_main_job_embedded_broker(tmp_path: Path) -> None:
     assert read[-1] == 30001 and read == sorted(read)  # every event and the end marker, in order
     assert all("events/s" in ln and "lag" in ln and "watermark" in ln for ln in lines)
     assert "[pipeline] summary: 30,000 events in" in text
+
+
+def test_ctrl_c_stops_the_main_job_and_everything_it_started(tmp_path: Path) -> None:
+    """``scripts/run.sh``'s job stopped as a terminal's Ctrl-C stops it (SIGINT to its whole
+    process group: the job, its broker, the generator and Spark's JVM, while batches run) ends
+    with click's one line ``Aborted!`` and exit status 1, as ``gregor`` commands do, and when it
+    has exited no process of its group is left, not even a zombie, but those Spark's JVM had
+    already left unreaped before the Ctrl-C (the JVM's children, not the job's: an init that
+    reaps orphans takes them); its broker stopped cleanly (issue 36)."""
+    out = tmp_path / "main"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gregor.pipelines",
+            "--master",
+            "local[1]",
+            "--events",
+            "3000000",
+            "--output-dir",
+            str(out),
+            "--rows",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        process_group=0,
+    )
+    pgid = proc.pid
+    assert proc.stdout is not None
+    seen = []
+    try:
+        for line in proc.stdout:  # until every part runs: the first batch is read
+            seen.append(line)
+            if line.startswith("[pipeline] batch"):
+                break
+        else:
+            raise AssertionError("the job ended early:\n" + "".join(seen[-40:]))
+        before = {pid for pid, state in process_group.members(pgid).items() if state == "Z"}
+        os.killpg(pgid, signal.SIGINT)
+        rest = proc.stdout.read()
+        assert proc.wait() == 1, rest[-3000:]  # pytest-timeout ends a job that hangs
+        left = process_group.members(pgid)
+        assert {pid: state for pid, state in left.items() if pid not in before} == {}
+    finally:
+        if proc.poll() is None:
+            os.killpg(pgid, signal.SIGKILL)
+            proc.wait()
+    assert rest.splitlines()[-1] == "Aborted!", rest[-3000:]
+    assert "event=broker.stopped" in (out / "broker" / "broker.log").read_text()
 
 
 def test_cli_is_the_main_job() -> None:
@@ -126,14 +227,37 @@ def test_cli_is_the_main_job() -> None:
 def test_cli_no_produce_reads_what_the_topic_holds(gregor: Broker, tmp_path: Path) -> None:
     # --no-produce: nothing generated, the job reads the input topic from its start; there is
     # no ground truth of this run, so the check is skipped and the table is what the topic held
-    config = cs.PipelineConfig(gregor.bootstrap_servers, input_topic="np-in", output_topic="np-out", partitions=2)
+    config = cs.PipelineConfig(
+        gregor.bootstrap_servers, input_topic="np-in", output_topic="np-out", partitions=2
+    )
     cs.create_topics(config)
     events = cs.generate_events(250, users=30, minutes=2, seed=3)
     assert cs.produce_events(gregor.bootstrap_servers, "np-in", events) == 250
     r = subprocess.run(
-        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", gregor.bootstrap_servers,
-         "--master", "local[2]", "--no-produce", "--minutes", "2", "--input-topic", "np-in",
-         "--output-topic", "np-out", "--output-dir", str(tmp_path / "np"), "--rows", "0", "--output", "json"],
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "pipeline",
+            "run",
+            "--bootstrap-servers",
+            gregor.bootstrap_servers,
+            "--master",
+            "local[2]",
+            "--no-produce",
+            "--minutes",
+            "2",
+            "--input-topic",
+            "np-in",
+            "--output-topic",
+            "np-out",
+            "--output-dir",
+            str(tmp_path / "np"),
+            "--rows",
+            "0",
+            "--output",
+            "json",
+        ],
         capture_output=True,
         timeout=300,
     )

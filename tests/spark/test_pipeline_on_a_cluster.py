@@ -44,7 +44,9 @@ def leader_of(cluster: ClusterProcess, topic: str, partition: int) -> int:
 
     while True:
         try:
-            md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic, timeout=10)
+            md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
+                topic, timeout=10
+            )
         except KafkaException:
             continue
         p = md.topics[topic].partitions.get(partition) if md.topics[topic].error is None else None
@@ -55,11 +57,34 @@ def leader_of(cluster: ClusterProcess, topic: str, partition: int) -> int:
 def test_pipeline_survives_a_leader_kill(cluster: ClusterProcess, tmp_path: Path) -> None:
     events, minutes = 20000, 3
     job = subprocess.Popen(
-        [sys.executable, "-m", "gregor", "pipeline", "run", "--bootstrap-servers", cluster.bootstrap_servers,
-         "--master", "local[2]", "--events", str(events), "--minutes", str(minutes),
-         "--max-offsets-per-trigger", "4000", "--input-topic", "views-ha", "--output-topic", "windows-ha",
-         "--output-dir", str(tmp_path / "out"), "--rows", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "pipeline",
+            "run",
+            "--bootstrap-servers",
+            cluster.bootstrap_servers,
+            "--master",
+            "local[2]",
+            "--events",
+            str(events),
+            "--minutes",
+            str(minutes),
+            "--max-offsets-per-trigger",
+            "4000",
+            "--input-topic",
+            "views-ha",
+            "--output-topic",
+            "windows-ha",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--rows",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert job.stdout is not None
     lines: list[str] = []
@@ -74,4 +99,7 @@ def test_pipeline_survives_a_leader_kill(cluster: ClusterProcess, tmp_path: Path
     expected = cs.expected_windows(cs.generate_columns(events, users=300, minutes=minutes, seed=7))
     assert killed > 0
     assert f"check: all {len(expected)} windows match" in text, text[-4000:]
-    assert cs.parquet_results(None, cs.PipelineConfig("", output_dir=str(tmp_path / "out"))) == expected
+    assert (
+        cs.parquet_results(None, cs.PipelineConfig("", output_dir=str(tmp_path / "out")))
+        == expected
+    )

@@ -40,12 +40,16 @@ def wait_for(cond: Any, timeout: float = 60.0, what: str = "condition") -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_available_now_with_max_offsets_per_trigger(spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:
+def test_available_now_with_max_offsets_per_trigger(
+    spark: Any, broker: Broker, topic: str, tmp_path: Path
+) -> None:
     create_topic(broker, topic, 2)
     produced = produce(broker, topic, {0: 30, 1: 10})
     name = f"m_{uuid.uuid4().hex[:8]}"
     q = (
-        stream(spark, broker, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="15")
+        stream(
+            spark, broker, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="15"
+        )
         .writeStream.format("memory")
         .queryName(name)
         .option("checkpointLocation", str(tmp_path / "cp"))
@@ -67,11 +71,21 @@ def test_available_now_with_max_offsets_per_trigger(spark: Any, broker: Broker, 
     # KafkaMicroBatchSourceSuite "test custom metrics - with rate limit": the progress carries
     # the latest offsets the source saw, from which Spark's offsets-behind-latest metrics follow
     behind = [offsets_behind_latest(p["sources"][0]) for p in q.recentProgress if p["numInputRows"]]
-    assert behind[0] == {"minOffsetsBehindLatest": "7", "maxOffsetsBehindLatest": "19", "avgOffsetsBehindLatest": "13.0"}
-    assert behind[-1] == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0", "avgOffsetsBehindLatest": "0.0"}
+    assert behind[0] == {
+        "minOffsetsBehindLatest": "7",
+        "maxOffsetsBehindLatest": "19",
+        "avgOffsetsBehindLatest": "13.0",
+    }
+    assert behind[-1] == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "0",
+        "avgOffsetsBehindLatest": "0.0",
+    }
 
 
-def test_restart_from_checkpoint_reads_only_new_records(spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:
+def test_restart_from_checkpoint_reads_only_new_records(
+    spark: Any, broker: Broker, topic: str, tmp_path: Path
+) -> None:
     create_topic(broker, topic, 2)
     first = produce(broker, topic, {0: 6, 1: 4})
     out, cp = tmp_path / "out", tmp_path / "cp"
@@ -115,7 +129,9 @@ def test_starting_latest_skips_existing_records(spark: Any, gregor: Broker, topi
         produce(gregor, topic, {0: 3}, first={0: 5})
         wait_for(lambda: spark.table(name).count() == 3, what="3 new records")
         assert sorted((r.offset, r.value) for r in spark.table(name).collect()) == [
-            (5, b"v0-5"), (6, b"v0-6"), (7, b"v0-7"),
+            (5, b"v0-5"),
+            (6, b"v0-6"),
+            (7, b"v0-7"),
         ]
     finally:
         q.stop()
@@ -139,16 +155,25 @@ def test_new_partitions_and_topics_are_picked_up(spark: Any, gregor: Broker, top
         produce(gregor, topic, {1: 2, 2: 1})
         create_topic(gregor, f"{topic}-more", 1)
         produce(gregor, f"{topic}-more", {0: 1})
-        wait_for(lambda: spark.table(name).count() == 6, what="records of the new partitions and topic")
+        wait_for(
+            lambda: spark.table(name).count() == 6, what="records of the new partitions and topic"
+        )
         got = sorted((r.topic, r.partition, r.offset) for r in spark.table(name).collect())
         assert got == [
-            (topic, 0, 0), (topic, 0, 1), (topic, 1, 0), (topic, 1, 1), (topic, 2, 0), (f"{topic}-more", 0, 0),
+            (topic, 0, 0),
+            (topic, 0, 1),
+            (topic, 1, 0),
+            (topic, 1, 1),
+            (topic, 2, 0),
+            (f"{topic}-more", 0, 0),
         ]
     finally:
         q.stop()
 
 
-def test_fail_on_data_loss_in_a_stream(spark: Any, gregor: Broker, topic: str, tmp_path: Path) -> None:
+def test_fail_on_data_loss_in_a_stream(
+    spark: Any, gregor: Broker, topic: str, tmp_path: Path
+) -> None:
     create_topic(gregor, topic, 1)
     produce(gregor, topic, {0: 5})
 
@@ -176,11 +201,15 @@ def test_fail_on_data_loss_in_a_stream(spark: Any, gregor: Broker, topic: str, t
     q = run(tmp_path / "cp-true", tmp_path / "out-true", "true")
     assert q.exception() is not None and "failOnDataLoss" in str(q.exception())
     assert run(tmp_path / "cp-false", tmp_path / "out-false", "false").exception() is None
-    got = sorted((r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out-false")).collect())
+    got = sorted(
+        (r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out-false")).collect()
+    )
     assert got == [(i, f"v0-{i}".encode()) for i in (0, 1, 2, 3, 4, 8, 9)]
 
 
-def test_topic_level_starting_offsets_in_a_stream(spark: Any, gregor: Broker, topic: str, tmp_path: Path) -> None:
+def test_topic_level_starting_offsets_in_a_stream(
+    spark: Any, gregor: Broker, topic: str, tmp_path: Path
+) -> None:
     # SPARK-58774: {"a": "latest", "b": "earliest"} starts every partition of a at its end and
     # every partition of b at its start, expanded against the partitions the query finds
     a, b = f"{topic}-a", f"{topic}-b"
@@ -190,7 +219,12 @@ def test_topic_level_starting_offsets_in_a_stream(spark: Any, gregor: Broker, to
     produced_b = produce(gregor, b, {0: 2, 1: 1})
     name = f"m_{uuid.uuid4().hex[:8]}"
     q = (
-        stream(spark, gregor, subscribe=f"{a},{b}", startingOffsets=f'{{"{a}": "latest", "{b}": "earliest"}}')
+        stream(
+            spark,
+            gregor,
+            subscribe=f"{a},{b}",
+            startingOffsets=f'{{"{a}": "latest", "{b}": "earliest"}}',
+        )
         .writeStream.format("memory")
         .queryName(name)
         .option("checkpointLocation", str(tmp_path / "cp"))

@@ -41,11 +41,16 @@ def test_a_worker_reads_without_importing_pandas(gregor: Broker, topic: str) -> 
     produce(gregor, topic, {0: 3}, first={0: 3}, headers=True)
     # Spark sets this variable in its Python workers (gregor.spark then skips Spark Connect)
     env = dict(os.environ, PYTHON_WORKER_FACTORY_SECRET="test")
-    r = subprocess.run([sys.executable, "-c", _READ, gregor.bootstrap_servers, topic], env=env,
-                       capture_output=True)
+    r = subprocess.run(
+        [sys.executable, "-c", _READ, gregor.bootstrap_servers, topic], env=env, capture_output=True
+    )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     got = json.loads(r.stdout.decode().strip().splitlines()[-1])
     expected = [[i, f"v0-{i}", topic, 0] for i in range(6)]
     # records produced without headers have null headers, as in Spark's Kafka source
-    assert got["rows"] == [expected, expected, [None] * 3 + [[["n", str(i)], ["empty", None]] for i in (3, 4, 5)]]
+    assert got["rows"] == [
+        expected,
+        expected,
+        [None] * 3 + [[["n", str(i)], ["empty", None]] for i in (3, 4, 5)],
+    ]
     assert (got["after_import"], got["after_read"]) == (False, False)

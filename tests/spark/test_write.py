@@ -16,7 +16,9 @@ from pyspark.sql.types import (
 )
 from spark_helpers import Broker, create_topic, produce
 
-HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+HEADERS = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
 
 
 def consume_all(b: Broker, topic: str, expected: int, partitions: int = 1) -> list[tuple]:
@@ -31,7 +33,12 @@ def consume_all(b: Broker, topic: str, expected: int, partitions: int = 1) -> li
             "enable.auto.commit": False,
         }
     )
-    c.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+    c.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(partitions)
+        ]
+    )
     out = []
     try:
         for _ in range(300):
@@ -74,7 +81,9 @@ def test_batch_write_every_column(spark: Any, broker: Broker, topic: str) -> Non
     ]
 
 
-def test_topic_option_overrides_column_and_round_trip(spark: Any, broker: Broker, topic: str) -> None:
+def test_topic_option_overrides_column_and_round_trip(
+    spark: Any, broker: Broker, topic: str
+) -> None:
     create_topic(broker, topic, 1)
     create_topic(broker, f"{topic}-copy", 1)
     produced = produce(broker, topic, {0: 20})
@@ -89,7 +98,9 @@ def test_topic_option_overrides_column_and_round_trip(spark: Any, broker: Broker
         "kafka.bootstrap.servers", broker.bootstrap_servers
     ).option("topic", f"{topic}-copy").mode("append").save()
     got = consume_all(broker, f"{topic}-copy", 20)
-    assert sorted((k, v) for _p, k, v, _h in got) == sorted((k, v) for _p, _i, k, v, _ts in produced)
+    assert sorted((k, v) for _p, k, v, _h in got) == sorted(
+        (k, v) for _p, _i, k, v, _ts in produced
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,7 +114,11 @@ def test_topic_option_overrides_column_and_round_trip(spark: Any, broker: Broker
 )
 def test_bad_columns_are_refused(spark: Any, gregor: Broker, ddl: str, message: str) -> None:
     df = spark.createDataFrame([], ddl)
-    w = df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", "x")
+    w = (
+        df.write.format("gregor")
+        .option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+        .option("topic", "x")
+    )
     with pytest.raises(Exception, match=message):
         w.mode("append").save()
 
@@ -111,16 +126,18 @@ def test_bad_columns_are_refused(spark: Any, gregor: Broker, ddl: str, message: 
 def test_missing_topic_is_refused(spark: Any, gregor: Broker) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match="topic option required"):
-        df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).mode("append").save()
+        df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).mode(
+            "append"
+        ).save()
 
 
 def test_a_failed_delivery_fails_the_job(spark: Any, gregor: Broker, topic: str) -> None:
     create_topic(gregor, topic, 1)
     df = spark.createDataFrame([("v", 5)], "value string, partition int")
     with pytest.raises(Exception, match="partition 5 out of range"):
-        df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option(
-            "topic", topic
-        ).mode("append").save()
+        df.write.format("gregor").option(
+            "kafka.bootstrap.servers", gregor.bootstrap_servers
+        ).option("topic", topic).mode("append").save()
 
 
 def test_streaming_write(spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:
@@ -155,11 +172,18 @@ def test_save_mode_defaults_to_append(spark: Any, gregor: Broker, topic: str) ->
     # KafkaSinkBatchSuiteV2 "batch - unsupported save modes": Ignore and Overwrite are refused
     create_topic(gregor, topic, 1)
     df = spark.createDataFrame([("a",), ("b",)], "value string")
-    df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", topic).save()
     df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option(
-        "topic", topic).mode("error").save()
+        "topic", topic
+    ).save()
+    df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option(
+        "topic", topic
+    ).mode("error").save()
     assert sorted(v for _p, _k, v, _h in consume_all(gregor, topic, 4)) == [b"a", b"a", b"b", b"b"]
-    w = df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", topic)
+    w = (
+        df.write.format("gregor")
+        .option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+        .option("topic", topic)
+    )
     with pytest.raises(Exception, match="Save mode Ignore not allowed for Kafka"):
         w.mode("ignore").save()
     with pytest.raises(Exception, match='cannot be written in the "Overwrite" mode'):
@@ -170,7 +194,9 @@ def test_null_topic_is_refused(spark: Any, gregor: Broker) -> None:
     # KafkaSinkBatchSuite "batch - null topic field value, and no topic option"
     df = spark.createDataFrame([(None, "1")], "topic string, value string")
     with pytest.raises(Exception, match="KAFKA_NULL_TOPIC_IN_DATA"):
-        df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).mode("append").save()
+        df.write.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers).mode(
+            "append"
+        ).save()
 
 
 def test_streaming_write_is_exactly_once_and_at_least_once_on_request(
@@ -185,18 +211,30 @@ def test_streaming_write_is_exactly_once_and_at_least_once_on_request(
         out = f"{topic}-{eos}"
         create_topic(gregor, out, 1)
         q = (
-            spark.readStream.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers)
-            .option("subscribe", topic).option("startingOffsets", "earliest").load()
-            .selectExpr("value").writeStream.format("gregor")
-            .option("kafka.bootstrap.servers", gregor.bootstrap_servers).option("topic", out)
-            .option("gregor.exactlyOnce", eos).option("checkpointLocation", str(tmp_path / eos))
-            .trigger(availableNow=True).start()
+            spark.readStream.format("gregor")
+            .option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("value")
+            .writeStream.format("gregor")
+            .option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+            .option("topic", out)
+            .option("gregor.exactlyOnce", eos)
+            .option("checkpointLocation", str(tmp_path / eos))
+            .trigger(availableNow=True)
+            .start()
         )
         q.awaitTermination(120)
         assert q.exception() is None
         committed = (
-            spark.read.format("gregor").option("kafka.bootstrap.servers", gregor.bootstrap_servers)
-            .option("subscribe", out).option("kafka.isolation.level", "read_committed").load()
+            spark.read.format("gregor")
+            .option("kafka.bootstrap.servers", gregor.bootstrap_servers)
+            .option("subscribe", out)
+            .option("kafka.isolation.level", "read_committed")
+            .load()
         )
-        assert sorted(r.value for r in committed.collect()) == sorted(v for _p, _i, _k, v, _ts in produced)
+        assert sorted(r.value for r in committed.collect()) == sorted(
+            v for _p, _i, _k, v, _ts in produced
+        )
         assert q.recentProgress[-1]["sink"]["numOutputRows"] in (7, -1)

@@ -67,7 +67,9 @@ def marker(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0, ts: i
     return build_control_batch(pid, epoch, commit, coordinator_epoch, timestamp=ts)
 
 
-def read_batches(log: Log, start: int | None = None, max_offset: int | None = None) -> list[RecordBatch]:
+def read_batches(
+    log: Log, start: int | None = None, max_offset: int | None = None
+) -> list[RecordBatch]:
     """Every batch from ``start`` by successive fetches (as a consumer would)."""
     offset = log.log_start_offset if start is None else start
     out: list[RecordBatch] = []

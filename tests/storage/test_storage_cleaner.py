@@ -173,7 +173,12 @@ def test_aborted_transactions_and_their_markers_are_removed(log_dir, clock):
     cleaner.clean(log, 0, force=True)
     # pass 1: aborted data gone; its marker stays (with its txn index entry) for this pass
     data = [(r.offset, r.key, r.value) for r in read_records(log)]
-    assert data == [(0, b"a", b"committed"), (3, b"b", b"txn"), (5, b"c", b"later"), (6, b"z", b"z")]
+    assert data == [
+        (0, b"a", b"committed"),
+        (3, b"b", b"txn"),
+        (5, b"c", b"later"),
+        (6, b"z", b"z"),
+    ]
     assert [b.base_offset for b in read_batches(log) if b.is_control] == [2, 4]
     assert [t.producer_id for t in log.collect_aborted_transactions(0, 6)] == [7]
     # pass 2: no data left for the abort marker: it gets a delete horizon, the entry goes
@@ -251,7 +256,9 @@ def _prepared(log_dir, clock):
 
 def _reopen(log, clock):
     log.close_handles()  # the process died here
-    return Log(log.dir, log.config, clock=clock, recovery_point=log.recovery_point, high_watermark=10**9)
+    return Log(
+        log.dir, log.config, clock=clock, recovery_point=log.recovery_point, high_watermark=10**9
+    )
 
 
 def test_crash_before_the_swap_rolls_back(log_dir, clock, caplog):

@@ -45,7 +45,9 @@ def test_end_offset_for(tmp_path):
     assert c.end_offset_for(5, leo) == (-1, -1)
     assert c.end_offset_for(-1, leo) == (-1, -1)
     assert LeaderEpochCache(None).end_offset_for(1, leo) == (-1, -1)
-    assert c.epoch_for_offset(9) == 1 and c.epoch_for_offset(10) == 3 and c.epoch_for_offset(99) == 4
+    assert (
+        c.epoch_for_offset(9) == 1 and c.epoch_for_offset(10) == 3 and c.epoch_for_offset(99) == 4
+    )
 
 
 def test_truncation(tmp_path):

@@ -19,9 +19,7 @@ from gregor.storage.errors import (
 )
 
 CLASSES = [
-    c
-    for _, c in inspect.getmembers(storage_errors, inspect.isclass)
-    if issubclass(c, StorageError)
+    c for _, c in inspect.getmembers(storage_errors, inspect.isclass) if issubclass(c, StorageError)
 ]
 
 

@@ -29,7 +29,11 @@ def run_child(log_dir: Path, pure_python: bool) -> dict:
     if pure_python:
         env["GREGOR_NO_EXTENSIONS"] = "1"
     out = subprocess.run(
-        [sys.executable, str(CHILD), str(log_dir)], env=env, check=True, capture_output=True, text=True
+        [sys.executable, str(CHILD), str(log_dir)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     result: dict = json.loads(out.stdout)
     return result
@@ -57,27 +61,41 @@ def test_compiled_and_reference_fast_paths_agree(tmp_path: Path) -> None:
     assert labels["too-old"][0] == labels["future"][0] == "InvalidTimestampError"
     # Issue 35: the records are checked on both paths, with Kafka's errors.
     assert labels["count-1-holds-3"] == [
-        "InvalidRecordError", "Incorrect declared batch size, records still remaining in file"]
+        "InvalidRecordError",
+        "Incorrect declared batch size, records still remaining in file",
+    ]
     assert labels["count-5-holds-3"] == [
-        "InvalidRecordError", "Incorrect declared batch size, premature EOF reached"]
+        "InvalidRecordError",
+        "Incorrect declared batch size, premature EOF reached",
+    ]
     assert labels["deltas-0-2-1"][0] == "InvalidRecordError"
     assert labels["record-too-old"][0] == "InvalidTimestampError"
     assert labels["max-ts-lies"][0][4] == NOW + 760  # the records' max timestamp, not the header's
-    assert labels["log-append-time-bit"][0][2] == -1 and labels["log-append-time-bit"][0][4] == NOW + 770
+    assert (
+        labels["log-append-time-bit"][0][2] == -1
+        and labels["log-append-time-bit"][0][4] == NOW + 770
+    )
     assert labels["gzip"][0][6] == 1 and labels["zstd"][0][6] == 2
     assert labels["lz4-count-1-holds-3"] == [
-        "InvalidRecordError", "Incorrect declared batch size, records still remaining in file"]
+        "InvalidRecordError",
+        "Incorrect declared batch size, records still remaining in file",
+    ]
     assert labels["zstd-junk"][0] == "CorruptRecordError"
     assert labels["after-errors"][0][0] == labels["late-0"][0][0] - 1
     assert labels["late-29"][0][0] == reference["state"]["log_end_offset"] - 1
     assert len(reference["state"]["segments"]) >= 3
     # Full indexes rolled segments; the time index skipped the timestamps that did not grow.
-    assert any(entries == 12 or t_entries == 7 for entries, _, t_entries, *_ in
-               reference["state"]["indexes"][:-1])
+    assert any(
+        entries == 12 or t_entries == 7
+        for entries, _, t_entries, *_ in reference["state"]["indexes"][:-1]
+    )
     # Each new leader epoch starts at the first offset appended in it; the producer state's
     # map end offset follows the log end offset.
     state = reference["state"]
-    firsts = [labels[f"plain-{('bytes', 'bytearray', 'memoryview')[i % 3]}-{i}"][0][0] for i in (0, 10, 20, 30)]
+    firsts = [
+        labels[f"plain-{('bytes', 'bytearray', 'memoryview')[i % 3]}-{i}"][0][0]
+        for i in (0, 10, 20, 30)
+    ]
     firsts += [labels["big-bytes"][0][0], labels["after-errors"][0][0]]
     assert state["epochs"] == [[epoch, first] for epoch, first in enumerate(firsts)]
     assert state["latest_epoch"] == 5
@@ -97,7 +115,7 @@ def test_compiled_crc_matches_the_crc32c_package(data: bytes, start: int) -> Non
     is one) against the crc32c package, at every length and alignment."""
     from gregor.storage import _append  # type: ignore[attr-defined]
 
-    view = memoryview(data)[min(start, len(data)):]
+    view = memoryview(data)[min(start, len(data)) :]
     assert _append.batch_crc(view) == crc32c(view)
 
 
@@ -109,7 +127,9 @@ def test_compiled_crc_at_block_boundaries() -> None:
 
     rnd = random.Random(11)
     blob = rnd.randbytes(3 * 512 * 4 + 64)
-    for n in sorted({k * m + d for k in (128, 384, 512, 1536) for m in range(5) for d in (-1, 0, 1, 8)}):
+    for n in sorted(
+        {k * m + d for k in (128, 384, 512, 1536) for m in range(5) for d in (-1, 0, 1, 8)}
+    ):
         if 0 <= n <= len(blob):
             assert _append.batch_crc(blob[:n]) == crc32c(blob[:n]), n
     assert _append.batch_crc(b"") == 0
@@ -123,7 +143,9 @@ def test_an_append_info_the_caller_keeps_does_not_change(tmp_path: Path) -> None
     from gregor.storage import Log, LogConfig
 
     now = 1_700_000_000_000
-    log = Log(str(tmp_path / "t-0"), LogConfig.from_props({}), clock=lambda: now, sync_metadata=False)
+    log = Log(
+        str(tmp_path / "t-0"), LogConfig.from_props({}), clock=lambda: now, sync_metadata=False
+    )
     try:
         kept = log.append(build_batch([(now, b"k", b"a"), (now, b"k", b"b")]))
         snapshot = tuple(kept)

@@ -8,12 +8,11 @@ import struct
 import pytest
 
 from gregor.storage.index import (
-    AbortedTxn,
     CorruptIndexError,
     OffsetIndex,
     TimeIndex,
-    TransactionIndex,
 )
+from gregor.storage.transaction_index import AbortedTxn, TransactionIndex
 
 
 def test_offset_index_layout_lookup_and_trim(tmp_path):

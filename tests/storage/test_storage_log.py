@@ -312,7 +312,9 @@ def test_delete_records(log_dir, clock):
 
 
 def test_truncate_to_and_fully(log_dir, clock):
-    log = open_log(log_dir, clock, segment_bytes=500, index_interval_bytes=100, file_delete_delay_ms=0)
+    log = open_log(
+        log_dir, clock, segment_bytes=500, index_interval_bytes=100, file_delete_delay_ms=0
+    )
     for i in range(12):
         log.append(kv(2, T0 + i, value=bytes(60)), leader_epoch=i // 4)
     assert log.leader_epoch_cache.entries == [(0, 0), (1, 8), (2, 16)]

@@ -27,8 +27,10 @@ def test_a_directory_is_locked_until_released(tmp_path: Path) -> None:
     for d in ("a", "b"):
         with pytest.raises(LogDirectoryError) as e:
             open_log_dirs([tmp_path / d], 1)  # another descriptor of this process: refused too
-        assert str(e.value) == (f"failed to acquire lock on file {LOCK_FILE} in {tmp_path / d}: a broker in another "
-                                "process or thread is using this directory")
+        assert str(e.value) == (
+            f"failed to acquire lock on file {LOCK_FILE} in {tmp_path / d}: a broker in another "
+            "process or thread is using this directory"
+        )
     # a failed claim holds nothing: the directory it did lock first is free again
     with pytest.raises(LogDirectoryError):
         open_log_dirs([tmp_path / "c", tmp_path / "a"], 1)
@@ -45,7 +47,11 @@ def test_meta_properties_in_kafkas_format_on_first_claim(tmp_path: Path) -> None
     for d in ("a", "b"):
         props = props_of(tmp_path / d / META_PROPERTIES)
         assert set(props) == {"version", "node.id", "cluster.id", "directory.id"}
-        assert (props["version"], props["node.id"], props["cluster.id"]) == ("1", "3", "k1uster-id-0000000000w")
+        assert (props["version"], props["node.id"], props["cluster.id"]) == (
+            "1",
+            "3",
+            "k1uster-id-0000000000w",
+        )
         assert len(props["directory.id"]) == 22  # a Uuid in Kafka's base64 form
         ids.add(props["directory.id"])
         assert read_meta_properties(tmp_path / d) == written[str(tmp_path / d)]
@@ -78,8 +84,10 @@ def test_another_clusters_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LogDirectoryError) as e:
         d.claim("cluster-two")
     d.release()
-    assert str(e.value) == (f"{tmp_path / 'a' / META_PROPERTIES} says cluster.id=cluster-one, but this broker's "
-                            "cluster is cluster-two: the directory belongs to another cluster")
+    assert str(e.value) == (
+        f"{tmp_path / 'a' / META_PROPERTIES} says cluster.id=cluster-one, but this broker's "
+        "cluster is cluster-two: the directory belongs to another cluster"
+    )
 
 
 def test_directories_from_before_meta_properties_get_it(tmp_path: Path) -> None:
@@ -89,7 +97,11 @@ def test_directories_from_before_meta_properties_get_it(tmp_path: Path) -> None:
     d = open_log_dirs([tmp_path / "a"], 5)
     d.claim(None)  # a store that keeps no cluster id (metadata.store=memory): none is written
     d.release()
-    assert props_of(tmp_path / "a" / META_PROPERTIES).keys() == {"version", "node.id", "directory.id"}
+    assert props_of(tmp_path / "a" / META_PROPERTIES).keys() == {
+        "version",
+        "node.id",
+        "directory.id",
+    }
     d = open_log_dirs([tmp_path / "a"], 5)
     d.claim("later-cluster")  # and one that does fills it in
     d.release()
@@ -99,7 +111,9 @@ def test_directories_from_before_meta_properties_get_it(tmp_path: Path) -> None:
 
 def test_a_kafka_v0_file_is_read_and_rewritten_as_v1(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
-    (tmp_path / "a" / META_PROPERTIES).write_text("#Tue Nov 24 10:00:00 UTC 2026\nversion=0\nbroker.id=4\n")
+    (tmp_path / "a" / META_PROPERTIES).write_text(
+        "#Tue Nov 24 10:00:00 UTC 2026\nversion=0\nbroker.id=4\n"
+    )
     assert read_meta_properties(tmp_path / "a") == MetaProperties(4, "", None, 0)
     d = open_log_dirs([tmp_path / "a"], 4)
     d.claim("c")

@@ -130,8 +130,12 @@ def test_run_periodic_retention_compaction_expiry(tmp_path, clock):
     m = manager(
         d,
         clock,
-        default_config={**FAR, "segment.bytes": "400", "retention.ms": "10000",
-                        "file.delete.delay.ms": "0"},  # fmt: skip
+        default_config={
+            **FAR,
+            "segment.bytes": "400",
+            "retention.ms": "10000",
+            "file.delete.delay.ms": "0",
+        },  # fmt: skip
         topic_configs={"c": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}},
         retention_check_interval_ms=1000,
         cleaner_backoff_ms=1000,

@@ -47,7 +47,9 @@ def test_a_retried_batch_gets_its_original_offsets(log_dir, clock):
     log.append(idempotent(2, pid=7, epoch=0, seq=3))
     again = log.append(idempotent(3, pid=7, epoch=0, seq=0))
     assert again.duplicate
-    assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (2, 4)
+    assert (
+        (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (2, 4)
+    )
     assert log.log_end_offset == 7
 
 

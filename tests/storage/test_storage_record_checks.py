@@ -28,11 +28,34 @@ def record(offset_delta: int, key: bytes | None, value: bytes, ts_delta: int = 0
     return encode_varint(len(body)) + body
 
 
-def raw(records: bytes, count: int, *, base_offset: int = 0, epoch: int = -1, ts: int = T0,
-        attributes: int = 0) -> bytes:
+def raw(
+    records: bytes,
+    count: int,
+    *,
+    base_offset: int = 0,
+    epoch: int = -1,
+    ts: int = T0,
+    attributes: int = 0,
+) -> bytes:
     out = bytearray(61) + records
-    struct.pack_into(">qiibIhiqqqhii", out, 0, base_offset, len(out) - 12, epoch, 2, 0, attributes,
-                     count - 1, ts, ts, -1, -1, -1, count)
+    struct.pack_into(
+        ">qiibIhiqqqhii",
+        out,
+        0,
+        base_offset,
+        len(out) - 12,
+        epoch,
+        2,
+        0,
+        attributes,
+        count - 1,
+        ts,
+        ts,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
     return bytes(out)
 
@@ -46,9 +69,13 @@ def open_log(path: str, **props: object) -> Log:
 
 def test_the_leader_refuses_what_the_records_contradict(log_dir: str) -> None:
     log = open_log(log_dir)
-    with pytest.raises(InvalidRecordError, match="^Incorrect declared batch size, records still remaining in file$"):
+    with pytest.raises(
+        InvalidRecordError, match="^Incorrect declared batch size, records still remaining in file$"
+    ):
         log.append(THREE_IN_ONE)
-    with pytest.raises(InvalidRecordError, match="^Incorrect declared batch size, premature EOF reached$"):
+    with pytest.raises(
+        InvalidRecordError, match="^Incorrect declared batch size, premature EOF reached$"
+    ):
         log.append(raw(record(0, b"k", b"v"), 1000))
     assert log.log_end_offset == 0
     assert log.append(kv(2)).first_offset == 0
@@ -63,8 +90,11 @@ def test_record_errors_name_each_record_at_fault(log_dir: str) -> None:
     assert e.value.message == "One or more records have been rejected due to invalid timestamp"
     assert e.value.record_errors == [
         (1, "Compacted topic cannot accept message without key in topic partition orders-0"),
-        (2, f"Timestamp {T0 - 5000} of message with offset 2 is out of range. The timestamp should be "
-            f"within [{T0 - 1000}, {T0 + (1 << 62)}]"),
+        (
+            2,
+            f"Timestamp {T0 - 5000} of message with offset 2 is out of range. The timestamp should be "
+            f"within [{T0 - 1000}, {T0 + (1 << 62)}]",
+        ),
     ]
 
 
@@ -86,7 +116,9 @@ def test_stored_batches_are_loaded_and_read_as_they_are(log_dir: str) -> None:
     # reads keep it, byte for byte, and the log goes on from where it was.
     log = open_log(log_dir)
     log.append(kv(2), leader_epoch=1)
-    old = raw(b"".join(record(i, b"k%d" % i, b"v%d" % i) for i in range(3)), 1, base_offset=2, epoch=1)
+    old = raw(
+        b"".join(record(i, b"k%d" % i, b"v%d" % i) for i in range(3)), 1, base_offset=2, epoch=1
+    )
     log.append_as_follower(old)
     with open(log.active_segment.log_path, "rb") as f:
         before = f.read()
@@ -116,7 +148,9 @@ def test_compressed_batches_are_checked_after_decompressing(log_dir: str, codec:
         log.append(raw(b"\x01\x02\x03" * 40, 1, attributes=codec))
     good = log.append(raw(payload, 3, attributes=codec))
     assert (good.first_offset, good.last_offset) == (0, 2)
-    assert [r.value for b in decode_batches(log.read(0, 1 << 20).read_bytes()) for r in b] == [b"v" * 100] * 3
+    assert [r.value for b in decode_batches(log.read(0, 1 << 20).read_bytes()) for r in b] == [
+        b"v" * 100
+    ] * 3
 
 
 def test_scanning_first_gives_the_same_answers(log_dir: str) -> None:
@@ -129,7 +163,10 @@ def test_scanning_first_gives_the_same_answers(log_dir: str) -> None:
     bomb = raw(compress(4, record(0, b"k", b"\0" * (MAX_DECOMPRESSED_SIZE + 1))), 1, attributes=4)
     scanned = scan_batches(bomb)
     assert scanned is not None and isinstance(scanned[0].error, RecordTooLargeError)
-    with pytest.raises(RecordTooLargeError, match=f"^The record batch decompresses to more than {MAX_DECOMPRESSED_SIZE} bytes$"):
+    with pytest.raises(
+        RecordTooLargeError,
+        match=f"^The record batch decompresses to more than {MAX_DECOMPRESSED_SIZE} bytes$",
+    ):
         log.append(bomb, scanned=scanned)
     with pytest.raises(InvalidRecordError, match="records still remaining"):
         log.append(THREE_IN_ONE, scanned=scan_batches(THREE_IN_ONE))

@@ -86,7 +86,9 @@ def test_torn_write_at_the_end_is_cut(log_dir, clock, caplog_storage):
     check_log(again)
 
 
-def test_corruption_in_an_unflushed_middle_segment_drops_what_follows(log_dir, clock, caplog_storage):
+def test_corruption_in_an_unflushed_middle_segment_drops_what_follows(
+    log_dir, clock, caplog_storage
+):
     log = fill(log_dir, clock)
     segs = log.segments
     assert len(segs) >= 3

@@ -79,7 +79,10 @@ def test_graceful_stop_of_1300_logs_keeps_every_offset(tmp_path, clock, caplog):
     assert offsets == {tp: (n, n, n) for tp, n in expected.items()}
     for tp, pid in producers.items():
         entry = again.logs[tp].producer_state.last_entry(pid)
-        assert entry is not None and (entry.last_seq, entry.last_data_offset) == (2, expected[tp] - 1)
+        assert entry is not None and (entry.last_seq, entry.last_data_offset) == (
+            2,
+            expected[tp] - 1,
+        )
     assert f"loaded {N_LOGS} log(s) from {d} (clean shutdown)" in caplog.text
     assert "recovering" not in caplog.text and "rebuilt producer state" not in caplog.text
     again.close()

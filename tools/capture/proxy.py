@@ -153,9 +153,7 @@ class RecordingProxy:
         return (self.listen_host, self.listen_port)
 
     async def start(self) -> RecordingProxy:
-        self._server = await asyncio.start_server(
-            self._accept, self.listen_host, self.listen_port
-        )
+        self._server = await asyncio.start_server(self._accept, self.listen_host, self.listen_port)
         self.listen_port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -313,7 +311,9 @@ async def _main(args: argparse.Namespace) -> None:
     proxy = RecordingProxy(upstream, recorder, listen_port=args.listen_port)
     await proxy.start()
     proxy.address_map[upstream] = proxy.address
-    print(f"proxy listening on {proxy.listen_host}:{proxy.listen_port} -> {args.upstream}", flush=True)
+    print(
+        f"proxy listening on {proxy.listen_host}:{proxy.listen_port} -> {args.upstream}", flush=True
+    )
     try:
         await asyncio.Event().wait()
     finally:
@@ -322,7 +322,9 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--upstream", required=True, help="broker host:port")
     p.add_argument("--listen-port", type=int, default=0)
     p.add_argument("out", help="directory for the recorded frames")

@@ -91,8 +91,16 @@ class Tansu:
     def __enter__(self) -> Tansu:
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [self.bin, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
+            [
+                self.bin,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -235,18 +243,37 @@ def run_confluent(bootstrap: str, topic: str, group: str, idempotent: bool) -> N
             errors.append(err)
 
     for codec in CODECS:
-        p = Producer({**common, "compression.type": codec, "linger.ms": 5, "acks": "all",
-                      "enable.idempotence": idempotent})
+        p = Producer(
+            {
+                **common,
+                "compression.type": codec,
+                "linger.ms": 5,
+                "acks": "all",
+                "enable.idempotence": idempotent,
+            }
+        )
         for i in range(RECORDS_PER_CODEC):
-            p.produce(topic, record_value("confluent-kafka", codec, i), key=f"k{i}".encode(),
-                      headers=[("h", f"{i}".encode())], partition=0,
-                      on_delivery=delivered)
+            p.produce(
+                topic,
+                record_value("confluent-kafka", codec, i),
+                key=f"k{i}".encode(),
+                headers=[("h", f"{i}".encode())],
+                partition=0,
+                on_delivery=delivered,
+            )
         if p.flush(20) != 0 or errors:
             raise RuntimeError(f"confluent produce ({codec}): {errors or 'flush timed out'}")
 
-    c = Consumer({**common, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "session.timeout.ms": 6000,
-                  "heartbeat.interval.ms": 300})
+    c = Consumer(
+        {
+            **common,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+        }
+    )
     c.subscribe([topic])
     got = 0
     deadline = time.monotonic() + SCENARIO_TIMEOUT
@@ -277,20 +304,36 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, idempotent: bool) -
     admin.close()
 
     for codec in CODECS:
-        p = KafkaProducer(**common, acks="all", linger_ms=5, enable_idempotence=idempotent,
-                          compression_type=None if codec == "none" else codec)
+        p = KafkaProducer(
+            **common,
+            acks="all",
+            linger_ms=5,
+            enable_idempotence=idempotent,
+            compression_type=None if codec == "none" else codec,
+        )
         futures = [
-            p.send(topic, record_value("kafka-python", codec, i), key=f"k{i}".encode(),
-                   headers=[("h", f"{i}".encode())], partition=0)
+            p.send(
+                topic,
+                record_value("kafka-python", codec, i),
+                key=f"k{i}".encode(),
+                headers=[("h", f"{i}".encode())],
+                partition=0,
+            )
             for i in range(RECORDS_PER_CODEC)
         ]
         for f in futures:
             f.get(timeout=20)  # raises if the record was not acknowledged
         p.close()
 
-    c = KafkaConsumer(topic, **common, group_id=group, auto_offset_reset="earliest",
-                      enable_auto_commit=False, session_timeout_ms=6000,
-                      heartbeat_interval_ms=300)
+    c = KafkaConsumer(
+        topic,
+        **common,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=300,
+    )
     got = 0
     deadline = time.monotonic() + SCENARIO_TIMEOUT
     while got < len(CODECS) * RECORDS_PER_CODEC:
@@ -325,20 +368,35 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, idempotent: bool) -> No
         for codec in CODECS:
             # aiokafka's default (not idempotent): Tansu answers aiokafka's InitProducerId
             # with UNKNOWN_SERVER_ERROR, and Gregor has no InitProducerId.
-            p = AIOKafkaProducer(**common, acks="all", linger_ms=5,
-                                 compression_type=None if codec == "none" else codec)
+            p = AIOKafkaProducer(
+                **common,
+                acks="all",
+                linger_ms=5,
+                compression_type=None if codec == "none" else codec,
+            )
             await p.start()
             futures = [
-                await p.send(topic, record_value("aiokafka", codec, i), key=f"k{i}".encode(),
-                             headers=[("h", f"{i}".encode())], partition=0)
+                await p.send(
+                    topic,
+                    record_value("aiokafka", codec, i),
+                    key=f"k{i}".encode(),
+                    headers=[("h", f"{i}".encode())],
+                    partition=0,
+                )
                 for i in range(RECORDS_PER_CODEC)
             ]
             await asyncio.gather(*futures)
             await p.stop()
 
-        c = AIOKafkaConsumer(topic, **common, group_id=group, auto_offset_reset="earliest",
-                             enable_auto_commit=False, session_timeout_ms=6000,
-                             heartbeat_interval_ms=300)
+        c = AIOKafkaConsumer(
+            topic,
+            **common,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+        )
         await c.start()
         got = 0
         loop = asyncio.get_running_loop()
@@ -611,7 +669,15 @@ def record(out: Path, clients: list[str]) -> None:
                     if proxy.proxy.errors:
                         print("  proxy: " + "\n  proxy: ".join(proxy.proxy.errors), file=sys.stderr)
                 exchanges = list(proxy.exchanges)
-                seen = sorted({(API_KEYS[e.api_key].name if e.api_key in API_KEYS else str(e.api_key), e.api_version) for e in exchanges})
+                seen = sorted(
+                    {
+                        (
+                            API_KEYS[e.api_key].name if e.api_key in API_KEYS else str(e.api_key),
+                            e.api_version,
+                        )
+                        for e in exchanges
+                    }
+                )
                 print(f"  {len(exchanges)} exchanges: {seen}", file=sys.stderr)
                 all_candidates += candidates(client, broker.name, rank, exchanges)
     chosen = select(all_candidates)
@@ -621,7 +687,9 @@ def record(out: Path, clients: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("out", type=Path)
     p.add_argument("--client", action="append", choices=sorted(CLIENTS), help="default: all")
     args = p.parse_args(argv)

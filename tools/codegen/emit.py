@@ -37,7 +37,10 @@ def emit_module(api: Api) -> str:
             tables.append(f"{msg.class_name}.{attr} = {{{entries}}}")
 
     uses_uuid = any(
-        f.type == "uuid" for m in (api.request, api.response) for sd in m.root.walk() for f in sd.fields
+        f.type == "uuid"
+        for m in (api.request, api.response)
+        for sd in m.root.walk()
+        for f in sd.fields
     )
     out = [HEADER.rstrip("\n")]
     out.append(
@@ -56,15 +59,21 @@ def emit_module(api: Api) -> str:
     out.append("")
     out.append("from gregor.protocol.messages._base import (")
     out.append("    UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,")
-    out.append("    bad_count as _bad_count, bad_length as _bad_length,")
+    out.append("    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,")
     out.append("    bad_tag_size as _bad_tag_size, records_repr as _records_repr,")
     out.append(")")
     out.append("from gregor.protocol.primitives import (")
-    out.append("    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,")
+    out.append(
+        "    UVARINT1 as _UV1, ZERO_UUID as _ZERO_UUID, fixed_array_packers as _array_packers,"
+    )
     out.append("    fixed_array_unpackers as _array_unpackers, read_tag_buffer as _read_tags,")
-    out.append("    read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,")
+    out.append(
+        "    read_uvarint as _ruv, read_varint as _read_varint, read_varlong as _read_varlong,"
+    )
     out.append("    uuid_from_int as _uuid, uvarint_bytes as _uvb, varint_bytes as _varint_bytes,")
-    out.append("    varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,")
+    out.append(
+        "    varlong_bytes as _varlong_bytes, write_compact_records as _write_compact_records,"
+    )
     out.append("    write_records as _write_records, write_tag_buffer as _write_tags,")
     out.append(")")
     out.append("")
@@ -212,7 +221,9 @@ def emit_registry(apis: list[Api]) -> str:
     out.append("}")
     out.append("API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_KEYS.values()}")
     out.append("")
-    out.append("# Versions (of both request and response) that come from tools/codegen/supplement.txt")
+    out.append(
+        "# Versions (of both request and response) that come from tools/codegen/supplement.txt"
+    )
     out.append("# rather than the protocol guide, by API key.")
     out.append("SUPPLEMENT_VERSIONS: dict[int, tuple[int, ...]] = {")
     for api in sorted(apis, key=lambda a: a.api_key):

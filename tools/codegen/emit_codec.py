@@ -20,9 +20,11 @@ Typing: the functions are annotated (``decode(buf: Buffer, pos: int) -> tuple[Cl
 ``encode(o: Cls, ap: Append) -> None``) and their bodies type-check under ``mypy --strict``.
 A local holds values of one type only: where a name would be reused for another type it gets
 a suffix (``e1_2``), and its first assignment carries the annotation (``l0: list[T] = []``);
-annotations of locals are never evaluated, so the bytecode is the same as without them. Two
-places where the codec is more lenient than the declared types carry a ``type: ignore``: a
-decoder stores None for a -1 count of an array that is not nullable, and an encoder writes a
+annotations of locals are never evaluated, so the bytecode is the same as without them. A
+decoder stores None only into a field whose type admits it: a -1 count of an array that is
+null in no version is refused as Kafka's readers refuse it (ProtocolError), and an encoder
+writes no null for such an array (None fails as ProtocolError). One place where the
+codec is more lenient than the declared types carries a ``type: ignore``: an encoder writes a
 field that is ``T | None`` in a version that cannot carry null (the caller must give a value
 there; None fails as ProtocolError at run time).
 """
@@ -192,7 +194,9 @@ class DecodeGen(_Gen):
             self.w(ind, "n = buf[pos]")
             self.w(ind, "if n < 128: pos += 1")
             if big:
-                self.w(ind, "elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2")
+                self.w(
+                    ind, "elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2"
+                )
             self.w(ind, "else: n, pos = _ruv(buf, pos)")
             self.w(ind, "n -= 1")
         else:
@@ -218,16 +222,21 @@ class DecodeGen(_Gen):
 
     def array(self, f: FieldDef, dest: str, ind: int, depth: int) -> None:
         self.count("i", ind)
-        # A -1 count is read as null even where the array is not nullable (lenient).
-        lenient = "" if optional(f) else "  # type: ignore[assignment]"
-        if self.flex:
-            self.w(ind, f"if n < 0: {dest} = None{lenient}")
+        if not optional(f):
+            # Null in no version: a -1 count is refused, as Kafka's own readers refuse it
+            # ("non-nullable field ... was serialized as null").
+            self.w(ind, f"if n < 0: raise _null_array(n, {f.name!r})")
         else:
-            self.w(ind, "if n < 0:")
-            self.w(ind + 1, "if n != -1: raise _bad_length(n)")
-            self.w(ind + 1, f"{dest} = None{lenient}")
-        self.w(ind, "else:")
-        ind += 1
+            # The field's type admits None: a -1 count is null (also in a version where the
+            # array cannot be null, leniently).
+            if self.flex:
+                self.w(ind, f"if n < 0: {dest} = None")
+            else:
+                self.w(ind, "if n < 0:")
+                self.w(ind + 1, "if n != -1: raise _bad_length(n)")
+                self.w(ind + 1, f"{dest} = None")
+            self.w(ind, "else:")
+            ind += 1
         fixed = f.type in FIXED and f.type != "uuid"
         m = _min_size(f, self.v, self.flex, as_element=True)
         if fixed:
@@ -353,7 +362,9 @@ class EncodeGen(_Gen):
         # A T | None value in a version that cannot carry null: the caller must give a T.
         strict = "" if nullable or not maybe_none else "  # type: ignore[{}]"
         if f.type == "records":
-            self.w(ind, f"{'_write_compact_records' if self.flex else '_write_records'}({ap}, {expr})")
+            self.w(
+                ind, f"{'_write_compact_records' if self.flex else '_write_records'}({ap}, {expr})"
+            )
         elif f.type in ("string", "bytes"):
             width = "h" if f.type == "string" else "i"
             if nullable:
@@ -394,9 +405,10 @@ class EncodeGen(_Gen):
     def array(self, f: FieldDef, expr: str, ind: int, depth: int, ap: str) -> None:
         lv, target = self.bind(f"l{depth}", attr_type(f))
         self.w(ind, f"{target} = {expr}")
-        self.w(ind, f"if {lv} is None: {ap}({self.null('i')})")
-        self.w(ind, "else:")
-        ind += 1
+        if optional(f):  # else a list, never null (None fails as ProtocolError, as in Kafka)
+            self.w(ind, f"if {lv} is None: {ap}({self.null('i')})")
+            self.w(ind, "else:")
+            ind += 1
         if f.type in FIXED and f.type != "uuid":
             code = FIXED[f.type][0]
             self.mod.pack_arrays.add(code)

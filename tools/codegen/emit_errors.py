@@ -91,6 +91,19 @@ def raise_for_code(code: int, message: str | None = None) -> None:
 '''
 
 
+#: pyproject.toml's [tool.ruff] line-length: the generated module is in ruff's format.
+LINE_LENGTH = 100
+
+
+def _str(s: str) -> str:
+    """A string literal as ruff's formatter writes it: double quotes, unless the text holds a
+    double quote and no single one (then single quotes spare the escapes)."""
+    r = repr(s)
+    if r.startswith("'") and '"' not in s:
+        r = '"' + r[1:-1].replace("\\'", "'") + '"'
+    return r
+
+
 def emit_errors(errors: list[dict[str, Any]]) -> str:
     out = [HEADER.rstrip("\n"), ERRORS_PRELUDE]
     out.append("")
@@ -112,9 +125,16 @@ def emit_errors(errors: list[dict[str, Any]]) -> str:
             out.append(f'    """{desc}"""')
             out.append("")
         out.append(f"    code = {e['code']}")
-        out.append(f"    name = {e['name']!r}")
+        out.append(f"    name = {_str(e['name'])}")
         out.append(f"    retriable = {e['retriable']!r}")
-        out.append(f"    description = {e['description']!r}")
+        description = f"    description = {_str(e['description'])}"
+        if (
+            len(description) > LINE_LENGTH
+            and len(f"        {_str(e['description'])}") <= LINE_LENGTH
+        ):
+            # as ruff's formatter wraps a long value that fits a line of its own
+            description = f"    description = (\n        {_str(e['description'])}\n    )"
+        out.append(description)
     out.append("")
     out.append("")
     out.append("ERRORS_BY_CODE: dict[int, type[KafkaError]] = {")
@@ -126,10 +146,10 @@ def emit_errors(errors: list[dict[str, Any]]) -> str:
     out.append("")
     out.append("__all__ = [")
     for n in ["ErrorCode", "KafkaError", "RetriableError", "ProtocolError", "ERRORS_BY_CODE"]:
-        out.append(f"    {n!r},")
-    out.append("    'error_for_code',")
-    out.append("    'raise_for_code',")
+        out.append(f"    {_str(n)},")
+    out.append('    "error_for_code",')
+    out.append('    "raise_for_code",')
     for _, cname in names:
-        out.append(f"    {cname!r},")
+        out.append(f"    {_str(cname)},")
     out.append("]")
     return "\n".join(out) + "\n"

@@ -286,7 +286,13 @@ def build(apis: list[dict[str, Any]], tagged_text: str, overrides_text: str) -> 
             msgs[kind] = msg
             by_class[cname] = msg
         out.append(
-            Api(doc["name"], doc["api_key"], module_name(doc["name"]), msgs["request"], msgs["response"])
+            Api(
+                doc["name"],
+                doc["api_key"],
+                module_name(doc["name"]),
+                msgs["request"],
+                msgs["response"],
+            )
         )
 
     for t in tagged:

@@ -83,7 +83,8 @@ def _bind(host: str, port: int, backlog: int) -> list[socket.socket]:
                 sock.bind(address)
             except OSError as e:  # worded as asyncio's create_server words it
                 raise OSError(
-                    e.errno, f"error while attempting to bind on address {address!r}: {(e.strerror or '').lower()}"
+                    e.errno,
+                    f"error while attempting to bind on address {address!r}: {(e.strerror or '').lower()}",
                 ) from None
             sock.listen(backlog)
             sock.setblocking(False)

@@ -56,14 +56,25 @@ class AlterPartitionManager:
 
         member = AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs
         return AlterPartitionRequest(
-            broker_id=self.node_id, broker_epoch=epoch(self.node_id),
-            topics=[AlterPartitionRequest.Topics(topic_id=p.topic_id, topic_name=p.topic, partitions=[
-                AlterPartitionRequest.Topics.Partitions(
-                    partition_index=p.index, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                    new_isr=list(isr),
-                    new_isr_with_epochs=[member(broker_id=r, broker_epoch=epoch(r)) for r in isr],
-                ),
-            ])],
+            broker_id=self.node_id,
+            broker_epoch=epoch(self.node_id),
+            topics=[
+                AlterPartitionRequest.Topics(
+                    topic_id=p.topic_id,
+                    topic_name=p.topic,
+                    partitions=[
+                        AlterPartitionRequest.Topics.Partitions(
+                            partition_index=p.index,
+                            leader_epoch=p.leader_epoch,
+                            partition_epoch=p.partition_epoch,
+                            new_isr=list(isr),
+                            new_isr_with_epochs=[
+                                member(broker_id=r, broker_epoch=epoch(r)) for r in isr
+                            ],
+                        ),
+                    ],
+                )
+            ],
         )
 
     async def _alter(self, p: Partition, isr: tuple[int, ...]) -> None:
@@ -71,7 +82,8 @@ class AlterPartitionManager:
         try:
             resp = await self._send(self.request_for(p, isr))
             code = resp.error_code or next(
-                (q.error_code for t in resp.topics for q in t.partitions), ErrorCode.UNKNOWN_SERVER_ERROR
+                (q.error_code for t in resp.topics for q in t.partitions),
+                ErrorCode.UNKNOWN_SERVER_ERROR,
             )
         except asyncio.CancelledError:
             raise
@@ -87,7 +99,13 @@ class AlterPartitionManager:
             self.isr_shrinks += 1
         else:
             self.isr_expands += 1
-        log_event(log, "partition.isr_changed", topic=p.topic, partition=p.index, isr=",".join(map(str, isr)))
+        log_event(
+            log,
+            "partition.isr_changed",
+            topic=p.topic,
+            partition=p.index,
+            isr=",".join(map(str, isr)),
+        )
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -81,7 +81,10 @@ class Outcome:
 
 class SaslSession:
     def __init__(
-        self, security: ListenerSecurity, scram_lookup: ScramLookup, token_lookup: TokenLookup | None = None
+        self,
+        security: ListenerSecurity,
+        scram_lookup: ScramLookup,
+        token_lookup: TokenLookup | None = None,
     ) -> None:
         self.security = security
         self.state = HANDSHAKE
@@ -112,14 +115,24 @@ class SaslSession:
             # The connection's frame decoder refuses such a size prefix already; this keeps
             # the rule for any other caller.
             log_event(
-                log, "sasl.authentication_failed", logging.INFO, peer=info.peer, listener=info.listener,
+                log,
+                "sasl.authentication_failed",
+                logging.INFO,
+                peer=info.peer,
+                listener=info.listener,
                 reason=f"invalid receive (size = {len(frame)} larger than {limit}) before authentication",
             )
             return self._fail()
         if self.state == DONE:  # reached through wants(): re-authentication or expiry
             (api_key,) = struct.unpack_from(">h", frame, 0)
             if api_key != SaslHandshakeRequest.API_KEY:
-                log_event(log, "sasl.session_expired", logging.INFO, peer=info.peer, principal=info.principal)
+                log_event(
+                    log,
+                    "sasl.session_expired",
+                    logging.INFO,
+                    peer=info.peer,
+                    principal=info.principal,
+                )
                 return self._fail()
             assert self.server is not None
             self._reauth_from = (self.server.mechanism, info.principal)
@@ -143,17 +156,27 @@ class SaslSession:
                 return self._fail()
             return self._handshake(req.mechanism, version, cid, info)
         if self.state == AUTHENTICATE and key == SaslAuthenticateRequest.API_KEY:
-            if not SaslAuthenticateRequest.MIN_VERSION <= version <= SaslAuthenticateRequest.MAX_VERSION:
+            if (
+                not SaslAuthenticateRequest.MIN_VERSION
+                <= version
+                <= SaslAuthenticateRequest.MAX_VERSION
+            ):
                 return self._unexpected(info, key, "authentication")
             try:
-                auth, _ = SaslAuthenticateRequest.decode_from(memoryview(frame), body_offset, version)
+                auth, _ = SaslAuthenticateRequest.decode_from(
+                    memoryview(frame), body_offset, version
+                )
             except ProtocolError:
                 return self._fail()
             return self._authenticate(bytes(auth.auth_bytes), version, cid, info)
         if self.state == AUTHENTICATE and key == SaslHandshakeRequest.API_KEY and version <= 1:
             resp = SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
-            return self._unexpected(info, key, "authentication", encode_response(key, version, cid, resp))
-        return self._unexpected(info, key, "handshake" if self.state == HANDSHAKE else "authentication")
+            return self._unexpected(
+                info, key, "authentication", encode_response(key, version, cid, resp)
+            )
+        return self._unexpected(
+            info, key, "handshake" if self.state == HANDSHAKE else "authentication"
+        )
 
     # --- steps ---
 
@@ -161,17 +184,28 @@ class SaslSession:
         enabled = list(self.security.mechanisms)
         if self._reauth_from is not None and mechanism != self._reauth_from[0]:
             log_event(
-                log, "sasl.illegal_state", logging.WARNING, peer=info.peer,
+                log,
+                "sasl.illegal_state",
+                logging.WARNING,
+                peer=info.peer,
                 reason=f"re-authentication with {mechanism} instead of {self._reauth_from[0]}",
             )
-            resp = SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
+            resp = SaslHandshakeResponse(
+                error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled
+            )
             return self._fail(encode_response(SaslHandshakeRequest.API_KEY, version, cid, resp))
         if mechanism not in enabled:
             log_event(
-                log, "sasl.unsupported_mechanism", logging.WARNING,
-                peer=info.peer, listener=info.listener, mechanism=mechanism,
+                log,
+                "sasl.unsupported_mechanism",
+                logging.WARNING,
+                peer=info.peer,
+                listener=info.listener,
+                mechanism=mechanism,
             )
-            resp = SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
+            resp = SaslHandshakeResponse(
+                error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled
+            )
             return self._fail(encode_response(SaslHandshakeRequest.API_KEY, version, cid, resp))
         self.server = self._new_server(mechanism)
         info.sasl_mechanism = mechanism
@@ -209,8 +243,12 @@ class SaslSession:
             lifetime = self.session_lifetime_ms
             self.expires_at = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
             log_event(
-                log, "sasl.reauthenticated" if self._reauth_from else "sasl.authenticated", logging.DEBUG,
-                peer=info.peer, mechanism=self.server.mechanism, principal=info.principal,
+                log,
+                "sasl.reauthenticated" if self._reauth_from else "sasl.authenticated",
+                logging.DEBUG,
+                peer=info.peer,
+                mechanism=self.server.mechanism,
+                principal=info.principal,
             )
             self._reauth_from = None
             if not self._logged_in:
@@ -238,7 +276,9 @@ class SaslSession:
         except SaslAuthenticationError as e:
             self._log_failure(info, str(e))
             resp = SaslAuthenticateResponse(
-                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(e), auth_bytes=b""
+                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                error_message=str(e),
+                auth_bytes=b"",
             )
             return self._fail(encode_response(key, version, cid, resp))
         lifetime = self.session_lifetime_ms if self.state == DONE else 0
@@ -260,13 +300,23 @@ class SaslSession:
     def _log_failure(self, info: ConnectionInfo, reason: str) -> None:
         mechanism = self.server.mechanism if self.server is not None else None
         log_event(
-            log, "sasl.authentication_failed", logging.WARNING,
-            peer=info.peer, listener=info.listener, mechanism=mechanism, reason=reason,
+            log,
+            "sasl.authentication_failed",
+            logging.WARNING,
+            peer=info.peer,
+            listener=info.listener,
+            mechanism=mechanism,
+            reason=reason,
         )
 
-    def _unexpected(self, info: ConnectionInfo, api_key: int, during: str, reply: bytes | None = None) -> Outcome:
+    def _unexpected(
+        self, info: ConnectionInfo, api_key: int, during: str, reply: bytes | None = None
+    ) -> Outcome:
         log_event(
-            log, "sasl.illegal_state", logging.WARNING, peer=info.peer,
+            log,
+            "sasl.illegal_state",
+            logging.WARNING,
+            peer=info.peer,
             reason=f"Unexpected Kafka request of type {api_key} during SASL {during}",
         )
         return self._fail(reply)

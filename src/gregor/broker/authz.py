@@ -48,7 +48,9 @@ def denied_error(resource_type: ResourceType) -> ErrorCode:
     return _DENIED.get(resource_type, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
-def allowed(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+def allowed(
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str
+) -> bool:
     """May this request's principal perform ``operation`` on the resource?"""
     authorizer = ctx.broker.authorizer
     if authorizer is None:

@@ -109,17 +109,22 @@ class Broker:
         #: max.connections, max.connections.per.ip(.overrides), listener.name.<l>.max.connections;
         #: the dynamic values are applied by the MetadataPublisher.
         self.connection_quotas = ConnectionQuotas(
-            [listener.name for listener in config.listeners], config.inter_broker_listener, config.raw
+            [listener.name for listener in config.listeners],
+            config.inter_broker_listener,
+            config.raw,
         )
         self.connection_quotas.on_excess = self._close_excess_connections
         self.default_log_config: LogConfig = from_broker_props(dict(config.raw))
-        self.fetch_sessions = FetchSessionCache(int(config["max.incremental.fetch.session.cache.slots"]))
+        self.fetch_sessions = FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"])
+        )
         self.dispatcher = Dispatcher(self, HANDLERS)
         self._maintenance_task: asyncio.Task[None] | None = None
         #: Client byte-rate quotas, from the image's client_quotas.
         self.quotas = QuotaManager(
             lambda: self.store.image.client_quotas,
-            int(config["quota.window.num"]), float(config["quota.window.size.seconds"]),
+            int(config["quota.window.num"]),
+            float(config["quota.window.size.seconds"]),
         )
         #: Traffic counters for the Prometheus endpoint (``broker.metrics``).
         self.metrics = BrokerMetrics()
@@ -128,7 +133,8 @@ class Broker:
         self.delegation_tokens = DelegationTokenManager(config, lambda: self.store.image)
         #: Client telemetry (KIP-714): subscriptions from the image, the values clients pushed.
         self.client_telemetry = ClientTelemetry(
-            lambda: subscriptions_of(self.store.image.config_resources), int(config.get("telemetry.max.bytes")),
+            lambda: subscriptions_of(self.store.image.config_resources),
+            int(config.get("telemetry.max.bytes")),
         )
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
         #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
@@ -183,7 +189,9 @@ class Broker:
     async def _start(self) -> None:
         config = self.config
         self.store = open_metadata_store(
-            config["metadata.store"], config.log_dirs[0], config.get("cluster.id"),
+            config["metadata.store"],
+            config.log_dirs[0],
+            config.get("cluster.id"),
             int(config["broker.session.timeout.ms"]),
         )
         image = await self.store.start()
@@ -203,17 +211,26 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store)
         self.controller_service = ControllerService(self.node_id, self.store)
         self.controller_requests = ControllerRequests(self.node_id, self.store, self.replicas)
-        self.topics = TopicAdmin(config, self.store, self.default_log_config, lambda: self.store.image)
+        self.topics = TopicAdmin(
+            config, self.store, self.default_log_config, lambda: self.store.image
+        )
         self.groups = GroupService(
             CoordinatorConfig.from_props(config.get),
             int(config.get("offsets.topic.replication.factor", 1)),
-            lambda: self.store.image, self.replicas, self.topics,
+            lambda: self.store.image,
+            self.replicas,
+            self.topics,
         )
         self.transactions = TxnService(
             TxnCoordinatorConfig.from_props(config.get),
             int(config.get("transaction.state.log.replication.factor", 1)),
-            self.producer_ids, self.replicas, self.replicas.write_txn_marker, self.topics,
-            transaction_version=lambda: features.level(self.store.image.features, features.TRANSACTION_VERSION),
+            self.producer_ids,
+            self.replicas,
+            self.replicas.write_txn_marker,
+            self.topics,
+            transaction_version=lambda: features.level(
+                self.store.image.features, features.TRANSACTION_VERSION
+            ),
         )
         self.replicas.transactions = self.transactions
         if self.clustered:
@@ -221,14 +238,23 @@ class Broker:
         self.shares = self._share_groups(config)
         self.replicas.on_txn_marker(self.groups.on_txn_marker)
         self.publisher = MetadataPublisher(
-            self.node_id, config, self.replicas, self.logs, self.groups, self.transactions, self.topics,
-            share_state=self.shares.state, on_broker_configs=self.connection_quotas.configure,
+            self.node_id,
+            config,
+            self.replicas,
+            self.logs,
+            self.groups,
+            self.transactions,
+            self.topics,
+            share_state=self.shares.state,
+            on_broker_configs=self.connection_quotas.configure,
         )
         # The broker must be registered before its partitions are published (the image
         # names it as their leader) and before it listens; the ports come from binding.
         for listener in config.listeners:
             acceptor, port = await start_listener(
-                self, listener, config.security_protocol(listener.name),
+                self,
+                listener,
+                config.security_protocol(listener.name),
                 config.listener_security[listener.name],
             )
             self.servers.append(acceptor)
@@ -236,7 +262,10 @@ class Broker:
             self.bound_listeners.append((listener.name, listener.host, port))
             if config.listener_security[listener.name].unsecured_oauthbearer:
                 log_event(
-                    log, "sasl.oauthbearer_unsecured", logging.WARNING, listener=listener.name,
+                    log,
+                    "sasl.oauthbearer_unsecured",
+                    logging.WARNING,
+                    listener=listener.name,
                     reason="OAUTHBEARER uses Kafka's unsecured validator: any unsigned token is believed, "
                     "including one naming a super user; set listener.name."
                     f"{listener.name.lower()}.oauthbearer.sasl.server.callback.handler.class to validate signed JWTs",
@@ -257,7 +286,11 @@ class Broker:
         if config.metrics_address is not None:
             host, port = config.metrics_address
             endpoint = await serve_metrics(
-                self, host, port, config.metrics_web_config, int(config["metrics.max.connections"]),
+                self,
+                host,
+                port,
+                config.metrics_web_config,
+                int(config["metrics.max.connections"]),
                 int(config["metrics.cache.ms"]),
             )
             self.metrics_port = endpoint.port
@@ -268,7 +301,11 @@ class Broker:
         self._maintenance_task = asyncio.create_task(self._maintenance())
         extra: dict[str, Any] = {}
         if config.metrics_address is not None:
-            scheme = "https" if config.metrics_web_config and config.metrics_web_config.ssl_context else "http"
+            scheme = (
+                "https"
+                if config.metrics_web_config and config.metrics_web_config.ssl_context
+                else "http"
+            )
             extra["metrics"] = f"{scheme}://{config.metrics_address[0]}:{self.metrics_port}/metrics"
         log_event(
             log,
@@ -294,10 +331,15 @@ class Broker:
                 await self.store.alter_config_resource(broker, name, new)
                 log_event(log, "config.passwords_encrypted", resource=f"BROKER:{name}")
             elif config.password_encoder is None:
-                clear = sorted(k for k, v in stored.items() if is_password_config(k) and not looks_encoded(v))
+                clear = sorted(
+                    k for k, v in stored.items() if is_password_config(k) and not looks_encoded(v)
+                )
                 if clear:
                     log_event(
-                        log, "config.passwords_in_clear", logging.WARNING, resource=f"BROKER:{name}",
+                        log,
+                        "config.passwords_in_clear",
+                        logging.WARNING,
+                        resource=f"BROKER:{name}",
                         configs=",".join(clear),
                         reason="set password.encoder.secret to keep dynamic password configs encrypted",
                     )
@@ -305,7 +347,9 @@ class Broker:
     def _share_groups(self, config: BrokerConfig) -> Shares:
         state = ShareService(
             int(config.get("share.coordinator.state.topic.num.partitions")),
-            int(config.get("share.coordinator.state.topic.replication.factor")), self.replicas, self.topics,
+            int(config.get("share.coordinator.state.topic.replication.factor")),
+            self.replicas,
+            self.topics,
         )
         persister = SharePersister(self.node_id, state, lambda: self.store.image, self.channels)
         settings = ShareSettings(
@@ -313,15 +357,19 @@ class Broker:
             int(config.get("group.share.delivery.count.limit")),
             int(config.get("group.share.partition.max.record.locks")),
         )
-        partitions = SharePartitions(self.replicas, persister, lambda: self.store.image, settings, wall_clock_ms)
+        partitions = SharePartitions(
+            self.replicas, persister, lambda: self.store.image, settings, wall_clock_ms
+        )
 
         def topic(name: str) -> tuple[uuid.UUID, int] | None:
             t = self.store.image.topic(name)
             return None if t is None or t.internal else (t.topic_id, len(t.partitions))
 
         groups = ShareGroups(
-            topic, int(config.get("group.share.session.timeout.ms")),
-            int(config.get("group.share.heartbeat.interval.ms")), int(config.get("group.share.max.size")),
+            topic,
+            int(config.get("group.share.session.timeout.ms")),
+            int(config.get("group.share.heartbeat.interval.ms")),
+            int(config.get("group.share.max.size")),
             wall_clock_ms,
         )
         return Shares(state, partitions, groups)
@@ -332,7 +380,10 @@ class Broker:
         anything is published, so every partition is made with them."""
         config = self.config
         self.channels = BrokerChannels(
-            self.node_id, config.inter_broker_listener, lambda: self.store.image, config.inter_broker_client
+            self.node_id,
+            config.inter_broker_listener,
+            lambda: self.store.image,
+            config.inter_broker_client,
         )
         self.transactions.routing = TxnRouting(self.channels, lambda: self.store.image)
         self.fetchers = ReplicaFetchers(
@@ -352,11 +403,19 @@ class Broker:
         service, channel = self.controller_service, self.controller_channel
 
         def send_alter_partition(req: AlterPartitionRequest) -> Awaitable[AlterPartitionResponse]:
-            return channel.request(req, ALTER_PARTITION_VERSION,
-                                   lambda: service.alter_partition(req, ALTER_PARTITION_VERSION), timeout_s=5.0)
+            return channel.request(
+                req,
+                ALTER_PARTITION_VERSION,
+                lambda: service.alter_partition(req, ALTER_PARTITION_VERSION),
+                timeout_s=5.0,
+            )
 
-        self.alter_partitions = AlterPartitionManager(self.node_id, lambda: self.store.image, send_alter_partition)
-        self.propagation = ControllerPropagation(self.node_id, self.channels, lambda: self.store.image)
+        self.alter_partitions = AlterPartitionManager(
+            self.node_id, lambda: self.store.image, send_alter_partition
+        )
+        self.propagation = ControllerPropagation(
+            self.node_id, self.channels, lambda: self.store.image
+        )
         self.liveness = BrokerLiveness(self.node_id, config.inter_broker_listener, self.store)
         self.producer_ids.store = ControllerProducerIds(
             channel, self.node_id, lambda: self.store.image, service.allocate_producer_ids
@@ -364,7 +423,9 @@ class Broker:
         self.replicas.fetchers = self.fetchers
         self.replicas.alter_isr = self.alter_partitions.submit
         self.controller = Controller(
-            self.node_id, self.store, bool(config["unclean.leader.election.enable"]),
+            self.node_id,
+            self.store,
+            bool(config["unclean.leader.election.enable"]),
             RebalanceConfig(
                 enabled=bool(config["auto.leader.rebalance.enable"]),
                 interval_s=float(config["leader.imbalance.check.interval.seconds"]),
@@ -386,18 +447,27 @@ class Broker:
             backoff_s = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
             for attempt in range(1, retries + 1):
                 reg = self.store.image.brokers.get(self.node_id)
-                req = ControlledShutdownRequest(broker_id=self.node_id, broker_epoch=reg.epoch if reg else -1)
+                req = ControlledShutdownRequest(
+                    broker_id=self.node_id, broker_epoch=reg.epoch if reg else -1
+                )
                 try:
                     resp = await self.controller_channel.request(
-                        req, 3, functools.partial(service.controlled_shutdown, req, 3),
+                        req,
+                        3,
+                        functools.partial(service.controlled_shutdown, req, 3),
                         timeout_s=max(0.0, deadline - loop.time()),
                     )
                 except Exception as e:  # noqa: BLE001 - no controller answered: stop anyway
                     log.warning("controlled shutdown: no controller answered: %r", e)
                     break
                 remaining = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
-                log_event(log, "broker.controlled_shutdown", attempt=attempt, error=resp.error_code,
-                          remaining=len(remaining))
+                log_event(
+                    log,
+                    "broker.controlled_shutdown",
+                    attempt=attempt,
+                    error=resp.error_code,
+                    remaining=len(remaining),
+                )
                 if not resp.error_code and not remaining:
                     break
                 if attempt == retries or loop.time() + backoff_s > deadline:
@@ -427,7 +497,12 @@ class Broker:
     def _registration(self) -> BrokerRegistration:
         bound = {name: port for name, _, port in self.bound_listeners}
         endpoints = tuple(
-            BrokerEndpoint(a.name, a.host, a.port or bound.get(a.name, a.port), self.config.security_protocol(a.name))
+            BrokerEndpoint(
+                a.name,
+                a.host,
+                a.port or bound.get(a.name, a.port),
+                self.config.security_protocol(a.name),
+            )
             for a in self.config.advertised_listeners
         )
         return BrokerRegistration(self.node_id, endpoints, self.config.get("broker.rack"))
@@ -454,23 +529,26 @@ class Broker:
                 await self._maintenance_task
             except asyncio.CancelledError:
                 pass
+        # Each part stops even when one before it fails (its peers or the metadata store may
+        # be gone already, as after a Ctrl-C to a whole cluster): the failure is logged, and
+        # the logs and the store are still closed, so the process ends.
         if self.controller is not None:
-            await self.controller.close()
+            await _stop_part(self.controller.close())
         if self.propagation is not None:
-            await self.propagation.close()
+            await _stop_part(self.propagation.close())
         if self.liveness is not None:
-            await self.liveness.close()
+            await _stop_part(self.liveness.close())
         if self.alter_partitions is not None:
-            await self.alter_partitions.close()
+            await _stop_part(self.alter_partitions.close())
         if self.fetchers is not None:
-            await self.fetchers.close()
-        await self.groups.stop()
-        await self.transactions.stop()
-        await self.shares.stop()
+            await _stop_part(self.fetchers.close())
+        await _stop_part(self.groups.stop())
+        await _stop_part(self.transactions.stop())
+        await _stop_part(self.shares.stop())
         if self.channels is not None:
             self.channels.close()
         await asyncio.get_running_loop().run_in_executor(None, self.logs.close)
-        await self.store.close()
+        await _stop_part(self.store.close())
         self.log_dirs.release()
         log_event(log, "broker.stopped", node_id=self.node_id, clean=True)
 
@@ -489,7 +567,9 @@ class Broker:
             except Exception:  # noqa: BLE001 - keep the broker up; say what failed
                 log.exception("periodic log maintenance failed")
             try:
-                removed = await self.delegation_tokens.remove_expired(self.store.image.controller_id == self.node_id)
+                removed = await self.delegation_tokens.remove_expired(
+                    self.store.image.controller_id == self.node_id
+                )
                 if removed:
                     log_event(log, "delegation_tokens.expired", count=len(removed))
             except Exception:  # noqa: BLE001 - the next check tries again
@@ -526,7 +606,9 @@ class Broker:
 
     async def alter_client_quotas(
         self,
-        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        entries: Sequence[
+            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
+        ],
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         return await self.store.alter_client_quotas(entries, validate_only)
@@ -534,10 +616,14 @@ class Broker:
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         return await self.store.create_acls(bindings)
 
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
         return await self.store.delete_acls(filters)
 
-    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+    async def update_features(
+        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
+    ) -> int:
         return await self.store.update_features(change)
 
     async def elect_leaders(
@@ -573,3 +659,11 @@ class Broker:
                 out.append((node_id, endpoint, registration.rack))
         return out
 
+
+async def _stop_part(stopping: Awaitable[None]) -> None:
+    """Await one part's stop; a part that fails to stop is logged, not raised (Kafka's
+    ``CoreUtils.swallow``), so the broker goes on stopping the rest."""
+    try:
+        await stopping
+    except Exception:  # noqa: BLE001 - stopping goes on
+        log.exception("a part of the broker failed to stop; stopping the rest")

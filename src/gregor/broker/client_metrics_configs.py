@@ -20,7 +20,12 @@ from gregor.broker.topic_configs import ConfigEntry, ConfigSource, ConfigType
 from gregor.protocol.errors import ErrorCode
 
 __all__ = [
-    "DEFAULT_INTERVAL_MS", "SELECTORS", "Subscription", "check_name", "describe_client_metrics", "parse_subscription",
+    "DEFAULT_INTERVAL_MS",
+    "SELECTORS",
+    "Subscription",
+    "check_name",
+    "describe_client_metrics",
+    "parse_subscription",
     "validate_client_metrics",
 ]
 
@@ -29,8 +34,12 @@ DEFAULT_INTERVAL_MS = 300_000
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
 ALL_METRICS = "*"
 SELECTORS = (
-    "client_instance_id", "client_id", "client_software_name", "client_software_version",
-    "client_source_address", "client_source_port",
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
 )
 _DOCS = {
     METRICS: "Telemetry metric name prefixes, or * for all metrics.",
@@ -54,7 +63,9 @@ class Subscription:
 
 def check_name(name: str) -> None:
     if not name:
-        raise kafka_error(ErrorCode.INVALID_REQUEST, "Client metrics resource name must not be empty")
+        raise kafka_error(
+            ErrorCode.INVALID_REQUEST, "Client metrics resource name must not be empty"
+        )
 
 
 def _items(text: str) -> list[str]:
@@ -89,10 +100,14 @@ def validate_client_metrics(configs: Mapping[str, str]) -> None:
         try:
             interval = int(text.strip())
         except ValueError:
-            raise _bad(f"Invalid value {text} for configuration {INTERVAL_MS}: Not a number of type INT") from None
+            raise _bad(
+                f"Invalid value {text} for configuration {INTERVAL_MS}: Not a number of type INT"
+            ) from None
         if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
-            raise _bad(f"Invalid value {interval} for {INTERVAL_MS}, interval must be between "
-                       f"{MIN_INTERVAL_MS} and {MAX_INTERVAL_MS}")
+            raise _bad(
+                f"Invalid value {interval} for {INTERVAL_MS}, interval must be between "
+                f"{MIN_INTERVAL_MS} and {MAX_INTERVAL_MS}"
+            )
     _match(_items(configs.get(MATCH, "")))
 
 
@@ -107,17 +122,29 @@ def parse_subscription(name: str, configs: Mapping[str, str]) -> Subscription:
 
 
 def describe_client_metrics(
-    configs: Mapping[str, str], names: Iterable[str] | None, include_synonyms: bool, include_documentation: bool
+    configs: Mapping[str, str],
+    names: Iterable[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool,
 ) -> list[ConfigEntry]:
     wanted = None if names is None else set(names)
     out = []
     for name, default in _DEFAULTS.items():
         if wanted is not None and name not in wanted:
             continue
-        value, source = (configs[name], ConfigSource.CLIENT_METRICS_CONFIG) if name in configs else (
-            default, ConfigSource.DEFAULT_CONFIG)
-        out.append(ConfigEntry(
-            name, value, source, _TYPES[name], _DOCS[name] if include_documentation else None,
-            synonyms=[(name, value, source)] if include_synonyms else None,
-        ))
+        value, source = (
+            (configs[name], ConfigSource.CLIENT_METRICS_CONFIG)
+            if name in configs
+            else (default, ConfigSource.DEFAULT_CONFIG)
+        )
+        out.append(
+            ConfigEntry(
+                name,
+                value,
+                source,
+                _TYPES[name],
+                _DOCS[name] if include_documentation else None,
+                synonyms=[(name, value, source)] if include_synonyms else None,
+            )
+        )
     return out

@@ -90,7 +90,9 @@ def _subscription_id(instance_id: uuid.UUID, metrics: Sequence[str], interval_ms
 
 class ClientTelemetry:
     def __init__(
-        self, subscriptions: Callable[[], Mapping[str, Mapping[str, str]]], max_bytes: int,
+        self,
+        subscriptions: Callable[[], Mapping[str, Mapping[str, str]]],
+        max_bytes: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         #: CLIENT_METRICS config resources by name, read from the image on each request.
@@ -103,7 +105,9 @@ class ClientTelemetry:
         return int(self._clock() * 1000)
 
     def _expire(self, now: int) -> None:
-        for iid in [i for i, c in self.instances.items() if now - c.last_seen_ms > 3 * c.interval_ms]:
+        for iid in [
+            i for i, c in self.instances.items() if now - c.last_seen_ms > 3 * c.interval_ms
+        ]:
             del self.instances[iid]
         while len(self.instances) > MAX_INSTANCES:
             self.instances.popitem(last=False)
@@ -134,11 +138,14 @@ class ClientTelemetry:
             inst = ClientInstance(instance_id, {**client, "client_instance_id": str(instance_id)})
             self.instances[instance_id] = inst
         elif (
-            inst.last_error != UnknownSubscriptionIdError.code and inst.last_get_ms >= 0
+            inst.last_error != UnknownSubscriptionIdError.code
+            and inst.last_get_ms >= 0
             and now - inst.last_get_ms < inst.interval_ms
         ):
             inst.last_error = ThrottlingQuotaExceededError.code
-            raise ThrottlingQuotaExceededError("the client instance asked for its subscriptions again too soon")
+            raise ThrottlingQuotaExceededError(
+                "the client instance asked for its subscriptions again too soon"
+            )
         self.instances.move_to_end(instance_id)
         inst.last_seen_ms = now
         inst.last_get_ms = now
@@ -147,7 +154,12 @@ class ClientTelemetry:
         return inst
 
     def push(
-        self, instance_id: uuid.UUID, subscription_id: int, terminating: bool, compression: int, data: bytes,
+        self,
+        instance_id: uuid.UUID,
+        subscription_id: int,
+        terminating: bool,
+        compression: int,
+        data: bytes,
         client: dict[str, str],
     ) -> None:
         """PushTelemetry, checked as Kafka checks it; the decoded points replace the
@@ -176,7 +188,9 @@ class ClientTelemetry:
                 points = decode_metrics(decompress(compression, data, max_size=64 * self.max_bytes))
             except (ProtocolError, ValueError) as e:
                 inst.last_error = InvalidRequestError.code
-                raise InvalidRequestError(f"the pushed metrics are not OTLP MetricsData: {e}") from None
+                raise InvalidRequestError(
+                    f"the pushed metrics are not OTLP MetricsData: {e}"
+                ) from None
         # Only an accepted push counts: for the interval, and as the terminating one.
         inst.last_error = 0
         inst.last_push_ms = now
@@ -186,22 +200,42 @@ class ClientTelemetry:
             inst.pushes += 1
 
     def _check_push(
-        self, inst: ClientInstance, subscription_id: int, terminating: bool, compression: int, data: bytes, now: int
+        self,
+        inst: ClientInstance,
+        subscription_id: int,
+        terminating: bool,
+        compression: int,
+        data: bytes,
+        now: int,
     ) -> None:
         if inst.terminating and terminating:
             raise InvalidRequestError("the client instance has already sent its terminating push")
         if subscription_id != inst.subscription_id:
             raise UnknownSubscriptionIdError("the subscription has changed: ask for it again")
-        if not terminating and inst.last_push_ms >= 0 and now - inst.last_push_ms < inst.interval_ms:
-            raise ThrottlingQuotaExceededError("the client instance pushed again before its push interval")
+        if (
+            not terminating
+            and inst.last_push_ms >= 0
+            and now - inst.last_push_ms < inst.interval_ms
+        ):
+            raise ThrottlingQuotaExceededError(
+                "the client instance pushed again before its push interval"
+            )
         if compression != Compression.NONE and compression not in ACCEPTED_COMPRESSION:
             raise UnsupportedCompressionTypeError(f"compression type {compression} is not accepted")
         if len(data) > self.max_bytes:
-            raise TelemetryTooLargeError(f"{len(data)} bytes of metrics exceed telemetry.max.bytes {self.max_bytes}")
+            raise TelemetryTooLargeError(
+                f"{len(data)} bytes of metrics exceed telemetry.max.bytes {self.max_bytes}"
+            )
 
 
-def subscriptions_of(config_resources: Mapping[tuple[int, str], Mapping[str, str]]) -> dict[str, Mapping[str, str]]:
-    return {name: c for (rtype, name), c in config_resources.items() if rtype == ConfigResourceType.CLIENT_METRICS}
+def subscriptions_of(
+    config_resources: Mapping[tuple[int, str], Mapping[str, str]],
+) -> dict[str, Mapping[str, str]]:
+    return {
+        name: c
+        for (rtype, name), c in config_resources.items()
+        if rtype == ConfigResourceType.CLIENT_METRICS
+    }
 
 
 def _attrs(kvs: object) -> tuple[tuple[str, str], ...]:
@@ -230,10 +264,21 @@ def decode_metrics(payload: bytes) -> list[MetricPoint]:
                 kind = metric.WhichOneof("data")
                 if kind in ("gauge", "sum"):
                     for p in getattr(metric, kind).data_points:
-                        value = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
-                        points.append(MetricPoint(metric.name, _attrs(p.attributes), value, p.time_unix_nano))
+                        value = (
+                            p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
+                        )
+                        points.append(
+                            MetricPoint(metric.name, _attrs(p.attributes), value, p.time_unix_nano)
+                        )
                 elif kind in ("histogram", "exponential_histogram", "summary"):
                     for p in getattr(metric, kind).data_points:
-                        points.append(MetricPoint(
-                            metric.name, _attrs(p.attributes), float(p.sum), p.time_unix_nano, int(p.count)))
+                        points.append(
+                            MetricPoint(
+                                metric.name,
+                                _attrs(p.attributes),
+                                float(p.sum),
+                                p.time_unix_nano,
+                                int(p.count),
+                            )
+                        )
     return points

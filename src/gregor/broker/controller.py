@@ -117,14 +117,25 @@ async def elect_leaders(
             continue
         try:
             await store.alter_partition(
-                topic, index, leader=decided.leader, leader_epoch=decided.leader_epoch, isr=decided.isr,
+                topic,
+                index,
+                leader=decided.leader,
+                leader_epoch=decided.leader_epoch,
+                isr=decided.isr,
                 expected_partition_epoch=p.partition_epoch,
             )
         except KafkaError as e:
             out[(topic, index)] = code_of(e)
             continue
-        log_event(log, "partition.elected", topic=topic, partition=index, leader=decided.leader,
-                  leader_epoch=decided.leader_epoch, election_type=election_type)
+        log_event(
+            log,
+            "partition.elected",
+            topic=topic,
+            partition=index,
+            leader=decided.leader,
+            leader_epoch=decided.leader_epoch,
+            election_type=election_type,
+        )
         out[(topic, index)] = ErrorCode.NONE
     return out
 
@@ -220,8 +231,12 @@ class Controller:
         moved = imbalanced(self.store.image, self.rebalance.max_imbalance_percent)
         if moved:
             results = await elect_leaders(self.store, PREFERRED, moved)
-            log_event(log, "controller.leader_rebalance", partitions=len(moved),
-                      moved=sum(1 for code in results.values() if not code))
+            log_event(
+                log,
+                "controller.leader_rebalance",
+                partitions=len(moved),
+                moved=sum(1 for code in results.values() if not code),
+            )
 
     async def _pass(self, image: MetadataImage) -> None:
         live = set(image.live_broker_ids())
@@ -232,8 +247,12 @@ class Controller:
                     continue
                 try:
                     await self.store.alter_partition(
-                        topic.name, p.partition, leader=change.leader, leader_epoch=change.leader_epoch,
-                        isr=change.isr, expected_partition_epoch=p.partition_epoch,
+                        topic.name,
+                        p.partition,
+                        leader=change.leader,
+                        leader_epoch=change.leader_epoch,
+                        isr=change.isr,
+                        expected_partition_epoch=p.partition_epoch,
                     )
                 except KafkaError as e:  # lost a race: the next image decides again
                     log.info("controller: %s-%d not changed: %s", topic.name, p.partition, e)
@@ -242,9 +261,13 @@ class Controller:
                 if change.leader != p.leader:
                     self.elections += 1
                 log_event(
-                    log, "partition.elected" if change.leader != p.leader else "partition.isr_shrunk",
-                    topic=topic.name, partition=p.partition, leader=change.leader,
-                    leader_epoch=change.leader_epoch, isr=",".join(map(str, change.isr)),
+                    log,
+                    "partition.elected" if change.leader != p.leader else "partition.isr_shrunk",
+                    topic=topic.name,
+                    partition=p.partition,
+                    leader=change.leader,
+                    leader_epoch=change.leader_epoch,
+                    isr=",".join(map(str, change.isr)),
                 )
 
     async def close(self) -> None:

@@ -77,7 +77,9 @@ class ControllerService:
     def on_delta(self, delta: MetadataDelta) -> None:
         """A broker that registered again (a new epoch) or went away is no longer shutting down."""
         for node, reg in delta.changed_brokers.items():
-            if node in self.shutting_down and (reg is None or reg.epoch != self.shutting_down[node]):
+            if node in self.shutting_down and (
+                reg is None or reg.epoch != self.shutting_down[node]
+            ):
                 del self.shutting_down[node]
 
     def _check_broker(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> ErrorCode:
@@ -90,15 +92,23 @@ class ControllerService:
 
     # --- AlterPartition ---
 
-    async def alter_partition(self, req: AlterPartitionRequest, version: int) -> AlterPartitionResponse:
+    async def alter_partition(
+        self, req: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse:
         image = self.store.image
         top = self._check_broker(image, req.broker_id, req.broker_epoch)
         if top:
             return AlterPartitionResponse(error_code=top)
         topics: list[APTopic] = []
         for t in req.topics:
-            topic = image.topics_by_id.get(t.topic_id) if version >= 2 else image.topics.get(t.topic_name)
-            missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 2 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            topic = (
+                image.topics_by_id.get(t.topic_id)
+                if version >= 2
+                else image.topics.get(t.topic_name)
+            )
+            missing = (
+                ErrorCode.UNKNOWN_TOPIC_ID if version >= 2 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
             out: list[APPartition] = []
             for p in t.partitions:
                 if version >= 3:
@@ -109,12 +119,17 @@ class ControllerService:
                 if current is None or topic is None:
                     out.append(APPartition(partition_index=p.partition_index, error_code=missing))
                     continue
-                code = self._check_isr_change(image, req.broker_id, current, p.leader_epoch, p.partition_epoch, isr)
+                code = self._check_isr_change(
+                    image, req.broker_id, current, p.leader_epoch, p.partition_epoch, isr
+                )
                 if not code:
                     try:
                         current = await self.store.alter_partition(
-                            topic.name, p.partition_index, leader=current.leader,
-                            leader_epoch=current.leader_epoch, isr=[m.broker_id for m in isr],
+                            topic.name,
+                            p.partition_index,
+                            leader=current.leader,
+                            leader_epoch=current.leader_epoch,
+                            isr=[m.broker_id for m in isr],
                             expected_partition_epoch=p.partition_epoch,
                         )
                     except KafkaError as e:
@@ -124,8 +139,13 @@ class ControllerService:
         return AlterPartitionResponse(error_code=0, topics=topics)
 
     def _check_isr_change(
-        self, image: MetadataImage, broker_id: int, p: PartitionImage, leader_epoch: int,
-        partition_epoch: int, isr: list[IsrMember],
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        p: PartitionImage,
+        leader_epoch: int,
+        partition_epoch: int,
+        isr: list[IsrMember],
     ) -> ErrorCode:
         if p.leader != broker_id:
             return ErrorCode.INVALID_REQUEST
@@ -152,7 +172,9 @@ class ControllerService:
 
     # --- AllocateProducerIds ---
 
-    async def allocate_producer_ids(self, req: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:
+    async def allocate_producer_ids(
+        self, req: AllocateProducerIdsRequest
+    ) -> AllocateProducerIdsResponse:
         top = self._check_broker(self.store.image, req.broker_id, req.broker_epoch)
         if top:
             return AllocateProducerIdsResponse(error_code=top)
@@ -160,14 +182,22 @@ class ControllerService:
             start = await self.store.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE)
         except KafkaError as e:
             return AllocateProducerIdsResponse(error_code=code_of(e))
-        log_event(log, "controller.producer_ids", broker=req.broker_id, start=start, length=PRODUCER_ID_BLOCK_SIZE)
+        log_event(
+            log,
+            "controller.producer_ids",
+            broker=req.broker_id,
+            start=start,
+            length=PRODUCER_ID_BLOCK_SIZE,
+        )
         return AllocateProducerIdsResponse(
             error_code=0, producer_id_start=start, producer_id_len=PRODUCER_ID_BLOCK_SIZE
         )
 
     # --- ControlledShutdown ---
 
-    async def controlled_shutdown(self, req: ControlledShutdownRequest, version: int) -> ControlledShutdownResponse:
+    async def controlled_shutdown(
+        self, req: ControlledShutdownRequest, version: int
+    ) -> ControlledShutdownResponse:
         image = self.store.image
         broker = req.broker_id
         top = self._check_broker(image, broker, req.broker_epoch if version >= 2 else -1)
@@ -184,7 +214,9 @@ class ControllerService:
                 if p.leader == broker:
                     candidates = [r for r in p.replicas if r in isr and r in live]
                     if not candidates:
-                        remaining.append(Remaining(topic_name=topic.name, partition_index=p.partition))
+                        remaining.append(
+                            Remaining(topic_name=topic.name, partition_index=p.partition)
+                        )
                         continue
                     leader, leader_epoch = candidates[0], p.leader_epoch + 1
                 elif p.leader in live:
@@ -193,13 +225,25 @@ class ControllerService:
                     continue  # no live leader to carry on without it: leave the ISR alone
                 try:
                     await self.store.alter_partition(
-                        topic.name, p.partition, leader=leader, leader_epoch=leader_epoch, isr=isr,
+                        topic.name,
+                        p.partition,
+                        leader=leader,
+                        leader_epoch=leader_epoch,
+                        isr=isr,
                         expected_partition_epoch=p.partition_epoch,
                     )
                 except KafkaError as e:  # changed meanwhile: the broker asks again
-                    log.info("controlled shutdown of %d: %s-%d not moved: %s", broker, topic.name, p.partition, e)
+                    log.info(
+                        "controlled shutdown of %d: %s-%d not moved: %s",
+                        broker,
+                        topic.name,
+                        p.partition,
+                        e,
+                    )
                     if p.leader == broker:
-                        remaining.append(Remaining(topic_name=topic.name, partition_index=p.partition))
+                        remaining.append(
+                            Remaining(topic_name=topic.name, partition_index=p.partition)
+                        )
         log_event(log, "controller.controlled_shutdown", broker=broker, remaining=len(remaining))
         return ControlledShutdownResponse(error_code=0, remaining_partitions=remaining)
 
@@ -218,6 +262,10 @@ def _partition_state(index: int, code: ErrorCode, p: PartitionImage) -> APPartit
     if code:
         return APPartition(partition_index=index, error_code=code)
     return APPartition(
-        partition_index=index, error_code=0, leader_id=p.leader, leader_epoch=p.leader_epoch,
-        isr=list(p.isr), partition_epoch=p.partition_epoch,
+        partition_index=index,
+        error_code=0,
+        leader_id=p.leader,
+        leader_epoch=p.leader_epoch,
+        isr=list(p.isr),
+        partition_epoch=p.partition_epoch,
     )

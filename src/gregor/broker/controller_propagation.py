@@ -62,7 +62,9 @@ Parts = list[tuple[TopicImage, PartitionImage]]
 
 
 class ControllerPropagation:
-    def __init__(self, node_id: int, channels: BrokerChannels, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self, node_id: int, channels: BrokerChannels, image: Callable[[], MetadataImage]
+    ) -> None:
         self.node_id = node_id
         self.channels = channels
         self._image = image
@@ -74,16 +76,21 @@ class ControllerPropagation:
         if image.controller_id != self.node_id or image.controller_epoch <= 0:
             return
         became = (delta.previous.controller_id, delta.previous.controller_epoch) != (
-            image.controller_id, image.controller_epoch
+            image.controller_id,
+            image.controller_epoch,
         )
         live = [b for b in image.live_broker_ids() if b != self.node_id]
         joined = {
-            b for b, reg in delta.changed_brokers.items()
-            if reg is not None and (b not in delta.previous.brokers or delta.previous.brokers[b].epoch != reg.epoch)
+            b
+            for b, reg in delta.changed_brokers.items()
+            if reg is not None
+            and (b not in delta.previous.brokers or delta.previous.brokers[b].epoch != reg.epoch)
         }
         everything: Parts = [(t, p) for t in image.topics.values() for p in t.partitions]
         changed: Parts = [
-            (image.topics[name], p) for name, ps in delta.changed_partitions.items() for p in ps.values()
+            (image.topics[name], p)
+            for name, ps in delta.changed_partitions.items()
+            for p in ps.values()
         ]
         for broker in live:
             parts = everything if became or broker in joined else changed
@@ -91,7 +98,9 @@ class ControllerPropagation:
                 continue
             led = [(t, p) for t, p in parts if broker in p.replicas]
             if led:
-                self._enqueue(broker, self._leader_and_isr(image, broker, led, full=parts is everything))
+                self._enqueue(
+                    broker, self._leader_and_isr(image, broker, led, full=parts is everything)
+                )
             self._enqueue(broker, self._update_metadata(image, broker, parts))
         stops: dict[int, list[tuple[str, int, int]]] = {}
         for t, p in changed:
@@ -114,28 +123,43 @@ class ControllerPropagation:
         reg = image.brokers.get(broker)
         return image.controller_epoch, reg.epoch if reg is not None else -1
 
-    def _leader_and_isr(self, image: MetadataImage, broker: int, parts: Parts, full: bool) -> LeaderAndIsrRequest:
+    def _leader_and_isr(
+        self, image: MetadataImage, broker: int, parts: Parts, full: bool
+    ) -> LeaderAndIsrRequest:
         controller_epoch, broker_epoch = self._epochs(image, broker)
         state = LeaderAndIsrRequest.TopicStates.PartitionStates
         leaders = sorted({p.leader for _, p in parts if p.leader >= 0})
         return LeaderAndIsrRequest(
-            controller_id=self.node_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+            controller_id=self.node_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker_epoch,
             type=1 if full else 0,
             topic_states=[
-                LeaderAndIsrRequest.TopicStates(topic_name=t.name, topic_id=t.topic_id, partition_states=[
-                    state(
-                        partition_index=p.partition, controller_epoch=controller_epoch, leader=p.leader,
-                        leader_epoch=p.leader_epoch, isr=list(p.isr), partition_epoch=p.partition_epoch,
-                        replicas=list(p.replicas), adding_replicas=list(p.adding_replicas),
-                        removing_replicas=list(p.removing_replicas), is_new=False,
-                    )
-                    for p in ps
-                ])
+                LeaderAndIsrRequest.TopicStates(
+                    topic_name=t.name,
+                    topic_id=t.topic_id,
+                    partition_states=[
+                        state(
+                            partition_index=p.partition,
+                            controller_epoch=controller_epoch,
+                            leader=p.leader,
+                            leader_epoch=p.leader_epoch,
+                            isr=list(p.isr),
+                            partition_epoch=p.partition_epoch,
+                            replicas=list(p.replicas),
+                            adding_replicas=list(p.adding_replicas),
+                            removing_replicas=list(p.removing_replicas),
+                            is_new=False,
+                        )
+                        for p in ps
+                    ],
+                )
                 for t, ps in _by_topic(parts)
             ],
             live_leaders=[
                 LeaderAndIsrRequest.LiveLeaders(broker_id=b, host_name=ep.host, port=ep.port)
-                for b in leaders for ep in self._endpoint(image, b)
+                for b in leaders
+                for ep in self._endpoint(image, b)
             ],
         )
 
@@ -144,43 +168,75 @@ class ControllerPropagation:
         ep = reg.endpoint(self.channels.listener) if reg is not None else None
         return [ep] if ep is not None else []
 
-    def _update_metadata(self, image: MetadataImage, broker: int, parts: Parts) -> UpdateMetadataRequest:
+    def _update_metadata(
+        self, image: MetadataImage, broker: int, parts: Parts
+    ) -> UpdateMetadataRequest:
         controller_epoch, broker_epoch = self._epochs(image, broker)
         state = UpdateMetadataRequest.TopicStates.PartitionStates
         endpoint = UpdateMetadataRequest.LiveBrokers.Endpoints
         return UpdateMetadataRequest(
-            controller_id=self.node_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+            controller_id=self.node_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker_epoch,
             topic_states=[
-                UpdateMetadataRequest.TopicStates(topic_name=t.name, topic_id=t.topic_id, partition_states=[
-                    state(
-                        partition_index=p.partition, controller_epoch=controller_epoch, leader=p.leader,
-                        leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
-                        replicas=list(p.replicas), offline_replicas=list(p.offline_replicas),
-                    )
-                    for p in ps
-                ])
+                UpdateMetadataRequest.TopicStates(
+                    topic_name=t.name,
+                    topic_id=t.topic_id,
+                    partition_states=[
+                        state(
+                            partition_index=p.partition,
+                            controller_epoch=controller_epoch,
+                            leader=p.leader,
+                            leader_epoch=p.leader_epoch,
+                            isr=list(p.isr),
+                            zk_version=p.partition_epoch,
+                            replicas=list(p.replicas),
+                            offline_replicas=list(p.offline_replicas),
+                        )
+                        for p in ps
+                    ],
+                )
                 for t, ps in _by_topic(parts)
             ],
             live_brokers=[
-                UpdateMetadataRequest.LiveBrokers(id=b, rack=image.brokers[b].rack, endpoints=[
-                    endpoint(port=ep.port, host=ep.host, listener=ep.listener,
-                             security_protocol=_PROTOCOL_IDS.get(ep.security_protocol, 0))
-                    for ep in image.brokers[b].endpoints
-                ])
+                UpdateMetadataRequest.LiveBrokers(
+                    id=b,
+                    rack=image.brokers[b].rack,
+                    endpoints=[
+                        endpoint(
+                            port=ep.port,
+                            host=ep.host,
+                            listener=ep.listener,
+                            security_protocol=_PROTOCOL_IDS.get(ep.security_protocol, 0),
+                        )
+                        for ep in image.brokers[b].endpoints
+                    ],
+                )
                 for b in image.live_broker_ids()
             ],
         )
 
-    def _stop_replica(self, image: MetadataImage, broker: int, partitions: list[tuple[str, int, int]]) -> StopReplicaRequest:
+    def _stop_replica(
+        self, image: MetadataImage, broker: int, partitions: list[tuple[str, int, int]]
+    ) -> StopReplicaRequest:
         controller_epoch, broker_epoch = self._epochs(image, broker)
         by_topic: dict[str, list[StopReplicaRequest.TopicStates.PartitionStates]] = {}
         for topic, index, leader_epoch in partitions:
-            by_topic.setdefault(topic, []).append(StopReplicaRequest.TopicStates.PartitionStates(
-                partition_index=index, leader_epoch=leader_epoch, delete_partition=True,
-            ))
+            by_topic.setdefault(topic, []).append(
+                StopReplicaRequest.TopicStates.PartitionStates(
+                    partition_index=index,
+                    leader_epoch=leader_epoch,
+                    delete_partition=True,
+                )
+            )
         return StopReplicaRequest(
-            controller_id=self.node_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
-            topic_states=[StopReplicaRequest.TopicStates(topic_name=t, partition_states=ps) for t, ps in by_topic.items()],
+            controller_id=self.node_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker_epoch,
+            topic_states=[
+                StopReplicaRequest.TopicStates(topic_name=t, partition_states=ps)
+                for t, ps in by_topic.items()
+            ],
         )
 
     # --- sending ---
@@ -192,7 +248,9 @@ class ControllerPropagation:
             queue.popleft()
         task = self._tasks.get(broker)
         if task is None or task.done():
-            self._tasks[broker] = asyncio.create_task(self._drain(broker), name=f"controller-to-{broker}")
+            self._tasks[broker] = asyncio.create_task(
+                self._drain(broker), name=f"controller-to-{broker}"
+            )
 
     async def _drain(self, broker: int) -> None:
         queue = self._queues[broker]

@@ -79,13 +79,27 @@ class ControllerRequests:
             return LeaderAndIsrResponse(error_code=code)
         if version >= 2:
             asked = [
-                StateAsked(t.topic_name, t.topic_id if version >= 5 else None, s.partition_index, s.leader,
-                           s.leader_epoch, s.partition_epoch)
-                for t in req.topic_states for s in t.partition_states
+                StateAsked(
+                    t.topic_name,
+                    t.topic_id if version >= 5 else None,
+                    s.partition_index,
+                    s.leader,
+                    s.leader_epoch,
+                    s.partition_epoch,
+                )
+                for t in req.topic_states
+                for s in t.partition_states
             ]
         else:
             asked = [
-                StateAsked(s.topic_name, None, s.partition_index, s.leader, s.leader_epoch, s.partition_epoch)
+                StateAsked(
+                    s.topic_name,
+                    None,
+                    s.partition_index,
+                    s.leader,
+                    s.leader_epoch,
+                    s.partition_epoch,
+                )
                 for s in req.ungrouped_partition_states
             ]
         await self._catch_up([(a.topic, a.partition, a.partition_epoch) for a in asked])
@@ -95,15 +109,26 @@ class ControllerRequests:
             by_topic: dict[uuid.UUID, list[LeaderAndIsrResponse.Topics.PartitionErrors]] = {}
             for a, c in results:
                 by_topic.setdefault(a.topic_id or uuid.UUID(int=0), []).append(
-                    LeaderAndIsrResponse.Topics.PartitionErrors(partition_index=a.partition, error_code=c)
+                    LeaderAndIsrResponse.Topics.PartitionErrors(
+                        partition_index=a.partition, error_code=c
+                    )
                 )
-            return LeaderAndIsrResponse(error_code=0, topics=[
-                LeaderAndIsrResponse.Topics(topic_id=tid, partition_errors=ps) for tid, ps in by_topic.items()
-            ])
-        return LeaderAndIsrResponse(error_code=0, partition_errors=[
-            LeaderAndIsrResponse.PartitionErrors(topic_name=a.topic, partition_index=a.partition, error_code=c)
-            for a, c in results
-        ])
+            return LeaderAndIsrResponse(
+                error_code=0,
+                topics=[
+                    LeaderAndIsrResponse.Topics(topic_id=tid, partition_errors=ps)
+                    for tid, ps in by_topic.items()
+                ],
+            )
+        return LeaderAndIsrResponse(
+            error_code=0,
+            partition_errors=[
+                LeaderAndIsrResponse.PartitionErrors(
+                    topic_name=a.topic, partition_index=a.partition, error_code=c
+                )
+                for a, c in results
+            ],
+        )
 
     async def _catch_up(self, asked: list[tuple[str, int, int]]) -> None:
         """Read the store unless the image already holds every (topic, partition, partition
@@ -132,14 +157,23 @@ class ControllerRequests:
 
     # --- UpdateMetadata ---
 
-    async def update_metadata(self, req: UpdateMetadataRequest, version: int) -> UpdateMetadataResponse:
+    async def update_metadata(
+        self, req: UpdateMetadataRequest, version: int
+    ) -> UpdateMetadataResponse:
         code = self._fence(req.controller_epoch, req.broker_epoch if version >= 5 else -1)
         if code:
             return UpdateMetadataResponse(error_code=code)
         if version >= 5:
-            asked = [(t.topic_name, s.partition_index, s.zk_version) for t in req.topic_states for s in t.partition_states]
+            asked = [
+                (t.topic_name, s.partition_index, s.zk_version)
+                for t in req.topic_states
+                for s in t.partition_states
+            ]
         else:
-            asked = [(s.topic_name, s.partition_index, s.zk_version) for s in req.ungrouped_partition_states]
+            asked = [
+                (s.topic_name, s.partition_index, s.zk_version)
+                for s in req.ungrouped_partition_states
+            ]
         await self._catch_up(asked)
         self._handled("UpdateMetadata", req.controller_id, len(asked))
         return UpdateMetadataResponse(error_code=0)
@@ -153,12 +187,20 @@ class ControllerRequests:
         if version >= 3:
             asked = [
                 (t.topic_name, s.partition_index, s.leader_epoch, s.delete_partition)
-                for t in req.topic_states for s in t.partition_states
+                for t in req.topic_states
+                for s in t.partition_states
             ]
         elif version >= 1:
-            asked = [(t.name, i, NO_EPOCH, req.delete_partitions) for t in req.topics for i in t.partition_indexes]
+            asked = [
+                (t.name, i, NO_EPOCH, req.delete_partitions)
+                for t in req.topics
+                for i in t.partition_indexes
+            ]
         else:
-            asked = [(p.topic_name, p.partition_index, NO_EPOCH, req.delete_partitions) for p in req.ungrouped_partitions]
+            asked = [
+                (p.topic_name, p.partition_index, NO_EPOCH, req.delete_partitions)
+                for p in req.ungrouped_partitions
+            ]
         if any(self._listed_as_replica(topic, index) for topic, index, _, _ in asked):
             await self.store.refresh()  # the store may already say it no longer is
         image = self.store.image
@@ -166,12 +208,21 @@ class ControllerRequests:
         for topic, index, leader_epoch, delete in asked:
             p = image.partition(topic, index)
             still_replica = p is not None and self.node_id in p.replicas
-            if still_replica and p is not None and leader_epoch != EPOCH_DURING_DELETE and leader_epoch <= p.leader_epoch:
+            if (
+                still_replica
+                and p is not None
+                and leader_epoch != EPOCH_DURING_DELETE
+                and leader_epoch <= p.leader_epoch
+            ):
                 c = ErrorCode.FENCED_LEADER_EPOCH
             else:
                 self.replicas.stop_replicas(topic, [index], delete=delete, topic_deleted=p is None)
                 c = ErrorCode.NONE
-            errors.append(StopReplicaResponse.PartitionErrors(topic_name=topic, partition_index=index, error_code=c))
+            errors.append(
+                StopReplicaResponse.PartitionErrors(
+                    topic_name=topic, partition_index=index, error_code=c
+                )
+            )
         self._handled("StopReplica", req.controller_id, len(asked))
         return StopReplicaResponse(error_code=0, partition_errors=errors)
 
@@ -180,4 +231,6 @@ class ControllerRequests:
         return p is not None and self.node_id in p.replicas
 
     def _handled(self, api: str, controller: int, partitions: int) -> None:
-        log_event(log, "broker.controller_request", api=api, controller=controller, partitions=partitions)
+        log_event(
+            log, "broker.controller_request", api=api, controller=controller, partitions=partitions
+        )

@@ -230,7 +230,10 @@ class CoordinatorRuntime(ABC):
             self.pump()
             await asyncio.sleep(0)
         log_event(
-            log, f"{self.name}.loaded", partitions=len(partitions), batches=batches,
+            log,
+            f"{self.name}.loaded",
+            partitions=len(partitions),
+            batches=batches,
             ms=int((time.monotonic() - started) * 1000),
         )
 
@@ -246,7 +249,13 @@ class CoordinatorRuntime(ABC):
             try:
                 await self.creator.create_internal_topic(self.topic)
             except KafkaError as e:
-                log_event(log, f"{self.name}.topic_failed", logging.ERROR, topic=self.topic.name, error=str(e))
+                log_event(
+                    log,
+                    f"{self.name}.topic_failed",
+                    logging.ERROR,
+                    topic=self.topic.name,
+                    error=str(e),
+                )
             finally:
                 done, self._creating = self._creating, None
                 done.set_result(None)
@@ -298,11 +307,19 @@ class CoordinatorRuntime(ABC):
     def _append(self, w: InternalWrite) -> None:
         topic = self.topic.name
         try:
-            info = self.writer.append_internal(topic, w.partition, bytearray(w.batch), self.topic.origin)
+            info = self.writer.append_internal(
+                topic, w.partition, bytearray(w.batch), self.topic.origin
+            )
             committed = self.writer.committed(topic, w.partition, info.last_offset + 1)
         except KafkaError as e:
             code = code_of(e)
-            log_event(log, f"{self.name}.append_failed", logging.ERROR, partition=w.partition, error=str(e))
+            log_event(
+                log,
+                f"{self.name}.append_failed",
+                logging.ERROR,
+                partition=w.partition,
+                error=str(e),
+            )
             self._write_complete(w.id, code, -1)
             return
 

@@ -32,7 +32,9 @@ def now_ms() -> int:
 
 class DelegationTokenManager:
     def __init__(self, config: BrokerConfig, image: Callable[[], MetadataImage]) -> None:
-        self.secret: str | None = config["delegation.token.secret.key"] or config["delegation.token.master.key"] or None
+        self.secret: str | None = (
+            config["delegation.token.secret.key"] or config["delegation.token.master.key"] or None
+        )
         self.max_lifetime_ms = int(config["delegation.token.max.lifetime.ms"])
         self.expiry_time_ms = int(config["delegation.token.expiry.time.ms"])
         self.check_interval_s = int(config["delegation.token.expiry.check.interval.ms"]) / 1000
@@ -72,12 +74,20 @@ class DelegationTokenManager:
     ) -> DelegationToken:
         self._require_enabled()
         token = rules.new_token(
-            owner, requester, renewers, max_lifetime_ms, now_ms(), self.max_lifetime_ms, self.expiry_time_ms
+            owner,
+            requester,
+            renewers,
+            max_lifetime_ms,
+            now_ms(),
+            self.max_lifetime_ms,
+            self.expiry_time_ms,
         )
         return await self._store().create_delegation_token(token)
 
     def _by_hmac(self, mac: bytes) -> DelegationToken:
-        token = rules.find_by_hmac(self._image().delegation_tokens.values(), self._require_enabled(), mac)
+        token = rules.find_by_hmac(
+            self._image().delegation_tokens.values(), self._require_enabled(), mac
+        )
         if token is None:
             raise DelegationTokenNotFoundError("Delegation Token not found.")
         return token
@@ -101,7 +111,10 @@ class DelegationTokenManager:
 
     def tokens(self) -> list[DelegationToken]:
         self._require_enabled()
-        return sorted(self._image().delegation_tokens.values(), key=lambda t: (t.issue_timestamp_ms, t.token_id))
+        return sorted(
+            self._image().delegation_tokens.values(),
+            key=lambda t: (t.issue_timestamp_ms, t.token_id),
+        )
 
     # --- upkeep ---
 

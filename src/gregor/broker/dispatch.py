@@ -39,9 +39,42 @@ log = logging.getLogger("gregor.broker")
 #: 2.0 raised the version of every API it had then); the broker answers those at once and then
 #: holds the connection, older ones it answers late. APIs newer than 2.0 honour it from v0.
 KIP_219_FROM = {
-    0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2, 18: 2,
-    19: 3, 20: 2, 21: 1, 22: 1, 23: 2, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1, 31: 1, 32: 1,
-    33: 1, 34: 1, 35: 1, 37: 1, 38: 1, 39: 1, 40: 1, 41: 1, 42: 1,
+    0: 6,
+    1: 8,
+    2: 3,
+    3: 6,
+    8: 4,
+    9: 4,
+    10: 2,
+    11: 3,
+    12: 2,
+    13: 2,
+    14: 2,
+    15: 2,
+    16: 2,
+    18: 2,
+    19: 3,
+    20: 2,
+    21: 1,
+    22: 1,
+    23: 2,
+    24: 1,
+    25: 1,
+    26: 1,
+    28: 1,
+    29: 1,
+    30: 1,
+    31: 1,
+    32: 1,
+    33: 1,
+    34: 1,
+    35: 1,
+    37: 1,
+    38: 1,
+    39: 1,
+    40: 1,
+    41: 1,
+    42: 1,
 }
 
 
@@ -127,8 +160,13 @@ class Dispatcher:
                 return True
             name = API_KEYS[api_key].name if api_key in API_KEYS else "unknown"
             log_event(
-                log, "request.unsupported", logging.WARNING,
-                peer=peer, api_key=api_key, api=name, version=version,
+                log,
+                "request.unsupported",
+                logging.WARNING,
+                peer=peer,
+                api_key=api_key,
+                api=name,
+                version=version,
             )
             return False
         info = API_KEYS[api_key]
@@ -139,8 +177,13 @@ class Dispatcher:
             request, _ = info.request.decode_from(memoryview(frame), body_offset, version)
         except ProtocolError as e:
             log_event(
-                log, "request.malformed", logging.WARNING,
-                peer=peer, api=info.name, version=version, reason=str(e),
+                log,
+                "request.malformed",
+                logging.WARNING,
+                peer=peer,
+                api=info.name,
+                version=version,
+                reason=str(e),
             )
             return False
         quotas, metrics = self.broker.quotas, self.broker.metrics
@@ -157,13 +200,18 @@ class Dispatcher:
                 response = await timed
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
             log.exception("handler failed")
-            log_event(log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e))
+            log_event(
+                log, "request.failed", logging.ERROR, api=info.name, version=version, error=repr(e)
+            )
             return False
         handled = time.perf_counter()
         throttle_ms = getattr(response, "throttle_time_ms", 0) if response is not None else 0
         if request_quota and timed is not None:
             request_throttle = quotas.throttle_ms(
-                REQUEST_PERCENTAGE, conn.info.principal, header.client_id, timed.ns * 1e-7  # % x s
+                REQUEST_PERCENTAGE,
+                conn.info.principal,
+                header.client_id,
+                timed.ns * 1e-7,  # % x s
             )
             if request_throttle > throttle_ms:
                 throttle_ms = request_throttle
@@ -178,25 +226,32 @@ class Dispatcher:
             if isinstance(response, (bytes, bytearray, memoryview)):
                 conn.send(response)
             else:
-                for part in coalesce(encode_response_parts(api_key, version, header.correlation_id, response)):
+                for part in coalesce(
+                    encode_response_parts(api_key, version, header.correlation_id, response)
+                ):
                     conn.send(part)
             if request_quota:  # the answer's encoding counts too (Kafka's network time)
                 quotas.throttle_ms(
-                    REQUEST_PERCENTAGE, conn.info.principal, header.client_id,
+                    REQUEST_PERCENTAGE,
+                    conn.info.principal,
+                    header.client_id,
                     (time.perf_counter_ns() - encoding) * 1e-7,
                 )
         local_ms = timed.ns / 1e6 if timed is not None else None
         metrics.request(
-            api_key, (time.perf_counter() - started) * 1000, (started - conn.frame_arrival) * 1000, throttle_ms,
+            api_key,
+            (time.perf_counter() - started) * 1000,
+            (started - conn.frame_arrival) * 1000,
+            throttle_ms,
             getattr(response, "error_code", 0) if response is not None else 0,
-            local_ms, None if local_ms is None else max(0.0, (handled - started) * 1000 - local_ms),
+            local_ms,
+            None if local_ms is None else max(0.0, (handled - started) * 1000 - local_ms),
         )
         if throttle_s > 0 and kip219:
             # KIP-219: the answer goes out at once with its throttle time, and the connection
             # takes no further request until that time has passed.
             await _hold(conn, throttle_s)
         return True
-
 
 
 async def _hold(conn: ResponseSink, seconds: float) -> None:

@@ -67,35 +67,73 @@ CLUSTER_WIDE = "cluster-wide"
 Layers = Sequence[tuple[Mapping[str, str], ConfigSource]]
 
 _LOG_KEYS = (
-    "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
-    "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes",
-    "log.retention.ms", "message.max.bytes", "log.index.interval.bytes",
-    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
-    "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "unclean.leader.election.enable",
-    "min.insync.replicas", "compression.type", "compression.gzip.level", "compression.lz4.level",
-    "compression.zstd.level", "log.preallocate", "log.message.timestamp.type",
-    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.difference.max.ms", "log.local.retention.ms", "log.local.retention.bytes",
+    "log.segment.bytes",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.index.size.max.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.retention.bytes",
+    "log.retention.ms",
+    "message.max.bytes",
+    "log.index.interval.bytes",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.segment.delete.delay.ms",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleanup.policy",
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+    "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "log.preallocate",
+    "log.message.timestamp.type",
+    "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms",
+    "log.local.retention.ms",
+    "log.local.retention.bytes",
 )
 _CLUSTER_WIDE_KEYS = (
-    "background.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
-    "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms", "max.connections",
-    "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate",
-    "producer.id.expiration.ms", "transaction.partition.verification.enable", "metric.reporters",
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "background.threads",
+    "num.io.threads",
+    "num.network.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
+    "producer.id.expiration.ms",
+    "transaction.partition.verification.enable",
+    "metric.reporters",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
 )
 # Kafka also updates listeners, advertised.listeners and listener.security.protocol.map per
 # broker; Gregor cannot rebind a running listener, so those stay read-only here.
 _PER_BROKER_KEYS = (
-    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.service.name",
-    "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
-    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
-    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
-    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.kerberos.service.name",
+    "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
     "sasl.mechanism.inter.broker.protocol",
 )
 
@@ -107,45 +145,84 @@ DYNAMIC_BROKER_CONFIGS: dict[str, str] = {
 }
 
 #: Kafka's ``SslConfigs.RECONFIGURABLE_CONFIGS``: dynamic only with a listener prefix, per broker.
-SSL_LISTENER_CONFIGS = frozenset({
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
-})
+SSL_LISTENER_CONFIGS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
+    }
+)
 #: Listener configs that may also be set for all brokers (Kafka's ClusterLevelListenerConfigs).
 _CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate"})
 #: Per-mechanism listener configs (``listener.name.<l>.<mechanism>.<key>``).
-_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms",
-                      "sasl.login.callback.handler.class", "sasl.login.class")
+_MECHANISM_CONFIGS = (
+    "sasl.jaas.config",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+    "sasl.login.callback.handler.class",
+    "sasl.login.class",
+)
 #: Kafka's PASSWORD-type broker configs.
-PASSWORD_CONFIGS = frozenset({
-    "sasl.jaas.config", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
-    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
-    "delegation.token.secret.key", "delegation.token.master.key",
-    "password.encoder.secret", "password.encoder.old.secret",
-})
+PASSWORD_CONFIGS = frozenset(
+    {
+        "sasl.jaas.config",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
+        "delegation.token.secret.key",
+        "delegation.token.master.key",
+        "password.encoder.secret",
+        "password.encoder.old.secret",
+    }
+)
 #: Kafka's types of the dynamic broker configs Gregor stores without a key of its own.
 _DYNAMIC_TYPES: dict[str, ConfigType] = {
-    "background.threads": ConfigType.INT, "follower.replication.throttled.rate": ConfigType.LONG,
-    "leader.replication.throttled.rate": ConfigType.LONG, "log.cleaner.dedupe.buffer.size": ConfigType.LONG,
-    "log.cleaner.io.buffer.load.factor": ConfigType.DOUBLE, "log.cleaner.io.buffer.size": ConfigType.INT,
-    "log.cleaner.io.max.bytes.per.second": ConfigType.DOUBLE, "log.cleaner.threads": ConfigType.INT,
-    "log.message.timestamp.difference.max.ms": ConfigType.LONG, "max.connection.creation.rate": ConfigType.INT,
-    "metric.reporters": ConfigType.LIST, "num.recovery.threads.per.data.dir": ConfigType.INT,
-    "num.replica.fetchers": ConfigType.INT, "replica.alter.log.dirs.io.max.bytes.per.second": ConfigType.LONG,
-    "sasl.enabled.mechanisms": ConfigType.LIST, "sasl.kerberos.kinit.cmd": ConfigType.STRING,
-    "sasl.kerberos.min.time.before.relogin": ConfigType.LONG, "sasl.kerberos.service.name": ConfigType.STRING,
+    "background.threads": ConfigType.INT,
+    "follower.replication.throttled.rate": ConfigType.LONG,
+    "leader.replication.throttled.rate": ConfigType.LONG,
+    "log.cleaner.dedupe.buffer.size": ConfigType.LONG,
+    "log.cleaner.io.buffer.load.factor": ConfigType.DOUBLE,
+    "log.cleaner.io.buffer.size": ConfigType.INT,
+    "log.cleaner.io.max.bytes.per.second": ConfigType.DOUBLE,
+    "log.cleaner.threads": ConfigType.INT,
+    "log.message.timestamp.difference.max.ms": ConfigType.LONG,
+    "max.connection.creation.rate": ConfigType.INT,
+    "metric.reporters": ConfigType.LIST,
+    "num.recovery.threads.per.data.dir": ConfigType.INT,
+    "num.replica.fetchers": ConfigType.INT,
+    "replica.alter.log.dirs.io.max.bytes.per.second": ConfigType.LONG,
+    "sasl.enabled.mechanisms": ConfigType.LIST,
+    "sasl.kerberos.kinit.cmd": ConfigType.STRING,
+    "sasl.kerberos.min.time.before.relogin": ConfigType.LONG,
+    "sasl.kerberos.service.name": ConfigType.STRING,
     "sasl.kerberos.ticket.renew.jitter": ConfigType.DOUBLE,
     "sasl.kerberos.ticket.renew.window.factor": ConfigType.DOUBLE,
-    "sasl.login.refresh.buffer.seconds": ConfigType.SHORT, "sasl.login.refresh.min.period.seconds": ConfigType.SHORT,
-    "sasl.login.refresh.window.factor": ConfigType.DOUBLE, "sasl.login.refresh.window.jitter": ConfigType.DOUBLE,
+    "sasl.login.refresh.buffer.seconds": ConfigType.SHORT,
+    "sasl.login.refresh.min.period.seconds": ConfigType.SHORT,
+    "sasl.login.refresh.window.factor": ConfigType.DOUBLE,
+    "sasl.login.refresh.window.jitter": ConfigType.DOUBLE,
     "sasl.mechanism.inter.broker.protocol": ConfigType.STRING,
     "transaction.partition.verification.enable": ConfigType.BOOLEAN,
-    "ssl.keystore.type": ConfigType.STRING, "ssl.keystore.location": ConfigType.STRING,
-    "ssl.truststore.type": ConfigType.STRING, "ssl.truststore.location": ConfigType.STRING,
-    "sasl.server.callback.handler.class": ConfigType.CLASS, "connections.max.reauth.ms": ConfigType.LONG,
-    "sasl.login.callback.handler.class": ConfigType.CLASS, "sasl.login.class": ConfigType.CLASS,
-    "max.connections": ConfigType.INT, "sasl.server.max.receive.size": ConfigType.INT,
+    "ssl.keystore.type": ConfigType.STRING,
+    "ssl.keystore.location": ConfigType.STRING,
+    "ssl.truststore.type": ConfigType.STRING,
+    "ssl.truststore.location": ConfigType.STRING,
+    "sasl.server.callback.handler.class": ConfigType.CLASS,
+    "connections.max.reauth.ms": ConfigType.LONG,
+    "sasl.login.callback.handler.class": ConfigType.CLASS,
+    "sasl.login.class": ConfigType.CLASS,
+    "max.connections": ConfigType.INT,
+    "sasl.server.max.receive.size": ConfigType.INT,
 }
 
 _BROKER = int(ConfigResourceType.BROKER)
@@ -191,7 +268,11 @@ def dynamic_mode(name: str) -> str | None:
         return DYNAMIC_BROKER_CONFIGS.get(name)
     if base in _CLUSTER_LEVEL_LISTENER_CONFIGS:
         return CLUSTER_WIDE
-    if base in SSL_LISTENER_CONFIGS or base in _MECHANISM_CONFIGS or DYNAMIC_BROKER_CONFIGS.get(base) == PER_BROKER:
+    if (
+        base in SSL_LISTENER_CONFIGS
+        or base in _MECHANISM_CONFIGS
+        or DYNAMIC_BROKER_CONFIGS.get(base) == PER_BROKER
+    ):
         return PER_BROKER
     return None
 
@@ -208,7 +289,9 @@ def encode_passwords(props: Mapping[str, str], encoder: PasswordEncoder | None) 
 
 
 def decode_passwords(
-    props: Mapping[str, str], encoder: PasswordEncoder | None, old_encoder: PasswordEncoder | None = None
+    props: Mapping[str, str],
+    encoder: PasswordEncoder | None,
+    old_encoder: PasswordEncoder | None = None,
 ) -> dict[str, str]:
     """``props`` with every stored password config decoded (with ``password.encoder.secret``,
     else ``password.encoder.old.secret``); one neither decodes is left out and logged, as
@@ -228,7 +311,10 @@ def decode_passwords(
         else:
             del out[name]
             log_event(
-                log, "config.password_undecodable", logging.ERROR, config=name,
+                log,
+                "config.password_undecodable",
+                logging.ERROR,
+                config=name,
                 reason="Dynamic password config could not be decoded with password.encoder.secret "
                 "(or password.encoder.old.secret), ignoring",
             )
@@ -256,9 +342,7 @@ def _scala_set(names: Iterable[str]) -> str:
     return "Set(" + ", ".join(sorted(names)) + ")"
 
 
-def validate_broker_overrides(
-    name: str, overrides: Mapping[str, str], layers: Layers
-) -> None:
+def validate_broker_overrides(name: str, overrides: Mapping[str, str], layers: Layers) -> None:
     """Refuse a new override set for the broker resource ``name`` ("" = cluster default) as
     Kafka does (INVALID_REQUEST, "Invalid config value for resource ...: ..."): read-only keys,
     SSL store settings without a listener prefix, per-broker keys at the cluster level,
@@ -294,9 +378,17 @@ def validate_broker_overrides(
         if any(is_password_config(k) for k in overrides):
             raise refuse("Password config can be defined only at broker level")
     replaced = [
-        (overrides if source == (
-            ConfigSource.DYNAMIC_BROKER_CONFIG if per_broker else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-        ) else props, source)
+        (
+            overrides
+            if source
+            == (
+                ConfigSource.DYNAMIC_BROKER_CONFIG
+                if per_broker
+                else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            )
+            else props,
+            source,
+        )
         for props, source in layers
     ]
     try:

@@ -80,15 +80,22 @@ class JsonFormatter(logging.Formatter):
     """The same lines as one JSON object each (``gregor serve --output json``)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        ts = (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z"
+        )
         doc: dict[str, Any] = {"ts": ts, "level": record.levelname, "logger": record.name}
         fields = getattr(record, "fields", None)
         if fields is not None:
             doc["event"] = escape_log_text(record.getMessage())
-            doc.update({
-                k: v if isinstance(v, (int, float, bool)) or v is None else escape_log_text(str(v))
-                for k, v in fields.items()
-            })
+            doc.update(
+                {
+                    k: v
+                    if isinstance(v, (int, float, bool)) or v is None
+                    else escape_log_text(str(v))
+                    for k, v in fields.items()
+                }
+            )
         else:
             doc["msg"] = escape_log_text(record.getMessage())
         if record.exc_info:
@@ -110,7 +117,9 @@ class LogRateLimit:
     log this one, and ``suppressed`` how many were left out since the last line logged (put
     it in that line)."""
 
-    def __init__(self, limit: int = 10, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, limit: int = 10, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.limit = limit
         self.window_s = window_s
         self._clock = clock

@@ -43,8 +43,19 @@ from gregor.protocol.features import (
 )
 
 __all__ = [
-    "GROUP_VERSION", "METADATA_VERSION", "SAFE_DOWNGRADE", "SHARE_VERSION", "SUPPORTED", "TRANSACTION_VERSION",
-    "UNSAFE_DOWNGRADE", "UPGRADE", "FeatureUpdate", "SupportedFeature", "apply", "finalized", "level",
+    "GROUP_VERSION",
+    "METADATA_VERSION",
+    "SAFE_DOWNGRADE",
+    "SHARE_VERSION",
+    "SUPPORTED",
+    "TRANSACTION_VERSION",
+    "UNSAFE_DOWNGRADE",
+    "UPGRADE",
+    "FeatureUpdate",
+    "SupportedFeature",
+    "apply",
+    "finalized",
+    "level",
 ]
 
 
@@ -65,6 +76,7 @@ SUPPORTED: Mapping[str, SupportedFeature] = {
         SupportedFeature(SHARE_VERSION, 0, 1, 1),
     )
 }
+
 
 def finalized(explicit: Mapping[str, int]) -> dict[str, int]:
     """Every feature's finalized level: the image's levels over the defaults."""

@@ -92,7 +92,10 @@ class SendableRegion:
 def socket_fd(transport: Any) -> int | None:
     """The socket of a plain-TCP transport, for ``sendfile``; None over TLS (the bytes must
     go through the TLS layer) or when the transport has no socket."""
-    if transport.get_extra_info("sslcontext") is not None or transport.get_extra_info("ssl_object") is not None:
+    if (
+        transport.get_extra_info("sslcontext") is not None
+        or transport.get_extra_info("ssl_object") is not None
+    ):
         return None
     sock = transport.get_extra_info("socket")
     if sock is None:

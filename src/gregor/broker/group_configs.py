@@ -39,39 +39,65 @@ class GroupConfigDef:
 
 GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
     GroupConfigDef(
-        "consumer.heartbeat.interval.ms", ConfigType.INT, "group.consumer.heartbeat.interval.ms", "5000",
+        "consumer.heartbeat.interval.ms",
+        ConfigType.INT,
+        "group.consumer.heartbeat.interval.ms",
+        "5000",
         "The heartbeat interval given to the members of a consumer group.",
-        "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
     ),
     GroupConfigDef(
-        "consumer.session.timeout.ms", ConfigType.INT, "group.consumer.session.timeout.ms", "45000",
+        "consumer.session.timeout.ms",
+        ConfigType.INT,
+        "group.consumer.session.timeout.ms",
+        "45000",
         "The timeout to detect client failures when using the consumer group protocol.",
-        "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
     ),
     GroupConfigDef(
-        "share.auto.offset.reset", ConfigType.STRING, None, "latest",
+        "share.auto.offset.reset",
+        ConfigType.STRING,
+        None,
+        "latest",
         "The strategy to initialize the share-partition start offset.",
         choices=("earliest", "latest"),
     ),
     GroupConfigDef(
-        "share.isolation.level", ConfigType.STRING, None, "read_uncommitted",
+        "share.isolation.level",
+        ConfigType.STRING,
+        None,
+        "read_uncommitted",
         "Whether a share group reads transactional records only once committed.",
         choices=("read_committed", "read_uncommitted"),
     ),
     GroupConfigDef(
-        "share.heartbeat.interval.ms", ConfigType.INT, "group.share.heartbeat.interval.ms", "5000",
+        "share.heartbeat.interval.ms",
+        ConfigType.INT,
+        "group.share.heartbeat.interval.ms",
+        "5000",
         "The heartbeat interval given to the members of a share group.",
-        "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+        "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms",
     ),
     GroupConfigDef(
-        "share.record.lock.duration.ms", ConfigType.INT, "group.share.record.lock.duration.ms", "30000",
+        "share.record.lock.duration.ms",
+        ConfigType.INT,
+        "group.share.record.lock.duration.ms",
+        "30000",
         "The record acquisition lock duration in milliseconds for share groups.",
-        "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
     ),
     GroupConfigDef(
-        "share.session.timeout.ms", ConfigType.INT, "group.share.session.timeout.ms", "45000",
+        "share.session.timeout.ms",
+        ConfigType.INT,
+        "group.share.session.timeout.ms",
+        "45000",
         "The timeout to detect client failures when using the share group protocol.",
-        "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+        "group.share.min.session.timeout.ms",
+        "group.share.max.session.timeout.ms",
     ),
 )
 _BY_NAME = {d.name: d for d in GROUP_CONFIGS}
@@ -90,8 +116,11 @@ def _broker_value(config: BrokerConfig, key: str | None, default: str) -> str:
 
 
 def describe_group(
-    overrides: Mapping[str, str], config: BrokerConfig, names: Iterable[str] | None,
-    include_synonyms: bool, include_documentation: bool,
+    overrides: Mapping[str, str],
+    config: BrokerConfig,
+    names: Iterable[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool,
 ) -> list[ConfigEntry]:
     wanted = None if names is None else set(names)
     out = []
@@ -106,15 +135,22 @@ def describe_group(
         synonyms: list[tuple[str, str | None, ConfigSource]] | None = None
         if include_synonyms:
             synonyms = [(d.name, value, source)]
-        out.append(ConfigEntry(
-            d.name, value, source, d.type, d.doc if include_documentation else None,
-            synonyms=synonyms,
-        ))
+        out.append(
+            ConfigEntry(
+                d.name,
+                value,
+                source,
+                d.type,
+                d.doc if include_documentation else None,
+                synonyms=synonyms,
+            )
+        )
     return out
 
 
 def validate_group_overrides(overrides: Mapping[str, str], config: BrokerConfig) -> None:
     """INVALID_CONFIG, with Kafka's messages, for a set of group overrides Kafka refuses."""
+
     def bad(message: str) -> Exception:
         return kafka_error(ErrorCode.INVALID_CONFIG, message)
 
@@ -125,13 +161,17 @@ def validate_group_overrides(overrides: Mapping[str, str], config: BrokerConfig)
             raise bad(f"Unknown group config name: {name}")
         if d.choices is not None:
             if text not in d.choices:
-                raise bad(f"Invalid value {text} for configuration {name}: String must be one of: "
-                          + ", ".join(d.choices))
+                raise bad(
+                    f"Invalid value {text} for configuration {name}: String must be one of: "
+                    + ", ".join(d.choices)
+                )
             continue
         try:
             values[name] = int(text.strip())
         except ValueError:
-            raise bad(f"Invalid value {text} for configuration {name}: Not a number of type INT") from None
+            raise bad(
+                f"Invalid value {text} for configuration {name}: Not a number of type INT"
+            ) from None
         if d.min_key is not None and values[name] < int(config.get(d.min_key)):
             raise bad(f"{name} must be greater than or equal to {d.min_key}")
         if d.max_key is not None and values[name] > int(config.get(d.max_key)):
@@ -145,5 +185,7 @@ def validate_group_overrides(overrides: Mapping[str, str], config: BrokerConfig)
 
     for kind in ("consumer", "share"):
         heartbeat, session = f"{kind}.heartbeat.interval.ms", f"{kind}.session.timeout.ms"
-        if (heartbeat in values or session in values) and effective(heartbeat) >= effective(session):
+        if (heartbeat in values or session in values) and effective(heartbeat) >= effective(
+            session
+        ):
             raise bad(f"{heartbeat} must be less than {session}")

@@ -92,7 +92,10 @@ class GroupService(CoordinatorRuntime):
         self.coordinator = GroupCoordinator(config, ImageTopics(image), clock)
         self.config = config
         topic = InternalTopic(
-            OFFSETS_TOPIC, config.num_partitions, replication_factor, OFFSETS_TOPIC_CONFIGS,
+            OFFSETS_TOPIC,
+            config.num_partitions,
+            replication_factor,
+            OFFSETS_TOPIC_CONFIGS,
             AppendOrigin.COORDINATOR,
         )
         # COORDINATOR origin: transactional offset commits (TxnOffsetCommit) carry the
@@ -103,7 +106,9 @@ class GroupService(CoordinatorRuntime):
 
     def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
         writes, replies = self.coordinator.take()
-        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [(r.token, r.response) for r in replies]
+        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [
+            (r.token, r.response) for r in replies
+        ]
 
     def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
         self.coordinator.write_complete(write_id, error, base_offset)
@@ -151,7 +156,9 @@ class GroupService(CoordinatorRuntime):
         self, req: JoinGroupRequest, version: int, client_id: str | None, client_host: str
     ) -> JoinGroupResponse:
         c = self.coordinator
-        return cast(JoinGroupResponse, await self.call(c.join_group, req, version, client_id, client_host))
+        return cast(
+            JoinGroupResponse, await self.call(c.join_group, req, version, client_id, client_host)
+        )
 
     async def sync_group(self, req: SyncGroupRequest, version: int) -> SyncGroupResponse:
         return cast(SyncGroupResponse, await self.call(self.coordinator.sync_group, req, version))
@@ -163,19 +170,29 @@ class GroupService(CoordinatorRuntime):
         return cast(LeaveGroupResponse, await self.call(self.coordinator.leave_group, req, version))
 
     async def offset_commit(self, req: OffsetCommitRequest, version: int) -> OffsetCommitResponse:
-        return cast(OffsetCommitResponse, await self.call(self.coordinator.offset_commit, req, version))
+        return cast(
+            OffsetCommitResponse, await self.call(self.coordinator.offset_commit, req, version)
+        )
 
     async def offset_fetch(self, req: OffsetFetchRequest, version: int) -> OffsetFetchResponse:
-        return cast(OffsetFetchResponse, await self.call(self.coordinator.offset_fetch, req, version))
+        return cast(
+            OffsetFetchResponse, await self.call(self.coordinator.offset_fetch, req, version)
+        )
 
     async def offset_delete(self, req: OffsetDeleteRequest, version: int) -> OffsetDeleteResponse:
-        return cast(OffsetDeleteResponse, await self.call(self.coordinator.offset_delete, req, version))
+        return cast(
+            OffsetDeleteResponse, await self.call(self.coordinator.offset_delete, req, version)
+        )
 
-    async def txn_offset_commit(self, req: TxnOffsetCommitRequest, version: int) -> TxnOffsetCommitResponse:
+    async def txn_offset_commit(
+        self, req: TxnOffsetCommitRequest, version: int
+    ) -> TxnOffsetCommitResponse:
         c = self.coordinator
         return cast(TxnOffsetCommitResponse, await self.call(c.txn_offset_commit, req, version))
 
-    async def describe_groups(self, req: DescribeGroupsRequest, version: int) -> DescribeGroupsResponse:
+    async def describe_groups(
+        self, req: DescribeGroupsRequest, version: int
+    ) -> DescribeGroupsResponse:
         c = self.coordinator
         return cast(DescribeGroupsResponse, await self.call(c.describe_groups, req, version))
 
@@ -187,7 +204,11 @@ class GroupService(CoordinatorRuntime):
         return cast(DeleteGroupsResponse, await self.call(c.delete_groups, req, version))
 
     async def consumer_group_heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest, version: int, client_id: str | None, client_host: str
+        self,
+        req: ConsumerGroupHeartbeatRequest,
+        version: int,
+        client_id: str | None,
+        client_host: str,
     ) -> ConsumerGroupHeartbeatResponse:
         c = self.coordinator
         result = await self.call(c.consumer_group_heartbeat, req, version, client_id, client_host)
@@ -197,4 +218,6 @@ class GroupService(CoordinatorRuntime):
         self, req: ConsumerGroupDescribeRequest, version: int
     ) -> ConsumerGroupDescribeResponse:
         c = self.coordinator
-        return cast(ConsumerGroupDescribeResponse, await self.call(c.consumer_group_describe, req, version))
+        return cast(
+            ConsumerGroupDescribeResponse, await self.call(c.consumer_group_describe, req, version)
+        )

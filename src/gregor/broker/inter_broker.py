@@ -49,7 +49,12 @@ R = TypeVar("R")
 
 
 async def connect_to_broker(
-    image: MetadataImage, node: int, listener: str, *, client_id: str, request_timeout_ms: int,
+    image: MetadataImage,
+    node: int,
+    listener: str,
+    *,
+    client_id: str,
+    request_timeout_ms: int,
     security: InterBrokerClient | None = None,
 ) -> BrokerConnection:
     """A connection to broker ``node`` at the address it registered for ``listener`` in
@@ -60,7 +65,11 @@ async def connect_to_broker(
     if endpoint is None:
         raise KafkaConnectionError(f"broker {node} has no {listener} endpoint in the metadata")
     conn = BrokerConnection(
-        endpoint.host, endpoint.port, node_id=node, client_id=client_id, request_timeout_ms=request_timeout_ms,
+        endpoint.host,
+        endpoint.port,
+        node_id=node,
+        client_id=client_id,
+        request_timeout_ms=request_timeout_ms,
         ssl_context=security.ssl_context if security is not None else None,
         sasl=security.sasl if security is not None else None,
     )
@@ -76,7 +85,10 @@ async def connect_to_broker(
 
 class BrokerChannels:
     def __init__(
-        self, node_id: int, listener: str, image: Callable[[], MetadataImage],
+        self,
+        node_id: int,
+        listener: str,
+        image: Callable[[], MetadataImage],
         security: InterBrokerClient | None = None,
     ) -> None:
         self.node_id = node_id
@@ -97,8 +109,12 @@ class BrokerChannels:
         self._connecting[node] = fut
         try:
             conn = await connect_to_broker(
-                self._image(), node, self.listener, client_id=f"gregor-broker-{self.node_id}",
-                request_timeout_ms=REQUEST_TIMEOUT_MS, security=self.security,
+                self._image(),
+                node,
+                self.listener,
+                client_id=f"gregor-broker-{self.node_id}",
+                request_timeout_ms=REQUEST_TIMEOUT_MS,
+                security=self.security,
             )
             self._conns[node] = conn
             fut.set_result(conn)
@@ -143,8 +159,13 @@ class TxnRouting:
         return p.leader if p is not None else -1
 
     async def write_markers(
-        self, leader: int, partitions: list[TopicPartition], producer_id: int, producer_epoch: int,
-        commit: bool, coordinator_epoch: int,
+        self,
+        leader: int,
+        partitions: list[TopicPartition],
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
     ) -> dict[TopicPartition, int]:
         """WriteTxnMarkers to ``leader`` for ``partitions``; the error code of each."""
         if leader < 0:
@@ -152,13 +173,20 @@ class TxnRouting:
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
-        req = WriteTxnMarkersRequest(markers=[
-            WriteTxnMarkersRequest.Markers(
-                producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
-                coordinator_epoch=coordinator_epoch,
-                topics=[WriteTxnMarkersRequest.Markers.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-            )
-        ])
+        req = WriteTxnMarkersRequest(
+            markers=[
+                WriteTxnMarkersRequest.Markers(
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    transaction_result=commit,
+                    coordinator_epoch=coordinator_epoch,
+                    topics=[
+                        WriteTxnMarkersRequest.Markers.Topics(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()
+                    ],
+                )
+            ]
+        )
         try:
             resp = await self.channels.request(leader, req)
         except KafkaConnectionError as e:
@@ -173,18 +201,33 @@ class TxnRouting:
         return out
 
     async def verify(
-        self, coordinator: int, transactional_id: str, producer_id: int, producer_epoch: int,
-        topic: str, index: int, *, verify_only: bool = True,
+        self,
+        coordinator: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic: str,
+        index: int,
+        *,
+        verify_only: bool = True,
     ) -> ErrorCode:
         """Ask the coordinator broker whether (topic, index) is in the producer's transaction,
         or (``verify_only=False``, transaction version 2) to add it."""
-        req = AddPartitionsToTxnRequest(transactions=[
-            AddPartitionsToTxnRequest.Transactions(
-                transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-                verify_only=verify_only,
-                topics=[AddPartitionsToTxnRequest.Transactions.Topics(name=topic, partitions=[index])],
-            )
-        ])
+        req = AddPartitionsToTxnRequest(
+            transactions=[
+                AddPartitionsToTxnRequest.Transactions(
+                    transactional_id=transactional_id,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    verify_only=verify_only,
+                    topics=[
+                        AddPartitionsToTxnRequest.Transactions.Topics(
+                            name=topic, partitions=[index]
+                        )
+                    ],
+                )
+            ]
+        )
         try:
             resp = await self.channels.request(coordinator, req, 4)
         except KafkaConnectionError:
@@ -235,7 +278,9 @@ class ControllerChannel:
             if loop.time() >= deadline:
                 if last is not None:
                     return last
-                raise KafkaTimeoutError(f"no controller answered {type(message).__name__} in {timeout_s} s")
+                raise KafkaTimeoutError(
+                    f"no controller answered {type(message).__name__} in {timeout_s} s"
+                )
             await asyncio.sleep(CONTROLLER_RETRY_S)
 
 
@@ -244,7 +289,10 @@ class ControllerProducerIds:
     AllocateProducerIds (the ``ProducerIdManager``'s store)."""
 
     def __init__(
-        self, channel: ControllerChannel, node_id: int, image: Callable[[], MetadataImage],
+        self,
+        channel: ControllerChannel,
+        node_id: int,
+        image: Callable[[], MetadataImage],
         local: Callable[[AllocateProducerIdsRequest], Awaitable[AllocateProducerIdsResponse]],
     ) -> None:
         self.channel = channel
@@ -254,10 +302,16 @@ class ControllerProducerIds:
 
     async def allocate_producer_ids(self, count: int) -> int:
         reg = self._image().brokers.get(self.node_id)
-        req = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=reg.epoch if reg is not None else -1)
-        resp = await self.channel.request(req, 0, lambda: self._local(req), timeout_s=REQUEST_TIMEOUT_MS / 1000)
+        req = AllocateProducerIdsRequest(
+            broker_id=self.node_id, broker_epoch=reg.epoch if reg is not None else -1
+        )
+        resp = await self.channel.request(
+            req, 0, lambda: self._local(req), timeout_s=REQUEST_TIMEOUT_MS / 1000
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)("AllocateProducerIds refused by the controller")
         if resp.producer_id_len < count:
-            raise error_for_code(-1)(f"the controller gave {resp.producer_id_len} producer ids, {count} needed")
+            raise error_for_code(-1)(
+                f"the controller gave {resp.producer_id_len} producer ids, {count} needed"
+            )
         return resp.producer_id_start

@@ -35,24 +35,47 @@ Getter = Callable[[str], "str | None"]
 
 #: The settings read here (plain or under ``listener.name.<l>.``): known, so not reported as
 #: unknown keys, and never described (some are secrets).
-SECURITY_KEYS = frozenset({
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
-    "ssl.keystore.key", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.type",
-    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.truststore.password",
-    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites",
-    "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
-    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
-    "connections.max.reauth.ms",
-    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
-    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
-    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
-})
+SECURITY_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+        "ssl.truststore.password",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.principal.mapping.rules",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "connections.max.reauth.ms",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.scope.claim.name",
+        "sasl.oauthbearer.clock.skew.seconds",
+    }
+)
 #: Kafka's default ``sasl.server.max.receive.size`` (512 KiB).
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 524288
 #: Settings of a listener's connections that may carry its prefix (``listener.name.<l>.``).
-LISTENER_KEYS = frozenset({"max.connections", "max.connection.creation.rate", "sasl.server.max.receive.size"})
+LISTENER_KEYS = frozenset(
+    {"max.connections", "max.connection.creation.rate", "sasl.server.max.receive.size"}
+)
 #: Per-mechanism settings (``listener.name.<l>.<mechanism>.<key>``).
-MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms", "sasl.server.callback.handler.class")
+MECHANISM_KEYS = (
+    "sasl.jaas.config",
+    "connections.max.reauth.ms",
+    "sasl.server.callback.handler.class",
+)
 
 
 def is_security_key(name: str) -> bool:
@@ -64,7 +87,11 @@ def is_security_key(name: str) -> bool:
             return False
         rest = parts[3]
         mechanism, _, tail = rest.partition(".")
-        return rest in SECURITY_KEYS or rest in LISTENER_KEYS or (tail in MECHANISM_KEYS and bool(mechanism))
+        return (
+            rest in SECURITY_KEYS
+            or rest in LISTENER_KEYS
+            or (tail in MECHANISM_KEYS and bool(mechanism))
+        )
     return name in SECURITY_KEYS
 
 
@@ -99,7 +126,9 @@ def listener_security(name: str, protocol: str, get: Getter, prefixed: Getter) -
     if protocol in TLS_PROTOCOLS:
         if protocol == "SSL":
             sec.ssl_context = server_context(get)
-            sec.principal_mapper = SslPrincipalMapper(get("ssl.principal.mapping.rules") or "DEFAULT")
+            sec.principal_mapper = SslPrincipalMapper(
+                get("ssl.principal.mapping.rules") or "DEFAULT"
+            )
         else:
             sec.ssl_context = server_context(
                 lambda key: prefixed(key) if key == "ssl.client.auth" else get(key)
@@ -194,7 +223,9 @@ class InterBrokerClient:
     sasl: Callable[[], SaslClient] | None = field(default=None, repr=False)
 
 
-def inter_broker_client(name: str, protocol: str, get: Getter, prefixed: Getter) -> InterBrokerClient:
+def inter_broker_client(
+    name: str, protocol: str, get: Getter, prefixed: Getter
+) -> InterBrokerClient:
     """The client side of the inter-broker listener ``name``, from the same listener's
     settings as Kafka reads them: ``ssl.*`` for TLS (``security.tls.client_context``), and for
     SASL the mechanism ``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256 or
@@ -205,7 +236,9 @@ def inter_broker_client(name: str, protocol: str, get: Getter, prefixed: Getter)
     if protocol in TLS_PROTOCOLS:
         client.ssl_context = client_context(get)
     if protocol in SASL_PROTOCOLS:
-        mechanism = (get("sasl.mechanism.inter.broker.protocol") or DEFAULT_MECHANISMS).strip().upper()
+        mechanism = (
+            (get("sasl.mechanism.inter.broker.protocol") or DEFAULT_MECHANISMS).strip().upper()
+        )
         if mechanism not in CLIENT_MECHANISMS:
             raise ValueError(
                 f"sasl.mechanism.inter.broker.protocol={mechanism}: brokers log in to each other with "

@@ -35,7 +35,6 @@ accepted connection, or a new registration (a new epoch), takes a broker out of 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 
@@ -82,17 +81,24 @@ class BrokerLiveness:
             if node not in self._watches:
                 ep = image.brokers[node].endpoint(self.listener)
                 if ep is not None:
-                    task = asyncio.create_task(self._watch(node, epoch, ep.host, ep.port), name=f"liveness-{node}")
+                    task = asyncio.create_task(
+                        self._watch(node, epoch, ep.host, ep.port), name=f"liveness-{node}"
+                    )
                     self._watches[node] = (epoch, task)
 
     async def _watch(self, node: int, epoch: int, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         reached = False
         while True:
-            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            sock = socket.socket(
+                socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM
+            )
             sock.setblocking(False)
             try:
-                await asyncio.wait_for(loop.sock_connect(sock, (host, port)), CONNECT_TIMEOUT_S)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+                # arrives as the connect fails, and the watch would then never end (close hangs).
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    await loop.sock_connect(sock, (host, port))
             except ConnectionRefusedError:
                 sock.close()
                 if reached:
@@ -119,7 +125,9 @@ class BrokerLiveness:
                     if not recv.done():
                         self._ended.discard(node)
                 while await recv:
-                    recv = asyncio.ensure_future(loop.sock_recv(sock, 65536))  # it says nothing; wait for its end
+                    recv = asyncio.ensure_future(
+                        loop.sock_recv(sock, 65536)
+                    )  # it says nothing; wait for its end
             except OSError:
                 pass
             finally:
@@ -151,18 +159,26 @@ class BrokerLiveness:
             return True
         if self.node_id != image.controller_id and node != image.controller_id:
             return False  # the controller's to judge; keep watching
-        log_event(log, "broker.peer_gone", broker=node, broker_epoch=epoch, reason="port refuses connections")
+        log_event(
+            log,
+            "broker.peer_gone",
+            broker=node,
+            broker_epoch=epoch,
+            reason="port refuses connections",
+        )
         try:
             await self.store.unregister_broker(node)
         except KafkaError as e:  # already gone (its session ended, it left, another removed it)
             log.info("broker %d not unregistered: %s", node, e)
+        except Exception as e:  # noqa: BLE001 - the store is unreachable: the session ends it
+            log.warning("broker %d not unregistered (its session will end it): %r", node, e)
         return True
 
     async def close(self) -> None:
-        for _, task in self._watches.values():
-            task.cancel()
-        for _, task in self._watches.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        watches = [task for _, task in self._watches.values()]
         self._watches.clear()
-
+        for task in watches:
+            task.cancel()
+        for outcome in await asyncio.gather(*watches, return_exceptions=True):
+            if isinstance(outcome, Exception):  # a watch that failed on its own
+                log.warning("a liveness watch had failed: %r", outcome)

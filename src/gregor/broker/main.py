@@ -1,5 +1,9 @@
 """Run a broker process: serve until SIGTERM/SIGINT, then stop cleanly.
 
+Services beside the broker (the web console of ``console.listener``) are companions the command
+layer passes in (``gregor.cli``): each starts once the broker listens and returns its stop, so
+the broker imports none of them.
+
 A broker that cannot start (a port in use, an address the host does not have, a log directory
 it cannot create, write or lock, one that belongs to another broker) raises
 :class:`BrokerStartupError`, whose message is one line for the person who started it.
@@ -12,24 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import logging
 import os
 import re
 import signal
 import socket
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
 from gregor.broker.broker import Broker
 from gregor.broker.config import BrokerConfig
-from gregor.broker.events import log_event
 from gregor.storage.log_dirs import LogDirectoryError
 
 PROFILE_ENV = "GREGOR_PROFILE"
 
+#: A service run beside the broker: started with the broker once it listens, it returns the
+#: coroutine function that stops it (called before the broker stops).
+Companion = Callable[[Broker], Awaitable[Callable[[], Awaitable[None]]]]
+
 _BIND_HINTS = {
     errno.EADDRINUSE: "another process is listening there",
     errno.EADDRNOTAVAIL: "this host has no such address (listeners must name one of its own addresses, "
-                         "or 0.0.0.0 for all)",
+    "or 0.0.0.0 for all)",
     errno.EACCES: "ports below 1024 need privileges",
 }
 
@@ -42,10 +48,14 @@ def startup_error(exc: BaseException, config: BrokerConfig) -> BrokerStartupErro
     """The one-line start-up error for ``exc``, or None when it is not one we can explain."""
     if isinstance(exc, LogDirectoryError):
         return BrokerStartupError(str(exc))
-    if type(exc).__name__ == "EtcdUnavailableError":  # gregor.cluster.etcd_store's (the cluster extra)
+    if (
+        type(exc).__name__ == "EtcdUnavailableError"
+    ):  # gregor.cluster.etcd_store's (the cluster extra)
         return BrokerStartupError(str(exc))
     if isinstance(exc, socket.gaierror):
-        return BrokerStartupError(f"cannot resolve a listener's host ({exc.strerror}): {_listeners(config)}")
+        return BrokerStartupError(
+            f"cannot resolve a listener's host ({exc.strerror}): {_listeners(config)}"
+        )
     if isinstance(exc, OSError):
         text = (exc.strerror or str(exc)).strip()
         hint = _BIND_HINTS.get(exc.errno or 0)
@@ -55,7 +65,9 @@ def startup_error(exc: BaseException, config: BrokerConfig) -> BrokerStartupErro
         if bind is not None:
             host, port, reason = bind.groups()
             where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            return BrokerStartupError(f"cannot listen on {where}: {reason}" + (f"; {hint}" if hint else ""))
+            return BrokerStartupError(
+                f"cannot listen on {where}: {reason}" + (f"; {hint}" if hint else "")
+            )
         where = f"{exc.filename}: " if exc.filename else ""
         return BrokerStartupError(f"cannot start: {where}{text}")
     return None
@@ -68,13 +80,13 @@ def _listeners(config: BrokerConfig) -> str:
     return "listeners=" + ",".join(str(x) for x in config.listeners)
 
 
-async def serve(config: BrokerConfig) -> int:
+async def serve(config: BrokerConfig, companions: Sequence[Companion] = ()) -> int:
     broker = Broker(config)
-    console = None
+    stops: list[Callable[[], Awaitable[None]]] = []
     try:
         await broker.start()
-        if config.console_address is not None:
-            console = await _start_console(broker, *config.console_address)
+        for companion in companions:
+            stops.append(await companion(broker))
     except Exception as e:
         error = startup_error(e, config)
         if error is None:
@@ -85,49 +97,28 @@ async def serve(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    if console is not None:
-        await console.cleanup()
+    for stop_companion in reversed(stops):
+        await stop_companion()
     await broker.stop()
     return 0
 
 
-async def _start_console(broker: Broker, host: str, port: int) -> Any:
-    """The web console beside the broker, a client of its first PLAINTEXT listener, without a
-    login: on a loopback address only (the config refuses others; ``gregor console`` is the
-    console with logins and TLS)."""
-    from gregor.console.app import serve as serve_console
-    from gregor.console.settings import resolve
-
-    name, bind_host, bound = next(
-        (n, h, p) for n, h, p in broker.bound_listeners if broker.config.security_protocol(n) == "PLAINTEXT"
-    )
-    target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
-    settings, _ = resolve({"bootstrap.servers": f"{target}:{bound}"}, host, port, auth="none")
-    runner, console_port = await serve_console(settings)
-    log = logging.getLogger("gregor.broker")
-    log_event(log, "console.started", url=f"http://{host}:{console_port}/", listener=name)
-    log_event(log, "console.no_login", logging.WARNING, reason="console.listener serves without a login: everyone "
-              "who can reach it on this machine acts as the listener's anonymous principal; use gregor console "
-              "for logins")
-    return runner
-
-
-def run(config: BrokerConfig) -> int:
-    """Serve until SIGTERM/SIGINT."""
+def run(config: BrokerConfig, companions: Sequence[Companion] = ()) -> int:
+    """Serve until SIGTERM/SIGINT, with ``companions`` beside the broker."""
     profile_path = os.environ.get(PROFILE_ENV)
     if not profile_path:
-        return _run_loop(config)
+        return _run_loop(config, companions)
     profile_path = profile_path.replace("%p", str(os.getpid()))  # one file per broker
     import cProfile
 
     prof = cProfile.Profile()
     try:
-        return prof.runcall(_run_loop, config)
+        return prof.runcall(_run_loop, config, companions)
     finally:
         prof.dump_stats(profile_path)
 
 
-def _run_loop(config: BrokerConfig) -> int:
+def _run_loop(config: BrokerConfig, companions: Sequence[Companion]) -> int:
     import uvloop
 
-    return uvloop.run(serve(config))
+    return uvloop.run(serve(config, companions))

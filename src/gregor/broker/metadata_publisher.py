@@ -64,7 +64,10 @@ class MetadataPublisher:
         self.replicas = replicas
         self.logs = logs
         self.groups = groups
-        self.coordinators: dict[str, CoordinatorRuntime] = {OFFSETS_TOPIC: groups, TXN_TOPIC: transactions}
+        self.coordinators: dict[str, CoordinatorRuntime] = {
+            OFFSETS_TOPIC: groups,
+            TXN_TOPIC: transactions,
+        }
         if share_state is not None:
             self.coordinators[SHARE_STATE_TOPIC] = share_state
 
@@ -100,7 +103,9 @@ class MetadataPublisher:
     def _apply(self, delta: MetadataDelta) -> None:
         image = delta.image
         for gone in delta.deleted_topics:
-            self.replicas.stop_replicas(gone.name, range(len(gone.partitions)), delete=True, topic_deleted=True)
+            self.replicas.stop_replicas(
+                gone.name, range(len(gone.partitions)), delete=True, topic_deleted=True
+            )
             self.logs.set_topic_config(gone.name, {})
             coordinator = self.coordinators.get(gone.name)
             if coordinator is not None:
@@ -136,26 +141,40 @@ class MetadataPublisher:
             if coordinator is not None:
                 if coordinator is self.groups:
                     self.groups.set_partition_count(len(topic.partitions))
-                coordinator.unload([i for i in lost if delta.previous.partition(name, i) is not None])
+                coordinator.unload(
+                    [i for i in lost if delta.previous.partition(name, i) is not None]
+                )
                 coordinator.load(led)
 
     def _apply_partition(self, topic: TopicImage, p: PartitionImage) -> bool:
         """Make this broker what the image says for ``p``; True if it now leads it."""
         if p.leader == self.node_id:
             self.replicas.become_leader(
-                topic.name, p.partition, topic_id=topic.topic_id, leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch, replicas=p.replicas, isr=p.isr,
+                topic.name,
+                p.partition,
+                topic_id=topic.topic_id,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                replicas=p.replicas,
+                isr=p.isr,
                 min_insync_replicas=self._min_insync(topic),
             )
             return True
         if self.node_id in p.replicas:
             self.replicas.become_follower(
-                topic.name, p.partition, topic_id=topic.topic_id, leader=p.leader,
-                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch, replicas=p.replicas,
+                topic.name,
+                p.partition,
+                topic_id=topic.topic_id,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                replicas=p.replicas,
             )
         else:
             self.replicas.stop_replicas(topic.name, [p.partition], delete=True)
-        log_event(log, "partition.not_led", topic=topic.name, partition=p.partition, leader=p.leader)
+        log_event(
+            log, "partition.not_led", topic=topic.name, partition=p.partition, leader=p.leader
+        )
         return False
 
 

@@ -68,10 +68,28 @@ class Broker(Protocol):
     @property
     def groups(self) -> GroupService: ...
 
+
 log = logging.getLogger("gregor.broker")
 
 #: Bucket bounds (ms) of the request-time histograms.
-TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
+TIME_BUCKETS_MS = (
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+)
 
 
 class _Histogram:
@@ -98,8 +116,14 @@ class TopicTraffic:
     """Kafka's BrokerTopicMetrics of one topic (and of all topics, under the key "")."""
 
     __slots__ = (
-        "bytes_in", "messages_in", "bytes_out", "produce_requests", "failed_produce_requests",
-        "fetch_requests", "failed_fetch_requests", "bytes_rejected",
+        "bytes_in",
+        "messages_in",
+        "bytes_out",
+        "produce_requests",
+        "failed_produce_requests",
+        "fetch_requests",
+        "failed_fetch_requests",
+        "bytes_rejected",
     )
 
     def __init__(self) -> None:
@@ -140,8 +164,14 @@ class BrokerMetrics:
         return n
 
     def request(
-        self, api_key: int, handle_ms: float, queue_ms: float, throttle_ms: float, error_code: int,
-        local_ms: float | None = None, remote_ms: float | None = None,
+        self,
+        api_key: int,
+        handle_ms: float,
+        queue_ms: float,
+        throttle_ms: float,
+        error_code: int,
+        local_ms: float | None = None,
+        remote_ms: float | None = None,
     ) -> None:
         """One request: its time from arrival to answer is queue_ms (waiting behind the
         connection's earlier requests) plus handle_ms; of the handling, local_ms ran on the
@@ -209,14 +239,20 @@ class Snapshot:
     committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     #: ((instance id, client id, software name, software version), pushes,
     #: [(metric, attributes, value, count)])
-    telemetry: list[tuple[tuple[str, str, str, str], int, list[tuple[str, str, float, int | None]]]] = field(
-        default_factory=list
-    )
+    telemetry: list[
+        tuple[tuple[str, str, str, str], int, list[tuple[str, str, float, int | None]]]
+    ] = field(default_factory=list)
 
 
 _TOPIC_FIELDS = (
-    "bytes_in", "messages_in", "bytes_out", "bytes_rejected", "produce_requests", "failed_produce_requests",
-    "fetch_requests", "failed_fetch_requests",
+    "bytes_in",
+    "messages_in",
+    "bytes_out",
+    "bytes_rejected",
+    "produce_requests",
+    "failed_produce_requests",
+    "fetch_requests",
+    "failed_fetch_requests",
 )
 _TIME_FAMILIES = (
     ("totaltimems", "total_time", "From the request's arrival to its answer queued, ms."),
@@ -238,7 +274,9 @@ async def take_snapshot(b: Broker) -> Snapshot:
         live[conn.info.listener] = live.get(conn.info.listener, 0) + 1
     snap = Snapshot(
         node_id=b.node_id,
-        topics=[(name, tuple(getattr(t, f) for f in _TOPIC_FIELDS)) for name, t in m.topics.items()],
+        topics=[
+            (name, tuple(getattr(t, f) for f in _TOPIC_FIELDS)) for name, t in m.topics.items()
+        ],
         requests=dict(m.requests),
         errors=dict(m.errors),
         times={
@@ -254,11 +292,14 @@ async def take_snapshot(b: Broker) -> Snapshot:
     )
     for inst in list(b.client_telemetry.instances.values()):
         who = (
-            str(inst.instance_id), inst.client.get("client_id", ""), inst.client.get("client_software_name", ""),
+            str(inst.instance_id),
+            inst.client.get("client_id", ""),
+            inst.client.get("client_software_name", ""),
             inst.client.get("client_software_version", ""),
         )
         points = [
-            (p.name, ",".join(f"{k}={v}" for k, v in p.attributes), p.value, p.count) for p in inst.points.values()
+            (p.name, ",".join(f"{k}={v}" for k, v in p.attributes), p.value, p.count)
+            for p in inst.points.values()
         ]
         snap.telemetry.append((who, inst.pushes, points))
     items = list(b.replicas.partitions.items())
@@ -269,10 +310,19 @@ async def take_snapshot(b: Broker) -> Snapshot:
             try:
                 log_ = p.log
                 leader = p.is_leader
-                snap.partitions.append(PartitionSample(
-                    topic, index, log_.size, log_.log_start_offset, log_.log_end_offset, log_.num_segments,
-                    leader, log_.high_watermark if leader else 0, leader and len(p.isr) < len(p.replicas),
-                ))
+                snap.partitions.append(
+                    PartitionSample(
+                        topic,
+                        index,
+                        log_.size,
+                        log_.log_start_offset,
+                        log_.log_end_offset,
+                        log_.num_segments,
+                        leader,
+                        log_.high_watermark if leader else 0,
+                        leader and len(p.isr) < len(p.replicas),
+                    )
+                )
                 snap.produce_waiting += p.waiting_acks
                 snap.fetch_waiting += p.waiting_fetches
             except Exception:  # noqa: BLE001 - a partition stopped meanwhile: leave it out
@@ -299,12 +349,23 @@ class BrokerCollector(Collector):
     def _client_telemetry(s: Snapshot) -> Iterator[Metric]:
         """KIP-714: each client instance's last pushed data points (a histogram's: its sum,
         with its count in ``gregor_client_telemetry_count``)."""
-        labels = ["client_instance_id", "client_id", "client_software_name", "client_software_version",
-                  "metric", "attributes"]
-        value = GaugeMetricFamily("gregor_client_telemetry", "Last value a client pushed (KIP-714).", labels=labels)
-        count = GaugeMetricFamily("gregor_client_telemetry_count", "Count of a pushed histogram point.", labels=labels)
+        labels = [
+            "client_instance_id",
+            "client_id",
+            "client_software_name",
+            "client_software_version",
+            "metric",
+            "attributes",
+        ]
+        value = GaugeMetricFamily(
+            "gregor_client_telemetry", "Last value a client pushed (KIP-714).", labels=labels
+        )
+        count = GaugeMetricFamily(
+            "gregor_client_telemetry_count", "Count of a pushed histogram point.", labels=labels
+        )
         pushes = CounterMetricFamily(
-            "gregor_client_telemetry_pushes", "Telemetry pushes accepted from a client instance.",
+            "gregor_client_telemetry_pushes",
+            "Telemetry pushes accepted from a client instance.",
             labels=labels[:4],
         )
         for who, n, points in s.telemetry:
@@ -324,14 +385,24 @@ class BrokerCollector(Collector):
             ("bytesout", "bytes_out", "Record bytes sent to consumers (not followers)."),
             ("bytesrejected", "bytes_rejected", "Bytes of produce requests refused."),
             ("totalproducerequests", "produce_requests", "Produce requests, counted per topic."),
-            ("failedproducerequests", "failed_produce_requests", "Produce requests refused, per topic."),
+            (
+                "failedproducerequests",
+                "failed_produce_requests",
+                "Produce requests refused, per topic.",
+            ),
             ("totalfetchrequests", "fetch_requests", "Consumer fetch requests, counted per topic."),
-            ("failedfetchrequests", "failed_fetch_requests", "Consumer fetches that failed, per topic."),
+            (
+                "failedfetchrequests",
+                "failed_fetch_requests",
+                "Consumer fetches that failed, per topic.",
+            ),
         )
         topics = sorted(s.topics)
         for name, attr, doc in fields:
             i = _TOPIC_FIELDS.index(attr)
-            c = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
+            c = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"]
+            )
             total = 0
             for topic, values in topics:
                 total += values[i]
@@ -341,12 +412,16 @@ class BrokerCollector(Collector):
 
     @staticmethod
     def _requests(s: Snapshot) -> Iterator[Metric]:
-        c = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"])
+        c = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"]
+        )
         for key, n in sorted(s.requests.items()):
             c.add_metric([_api_name(key)], n)
         yield c
         e = CounterMetricFamily(
-            "kafka_network_requestmetrics_errors", "Answers with a top-level error code.", labels=["request", "error"]
+            "kafka_network_requestmetrics_errors",
+            "Answers with a top-level error code.",
+            labels=["request", "error"],
         )
         from gregor.protocol.errors import ErrorCode
 
@@ -358,7 +433,9 @@ class BrokerCollector(Collector):
             e.add_metric([_api_name(key), error], n)
         yield e
         for name, _, doc in _TIME_FAMILIES:
-            h = HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", doc, labels=["request"])
+            h = HistogramMetricFamily(
+                f"kafka_network_requestmetrics_{name}", doc, labels=["request"]
+            )
             for key, (counts, total) in sorted(s.times[name].items()):
                 buckets: list[tuple[str, float]] = []
                 running = 0
@@ -371,17 +448,25 @@ class BrokerCollector(Collector):
     @staticmethod
     def _network(s: Snapshot) -> Iterator[Metric]:
         names = sorted(set(s.live) | set(s.network) | set(s.listeners))
-        g = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open connections.", labels=["listener"])
+        g = GaugeMetricFamily(
+            "kafka_server_socketservermetrics_connection_count",
+            "Open connections.",
+            labels=["listener"],
+        )
         for name in names:
             g.add_metric([name], s.live.get(name, 0))
         yield g
-        for i, (metric, doc) in enumerate((
-            ("incoming_byte", "Bytes read from clients."),
-            ("outgoing_byte", "Bytes written to clients."),
-            ("connection_creation", "Connections accepted."),
-            ("connection_close", "Connections closed."),
-        )):
-            c = CounterMetricFamily(f"kafka_server_socketservermetrics_{metric}", doc, labels=["listener"])
+        for i, (metric, doc) in enumerate(
+            (
+                ("incoming_byte", "Bytes read from clients."),
+                ("outgoing_byte", "Bytes written to clients."),
+                ("connection_creation", "Connections accepted."),
+                ("connection_close", "Connections closed."),
+            )
+        ):
+            c = CounterMetricFamily(
+                f"kafka_server_socketservermetrics_{metric}", doc, labels=["listener"]
+            )
             for name in names:
                 c.add_metric([name], s.network.get(name, [0, 0, 0, 0])[i])
             yield c
@@ -389,13 +474,22 @@ class BrokerCollector(Collector):
     @staticmethod
     def _partitions(s: Snapshot) -> Iterator[Metric]:
         labels = ["topic", "partition"]
-        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on this broker.", labels=labels)
-        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=labels)
+        size = GaugeMetricFamily(
+            "kafka_log_log_size", "Bytes of the partition's log on this broker.", labels=labels
+        )
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset", "Log start offset.", labels=labels
+        )
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
-        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the log.", labels=labels)
-        hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark", "High watermark (leader only).", labels=labels)
+        segments = GaugeMetricFamily(
+            "kafka_log_log_numlogsegments", "Segments of the log.", labels=labels
+        )
+        hw = GaugeMetricFamily(
+            "kafka_cluster_partition_highwatermark", "High watermark (leader only).", labels=labels
+        )
         urp_by = GaugeMetricFamily(
-            "kafka_cluster_partition_underreplicated", "1 when the ISR is smaller than the replicas (leader only).",
+            "kafka_cluster_partition_underreplicated",
+            "1 when the ISR is smaller than the replicas (leader only).",
             labels=labels,
         )
         partitions = leaders = under = 0
@@ -413,28 +507,50 @@ class BrokerCollector(Collector):
                 urp_by.add_metric(lab, int(p.under_replicated))
         yield from (size, start, end, segments, hw, urp_by)
         rm = "kafka_server_replicamanager_"
-        yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker.", value=partitions)
+        yield GaugeMetricFamily(
+            rm + "partitioncount", "Partitions with a replica on this broker.", value=partitions
+        )
         yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads.", value=leaders)
-        yield GaugeMetricFamily(rm + "underreplicatedpartitions", "Led partitions whose ISR is short.", value=under)
-        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks of partitions led here.", value=s.isr_changes[0])
-        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions of partitions led here.", value=s.isr_changes[1])
+        yield GaugeMetricFamily(
+            rm + "underreplicatedpartitions", "Led partitions whose ISR is short.", value=under
+        )
+        yield CounterMetricFamily(
+            rm + "isrshrinks", "ISR shrinks of partitions led here.", value=s.isr_changes[0]
+        )
+        yield CounterMetricFamily(
+            rm + "isrexpands", "ISR expansions of partitions led here.", value=s.isr_changes[1]
+        )
         image = s.image
         assert image is not None
         controller = image.controller_id == s.node_id
         kc = "kafka_controller_kafkacontroller_"
-        yield GaugeMetricFamily(kc + "activecontrollercount", "1 on the active controller.", value=int(controller))
-        offline = sum(
-            1 for t in image.topics.values() for p in t.partitions if p.leader < 0
-        ) if controller else 0
-        yield GaugeMetricFamily(kc + "offlinepartitionscount", "Partitions without a leader (controller only).", value=offline)
         yield GaugeMetricFamily(
-            kc + "globalpartitioncount", "Partitions in the cluster (controller only).",
+            kc + "activecontrollercount", "1 on the active controller.", value=int(controller)
+        )
+        offline = (
+            sum(1 for t in image.topics.values() for p in t.partitions if p.leader < 0)
+            if controller
+            else 0
+        )
+        yield GaugeMetricFamily(
+            kc + "offlinepartitionscount",
+            "Partitions without a leader (controller only).",
+            value=offline,
+        )
+        yield GaugeMetricFamily(
+            kc + "globalpartitioncount",
+            "Partitions in the cluster (controller only).",
             value=sum(len(t.partitions) for t in image.topics.values()) if controller else 0,
         )
-        yield GaugeMetricFamily(kc + "globaltopiccount", "Topics in the cluster (controller only).",
-                                value=len(image.topics) if controller else 0)
+        yield GaugeMetricFamily(
+            kc + "globaltopiccount",
+            "Topics in the cluster (controller only).",
+            value=len(image.topics) if controller else 0,
+        )
         purgatory = GaugeMetricFamily(
-            "kafka_server_delayedoperationpurgatory_purgatorysize", "Requests waiting.", labels=["delayedOperation"]
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Requests waiting.",
+            labels=["delayedOperation"],
         )
         purgatory.add_metric(["Produce"], s.produce_waiting)
         purgatory.add_metric(["Fetch"], s.fetch_waiting)
@@ -443,11 +559,13 @@ class BrokerCollector(Collector):
     @staticmethod
     def _groups(s: Snapshot) -> Iterator[Metric]:
         lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag", "High watermark minus the group's committed offset, for partitions led here.",
+            "kafka_consumergroup_lag",
+            "High watermark minus the group's committed offset, for partitions led here.",
             labels=["consumergroup", "topic", "partition"],
         )
         offset = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset", "The group's committed offset.",
+            "kafka_consumergroup_current_offset",
+            "The group's committed offset.",
             labels=["consumergroup", "topic", "partition"],
         )
         led = {(p.topic, p.index): p.high_watermark for p in s.partitions if p.leader}

@@ -57,15 +57,17 @@ _TLS_KEYS = {
     "min_version",
     "max_version",
 }
-_TLS_UNSUPPORTED = frozenset({
-    "cert",
-    "key",
-    "client_ca",
-    "cipher_suites",
-    "curve_preferences",
-    "prefer_server_cipher_suites",
-    "client_allowed_sans",
-})
+_TLS_UNSUPPORTED = frozenset(
+    {
+        "cert",
+        "key",
+        "client_ca",
+        "cipher_suites",
+        "curve_preferences",
+        "prefer_server_cipher_suites",
+        "client_allowed_sans",
+    }
+)
 _HTTP_KEYS = {"headers", "http2"}
 _RESERVED_HEADERS = {
     "authorization",
@@ -112,7 +114,10 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 
 def _check_keys(
-    section: Mapping[str, Any], allowed: set[str], where: str, unsupported: frozenset[str] = frozenset()
+    section: Mapping[str, Any],
+    allowed: set[str],
+    where: str,
+    unsupported: frozenset[str] = frozenset(),
 ) -> None:
     for key in section:
         if key in unsupported:

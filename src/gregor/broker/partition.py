@@ -47,10 +47,10 @@ from gregor.protocol.errors import (
     NotLeaderOrFollowerError,
     PolicyViolationError,
 )
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.producer_state import AppendOrigin, ProducerStateEntry
+from gregor.storage.transaction_index import AbortedTxn
 from gregor.storage.validator import ScannedBatch
 
 READ_UNCOMMITTED = 0
@@ -98,7 +98,9 @@ NOT_FOUND = OffsetLookup(-1, -1, -1)
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, local_id: int) -> None:
+    def __init__(
+        self, topic: str, index: int, topic_id: uuid.UUID, log: Log, local_id: int
+    ) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -160,13 +162,17 @@ class Partition:
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
         self.pending_isr = None
-        self.followers = {r: self.followers.get(r, FollowerState()) for r in replicas if r != self.local_id}
+        self.followers = {
+            r: self.followers.get(r, FollowerState()) for r in replicas if r != self.local_id
+        }
         # A leader whose ISR is itself alone holds every replica's copy, so it may expose
         # its whole log (the checkpointed high watermark lags after a crash), as Kafka's
         # leader does when it takes over a single-replica partition.
         self.maybe_advance_high_watermark()
 
-    def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: Sequence[int]) -> None:
+    def make_follower(
+        self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: Sequence[int]
+    ) -> None:
         """Follow ``leader_id``: clients get NOT_LEADER_OR_FOLLOWER; waiters are released."""
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
@@ -174,11 +180,17 @@ class Partition:
         self.replicas = tuple(replicas)
         self.followers = {}
         self.pending_isr = None
-        self.release_waiters(NotLeaderOrFollowerError(f"{self.topic}-{self.index} moved to {leader_id}"))
+        self.release_waiters(
+            NotLeaderOrFollowerError(f"{self.topic}-{self.index} moved to {leader_id}")
+        )
 
     def check_epoch(self, current_leader_epoch: int | None) -> ErrorCode:
         """NONE, or the error for a request that names another leader epoch (-1: none)."""
-        if current_leader_epoch is None or current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+        if (
+            current_leader_epoch is None
+            or current_leader_epoch < 0
+            or current_leader_epoch == self.leader_epoch
+        ):
             return ErrorCode.NONE
         if current_leader_epoch < self.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
@@ -186,7 +198,9 @@ class Partition:
 
     def _require_leader(self) -> None:
         if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"This broker is not the leader of {self.topic}-{self.index}.")
+            raise NotLeaderOrFollowerError(
+                f"This broker is not the leader of {self.topic}-{self.index}."
+            )
 
     # --- appends ---
 
@@ -219,7 +233,10 @@ class Partition:
     ) -> LogAppendInfo:
         self._require_leader()
         info = self.log.append_end_txn_marker(
-            producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+            producer_id,
+            producer_epoch,
+            commit=commit,
+            coordinator_epoch=coordinator_epoch,
             leader_epoch=self.leader_epoch,
         )
         self._appended()
@@ -265,7 +282,9 @@ class Partition:
     def _caught_up_to_join(self, fetch_offset: int) -> bool:
         """Kafka's rule: the follower holds the high watermark and this leader's epoch."""
         epoch_start = self.log.leader_epoch_cache.start_offset_of(self.leader_epoch)
-        return fetch_offset >= self.log.high_watermark and (epoch_start is None or fetch_offset >= epoch_start)
+        return fetch_offset >= self.log.high_watermark and (
+            epoch_start is None or fetch_offset >= epoch_start
+        )
 
     def isr_to_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...] | None:
         """The ISR without the followers that have not caught up for ``max_lag_ms``, or None
@@ -354,7 +373,13 @@ class Partition:
     # --- reads ---
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, isolation: int, from_follower: bool, min_one: bool,
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: int,
+        from_follower: bool,
+        min_one: bool,
         region: bool = False,
     ) -> PartitionRead:
         """Read from ``fetch_offset``; raises the storage error (OFFSET_OUT_OF_RANGE, ...).
@@ -373,7 +398,10 @@ class Partition:
         aborted: list[AbortedTxn] | None = None
         if max_bytes > 0 or min_one:
             info = log.read(
-                fetch_offset, max(max_bytes, 0), max_offset=upper, min_one_message=min_one,
+                fetch_offset,
+                max(max_bytes, 0),
+                max_offset=upper,
+                min_one_message=min_one,
                 include_aborted_txns=committed,
             )
             found = info.region
@@ -390,7 +418,9 @@ class Partition:
             records, high_watermark, last_stable_offset, log.log_start_offset, aborted, sendable
         )
 
-    def fetch_offset_for_timestamp(self, timestamp: int, isolation: int, from_replica: bool) -> OffsetLookup:
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, isolation: int, from_replica: bool
+    ) -> OffsetLookup:
         """ListOffsets: Kafka's ``Partition.fetchOffsetForTimestamp``."""
         log = self.log
         cache = log.leader_epoch_cache
@@ -398,7 +428,9 @@ class Partition:
             if from_replica:
                 offset = log.log_end_offset
             else:
-                offset = log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+                offset = (
+                    log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+                )
             latest = cache.latest_epoch
             return OffsetLookup(-1, offset, latest if latest is not None else self.leader_epoch)
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -431,7 +463,9 @@ class Partition:
         if not self.log.config.delete:
             # As in Kafka: a compact-only topic keeps the latest value of every key; deleting
             # a prefix would drop keys, so it is a policy violation.
-            raise PolicyViolationError(f"Records of the compacted topic {self.topic} cannot be deleted.")
+            raise PolicyViolationError(
+                f"Records of the compacted topic {self.topic} cannot be deleted."
+            )
         low_watermark = self.log.delete_records(offset)
         _wake(self._data_waiters)
         return low_watermark

@@ -89,7 +89,13 @@ class QuotaManager:
         return rate
 
     def throttle_ms(
-        self, key: str, principal: str, client_id: str | None, size: float, *, count_if_throttled: bool = True
+        self,
+        key: str,
+        principal: str,
+        client_id: str | None,
+        size: float,
+        *,
+        count_if_throttled: bool = True,
     ) -> int:
         """The throttle time ``size`` more bytes earn (0 without a quota). With
         ``count_if_throttled=False`` bytes that earn a throttle are taken back: the caller
@@ -108,7 +114,9 @@ class QuotaManager:
             rate.record(-size, now)
         return throttle
 
-    def mutation_quota(self, principal: str, client_id: str | None, strict: bool) -> MutationQuota | None:
+    def mutation_quota(
+        self, principal: str, client_id: str | None, strict: bool
+    ) -> MutationQuota | None:
         """The controller mutation quota of this client, None when it has none."""
         quotas = self._quotas()
         if not quotas:

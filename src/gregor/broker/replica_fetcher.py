@@ -54,13 +54,15 @@ log = logging.getLogger("gregor.broker.replication")
 FETCH_MAX_VERSION = 12
 #: Retry after a leadership error: the newer image is usually a few milliseconds away.
 LEADERSHIP_RETRY_S = 0.05
-_LEADERSHIP_ERRORS = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.LEADER_NOT_AVAILABLE,
-})
+_LEADERSHIP_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,9 @@ def complete_batches(records: bytes | bytearray | memoryview) -> bytes | bytearr
 class LeaderFetcher:
     """Replicates every partition this broker follows from one leader."""
 
-    def __init__(self, leader_id: int, config: FetcherConfig, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self, leader_id: int, config: FetcherConfig, image: Callable[[], MetadataImage]
+    ) -> None:
         self.leader_id = leader_id
         self.config = config
         self._image = image
@@ -181,16 +185,21 @@ class LeaderFetcher:
         else on a shared one)."""
         if self._conn is None or not self._conn.connected:
             self._conn = await connect_to_broker(
-                self._image(), self.leader_id, self.config.listener,
+                self._image(),
+                self.leader_id,
+                self.config.listener,
                 client_id=f"gregor-replica-fetcher-{self.config.node_id}",
-                request_timeout_ms=self.config.wait_max_ms + 30000, security=self.config.security,
+                request_timeout_ms=self.config.wait_max_ms + 30000,
+                security=self.config.security,
             )
         return self._conn
 
     # --- truncation ---
 
     async def _truncate(self, conn: BrokerConnection) -> None:
-        pending = [f for f in self.followed.values() if f.truncate and f.retry_at <= time.monotonic()]
+        pending = [
+            f for f in self.followed.values() if f.truncate and f.retry_at <= time.monotonic()
+        ]
         asks: dict[str, list[OffsetForLeaderEpochRequest.Topics.Partitions]] = {}
         for f in pending:
             p = f.partition
@@ -210,7 +219,9 @@ class LeaderFetcher:
         version = conn.version(OffsetForLeaderEpochRequest.API_KEY)
         req = OffsetForLeaderEpochRequest(
             replica_id=self.config.node_id,
-            topics=[OffsetForLeaderEpochRequest.Topics(topic=t, partitions=ps) for t, ps in asks.items()],
+            topics=[
+                OffsetForLeaderEpochRequest.Topics(topic=t, partitions=ps) for t, ps in asks.items()
+            ],
         )
         resp = await conn.request(req, version)
         for t in resp.topics:
@@ -227,7 +238,9 @@ class LeaderFetcher:
                     target = log_.high_watermark
                 else:
                     # Where the leader's answer epoch ends in our own log, capped by its end.
-                    _, ours = log_.leader_epoch_cache.end_offset_for(r.leader_epoch, log_.log_end_offset)
+                    _, ours = log_.leader_epoch_cache.end_offset_for(
+                        r.leader_epoch, log_.log_end_offset
+                    )
                     target = min(r.end_offset, ours if ours >= 0 else log_.log_end_offset)
                 self._truncate_log(p, target)
                 asked.truncate = False
@@ -248,14 +261,23 @@ class LeaderFetcher:
         wanted: dict[tuple[str, int], tuple[_Followed, int, int, int]] = {}
         for f in ready:
             p = f.partition
-            wanted[(p.topic, p.index)] = (f, p.log.log_end_offset, p.leader_epoch, p.log.log_start_offset)
+            wanted[(p.topic, p.index)] = (
+                f,
+                p.log.log_end_offset,
+                p.leader_epoch,
+                p.log.log_start_offset,
+            )
         full = self._session_id == 0
         for key, (f, offset, epoch, start) in wanted.items():
             if full or self._sent.get(key) != (f, offset, epoch, start):
                 topics.setdefault(key[0], []).append(
                     FetchRequest.Topics.Partitions(
-                        partition=key[1], current_leader_epoch=epoch, fetch_offset=offset,
-                        last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=cfg.max_bytes,
+                        partition=key[1],
+                        current_leader_epoch=epoch,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=start,
+                        partition_max_bytes=cfg.max_bytes,
                     )
                 )
         forgotten: dict[str, list[int]] = {}
@@ -264,11 +286,18 @@ class LeaderFetcher:
                 if key not in wanted:
                     forgotten.setdefault(key[0], []).append(key[1])
         req = FetchRequest(
-            replica_id=cfg.node_id, max_wait_ms=cfg.wait_max_ms, min_bytes=cfg.min_bytes,
-            max_bytes=cfg.response_max_bytes, isolation_level=0, session_id=self._session_id,
+            replica_id=cfg.node_id,
+            max_wait_ms=cfg.wait_max_ms,
+            min_bytes=cfg.min_bytes,
+            max_bytes=cfg.response_max_bytes,
+            isolation_level=0,
+            session_id=self._session_id,
             session_epoch=0 if full else self._session_epoch,
             topics=[FetchRequest.Topics(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[FetchRequest.ForgottenTopicsData(topic=t, partitions=ps) for t, ps in forgotten.items()],
+            forgotten_topics_data=[
+                FetchRequest.ForgottenTopicsData(topic=t, partitions=ps)
+                for t, ps in forgotten.items()
+            ],
             rack_id="",
         )
         version = min(conn.version(FetchRequest.API_KEY), FETCH_MAX_VERSION)
@@ -276,9 +305,14 @@ class LeaderFetcher:
         resp = await conn.request(req, version)
         if resp.error_code:
             self._session_id, self._sent = 0, {}  # the session is gone: a full fetch next
-            if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            if resp.error_code in (
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+            ):
                 return
-            raise KafkaConnectionError(f"fetch from leader {self.leader_id} failed: {ErrorCode(resp.error_code).name}")
+            raise KafkaConnectionError(
+                f"fetch from leader {self.leader_id} failed: {ErrorCode(resp.error_code).name}"
+            )
         if resp.session_id == 0:
             self._session_id, self._sent = 0, {}  # no session (cache full): full fetches
         else:
@@ -291,7 +325,11 @@ class LeaderFetcher:
                     continue
                 f, offset = entry[0], entry[1]
                 p = f.partition
-                if self.followed.get((p.topic, p.index)) is not f or f.truncate or p.log.log_end_offset != offset:
+                if (
+                    self.followed.get((p.topic, p.index)) is not f
+                    or f.truncate
+                    or p.log.log_end_offset != offset
+                ):
                     continue  # moved, re-led or truncated while the fetch was out
                 self._apply(f, r)
 
@@ -306,20 +344,34 @@ class LeaderFetcher:
                     try:
                         p.append_as_follower(records)
                     except KafkaError as e:
-                        log.warning("%s-%d: follower append failed (%s): truncating", p.topic, p.index, e)
+                        log.warning(
+                            "%s-%d: follower append failed (%s): truncating", p.topic, p.index, e
+                        )
                         f.truncate = True
                         return
             p.follower_fetched(r.high_watermark, r.log_start_offset)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if 0 <= p.log.log_end_offset < r.log_start_offset:
                 p.log.truncate_fully_and_start_at(r.log_start_offset)
-                log_event(log, "replica.restarted_at", topic=p.topic, partition=p.index, offset=r.log_start_offset)
+                log_event(
+                    log,
+                    "replica.restarted_at",
+                    topic=p.topic,
+                    partition=p.index,
+                    offset=r.log_start_offset,
+                )
             else:
                 f.truncate = True  # ahead of the leader: find where we diverged
         elif code in _LEADERSHIP_ERRORS:
             f.retry_at = time.monotonic() + LEADERSHIP_RETRY_S
         else:
-            log.warning("%s-%d: fetch from leader %d: %s", p.topic, p.index, self.leader_id, ErrorCode(code).name)
+            log.warning(
+                "%s-%d: fetch from leader %d: %s",
+                p.topic,
+                p.index,
+                self.leader_id,
+                ErrorCode(code).name,
+            )
             f.retry_at = time.monotonic() + self.config.backoff_ms / 1000
 
 

@@ -66,12 +66,12 @@ from gregor.protocol.records.header import (
     read_header,
 )
 from gregor.storage.errors import RecordError, RecordTooLargeError
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import LogAppendInfo
 from gregor.storage.log_move import LogCopy, copy_all
 from gregor.storage.manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
+from gregor.storage.transaction_index import AbortedTxn
 from gregor.storage.validator import MAX_DECOMPRESSED_SIZE, ScannedBatch, scan_batches
 
 log = logging.getLogger("gregor.broker.replica_manager")
@@ -91,7 +91,12 @@ class TransactionVerifier(Protocol):
     ``operation`` ADD_PARTITION, transaction version 2: the coordinator adds it.)"""
 
     async def verify_produce(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
         operation: TxnOperation | None,
     ) -> ErrorCode: ...
 
@@ -186,8 +191,16 @@ class ReplicaManager:
     # --- lifecycle, driven by the metadata publisher ---
 
     def become_leader(
-        self, topic: str, index: int, *, topic_id: uuid.UUID, leader_epoch: int, partition_epoch: int,
-        replicas: Sequence[int], isr: Sequence[int], min_insync_replicas: int,
+        self,
+        topic: str,
+        index: int,
+        *,
+        topic_id: uuid.UUID,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Sequence[int],
+        isr: Sequence[int],
+        min_insync_replicas: int,
     ) -> Partition:
         partition = self._partition_for_hosting(topic, index, topic_id)
         partition.min_insync_replicas = min_insync_replicas
@@ -197,12 +210,22 @@ class ReplicaManager:
         return partition
 
     def become_follower(
-        self, topic: str, index: int, *, topic_id: uuid.UUID, leader: int, leader_epoch: int,
-        partition_epoch: int, replicas: Sequence[int],
+        self,
+        topic: str,
+        index: int,
+        *,
+        topic_id: uuid.UUID,
+        leader: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Sequence[int],
     ) -> Partition:
         partition = self._partition_for_hosting(topic, index, topic_id)
         # A new leader (or epoch) means our log may have diverged from it: truncate first.
-        changed = partition.is_leader or (partition.leader_id, partition.leader_epoch) != (leader, leader_epoch)
+        changed = partition.is_leader or (partition.leader_id, partition.leader_epoch) != (
+            leader,
+            leader_epoch,
+        )
         partition.make_follower(leader, leader_epoch, partition_epoch, replicas)
         if self.fetchers is not None:
             if leader >= 0:
@@ -221,7 +244,9 @@ class ReplicaManager:
             self.partitions[(topic, index)] = partition
         return partition
 
-    def stop_replicas(self, topic: str, indexes: Iterable[int], *, delete: bool, topic_deleted: bool = False) -> None:
+    def stop_replicas(
+        self, topic: str, indexes: Iterable[int], *, delete: bool, topic_deleted: bool = False
+    ) -> None:
         """Stop hosting (and with ``delete``, remove the logs of) these partitions. Produces
         waiting for acks=all get UNKNOWN_TOPIC_OR_PARTITION when the topic was deleted, else
         NOT_LEADER_OR_FOLLOWER (the replica moved away: the client retries on the leader)."""
@@ -231,8 +256,11 @@ class ReplicaManager:
                 if self.fetchers is not None:
                     self.fetchers.unfollow(partition)
                 gone: KafkaError = (
-                    UnknownTopicOrPartitionError(f"Topic {topic} was deleted.") if topic_deleted
-                    else NotLeaderOrFollowerError(f"{topic}-{index} is no longer hosted on this broker.")
+                    UnknownTopicOrPartitionError(f"Topic {topic} was deleted.")
+                    if topic_deleted
+                    else NotLeaderOrFollowerError(
+                        f"{topic}-{index} is no longer hosted on this broker."
+                    )
                 )
                 partition.release_waiters(gone)
             if delete:
@@ -330,7 +358,9 @@ class ReplicaManager:
                 partition = self.leader_partition(topic, index)
                 if records is None or len(records) == 0:
                     raise _corrupt("empty record set")
-                data, scanned = await self._prepare(partition, records, transactional_id, version, txn_operation)
+                data, scanned = await self._prepare(
+                    partition, records, transactional_id, version, txn_operation
+                )
                 # No copy: the log stamps offsets into a writable buffer in place and copies
                 # (or writes in two pieces) a read-only one such as a slice of the request.
                 result.info = partition.append_as_leader(
@@ -341,7 +371,9 @@ class ReplicaManager:
                 result.record_errors = getattr(e, "record_errors", None) or []
                 continue
             if required_acks == -1:
-                waits.append((result, partition.wait_for_high_watermark(result.info.last_offset + 1)))
+                waits.append(
+                    (result, partition.wait_for_high_watermark(result.info.last_offset + 1))
+                )
         if waits:
             await self._await_acks(waits, timeout_ms)
         return results
@@ -388,7 +420,11 @@ class ReplicaManager:
             if codec == ZSTD and version < 7:
                 raise UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
             compressed = compressed or codec != 0
-        if transactional_id is not None and self.transactions is not None and len(records) >= HEADER_SIZE:
+        if (
+            transactional_id is not None
+            and self.transactions is not None
+            and len(records) >= HEADER_SIZE
+        ):
             h = read_header(records)
             if (
                 h.is_transactional
@@ -396,7 +432,11 @@ class ReplicaManager:
                 and not partition.has_ongoing_transaction(h.producer_id, h.producer_epoch)
             ):
                 code = await self.transactions.verify_produce(
-                    transactional_id, partition.topic, partition.index, h.producer_id, h.producer_epoch,
+                    transactional_id,
+                    partition.topic,
+                    partition.index,
+                    h.producer_id,
+                    h.producer_epoch,
                     txn_operation,
                 )
                 if code:
@@ -404,7 +444,9 @@ class ReplicaManager:
         return records, (await _scan_compressed(records) if compressed else None)
 
     @staticmethod
-    async def _await_acks(waits: list[tuple[ProduceResult, asyncio.Future[None]]], timeout_ms: int) -> None:
+    async def _await_acks(
+        waits: list[tuple[ProduceResult, asyncio.Future[None]]], timeout_ms: int
+    ) -> None:
         pending = [f for _, f in waits if not f.done()]
         if pending:
             await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000.0)
@@ -435,7 +477,12 @@ class ReplicaManager:
         self._marker_listeners.append(listener)
 
     def write_txn_marker(
-        self, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
         coordinator_epoch: int,
     ) -> ErrorCode:
         """Append a COMMIT/ABORT marker to one partition; returns the error code."""
@@ -464,13 +511,19 @@ class ReplicaManager:
             total = self._read_all(parts, params)
             remaining = deadline - time.monotonic()
             hosted = [
-                p for part in parts
-                if not part.error and (p := self.partitions.get((part.topic, part.index))) is not None
+                p
+                for part in parts
+                if not part.error
+                and (p := self.partitions.get((part.topic, part.index))) is not None
             ]
             hung_up = params.hung_up is not None and params.hung_up.done()
             if (
-                total >= params.min_bytes or remaining <= 0 or not hosted or self.stopping
-                or hung_up or any(part.error for part in parts)
+                total >= params.min_bytes
+                or remaining <= 0
+                or not hosted
+                or self.stopping
+                or hung_up
+                or any(part.error for part in parts)
             ):
                 if params.convert is not None:
                     await _convert_all(parts, params)
@@ -496,12 +549,19 @@ class ReplicaManager:
         if mine is None or mine.rack == rack:
             return -1
         candidates = [
-            r for r in partition.isr
-            if r != self.node_id and (b := brokers.get(r)) is not None and not b.fenced and b.rack == rack
+            r
+            for r in partition.isr
+            if r != self.node_id
+            and (b := brokers.get(r)) is not None
+            and not b.fenced
+            and b.rack == rack
         ]
         if not candidates:
             return -1
-        return max(candidates, key=lambda r: partition.followers[r].log_end_offset if r in partition.followers else -1)
+        return max(
+            candidates,
+            key=lambda r: partition.followers[r].log_end_offset if r in partition.followers else -1,
+        )
 
     def _read_all(self, parts: list[FetchPartition], params: FetchParams) -> int:
         total = 0
@@ -544,8 +604,12 @@ class ReplicaManager:
             limit = min(part.max_bytes, params.max_bytes - total)
             try:
                 read = partition.read(
-                    part.fetch_offset, limit, isolation=params.isolation,
-                    from_follower=params.from_follower, min_one=first_with_data, region=regions,
+                    part.fetch_offset,
+                    limit,
+                    isolation=params.isolation,
+                    from_follower=params.from_follower,
+                    min_one=first_with_data,
+                    region=regions,
                 )
             except KafkaError as e:  # the log's errors (OFFSET_OUT_OF_RANGE, ...)
                 part.error = code_of(e)
@@ -651,9 +715,7 @@ async def _scan_compressed(records: bytes | bytearray | memoryview) -> list[Scan
     batches decompress to at most ``INLINE_DECOMPRESSED_BYTES``, else all over again in a worker
     thread (the codecs release the GIL), up to the log's bound."""
     scanned = scan_batches(records, INLINE_DECOMPRESSED_BYTES)
-    if scanned is not None and any(
-        isinstance(b.error, RecordTooLargeError) for b in scanned
-    ):
+    if scanned is not None and any(isinstance(b.error, RecordTooLargeError) for b in scanned):
         loop = asyncio.get_running_loop()
         scanned = await loop.run_in_executor(None, scan_batches, records, MAX_DECOMPRESSED_SIZE)
     return scanned

@@ -79,7 +79,9 @@ class ServerHost(Protocol):
         (its IP is over its ``connection_creation_rate`` quota)."""
         ...
 
-    def token_login(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str, int] | None: ...
+    def token_login(
+        self, token_id: str, mechanism: str
+    ) -> tuple[ScramCredential, str, int] | None: ...
 
     def network_totals(self, listener: str) -> list[int]:
         """The listener's [bytes read, bytes written, connections accepted, closed] counters."""
@@ -130,7 +132,9 @@ class Connection(AcceptedConnection):
         self.sasl: SaslSession | None = None
         self._decoder = FrameDecoder(host.max_request_bytes)
         if security is not None and security.sasl:
-            self.sasl = SaslSession(security, scram_lookup or (lambda user, mechanism: None), token_lookup)
+            self.sasl = SaslSession(
+                security, scram_lookup or (lambda user, mechanism: None), token_lookup
+            )
             # Until the login has succeeded, a size prefix over the login limit closes the
             # connection before anything of that frame is buffered.
             self._decoder.max_frame_size = min(security.max_receive_size, host.max_request_bytes)
@@ -186,11 +190,21 @@ class Connection(AcceptedConnection):
                 try:
                     self.info.principal = "User:" + mapper.principal_name(dn)
                     log_event(
-                        log, "ssl.authenticated", logging.DEBUG,
-                        peer=self.info.peer, listener=self.info.listener, principal=self.info.principal,
+                        log,
+                        "ssl.authenticated",
+                        logging.DEBUG,
+                        peer=self.info.peer,
+                        listener=self.info.listener,
+                        principal=self.info.principal,
                     )
                 except PrincipalMappingError as e:
-                    log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
+                    log_event(
+                        log,
+                        "connection.closed",
+                        logging.WARNING,
+                        peer=self.info.peer,
+                        reason=str(e),
+                    )
                     self.close()
 
     @property
@@ -214,15 +228,24 @@ class Connection(AcceptedConnection):
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as e:
-            if isinstance(e, FrameTooLarge) and self.sasl is not None and not self.sasl.authenticated:
+            if (
+                isinstance(e, FrameTooLarge)
+                and self.sasl is not None
+                and not self.sasl.authenticated
+            ):
                 # Kafka: "Failing SASL authentication due to invalid receive size".
                 log_event(
-                    log, "sasl.authentication_failed", logging.INFO, peer=self.info.peer,
+                    log,
+                    "sasl.authentication_failed",
+                    logging.INFO,
+                    peer=self.info.peer,
                     listener=self.info.listener,
                     reason=f"invalid receive (size = {e.size} larger than {e.max_size}) before authentication",
                 )
             else:
-                log_event(log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e))
+                log_event(
+                    log, "connection.closed", logging.WARNING, peer=self.info.peer, reason=str(e)
+                )
             self._frames.clear()
             self._arrivals.clear()
             if self._task is None:
@@ -293,7 +316,11 @@ class Connection(AcceptedConnection):
                         self.flush(final=True)
                         self.close()
                         return
-                    if self._reading_paused and len(frames) <= MAX_QUEUED_FRAMES // 2 and not self.closed:
+                    if (
+                        self._reading_paused
+                        and len(frames) <= MAX_QUEUED_FRAMES // 2
+                        and not self.closed
+                    ):
                         self._reading_paused = False
                         self.transport.resume_reading()  # type: ignore[union-attr]
                 self.flush()
@@ -513,7 +540,11 @@ def close_idle(connections: set[Connection], max_idle_ms: int) -> int:
     now = asyncio.get_running_loop().time()
     closed = 0
     for conn in list(connections):
-        if not conn.busy and not conn.has_queued_frames and (now - conn.last_active) * 1000 >= max_idle_ms:
+        if (
+            not conn.busy
+            and not conn.has_queued_frames
+            and (now - conn.last_active) * 1000 >= max_idle_ms
+        ):
             log_event(log, "connection.idle_closed", peer=conn.info.peer, idle_ms=max_idle_ms)
             conn.close()
             closed += 1
@@ -538,7 +569,11 @@ def close_excess(connections: set[Connection], quotas: ConnectionQuotas) -> int:
         if not quotas.exceeded():
             break
         log_event(
-            log, "connection.closed", logging.INFO, peer=conn.info.peer, listener=conn.info.listener,
+            log,
+            "connection.closed",
+            logging.INFO,
+            peer=conn.info.peer,
+            listener=conn.info.listener,
             reason=f"max.connections={quotas.max_connections} exceeded",
         )
         conn.close()
@@ -560,6 +595,12 @@ async def start_listener(
     )
     ssl_context = security.ssl_context if security is not None else None
     acceptor = await bind_listener(
-        listener.name, listener.host, listener.port, factory, host.connection_quotas, host, ssl_context
+        listener.name,
+        listener.host,
+        listener.port,
+        factory,
+        host.connection_quotas,
+        host,
+        ssl_context,
     )
     return acceptor, acceptor.port

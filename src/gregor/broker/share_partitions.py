@@ -81,8 +81,12 @@ class ShareSettings:
 
 class SharePartitions:
     def __init__(
-        self, replicas: ReplicaManager, persister: SharePersister, image: Callable[[], MetadataImage],
-        settings: ShareSettings, clock: Callable[[], int],
+        self,
+        replicas: ReplicaManager,
+        persister: SharePersister,
+        image: Callable[[], MetadataImage],
+        settings: ShareSettings,
+        clock: Callable[[], int],
     ) -> None:
         self.replicas = replicas
         self.persister = persister
@@ -96,7 +100,12 @@ class SharePartitions:
     # --- sessions ---
 
     def session_update(
-        self, group: str, member: str, epoch: int, add: Iterable[TopicPartition], forget: Iterable[TopicPartition],
+        self,
+        group: str,
+        member: str,
+        epoch: int,
+        add: Iterable[TopicPartition],
+        forget: Iterable[TopicPartition],
         connection_closed: asyncio.Future[None] | None = None,
     ) -> tuple[int, ShareSession | None]:
         """Open (epoch 0), check and advance, or (-1) find for closing a member's session. A
@@ -105,6 +114,7 @@ class SharePartitions:
         if epoch == 0:
             fresh = self.sessions[key] = ShareSession(1, set(add))
             if connection_closed is not None:
+
                 def closed(_: asyncio.Future[None]) -> None:
                     if self.sessions.get(key) is fresh:
                         self.close_session(group, member)
@@ -128,7 +138,9 @@ class SharePartitions:
         if session is not None:
             self.release_member(group, member, session.partitions)
 
-    def release_member(self, group: str, member: str, partitions: Iterable[TopicPartition] | None = None) -> None:
+    def release_member(
+        self, group: str, member: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> None:
         """A member left or closed its session: what it holds here goes back."""
         wanted = None if partitions is None else set(partitions)
         for (g, topic, index), e in list(self.entries.items()):
@@ -177,21 +189,37 @@ class SharePartitions:
         try:
             result = await self.persister.read((group, e.topic_id, index), e.leader_epoch)
             if result.error:
-                e.ready.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER if result.error in (
-                    ErrorCode.FENCED_LEADER_EPOCH,) else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                e.ready.set_result(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if result.error in (ErrorCode.FENCED_LEADER_EPOCH,)
+                    else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                )
                 return
             partition = self.replicas.leader_partition(topic, index)
             start, batches = result.start_offset, result.state_batches
             e.state_epoch = result.state_epoch
             if start < 0:
-                reset = self.image().config_resource(GROUP_CONFIG, group).get("share.auto.offset.reset", "latest")
+                reset = (
+                    self.image()
+                    .config_resource(GROUP_CONFIG, group)
+                    .get("share.auto.offset.reset", "latest")
+                )
                 log_ = partition.log
                 start = log_.log_start_offset if reset == "earliest" else log_.high_watermark
-                error = await self.persister.write((group, e.topic_id, index), e.state_epoch, e.leader_epoch, start, [])
+                error = await self.persister.write(
+                    (group, e.topic_id, index), e.state_epoch, e.leader_epoch, start, []
+                )
                 if error:
                     e.ready.set_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
                     return
-                log_event(log, "share.partition_initialized", group=group, topic=topic, partition=index, start=start)
+                log_event(
+                    log,
+                    "share.partition_initialized",
+                    group=group,
+                    topic=topic,
+                    partition=index,
+                    start=start,
+                )
             sp = SharePartition(start, self.settings.delivery_limit, self.settings.max_locks)
             sp.load(start, batches)
             e.sp = sp
@@ -210,7 +238,12 @@ class SharePartitions:
             return 0
         async with e.write_lock:
             error = await self.persister.write(
-                (group, e.topic_id, index), e.state_epoch, e.leader_epoch, sp.start_offset, sp.state_batches())
+                (group, e.topic_id, index),
+                e.state_epoch,
+                e.leader_epoch,
+                sp.start_offset,
+                sp.state_batches(),
+            )
         if error == ErrorCode.FENCED_STATE_EPOCH and self.entries.get((group, topic, index)) is e:
             del self.entries[(group, topic, index)]  # an admin reset the offsets: load them again
         return error
@@ -224,13 +257,19 @@ class SharePartitions:
             if e is None or e.sp is None:
                 continue
             r = await self.persister.read((group, e.topic_id, index), e.leader_epoch, summary=True)
-            if r.error == 0 and (r.state_epoch != e.state_epoch or r.start_offset < 0) and self.entries.get(key) is e:
+            if (
+                r.error == 0
+                and (r.state_epoch != e.state_epoch or r.start_offset < 0)
+                and self.entries.get(key) is e
+            ):
                 del self.entries[key]
 
     def forget(self, group: str, topics: Iterable[str] | None = None) -> None:
         """Drop this broker's cached share partitions of ``group`` (of ``topics`` only)."""
         wanted = None if topics is None else set(topics)
-        for key in [k for k in self.entries if k[0] == group and (wanted is None or k[1] in wanted)]:
+        for key in [
+            k for k in self.entries if k[0] == group and (wanted is None or k[1] in wanted)
+        ]:
             del self.entries[key]
 
     def lag(self, group: str, topic: str, index: int, start_offset: int) -> int:
@@ -253,8 +292,15 @@ class SharePartitions:
     async def _persist_quietly(self, group: str, topic: str, index: int, e: _Entry) -> None:
         error = await self._persist(group, topic, index, e)
         if error:
-            log_event(log, "share.persist_failed", logging.WARNING, group=group, topic=topic, partition=index,
-                      error=error)
+            log_event(
+                log,
+                "share.persist_failed",
+                logging.WARNING,
+                group=group,
+                topic=topic,
+                partition=index,
+                error=error,
+            )
 
     # --- requests ---
 
@@ -276,12 +322,22 @@ class SharePartitions:
     def group_settings(self, group: str) -> tuple[int, bool]:
         """(lock duration ms, read_committed) of ``group``: its group configs over the broker's."""
         overrides = self.image().config_resource(GROUP_CONFIG, group)
-        lock_ms = int(overrides.get("share.record.lock.duration.ms", self.settings.lock_duration_ms))
-        return lock_ms, overrides.get("share.isolation.level", "read_uncommitted") == "read_committed"
+        lock_ms = int(
+            overrides.get("share.record.lock.duration.ms", self.settings.lock_duration_ms)
+        )
+        return lock_ms, overrides.get(
+            "share.isolation.level", "read_uncommitted"
+        ) == "read_committed"
 
     async def fetch(
-        self, group: str, member: str, session: ShareSession, max_records: int, max_bytes: int,
-        max_wait_ms: int, hung_up: asyncio.Future[None] | None = None,
+        self,
+        group: str,
+        member: str,
+        session: ShareSession,
+        max_records: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        hung_up: asyncio.Future[None] | None = None,
     ) -> dict[TopicPartition, FetchedPartition]:
         """Records for ``member`` from its session's partitions: those of the first partition
         (taking them in turn from one answer to the next) that has any, long-polling up to
@@ -315,13 +371,20 @@ class SharePartitions:
                 waits.add(hung_up)
             try:
                 # Wake for new records, and at least every lock-check period for released ones.
-                await asyncio.wait(waits, timeout=min(remaining, 0.25), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    waits, timeout=min(remaining, 0.25), return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 for p in hosted:
                     p.remove_waiter(fut)
 
     async def _fetch_once(
-        self, group: str, member: str, partitions: Sequence[TopicPartition], max_records: int, max_bytes: int,
+        self,
+        group: str,
+        member: str,
+        partitions: Sequence[TopicPartition],
+        max_records: int,
+        max_bytes: int,
     ) -> dict[TopicPartition, FetchedPartition]:
         out: dict[TopicPartition, FetchedPartition] = {}
         lock_ms, committed = self.group_settings(group)
@@ -330,15 +393,23 @@ class SharePartitions:
             if error or e is None or e.sp is None:
                 out[(topic, index)] = FetchedPartition(error or ErrorCode.UNKNOWN_SERVER_ERROR)
                 continue
-            out[(topic, index)] = got = self._acquire(member, topic, index, e.sp, max_records, max_bytes, lock_ms,
-                                                      committed)
+            out[(topic, index)] = got = self._acquire(
+                member, topic, index, e.sp, max_records, max_bytes, lock_ms, committed
+            )
             if got.acquired:
                 break
         return out
 
     def _acquire(
-        self, member: str, topic: str, index: int, sp: SharePartition, max_records: int, max_bytes: int,
-        lock_ms: int, committed: bool,
+        self,
+        member: str,
+        topic: str,
+        index: int,
+        sp: SharePartition,
+        max_records: int,
+        max_bytes: int,
+        lock_ms: int,
+        committed: bool,
     ) -> FetchedPartition:
         """Acquire from the log: up to the high watermark, or (``share.isolation.level``
         read_committed) up to the last stable offset and without aborted transactions' records,
@@ -349,8 +420,13 @@ class SharePartitions:
         hw = partition.log.last_stable_offset if committed else partition.log.high_watermark
         if start >= hw:
             return FetchedPartition()
-        read = partition.read(start, max_bytes, isolation=READ_COMMITTED if committed else READ_UNCOMMITTED,
-                              from_follower=False, min_one=True)
+        read = partition.read(
+            start,
+            max_bytes,
+            isolation=READ_COMMITTED if committed else READ_UNCOMMITTED,
+            from_follower=False,
+            min_one=True,
+        )
         data = read.records
         if not data:
             return FetchedPartition()
@@ -361,7 +437,9 @@ class SharePartitions:
         for pos, h in iter_batches(data, allow_partial_tail=True):
             spans.append((h.base_offset, h.last_offset, pos, h.size))
             dropped = h.is_transactional and any(
-                a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset for a in aborted)
+                a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset
+                for a in aborted
+            )
             if not h.is_control and not dropped:
                 ranges.append((h.base_offset, h.last_offset))
             upper = min(hw, h.last_offset + 1)
@@ -370,7 +448,8 @@ class SharePartitions:
             return FetchedPartition()
         view = memoryview(data)
         chunks = [
-            bytes(view[pos:pos + size]) for base, last, pos, size in spans
+            bytes(view[pos : pos + size])
+            for base, last, pos, size in spans
             if any(first <= last and base <= a_last for first, a_last, _ in acquired)
         ]
         return FetchedPartition(0, b"".join(chunks), acquired)

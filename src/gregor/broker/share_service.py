@@ -42,28 +42,44 @@ SHARE_STATE_CONFIGS = {
     "segment.bytes": "104857600",
     "compression.type": "uncompressed",
 }
-_RETRY = frozenset({
-    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-})
+_RETRY = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    }
+)
 RETRY_S = 0.05
 R = TypeVar("R")
-ATTEMPTS = 40  # about 2 s of coordinator moves before a read or write is given up (the client retries)
+ATTEMPTS = (
+    40  # about 2 s of coordinator moves before a read or write is given up (the client retries)
+)
 
 
 class ShareService(CoordinatorRuntime):
     def __init__(
-        self, num_partitions: int, replication_factor: int, writer: PartitionWriter, creator: TopicCreator,
+        self,
+        num_partitions: int,
+        replication_factor: int,
+        writer: PartitionWriter,
+        creator: TopicCreator,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.coordinator = ShareCoordinator(num_partitions, clock)
         topic = InternalTopic(
-            SHARE_STATE_TOPIC, num_partitions, replication_factor, SHARE_STATE_CONFIGS, AppendOrigin.CLIENT
+            SHARE_STATE_TOPIC,
+            num_partitions,
+            replication_factor,
+            SHARE_STATE_CONFIGS,
+            AppendOrigin.CLIENT,
         )
         super().__init__("share", self.coordinator, topic, writer, creator, clock)
 
     def _drain(self) -> tuple[list[InternalWrite], list[tuple[Any, Any]]]:
         writes, replies = self.coordinator.take()
-        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [(r.token, r.result) for r in replies]
+        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [
+            (r.token, r.result) for r in replies
+        ]
 
     def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
         self.coordinator.write_complete(write_id, error)
@@ -81,9 +97,18 @@ class ShareService(CoordinatorRuntime):
         return result
 
     async def write(
-        self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int, batches: Sequence[StateBatch]
+        self,
+        key: ShareKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: Sequence[StateBatch],
     ) -> int:
-        return int(await self.call(self.coordinator.write, key, state_epoch, leader_epoch, start_offset, list(batches)))
+        return int(
+            await self.call(
+                self.coordinator.write, key, state_epoch, leader_epoch, start_offset, list(batches)
+            )
+        )
 
     async def delete(self, key: ShareKey) -> int:
         return int(await self.call(self.coordinator.delete, key))
@@ -93,7 +118,10 @@ class SharePersister:
     """Reads and writes share-partition state through whichever broker coordinates it."""
 
     def __init__(
-        self, node_id: int, service: ShareService, image: Callable[[], MetadataImage],
+        self,
+        node_id: int,
+        service: ShareService,
+        image: Callable[[], MetadataImage],
         channels: BrokerChannels | None,
     ) -> None:
         self.node_id = node_id
@@ -102,8 +130,12 @@ class SharePersister:
         self.channels = channels
 
     async def _call(
-        self, key: ShareKey, local: Callable[[], Awaitable[R]], remote: Callable[[BrokerChannels, int], Awaitable[R]],
-        error_of: Callable[[R], int], unavailable: R,
+        self,
+        key: ShareKey,
+        local: Callable[[], Awaitable[R]],
+        remote: Callable[[BrokerChannels, int], Awaitable[R]],
+        error_of: Callable[[R], int],
+        unavailable: R,
     ) -> R:
         """``local()`` when this broker coordinates ``key``, else ``remote(channels, node)``;
         again while the coordinator moves or loads (about 2 s), then the last answer."""
@@ -126,66 +158,157 @@ class SharePersister:
     async def read(self, key: ShareKey, leader_epoch: int, summary: bool = False) -> ReadResult:
         """The state (``summary``: start offset and epochs only, without recording the leader
         epoch, as ReadShareGroupStateSummary)."""
+
         async def remote(channels: BrokerChannels, node: int) -> ReadResult:
             if summary:
-                sreq = ReadShareGroupStateSummaryRequest(group_id=key[0], topics=[
-                    ReadShareGroupStateSummaryRequest.Topics(topic_id=key[1], partitions=[
-                        ReadShareGroupStateSummaryRequest.Topics.Partitions(partition=key[2], leader_epoch=leader_epoch)])])
+                sreq = ReadShareGroupStateSummaryRequest(
+                    group_id=key[0],
+                    topics=[
+                        ReadShareGroupStateSummaryRequest.Topics(
+                            topic_id=key[1],
+                            partitions=[
+                                ReadShareGroupStateSummaryRequest.Topics.Partitions(
+                                    partition=key[2], leader_epoch=leader_epoch
+                                )
+                            ],
+                        )
+                    ],
+                )
                 sp = (await channels.request(node, sreq, 0)).results[0].partitions[0]
-                return ReadResult(sp.error_code) if sp.error_code else ReadResult(0, sp.state_epoch, -1, sp.start_offset)
-            req = ReadShareGroupStateRequest(group_id=key[0], topics=[ReadShareGroupStateRequest.Topics(
-                topic_id=key[1], partitions=[ReadShareGroupStateRequest.Topics.Partitions(
-                    partition=key[2], leader_epoch=leader_epoch)])])
+                return (
+                    ReadResult(sp.error_code)
+                    if sp.error_code
+                    else ReadResult(0, sp.state_epoch, -1, sp.start_offset)
+                )
+            req = ReadShareGroupStateRequest(
+                group_id=key[0],
+                topics=[
+                    ReadShareGroupStateRequest.Topics(
+                        topic_id=key[1],
+                        partitions=[
+                            ReadShareGroupStateRequest.Topics.Partitions(
+                                partition=key[2], leader_epoch=leader_epoch
+                            )
+                        ],
+                    )
+                ],
+            )
             p = (await channels.request(node, req, 0)).results[0].partitions[0]
             if p.error_code:
                 return ReadResult(p.error_code)
-            return ReadResult(0, p.state_epoch, leader_epoch, p.start_offset, tuple(
-                StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
+            return ReadResult(
+                0,
+                p.state_epoch,
+                leader_epoch,
+                p.start_offset,
+                tuple(
+                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in p.state_batches
+                ),
+            )
 
         return await self._call(
-            key, lambda: self.service.read(key, leader_epoch, summary), remote, lambda r: r.error,
+            key,
+            lambda: self.service.read(key, leader_epoch, summary),
+            remote,
+            lambda r: r.error,
             ReadResult(ErrorCode.COORDINATOR_NOT_AVAILABLE),
         )
 
     async def write(
-        self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int, batches: Sequence[StateBatch]
+        self,
+        key: ShareKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: Sequence[StateBatch],
     ) -> int:
         async def remote(channels: BrokerChannels, node: int) -> int:
             Part = WriteShareGroupStateRequest.Topics.Partitions
-            req = WriteShareGroupStateRequest(group_id=key[0], topics=[WriteShareGroupStateRequest.Topics(
-                topic_id=key[1], partitions=[Part(
-                    partition=key[2], state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-                    state_batches=[Part.StateBatches(first_offset=b.first_offset, last_offset=b.last_offset,
-                                                     delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                                   for b in batches])])])
+            req = WriteShareGroupStateRequest(
+                group_id=key[0],
+                topics=[
+                    WriteShareGroupStateRequest.Topics(
+                        topic_id=key[1],
+                        partitions=[
+                            Part(
+                                partition=key[2],
+                                state_epoch=state_epoch,
+                                leader_epoch=leader_epoch,
+                                start_offset=start_offset,
+                                state_batches=[
+                                    Part.StateBatches(
+                                        first_offset=b.first_offset,
+                                        last_offset=b.last_offset,
+                                        delivery_state=b.delivery_state,
+                                        delivery_count=b.delivery_count,
+                                    )
+                                    for b in batches
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            )
             return int((await channels.request(node, req, 0)).results[0].partitions[0].error_code)
 
         return await self._call(
-            key, lambda: self.service.write(key, state_epoch, leader_epoch, start_offset, batches), remote,
-            lambda e: e, int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+            key,
+            lambda: self.service.write(key, state_epoch, leader_epoch, start_offset, batches),
+            remote,
+            lambda e: e,
+            int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
         )
 
     async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> int:
         """A new state epoch at ``start_offset`` (an admin's reset): the leader's state is fenced."""
+
         async def remote(channels: BrokerChannels, node: int) -> int:
-            req = InitializeShareGroupStateRequest(group_id=key[0], topics=[InitializeShareGroupStateRequest.Topics(
-                topic_id=key[1], partitions=[InitializeShareGroupStateRequest.Topics.Partitions(
-                    partition=key[2], state_epoch=state_epoch, start_offset=start_offset)])])
+            req = InitializeShareGroupStateRequest(
+                group_id=key[0],
+                topics=[
+                    InitializeShareGroupStateRequest.Topics(
+                        topic_id=key[1],
+                        partitions=[
+                            InitializeShareGroupStateRequest.Topics.Partitions(
+                                partition=key[2], state_epoch=state_epoch, start_offset=start_offset
+                            )
+                        ],
+                    )
+                ],
+            )
             return int((await channels.request(node, req, 0)).results[0].partitions[0].error_code)
 
         return await self._call(
-            key, lambda: self.service.initialize(key, state_epoch, start_offset), remote, lambda e: e,
+            key,
+            lambda: self.service.initialize(key, state_epoch, start_offset),
+            remote,
+            lambda e: e,
             int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
         )
 
     async def delete(self, key: ShareKey) -> int:
         async def remote(channels: BrokerChannels, node: int) -> int:
-            req = DeleteShareGroupStateRequest(group_id=key[0], topics=[DeleteShareGroupStateRequest.Topics(
-                topic_id=key[1], partitions=[DeleteShareGroupStateRequest.Topics.Partitions(partition=key[2])])])
+            req = DeleteShareGroupStateRequest(
+                group_id=key[0],
+                topics=[
+                    DeleteShareGroupStateRequest.Topics(
+                        topic_id=key[1],
+                        partitions=[
+                            DeleteShareGroupStateRequest.Topics.Partitions(partition=key[2])
+                        ],
+                    )
+                ],
+            )
             return int((await channels.request(node, req, 0)).results[0].partitions[0].error_code)
 
-        return await self._call(key, lambda: self.service.delete(key), remote, lambda e: e,
-                                int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        return await self._call(
+            key,
+            lambda: self.service.delete(key),
+            remote,
+            lambda e: e,
+            int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        )
 
 
 __all__ = ["SharePersister", "ShareService"]

@@ -24,7 +24,9 @@ TICK_S = 0.1
 
 
 class Shares:
-    def __init__(self, state: ShareService, partitions: SharePartitions, groups: ShareGroups) -> None:
+    def __init__(
+        self, state: ShareService, partitions: SharePartitions, groups: ShareGroups
+    ) -> None:
         self.state = state
         self.partitions = partitions
         self.groups = groups
@@ -35,11 +37,19 @@ class Shares:
             self.partitions.release_member(group, member)
 
     def heartbeat(
-        self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None, subscribed: list[str] | None,
-        client_id: str, client_host: str, version: int,
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed: list[str] | None,
+        client_id: str,
+        client_host: str,
+        version: int,
     ) -> HeartbeatResult:
         result, gone = self.groups.heartbeat(
-            group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host, version)
+            group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host, version
+        )
         self._release(gone)
         self._ensure_running()
         return result

@@ -149,7 +149,9 @@ class BrokerState(Protocol):
 
     async def alter_client_quotas(
         self,
-        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        entries: Sequence[
+            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
+        ],
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         """Set and remove client quotas in the metadata store; per entry, None or the error."""
@@ -189,11 +191,15 @@ class BrokerState(Protocol):
         """Add ACL bindings in the metadata store; per binding, None or the error."""
         ...
 
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
         """Remove the bindings each filter matches; per filter, the removed ones or the error."""
         ...
 
-    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+    async def update_features(
+        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
+    ) -> int:
         """Finalize feature levels in the metadata store (``change`` checks them against the
         image written to and may raise the refusal); the new finalized features' epoch."""
         ...

@@ -99,7 +99,9 @@ class TopicAdmin:
     def _racks(self) -> dict[int, str | None]:
         return {node: b.rack for node, b in self._image().brokers.items()}
 
-    def _check_assignment(self, assignments: Sequence[Sequence[int]], replication_factor: int | None) -> None:
+    def _check_assignment(
+        self, assignments: Sequence[Sequence[int]], replication_factor: int | None
+    ) -> None:
         brokers = self._image().live_broker_ids()
         for replicas in assignments:
             if (
@@ -158,15 +160,23 @@ class TopicAdmin:
             # A random first broker, as Kafka does, so one-partition topics do not all lead
             # on the same broker.
             start = random.randrange(len(brokers)) if brokers else 0
-            layout = assign_replicas(num_partitions, replication_factor, brokers, start=start, racks=self._racks())
+            layout = assign_replicas(
+                num_partitions, replication_factor, brokers, start=start, racks=self._racks()
+            )
         overrides = dict(configs or {})
         self.validate_topic_configs(overrides)
         if validate_only:
             return CreatedTopic(name, ZERO_UUID, len(layout), len(layout[0]), overrides)
-        topic = await self.store.create_topic(name, layout, overrides, internal=name in INTERNAL_TOPICS)
+        topic = await self.store.create_topic(
+            name, layout, overrides, internal=name in INTERNAL_TOPICS
+        )
         log_event(
-            log, "topic.created", topic=name, topic_id=topic.topic_id,
-            partitions=len(topic.partitions), replication_factor=len(layout[0]),
+            log,
+            "topic.created",
+            topic=name,
+            topic_id=topic.topic_id,
+            partitions=len(topic.partitions),
+            replication_factor=len(layout[0]),
             configs=",".join(f"{k}={v}" for k, v in sorted(overrides.items())),
         )
         return CreatedTopic(name, topic.topic_id, len(layout), len(layout[0]), overrides)
@@ -183,7 +193,9 @@ class TopicAdmin:
     async def create_internal_topic(self, topic: InternalTopic) -> None:
         """A coordinator's internal topic (``TopicCreator``)."""
         try:
-            await self.create_topic(topic.name, topic.num_partitions, topic.replication_factor, configs=topic.configs)
+            await self.create_topic(
+                topic.name, topic.num_partitions, topic.replication_factor, configs=topic.configs
+            )
         except TopicAlreadyExistsError:
             pass
 
@@ -194,7 +206,9 @@ class TopicAdmin:
         if topic is None:
             raise UnknownTopicOrPartitionError("This server does not host this topic.")
         if not self.config["delete.topic.enable"]:
-            raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false).")
+            raise TopicDeletionDisabledError(
+                "Topic deletion is disabled (delete.topic.enable=false)."
+            )
         if topic.internal or name in INTERNAL_TOPICS:
             raise InvalidRequestError(f"Topic '{name}' is an internal topic and cannot be deleted.")
         deleted = await self.store.delete_topic(name)
@@ -204,13 +218,19 @@ class TopicAdmin:
     # --- partitions ---
 
     async def add_partitions(
-        self, name: str, new_total: int, assignments: Sequence[Sequence[int]] | None, validate_only: bool = False
+        self,
+        name: str,
+        new_total: int,
+        assignments: Sequence[Sequence[int]] | None,
+        validate_only: bool = False,
     ) -> None:
         topic = self._image().topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
         if topic.internal or name in INTERNAL_TOPICS:
-            raise InvalidRequestError(f"Topic '{name}' is an internal topic; its partitions cannot be changed.")
+            raise InvalidRequestError(
+                f"Topic '{name}' is an internal topic; its partitions cannot be changed."
+            )
         current = len(topic.partitions)
         if new_total <= current:
             raise InvalidPartitionsError(
@@ -225,7 +245,11 @@ class TopicAdmin:
             layout = [list(r) for r in assignments]
         else:
             layout = assign_replicas(
-                new_total - current, rf, self._image().live_broker_ids(), start=current, racks=self._racks()
+                new_total - current,
+                rf,
+                self._image().live_broker_ids(),
+                start=current,
+                racks=self._racks(),
             )
         if validate_only:
             return
@@ -234,7 +258,9 @@ class TopicAdmin:
 
     # --- configs ---
 
-    async def set_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+    async def set_config_resource(
+        self, resource_type: int, name: str, configs: Mapping[str, str]
+    ) -> None:
         """Store the whole override set of a non-topic config resource (BROKER, GROUP)."""
         await self.store.alter_config_resource(resource_type, name, configs)
 
@@ -243,6 +269,8 @@ class TopicAdmin:
         self.validate_topic_configs(configs)
         await self.store.alter_topic_configs(name, configs)
         log_event(
-            log, "topic.config_changed", topic=name,
+            log,
+            "topic.config_changed",
+            topic=name,
             configs=",".join(f"{k}={v}" for k, v in sorted(configs.items())),
         )

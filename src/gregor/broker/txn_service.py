@@ -65,13 +65,15 @@ TopicPartition = tuple[str, int]
 
 # Verification answers a producer should retry (KIP-890 maps coordinator trouble to a
 # retriable produce error).
-_RETRIABLE_VERIFY = frozenset({
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_COORDINATOR,
-    ErrorCode.CONCURRENT_TRANSACTIONS,
-    ErrorCode.NETWORK_EXCEPTION,
-})
+_RETRIABLE_VERIFY = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NETWORK_EXCEPTION,
+    }
+)
 #: Kafka's ``add.partitions.to.txn.retry.backoff.ms`` and its ``...max.ms``: how long a leader
 #: keeps asking a coordinator that answers CONCURRENT_TRANSACTIONS.
 ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02
@@ -97,12 +99,18 @@ class TxnService(CoordinatorRuntime):
     ) -> None:
         self.producer_ids = producer_ids
         self.write_marker = markers
-        self.coordinator = TransactionCoordinator(config, producer_ids.generate, clock, transaction_version)
+        self.coordinator = TransactionCoordinator(
+            config, producer_ids.generate, clock, transaction_version
+        )
         #: Set in a cluster: markers and verification that concern other brokers.
         self.routing: TxnRouting | None = None
         self._remote_tasks: set[asyncio.Task[None]] = set()
         topic = InternalTopic(
-            TXN_TOPIC, config.num_partitions, replication_factor, TXN_TOPIC_CONFIGS, AppendOrigin.CLIENT
+            TXN_TOPIC,
+            config.num_partitions,
+            replication_factor,
+            TXN_TOPIC_CONFIGS,
+            AppendOrigin.CLIENT,
         )
         super().__init__("transactions", self.coordinator, topic, writer, creator, clock)
 
@@ -112,7 +120,9 @@ class TxnService(CoordinatorRuntime):
         writes, markers, replies = self.coordinator.take()
         for m in markers:
             self._write_markers(m)
-        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [(r.token, r.result) for r in replies]
+        return [InternalWrite(w.id, w.partition, w.batch) for w in writes], [
+            (r.token, r.result) for r in replies
+        ]
 
     def _write_complete(self, write_id: int, error: int, base_offset: int) -> None:
         self.coordinator.write_complete(write_id, error)
@@ -130,7 +140,9 @@ class TxnService(CoordinatorRuntime):
                 remote.setdefault(leader, []).append(tp)
             else:
                 results[tp] = int(
-                    self.write_marker(tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch)
+                    self.write_marker(
+                        tp[0], tp[1], m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch
+                    )
                 )
         if not remote or routing is None:
             self.coordinator.markers_complete(m.id, results)
@@ -140,13 +152,20 @@ class TxnService(CoordinatorRuntime):
         task.add_done_callback(self._remote_tasks.discard)
 
     async def _write_remote_markers(
-        self, routing: TxnRouting, m: MarkerWrite, remote: dict[int, list[TopicPartition]],
+        self,
+        routing: TxnRouting,
+        m: MarkerWrite,
+        remote: dict[int, list[TopicPartition]],
         results: dict[TopicPartition, int],
     ) -> None:
-        answers = await asyncio.gather(*(
-            routing.write_markers(leader, tps, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch)
-            for leader, tps in remote.items()
-        ))
+        answers = await asyncio.gather(
+            *(
+                routing.write_markers(
+                    leader, tps, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch
+                )
+                for leader, tps in remote.items()
+            )
+        )
         for answer in answers:
             results.update(answer)
         self.coordinator.markers_complete(m.id, results)
@@ -172,43 +191,74 @@ class TxnService(CoordinatorRuntime):
     ) -> InitProducerIdResult:
         await self.producer_ids.reserve(2)
         c = self.coordinator
-        result = await self.call(c.init_producer_id, transactional_id, timeout_ms, producer_id, producer_epoch)
+        result = await self.call(
+            c.init_producer_id, transactional_id, timeout_ms, producer_id, producer_epoch
+        )
         return cast(InitProducerIdResult, result)
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition],
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
         client_transaction_version: int = 0,
     ) -> ErrorCode:
         c = self.coordinator
         code = await self.call(
-            c.add_partitions, transactional_id, producer_id, producer_epoch, list(partitions),
+            c.add_partitions,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            list(partitions),
             client_transaction_version,
         )
         return ErrorCode(code)
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
         client_transaction_version: int = 0,
     ) -> EndTxnResult:
         if client_transaction_version >= 2:
             await self.producer_ids.reserve(1)  # the epoch bump may exhaust the epoch
         c = self.coordinator
         result = await self.call(
-            c.end_txn, transactional_id, producer_id, producer_epoch, commit, client_transaction_version
+            c.end_txn,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            client_transaction_version,
         )
         return cast(EndTxnResult, result)
 
     async def verify(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Sequence[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         """Whether each partition is in the producer's ongoing transaction (no write)."""
         await self.ensure_topic()
-        found = self.coordinator.verify(transactional_id, producer_id, producer_epoch, list(partitions))
+        found = self.coordinator.verify(
+            transactional_id, producer_id, producer_epoch, list(partitions)
+        )
         return {tp: ErrorCode(code) for tp, code in found.items()}
 
     async def verify_partition(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
-        *, add: bool = False,
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        add: bool = False,
     ) -> ErrorCode:
         """Whether (topic, partition) is in the producer's ongoing transaction, asked of this
         broker's coordinator or, in a cluster, of the broker that coordinates
@@ -216,12 +266,19 @@ class TxnService(CoordinatorRuntime):
         ``add`` (transaction version 2) the coordinator adds the partition instead."""
         routing = self.routing
         if routing is not None:
-            coordinator = routing.leader_of(TXN_TOPIC, self.coordinator.partition_for(transactional_id))
+            coordinator = routing.leader_of(
+                TXN_TOPIC, self.coordinator.partition_for(transactional_id)
+            )
             if coordinator != routing.node_id:
                 if coordinator < 0:
                     return ErrorCode.COORDINATOR_NOT_AVAILABLE
                 return await routing.verify(
-                    coordinator, transactional_id, producer_id, producer_epoch, topic, partition,
+                    coordinator,
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    topic,
+                    partition,
                     verify_only=not add,
                 )
         tp = (topic, partition)
@@ -230,7 +287,12 @@ class TxnService(CoordinatorRuntime):
         return (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
 
     async def check_transactional_write(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
         operation: TxnOperation,
     ) -> ErrorCode:
         """A transactional write to (topic, partition) that would start the producer's
@@ -257,7 +319,12 @@ class TxnService(CoordinatorRuntime):
         return code
 
     async def verify_produce(
-        self, transactional_id: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
         operation: TxnOperation | None = None,
     ) -> ErrorCode:
         """KIP-890 for a transactional batch that starts a transaction on a partition: NONE
@@ -265,7 +332,11 @@ class TxnService(CoordinatorRuntime):
         answer (coordinator trouble as the retriable NOT_ENOUGH_REPLICAS, as Kafka does for
         clients that would not retry the coordinator's own errors)."""
         code = await self.check_transactional_write(
-            transactional_id, topic, partition, producer_id, producer_epoch,
+            transactional_id,
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
             TxnOperation.DEFAULT_ERROR if operation is None else operation,
         )
         if code in _RETRIABLE_VERIFY:
@@ -280,5 +351,7 @@ class TxnService(CoordinatorRuntime):
         self, states: Sequence[str], producer_ids: Sequence[int], duration_ms: int
     ) -> tuple[ErrorCode, list[str], list[TxnListing]]:
         await self.ensure_topic()
-        code, unknown, listing = self.coordinator.list_transactions(states, producer_ids, duration_ms)
+        code, unknown, listing = self.coordinator.list_transactions(
+            states, producer_ids, duration_ms
+        )
         return ErrorCode(code), list(unknown), listing

@@ -43,7 +43,8 @@ out of the G1c graph for the same reason (Kafka allows them in any order), which
 cycle found a real one: an ordered write-write edge and a write-read edge both go forward in
 real time, so a cycle of them is impossible without an anomaly.
 
-Liveness figures: the worst lag between a send's acknowledgement and its first read, the
+The operations, the values they wrote and read, and the report are ``observations``'s.
+Liveness figures (``liveness``): the worst lag between a send's acknowledgement and its first read, the
 clients that completed nothing after the last heal (stuck), and the time from that heal to the
 first acknowledged send and the first poll that returned records.
 """
@@ -54,180 +55,32 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
 from gregor.chaos.history import Op
+from gregor.chaos.liveness import liveness, stats
+from gregor.chaos.observations import (
+    ALLOWED,
+    ANOMALIES,
+    READERS,
+    WRITERS,
+    Operation,
+    Read,
+    Report,
+    Write,
+    pair,
+    writes_and_reads,
+)
 
 __all__ = ["ALLOWED", "ANOMALIES", "Report", "check"]
-
-ANOMALIES = (
-    "lost-write",
-    "unseen",
-    "duplicate",
-    "inconsistent-offsets",
-    "aborted-read",
-    "precommitted-read",
-    "torn-transaction",
-    "poll-skip",
-    "nonmonotonic-poll",
-    "nonmonotonic-send",
-    "committed-offset-regression",
-    "aborted-offset-commit",
-    "unexplained-committed-offset",
-    "G1c",
-)
-ALLOWED = ("G0", "int-send-skip", "rebalance-skip", "rebalance-rewind", "late-commit")
-
-_READERS = ("poll", "txn", "final-poll")
-_WRITERS = ("send", "txn")
-
-
-@dataclass
-class Operation:
-    """An invocation with its completion (None: it never completed, as good as ``info``)."""
-
-    invoke: Op
-    done: Op | None
-
-    @property
-    def index(self) -> int:
-        return int(self.invoke["index"])
-
-    @property
-    def process(self) -> Any:
-        return self.invoke["process"]
-
-    @property
-    def f(self) -> str:
-        return str(self.invoke["f"])
-
-    @property
-    def type(self) -> str:
-        return "info" if self.done is None else str(self.done["type"])
-
-    @property
-    def t_invoke(self) -> float:
-        return float(self.invoke["time"])
-
-    @property
-    def t_done(self) -> float:
-        return math.inf if self.done is None else float(self.done["time"])
-
-    @property
-    def value(self) -> list[Any]:
-        src = (
-            self.done
-            if self.done is not None and self.done.get("value") is not None
-            else self.invoke
-        )
-        return list(src.get("value") or [])
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return default if self.done is None else self.done.get(name, default)
-
-    def brief(self) -> dict[str, Any]:
-        return {
-            "op": self.index,
-            "process": self.process,
-            "f": self.f,
-            "type": self.type,
-            "client": self.invoke.get("client"),
-            "time": [self.t_invoke, self.t_done],
-        }
-
-
-@dataclass
-class Write:
-    key: int
-    value: int
-    offset: int | None
-    op: Operation
-
-
-@dataclass
-class Read:
-    key: int
-    offset: int
-    value: int
-    op: Operation
-
-
-@dataclass
-class Report:
-    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    allowed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    liveness: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def valid(self) -> bool:
-        return not self.anomalies
-
-    def add(self, name: str, example: dict[str, Any]) -> None:
-        (self.allowed if name in ALLOWED else self.anomalies).setdefault(name, []).append(example)
-
-    def table(self, examples: int = 1) -> str:
-        rows = [f"{'anomaly':<30} {'count':>7}  example"]
-        for name in ANOMALIES:
-            found = self.anomalies.get(name, [])
-            ex = "; ".join(_short(e) for e in found[:examples]) if found else ""
-            rows.append(f"{name:<30} {len(found):>7}  {ex}")
-        rows.append("")
-        rows.append(f"{'allowed by Kafka':<30} {'count':>7}  example")
-        for name in ALLOWED:
-            found = self.allowed.get(name, [])
-            ex = _short(found[0]) if found else ""
-            rows.append(f"{name:<30} {len(found):>7}  {ex}")
-        rows.append("")
-        for k, v in self.liveness.items():
-            rows.append(f"{k:<30} {v}")
-        return "\n".join(rows)
-
-    def to_json(self, examples: int = 5) -> dict[str, Any]:
-        return {
-            "valid": self.valid,
-            "anomalies": {
-                k: {"count": len(v), "examples": v[:examples]} for k, v in self.anomalies.items()
-            },
-            "allowed": {
-                k: {"count": len(v), "examples": v[:examples]} for k, v in self.allowed.items()
-            },
-            "liveness": self.liveness,
-            "stats": self.stats,
-        }
-
-
-def _short(example: dict[str, Any], limit: int = 160) -> str:
-    text = ", ".join(f"{k}={v}" for k, v in example.items())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def pair(history: Iterable[Op]) -> tuple[list[Operation], list[Op]]:
-    """Operations (invocation with completion) in invocation order, and the nemesis events."""
-    ops: list[Operation] = []
-    open_: dict[Any, Operation] = {}
-    nemesis: list[Op] = []
-    for e in history:
-        if e.get("process") == "nemesis":
-            nemesis.append(e)
-        elif e["type"] == "invoke":
-            op = Operation(e, None)
-            open_[e["process"]] = op
-            ops.append(op)
-        else:
-            op_ = open_.pop(e["process"], None)
-            if op_ is not None:
-                op_.done = e
-    return ops, nemesis
 
 
 def check(history: Iterable[Op]) -> Report:
     ops, nemesis = pair(history)
     report = Report()
-    writes, reads = _writes_and_reads(ops)
+    writes, reads = writes_and_reads(ops)
     by_value: dict[int, Write] = {}
     for w in writes:
         by_value.setdefault(w.value, w)
@@ -277,28 +130,9 @@ def check(history: Iterable[Op]) -> Report:
     _check_sends(report, ops, at_offset)
     _check_commits(report, ops)
     _check_cycles(report, ops, writes, reads, by_value, at_offset)
-    _liveness(report, ops, nemesis, writes, read_values)
-    report.stats = _stats(ops, writes, reads)
+    liveness(report, ops, nemesis, writes, read_values)
+    report.stats = stats(ops, writes, reads)
     return report
-
-
-def _writes_and_reads(ops: Sequence[Operation]) -> tuple[list[Write], list[Read]]:
-    writes: list[Write] = []
-    reads: list[Read] = []
-    for op in ops:
-        if op.f in _WRITERS:
-            for mop in op.value:
-                if mop[0] == "send":
-                    offset = mop[3] if len(mop) > 3 and op.done is not None else None
-                    writes.append(
-                        Write(int(mop[1]), int(mop[2]), None if offset is None else int(offset), op)
-                    )
-        if op.f in _READERS and op.type in ("ok", "fail") and op.done is not None:
-            for mop in op.done.get("value") or []:
-                if mop[0] == "poll":
-                    for k, o, v in mop[1]:
-                        reads.append(Read(int(k), int(o), int(v), op))
-    return writes, reads
 
 
 def _check_writes(
@@ -400,7 +234,7 @@ def _check_polls(
     for op in ops:
         if op.f in ("assign", "subscribe"):
             mode[op.process] = op.f
-        if op.f not in _READERS or op.type not in ("ok", "fail") or op.done is None:
+        if op.f not in READERS or op.type not in ("ok", "fail") or op.done is None:
             continue
         for mop in op.done.get("value") or []:
             if mop[0] != "poll":
@@ -448,7 +282,7 @@ def _check_sends(
     last: dict[tuple[Any, int], tuple[int, int, Operation]] = {}
     sorted_offsets = {k: sorted(m) for k, m in at_offset.items()}
     for op in ops:
-        if op.f not in _WRITERS or op.type not in ("ok", "fail"):
+        if op.f not in WRITERS or op.type not in ("ok", "fail"):
             continue
         in_op: dict[int, int] = {}
         for mop in op.value:
@@ -624,84 +458,3 @@ def _edge(g: nx.DiGraph, a: int, b: int, kind: str, key: int) -> None:
     if g.has_edge(a, b):
         return
     g.add_edge(a, b, label=f"{kind}:k{key}")
-
-
-def _liveness(
-    report: Report,
-    ops: Sequence[Operation],
-    nemesis: list[Op],
-    writes: list[Write],
-    read_values: dict[int, list[Read]],
-) -> None:
-    first_read = {
-        v: min(r.op.t_done for r in rs if r.op.f != "final-poll")
-        for v, rs in read_values.items()
-        if any(r.op.f != "final-poll" for r in rs)
-    }
-    worst: tuple[float, Write] | None = None
-    for w in writes:
-        if w.op.type != "ok" or w.value not in first_read:
-            continue
-        lag = max(0.0, first_read[w.value] - w.op.t_done)
-        if worst is None or lag > worst[0]:
-            worst = (lag, w)
-    live = report.liveness
-    if worst is not None:
-        live["worst lag (s)"] = f"{worst[0]:.2f} (key {worst[1].key}, value {worst[1].value})"
-    heals = [float(e["time"]) for e in nemesis if e.get("f") == "heal-all"]
-    if not heals:
-        return
-    t_heal = heals[-1]
-    finals = [op.t_invoke for op in ops if op.f == "final-poll"]
-    t_end = min(finals) if finals else math.inf
-    first_send = min(
-        (op.t_done for op in ops if op.f in _WRITERS and op.type == "ok" and op.t_invoke >= t_heal),
-        default=None,
-    )
-    first_poll = min(
-        (
-            op.t_done
-            for op in ops
-            if op.f in ("poll", "txn")
-            and op.type == "ok"
-            and op.t_invoke >= t_heal
-            and any(m[0] == "poll" and m[1] for m in op.value)
-        ),
-        default=None,
-    )
-    live["recovery: first send (s)"] = (
-        "never" if first_send is None else f"{first_send - t_heal:.2f}"
-    )
-    live["recovery: first poll (s)"] = (
-        "never" if first_poll is None else f"{first_poll - t_heal:.2f}"
-    )
-    tried: dict[Any, Operation] = {}
-    done_ok: set[Any] = set()
-    for op in ops:
-        if op.f in ("poll", "txn", "send") and t_heal <= op.t_invoke < t_end:
-            tried[op.process] = op
-            if op.type == "ok":
-                done_ok.add(op.process)
-    stuck = sorted((p for p in tried if p not in done_ok), key=str)
-    live["stuck after heal"] = (
-        ", ".join(
-            f"{p}({tried[p].invoke.get('client')}:{tried[p].f}:{(tried[p].get('error') or '')[:60]})"
-            for p in stuck
-        )
-        or "none"
-    )
-    if stuck:
-        report.stats["stuck"] = [tried[p].brief() for p in stuck]
-
-
-def _stats(ops: Sequence[Operation], writes: list[Write], reads: list[Read]) -> dict[str, Any]:
-    counts: dict[str, int] = defaultdict(int)
-    for op in ops:
-        counts[f"{op.f}:{op.type}"] += 1
-    return {
-        "operations": len(ops),
-        "by_type": dict(sorted(counts.items())),
-        "sends": len(writes),
-        "acknowledged_sends": sum(1 for w in writes if w.op.type == "ok"),
-        "reads": len(reads),
-    }

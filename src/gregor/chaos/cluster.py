@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from gregor.chaos.proxy import KafkaProxy, ProxyLoop
+from gregor.launch.ports import free_port
+from gregor.launch.process import BrokerProcess
 from gregor.testing.etcd import EtcdCluster, EtcdProcess
-from gregor.testing.ports import free_port
-from gregor.testing.process import BrokerProcess
 
 __all__ = ["BROKER_CONFIG", "ChaosBroker", "ChaosCluster", "faketime_library"]
 

@@ -37,34 +37,95 @@ OPERATION_NAMES = (
 
 
 def _resource_options(fn: Any) -> Any:
-    for opt in reversed([
-        click.option("--topic", "topics", multiple=True, help="A topic (or prefix); repeatable."),
-        click.option("--group", "groups", multiple=True, help="A consumer group (or prefix); repeatable."),
-        click.option("--cluster", is_flag=True, help="The cluster resource."),
-        click.option("--transactional-id", "transactional_ids", multiple=True, help="A transactional id; repeatable."),
-        click.option("--delegation-token", "tokens", multiple=True, help="A delegation token id; repeatable."),
-        click.option("--user-principal", "users", multiple=True, help="A user resource (User:name); repeatable."),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--topic", "topics", multiple=True, help="A topic (or prefix); repeatable."
+            ),
+            click.option(
+                "--group", "groups", multiple=True, help="A consumer group (or prefix); repeatable."
+            ),
+            click.option("--cluster", is_flag=True, help="The cluster resource."),
+            click.option(
+                "--transactional-id",
+                "transactional_ids",
+                multiple=True,
+                help="A transactional id; repeatable.",
+            ),
+            click.option(
+                "--delegation-token",
+                "tokens",
+                multiple=True,
+                help="A delegation token id; repeatable.",
+            ),
+            click.option(
+                "--user-principal",
+                "users",
+                multiple=True,
+                help="A user resource (User:name); repeatable.",
+            ),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
 
 def _entry_options(fn: Any) -> Any:
-    for opt in reversed([
-        click.option("--allow-principal", "allow_principals", multiple=True, help="Principal to allow (User:name)."),
-        click.option("--deny-principal", "deny_principals", multiple=True, help="Principal to deny (User:name)."),
-        click.option("--allow-host", "allow_hosts", multiple=True, help="Host the allow entries apply to (default *)."),
-        click.option("--deny-host", "deny_hosts", multiple=True, help="Host the deny entries apply to (default *)."),
-        click.option("--operation", "operations", multiple=True, help=f"Operation: {OPERATION_NAMES}; repeatable."),
-        click.option("--producer", is_flag=True, help="Convenience: the ACLs a producer needs."),
-        click.option("--consumer", is_flag=True, help="Convenience: the ACLs a consumer needs (with --group)."),
-        click.option("--idempotent", is_flag=True, help="With --producer: IDEMPOTENT_WRITE on the cluster."),
-        click.option(
-            "--resource-pattern-type", "pattern", default="literal", show_default=True,
-            type=click.Choice(["literal", "prefixed"], case_sensitive=False),
-            help="How resource names match.",
-        ),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--allow-principal",
+                "allow_principals",
+                multiple=True,
+                help="Principal to allow (User:name).",
+            ),
+            click.option(
+                "--deny-principal",
+                "deny_principals",
+                multiple=True,
+                help="Principal to deny (User:name).",
+            ),
+            click.option(
+                "--allow-host",
+                "allow_hosts",
+                multiple=True,
+                help="Host the allow entries apply to (default *).",
+            ),
+            click.option(
+                "--deny-host",
+                "deny_hosts",
+                multiple=True,
+                help="Host the deny entries apply to (default *).",
+            ),
+            click.option(
+                "--operation",
+                "operations",
+                multiple=True,
+                help=f"Operation: {OPERATION_NAMES}; repeatable.",
+            ),
+            click.option(
+                "--producer", is_flag=True, help="Convenience: the ACLs a producer needs."
+            ),
+            click.option(
+                "--consumer",
+                is_flag=True,
+                help="Convenience: the ACLs a consumer needs (with --group).",
+            ),
+            click.option(
+                "--idempotent",
+                is_flag=True,
+                help="With --producer: IDEMPOTENT_WRITE on the cluster.",
+            ),
+            click.option(
+                "--resource-pattern-type",
+                "pattern",
+                default="literal",
+                show_default=True,
+                type=click.Choice(["literal", "prefixed"], case_sensitive=False),
+                help="How resource names match.",
+            ),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
@@ -92,7 +153,9 @@ def _operations(names: Iterable[str]) -> list[AclOperation]:
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--operation") from None
         if op in (AclOperation.ANY, AclOperation.UNKNOWN):
-            raise click.BadParameter(f"{name!r} is not an operation an ACL can grant", param_hint="--operation")
+            raise click.BadParameter(
+                f"{name!r} is not an operation an ACL can grant", param_hint="--operation"
+            )
         ops.append(op)
     return ops
 
@@ -123,7 +186,10 @@ def _bindings(kw: dict[str, Any]) -> list[AclBinding]:
             raise click.UsageError("--producer and --consumer need --topic")
         for kind, name in resources:
             if kw["producer"] and kind is ResourceType.TOPIC:
-                wanted += [(kind, name, op) for op in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)]
+                wanted += [
+                    (kind, name, op)
+                    for op in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)
+                ]
             if kw["producer"] and kind is ResourceType.TRANSACTIONAL_ID:
                 wanted += [(kind, name, op) for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
             if kw["consumer"] and kind is ResourceType.TOPIC:
@@ -146,8 +212,13 @@ def _bindings(kw: dict[str, Any]) -> list[AclBinding]:
             for principal in principals:
                 for host in hosts:
                     b = AclBinding(
-                        kind, name, PatternType.LITERAL if kind is ResourceType.CLUSTER else pattern,
-                        principal, host, op, permission,
+                        kind,
+                        name,
+                        PatternType.LITERAL if kind is ResourceType.CLUSTER else pattern,
+                        principal,
+                        host,
+                        op,
+                        permission,
                     )
                     if b not in out:
                         out.append(b)
@@ -157,7 +228,9 @@ def _bindings(kw: dict[str, Any]) -> list[AclBinding]:
 def _filter_of(b: AclBinding) -> AclBindingFilter:
     from gregor.client.acls import AclBindingFilter
 
-    return AclBindingFilter(b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type)
+    return AclBindingFilter(
+        b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type
+    )
 
 
 def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
@@ -167,9 +240,15 @@ def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
 
 
 def _binding_json(b: AclBinding) -> dict[str, str]:
-    return {"resource_type": b.resource_type.name, "name": b.name, "pattern_type": b.pattern_type.name,
-            "principal": b.principal, "host": b.host, "operation": b.operation.name,
-            "permission_type": b.permission_type.name}
+    return {
+        "resource_type": b.resource_type.name,
+        "name": b.name,
+        "pattern_type": b.pattern_type.name,
+        "principal": b.principal,
+        "host": b.host,
+        "operation": b.operation.name,
+        "permission_type": b.permission_type.name,
+    }
 
 
 def _print_by_resource(bindings: Iterable[AclBinding], title: str) -> None:
@@ -177,7 +256,9 @@ def _print_by_resource(bindings: Iterable[AclBinding], title: str) -> None:
     for b in bindings:
         by.setdefault((b.resource_type, b.name, b.pattern_type), []).append(b)
     for (kind, name, pattern), entries in by.items():
-        click.echo(f"{title} `ResourcePattern(resourceType={kind.name}, name={name}, patternType={pattern.name})`:")
+        click.echo(
+            f"{title} `ResourcePattern(resourceType={kind.name}, name={name}, patternType={pattern.name})`:"
+        )
         for e in entries:
             click.echo(
                 f" \t(principal={e.principal}, host={e.host}, operation={e.operation.name}, "
@@ -210,8 +291,14 @@ def add(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: A
         results = admin.create_acls(bindings)
     failed = [(b, e) for b, e in results.items() if e is not None]
     if output == "json":
-        click.echo(json.dumps({"result": "ok" if not failed else "failed",
-                               "added": [_binding_json(b) for b, e in results.items() if e is None]}))
+        click.echo(
+            json.dumps(
+                {
+                    "result": "ok" if not failed else "failed",
+                    "added": [_binding_json(b) for b, e in results.items() if e is None],
+                }
+            )
+        )
     else:
         _print_by_resource([b for b, e in results.items() if e is None], "Adding ACLs for resource")
     for b, e in failed:
@@ -224,11 +311,16 @@ def add(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: A
 @client_options
 @_resource_options
 @click.option(
-    "--resource-pattern-type", "pattern", default="any", show_default=True,
+    "--resource-pattern-type",
+    "pattern",
+    default="any",
+    show_default=True,
     type=click.Choice(["any", "match", "literal", "prefixed"], case_sensitive=False),
     help="Which patterns to list: any, those that match the names (match), or literal / prefixed ones.",
 )
-@click.option("--principal", "principals", multiple=True, help="Only the ACLs of this principal; repeatable.")
+@click.option(
+    "--principal", "principals", multiple=True, help="Only the ACLs of this principal; repeatable."
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, **kw: Any) -> None:
     """List ACLs (on the resources named, or all).
@@ -242,11 +334,14 @@ def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, *
     from gregor.client.acls import AclBindingFilter, PatternType
 
     pattern = PatternType.parse(kw["pattern"])
-    filters = [AclBindingFilter(kind, name, pattern) for kind, name in _resources(kw)] or [AclBindingFilter()]
+    filters = [AclBindingFilter(kind, name, pattern) for kind, name in _resources(kw)] or [
+        AclBindingFilter()
+    ]
     if kw["principals"]:
         filters = [
             AclBindingFilter(f.resource_type, f.name, f.pattern_type, principal=p)
-            for f in filters for p in kw["principals"]
+            for f in filters
+            for p in kw["principals"]
         ]
     found: list[AclBinding] = []
     with _admin(bootstrap_server, properties) as admin:
@@ -266,7 +361,9 @@ def list_acls(bootstrap_server: str, properties: tuple[str, ...], output: str, *
 @_entry_options
 @click.option("--force", is_flag=True, help="Do not ask before removing.")
 @output_option
-def remove(bootstrap_server: str, properties: tuple[str, ...], force: bool, output: str, **kw: Any) -> None:
+def remove(
+    bootstrap_server: str, properties: tuple[str, ...], force: bool, output: str, **kw: Any
+) -> None:
     """Remove ACLs: those named, or every ACL on the resources when no principal is given.
 
     \b
@@ -284,7 +381,9 @@ def remove(bootstrap_server: str, properties: tuple[str, ...], force: bool, outp
             raise click.UsageError("name at least one resource (--topic, --group, --cluster, ...)")
         pattern = PatternType.parse(kw["pattern"])
         filters = [AclBindingFilter(kind, name, pattern) for kind, name in resources]
-    if not force and not click.confirm("Are you sure you want to remove these ACLs?", default=False):
+    if not force and not click.confirm(
+        "Are you sure you want to remove these ACLs?", default=False
+    ):
         fail("nothing removed")
     with _admin(bootstrap_server, properties) as admin:
         results = admin.delete_acls(filters)
@@ -296,7 +395,14 @@ def remove(bootstrap_server: str, properties: tuple[str, ...], force: bool, outp
         else:
             removed += [b for b in r if b not in removed]
     if output == "json":
-        click.echo(json.dumps({"result": "ok" if not errors else "failed", "removed": [_binding_json(b) for b in removed]}))
+        click.echo(
+            json.dumps(
+                {
+                    "result": "ok" if not errors else "failed",
+                    "removed": [_binding_json(b) for b in removed],
+                }
+            )
+        )
     else:
         _print_by_resource(removed, "Removed ACLs for resource")
     for line in errors:

@@ -56,7 +56,10 @@ def console_client_options(role: str) -> Callable[[Callable[..., Any]], Callable
 
 
 def topic_param(
-    *, multiple: bool = False, required: bool = True, help: str | None = None  # noqa: A002
+    *,
+    multiple: bool = False,
+    required: bool = True,
+    help: str | None = None,  # noqa: A002
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The topic as an argument or as ``--topic`` / ``-t`` (Kafka's tools take the option, kcat
     users type ``-t``, Gregor's commands the argument): the command gets ``topic`` (``topics``, a
@@ -77,10 +80,20 @@ def topic_param(
                 kwargs["topic"] = given[0] if given else None
             return fn(*args, **kwargs)
 
-        run = click.option("--topic", "-t", "topic_options", multiple=True, metavar="TOPIC",
-                           help=help or "The topic (or give it as the argument TOPIC).")(run)
-        return click.argument("topic_arguments", metavar="[TOPIC]..." if multiple else "[TOPIC]",
-                              nargs=-1, required=False)(run)
+        run = click.option(
+            "--topic",
+            "-t",
+            "topic_options",
+            multiple=True,
+            metavar="TOPIC",
+            help=help or "The topic (or give it as the argument TOPIC).",
+        )(run)
+        return click.argument(
+            "topic_arguments",
+            metavar="[TOPIC]..." if multiple else "[TOPIC]",
+            nargs=-1,
+            required=False,
+        )(run)
 
     return deco
 
@@ -92,7 +105,9 @@ def no_such_topic(name: str, known: Iterable[str]) -> str:
     return f"topic {name!r} does not exist{hint}"
 
 
-def client_config(bootstrap_server: str, properties: tuple[str, ...], **fixed: Any) -> dict[str, Any]:
+def client_config(
+    bootstrap_server: str, properties: tuple[str, ...], **fixed: Any
+) -> dict[str, Any]:
     cfg: dict[str, Any] = {"bootstrap.servers": bootstrap_server}
     for prop in properties:
         if "=" not in prop:
@@ -119,8 +134,13 @@ def fail(message: str) -> None:
 
 def output_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--output text|json`` (text by default)."""
-    return click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                        help="json: one JSON document for scripts.")(fn)
+    return click.option(
+        "--output",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="json: one JSON document for scripts.",
+    )(fn)
 
 
 def done(output: str, text: str, **data: Any) -> None:
@@ -141,7 +161,15 @@ def done_in_part(output: str, text: str, errors: dict[str, str], **data: Any) ->
     if output == "json":
         import json
 
-        click.echo(json.dumps({"result": "error" if errors else "ok", **data, **({"errors": errors} if errors else {})}))
+        click.echo(
+            json.dumps(
+                {
+                    "result": "error" if errors else "ok",
+                    **data,
+                    **({"errors": errors} if errors else {}),
+                }
+            )
+        )
     elif text:
         click.echo(text)
     if errors:

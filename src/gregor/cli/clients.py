@@ -53,12 +53,15 @@ def clients() -> None:
     """
 
 
-@clients.command("list", epilog="""
+@clients.command(
+    "list",
+    epilog="""
 \b
 Examples:
   gregor clients list
   gregor clients list --output json
-""")
+""",
+)
 @client_options
 @output_option
 def list_(bootstrap_server: str, properties: tuple[str, ...], output: str) -> None:
@@ -72,16 +75,20 @@ def list_(bootstrap_server: str, properties: tuple[str, ...], output: str) -> No
             click.echo(n)
 
 
-@clients.command(epilog="""
+@clients.command(
+    epilog="""
 \b
 Examples:
   gregor clients describe
   gregor clients describe --name producers --output json
-""")
+"""
+)
 @client_options
 @click.option("--name", default=None, help="One subscription (default: every one).")
 @output_option
-def describe(bootstrap_server: str, properties: tuple[str, ...], name: str | None, output: str) -> None:
+def describe(
+    bootstrap_server: str, properties: tuple[str, ...], name: str | None, output: str
+) -> None:
     """Settings of client metrics subscriptions."""
     with _admin(bootstrap_server, properties) as admin:
         names = [name] if name is not None else _call(admin.list_client_metrics_resources)
@@ -102,44 +109,69 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], name: str | Non
         click.echo(json.dumps(docs))
 
 
-@clients.command(epilog="""
+@clients.command(
+    epilog="""
 \b
 Examples:
   gregor clients alter --name all --metrics '*' --interval 1000
   gregor clients alter --name rdkafka --metrics org.apache.kafka.producer.,org.apache.kafka.consumer. \\
       --match 'client_software_name=librdkafka,client_id=billing-.*'
-""")
+"""
+)
 @client_options
 @click.option("--name", required=True, help="The subscription to create or change.")
-@click.option("--metrics", default=None, metavar="P[,P]", help="Metric name prefixes; * for all; '' for none.")
-@click.option("--interval", "interval_ms", type=int, default=None, help="Push interval in ms (100-3600000).")
-@click.option("--match", "match", default=None, metavar="SEL=RE[,SEL=RE]",
-              help="Client selectors (client_id, client_instance_id, client_software_name, "
-                   "client_software_version, client_source_address, client_source_port) and regexes.")
+@click.option(
+    "--metrics", default=None, metavar="P[,P]", help="Metric name prefixes; * for all; '' for none."
+)
+@click.option(
+    "--interval", "interval_ms", type=int, default=None, help="Push interval in ms (100-3600000)."
+)
+@click.option(
+    "--match",
+    "match",
+    default=None,
+    metavar="SEL=RE[,SEL=RE]",
+    help="Client selectors (client_id, client_instance_id, client_software_name, "
+    "client_software_version, client_source_address, client_source_port) and regexes.",
+)
 @output_option
 def alter(
-    bootstrap_server: str, properties: tuple[str, ...], name: str, metrics: str | None, interval_ms: int | None,
-    match: str | None, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    name: str,
+    metrics: str | None,
+    interval_ms: int | None,
+    match: str | None,
+    output: str,
 ) -> None:
     """Create or change a subscription."""
     from gregor.client.admin import OP_SET
 
-    sets = [(k, v) for k, v in (("metrics", metrics), ("interval.ms", interval_ms), ("match", match)) if v is not None]
+    sets = [
+        (k, v)
+        for k, v in (("metrics", metrics), ("interval.ms", interval_ms), ("match", match))
+        if v is not None
+    ]
     if not sets:
         raise click.UsageError("give at least one of --metrics, --interval, --match")
     with _admin(bootstrap_server, properties) as admin:
-        result = _call(admin.incremental_alter_configs, {(CLIENT_METRICS, name): [(k, OP_SET, str(v)) for k, v in sets]})
+        result = _call(
+            admin.incremental_alter_configs,
+            {(CLIENT_METRICS, name): [(k, OP_SET, str(v)) for k, v in sets]},
+        )
     err = result.get((CLIENT_METRICS, name))
     if err is not None:
         fail(f"{err.name}: {err}")
     done(output, f"Completed updating config for client-metrics {name}.", name=name)
 
 
-@clients.command(epilog="""
+@clients.command(
+    epilog="""
 \b
 Examples:
   gregor clients delete --name producers
-""")
+"""
+)
 @client_options
 @click.option("--name", required=True, help="The subscription to remove.")
 @output_option
@@ -150,20 +182,27 @@ def delete(bootstrap_server: str, properties: tuple[str, ...], name: str, output
     with _admin(bootstrap_server, properties) as admin:
         if name not in _call(admin.list_client_metrics_resources):
             fail(f"no client metrics subscription named {name!r}")
-        result = _call(admin.incremental_alter_configs, {(CLIENT_METRICS, name): [(k, OP_DELETE, None) for k in CONFIG_NAMES]})
+        result = _call(
+            admin.incremental_alter_configs,
+            {(CLIENT_METRICS, name): [(k, OP_DELETE, None) for k in CONFIG_NAMES]},
+        )
     err = result.get((CLIENT_METRICS, name))
     if err is not None:
         fail(f"{err.name}: {err}")
     done(output, f"Completed deleting client-metrics {name}.", name=name)
 
 
-@clients.command(epilog="""
+@clients.command(
+    epilog="""
 \b
 Examples:
   gregor clients metrics --metrics-url http://127.0.0.1:9308/metrics
   gregor clients metrics --metrics-url http://127.0.0.1:9308/metrics --client-id billing --output json
-""")
-@click.option("--metrics-url", required=True, help="A broker's metrics endpoint (metrics.listener).")
+"""
+)
+@click.option(
+    "--metrics-url", required=True, help="A broker's metrics endpoint (metrics.listener)."
+)
 @click.option("--client-id", default=None, help="Only instances with this client id.")
 @output_option
 def metrics(metrics_url: str, client_id: str | None, output: str) -> None:
@@ -182,9 +221,22 @@ def metrics(metrics_url: str, client_id: str | None, output: str) -> None:
         for s in family.samples:
             if client_id is not None and s.labels.get("client_id") != client_id:
                 continue
-            rows.append({**{k: s.labels.get(k, "") for k in (
-                "client_instance_id", "client_id", "client_software_name", "client_software_version", "metric",
-                "attributes")}, "value": s.value})
+            rows.append(
+                {
+                    **{
+                        k: s.labels.get(k, "")
+                        for k in (
+                            "client_instance_id",
+                            "client_id",
+                            "client_software_name",
+                            "client_software_version",
+                            "metric",
+                            "attributes",
+                        )
+                    },
+                    "value": s.value,
+                }
+            )
     rows.sort(key=lambda r: (r["client_instance_id"], r["metric"], r["attributes"]))
     if output == "json":
         click.echo(json.dumps(rows))
@@ -192,4 +244,6 @@ def metrics(metrics_url: str, client_id: str | None, output: str) -> None:
     for r in rows:
         software = f"{r['client_software_name']} {r['client_software_version']}".strip()
         attrs = f"{{{r['attributes']}}}" if r["attributes"] else ""
-        click.echo(f"{r['client_instance_id']} {r['client_id']} ({software}) {r['metric']}{attrs} = {r['value']:g}")
+        click.echo(
+            f"{r['client_instance_id']} {r['client_id']} ({software}) {r['metric']}{attrs} = {r['value']:g}"
+        )

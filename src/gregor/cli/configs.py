@@ -23,10 +23,20 @@ from gregor.cli.users import _split_top_level, parse_scram_configs
 CONFIG_TYPES = {"topics": 2, "brokers": 4, "broker-loggers": 8, "groups": 32}
 QUOTA_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 ENTITY_TYPES = (*CONFIG_TYPES, *QUOTA_TYPES)
-_SINGULAR = {"topics": "topic", "brokers": "broker", "broker-loggers": "broker-logger", "groups": "group"}
+_SINGULAR = {
+    "topics": "topic",
+    "brokers": "broker",
+    "broker-loggers": "broker-logger",
+    "groups": "group",
+}
 #: A config's own value is dynamic (set on the resource) when it comes from one of these.
-_DYNAMIC = {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            "DYNAMIC_BROKER_LOGGER_CONFIG", "GROUP_CONFIG"}
+_DYNAMIC = {
+    "DYNAMIC_TOPIC_CONFIG",
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "DYNAMIC_BROKER_LOGGER_CONFIG",
+    "GROUP_CONFIG",
+}
 
 EXAMPLES = """
 \b
@@ -46,14 +56,32 @@ def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
 
 
 def _entity_options(fn: Any) -> Any:
-    for opt in reversed([
-        click.option("--entity-type", "entity_type", required=True, type=click.Choice(ENTITY_TYPES),
-                     help="What kind of entity."),
-        click.option("--entity-name", "entity_name", default=None, help="The entity (topic, broker id, group, user...)."),
-        click.option("--entity-default", "entity_default", is_flag=True,
-                     help="The default entity (brokers: the cluster-wide default)."),
-        click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--entity-type",
+                "entity_type",
+                required=True,
+                type=click.Choice(ENTITY_TYPES),
+                help="What kind of entity.",
+            ),
+            click.option(
+                "--entity-name",
+                "entity_name",
+                default=None,
+                help="The entity (topic, broker id, group, user...).",
+            ),
+            click.option(
+                "--entity-default",
+                "entity_default",
+                is_flag=True,
+                help="The default entity (brokers: the cluster-wide default).",
+            ),
+            click.option(
+                "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
+            ),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
@@ -79,10 +107,14 @@ def _resource_name(entity_type: str, name: str | None, default: bool) -> str:
         if default:
             return ""
         if name is None or not name.isdigit():
-            raise click.UsageError("brokers need --entity-name with a broker id, or --entity-default")
+            raise click.UsageError(
+                "brokers need --entity-name with a broker id, or --entity-default"
+            )
         return name
     if default:
-        raise click.UsageError(f"--entity-default is for brokers, users, clients and ips, not {entity_type}")
+        raise click.UsageError(
+            f"--entity-default is for brokers, users, clients and ips, not {entity_type}"
+        )
     if name is None:
         raise click.UsageError(f"{entity_type} need --entity-name")
     return name
@@ -102,10 +134,17 @@ def configs() -> None:
 @configs.command(epilog=EXAMPLES)
 @client_options
 @_entity_options
-@click.option("--all", "show_all", is_flag=True, help="Every config with its source, not only dynamic ones.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Every config with its source, not only dynamic ones."
+)
 def describe(
-    bootstrap_server: str, properties: tuple[str, ...], entity_type: str, entity_name: str | None,
-    entity_default: bool, output: str, show_all: bool,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    output: str,
+    show_all: bool,
 ) -> None:
     """Show an entity's configs (for users/clients/ips: quotas, and users' SCRAM mechanisms)."""
     with _admin(bootstrap_server, properties) as admin:
@@ -125,15 +164,25 @@ def describe(
             fail(f"cannot describe {_label(entity_type, name)}: {entries}")
             return
         shown = [e for e in entries.values() if show_all or e.source in _DYNAMIC]
-        doc.append({
-            "entity_type": entity_type, "entity_name": name,
-            "configs": [
-                {"name": e.name, "value": e.value, "source": e.source, "sensitive": e.is_sensitive,
-                 "read_only": e.read_only,
-                 "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in e.synonyms]}
-                for e in sorted(shown, key=lambda e: e.name)
-            ],
-        })
+        doc.append(
+            {
+                "entity_type": entity_type,
+                "entity_name": name,
+                "configs": [
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "source": e.source,
+                        "sensitive": e.is_sensitive,
+                        "read_only": e.read_only,
+                        "synonyms": [
+                            {"name": n, "value": v, "source": src} for n, v, src in e.synonyms
+                        ],
+                    }
+                    for e in sorted(shown, key=lambda e: e.name)
+                ],
+            }
+        )
     if output == "json":
         click.echo(json.dumps(doc, indent=2))
         return
@@ -143,7 +192,9 @@ def describe(
         click.echo(f"{which} configs for {label} are:")
         for c in item["configs"]:
             synonyms = ", ".join(f"{s['source']}:{s['name']}={s['value']}" for s in c["synonyms"])
-            click.echo(f"  {c['name']}={c['value']} sensitive={str(c['sensitive']).lower()} synonyms={{{synonyms}}}")
+            click.echo(
+                f"  {c['name']}={c['value']} sensitive={str(c['sensitive']).lower()} synonyms={{{synonyms}}}"
+            )
 
 
 def _all_names(admin: Any, entity_type: str) -> list[str]:
@@ -154,11 +205,19 @@ def _all_names(admin: Any, entity_type: str) -> list[str]:
     return sorted(g[0] for g in admin.list_groups())
 
 
-def _describe_quotas(admin: Any, entity_type: str, name: str | None, default: bool, output: str) -> None:
+def _describe_quotas(
+    admin: Any, entity_type: str, name: str | None, default: bool, output: str
+) -> None:
     if name is not None and default:
         raise click.UsageError("give --entity-name or --entity-default, not both")
     etype = QUOTA_TYPES[entity_type]
-    components = [(etype, 0, name)] if name is not None else [(etype, 1, None)] if default else [(etype, 2, None)]
+    components = (
+        [(etype, 0, name)]
+        if name is not None
+        else [(etype, 1, None)]
+        if default
+        else [(etype, 2, None)]
+    )
     quotas = admin.describe_client_quotas(components, strict=True)
     if name is None and not default:  # every entity of the type: the named ones and the default
         quotas.update(admin.describe_client_quotas([(etype, 1, None)], strict=True))
@@ -173,10 +232,21 @@ def _describe_quotas(admin: Any, entity_type: str, name: str | None, default: bo
         for mechanism, iterations in creds:
             entities.setdefault(user, {})[mechanism.kafka_name] = f"iterations={iterations}"
     if output == "json":
-        click.echo(json.dumps([
-            {"entity_type": entity_type, "entity_name": n, "configs": dict(sorted(v.items()))}
-            for n, v in sorted(entities.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
-        ], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "entity_type": entity_type,
+                        "entity_name": n,
+                        "configs": dict(sorted(v.items())),
+                    }
+                    for n, v in sorted(
+                        entities.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")
+                    )
+                ],
+                indent=2,
+            )
+        )
         return
     for n, values in sorted(entities.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")):
         label = f"the default {etype}" if n is None else f"{etype} '{n}'"
@@ -190,8 +260,14 @@ def _describe_quotas(admin: Any, entity_type: str, name: str | None, default: bo
 @click.option("--add-config", "add", default=None, metavar="K=V[,K=[A,B]]", help="Configs to set.")
 @click.option("--delete-config", "delete", default=None, metavar="K[,K]", help="Configs to remove.")
 def alter(
-    bootstrap_server: str, properties: tuple[str, ...], entity_type: str, entity_name: str | None,
-    entity_default: bool, output: str, add: str | None, delete: str | None,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    output: str,
+    add: str | None,
+    delete: str | None,
 ) -> None:
     """Set (--add-config) or remove (--delete-config) an entity's configs."""
     if not add and not delete:
@@ -199,12 +275,16 @@ def alter(
     deletes = [k.strip() for k in (delete or "").split(",") if k.strip()]
     with _admin(bootstrap_server, properties) as admin:
         if entity_type in QUOTA_TYPES:
-            label = _alter_quotas(admin, entity_type, entity_name, entity_default, add or "", deletes)
+            label = _alter_quotas(
+                admin, entity_type, entity_name, entity_default, add or "", deletes
+            )
         else:
             name = _resource_name(entity_type, entity_name, entity_default)
             from gregor.client.admin import OP_DELETE, OP_SET
 
-            changes: list[tuple[str, int, str | None]] = [(k, OP_SET, v) for k, v in parse_add_config(add or "").items()]
+            changes: list[tuple[str, int, str | None]] = [
+                (k, OP_SET, v) for k, v in parse_add_config(add or "").items()
+            ]
             changes += [(k, OP_DELETE, None) for k in deletes]
             err = admin.incremental_alter_configs({(CONFIG_TYPES[entity_type], name): changes}).get(
                 (CONFIG_TYPES[entity_type], name)
@@ -236,7 +316,9 @@ def _alter_quotas(
         try:
             ops[key] = float(value)
         except ValueError:
-            raise click.BadParameter(f"{key}={value} is not a number", param_hint="--add-config") from None
+            raise click.BadParameter(
+                f"{key}={value} is not a number", param_hint="--add-config"
+            ) from None
     scram_deletes = [k for k in deletes if k.upper().startswith("SCRAM-")]
     ops.update({k: None for k in deletes if k not in scram_deletes})
     if (scram_items or scram_deletes) and (entity_type != "users" or name is None):
@@ -251,7 +333,10 @@ def _alter_quotas(
 
         assert name is not None
         try:
-            ups = [(name, ScramMechanism.parse(m), pw, it) for m, pw, it in parse_scram_configs(",".join(scram_items))]
+            ups = [
+                (name, ScramMechanism.parse(m), pw, it)
+                for m, pw, it in parse_scram_configs(",".join(scram_items))
+            ]
             dels = [(name, ScramMechanism.parse(m)) for m in scram_deletes]
         except ValueError as e:
             raise click.BadParameter(str(e)) from None

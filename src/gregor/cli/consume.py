@@ -61,7 +61,14 @@ class Formatter:
     line_separator: str = "\n"
     null_literal: str = "null"
 
-    FLAGS = ("print.timestamp", "print.partition", "print.offset", "print.headers", "print.key", "print.value")
+    FLAGS = (
+        "print.timestamp",
+        "print.partition",
+        "print.offset",
+        "print.headers",
+        "print.key",
+        "print.value",
+    )
     TEXTS = ("key.separator", "headers.separator", "line.separator", "null.literal")
 
     @classmethod
@@ -72,7 +79,9 @@ class Formatter:
             if key in cls.FLAGS:
                 v = value.strip().lower()
                 if v not in _TRUE + _FALSE:
-                    raise click.BadParameter(f"{key}={value!r}: expected true or false", param_hint="--property")
+                    raise click.BadParameter(
+                        f"{key}={value!r}: expected true or false", param_hint="--property"
+                    )
                 setattr(f, attr, v in _TRUE)
             elif key in cls.TEXTS:
                 setattr(f, attr, value)
@@ -121,38 +130,81 @@ def _parse_offset(text: str | None) -> str | int | None:
     except ValueError:
         value = -1
     if value < 0:
-        raise click.BadParameter(f"{text!r}: give beginning (earliest), end (latest) or an offset >= 0",
-                                 param_hint="--offset")
+        raise click.BadParameter(
+            f"{text!r}: give beginning (earliest), end (latest) or an offset >= 0",
+            param_hint="--offset",
+        )
     return value
 
 
-@click.command(epilog="""
+@click.command(
+    epilog="""
 \b
 Examples:
   gregor consume events --from-beginning -n 10
   gregor consume --topic events -g readers --property print.key=true --property key.separator=:
   gregor consume events -p 0 -o 42 -n 1 --format json
   gregor consume events -o beginning --timeout-ms 5000     # every partition, until 5 s pass quietly
-""")
+"""
+)
 @console_client_options("consumer")
 @topic_param()
-@click.option("--group", "-g", default=None, help="Consume as a member of this group (commits offsets).")
-@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset when nothing is committed.")
-@click.option("--partition", "-p", type=click.IntRange(min=0), default=None,
-              help="Read only this partition (no group needed).")
-@click.option("--offset", "-o", default=None, metavar="beginning|end|N",
-              help="Where to start: beginning (earliest), end (latest), or an offset (needs --partition).")
-@click.option("--max-messages", "-n", type=click.IntRange(min=1), default=None, help="Exit after this many records.")
-@click.option("--timeout-ms", type=click.IntRange(min=0), default=None,
-              help="Exit when no record arrives for this long.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--property", "formatter_props", multiple=True, metavar="KEY=VALUE",
-              help="text format: print.key=true, print.timestamp=true, key.separator=..., ... "
-                   "(kafka-console-consumer's names); repeatable.")
-@click.option("--print-key", is_flag=True, help="text format: print KEY<sep>VALUE (print.key=true).")
+@click.option(
+    "--group", "-g", default=None, help="Consume as a member of this group (commits offsets)."
+)
+@click.option(
+    "--from-beginning", is_flag=True, help="Start at the earliest offset when nothing is committed."
+)
+@click.option(
+    "--partition",
+    "-p",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Read only this partition (no group needed).",
+)
+@click.option(
+    "--offset",
+    "-o",
+    default=None,
+    metavar="beginning|end|N",
+    help="Where to start: beginning (earliest), end (latest), or an offset (needs --partition).",
+)
+@click.option(
+    "--max-messages",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Exit after this many records.",
+)
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Exit when no record arrives for this long.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--property",
+    "formatter_props",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="text format: print.key=true, print.timestamp=true, key.separator=..., ... "
+    "(kafka-console-consumer's names); repeatable.",
+)
+@click.option(
+    "--print-key", is_flag=True, help="text format: print KEY<sep>VALUE (print.key=true)."
+)
 @click.option("--print-headers", is_flag=True, help="text format: print headers before the value.")
-@click.option("--key-separator", default=None, help="text format: between the fields (key.separator) [default: tab].")
-@click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]), default=None)
+@click.option(
+    "--key-separator",
+    default=None,
+    help="text format: between the fields (key.separator) [default: tab].",
+)
+@click.option(
+    "--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]), default=None
+)
 def consume(
     bootstrap_server: str,
     properties: tuple[str, ...],
@@ -176,15 +228,22 @@ def consume(
 
     start = _parse_offset(offset)
     if isinstance(start, int) and partition is None:
-        raise click.UsageError("an --offset number needs --partition (the partition is required when offset is given)")
+        raise click.UsageError(
+            "an --offset number needs --partition (the partition is required when offset is given)"
+        )
     if start is not None and group is not None:
-        raise click.UsageError("--offset and --group do not go together: a group starts at its committed offsets")
+        raise click.UsageError(
+            "--offset and --group do not go together: a group starts at its committed offsets"
+        )
     if start is not None and from_beginning:
         raise click.UsageError("--offset and --from-beginning do not go together")
     if partition is not None and group is not None:
         raise click.UsageError("--partition and --group do not go together")
-    base = Formatter(print_key=print_key, print_headers=print_headers,
-                     key_separator=key_separator if key_separator is not None else "\t")
+    base = Formatter(
+        print_key=print_key,
+        print_headers=print_headers,
+        key_separator=key_separator if key_separator is not None else "\t",
+    )
     formatter = Formatter.from_properties(parse_kv(formatter_props, "--property"), base)
     if from_beginning:
         start = "earliest"
@@ -208,15 +267,23 @@ def consume(
             fail(f"topic {topic!r}: {desc}")
         parts = sorted(p.partition for p in desc.partitions)
         if partition is not None and partition not in parts:
-            fail(f"topic {topic!r} has no partition {partition} (it has {len(parts)}: 0-{len(parts) - 1})")
+            fail(
+                f"topic {topic!r} has no partition {partition} (it has {len(parts)}: 0-{len(parts) - 1})"
+            )
         if isinstance(start, int) and partition is not None:
             tp = TopicPartition(topic, partition)
             low = admin.list_offsets({tp: "earliest"})[tp][0]
             high = admin.list_offsets({tp: "latest"})[tp][0]
             if not low <= start <= high:
-                held = f"holds offsets {low} to {high - 1}" if high > low else f"is empty (next offset {high})"
-                fail(f"offset {start} is outside {topic}-{partition}, whose log {held}; give {low} to {high}, "
-                     "beginning or end")
+                held = (
+                    f"holds offsets {low} to {high - 1}"
+                    if high > low
+                    else f"is empty (next offset {high})"
+                )
+                fail(
+                    f"offset {start} is outside {topic}-{partition}, whose log {held}; give {low} to {high}, "
+                    "beginning or end"
+                )
     count = 0
     with Consumer(cfg) as c:
         if partition is not None:
@@ -234,7 +301,11 @@ def consume(
             last = time.monotonic()
             while max_messages is None or count < max_messages:
                 limit = None if max_messages is None else max_messages - count
-                wait = 200 if timeout_ms is None else max(min(200, timeout_ms - int((time.monotonic() - last) * 1000)), 0)
+                wait = (
+                    200
+                    if timeout_ms is None
+                    else max(min(200, timeout_ms - int((time.monotonic() - last) * 1000)), 0)
+                )
                 recs = c.poll(wait, max_records=limit)
                 if not recs:
                     if timeout_ms is not None and (time.monotonic() - last) * 1000 >= timeout_ms:

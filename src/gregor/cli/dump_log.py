@@ -32,8 +32,10 @@ _TIME_ENTRY = struct.Struct(">qi")
 def _base_offset(path: str) -> int:
     stem = os.path.basename(path).split(".", 1)[0]
     if not stem.isdigit():
-        raise click.BadParameter(f"{path}: a segment file is named by its base offset (00000000000000000042.log)",
-                                 param_hint="--files")
+        raise click.BadParameter(
+            f"{path}: a segment file is named by its base offset (00000000000000000042.log)",
+            param_hint="--files",
+        )
     return int(stem)
 
 
@@ -62,15 +64,30 @@ def _safe(b: bytes | None) -> str:
 
 def dump_segment(path: str, data: bytes, deep: bool, print_data: bool) -> dict[str, Any]:
     batches, invalid = _batches(data)
-    doc: dict[str, Any] = {"file": path, "log_starting_offset": _base_offset(path), "batches": [], "invalid_bytes": invalid}
+    doc: dict[str, Any] = {
+        "file": path,
+        "log_starting_offset": _base_offset(path),
+        "batches": [],
+        "invalid_bytes": invalid,
+    }
     for pos, h in batches:
         entry: dict[str, Any] = {
-            "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
-            "baseSequence": h.base_sequence, "lastSequence": h.last_sequence, "producerId": h.producer_id,
-            "producerEpoch": h.producer_epoch, "partitionLeaderEpoch": h.partition_leader_epoch,
-            "isTransactional": h.is_transactional, "isControl": h.is_control, "position": pos,
-            "timestampType": "LogAppendTime" if h.timestamp_type else "CreateTime", "timestamp": h.max_timestamp,
-            "size": h.size, "magic": h.magic, "compresscodec": _CODECS.get(h.compression, str(h.compression)),
+            "baseOffset": h.base_offset,
+            "lastOffset": h.last_offset,
+            "count": h.records_count,
+            "baseSequence": h.base_sequence,
+            "lastSequence": h.last_sequence,
+            "producerId": h.producer_id,
+            "producerEpoch": h.producer_epoch,
+            "partitionLeaderEpoch": h.partition_leader_epoch,
+            "isTransactional": h.is_transactional,
+            "isControl": h.is_control,
+            "position": pos,
+            "timestampType": "LogAppendTime" if h.timestamp_type else "CreateTime",
+            "timestamp": h.max_timestamp,
+            "size": h.size,
+            "magic": h.magic,
+            "compresscodec": _CODECS.get(h.compression, str(h.compression)),
             "crcValid": crc_ok(data, pos, h),
         }
         if deep and h.magic == 2:
@@ -78,10 +95,13 @@ def dump_segment(path: str, data: bytes, deep: bool, print_data: bool) -> dict[s
                 batch = decode_batch(data, pos, verify_crc=False)
                 entry["records"] = [
                     {
-                        "offset": r.offset, "timestamp": r.timestamp,
+                        "offset": r.offset,
+                        "timestamp": r.timestamp,
                         "keySize": -1 if r.key is None else len(r.key),
                         "valueSize": -1 if r.value is None else len(r.value),
-                        "sequence": -1 if h.base_sequence < 0 else h.base_sequence + (r.offset - h.base_offset),
+                        "sequence": -1
+                        if h.base_sequence < 0
+                        else h.base_sequence + (r.offset - h.base_offset),
                         "headerKeys": [k for k, _ in r.headers],
                         **({"key": _safe(r.key), "payload": _safe(r.value)} if print_data else {}),
                     }
@@ -124,8 +144,10 @@ def dump_index(path: str, data: bytes, time_index: bool, verify_only: bool) -> d
             offset = base + rel
             doc["entries"].append({"timestamp": ts, "offset": offset})
             if log_data is not None and not any(o >= offset and t >= ts for o, t in last_offsets):
-                doc["mismatches"].append(f"Found timestamp mismatch: index timestamp {ts} offset {offset} "
-                                         "is not in the log")
+                doc["mismatches"].append(
+                    f"Found timestamp mismatch: index timestamp {ts} offset {offset} "
+                    "is not in the log"
+                )
     else:
         for rel, position in _entries(data, _OFFSET_ENTRY):
             offset = base + rel
@@ -133,7 +155,9 @@ def dump_index(path: str, data: bytes, time_index: bool, verify_only: bool) -> d
             if log_data is not None:
                 h = by_position.get(position)
                 if h is None:
-                    doc["mismatches"].append(f"Index position {position} (offset {offset}) is not the start of a batch")
+                    doc["mismatches"].append(
+                        f"Index position {position} (offset {offset}) is not the start of a batch"
+                    )
                 elif not h.base_offset <= offset <= h.last_offset:
                     doc["mismatches"].append(
                         f"Index offset: {offset}, log offsets: {h.base_offset}-{h.last_offset} at position {position}"
@@ -157,29 +181,56 @@ def _print_segment(doc: dict[str, Any]) -> None:
         if "recordsError" in b:
             click.echo(f"| cannot decode the records: {b['recordsError']}")
         for r in b.get("records", []):
-            line = (f"| offset: {r['offset']} {b['timestampType']}: {r['timestamp']} keySize: {r['keySize']} "
-                    f"valueSize: {r['valueSize']} sequence: {r['sequence']} headerKeys: [{','.join(r['headerKeys'])}]")
+            line = (
+                f"| offset: {r['offset']} {b['timestampType']}: {r['timestamp']} keySize: {r['keySize']} "
+                f"valueSize: {r['valueSize']} sequence: {r['sequence']} headerKeys: [{','.join(r['headerKeys'])}]"
+            )
             if "payload" in r:
                 line += f" key: {r['key']} payload: {r['payload']}"
             click.echo(line)
     if doc["invalid_bytes"]:
-        click.echo(f"Found {doc['invalid_bytes']} invalid bytes at the end of {os.path.basename(doc['file'])}")
+        click.echo(
+            f"Found {doc['invalid_bytes']} invalid bytes at the end of {os.path.basename(doc['file'])}"
+        )
 
 
-@click.command("dump-log", epilog="""
+@click.command(
+    "dump-log",
+    epilog="""
 \b
 Examples:
   gregor dump-log --files data/events-0/00000000000000000000.log
   gregor dump-log --files data/events-0/00000000000000000000.log --print-data-log
   gregor dump-log --files data/events-0/00000000000000000000.index --verify-index-only
-""")
-@click.option("--files", "files", multiple=True, required=True, metavar="PATH[,PATH]",
-              help="Segment (.log), offset index (.index) or time index (.timeindex) files.")
+""",
+)
+@click.option(
+    "--files",
+    "files",
+    multiple=True,
+    required=True,
+    metavar="PATH[,PATH]",
+    help="Segment (.log), offset index (.index) or time index (.timeindex) files.",
+)
 @click.option("--deep-iteration", is_flag=True, help="A line per record too.")
-@click.option("--print-data-log", is_flag=True, help="Records with their keys and values (implies --deep-iteration).")
-@click.option("--verify-index-only", is_flag=True, help="For index files: only the entries that do not match the log.")
+@click.option(
+    "--print-data-log",
+    is_flag=True,
+    help="Records with their keys and values (implies --deep-iteration).",
+)
+@click.option(
+    "--verify-index-only",
+    is_flag=True,
+    help="For index files: only the entries that do not match the log.",
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def dump_log(files: tuple[str, ...], deep_iteration: bool, print_data_log: bool, verify_index_only: bool, output: str) -> None:
+def dump_log(
+    files: tuple[str, ...],
+    deep_iteration: bool,
+    print_data_log: bool,
+    verify_index_only: bool,
+    output: str,
+) -> None:
     """Decode segment and index files (like kafka-dump-log)."""
     paths = [p.strip() for item in files for p in item.split(",") if p.strip()]
     failed = False

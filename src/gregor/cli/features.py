@@ -29,7 +29,10 @@ from gregor.protocol.features import level_text as _level_text
 def _release_level(text: str) -> int:
     level = metadata_level(text)
     if level is None:
-        raise click.BadParameter(f"{text!r} is not a known metadata.version (like 3.9-IV0 or 4.0)", param_hint="--metadata")
+        raise click.BadParameter(
+            f"{text!r} is not a known metadata.version (like 3.9-IV0 or 4.0)",
+            param_hint="--metadata",
+        )
     return level
 
 
@@ -48,25 +51,36 @@ def _feature_levels(items: tuple[str, ...], metadata: str | None, option: str) -
         try:
             out[name] = int(value)
         except ValueError:
-            raise click.BadParameter(f"{item!r}: the level must be an integer", param_hint=option) from None
+            raise click.BadParameter(
+                f"{item!r}: the level must be an integer", param_hint=option
+            ) from None
     if metadata is not None:
         if METADATA_VERSION in out:
             raise click.UsageError("give metadata.version with --metadata or --feature, not both")
         out[METADATA_VERSION] = _release_level(metadata)
     if not out:
-        raise click.UsageError("name at least one feature (--feature NAME=LEVEL or --metadata RELEASE)")
+        raise click.UsageError(
+            "name at least one feature (--feature NAME=LEVEL or --metadata RELEASE)"
+        )
     return out
 
 
 def _update(
-    bootstrap_server: str, properties: tuple[str, ...], levels: dict[str, int], kind: int, verb: str,
-    dry_run: bool, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    levels: dict[str, int],
+    kind: int,
+    verb: str,
+    dry_run: bool,
+    output: str,
 ) -> None:
     from gregor.protocol.errors import KafkaError
 
     with _admin(bootstrap_server, properties) as admin:
         try:
-            results = admin.update_features({n: (lv, kind) for n, lv in levels.items()}, validate_only=dry_run)
+            results = admin.update_features(
+                {n: (lv, kind) for n, lv in levels.items()}, validate_only=dry_run
+            )
         except KafkaError as e:
             fail(f"{e.name}: {e}")
     failed = False
@@ -75,28 +89,51 @@ def _update(
         err = results.get(name)
         target = _level_text(name, lv)
         if err is None:
-            text = f"{name} can be {verb} to {target}." if dry_run else f"{name} was {verb} to {target}."
+            text = (
+                f"{name} can be {verb} to {target}."
+                if dry_run
+                else f"{name} was {verb} to {target}."
+            )
             if verb == "disabled":
                 text = f"{name} can be disabled." if dry_run else f"{name} was disabled."
         else:
             failed = True
             action = {"upgraded": "upgrade", "downgraded": "downgrade", "disabled": "disable"}[verb]
             text = f"Could not {action} {name} to {target}. {err.name}: {err}"
-        rows.append({"feature": name, "level": lv, "error": None if err is None else err.name,
-                     "message": None if err is None else str(err)})
+        rows.append(
+            {
+                "feature": name,
+                "level": lv,
+                "error": None if err is None else err.name,
+                "message": None if err is None else str(err),
+            }
+        )
         if output == "text":
             click.echo(text)
     if output == "json":
-        click.echo(json.dumps({"result": "error" if failed else "ok", "dry_run": dry_run, "features": rows}))
+        click.echo(
+            json.dumps(
+                {"result": "error" if failed else "ok", "dry_run": dry_run, "features": rows}
+            )
+        )
     if failed:
         raise SystemExit(1)
 
 
 _DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate only; change nothing.")
-_FEATURE = click.option("--feature", "feature_items", multiple=True, metavar="NAME=LEVEL",
-                        help="A feature and its new level; repeatable.")
-_METADATA = click.option("--metadata", default=None, metavar="RELEASE",
-                         help="The new metadata.version, like 3.9-IV0 or 4.0.")
+_FEATURE = click.option(
+    "--feature",
+    "feature_items",
+    multiple=True,
+    metavar="NAME=LEVEL",
+    help="A feature and its new level; repeatable.",
+)
+_METADATA = click.option(
+    "--metadata",
+    default=None,
+    metavar="RELEASE",
+    help="The new metadata.version, like 3.9-IV0 or 4.0.",
+)
 
 
 @click.group()
@@ -112,12 +149,14 @@ def features() -> None:
     """
 
 
-@features.command(epilog="""
+@features.command(
+    epilog="""
 \b
 Examples:
   gregor features describe
   gregor features describe --output json
-""")
+"""
+)
 @client_options
 @output_option
 def describe(bootstrap_server: str, properties: tuple[str, ...], output: str) -> None:
@@ -144,32 +183,40 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], output: str) ->
         click.echo(json.dumps({"finalized_epoch": meta.finalized_epoch, "features": rows}))
 
 
-@features.command(epilog="""
+@features.command(
+    epilog="""
 \b
 Examples:
   gregor features upgrade --feature group.version=1
   gregor features upgrade --metadata 4.2-IV1 --dry-run
-""")
+"""
+)
 @client_options
 @_FEATURE
 @_METADATA
 @_DRY_RUN
 @output_option
 def upgrade(
-    bootstrap_server: str, properties: tuple[str, ...], feature_items: tuple[str, ...], metadata: str | None,
-    dry_run: bool, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    feature_items: tuple[str, ...],
+    metadata: str | None,
+    dry_run: bool,
+    output: str,
 ) -> None:
     """Raise feature levels."""
     levels = _feature_levels(feature_items, metadata, "--feature")
     _update(bootstrap_server, properties, levels, UPGRADE, "upgraded", dry_run, output)
 
 
-@features.command(epilog="""
+@features.command(
+    epilog="""
 \b
 Examples:
   gregor features downgrade --metadata 4.0-IV3
   gregor features downgrade --feature group.version=0 --dry-run
-""")
+"""
+)
 @client_options
 @_FEATURE
 @_METADATA
@@ -177,27 +224,62 @@ Examples:
 @_DRY_RUN
 @output_option
 def downgrade(
-    bootstrap_server: str, properties: tuple[str, ...], feature_items: tuple[str, ...], metadata: str | None,
-    unsafe: bool, dry_run: bool, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    feature_items: tuple[str, ...],
+    metadata: str | None,
+    unsafe: bool,
+    dry_run: bool,
+    output: str,
 ) -> None:
     """Lower feature levels (safely, unless --unsafe)."""
     levels = _feature_levels(feature_items, metadata, "--feature")
-    _update(bootstrap_server, properties, levels, UNSAFE_DOWNGRADE if unsafe else SAFE_DOWNGRADE, "downgraded", dry_run, output)
+    _update(
+        bootstrap_server,
+        properties,
+        levels,
+        UNSAFE_DOWNGRADE if unsafe else SAFE_DOWNGRADE,
+        "downgraded",
+        dry_run,
+        output,
+    )
 
 
-@features.command(epilog="""
+@features.command(
+    epilog="""
 \b
 Examples:
   gregor features disable --feature group.version
   gregor features disable --feature group.version --dry-run --output json
-""")
+"""
+)
 @client_options
-@click.option("--feature", "names", multiple=True, required=True, metavar="NAME", help="A feature to turn off; repeatable.")
+@click.option(
+    "--feature",
+    "names",
+    multiple=True,
+    required=True,
+    metavar="NAME",
+    help="A feature to turn off; repeatable.",
+)
 @click.option("--unsafe", is_flag=True, help="An unsafe (lossy) downgrade instead of a safe one.")
 @_DRY_RUN
 @output_option
 def disable(
-    bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], unsafe: bool, dry_run: bool, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    names: tuple[str, ...],
+    unsafe: bool,
+    dry_run: bool,
+    output: str,
 ) -> None:
     """Turn features off (level 0)."""
-    _update(bootstrap_server, properties, dict.fromkeys(names, 0), UNSAFE_DOWNGRADE if unsafe else SAFE_DOWNGRADE, "disabled", dry_run, output)
+    _update(
+        bootstrap_server,
+        properties,
+        dict.fromkeys(names, 0),
+        UNSAFE_DOWNGRADE if unsafe else SAFE_DOWNGRADE,
+        "disabled",
+        dry_run,
+        output,
+    )

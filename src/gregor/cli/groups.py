@@ -29,7 +29,9 @@ def group_param(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        given = [g for g in (kwargs.pop("group_argument"), kwargs.pop("group_option")) if g is not None]
+        given = [
+            g for g in (kwargs.pop("group_argument"), kwargs.pop("group_option")) if g is not None
+        ]
         if not given:
             raise click.UsageError("name a group: GROUP or --group GROUP")
         if len(given) == 2 and given[0] != given[1]:
@@ -37,8 +39,14 @@ def group_param(fn: Callable[..., Any]) -> Callable[..., Any]:
         kwargs["group"] = given[0]
         return fn(*args, **kwargs)
 
-    run = click.option("--group", "-g", "group_option", default=None, metavar="GROUP",
-                       help="The group (or give it as the argument GROUP).")(run)
+    run = click.option(
+        "--group",
+        "-g",
+        "group_option",
+        default=None,
+        metavar="GROUP",
+        help="The group (or give it as the argument GROUP).",
+    )(run)
     return click.argument("group_argument", metavar="[GROUP]", required=False)(run)
 
 
@@ -125,16 +133,33 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, out
             cur = committed.get(tp)
             end = ends.get(tp, (None, -1))[0]
             member, host, client = owners.get(tp, (None, None, None))
-            rows.append({
-                "topic": tp.topic, "partition": tp.partition, "current_offset": cur.offset if cur else None,
-                "log_end_offset": end, "lag": end - cur.offset if cur is not None and end is not None else None,
-                "consumer_id": member, "host": host, "client_id": client,
-            })
-        click.echo(json.dumps({"group": group, "state": state, "members": len(desc.members) if desc else 0,
-                               "partitions": rows}))
+            rows.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "current_offset": cur.offset if cur else None,
+                    "log_end_offset": end,
+                    "lag": end - cur.offset if cur is not None and end is not None else None,
+                    "consumer_id": member,
+                    "host": host,
+                    "client_id": client,
+                }
+            )
+        click.echo(
+            json.dumps(
+                {
+                    "group": group,
+                    "state": state,
+                    "members": len(desc.members) if desc else 0,
+                    "partitions": rows,
+                }
+            )
+        )
         return
     click.echo(f"Consumer group '{group}' ({state}, {len(desc.members) if desc else 0} members)")
-    click.echo("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+    click.echo(
+        "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID"
+    )
     for tp in tps:
         cur = committed.get(tp)
         end = ends.get(tp, (None, -1))[0]
@@ -165,20 +190,41 @@ def parse_duration_ms(text: str) -> int:
 @groups.command("reset-offsets")
 @client_options
 @click.argument("names", metavar="[GROUP] [TOPIC]...", nargs=-1)
-@click.option("--group", "-g", "group_option", default=None, metavar="GROUP",
-              help="The group (or give it as the first argument).")
-@click.option("--topic", "-t", "topic_options", multiple=True, metavar="TOPIC[:P1,P2]",
-              help="TOPIC or TOPIC:P1,P2 (every partition unless listed); repeatable, or give them as arguments "
-                   "after the group.")
+@click.option(
+    "--group",
+    "-g",
+    "group_option",
+    default=None,
+    metavar="GROUP",
+    help="The group (or give it as the first argument).",
+)
+@click.option(
+    "--topic",
+    "-t",
+    "topic_options",
+    multiple=True,
+    metavar="TOPIC[:P1,P2]",
+    help="TOPIC or TOPIC:P1,P2 (every partition unless listed); repeatable, or give them as arguments "
+    "after the group.",
+)
 @click.option("--to-earliest", "mode", flag_value="earliest")
 @click.option("--to-latest", "mode", flag_value="latest")
 @click.option("--to-offset", type=int, default=None)
 @click.option("--shift-by", type=int, default=None)
-@click.option("--to-datetime", "to_datetime", default=None, metavar="YYYY-MM-DDTHH:mm:SS.sss",
-              help="The first offset at or after this time (Kafka's format, UTC unless it ends in Z or "
-                   "+hh:mm; or ms since the epoch).")
-@click.option("--by-duration", default=None, metavar="PnDTnHnMnS",
-              help="The first offset at or after now minus this ISO-8601 duration.")
+@click.option(
+    "--to-datetime",
+    "to_datetime",
+    default=None,
+    metavar="YYYY-MM-DDTHH:mm:SS.sss",
+    help="The first offset at or after this time (Kafka's format, UTC unless it ends in Z or "
+    "+hh:mm; or ms since the epoch).",
+)
+@click.option(
+    "--by-duration",
+    default=None,
+    metavar="PnDTnHnMnS",
+    help="The first offset at or after now minus this ISO-8601 duration.",
+)
 @click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
 @click.option("--dry-run", is_flag=True, help="Only print the plan (the default).")
 @click.option("--execute", is_flag=True, help="Apply the plan (default: only print it).")
@@ -235,11 +281,15 @@ def reset_offsets(
         desc = _describe(admin, group)
         state = desc.state if desc is not None else "Dead"
         if state not in INACTIVE:
-            inactive = (f"Assignments can only be reset if the group '{group}' is inactive, but the current "
-                        f"state is {state}.")
+            inactive = (
+                f"Assignments can only be reset if the group '{group}' is inactive, but the current "
+                f"state is {state}."
+            )
             if execute:
                 fail(inactive)
-            click.echo(f"Warning: {inactive} --execute will be refused until its members leave.", err=True)
+            click.echo(
+                f"Warning: {inactive} --execute will be refused until its members leave.", err=True
+            )
         tps: list[TopicPartition] = []
         if all_topics:
             tps = sorted(admin.list_consumer_group_offsets(group))
@@ -258,9 +308,13 @@ def reset_offsets(
                 continue
             for p in parts.split(","):
                 if not p.strip().isdigit():
-                    raise click.BadParameter(f"{spec!r}: {p!r} is not a partition number", param_hint="--topic")
+                    raise click.BadParameter(
+                        f"{spec!r}: {p!r} is not a partition number", param_hint="--topic"
+                    )
                 if int(p) not in known:
-                    fail(f"topic {name!r} has no partition {int(p)} (it has {len(known)}: 0-{len(known) - 1})")
+                    fail(
+                        f"topic {name!r} has no partition {int(p)} (it has {len(known)}: 0-{len(known) - 1})"
+                    )
                 tps.append(TopicPartition(name, int(p)))
         earliest = admin.list_offsets({tp: "earliest" for tp in tps})
         latest = admin.list_offsets({tp: "latest" for tp in tps})
@@ -275,12 +329,25 @@ def reset_offsets(
             plan = {tp: found[tp][0] if found[tp][0] is not None else latest[tp][0] for tp in tps}
         else:
             current = admin.list_consumer_group_offsets(group, tps)
-            plan = {tp: (current[tp].offset if tp in current else latest[tp][0]) + shift_by for tp in tps}
+            plan = {
+                tp: (current[tp].offset if tp in current else latest[tp][0]) + shift_by
+                for tp in tps
+            }
         plan = {tp: max(earliest[tp][0], min(off, latest[tp][0])) for tp, off in plan.items()}
         if output == "json":
-            click.echo(json.dumps([
-                {"group": group, "topic": tp.topic, "partition": tp.partition, "new_offset": plan[tp]} for tp in sorted(plan)
-            ]))
+            click.echo(
+                json.dumps(
+                    [
+                        {
+                            "group": group,
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "new_offset": plan[tp],
+                        }
+                        for tp in sorted(plan)
+                    ]
+                )
+            )
         else:
             click.echo("TOPIC\tPARTITION\tNEW-OFFSET")
             for tp in sorted(plan):
@@ -290,7 +357,9 @@ def reset_offsets(
                 admin.alter_consumer_group_offsets(group, plan)
             except UnknownMemberIdError:
                 # a member joined between the look and the commit
-                fail(f"Assignments can only be reset if the group '{group}' is inactive, but it has members now.")
+                fail(
+                    f"Assignments can only be reset if the group '{group}' is inactive, but it has members now."
+                )
             click.echo(f"Reset {len(plan)} offsets of group {group}.", err=True)
         else:
             click.echo("Dry run: add --execute to apply.", err=True)
@@ -299,12 +368,21 @@ def reset_offsets(
 @groups.command()
 @client_options
 @click.argument("group_arguments", metavar="[GROUP]...", nargs=-1)
-@click.option("--group", "-g", "group_options", multiple=True, metavar="GROUP",
-              help="A group (or give them as arguments); repeatable.")
+@click.option(
+    "--group",
+    "-g",
+    "group_options",
+    multiple=True,
+    metavar="GROUP",
+    help="A group (or give them as arguments); repeatable.",
+)
 @output_option
 def delete(
-    bootstrap_server: str, properties: tuple[str, ...], group_arguments: tuple[str, ...],
-    group_options: tuple[str, ...], output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    group_arguments: tuple[str, ...],
+    group_options: tuple[str, ...],
+    output: str,
 ) -> None:
     """Delete groups (they must have no active members).
 

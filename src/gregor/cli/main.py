@@ -12,8 +12,12 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 @click.group(cls=GregorGroup)
 @click.version_option(__version__, prog_name="gregor")
-@click.option("--debug", is_flag=True, expose_value=False,
-              help=f"On an error, print the traceback instead of one line (anywhere on the line; or {DEBUG_ENV}=1).")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    help=f"On an error, print the traceback instead of one line (anywhere on the line; or {DEBUG_ENV}=1).",
+)
 def main() -> None:
     """Gregor: a Kafka-compatible event streaming platform.
 
@@ -21,13 +25,15 @@ def main() -> None:
     """
 
 
-@main.command(epilog="""
+@main.command(
+    epilog="""
 \b
 Examples:
   gregor serve                                   # 127.0.0.1:9092, data in ./gregor-data
   gregor serve server.properties -o log.retention.ms=3600000
   gregor serve --console 127.0.0.1:9021 -o metrics.listener=http://127.0.0.1:9308
-""")
+"""
+)
 @click.argument("config_file", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--override",
@@ -37,13 +43,32 @@ Examples:
     metavar="KEY=VALUE",
     help="Set a broker config key, as in server.properties (repeatable).",
 )
-@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True)
-@click.option("--console", "console_listen", default=None, metavar="HOST:PORT",
-              help="Also serve the web console there (the console.listener config).")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: log lines as JSON objects instead of logfmt.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.option(
+    "--console",
+    "console_listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the web console there (the console.listener config).",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: log lines as JSON objects instead of logfmt.",
+)
 def serve(
-    config_file: str | None, overrides: tuple[str, ...], log_level: str, console_listen: str | None, output: str
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    log_level: str,
+    console_listen: str | None,
+    output: str,
 ) -> None:
     """Run a broker. With no arguments: 127.0.0.1:9092, data in ./gregor-data."""
     if console_listen:
@@ -63,10 +88,17 @@ def serve(
 
     for key in config.unknown:
         # As Kafka: a key it does not know is reported and otherwise ignored.
-        log_event(logging.getLogger("gregor.broker"), "config.unknown_key", logging.WARNING, key=key)
+        log_event(
+            logging.getLogger("gregor.broker"), "config.unknown_key", logging.WARNING, key=key
+        )
 
+    companions = []
+    if config.console_address is not None:
+        from gregor.cli.console import beside_broker
+
+        companions.append(beside_broker(*config.console_address))
     try:
-        code = run(config)
+        code = run(config, companions)
     except BrokerStartupError as e:
         raise click.ClickException(str(e)) from None
     raise SystemExit(code)

@@ -40,26 +40,51 @@ def perf() -> None:
     """Throughput and latency tests (like kafka-producer-perf-test and kafka-consumer-perf-test)."""
 
 
-@perf.command("produce", epilog="""
+@perf.command(
+    "produce",
+    epilog="""
 \b
 Examples:
   gregor perf produce --topic perf --num-records 1000000 --record-size 100 --throughput -1
   gregor perf produce --topic perf --num-records 10000 --record-size 1024 --throughput 1000 \\
       --producer-props acks=all linger.ms=5
-""")
+""",
+)
 @client_options
 @topic_param()
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
-@click.option("--record-size", type=click.IntRange(min=0), default=None, help="Bytes per record (random).")
-@click.option("--payload-file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Records from this file's lines instead of random bytes.")
+@click.option(
+    "--record-size", type=click.IntRange(min=0), default=None, help="Bytes per record (random)."
+)
+@click.option(
+    "--payload-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Records from this file's lines instead of random bytes.",
+)
 @click.option("--throughput", type=int, required=True, help="Records/s to aim for; -1: no limit.")
-@click.option("--producer-props", multiple=True, metavar="K=V", help="Client settings (as -X); repeatable.")
-@click.option("--reporting-interval", type=click.IntRange(min=100), default=5000, show_default=True, help="ms.")
+@click.option(
+    "--producer-props", multiple=True, metavar="K=V", help="Client settings (as -X); repeatable."
+)
+@click.option(
+    "--reporting-interval",
+    type=click.IntRange(min=100),
+    default=5000,
+    show_default=True,
+    help="ms.",
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def produce(
-    bootstrap_server: str, properties: tuple[str, ...], topic: str, num_records: int, record_size: int | None,
-    payload_file: str | None, throughput: int, producer_props: tuple[str, ...], reporting_interval: int, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    topic: str,
+    num_records: int,
+    record_size: int | None,
+    payload_file: str | None,
+    throughput: int,
+    producer_props: tuple[str, ...],
+    reporting_interval: int,
+    output: str,
 ) -> None:
     """Produce records as fast as asked and report throughput and latency."""
     from gregor.client import Producer
@@ -104,9 +129,14 @@ def produce(
                 window["bytes"] += size
                 window["lat_sum"] += ms
                 window["lat_max"] = max(window["lat_max"], ms)
+
         return done
 
-    bar = click.progressbar(length=num_records, label="producing", file=sys.stderr) if sys.stderr.isatty() else None
+    bar = (
+        click.progressbar(length=num_records, label="producing", file=sys.stderr)
+        if sys.stderr.isatty()
+        else None
+    )
     start = time.perf_counter()
     window["start"] = start
     next_report = start + reporting_interval / 1000
@@ -131,14 +161,22 @@ def produce(
     if bar is not None:
         bar.render_finish()
     if errors:
-        fail(f"{len(errors)} records failed, the first with {type(errors[0]).__name__}: {errors[0]}")
+        fail(
+            f"{len(errors)} records failed, the first with {type(errors[0]).__name__}: {errors[0]}"
+        )
     lat = sorted(latencies)
     size = sum(len(p) for p in payloads) / len(payloads)
     figures = {
-        "records": len(lat), "seconds": round(total_s, 3), "records_per_sec": len(lat) / total_s,
-        "mb_per_sec": len(lat) * size / total_s / MB, "avg_latency_ms": sum(lat) / len(lat) if lat else 0.0,
-        "max_latency_ms": lat[-1] if lat else 0.0, "p50_ms": _percentile(lat, 0.5), "p95_ms": _percentile(lat, 0.95),
-        "p99_ms": _percentile(lat, 0.99), "p999_ms": _percentile(lat, 0.999),
+        "records": len(lat),
+        "seconds": round(total_s, 3),
+        "records_per_sec": len(lat) / total_s,
+        "mb_per_sec": len(lat) * size / total_s / MB,
+        "avg_latency_ms": sum(lat) / len(lat) if lat else 0.0,
+        "max_latency_ms": lat[-1] if lat else 0.0,
+        "p50_ms": _percentile(lat, 0.5),
+        "p95_ms": _percentile(lat, 0.95),
+        "p99_ms": _percentile(lat, 0.99),
+        "p999_ms": _percentile(lat, 0.999),
     }
     if output == "json":
         click.echo(json.dumps(figures))
@@ -151,23 +189,40 @@ def produce(
     )
 
 
-@perf.command("consume", epilog="""
+@perf.command(
+    "consume",
+    epilog="""
 \b
 Examples:
   gregor perf consume --topic perf --messages 1000000
   gregor perf consume --topic perf --messages 100000 --group perf-readers --output json
-""")
+""",
+)
 @client_options
 @topic_param()
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to read.")
 @click.option("--group", default=None, help="Read as this group (from its committed offsets).")
-@click.option("--timeout", "timeout_ms", type=click.IntRange(min=1), default=10000, show_default=True,
-              help="Give up after this many ms without a record.")
-@click.option("--consumer-props", multiple=True, metavar="K=V", help="Client settings (as -X); repeatable.")
+@click.option(
+    "--timeout",
+    "timeout_ms",
+    type=click.IntRange(min=1),
+    default=10000,
+    show_default=True,
+    help="Give up after this many ms without a record.",
+)
+@click.option(
+    "--consumer-props", multiple=True, metavar="K=V", help="Client settings (as -X); repeatable."
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def consume(
-    bootstrap_server: str, properties: tuple[str, ...], topic: str, messages: int, group: str | None,
-    timeout_ms: int, consumer_props: tuple[str, ...], output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    topic: str,
+    messages: int,
+    group: str | None,
+    timeout_ms: int,
+    consumer_props: tuple[str, ...],
+    output: str,
 ) -> None:
     """Read records as fast as possible and report throughput."""
     from gregor.client import Consumer
@@ -199,7 +254,9 @@ def consume(
                 last_record = now
                 count += len(records)
                 size += sum(len(r.value or b"") + len(r.key or b"") for r in records)
-            elif (now - last_record) * 1000 >= timeout_ms and (first_record is not None or (now - start) * 1000 >= timeout_ms):
+            elif (now - last_record) * 1000 >= timeout_ms and (
+                first_record is not None or (now - start) * 1000 >= timeout_ms
+            ):
                 break
     end = time.perf_counter()
     total_s = max(end - start, 1e-9)
@@ -207,19 +264,27 @@ def consume(
     figures = {
         "start.time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start_wall)),
         "end.time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start_wall + total_s)),
-        "data.consumed.in.MB": size / MB, "MB.sec": size / MB / total_s,
-        "data.consumed.in.nMsg": count, "nMsg.sec": count / total_s,
+        "data.consumed.in.MB": size / MB,
+        "MB.sec": size / MB / total_s,
+        "data.consumed.in.nMsg": count,
+        "nMsg.sec": count / total_s,
         "rebalance.time.ms": int(((first_record or end) - start) * 1000),
-        "fetch.time.ms": int(fetch_s * 1000), "fetch.MB.sec": size / MB / fetch_s, "fetch.nMsg.sec": count / fetch_s,
+        "fetch.time.ms": int(fetch_s * 1000),
+        "fetch.MB.sec": size / MB / fetch_s,
+        "fetch.nMsg.sec": count / fetch_s,
     }
     if count < messages:
-        click.echo(f"WARNING: Exiting before consuming the expected number of messages: timeout ({timeout_ms} ms) "
-                   f"exceeded. You can use the --timeout option to increase the timeout.", err=True)
+        click.echo(
+            f"WARNING: Exiting before consuming the expected number of messages: timeout ({timeout_ms} ms) "
+            f"exceeded. You can use the --timeout option to increase the timeout.",
+            err=True,
+        )
     if output == "json":
         click.echo(json.dumps(figures))
     else:
         click.echo(", ".join(figures))
-        click.echo(", ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in figures.values()))
+        click.echo(
+            ", ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in figures.values())
+        )
     if count < messages:
         raise SystemExit(1)
-

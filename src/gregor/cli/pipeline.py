@@ -30,18 +30,27 @@ def pipeline() -> None:
     """The reference Spark pipeline (page views -> windowed counts)."""
 
 
-@pipeline.command("run", epilog="""
+@pipeline.command(
+    "run",
+    epilog="""
 \b
 Examples:
   gregor pipeline run                                  # a broker of its own, 1,000,000 events
   gregor pipeline run --bootstrap-servers host:9092 --events 100000
   gregor pipeline run --master spark://127.0.0.1:7077
-""")
-@click.option("--bootstrap-servers", "-b", default=None, help="An existing broker (default: start one).")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master, e.g. spark://host:7077.")
+""",
+)
+@click.option(
+    "--bootstrap-servers", "-b", default=None, help="An existing broker (default: start one)."
+)
+@click.option(
+    "--master", default="local[*]", show_default=True, help="Spark master, e.g. spark://host:7077."
+)
 @click.option("--events", default=1_000_000, show_default=True, help="Page views to generate.")
 @click.option("--users", default=300, show_default=True)
-@click.option("--minutes", default=10, show_default=True, help="Event-time span of the generated views.")
+@click.option(
+    "--minutes", default=10, show_default=True, help="Event-time span of the generated views."
+)
 @click.option("--seed", default=7, show_default=True)
 @click.option("--partitions", default=4, show_default=True, help="Partitions of the input topic.")
 @click.option("--input-topic", default="pageviews", show_default=True)
@@ -49,11 +58,21 @@ Examples:
 @click.option("--output-dir", default="gregor-pipeline", show_default=True, help=OUTPUT_DIR_HELP)
 @click.option("--max-offsets-per-trigger", default=340_000, show_default=True)
 @click.option("--keep", is_flag=True, help=KEEP_HELP)
-@click.option("--no-produce", is_flag=True,
-              help="Generate nothing: read what the input topic holds (the result is not checked).")
-@click.option("--rows", default="30", show_default=True, metavar="N|all", callback=_rows, help=ROWS_HELP)
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: progress to stderr, the summary as one JSON document on stdout.")
+@click.option(
+    "--no-produce",
+    is_flag=True,
+    help="Generate nothing: read what the input topic holds (the result is not checked).",
+)
+@click.option(
+    "--rows", default="30", show_default=True, metavar="N|all", callback=_rows, help=ROWS_HELP
+)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: progress to stderr, the summary as one JSON document on stdout.",
+)
 def run(
     bootstrap_servers: str | None,
     master: str,
@@ -81,24 +100,43 @@ def run(
     except outdir.OutputDirError as e:
         raise click.ClickException(str(e)) from None
     config = cs.PipelineConfig(
-        bootstrap_servers or "", input_topic=input_topic, output_topic=output_topic,
-        output_dir=str(out.resolve()), events=events, users=users, minutes=minutes, seed=seed,
-        partitions=partitions, max_offsets_per_trigger=max_offsets_per_trigger,
+        bootstrap_servers or "",
+        input_topic=input_topic,
+        output_topic=output_topic,
+        output_dir=str(out.resolve()),
+        events=events,
+        users=users,
+        minutes=minutes,
+        seed=seed,
+        partitions=partitions,
+        max_offsets_per_trigger=max_offsets_per_trigger,
     )
     tell = say if output == "text" else say_to_stderr
     summary = runner.run(config, master=master, say=tell, rows=rows, produce=not no_produce)
     failed = runner.report(summary, tell)
     if output == "json":
-        click.echo(json.dumps({
-            "events": summary.events, "seconds": round(summary.seconds, 3), "events_per_sec": round(summary.rate, 1),
-            "windows": summary.windows, "batches": summary.batches,
-            "produce_seconds": round(summary.produce_seconds, 3), "spark_busy_seconds": round(summary.busy_seconds, 3),
-            "total_seconds": round(summary.total_seconds, 3),
-            "check": "skipped" if summary.mismatches is None else ("mismatch" if summary.mismatches else "ok"),
-            "mismatches": summary.mismatches or [],
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "events": summary.events,
+                    "seconds": round(summary.seconds, 3),
+                    "events_per_sec": round(summary.rate, 1),
+                    "windows": summary.windows,
+                    "batches": summary.batches,
+                    "produce_seconds": round(summary.produce_seconds, 3),
+                    "spark_busy_seconds": round(summary.busy_seconds, 3),
+                    "total_seconds": round(summary.total_seconds, 3),
+                    "check": "skipped"
+                    if summary.mismatches is None
+                    else ("mismatch" if summary.mismatches else "ok"),
+                    "mismatches": summary.mismatches or [],
+                }
+            )
+        )
     if failed:
-        raise click.ClickException(f"{len(summary.mismatches or [])} windows differ from the generated ground truth")
+        raise click.ClickException(
+            f"{len(summary.mismatches or [])} windows differ from the generated ground truth"
+        )
 
 
 def say_to_stderr(msg: str) -> None:

@@ -29,7 +29,9 @@ def _key_separator(key_separator: str | None, props: dict[str, str]) -> str | No
         )
     parse = props.get("parse.key", "false").strip().lower()
     if parse not in ("true", "false"):
-        raise click.BadParameter(f"parse.key={props['parse.key']!r}: expected true or false", param_hint="--property")
+        raise click.BadParameter(
+            f"parse.key={props['parse.key']!r}: expected true or false", param_hint="--property"
+        )
     if key_separator is not None:
         return key_separator
     if parse == "true":
@@ -37,24 +39,54 @@ def _key_separator(key_separator: str | None, props: dict[str, str]) -> str | No
     return None
 
 
-@click.command(epilog="""
+@click.command(
+    epilog="""
 \b
 Examples:
   echo hello | gregor produce events
   gregor produce events -K : < keyed-lines.txt          # key:value per line
   gregor produce --topic events --property parse.key=true --property key.separator=: < keyed-lines.txt
   gregor produce events --format json < records.jsonl     # {"key":..., "value":..., "headers":...}
-""")
+"""
+)
 @console_client_options("producer")
 @topic_param()
-@click.option("--file", "-f", "path", type=click.Path(exists=True, dir_okay=False), help="Read records from a file (default: stdin).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help='text: one value per line; json: one {"key","value","headers","partition","timestamp"} object per line.')
-@click.option("--key-separator", "-K", default=None, help="text format: split each line into KEY<sep>VALUE.")
-@click.option("--property", "reader_props", multiple=True, metavar="KEY=VALUE",
-              help="text format: parse.key=true, key.separator=... (kafka-console-producer's names); repeatable.")
-@click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="Header added to every record.")
-@click.option("--partition", "-p", type=int, default=None, help="Write every record to this partition.")
+@click.option(
+    "--file",
+    "-f",
+    "path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Read records from a file (default: stdin).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help='text: one value per line; json: one {"key","value","headers","partition","timestamp"} object per line.',
+)
+@click.option(
+    "--key-separator", "-K", default=None, help="text format: split each line into KEY<sep>VALUE."
+)
+@click.option(
+    "--property",
+    "reader_props",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="text format: parse.key=true, key.separator=... (kafka-console-producer's names); repeatable.",
+)
+@click.option(
+    "--header",
+    "-H",
+    "headers",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Header added to every record.",
+)
+@click.option(
+    "--partition", "-p", type=int, default=None, help="Write every record to this partition."
+)
 @click.option("--acks", default=None, help="0, 1 or all.")
 @click.option("--compression", "-z", default=None, help="none, gzip, snappy, lz4 or zstd.")
 def produce(
@@ -76,7 +108,9 @@ def produce(
     key_separator = _key_separator(key_separator, parse_kv(reader_props, "--property"))
     common_headers = list(parse_kv(headers, "--header").items())
     stream = open(path, encoding="utf-8") if path else sys.stdin  # noqa: SIM115
-    cfg = client_config(bootstrap_server, properties, **{"acks": acks, "compression.type": compression})
+    cfg = client_config(
+        bootstrap_server, properties, **{"acks": acks, "compression.type": compression}
+    )
     count = 0
     errors: list[str] = []
 
@@ -111,9 +145,15 @@ def produce(
                     if key_separator not in line:
                         fail(f"line {lineno}: no key separator {key_separator!r}")
                     key, value = line.split(key_separator, 1)
-                p.send(topic, value, key=key, partition=part, timestamp_ms=ts,
-                       headers=[(k, v.encode() if isinstance(v, str) else v) for k, v in hdrs],
-                       on_delivery=on_delivery)
+                p.send(
+                    topic,
+                    value,
+                    key=key,
+                    partition=part,
+                    timestamp_ms=ts,
+                    headers=[(k, v.encode() if isinstance(v, str) else v) for k, v in hdrs],
+                    on_delivery=on_delivery,
+                )
                 count += 1
             p.flush()
     except KafkaError as e:

@@ -21,14 +21,16 @@ _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
 
 def _entity_options(fn: Any) -> Any:
-    for opt in reversed([
-        click.option("--user", default=None, help="A user (principal name)."),
-        click.option("--user-defaults", is_flag=True, help="The default user."),
-        click.option("--client-id", default=None, help="A client id."),
-        click.option("--client-defaults", is_flag=True, help="The default client id."),
-        click.option("--ip", default=None, help="A client IP address."),
-        click.option("--ip-defaults", is_flag=True, help="The default IP."),
-    ]):
+    for opt in reversed(
+        [
+            click.option("--user", default=None, help="A user (principal name)."),
+            click.option("--user-defaults", is_flag=True, help="The default user."),
+            click.option("--client-id", default=None, help="A client id."),
+            click.option("--client-defaults", is_flag=True, help="The default client id."),
+            click.option("--ip", default=None, help="A client IP address."),
+            click.option("--ip-defaults", is_flag=True, help="The default IP."),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
@@ -83,10 +85,17 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], output: str, **
     with _admin(bootstrap_server, properties) as admin:
         found = admin.describe_client_quotas(components, strict=bool(components))
     if output == "json":
-        click.echo(json.dumps([
-            {"entity": [{"type": t, "name": n} for t, n in entity], "quotas": dict(sorted(found[entity].items()))}
-            for entity in sorted(found, key=describe_entity)
-        ]))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "entity": [{"type": t, "name": n} for t, n in entity],
+                        "quotas": dict(sorted(found[entity].items())),
+                    }
+                    for entity in sorted(found, key=describe_entity)
+                ]
+            )
+        )
         return
     for entity in sorted(found, key=describe_entity):
         values = ", ".join(f"{k}={v}" for k, v in sorted(found[entity].items()))
@@ -96,11 +105,20 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], output: str, **
 @quotas.command()
 @client_options
 @_entity_options
-@click.option("--add-config", "add", default=None, metavar="KEY=VALUE[,KEY=VALUE]", help="Quotas to set.")
-@click.option("--delete-config", "delete", default=None, metavar="KEY[,KEY]", help="Quotas to remove.")
+@click.option(
+    "--add-config", "add", default=None, metavar="KEY=VALUE[,KEY=VALUE]", help="Quotas to set."
+)
+@click.option(
+    "--delete-config", "delete", default=None, metavar="KEY[,KEY]", help="Quotas to remove."
+)
 @output_option
 def alter(
-    bootstrap_server: str, properties: tuple[str, ...], add: str | None, delete: str | None, output: str, **kw: Any
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    add: str | None,
+    delete: str | None,
+    output: str,
+    **kw: Any,
 ) -> None:
     """Set or remove an entity's quotas.
 
@@ -113,7 +131,9 @@ def alter(
     """
     pairs = _entity(kw)
     if not pairs:
-        raise click.UsageError("name the entity: --user/--user-defaults, --client-id/--client-defaults or --ip")
+        raise click.UsageError(
+            "name the entity: --user/--user-defaults, --client-id/--client-defaults or --ip"
+        )
     if not add and not delete:
         raise click.UsageError("give --add-config and/or --delete-config")
     ops: dict[str, float | None] = {}
@@ -124,7 +144,9 @@ def alter(
         try:
             ops[key.strip()] = float(value)
         except ValueError:
-            raise click.BadParameter(f"{item!r} is not KEY=NUMBER", param_hint="--add-config") from None
+            raise click.BadParameter(
+                f"{item!r} is not KEY=NUMBER", param_hint="--add-config"
+            ) from None
         if not sep:
             raise click.BadParameter(f"{item!r} is not KEY=NUMBER", param_hint="--add-config")
     for key in (delete or "").split(","):
@@ -136,5 +158,9 @@ def alter(
     err = next(iter(results.values()), None)
     if err is not None:
         fail(f"cannot alter the quotas of {describe_entity(entity)}: {err}")
-    done(output, f"Completed updating config for {describe_entity(entity)}.",
-         entity=[{"type": t, "name": n} for t, n in entity], quotas=ops)
+    done(
+        output,
+        f"Completed updating config for {describe_entity(entity)}.",
+        entity=[{"type": t, "name": n} for t, n in entity],
+        quotas=ops,
+    )

@@ -48,26 +48,43 @@ def _tp_list(doc: Any, option: str, with_replicas: bool) -> list[tuple[str, int,
             out.append((str(p["topic"]), int(p["partition"]), replicas))
         return out
     except (KeyError, TypeError, ValueError):
-        needs = '"topic", "partition" and "replicas"' if with_replicas else '"topic" and "partition"'
-        raise click.BadParameter(f'expected {{"partitions": [...]}} with {needs} in each', param_hint=option) from None
+        needs = (
+            '"topic", "partition" and "replicas"' if with_replicas else '"topic" and "partition"'
+        )
+        raise click.BadParameter(
+            f'expected {{"partitions": [...]}} with {needs} in each', param_hint=option
+        ) from None
 
 
-@click.command("leader-election", epilog="""
+@click.command(
+    "leader-election",
+    epilog="""
 \b
 Examples:
   gregor leader-election --election-type preferred --all-topic-partitions
   gregor leader-election --election-type unclean --topic events --partition 0
-""")
+""",
+)
 @client_options
-@click.option("--election-type", type=click.Choice(["preferred", "unclean"], case_sensitive=False), required=True)
+@click.option(
+    "--election-type",
+    type=click.Choice(["preferred", "unclean"], case_sensitive=False),
+    required=True,
+)
 @click.option("--topic", default=None)
 @click.option("--partition", type=click.IntRange(min=0), default=None)
 @click.option("--path-to-json-file", "json_file", default=None, type=click.Path(dir_okay=False))
 @click.option("--all-topic-partitions", is_flag=True)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def leader_election(
-    bootstrap_server: str, properties: tuple[str, ...], election_type: str, topic: str | None, partition: int | None,
-    json_file: str | None, all_topic_partitions: bool, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    election_type: str,
+    topic: str | None,
+    partition: int | None,
+    json_file: str | None,
+    all_topic_partitions: bool,
+    output: str,
 ) -> None:
     """Elect partition leaders (like kafka-leader-election)."""
     from gregor.client.metadata import TopicPartition
@@ -75,67 +92,108 @@ def leader_election(
 
     given = sum([topic is not None, json_file is not None, all_topic_partitions])
     if given != 1:
-        raise click.UsageError("give one of --topic/--partition, --path-to-json-file, --all-topic-partitions")
+        raise click.UsageError(
+            "give one of --topic/--partition, --path-to-json-file, --all-topic-partitions"
+        )
     if (topic is None) != (partition is None):
         raise click.UsageError("--topic and --partition go together")
     partitions: list[TopicPartition] | None = None
     if topic is not None and partition is not None:
         partitions = [TopicPartition(topic, partition)]
     elif json_file is not None:
-        partitions = [TopicPartition(t, p) for t, p, _ in _tp_list(_read_json(json_file, "--path-to-json-file"),
-                                                                 "--path-to-json-file", False)]
+        partitions = [
+            TopicPartition(t, p)
+            for t, p, _ in _tp_list(
+                _read_json(json_file, "--path-to-json-file"), "--path-to-json-file", False
+            )
+        ]
     kind = election_type.upper()
     with _admin(bootstrap_server, properties) as admin:
         results = admin.elect_leaders(0 if kind == "PREFERRED" else 1, partitions)
     done = sorted(tp for tp, err in results.items() if err is None)
-    not_needed = sorted(tp for tp, err in results.items() if isinstance(err, ElectionNotNeededError))
-    failed = sorted((tp, err) for tp, err in results.items() if err is not None and tp not in not_needed)
+    not_needed = sorted(
+        tp for tp, err in results.items() if isinstance(err, ElectionNotNeededError)
+    )
+    failed = sorted(
+        (tp, err) for tp, err in results.items() if err is not None and tp not in not_needed
+    )
     if output == "json":
-        click.echo(json.dumps({
-            "election_type": kind, "elected": [f"{t}-{p}" for t, p in done],
-            "not_needed": [f"{t}-{p}" for t, p in not_needed],
-            "errors": {f"{t}-{p}": f"{err.name}: {err}" for (t, p), err in failed},
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "election_type": kind,
+                    "elected": [f"{t}-{p}" for t, p in done],
+                    "not_needed": [f"{t}-{p}" for t, p in not_needed],
+                    "errors": {f"{t}-{p}": f"{err.name}: {err}" for (t, p), err in failed},
+                }
+            )
+        )
         if failed:
             raise SystemExit(1)
         return
     if done:
-        click.echo(f"Successfully completed leader election ({kind}) for partitions "
-                   + ", ".join(f"{t}-{p}" for t, p in done))
+        click.echo(
+            f"Successfully completed leader election ({kind}) for partitions "
+            + ", ".join(f"{t}-{p}" for t, p in done)
+        )
     if not_needed:
-        click.echo("Valid replica already elected for partitions " + ", ".join(f"{t}-{p}" for t, p in not_needed))
+        click.echo(
+            "Valid replica already elected for partitions "
+            + ", ".join(f"{t}-{p}" for t, p in not_needed)
+        )
     for (t, p), err in failed:
-        click.echo(f"Error completing leader election ({kind}) for partition: {t}-{p}: {err}", err=True)
+        click.echo(
+            f"Error completing leader election ({kind}) for partition: {t}-{p}: {err}", err=True
+        )
     if failed:
         raise SystemExit(1)
 
 
 def _assignment_doc(rows: list[tuple[str, int, list[int]]]) -> str:
-    return json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)} for t, p, r in sorted(rows)
-    ]})
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                for t, p, r in sorted(rows)
+            ],
+        }
+    )
 
 
-@click.command(epilog="""
+@click.command(
+    epilog="""
 \b
 Examples:
   echo '{"topics": [{"topic": "events"}], "version": 1}' > move.json
   gregor reassign --generate --topics-to-move-json-file move.json --broker-list 2,3 > plan.json
   gregor reassign --reassignment-json-file plan.json --execute
   gregor reassign --reassignment-json-file plan.json --verify
-""")
+"""
+)
 @client_options
 @click.option("--generate", "action", flag_value="generate", help="Propose an assignment.")
 @click.option("--execute", "action", flag_value="execute", help="Start the moves in the file.")
 @click.option("--verify", "action", flag_value="verify", help="Which moves in the file are done.")
 @click.option("--cancel", "action", flag_value="cancel", help="Cancel the moves in the file.")
-@click.option("--reassignment-json-file", "plan_file", default=None, type=click.Path(dir_okay=False))
-@click.option("--topics-to-move-json-file", "topics_file", default=None, type=click.Path(dir_okay=False))
-@click.option("--broker-list", default=None, metavar="ID[,ID]", help="With --generate: the brokers to use.")
+@click.option(
+    "--reassignment-json-file", "plan_file", default=None, type=click.Path(dir_okay=False)
+)
+@click.option(
+    "--topics-to-move-json-file", "topics_file", default=None, type=click.Path(dir_okay=False)
+)
+@click.option(
+    "--broker-list", default=None, metavar="ID[,ID]", help="With --generate: the brokers to use."
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def reassign(
-    bootstrap_server: str, properties: tuple[str, ...], action: str | None, plan_file: str | None,
-    topics_file: str | None, broker_list: str | None, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    action: str | None,
+    plan_file: str | None,
+    topics_file: str | None,
+    broker_list: str | None,
+    output: str,
 ) -> None:
     """Move partition replicas between brokers (like kafka-reassign-partitions)."""
     from gregor.client.metadata import TopicPartition
@@ -145,13 +203,20 @@ def reassign(
     with _admin(bootstrap_server, properties) as admin:
         if action == "generate":
             if topics_file is None or broker_list is None:
-                raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+                raise click.UsageError(
+                    "--generate needs --topics-to-move-json-file and --broker-list"
+                )
             try:
                 brokers = [int(b) for b in broker_list.split(",") if b.strip()]
-                topics = [str(t["topic"]) for t in _read_json(topics_file, "--topics-to-move-json-file")["topics"]]
+                topics = [
+                    str(t["topic"])
+                    for t in _read_json(topics_file, "--topics-to-move-json-file")["topics"]
+                ]
             except (KeyError, TypeError, ValueError):
-                raise click.BadParameter('expected {"topics": [{"topic": "t"}]} and broker ids',
-                                         param_hint="--topics-to-move-json-file") from None
+                raise click.BadParameter(
+                    'expected {"topics": [{"topic": "t"}]} and broker ids',
+                    param_hint="--topics-to-move-json-file",
+                ) from None
             described = admin.describe_topics(topics)
             current: list[tuple[str, int, list[int]]] = []
             for name in topics:
@@ -167,8 +232,14 @@ def reassign(
                 for i, (t, p, r) in enumerate(sorted(current))
             ]
             if output == "json":
-                click.echo(json.dumps({"current": json.loads(_assignment_doc(current)),
-                                       "proposed": json.loads(_assignment_doc(proposed))}))
+                click.echo(
+                    json.dumps(
+                        {
+                            "current": json.loads(_assignment_doc(current)),
+                            "proposed": json.loads(_assignment_doc(proposed)),
+                        }
+                    )
+                )
                 return
             click.echo("Current partition replica assignment")
             click.echo(_assignment_doc(current))
@@ -178,8 +249,11 @@ def reassign(
             return
         if plan_file is None:
             raise click.UsageError(f"--{action} needs --reassignment-json-file")
-        plan = _tp_list(_read_json(plan_file, "--reassignment-json-file"), "--reassignment-json-file",
-                        action != "cancel")
+        plan = _tp_list(
+            _read_json(plan_file, "--reassignment-json-file"),
+            "--reassignment-json-file",
+            action != "cancel",
+        )
         tps = [TopicPartition(t, p) for t, p, _ in plan]
         if action == "execute":
             described = admin.describe_topics(sorted({t for t, _, _ in plan}))
@@ -190,7 +264,9 @@ def reassign(
                     fail(f"partition {t}-{p} does not exist")
                 assert d is not None and not isinstance(d, Exception)
                 before.append((t, p, list(d.partitions[p].replicas)))
-            results = admin.alter_partition_reassignments({TopicPartition(t, p): r for t, p, r in plan})
+            results = admin.alter_partition_reassignments(
+                {TopicPartition(t, p): r for t, p, r in plan}
+            )
             if output == "json":
                 _report_json(results, "started", rollback=json.loads(_assignment_doc(before)))
                 return
@@ -212,7 +288,11 @@ def reassign(
             incomplete = False
             for t, p, target in plan:
                 d = described.get(t)
-                replicas = None if d is None or isinstance(d, Exception) or p >= len(d.partitions) else d.partitions[p].replicas
+                replicas = (
+                    None
+                    if d is None or isinstance(d, Exception) or p >= len(d.partitions)
+                    else d.partitions[p].replicas
+                )
                 if TopicPartition(t, p) in ongoing:
                     lines.append(f"Reassignment of partition {t}-{p} is still in progress.")
                     status[f"{t}-{p}"] = "in_progress"
@@ -221,8 +301,10 @@ def reassign(
                     lines.append(f"Reassignment of partition {t}-{p} is completed.")
                     status[f"{t}-{p}"] = "completed"
                 else:
-                    lines.append(f"There is no active reassignment of partition {t}-{p}, but replica set is "
-                                 f"{replicas} rather than {target}.")
+                    lines.append(
+                        f"There is no active reassignment of partition {t}-{p}, but replica set is "
+                        f"{replicas} rather than {target}."
+                    )
                     status[f"{t}-{p}"] = "not_as_planned"
                     incomplete = True
             if output == "json":
@@ -236,10 +318,18 @@ def reassign(
 
 
 def _report_json(results: dict[Any, Any], what: str, **extra: Any) -> None:
-    errors = {f"{t}-{p}": f"{err.name}: {err}" for (t, p), err in results.items() if err is not None}
-    click.echo(json.dumps({
-        what: sorted(f"{t}-{p}" for (t, p), err in results.items() if err is None), "errors": errors, **extra,
-    }))
+    errors = {
+        f"{t}-{p}": f"{err.name}: {err}" for (t, p), err in results.items() if err is not None
+    }
+    click.echo(
+        json.dumps(
+            {
+                what: sorted(f"{t}-{p}" for (t, p), err in results.items() if err is None),
+                "errors": errors,
+                **extra,
+            }
+        )
+    )
     if errors:
         raise SystemExit(1)
 

@@ -37,12 +37,15 @@ def share_groups() -> None:
     """
 
 
-@share_groups.command("list", epilog="""
+@share_groups.command(
+    "list",
+    epilog="""
 \b
 Examples:
   gregor share-groups list
   gregor share-groups list --output json
-""")
+""",
+)
 @client_options
 @output_option
 def list_(bootstrap_server: str, properties: tuple[str, ...], output: str) -> None:
@@ -56,12 +59,14 @@ def list_(bootstrap_server: str, properties: tuple[str, ...], output: str) -> No
         click.echo(f"{g}\t{s}")
 
 
-@share_groups.command(epilog="""
+@share_groups.command(
+    epilog="""
 \b
 Examples:
   gregor share-groups describe orders-workers
   gregor share-groups describe orders-workers --output json
-""")
+"""
+)
 @client_options
 @click.argument("group")
 @output_option
@@ -79,28 +84,49 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], group: str, out
         fail(f"{found.name}: {found}")
         return
     members = [
-        {"member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id, "host": m.client_host,
-         "subscribed": m.subscribed_topics, "assignment": sorted(f"{tp.topic}:{tp.partition}" for tp in m.assignment)}
+        {
+            "member_id": m.member_id,
+            "member_epoch": m.member_epoch,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "subscribed": m.subscribed_topics,
+            "assignment": sorted(f"{tp.topic}:{tp.partition}" for tp in m.assignment),
+        }
         for m in sorted(found.members, key=lambda m: m.member_id)
     ]
     if output == "json":
-        click.echo(json.dumps({"group": found.group_id, "state": found.state, "group_epoch": found.group_epoch,
-                               "assignment_epoch": found.assignment_epoch, "members": members}))
+        click.echo(
+            json.dumps(
+                {
+                    "group": found.group_id,
+                    "state": found.state,
+                    "group_epoch": found.group_epoch,
+                    "assignment_epoch": found.assignment_epoch,
+                    "members": members,
+                }
+            )
+        )
         return
-    click.echo(f"GROUP {found.group_id}  STATE {found.state}  GROUP-EPOCH {found.group_epoch}  "
-               f"ASSIGNMENT-EPOCH {found.assignment_epoch}  MEMBERS {len(members)}")
+    click.echo(
+        f"GROUP {found.group_id}  STATE {found.state}  GROUP-EPOCH {found.group_epoch}  "
+        f"ASSIGNMENT-EPOCH {found.assignment_epoch}  MEMBERS {len(members)}"
+    )
     click.echo(f"{'MEMBER-ID':<40} {'EPOCH':>5} {'CLIENT-ID':<24} {'HOST':<18} ASSIGNMENT")
     for m in members:
-        click.echo(f"{m['member_id']:<40} {m['member_epoch']:>5} {m['client_id']:<24} {m['host']:<18} "
-                   f"{','.join(m['assignment']) or '-'}")
+        click.echo(
+            f"{m['member_id']:<40} {m['member_epoch']:>5} {m['client_id']:<24} {m['host']:<18} "
+            f"{','.join(m['assignment']) or '-'}"
+        )
 
 
-@share_groups.command(epilog="""
+@share_groups.command(
+    epilog="""
 \b
 Examples:
   gregor share-groups offsets orders-workers
   gregor share-groups offsets orders-workers --output json
-""")
+"""
+)
 @client_options
 @click.argument("group")
 @output_option
@@ -116,7 +142,8 @@ def offsets(bootstrap_server: str, properties: tuple[str, ...], group: str, outp
             return
     rows = [
         {"topic": tp.topic, "partition": tp.partition, "start_offset": v[0], "lag": v[1]}
-        if not isinstance(v, KafkaError) else {"topic": tp.topic, "partition": tp.partition, "error": v.name}
+        if not isinstance(v, KafkaError)
+        else {"topic": tp.topic, "partition": tp.partition, "error": v.name}
         for tp, v in sorted(found.items())
     ]
     if output == "json":
@@ -124,27 +151,40 @@ def offsets(bootstrap_server: str, properties: tuple[str, ...], group: str, outp
         return
     click.echo(f"{'GROUP':<24} {'TOPIC':<24} {'PARTITION':>9} {'START-OFFSET':>12} {'LAG':>8}")
     for r in rows:
-        click.echo(f"{group:<24} {r['topic']:<24} {r['partition']:>9} {r.get('start_offset', '-'):>12} "
-                   f"{r.get('lag', r.get('error', '-')):>8}")
+        click.echo(
+            f"{group:<24} {r['topic']:<24} {r['partition']:>9} {r.get('start_offset', '-'):>12} "
+            f"{r.get('lag', r.get('error', '-')):>8}"
+        )
 
 
-@share_groups.command("reset-offsets", epilog="""
+@share_groups.command(
+    "reset-offsets",
+    epilog="""
 \b
 Examples:
   gregor share-groups reset-offsets orders-workers --topic orders --to-earliest            # dry run
   gregor share-groups reset-offsets orders-workers --topic orders --to-offset 1000 --execute
-""")
+""",
+)
 @client_options
 @click.argument("group")
-@click.option("--topic", "topics", multiple=True, required=True, help="A topic (every partition); repeatable.")
+@click.option(
+    "--topic", "topics", multiple=True, required=True, help="A topic (every partition); repeatable."
+)
 @click.option("--to-earliest", "mode", flag_value="earliest")
 @click.option("--to-latest", "mode", flag_value="latest")
 @click.option("--to-offset", "to_offset", type=int, default=None)
 @click.option("--execute", is_flag=True, help="Apply the plan (default: only print it).")
 @output_option
 def reset_offsets(
-    bootstrap_server: str, properties: tuple[str, ...], group: str, topics: tuple[str, ...], mode: str | None,
-    to_offset: int | None, execute: bool, output: str,
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    group: str,
+    topics: tuple[str, ...],
+    mode: str | None,
+    to_offset: int | None,
+    execute: bool,
+    output: str,
 ) -> None:
     """Move an empty share group's start offsets."""
     from gregor.client.metadata import TopicPartition
@@ -174,31 +214,47 @@ def reset_offsets(
         except KafkaError as e:
             fail(f"{e.name}: {e}")
             return
-    rows = [{"topic": tp.topic, "partition": tp.partition, "new_start_offset": off,
-             "error": None if results.get(tp) is None else results[tp].name}  # type: ignore[union-attr]
-            for tp, off in sorted(plan.items())]
+    rows = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "new_start_offset": off,
+            "error": None if results.get(tp) is None else results[tp].name,
+        }  # type: ignore[union-attr]
+        for tp, off in sorted(plan.items())
+    ]
     if output == "json":
         click.echo(json.dumps({"executed": execute, "partitions": rows}))
     else:
         click.echo(f"{'GROUP':<24} {'TOPIC':<24} {'PARTITION':>9} {'NEW-START-OFFSET':>16}")
         for r in rows:
-            click.echo(f"{group:<24} {r['topic']:<24} {r['partition']:>9} {r['new_start_offset']:>16}")
+            click.echo(
+                f"{group:<24} {r['topic']:<24} {r['partition']:>9} {r['new_start_offset']:>16}"
+            )
     failed = [r for r in rows if r["error"]]
     if failed:
         fail(f"{len(failed)} partition(s) not reset: {failed[0]['error']}")
 
 
-@share_groups.command("delete-offsets", epilog="""
+@share_groups.command(
+    "delete-offsets",
+    epilog="""
 \b
 Examples:
   gregor share-groups delete-offsets orders-workers --topic orders
-""")
+""",
+)
 @client_options
 @click.argument("group")
 @click.option("--topic", "topics", multiple=True, required=True, help="A topic; repeatable.")
 @output_option
-def delete_offsets(bootstrap_server: str, properties: tuple[str, ...], group: str, topics: tuple[str, ...],
-                   output: str) -> None:
+def delete_offsets(
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    group: str,
+    topics: tuple[str, ...],
+    output: str,
+) -> None:
     """Forget an empty share group's state for whole topics."""
     from gregor.protocol.errors import KafkaError
 
@@ -213,6 +269,10 @@ def delete_offsets(bootstrap_server: str, properties: tuple[str, ...], group: st
         click.echo(json.dumps({"topics": {t: errors.get(t) for t in results}}))
     else:
         for t in results:
-            click.echo(f"{t}: {errors[t]}" if t in errors else f"Deleted the share group's offsets for {t}.")
+            click.echo(
+                f"{t}: {errors[t]}"
+                if t in errors
+                else f"Deleted the share group's offsets for {t}."
+            )
     if errors:
         raise SystemExit(1)

@@ -34,7 +34,9 @@ def topics() -> None:
 @client_options
 @click.option("--internal", is_flag=True, help="Include internal topics.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bool, output: str) -> None:
+def list_topics(
+    bootstrap_server: str, properties: tuple[str, ...], internal: bool, output: str
+) -> None:
     """List topic names.
 
     \b
@@ -54,9 +56,20 @@ def list_topics(bootstrap_server: str, properties: tuple[str, ...], internal: bo
 @topics.command()
 @client_options
 @topic_param()
-@click.option("--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's).")
-@click.option("--replication-factor", "-r", type=int, default=-1, help="Replicas (default: the broker's).")
-@click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config; repeatable.")
+@click.option(
+    "--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's)."
+)
+@click.option(
+    "--replication-factor", "-r", type=int, default=-1, help="Replicas (default: the broker's)."
+)
+@click.option(
+    "--config",
+    "-c",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Topic config; repeatable.",
+)
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
 @output_option
 def create(
@@ -82,19 +95,27 @@ def create(
     name = topic
 
     with _admin(bootstrap_server, properties) as admin:
-        res = admin.create_topics([NewTopic(name, partitions, replication_factor, parse_kv(configs, "--config"))])
+        res = admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, parse_kv(configs, "--config"))]
+        )
     err = res.get(name)
     if err is not None and not (if_not_exists and isinstance(err, TopicAlreadyExistsError)):
         fail(f"cannot create {name}: {err}")
-    done(output, f"Created topic {name}." if err is None else f"Topic {name} already exists.",
-         topic=name, created=err is None)
+    done(
+        output,
+        f"Created topic {name}." if err is None else f"Topic {name} already exists.",
+        topic=name,
+        created=err is None,
+    )
 
 
 @topics.command()
 @client_options
 @topic_param(multiple=True, required=False)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def describe(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str, ...], output: str) -> None:
+def describe(
+    bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str, ...], output: str
+) -> None:
     """Partitions (leader, replicas, ISR) and config overrides of topics (all when none named).
 
     \b
@@ -131,21 +152,36 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[s
             continue
         if output == "json":
             entries = configs.get((TOPIC, name))
-            doc.append({
-                "topic": name, "topic_id": str(d.topic_id), "internal": d.is_internal,
-                "configs": {e.name: e.value for e in entries.values() if e.source == "DYNAMIC_TOPIC_CONFIG"}
-                if isinstance(entries, dict) else {},
-                "partitions": [
-                    {"partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr}
-                    for p in d.partitions
-                ],
-            })
+            doc.append(
+                {
+                    "topic": name,
+                    "topic_id": str(d.topic_id),
+                    "internal": d.is_internal,
+                    "configs": {
+                        e.name: e.value
+                        for e in entries.values()
+                        if e.source == "DYNAMIC_TOPIC_CONFIG"
+                    }
+                    if isinstance(entries, dict)
+                    else {},
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "replicas": p.replicas,
+                            "isr": p.isr,
+                        }
+                        for p in d.partitions
+                    ],
+                }
+            )
             continue
         entries = configs.get((TOPIC, name))
         overrides = ""
         if isinstance(entries, dict):
             overrides = ",".join(
-                f"{e.name}={e.value}" for e in sorted(entries.values(), key=lambda e: e.name)
+                f"{e.name}={e.value}"
+                for e in sorted(entries.values(), key=lambda e: e.name)
                 if e.source == "DYNAMIC_TOPIC_CONFIG"
             )
         click.echo(
@@ -167,8 +203,12 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[s
 @client_options
 @topic_param()
 @click.option("--partitions", "-p", type=int, default=None, help="New (larger) partition count.")
-@click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config.")
-@click.option("--delete-config", "deletes", multiple=True, metavar="KEY", help="Remove a config override.")
+@click.option(
+    "--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config."
+)
+@click.option(
+    "--delete-config", "deletes", multiple=True, metavar="KEY", help="Remove a config override."
+)
 @output_option
 def alter(
     bootstrap_server: str,
@@ -208,15 +248,23 @@ def alter(
             if err is not None:
                 fail(f"cannot alter configs of {name}: {err}")
             said.append(f"Updated configs of {name}.")
-    done(output, "\n".join(said), topic=name, partitions=partitions,
-         configs=parse_kv(configs, "--config"), deleted_configs=list(deletes))
+    done(
+        output,
+        "\n".join(said),
+        topic=name,
+        partitions=partitions,
+        configs=parse_kv(configs, "--config"),
+        deleted_configs=list(deletes),
+    )
 
 
 @topics.command()
 @client_options
 @topic_param(multiple=True)
 @output_option
-def delete(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str, ...], output: str) -> None:
+def delete(
+    bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str, ...], output: str
+) -> None:
     """Delete topics.
 
     \b
@@ -232,7 +280,9 @@ def delete(bootstrap_server: str, properties: tuple[str, ...], topics: tuple[str
         bad = {n: e for n, e in res.items() if e is not None}
         known = set(admin.list_topics(internal=True)) if bad else set()
     errors = {
-        n: no_such_topic(n, known) if isinstance(e, UnknownTopicOrPartitionError) else f"topic {n!r}: {e}"
+        n: no_such_topic(n, known)
+        if isinstance(e, UnknownTopicOrPartitionError)
+        else f"topic {n!r}: {e}"
         for n, e in bad.items()
     }
     deleted = [n for n in names if n not in bad]

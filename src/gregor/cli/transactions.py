@@ -29,7 +29,11 @@ def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> None:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)] if rows else [len(h) for h in header]
+    widths = (
+        [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+        if rows
+        else [len(h) for h in header]
+    )
     for row in [header, *rows]:
         click.echo("\t".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip())
 
@@ -43,53 +47,88 @@ def _producers_of(admin: Any, tp: Any) -> list[dict[str, int]]:
     return found
 
 
-_OUTPUT = click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+_OUTPUT = click.option(
+    "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 
 
-@click.group(epilog="""
+@click.group(
+    epilog="""
 \b
 Examples:
   gregor transactions list
   gregor transactions describe --transactional-id orders-writer
   gregor transactions describe-producers --topic orders --partition 0
   gregor transactions abort --topic orders --partition 0 --start-offset 42
-""")
+"""
+)
 def transactions() -> None:
     """List and describe transactions and producers (like kafka-transactions)."""
 
 
-@transactions.command("list", epilog="""
+@transactions.command(
+    "list",
+    epilog="""
 \b
 Examples:
   gregor transactions list
   gregor transactions list --state Ongoing --output json
-""")
+""",
+)
 @client_options
-@click.option("--state", "states", multiple=True, help="Only transactions in this state (e.g. Ongoing); repeatable.")
-@click.option("--producer-id", "producer_ids", multiple=True, type=int, help="Only this producer id; repeatable.")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    help="Only transactions in this state (e.g. Ongoing); repeatable.",
+)
+@click.option(
+    "--producer-id",
+    "producer_ids",
+    multiple=True,
+    type=int,
+    help="Only this producer id; repeatable.",
+)
 @_OUTPUT
-def list_(bootstrap_server: str, properties: tuple[str, ...], states: tuple[str, ...],
-          producer_ids: tuple[int, ...], output: str) -> None:
+def list_(
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    states: tuple[str, ...],
+    producer_ids: tuple[int, ...],
+    output: str,
+) -> None:
     """Every transactional id the coordinators know, with its producer id and state."""
     with _admin(bootstrap_server, properties) as admin:
         found = admin.list_transactions(states, producer_ids)
     if output == "json":
-        click.echo(json.dumps([
-            {"transactionalId": t, "coordinator": c, "producerId": p, "transactionState": s} for t, c, p, s in found
-        ]))
+        click.echo(
+            json.dumps(
+                [
+                    {"transactionalId": t, "coordinator": c, "producerId": p, "transactionState": s}
+                    for t, c, p, s in found
+                ]
+            )
+        )
         return
-    _table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], [list(r) for r in found])
+    _table(
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+        [list(r) for r in found],
+    )
 
 
-@transactions.command(epilog="""
+@transactions.command(
+    epilog="""
 \b
 Examples:
   gregor transactions describe --transactional-id orders-writer
-""")
+"""
+)
 @client_options
 @click.option("--transactional-id", "transactional_id", required=True)
 @_OUTPUT
-def describe(bootstrap_server: str, properties: tuple[str, ...], transactional_id: str, output: str) -> None:
+def describe(
+    bootstrap_server: str, properties: tuple[str, ...], transactional_id: str, output: str
+) -> None:
     """The coordinator's view of one transactional id."""
     with _admin(bootstrap_server, properties) as admin:
         found = admin.describe_transactions([transactional_id]).get(transactional_id)
@@ -100,27 +139,60 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], transactional_i
     duration = int(time.time() * 1000) - start if start >= 0 else None
     partitions = ",".join(f"{t}-{p}" for t, p in found["partitions"])
     if output == "json":
-        click.echo(json.dumps({"transactionalId": transactional_id, **found, "duration_ms": duration,
-                               "partitions": [f"{t}-{p}" for t, p in found["partitions"]]}))
+        click.echo(
+            json.dumps(
+                {
+                    "transactionalId": transactional_id,
+                    **found,
+                    "duration_ms": duration,
+                    "partitions": [f"{t}-{p}" for t, p in found["partitions"]],
+                }
+            )
+        )
         return
     _table(
-        ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
-         "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"],
-        [[found["coordinator"], transactional_id, found["producer_id"], found["producer_epoch"], found["state"],
-          found["timeout_ms"], "None" if start < 0 else start, "None" if duration is None else duration, partitions]],
+        [
+            "CoordinatorId",
+            "TransactionalId",
+            "ProducerId",
+            "ProducerEpoch",
+            "TransactionState",
+            "TransactionTimeoutMs",
+            "CurrentTransactionStartTimeMs",
+            "TransactionDurationMs",
+            "TopicPartitions",
+        ],
+        [
+            [
+                found["coordinator"],
+                transactional_id,
+                found["producer_id"],
+                found["producer_epoch"],
+                found["state"],
+                found["timeout_ms"],
+                "None" if start < 0 else start,
+                "None" if duration is None else duration,
+                partitions,
+            ]
+        ],
     )
 
 
-@transactions.command("describe-producers", epilog="""
+@transactions.command(
+    "describe-producers",
+    epilog="""
 \b
 Examples:
   gregor transactions describe-producers --topic orders --partition 0
-""")
+""",
+)
 @client_options
 @click.option("--topic", required=True)
 @click.option("--partition", type=click.IntRange(min=0), required=True)
 @_OUTPUT
-def describe_producers(bootstrap_server: str, properties: tuple[str, ...], topic: str, partition: int, output: str) -> None:
+def describe_producers(
+    bootstrap_server: str, properties: tuple[str, ...], topic: str, partition: int, output: str
+) -> None:
     """The active producers of a partition, and where each one's open transaction starts."""
     from gregor.client.metadata import TopicPartition
 
@@ -130,26 +202,52 @@ def describe_producers(bootstrap_server: str, properties: tuple[str, ...], topic
         click.echo(json.dumps(found))
         return
     _table(
-        ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
-         "CurrentTransactionStartOffset"],
-        [[p["producer_id"], p["producer_epoch"], p["coordinator_epoch"], p["last_sequence"], p["last_timestamp"],
-          "None" if p["current_txn_start_offset"] < 0 else p["current_txn_start_offset"]] for p in found],
+        [
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ],
+        [
+            [
+                p["producer_id"],
+                p["producer_epoch"],
+                p["coordinator_epoch"],
+                p["last_sequence"],
+                p["last_timestamp"],
+                "None" if p["current_txn_start_offset"] < 0 else p["current_txn_start_offset"],
+            ]
+            for p in found
+        ],
     )
 
 
-@transactions.command(epilog="""
+@transactions.command(
+    epilog="""
 \b
 Examples:
   gregor transactions abort --topic orders --partition 0 --start-offset 42
-""")
+"""
+)
 @client_options
 @click.option("--topic", required=True)
 @click.option("--partition", type=click.IntRange(min=0), required=True)
-@click.option("--start-offset", type=click.IntRange(min=0), required=True,
-              help="Where the hanging transaction starts (describe-producers' CurrentTransactionStartOffset).")
+@click.option(
+    "--start-offset",
+    type=click.IntRange(min=0),
+    required=True,
+    help="Where the hanging transaction starts (describe-producers' CurrentTransactionStartOffset).",
+)
 @_OUTPUT
 def abort(
-    bootstrap_server: str, properties: tuple[str, ...], topic: str, partition: int, start_offset: int, output: str
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    topic: str,
+    partition: int,
+    start_offset: int,
+    output: str,
 ) -> None:
     """Abort a hanging transaction on one partition."""
     from gregor.client.metadata import TopicPartition
@@ -164,13 +262,31 @@ def abort(
         from gregor.protocol.errors import KafkaError
 
         try:
-            admin.abort_transaction(tp, producer["producer_id"], producer["producer_epoch"],
-                                    producer["coordinator_epoch"])
+            admin.abort_transaction(
+                tp,
+                producer["producer_id"],
+                producer["producer_epoch"],
+                producer["coordinator_epoch"],
+            )
         except KafkaError as e:
-            fail(f"cannot abort the transaction of producer {producer['producer_id']} on {topic}-{partition}: {e.name}: {e}")
+            fail(
+                f"cannot abort the transaction of producer {producer['producer_id']} on {topic}-{partition}: {e.name}: {e}"
+            )
     if output == "json":
-        click.echo(json.dumps({"result": "ok", "topic": topic, "partition": partition, "start_offset": start_offset,
-                               "producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}))
+        click.echo(
+            json.dumps(
+                {
+                    "result": "ok",
+                    "topic": topic,
+                    "partition": partition,
+                    "start_offset": start_offset,
+                    "producer_id": producer["producer_id"],
+                    "producer_epoch": producer["producer_epoch"],
+                }
+            )
+        )
         return
-    click.echo(f"Aborted the transaction of producer {producer['producer_id']} (epoch {producer['producer_epoch']}) "
-               f"starting at offset {start_offset} of {topic}-{partition}.")
+    click.echo(
+        f"Aborted the transaction of producer {producer['producer_id']} (epoch {producer['producer_epoch']}) "
+        f"starting at offset {start_offset} of {topic}-{partition}."
+    )

@@ -49,7 +49,8 @@ def parse_scram_configs(text: str) -> list[tuple[str, str, int]]:
         rest = rest.strip()
         if not sep or not (rest.startswith("[") and rest.endswith("]")):
             raise click.BadParameter(
-                f"{item!r} is not MECHANISM=[password=...,iterations=...]", param_hint="--add-config"
+                f"{item!r} is not MECHANISM=[password=...,iterations=...]",
+                param_hint="--add-config",
             )
         fields: dict[str, str] = {}
         for kv in _split_top_level(rest[1:-1]):
@@ -66,7 +67,9 @@ def parse_scram_configs(text: str) -> list[tuple[str, str, int]]:
         try:
             iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
         except ValueError:
-            raise click.BadParameter(f"iterations must be a number in {item!r}", param_hint="--add-config") from None
+            raise click.BadParameter(
+                f"iterations must be a number in {item!r}", param_hint="--add-config"
+            ) from None
         out.append((mech.strip(), fields["password"], iterations))
     return out
 
@@ -86,7 +89,9 @@ def users() -> None:
 @client_options
 @click.argument("names", nargs=-1)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str) -> None:
+def describe(
+    bootstrap_server: str, properties: tuple[str, ...], names: tuple[str, ...], output: str
+) -> None:
     """Each user's SCRAM mechanisms and iterations (every user with a credential when none named).
 
     \b
@@ -97,11 +102,16 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
     with _admin(bootstrap_server, properties) as admin:
         found = admin.describe_user_scram_credentials(list(names) if names else None)
     if output == "json":
-        click.echo(json.dumps({
-            user: {"error": str(c)} if isinstance(c, Exception)
-            else {m.kafka_name: {"iterations": i} for m, i in sorted(c)}
-            for user, c in sorted(found.items())
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    user: {"error": str(c)}
+                    if isinstance(c, Exception)
+                    else {m.kafka_name: {"iterations": i} for m, i in sorted(c)}
+                    for user, c in sorted(found.items())
+                }
+            )
+        )
         if any(isinstance(c, Exception) for c in found.values()):
             raise SystemExit(1)
         return
@@ -121,13 +131,28 @@ def describe(bootstrap_server: str, properties: tuple[str, ...], names: tuple[st
 @users.command()
 @client_options
 @click.argument("name")
-@click.option("--add-config", "add", default=None, metavar="MECH=[password=...,iterations=...],...",
-              help="Credentials to set (SCRAM-SHA-256, SCRAM-SHA-512).")
-@click.option("--delete-config", "delete", default=None, metavar="MECH[,MECH]",
-              help="Mechanisms whose credential to remove.")
+@click.option(
+    "--add-config",
+    "add",
+    default=None,
+    metavar="MECH=[password=...,iterations=...],...",
+    help="Credentials to set (SCRAM-SHA-256, SCRAM-SHA-512).",
+)
+@click.option(
+    "--delete-config",
+    "delete",
+    default=None,
+    metavar="MECH[,MECH]",
+    help="Mechanisms whose credential to remove.",
+)
 @output_option
 def alter(
-    bootstrap_server: str, properties: tuple[str, ...], name: str, add: str | None, delete: str | None, output: str
+    bootstrap_server: str,
+    properties: tuple[str, ...],
+    name: str,
+    add: str | None,
+    delete: str | None,
+    output: str,
 ) -> None:
     """Set or remove a user's SCRAM credentials.
 
@@ -141,7 +166,9 @@ def alter(
     if not add and not delete:
         raise click.UsageError("give --add-config and/or --delete-config")
     try:
-        ups = [(name, ScramMechanism.parse(m), pw, it) for m, pw, it in parse_scram_configs(add or "")]
+        ups = [
+            (name, ScramMechanism.parse(m), pw, it) for m, pw, it in parse_scram_configs(add or "")
+        ]
         dels = [(name, ScramMechanism.parse(m)) for m in _split_top_level(delete or "")]
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
@@ -152,12 +179,19 @@ def alter(
         for d in dels:
             err = admin.alter_user_scram_credentials([], [d]).get(name)
             if err is not None:
-                errors.append(f"cannot delete the {d[1].kafka_name} credential of user {name}: {err}")
+                errors.append(
+                    f"cannot delete the {d[1].kafka_name} credential of user {name}: {err}"
+                )
         for u in ups:
             err = admin.alter_user_scram_credentials([u], []).get(name)
             if err is not None:
                 errors.append(f"cannot set the {u[1].kafka_name} credential of user {name}: {err}")
     if errors:
         fail("; ".join(errors))
-    done(output, f"Completed updating config for user {name}.", user=name,
-         set=[u[1].kafka_name for u in ups], deleted=[d[1].kafka_name for d in dels])
+    done(
+        output,
+        f"Completed updating config for user {name}.",
+        user=name,
+        set=[u[1].kafka_name for u in ups],
+        deleted=[d[1].kafka_name for d in dels],
+    )

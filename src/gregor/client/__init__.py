@@ -66,6 +66,7 @@ def __getattr__(name: str) -> object:
         return getattr(arrow, name)
     raise AttributeError(f"module 'gregor.client' has no attribute {name!r}")
 
+
 __all__ = [
     "AIOAdminClient",
     "AIOConsumer",

@@ -89,7 +89,9 @@ class Producer:
     def begin_transaction(self) -> None:
         self._aio.begin_transaction()
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata) -> None:
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata
+    ) -> None:
         self._lt.run(self._aio.send_offsets_to_transaction(offsets, group))
 
     def transaction_handle(self) -> TransactionHandle:
@@ -123,7 +125,13 @@ class Consumer:
     def aio(self) -> AIOConsumer:
         return self._aio
 
-    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None, listener: object = None) -> None:
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | None = None,
+        listener: object = None,
+    ) -> None:
         self._lt.call(lambda: self._aio.subscribe(topics, pattern=pattern, listener=listener))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -246,9 +254,17 @@ class BulkReader:
 
         return self._lt.run(
             fetch_arrow(
-                self._client, topic, partition, start_offset, end_offset,
-                include_headers=include_headers, timestamp_unit=timestamp_unit,
-                isolation_level=isolation_level, max_bytes=max_bytes, timeout=timeout, verify_crc=verify_crc,
+                self._client,
+                topic,
+                partition,
+                start_offset,
+                end_offset,
+                include_headers=include_headers,
+                timestamp_unit=timestamp_unit,
+                isolation_level=isolation_level,
+                max_bytes=max_bytes,
+                timeout=timeout,
+                verify_crc=verify_crc,
             )
         )
 

@@ -162,7 +162,9 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
         next_producer_id=int(doc.get("next_producer_id_block", 0)),
         scram_credentials=_scram(doc),
         config_resources={
-            (int(r["resource_type"]), str(r["name"])): {str(k): str(v) for k, v in r["configs"].items()}
+            (int(r["resource_type"]), str(r["name"])): {
+                str(k): str(v) for k, v in r["configs"].items()
+            }
             for r in doc.get("config_resources", [])
         },
         acls=decode_acls(doc.get("acls", [])),
@@ -188,13 +190,16 @@ def decode(doc: dict[str, Any]) -> MetadataImage:
     )
 
 
-
 def encode_registration(registration: BrokerRegistration) -> dict[str, Any]:
     return {
         "node_id": registration.node_id,
         "endpoints": [
-            {"listener": e.listener, "host": e.host, "port": e.port,
-             "security_protocol": e.security_protocol}
+            {
+                "listener": e.listener,
+                "host": e.host,
+                "port": e.port,
+                "security_protocol": e.security_protocol,
+            }
             for e in registration.endpoints
         ],
         "rack": registration.rack,
@@ -207,7 +212,9 @@ def decode_registration(doc: dict[str, Any]) -> BrokerRegistration:
     return BrokerRegistration(
         node_id=int(doc["node_id"]),
         endpoints=tuple(
-            BrokerEndpoint(str(e["listener"]), str(e["host"]), int(e["port"]), str(e["security_protocol"]))
+            BrokerEndpoint(
+                str(e["listener"]), str(e["host"]), int(e["port"]), str(e["security_protocol"])
+            )
             for e in doc.get("endpoints", [])
         ),
         rack=None if doc.get("rack") is None else str(doc["rack"]),

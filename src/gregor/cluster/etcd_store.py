@@ -262,7 +262,12 @@ class EtcdMetadataStore(ChangeMethods):
         if doc is None:
             return _Loaded(dataclasses.replace(EMPTY, cluster_id=self._image.cluster_id), False)
         return _Loaded(
-            dataclasses.replace(decode(doc), brokers=brokers, controller_id=controller, controller_epoch=controller_epoch),
+            dataclasses.replace(
+                decode(doc),
+                brokers=brokers,
+                controller_id=controller,
+                controller_epoch=controller_epoch,
+            ),
             True,
         )
 
@@ -287,11 +292,16 @@ class EtcdMetadataStore(ChangeMethods):
                 image, result = change(current)
                 try:
                     committed = await self._commit(current, image)
-                except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError) as e:
+                except (
+                    aetcd.exceptions.ConnectionFailedError,
+                    aetcd.exceptions.ConnectionTimeoutError,
+                ) as e:
                     # The member we talk to went away: move to one that answers (etcd's quorum
                     # carries on without it), reload (the commit may or may not have landed)
                     # and compute the change again.
-                    log.warning("etcd member unreachable during a change (%r): moving to another", e)
+                    log.warning(
+                        "etcd member unreachable during a change (%r): moving to another", e
+                    )
                     self._endpoint += 1
                     await self._connect()
                     await self._reload_locked()
@@ -359,7 +369,9 @@ class EtcdMetadataStore(ChangeMethods):
         elif controller == -2:
             controller = -1
             self._stale.set()
-        return dataclasses.replace(image, controller_id=controller, controller_epoch=epoch if controller >= 0 else 0)
+        return dataclasses.replace(
+            image, controller_id=controller, controller_epoch=epoch if controller >= 0 else 0
+        )
 
     def _campaign_op(self, node_id: int) -> txn.Txn:
         return txn.Txn(
@@ -378,9 +390,13 @@ class EtcdMetadataStore(ChangeMethods):
 
     async def _reload_locked(self) -> None:
         loaded = await self._load()
-        candidate = _lowest_live(self._own, loaded.image) if loaded.image.controller_id == -1 else None
+        candidate = (
+            _lowest_live(self._own, loaded.image) if loaded.image.controller_id == -1 else None
+        )
         if loaded.exists and candidate is not None:
-            await self._client_().transaction(compare=[], success=[self._campaign_op(candidate)], failure=[])
+            await self._client_().transaction(
+                compare=[], success=[self._campaign_op(candidate)], failure=[]
+            )
             loaded = await self._load()
         if loaded.exists and loaded.image != self._image:
             self._swap(loaded.image)

@@ -43,7 +43,7 @@ def parse_etcd_url(value: str) -> EtcdTarget:
     text = value.strip()
     if not text.lower().startswith(SCHEME):
         raise ValueError(f"{value!r} does not start with {SCHEME}")
-    rest = text[len(SCHEME):]
+    rest = text[len(SCHEME) :]
     hosts, slash, path = rest.partition("/")
     endpoints: list[tuple[str, int]] = []
     for item in hosts.split(","):
@@ -53,7 +53,7 @@ def parse_etcd_url(value: str) -> EtcdTarget:
         host, port = item, DEFAULT_PORT
         if item.startswith("["):  # [ipv6]:port
             end = item.find("]")
-            host, tail = item[: end + 1], item[end + 1:]
+            host, tail = item[: end + 1], item[end + 1 :]
             if tail:
                 if not tail.startswith(":"):
                     raise ValueError(f"{value!r}: endpoint {item!r} is not [address]:port")

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from gregor.cluster import changes
+from gregor.cluster import access_changes, changes
 from gregor.cluster.image import (
     EMPTY,
     AclBinding,
@@ -120,7 +120,9 @@ class Subscribers:
             try:
                 listener(delta)
             except Exception:  # noqa: BLE001 - the change is durable; the other listeners still run
-                log.exception("metadata listener %r failed on version %d", listener, delta.image.version)
+                log.exception(
+                    "metadata listener %r failed on version %d", listener, delta.image.version
+                )
         for stream in list(self._streams):
             stream.put(delta)
 
@@ -179,7 +181,9 @@ class ChangeMethods:
         conf = dict(configs)
         return await self._change(lambda image: changes.alter_topic_configs(image, name, conf))
 
-    async def alter_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+    async def alter_config_resource(
+        self, resource_type: int, name: str, configs: Mapping[str, str]
+    ) -> None:
         conf = dict(configs)
         await self._change(
             lambda image: (changes.alter_config_resource(image, resource_type, name, conf), None)
@@ -225,11 +229,15 @@ class ChangeMethods:
 
     async def alter_client_quotas(
         self,
-        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        entries: Sequence[
+            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
+        ],
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         asked = [(list(e), list(ops)) for e, ops in entries]
-        return await self._change(lambda image: changes.alter_client_quotas(image, asked, validate_only))
+        return await self._change(
+            lambda image: access_changes.alter_client_quotas(image, asked, validate_only)
+        )
 
     async def alter_scram_credentials(
         self,
@@ -237,29 +245,43 @@ class ChangeMethods:
         upsertions: Sequence[tuple[str, ScramCredential]],
     ) -> dict[str, KafkaError | None]:
         dels, ups = list(deletions), list(upsertions)
-        return await self._change(lambda image: changes.alter_scram_credentials(image, dels, ups))
+        return await self._change(
+            lambda image: access_changes.alter_scram_credentials(image, dels, ups)
+        )
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         new = list(bindings)
-        return await self._change(lambda image: changes.create_acls(image, new))
+        return await self._change(lambda image: access_changes.create_acls(image, new))
 
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
         fs = list(filters)
-        return await self._change(lambda image: changes.delete_acls(image, fs))
+        return await self._change(lambda image: access_changes.delete_acls(image, fs))
 
     async def create_delegation_token(self, token: DelegationToken) -> DelegationToken:
-        return await self._change(lambda image: changes.create_delegation_token(image, token))
+        return await self._change(
+            lambda image: access_changes.create_delegation_token(image, token)
+        )
 
     async def change_delegation_token(
         self, token_id: str, change: Callable[[DelegationToken], DelegationToken | None]
     ) -> int:
-        return await self._change(lambda image: changes.change_delegation_token(image, token_id, change))
+        return await self._change(
+            lambda image: access_changes.change_delegation_token(image, token_id, change)
+        )
 
     async def remove_expired_delegation_tokens(self, now_ms: int) -> list[str]:
-        return await self._change(lambda image: changes.remove_expired_delegation_tokens(image, now_ms))
+        return await self._change(
+            lambda image: access_changes.remove_expired_delegation_tokens(image, now_ms)
+        )
 
-    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
-        return await self._change(lambda image: changes.update_features(image, change(image.features)))
+    async def update_features(
+        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
+    ) -> int:
+        return await self._change(
+            lambda image: changes.update_features(image, change(image.features))
+        )
 
 
 class LocalMetadataStore(ChangeMethods):

@@ -92,13 +92,17 @@ class MetadataStore(Protocol):
 
     async def delete_topic(self, name: str) -> TopicImage: ...
 
-    async def add_partitions(self, name: str, assignments: Sequence[Sequence[int]]) -> TopicImage: ...
+    async def add_partitions(
+        self, name: str, assignments: Sequence[Sequence[int]]
+    ) -> TopicImage: ...
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
         """Replace the topic's whole set of config overrides."""
         ...
 
-    async def alter_config_resource(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+    async def alter_config_resource(
+        self, resource_type: int, name: str, configs: Mapping[str, str]
+    ) -> None:
         """Replace the whole override set of a non-topic config resource (Kafka's resource
         type code and name: BROKER 4 with a node id or "" for the cluster-wide default,
         GROUP 32 with a group id); an empty ``configs`` removes it. INVALID_REQUEST for a
@@ -133,11 +137,13 @@ class MetadataStore(Protocol):
 
     async def alter_client_quotas(
         self,
-        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]],
+        entries: Sequence[
+            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
+        ],
         validate_only: bool = False,
     ) -> list[KafkaError | None]:
         """Set and remove client quotas; per entry, None or the refusal
-        (``changes.alter_client_quotas``)."""
+        (``access_changes.alter_client_quotas``)."""
         ...
 
     async def alter_scram_credentials(
@@ -147,27 +153,29 @@ class MetadataStore(Protocol):
     ) -> dict[str, KafkaError | None]:
         """Delete (user, mechanism) and upsert (user, credential) SCRAM credentials durably, in
         one change; per user, None or the Kafka error that refused that user's part
-        (``changes.alter_scram_credentials``)."""
+        (``access_changes.alter_scram_credentials``)."""
         ...
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         """Add ACL bindings durably, in one change; per binding None or the Kafka error that
-        refused it (``changes.create_acls``)."""
+        refused it (``access_changes.create_acls``)."""
         ...
 
-    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[KafkaError | list[AclBinding]]:
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> list[KafkaError | list[AclBinding]]:
         """Remove every binding a filter matches, in one change; per filter the bindings it
-        removed or the Kafka error that refused it (``changes.delete_acls``)."""
+        removed or the Kafka error that refused it (``access_changes.delete_acls``)."""
         ...
 
     async def create_delegation_token(self, token: DelegationToken) -> DelegationToken:
-        """Add a delegation token durably (``changes.create_delegation_token``)."""
+        """Add a delegation token durably (``access_changes.create_delegation_token``)."""
         ...
 
     async def change_delegation_token(
         self, token_id: str, change: Callable[[DelegationToken], DelegationToken | None]
     ) -> int:
-        """Renew or expire a token in one change (``changes.change_delegation_token``): the new
+        """Renew or expire a token in one change (``access_changes.change_delegation_token``): the new
         expiry timestamp, -1 once removed; ``change`` raises the refusals."""
         ...
 
@@ -175,7 +183,9 @@ class MetadataStore(Protocol):
         """Remove the tokens whose expiry has passed; their ids."""
         ...
 
-    async def update_features(self, change: Callable[[Mapping[str, int]], Mapping[str, int]]) -> int:
+    async def update_features(
+        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
+    ) -> int:
         """Finalize feature levels in one change (``changes.update_features``): ``change`` gets
         the finalized levels the image holds and returns those to set (or raises the refusal,
         so the check and the write see the same image); the new finalized features' epoch."""

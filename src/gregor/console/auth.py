@@ -50,16 +50,24 @@ def _event(level: int, event: str, **fields: Any) -> None:
 
 def printable(text: str) -> str:
     """``text`` with every control or format character escaped, for a log line."""
-    return "".join(c if c.isprintable() and unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp")
-                   else c.encode("unicode_escape").decode() for c in text)
+    return "".join(
+        c
+        if c.isprintable() and unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp")
+        else c.encode("unicode_escape").decode()
+        for c in text
+    )
 
 
 def local_path(target: str | None) -> str:
     """``target`` when it is a path on this console, else ``/`` (no open redirect: browsers
     read ``//host``, ``/\\host`` and ``/<tab>/host`` as another host, so a path must be printable
     ASCII without spaces or backslashes, and not start with two slashes)."""
-    if (not target or not target.startswith("/") or target.startswith("//")
-            or any(not (33 <= ord(c) < 127) or c == "\\" for c in target)):
+    if (
+        not target
+        or not target.startswith("/")
+        or target.startswith("//")
+        or any(not (33 <= ord(c) < 127) or c == "\\" for c in target)
+    ):
         return "/"
     return target
 
@@ -69,9 +77,16 @@ async def sessions(request: web.Request, handler: Any) -> web.StreamResponse:
     state = request.app[STATE]
     public = request.path in PUBLIC or request.path.startswith("/static/")
     api = request.path.startswith("/api/")
-    session = await state.store.get(request.cookies.get(state.session_cookie), touch=not api and not public)
+    session = await state.store.get(
+        request.cookies.get(state.session_cookie), touch=not api and not public
+    )
     new_cookie = None
-    if session is None and state.settings.auth == "none" and request.method in SAFE_METHODS and not public:
+    if (
+        session is None
+        and state.settings.auth == "none"
+        and request.method in SAFE_METHODS
+        and not public
+    ):
         new_cookie, session = await state.store.add(state.shared_session)
     if session is None:
         VISITOR.set(Visitor())
@@ -80,13 +95,16 @@ async def sessions(request: web.Request, handler: Any) -> web.StreamResponse:
         if api:
             return web.json_response({"error": "login required"}, status=401)
         if request.method in SAFE_METHODS:
-            raise web.HTTPSeeOther("/login" + ("" if request.path == "/" else "?next=" + quote(request.path_qs)))
+            raise web.HTTPSeeOther(
+                "/login" + ("" if request.path == "/" else "?next=" + quote(request.path_qs))
+            )
         return refuse(401, "login required (or your session has ended): reload the page")
     request[SESSION] = session
     if request.method not in SAFE_METHODS and request.path != "/login":
         token = (await request.post()).get("csrf_token")
         if not isinstance(token, str) or not hmac.compare_digest(
-                token.encode("utf-8", "surrogateescape"), session.csrf.encode()):
+            token.encode("utf-8", "surrogateescape"), session.csrf.encode()
+        ):
             return refuse(403, "the form's token is missing or not this session's: reload the page")
     VISITOR.set(Visitor(session.csrf, session.principal, logged_in=state.settings.auth != "none"))
     if new_cookie is None:
@@ -100,20 +118,32 @@ async def sessions(request: web.Request, handler: Any) -> web.StreamResponse:
     return response
 
 
-def _login_page(request: web.Request, status: int = 200, error: str | None = None,
-                headers: dict[str, str] | None = None, next_path: str | None = None) -> web.Response:
+def _login_page(
+    request: web.Request,
+    status: int = 200,
+    error: str | None = None,
+    headers: dict[str, str] | None = None,
+    next_path: str | None = None,
+) -> web.Response:
     state = request.app[STATE]
     token, nonce = state.login_token.issue(request.cookies.get(state.login_cookie))
     fields = hidden("next", local_path(next_path or request.query.get("next")))
     if state.settings.auth == "sasl":
         fields += field("username", "User name")
     fields += field("password", "Password", kind="password")
-    what = ("your Kafka user name and password (SASL " + state.settings.sasl_mechanism + ")"
-            if state.settings.auth == "sasl" else "the console's password")
+    what = (
+        "your Kafka user name and password (SASL " + state.settings.sasl_mechanism + ")"
+        if state.settings.auth == "sasl"
+        else "the console's password"
+    )
     notice = "Your session has ended: log in again." if request.query.get("ended") else None
     body = f"<p>Log in with {what}.</p>" + form("/login", fields, "Log in", "login", token=token)
-    response = web.Response(status=status, text=page("Log in", body, "", notice, error, nav=False),
-                            content_type="text/html", headers=headers)
+    response = web.Response(
+        status=status,
+        text=page("Log in", body, "", notice, error, nav=False),
+        content_type="text/html",
+        headers=headers,
+    )
     state.set_cookie(response, state.login_cookie, nonce, max_age=3600)
     return response
 
@@ -131,19 +161,33 @@ async def login(request: web.Request) -> web.StreamResponse:
         raise web.HTTPSeeOther("/")
     data = await request.post()
     token = data.get("csrf_token")
-    if not isinstance(token, str) or not state.login_token.check(token, request.cookies.get(state.login_cookie)):
-        return refuse(403, "this login form has expired or was not shown to this browser: reload it")
+    if not isinstance(token, str) or not state.login_token.check(
+        token, request.cookies.get(state.login_cookie)
+    ):
+        return refuse(
+            403, "this login form has expired or was not shown to this browser: reload it"
+        )
     next_path = local_path(str(data.get("next", "/")))
     peer = request.remote or "-"
     wait = state.throttle.admit(peer)
     if wait > 0:
         _event(logging.WARNING, "console.login_throttled", peer=peer)
-        return _login_page(request, 429, f"Too many login attempts from your address: try again in {wait:.0f} s.",
-                           {"Retry-After": str(max(1, round(wait)))}, next_path)
+        return _login_page(
+            request,
+            429,
+            f"Too many login attempts from your address: try again in {wait:.0f} s.",
+            {"Retry-After": str(max(1, round(wait)))},
+            next_path,
+        )
     if not state.throttle.begin():
         _event(logging.WARNING, "console.login_busy", peer=peer)
-        return _login_page(request, 503, "Too many logins are in progress: try again in a moment.",
-                           {"Retry-After": "1"}, next_path)
+        return _login_page(
+            request,
+            503,
+            "Too many logins are in progress: try again in a moment.",
+            {"Retry-After": "1"},
+            next_path,
+        )
     username = str(data.get("username", "")) if state.settings.auth == "sasl" else ""
     password = str(data.get("password", ""))
     try:
@@ -163,9 +207,19 @@ async def login(request: web.Request) -> web.StreamResponse:
         if session.owns_client:
             await session.admin.close()
         _event(logging.WARNING, "console.sessions_full", peer=peer)
-        return _login_page(request, 503, "The console holds as many sessions as it may: try again later.",
-                           next_path=next_path)
-    _event(logging.INFO, "console.login", user=printable(username), peer=peer, principal=printable(session.principal))
+        return _login_page(
+            request,
+            503,
+            "The console holds as many sessions as it may: try again later.",
+            next_path=next_path,
+        )
+    _event(
+        logging.INFO,
+        "console.login",
+        user=printable(username),
+        peer=peer,
+        principal=printable(session.principal),
+    )
     response = _see_other(next_path)
     state.set_cookie(response, state.session_cookie, cookie)
     state.del_cookie(response, state.login_cookie)
@@ -182,8 +236,11 @@ def _stamp(session: Session, now: float) -> Session:
 
 
 def _plausible(username: str, password: str) -> bool:
-    return (0 < len(username) <= MAX_USERNAME and 0 < len(password) <= MAX_PASSWORD
-            and printable(username) == username)
+    return (
+        0 < len(username) <= MAX_USERNAME
+        and 0 < len(password) <= MAX_PASSWORD
+        and printable(username) == username
+    )
 
 
 async def _attempt(state: ConsoleState, username: str, password: str, peer: str) -> Session | None:
@@ -192,12 +249,19 @@ async def _attempt(state: ConsoleState, username: str, password: str, peer: str)
     if settings.auth == "password":
         assert settings.password is not None
         if not same_secret(password, settings.password):
-            _event(logging.WARNING, "console.login_failed", peer=peer, reason="wrong console password")
+            _event(
+                logging.WARNING, "console.login_failed", peer=peer, reason="wrong console password"
+            )
             return None
         return state.shared_session(0.0)
     if not _plausible(username, password):
-        _event(logging.WARNING, "console.login_failed", user=printable(username[:MAX_USERNAME]), peer=peer,
-               reason="not a user name and password")
+        _event(
+            logging.WARNING,
+            "console.login_failed",
+            user=printable(username[:MAX_USERNAME]),
+            peer=peer,
+            reason="not a user name and password",
+        )
         return None
     config = {**settings.client_config, "sasl.username": username, "sasl.password": password}
     admin = AIOAdminClient(config)
@@ -208,7 +272,13 @@ async def _attempt(state: ConsoleState, username: str, password: str, peer: str)
         raise
     except KafkaError as e:
         await admin.close()
-        _event(logging.WARNING, "console.login_failed", user=printable(username), peer=peer, reason=e.name)
+        _event(
+            logging.WARNING,
+            "console.login_failed",
+            user=printable(username),
+            peer=peer,
+            reason=e.name,
+        )
         return None
     except BaseException:
         await admin.close()

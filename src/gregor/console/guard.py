@@ -79,8 +79,12 @@ def unreachable_page(request: web.Request, error: BaseException) -> web.Response
         f"{escape(why(error))}.</p><p>Check that the brokers run and that this host can reach them, then "
         f"{link(retry, 'retry', 'retry')}.</p>"
     )
-    return web.Response(status=503, text=page("Broker unreachable", body, ""), content_type="text/html",
-                        headers={"Retry-After": "5"})
+    return web.Response(
+        status=503,
+        text=page("Broker unreachable", body, ""),
+        content_type="text/html",
+        headers={"Retry-After": "5"},
+    )
 
 
 @web.middleware
@@ -97,7 +101,9 @@ async def broker_errors(request: web.Request, handler: Any) -> web.StreamRespons
         if api:
             return web.json_response({"error": why(e)}, status=status)
         body = f"<p id='refused'>The cluster answered: {escape(why(e))}.</p>"
-        return web.Response(status=status, text=page("The cluster refused", body, ""), content_type="text/html")
+        return web.Response(
+            status=status, text=page("The cluster refused", body, ""), content_type="text/html"
+        )
 
 
 async def security_headers(request: web.Request, response: web.StreamResponse) -> None:

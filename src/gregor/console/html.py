@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-NAV = (("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"), ("/acls", "ACLs"), ("/users", "Users"))
+NAV = (
+    ("/", "Overview"),
+    ("/topics", "Topics"),
+    ("/groups", "Consumer groups"),
+    ("/acls", "ACLs"),
+    ("/users", "Users"),
+)
 
 
 @dataclass(frozen=True)
@@ -32,16 +38,29 @@ def visitor() -> Visitor:
     return VISITOR.get() or NOBODY
 
 
-def page(title: str, body: str, active: str = "/", message: str | None = None, error: str | None = None,
-         nav: bool = True) -> str:
+def page(
+    title: str,
+    body: str,
+    active: str = "/",
+    message: str | None = None,
+    error: str | None = None,
+    nav: bool = True,
+) -> str:
     who_is = visitor()
-    links = "".join(
-        f'<a href="{href}" class="{"active" if href == active else ""}">{escape(label)}</a>' for href, label in NAV
-    ) if nav else ""
+    links = (
+        "".join(
+            f'<a href="{href}" class="{"active" if href == active else ""}">{escape(label)}</a>'
+            for href, label in NAV
+        )
+        if nav
+        else ""
+    )
     who = ""
     if who_is.principal:
         out = form("/logout", "", "Log out", "logout") if who_is.logged_in else ""
-        who = f"<span class='who'><span id='principal'>{escape(who_is.principal)}</span>{out}</span>"
+        who = (
+            f"<span class='who'><span id='principal'>{escape(who_is.principal)}</span>{out}</span>"
+        )
     notice = ""
     if message:
         notice += f'<p class="notice" id="message">{escape(message)}</p>'
@@ -61,7 +80,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], table_id: str =
     """Cells are escaped unless they are ``Raw``."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td>{cell if isinstance(cell, Raw) else escape(str(cell))}</td>" for cell in row) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td>{cell if isinstance(cell, Raw) else escape(str(cell))}</td>" for cell in row
+        )
+        + "</tr>"
         for row in rows
     )
     ident = f" id='{escape(table_id)}'" if table_id else ""
@@ -91,7 +114,9 @@ def form(action: str, fields: str, button: str, form_id: str = "", token: str | 
     )
 
 
-def field(name: str, label: str, value: str = "", kind: str = "text", options: Sequence[str] = ()) -> str:
+def field(
+    name: str, label: str, value: str = "", kind: str = "text", options: Sequence[str] = ()
+) -> str:
     if options:
         opts = "".join(
             f"<option value='{escape(o, quote=True)}'{' selected' if o == value else ''}>{escape(o)}</option>"

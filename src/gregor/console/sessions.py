@@ -72,8 +72,13 @@ def _key(cookie: str) -> bytes:
 
 
 class SessionStore:
-    def __init__(self, idle_timeout_s: float, lifetime_s: float, max_sessions: int,
-                 clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        idle_timeout_s: float,
+        lifetime_s: float,
+        max_sessions: int,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self.idle_timeout_s = idle_timeout_s
         self.lifetime_s = lifetime_s
         self.max_sessions = max_sessions
@@ -140,13 +145,17 @@ class SessionStore:
 
 
 class LoginThrottle:
-    def __init__(self, attempts: int, window_s: float, concurrent: int, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, attempts: int, window_s: float, concurrent: int, clock: Clock = time.monotonic
+    ) -> None:
         self.capacity = float(attempts)
         self.rate = attempts / window_s
         self.concurrent = concurrent
         self.in_progress = 0
         self.clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # address: (tokens, at)
+        self._buckets: OrderedDict[str, tuple[float, float]] = (
+            OrderedDict()
+        )  # address: (tokens, at)
 
     def admit(self, address: str) -> float:
         """Take one attempt from ``address``'s bucket: 0.0 when allowed, else the seconds until
@@ -210,7 +219,9 @@ def _b(text: str) -> bytes:
 
 def same_secret(given: str, expected: str) -> bool:
     """Constant-time comparison of two secrets of any length."""
-    return hmac.compare_digest(hashlib.sha256(_b(given)).digest(), hashlib.sha256(_b(expected)).digest())
+    return hmac.compare_digest(
+        hashlib.sha256(_b(given)).digest(), hashlib.sha256(_b(expected)).digest()
+    )
 
 
 async def run_every(seconds: float, fn: Callable[[], Any]) -> None:

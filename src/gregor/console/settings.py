@@ -144,17 +144,24 @@ def _choose_auth(auth: str, config: Mapping[str, Any], password: str | None) -> 
         if mechanism not in SASL_MECHANISMS:
             raise ConsoleConfigError(
                 f"--auth sasl: visitors log in with a user name and password, so -X sasl.mechanism must "
-                f"be one of {', '.join(SASL_MECHANISMS)}" + (f" (not {mechanism})" if mechanism else "")
+                f"be one of {', '.join(SASL_MECHANISMS)}"
+                + (f" (not {mechanism})" if mechanism else "")
             )
         if password is not None:
-            raise ConsoleConfigError("a console password is for --auth password; with --auth sasl visitors "
-                                     "log in with their Kafka credentials")
+            raise ConsoleConfigError(
+                "a console password is for --auth password; with --auth sasl visitors "
+                "log in with their Kafka credentials"
+            )
     if auth == "password":
         if password is None:
-            raise ConsoleConfigError("--auth password needs the password in GREGOR_CONSOLE_PASSWORD or "
-                                     "a file named by --password-file")
+            raise ConsoleConfigError(
+                "--auth password needs the password in GREGOR_CONSOLE_PASSWORD or "
+                "a file named by --password-file"
+            )
         if len(password) < MIN_PASSWORD_LENGTH:
-            raise ConsoleConfigError(f"the console password must have at least {MIN_PASSWORD_LENGTH} characters")
+            raise ConsoleConfigError(
+                f"the console password must have at least {MIN_PASSWORD_LENGTH} characters"
+            )
     return auth
 
 
@@ -244,7 +251,9 @@ def resolve(
     if tls_key and not tls_cert:
         raise ConsoleConfigError("--tls-key needs --tls-cert")
     if tls_cert and tls_proxy:
-        raise ConsoleConfigError("--tls-cert serves TLS itself; --tls-proxy says a proxy in front does: choose one")
+        raise ConsoleConfigError(
+            "--tls-cert serves TLS itself; --tls-proxy says a proxy in front does: choose one"
+        )
     context = tls_context(tls_cert, tls_key, tls_key_password) if tls_cert else None
     if not loopback and context is None and not tls_proxy:
         if not insecure_plain_http:
@@ -259,8 +268,15 @@ def resolve(
             "session cookies cross the network in clear (--insecure-plain-http)."
         )
     settings = ConsoleSettings(
-        client_config=dict(client_config), host=host, port=port, auth=auth, password=password,
-        allowed_hosts=_allowed_hosts(host, allowed_hosts), tls=context, tls_proxy=tls_proxy, **limits,
+        client_config=dict(client_config),
+        host=host,
+        port=port,
+        auth=auth,
+        password=password,
+        allowed_hosts=_allowed_hosts(host, allowed_hosts),
+        tls=context,
+        tls_proxy=tls_proxy,
+        **limits,
     )
     for name in ("idle_timeout_s", "session_lifetime_s", "login_window_s"):
         if getattr(settings, name) <= 0:
@@ -278,5 +294,7 @@ def read_password(path: str | None) -> str | None:
             with open(path) as f:
                 return f.readline().rstrip("\r\n")
         except OSError as e:
-            raise ConsoleConfigError(f"--password-file {path} cannot be read: {e.strerror or e}") from None
+            raise ConsoleConfigError(
+                f"--password-file {path} cannot be read: {e.strerror or e}"
+            ) from None
     return os.environ.get("GREGOR_CONSOLE_PASSWORD")

@@ -26,8 +26,12 @@ class ConsoleState:
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.store = SessionStore(s.idle_timeout_s, s.session_lifetime_s, s.max_sessions, self.clock)
-        self.throttle = LoginThrottle(s.login_attempts, s.login_window_s, s.max_concurrent_logins, self.clock)
+        self.store = SessionStore(
+            s.idle_timeout_s, s.session_lifetime_s, s.max_sessions, self.clock
+        )
+        self.throttle = LoginThrottle(
+            s.login_attempts, s.login_window_s, s.max_concurrent_logins, self.clock
+        )
 
     @property
     def session_cookie(self) -> str:
@@ -41,15 +45,32 @@ class ConsoleState:
     def shared_session(self, now: float) -> Session:
         s = self.settings
         principal = "no login" if s.auth == "none" else f"console login, as {s.principal()}"
-        return Session(principal, self.shared_admin, dict(s.client_config), owns_client=False, created=now,
-                       last_seen=now)
+        return Session(
+            principal,
+            self.shared_admin,
+            dict(s.client_config),
+            owns_client=False,
+            created=now,
+            last_seen=now,
+        )
 
-    def set_cookie(self, response: web.StreamResponse, name: str, value: str, max_age: int | None = None) -> None:
-        response.set_cookie(name, value, path="/", httponly=True, samesite="Strict", secure=self.settings.secure,
-                            max_age=max_age)
+    def set_cookie(
+        self, response: web.StreamResponse, name: str, value: str, max_age: int | None = None
+    ) -> None:
+        response.set_cookie(
+            name,
+            value,
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=self.settings.secure,
+            max_age=max_age,
+        )
 
     def del_cookie(self, response: web.StreamResponse, name: str) -> None:
-        response.del_cookie(name, path="/", secure=self.settings.secure, httponly=True, samesite="Strict")
+        response.del_cookie(
+            name, path="/", secure=self.settings.secure, httponly=True, samesite="Strict"
+        )
 
 
 STATE: web.AppKey[ConsoleState] = web.AppKey("console_state", ConsoleState)

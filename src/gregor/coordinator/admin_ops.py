@@ -34,34 +34,65 @@ class AdminOps(CoordinatorCore):
     def describe_groups(self, token: Any, req: DescribeGroupsRequest, version: int) -> None:
         G = DescribeGroupsResponse.Groups
         M = G.Members
-        ops = GROUP_AUTHORIZED_OPERATIONS if version >= 3 and req.include_authorized_operations else -2147483648
+        ops = (
+            GROUP_AUTHORIZED_OPERATIONS
+            if version >= 3 and req.include_authorized_operations
+            else -2147483648
+        )
         out = []
         for gid in req.groups:
             err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
             if err:
-                out.append(G(error_code=err, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+                out.append(
+                    G(
+                        error_code=err,
+                        group_id=gid,
+                        group_state="",
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             group = self.groups.get(gid)
             if group is None or (isinstance(group, ClassicGroup) and group.is_(ClassicState.DEAD)):
-                out.append(G(error_code=0, group_id=gid, group_state="Dead", protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+                out.append(
+                    G(
+                        error_code=0,
+                        group_id=gid,
+                        group_state="Dead",
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             if isinstance(group, ClassicGroup):
                 stable = group.is_(ClassicState.STABLE)
                 members = [
                     M(
-                        member_id=m.member_id, group_instance_id=m.group_instance_id,
-                        client_id=m.client_id, client_host=m.client_host,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
                         member_metadata=m.metadata(group.protocol_name) if stable else b"",
                         member_assignment=m.assignment if stable else b"",
                     )
                     for m in group.members.values()
                 ]
-                out.append(G(
-                    error_code=0, group_id=gid, group_state=group.describe_state(),
-                    protocol_type=group.protocol_type or "",
-                    protocol_data=(group.protocol_name or "") if stable else "",
-                    members=members, authorized_operations=ops,
-                ))
+                out.append(
+                    G(
+                        error_code=0,
+                        group_id=gid,
+                        group_state=group.describe_state(),
+                        protocol_type=group.protocol_type or "",
+                        protocol_data=(group.protocol_name or "") if stable else "",
+                        members=members,
+                        authorized_operations=ops,
+                    )
+                )
                 continue
             members = []
             for m in group.members.values():
@@ -70,18 +101,27 @@ class AdminOps(CoordinatorCore):
                     name = self.topics.topic_name(tid)
                     if name is not None and ps:
                         assigned[name] = sorted(ps)
-                members.append(M(
-                    member_id=m.member_id, group_instance_id=m.instance_id,
-                    client_id=m.client_id, client_host=m.client_host,
-                    member_metadata=encode_subscription(sorted(self.member_topics(m, group))),
-                    member_assignment=encode_assignment(assigned),
-                ))
-            out.append(G(
-                error_code=0, group_id=gid, group_state=group.describe_state(),
-                protocol_type=CONSUMER_PROTOCOL_TYPE,
-                protocol_data=group.assignor_name if group.members else "",
-                members=members, authorized_operations=ops,
-            ))
+                members.append(
+                    M(
+                        member_id=m.member_id,
+                        group_instance_id=m.instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=encode_subscription(sorted(self.member_topics(m, group))),
+                        member_assignment=encode_assignment(assigned),
+                    )
+                )
+            out.append(
+                G(
+                    error_code=0,
+                    group_id=gid,
+                    group_state=group.describe_state(),
+                    protocol_type=CONSUMER_PROTOCOL_TYPE,
+                    protocol_data=group.assignor_name if group.members else "",
+                    members=members,
+                    authorized_operations=ops,
+                )
+            )
         self.reply(token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
 
     def list_groups(self, token: Any, req: ListGroupsRequest, version: int) -> None:
@@ -101,15 +141,22 @@ class AdminOps(CoordinatorCore):
                 continue
             if types and group.TYPE not in types:
                 continue
-            out.append(ListGroupsResponse.Groups(
-                group_id=group.group_id, protocol_type=protocol_type,
-                group_state=state, group_type=group.TYPE,
-            ))
-        self.reply(token, ListGroupsResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else 0,
-            groups=out,
-        ))
+            out.append(
+                ListGroupsResponse.Groups(
+                    group_id=group.group_id,
+                    protocol_type=protocol_type,
+                    group_state=state,
+                    group_type=group.TYPE,
+                )
+            )
+        self.reply(
+            token,
+            ListGroupsResponse(
+                throttle_time_ms=0,
+                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else 0,
+                groups=out,
+            ),
+        )
 
     def delete_groups(self, token: Any, req: DeleteGroupsRequest, version: int) -> None:
         names = list(req.groups_names)
@@ -117,10 +164,16 @@ class AdminOps(CoordinatorCore):
         waiting = [0]
 
         def finish() -> None:
-            self.reply(token, DeleteGroupsResponse(
-                throttle_time_ms=0,
-                results=[DeleteGroupsResponse.Results(group_id=g, error_code=results[i]) for i, g in enumerate(names)],
-            ))
+            self.reply(
+                token,
+                DeleteGroupsResponse(
+                    throttle_time_ms=0,
+                    results=[
+                        DeleteGroupsResponse.Results(group_id=g, error_code=results[i])
+                        for i, g in enumerate(names)
+                    ],
+                ),
+            )
 
         for i, gid in enumerate(names):
             err = self.partition_error(gid) if gid else ErrorCode.INVALID_GROUP_ID
@@ -144,7 +197,9 @@ class AdminOps(CoordinatorCore):
             records += self.group_tombstones(group)  # type: ignore[attr-defined]
             waiting[0] += 1
 
-            def done(code: int, _offset: int, i: int = i, gid: str = gid, group: Any = group) -> None:
+            def done(
+                code: int, _offset: int, i: int = i, gid: str = gid, group: Any = group
+            ) -> None:
                 if code:
                     results[i] = storage_error_to_coordinator(code)
                 else:

@@ -74,7 +74,9 @@ def uniform_assign(
     return _uniform_general(members, partitions)
 
 
-def _all_partitions(topics: frozenset[uuid.UUID] | set[uuid.UUID], partitions: Mapping[uuid.UUID, int]) -> list[tuple[uuid.UUID, int]]:
+def _all_partitions(
+    topics: frozenset[uuid.UUID] | set[uuid.UUID], partitions: Mapping[uuid.UUID, int]
+) -> list[tuple[uuid.UUID, int]]:
     return [(t, p) for t in sorted(topics, key=str) for p in range(partitions[t])]
 
 
@@ -90,7 +92,8 @@ def _uniform_homogeneous(
     for mid in order:
         cur = members[mid].current
         kept[mid] = sorted(
-            ((t, p) for t, ps in cur.items() for p in ps if (t, p) in valid), key=lambda x: (str(x[0]), x[1])
+            ((t, p) for t, ps in cur.items() for p in ps if (t, p) in valid),
+            key=lambda x: (str(x[0]), x[1]),
         )
     base, extra = divmod(len(all_tps), len(order))
     # The members that already own the most get the larger quotas: fewest moves.

@@ -166,9 +166,7 @@ class ClassicGroup:
         return sum(1 for m in self.members.values() if m.awaiting_join)
 
     def has_all_members_joined(self) -> bool:
-        return (
-            len(self.members) == self.awaiting_join_count() and not self.pending_members
-        )
+        return len(self.members) == self.awaiting_join_count() and not self.pending_members
 
     def not_yet_rejoined(self) -> list[ClassicMember]:
         return [m for m in self.members.values() if not m.awaiting_join]

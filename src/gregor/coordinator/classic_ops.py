@@ -63,7 +63,9 @@ class ClassicOps(ClassicRebalance):
         session = req.session_timeout_ms
         if not cfg.min_session_timeout_ms <= session <= cfg.max_session_timeout_ms:
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
-        rebalance = req.rebalance_timeout_ms if version >= 1 and req.rebalance_timeout_ms >= 0 else session
+        rebalance = (
+            req.rebalance_timeout_ms if version >= 1 and req.rebalance_timeout_ms >= 0 else session
+        )
         instance_id = req.group_instance_id if version >= 5 else None
         protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
         group = self.groups.get(gid)
@@ -92,104 +94,205 @@ class ClassicOps(ClassicRebalance):
         group = ClassicGroup(cg.group_id, state_timestamp=self.clock())
         group.offsets = cg.offsets
         self.groups[cg.group_id] = group
-        self.write(cg.group_id, [
-            (ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, cg.group_id), None),
-            (ConsumerGroupKey(CONSUMER_GROUP_METADATA, cg.group_id), None),
-        ])
+        self.write(
+            cg.group_id,
+            [
+                (ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, cg.group_id), None),
+                (ConsumerGroupKey(CONSUMER_GROUP_METADATA, cg.group_id), None),
+            ],
+        )
         return group
 
     def _join_unknown(
-        self, group: ClassicGroup, token: Any, version: int, instance_id: str | None,
-        client_id: str, client_host: str, rebalance: int, session: int,
-        protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group: ClassicGroup,
+        token: Any,
+        version: int,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance: int,
+        session: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
         new_id = _new_member_id(instance_id if instance_id is not None else client_id)
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
             if old_id is not None:
                 self._replace_static_member(
-                    group, token, version, instance_id, old_id, new_id,
-                    rebalance, session, protocols,
+                    group,
+                    token,
+                    version,
+                    instance_id,
+                    old_id,
+                    new_id,
+                    rebalance,
+                    session,
+                    protocols,
                 )
                 return
             self._add_member_and_rebalance(
-                group, token, version, new_id, instance_id, client_id, client_host,
-                rebalance, session, protocol_type, protocols,
+                group,
+                token,
+                version,
+                new_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance,
+                session,
+                protocol_type,
+                protocols,
             )
         elif version >= 4:
             # KIP-394: hand out the id first; the member joins for real with it.
             group.pending_members.add(new_id)
             self.timers.schedule(
-                ("hb", group.group_id, new_id), self.clock() + session,
+                ("hb", group.group_id, new_id),
+                self.clock() + session,
                 lambda: self._expire_pending_member(group.group_id, new_id),
             )
-            self.reply(token, self.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
+            self.reply(
+                token, self.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
+            )
         else:
             self._add_member_and_rebalance(
-                group, token, version, new_id, None, client_id, client_host,
-                rebalance, session, protocol_type, protocols,
+                group,
+                token,
+                version,
+                new_id,
+                None,
+                client_id,
+                client_host,
+                rebalance,
+                session,
+                protocol_type,
+                protocols,
             )
 
     def _join_known(
-        self, group: ClassicGroup, token: Any, version: int, member_id: str,
-        instance_id: str | None, client_id: str, client_host: str, rebalance: int,
-        session: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group: ClassicGroup,
+        token: Any,
+        version: int,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance: int,
+        session: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self.timers.cancel(("hb", group.group_id, member_id))
             self._add_member_and_rebalance(
-                group, token, version, member_id, instance_id, client_id, client_host,
-                rebalance, session, protocol_type, protocols,
+                group,
+                token,
+                version,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance,
+                session,
+                protocol_type,
+                protocols,
             )
             return
         if group.is_static_member_fenced(member_id, instance_id):
-            self.reply(token, self.join_response(version, ErrorCode.FENCED_INSTANCE_ID, member_id=member_id))
+            self.reply(
+                token,
+                self.join_response(version, ErrorCode.FENCED_INSTANCE_ID, member_id=member_id),
+            )
             return
         member = group.members.get(member_id)
         if member is None or group.is_(S.EMPTY) or group.is_(S.DEAD):
-            self.reply(token, self.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+            self.reply(
+                token, self.join_response(version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            )
             return
         if group.is_(S.PREPARING_REBALANCE):
-            self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols)
+            self._update_member_and_rebalance(
+                group, member, token, version, rebalance, session, protocols
+            )
         elif group.is_(S.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # It did not get the join response: send the current generation again.
-                self.reply(token, self._current_join_response(group, member, version, member_id == group.leader_id))
+                self.reply(
+                    token,
+                    self._current_join_response(
+                        group, member, version, member_id == group.leader_id
+                    ),
+                )
             else:
-                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols)
+                self._update_member_and_rebalance(
+                    group, member, token, version, rebalance, session, protocols
+                )
         else:  # Stable
             if member_id == group.leader_id or not member.matches(protocols):
-                self._update_member_and_rebalance(group, member, token, version, rebalance, session, protocols)
+                self._update_member_and_rebalance(
+                    group, member, token, version, rebalance, session, protocols
+                )
             else:
                 self.reply(token, self._current_join_response(group, member, version, False))
 
     def _add_member_and_rebalance(
-        self, group: ClassicGroup, token: Any, version: int, member_id: str,
-        instance_id: str | None, client_id: str, client_host: str, rebalance: int,
-        session: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group: ClassicGroup,
+        token: Any,
+        version: int,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance: int,
+        session: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
         member = ClassicMember(
-            member_id=member_id, group_instance_id=instance_id, client_id=client_id,
-            client_host=client_host, rebalance_timeout_ms=rebalance, session_timeout_ms=session,
-            protocol_type=protocol_type, protocols=protocols, join_token=token,
-            join_version=version, is_new=True,
+            member_id=member_id,
+            group_instance_id=instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance,
+            session_timeout_ms=session,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            join_token=token,
+            join_version=version,
+            is_new=True,
         )
         group.add(member)
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         # A new member cannot heartbeat until its join completes; if the join never does,
         # drop it after the new-member timeout (it retries if still alive).
-        self.schedule_heartbeat_expiry(group, member, self.clock() + self.config.new_member_join_timeout_ms)
+        self.schedule_heartbeat_expiry(
+            group, member, self.clock() + self.config.new_member_join_timeout_ms
+        )
         self._maybe_prepare_rebalance(group)
 
     def _update_member_and_rebalance(
-        self, group: ClassicGroup, member: ClassicMember, token: Any, version: int,
-        rebalance: int, session: int, protocols: list[tuple[str, bytes]],
+        self,
+        group: ClassicGroup,
+        member: ClassicMember,
+        token: Any,
+        version: int,
+        rebalance: int,
+        session: int,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
         if member.join_token is not None and member.join_token is not token:
-            self.reply(member.join_token, self.join_response(
-                member.join_version, ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+            self.reply(
+                member.join_token,
+                self.join_response(
+                    member.join_version, ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
+                ),
+            )
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance
         member.session_timeout_ms = session
@@ -198,13 +301,26 @@ class ClassicOps(ClassicRebalance):
         self._maybe_prepare_rebalance(group)
 
     def _replace_static_member(
-        self, group: ClassicGroup, token: Any, version: int, instance_id: str, old_id: str,
-        new_id: str, rebalance: int, session: int, protocols: list[tuple[str, bytes]],
+        self,
+        group: ClassicGroup,
+        token: Any,
+        version: int,
+        instance_id: str,
+        old_id: str,
+        new_id: str,
+        rebalance: int,
+        session: int,
+        protocols: list[tuple[str, bytes]],
     ) -> None:
         old = group.members[old_id]
         # A live old instance learns it was replaced.
         if old.join_token is not None:
-            self.reply(old.join_token, self.join_response(old.join_version, ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+            self.reply(
+                old.join_token,
+                self.join_response(
+                    old.join_version, ErrorCode.FENCED_INSTANCE_ID, member_id=old_id
+                ),
+            )
             old.join_token = None
         if old.sync_token is not None:
             self.reply(old.sync_token, self.sync_response(ErrorCode.FENCED_INSTANCE_ID))
@@ -230,20 +346,30 @@ class ClassicOps(ClassicRebalance):
                         if group.members.get(new_id) is member:
                             group.replace_static_member(instance_id, new_id, old_id)
                             self.timers.cancel(("hb", group.group_id, new_id))
-                            self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
-                        self.reply(token, self.join_response(version, storage_error_to_coordinator(code), member_id=new_id))
+                            self.schedule_heartbeat_expiry(
+                                group, member, self.clock() + member.session_timeout_ms
+                            )
+                        self.reply(
+                            token,
+                            self.join_response(
+                                version, storage_error_to_coordinator(code), member_id=new_id
+                            ),
+                        )
                         return
                     skip = version >= 9 and group.leader_id == new_id
-                    self.reply(token, self.join_response(
-                        version,
-                        member_id=new_id,
-                        generation_id=generation,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader=(group.leader_id if version >= 9 else leader_before) or "",
-                        members=self._member_list(group) if skip else [],
-                        skip_assignment=skip,
-                    ))
+                    self.reply(
+                        token,
+                        self.join_response(
+                            version,
+                            member_id=new_id,
+                            generation_id=generation,
+                            protocol_type=group.protocol_type,
+                            protocol_name=group.protocol_name,
+                            leader=(group.leader_id if version >= 9 else leader_before) or "",
+                            members=self._member_list(group) if skip else [],
+                            skip_assignment=skip,
+                        ),
+                    )
 
                 self.store_group(group, done)
             else:
@@ -255,7 +381,6 @@ class ClassicOps(ClassicRebalance):
         else:  # PreparingRebalance: the member is now part of this rebalance
             member.join_token, member.join_version = token, version
             self._try_complete_join(group)
-
 
     # --- SyncGroup ---
 
@@ -317,7 +442,9 @@ class ClassicOps(ClassicRebalance):
             if not group.is_(S.COMPLETING_REBALANCE) or generation != group.generation_id:
                 return
             if code:
-                self._reset_and_propagate_assignment_error(group, storage_error_to_coordinator(code))
+                self._reset_and_propagate_assignment_error(
+                    group, storage_error_to_coordinator(code)
+                )
                 self._maybe_prepare_rebalance(group)
                 return
             group.transition(S.STABLE, self.clock())
@@ -372,13 +499,21 @@ class ClassicOps(ClassicRebalance):
                 code = top or (errors[0] if errors else 0)
                 self.reply(token, LeaveGroupResponse(throttle_time_ms=0, error_code=code))
                 return
-            self.reply(token, LeaveGroupResponse(
-                throttle_time_ms=0, error_code=top,
-                members=[] if top else [
-                    LeaveGroupResponse.Members(member_id=mid, group_instance_id=iid, error_code=e)
-                    for (mid, iid), e in zip(leaving, errors, strict=True)
-                ],
-            ))
+            self.reply(
+                token,
+                LeaveGroupResponse(
+                    throttle_time_ms=0,
+                    error_code=top,
+                    members=[]
+                    if top
+                    else [
+                        LeaveGroupResponse.Members(
+                            member_id=mid, group_instance_id=iid, error_code=e
+                        )
+                        for (mid, iid), e in zip(leaving, errors, strict=True)
+                    ],
+                ),
+            )
 
         if not gid:
             return answer(ErrorCode.INVALID_GROUP_ID, [])

@@ -78,7 +78,9 @@ class ClassicRebalance(CoordinatorCore):
             for m in group.members.values()
         ]
 
-    def _current_join_response(self, group: ClassicGroup, member: ClassicMember, version: int, leader_view: bool) -> JoinGroupResponse:
+    def _current_join_response(
+        self, group: ClassicGroup, member: ClassicMember, version: int, leader_view: bool
+    ) -> JoinGroupResponse:
         return self.join_response(
             version,
             member_id=member.member_id,
@@ -88,7 +90,6 @@ class ClassicRebalance(CoordinatorCore):
             leader=group.leader_id or "",
             members=self._member_list(group) if leader_view else [],
         )
-
 
     # --- rebalance ---
 
@@ -107,15 +108,27 @@ class ClassicRebalance(CoordinatorCore):
         initial = group.is_(S.EMPTY)
         group.transition(S.PREPARING_REBALANCE, now)
         gid = group.group_id
-        log_event(log, "group.rebalance", group=gid, generation=group.generation_id, members=len(group.members))
+        log_event(
+            log,
+            "group.rebalance",
+            group=gid,
+            generation=group.generation_id,
+            members=len(group.members),
+        )
         if initial:
             delay = self.config.initial_rebalance_delay_ms
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
             group.new_member_added = False
-            self.timers.schedule(("join", gid), now + delay, lambda: self._on_initial_delay(group, delay))
+            self.timers.schedule(
+                ("join", gid), now + delay, lambda: self._on_initial_delay(group, delay)
+            )
         else:
             group.initial_delay_remaining_ms = -1
-            self.timers.schedule(("join", gid), now + group.rebalance_timeout_ms(), lambda: self._complete_join(group))
+            self.timers.schedule(
+                ("join", gid),
+                now + group.rebalance_timeout_ms(),
+                lambda: self._complete_join(group),
+            )
             self._try_complete_join(group)
 
     def _on_initial_delay(self, group: ClassicGroup, last_delay: int) -> None:
@@ -125,7 +138,8 @@ class ClassicRebalance(CoordinatorCore):
             delay = min(self.config.initial_rebalance_delay_ms, remaining)
             group.initial_delay_remaining_ms = max(remaining - delay, 0)
             self.timers.schedule(
-                ("join", group.group_id), self.clock() + delay,
+                ("join", group.group_id),
+                self.clock() + delay,
                 lambda: self._on_initial_delay(group, delay),
             )
         else:
@@ -151,26 +165,40 @@ class ClassicRebalance(CoordinatorCore):
         now = self.clock()
         if group.members and not group.maybe_elect_new_joined_leader():
             # Nobody rejoined: wait another round for session expiry to clear them out.
-            self.timers.schedule(("join", gid), now + group.rebalance_timeout_ms(), lambda: self._complete_join(group))
+            self.timers.schedule(
+                ("join", gid),
+                now + group.rebalance_timeout_ms(),
+                lambda: self._complete_join(group),
+            )
             return
         group.generation_id += 1
         if group.members:
             group.protocol_name = group.select_protocol()
             log_event(
-                log, "group.generation", group=gid, generation=group.generation_id,
-                protocol=group.protocol_name, members=len(group.members), leader=group.leader_id,
+                log,
+                "group.generation",
+                group=gid,
+                generation=group.generation_id,
+                protocol=group.protocol_name,
+                members=len(group.members),
+                leader=group.leader_id,
             )
             group.transition(S.COMPLETING_REBALANCE, now)
             group.pending_sync = set(group.members)
             generation = group.generation_id
             self.timers.schedule(
-                ("sync", gid), now + group.rebalance_timeout_ms(),
+                ("sync", gid),
+                now + group.rebalance_timeout_ms(),
                 lambda: self._expire_pending_sync(group, generation),
             )
             for m in group.members.values():
                 if m.join_token is not None:
-                    self.reply(m.join_token, self._current_join_response(
-                        group, m, m.join_version, m.member_id == group.leader_id))
+                    self.reply(
+                        m.join_token,
+                        self._current_join_response(
+                            group, m, m.join_version, m.member_id == group.leader_id
+                        ),
+                    )
                     m.join_token = None
                 m.is_new = False
                 self.schedule_heartbeat_expiry(group, m, now + m.session_timeout_ms)
@@ -197,17 +225,23 @@ class ClassicRebalance(CoordinatorCore):
                 self.reply(m.sync_token, self.sync_response(error))
                 m.sync_token = None
 
-    def _set_and_propagate_assignment(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
+    def _set_and_propagate_assignment(
+        self, group: ClassicGroup, assignment: dict[str, bytes]
+    ) -> None:
         now = self.clock()
         for m in group.members.values():
             m.assignment = assignment.get(m.member_id, b"")
             if m.sync_token is not None:
-                self.reply(m.sync_token, self.sync_response(
-                    0, m.assignment, group.protocol_type, group.protocol_name))
+                self.reply(
+                    m.sync_token,
+                    self.sync_response(0, m.assignment, group.protocol_type, group.protocol_name),
+                )
                 m.sync_token = None
                 self.schedule_heartbeat_expiry(group, m, now + m.session_timeout_ms)
 
-    def group_metadata_value(self, group: ClassicGroup, assignment: dict[str, bytes] | None = None) -> GroupMetadataValue:
+    def group_metadata_value(
+        self, group: ClassicGroup, assignment: dict[str, bytes] | None = None
+    ) -> GroupMetadataValue:
         return GroupMetadataValue(
             protocol_type=group.protocol_type or "",
             generation=group.generation_id,
@@ -229,27 +263,39 @@ class ClassicRebalance(CoordinatorCore):
             ],
         )
 
-    def store_group(self, group: ClassicGroup, on_done: Any, assignment: dict[str, bytes] | None = None) -> None:
+    def store_group(
+        self, group: ClassicGroup, on_done: Any, assignment: dict[str, bytes] | None = None
+    ) -> None:
         value = self.group_metadata_value(group, assignment)
         self.write(group.group_id, [(GroupMetadataKey(group.group_id), value)], on_done)
 
     # --- member removal and expiry ---
 
-    def _remove_member(self, group: ClassicGroup, member_id: str, reason: str) -> ClassicMember | None:
+    def _remove_member(
+        self, group: ClassicGroup, member_id: str, reason: str
+    ) -> ClassicMember | None:
         member = group.remove(member_id)
         self.timers.cancel(("hb", group.group_id, member_id))
         if member is not None:
-            log_event(log, "group.member_removed", group=group.group_id, member=member_id, reason=reason)
+            log_event(
+                log, "group.member_removed", group=group.group_id, member=member_id, reason=reason
+            )
             if member.join_token is not None:
-                self.reply(member.join_token, self.join_response(
-                    member.join_version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+                self.reply(
+                    member.join_token,
+                    self.join_response(
+                        member.join_version, ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id
+                    ),
+                )
                 member.join_token = None
             if member.sync_token is not None:
                 self.reply(member.sync_token, self.sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
                 member.sync_token = None
         return member
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, reason: str) -> None:
+    def _remove_member_and_update_group(
+        self, group: ClassicGroup, member_id: str, reason: str
+    ) -> None:
         self._remove_member(group, member_id, reason)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group)
@@ -262,10 +308,14 @@ class ClassicRebalance(CoordinatorCore):
             group.pending_members.discard(member_id)
             self._try_complete_join(group)
 
-    def schedule_heartbeat_expiry(self, group: ClassicGroup, member: ClassicMember, deadline: int) -> None:
+    def schedule_heartbeat_expiry(
+        self, group: ClassicGroup, member: ClassicMember, deadline: int
+    ) -> None:
         member.heartbeat_deadline = deadline
         gid, mid = group.group_id, member.member_id
-        self.timers.schedule(("hb", gid, mid), deadline, lambda: self._on_heartbeat_expired(gid, mid))
+        self.timers.schedule(
+            ("hb", gid, mid), deadline, lambda: self._on_heartbeat_expired(gid, mid)
+        )
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -278,4 +328,6 @@ class ClassicRebalance(CoordinatorCore):
             # Members waiting on a rebalance owe no heartbeats.
             self.schedule_heartbeat_expiry(group, member, self.clock() + member.session_timeout_ms)
             return
-        self._remove_member_and_update_group(group, member_id, "new member join timeout" if member.is_new else "session timeout")
+        self._remove_member_and_update_group(
+            group, member_id, "new member join timeout" if member.is_new else "session timeout"
+        )

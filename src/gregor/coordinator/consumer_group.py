@@ -150,7 +150,10 @@ class ConsumerGroup:
         if member is None:
             return None
         self.release(member)
-        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+        if (
+            member.instance_id is not None
+            and self.static_members.get(member.instance_id) == member_id
+        ):
             del self.static_members[member.instance_id]
         self.target.pop(member_id, None)
         return member
@@ -169,16 +172,17 @@ class ConsumerGroup:
 
     # --- reconciliation ---
 
-    def reconcile(
-        self, member: ConsumerMember, owned: Assignment | None
-    ) -> bool:
+    def reconcile(self, member: ConsumerMember, owned: Assignment | None) -> bool:
         """Advance ``member`` toward its target; True if its assignment or epochs changed.
 
         ``owned`` is what the member reported owning in this heartbeat (None: not sent).
         """
         before = (
-            member.member_epoch, member.previous_member_epoch, member.state,
-            copy_assignment(member.assigned), copy_assignment(member.pending_revocation),
+            member.member_epoch,
+            member.previous_member_epoch,
+            member.state,
+            copy_assignment(member.assigned),
+            copy_assignment(member.pending_revocation),
         )
         if member.state == MemberState.STABLE:
             if member.member_epoch != self.assignment_epoch:
@@ -189,8 +193,11 @@ class ConsumerGroup:
         elif member.state == MemberState.UNRELEASED_PARTITIONS:
             self._next(member, owned)
         after = (
-            member.member_epoch, member.previous_member_epoch, member.state,
-            copy_assignment(member.assigned), copy_assignment(member.pending_revocation),
+            member.member_epoch,
+            member.previous_member_epoch,
+            member.state,
+            copy_assignment(member.assigned),
+            copy_assignment(member.pending_revocation),
         )
         return before != after
 

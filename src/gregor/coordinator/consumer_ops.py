@@ -88,7 +88,11 @@ def _regex(req: ConsumerGroupHeartbeatRequest) -> str | None:
 
 def _to_wire(a: dict[uuid.UUID, set[int]]) -> list[Any]:
     TP = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
-    return [TP(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]
+    return [
+        TP(topic_id=t, partitions=sorted(ps))
+        for t, ps in sorted(a.items(), key=lambda kv: str(kv[0]))
+        if ps
+    ]
 
 
 class ConsumerOps(CoordinatorCore):
@@ -98,26 +102,40 @@ class ConsumerOps(CoordinatorCore):
         return (
             ConsumerMemberKey(CONSUMER_GROUP_MEMBER_METADATA, group.group_id, m.member_id),
             ConsumerGroupMemberMetadataValue(
-                instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
-                client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex,
-                rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                server_assignor=m.server_assignor,
             ),
         )
 
-    def _current_assignment_record(self, group: ConsumerGroup, m: ConsumerMember) -> tuple[Key, Value]:
+    def _current_assignment_record(
+        self, group: ConsumerGroup, m: ConsumerMember
+    ) -> tuple[Key, Value]:
         return (
-            ConsumerMemberKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, m.member_id),
+            ConsumerMemberKey(
+                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, m.member_id
+            ),
             CurrentMemberAssignmentValue(
-                member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+                member_epoch=m.member_epoch,
+                previous_member_epoch=m.previous_member_epoch,
                 state=int(m.state),
                 assigned_partitions={t: sorted(ps) for t, ps in m.assigned.items() if ps},
-                partitions_pending_revocation={t: sorted(ps) for t, ps in m.pending_revocation.items() if ps},
+                partitions_pending_revocation={
+                    t: sorted(ps) for t, ps in m.pending_revocation.items() if ps
+                },
             ),
         )
 
     def _epoch_record(self, group: ConsumerGroup) -> tuple[Key, Value]:
-        return (ConsumerGroupKey(CONSUMER_GROUP_METADATA, group.group_id), ConsumerGroupMetadataValue(group.group_epoch))
+        return (
+            ConsumerGroupKey(CONSUMER_GROUP_METADATA, group.group_id),
+            ConsumerGroupMetadataValue(group.group_epoch),
+        )
 
     def _member_tombstones(self, group: ConsumerGroup, member_id: str) -> Records:
         gid = group.group_id
@@ -132,7 +150,8 @@ class ConsumerOps(CoordinatorCore):
     def schedule_consumer_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         gid, mid = group.group_id, member.member_id
         self.timers.schedule(
-            ("cg-session", gid, mid), self.clock() + self.config.consumer_session_timeout_ms,
+            ("cg-session", gid, mid),
+            self.clock() + self.config.consumer_session_timeout_ms,
             lambda: self._fence(gid, mid, "session timeout"),
         )
 
@@ -140,8 +159,14 @@ class ConsumerOps(CoordinatorCore):
         gid, mid = group.group_id, member.member_id
         key = ("cg-revoke", gid, mid)
         if self.timers.deadline(key) is None:
-            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.consumer_session_timeout_ms
-            self.timers.schedule(key, self.clock() + timeout, lambda: self._fence(gid, mid, "revocation timeout"))
+            timeout = (
+                member.rebalance_timeout_ms
+                if member.rebalance_timeout_ms > 0
+                else self.config.consumer_session_timeout_ms
+            )
+            self.timers.schedule(
+                key, self.clock() + timeout, lambda: self._fence(gid, mid, "revocation timeout")
+            )
 
     def _cancel_member_timers(self, gid: str, mid: str) -> None:
         self.timers.cancel(("cg-session", gid, mid))
@@ -161,7 +186,13 @@ class ConsumerOps(CoordinatorCore):
         self._forget_unused_regexes(group)
         group.group_epoch += 1
         group.state_timestamp = self.clock()
-        log_event(log, "group.epoch", group=group.group_id, epoch=group.group_epoch, members=len(group.members))
+        log_event(
+            log,
+            "group.epoch",
+            group=group.group_id,
+            epoch=group.group_epoch,
+            members=len(group.members),
+        )
         return self._member_tombstones(group, mid) + [self._epoch_record(group)]
 
     # --- regex subscriptions ---
@@ -184,7 +215,9 @@ class ConsumerOps(CoordinatorCore):
 
         def resolved() -> None:
             current = self.groups.get(gid)
-            if current is group and any(m.subscribed_topic_regex == regex for m in group.members.values()):
+            if current is group and any(
+                m.subscribed_topic_regex == regex for m in group.members.values()
+            ):
                 group.resolved_regexes.add(regex)
 
         self.timers.schedule(key, self.clock(), resolved)
@@ -198,7 +231,9 @@ class ConsumerOps(CoordinatorCore):
             return sorted(n for n, c in votes.items() if c == best)[0]
         return self.config.consumer_assignors[0] if self.config.consumer_assignors else "uniform"
 
-    def _compute_target(self, group: ConsumerGroup, fingerprint: dict[str, tuple[uuid.UUID, int]]) -> Records:
+    def _compute_target(
+        self, group: ConsumerGroup, fingerprint: dict[str, tuple[uuid.UUID, int]]
+    ) -> Records:
         partitions = {tid: count for tid, count in fingerprint.values()}
         specs = {
             mid: MemberSpec(
@@ -215,16 +250,20 @@ class ConsumerOps(CoordinatorCore):
         for mid in sorted(group.members):
             target = copy_assignment(new.get(mid, {}))
             if target != copy_assignment(group.target.get(mid, {})) or mid not in group.target:
-                records.append((
-                    ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid),
-                    TargetAssignmentMemberValue({t: sorted(ps) for t, ps in target.items()}),
-                ))
+                records.append(
+                    (
+                        ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid),
+                        TargetAssignmentMemberValue({t: sorted(ps) for t, ps in target.items()}),
+                    )
+                )
             group.target[mid] = target
         group.assignment_epoch = group.group_epoch
-        records.append((
-            ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid),
-            TargetAssignmentMetadataValue(group.assignment_epoch),
-        ))
+        records.append(
+            (
+                ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid),
+                TargetAssignmentMetadataValue(group.assignment_epoch),
+            )
+        )
         return records
 
     # --- ConsumerGroupHeartbeat ---
@@ -232,8 +271,13 @@ class ConsumerOps(CoordinatorCore):
     @staticmethod
     def _cgh_error(code: int, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
         return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
-            member_epoch=0, heartbeat_interval_ms=0, assignment=None,
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval_ms=0,
+            assignment=None,
         )
 
     def _validate_cgh(self, req: ConsumerGroupHeartbeatRequest) -> tuple[int, str] | None:
@@ -251,7 +295,10 @@ class ConsumerOps(CoordinatorCore):
             if req.topic_partitions is None or req.topic_partitions:
                 return bad, "TopicPartitions must be empty when (re-)joining."
             if req.subscribed_topic_names is None and _regex(req) is None:
-                return bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                return (
+                    bad,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not req.member_id:
                 return bad, "MemberId can't be empty."
@@ -265,8 +312,14 @@ class ConsumerOps(CoordinatorCore):
         regex = _regex(req)
         if regex is not None and regex != "" and compile_subscription_regex(regex) is None:
             return bad, f"SubscribedTopicRegex {regex} is not a valid regular expression."
-        if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
-            return ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.config.consumer_assignors)}."
+        if (
+            req.server_assignor is not None
+            and req.server_assignor not in self.config.consumer_assignors
+        ):
+            return (
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.config.consumer_assignors)}.",
+            )
         return None
 
     def consumer_group_heartbeat(
@@ -290,13 +343,19 @@ class ConsumerOps(CoordinatorCore):
         group = self.groups.get(gid)
         if group is None:
             if req.member_epoch != 0:
-                return self.reply(token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+                return self.reply(
+                    token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+                )
             group = ConsumerGroup(gid, state_timestamp=self.clock())
             self.groups[gid] = group
         elif isinstance(group, ClassicGroup):
             if not group.is_empty or group.pending_members:
-                return self.reply(token, self._cgh_error(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."))
+                return self.reply(
+                    token,
+                    self._cgh_error(
+                        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."
+                    ),
+                )
             cg = ConsumerGroup(gid, state_timestamp=self.clock())
             cg.offsets = group.offsets
             self.remove_group(gid)
@@ -315,8 +374,13 @@ class ConsumerOps(CoordinatorCore):
         else:
             member = group.members.get(req.member_id)
             if member is None:
-                return self.reply(token, self._cgh_error(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {gid}."))
+                return self.reply(
+                    token,
+                    self._cgh_error(
+                        ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Member {req.member_id} is not a member of group {gid}.",
+                    ),
+                )
             fenced = self._check_epoch(member, req)
             if fenced is not None:
                 return self.reply(token, self._cgh_error(ErrorCode.FENCED_MEMBER_EPOCH, fenced))
@@ -333,7 +397,9 @@ class ConsumerOps(CoordinatorCore):
         if bump:
             group.group_epoch += 1
             records.append(self._epoch_record(group))
-            log_event(log, "group.epoch", group=gid, epoch=group.group_epoch, members=len(group.members))
+            log_event(
+                log, "group.epoch", group=gid, epoch=group.group_epoch, members=len(group.members)
+            )
         if group.group_epoch > group.assignment_epoch:
             records += self._compute_target(group, fingerprint)
         owned = None
@@ -351,13 +417,21 @@ class ConsumerOps(CoordinatorCore):
             and req.subscribed_topic_names is not None
             and req.topic_partitions is not None
         )
-        send_assignment = full_reply or is_full or copy_assignment(member.assigned) != assigned_before
+        send_assignment = (
+            full_reply or is_full or copy_assignment(member.assigned) != assigned_before
+        )
         response = ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=0, error_message=None,
-            member_id=member.member_id, member_epoch=member.member_epoch,
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=_to_wire(member.assigned))
-            if send_assignment else None,
+            assignment=ConsumerGroupHeartbeatResponse.Assignment(
+                topic_partitions=_to_wire(member.assigned)
+            )
+            if send_assignment
+            else None,
         )
         self._write_then_reply(gid, records, token, response)
 
@@ -375,7 +449,11 @@ class ConsumerOps(CoordinatorCore):
         self.write(gid, records, done)
 
     def _cgh_join(
-        self, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str,
+        self,
+        group: ConsumerGroup,
+        req: ConsumerGroupHeartbeatRequest,
+        client_id: str,
+        client_host: str,
     ) -> tuple[ConsumerMember, bool, Records, tuple[int, str] | None]:
         """(member, is a new member, records, error) for a heartbeat with epoch 0."""
         records: Records = []
@@ -385,10 +463,18 @@ class ConsumerOps(CoordinatorCore):
             existing_id = group.static_members.get(instance_id)
             if existing_id is not None:
                 existing = group.members[existing_id]
-                if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing_id != req.member_id:
-                    return existing, False, [], (
-                        ErrorCode.UNRELEASED_INSTANCE_ID,
-                        f"Static member {existing_id} with instance id {instance_id} cannot be replaced because it has not left the group.",
+                if (
+                    existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                    and existing_id != req.member_id
+                ):
+                    return (
+                        existing,
+                        False,
+                        [],
+                        (
+                            ErrorCode.UNRELEASED_INSTANCE_ID,
+                            f"Static member {existing_id} with instance id {instance_id} cannot be replaced because it has not left the group.",
+                        ),
                     )
                 new_id = req.member_id or new_member_id()
                 if new_id != existing_id:
@@ -397,10 +483,16 @@ class ConsumerOps(CoordinatorCore):
                     member = group.rename_member(existing_id, new_id)
                     if new_id in group.target:
                         t = group.target[new_id]
-                        records.append((
-                            ConsumerMemberKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, new_id),
-                            TargetAssignmentMemberValue({tid: sorted(ps) for tid, ps in t.items()}),
-                        ))
+                        records.append(
+                            (
+                                ConsumerMemberKey(
+                                    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, new_id
+                                ),
+                                TargetAssignmentMemberValue(
+                                    {tid: sorted(ps) for tid, ps in t.items()}
+                                ),
+                            )
+                        )
                 else:
                     member = existing
                 if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -417,7 +509,15 @@ class ConsumerOps(CoordinatorCore):
                 records.append(self._member_metadata_record(group, member))
             return member, changed, records, None
         if len(group.members) >= self.config.consumer_max_group_size:
-            return ConsumerMember(""), False, [], (ErrorCode.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.config.consumer_max_group_size} members.")
+            return (
+                ConsumerMember(""),
+                False,
+                [],
+                (
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of {self.config.consumer_max_group_size} members.",
+                ),
+            )
         member = ConsumerMember(
             member_id=req.member_id or new_member_id(),
             instance_id=instance_id,
@@ -482,20 +582,36 @@ class ConsumerOps(CoordinatorCore):
         gid = req.group_id
         group = self.groups.get(gid)
         if not isinstance(group, ConsumerGroup):
-            return self.reply(token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+            return self.reply(
+                token, self._cgh_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+            )
         member_id = req.member_id
         if req.instance_id is not None:
             static_id = group.static_members.get(req.instance_id)
             if static_id is None:
-                return self.reply(token, self._cgh_error(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."))
+                return self.reply(
+                    token,
+                    self._cgh_error(
+                        ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                    ),
+                )
             if static_id != member_id:
-                return self.reply(token, self._cgh_error(
-                    ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} was replaced by {static_id}."))
+                return self.reply(
+                    token,
+                    self._cgh_error(
+                        ErrorCode.FENCED_INSTANCE_ID,
+                        f"Static member {member_id} was replaced by {static_id}.",
+                    ),
+                )
         member = group.members.get(member_id)
         if member is None:
-            return self.reply(token, self._cgh_error(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}."))
+            return self.reply(
+                token,
+                self._cgh_error(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {gid}.",
+                ),
+            )
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Stepping out for a restart: keep the assignment until the session expires.
             # Partitions it was still revoking are released now (the member is gone until
@@ -509,14 +625,21 @@ class ConsumerOps(CoordinatorCore):
         else:
             records = self._remove_consumer_member(group, member_id)
         response = ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=req.member_epoch, heartbeat_interval_ms=0, assignment=None,
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            member_id=member_id,
+            member_epoch=req.member_epoch,
+            heartbeat_interval_ms=0,
+            assignment=None,
         )
         self._write_then_reply(gid, records, token, response)
 
     # --- ConsumerGroupDescribe ---
 
-    def consumer_group_describe(self, token: Any, req: ConsumerGroupDescribeRequest, version: int) -> None:
+    def consumer_group_describe(
+        self, token: Any, req: ConsumerGroupDescribeRequest, version: int
+    ) -> None:
         G = ConsumerGroupDescribeResponse.Groups
         M = G.Members
         A, TA = M.Assignment, M.TargetAssignment
@@ -529,35 +652,66 @@ class ConsumerOps(CoordinatorCore):
                 continue
             group = self.groups.get(gid)
             if group is None:
-                out.append(G(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=f"Group {gid} not found.", group_id=gid))
+                out.append(
+                    G(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {gid} not found.",
+                        group_id=gid,
+                    )
+                )
                 continue
             if not isinstance(group, ConsumerGroup):
-                out.append(G(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                             error_message=f"Group {gid} is not a consumer group.", group_id=gid))
+                out.append(
+                    G(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {gid} is not a consumer group.",
+                        group_id=gid,
+                    )
+                )
                 continue
 
             def tps(a: dict[uuid.UUID, set[int]], cls: Any) -> list[Any]:
                 res = []
                 for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
                     if ps:
-                        res.append(cls.TopicPartitions(topic_id=t, topic_name=self.topics.topic_name(t) or "", partitions=sorted(ps)))
+                        res.append(
+                            cls.TopicPartitions(
+                                topic_id=t,
+                                topic_name=self.topics.topic_name(t) or "",
+                                partitions=sorted(ps),
+                            )
+                        )
                 return res
 
             members = [
                 M(
-                    member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-                    member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
                     subscribed_topic_names=list(m.subscribed_topic_names),
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=A(topic_partitions=tps(m.assigned, A)),
-                    target_assignment=TA(topic_partitions=tps(group.target.get(m.member_id, {}), TA)),
+                    target_assignment=TA(
+                        topic_partitions=tps(group.target.get(m.member_id, {}), TA)
+                    ),
                     member_type=1,  # v1+ (KIP-1099): every member of a consumer group speaks KIP-848
                 )
                 for m in group.members.values()
             ]
-            out.append(G(
-                error_code=0, error_message=None, group_id=gid, group_state=group.describe_state(),
-                group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                assignor_name=group.assignor_name, members=members, authorized_operations=ops,
-            ))
+            out.append(
+                G(
+                    error_code=0,
+                    error_message=None,
+                    group_id=gid,
+                    group_state=group.describe_state(),
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch,
+                    assignor_name=group.assignor_name,
+                    members=members,
+                    authorized_operations=ops,
+                )
+            )
         self.reply(token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))

@@ -30,8 +30,12 @@ class GroupCoordinator(ClassicOps, ConsumerOps, OffsetOps, AdminOps, TxnOffsetOp
                 continue
             for m in group.members.values():
                 if m.join_token is not None:
-                    self.reply(m.join_token, self.join_response(
-                        m.join_version, ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
+                    self.reply(
+                        m.join_token,
+                        self.join_response(
+                            m.join_version, ErrorCode.NOT_COORDINATOR, member_id=m.member_id
+                        ),
+                    )
                     m.join_token = None
                 if m.sync_token is not None:
                     self.reply(m.sync_token, self.sync_response(ErrorCode.NOT_COORDINATOR))

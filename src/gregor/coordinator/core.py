@@ -52,6 +52,7 @@ from gregor.coordinator.records import (
     GroupMetadataKey,
     Key,
     OffsetCommitKey,
+    OffsetCommitValue,
     Value,
     decode_key,
     decode_value,
@@ -225,7 +226,11 @@ def storage_error_to_coordinator(code: int) -> int:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+    if code in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return code if code else 0
 
@@ -296,7 +301,8 @@ class CoordinatorCore:
             batch = _LingeringBatch(RecordBatchBuilder())
             self._lingering[partition] = batch
             self.timers.schedule(
-                ("append-linger", partition), now + self.config.append_linger_ms,
+                ("append-linger", partition),
+                now + self.config.append_linger_ms,
                 lambda: self.flush_lingering(partition),
             )
         batch.callbacks.append((batch.records, on_done))
@@ -307,7 +313,9 @@ class CoordinatorCore:
         if batch.size >= APPEND_MAX_BATCH_BYTES:
             self.flush_lingering(partition)
 
-    def append_batch(self, partition: int, batch: bytes, on_done: WriteCallback | None = None) -> None:
+    def append_batch(
+        self, partition: int, batch: bytes, on_done: WriteCallback | None = None
+    ) -> None:
         """Append ``batch`` as it is, now (a transactional batch, or linger off), after the
         partition's lingering records so the log keeps the order of the writes."""
         self.flush_lingering(partition)
@@ -331,7 +339,11 @@ class CoordinatorCore:
                         cb(0, -1)
                 continue
 
-            def done(code: int, base_offset: int, callbacks: list[tuple[int, WriteCallback | None]] = callbacks) -> None:
+            def done(
+                code: int,
+                base_offset: int,
+                callbacks: list[tuple[int, WriteCallback | None]] = callbacks,
+            ) -> None:
                 for first, cb in callbacks:
                     if cb is not None:
                         cb(code, base_offset + first if not code and base_offset >= 0 else -1)
@@ -378,7 +390,8 @@ class CoordinatorCore:
 
     def active_groups(self) -> list[Group]:
         return [
-            g for gid, g in self.groups.items()
+            g
+            for gid, g in self.groups.items()
             if self.partitions.get(self.partition_for(gid)) is PartitionStatus.ACTIVE
         ]
 
@@ -411,7 +424,9 @@ class CoordinatorCore:
                     except ProtocolError:
                         continue
                     if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-                        self._replay_marker(partition, h.producer_id, kind == ControlRecordType.COMMIT)
+                        self._replay_marker(
+                            partition, h.producer_id, kind == ControlRecordType.COMMIT
+                        )
                 continue
             batch = decode_batch(data, pos)
             txn_pid = h.producer_id if h.is_transactional else None
@@ -424,7 +439,9 @@ class CoordinatorCore:
                         continue
                     value = decode_value(key, rec.value)
                 except ProtocolError as e:
-                    log.warning("skipping unreadable __consumer_offsets record at %d: %s", rec.offset, e)
+                    log.warning(
+                        "skipping unreadable __consumer_offsets record at %d: %s", rec.offset, e
+                    )
                     continue
                 self._replay(key, value, rec.offset, txn_pid)
 
@@ -441,7 +458,10 @@ class CoordinatorCore:
             else:
                 group.owners.clear()
                 group.resolved_regexes = {
-                    m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+                    m.subscribed_topic_regex
+                    for m in group.members.values()
+                    if m.subscribed_topic_regex
+                }
                 group.topic_fingerprint = self.topic_fingerprint(group)
                 for cm in group.members.values():
                     group.claim(cm)
@@ -471,9 +491,14 @@ class CoordinatorCore:
                 return
             if group is None:
                 group = self.groups[key.group] = ClassicGroup(key.group)
+            assert isinstance(value, OffsetCommitValue)  # records.decode_value: an offset key's
             oam = OffsetAndMetadata(
-                value.offset, value.leader_epoch, value.metadata,  # type: ignore[union-attr]
-                value.commit_timestamp, value.expire_timestamp, offset,  # type: ignore[union-attr]
+                value.offset,
+                value.leader_epoch,
+                value.metadata,
+                value.commit_timestamp,
+                value.expire_timestamp,
+                offset,
             )
             tp = (key.topic, key.partition)
             if txn_pid is not None:
@@ -597,7 +622,9 @@ class CoordinatorCore:
             except ValueError:
                 m.state = MemberState.UNKNOWN
             m.assigned = {t: set(ps) for t, ps in value.assigned_partitions.items()}
-            m.pending_revocation = {t: set(ps) for t, ps in value.partitions_pending_revocation.items()}
+            m.pending_revocation = {
+                t: set(ps) for t, ps in value.partitions_pending_revocation.items()
+            }
 
     def member_topics(self, member: ConsumerMember, group: ConsumerGroup | None = None) -> set[str]:
         """The topics a KIP-848 member subscribes to: its names plus its regex's matches
@@ -628,7 +655,9 @@ class CoordinatorCore:
 
     # --- hooks the mixins implement ---
 
-    def schedule_heartbeat_expiry(self, group: ClassicGroup, member: ClassicMember, deadline: int) -> None:
+    def schedule_heartbeat_expiry(
+        self, group: ClassicGroup, member: ClassicMember, deadline: int
+    ) -> None:
         raise NotImplementedError
 
     def schedule_consumer_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -55,7 +55,11 @@ def commit_error(code: int) -> int:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+    if code in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return code
 
@@ -64,8 +68,13 @@ class OffsetOps(CoordinatorCore):
     # --- OffsetCommit ---
 
     def _validate_commit(
-        self, group: Group, member_id: str, instance_id: str | None, generation: int,
-        version: int, partitions: list[tuple[str, int]],
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        version: int,
+        partitions: list[tuple[str, int]],
     ) -> int:
         if isinstance(group, ClassicGroup):
             if group.is_(ClassicState.DEAD):
@@ -115,11 +124,16 @@ class OffsetOps(CoordinatorCore):
         def respond() -> None:
             topics: dict[str, list[Any]] = {}
             for name, p in order:
-                topics.setdefault(name, []).append(Part(partition_index=p, error_code=results[(name, p)]))
-            self.reply(token, OffsetCommitResponse(
-                throttle_time_ms=0,
-                topics=[Topic(name=n, partitions=ps) for n, ps in topics.items()],
-            ))
+                topics.setdefault(name, []).append(
+                    Part(partition_index=p, error_code=results[(name, p)])
+                )
+            self.reply(
+                token,
+                OffsetCommitResponse(
+                    throttle_time_ms=0,
+                    topics=[Topic(name=n, partitions=ps) for n, ps in topics.items()],
+                ),
+            )
 
         def fail_all(code: int) -> None:
             for tp in order:
@@ -141,7 +155,9 @@ class OffsetOps(CoordinatorCore):
             # assign() sends its own member id); otherwise GROUP_ID_NOT_FOUND from v9,
             # ILLEGAL_GENERATION before.
             if generation >= 0:
-                return fail_all(ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+                return fail_all(
+                    ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+                )
             group = ClassicGroup(gid, state_timestamp=self.clock())
             self.groups[gid] = group
         code = self._validate_commit(group, member_id, instance_id, generation, version, order)
@@ -166,12 +182,18 @@ class OffsetOps(CoordinatorCore):
                 if 2 <= version <= 4 and req.retention_time_ms >= 0:
                     expire_ts = commit_ts + req.retention_time_ms
                 leader_epoch = p.committed_leader_epoch if version >= 6 else -1
-                oam = OffsetAndMetadata(p.committed_offset, leader_epoch, metadata, commit_ts, expire_ts)
+                oam = OffsetAndMetadata(
+                    p.committed_offset, leader_epoch, metadata, commit_ts, expire_ts
+                )
                 staged.append((tp, oam))
-                records.append((
-                    OffsetCommitKey(gid, tp[0], tp[1]),
-                    OffsetCommitValue(p.committed_offset, metadata, commit_ts, leader_epoch, expire_ts),
-                ))
+                records.append(
+                    (
+                        OffsetCommitKey(gid, tp[0], tp[1]),
+                        OffsetCommitValue(
+                            p.committed_offset, metadata, commit_ts, leader_epoch, expire_ts
+                        ),
+                    )
+                )
         if isinstance(group, ClassicGroup) and member_id in group.members:
             member = group.members[member_id]
             self.schedule_heartbeat_expiry(group, member, now + member.session_timeout_ms)
@@ -198,42 +220,85 @@ class OffsetOps(CoordinatorCore):
         require_stable = req.require_stable if version >= 7 else False
         if version >= 8:
             groups = [
-                (g.group_id, g.member_id if version >= 9 else None, g.member_epoch if version >= 9 else -1,
-                 None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics])
+                (
+                    g.group_id,
+                    g.member_id if version >= 9 else None,
+                    g.member_epoch if version >= 9 else -1,
+                    None
+                    if g.topics is None
+                    else [(t.name, list(t.partition_indexes)) for t in g.topics],
+                )
                 for g in req.groups
             ]
         else:
-            topics = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+            topics = (
+                None
+                if req.topics is None
+                else [(t.name, list(t.partition_indexes)) for t in req.topics]
+            )
             groups = [(req.group_id, None, -1, topics)]
-        results = [self._fetch_group(gid, mid, epoch, topics, require_stable, version) for gid, mid, epoch, topics in groups]
+        results = [
+            self._fetch_group(gid, mid, epoch, topics, require_stable, version)
+            for gid, mid, epoch, topics in groups
+        ]
         if version >= 8:
-            G, T, P = OffsetFetchResponse.Groups, OffsetFetchResponse.Groups.Topics, OffsetFetchResponse.Groups.Topics.Partitions
+            G, T, P = (
+                OffsetFetchResponse.Groups,
+                OffsetFetchResponse.Groups.Topics,
+                OffsetFetchResponse.Groups.Topics.Partitions,
+            )
             out = []
             for (gid, _, _, _), (err, parts) in zip(groups, results, strict=True):
                 by_topic: dict[str, list[Any]] = {}
                 for (t, p), (off, epoch, meta, code) in parts:
-                    by_topic.setdefault(t, []).append(P(
-                        partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
-                        metadata=meta, error_code=code))
-                out.append(G(group_id=gid, error_code=err,
-                             topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+                    by_topic.setdefault(t, []).append(
+                        P(
+                            partition_index=p,
+                            committed_offset=off,
+                            committed_leader_epoch=epoch,
+                            metadata=meta,
+                            error_code=code,
+                        )
+                    )
+                out.append(
+                    G(
+                        group_id=gid,
+                        error_code=err,
+                        topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()],
+                    )
+                )
             self.reply(token, OffsetFetchResponse(throttle_time_ms=0, groups=out))
             return
         T1, P1 = OffsetFetchResponse.Topics, OffsetFetchResponse.Topics.Partitions
         err, parts = results[0]
         by_topic = {}
         for (t, p), (off, epoch, meta, code) in parts:
-            by_topic.setdefault(t, []).append(P1(
-                partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
-                metadata=meta, error_code=code))
-        self.reply(token, OffsetFetchResponse(
-            throttle_time_ms=0, error_code=err if version >= 2 else 0,
-            topics=[T1(name=t, partitions=ps) for t, ps in by_topic.items()],
-        ))
+            by_topic.setdefault(t, []).append(
+                P1(
+                    partition_index=p,
+                    committed_offset=off,
+                    committed_leader_epoch=epoch,
+                    metadata=meta,
+                    error_code=code,
+                )
+            )
+        self.reply(
+            token,
+            OffsetFetchResponse(
+                throttle_time_ms=0,
+                error_code=err if version >= 2 else 0,
+                topics=[T1(name=t, partitions=ps) for t, ps in by_topic.items()],
+            ),
+        )
 
     def _fetch_group(
-        self, gid: str, member_id: str | None, member_epoch: int,
-        topics: list[tuple[str, list[int]]] | None, require_stable: bool, version: int,
+        self,
+        gid: str,
+        member_id: str | None,
+        member_epoch: int,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool,
+        version: int,
     ) -> tuple[int, list[tuple[tuple[str, int], tuple[int, int, str | None, int]]]]:
         """(group error, [((topic, partition), (offset, leader epoch, metadata, error))])."""
         missing = (-1, -1, "", 0)
@@ -321,10 +386,17 @@ class OffsetOps(CoordinatorCore):
         def respond(code: int = 0) -> None:
             if code:
                 return top(code)
-            self.reply(token, OffsetDeleteResponse(
-                error_code=0, throttle_time_ms=0,
-                topics=[T(name=n, partitions=[P(partition_index=i, error_code=e) for i, e in ps]) for n, ps in results],
-            ))
+            self.reply(
+                token,
+                OffsetDeleteResponse(
+                    error_code=0,
+                    throttle_time_ms=0,
+                    topics=[
+                        T(name=n, partitions=[P(partition_index=i, error_code=e) for i, e in ps])
+                        for n, ps in results
+                    ],
+                ),
+            )
 
         if not records:
             return respond()
@@ -343,7 +415,8 @@ class OffsetOps(CoordinatorCore):
     def ensure_retention_timer(self) -> None:
         if self.timers.deadline(("retention",)) is None:
             self.timers.schedule(
-                ("retention",), self.clock() + self.config.offsets_retention_check_interval_ms,
+                ("retention",),
+                self.clock() + self.config.offsets_retention_check_interval_ms,
                 self._run_retention,
             )
 
@@ -352,7 +425,11 @@ class OffsetOps(CoordinatorCore):
         offsets = group.offsets
         if isinstance(group, ClassicGroup):
             if group.is_(ClassicState.EMPTY) or group.protocol_type is None:
-                empty_since = group.state_timestamp if group.is_(ClassicState.EMPTY) and group.protocol_type else -1
+                empty_since = (
+                    group.state_timestamp
+                    if group.is_(ClassicState.EMPTY) and group.protocol_type
+                    else -1
+                )
                 subscribed: set[str] = set()
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.is_(ClassicState.STABLE):
                 subs = group.subscribed_topics()
@@ -385,14 +462,18 @@ class OffsetOps(CoordinatorCore):
             for tp in expired:
                 group.offsets.delete(tp)
                 records.append((OffsetCommitKey(gid, tp[0], tp[1]), None))
-            empty = group.is_(ClassicState.EMPTY) if isinstance(group, ClassicGroup) else group.is_empty
+            empty = (
+                group.is_(ClassicState.EMPTY) if isinstance(group, ClassicGroup) else group.is_empty
+            )
             if empty and not len(group.offsets) and not group.offsets.pending_txn:
                 records.extend(self.group_tombstones(group))
                 self.remove_group(gid)
             if records:
                 self.write(gid, records)
         self.timers.schedule(
-            ("retention",), now + self.config.offsets_retention_check_interval_ms, self._run_retention
+            ("retention",),
+            now + self.config.offsets_retention_check_interval_ms,
+            self._run_retention,
         )
 
     def group_tombstones(self, group: Group) -> list[tuple[Key, Value | None]]:

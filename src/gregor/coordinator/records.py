@@ -341,8 +341,14 @@ def _decode_group_value(r: Reader) -> GroupMetadataValue:
         if flex:
             r.tagged_fields()
         m = MemberMetadata(
-            member_id, client_id, client_host, rebalance_timeout, session_timeout,
-            bytes(subscription), bytes(assignment), instance_id,
+            member_id,
+            client_id,
+            client_host,
+            rebalance_timeout,
+            session_timeout,
+            bytes(subscription),
+            bytes(assignment),
+            instance_id,
         )
         if m.rebalance_timeout < 0:
             m.rebalance_timeout = m.session_timeout

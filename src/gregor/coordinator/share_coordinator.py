@@ -110,7 +110,9 @@ class ShareCoordinator:
                     key = decode_key(rec.key)
                     value = decode_value(rec.value) if key is not None else None
                 except (ProtocolError, ValueError) as e:
-                    log.warning("skipping unreadable __share_group_state record at %d: %s", rec.offset, e)
+                    log.warning(
+                        "skipping unreadable __share_group_state record at %d: %s", rec.offset, e
+                    )
                     continue
                 if key is None:
                     continue
@@ -140,9 +142,13 @@ class ShareCoordinator:
             return ErrorCode.NOT_COORDINATOR
         return 0 if loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
-    def _write(self, key: ShareKey, snapshot: ShareSnapshot | None, done: Callable[[int], None]) -> None:
+    def _write(
+        self, key: ShareKey, snapshot: ShareSnapshot | None, done: Callable[[int], None]
+    ) -> None:
         b = RecordBatchBuilder()
-        b.append(self.clock(), encode_key(key), None if snapshot is None else encode_value(snapshot))
+        b.append(
+            self.clock(), encode_key(key), None if snapshot is None else encode_value(snapshot)
+        )
         wid = next(self._ids)
         partition = self.partition_of(key)
 
@@ -152,7 +158,11 @@ class ShareCoordinator:
                     self.states.pop(key, None)
                 else:
                     self.states[key] = snapshot
-            done(code if code == 0 or code in (ErrorCode.NOT_COORDINATOR,) else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            done(
+                code
+                if code == 0 or code in (ErrorCode.NOT_COORDINATOR,)
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
 
         self._callbacks[wid] = written
         self._writes.append(ShareLogWrite(wid, partition, b.build()))
@@ -169,8 +179,13 @@ class ShareCoordinator:
         current = self.states.get(key)
         if current is not None and state_epoch < current.state_epoch:
             return self._reply(token, ErrorCode.FENCED_STATE_EPOCH)
-        snapshot = ShareSnapshot(state_epoch, -1 if current is None else current.leader_epoch, start_offset, (),
-                                 0 if current is None else current.snapshot_epoch + 1)
+        snapshot = ShareSnapshot(
+            state_epoch,
+            -1 if current is None else current.leader_epoch,
+            start_offset,
+            (),
+            0 if current is None else current.snapshot_epoch + 1,
+        )
         self._write(key, snapshot, lambda code: self._reply(token, code))
 
     def read(self, token: Any, key: ShareKey, leader_epoch: int, summary: bool = False) -> None:
@@ -183,15 +198,33 @@ class ShareCoordinator:
         if leader_epoch < current.leader_epoch and not (summary and leader_epoch < 0):
             # (A summary with leader epoch -1 is an admin's look, not a leader's: not fenced.)
             return self._reply(token, ReadResult(ErrorCode.FENCED_LEADER_EPOCH))
-        result = ReadResult(0, current.state_epoch, current.leader_epoch, current.start_offset, current.state_batches)
+        result = ReadResult(
+            0,
+            current.state_epoch,
+            current.leader_epoch,
+            current.start_offset,
+            current.state_batches,
+        )
         if summary or leader_epoch == current.leader_epoch:
             return self._reply(token, result)
-        updated = replace(current, leader_epoch=leader_epoch, snapshot_epoch=current.snapshot_epoch + 1)
-        self._write(key, updated, lambda code: self._reply(
-            token, replace(result, leader_epoch=leader_epoch) if code == 0 else ReadResult(code)))
+        updated = replace(
+            current, leader_epoch=leader_epoch, snapshot_epoch=current.snapshot_epoch + 1
+        )
+        self._write(
+            key,
+            updated,
+            lambda code: self._reply(
+                token, replace(result, leader_epoch=leader_epoch) if code == 0 else ReadResult(code)
+            ),
+        )
 
     def write(
-        self, token: Any, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+        self,
+        token: Any,
+        key: ShareKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
         batches: Sequence[StateBatch],
     ) -> None:
         err = self._error(key)
@@ -204,7 +237,10 @@ class ShareCoordinator:
             if state_epoch < current.state_epoch:
                 return self._reply(token, ErrorCode.FENCED_STATE_EPOCH)
         snapshot = ShareSnapshot(
-            state_epoch, leader_epoch, start_offset, tuple(b for b in batches if b.last_offset >= start_offset),
+            state_epoch,
+            leader_epoch,
+            start_offset,
+            tuple(b for b in batches if b.last_offset >= start_offset),
             0 if current is None else current.snapshot_epoch + 1,
         )
         self._write(key, snapshot, lambda code: self._reply(token, code))
@@ -218,4 +254,11 @@ class ShareCoordinator:
         self._write(key, None, lambda code: self._reply(token, code))
 
 
-__all__ = ["ReadResult", "ShareCoordinator", "ShareKey", "ShareSnapshot", "StateBatch", "share_key_text"]
+__all__ = [
+    "ReadResult",
+    "ShareCoordinator",
+    "ShareKey",
+    "ShareSnapshot",
+    "StateBatch",
+    "share_key_text",
+]

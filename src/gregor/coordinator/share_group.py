@@ -68,7 +68,9 @@ class HeartbeatResult:
     assignment: Assignment | None = None
 
 
-def assign(members: list[str], subscriptions: dict[str, list[str]], topics: TopicsView) -> dict[str, Assignment]:
+def assign(
+    members: list[str], subscriptions: dict[str, list[str]], topics: TopicsView
+) -> dict[str, Assignment]:
     """Each member's partitions (see the module comment)."""
     out: dict[str, Assignment] = {m: {} for m in members}
     names = sorted({t for m in members for t in subscriptions.get(m, [])})
@@ -91,7 +93,11 @@ def assign(members: list[str], subscriptions: dict[str, list[str]], topics: Topi
 
 class ShareGroups:
     def __init__(
-        self, topics: TopicsView, session_timeout_ms: int, heartbeat_interval_ms: int, max_size: int,
+        self,
+        topics: TopicsView,
+        session_timeout_ms: int,
+        heartbeat_interval_ms: int,
+        max_size: int,
         clock: Callable[[], int],
     ) -> None:
         self.topics = topics
@@ -102,8 +108,15 @@ class ShareGroups:
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(
-        self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None, subscribed: list[str] | None,
-        client_id: str, client_host: str, version: int,
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed: list[str] | None,
+        client_id: str,
+        client_host: str,
+        version: int,
     ) -> tuple[HeartbeatResult, list[tuple[str, str]]]:
         """One ShareGroupHeartbeat; the result and the (group, member) pairs whose sessions ran
         out (their records are to be released). A member that leaves with epoch -1 is not in
@@ -122,22 +135,39 @@ class ShareGroups:
             return HeartbeatResult(0, None, member_id, -1), gone
         if member_epoch == 0:  # join
             if version >= 1 and not member_id:
-                return HeartbeatResult(ErrorCode.INVALID_REQUEST, "member id must be set (ShareGroupHeartbeat v1)"), gone
+                return HeartbeatResult(
+                    ErrorCode.INVALID_REQUEST, "member id must be set (ShareGroupHeartbeat v1)"
+                ), gone
             if not subscribed:
-                return HeartbeatResult(ErrorCode.INVALID_REQUEST, "a joining member must subscribe to topics"), gone
+                return HeartbeatResult(
+                    ErrorCode.INVALID_REQUEST, "a joining member must subscribe to topics"
+                ), gone
             if group is None:
                 group = self.groups[group_id] = ShareGroup(group_id)
             member_id = member_id or str(uuid.uuid4())
             if member_id not in group.members and len(group.members) >= self.max_size:
-                return HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED, f"the share group has {self.max_size} members"), gone
+                return HeartbeatResult(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED, f"the share group has {self.max_size} members"
+                ), gone
             group.members[member_id] = ShareMember(
-                member_id, 0, client_id, client_host, rack_id, list(subscribed), now + self.session_timeout_ms)
+                member_id,
+                0,
+                client_id,
+                client_host,
+                rack_id,
+                list(subscribed),
+                now + self.session_timeout_ms,
+            )
         else:
             if group is None or member_id not in group.members:
-                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, "the member is not in the share group"), gone
+                return HeartbeatResult(
+                    ErrorCode.UNKNOWN_MEMBER_ID, "the member is not in the share group"
+                ), gone
             m = group.members[member_id]
             if member_epoch != m.member_epoch:
-                return HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH, "the member epoch is not the current one"), gone
+                return HeartbeatResult(
+                    ErrorCode.FENCED_MEMBER_EPOCH, "the member epoch is not the current one"
+                ), gone
             if subscribed is not None:
                 m.subscribed = list(subscribed)
             if rack_id is not None:
@@ -149,7 +179,9 @@ class ShareGroups:
         member.member_epoch = group.assignment_epoch
         if changed:
             member.assignment = group.target.get(member_id, {})
-        return HeartbeatResult(0, None, member_id, member.member_epoch, member.assignment if changed else None), gone
+        return HeartbeatResult(
+            0, None, member_id, member.member_epoch, member.assignment if changed else None
+        ), gone
 
     def _reassign(self, group: ShareGroup) -> None:
         members = sorted(group.members)

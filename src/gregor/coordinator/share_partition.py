@@ -74,8 +74,10 @@ class SharePartition:
             state = AVAILABLE if r.state == ACQUIRED else r.state
             if state == AVAILABLE and r.delivery_count == 0:
                 continue
-            if out and out[-1].last_offset == off - 1 and (out[-1].delivery_state, out[-1].delivery_count) == (
-                state, r.delivery_count
+            if (
+                out
+                and out[-1].last_offset == off - 1
+                and (out[-1].delivery_state, out[-1].delivery_count) == (state, r.delivery_count)
             ):
                 out[-1] = StateBatch(out[-1].first_offset, off, state, r.delivery_count)
             else:
@@ -110,7 +112,12 @@ class SharePartition:
             self.end_offset = max(self.end_offset, log_start_offset)
 
     def acquire(
-        self, member: str, data_ranges: Sequence[tuple[int, int]], upper: int, max_records: int, now: int,
+        self,
+        member: str,
+        data_ranges: Sequence[tuple[int, int]],
+        upper: int,
+        max_records: int,
+        now: int,
         lock_ms: int,
     ) -> list[tuple[int, int, int]]:
         """Acquire for ``member`` AVAILABLE offsets inside ``data_ranges`` (inclusive ranges
@@ -191,6 +198,9 @@ class SharePartition:
         r.state = ARCHIVED if r.delivery_count >= self.delivery_limit else AVAILABLE
 
     def _advance(self) -> None:
-        while self.start_offset < self.end_offset and self.records[self.start_offset].state in (ACKNOWLEDGED, ARCHIVED):
+        while self.start_offset < self.end_offset and self.records[self.start_offset].state in (
+            ACKNOWLEDGED,
+            ARCHIVED,
+        ):
             del self.records[self.start_offset]
             self.start_offset += 1

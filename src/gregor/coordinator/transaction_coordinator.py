@@ -213,10 +213,17 @@ class TransactionCoordinator:
                 aborting += 1
                 self._schedule_timeout(md)
         if resumed or aborting:
-            log_event(log, "txn.partition_loaded", partition=partition, completing=resumed, ongoing=aborting)
+            log_event(
+                log,
+                "txn.partition_loaded",
+                partition=partition,
+                completing=resumed,
+                ongoing=aborting,
+            )
         if self.timers.deadline(("expire",)) is None:
             self.timers.schedule(
-                ("expire",), self.clock() + self.config.id_expiration_check_interval_ms,
+                ("expire",),
+                self.clock() + self.config.id_expiration_check_interval_ms,
                 self._expire_ids,
             )
 
@@ -232,7 +239,9 @@ class TransactionCoordinator:
 
     # --- writes ---
 
-    def _write_transit(self, md: TxnMetadata, transit: TxnTransit, done: Callable[[int], None]) -> None:
+    def _write_transit(
+        self, md: TxnMetadata, transit: TxnTransit, done: Callable[[int], None]
+    ) -> None:
         """Append ``transit`` for ``md``; apply it when written, then call ``done(error)``."""
         tid = md.transactional_id
         partition = self.partition_for(tid)
@@ -241,13 +250,21 @@ class TransactionCoordinator:
         if transit.state == TxnState.DEAD:
             value = None
         else:
-            value = encode_value(TxnLogValue(
-                transit.producer_id, transit.producer_epoch, transit.timeout_ms, int(transit.state),
-                sorted(transit.partitions), transit.last_update_ms, transit.start_ms,
-                previous_producer_id=transit.last_producer_id,
-                next_producer_id=transit.next_producer_id,
-                client_transaction_version=transit.client_transaction_version,
-            ), value_version(self.transaction_version()))
+            value = encode_value(
+                TxnLogValue(
+                    transit.producer_id,
+                    transit.producer_epoch,
+                    transit.timeout_ms,
+                    int(transit.state),
+                    sorted(transit.partitions),
+                    transit.last_update_ms,
+                    transit.start_ms,
+                    previous_producer_id=transit.last_producer_id,
+                    next_producer_id=transit.next_producer_id,
+                    client_transaction_version=transit.client_transaction_version,
+                ),
+                value_version(self.transaction_version()),
+            )
         b = RecordBatchBuilder()
         b.append(now, encode_key(tid), value)
         wid = next(self._ids)
@@ -259,7 +276,13 @@ class TransactionCoordinator:
                 return done(ErrorCode.NOT_COORDINATOR)
             if code:
                 md.pending = None
-                log_event(log, "txn.state_write_failed", transactional_id=tid, state=transit.state.display_name, error=code)
+                log_event(
+                    log,
+                    "txn.state_write_failed",
+                    transactional_id=tid,
+                    state=transit.state.display_name,
+                    error=code,
+                )
                 return done(log_append_error(code))
             if transit.state == TxnState.DEAD:
                 del self.txns[tid]
@@ -302,7 +325,9 @@ class TransactionCoordinator:
         md = self.txns.get(transactional_id)
         if md is None:
             md = TxnMetadata(
-                transactional_id, self.generate_producer_id(), transaction_timeout_ms,
+                transactional_id,
+                self.generate_producer_id(),
+                transaction_timeout_ms,
                 last_update_ms=now,
             )
             self.txns[transactional_id] = md
@@ -315,14 +340,29 @@ class TransactionCoordinator:
         if md.state == TxnState.ONGOING:
             # Abort the running transaction with a bumped epoch; the client retries.
             epoch = md.fence_epoch()
-            log_event(log, "txn.fencing", transactional_id=transactional_id, producer_id=md.producer_id,
-                      epoch=epoch, reason="init_producer_id")
-            self._end_any(md, md.producer_id, epoch, False, False, self._server_tv2(),
-                          lambda code, _pid, _epoch: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS))
+            log_event(
+                log,
+                "txn.fencing",
+                transactional_id=transactional_id,
+                producer_id=md.producer_id,
+                epoch=epoch,
+                reason="init_producer_id",
+            )
+            self._end_any(
+                md,
+                md.producer_id,
+                epoch,
+                False,
+                False,
+                self._server_tv2(),
+                lambda code, _pid, _epoch: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS),
+            )
             return
         if md.state not in IDLE:
             return reply(ErrorCode.UNKNOWN_SERVER_ERROR)
-        if is_epoch_exhausted(md.producer_epoch) and (expected is None or expected[1] == md.producer_epoch):
+        if is_epoch_exhausted(md.producer_epoch) and (
+            expected is None or expected[1] == md.producer_epoch
+        ):
             transit = md.prepare_producer_id_rotation(
                 self.generate_producer_id(), transaction_timeout_ms, now, expected is not None
             )
@@ -337,8 +377,13 @@ class TransactionCoordinator:
         def written(code: int) -> None:
             if code:
                 return reply(code)
-            log_event(log, "txn.producer_initialized", transactional_id=transactional_id,
-                      producer_id=md.producer_id, epoch=md.producer_epoch)
+            log_event(
+                log,
+                "txn.producer_initialized",
+                transactional_id=transactional_id,
+                producer_id=md.producer_id,
+                epoch=md.producer_epoch,
+            )
             reply(0, md.producer_id, md.producer_epoch)
 
         self._write_transit(md, transit, written)
@@ -355,14 +400,20 @@ class TransactionCoordinator:
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn ---
 
-    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> tuple[int, TxnMetadata | None]:
+    def _check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[int, TxnMetadata | None]:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         err = self.partition_error(transactional_id)
         if err:
             return err, None
         md = self.txns.get(transactional_id)
-        if md is not None and md.producer_id != producer_id and self._moving_to(md, producer_id, producer_epoch):
+        if (
+            md is not None
+            and md.producer_id != producer_id
+            and self._moving_to(md, producer_id, producer_epoch)
+        ):
             # Version 2: the client already has the new producer id its last EndTxn moves to;
             # the move completes with the markers. Retriable, not a fence of itself.
             return ErrorCode.CONCURRENT_TRANSACTIONS, None
@@ -452,7 +503,9 @@ class TransactionCoordinator:
         md = self.txns.get(transactional_id)
         if md is None:
             return reply(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        self._end_any(md, producer_id, producer_epoch, commit, True, client_transaction_version >= 2, reply)
+        self._end_any(
+            md, producer_id, producer_epoch, commit, True, client_transaction_version >= 2, reply
+        )
 
     def _server_tv2(self) -> bool:
         """Whether the aborts the coordinator starts itself take the version 2 path."""
@@ -471,8 +524,14 @@ class TransactionCoordinator:
         if tv2:
             self._end_v2(md, producer_id, producer_epoch, commit, from_client, done)
         else:
-            self._end(md, producer_id, producer_epoch, commit, from_client,
-                      lambda code: done(code, -1, -1))
+            self._end(
+                md,
+                producer_id,
+                producer_epoch,
+                commit,
+                from_client,
+                lambda code: done(code, -1, -1),
+            )
 
     def _end(
         self,
@@ -489,7 +548,9 @@ class TransactionCoordinator:
         code: int
         if md.producer_id != producer_id:
             code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        elif (from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
+        elif (
+            from_client and producer_epoch != md.producer_epoch
+        ) or producer_epoch < md.producer_epoch:
             code = ErrorCode.PRODUCER_FENCED
         elif md.pending is not None and not fencing:
             code = ErrorCode.CONCURRENT_TRANSACTIONS
@@ -562,7 +623,9 @@ class TransactionCoordinator:
         retry_on_bump = not fencing and md.producer_epoch == producer_epoch + 1
         is_retry = retry_on_bump or retry_on_overflow
         if fencing:
-            valid = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+            valid = (
+                not from_client or producer_epoch == md.producer_epoch
+            ) and producer_epoch >= md.producer_epoch
         elif md.state in PREPARING:
             valid = retry_on_bump
         elif md.state in COMPLETE:
@@ -580,7 +643,10 @@ class TransactionCoordinator:
                 md.producer_epoch = producer_epoch
                 md.last_producer_epoch = -1
             transit = md.prepare_abort_or_commit(
-                state, self.clock(), bump=md.producer_epoch < MAX_EPOCH, next_producer_id=next_pid,
+                state,
+                self.clock(),
+                bump=md.producer_epoch < MAX_EPOCH,
+                next_producer_id=next_pid,
                 no_partition_added=no_partition_added,
             )
 
@@ -643,8 +709,12 @@ class TransactionCoordinator:
         if not md.partitions:
             return self._complete(md)
         m = MarkerWrite(
-            next(self._ids), md.transactional_id, md.producer_id, md.producer_epoch,
-            md.state == TxnState.PREPARE_COMMIT, self.coordinator_epoch(md.transactional_id),
+            next(self._ids),
+            md.transactional_id,
+            md.producer_id,
+            md.producer_epoch,
+            md.state == TxnState.PREPARE_COMMIT,
+            self.coordinator_epoch(md.transactional_id),
             tuple(sorted(md.partitions)),
         )
         self._marker_requests[m.id] = m
@@ -669,17 +739,29 @@ class TransactionCoordinator:
             code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
             if code in MARKER_DONE or code in MARKER_FENCED:
                 if code in MARKER_FENCED:
-                    log_event(log, "txn.marker_fenced", transactional_id=m.transactional_id,
-                              topic=tp[0], partition=tp[1], error=code)
+                    log_event(
+                        log,
+                        "txn.marker_fenced",
+                        transactional_id=m.transactional_id,
+                        topic=tp[0],
+                        partition=tp[1],
+                        error=code,
+                    )
                 md.partitions.discard(tp)
             else:
                 failed.append((tp, code))
         if md.partitions:
-            log_event(log, "txn.marker_retry", transactional_id=m.transactional_id,
-                      partitions=len(md.partitions), error=failed[0][1] if failed else 0)
+            log_event(
+                log,
+                "txn.marker_retry",
+                transactional_id=m.transactional_id,
+                partitions=len(md.partitions),
+                error=failed[0][1] if failed else 0,
+            )
             tid = md.transactional_id
             self.timers.schedule(
-                ("markers", tid), self.clock() + self.config.retry_backoff_ms,
+                ("markers", tid),
+                self.clock() + self.config.retry_backoff_ms,
                 lambda: self._retry_markers(tid, md),
             )
             return
@@ -696,20 +778,32 @@ class TransactionCoordinator:
 
         def written(code: int) -> None:
             if not code:
-                log_event(log, "txn.completed", transactional_id=tid, producer_id=md.producer_id,
-                          epoch=md.producer_epoch, result="commit" if commit else "abort")
+                log_event(
+                    log,
+                    "txn.completed",
+                    transactional_id=tid,
+                    producer_id=md.producer_id,
+                    epoch=md.producer_epoch,
+                    result="commit" if commit else "abort",
+                )
                 return
             if code == ErrorCode.NOT_COORDINATOR:
                 return
             self.timers.schedule(
-                ("complete", tid), self.clock() + self.config.retry_backoff_ms,
+                ("complete", tid),
+                self.clock() + self.config.retry_backoff_ms,
                 lambda: self._retry_complete(tid, md),
             )
 
         self._write_transit(md, transit, written)
 
     def _retry_complete(self, tid: str, md: TxnMetadata) -> None:
-        if self.txns.get(tid) is md and md.state in PREPARING and md.pending is None and not md.partitions:
+        if (
+            self.txns.get(tid) is md
+            and md.state in PREPARING
+            and md.pending is None
+            and not md.partitions
+        ):
             self._complete(md)
 
     # --- timeouts and expiration ---
@@ -728,8 +822,14 @@ class TransactionCoordinator:
             self._schedule_timeout(md, self.clock() + self.config.retry_backoff_ms)
             return
         epoch = md.fence_epoch()
-        log_event(log, "txn.timed_out", transactional_id=tid, producer_id=md.producer_id, epoch=epoch,
-                  timeout_ms=md.timeout_ms)
+        log_event(
+            log,
+            "txn.timed_out",
+            transactional_id=tid,
+            producer_id=md.producer_id,
+            epoch=epoch,
+            timeout_ms=md.timeout_ms,
+        )
 
         def aborted(code: int, _pid: int, _epoch: int) -> None:
             if code and self.txns.get(tid) is md and md.state == TxnState.ONGOING:
@@ -759,10 +859,18 @@ class TransactionCoordinator:
         return describe_transactions(self.txns, self.partition_error, transactional_ids)
 
     def list_transactions(
-        self, state_filters: Iterable[str], producer_id_filters: Iterable[int], duration_filter_ms: int = -1
+        self,
+        state_filters: Iterable[str],
+        producer_id_filters: Iterable[int],
+        duration_filter_ms: int = -1,
     ) -> tuple[int, list[str], list[TxnListing]]:
         """(error, unknown state names, matching transactions)."""
         return list_transactions(
-            self.txns, self.partition_error, self.loading, self.clock,
-            state_filters, producer_id_filters, duration_filter_ms,
+            self.txns,
+            self.partition_error,
+            self.loading,
+            self.clock,
+            state_filters,
+            producer_id_filters,
+            duration_filter_ms,
         )

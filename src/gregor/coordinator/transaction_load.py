@@ -32,23 +32,28 @@ def replay_transaction_log(data: bytes | memoryview) -> Iterator[tuple[str, TxnM
                 value = decode_value(rec.value) if tid is not None else None
                 state = TxnState(value.state) if value is not None else None
             except (ProtocolError, ValueError) as e:
-                log.warning("skipping unreadable __transaction_state record at %d: %s", rec.offset, e)
+                log.warning(
+                    "skipping unreadable __transaction_state record at %d: %s", rec.offset, e
+                )
                 continue
             if tid is None:
                 continue
             if value is None or state is None:
                 yield tid, None
                 continue
-            yield tid, TxnMetadata(
+            yield (
                 tid,
-                value.producer_id,
-                value.transaction_timeout_ms,
-                producer_epoch=value.producer_epoch,
-                last_producer_id=value.previous_producer_id,
-                state=state,
-                partitions=set(value.partitions),
-                start_ms=value.start_timestamp_ms,
-                last_update_ms=value.last_update_timestamp_ms,
-                next_producer_id=value.next_producer_id,
-                client_transaction_version=value.client_transaction_version,
+                TxnMetadata(
+                    tid,
+                    value.producer_id,
+                    value.transaction_timeout_ms,
+                    producer_epoch=value.producer_epoch,
+                    last_producer_id=value.previous_producer_id,
+                    state=state,
+                    partitions=set(value.partitions),
+                    start_ms=value.start_timestamp_ms,
+                    last_update_ms=value.last_update_timestamp_ms,
+                    next_producer_id=value.next_producer_id,
+                    client_transaction_version=value.client_transaction_version,
+                ),
             )

@@ -46,7 +46,11 @@ def txn_commit_error(code: int) -> int:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+    if code in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return code
 
@@ -89,10 +93,16 @@ class TxnOffsetOps(CoordinatorCore):
         def respond() -> None:
             topics: dict[str, list[Any]] = {}
             for name, p in order:
-                topics.setdefault(name, []).append(Part(partition_index=p, error_code=results[(name, p)]))
-            self.reply(token, TxnOffsetCommitResponse(
-                throttle_time_ms=0, topics=[Topic(name=n, partitions=ps) for n, ps in topics.items()],
-            ))
+                topics.setdefault(name, []).append(
+                    Part(partition_index=p, error_code=results[(name, p)])
+                )
+            self.reply(
+                token,
+                TxnOffsetCommitResponse(
+                    throttle_time_ms=0,
+                    topics=[Topic(name=n, partitions=ps) for n, ps in topics.items()],
+                ),
+            )
 
         def fail_all(code: int) -> None:
             for tp in order:
@@ -118,7 +128,9 @@ class TxnOffsetOps(CoordinatorCore):
         if code:
             return fail_all(code)
         batch = RecordBatchBuilder(
-            producer_id=req.producer_id, producer_epoch=req.producer_epoch, base_sequence=0,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch,
+            base_sequence=0,
             is_transactional=True,
         )
         staged: list[tuple[tuple[str, int], OffsetAndMetadata]] = []
@@ -134,11 +146,15 @@ class TxnOffsetOps(CoordinatorCore):
                     results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 leader_epoch = p.committed_leader_epoch if version >= 2 else -1
-                staged.append((tp, OffsetAndMetadata(p.committed_offset, leader_epoch, metadata, now)))
+                staged.append(
+                    (tp, OffsetAndMetadata(p.committed_offset, leader_epoch, metadata, now))
+                )
                 batch.append(
                     now,
                     encode_key(OffsetCommitKey(gid, tp[0], tp[1])),
-                    encode_value(OffsetCommitValue(p.committed_offset, metadata, now, leader_epoch)),
+                    encode_value(
+                        OffsetCommitValue(p.committed_offset, metadata, now, leader_epoch)
+                    ),
                 )
         if not staged:
             return respond()

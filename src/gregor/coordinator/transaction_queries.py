@@ -25,10 +25,18 @@ def describe_transactions(
         elif md is None or md.state == TxnState.DEAD:
             out.append(TxnDescription(tid, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
         else:
-            out.append(TxnDescription(
-                tid, 0, md.state.display_name, md.timeout_ms, md.start_ms,
-                md.producer_id, md.producer_epoch, tuple(sorted(md.partitions)),
-            ))
+            out.append(
+                TxnDescription(
+                    tid,
+                    0,
+                    md.state.display_name,
+                    md.timeout_ms,
+                    md.start_ms,
+                    md.producer_id,
+                    md.producer_epoch,
+                    tuple(sorted(md.partitions)),
+                )
+            )
     return out
 
 

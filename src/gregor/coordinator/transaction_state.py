@@ -171,8 +171,13 @@ class TxnMetadata:
         else:
             return None
         return self.transit(
-            TxnState.EMPTY, now, producer_epoch=epoch, last_producer_epoch=last,
-            timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1,
+            TxnState.EMPTY,
+            now,
+            producer_epoch=epoch,
+            last_producer_epoch=last,
+            timeout_ms=timeout_ms,
+            partitions=frozenset(),
+            start_ms=-1,
         )
 
     def prepare_producer_id_rotation(
@@ -180,10 +185,15 @@ class TxnMetadata:
     ) -> TxnTransit:
         """InitProducerId when the epoch is exhausted: a new producer id at epoch 0."""
         return self.transit(
-            TxnState.EMPTY, now, producer_id=new_producer_id, last_producer_id=self.producer_id,
+            TxnState.EMPTY,
+            now,
+            producer_id=new_producer_id,
+            last_producer_id=self.producer_id,
             producer_epoch=0,
             last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
-            timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1,
+            timeout_ms=timeout_ms,
+            partitions=frozenset(),
+            start_ms=-1,
         )
 
     def fence_epoch(self) -> int:
@@ -202,7 +212,10 @@ class TxnMetadata:
         else:
             partitions, start = set(added), now
         return self.transit(
-            TxnState.ONGOING, now, partitions=frozenset(partitions), start_ms=start,
+            TxnState.ONGOING,
+            now,
+            partitions=frozenset(partitions),
+            start_ms=start,
             client_transaction_version=client_transaction_version,
         )
 
@@ -222,8 +235,10 @@ class TxnMetadata:
         changes: dict[str, object] = {}
         if bump:
             changes.update(
-                producer_epoch=self.producer_epoch + 1, last_producer_epoch=self.producer_epoch,
-                next_producer_id=next_producer_id, client_transaction_version=2,
+                producer_epoch=self.producer_epoch + 1,
+                last_producer_epoch=self.producer_epoch,
+                next_producer_id=next_producer_id,
+                client_transaction_version=2,
             )
         else:
             changes.update(client_transaction_version=0)
@@ -233,13 +248,19 @@ class TxnMetadata:
 
     def prepare_complete(self, now: int) -> TxnTransit:
         state = (
-            TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+            TxnState.COMPLETE_COMMIT
+            if self.state == TxnState.PREPARE_COMMIT
+            else TxnState.COMPLETE_ABORT
         )
         if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
             # The epoch was exhausted: the producer continues under the new id at epoch 0.
             return self.transit(
-                state, now, partitions=frozenset(), producer_id=self.next_producer_id,
-                last_producer_id=self.producer_id, producer_epoch=0,
+                state,
+                now,
+                partitions=frozenset(),
+                producer_id=self.next_producer_id,
+                last_producer_id=self.producer_id,
+                producer_epoch=0,
                 next_producer_id=NO_PRODUCER_ID,
             )
         return self.transit(state, now, partitions=frozenset(), next_producer_id=NO_PRODUCER_ID)

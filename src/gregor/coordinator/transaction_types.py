@@ -107,7 +107,11 @@ def log_append_error(code: int) -> int:
         ErrorCode.REQUEST_TIMED_OUT,
     ):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR):
+    if code in (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NOT_COORDINATOR,
+    ):
         return ErrorCode.NOT_COORDINATOR
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
@@ -115,7 +119,9 @@ def log_append_error(code: int) -> int:
 # Marker results after which a partition needs no further marker.
 MARKER_DONE = frozenset({0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 # A newer producer epoch or coordinator already wrote to the partition: sending again is futile.
-MARKER_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+MARKER_FENCED = frozenset(
+    {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+)
 
 
 class TxnOperation(enum.IntEnum):
@@ -128,8 +134,20 @@ class TxnOperation(enum.IntEnum):
 
     @classmethod
     def for_produce(cls, version: int) -> TxnOperation:
-        return cls.ADD_PARTITION if version > 11 else cls.GENERIC_ERROR if version > 10 else cls.DEFAULT_ERROR
+        return (
+            cls.ADD_PARTITION
+            if version > 11
+            else cls.GENERIC_ERROR
+            if version > 10
+            else cls.DEFAULT_ERROR
+        )
 
     @classmethod
     def for_txn_offset_commit(cls, version: int) -> TxnOperation:
-        return cls.ADD_PARTITION if version > 4 else cls.GENERIC_ERROR if version > 3 else cls.DEFAULT_ERROR
+        return (
+            cls.ADD_PARTITION
+            if version > 4
+            else cls.GENERIC_ERROR
+            if version > 3
+            else cls.DEFAULT_ERROR
+        )

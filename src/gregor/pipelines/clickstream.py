@@ -73,7 +73,13 @@ def _seed(seed: int, chunk: int, column: int) -> int:
 
 
 def generate_columns(
-    n: int, *, users: int = 300, minutes: int = 10, jitter_s: int = 20, seed: int = 7, chunk: int | None = None
+    n: int,
+    *,
+    users: int = 300,
+    minutes: int = 10,
+    jitter_s: int = 20,
+    seed: int = 7,
+    chunk: int | None = None,
 ) -> Any:
     """The generated page views as a ``pyarrow.Table`` (vectorized: about a million a second).
 
@@ -85,8 +91,10 @@ def generate_columns(
     import pyarrow.compute as pc
 
     if chunk is None:
-        parts = [generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k)
-                 for k in range(-(-n // CHUNK))]
+        parts = [
+            generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k)
+            for k in range(-(-n // CHUNK))
+        ]
         return pa.concat_tables(parts) if parts else _empty_table()
     lo, hi = chunk * CHUNK, min((chunk + 1) * CHUNK, n)
     if hi <= lo:
@@ -104,7 +112,9 @@ def generate_columns(
     nominal = pc.add(START_MS, pc.divide(pc.multiply(idx, span), n))
     ts = pc.max_element_wise(START_MS, pc.subtract(nominal, below(0, jitter_s * 1000)))
     ts = pc.min_element_wise(ts, START_MS + span - 1)
-    user = pc.binary_join_element_wise("u", pc.utf8_lpad(pc.cast(below(1, users), pa.string()), 4, "0"), "")
+    user = pc.binary_join_element_wise(
+        "u", pc.utf8_lpad(pc.cast(below(1, users), pa.string()), 4, "0"), ""
+    )
     # a few popular pages, a long tail: page k has weight 1 / (k + 1)
     weights = [1.0 / (i + 1) for i in range(len(PAGES))]
     total = sum(weights)
@@ -118,16 +128,30 @@ def generate_columns(
     referrer = pc.take(pa.array(REFERRERS), below(3, len(REFERRERS)))
     duration = pc.cast(pc.add(200, below(4, 59_800)), pa.int32())
     return pa.table(
-        {"event_id": idx, "user_id": user, "page": page, "ts": ts, "referrer": referrer, "duration_ms": duration}
+        {
+            "event_id": idx,
+            "user_id": user,
+            "page": page,
+            "ts": ts,
+            "referrer": referrer,
+            "duration_ms": duration,
+        }
     )
 
 
 def _empty_table() -> Any:
     import pyarrow as pa
 
-    return pa.table({"event_id": pa.array([], pa.int64()), "user_id": pa.array([], pa.string()),
-                     "page": pa.array([], pa.string()), "ts": pa.array([], pa.int64()),
-                     "referrer": pa.array([], pa.string()), "duration_ms": pa.array([], pa.int32())})
+    return pa.table(
+        {
+            "event_id": pa.array([], pa.int64()),
+            "user_id": pa.array([], pa.string()),
+            "page": pa.array([], pa.string()),
+            "ts": pa.array([], pa.int64()),
+            "referrer": pa.array([], pa.string()),
+            "duration_ms": pa.array([], pa.int32()),
+        }
+    )
 
 
 def json_values(table: Any) -> Any:
@@ -140,17 +164,32 @@ def json_values(table: Any) -> Any:
 
     return pc.cast(
         pc.binary_join_element_wise(
-            '{"event_id":', text("event_id"), ',"user_id":"', table.column("user_id"),
-            '","page":"', table.column("page"), '","ts":', text("ts"),
-            ',"referrer":"', table.column("referrer"), '","duration_ms":', text("duration_ms"), "}", "",
+            '{"event_id":',
+            text("event_id"),
+            ',"user_id":"',
+            table.column("user_id"),
+            '","page":"',
+            table.column("page"),
+            '","ts":',
+            text("ts"),
+            ',"referrer":"',
+            table.column("referrer"),
+            '","duration_ms":',
+            text("duration_ms"),
+            "}",
+            "",
         ),
         pa.binary(),
     )
 
 
-def generate_events(n: int, *, users: int = 300, minutes: int = 10, jitter_s: int = 20, seed: int = 7) -> list[dict]:
+def generate_events(
+    n: int, *, users: int = 300, minutes: int = 10, jitter_s: int = 20, seed: int = 7
+) -> list[dict]:
     """``n`` page views spread over ``minutes`` of event time, out of order by < ``jitter_s``."""
-    return generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed).to_pylist()
+    return generate_columns(
+        n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed
+    ).to_pylist()
 
 
 def end_marker(events: Any, window_ms: int = 60_000, watermark_ms: int = 60_000) -> dict:
@@ -160,20 +199,33 @@ def end_marker(events: Any, window_ms: int = 60_000, watermark_ms: int = 60_000)
     else:
         last = events if isinstance(events, int) else START_MS
     ts = (last // window_ms + 1) * window_ms + watermark_ms + window_ms
-    return {"event_id": -1, "user_id": "", "page": END_PAGE, "ts": ts, "referrer": "", "duration_ms": 0}
+    return {
+        "event_id": -1,
+        "user_id": "",
+        "page": END_PAGE,
+        "ts": ts,
+        "referrer": "",
+        "duration_ms": 0,
+    }
 
 
 def produce_events(bootstrap_servers: str, topic: str, events: Iterable[dict]) -> int:
     from gregor.client import Producer
 
     n = 0
-    with Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 10, "compression.type": "lz4"}) as p:
+    with Producer(
+        {"bootstrap.servers": bootstrap_servers, "linger.ms": 10, "compression.type": "lz4"}
+    ) as p:
         futures = []
         for e in events:
             key = e["user_id"].encode() or None
             # a keyless record (the end marker) goes to partition 0, not to a sticky random one,
             # so that the same input always lands in the same partitions
-            futures.append(p.send(topic, json.dumps(e, separators=(",", ":")).encode(), key, None if key else 0))
+            futures.append(
+                p.send(
+                    topic, json.dumps(e, separators=(",", ":")).encode(), key, None if key else 0
+                )
+            )
             n += 1
         p.flush()
         for f in futures:
@@ -198,7 +250,9 @@ def create_topics(config: PipelineConfig) -> None:
 # --- the ground truth ---
 
 
-def expected_windows(events: Any, window_ms: int = 60_000) -> dict[tuple[int, str], tuple[int, int]]:
+def expected_windows(
+    events: Any, window_ms: int = 60_000
+) -> dict[tuple[int, str], tuple[int, int]]:
     """(window start ms, page) -> (views, distinct users), from the generated events (a list
     of dicts, or a ``pyarrow.Table`` of :func:`generate_columns`, counted in Arrow)."""
     if not isinstance(events, list | tuple):
@@ -221,12 +275,18 @@ def _expected_from_table(table: Any, window_ms: int) -> dict[tuple[int, str], tu
     table = table.filter(pc.not_equal(table.column("page"), END_PAGE))
     start = pc.multiply(pc.divide(table.column("ts"), window_ms), window_ms)
     t = pa.table({"start": start, "page": table.column("page"), "user_id": table.column("user_id")})
-    agg = t.group_by(["start", "page"]).aggregate([("user_id", "count"), ("user_id", "count_distinct")])
+    agg = t.group_by(["start", "page"]).aggregate(
+        [("user_id", "count"), ("user_id", "count_distinct")]
+    )
     return {
         (s, p): (v, u)
-        for s, p, v, u in zip(agg.column("start").to_pylist(), agg.column("page").to_pylist(),
-                              agg.column("user_id_count").to_pylist(), agg.column("user_id_count_distinct").to_pylist(),
-                              strict=True)
+        for s, p, v, u in zip(
+            agg.column("start").to_pylist(),
+            agg.column("page").to_pylist(),
+            agg.column("user_id_count").to_pylist(),
+            agg.column("user_id_count_distinct").to_pylist(),
+            strict=True,
+        )
     }
 
 
@@ -292,14 +352,18 @@ def write_batch(config: PipelineConfig) -> Callable[[Any, int], None]:
     def sink(df: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        rows = df.select(F.unix_millis("window_start"), F.unix_millis("window_end"), "page", "views", "users").collect()
+        rows = df.select(
+            F.unix_millis("window_start"), F.unix_millis("window_end"), "page", "views", "users"
+        ).collect()
         if rows:
             write_windows(config, batch_id, [tuple(r) for r in rows])
 
     return sink
 
 
-def write_windows(config: PipelineConfig, batch_id: int, windows: list[tuple[int, int, str, int, int]]) -> None:
+def write_windows(
+    config: PipelineConfig, batch_id: int, windows: list[tuple[int, int, str, int, int]]
+) -> None:
     import shutil
 
     import pyarrow as pa
@@ -312,21 +376,34 @@ def write_windows(config: PipelineConfig, batch_id: int, windows: list[tuple[int
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     ts = pa.timestamp("us", tz="UTC")
-    table = pa.table({
-        "window_start": pa.array([w[0] * 1000 for w in windows], ts),
-        "window_end": pa.array([w[1] * 1000 for w in windows], ts),
-        "page": pa.array([w[2] for w in windows], pa.string()),
-        "views": pa.array([w[3] for w in windows], pa.int64()),
-        "users": pa.array([w[4] for w in windows], pa.int32()),
-    })
+    table = pa.table(
+        {
+            "window_start": pa.array([w[0] * 1000 for w in windows], ts),
+            "window_end": pa.array([w[1] * 1000 for w in windows], ts),
+            "page": pa.array([w[2] for w in windows], pa.string()),
+            "views": pa.array([w[3] for w in windows], pa.int64()),
+            "users": pa.array([w[4] for w in windows], pa.int32()),
+        }
+    )
     pq.write_table(table, tmp / "part-00000.parquet")
     shutil.rmtree(d, ignore_errors=True)
     tmp.rename(d)
     with Producer({"bootstrap.servers": config.bootstrap_servers, "linger.ms": 5}) as p:
         futures = [
-            p.send(config.output_topic, json.dumps(
-                {"window_start": _iso(w[0]), "window_end": _iso(w[1]), "page": w[2], "views": w[3], "users": w[4]},
-                separators=(",", ":")).encode(), w[2].encode())
+            p.send(
+                config.output_topic,
+                json.dumps(
+                    {
+                        "window_start": _iso(w[0]),
+                        "window_end": _iso(w[1]),
+                        "page": w[2],
+                        "views": w[3],
+                        "users": w[4],
+                    },
+                    separators=(",", ":"),
+                ).encode(),
+                w[2].encode(),
+            )
             for w in windows
         ]
         p.flush()
@@ -436,8 +513,11 @@ def parquet_results(spark: Any, config: PipelineConfig) -> dict[tuple[int, str],
     for f in sorted(path.glob("batch_id=*/*.parquet")) if path.exists() else []:
         t = pq.read_table(f)
         for start, page, views, users in zip(
-            t.column("window_start").cast("int64").to_pylist(), t.column("page").to_pylist(),
-            t.column("views").to_pylist(), t.column("users").to_pylist(), strict=True,
+            t.column("window_start").cast("int64").to_pylist(),
+            t.column("page").to_pylist(),
+            t.column("views").to_pylist(),
+            t.column("users").to_pylist(),
+            strict=True,
         ):
             k = (start // 1000, page)
             if k in out:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -49,18 +51,37 @@ JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 GENERATOR_NICE = 5
 
 
-def generate_and_produce(bootstrap: str, topic: str, n: int, users: int, minutes: int, jitter_s: int, seed: int,
-                         produced: Any, started: Any, finished: Any) -> None:
+def generate_and_produce(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    users: int,
+    minutes: int,
+    jitter_s: int,
+    seed: int,
+    produced: Any,
+    started: Any,
+    finished: Any,
+) -> None:
     """The generator process: every chunk of events to ``topic`` (key: user id)."""
     from gregor.client import Producer, partition_for_key
 
     os.nice(GENERATOR_NICE)
-    config = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 512 * 1024, "acks": "all"}
+    config = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 20,
+        "batch.size": 512 * 1024,
+        "acks": "all",
+    }
     with Producer(config) as p:
         count = len(p.partitions_for(topic))
-        where: dict[bytes, int] = {}  # key -> partition: the default partitioner's choice, once per user
+        where: dict[
+            bytes, int
+        ] = {}  # key -> partition: the default partitioner's choice, once per user
         for k in range(-(-n // cs.CHUNK)):
-            table = cs.generate_columns(n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k)
+            table = cs.generate_columns(
+                n, users=users, minutes=minutes, jitter_s=jitter_s, seed=seed, chunk=k
+            )
             values = cs.json_values(table).to_pylist()
             keys = table.column("user_id").cast("binary").to_pylist()
             if started.value == 0:
@@ -117,7 +138,7 @@ def run(
     out = Path(config.output_dir)
     broker = None
     if not config.bootstrap_servers:
-        from gregor.testing.process import BrokerProcess
+        from gregor.launch import BrokerProcess
 
         say("starting a Gregor broker")
         broker = BrokerProcess(data_dir=out / "broker", config={"log.retention.ms": "-1"}).start()
@@ -132,14 +153,26 @@ def run(
         if older and produce:
             config = replace(config, starting_offsets=json.dumps(before))
             say(f"{config.input_topic} already holds {older} records; the job starts after them")
-        say(f"topics {config.input_topic} ({config.partitions} partitions) and {config.output_topic} ready")
+        say(
+            f"topics {config.input_topic} ({config.partitions} partitions) and {config.output_topic} ready"
+        )
         ctx = mp.get_context("spawn")
         produced, started, finished = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
         if produce:
             gen = ctx.Process(
                 target=generate_and_produce,
-                args=(config.bootstrap_servers, config.input_topic, config.events, config.users, config.minutes,
-                      config.jitter_s, config.seed, produced, started, finished),
+                args=(
+                    config.bootstrap_servers,
+                    config.input_topic,
+                    config.events,
+                    config.users,
+                    config.minutes,
+                    config.jitter_s,
+                    config.seed,
+                    produced,
+                    started,
+                    finished,
+                ),
                 daemon=True,
             )
             gen.start()
@@ -151,12 +184,23 @@ def run(
         from gregor.spark import local_session
 
         say(f"starting Spark ({master})")
-        spark = local_session("gregor-clickstream", master=master, config={
-            "spark.sql.shuffle.partitions": "2", "spark.sql.streaming.metricsEnabled": "false",
-            "spark.driver.extraJavaOptions": os.environ.get("GREGOR_PIPELINE_JAVA_OPTIONS", JAVA_OPTIONS),
-            **(spark_config or {}),
-        })
+        spark = local_session(
+            "gregor-clickstream",
+            master=master,
+            config={
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.metricsEnabled": "false",
+                "spark.driver.extraJavaOptions": os.environ.get(
+                    "GREGOR_PIPELINE_JAVA_OPTIONS", JAVA_OPTIONS
+                ),
+                **(spark_config or {}),
+            },
+        )
         spark.sparkContext.setLogLevel("ERROR")
+        # PySpark's own Ctrl-C handler calls into the JVM from the signal handler (to cancel
+        # the jobs) and fails there with a traceback while a call is in flight; a plain
+        # KeyboardInterrupt lets the finally below stop the query, Spark and the broker.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         if _DEBUG:
             say("Spark session ready")
         end_time, batches, busy = _stream(spark, config, gen, produced, say)
@@ -167,24 +211,66 @@ def run(
             say("")
         problems = None
         if produce:
-            problems = cs.check(cs.expected_windows(cs.generate_columns(
-                config.events, users=config.users, minutes=config.minutes, jitter_s=config.jitter_s,
-                seed=config.seed)), got)
+            problems = cs.check(
+                cs.expected_windows(
+                    cs.generate_columns(
+                        config.events,
+                        users=config.users,
+                        minutes=config.minutes,
+                        jitter_s=config.jitter_s,
+                        seed=config.seed,
+                    )
+                ),
+                got,
+            )
         seconds = end_time - started.value if started.value else 0.0
         produce_s = finished.value - started.value if finished.value else 0.0
         events = config.events if produce else produced.value
-        return Summary(events, seconds, len(got), batches, problems, time.monotonic() - t0, busy, produce_s)
+        return Summary(
+            events, seconds, len(got), batches, problems, time.monotonic() - t0, busy, produce_s
+        )
     finally:
-        if gen is not None and gen.is_alive():
-            gen.kill()
+        # Everything this job started ends before it returns, on a Ctrl-C too (SIGINT to the
+        # whole process group): no child is left running, or unreaped, after the job.
+        if gen is not None:
+            if gen.is_alive():
+                gen.kill()
+            gen.join()
         if spark is not None:
-            spark.stop()
+            _stop_spark(spark)
         if broker is not None:
             say("stopping the broker")
             broker.stop()
 
 
-def _stream(spark: Any, config: cs.PipelineConfig, gen: Any, produced: Any, say: Callable[[str], None]) -> tuple[float, int, float]:
+def _stop_spark(spark: Any) -> None:
+    """Stop the session and wait for Spark's JVM to end. PySpark starts the JVM ignoring SIGINT
+    and leaves it to end when this process ends (closing its stdin): after a Ctrl-C it would
+    outlive the job. Closing the pipe ends it now; the next session starts a new one."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the JVM may be gone already; it is ended below
+        pass
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
+def _stream(
+    spark: Any, config: cs.PipelineConfig, gen: Any, produced: Any, say: Callable[[str], None]
+) -> tuple[float, int, float]:
     """Run the query until the generated input and the marker are processed; (end time,
     batches, seconds Spark spent in batches that read events)."""
     query = (
@@ -222,9 +308,11 @@ def _stream(spark: Any, config: cs.PipelineConfig, gen: Any, produced: Any, say:
                 lag = _lag(end, latest)
                 wm = (p.get("eventTime") or {}).get("watermark", "-")
                 rate = p.get("processedRowsPerSecond") or 0.0
-                say(f"batch {seen:>3}: {p.get('numInputRows', 0):>8,} events {rate:>10,.0f} events/s  "
+                say(
+                    f"batch {seen:>3}: {p.get('numInputRows', 0):>8,} events {rate:>10,.0f} events/s  "
                     f"read {read:>9,}/{produced.value:,}  lag {lag:>8,}  watermark {wm}  "
-                    f"windows {windows}")
+                    f"windows {windows}"
+                )
                 if _DEBUG:
                     say(f"  durations {p.get('durationMs')}")
                 if marker_target is not None and marker_batch < 0 and end == marker_target:
@@ -257,7 +345,11 @@ def _fits(config: cs.PipelineConfig, end: Any, target: dict) -> bool:
     backlog within ``maxOffsetsPerTrigger``), and no event can come after the watermark it moves."""
     if not end:
         return False
-    left = sum(max(int(o) - int(end.get(t, {}).get(p, 0)), 0) for t, parts in target.items() for p, o in parts.items())
+    left = sum(
+        max(int(o) - int(end.get(t, {}).get(p, 0)), 0)
+        for t, parts in target.items()
+        for p, o in parts.items()
+    )
     return left + 1 < config.max_offsets_per_trigger  # strictly: no float rounding can cut it short
 
 
@@ -266,7 +358,9 @@ def _produce_marker(config: cs.PipelineConfig, target: dict) -> dict:
 
     marker = cs.end_marker(cs.START_MS + config.minutes * 60_000)
     with Producer({"bootstrap.servers": config.bootstrap_servers}) as p:
-        meta = p.send(config.input_topic, json.dumps(marker, separators=(",", ":")).encode(), partition=0).result(60)
+        meta = p.send(
+            config.input_topic, json.dumps(marker, separators=(",", ":")).encode(), partition=0
+        ).result(60)
     new = json.loads(json.dumps(target))
     new[config.input_topic][str(meta.partition)] = meta.offset + 1
     return new
@@ -288,26 +382,41 @@ def _last_end(query: Any) -> Any:
 def _lag(end: Any, latest: Any) -> int:
     if not end or not latest:
         return 0
-    return sum(max(int(o) - int(end.get(t, {}).get(p, 0)), 0) for t, parts in latest.items() for p, o in parts.items())
+    return sum(
+        max(int(o) - int(end.get(t, {}).get(p, 0)), 0)
+        for t, parts in latest.items()
+        for p, o in parts.items()
+    )
 
 
 def _windows_written(config: cs.PipelineConfig) -> int:
     import pyarrow.parquet as pq
 
     path = Path(config.parquet_dir)
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in path.glob("batch_id=*/*.parquet")) if path.exists() else 0
+    return (
+        sum(pq.ParquetFile(f).metadata.num_rows for f in path.glob("batch_id=*/*.parquet"))
+        if path.exists()
+        else 0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m gregor.pipelines", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bootstrap-servers", "-b", default=None, help="an existing broker (default: start one)")
+    ap = argparse.ArgumentParser(
+        prog="python -m gregor.pipelines",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--bootstrap-servers", "-b", default=None, help="an existing broker (default: start one)"
+    )
     ap.add_argument("--master", default="local[*]", help="Spark master, e.g. spark://host:7077")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--users", type=int, default=300)
-    ap.add_argument("--minutes", type=int, default=10, help="event-time span of the generated views")
+    ap.add_argument(
+        "--minutes", type=int, default=10, help="event-time span of the generated views"
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
     ap.add_argument("--input-topic", default="pageviews")
@@ -328,9 +437,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[pipeline] {stamp}{msg}" if msg and "\n" not in msg else msg, flush=True)
 
     config = cs.PipelineConfig(
-        a.bootstrap_servers or "", input_topic=a.input_topic, output_topic=a.output_topic,
-        output_dir=str(out.resolve()), events=a.events, users=a.users, minutes=a.minutes, seed=a.seed,
-        partitions=a.partitions, max_offsets_per_trigger=a.max_offsets_per_trigger,
+        a.bootstrap_servers or "",
+        input_topic=a.input_topic,
+        output_topic=a.output_topic,
+        output_dir=str(out.resolve()),
+        events=a.events,
+        users=a.users,
+        minutes=a.minutes,
+        seed=a.seed,
+        partitions=a.partitions,
+        max_offsets_per_trigger=a.max_offsets_per_trigger,
     )
     try:
         summary = run(config, master=a.master, say=say, rows=a.rows)
@@ -342,7 +458,19 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"Error: {_one_line(e)}", file=sys.stderr)
         return 1
+    finally:
+        _stop_resource_tracker()
     return report(summary, say)
+
+
+def _stop_resource_tracker() -> None:
+    """End multiprocessing's resource tracker (the generator's spawn started it) and wait for
+    it, instead of leaving it to end after this process (it ignores SIGINT)."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)  # Python's own, private
+    if stop is not None:
+        stop()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -361,9 +489,11 @@ def report(s: Summary, say: Callable[[str], None]) -> int:
     """Print the summary and the check; the exit status (1 when a window differs)."""
     for m in (s.mismatches or [])[:20]:
         print(f"  MISMATCH {m}", file=sys.stderr)
-    say(f"summary: {s.events:,} events in {s.seconds:.1f} s = {s.rate:,.0f} events/s; {s.windows} windows in "
+    say(
+        f"summary: {s.events:,} events in {s.seconds:.1f} s = {s.rate:,.0f} events/s; {s.windows} windows in "
         f"{s.batches} batches; produced in {s.produce_seconds:.1f} s; Spark busy {s.busy_seconds:.1f} s "
-        f"({s.processing_rate:,.0f} events/s); {s.total_seconds:.1f} s with start-up")
+        f"({s.processing_rate:,.0f} events/s); {s.total_seconds:.1f} s with start-up"
+    )
     if s.mismatches is None:
         say("check: skipped (nothing was generated, so there is no ground truth)")
         return 0

@@ -175,133 +175,137 @@ class UnknownServerError(KafkaError):
     """The server experienced an unexpected error when processing the request."""
 
     code = -1
-    name = 'UNKNOWN_SERVER_ERROR'
+    name = "UNKNOWN_SERVER_ERROR"
     retriable = False
-    description = 'The server experienced an unexpected error when processing the request.'
+    description = "The server experienced an unexpected error when processing the request."
 
 
 class OffsetOutOfRangeError(KafkaError):
     """The requested offset is not within the range of offsets maintained by the server."""
 
     code = 1
-    name = 'OFFSET_OUT_OF_RANGE'
+    name = "OFFSET_OUT_OF_RANGE"
     retriable = False
-    description = 'The requested offset is not within the range of offsets maintained by the server.'
+    description = (
+        "The requested offset is not within the range of offsets maintained by the server."
+    )
 
 
 class CorruptMessageError(RetriableError):
     """This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt."""
 
     code = 2
-    name = 'CORRUPT_MESSAGE'
+    name = "CORRUPT_MESSAGE"
     retriable = True
-    description = 'This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.'
+    description = "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt."
 
 
 class UnknownTopicOrPartitionError(RetriableError):
     """This server does not host this topic-partition."""
 
     code = 3
-    name = 'UNKNOWN_TOPIC_OR_PARTITION'
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
     retriable = True
-    description = 'This server does not host this topic-partition.'
+    description = "This server does not host this topic-partition."
 
 
 class InvalidFetchSizeError(KafkaError):
     """The requested fetch size is invalid."""
 
     code = 4
-    name = 'INVALID_FETCH_SIZE'
+    name = "INVALID_FETCH_SIZE"
     retriable = False
-    description = 'The requested fetch size is invalid.'
+    description = "The requested fetch size is invalid."
 
 
 class LeaderNotAvailableError(RetriableError):
     """There is no leader for this topic-partition as we are in the middle of a leadership election."""
 
     code = 5
-    name = 'LEADER_NOT_AVAILABLE'
+    name = "LEADER_NOT_AVAILABLE"
     retriable = True
-    description = 'There is no leader for this topic-partition as we are in the middle of a leadership election.'
+    description = "There is no leader for this topic-partition as we are in the middle of a leadership election."
 
 
 class NotLeaderOrFollowerError(RetriableError):
     """For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition."""
 
     code = 6
-    name = 'NOT_LEADER_OR_FOLLOWER'
+    name = "NOT_LEADER_OR_FOLLOWER"
     retriable = True
-    description = 'For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition.'
+    description = "For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition."
 
 
 class RequestTimedOutError(RetriableError):
     """The request timed out."""
 
     code = 7
-    name = 'REQUEST_TIMED_OUT'
+    name = "REQUEST_TIMED_OUT"
     retriable = True
-    description = 'The request timed out.'
+    description = "The request timed out."
 
 
 class BrokerNotAvailableError(KafkaError):
     """The broker is not available."""
 
     code = 8
-    name = 'BROKER_NOT_AVAILABLE'
+    name = "BROKER_NOT_AVAILABLE"
     retriable = False
-    description = 'The broker is not available.'
+    description = "The broker is not available."
 
 
 class ReplicaNotAvailableError(RetriableError):
     """The replica is not available for the requested topic-partition. Produce/Fetch requests and other requests intended only for the leader or follower return NOT_LEADER_OR_FOLLOWER if the broker is not a replica of the topic-partition."""
 
     code = 9
-    name = 'REPLICA_NOT_AVAILABLE'
+    name = "REPLICA_NOT_AVAILABLE"
     retriable = True
-    description = 'The replica is not available for the requested topic-partition. Produce/Fetch requests and other requests intended only for the leader or follower return NOT_LEADER_OR_FOLLOWER if the broker is not a replica of the topic-partition.'
+    description = "The replica is not available for the requested topic-partition. Produce/Fetch requests and other requests intended only for the leader or follower return NOT_LEADER_OR_FOLLOWER if the broker is not a replica of the topic-partition."
 
 
 class MessageTooLargeError(KafkaError):
     """The request included a message larger than the max message size the server will accept."""
 
     code = 10
-    name = 'MESSAGE_TOO_LARGE'
+    name = "MESSAGE_TOO_LARGE"
     retriable = False
-    description = 'The request included a message larger than the max message size the server will accept.'
+    description = (
+        "The request included a message larger than the max message size the server will accept."
+    )
 
 
 class StaleControllerEpochError(KafkaError):
     """The controller moved to another broker."""
 
     code = 11
-    name = 'STALE_CONTROLLER_EPOCH'
+    name = "STALE_CONTROLLER_EPOCH"
     retriable = False
-    description = 'The controller moved to another broker.'
+    description = "The controller moved to another broker."
 
 
 class OffsetMetadataTooLargeError(KafkaError):
     """The metadata field of the offset request was too large."""
 
     code = 12
-    name = 'OFFSET_METADATA_TOO_LARGE'
+    name = "OFFSET_METADATA_TOO_LARGE"
     retriable = False
-    description = 'The metadata field of the offset request was too large.'
+    description = "The metadata field of the offset request was too large."
 
 
 class NetworkError(RetriableError):
     """The server disconnected before a response was received."""
 
     code = 13
-    name = 'NETWORK_EXCEPTION'
+    name = "NETWORK_EXCEPTION"
     retriable = True
-    description = 'The server disconnected before a response was received.'
+    description = "The server disconnected before a response was received."
 
 
 class CoordinatorLoadInProgressError(RetriableError):
     """The coordinator is loading and hence can't process requests."""
 
     code = 14
-    name = 'COORDINATOR_LOAD_IN_PROGRESS'
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
     retriable = True
     description = "The coordinator is loading and hence can't process requests."
 
@@ -310,79 +314,81 @@ class CoordinatorNotAvailableError(RetriableError):
     """The coordinator is not available."""
 
     code = 15
-    name = 'COORDINATOR_NOT_AVAILABLE'
+    name = "COORDINATOR_NOT_AVAILABLE"
     retriable = True
-    description = 'The coordinator is not available.'
+    description = "The coordinator is not available."
 
 
 class NotCoordinatorError(RetriableError):
     """This is not the correct coordinator."""
 
     code = 16
-    name = 'NOT_COORDINATOR'
+    name = "NOT_COORDINATOR"
     retriable = True
-    description = 'This is not the correct coordinator.'
+    description = "This is not the correct coordinator."
 
 
 class InvalidTopicError(KafkaError):
     """The request attempted to perform an operation on an invalid topic."""
 
     code = 17
-    name = 'INVALID_TOPIC_EXCEPTION'
+    name = "INVALID_TOPIC_EXCEPTION"
     retriable = False
-    description = 'The request attempted to perform an operation on an invalid topic.'
+    description = "The request attempted to perform an operation on an invalid topic."
 
 
 class RecordListTooLargeError(KafkaError):
     """The request included message batch larger than the configured segment size on the server."""
 
     code = 18
-    name = 'RECORD_LIST_TOO_LARGE'
+    name = "RECORD_LIST_TOO_LARGE"
     retriable = False
-    description = 'The request included message batch larger than the configured segment size on the server.'
+    description = (
+        "The request included message batch larger than the configured segment size on the server."
+    )
 
 
 class NotEnoughReplicasError(RetriableError):
     """Messages are rejected since there are fewer in-sync replicas than required."""
 
     code = 19
-    name = 'NOT_ENOUGH_REPLICAS'
+    name = "NOT_ENOUGH_REPLICAS"
     retriable = True
-    description = 'Messages are rejected since there are fewer in-sync replicas than required.'
+    description = "Messages are rejected since there are fewer in-sync replicas than required."
 
 
 class NotEnoughReplicasAfterAppendError(RetriableError):
     """Messages are written to the log, but to fewer in-sync replicas than required."""
 
     code = 20
-    name = 'NOT_ENOUGH_REPLICAS_AFTER_APPEND'
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
     retriable = True
-    description = 'Messages are written to the log, but to fewer in-sync replicas than required.'
+    description = "Messages are written to the log, but to fewer in-sync replicas than required."
 
 
 class InvalidRequiredAcksError(KafkaError):
     """Produce request specified an invalid value for required acks."""
 
     code = 21
-    name = 'INVALID_REQUIRED_ACKS'
+    name = "INVALID_REQUIRED_ACKS"
     retriable = False
-    description = 'Produce request specified an invalid value for required acks.'
+    description = "Produce request specified an invalid value for required acks."
 
 
 class IllegalGenerationError(KafkaError):
     """Specified group generation id is not valid."""
 
     code = 22
-    name = 'ILLEGAL_GENERATION'
+    name = "ILLEGAL_GENERATION"
     retriable = False
-    description = 'Specified group generation id is not valid.'
+    description = "Specified group generation id is not valid."
 
 
 class InconsistentGroupProtocolError(KafkaError):
     """The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list."""
 
     code = 23
-    name = 'INCONSISTENT_GROUP_PROTOCOL'
+    name = "INCONSISTENT_GROUP_PROTOCOL"
     retriable = False
     description = "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list."
 
@@ -391,322 +397,322 @@ class InvalidGroupIdError(KafkaError):
     """The configured groupId is invalid."""
 
     code = 24
-    name = 'INVALID_GROUP_ID'
+    name = "INVALID_GROUP_ID"
     retriable = False
-    description = 'The configured groupId is invalid.'
+    description = "The configured groupId is invalid."
 
 
 class UnknownMemberIdError(KafkaError):
     """The coordinator is not aware of this member."""
 
     code = 25
-    name = 'UNKNOWN_MEMBER_ID'
+    name = "UNKNOWN_MEMBER_ID"
     retriable = False
-    description = 'The coordinator is not aware of this member.'
+    description = "The coordinator is not aware of this member."
 
 
 class InvalidSessionTimeoutError(KafkaError):
     """The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms)."""
 
     code = 26
-    name = 'INVALID_SESSION_TIMEOUT'
+    name = "INVALID_SESSION_TIMEOUT"
     retriable = False
-    description = 'The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).'
+    description = "The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms)."
 
 
 class RebalanceInProgressError(KafkaError):
     """The group is rebalancing, so a rejoin is needed."""
 
     code = 27
-    name = 'REBALANCE_IN_PROGRESS'
+    name = "REBALANCE_IN_PROGRESS"
     retriable = False
-    description = 'The group is rebalancing, so a rejoin is needed.'
+    description = "The group is rebalancing, so a rejoin is needed."
 
 
 class InvalidCommitOffsetSizeError(KafkaError):
     """The committing offset data size is not valid."""
 
     code = 28
-    name = 'INVALID_COMMIT_OFFSET_SIZE'
+    name = "INVALID_COMMIT_OFFSET_SIZE"
     retriable = False
-    description = 'The committing offset data size is not valid.'
+    description = "The committing offset data size is not valid."
 
 
 class TopicAuthorizationFailedError(KafkaError):
     """Topic authorization failed."""
 
     code = 29
-    name = 'TOPIC_AUTHORIZATION_FAILED'
+    name = "TOPIC_AUTHORIZATION_FAILED"
     retriable = False
-    description = 'Topic authorization failed.'
+    description = "Topic authorization failed."
 
 
 class GroupAuthorizationFailedError(KafkaError):
     """Group authorization failed."""
 
     code = 30
-    name = 'GROUP_AUTHORIZATION_FAILED'
+    name = "GROUP_AUTHORIZATION_FAILED"
     retriable = False
-    description = 'Group authorization failed.'
+    description = "Group authorization failed."
 
 
 class ClusterAuthorizationFailedError(KafkaError):
     """Cluster authorization failed."""
 
     code = 31
-    name = 'CLUSTER_AUTHORIZATION_FAILED'
+    name = "CLUSTER_AUTHORIZATION_FAILED"
     retriable = False
-    description = 'Cluster authorization failed.'
+    description = "Cluster authorization failed."
 
 
 class InvalidTimestampError(KafkaError):
     """The timestamp of the message is out of acceptable range."""
 
     code = 32
-    name = 'INVALID_TIMESTAMP'
+    name = "INVALID_TIMESTAMP"
     retriable = False
-    description = 'The timestamp of the message is out of acceptable range.'
+    description = "The timestamp of the message is out of acceptable range."
 
 
 class UnsupportedSaslMechanismError(KafkaError):
     """The broker does not support the requested SASL mechanism."""
 
     code = 33
-    name = 'UNSUPPORTED_SASL_MECHANISM'
+    name = "UNSUPPORTED_SASL_MECHANISM"
     retriable = False
-    description = 'The broker does not support the requested SASL mechanism.'
+    description = "The broker does not support the requested SASL mechanism."
 
 
 class IllegalSaslStateError(KafkaError):
     """Request is not valid given the current SASL state."""
 
     code = 34
-    name = 'ILLEGAL_SASL_STATE'
+    name = "ILLEGAL_SASL_STATE"
     retriable = False
-    description = 'Request is not valid given the current SASL state.'
+    description = "Request is not valid given the current SASL state."
 
 
 class UnsupportedVersionError(KafkaError):
     """The version of API is not supported."""
 
     code = 35
-    name = 'UNSUPPORTED_VERSION'
+    name = "UNSUPPORTED_VERSION"
     retriable = False
-    description = 'The version of API is not supported.'
+    description = "The version of API is not supported."
 
 
 class TopicAlreadyExistsError(KafkaError):
     """Topic with this name already exists."""
 
     code = 36
-    name = 'TOPIC_ALREADY_EXISTS'
+    name = "TOPIC_ALREADY_EXISTS"
     retriable = False
-    description = 'Topic with this name already exists.'
+    description = "Topic with this name already exists."
 
 
 class InvalidPartitionsError(KafkaError):
     """Number of partitions is below 1."""
 
     code = 37
-    name = 'INVALID_PARTITIONS'
+    name = "INVALID_PARTITIONS"
     retriable = False
-    description = 'Number of partitions is below 1.'
+    description = "Number of partitions is below 1."
 
 
 class InvalidReplicationFactorError(KafkaError):
     """Replication factor is below 1 or larger than the number of available brokers."""
 
     code = 38
-    name = 'INVALID_REPLICATION_FACTOR'
+    name = "INVALID_REPLICATION_FACTOR"
     retriable = False
-    description = 'Replication factor is below 1 or larger than the number of available brokers.'
+    description = "Replication factor is below 1 or larger than the number of available brokers."
 
 
 class InvalidReplicaAssignmentError(KafkaError):
     """Replica assignment is invalid."""
 
     code = 39
-    name = 'INVALID_REPLICA_ASSIGNMENT'
+    name = "INVALID_REPLICA_ASSIGNMENT"
     retriable = False
-    description = 'Replica assignment is invalid.'
+    description = "Replica assignment is invalid."
 
 
 class InvalidConfigError(KafkaError):
     """Configuration is invalid."""
 
     code = 40
-    name = 'INVALID_CONFIG'
+    name = "INVALID_CONFIG"
     retriable = False
-    description = 'Configuration is invalid.'
+    description = "Configuration is invalid."
 
 
 class NotControllerError(RetriableError):
     """This is not the correct controller for this cluster."""
 
     code = 41
-    name = 'NOT_CONTROLLER'
+    name = "NOT_CONTROLLER"
     retriable = True
-    description = 'This is not the correct controller for this cluster.'
+    description = "This is not the correct controller for this cluster."
 
 
 class InvalidRequestError(KafkaError):
     """This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details."""
 
     code = 42
-    name = 'INVALID_REQUEST'
+    name = "INVALID_REQUEST"
     retriable = False
-    description = 'This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.'
+    description = "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details."
 
 
 class UnsupportedForMessageFormatError(KafkaError):
     """The message format version on the broker does not support the request."""
 
     code = 43
-    name = 'UNSUPPORTED_FOR_MESSAGE_FORMAT'
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
     retriable = False
-    description = 'The message format version on the broker does not support the request.'
+    description = "The message format version on the broker does not support the request."
 
 
 class PolicyViolationError(KafkaError):
     """Request parameters do not satisfy the configured policy."""
 
     code = 44
-    name = 'POLICY_VIOLATION'
+    name = "POLICY_VIOLATION"
     retriable = False
-    description = 'Request parameters do not satisfy the configured policy.'
+    description = "Request parameters do not satisfy the configured policy."
 
 
 class OutOfOrderSequenceNumberError(KafkaError):
     """The broker received an out of order sequence number."""
 
     code = 45
-    name = 'OUT_OF_ORDER_SEQUENCE_NUMBER'
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
     retriable = False
-    description = 'The broker received an out of order sequence number.'
+    description = "The broker received an out of order sequence number."
 
 
 class DuplicateSequenceNumberError(KafkaError):
     """The broker received a duplicate sequence number."""
 
     code = 46
-    name = 'DUPLICATE_SEQUENCE_NUMBER'
+    name = "DUPLICATE_SEQUENCE_NUMBER"
     retriable = False
-    description = 'The broker received a duplicate sequence number.'
+    description = "The broker received a duplicate sequence number."
 
 
 class InvalidProducerEpochError(KafkaError):
     """Producer attempted to produce with an old epoch."""
 
     code = 47
-    name = 'INVALID_PRODUCER_EPOCH'
+    name = "INVALID_PRODUCER_EPOCH"
     retriable = False
-    description = 'Producer attempted to produce with an old epoch.'
+    description = "Producer attempted to produce with an old epoch."
 
 
 class InvalidTxnStateError(KafkaError):
     """The producer attempted a transactional operation in an invalid state."""
 
     code = 48
-    name = 'INVALID_TXN_STATE'
+    name = "INVALID_TXN_STATE"
     retriable = False
-    description = 'The producer attempted a transactional operation in an invalid state.'
+    description = "The producer attempted a transactional operation in an invalid state."
 
 
 class InvalidProducerIdMappingError(KafkaError):
     """The producer attempted to use a producer id which is not currently assigned to its transactional id."""
 
     code = 49
-    name = 'INVALID_PRODUCER_ID_MAPPING'
+    name = "INVALID_PRODUCER_ID_MAPPING"
     retriable = False
-    description = 'The producer attempted to use a producer id which is not currently assigned to its transactional id.'
+    description = "The producer attempted to use a producer id which is not currently assigned to its transactional id."
 
 
 class InvalidTransactionTimeoutError(KafkaError):
     """The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms)."""
 
     code = 50
-    name = 'INVALID_TRANSACTION_TIMEOUT'
+    name = "INVALID_TRANSACTION_TIMEOUT"
     retriable = False
-    description = 'The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms).'
+    description = "The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms)."
 
 
 class ConcurrentTransactionsError(RetriableError):
     """The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing."""
 
     code = 51
-    name = 'CONCURRENT_TRANSACTIONS'
+    name = "CONCURRENT_TRANSACTIONS"
     retriable = True
-    description = 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.'
+    description = "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing."
 
 
 class TransactionCoordinatorFencedError(KafkaError):
     """Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer."""
 
     code = 52
-    name = 'TRANSACTION_COORDINATOR_FENCED'
+    name = "TRANSACTION_COORDINATOR_FENCED"
     retriable = False
-    description = 'Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.'
+    description = "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer."
 
 
 class TransactionalIdAuthorizationFailedError(KafkaError):
     """Transactional Id authorization failed."""
 
     code = 53
-    name = 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
     retriable = False
-    description = 'Transactional Id authorization failed.'
+    description = "Transactional Id authorization failed."
 
 
 class SecurityDisabledError(KafkaError):
     """Security features are disabled."""
 
     code = 54
-    name = 'SECURITY_DISABLED'
+    name = "SECURITY_DISABLED"
     retriable = False
-    description = 'Security features are disabled.'
+    description = "Security features are disabled."
 
 
 class OperationNotAttemptedError(KafkaError):
     """The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest."""
 
     code = 55
-    name = 'OPERATION_NOT_ATTEMPTED'
+    name = "OPERATION_NOT_ATTEMPTED"
     retriable = False
-    description = 'The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest.'
+    description = "The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest."
 
 
 class KafkaStorageError(RetriableError):
     """Disk error when trying to access log file on the disk."""
 
     code = 56
-    name = 'KAFKA_STORAGE_ERROR'
+    name = "KAFKA_STORAGE_ERROR"
     retriable = True
-    description = 'Disk error when trying to access log file on the disk.'
+    description = "Disk error when trying to access log file on the disk."
 
 
 class LogDirNotFoundError(KafkaError):
     """The user-specified log directory is not found in the broker config."""
 
     code = 57
-    name = 'LOG_DIR_NOT_FOUND'
+    name = "LOG_DIR_NOT_FOUND"
     retriable = False
-    description = 'The user-specified log directory is not found in the broker config.'
+    description = "The user-specified log directory is not found in the broker config."
 
 
 class SaslAuthenticationFailedError(KafkaError):
     """SASL Authentication failed."""
 
     code = 58
-    name = 'SASL_AUTHENTICATION_FAILED'
+    name = "SASL_AUTHENTICATION_FAILED"
     retriable = False
-    description = 'SASL Authentication failed.'
+    description = "SASL Authentication failed."
 
 
 class UnknownProducerIdError(KafkaError):
     """This exception is raised by the broker if it could not locate the producer metadata associated with the producerId in question. This could happen if, for instance, the producer's records were deleted because their retention time had elapsed. Once the last records of the producerId are removed, the producer's metadata is removed from the broker, and future appends by the producer will return this exception."""
 
     code = 59
-    name = 'UNKNOWN_PRODUCER_ID'
+    name = "UNKNOWN_PRODUCER_ID"
     retriable = False
     description = "This exception is raised by the broker if it could not locate the producer metadata associated with the producerId in question. This could happen if, for instance, the producer's records were deleted because their retention time had elapsed. Once the last records of the producerId are removed, the producer's metadata is removed from the broker, and future appends by the producer will return this exception."
 
@@ -715,394 +721,396 @@ class ReassignmentInProgressError(KafkaError):
     """A partition reassignment is in progress."""
 
     code = 60
-    name = 'REASSIGNMENT_IN_PROGRESS'
+    name = "REASSIGNMENT_IN_PROGRESS"
     retriable = False
-    description = 'A partition reassignment is in progress.'
+    description = "A partition reassignment is in progress."
 
 
 class DelegationTokenAuthDisabledError(KafkaError):
     """Delegation Token feature is not enabled."""
 
     code = 61
-    name = 'DELEGATION_TOKEN_AUTH_DISABLED'
+    name = "DELEGATION_TOKEN_AUTH_DISABLED"
     retriable = False
-    description = 'Delegation Token feature is not enabled.'
+    description = "Delegation Token feature is not enabled."
 
 
 class DelegationTokenNotFoundError(KafkaError):
     """Delegation Token is not found on server."""
 
     code = 62
-    name = 'DELEGATION_TOKEN_NOT_FOUND'
+    name = "DELEGATION_TOKEN_NOT_FOUND"
     retriable = False
-    description = 'Delegation Token is not found on server.'
+    description = "Delegation Token is not found on server."
 
 
 class DelegationTokenOwnerMismatchError(KafkaError):
     """Specified Principal is not valid Owner/Renewer."""
 
     code = 63
-    name = 'DELEGATION_TOKEN_OWNER_MISMATCH'
+    name = "DELEGATION_TOKEN_OWNER_MISMATCH"
     retriable = False
-    description = 'Specified Principal is not valid Owner/Renewer.'
+    description = "Specified Principal is not valid Owner/Renewer."
 
 
 class DelegationTokenRequestNotAllowedError(KafkaError):
     """Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."""
 
     code = 64
-    name = 'DELEGATION_TOKEN_REQUEST_NOT_ALLOWED'
+    name = "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
     retriable = False
-    description = 'Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels.'
+    description = "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."
 
 
 class DelegationTokenAuthorizationFailedError(KafkaError):
     """Delegation Token authorization failed."""
 
     code = 65
-    name = 'DELEGATION_TOKEN_AUTHORIZATION_FAILED'
+    name = "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
     retriable = False
-    description = 'Delegation Token authorization failed.'
+    description = "Delegation Token authorization failed."
 
 
 class DelegationTokenExpiredError(KafkaError):
     """Delegation Token is expired."""
 
     code = 66
-    name = 'DELEGATION_TOKEN_EXPIRED'
+    name = "DELEGATION_TOKEN_EXPIRED"
     retriable = False
-    description = 'Delegation Token is expired.'
+    description = "Delegation Token is expired."
 
 
 class InvalidPrincipalTypeError(KafkaError):
     """Supplied principalType is not supported."""
 
     code = 67
-    name = 'INVALID_PRINCIPAL_TYPE'
+    name = "INVALID_PRINCIPAL_TYPE"
     retriable = False
-    description = 'Supplied principalType is not supported.'
+    description = "Supplied principalType is not supported."
 
 
 class NonEmptyGroupError(KafkaError):
     """The group is not empty."""
 
     code = 68
-    name = 'NON_EMPTY_GROUP'
+    name = "NON_EMPTY_GROUP"
     retriable = False
-    description = 'The group is not empty.'
+    description = "The group is not empty."
 
 
 class GroupIdNotFoundError(KafkaError):
     """The group id does not exist."""
 
     code = 69
-    name = 'GROUP_ID_NOT_FOUND'
+    name = "GROUP_ID_NOT_FOUND"
     retriable = False
-    description = 'The group id does not exist.'
+    description = "The group id does not exist."
 
 
 class FetchSessionIdNotFoundError(RetriableError):
     """The fetch session ID was not found."""
 
     code = 70
-    name = 'FETCH_SESSION_ID_NOT_FOUND'
+    name = "FETCH_SESSION_ID_NOT_FOUND"
     retriable = True
-    description = 'The fetch session ID was not found.'
+    description = "The fetch session ID was not found."
 
 
 class InvalidFetchSessionEpochError(RetriableError):
     """The fetch session epoch is invalid."""
 
     code = 71
-    name = 'INVALID_FETCH_SESSION_EPOCH'
+    name = "INVALID_FETCH_SESSION_EPOCH"
     retriable = True
-    description = 'The fetch session epoch is invalid.'
+    description = "The fetch session epoch is invalid."
 
 
 class ListenerNotFoundError(RetriableError):
     """There is no listener on the leader broker that matches the listener on which metadata request was processed."""
 
     code = 72
-    name = 'LISTENER_NOT_FOUND'
+    name = "LISTENER_NOT_FOUND"
     retriable = True
-    description = 'There is no listener on the leader broker that matches the listener on which metadata request was processed.'
+    description = "There is no listener on the leader broker that matches the listener on which metadata request was processed."
 
 
 class TopicDeletionDisabledError(KafkaError):
     """Topic deletion is disabled."""
 
     code = 73
-    name = 'TOPIC_DELETION_DISABLED'
+    name = "TOPIC_DELETION_DISABLED"
     retriable = False
-    description = 'Topic deletion is disabled.'
+    description = "Topic deletion is disabled."
 
 
 class FencedLeaderEpochError(RetriableError):
     """The leader epoch in the request is older than the epoch on the broker."""
 
     code = 74
-    name = 'FENCED_LEADER_EPOCH'
+    name = "FENCED_LEADER_EPOCH"
     retriable = True
-    description = 'The leader epoch in the request is older than the epoch on the broker.'
+    description = "The leader epoch in the request is older than the epoch on the broker."
 
 
 class UnknownLeaderEpochError(RetriableError):
     """The leader epoch in the request is newer than the epoch on the broker."""
 
     code = 75
-    name = 'UNKNOWN_LEADER_EPOCH'
+    name = "UNKNOWN_LEADER_EPOCH"
     retriable = True
-    description = 'The leader epoch in the request is newer than the epoch on the broker.'
+    description = "The leader epoch in the request is newer than the epoch on the broker."
 
 
 class UnsupportedCompressionTypeError(KafkaError):
     """The requesting client does not support the compression type of given partition."""
 
     code = 76
-    name = 'UNSUPPORTED_COMPRESSION_TYPE'
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
     retriable = False
-    description = 'The requesting client does not support the compression type of given partition.'
+    description = "The requesting client does not support the compression type of given partition."
 
 
 class StaleBrokerEpochError(KafkaError):
     """Broker epoch has changed."""
 
     code = 77
-    name = 'STALE_BROKER_EPOCH'
+    name = "STALE_BROKER_EPOCH"
     retriable = False
-    description = 'Broker epoch has changed.'
+    description = "Broker epoch has changed."
 
 
 class OffsetNotAvailableError(RetriableError):
     """The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."""
 
     code = 78
-    name = 'OFFSET_NOT_AVAILABLE'
+    name = "OFFSET_NOT_AVAILABLE"
     retriable = True
-    description = 'The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing.'
+    description = "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."
 
 
 class MemberIdRequiredError(KafkaError):
     """The group member needs to have a valid member id before actually entering a consumer group."""
 
     code = 79
-    name = 'MEMBER_ID_REQUIRED'
+    name = "MEMBER_ID_REQUIRED"
     retriable = False
-    description = 'The group member needs to have a valid member id before actually entering a consumer group.'
+    description = "The group member needs to have a valid member id before actually entering a consumer group."
 
 
 class PreferredLeaderNotAvailableError(RetriableError):
     """The preferred leader was not available."""
 
     code = 80
-    name = 'PREFERRED_LEADER_NOT_AVAILABLE'
+    name = "PREFERRED_LEADER_NOT_AVAILABLE"
     retriable = True
-    description = 'The preferred leader was not available.'
+    description = "The preferred leader was not available."
 
 
 class GroupMaxSizeReachedError(KafkaError):
     """The consumer group has reached its max size."""
 
     code = 81
-    name = 'GROUP_MAX_SIZE_REACHED'
+    name = "GROUP_MAX_SIZE_REACHED"
     retriable = False
-    description = 'The consumer group has reached its max size.'
+    description = "The consumer group has reached its max size."
 
 
 class FencedInstanceIdError(KafkaError):
     """The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."""
 
     code = 82
-    name = 'FENCED_INSTANCE_ID'
+    name = "FENCED_INSTANCE_ID"
     retriable = False
-    description = 'The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.'
+    description = "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."
 
 
 class EligibleLeadersNotAvailableError(RetriableError):
     """Eligible topic partition leaders are not available."""
 
     code = 83
-    name = 'ELIGIBLE_LEADERS_NOT_AVAILABLE'
+    name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
     retriable = True
-    description = 'Eligible topic partition leaders are not available.'
+    description = "Eligible topic partition leaders are not available."
 
 
 class ElectionNotNeededError(RetriableError):
     """Leader election not needed for topic partition."""
 
     code = 84
-    name = 'ELECTION_NOT_NEEDED'
+    name = "ELECTION_NOT_NEEDED"
     retriable = True
-    description = 'Leader election not needed for topic partition.'
+    description = "Leader election not needed for topic partition."
 
 
 class NoReassignmentInProgressError(KafkaError):
     """No partition reassignment is in progress."""
 
     code = 85
-    name = 'NO_REASSIGNMENT_IN_PROGRESS'
+    name = "NO_REASSIGNMENT_IN_PROGRESS"
     retriable = False
-    description = 'No partition reassignment is in progress.'
+    description = "No partition reassignment is in progress."
 
 
 class GroupSubscribedToTopicError(KafkaError):
     """Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."""
 
     code = 86
-    name = 'GROUP_SUBSCRIBED_TO_TOPIC'
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
     retriable = False
-    description = 'Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.'
+    description = "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."
 
 
 class InvalidRecordError(KafkaError):
     """This record has failed the validation on broker and hence will be rejected."""
 
     code = 87
-    name = 'INVALID_RECORD'
+    name = "INVALID_RECORD"
     retriable = False
-    description = 'This record has failed the validation on broker and hence will be rejected.'
+    description = "This record has failed the validation on broker and hence will be rejected."
 
 
 class UnstableOffsetCommitError(RetriableError):
     """There are unstable offsets that need to be cleared."""
 
     code = 88
-    name = 'UNSTABLE_OFFSET_COMMIT'
+    name = "UNSTABLE_OFFSET_COMMIT"
     retriable = True
-    description = 'There are unstable offsets that need to be cleared.'
+    description = "There are unstable offsets that need to be cleared."
 
 
 class ThrottlingQuotaExceededError(RetriableError):
     """The throttling quota has been exceeded."""
 
     code = 89
-    name = 'THROTTLING_QUOTA_EXCEEDED'
+    name = "THROTTLING_QUOTA_EXCEEDED"
     retriable = True
-    description = 'The throttling quota has been exceeded.'
+    description = "The throttling quota has been exceeded."
 
 
 class ProducerFencedError(KafkaError):
     """There is a newer producer with the same transactionalId which fences the current one."""
 
     code = 90
-    name = 'PRODUCER_FENCED'
+    name = "PRODUCER_FENCED"
     retriable = False
-    description = 'There is a newer producer with the same transactionalId which fences the current one.'
+    description = (
+        "There is a newer producer with the same transactionalId which fences the current one."
+    )
 
 
 class ResourceNotFoundError(KafkaError):
     """A request illegally referred to a resource that does not exist."""
 
     code = 91
-    name = 'RESOURCE_NOT_FOUND'
+    name = "RESOURCE_NOT_FOUND"
     retriable = False
-    description = 'A request illegally referred to a resource that does not exist.'
+    description = "A request illegally referred to a resource that does not exist."
 
 
 class DuplicateResourceError(KafkaError):
     """A request illegally referred to the same resource twice."""
 
     code = 92
-    name = 'DUPLICATE_RESOURCE'
+    name = "DUPLICATE_RESOURCE"
     retriable = False
-    description = 'A request illegally referred to the same resource twice.'
+    description = "A request illegally referred to the same resource twice."
 
 
 class UnacceptableCredentialError(KafkaError):
     """Requested credential would not meet criteria for acceptability."""
 
     code = 93
-    name = 'UNACCEPTABLE_CREDENTIAL'
+    name = "UNACCEPTABLE_CREDENTIAL"
     retriable = False
-    description = 'Requested credential would not meet criteria for acceptability.'
+    description = "Requested credential would not meet criteria for acceptability."
 
 
 class InconsistentVoterSetError(KafkaError):
     """Indicates that the either the sender or recipient of a voter-only request is not one of the expected voters."""
 
     code = 94
-    name = 'INCONSISTENT_VOTER_SET'
+    name = "INCONSISTENT_VOTER_SET"
     retriable = False
-    description = 'Indicates that the either the sender or recipient of a voter-only request is not one of the expected voters.'
+    description = "Indicates that the either the sender or recipient of a voter-only request is not one of the expected voters."
 
 
 class InvalidUpdateVersionError(KafkaError):
     """The given update version was invalid."""
 
     code = 95
-    name = 'INVALID_UPDATE_VERSION'
+    name = "INVALID_UPDATE_VERSION"
     retriable = False
-    description = 'The given update version was invalid.'
+    description = "The given update version was invalid."
 
 
 class FeatureUpdateFailedError(KafkaError):
     """Unable to update finalized features due to an unexpected server error."""
 
     code = 96
-    name = 'FEATURE_UPDATE_FAILED'
+    name = "FEATURE_UPDATE_FAILED"
     retriable = False
-    description = 'Unable to update finalized features due to an unexpected server error.'
+    description = "Unable to update finalized features due to an unexpected server error."
 
 
 class PrincipalDeserializationFailureError(KafkaError):
     """Request principal deserialization failed during forwarding. This indicates an internal error on the broker cluster security setup."""
 
     code = 97
-    name = 'PRINCIPAL_DESERIALIZATION_FAILURE'
+    name = "PRINCIPAL_DESERIALIZATION_FAILURE"
     retriable = False
-    description = 'Request principal deserialization failed during forwarding. This indicates an internal error on the broker cluster security setup.'
+    description = "Request principal deserialization failed during forwarding. This indicates an internal error on the broker cluster security setup."
 
 
 class SnapshotNotFoundError(KafkaError):
     """Requested snapshot was not found."""
 
     code = 98
-    name = 'SNAPSHOT_NOT_FOUND'
+    name = "SNAPSHOT_NOT_FOUND"
     retriable = False
-    description = 'Requested snapshot was not found.'
+    description = "Requested snapshot was not found."
 
 
 class PositionOutOfRangeError(KafkaError):
     """Requested position is not greater than or equal to zero, and less than the size of the snapshot."""
 
     code = 99
-    name = 'POSITION_OUT_OF_RANGE'
+    name = "POSITION_OUT_OF_RANGE"
     retriable = False
-    description = 'Requested position is not greater than or equal to zero, and less than the size of the snapshot.'
+    description = "Requested position is not greater than or equal to zero, and less than the size of the snapshot."
 
 
 class UnknownTopicIdError(RetriableError):
     """This server does not host this topic ID."""
 
     code = 100
-    name = 'UNKNOWN_TOPIC_ID'
+    name = "UNKNOWN_TOPIC_ID"
     retriable = True
-    description = 'This server does not host this topic ID.'
+    description = "This server does not host this topic ID."
 
 
 class DuplicateBrokerRegistrationError(KafkaError):
     """This broker ID is already in use."""
 
     code = 101
-    name = 'DUPLICATE_BROKER_REGISTRATION'
+    name = "DUPLICATE_BROKER_REGISTRATION"
     retriable = False
-    description = 'This broker ID is already in use.'
+    description = "This broker ID is already in use."
 
 
 class BrokerIdNotRegisteredError(KafkaError):
     """The given broker ID was not registered."""
 
     code = 102
-    name = 'BROKER_ID_NOT_REGISTERED'
+    name = "BROKER_ID_NOT_REGISTERED"
     retriable = False
-    description = 'The given broker ID was not registered.'
+    description = "The given broker ID was not registered."
 
 
 class InconsistentTopicIdError(RetriableError):
     """The log's topic ID did not match the topic ID in the request."""
 
     code = 103
-    name = 'INCONSISTENT_TOPIC_ID'
+    name = "INCONSISTENT_TOPIC_ID"
     retriable = True
     description = "The log's topic ID did not match the topic ID in the request."
 
@@ -1111,196 +1119,202 @@ class InconsistentClusterIdError(KafkaError):
     """The clusterId in the request does not match that found on the server."""
 
     code = 104
-    name = 'INCONSISTENT_CLUSTER_ID'
+    name = "INCONSISTENT_CLUSTER_ID"
     retriable = False
-    description = 'The clusterId in the request does not match that found on the server.'
+    description = "The clusterId in the request does not match that found on the server."
 
 
 class TransactionalIdNotFoundError(KafkaError):
     """The transactionalId could not be found."""
 
     code = 105
-    name = 'TRANSACTIONAL_ID_NOT_FOUND'
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
     retriable = False
-    description = 'The transactionalId could not be found.'
+    description = "The transactionalId could not be found."
 
 
 class FetchSessionTopicIdError(RetriableError):
     """The fetch session encountered inconsistent topic ID usage."""
 
     code = 106
-    name = 'FETCH_SESSION_TOPIC_ID_ERROR'
+    name = "FETCH_SESSION_TOPIC_ID_ERROR"
     retriable = True
-    description = 'The fetch session encountered inconsistent topic ID usage.'
+    description = "The fetch session encountered inconsistent topic ID usage."
 
 
 class IneligibleReplicaError(KafkaError):
     """The new ISR contains at least one ineligible replica."""
 
     code = 107
-    name = 'INELIGIBLE_REPLICA'
+    name = "INELIGIBLE_REPLICA"
     retriable = False
-    description = 'The new ISR contains at least one ineligible replica.'
+    description = "The new ISR contains at least one ineligible replica."
 
 
 class NewLeaderElectedError(KafkaError):
     """The AlterPartition request successfully updated the partition state but the leader has changed."""
 
     code = 108
-    name = 'NEW_LEADER_ELECTED'
+    name = "NEW_LEADER_ELECTED"
     retriable = False
-    description = 'The AlterPartition request successfully updated the partition state but the leader has changed.'
+    description = "The AlterPartition request successfully updated the partition state but the leader has changed."
 
 
 class OffsetMovedToTieredStorageError(KafkaError):
     """The requested offset is moved to tiered storage."""
 
     code = 109
-    name = 'OFFSET_MOVED_TO_TIERED_STORAGE'
+    name = "OFFSET_MOVED_TO_TIERED_STORAGE"
     retriable = False
-    description = 'The requested offset is moved to tiered storage.'
+    description = "The requested offset is moved to tiered storage."
 
 
 class FencedMemberEpochError(KafkaError):
     """The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin."""
 
     code = 110
-    name = 'FENCED_MEMBER_EPOCH'
+    name = "FENCED_MEMBER_EPOCH"
     retriable = False
-    description = 'The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin.'
+    description = "The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin."
 
 
 class UnreleasedInstanceIdError(KafkaError):
     """The instance ID is still used by another member in the consumer group. That member must leave first."""
 
     code = 111
-    name = 'UNRELEASED_INSTANCE_ID'
+    name = "UNRELEASED_INSTANCE_ID"
     retriable = False
-    description = 'The instance ID is still used by another member in the consumer group. That member must leave first.'
+    description = "The instance ID is still used by another member in the consumer group. That member must leave first."
 
 
 class UnsupportedAssignorError(KafkaError):
     """The assignor or its version range is not supported by the consumer group."""
 
     code = 112
-    name = 'UNSUPPORTED_ASSIGNOR'
+    name = "UNSUPPORTED_ASSIGNOR"
     retriable = False
-    description = 'The assignor or its version range is not supported by the consumer group.'
+    description = "The assignor or its version range is not supported by the consumer group."
 
 
 class StaleMemberEpochError(KafkaError):
     """The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API."""
 
     code = 113
-    name = 'STALE_MEMBER_EPOCH'
+    name = "STALE_MEMBER_EPOCH"
     retriable = False
-    description = 'The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.'
+    description = "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API."
 
 
 class MismatchedEndpointTypeError(KafkaError):
     """The request was sent to an endpoint of the wrong type."""
 
     code = 114
-    name = 'MISMATCHED_ENDPOINT_TYPE'
+    name = "MISMATCHED_ENDPOINT_TYPE"
     retriable = False
-    description = 'The request was sent to an endpoint of the wrong type.'
+    description = "The request was sent to an endpoint of the wrong type."
 
 
 class UnsupportedEndpointTypeError(KafkaError):
     """This endpoint type is not supported yet."""
 
     code = 115
-    name = 'UNSUPPORTED_ENDPOINT_TYPE'
+    name = "UNSUPPORTED_ENDPOINT_TYPE"
     retriable = False
-    description = 'This endpoint type is not supported yet.'
+    description = "This endpoint type is not supported yet."
 
 
 class UnknownControllerIdError(KafkaError):
     """This controller ID is not known."""
 
     code = 116
-    name = 'UNKNOWN_CONTROLLER_ID'
+    name = "UNKNOWN_CONTROLLER_ID"
     retriable = False
-    description = 'This controller ID is not known.'
+    description = "This controller ID is not known."
 
 
 class UnknownSubscriptionIdError(KafkaError):
     """Client sent a push telemetry request with an invalid or outdated subscription ID."""
 
     code = 117
-    name = 'UNKNOWN_SUBSCRIPTION_ID'
+    name = "UNKNOWN_SUBSCRIPTION_ID"
     retriable = False
-    description = 'Client sent a push telemetry request with an invalid or outdated subscription ID.'
+    description = (
+        "Client sent a push telemetry request with an invalid or outdated subscription ID."
+    )
 
 
 class TelemetryTooLargeError(KafkaError):
     """Client sent a push telemetry request larger than the maximum size the broker will accept."""
 
     code = 118
-    name = 'TELEMETRY_TOO_LARGE'
+    name = "TELEMETRY_TOO_LARGE"
     retriable = False
-    description = 'Client sent a push telemetry request larger than the maximum size the broker will accept.'
+    description = (
+        "Client sent a push telemetry request larger than the maximum size the broker will accept."
+    )
 
 
 class InvalidRegistrationError(KafkaError):
     """The controller has considered the broker registration to be invalid."""
 
     code = 119
-    name = 'INVALID_REGISTRATION'
+    name = "INVALID_REGISTRATION"
     retriable = False
-    description = 'The controller has considered the broker registration to be invalid.'
+    description = "The controller has considered the broker registration to be invalid."
 
 
 class TransactionAbortableError(KafkaError):
     """The server encountered an error with the transaction. The client can abort the transaction to continue using this transactional ID."""
 
     code = 120
-    name = 'TRANSACTION_ABORTABLE'
+    name = "TRANSACTION_ABORTABLE"
     retriable = False
-    description = 'The server encountered an error with the transaction. The client can abort the transaction to continue using this transactional ID.'
+    description = "The server encountered an error with the transaction. The client can abort the transaction to continue using this transactional ID."
 
 
 class InvalidRecordStateError(KafkaError):
     """The record state is invalid. The acknowledgement of delivery could not be completed."""
 
     code = 121
-    name = 'INVALID_RECORD_STATE'
+    name = "INVALID_RECORD_STATE"
     retriable = False
-    description = 'The record state is invalid. The acknowledgement of delivery could not be completed.'
+    description = (
+        "The record state is invalid. The acknowledgement of delivery could not be completed."
+    )
 
 
 class ShareSessionNotFoundError(RetriableError):
     """The share session was not found."""
 
     code = 122
-    name = 'SHARE_SESSION_NOT_FOUND'
+    name = "SHARE_SESSION_NOT_FOUND"
     retriable = True
-    description = 'The share session was not found.'
+    description = "The share session was not found."
 
 
 class InvalidShareSessionEpochError(RetriableError):
     """The share session epoch is invalid."""
 
     code = 123
-    name = 'INVALID_SHARE_SESSION_EPOCH'
+    name = "INVALID_SHARE_SESSION_EPOCH"
     retriable = True
-    description = 'The share session epoch is invalid.'
+    description = "The share session epoch is invalid."
 
 
 class FencedStateEpochError(KafkaError):
     """The share coordinator rejected the request because the share-group state epoch did not match."""
 
     code = 124
-    name = 'FENCED_STATE_EPOCH'
+    name = "FENCED_STATE_EPOCH"
     retriable = False
-    description = 'The share coordinator rejected the request because the share-group state epoch did not match.'
+    description = "The share coordinator rejected the request because the share-group state epoch did not match."
 
 
 class InvalidVoterKeyError(KafkaError):
     """The voter key doesn't match the receiving replica's key."""
 
     code = 125
-    name = 'INVALID_VOTER_KEY'
+    name = "INVALID_VOTER_KEY"
     retriable = False
     description = "The voter key doesn't match the receiving replica's key."
 
@@ -1309,18 +1323,18 @@ class DuplicateVoterError(KafkaError):
     """The voter is already part of the set of voters."""
 
     code = 126
-    name = 'DUPLICATE_VOTER'
+    name = "DUPLICATE_VOTER"
     retriable = False
-    description = 'The voter is already part of the set of voters.'
+    description = "The voter is already part of the set of voters."
 
 
 class VoterNotFoundError(KafkaError):
     """The voter is not part of the set of voters."""
 
     code = 127
-    name = 'VOTER_NOT_FOUND'
+    name = "VOTER_NOT_FOUND"
     retriable = False
-    description = 'The voter is not part of the set of voters.'
+    description = "The voter is not part of the set of voters."
 
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {
@@ -1487,139 +1501,139 @@ def raise_for_code(code: int, message: str | None = None) -> None:
 
 
 __all__ = [
-    'ErrorCode',
-    'KafkaError',
-    'RetriableError',
-    'ProtocolError',
-    'ERRORS_BY_CODE',
-    'error_for_code',
-    'raise_for_code',
-    'UnknownServerError',
-    'OffsetOutOfRangeError',
-    'CorruptMessageError',
-    'UnknownTopicOrPartitionError',
-    'InvalidFetchSizeError',
-    'LeaderNotAvailableError',
-    'NotLeaderOrFollowerError',
-    'RequestTimedOutError',
-    'BrokerNotAvailableError',
-    'ReplicaNotAvailableError',
-    'MessageTooLargeError',
-    'StaleControllerEpochError',
-    'OffsetMetadataTooLargeError',
-    'NetworkError',
-    'CoordinatorLoadInProgressError',
-    'CoordinatorNotAvailableError',
-    'NotCoordinatorError',
-    'InvalidTopicError',
-    'RecordListTooLargeError',
-    'NotEnoughReplicasError',
-    'NotEnoughReplicasAfterAppendError',
-    'InvalidRequiredAcksError',
-    'IllegalGenerationError',
-    'InconsistentGroupProtocolError',
-    'InvalidGroupIdError',
-    'UnknownMemberIdError',
-    'InvalidSessionTimeoutError',
-    'RebalanceInProgressError',
-    'InvalidCommitOffsetSizeError',
-    'TopicAuthorizationFailedError',
-    'GroupAuthorizationFailedError',
-    'ClusterAuthorizationFailedError',
-    'InvalidTimestampError',
-    'UnsupportedSaslMechanismError',
-    'IllegalSaslStateError',
-    'UnsupportedVersionError',
-    'TopicAlreadyExistsError',
-    'InvalidPartitionsError',
-    'InvalidReplicationFactorError',
-    'InvalidReplicaAssignmentError',
-    'InvalidConfigError',
-    'NotControllerError',
-    'InvalidRequestError',
-    'UnsupportedForMessageFormatError',
-    'PolicyViolationError',
-    'OutOfOrderSequenceNumberError',
-    'DuplicateSequenceNumberError',
-    'InvalidProducerEpochError',
-    'InvalidTxnStateError',
-    'InvalidProducerIdMappingError',
-    'InvalidTransactionTimeoutError',
-    'ConcurrentTransactionsError',
-    'TransactionCoordinatorFencedError',
-    'TransactionalIdAuthorizationFailedError',
-    'SecurityDisabledError',
-    'OperationNotAttemptedError',
-    'KafkaStorageError',
-    'LogDirNotFoundError',
-    'SaslAuthenticationFailedError',
-    'UnknownProducerIdError',
-    'ReassignmentInProgressError',
-    'DelegationTokenAuthDisabledError',
-    'DelegationTokenNotFoundError',
-    'DelegationTokenOwnerMismatchError',
-    'DelegationTokenRequestNotAllowedError',
-    'DelegationTokenAuthorizationFailedError',
-    'DelegationTokenExpiredError',
-    'InvalidPrincipalTypeError',
-    'NonEmptyGroupError',
-    'GroupIdNotFoundError',
-    'FetchSessionIdNotFoundError',
-    'InvalidFetchSessionEpochError',
-    'ListenerNotFoundError',
-    'TopicDeletionDisabledError',
-    'FencedLeaderEpochError',
-    'UnknownLeaderEpochError',
-    'UnsupportedCompressionTypeError',
-    'StaleBrokerEpochError',
-    'OffsetNotAvailableError',
-    'MemberIdRequiredError',
-    'PreferredLeaderNotAvailableError',
-    'GroupMaxSizeReachedError',
-    'FencedInstanceIdError',
-    'EligibleLeadersNotAvailableError',
-    'ElectionNotNeededError',
-    'NoReassignmentInProgressError',
-    'GroupSubscribedToTopicError',
-    'InvalidRecordError',
-    'UnstableOffsetCommitError',
-    'ThrottlingQuotaExceededError',
-    'ProducerFencedError',
-    'ResourceNotFoundError',
-    'DuplicateResourceError',
-    'UnacceptableCredentialError',
-    'InconsistentVoterSetError',
-    'InvalidUpdateVersionError',
-    'FeatureUpdateFailedError',
-    'PrincipalDeserializationFailureError',
-    'SnapshotNotFoundError',
-    'PositionOutOfRangeError',
-    'UnknownTopicIdError',
-    'DuplicateBrokerRegistrationError',
-    'BrokerIdNotRegisteredError',
-    'InconsistentTopicIdError',
-    'InconsistentClusterIdError',
-    'TransactionalIdNotFoundError',
-    'FetchSessionTopicIdError',
-    'IneligibleReplicaError',
-    'NewLeaderElectedError',
-    'OffsetMovedToTieredStorageError',
-    'FencedMemberEpochError',
-    'UnreleasedInstanceIdError',
-    'UnsupportedAssignorError',
-    'StaleMemberEpochError',
-    'MismatchedEndpointTypeError',
-    'UnsupportedEndpointTypeError',
-    'UnknownControllerIdError',
-    'UnknownSubscriptionIdError',
-    'TelemetryTooLargeError',
-    'InvalidRegistrationError',
-    'TransactionAbortableError',
-    'InvalidRecordStateError',
-    'ShareSessionNotFoundError',
-    'InvalidShareSessionEpochError',
-    'FencedStateEpochError',
-    'InvalidVoterKeyError',
-    'DuplicateVoterError',
-    'VoterNotFoundError',
+    "ErrorCode",
+    "KafkaError",
+    "RetriableError",
+    "ProtocolError",
+    "ERRORS_BY_CODE",
+    "error_for_code",
+    "raise_for_code",
+    "UnknownServerError",
+    "OffsetOutOfRangeError",
+    "CorruptMessageError",
+    "UnknownTopicOrPartitionError",
+    "InvalidFetchSizeError",
+    "LeaderNotAvailableError",
+    "NotLeaderOrFollowerError",
+    "RequestTimedOutError",
+    "BrokerNotAvailableError",
+    "ReplicaNotAvailableError",
+    "MessageTooLargeError",
+    "StaleControllerEpochError",
+    "OffsetMetadataTooLargeError",
+    "NetworkError",
+    "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError",
+    "NotCoordinatorError",
+    "InvalidTopicError",
+    "RecordListTooLargeError",
+    "NotEnoughReplicasError",
+    "NotEnoughReplicasAfterAppendError",
+    "InvalidRequiredAcksError",
+    "IllegalGenerationError",
+    "InconsistentGroupProtocolError",
+    "InvalidGroupIdError",
+    "UnknownMemberIdError",
+    "InvalidSessionTimeoutError",
+    "RebalanceInProgressError",
+    "InvalidCommitOffsetSizeError",
+    "TopicAuthorizationFailedError",
+    "GroupAuthorizationFailedError",
+    "ClusterAuthorizationFailedError",
+    "InvalidTimestampError",
+    "UnsupportedSaslMechanismError",
+    "IllegalSaslStateError",
+    "UnsupportedVersionError",
+    "TopicAlreadyExistsError",
+    "InvalidPartitionsError",
+    "InvalidReplicationFactorError",
+    "InvalidReplicaAssignmentError",
+    "InvalidConfigError",
+    "NotControllerError",
+    "InvalidRequestError",
+    "UnsupportedForMessageFormatError",
+    "PolicyViolationError",
+    "OutOfOrderSequenceNumberError",
+    "DuplicateSequenceNumberError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "InvalidProducerIdMappingError",
+    "InvalidTransactionTimeoutError",
+    "ConcurrentTransactionsError",
+    "TransactionCoordinatorFencedError",
+    "TransactionalIdAuthorizationFailedError",
+    "SecurityDisabledError",
+    "OperationNotAttemptedError",
+    "KafkaStorageError",
+    "LogDirNotFoundError",
+    "SaslAuthenticationFailedError",
+    "UnknownProducerIdError",
+    "ReassignmentInProgressError",
+    "DelegationTokenAuthDisabledError",
+    "DelegationTokenNotFoundError",
+    "DelegationTokenOwnerMismatchError",
+    "DelegationTokenRequestNotAllowedError",
+    "DelegationTokenAuthorizationFailedError",
+    "DelegationTokenExpiredError",
+    "InvalidPrincipalTypeError",
+    "NonEmptyGroupError",
+    "GroupIdNotFoundError",
+    "FetchSessionIdNotFoundError",
+    "InvalidFetchSessionEpochError",
+    "ListenerNotFoundError",
+    "TopicDeletionDisabledError",
+    "FencedLeaderEpochError",
+    "UnknownLeaderEpochError",
+    "UnsupportedCompressionTypeError",
+    "StaleBrokerEpochError",
+    "OffsetNotAvailableError",
+    "MemberIdRequiredError",
+    "PreferredLeaderNotAvailableError",
+    "GroupMaxSizeReachedError",
+    "FencedInstanceIdError",
+    "EligibleLeadersNotAvailableError",
+    "ElectionNotNeededError",
+    "NoReassignmentInProgressError",
+    "GroupSubscribedToTopicError",
+    "InvalidRecordError",
+    "UnstableOffsetCommitError",
+    "ThrottlingQuotaExceededError",
+    "ProducerFencedError",
+    "ResourceNotFoundError",
+    "DuplicateResourceError",
+    "UnacceptableCredentialError",
+    "InconsistentVoterSetError",
+    "InvalidUpdateVersionError",
+    "FeatureUpdateFailedError",
+    "PrincipalDeserializationFailureError",
+    "SnapshotNotFoundError",
+    "PositionOutOfRangeError",
+    "UnknownTopicIdError",
+    "DuplicateBrokerRegistrationError",
+    "BrokerIdNotRegisteredError",
+    "InconsistentTopicIdError",
+    "InconsistentClusterIdError",
+    "TransactionalIdNotFoundError",
+    "FetchSessionTopicIdError",
+    "IneligibleReplicaError",
+    "NewLeaderElectedError",
+    "OffsetMovedToTieredStorageError",
+    "FencedMemberEpochError",
+    "UnreleasedInstanceIdError",
+    "UnsupportedAssignorError",
+    "StaleMemberEpochError",
+    "MismatchedEndpointTypeError",
+    "UnsupportedEndpointTypeError",
+    "UnknownControllerIdError",
+    "UnknownSubscriptionIdError",
+    "TelemetryTooLargeError",
+    "InvalidRegistrationError",
+    "TransactionAbortableError",
+    "InvalidRecordStateError",
+    "ShareSessionNotFoundError",
+    "InvalidShareSessionEpochError",
+    "FencedStateEpochError",
+    "InvalidVoterKeyError",
+    "DuplicateVoterError",
+    "VoterNotFoundError",
 ]

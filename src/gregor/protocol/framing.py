@@ -289,7 +289,9 @@ def encode_response(
     unknown_tags: dict[int, bytes] | None = None,
 ) -> bytes:
     """A whole response frame: size prefix, header (v0 or v1 as the API requires), body."""
-    return b"".join(encode_response_parts(api_key, api_version, correlation_id, message, unknown_tags))
+    return b"".join(
+        encode_response_parts(api_key, api_version, correlation_id, message, unknown_tags)
+    )
 
 
 class FrameDecoder:
@@ -399,9 +401,20 @@ class BufferedFrameReader:
     SPARE_BUFFERS = 3
     SPARE_LIMIT = 16 * 1024 * 1024
 
-    __slots__ = ("max_frame_size", "_chunk", "_chunk_view", "_start", "_end", "_frame", "_filled", "_spare")
+    __slots__ = (
+        "max_frame_size",
+        "_chunk",
+        "_chunk_view",
+        "_start",
+        "_end",
+        "_frame",
+        "_filled",
+        "_spare",
+    )
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, chunk_size: int = 64 * 1024
+    ) -> None:
         self.max_frame_size = max_frame_size
         self._chunk = bytearray(chunk_size)
         self._chunk_view = memoryview(self._chunk)

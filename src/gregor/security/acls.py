@@ -88,7 +88,10 @@ class AclBindingFilter:
     def _matches_pattern(self, b: AclBinding) -> bool:
         if self.resource_type != ResourceType.ANY and self.resource_type != b.resource_type:
             return False
-        if self.pattern_type not in (PatternType.ANY, PatternType.MATCH) and self.pattern_type != b.pattern_type:
+        if (
+            self.pattern_type not in (PatternType.ANY, PatternType.MATCH)
+            and self.pattern_type != b.pattern_type
+        ):
             return False
         if self.resource_name is None:
             return True
@@ -97,7 +100,9 @@ class AclBindingFilter:
         # MATCH: the bindings that would apply to a resource of this name.
         if b.pattern_type == PatternType.LITERAL:
             return self.resource_name == b.resource_name or b.resource_name == WILDCARD_RESOURCE
-        return b.pattern_type == PatternType.PREFIXED and self.resource_name.startswith(b.resource_name)
+        return b.pattern_type == PatternType.PREFIXED and self.resource_name.startswith(
+            b.resource_name
+        )
 
     def _matches_entry(self, b: AclBinding) -> bool:
         if self.principal is not None and self.principal != b.principal:

@@ -125,4 +125,8 @@ class AclAuthorizer:
         operations: Iterable[AclOperation],
     ) -> list[AclOperation]:
         """Those of ``operations`` the principal may perform (KIP-430 authorized operations)."""
-        return [op for op in operations if self.authorize(principal, host, op, resource_type, resource_name)]
+        return [
+            op
+            for op in operations
+            if self.authorize(principal, host, op, resource_type, resource_name)
+        ]

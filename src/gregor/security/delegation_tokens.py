@@ -87,16 +87,28 @@ def new_token(
     """A token as CreateDelegationToken makes it: a ``max_lifetime_ms`` of 0 or less (or more
     than the broker allows) takes ``delegation.token.max.lifetime.ms``; it first expires after
     ``delegation.token.expiry.time.ms`` or at its maximum, whichever is sooner."""
-    lifetime = broker_max_lifetime_ms if max_lifetime_ms <= 0 else min(max_lifetime_ms, broker_max_lifetime_ms)
+    lifetime = (
+        broker_max_lifetime_ms
+        if max_lifetime_ms <= 0
+        else min(max_lifetime_ms, broker_max_lifetime_ms)
+    )
     max_ts = now_ms + lifetime
     return DelegationToken(
-        new_token_id(), owner, requester, tuple(renewers), now_ms, min(now_ms + expiry_time_ms, max_ts), max_ts
+        new_token_id(),
+        owner,
+        requester,
+        tuple(renewers),
+        now_ms,
+        min(now_ms + expiry_time_ms, max_ts),
+        max_ts,
     )
 
 
 def _changeable(token: DelegationToken, principal: str, now_ms: int) -> None:
     if not token.owner_or_renewer(principal):
-        raise DelegationTokenOwnerMismatchError(f"{principal} is not the owner or a renewer of this token")
+        raise DelegationTokenOwnerMismatchError(
+            f"{principal} is not the owner or a renewer of this token"
+        )
     if token.expired(now_ms):
         raise DelegationTokenExpiredError("Delegation Token is expired.")
 
@@ -124,12 +136,19 @@ def expired_by(
 
 def _with_expiry(token: DelegationToken, expiry_ms: int) -> DelegationToken:
     return DelegationToken(
-        token.token_id, token.owner, token.requester, token.renewers,
-        token.issue_timestamp_ms, expiry_ms, token.max_timestamp_ms,
+        token.token_id,
+        token.owner,
+        token.requester,
+        token.renewers,
+        token.issue_timestamp_ms,
+        expiry_ms,
+        token.max_timestamp_ms,
     )
 
 
-def find_by_hmac(tokens: Iterable[DelegationToken], secret: str, mac: bytes) -> DelegationToken | None:
+def find_by_hmac(
+    tokens: Iterable[DelegationToken], secret: str, mac: bytes
+) -> DelegationToken | None:
     for token in tokens:
         if hmac.compare_digest(token_hmac(secret, token.token_id), mac):
             return token
@@ -145,7 +164,9 @@ def principal_parts(principal: str) -> tuple[str, str]:
 def check_principal(kind: str, name: str) -> KafkaError | None:
     """INVALID_PRINCIPAL_TYPE for an owner or renewer that is not a named ``User``."""
     if kind != USER_TYPE:
-        return InvalidPrincipalTypeError(f"Principal type {kind} is not supported; only {USER_TYPE} is")
+        return InvalidPrincipalTypeError(
+            f"Principal type {kind} is not supported; only {USER_TYPE} is"
+        )
     if not name:
         return InvalidPrincipalTypeError("a principal needs a name")
     return None
@@ -172,7 +193,12 @@ class TokenCredentials:
     def login(
         self, token: DelegationToken | None, secret: str | None, mechanism: str, now_ms: int
     ) -> TokenLogin | None:
-        if token is None or not secret or token.expired(now_ms) or mechanism not in (SCRAM_SHA_256, SCRAM_SHA_512):
+        if (
+            token is None
+            or not secret
+            or token.expired(now_ms)
+            or mechanism not in (SCRAM_SHA_256, SCRAM_SHA_512)
+        ):
             return None
         password = token_password(token_hmac(secret, token.token_id))
         key = (token.token_id, mechanism)

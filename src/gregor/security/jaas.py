@@ -64,7 +64,9 @@ def parse_jaas_config(text: str) -> list[JaasEntry]:
                 or toks[i + 1][0] != "eq"
                 or toks[i + 2][0] not in ("word", "quoted")
             ):
-                raise JaasConfigError(f"option {len(entry.options) + 1} of {module} is not key=value")
+                raise JaasConfigError(
+                    f"option {len(entry.options) + 1} of {module} is not key=value"
+                )
             entry.options[toks[i][1]] = toks[i + 2][1]
             i += 3
         if i >= len(toks):

@@ -45,12 +45,18 @@ __all__ = [
 ]
 
 #: Kafka's names for its signed-JWT validator (the second is the pre-3.4 package).
-VALIDATOR_CALLBACK_HANDLERS = frozenset({
-    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
-})
+VALIDATOR_CALLBACK_HANDLERS = frozenset(
+    {
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+    }
+)
 
-_HASHES: dict[str, type[hashes.HashAlgorithm]] = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
+_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
+    "256": hashes.SHA256,
+    "384": hashes.SHA384,
+    "512": hashes.SHA512,
+}
 _CURVES: dict[str, tuple[ec.EllipticCurve, str, int]] = {
     "P-256": (ec.SECP256R1(), "ES256", 32),
     "P-384": (ec.SECP384R1(), "ES384", 48),
@@ -88,12 +94,16 @@ def _parse_key(jwk: Mapping[str, Any]) -> _Key | None:
     kty = jwk.get("kty")
     try:
         if kty == "RSA":
-            return _Key(kid, rsa.RSAPublicNumbers(_int(jwk.get("e")), _int(jwk.get("n"))).public_key())
+            return _Key(
+                kid, rsa.RSAPublicNumbers(_int(jwk.get("e")), _int(jwk.get("n"))).public_key()
+            )
         if kty == "EC":
             curve = _CURVES.get(str(jwk.get("crv")))
             if curve is None:
                 raise JwksError(f"key {kid!r}: unsupported curve {jwk.get('crv')!r}")
-            numbers = ec.EllipticCurvePublicNumbers(_int(jwk.get("x")), _int(jwk.get("y")), curve[0])
+            numbers = ec.EllipticCurvePublicNumbers(
+                _int(jwk.get("x")), _int(jwk.get("y")), curve[0]
+            )
             return _Key(kid, numbers.public_key(), curve[1], curve[2])
     except (ValueError, binascii.Error) as e:
         if isinstance(e, JwksError):
@@ -118,8 +128,10 @@ def load_jwks(url: str) -> tuple[_Key, ...]:
     except ValueError:
         raise JwksError(f"the JWKS file {path} is not JSON") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
-        raise JwksError(f"the JWKS file {path} has no \"keys\" list")
-    keys = tuple(k for k in (_parse_key(j) for j in doc["keys"] if isinstance(j, dict)) if k is not None)
+        raise JwksError(f'the JWKS file {path} has no "keys" list')
+    keys = tuple(
+        k for k in (_parse_key(j) for j in doc["keys"] if isinstance(j, dict)) if k is not None
+    )
     if not keys:
         raise JwksError(f"the JWKS file {path} holds no signing key")
     return keys
@@ -144,7 +156,11 @@ class SignedJwtValidator:
         url = get("sasl.oauthbearer.jwks.endpoint.url")
         if not url:
             raise JwksError("the signed-JWT validator needs sasl.oauthbearer.jwks.endpoint.url")
-        audience = tuple(a.strip() for a in (get("sasl.oauthbearer.expected.audience") or "").split(",") if a.strip())
+        audience = tuple(
+            a.strip()
+            for a in (get("sasl.oauthbearer.expected.audience") or "").split(",")
+            if a.strip()
+        )
         skew = get("sasl.oauthbearer.clock.skew.seconds") or "30"
         try:
             clock_skew_s = int(skew)
@@ -183,7 +199,9 @@ class SignedJwtValidator:
         if now_ms - skew_ms >= exp_ms:
             raise TokenRejected("the token has expired")
         iat = claims.get("iat")
-        if iat is not None and (not isinstance(iat, int | float) or int(iat * 1000) > now_ms + skew_ms):
+        if iat is not None and (
+            not isinstance(iat, int | float) or int(iat * 1000) > now_ms + skew_ms
+        ):
             raise TokenRejected("the token was issued in the future")
         if self.expected_audience:
             aud = claims.get("aud")
@@ -197,7 +215,11 @@ class SignedJwtValidator:
     def _verify(self, header: Mapping[str, Any], signed: bytes, signature: bytes) -> None:
         alg = str(header.get("alg", ""))
         kid = header.get("kid")
-        key = self._by_kid.get(kid) if kid is not None else (self.keys[0] if len(self.keys) == 1 else None)
+        key = (
+            self._by_kid.get(kid)
+            if kid is not None
+            else (self.keys[0] if len(self.keys) == 1 else None)
+        )
         if key is None:
             raise TokenRejected("no key of the JWKS matches the token's kid")
         family, bits = alg[:2], alg[2:]
@@ -207,11 +229,18 @@ class SignedJwtValidator:
         try:
             if family in ("RS", "PS") and isinstance(key.public_key, rsa.RSAPublicKey):
                 pad = (
-                    padding.PKCS1v15() if family == "RS"
-                    else padding.PSS(mgf=padding.MGF1(digest()), salt_length=padding.PSS.DIGEST_LENGTH)
+                    padding.PKCS1v15()
+                    if family == "RS"
+                    else padding.PSS(
+                        mgf=padding.MGF1(digest()), salt_length=padding.PSS.DIGEST_LENGTH
+                    )
                 )
                 key.public_key.verify(signature, signed, pad, digest())
-            elif family == "ES" and isinstance(key.public_key, ec.EllipticCurvePublicKey) and alg == key.ec_alg:
+            elif (
+                family == "ES"
+                and isinstance(key.public_key, ec.EllipticCurvePublicKey)
+                and alg == key.ec_alg
+            ):
                 n = key.ec_size
                 if len(signature) != 2 * n:
                     raise InvalidSignature

@@ -32,7 +32,9 @@ from typing import Any, Protocol
 from gregor.security.sasl import OAUTHBEARER, SaslAuthenticationError
 
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-_INITIAL = re.compile(r"^n,(?:a=(?P<authzid>[^,]*))?,(?P<kvpairs>\x01(?:[A-Za-z]+=[\x21-\x7e \t\r\n]*\x01)*)\x01$")
+_INITIAL = re.compile(
+    r"^n,(?:a=(?P<authzid>[^,]*))?,(?P<kvpairs>\x01(?:[A-Za-z]+=[\x21-\x7e \t\r\n]*\x01)*)\x01$"
+)
 
 
 class TokenRejected(Exception):
@@ -63,7 +65,8 @@ class UnsecuredValidator:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> UnsecuredValidator:
         return cls(
-            principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "sub").strip() or "sub",
+            principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "sub").strip()
+            or "sub",
             scope_claim=options.get("unsecuredValidatorScopeClaimName", "scope").strip() or "scope",
             required_scope=tuple(options.get("unsecuredValidatorRequiredScope", "").split()),
             clock_skew_ms=int(options.get("unsecuredValidatorAllowableClockSkewMs", "0") or 0),
@@ -95,7 +98,9 @@ class UnsecuredValidator:
             if int(iat * 1000) >= exp_ms:
                 raise TokenRejected("the token expires before it was issued")
         scope = claims.get(self.scope_claim, [])
-        granted = set(scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else [])
+        granted = set(
+            scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else []
+        )
         missing = [s for s in self.required_scope if s not in granted]
         if missing:
             raise TokenRejected("a required scope is missing", " ".join(self.required_scope))
@@ -129,7 +134,9 @@ class OAuthBearerServer:
             # The client's answer to our error (\x01) ends the exchange in failure.
             raise SaslAuthenticationError(self._error)
         if self.complete:
-            raise SaslAuthenticationError("Authentication failed: OAUTHBEARER login already completed")
+            raise SaslAuthenticationError(
+                "Authentication failed: OAUTHBEARER login already completed"
+            )
         try:
             text = bytes(token).decode("utf-8")
         except UnicodeDecodeError:
@@ -143,7 +150,9 @@ class OAuthBearerServer:
         if scheme.lower() != "bearer" or not bearer.strip():
             raise SaslAuthenticationError("Invalid OAUTHBEARER client first message")
         try:
-            name, expires_at_ms = self._validator.validate(bearer.strip(), int(self._clock() * 1000))
+            name, expires_at_ms = self._validator.validate(
+                bearer.strip(), int(self._clock() * 1000)
+            )
         except TokenRejected as e:
             self._error = e.json
             return e.json.encode()

@@ -18,7 +18,7 @@ PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 def plain_users(options: Mapping[str, str]) -> dict[str, str]:
     """The ``user_<name>=<password>`` options of a PlainLoginModule entry."""
-    return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
+    return {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_")}
 
 
 class PlainServer:
@@ -36,7 +36,9 @@ class PlainServer:
         try:
             text = bytes(token).decode("utf-8")
         except UnicodeDecodeError:
-            raise SaslAuthenticationError("Authentication failed: invalid SASL/PLAIN token") from None
+            raise SaslAuthenticationError(
+                "Authentication failed: invalid SASL/PLAIN token"
+            ) from None
         parts = text.split("\0")
         if len(parts) != 3:
             raise SaslAuthenticationError(

@@ -92,7 +92,9 @@ class SslPrincipalMapper:
             try:
                 compiled = re.compile(pattern)
             except re.error as e:
-                raise ValueError(f"ssl.principal.mapping.rules: bad pattern {pattern!r}: {e}") from None
+                raise ValueError(
+                    f"ssl.principal.mapping.rules: bad pattern {pattern!r}: {e}"
+                ) from None
             self.rules.append(_Rule(False, compiled, replacement, m.group(5)))
 
     def principal_name(self, dn: str) -> str:

@@ -69,7 +69,9 @@ def entity_of(pairs: Sequence[tuple[str, str | None]]) -> QuotaEntity:
         raise QuotaError("Invalid empty client quota entity")
     types = [t for t, _ in pairs]
     if len(set(types)) != len(types):
-        raise QuotaError(f"Duplicate {next(t for t in types if types.count(t) > 1)} entity type in the request")
+        raise QuotaError(
+            f"Duplicate {next(t for t in types if types.count(t) > 1)} entity type in the request"
+        )
     return tuple(sorted((str(t), None if n is None else str(n)) for t, n in pairs))
 
 
@@ -108,7 +110,9 @@ def validate_value(keys: Mapping[str, str], key: str, value: float) -> None:
         raise QuotaError(f"Proposed value for {key} must be a whole number.")
 
 
-def matches(entity: QuotaEntity, components: Sequence[tuple[str, int, str | None]], strict: bool) -> bool:
+def matches(
+    entity: QuotaEntity, components: Sequence[tuple[str, int, str | None]], strict: bool
+) -> bool:
     """DescribeClientQuotas' filter: each component (type, match type, match) must hold for the
     entity (0: that name, 1: the default, 2: any name but the default); ``strict`` also wants
     no other type in the entity."""

@@ -227,11 +227,15 @@ class ScramServer:
         if len(proof) != len(signature):
             raise ValueError("proof length")
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
-        if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), credential.stored_key):
+        if not hmac.compare_digest(
+            hashlib.new(self._hash, client_key).digest(), credential.stored_key
+        ):
             raise ValueError("wrong proof")
         server_signature = _hmac(self._hash, credential.server_key, auth_message)
         self._step = 2
         self.complete = True
         self.token_authenticated = self._token_owner is not None
-        self.principal = self._token_owner if self._token_owner is not None else "User:" + self._user
+        self.principal = (
+            self._token_owner if self._token_owner is not None else "User:" + self._user
+        )
         return b"v=" + base64.b64encode(server_signature)

@@ -26,7 +26,11 @@ from collections.abc import Callable
 Getter = Callable[[str], "str | None"]
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
-_CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+_CLIENT_AUTH = {
+    "required": ssl.CERT_REQUIRED,
+    "requested": ssl.CERT_OPTIONAL,
+    "none": ssl.CERT_NONE,
+}
 
 
 class TlsConfigError(ValueError):
@@ -49,7 +53,9 @@ def _read(path: str, key: str) -> str:
     except OSError as e:
         raise TlsConfigError(f"{key}={path} cannot be read: {e.strerror or e}") from None
     except UnicodeDecodeError:
-        raise TlsConfigError(f"{key}={path} is not a PEM file (only PEM stores are supported)") from None
+        raise TlsConfigError(
+            f"{key}={path} is not a PEM file (only PEM stores are supported)"
+        ) from None
     if "-----BEGIN" not in text:
         raise TlsConfigError(f"{key}={path} is not a PEM file (only PEM stores are supported)")
     return text
@@ -104,7 +110,11 @@ def _load_truststore(ctx: ssl.SSLContext, get: Getter) -> bool:
 
 
 def _protocols_and_ciphers(ctx: ssl.SSLContext, get: Getter) -> None:
-    protocols = [p.strip() for p in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+    protocols = [
+        p.strip()
+        for p in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",")
+        if p.strip()
+    ]
     unknown = [p for p in protocols if p not in _PROTOCOLS]
     if unknown or not protocols:
         raise TlsConfigError(
@@ -136,7 +146,9 @@ def client_context(get: Getter) -> ssl.SSLContext:
     algorithm = get("ssl.endpoint.identification.algorithm")
     algorithm = "https" if algorithm is None else algorithm.strip().lower()
     if algorithm not in ("https", ""):
-        raise TlsConfigError(f"ssl.endpoint.identification.algorithm={algorithm} is not https or empty")
+        raise TlsConfigError(
+            f"ssl.endpoint.identification.algorithm={algorithm} is not https or empty"
+        )
     ctx.check_hostname = algorithm == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx

@@ -69,7 +69,10 @@ def _writer_classes() -> list[Any]:
     # A Spark Python worker (the data source's planning processes and tasks) writes no
     # DataFrame unless it runs Spark Connect code, which has imported Connect already: there,
     # importing Connect (pandas, grpc: half a second) for nothing is skipped.
-    if "PYTHON_WORKER_FACTORY_SECRET" in os.environ and "pyspark.sql.connect.readwriter" not in sys.modules:
+    if (
+        "PYTHON_WORKER_FACTORY_SECRET" in os.environ
+        and "pyspark.sql.connect.readwriter" not in sys.modules
+    ):
         return classes
     try:
         from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
@@ -98,11 +101,26 @@ def default_append() -> None:
                 self._gregor_mode = str(saveMode).strip().lower()
             return _orig(self, saveMode)
 
-        def save(self: Any, path: Any = None, format: Any = None, mode: Any = None,  # noqa: A002
-                 partitionBy: Any = None, _orig: Any = orig_save, **options: Any) -> Any:  # noqa: N803
-            name = str(format).strip().lower() if format is not None else getattr(self, "_gregor_format", None)
+        def save(
+            self: Any,
+            path: Any = None,
+            format: Any = None,
+            mode: Any = None,  # noqa: A002
+            partitionBy: Any = None,
+            _orig: Any = orig_save,
+            **options: Any,
+        ) -> Any:  # noqa: N803
+            name = (
+                str(format).strip().lower()
+                if format is not None
+                else getattr(self, "_gregor_format", None)
+            )
             if name == "gregor" or (name == "kafka" and _ALIASED):
-                chosen = str(mode).strip().lower() if mode is not None else getattr(self, "_gregor_mode", None)
+                chosen = (
+                    str(mode).strip().lower()
+                    if mode is not None
+                    else getattr(self, "_gregor_mode", None)
+                )
                 if chosen in _APPEND_MODES:
                     mode = "append"
                 elif chosen == "ignore":
@@ -112,7 +130,11 @@ def default_append() -> None:
                     )
             return _orig(self, path, format, mode, partitionBy, **options)
 
-        for name, f, orig in (("format", fmt, orig_format), ("mode", mode, orig_mode), ("save", save, orig_save)):
+        for name, f, orig in (
+            ("format", fmt, orig_format),
+            ("mode", mode, orig_mode),
+            ("save", save, orig_save),
+        ):
             f.__doc__ = orig.__doc__
             setattr(cls, name, f)
 

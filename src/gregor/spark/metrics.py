@@ -33,7 +33,10 @@ def offsets_behind_latest(source: Any) -> dict[str, str]:
     progress (a dict from ``query.recentProgress[i]["sources"][j]`` or a ``SourceProgress``);
     empty when the entry has no latest or end offset."""
     if not isinstance(source, Mapping):
-        source = {"endOffset": getattr(source, "endOffset", None), "latestOffset": getattr(source, "latestOffset", None)}
+        source = {
+            "endOffset": getattr(source, "endOffset", None),
+            "latestOffset": getattr(source, "latestOffset", None),
+        }
     consumed = _offsets(source.get("endOffset"))
     latest = _offsets(source.get("latestOffset"))
     if not consumed or not latest:

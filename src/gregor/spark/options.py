@@ -24,6 +24,8 @@ ignores in batch queries (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
 ``maxTriggerDelay``) and names no Kafka source knows (a typo) are accepted with a warning,
 logged and kept in :attr:`SourceOptions.notes`. Error messages carry Spark's wording, and
 Spark's error condition names where it has one (``[UNRESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET]``).
+
+The sink's options are :mod:`gregor.spark.sink_options`, on the helpers here.
 """
 
 from __future__ import annotations
@@ -46,19 +48,30 @@ log = logging.getLogger("gregor.spark")
 # Every option Spark's Kafka source reads (lower-cased), besides kafka.* ones.
 SOURCE_KEYS = frozenset(
     {
-        "subscribe", "subscribepattern", "assign",
-        "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
-        "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
-        "failondataloss", "minpartitions", "maxrecordsperpartition",
-        "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
-        "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-        "groupidprefix", "includeheaders",
-        "gregor.chunkrecords", "gregor.timeoutms",
+        "subscribe",
+        "subscribepattern",
+        "assign",
+        "startingoffsets",
+        "endingoffsets",
+        "startingtimestamp",
+        "endingtimestamp",
+        "startingoffsetsbytimestamp",
+        "endingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "failondataloss",
+        "minpartitions",
+        "maxrecordsperpartition",
+        "maxoffsetspertrigger",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
+        "kafkaconsumer.polltimeoutms",
+        "fetchoffset.numretries",
+        "fetchoffset.retryintervalms",
+        "groupidprefix",
+        "includeheaders",
+        "gregor.chunkrecords",
+        "gregor.timeoutms",
     }
-)
-SINK_KEYS = frozenset(
-    {"topic", "includeheaders", "checkpointlocation", "path", "gregor.exactlyonce",
-     "gregor.transactionalidprefix", "gregor.sinkcommittopic"}
 )
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 STRATEGY_KEYS = "subscribe, subscribePattern, assign"
@@ -145,23 +158,14 @@ class SourceOptions:
         return self.assign is not None and any(tp.topic == topic for tp in self.assign)
 
 
-@dataclass(frozen=True)
-class SinkOptions:
-    """A sink's options. ``exactly_once`` (streaming writes only, ``gregor.exactlyOnce``,
-    default true) makes the stream writer transactional: see :mod:`gregor.spark.txsink`."""
-
-    client: dict[str, str]
-    topic: str | None = None
-    exactly_once: bool = True
-    transactional_id_prefix: str = "gregor-spark"
-    commit_topic: str = "gregor-spark-sink-commits"
-
-
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    """The options as a data source sees them in Spark: keys lower-cased, unset values dropped."""
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
-def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | None = None) -> dict[str, str]:
+def kafka_settings(
+    options: Mapping[str, str], role: str, notes: list[str] | None = None
+) -> dict[str, str]:
     """The ``kafka.*`` options the client uses for ``role`` ("source" or "producer").
 
     A source reads with a bare client (connection settings only); a sink adds the producer's.
@@ -172,7 +176,7 @@ def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | Non
     known = {**COMMON, **(PRODUCER if role == "producer" else {})}
     out: dict[str, str] = {}
     unused: list[str] = []
-    for k, v in _lower(options).items():
+    for k, v in lower_keys(options).items():
         if not k.startswith("kafka."):
             continue
         name = k[len("kafka.") :]
@@ -191,7 +195,9 @@ def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | Non
         else:
             unused.append(name)
     if unused and notes is not None:
-        notes.append(f"kafka options {sorted(unused)} are not used by Gregor's {role} client and have no effect")
+        notes.append(
+            f"kafka options {sorted(unused)} are not used by Gregor's {role} client and have no effect"
+        )
     if "bootstrap.servers" not in out:
         raise OptionError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
@@ -201,7 +207,8 @@ def kafka_settings(options: Mapping[str, str], role: str, notes: list[str] | Non
     return out
 
 
-def _bool(opts: dict[str, str], key: str, default: bool) -> bool:
+def bool_option(opts: dict[str, str], key: str, default: bool) -> bool:
+    """A boolean option (``true`` / ``false``, any case), ``default`` when it is not set."""
     v = opts.get(key)
     if v is None:
         return default
@@ -224,7 +231,15 @@ def _positive(opts: dict[str, str], key: str, *, zero: bool = False) -> int | No
     return n
 
 
-_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_TIME_UNITS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 
 
 def time_ms(text: str, key: str) -> int:
@@ -240,7 +255,9 @@ def parse_partition_json(text: str, what: str) -> dict[TopicPartition, int]:
     try:
         obj = json.loads(text)
     except ValueError:
-        raise OptionError(f"{what}: expected JSON like {{\"topic\":{{\"0\":23}}}}, got {text!r}") from None
+        raise OptionError(
+            f'{what}: expected JSON like {{"topic":{{"0":23}}}}, got {text!r}'
+        ) from None
     if not isinstance(obj, dict):
         raise OptionError(f"{what}: expected a JSON object, got {text!r}")
     out: dict[TopicPartition, int] = {}
@@ -265,8 +282,10 @@ class _Pairs(list[tuple[str, Any]]):
 def parse_offsets_json(text: str, what: str) -> OffsetSpec:
     """startingOffsets / endingOffsets JSON: per-partition offsets, and topic-level
     ``"earliest"`` / ``"latest"`` (any case) in place of a topic's partition object."""
-    bad = (f'{what}: expected JSON like {{"topicA":{{"0":23,"1":-1}},"topicB":"earliest"}} (a topic maps '
-           f'to a JSON object of partition offsets, or to "earliest" or "latest"), got {text}')
+    bad = (
+        f'{what}: expected JSON like {{"topicA":{{"0":23,"1":-1}},"topicB":"earliest"}} (a topic maps '
+        f'to a JSON object of partition offsets, or to "earliest" or "latest"), got {text}'
+    )
 
     try:
         obj = json.loads(text, object_pairs_hook=_Pairs)
@@ -291,7 +310,9 @@ def parse_offsets_json(text: str, what: str) -> OffsetSpec:
             raise OptionError(bad)
     both = sorted(set(level) & {tp.topic for tp in parts})
     if both:
-        raise OptionError(f"{what}: topics {both} have both a topic-level offset and partition offsets in {text}")
+        raise OptionError(
+            f"{what}: topics {both} have both a topic-level offset and partition offsets in {text}"
+        )
     return OffsetSpec("offsets", parts, tuple(sorted(level.items())))
 
 
@@ -309,16 +330,20 @@ def offsets_from_json(obj: Mapping[str, Mapping[str, int]]) -> dict[TopicPartiti
 
 def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
     if not text.strip().startswith("{"):
-        raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
+        raise OptionError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{text}'"
+        )
     try:
         obj = json.loads(text)
     except ValueError:
-        raise OptionError(f"assign: expected JSON like {{\"topicA\":[0,1]}}, got {text!r}") from None
+        raise OptionError(f'assign: expected JSON like {{"topicA":[0,1]}}, got {text!r}') from None
     if not isinstance(obj, dict) or not all(isinstance(v, list) for v in obj.values()):
-        raise OptionError(f"assign: expected JSON like {{\"topicA\":[0,1]}}, got {text!r}")
+        raise OptionError(f'assign: expected JSON like {{"topicA":[0,1]}}, got {text!r}')
     tps = tuple(sorted(TopicPartition(t, int(p)) for t, ps in obj.items() for p in ps))
     if not tps:
-        raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{text}'")
+        raise OptionError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{text}'"
+        )
     return tps
 
 
@@ -329,7 +354,9 @@ def _offset_spec(opts: dict[str, str], prefix: str, streaming: bool) -> OffsetSp
         try:
             return OffsetSpec("timestamp", int(ts.strip()))
         except ValueError:
-            raise OptionError(f"Expected a single long value, got {ts.strip()} (option '{prefix}Timestamp')") from None
+            raise OptionError(
+                f"Expected a single long value, got {ts.strip()} (option '{prefix}Timestamp')"
+            ) from None
     by_ts = opts.get(f"{prefix}offsetsbytimestamp")
     if by_ts is not None:
         return OffsetSpec("timestamps", parse_partition_json(by_ts, f"{prefix}OffsetsByTimestamp"))
@@ -372,7 +399,9 @@ def _tps(offsets: Mapping[TopicPartition, int]) -> str:
     return "{" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(offsets)) + "}"
 
 
-def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | None, tuple[TopicPartition, ...] | None]:
+def _subscription(
+    opts: dict[str, str],
+) -> tuple[tuple[str, ...] | None, str | None, tuple[TopicPartition, ...] | None]:
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if not chosen:
         raise OptionError(
@@ -388,7 +417,9 @@ def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | N
     if chosen[0] == "subscribe":
         topics = tuple(t.strip() for t in value.split(",") if t.strip())
         if not topics:
-            raise OptionError(f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'")
+            raise OptionError(
+                f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'"
+            )
         return topics, None, None
     if chosen[0] == "subscribepattern":
         pattern = value.strip()
@@ -405,11 +436,13 @@ def _subscription(opts: dict[str, str]) -> tuple[tuple[str, ...] | None, str | N
 
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    opts = _lower(options)
+    opts = lower_keys(options)
     notes: list[str] = []
     if streaming:
         if "endingoffsets" in opts:
-            raise OptionError("Ending offset not valid in streaming queries (option 'endingOffsets')")
+            raise OptionError(
+                "Ending offset not valid in streaming queries (option 'endingOffsets')"
+            )
         for k in ("endingoffsetsbytimestamp", "endingtimestamp"):
             if k in opts:
                 raise OptionError(f"Ending timestamp not valid in streaming queries (option '{k}')")
@@ -420,36 +453,55 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     ending = _offset_spec(opts, "ending", streaming)
     if not streaming:
         if starting.kind == "latest":
-            raise OptionError("starting offset can't be latest for batch queries on Kafka (startingOffsets 'latest' is not valid for batch queries)")
+            raise OptionError(
+                "starting offset can't be latest for batch queries on Kafka (startingOffsets 'latest' is not valid for batch queries)"
+            )
         if starting.kind == "offsets":
             for t, v in starting.topics:
                 if v == LATEST:
-                    raise OptionError(f"startingOffsets for topic {t} can't be latest for batch queries on Kafka")
+                    raise OptionError(
+                        f"startingOffsets for topic {t} can't be latest for batch queries on Kafka"
+                    )
             for tp, v in sorted(starting.value.items()):
                 if v == LATEST:
-                    raise OptionError(f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka (-1)")
+                    raise OptionError(
+                        f"startingOffsets for {tp.topic}-{tp.partition} can't be latest for batch queries on Kafka (-1)"
+                    )
         if ending.kind == "earliest":
-            raise OptionError("ending offset can't be earliest for batch queries on Kafka (endingOffsets 'earliest' is not valid for batch queries)")
+            raise OptionError(
+                "ending offset can't be earliest for batch queries on Kafka (endingOffsets 'earliest' is not valid for batch queries)"
+            )
         if ending.kind == "offsets":
             for t, v in ending.topics:
                 if v == EARLIEST:
-                    raise OptionError(f"ending offset for topic {t} can't be earliest for batch queries on Kafka")
+                    raise OptionError(
+                        f"ending offset for topic {t} can't be earliest for batch queries on Kafka"
+                    )
             for tp, v in sorted(ending.value.items()):
                 if v == EARLIEST:
-                    raise OptionError(f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka (-2)")
+                    raise OptionError(
+                        f"ending offset for {tp.topic}-{tp.partition} can't be earliest for batch queries on Kafka (-2)"
+                    )
         check_offset_limits(starting, ending)
-        for k, name in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"), ("minoffsetspertrigger", "minOffsetsPerTrigger"),
-                        ("maxtriggerdelay", "maxTriggerDelay")):
+        for k, name in (
+            ("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+            ("minoffsetspertrigger", "minOffsetsPerTrigger"),
+            ("maxtriggerdelay", "maxTriggerDelay"),
+        ):
             if k in opts:
                 notes.append(f"{name} option ignored in batch queries")
 
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
-        raise OptionError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+        raise OptionError(
+            f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}"
+        )
 
     level = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
     if level not in ("read_uncommitted", "read_committed"):
-        raise OptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}")
+        raise OptionError(
+            f"kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}"
+        )
 
     max_per = _positive(opts, "maxoffsetspertrigger")
     min_per = _positive(opts, "minoffsetspertrigger")
@@ -457,7 +509,11 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         raise OptionError(
             f"The value of minOffsetPerTrigger({min_per}) is higher than the maxOffsetsPerTrigger({max_per})."
         )
-    delay = time_ms(opts["maxtriggerdelay"], "maxTriggerDelay") if "maxtriggerdelay" in opts else DEFAULT_MAX_TRIGGER_DELAY_MS
+    delay = (
+        time_ms(opts["maxtriggerdelay"], "maxTriggerDelay")
+        if "maxtriggerdelay" in opts
+        else DEFAULT_MAX_TRIGGER_DELAY_MS
+    )
     if streaming and "maxtriggerdelay" in opts and min_per is None:
         notes.append("maxTriggerDelay has no effect without minOffsetsPerTrigger")
 
@@ -467,7 +523,9 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     retries = _positive(opts, "fetchoffset.numretries")
     interval = _positive(opts, "fetchoffset.retryintervalms", zero=True)
     if "groupidprefix" in opts:
-        notes.append("option 'groupIdPrefix' has no effect: the source reads with no consumer group")
+        notes.append(
+            "option 'groupIdPrefix' has no effect: the source reads with no consumer group"
+        )
     unknown = sorted(k for k in opts if not k.startswith("kafka.") and k not in SOURCE_KEYS)
     if unknown:
         notes.append(f"options {unknown} are not options of the Kafka source and are ignored")
@@ -487,10 +545,10 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         max_trigger_delay_ms=delay,
         min_partitions=_positive(opts, "minpartitions"),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", False),
+        fail_on_data_loss=bool_option(opts, "failondataloss", True),
+        include_headers=bool_option(opts, "includeheaders", False),
         isolation_level=1 if level == "read_committed" else 0,
-        check_crcs=_bool(opts, "kafka.check.crcs", True),
+        check_crcs=bool_option(opts, "kafka.check.crcs", True),
         chunk_records=chunk or 65536,
         timeout=(wait / 1000) if wait else 120.0,
         fetch_offset_retries=retries or 3,
@@ -499,49 +557,20 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     )
 
 
-def parse_sink(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
-    opts = _lower(options)
-    notes: list[str] = []
-    client = kafka_settings(opts, "producer", notes)
-    topic = opts.get("topic")
-    exactly_once = _bool(opts, "gregor.exactlyonce", True)
-    prefix = opts.get("gregor.transactionalidprefix", "gregor-spark").strip()
-    commit_topic = opts.get("gregor.sinkcommittopic", "gregor-spark-sink-commits").strip()
-    if "transactional.id" in client:
-        raise OptionError(
-            "Kafka option 'transactional.id' is not supported: the exactly-once stream writer names "
-            "its transactions itself (set gregor.transactionalIdPrefix instead)"
-        )
-    unknown = sorted(k for k in opts if not k.startswith("kafka.") and k not in SINK_KEYS)
-    if unknown:
-        notes.append(f"options {unknown} are not options of the Kafka sink and are ignored")
-    if not streaming and "gregor.exactlyonce" in opts:
-        notes.append("gregor.exactlyOnce applies to streaming writes only; batch writes are at-least-once")
-    for n in notes:
-        log.warning("%s", n)
-    return SinkOptions(
-        client=client,
-        topic=topic.strip() if topic else None,
-        exactly_once=exactly_once and streaming,
-        transactional_id_prefix=prefix,
-        commit_topic=commit_topic,
-    )
-
-
 __all__ = [
     "EARLIEST",
     "LATEST",
     "OffsetSpec",
     "OptionError",
-    "SinkOptions",
     "SourceOptions",
     "check_offset_limits",
+    "bool_option",
     "kafka_settings",
+    "lower_keys",
     "offsets_from_json",
     "offsets_json",
     "parse_offsets_json",
     "parse_partition_json",
-    "parse_sink",
     "parse_source",
     "time_ms",
 ]

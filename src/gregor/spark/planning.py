@@ -107,7 +107,9 @@ def rate_limit(
     return out
 
 
-def offsets_behind_latest(consumed: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> dict[str, str]:
+def offsets_behind_latest(
+    consumed: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+) -> dict[str, str]:
     """Spark's source metrics (``KafkaMicroBatchStream.metrics``): how far each partition's
     consumed offset is behind the latest available one, as min, max and average."""
     behind = [latest[tp] - consumed[tp] for tp in latest if tp in consumed]
@@ -173,7 +175,9 @@ class OffsetPlanner:
             described = self.admin.describe_topics(sorted({tp.topic for tp in o.assign}))
             for tp in o.assign:
                 d = described.get(tp.topic)
-                if not hasattr(d, "partitions") or tp.partition not in {p.partition for p in d.partitions}:
+                if not hasattr(d, "partitions") or tp.partition not in {
+                    p.partition for p in d.partitions
+                }:
                     raise OptionError(f"assign: {tp.topic}-{tp.partition} does not exist")
             return sorted(o.assign)
         topics = self.admin.list_topics()
@@ -187,11 +191,16 @@ class OffsetPlanner:
 
     # --- offsets ---
 
-    def list_offsets(self, specs: Mapping[TopicPartition, int | str]) -> dict[TopicPartition, int | None]:
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int | str]
+    ) -> dict[TopicPartition, int | None]:
         if not specs:
             return {}
         r = self._retry(
-            lambda: self.admin.list_offsets(dict(specs), isolation_level=self.options.isolation_level), "offsets"
+            lambda: self.admin.list_offsets(
+                dict(specs), isolation_level=self.options.isolation_level
+            ),
+            "offsets",
         )
         return {tp: r[tp][0] for tp in specs}
 
@@ -204,11 +213,18 @@ class OffsetPlanner:
         if not tps:
             return {}
         return self._retry(
-            lambda: end_offsets(shared_client(self.options.client), tps, self.options.isolation_level, self.options.timeout),
+            lambda: end_offsets(
+                shared_client(self.options.client),
+                tps,
+                self.options.isolation_level,
+                self.options.timeout,
+            ),
             "latest offsets",
         )
 
-    def unresolved(self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False) -> dict[TopicPartition, int]:
+    def unresolved(
+        self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False
+    ) -> dict[TopicPartition, int]:
         """Offsets for a batch query with earliest (-2) and latest (-1) left for the executors
         to resolve when the query runs (Spark's late binding: a DataFrame run again after more
         records arrived reads them); timestamps are looked up now."""
@@ -241,8 +257,12 @@ class OffsetPlanner:
         low = self.earliest([tp for tp in tps if starts[tp] == EARLIEST])
         high = self.latest([tp for tp in tps if ends[tp] == LATEST])
         now = [
-            OffsetRange(r.topic, r.partition, low.get(TopicPartition(r.topic, r.partition), r.start),
-                        high.get(TopicPartition(r.topic, r.partition), r.end))
+            OffsetRange(
+                r.topic,
+                r.partition,
+                low.get(TopicPartition(r.topic, r.partition), r.start),
+                high.get(TopicPartition(r.topic, r.partition), r.end),
+            )
             for r in ranges
         ]
         pieces: dict[tuple[str, int], list[OffsetRange]] = {}
@@ -259,7 +279,9 @@ class OffsetPlanner:
             out.extend(ps)
         return out
 
-    def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False) -> dict[TopicPartition, int]:
+    def resolve(
+        self, spec: OffsetSpec, tps: list[TopicPartition], *, ending: bool = False
+    ) -> dict[TopicPartition, int]:
         """Concrete offsets for ``tps``; a starting timestamp with no later record follows
         ``startingOffsetsByTimestampStrategy`` (error, or latest), an ending one means latest."""
         if spec.kind == "earliest":
@@ -281,7 +303,9 @@ class OffsetPlanner:
         out.update(self.latest([tp for tp, v in found.items() if v is None]))
         return out
 
-    def _by_timestamp(self, spec: OffsetSpec, tps: list[TopicPartition], ending: bool) -> dict[TopicPartition, int | None]:
+    def _by_timestamp(
+        self, spec: OffsetSpec, tps: list[TopicPartition], ending: bool
+    ) -> dict[TopicPartition, int | None]:
         """The first offset at or after each timestamp (None: no such record, which means
         latest; for a start, ``startingOffsetsByTimestampStrategy`` error refuses it)."""
         if spec.kind == "timestamp":
@@ -301,7 +325,9 @@ class OffsetPlanner:
             )
         return found
 
-    def _check_covers(self, given: Mapping[TopicPartition, int], tps: list[TopicPartition], name: str) -> None:
+    def _check_covers(
+        self, given: Mapping[TopicPartition, int], tps: list[TopicPartition], name: str
+    ) -> None:
         if self.options.assign is None and set(given) != set(tps):
             extra = sorted(set(given) - set(tps))
             lacking = sorted(set(tps) - set(given))

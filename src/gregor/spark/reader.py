@@ -97,7 +97,9 @@ class KafkaInputPartition(InputPartition):
         super().__init__(None)
 
 
-def _input_partitions(options: SourceOptions, ranges: list[OffsetRange]) -> list[KafkaInputPartition]:
+def _input_partitions(
+    options: SourceOptions, ranges: list[OffsetRange]
+) -> list[KafkaInputPartition]:
     return [
         KafkaInputPartition(
             r.topic,
@@ -125,11 +127,19 @@ def _shared_admin(settings: dict[str, str]) -> AdminClient:
     with _ADMINS_LOCK:
         admin = _ADMINS.get(key)
         if admin is None:
-            admin = _ADMINS[key] = AdminClient({k: v for k, v in settings.items() if k in _ADMIN_KEYS})
+            admin = _ADMINS[key] = AdminClient(
+                {k: v for k, v in settings.items() if k in _ADMIN_KEYS}
+            )
         return admin
 
 
-_ADMIN_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms", "security.protocol", "metadata.max.age.ms")
+_ADMIN_KEYS = (
+    "bootstrap.servers",
+    "client.id",
+    "request.timeout.ms",
+    "security.protocol",
+    "metadata.max.age.ms",
+)
 
 
 def resolve_range(p: KafkaInputPartition) -> tuple[int, int]:
@@ -137,7 +147,9 @@ def resolve_range(p: KafkaInputPartition) -> tuple[int, int]:
     tp = TopicPartition(p.topic, p.partition)
     start, end = p.start, p.end
     if start == EARLIEST:
-        r = _shared_admin(p.client).list_offsets({tp: "earliest"}, isolation_level=p.isolation_level)
+        r = _shared_admin(p.client).list_offsets(
+            {tp: "earliest"}, isolation_level=p.isolation_level
+        )
         start = r[tp][0] or 0
     if LATEST in (start, end):  # a start at latest: a starting timestamp with no later record
         high = end_offsets(shared_client(p.client), [tp], p.isolation_level, p.timeout)[tp]
@@ -205,8 +217,14 @@ class KafkaBatchReader(DataSourceReader):
             planner.close()
         parts = _input_partitions(self.options, ranges)
         if self.options.assign is None:  # the last task also reads partitions created later
-            new = NewPartitions(self.options, frozenset(TopicPartition(r.topic, r.partition) for r in ranges))
-            last = parts[-1] if parts else _input_partitions(self.options, [OffsetRange("", -1, 0, 0)])[0]
+            new = NewPartitions(
+                self.options, frozenset(TopicPartition(r.topic, r.partition) for r in ranges)
+            )
+            last = (
+                parts[-1]
+                if parts
+                else _input_partitions(self.options, [OffsetRange("", -1, 0, 0)])[0]
+            )
             parts[-1:] = [replace(last, new_partitions=new)]
         return list(parts)
 
@@ -284,7 +302,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_json(self._admit(begin, effective, latest))
 
     def _admit(
-        self, begin: dict[TopicPartition, int], effective: dict[TopicPartition, int], latest: dict[TopicPartition, int]
+        self,
+        begin: dict[TopicPartition, int],
+        effective: dict[TopicPartition, int],
+        latest: dict[TopicPartition, int],
     ) -> dict[TopicPartition, int]:
         """The end offsets this trigger may read under the source's admission options."""
         o = self.options
@@ -311,13 +332,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         found = self.planner.earliest(new)
         for tp in new:
             if found.get(tp, 0) != 0:
-                self.planner.lost(f"Added partition {tp.topic}-{tp.partition} starts from {found[tp]} instead of 0")
+                self.planner.lost(
+                    f"Added partition {tp.topic}-{tp.partition} starts from {found[tp]} instead of 0"
+                )
         begin.update(found)
         ranges = []
         for tp, e in sorted(finish.items()):
             s = begin[tp]
             if e < s:
-                self.planner.lost(f"Partition {tp.topic}-{tp.partition} offset was changed from {s} to {e}")
+                self.planner.lost(
+                    f"Partition {tp.topic}-{tp.partition} offset was changed from {s} to {e}"
+                )
                 continue
             if e > s:
                 ranges.append(OffsetRange(tp.topic, tp.partition, s, e))
@@ -358,4 +383,10 @@ def _names(tps: Any) -> str:
     return "{" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) + "}"
 
 
-__all__ = ["KafkaBatchReader", "KafkaInputPartition", "KafkaStreamReader", "read_partition", "report_data_loss"]
+__all__ = [
+    "KafkaBatchReader",
+    "KafkaInputPartition",
+    "KafkaStreamReader",
+    "read_partition",
+    "report_data_loss",
+]

@@ -24,7 +24,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
 
 
 def kafka_schema(include_headers: bool = False) -> StructType:

@@ -11,9 +11,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from gregor.spark.options import OptionError, parse_sink, parse_source
+from gregor.spark.options import OptionError, parse_source
 from gregor.spark.reader import KafkaBatchReader, KafkaStreamReader
 from gregor.spark.schema import kafka_schema
+from gregor.spark.sink_options import parse_sink
 from gregor.spark.txsink import TransactionalStreamWriter
 from gregor.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_sink_schema
 

@@ -59,7 +59,8 @@ from gregor.client import (
     TopicPartition,
 )
 from gregor.client.bulk import RangeReader, shared_client
-from gregor.spark.options import OptionError, SinkOptions
+from gregor.spark.options import OptionError
+from gregor.spark.sink_options import SinkOptions
 from gregor.spark.writer import send_batches
 
 log = logging.getLogger("gregor.spark")
@@ -115,7 +116,9 @@ def ensure_commit_topic(options: SinkOptions) -> None:
         return
     admin = _admin(options.client)
     if options.commit_topic not in admin.list_topics():
-        res = admin.create_topics([NewTopic(options.commit_topic, 1, -1, {"cleanup.policy": "compact"})])
+        res = admin.create_topics(
+            [NewTopic(options.commit_topic, 1, -1, {"cleanup.policy": "compact"})]
+        )
         err = res.get(options.commit_topic)
         if err is not None and err.name != "TOPIC_ALREADY_EXISTS":
             raise err
@@ -125,10 +128,16 @@ def ensure_commit_topic(options: SinkOptions) -> None:
 def last_decision(options: SinkOptions, query_id: str) -> Decision | None:
     """The query's latest decided batch and its transactions, or None."""
     tp = TopicPartition(options.commit_topic, 0)
-    got = _admin(options.client).list_consumer_group_offsets(group_id(options, query_id), [tp]).get(tp)
+    got = (
+        _admin(options.client)
+        .list_consumer_group_offsets(group_id(options, query_id), [tp])
+        .get(tp)
+    )
     if got is None or got.offset <= 0 or not (got.metadata or "").startswith("batch="):
         return None
-    reader = RangeReader(shared_client(options.client), options.commit_topic, 0, got.offset - 1, got.offset)
+    reader = RangeReader(
+        shared_client(options.client), options.commit_topic, 0, got.offset - 1, got.offset
+    )
     for batch in reader:
         for value in batch.column(batch.schema.names.index("value")).to_pylist():
             d = json.loads(value)
@@ -139,9 +148,13 @@ def last_decision(options: SinkOptions, query_id: str) -> Decision | None:
     )
 
 
-def decide(options: SinkOptions, query_id: str, batch_id: int, txns: list[tuple[str, int, int]]) -> None:
+def decide(
+    options: SinkOptions, query_id: str, batch_id: int, txns: list[tuple[str, int, int]]
+) -> None:
     """Write the decision record, then the group offset that makes it the decision."""
-    record = json.dumps({"query": query_id, "batch": batch_id, "txns": [list(t) for t in txns]}).encode()
+    record = json.dumps(
+        {"query": query_id, "batch": batch_id, "txns": [list(t) for t in txns]}
+    ).encode()
     with Producer({**options.client, "acks": "all", "enable.idempotence": True}) as p:
         meta = p.send(options.commit_topic, record, query_id.encode(), partition=0).result(60)
     tp = TopicPartition(options.commit_topic, 0)
@@ -153,7 +166,9 @@ def decide(options: SinkOptions, query_id: str, batch_id: int, txns: list[tuple[
 # --- ending transactions from another process than the one that wrote them ---
 
 
-def end_transactions(settings: dict[str, str], txns: list[tuple[str, int, int]], commit: bool, timeout: float = 120.0) -> None:
+def end_transactions(
+    settings: dict[str, str], txns: list[tuple[str, int, int]], commit: bool, timeout: float = 120.0
+) -> None:
     """Commit (or abort) transactions by id, producer id and epoch, all at once."""
     if not txns:
         return
@@ -223,17 +238,28 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         if not msgs:
             return
         query_id = msgs[0].query_id
-        written = [(m.transactional_id, m.producer_id, m.producer_epoch) for m in msgs if not m.replayed and m.records]
+        written = [
+            (m.transactional_id, m.producer_id, m.producer_epoch)
+            for m in msgs
+            if not m.replayed and m.records
+        ]
         decided = last_decision(self.options, query_id)
         if decided is not None and decided.batch_id >= batchId:
-            end_transactions(self.options.client, [t for t in written if t not in decided.txns], False)
+            end_transactions(
+                self.options.client, [t for t in written if t not in decided.txns], False
+            )
             if decided.batch_id == batchId:
                 end_transactions(self.options.client, decided.txns, True)
             return
         decide(self.options, query_id, batchId, written)
         end_transactions(self.options.client, written, True)
-        log.info("batch %d of query %s: %d transactions, %d records committed", batchId, query_id,
-                 len(written), sum(m.records for m in msgs))
+        log.info(
+            "batch %d of query %s: %d transactions, %d records committed",
+            batchId,
+            query_id,
+            len(written),
+            sum(m.records for m in msgs),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         written = [

@@ -26,7 +26,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from gregor.client import Producer
-from gregor.spark.options import OptionError, SinkOptions
+from gregor.spark.options import OptionError
+from gregor.spark.sink_options import SinkOptions
 
 _PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 _LOCK = threading.Lock()
@@ -49,7 +50,9 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
     for name in ("key", "value"):
         t = types.get(name)
         if t is not None and not isinstance(t, (StringType, BinaryType)):
-            raise OptionError(f"{name} attribute type must be a string or binary, got {t.simpleString()}")
+            raise OptionError(
+                f"{name} attribute type must be a string or binary, got {t.simpleString()}"
+            )
     t = types.get("topic")
     if options.topic is None:
         if t is None:
@@ -131,7 +134,14 @@ def send_batches(producer: Producer, fixed_topic: str | None, batches: Iterator[
             if hdrs is not None and hdrs[i]:
                 headers = [(h["key"], h["value"]) for h in hdrs[i]]
             futures.append(
-                send(topic, values[i], keys[i], parts[i] if parts is not None else None, None, headers)
+                send(
+                    topic,
+                    values[i],
+                    keys[i],
+                    parts[i] if parts is not None else None,
+                    None,
+                    headers,
+                )
             )
     producer.flush()
     for f in futures:

@@ -5,7 +5,8 @@
 cache and producer state; ``LogCleaner`` compacts. Imports only ``gregor.protocol``.
 
 Modules, lowest first (each imports only modules above it in this list):
-  ``clock``, ``files``, ``errors``, ``config``, ``checkpoint``, ``index``, ``epoch`` - basics;
+  ``clock``, ``files``, ``errors``, ``config``, ``checkpoint``, ``index``, ``transaction_index``,
+  ``epoch`` - basics;
   ``file_records`` (batches in a file), ``segment`` (one segment), ``producer_state``;
   ``log_info`` (what a log answers), ``log_segments`` (the sorted segments, reads across them),
   ``validator`` (checking and stamping batches), ``producer_replay``, ``retention``;
@@ -35,13 +36,13 @@ from gregor.storage.errors import (
     UnknownProducerIdError,
 )
 from gregor.storage.file_records import FileRegion
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log import Log
 from gregor.storage.log_info import FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from gregor.storage.manager import CheckpointFiles, LogManager, PendingDeletions, delete_files
 from gregor.storage.producer_state import AppendOrigin, ProducerStateManager
 from gregor.storage.retention import delete_segment_files
 from gregor.storage.segment import LogSegment
+from gregor.storage.transaction_index import AbortedTxn
 
 __all__ = [
     "AbortedTxn",

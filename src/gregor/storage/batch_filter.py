@@ -32,7 +32,7 @@ from gregor.protocol.records.header import (
     TRANSACTIONAL_MASK,
     BatchHeader,
 )
-from gregor.storage.index import AbortedTxn
+from gregor.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +74,7 @@ def filter_batch(
             except ProtocolError:
                 control_type = None
         can_discard = txn.on_control_batch_read(h, control_type)
-        discard_records = (
-            can_discard and batch_horizon is not None and batch_horizon <= now
-        )
+        discard_records = can_discard and batch_horizon is not None and batch_horizon <= now
     else:
         can_discard = txn.on_batch_read(h)
         discard_records = can_discard
@@ -102,14 +100,16 @@ def filter_batch(
                 retained.append(r)
             elif r.key is None:
                 continue
-            elif r.offset >= offset_map.get(r.key, -1) and (
-                r.value is not None or retain_deletes
-            ):
+            elif r.offset >= offset_map.get(r.key, -1) and (r.value is not None or retain_deletes):
                 retained.append(r)
 
-    needs_horizon = not has_horizon and h.last_offset < map_end and (
-        (h.is_control and can_discard and bool(retained))
-        or any(r.value is None for r in retained if not h.is_control)
+    needs_horizon = (
+        not has_horizon
+        and h.last_offset < map_end
+        and (
+            (h.is_control and can_discard and bool(retained))
+            or any(r.value is None for r in retained if not h.is_control)
+        )
     )
     if retained:
         if len(retained) == len(records) and not needs_horizon:

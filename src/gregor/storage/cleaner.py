@@ -52,9 +52,9 @@ from gregor.storage.clock import Clock
 from gregor.storage.config import LogConfig
 from gregor.storage.file_records import BatchPosition
 from gregor.storage.files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, file_name
-from gregor.storage.index import AbortedTxn
 from gregor.storage.producer_state import ProducerStateManager
 from gregor.storage.segment import LogSegment
+from gregor.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,9 @@ class CleanPlan:
     map_aborted: list[AbortedTxn]  # aborted transactions over the dirty range
     group_aborted: list[list[AbortedTxn]] = field(default_factory=list)
     groups: list[list[LogSegment]] = field(default_factory=list)
-    last_records: dict[int, tuple[int, int]] = field(default_factory=dict)  # pid -> (last data offset, epoch)
+    last_records: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # pid -> (last data offset, epoch)
     dirty_ratio: float = 0.0
 
 
@@ -311,7 +313,11 @@ class LogCleaner:
                         nh = header_of(batch_bytes)
                         out.append(
                             batch_bytes,
-                            [BatchPosition(0, size, nh.base_offset, nh.last_offset, nh.max_timestamp)],
+                            [
+                                BatchPosition(
+                                    0, size, nh.base_offset, nh.last_offset, nh.max_timestamp
+                                )
+                            ],
                         )
             for t in txn.cleaned_index:
                 out.txn_index.append(t)

@@ -1,4 +1,4 @@
-"""A segment's indexes in Kafka's byte layout: offset index, time index, transaction index.
+"""A segment's sparse indexes in Kafka's byte layout: the offset index and the time index.
 
 Theory of operation. The offset index (``.index``) and time index (``.timeindex``) are sparse:
 the segment adds one entry per ``index.interval.bytes`` of log. Both are memory-mapped and
@@ -23,10 +23,8 @@ Entries (big-endian, relative offsets are ``offset - base_offset``):
                   appended only when the timestamp grows. One slot is kept free for the
                   entry written when the segment rolls (its final max timestamp).
 
-The transaction index (``.txnindex``) lists aborted transactions whose abort marker is in the
-segment: 34-byte entries (version int16 = 0, producer_id int64, first_offset int64,
-last_offset int64, last_stable_offset int64), appended to a plain file that is only created
-when the first entry arrives, as Kafka does.
+The transaction index (``.txnindex``), a plain file of aborted transactions, is
+:mod:`gregor.storage.transaction_index`.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_right
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from gregor.protocol.extensions import load
 from gregor.storage import _index_py
@@ -54,10 +52,9 @@ def core_implementation() -> str:
     name: str = _core.IMPLEMENTATION
     return name
 
+
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
-TXN_ENTRY_SIZE = 34
-TXN_INDEX_VERSION = 0
 NO_TIMESTAMP = -1
 _LITTLE_ENDIAN = sys.byteorder == "little"
 
@@ -65,7 +62,6 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 def _map_file(fd: int, length: int) -> mmap.mmap:
@@ -498,117 +494,3 @@ class TimeIndex(_MmapIndex):
                 raise CorruptIndexError(f"{self.path}: last timestamp is below the first")
             if last_off < self.base_offset:
                 raise CorruptIndexError(f"{self.path}: last offset is below the base offset")
-
-
-class AbortedTxn(NamedTuple):
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-
-    def encode(self) -> bytes:
-        return _TXN_ENTRY.pack(TXN_INDEX_VERSION, *self)
-
-
-class TransactionIndex:
-    """Aborted transactions whose markers are in one segment, in marker order."""
-
-    __slots__ = ("path", "base_offset", "_entries")
-
-    def __init__(self, path: str, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self._entries: list[AbortedTxn] | None = None  # loaded on first use
-
-    def _load(self) -> list[AbortedTxn]:
-        if self._entries is None:
-            try:
-                with open(self.path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
-                data = b""
-            n = len(data) // TXN_ENTRY_SIZE
-            self._entries = [
-                AbortedTxn(*_TXN_ENTRY.unpack_from(data, i * TXN_ENTRY_SIZE)[1:]) for i in range(n)
-            ]
-        return self._entries
-
-    @property
-    def entries(self) -> list[AbortedTxn]:
-        return list(self._load())
-
-    def append(self, txn: AbortedTxn) -> None:
-        entries = self._load()
-        if entries and txn.last_offset <= entries[-1].last_offset:
-            raise ValueError(
-                f"aborted transaction last offset {txn.last_offset} does not increase"
-            )
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, txn.encode())
-        finally:
-            os.close(fd)
-        entries.append(txn)
-
-    def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
-        """Aborted transactions overlapping [fetch_offset, upper_bound_offset), and whether the
-        search is complete (an entry's last stable offset reached the upper bound, so later
-        segments cannot add any)."""
-        out = []
-        for txn in self._load():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                out.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return out, True
-        return out, False
-
-    def _rewrite(self, entries: list[AbortedTxn]) -> None:
-        if entries:
-            with open(self.path, "wb") as f:
-                f.write(b"".join(t.encode() for t in entries))
-        else:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-        self._entries = entries
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove transactions whose marker is at or after ``offset``."""
-        entries = self._load()
-        keep = [t for t in entries if t.last_offset < offset]
-        if len(keep) != len(entries):
-            self._rewrite(keep)
-
-    def reset(self) -> None:
-        self._rewrite([])
-
-    def flush(self) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def close(self) -> None:
-        pass
-
-    def rename(self, new_path: str) -> None:
-        try:
-            os.replace(self.path, new_path)
-        except FileNotFoundError:
-            pass
-        self.path = new_path
-
-    def sanity_check(self) -> None:
-        try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
-            return
-        if size % TXN_ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"{self.path}: length {size} is not a multiple of {TXN_ENTRY_SIZE}"
-            )

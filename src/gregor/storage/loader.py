@@ -247,9 +247,7 @@ def _recover(
             break
 
 
-def _check_segment(
-    log_name: str, seg: LogSegment, missing: bool, txn_rebuild: set[int]
-) -> None:
+def _check_segment(log_name: str, seg: LogSegment, missing: bool, txn_rebuild: set[int]) -> None:
     try:
         seg.txn_index.sanity_check()
     except CorruptIndexError as e:
@@ -312,9 +310,7 @@ def _remove_leftovers(d: str, log_name: str) -> None:
         logger.warning("%s: rolled back an interrupted log cleaning (removed its output)", log_name)
 
 
-def _complete_swaps(
-    d: str, log_name: str, opener: _SegmentOpener, txn_rebuild: set[int]
-) -> None:
+def _complete_swaps(d: str, log_name: str, opener: _SegmentOpener, txn_rebuild: set[int]) -> None:
     swaps = sorted(
         b
         for n in os.listdir(d)

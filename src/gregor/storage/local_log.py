@@ -23,10 +23,10 @@ from gregor.storage.config import LogConfig
 from gregor.storage.errors import LogClosedError
 from gregor.storage.fast_append import LogCore
 from gregor.storage.files import SWAP_SUFFIX, parse_topic_partition
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log_segments import LogSegments
 from gregor.storage.retention import RetiredSegments
 from gregor.storage.segment import LogSegment
+from gregor.storage.transaction_index import AbortedTxn
 
 INT32_MAX = 0x7FFFFFFF
 

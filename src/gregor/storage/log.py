@@ -86,7 +86,6 @@ from gregor.storage.validator import ScannedBatch, place_batches, validate_batch
 logger = logging.getLogger(__name__)
 
 
-
 class Log(LocalLog):
     def __init__(
         self,
@@ -234,9 +233,7 @@ class Log(LocalLog):
         lat = None if log_append_time == NO_TIMESTAMP else log_append_time
         staged = stage_append(self.producer_state, mv, headers, bases, origin, lat)
         if isinstance(staged, BatchMetadata):
-            return LogAppendInfo.of_duplicate(
-                staged, self.log_start_offset, cfg.log_append_time
-            )
+            return LogAppendInfo.of_duplicate(staged, self.log_start_offset, cfg.log_append_time)
 
         buf, batches, max_ts, offset_of_max, count = place_batches(
             mv, headers, bases, log_append_time, leader_epoch if assign else None, restamp

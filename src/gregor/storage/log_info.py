@@ -6,7 +6,8 @@ from typing import NamedTuple
 
 from gregor.storage.append_types import BatchMetadata
 from gregor.storage.file_records import FileRegion
-from gregor.storage.index import NO_TIMESTAMP, AbortedTxn
+from gregor.storage.index import NO_TIMESTAMP
+from gregor.storage.transaction_index import AbortedTxn
 
 
 class LogAppendInfo(NamedTuple):

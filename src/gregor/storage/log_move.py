@@ -77,7 +77,12 @@ def catch_up(job: LogCopy) -> int:
     for name, st in now.items():
         src, dst = os.path.join(job.source_dir, name), os.path.join(job.future_dir, name)
         before = job.copied.get(name)
-        if name.endswith(".log") and before is not None and before[0] == st.st_ino and st.st_size >= before[1]:
+        if (
+            name.endswith(".log")
+            and before is not None
+            and before[0] == st.st_ino
+            and st.st_size >= before[1]
+        ):
             if st.st_size > before[1]:
                 _append_tail(src, dst, before[1])
                 moved += st.st_size - before[1]

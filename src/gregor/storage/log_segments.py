@@ -22,9 +22,9 @@ from collections.abc import Iterable, Iterator
 
 from gregor.protocol.records.header import BatchHeader
 from gregor.storage.fast_append import SegmentsCore
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log_info import FetchDataInfo
 from gregor.storage.segment import LogSegment
+from gregor.storage.transaction_index import AbortedTxn
 
 
 class LogSegments(SegmentsCore):

@@ -255,7 +255,10 @@ class LogManager:
             if not os.path.isdir(path):
                 continue
             if name.endswith(DELETE_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
-                logger.info("removing %s, a log deleted (or a move unfinished) before the last shutdown", path)
+                logger.info(
+                    "removing %s, a log deleted (or a move unfinished) before the last shutdown",
+                    path,
+                )
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_topic_partition(name)
@@ -382,7 +385,9 @@ class LogManager:
             self.abort_move(topic, partition, job)
             raise
         del self._moving[tp]
-        retired = os.path.join(os.path.dirname(old.dir), f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        retired = os.path.join(
+            os.path.dirname(old.dir), f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        )
         os.replace(old.dir, retired)
         fsync_dir(os.path.dirname(old.dir))
         self._pending_dirs.append((self._clock() + old.config.file_delete_delay_ms, retired, old))

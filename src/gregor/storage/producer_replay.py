@@ -19,7 +19,6 @@ from collections.abc import Collection
 
 from gregor.protocol.records.header import BatchHeader
 from gregor.storage.errors import CorruptRecordError
-from gregor.storage.index import AbortedTxn
 from gregor.storage.log_segments import LogSegments
 from gregor.storage.producer_state import (
     AppendOrigin,
@@ -29,6 +28,7 @@ from gregor.storage.producer_state import (
     ProducerStateManager,
 )
 from gregor.storage.segment import LogSegment
+from gregor.storage.transaction_index import AbortedTxn
 from gregor.storage.validator import read_control
 
 logger = logging.getLogger(__name__)

@@ -157,7 +157,9 @@ class ProducerStateEntry:
     def add_batch(self, epoch: int, first_seq: int, last_seq: int, last_offset: int,
                   offset_delta: int, timestamp: int) -> None:  # fmt: skip
         self.maybe_update_epoch(epoch)
-        self.batches.append(BatchMetadata(first_seq, last_seq, last_offset, offset_delta, timestamp))
+        self.batches.append(
+            BatchMetadata(first_seq, last_seq, last_offset, offset_delta, timestamp)
+        )
         if len(self.batches) > BATCHES_TO_RETAIN:
             del self.batches[0]
         self.last_timestamp = timestamp

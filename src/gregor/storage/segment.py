@@ -51,8 +51,8 @@ from gregor.storage.index import (
     CorruptIndexError,
     OffsetIndex,
     TimeIndex,
-    TransactionIndex,
 )
+from gregor.storage.transaction_index import TransactionIndex
 
 OnBatch = Callable[[int, BatchHeader, memoryview], None]
 """``on_batch(position, header, batch bytes)``: what :meth:`LogSegment.recover` reports."""
@@ -81,9 +81,7 @@ class LogSegment(SegmentCore):
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX) + suffix)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(
-            self._path(INDEX_SUFFIX), base_offset, max_index_size
-        )
+        self.offset_index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset, max_index_size)
         self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), base_offset, max_index_size)
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
         self.index_interval_bytes = index_interval_bytes
@@ -262,7 +260,9 @@ class LogSegment(SegmentCore):
             return None
         return FileRegion(self.log_path, self.fd, first.position, length), first
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchPosition | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> BatchPosition | None:
         """The first batch at or after ``starting_offset`` whose max timestamp is >=
         ``timestamp`` (:meth:`find_record_at_timestamp` decodes it); None if none."""
         _, offset = self.time_index.lookup(timestamp)

@@ -122,7 +122,9 @@ def _failed(payload: Buffer, error: StorageError) -> ScannedBatch:
     return ScannedBatch(payload, NO_TIMESTAMP, NO_TIMESTAMP, 0, -1, error)
 
 
-def scan_batches(records: Buffer, max_size: int = MAX_DECOMPRESSED_SIZE) -> list[ScannedBatch] | None:
+def scan_batches(
+    records: Buffer, max_size: int = MAX_DECOMPRESSED_SIZE
+) -> list[ScannedBatch] | None:
     """:func:`scan_batch` for every batch of a record set (what ``Log.append`` takes as
     ``scanned``); None when the set is not whole v2 batches (the log then says why). Safe to
     run in another thread: it only reads ``records``."""
@@ -279,11 +281,13 @@ def record_errors(
     records = _scan_py.walk(payload, h.records_count)
     for i, (offset_delta, ts_delta, key, value, _) in enumerate(records):
         if offset_delta != i:
-            errors.append((
-                i,
-                f"Record {i} has offset delta {offset_delta}: the records of a batch must have "
-                "offset deltas 0, 1, 2, ...",
-            ))
+            errors.append(
+                (
+                    i,
+                    f"Record {i} has offset delta {offset_delta}: the records of a batch must have "
+                    "offset deltas 0, 1, 2, ...",
+                )
+            )
         elif cfg.compact and key is None:
             errors.append(
                 (i, f"Compacted topic cannot accept message without key in topic partition {name}")
@@ -294,21 +298,25 @@ def record_errors(
                 f"DefaultRecord(offset={h.base_offset + offset_delta}, timestamp="
                 f"{h.max_timestamp}, key={len(key or b'')} bytes, value={len(value or b'')} bytes)"
             )
-            errors.append((
-                i,
-                f"Invalid timestamp type in message {record}. Producer should not set timestamp "
-                "type to LogAppendTime.",
-            ))
+            errors.append(
+                (
+                    i,
+                    f"Invalid timestamp type in message {record}. Producer should not set timestamp "
+                    "type to LogAppendTime.",
+                )
+            )
         elif not cfg.log_append_time:
             ts = h.base_timestamp + ts_delta
             if ts != NO_TIMESTAMP and (now_ms - ts > before or ts - now_ms > after):
                 timestamps = True
-                errors.append((
-                    i,
-                    f"Timestamp {ts} of message with offset {h.base_offset + offset_delta} is out "
-                    f"of range. The timestamp should be within [{now_ms - before}, "
-                    f"{now_ms + after}]",
-                ))
+                errors.append(
+                    (
+                        i,
+                        f"Timestamp {ts} of message with offset {h.base_offset + offset_delta} is out "
+                        f"of range. The timestamp should be within [{now_ms - before}, "
+                        f"{now_ms + after}]",
+                    )
+                )
     return errors, timestamps
 
 
@@ -322,9 +330,7 @@ def _summary(errors: Sequence[RecordError]) -> str:
     )
 
 
-def read_control(
-    mv: bytes | memoryview, pos: int, h: BatchHeader
-) -> tuple[bool, int, int] | None:
+def read_control(mv: bytes | memoryview, pos: int, h: BatchHeader) -> tuple[bool, int, int] | None:
     """(commit, coordinator_epoch, timestamp) of a control batch's transaction marker; None
     for an empty control batch or another control record type."""
     if h.records_count == 0:

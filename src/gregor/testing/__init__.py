@@ -13,7 +13,7 @@
 
 ``BrokerProcess`` runs the broker as a child process (``python -m gregor serve``) listening on
 127.0.0.1, with its data in a temporary directory. Unless told a port, it takes a free one below
-the kernel's ephemeral range (``testing.ports``), where no client connection can take it while
+the kernel's ephemeral range (``gregor.launch.ports``), where no client connection can take it while
 the broker is down, and tries another if a parallel test bound it first; the process reports the
 port it bound in its ``broker.started`` log line. ``restart()`` keeps the data directory and the
 port, so tests can check that acknowledged data survives a restart.
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gregor.launch.process import BrokerProcess, BrokerStartError
 from gregor.testing.inprocess import InProcessBroker
-from gregor.testing.process import BrokerProcess, BrokerStartError
 
 __all__ = ["BrokerProcess", "BrokerStartError", "InProcessBroker"]
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 
-def run_command(bootstrap_servers: str | None, *args: str, input: str | None = None) -> tuple[int, str, str]:  # noqa: A002
+def run_command(
+    bootstrap_servers: str | None, *args: str, input: str | None = None
+) -> tuple[int, str, str]:  # noqa: A002
     from gregor.cli.main import main
 
     target = [] if bootstrap_servers is None else ["-b", bootstrap_servers]

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from gregor.launch.child import stop_all
+from gregor.launch.process import BrokerProcess
 from gregor.testing.etcd import EtcdCluster, EtcdProcess
-from gregor.testing.process import BrokerProcess
 
 __all__ = ["ClusterProcess"]
 
@@ -47,7 +48,8 @@ class ClusterProcess:
         #: One etcd member, or (``etcd_members`` > 1) an etcd cluster whose every member the
         #: brokers know: ``etcd.kill(i)`` then takes one member away.
         self.etcd: EtcdProcess | EtcdCluster = (
-            EtcdCluster(etcd_members) if etcd_members > 1
+            EtcdCluster(etcd_members)
+            if etcd_members > 1
             else EtcdProcess(self.data_dir / "etcd" if self.data_dir is not None else None)
         )
         self.size = size
@@ -106,8 +108,11 @@ class ClusterProcess:
         self.brokers[node_id].resume()
 
     def close(self) -> None:
+        """Stop the brokers, all at once (a paused one is resumed so it can stop), then etcd,
+        which they deregister from as they stop."""
+        stop_all(self.brokers.values())
         for broker in self.brokers.values():
-            broker.close()  # a paused broker is resumed so it can stop
+            broker.close()  # stopped: removes a temporary data directory
         self.brokers.clear()
         self.etcd.close()
 
@@ -126,16 +131,27 @@ class ClusterProcess:
 def main(argv: list[str]) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="scripts/cluster.sh", description="etcd and N Gregor brokers on 127.0.0.1.")
+    ap = argparse.ArgumentParser(
+        prog="scripts/cluster.sh", description="etcd and N Gregor brokers on 127.0.0.1."
+    )
     ap.add_argument("size", nargs="?", type=int, default=3, help="brokers (default 3)")
-    ap.add_argument("--keep", action="store_true", help="keep the logs and data after Ctrl-C (in a new directory)")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the logs and data after Ctrl-C (in a new directory)",
+    )
     ap.add_argument("--data-dir", default=None, help="keep the logs and data here (implies --keep)")
     a = ap.parse_args(argv[1:])
     data_dir = a.data_dir or (tempfile.mkdtemp(prefix="gregor-cluster-") if a.keep else None)
 
     def interrupt(signum: int, frame: object) -> None:
+        # The first Ctrl-C (or SIGTERM) stops everything; another one while the members stop
+        # must not cut that short and leave them running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)  # a kill or timeout stops the members too
     with ClusterProcess(a.size, session_timeout_ms=9000, data_dir=data_dir) as cluster:
         etcd = cluster.etcd
@@ -143,14 +159,22 @@ def main(argv: list[str]) -> int:
         if isinstance(etcd, EtcdProcess):
             print(f"  log: {etcd.log_path}  data: {etcd.data_dir}")
         for node_id, b in cluster.brokers.items():
-            print(f"broker {node_id}: {b.bootstrap_servers}  log: {b.log_path}  data: {b.data_dir / 'logs'}")
+            print(
+                f"broker {node_id}: {b.bootstrap_servers}  log: {b.log_path}  data: {b.data_dir / 'logs'}"
+            )
         print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
         try:  # from the line that invites Ctrl-C on, Ctrl-C is a clean stop
             if data_dir is None:
-                print("Ctrl-C stops etcd and the brokers and deletes their logs and data "
-                      "(scripts/cluster.sh --keep keeps them).", flush=True)
+                print(
+                    "Ctrl-C stops etcd and the brokers and deletes their logs and data "
+                    "(scripts/cluster.sh --keep keeps them).",
+                    flush=True,
+                )
             else:
-                print(f"Ctrl-C stops etcd and the brokers; their logs and data stay in {data_dir}.", flush=True)
+                print(
+                    f"Ctrl-C stops etcd and the brokers; their logs and data stay in {data_dir}.",
+                    flush=True,
+                )
             signal.pause()
         except KeyboardInterrupt:
             pass

@@ -20,8 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from gregor.testing.child import ChildProcess
-from gregor.testing.ports import free_port
+from gregor.launch.child import ChildProcess, stop_all
+from gregor.launch.ports import free_port
 
 __all__ = ["EtcdCluster", "EtcdProcess", "EtcdStartError", "etcd_binary", "free_port"]
 
@@ -88,18 +88,28 @@ class EtcdProcess(ChildProcess):
         peer = f"http://127.0.0.1:{self.peer_port}"
         args = [
             binary,
-            "--name", self.name,
-            "--data-dir", str(self.data_dir / "member-data"),
-            "--listen-client-urls", client,
-            "--advertise-client-urls", client,
-            "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", self.initial_cluster or f"{self.name}={peer}",
-            "--initial-cluster-state", "new",
+            "--name",
+            self.name,
+            "--data-dir",
+            str(self.data_dir / "member-data"),
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            self.initial_cluster or f"{self.name}={peer}",
+            "--initial-cluster-state",
+            "new",
             # One member on loopback: a short raft tick lets etcd grant (and expire) leases of
             # 1 s (its smallest TTL is 1.5 election timeouts), for fast failover in tests.
-            "--heartbeat-interval", "50",
-            "--election-timeout", "500",
+            "--heartbeat-interval",
+            "50",
+            "--election-timeout",
+            "500",
         ]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.initial_cluster is not None and (self.data_dir / "member-data").exists():
@@ -122,10 +132,14 @@ class EtcdProcess(ChildProcess):
             if self.healthy():
                 return
             if self.proc.poll() is not None:
-                raise EtcdStartError(f"etcd exited with {self.proc.returncode}:\n{self.read_log()[-4000:]}")
+                raise EtcdStartError(
+                    f"etcd exited with {self.proc.returncode}:\n{self.read_log()[-4000:]}"
+                )
             time.sleep(0.05)
         self.kill()
-        raise EtcdStartError(f"etcd not healthy in {self.start_timeout}s:\n{self.read_log()[-4000:]}")
+        raise EtcdStartError(
+            f"etcd not healthy in {self.start_timeout}s:\n{self.read_log()[-4000:]}"
+        )
 
     def read_log(self) -> str:
         try:
@@ -168,6 +182,7 @@ class EtcdCluster:
         member._wait_healthy()
 
     def close(self) -> None:
+        stop_all(self.members)
         for m in self.members:
             m.close()
 

@@ -13,13 +13,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gregor.testing.process import BrokerStartError, _level_number
+from gregor.launch.process import BrokerStartError, level_number
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
 
 T = TypeVar("T")
-
 
 
 class _BrokerLog(logging.Handler):
@@ -128,7 +127,7 @@ class InProcessBroker:
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
         self.port = 0
-        _level_number(log_level)
+        level_number(log_level)
         self.log_level = log_level
         self.log_path = self.data_dir / "broker.log"
         self._log_offset = 0
@@ -177,7 +176,9 @@ class InProcessBroker:
         }
         props.update(self.config)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._handler = _BrokerLog(self.log_path, self._own_thread if self._loop is not None else None)
+        self._handler = _BrokerLog(
+            self.log_path, self._own_thread if self._loop is not None else None
+        )
         logging.getLogger("gregor").addHandler(self._handler)
         _RootLevel.acquire(self.log_level)
         try:
@@ -213,7 +214,9 @@ class InProcessBroker:
     def _own_thread(self, record: logging.LogRecord) -> bool:
         """The record comes from this broker's loop thread or one of its executor threads."""
         loop_thread = self._thread.ident if self._thread else None
-        return record.thread == loop_thread or (record.threadName or "").startswith(self._executor_prefix)
+        return record.thread == loop_thread or (record.threadName or "").startswith(
+            self._executor_prefix
+        )
 
     @property
     def _executor_prefix(self) -> str:

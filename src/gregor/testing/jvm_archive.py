@@ -50,8 +50,13 @@ def start_build(directory: Path) -> subprocess.Popen[bytes] | None:
     directory.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "JDK_JAVA_OPTIONS"}
     with open(directory / "build.log", "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "gregor.testing.jvm_archive", str(directory)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "gregor.testing.jvm_archive", str(directory)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def java_options(directory: Path) -> str:
@@ -87,10 +92,15 @@ def build(directory: Path) -> bool:
 
     from gregor.spark import local_session
 
-    spark = local_session("gregor-jvm-archive", master="local[2]", config={
-        "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-        "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={part}",
-    })
+    spark = local_session(
+        "gregor-jvm-archive",
+        master="local[2]",
+        config={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={part}",
+        },
+    )
     spark.sparkContext.setLogLevel("ERROR")
     gateway = SparkContext._gateway
     try:
@@ -115,7 +125,9 @@ def _exercise(spark: Any, work: Path) -> None:
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import StringType
 
-    df = spark.range(2000).selectExpr("id", "cast(id AS string) AS s", "cast(cast(id AS string) AS binary) AS b")
+    df = spark.range(2000).selectExpr(
+        "id", "cast(id AS string) AS s", "cast(cast(id AS string) AS binary) AS b"
+    )
     df.write.mode("overwrite").parquet(str(work / "in"))
     back = spark.read.parquet(str(work / "in"))
     back.groupBy((col("id") % 7).alias("k")).count().collect()
@@ -124,9 +136,13 @@ def _exercise(spark: Any, work: Path) -> None:
     spark.dataSource.register(_rows_source())
     spark.read.format("gregor_jvm_archive_rows").load().collect()
     q = (
-        spark.readStream.schema(back.schema).parquet(str(work / "in"))
-        .writeStream.format("parquet").option("path", str(work / "out"))
-        .option("checkpointLocation", str(work / "cp")).trigger(availableNow=True).start()
+        spark.readStream.schema(back.schema)
+        .parquet(str(work / "in"))
+        .writeStream.format("parquet")
+        .option("path", str(work / "out"))
+        .option("checkpointLocation", str(work / "cp"))
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination()
 

@@ -24,11 +24,22 @@ PRODUCE_VERSION = 9
 
 
 def create_topic(wire: Wire, name: str, partitions: int = 1, **configs: str) -> uuid.UUID:
-    resp = wire.request(CreateTopicsRequest(
-        topics=[CT(name=name, num_partitions=partitions, replication_factor=1,
-                   configs=[CT.Configs(name=k.replace("_", "."), value=v) for k, v in configs.items()])],
-        timeout_ms=5000,
-    ), 7)
+    resp = wire.request(
+        CreateTopicsRequest(
+            topics=[
+                CT(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    configs=[
+                        CT.Configs(name=k.replace("_", "."), value=v) for k, v in configs.items()
+                    ],
+                )
+            ],
+            timeout_ms=5000,
+        ),
+        7,
+    )
     (t,) = resp.topics
     assert t.error_code == 0, t.error_message
     return t.topic_id
@@ -38,11 +49,22 @@ def batch(*values: bytes, ts: int = BASE_TS, **builder_args: Any) -> bytes:
     return build_batch([(ts + i, None, v) for i, v in enumerate(values)], **builder_args)
 
 
-def produce(wire: Wire, topic: str, partition: int, records: bytes | None, acks: int = -1,
-            version: int = PRODUCE_VERSION, transactional_id: str | None = None) -> Any:
+def produce(
+    wire: Wire,
+    topic: str,
+    partition: int,
+    records: bytes | None,
+    acks: int = -1,
+    version: int = PRODUCE_VERSION,
+    transactional_id: str | None = None,
+) -> Any:
     """One partition's produce; returns that partition's response (None for acks=0)."""
-    req = ProduceRequest(acks=acks, timeout_ms=5000, transactional_id=transactional_id,
-                         topic_data=[PT(name=topic, partition_data=[PP(index=partition, records=records)])])
+    req = ProduceRequest(
+        acks=acks,
+        timeout_ms=5000,
+        transactional_id=transactional_id,
+        topic_data=[PT(name=topic, partition_data=[PP(index=partition, records=records)])],
+    )
     if acks == 0:
         wire.run(wire.send(req, version))
         return None
@@ -53,22 +75,48 @@ def produce(wire: Wire, topic: str, partition: int, records: bytes | None, acks:
     return p
 
 
-def fetch_request(topics: dict[Any, dict[int, int]], *, session_id: int = 0, session_epoch: int = -1,
-                  forgotten: dict[Any, list[int]] | None = None, version: int = 12,
-                  max_wait_ms: int = 0, min_bytes: int = 0, leader_epoch: int = -1) -> FetchRequest:
+def fetch_request(
+    topics: dict[Any, dict[int, int]],
+    *,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: dict[Any, list[int]] | None = None,
+    version: int = 12,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    leader_epoch: int = -1,
+) -> FetchRequest:
     """``topics`` maps a topic (its name before v13, its id from v13) to {partition: offset}."""
 
     def key(t: Any) -> dict[str, Any]:
         return {"topic_id": t} if version >= 13 else {"topic": t}
 
     return FetchRequest(
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
-        isolation_level=0, session_id=session_id, session_epoch=session_epoch,
-        topics=[FT(**key(t), partitions=[FP(partition=p, fetch_offset=o, partition_max_bytes=1 << 20,
-                                            current_leader_epoch=leader_epoch)
-                                         for p, o in parts.items()])
-                for t, parts in topics.items()],
-        forgotten_topics_data=[Forget(**key(t), partitions=ps) for t, ps in (forgotten or {}).items()],
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=[
+            FT(
+                **key(t),
+                partitions=[
+                    FP(
+                        partition=p,
+                        fetch_offset=o,
+                        partition_max_bytes=1 << 20,
+                        current_leader_epoch=leader_epoch,
+                    )
+                    for p, o in parts.items()
+                ],
+            )
+            for t, parts in topics.items()
+        ],
+        forgotten_topics_data=[
+            Forget(**key(t), partitions=ps) for t, ps in (forgotten or {}).items()
+        ],
     )
 
 
@@ -87,4 +135,6 @@ def values_of(records: Any) -> list[tuple[int, bytes | None]]:
 
 def partitions_of(resp: FetchResponse) -> dict[tuple[Any, int], Any]:
     """The response's partitions by (topic name or id, partition)."""
-    return {(t.topic or t.topic_id, p.partition_index): p for t in resp.responses for p in t.partitions}
+    return {
+        (t.topic or t.topic_id, p.partition_index): p for t in resp.responses for p in t.partitions
+    }

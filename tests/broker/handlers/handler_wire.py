@@ -22,7 +22,9 @@ T = TypeVar("T")
 
 
 class Wire:
-    def __init__(self, runner: asyncio.Runner, broker: InProcessBroker, client_id: str = "handler-test") -> None:
+    def __init__(
+        self, runner: asyncio.Runner, broker: InProcessBroker, client_id: str = "handler-test"
+    ) -> None:
         self.runner = runner
         self.broker = broker
         self.conn = ClientConnection(client_id=client_id)

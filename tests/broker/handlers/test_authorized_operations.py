@@ -42,8 +42,13 @@ def test_an_authorizer_narrows_the_set() -> None:
 
 def _create(wire: Wire, name: str) -> None:
     req = CreateTopicsRequest(
-        topics=[CreateTopicsRequest.Topics(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
-        timeout_ms=5000, validate_only=False,
+        topics=[
+            CreateTopicsRequest.Topics(
+                name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[]
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
     )
     assert wire.request(req, 5).topics[0].error_code == 0
 
@@ -58,24 +63,36 @@ def _create(wire: Wire, name: str) -> None:
         (12, TOPIC_BITS, OPERATIONS_NOT_REQUESTED),
     ],
 )
-def test_metadata_reports_what_was_asked(wire: Wire, version: int, topic_ops: int, cluster_ops: int) -> None:
+def test_metadata_reports_what_was_asked(
+    wire: Wire, version: int, topic_ops: int, cluster_ops: int
+) -> None:
     _create(wire, "ops")
     asked = MetadataRequest(
-        topics=[MetadataRequest.Topics(name="ops")], allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=True, include_topic_authorized_operations=True,
+        topics=[MetadataRequest.Topics(name="ops")],
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=True,
     )
     resp = wire.request(asked, version)
-    assert (resp.topics[0].topic_authorized_operations, resp.cluster_authorized_operations) == (topic_ops, cluster_ops)
+    assert (resp.topics[0].topic_authorized_operations, resp.cluster_authorized_operations) == (
+        topic_ops,
+        cluster_ops,
+    )
     plain = MetadataRequest(topics=None, allow_auto_topic_creation=False)
     resp = wire.request(plain, version)
     got = {t.name: t.topic_authorized_operations for t in resp.topics}
-    assert (got["ops"], resp.cluster_authorized_operations) == (OPERATIONS_NOT_REQUESTED, OPERATIONS_NOT_REQUESTED)
+    assert (got["ops"], resp.cluster_authorized_operations) == (
+        OPERATIONS_NOT_REQUESTED,
+        OPERATIONS_NOT_REQUESTED,
+    )
 
 
 def test_describe_topic_partitions_reports_topic_operations(wire: Wire) -> None:
     _create(wire, "dtp")
     req = DescribeTopicPartitionsRequest(
-        topics=[DescribeTopicPartitionsRequest.Topics(name="dtp")], response_partition_limit=10, cursor=None
+        topics=[DescribeTopicPartitionsRequest.Topics(name="dtp")],
+        response_partition_limit=10,
+        cursor=None,
     )
     resp = wire.request(req, 0)
     assert [(t.name, t.topic_authorized_operations) for t in resp.topics] == [("dtp", TOPIC_BITS)]

@@ -26,10 +26,14 @@ LIMIT = 32 * 1024
 
 
 def big_batch(codec: int) -> bytes:
-    return build_batch([(BASE_TS + i, None, b"%010d" % i) for i in range(RECORDS)], compression=codec)
+    return build_batch(
+        [(BASE_TS + i, None, b"%010d" % i) for i in range(RECORDS)], compression=codec
+    )
 
 
-def legacy_fetch(wire: Wire, topic: str, offset: int, version: int = 3) -> list[tuple[int, bytes | None]]:
+def legacy_fetch(
+    wire: Wire, topic: str, offset: int, version: int = 3
+) -> list[tuple[int, bytes | None]]:
     req = fetch_request({topic: {0: offset}}, version=version)
     req.topics[0].partitions[0].partition_max_bytes = LIMIT
     p = partitions_of(wire.request(req, version))[(topic, 0)]
@@ -59,7 +63,9 @@ def test_an_old_consumer_reads_a_big_batch_fetch_by_fetch(wire: Wire, codec: int
 
 
 @pytest.mark.parametrize("broker_config", [{"message.max.bytes": str(4 << 20)}])
-def test_the_event_loop_serves_others_while_a_batch_is_converted(wire: Wire, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_event_loop_serves_others_while_a_batch_is_converted(
+    wire: Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The conversion (the real one) is held until another client, on its own connection, has
     # had an answer: only a conversion off the event loop lets that answer be sent.
     from gregor.broker.handlers import fetch as fetch_handler

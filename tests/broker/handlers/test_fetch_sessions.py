@@ -32,8 +32,9 @@ def test_full_fetch_opens_a_session_and_answers_every_partition(wire: Wire) -> N
     assert produce(wire, "full", 1, batch(b"a", b"b")).base_offset == 0
     sid, parts = open_session(wire, {"full": {0: 0, 1: 0, 2: 0}})
     assert sorted(parts) == [("full", 0), ("full", 1), ("full", 2)]
-    assert [(p.error_code, p.high_watermark, p.log_start_offset) for _, p in sorted(parts.items())] == [
-        (0, 0, 0), (0, 2, 0), (0, 0, 0)]
+    assert [
+        (p.error_code, p.high_watermark, p.log_start_offset) for _, p in sorted(parts.items())
+    ] == [(0, 0, 0), (0, 2, 0), (0, 0, 0)]
     assert values_of(parts[("full", 1)].records) == [(0, b"a"), (1, b"b")]
     assert values_of(parts[("full", 0)].records) == []
 
@@ -105,7 +106,11 @@ def test_wrong_session_epoch_is_an_error_and_leaves_the_session_as_it_was(wire: 
     sid, _ = open_session(wire, {"epochs": {0: 0}})
     for wrong in (2, 5, 0x7FFFFFFF):
         resp = fetch(wire, {}, session_id=sid, session_epoch=wrong)
-        assert (resp.error_code, resp.session_id, resp.responses) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, [])
+        assert (resp.error_code, resp.session_id, resp.responses) == (
+            ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+            0,
+            [],
+        )
     # The expected epoch still works, and then the next one.
     produce(wire, "epochs", 0, batch(b"v"))
     resp = fetch(wire, {}, session_id=sid, session_epoch=1)
@@ -121,7 +126,11 @@ def test_unknown_session_id_is_an_error(wire: Wire) -> None:
     create_topic(wire, "nosession", 1)
     sid, _ = open_session(wire, {"nosession": {0: 0}})
     resp = fetch(wire, {"nosession": {0: 0}}, session_id=sid + 1, session_epoch=1)
-    assert (resp.error_code, resp.session_id, resp.responses) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
+    assert (resp.error_code, resp.session_id, resp.responses) == (
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        0,
+        [],
+    )
     # An incremental epoch without a session id names no session either.
     resp = fetch(wire, {"nosession": {0: 0}}, session_id=0, session_epoch=1)
     assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
@@ -150,7 +159,10 @@ def test_full_fetch_naming_a_session_replaces_it(wire: Wire) -> None:
     old, _ = open_session(wire, {"reset": {0: 0}})
     resp = fetch(wire, {"reset": {0: 0}}, session_id=old, session_epoch=0)
     assert resp.error_code == 0 and resp.session_id not in (0, old)
-    assert fetch(wire, {}, session_id=old, session_epoch=1).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert (
+        fetch(wire, {}, session_id=old, session_epoch=1).error_code
+        == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    )
     new = fetch(wire, {}, session_id=resp.session_id, session_epoch=1)
     assert (new.error_code, new.session_id) == (0, resp.session_id)
 
@@ -160,10 +172,15 @@ def test_a_full_cache_evicts_the_least_recently_used_session(wire: Wire) -> None
     create_topic(wire, "lru", 1)
     first, _ = open_session(wire, {"lru": {0: 0}})
     second, _ = open_session(wire, {"lru": {0: 0}})
-    assert fetch(wire, {}, session_id=first, session_epoch=1).error_code == 0  # first is now the newest
+    assert (
+        fetch(wire, {}, session_id=first, session_epoch=1).error_code == 0
+    )  # first is now the newest
     third, _ = open_session(wire, {"lru": {0: 0}})
     assert len({first, second, third}) == 3
-    assert fetch(wire, {}, session_id=second, session_epoch=1).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert (
+        fetch(wire, {}, session_id=second, session_epoch=1).error_code
+        == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    )
     assert fetch(wire, {}, session_id=first, session_epoch=2).error_code == 0
     assert fetch(wire, {}, session_id=third, session_epoch=1).error_code == 0
 
@@ -185,11 +202,15 @@ def test_unknown_topic_id_in_a_session(wire: Wire) -> None:
     resp = fetch(wire, {known: {0: 0}, ghost: {0: 0}}, session_id=0, session_epoch=0, version=13)
     assert resp.error_code == 0 and resp.session_id > 0
     parts = partitions_of(resp)
-    assert (parts[(known, 0)].error_code, parts[(ghost, 0)].error_code) == (0, ErrorCode.UNKNOWN_TOPIC_ID)
+    assert (parts[(known, 0)].error_code, parts[(ghost, 0)].error_code) == (
+        0,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    )
     # The unknown id stays unknown on an incremental fetch that names it again.
     resp = fetch(wire, {ghost: {0: 0}}, session_id=resp.session_id, session_epoch=1, version=13)
     assert [(t.topic_id, p.error_code) for t in resp.responses for p in t.partitions] == [
-        (ghost, ErrorCode.UNKNOWN_TOPIC_ID)]
+        (ghost, ErrorCode.UNKNOWN_TOPIC_ID)
+    ]
 
 
 def test_current_leader_epoch_ahead_of_the_leader_is_unknown(wire: Wire) -> None:
@@ -200,7 +221,11 @@ def test_current_leader_epoch_ahead_of_the_leader_is_unknown(wire: Wire) -> None
     resp = fetch(wire, {"leader": {0: 0}}, leader_epoch=3)
     p = partitions_of(resp)[("leader", 0)]
     # An error partition carries an empty record set, never null (Kafka's; issue 12).
-    assert (p.error_code, p.high_watermark, bytes(p.records)) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, b"")
+    assert (p.error_code, p.high_watermark, bytes(p.records)) == (
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        -1,
+        b"",
+    )
 
 
 def test_long_poll_in_a_session_wakes_on_produce(wire: Wire) -> None:
@@ -209,7 +234,9 @@ def test_long_poll_in_a_session_wakes_on_produce(wire: Wire) -> None:
 
     async def poll_then_produce() -> object:
         # The broker holds the fetch until data arrives; a produce on another connection wakes it.
-        await wire.send(fetch_request({}, session_id=sid, session_epoch=1, max_wait_ms=60_000, min_bytes=1), 12)
+        await wire.send(
+            fetch_request({}, session_id=sid, session_epoch=1, max_wait_ms=60_000, min_bytes=1), 12
+        )
         other = Wire(wire.runner, wire.broker)
         try:
             resp = await other.roundtrip(_produce_request("poll", batch(b"late")), 9)
@@ -229,5 +256,8 @@ def _produce_request(topic: str, records: bytes) -> object:
 
     from gregor.protocol.messages.produce import ProduceRequest
 
-    return ProduceRequest(acks=-1, timeout_ms=5000,
-                          topic_data=[PT(name=topic, partition_data=[PP(index=0, records=records)])])
+    return ProduceRequest(
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[PT(name=topic, partition_data=[PP(index=0, records=records)])],
+    )

@@ -31,7 +31,11 @@ def internal_topics(wire: Wire) -> list[tuple[str, bool, int]]:
 
 def test_advertised_versions(wire: Wire) -> None:
     av = wire.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
-    assert [(k.min_version, k.max_version) for k in av.api_keys if k.api_key == FindCoordinatorRequest.API_KEY] == [(0, 6)]
+    assert [
+        (k.min_version, k.max_version)
+        for k in av.api_keys
+        if k.api_key == FindCoordinatorRequest.API_KEY
+    ] == [(0, 6)]
 
 
 @pytest.mark.parametrize("version", range(4))
@@ -46,9 +50,13 @@ def test_single_key_versions(wire: Wire, version: int) -> None:
 @pytest.mark.parametrize("version", [4, 5, 6])
 def test_batched_keys_versions(wire: Wire, version: int) -> None:
     for key_type in (GROUP, TRANSACTION):
-        r = wire.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=["a", "b", "c"]), version)
-        assert [(c.key, c.error_code, c.node_id, c.host, c.port, c.error_message) for c in r.coordinators] == [
-            (k, 0, 1, "127.0.0.1", wire.broker.port, None) for k in "abc"]
+        r = wire.request(
+            FindCoordinatorRequest(key_type=key_type, coordinator_keys=["a", "b", "c"]), version
+        )
+        assert [
+            (c.key, c.error_code, c.node_id, c.host, c.port, c.error_message)
+            for c in r.coordinators
+        ] == [(k, 0, 1, "127.0.0.1", wire.broker.port, None) for k in "abc"]
 
 
 @pytest.mark.parametrize("version", range(1, 7))
@@ -56,27 +64,51 @@ def test_unsupported_key_type(wire: Wire, version: int) -> None:
     message = "unsupported coordinator key type 2"
     if version >= 4:
         r = wire.request(FindCoordinatorRequest(key_type=SHARE, coordinator_keys=["s"]), version)
-        assert [(c.key, c.error_code, c.node_id, c.host, c.port, c.error_message) for c in r.coordinators] == [
-            ("s", ErrorCode.INVALID_REQUEST, -1, "", -1, message)]
+        assert [
+            (c.key, c.error_code, c.node_id, c.host, c.port, c.error_message)
+            for c in r.coordinators
+        ] == [("s", ErrorCode.INVALID_REQUEST, -1, "", -1, message)]
     else:
         r = wire.request(FindCoordinatorRequest(key="s", key_type=SHARE), version)
-        assert (r.error_code, r.node_id, r.host, r.port, r.error_message) == (ErrorCode.INVALID_REQUEST, -1, "", -1, message)
+        assert (r.error_code, r.node_id, r.host, r.port, r.error_message) == (
+            ErrorCode.INVALID_REQUEST,
+            -1,
+            "",
+            -1,
+            message,
+        )
 
 
-@pytest.mark.parametrize("broker_config", [{
-    "offsets.topic.num.partitions": "5", "transaction.state.log.num.partitions": "3",
-}])
+@pytest.mark.parametrize(
+    "broker_config",
+    [
+        {
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.num.partitions": "3",
+        }
+    ],
+)
 def test_internal_topics_are_created_on_first_use(wire: Wire) -> None:
     assert internal_topics(wire) == []
     assert wire.request(FindCoordinatorRequest(key="g", key_type=GROUP), 3).error_code == 0
     assert internal_topics(wire) == [("__consumer_offsets", True, 5)]
     assert wire.request(FindCoordinatorRequest(key="t", key_type=TRANSACTION), 3).error_code == 0
-    assert internal_topics(wire) == [("__consumer_offsets", True, 5), ("__transaction_state", True, 3)]
+    assert internal_topics(wire) == [
+        ("__consumer_offsets", True, 5),
+        ("__transaction_state", True, 3),
+    ]
 
 
-@pytest.mark.parametrize("broker_config", [{
-    **SMALL, "listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "PLAINTEXT://kafka.example:19092",
-}])
+@pytest.mark.parametrize(
+    "broker_config",
+    [
+        {
+            **SMALL,
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://kafka.example:19092",
+        }
+    ],
+)
 def test_answers_the_advertised_address(wire: Wire) -> None:
     r = wire.request(FindCoordinatorRequest(key="g", key_type=GROUP), 3)
     assert (r.error_code, r.node_id, r.host, r.port) == (0, 1, "kafka.example", 19092)

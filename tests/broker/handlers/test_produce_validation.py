@@ -58,11 +58,25 @@ def test_produce_does_not_create_topics(wire: Wire) -> None:
 
 @pytest.mark.parametrize("acks", [2, -2, 5])
 def test_invalid_required_acks(wire: Wire, topic: str, acks: int) -> None:
-    resp = wire.request(ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[
-        PT(name=topic, partition_data=[PP(index=0, records=batch(b"a")), PP(index=1, records=batch(b"b"))]),
-    ]), 9)
-    assert [(p.index, p.error_code, p.base_offset) for p in resp.responses[0].partition_responses] == [
-        (0, ErrorCode.INVALID_REQUIRED_ACKS, -1), (1, ErrorCode.INVALID_REQUIRED_ACKS, -1)]
+    resp = wire.request(
+        ProduceRequest(
+            acks=acks,
+            timeout_ms=5000,
+            topic_data=[
+                PT(
+                    name=topic,
+                    partition_data=[
+                        PP(index=0, records=batch(b"a")),
+                        PP(index=1, records=batch(b"b")),
+                    ],
+                ),
+            ],
+        ),
+        9,
+    )
+    assert [
+        (p.index, p.error_code, p.base_offset) for p in resp.responses[0].partition_responses
+    ] == [(0, ErrorCode.INVALID_REQUIRED_ACKS, -1), (1, ErrorCode.INVALID_REQUIRED_ACKS, -1)]
     assert log_of(wire, topic, 0) == [] and log_of(wire, topic, 1) == []
 
 
@@ -97,26 +111,52 @@ def _miscounted() -> bytes:
     return with_crc(data)
 
 
-@pytest.mark.parametrize(("records", "code"), [
-    (_bad_crc(), ErrorCode.CORRUPT_MESSAGE),
-    (_bad_magic(), ErrorCode.CORRUPT_MESSAGE),
-    (_short_length(), ErrorCode.CORRUPT_MESSAGE),
-    (batch(b"a") + b"\0\0\0", ErrorCode.CORRUPT_MESSAGE),
-    (_miscounted(), ErrorCode.INVALID_RECORD),
-], ids=["crc", "magic", "length", "trailing-bytes", "record-count"])
-def test_malformed_batches_are_refused_whole(wire: Wire, topic: str, records: bytes, code: int) -> None:
+@pytest.mark.parametrize(
+    ("records", "code"),
+    [
+        (_bad_crc(), ErrorCode.CORRUPT_MESSAGE),
+        (_bad_magic(), ErrorCode.CORRUPT_MESSAGE),
+        (_short_length(), ErrorCode.CORRUPT_MESSAGE),
+        (batch(b"a") + b"\0\0\0", ErrorCode.CORRUPT_MESSAGE),
+        (_miscounted(), ErrorCode.INVALID_RECORD),
+    ],
+    ids=["crc", "magic", "length", "trailing-bytes", "record-count"],
+)
+def test_malformed_batches_are_refused_whole(
+    wire: Wire, topic: str, records: bytes, code: int
+) -> None:
     rejected(produce(wire, topic, 0, records), code)
     assert produce(wire, topic, 0, batch(b"good")).base_offset == 0
     assert log_of(wire, topic) == [(0, b"good")]
 
 
 def test_a_bad_partition_does_not_fail_the_others(wire: Wire, topic: str) -> None:
-    resp = wire.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
-        PT(name=topic, partition_data=[PP(index=0, records=_bad_crc()), PP(index=1, records=batch(b"ok"))]),
-        PT(name="missing", partition_data=[PP(index=0, records=batch(b"x"))]),
-    ]), 9)
-    assert [(t.name, p.index, p.error_code, p.base_offset) for t in resp.responses for p in t.partition_responses] == [
-        (topic, 0, ErrorCode.CORRUPT_MESSAGE, -1), (topic, 1, 0, 0), ("missing", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    resp = wire.request(
+        ProduceRequest(
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                PT(
+                    name=topic,
+                    partition_data=[
+                        PP(index=0, records=_bad_crc()),
+                        PP(index=1, records=batch(b"ok")),
+                    ],
+                ),
+                PT(name="missing", partition_data=[PP(index=0, records=batch(b"x"))]),
+            ],
+        ),
+        9,
+    )
+    assert [
+        (t.name, p.index, p.error_code, p.base_offset)
+        for t in resp.responses
+        for p in t.partition_responses
+    ] == [
+        (topic, 0, ErrorCode.CORRUPT_MESSAGE, -1),
+        (topic, 1, 0, 0),
+        ("missing", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
+    ]
     assert log_of(wire, topic, 0) == [] and log_of(wire, topic, 1) == [(0, b"ok")]
 
 
@@ -183,7 +223,10 @@ def test_acks_zero_errors_are_logged_and_the_connection_stays(wire: Wire, topic:
     assert produce(wire, topic, 0, batch(b"acked")).base_offset == 1
     assert log_of(wire, topic) == [(0, b"kept"), (1, b"acked")]
     log = wire.broker.read_log()
-    assert "event=produce.error topic=missing partition=0 error=UNKNOWN_TOPIC_OR_PARTITION acks=0" in log
+    assert (
+        "event=produce.error topic=missing partition=0 error=UNKNOWN_TOPIC_OR_PARTITION acks=0"
+        in log
+    )
     assert f"event=produce.error topic={topic} partition=0 error=CORRUPT_MESSAGE acks=0" in log
 
 
@@ -191,7 +234,10 @@ def test_acks_zero_errors_are_logged_and_the_connection_stays(wire: Wire, topic:
 
 
 def test_zstd_needs_produce_v7(wire: Wire, topic: str) -> None:
-    rejected(produce(wire, topic, 0, batch(b"z", compression=4), version=6), ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    rejected(
+        produce(wire, topic, 0, batch(b"z", compression=4), version=6),
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    )
     assert produce(wire, topic, 0, batch(b"z", compression=4), version=7).base_offset == 0
 
 
@@ -206,4 +252,7 @@ def test_unknown_compression_codec(wire: Wire, topic: str) -> None:
 @pytest.mark.parametrize("broker_config", [{"offsets.topic.num.partitions": "1"}])
 def test_clients_cannot_append_to_internal_topics(wire: Wire) -> None:
     assert wire.request(FindCoordinatorRequest(key="g", key_type=0), 2).error_code == 0
-    rejected(produce(wire, "__consumer_offsets", 0, build_batch([(1, b"k", b"v")])), ErrorCode.INVALID_TOPIC_EXCEPTION)
+    rejected(
+        produce(wire, "__consumer_offsets", 0, build_batch([(1, b"k", b"v")])),
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+    )

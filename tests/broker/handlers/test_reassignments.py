@@ -32,23 +32,45 @@ def test_advertised_versions(wire: Wire) -> None:
 
 
 def test_alter_answers_per_partition(wire: Wire) -> None:
-    wire.request(CreateTopicsRequest(topics=[CreateTopicsRequest.Topics(
-        name="t", num_partitions=2, replication_factor=1, assignments=[], configs=[],
-    )], timeout_ms=10000), 5)
+    wire.request(
+        CreateTopicsRequest(
+            topics=[
+                CreateTopicsRequest.Topics(
+                    name="t",
+                    num_partitions=2,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[],
+                )
+            ],
+            timeout_ms=10000,
+        ),
+        5,
+    )
     broker = wire.broker.broker
     assert broker is not None
     node = broker.node_id
     before = broker.store.image.partition("t", 0)
-    resp = wire.request(AlterPartitionReassignmentsRequest(topics=[
-        Topic(name="t", partitions=[
-            Part(partition_index=0, replicas=[node]),
-            Part(partition_index=1, replicas=[node + 1]),
-            Part(partition_index=2, replicas=[node]),
-        ]),
-        Topic(name="u", partitions=[Part(partition_index=0, replicas=[node])]),
-    ]), 0)
+    resp = wire.request(
+        AlterPartitionReassignmentsRequest(
+            topics=[
+                Topic(
+                    name="t",
+                    partitions=[
+                        Part(partition_index=0, replicas=[node]),
+                        Part(partition_index=1, replicas=[node + 1]),
+                        Part(partition_index=2, replicas=[node]),
+                    ],
+                ),
+                Topic(name="u", partitions=[Part(partition_index=0, replicas=[node])]),
+            ]
+        ),
+        0,
+    )
     assert resp.error_code == 0
-    codes = {(t.name, p.partition_index): p.error_code for t in resp.responses for p in t.partitions}
+    codes = {
+        (t.name, p.partition_index): p.error_code for t in resp.responses for p in t.partitions
+    }
     assert codes == {
         ("t", 0): ErrorCode.NONE,
         ("t", 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -56,12 +78,30 @@ def test_alter_answers_per_partition(wire: Wire) -> None:
         ("u", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
     assert broker.store.image.partition("t", 0) == before
-    resp = wire.request(AlterPartitionReassignmentsRequest(topics=[
-        Topic(name="t", partitions=[Part(partition_index=0, replicas=None),
-                                    Part(partition_index=1, replicas=[node, node])]),
-    ]), 0)
-    codes = {(t.name, p.partition_index): p.error_code for t in resp.responses for p in t.partitions}
-    assert codes == {("t", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ("t", 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
-    for topics in (None, [ListPartitionReassignmentsRequest.Topics(name="t", partition_indexes=[0, 1, 5])]):
+    resp = wire.request(
+        AlterPartitionReassignmentsRequest(
+            topics=[
+                Topic(
+                    name="t",
+                    partitions=[
+                        Part(partition_index=0, replicas=None),
+                        Part(partition_index=1, replicas=[node, node]),
+                    ],
+                ),
+            ]
+        ),
+        0,
+    )
+    codes = {
+        (t.name, p.partition_index): p.error_code for t in resp.responses for p in t.partitions
+    }
+    assert codes == {
+        ("t", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        ("t", 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    }
+    for topics in (
+        None,
+        [ListPartitionReassignmentsRequest.Topics(name="t", partition_indexes=[0, 1, 5])],
+    ):
         listed = wire.request(ListPartitionReassignmentsRequest(topics=topics), 0)
         assert (listed.error_code, listed.topics) == (0, [])

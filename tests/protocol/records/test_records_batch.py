@@ -184,7 +184,10 @@ def test_round_trip(recs, codec, transactional, control, base_offset, producer, 
 
 @pytest.mark.slow
 def test_large_batch_round_trip_every_codec():
-    recs = [(1_700_000_000_000 + i * 7, b"key-%d" % i, bytes([i % 251]) * (i % 300)) for i in range(20_000)]
+    recs = [
+        (1_700_000_000_000 + i * 7, b"key-%d" % i, bytes([i % 251]) * (i % 300))
+        for i in range(20_000)
+    ]
     for codec in range(5):
         raw = build_batch(recs, compression=codec)
         got = decode_batch(raw).records
@@ -289,32 +292,48 @@ def test_crc_can_be_skipped_for_decoding():
 def _with_records(payload: bytes, count: int, attributes: int = 0) -> bytes:
     body = struct.pack(">hiqqqhii", attributes, max(count - 1, 0), 0, 0, -1, -1, -1, count)
     body += payload
-    return (
-        struct.pack(">qiib", 0, len(body) + 9, -1, 2)
-        + struct.pack(">I", crc32c(body))
-        + body
-    )
+    return struct.pack(">qiib", 0, len(body) + 9, -1, 2) + struct.pack(">I", crc32c(body)) + body
 
 
 @pytest.mark.parametrize(
     ("payload", "count", "match"),
     [
         # Kafka's texts where its record reader refuses the same (issue 35)
-        (bytes([0x0E, 0, 0, 0, 1, 2, 0x61, 0]), 2, "^Incorrect declared batch size, premature EOF reached$"),
-        (bytes([0x0E, 0, 0, 0, 1, 2, 0x61, 0, 0]), 1,
-         "^Incorrect declared batch size, records still remaining in file$"),  # trailing byte
-        (bytes([0x10, 0, 0, 0, 1, 2, 0x61, 0, 0]), 1,  # length too long by one
-         "^Invalid record size: expected to read 8 bytes in record payload, but instead read 7$"),
-        (bytes([0x0C, 0, 0, 0, 1, 2, 0x61, 0]), 1,  # length too short by one
-         "^Invalid record size: expected to read 6 bytes in record payload, but instead read 7$"),
-        (bytes([0x0C, 0, 0, 0, 1, 8, 0x61, 0]), 1, "^Found invalid record structure$"),  # value past the end
+        (
+            bytes([0x0E, 0, 0, 0, 1, 2, 0x61, 0]),
+            2,
+            "^Incorrect declared batch size, premature EOF reached$",
+        ),
+        (
+            bytes([0x0E, 0, 0, 0, 1, 2, 0x61, 0, 0]),
+            1,
+            "^Incorrect declared batch size, records still remaining in file$",
+        ),  # trailing byte
+        (
+            bytes([0x10, 0, 0, 0, 1, 2, 0x61, 0, 0]),
+            1,  # length too long by one
+            "^Invalid record size: expected to read 8 bytes in record payload, but instead read 7$",
+        ),
+        (
+            bytes([0x0C, 0, 0, 0, 1, 2, 0x61, 0]),
+            1,  # length too short by one
+            "^Invalid record size: expected to read 6 bytes in record payload, but instead read 7$",
+        ),
+        (
+            bytes([0x0C, 0, 0, 0, 1, 8, 0x61, 0]),
+            1,
+            "^Found invalid record structure$",
+        ),  # value past the end
         (bytes([0x0E, 0, 0, 0, 3, 2, 0x61, 0]), 1, "^negative record key length$"),  # key length -2
         (bytes([0x0E, 0, 0, 0, 1, 5, 0x61, 0]), 1, "^negative record value length$"),  # value -3
         (bytes([0x0C, 0, 0, 0, 1, 1, 1]), 1, "^Found invalid number of record headers -1$"),
         (bytes([0x12, 0, 0, 0, 1, 1, 2, 2, 0xFF, 1]), 1, "UTF-8"),  # header key 0xff
-        (bytes([0x7E, 0, 0, 0, 1, 1, 0]), 1,  # length past the end
-         r"^Invalid record size: expected 63 bytes in record payload, but instead the buffer has only 6 "
-         r"remaining bytes\.$"),
+        (
+            bytes([0x7E, 0, 0, 0, 1, 1, 0]),
+            1,  # length past the end
+            r"^Invalid record size: expected 63 bytes in record payload, but instead the buffer has only 6 "
+            r"remaining bytes\.$",
+        ),
         (b"\xff" * 11, 1, "^varint longer than 10 bytes$"),
     ],
 )

@@ -44,7 +44,7 @@ def _check(raw: bytes, profile: str, codec: str) -> None:
     expected = fake_broker.sample_messages(with_headers=magic == 2)
     assert raw[16] == magic
     if magic == 2:
-        (_, h), = validate_batches(raw)
+        ((_, h),) = validate_batches(raw)
         assert h.compression == codec_id
         assert (h.records_count, h.last_offset_delta) == (12, 11)
         assert h.base_timestamp == expected[0]["timestamp"]
@@ -61,9 +61,7 @@ def _check(raw: bytes, profile: str, codec: str) -> None:
         assert up.records == records
     assert [r.offset for r in records] == list(range(12))
     assert [(r.key, r.value) for r in records] == [(m["key"], m["value"]) for m in expected]
-    assert [r.timestamp for r in records] == [
-        m["timestamp"] if magic else -1 for m in expected
-    ]
+    assert [r.timestamp for r in records] == [m["timestamp"] if magic else -1 for m in expected]
     assert [r.headers for r in records] == [m.get("headers", []) for m in expected]
 
 

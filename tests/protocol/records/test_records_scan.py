@@ -28,13 +28,14 @@ except ImportError:  # pragma: no cover - the build failed; test_compiled_walk_i
     _compiled = None
 
 
-
 @pytest.fixture(autouse=True)
 def record_walk() -> None:
     """These tests call both implementations themselves (overrides the conftest's switch)."""
 
 
-needs_compiled = pytest.mark.skipif(_compiled is None, reason="the compiled record walk is not built")
+needs_compiled = pytest.mark.skipif(
+    _compiled is None, reason="the compiled record walk is not built"
+)
 
 I64 = st.integers(-(2**63), 2**63 - 1)
 SMALL = st.integers(-(2**20), 2**20)
@@ -75,13 +76,17 @@ def _columns_bytes(c: ArrowColumns) -> dict[str, Any]:
     return {name: v if isinstance(v, int) else bytes(v) for name, v in values.items()}
 
 
-def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int, lat: int | None) -> list[Any]:
+def _all_sinks(
+    mod: Any, data: bytes, count: int, base_offset: int, base_ts: int, lat: int | None
+) -> list[Any]:
     out: list[Any] = []
     out.append(_outcome(lambda: mod.decode_records(data, count, base_offset, base_ts, lat, Record)))
 
     def consumer() -> list[Any]:
         got: list[Any] = []
-        mod.consumer_records(data, count, base_offset, base_ts, lat, base_offset + 1, "t", 3, 7, ConsumerRecord, got)
+        mod.consumer_records(
+            data, count, base_offset, base_ts, lat, base_offset + 1, "t", 3, 7, ConsumerRecord, got
+        )
         return [(type(r), tuple(r)) for r in got]
 
     out.append(_outcome(consumer))
@@ -105,7 +110,9 @@ def _all_sinks(mod: Any, data: bytes, count: int, base_offset: int, base_ts: int
     return out
 
 
-def _agree(data: bytes, count: int, base_offset: int = 0, base_ts: int = 0, lat: int | None = None) -> None:
+def _agree(
+    data: bytes, count: int, base_offset: int = 0, base_ts: int = 0, lat: int | None = None
+) -> None:
     expected = _all_sinks(_scan_py, data, count, base_offset, base_ts, lat)
     got = _all_sinks(_compiled, data, count, base_offset, base_ts, lat)
     assert got == expected
@@ -113,9 +120,15 @@ def _agree(data: bytes, count: int, base_offset: int = 0, base_ts: int = 0, lat:
 
 @needs_compiled
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(records=st.lists(RECORD, max_size=8), base_offset=st.one_of(SMALL, I64), base_ts=st.one_of(SMALL, I64),
-       lat=st.one_of(st.none(), I64))
-def test_valid_records_agree(records: list[Any], base_offset: int, base_ts: int, lat: int | None) -> None:
+@given(
+    records=st.lists(RECORD, max_size=8),
+    base_offset=st.one_of(SMALL, I64),
+    base_ts=st.one_of(SMALL, I64),
+    lat=st.one_of(st.none(), I64),
+)
+def test_valid_records_agree(
+    records: list[Any], base_offset: int, base_ts: int, lat: int | None
+) -> None:
     data = _records_bytes(records)
     _agree(data, len(records), base_offset, base_ts, lat)
     got = _compiled.decode_records(data, len(records), base_offset, base_ts, lat, Record)  # type: ignore[union-attr]
@@ -126,8 +139,12 @@ def test_valid_records_agree(records: list[Any], base_offset: int, base_ts: int,
 
 @needs_compiled
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(records=st.lists(RECORD, min_size=1, max_size=4), where=st.integers(0, 2000), byte=st.integers(0, 255),
-       mode=st.sampled_from(["set", "cut", "insert", "count+1", "count-1"]))
+@given(
+    records=st.lists(RECORD, min_size=1, max_size=4),
+    where=st.integers(0, 2000),
+    byte=st.integers(0, 255),
+    mode=st.sampled_from(["set", "cut", "insert", "count+1", "count-1"]),
+)
 def test_damaged_records_agree(records: list[Any], where: int, byte: int, mode: str) -> None:
     _agree(*_damaged(records, where, byte, mode))
 
@@ -153,15 +170,22 @@ def _damaged(records: list[Any], where: int, byte: int, mode: str) -> tuple[byte
 # the compiled walk's inline path: records without headers whose varints take 1 to 3 bytes
 SHORT = st.integers(-(2**20), 2**20 - 1)
 COMMON_RECORD = st.tuples(
-    SHORT, SHORT, st.one_of(st.none(), st.binary(max_size=70)), st.one_of(st.none(), st.binary(max_size=300)),
+    SHORT,
+    SHORT,
+    st.one_of(st.none(), st.binary(max_size=70)),
+    st.one_of(st.none(), st.binary(max_size=300)),
     st.just([]),
 )
 
 
 @needs_compiled
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(records=st.lists(COMMON_RECORD, min_size=1, max_size=4), where=st.integers(0, 2000), byte=st.integers(0, 255),
-       mode=st.sampled_from(["none", "set", "cut", "insert", "count+1", "count-1"]))
+@given(
+    records=st.lists(COMMON_RECORD, min_size=1, max_size=4),
+    where=st.integers(0, 2000),
+    byte=st.integers(0, 255),
+    mode=st.sampled_from(["none", "set", "cut", "insert", "count+1", "count-1"]),
+)
 def test_damaged_common_records_agree(records: list[Any], where: int, byte: int, mode: str) -> None:
     _agree(*_damaged(records, where, byte, mode))
 
@@ -201,18 +225,31 @@ def test_known_corruptions_agree(data: bytes) -> None:
 @needs_compiled
 def test_varints_written_longer_than_needed_agree() -> None:
     """Kafka's varints may carry padding continuation bytes: both walks read them alike."""
-    padded = b"\x94\x80\x00" + b"\x00" + b"\x82\x00" + b"\x84\x80\x00" + b"\x01" + b"\x02a" + b"\x00"
+    padded = (
+        b"\x94\x80\x00" + b"\x00" + b"\x82\x00" + b"\x84\x80\x00" + b"\x01" + b"\x02a" + b"\x00"
+    )
     _agree(padded, 1)
     assert _scan_py.decode_records(padded, 1, 0, 0, None, Record) == [Record(2, 1, None, b"a", [])]
 
 
 @needs_compiled
 @settings(max_examples=300, deadline=None)
-@given(od=st.one_of(SMALL, st.integers(-(2**64), 2**64)), td=st.one_of(SMALL, st.integers(-(2**64), 2**64)),
-       key=st.one_of(st.none(), st.binary(max_size=200)), value=st.one_of(st.none(), st.binary(max_size=20000)),
-       headers=st.lists(st.tuples(st.one_of(st.text(max_size=5), st.binary(max_size=5)),
-                                  st.one_of(st.none(), st.binary(max_size=5))), max_size=3))
-def test_encoders_agree(od: int, td: int, key: bytes | None, value: bytes | None, headers: list[Any]) -> None:
+@given(
+    od=st.one_of(SMALL, st.integers(-(2**64), 2**64)),
+    td=st.one_of(SMALL, st.integers(-(2**64), 2**64)),
+    key=st.one_of(st.none(), st.binary(max_size=200)),
+    value=st.one_of(st.none(), st.binary(max_size=20000)),
+    headers=st.lists(
+        st.tuples(
+            st.one_of(st.text(max_size=5), st.binary(max_size=5)),
+            st.one_of(st.none(), st.binary(max_size=5)),
+        ),
+        max_size=3,
+    ),
+)
+def test_encoders_agree(
+    od: int, td: int, key: bytes | None, value: bytes | None, headers: list[Any]
+) -> None:
     def run(mod: Any) -> tuple[str, Any]:
         buf = bytearray(b"prefix")
         try:
@@ -261,7 +298,17 @@ def test_consumer_records_match_decode_records_and_start() -> None:
         out: list[Any] = []
         mod.consumer_records(data, 6, 100, 1000, None, 103, "t", 3, 7, ConsumerRecord, out)
         assert [tuple(r) for r in out] == [
-            ("t", 3, 100 + i, 1000 + 10 * i, 0, b"k%d" % i, b"v" * i, (("h", b"x"),) if i % 2 else (), 7)
+            (
+                "t",
+                3,
+                100 + i,
+                1000 + 10 * i,
+                0,
+                b"k%d" % i,
+                b"v" * i,
+                (("h", b"x"),) if i % 2 else (),
+                7,
+            )
             for i in range(3, 6)
         ]
         assert all(type(r) is ConsumerRecord for r in out)
@@ -274,13 +321,16 @@ def test_consumer_records_without_headers_are_left_out_of_the_collector() -> Non
     sets off no garbage collection that walks every record; with headers it stays tracked."""
     import gc
 
-    records = [(i, i, b"k" if i % 3 else None, b"v" * i, [("h", b"x")] if i % 2 else []) for i in range(6)]
+    records = [
+        (i, i, b"k" if i % 3 else None, b"v" * i, [("h", b"x")] if i % 2 else []) for i in range(6)
+    ]
     data = _records_bytes(records)
     out: list[Any] = []
     _compiled.consumer_records(data, 6, 0, 0, None, 0, "t", 3, 7, ConsumerRecord, out)  # type: ignore[union-attr]
     assert [gc.is_tracked(r) for r in out] == [False, True, False, True, False, True]
     assert [tuple(r) for r in out] == [
-        ("t", 3, i, i, 0, b"k" if i % 3 else None, b"v" * i, (("h", b"x"),) if i % 2 else (), 7) for i in range(6)
+        ("t", 3, i, i, 0, b"k" if i % 3 else None, b"v" * i, (("h", b"x"),) if i % 2 else (), 7)
+        for i in range(6)
     ]
 
     class Topic(str):
@@ -295,7 +345,12 @@ def test_consumer_records_without_headers_are_left_out_of_the_collector() -> Non
 
 def _filled_columns(mod: Any) -> ArrowColumns:
     c = ArrowColumns()
-    data = _records_bytes([(i, i, b"k" if i % 2 else None, b"v" * i, [("h", b"x")] if i == 3 else []) for i in range(5)])
+    data = _records_bytes(
+        [
+            (i, i, b"k" if i % 2 else None, b"v" * i, [("h", b"x")] if i == 3 else [])
+            for i in range(5)
+        ]
+    )
     mod.arrow_records(data, 5, 10, 20, None, c, True)
     return c
 
@@ -303,7 +358,12 @@ def _filled_columns(mod: Any) -> ArrowColumns:
 @needs_compiled
 def test_null_counts_and_timestamp_scale() -> None:
     # records 0, 2, 4 have null keys; every record but 3 has no headers; 3's header value is null
-    data = _records_bytes([(i, i, b"k" if i % 2 else None, b"v" * i, [("h", None)] if i == 3 else []) for i in range(5)])
+    data = _records_bytes(
+        [
+            (i, i, b"k" if i % 2 else None, b"v" * i, [("h", None)] if i == 3 else [])
+            for i in range(5)
+        ]
+    )
     for mod in (_scan_py, _compiled):
         c = ArrowColumns(timestamp_scale=1000)
         mod.arrow_records(data, 5, 10, 20, None, c, True)
@@ -314,9 +374,13 @@ def test_null_counts_and_timestamp_scale() -> None:
         assert list(c.timestamps) == [t * 1000 for t in (20, 21, 22, 23, 24, -1, 0, 1, 2, 3)]
         # milliseconds whose microseconds do not fit int64: out of range, as for offsets
         with pytest.raises(ProtocolError, match="out of range"):
-            mod.arrow_records(data, 5, 10, (1 << 63) // 1000, None, ArrowColumns(timestamp_scale=1000), False)
+            mod.arrow_records(
+                data, 5, 10, (1 << 63) // 1000, None, ArrowColumns(timestamp_scale=1000), False
+            )
         with pytest.raises(ProtocolError, match="out of range"):
-            mod.arrow_records(data, 5, 10, 0, -(1 << 63) // 1000 - 1, ArrowColumns(timestamp_scale=1000), False)
+            mod.arrow_records(
+                data, 5, 10, 0, -(1 << 63) // 1000 - 1, ArrowColumns(timestamp_scale=1000), False
+            )
 
 
 @needs_compiled
@@ -370,7 +434,9 @@ def _loaded(env_value: str | None) -> str:
         "print(scan.implementation(), fast_append.implementation(), index.core_implementation(), "
         "fast_send.implementation())"
     )
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_no_extensions_forces_the_reference() -> None:
@@ -390,15 +456,27 @@ def test_check_records_reports_what_the_leader_judges(mod: Any) -> None:
     left out), how many records have no key, the first offset delta out of order."""
     if mod is None:
         pytest.skip("the compiled record walk is not built")
-    data = _records_bytes([(0, 5, b"k", b"a", []), (1, -1 - 100, None, b"b", [("h", b"x")]),
-                           (2, -3, None, None, []), (3, 0, b"k", b"d", [])])
+    data = _records_bytes(
+        [
+            (0, 5, b"k", b"a", []),
+            (1, -1 - 100, None, b"b", [("h", b"x")]),
+            (2, -3, None, None, []),
+            (3, 0, b"k", b"d", []),
+        ]
+    )
     assert mod.check_records(data, 4, 100) == (97, 105, 2, -1)
     assert mod.check_records(_records_bytes([(0, 0, None, b"a", [])]), 1, -1) == (-1, -1, 1, -1)
-    out_of_order = _records_bytes([(0, 0, b"k", b"a", []), (2, 0, b"k", b"b", []), (1, 0, b"k", b"c", [])])
+    out_of_order = _records_bytes(
+        [(0, 0, b"k", b"a", []), (2, 0, b"k", b"b", []), (1, 0, b"k", b"c", [])]
+    )
     assert mod.check_records(out_of_order, 3, 7) == (7, 7, 0, 1)
     with pytest.raises(ProtocolError, match="^Timestamp of record 0 does not fit 64 bits$"):
         mod.check_records(_records_bytes([(0, 2**62, b"k", b"a", [])]), 1, 2**62)
-    with pytest.raises(ProtocolError, match="^Incorrect declared batch size, premature EOF reached$"):
+    with pytest.raises(
+        ProtocolError, match="^Incorrect declared batch size, premature EOF reached$"
+    ):
         mod.check_records(data, 5, 100)
-    with pytest.raises(ProtocolError, match="^Incorrect declared batch size, records still remaining in file$"):
+    with pytest.raises(
+        ProtocolError, match="^Incorrect declared batch size, records still remaining in file$"
+    ):
         mod.check_records(data, 3, 100)

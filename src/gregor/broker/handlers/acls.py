@@ -41,12 +41,22 @@ def _cluster_denied(ctx: RequestContext, operation: AclOperation) -> str | None:
 
 
 def _filter(
-    resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
-    operation: int, permission_type: int,
+    resource_type: int,
+    name: str | None,
+    pattern_type: int,
+    principal: str | None,
+    host: str | None,
+    operation: int,
+    permission_type: int,
 ) -> AclBindingFilter:
     return AclBindingFilter(
-        ResourceType.of(resource_type), name, PatternType.of(pattern_type), principal, host,
-        AclOperation.of(operation), AclPermissionType.of(permission_type),
+        ResourceType.of(resource_type),
+        name,
+        PatternType.of(pattern_type),
+        principal,
+        host,
+        AclOperation.of(operation),
+        AclPermissionType.of(permission_type),
     )
 
 
@@ -54,30 +64,47 @@ def _filter(
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
     R = CreateAclsResponse.Results
     if ctx.broker.authorizer is None:
-        return CreateAclsResponse(results=[
-            R(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER) for _ in req.creations
-        ])
+        return CreateAclsResponse(
+            results=[
+                R(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
+                for _ in req.creations
+            ]
+        )
     denied = _cluster_denied(ctx, AclOperation.ALTER)
     if denied is not None:
-        return CreateAclsResponse(results=[
-            R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=denied) for _ in req.creations
-        ])
+        return CreateAclsResponse(
+            results=[
+                R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=denied)
+                for _ in req.creations
+            ]
+        )
     bindings = [
         AclBinding(
-            ResourceType.of(c.resource_type), c.resource_name, PatternType.of(c.resource_pattern_type),
-            c.principal, c.host, AclOperation.of(c.operation), AclPermissionType.of(c.permission_type),
+            ResourceType.of(c.resource_type),
+            c.resource_name,
+            PatternType.of(c.resource_pattern_type),
+            c.principal,
+            c.host,
+            AclOperation.of(c.operation),
+            AclPermissionType.of(c.permission_type),
         )
         for c in req.creations
     ]
     errors = await ctx.broker.create_acls(bindings) if bindings else []
-    return CreateAclsResponse(results=[
-        R(error_code=0, error_message=None) if e is None else R(error_code=code_of(e), error_message=message_of(e))
-        for e in errors
-    ])
+    return CreateAclsResponse(
+        results=[
+            R(error_code=0, error_message=None)
+            if e is None
+            else R(error_code=code_of(e), error_message=message_of(e))
+            for e in errors
+        ]
+    )
 
 
 @handles(DescribeAclsRequest)
-async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
+async def handle_describe_acls(
+    ctx: RequestContext, req: DescribeAclsRequest
+) -> DescribeAclsResponse:
     def failed(code: int, message: str) -> DescribeAclsResponse:
         return DescribeAclsResponse(error_code=code, error_message=message, resources=[])
 
@@ -87,19 +114,30 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) ->
     if denied is not None:
         return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     f = _filter(
-        req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter,
-        req.principal_filter, req.host_filter, req.operation, req.permission_type,
+        req.resource_type_filter,
+        req.resource_name_filter,
+        req.pattern_type_filter,
+        req.principal_filter,
+        req.host_filter,
+        req.operation,
+        req.permission_type,
     )
     problem = filter_error(f)
     if problem is not None:
         return failed(ErrorCode.INVALID_REQUEST, problem)
     Res = DescribeAclsResponse.Resources
-    resources: dict[tuple[ResourceType, str, PatternType], list[DescribeAclsResponse.Resources.Acls]] = {}
+    resources: dict[
+        tuple[ResourceType, str, PatternType], list[DescribeAclsResponse.Resources.Acls]
+    ] = {}
     for b in ctx.broker.image.acls:
         if f.matches(b):
             resources.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
-                Res.Acls(principal=b.principal, host=b.host, operation=b.operation,
-                         permission_type=b.permission_type)
+                Res.Acls(
+                    principal=b.principal,
+                    host=b.host,
+                    operation=b.operation,
+                    permission_type=b.permission_type,
+                )
             )
     return DescribeAclsResponse(
         error_code=0,
@@ -116,9 +154,11 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
     FR = DeleteAclsResponse.FilterResults
 
     def failed(code: int, message: str) -> DeleteAclsResponse:
-        return DeleteAclsResponse(filter_results=[
-            FR(error_code=code, error_message=message, matching_acls=[]) for _ in req.filters
-        ])
+        return DeleteAclsResponse(
+            filter_results=[
+                FR(error_code=code, error_message=message, matching_acls=[]) for _ in req.filters
+            ]
+        )
 
     if ctx.broker.authorizer is None:
         return failed(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
@@ -126,22 +166,43 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
     if denied is not None:
         return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, denied)
     filters = [
-        _filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
-                f.principal_filter, f.host_filter, f.operation, f.permission_type)
+        _filter(
+            f.resource_type_filter,
+            f.resource_name_filter,
+            f.pattern_type_filter,
+            f.principal_filter,
+            f.host_filter,
+            f.operation,
+            f.permission_type,
+        )
         for f in req.filters
     ]
     outcomes = await ctx.broker.delete_acls(filters) if filters else []
     results: list[DeleteAclsResponse.FilterResults] = []
     for outcome in outcomes:
         if isinstance(outcome, KafkaError):
-            results.append(FR(error_code=code_of(outcome), error_message=message_of(outcome), matching_acls=[]))
-            continue
-        results.append(FR(error_code=0, error_message=None, matching_acls=[
-            FR.MatchingAcls(
-                error_code=0, error_message=None, resource_type=b.resource_type,
-                resource_name=b.resource_name, pattern_type=b.pattern_type, principal=b.principal,
-                host=b.host, operation=b.operation, permission_type=b.permission_type,
+            results.append(
+                FR(error_code=code_of(outcome), error_message=message_of(outcome), matching_acls=[])
             )
-            for b in outcome
-        ]))
+            continue
+        results.append(
+            FR(
+                error_code=0,
+                error_message=None,
+                matching_acls=[
+                    FR.MatchingAcls(
+                        error_code=0,
+                        error_message=None,
+                        resource_type=b.resource_type,
+                        resource_name=b.resource_name,
+                        pattern_type=b.pattern_type,
+                        principal=b.principal,
+                        host=b.host,
+                        operation=b.operation,
+                        permission_type=b.permission_type,
+                    )
+                    for b in outcome
+                ],
+            )
+        )
     return DeleteAclsResponse(filter_results=results)

@@ -67,13 +67,20 @@ def _mutation_quota(ctx: RequestContext, strict_from: int) -> MutationQuota | No
     quotas = ctx.broker.quotas
     if not quotas.active:
         return None
-    return quotas.mutation_quota(ctx.conn.principal, ctx.client_id, strict=ctx.version >= strict_from)
+    return quotas.mutation_quota(
+        ctx.conn.principal, ctx.client_id, strict=ctx.version >= strict_from
+    )
 
 
 def _ct_error(name: str, code: int, message: str | None) -> CTTopic:
     return CTTopic(
-        name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
-        num_partitions=-1, replication_factor=-1, configs=[],
+        name=name,
+        topic_id=ZERO_UUID,
+        error_code=code,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=[],
     )
 
 
@@ -89,7 +96,9 @@ def _layout(
             )
         ordered = sorted(t.assignments, key=lambda a: a.partition_index)
         if [a.partition_index for a in ordered] != list(range(len(ordered))):
-            raise InvalidReplicaAssignmentError("partitions of a replica assignment must be numbered 0 to n-1")
+            raise InvalidReplicaAssignmentError(
+                "partitions of a replica assignment must be numbered 0 to n-1"
+            )
         return None, None, [list(a.broker_ids) for a in ordered]
     num_partitions: int | None = t.num_partitions
     replication_factor: int | None = t.replication_factor
@@ -100,7 +109,10 @@ def _layout(
 
 
 async def _create_one(
-    ctx: RequestContext, t: CreateTopicsRequest.Topics, validate_only: bool, quota: MutationQuota | None
+    ctx: RequestContext,
+    t: CreateTopicsRequest.Topics,
+    validate_only: bool,
+    quota: MutationQuota | None,
 ) -> CTTopic:
     version = ctx.version
     configs = {c.name: c.value for c in t.configs if c.value is not None}
@@ -109,7 +121,9 @@ async def _create_one(
     try:
         nulls = [c.name for c in t.configs if c.value is None]
         if nulls:
-            raise InvalidConfigError(f"Null value not supported for topic configs: {','.join(nulls)}")
+            raise InvalidConfigError(
+                f"Null value not supported for topic configs: {','.join(nulls)}"
+            )
         num_partitions, replication_factor, assignments = _layout(t, version)
         created = await ctx.broker.topics.create_topic(
             t.name, num_partitions, replication_factor, assignments, configs, validate_only
@@ -129,8 +143,11 @@ async def _create_one(
         replication_factor=created.replication_factor,
         configs=[
             CTConfig(
-                name=e.name, value=e.value, read_only=e.read_only,
-                config_source=int(e.source), is_sensitive=e.is_sensitive,
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=e.is_sensitive,
             )
             for e in described
         ],
@@ -138,7 +155,9 @@ async def _create_one(
 
 
 @handles(CreateTopicsRequest)
-async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle_create_topics(
+    ctx: RequestContext, req: CreateTopicsRequest
+) -> CreateTopicsResponse:
     counts = Counter(t.name for t in req.topics)
     validate_only = bool(req.validate_only) if ctx.version >= 1 else False
     quota = _mutation_quota(ctx, strict_from=6)
@@ -150,21 +169,32 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         done.add(t.name)
         if counts[t.name] > 1:
             results.append(
-                _ct_error(t.name, ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' appears more than once in the request.")
+                _ct_error(
+                    t.name,
+                    ErrorCode.INVALID_REQUEST,
+                    f"Topic '{t.name}' appears more than once in the request.",
+                )
             )
             continue
-        if not (cluster_allowed(ctx, AclOperation.CREATE) or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+        if not (
+            cluster_allowed(ctx, AclOperation.CREATE)
+            or allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)
+        ):
             results.append(_ct_error(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
         results.append(await _create_one(ctx, t, validate_only, quota))
-    return CreateTopicsResponse(throttle_time_ms=quota.throttle_ms() if quota else 0, topics=results)
+    return CreateTopicsResponse(
+        throttle_time_ms=quota.throttle_ms() if quota else 0, topics=results
+    )
 
 
 DTResult = DeleteTopicsResponse.Responses
 
 
 @handles(DeleteTopicsRequest)
-async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle_delete_topics(
+    ctx: RequestContext, req: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     image = ctx.broker.image
     wanted: list[tuple[str | None, uuid.UUID]]
     if ctx.version >= 6:
@@ -180,55 +210,84 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
             continue
         done.add((name, topic_id))
         if counts[(name, topic_id)] > 1:
-            results.append(DTResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.INVALID_REQUEST,
-                error_message="The topic appears more than once in the request.",
-            ))
+            results.append(
+                DTResult(
+                    name=name,
+                    topic_id=topic_id,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="The topic appears more than once in the request.",
+                )
+            )
             continue
         if name is not None and topic_id != ZERO_UUID:
-            results.append(DTResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.INVALID_REQUEST,
-                error_message="Give a topic's name or its id, not both.",
-            ))
+            results.append(
+                DTResult(
+                    name=name,
+                    topic_id=topic_id,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Give a topic's name or its id, not both.",
+                )
+            )
             continue
         if name is None:
             by_id = image.topic_by_id(topic_id)
             if by_id is None:
-                results.append(DTResult(
-                    name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                    error_message=f"No topic has the id {topic_id}.",
-                ))
+                results.append(
+                    DTResult(
+                        name=None,
+                        topic_id=topic_id,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        error_message=f"No topic has the id {topic_id}.",
+                    )
+                )
                 continue
             name = by_id.name
         if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
-            results.append(DTResult(
-                name=name if ctx.version < 6 or topic_id == ZERO_UUID else None, topic_id=topic_id,
-                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None,
-            ))
+            results.append(
+                DTResult(
+                    name=name if ctx.version < 6 or topic_id == ZERO_UUID else None,
+                    topic_id=topic_id,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+            )
             continue
         found = image.topic(name)
         topic_id = found.topic_id if found is not None else ZERO_UUID
         if quota is not None and quota.refused():
-            results.append(DTResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED
-            ))
+            results.append(
+                DTResult(
+                    name=name,
+                    topic_id=topic_id,
+                    error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                    error_message=THROTTLED,
+                )
+            )
             continue
         try:
             await ctx.broker.topics.delete_topic(name)
         except KafkaError as e:
-            results.append(DTResult(name=name, topic_id=topic_id, error_code=code_of(e), error_message=message_of(e)))
+            results.append(
+                DTResult(
+                    name=name, topic_id=topic_id, error_code=code_of(e), error_message=message_of(e)
+                )
+            )
             continue
         if quota is not None and found is not None:
             quota.record(len(found.partitions))
         results.append(DTResult(name=name, topic_id=topic_id, error_code=0, error_message=None))
-    return DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms() if quota else 0, responses=results)
+    return DeleteTopicsResponse(
+        throttle_time_ms=quota.throttle_ms() if quota else 0, responses=results
+    )
 
 
 CPResult = CreatePartitionsResponse.Results
 
 
 @handles(CreatePartitionsRequest)
-async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+async def handle_create_partitions(
+    ctx: RequestContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in req.topics)
     quota = _mutation_quota(ctx, strict_from=3)
     results: list[CPResult] = []
@@ -238,28 +297,47 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
             continue
         done.add(t.name)
         if counts[t.name] > 1:
-            results.append(CPResult(
-                name=t.name, error_code=ErrorCode.INVALID_REQUEST,
-                error_message=f"Topic '{t.name}' appears more than once in the request.",
-            ))
+            results.append(
+                CPResult(
+                    name=t.name,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=f"Topic '{t.name}' appears more than once in the request.",
+                )
+            )
             continue
         if not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
-            results.append(CPResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
+            results.append(
+                CPResult(
+                    name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None
+                )
+            )
             continue
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         if quota is not None and not req.validate_only and quota.refused():
-            results.append(CPResult(name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED))
+            results.append(
+                CPResult(
+                    name=t.name,
+                    error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                    error_message=THROTTLED,
+                )
+            )
             continue
         before = ctx.broker.image.topic(t.name)
         try:
-            await ctx.broker.topics.add_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+            await ctx.broker.topics.add_partitions(
+                t.name, t.count, assignments, validate_only=req.validate_only
+            )
         except KafkaError as e:
-            results.append(CPResult(name=t.name, error_code=code_of(e), error_message=message_of(e)))
+            results.append(
+                CPResult(name=t.name, error_code=code_of(e), error_message=message_of(e))
+            )
             continue
         if quota is not None and not req.validate_only and before is not None:
             quota.record(t.count - len(before.partitions))
         results.append(CPResult(name=t.name, error_code=0, error_message=None))
-    return CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms() if quota else 0, results=results)
+    return CreatePartitionsResponse(
+        throttle_time_ms=quota.throttle_ms() if quota else 0, results=results
+    )
 
 
 DRTopic = DeleteRecordsResponse.Topics
@@ -268,7 +346,9 @@ DRPart = DeleteRecordsResponse.Topics.Partitions
 
 def _delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> DRPart:
     if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic):
-        return DRPart(partition_index=index, low_watermark=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return DRPart(
+            partition_index=index, low_watermark=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
     try:
         partition = ctx.broker.replicas.leader_partition(topic, index)
         before = partition.log.log_start_offset
@@ -277,18 +357,26 @@ def _delete_records(ctx: RequestContext, topic: str, index: int, offset: int) ->
         return DRPart(partition_index=index, low_watermark=-1, error_code=code_of(e))
     if low_watermark != before:
         log_event(
-            log, "records.deleted", topic=topic, partition=index,
-            log_start_offset=low_watermark, previous_log_start_offset=before,
+            log,
+            "records.deleted",
+            topic=topic,
+            partition=index,
+            log_start_offset=low_watermark,
+            previous_log_start_offset=before,
         )
     return DRPart(partition_index=index, low_watermark=low_watermark, error_code=0)
 
 
 @handles(DeleteRecordsRequest)
-async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+async def handle_delete_records(
+    ctx: RequestContext, req: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
     topics = [
         DRTopic(
             name=t.name,
-            partitions=[_delete_records(ctx, t.name, p.partition_index, p.offset) for p in t.partitions],
+            partitions=[
+                _delete_records(ctx, t.name, p.partition_index, p.offset) for p in t.partitions
+            ],
         )
         for t in req.topics
     ]

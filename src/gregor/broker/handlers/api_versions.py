@@ -22,7 +22,9 @@ def supported_api_keys(inter_broker: bool) -> list[ApiVersionsResponse.ApiKeys]:
 
 def unsupported_version_response(correlation_id: int, inter_broker: bool) -> bytes:
     """UNSUPPORTED_VERSION in the v0 layout, listing what we do support (KIP-511 behaviour)."""
-    resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_keys(inter_broker))
+    resp = ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_keys(inter_broker)
+    )
     return encode_response(ApiVersionsRequest.API_KEY, 0, correlation_id, resp)
 
 
@@ -38,12 +40,16 @@ async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> A
         api_keys=supported_api_keys(inter_broker),
         throttle_time_ms=0,
         supported_features=[
-            ApiVersionsResponse.SupportedFeatures(name=f.name, min_version=f.min_level, max_version=f.max_level)
+            ApiVersionsResponse.SupportedFeatures(
+                name=f.name, min_version=f.min_level, max_version=f.max_level
+            )
             for f in features.SUPPORTED.values()
         ],
         finalized_features_epoch=image.version,
         finalized_features=[
-            ApiVersionsResponse.FinalizedFeatures(name=name, max_version_level=lv, min_version_level=lv)
+            ApiVersionsResponse.FinalizedFeatures(
+                name=name, max_version_level=lv, min_version_level=lv
+            )
             for name, lv in sorted(features.finalized(image.features).items())
             if lv > 0
         ],

@@ -65,7 +65,9 @@ MAX_RESPONSE_PARTITIONS = 2000
 
 
 @handles(DescribeClusterRequest)
-async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+async def handle_describe_cluster(
+    ctx: RequestContext, req: DescribeClusterRequest
+) -> DescribeClusterResponse:
     image = ctx.broker.image
     endpoint_type = req.endpoint_type if ctx.version >= 1 else ENDPOINT_BROKERS
     if endpoint_type != ENDPOINT_BROKERS:
@@ -80,8 +82,13 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
         )
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         return DescribeClusterResponse(
-            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
-            endpoint_type=endpoint_type, cluster_id=image.cluster_id, controller_id=-1, brokers=[],
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            endpoint_type=endpoint_type,
+            cluster_id=image.cluster_id,
+            controller_id=-1,
+            brokers=[],
         )
     brokers = [
         DescribeClusterResponse.Brokers(broker_id=node, host=e.host, port=e.port, rack=rack)
@@ -110,7 +117,9 @@ LDPart = DescribeLogDirsResponse.Results.Topics.Partitions
 
 
 @handles(DescribeLogDirsRequest)
-async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+async def handle_describe_log_dirs(
+    ctx: RequestContext, req: DescribeLogDirsRequest
+) -> DescribeLogDirsResponse:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
@@ -139,7 +148,12 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
         if current is None or (wanted is not None and partition not in wanted.get(topic, ())):
             continue
         by_dir.setdefault(target, {}).setdefault(topic, []).append(
-            LDPart(partition_index=partition, partition_size=current.size, offset_lag=0, is_future_key=True)
+            LDPart(
+                partition_index=partition,
+                partition_size=current.size,
+                offset_lag=0,
+                is_future_key=True,
+            )
         )
     results = []
     for d, topics in by_dir.items():
@@ -148,13 +162,15 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
             total, usable, code = usage.total, usage.free, 0
         except OSError:
             total, usable, code = -1, -1, ErrorCode.KAFKA_STORAGE_ERROR
-        results.append(LDResult(
-            error_code=code,
-            log_dir=d,
-            topics=[LDTopic(name=name, partitions=parts) for name, parts in topics.items()],
-            total_bytes=total,
-            usable_bytes=usable,
-        ))
+        results.append(
+            LDResult(
+                error_code=code,
+                log_dir=d,
+                topics=[LDTopic(name=name, partitions=parts) for name, parts in topics.items()],
+                total_bytes=total,
+                usable_bytes=usable,
+            )
+        )
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
 
 
@@ -165,7 +181,11 @@ DTPCursor = DescribeTopicPartitionsResponse.NextCursor
 
 def _unknown_topic(name: str, code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) -> DTPTopic:
     return DTPTopic(
-        error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+        error_code=code,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=False,
+        partitions=[],
         topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
 
@@ -212,22 +232,37 @@ async def handle_describe_topic_partitions(
             break
         chosen = ts.partitions[first : first + remaining]
         remaining -= len(chosen)
-        topics.append(DTPTopic(
-            error_code=0, name=name, topic_id=ts.topic_id, is_internal=ts.internal,
-            partitions=[
-                DTPPart(
-                    error_code=0, partition_index=p.partition, leader_id=p.leader,
-                    leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-                    eligible_leader_replicas=[], last_known_elr=[], offline_replicas=list(p.offline_replicas),
-                )
-                for p in chosen
-            ],
-            topic_authorized_operations=authorized_operations(ResourceType.TOPIC, name, ops_authorizer(ctx)),
-        ))
+        topics.append(
+            DTPTopic(
+                error_code=0,
+                name=name,
+                topic_id=ts.topic_id,
+                is_internal=ts.internal,
+                partitions=[
+                    DTPPart(
+                        error_code=0,
+                        partition_index=p.partition,
+                        leader_id=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=list(p.replicas),
+                        isr_nodes=list(p.isr),
+                        eligible_leader_replicas=[],
+                        last_known_elr=[],
+                        offline_replicas=list(p.offline_replicas),
+                    )
+                    for p in chosen
+                ],
+                topic_authorized_operations=authorized_operations(
+                    ResourceType.TOPIC, name, ops_authorizer(ctx)
+                ),
+            )
+        )
         if first + len(chosen) < len(ts.partitions):
             next_cursor = DTPCursor(topic_name=name, partition_index=first + len(chosen))
             break
-    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+    return DescribeTopicPartitionsResponse(
+        throttle_time_ms=0, topics=topics, next_cursor=next_cursor
+    )
 
 
 @handles(AlterReplicaLogDirsRequest)
@@ -239,12 +274,19 @@ async def handle_alter_replica_log_dirs(
     for d in req.dirs:
         for t in d.topics:
             for index in t.partitions:
-                code = ctx.broker.replicas.alter_log_dir(t.name, index, d.path) if allowed else (
-                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                code = (
+                    ctx.broker.replicas.alter_log_dir(t.name, index, d.path)
+                    if allowed
+                    else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 )
                 by_topic.setdefault(t.name, []).append(
-                    AlterReplicaLogDirsResponse.Results.Partitions(partition_index=index, error_code=code)
+                    AlterReplicaLogDirsResponse.Results.Partitions(
+                        partition_index=index, error_code=code
+                    )
                 )
-    return AlterReplicaLogDirsResponse(results=[
-        AlterReplicaLogDirsResponse.Results(topic_name=name, partitions=ps) for name, ps in by_topic.items()
-    ])
+    return AlterReplicaLogDirsResponse(
+        results=[
+            AlterReplicaLogDirsResponse.Results(topic_name=name, partitions=ps)
+            for name, ps in by_topic.items()
+        ]
+    )

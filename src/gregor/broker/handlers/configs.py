@@ -96,7 +96,9 @@ def check_broker_resource(config: BrokerConfig, name: str) -> bool:
     try:
         node = int(name)
     except ValueError:
-        raise kafka_error(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        raise kafka_error(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        ) from None
     if node != config.node_id:
         raise kafka_error(
             ErrorCode.INVALID_REQUEST,
@@ -128,7 +130,9 @@ def describe_broker(
     entries: list[ConfigEntry] = []
     known: set[str] = set()
 
-    def add(name: str, ctype: ConfigType, default: str | None, doc: str, sensitive: bool = False) -> None:
+    def add(
+        name: str, ctype: ConfigType, default: str | None, doc: str, sensitive: bool = False
+    ) -> None:
         known.add(name)
         sensitive = sensitive or ctype is ConfigType.PASSWORD
         found = [(props[name], source) for props, source in layers if name in props]
@@ -138,26 +142,49 @@ def describe_broker(
             synonyms = [(name, None if sensitive else v, src) for v, src in found]
             if default is not None:
                 synonyms.append((name, None if sensitive else default, ConfigSource.DEFAULT_CONFIG))
-        entries.append(ConfigEntry(
-            name, None if sensitive else value, source, ctype,
-            doc if include_documentation else None,
-            read_only=dynamic_mode(name) is None, is_sensitive=sensitive, synonyms=synonyms,
-        ))
+        entries.append(
+            ConfigEntry(
+                name,
+                None if sensitive else value,
+                source,
+                ctype,
+                doc if include_documentation else None,
+                read_only=dynamic_mode(name) is None,
+                is_sensitive=sensitive,
+                synonyms=synonyms,
+            )
+        )
 
     for key in BROKER_KEYS:
-        add(key.name, _BROKER_TYPES.get(key.type, ConfigType.STRING), _format_default(key.default), key.doc)
+        add(
+            key.name,
+            _BROKER_TYPES.get(key.type, ConfigType.STRING),
+            _format_default(key.default),
+            key.doc,
+        )
     for name, syn in BROKER_SYNONYMS.items():
         if name in known:
             continue
         topic_def = next(d for d in BY_NAME.values() if syn in d.synonyms)
-        add(name, topic_def.type, syn.default, f"Broker default of the topic config {topic_def.name}.")
+        add(
+            name,
+            topic_def.type,
+            syn.default,
+            f"Broker default of the topic config {topic_def.name}.",
+        )
     for props, source in layers:
         if source is ConfigSource.STATIC_BROKER_CONFIG:
             continue
         for name in props:
             if name not in known:
                 ctype, sensitive = _type_of(name)
-                add(name, ctype, None, "A dynamic broker config Gregor stores but does not use.", sensitive)
+                add(
+                    name,
+                    ctype,
+                    None,
+                    "A dynamic broker config Gregor stores but does not use.",
+                    sensitive,
+                )
     entries.sort(key=lambda e: e.name)
     return entries
 
@@ -168,11 +195,17 @@ def describe_cluster_defaults(layers: Layers, include_documentation: bool) -> li
     entries = []
     for name, value in sorted(defaults.items()):
         ctype, sensitive = _type_of(name)
-        entries.append(ConfigEntry(
-            name, None if sensitive else value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ctype,
-            "A cluster-wide dynamic broker config." if include_documentation else None,
-            read_only=dynamic_mode(name) is None, is_sensitive=sensitive,
-        ))
+        entries.append(
+            ConfigEntry(
+                name,
+                None if sensitive else value,
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                ctype,
+                "A cluster-wide dynamic broker config." if include_documentation else None,
+                read_only=dynamic_mode(name) is None,
+                is_sensitive=sensitive,
+            )
+        )
     return entries
 
 
@@ -196,16 +229,25 @@ def clear_layers_of(broker: BrokerState) -> Layers:
 
 def describe_loggers(include_documentation: bool) -> list[ConfigEntry]:
     manager = logging.Logger.manager
-    names = sorted(n for n, lg in manager.loggerDict.items() if n.startswith("gregor") and isinstance(lg, logging.Logger))
+    names = sorted(
+        n
+        for n, lg in manager.loggerDict.items()
+        if n.startswith("gregor") and isinstance(lg, logging.Logger)
+    )
     out = []
     for name in ["root", *names]:
         logger = logging.getLogger() if name == "root" else logging.getLogger(name)
         level = logging.getLevelName(logger.getEffectiveLevel())
-        out.append(ConfigEntry(
-            name, _LEVEL_NAMES.get(level, level), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
-            ConfigType.STRING, "The effective log level of this logger." if include_documentation else None,
-            read_only=True,
-        ))
+        out.append(
+            ConfigEntry(
+                name,
+                _LEVEL_NAMES.get(level, level),
+                ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+                ConfigType.STRING,
+                "The effective log level of this logger." if include_documentation else None,
+                read_only=True,
+            )
+        )
     return out
 
 
@@ -214,25 +256,39 @@ DCConfig = DescribeConfigsResponse.Results.Configs
 DCSynonym = DescribeConfigsResponse.Results.Configs.Synonyms
 
 
-def _describe_resource(broker: BrokerState, res: DescribeConfigsRequest.Resources, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
+def _describe_resource(
+    broker: BrokerState,
+    res: DescribeConfigsRequest.Resources,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> list[ConfigEntry]:
     keys: Iterable[str] | None = res.configuration_keys or None
     rtype = res.resource_type
     if rtype == ConfigResourceType.TOPIC:
         name = res.resource_name
         why = topic_name_error(name)
         if why is not None:
-            raise kafka_error(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name '{name}': {why}")
+            raise kafka_error(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name '{name}': {why}"
+            )
         ts = broker.image.topic(name)
         if ts is None:
-            raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            raise kafka_error(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+            )
         return describe_topic(
-            dict(ts.configs), layers_of(broker), keys,
-            include_synonyms=include_synonyms, include_documentation=include_documentation,
+            dict(ts.configs),
+            layers_of(broker),
+            keys,
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
         )
     if rtype == ConfigResourceType.GROUP:
         check_group_name(res.resource_name)
         overrides = broker.image.config_resource(ConfigResourceType.GROUP, res.resource_name)
-        return describe_group(overrides, broker.config, keys, include_synonyms, include_documentation)
+        return describe_group(
+            overrides, broker.config, keys, include_synonyms, include_documentation
+        )
     if rtype == ConfigResourceType.CLIENT_METRICS:
         check_client_metrics_name(res.resource_name)
         configs = broker.image.config_resource(ConfigResourceType.CLIENT_METRICS, res.resource_name)
@@ -241,13 +297,19 @@ def _describe_resource(broker: BrokerState, res: DescribeConfigsRequest.Resource
         if not check_broker_resource(broker.config, res.resource_name):
             entries = describe_cluster_defaults(layers_of(broker), include_documentation)
         else:
-            entries = describe_broker(broker.config, layers_of(broker), include_synonyms, include_documentation)
+            entries = describe_broker(
+                broker.config, layers_of(broker), include_synonyms, include_documentation
+            )
     elif rtype == ConfigResourceType.BROKER_LOGGER:
         if not check_broker_resource(broker.config, res.resource_name):
-            raise kafka_error(ErrorCode.INVALID_REQUEST, "A broker logger resource needs a broker id.")
+            raise kafka_error(
+                ErrorCode.INVALID_REQUEST, "A broker logger resource needs a broker id."
+            )
         entries = describe_loggers(include_documentation)
     else:
-        raise kafka_error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype} for DescribeConfigs.")
+        raise kafka_error(
+            ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype} for DescribeConfigs."
+        )
     if keys is not None:
         wanted = set(keys)
         entries = [e for e in entries if e.name in wanted]
@@ -269,25 +331,39 @@ def _to_wire(e: ConfigEntry) -> DCConfig:
 
 
 @handles(DescribeConfigsRequest)
-async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+async def handle_describe_configs(
+    ctx: RequestContext, req: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     version = ctx.version
     include_synonyms = bool(req.include_synonyms) if version >= 1 else False
     include_documentation = bool(req.include_documentation) if version >= 3 else False
     results = []
     for res in req.resources:
         try:
-            _check_config_access(ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
+            _check_config_access(
+                ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS
+            )
             entries = _describe_resource(ctx.broker, res, include_synonyms, include_documentation)
         except KafkaError as e:
-            results.append(DCResult(
-                error_code=code_of(e), error_message=message_of(e), resource_type=res.resource_type,
-                resource_name=res.resource_name, configs=[],
-            ))
+            results.append(
+                DCResult(
+                    error_code=code_of(e),
+                    error_message=message_of(e),
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=[],
+                )
+            )
             continue
-        results.append(DCResult(
-            error_code=0, error_message=None, resource_type=res.resource_type,
-            resource_name=res.resource_name, configs=[_to_wire(e) for e in entries],
-        ))
+        results.append(
+            DCResult(
+                error_code=0,
+                error_message=None,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=[_to_wire(e) for e in entries],
+            )
+        )
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
@@ -297,7 +373,9 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
 def _not_alterable(broker: BrokerState, rtype: int, name: str) -> KafkaError:
     if rtype == ConfigResourceType.BROKER_LOGGER:
         check_broker_resource(broker.config, name)
-        return kafka_error(ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported")
+        return kafka_error(
+            ErrorCode.INVALID_REQUEST, "dynamic broker logger configs are not supported"
+        )
     return kafka_error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
 
@@ -311,7 +389,10 @@ def _topic_state(broker: BrokerState, name: str) -> TopicImage:
 def _check_unique_keys(configs: Iterable[Any]) -> None:
     dup = [n for n, c in Counter(c.name for c in configs).items() if c > 1]
     if dup:
-        raise kafka_error(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}")
+        raise kafka_error(
+            ErrorCode.INVALID_REQUEST,
+            f"Error due to duplicate config keys: {', '.join(sorted(dup))}",
+        )
 
 
 async def _apply(broker: BrokerState, name: str, new: dict[str, str], validate_only: bool) -> None:
@@ -351,21 +432,27 @@ async def _apply_resource(
         await broker.topics.set_config_resource(rtype, name, new)
 
 
-async def _alter(broker: BrokerState, res: AlterConfigsRequest.Resources, validate_only: bool) -> None:
+async def _alter(
+    broker: BrokerState, res: AlterConfigsRequest.Resources, validate_only: bool
+) -> None:
     if res.resource_type != ConfigResourceType.TOPIC:
         _current(broker, res.resource_type, res.resource_name)
         _check_unique_keys(res.configs)
         if any(c.value is None for c in res.configs):
             raise kafka_error(ErrorCode.INVALID_REQUEST, "Null value not supported")
         overrides = {c.name: c.value for c in res.configs if c.value is not None}
-        await _apply_resource(broker, res.resource_type, res.resource_name, overrides, validate_only)
+        await _apply_resource(
+            broker, res.resource_type, res.resource_name, overrides, validate_only
+        )
         return
     _topic_state(broker, res.resource_name)
     _check_unique_keys(res.configs)
     new: dict[str, str] = {}
     for c in res.configs:
         if c.value is None:
-            raise kafka_error(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config: {c.name}")
+            raise kafka_error(
+                ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config: {c.name}"
+            )
         new[c.name] = c.value
     await _apply(broker, res.resource_name, new, validate_only)
 
@@ -398,7 +485,10 @@ async def _incremental_alter(
         else:
             if definition.type is not ConfigType.LIST:
                 verb = "append" if op == APPEND else "subtract"
-                raise kafka_error(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
+                raise kafka_error(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value {verb} is not allowed for config key: {key}",
+                )
             current = split_list(effective_value(key, new, raw))
             items = split_list(value)
             if op == APPEND:
@@ -432,7 +522,10 @@ async def _incremental_alter_resource(
         default = _list_default(rtype, key)
         if default is None:
             verb = "append" if op == APPEND else "subtract"
-            raise kafka_error(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}")
+            raise kafka_error(
+                ErrorCode.INVALID_CONFIG,
+                f"Config value {verb} is not allowed for config key: {key}",
+            )
         current = split_list(new.get(key, default))
         items = split_list(value)
         if op == APPEND:
@@ -465,7 +558,9 @@ Res = TypeVar("Res", AlterConfigsRequest.Resources, IncrementalAlterConfigsReque
 Out = TypeVar("Out", AlterConfigsResponse.Responses, IncrementalAlterConfigsResponse.Responses)
 
 
-def _check_config_access(ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> None:
+def _check_config_access(
+    ctx: RequestContext, resource_type: int, name: str, operation: AclOperation
+) -> None:
     """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or (for broker
     and logger resources) the cluster; refused with that resource type's error."""
     if resource_type == ConfigResourceType.TOPIC:
@@ -475,7 +570,10 @@ def _check_config_access(ctx: RequestContext, resource_type: int, name: str, ope
     else:
         target, target_name = ResourceType.CLUSTER, CLUSTER_NAME
     if not allowed(ctx, operation, target, target_name):
-        raise kafka_error(denied_error(target), f"Not authorized: {operation.name} on {target.name} {target_name}.")
+        raise kafka_error(
+            denied_error(target),
+            f"Not authorized: {operation.name} on {target.name} {target_name}.",
+        )
 
 
 async def _alter_all(
@@ -490,26 +588,42 @@ async def _alter_all(
     out = []
     for res in resources:
         try:
-            _check_config_access(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
+            _check_config_access(
+                ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS
+            )
             if counts[(res.resource_type, res.resource_name)] > 1:
-                raise kafka_error(ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request.")
+                raise kafka_error(
+                    ErrorCode.INVALID_REQUEST, "The resource appears more than once in the request."
+                )
             await one(broker, res, validate_only)
         except KafkaError as e:
-            out.append(result_cls(
-                error_code=code_of(e), error_message=message_of(e),
-                resource_type=res.resource_type, resource_name=res.resource_name,
-            ))
+            out.append(
+                result_cls(
+                    error_code=code_of(e),
+                    error_message=message_of(e),
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                )
+            )
             continue
-        out.append(result_cls(
-            error_code=0, error_message=None,
-            resource_type=res.resource_type, resource_name=res.resource_name,
-        ))
+        out.append(
+            result_cls(
+                error_code=0,
+                error_message=None,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
     return out
 
 
 @handles(AlterConfigsRequest)
-async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = await _alter_all(ctx, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses)
+async def handle_alter_configs(
+    ctx: RequestContext, req: AlterConfigsRequest
+) -> AlterConfigsResponse:
+    responses = await _alter_all(
+        ctx, req.resources, req.validate_only, _alter, AlterConfigsResponse.Responses
+    )
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
@@ -518,7 +632,10 @@ async def handle_incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     responses = await _alter_all(
-        ctx, req.resources, req.validate_only, _incremental_alter,
+        ctx,
+        req.resources,
+        req.validate_only,
+        _incremental_alter,
         IncrementalAlterConfigsResponse.Responses,
     )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

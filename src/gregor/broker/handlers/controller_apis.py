@@ -36,7 +36,9 @@ DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 @handles(AlterPartitionRequest, inter_broker_only=True)
-async def handle_alter_partition(ctx: RequestContext, req: AlterPartitionRequest) -> AlterPartitionResponse:
+async def handle_alter_partition(
+    ctx: RequestContext, req: AlterPartitionRequest
+) -> AlterPartitionResponse:
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
         return AlterPartitionResponse(error_code=DENIED)
     return await ctx.broker.controller_service.alter_partition(req, ctx.version)
@@ -61,23 +63,30 @@ async def handle_controlled_shutdown(
 
 
 @handles(UnregisterBrokerRequest)
-async def handle_unregister_broker(ctx: RequestContext, req: UnregisterBrokerRequest) -> UnregisterBrokerResponse:
+async def handle_unregister_broker(
+    ctx: RequestContext, req: UnregisterBrokerRequest
+) -> UnregisterBrokerResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):
         return UnregisterBrokerResponse(
-            error_code=DENIED, error_message="The principal is not authorized to unregister brokers."
+            error_code=DENIED,
+            error_message="The principal is not authorized to unregister brokers.",
         )
     return await ctx.broker.controller_service.unregister_broker(req)
 
 
 @handles(LeaderAndIsrRequest, inter_broker_only=True)
-async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+async def handle_leader_and_isr(
+    ctx: RequestContext, req: LeaderAndIsrRequest
+) -> LeaderAndIsrResponse:
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
         return LeaderAndIsrResponse(error_code=DENIED)
     return await ctx.broker.controller_requests.leader_and_isr(req, ctx.version)
 
 
 @handles(UpdateMetadataRequest, inter_broker_only=True)
-async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+async def handle_update_metadata(
+    ctx: RequestContext, req: UpdateMetadataRequest
+) -> UpdateMetadataResponse:
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
         return UpdateMetadataResponse(error_code=DENIED)
     return await ctx.broker.controller_requests.update_metadata(req, ctx.version)

@@ -57,7 +57,11 @@ def _refusal(ctx: RequestContext) -> ErrorCode | None:
 
 
 def _created(
-    error: ErrorCode | int, owner: str, requester: str, token: DelegationToken | None = None, mac: bytes = b""
+    error: ErrorCode | int,
+    owner: str,
+    requester: str,
+    token: DelegationToken | None = None,
+    mac: bytes = b"",
 ) -> CreateDelegationTokenResponse:
     owner_type, owner_name = principal_parts(owner)
     requester_type, requester_name = principal_parts(requester)
@@ -87,10 +91,15 @@ async def handle_create_delegation_token(
     refusal = _refusal(ctx)
     if refusal is not None:
         return _created(refusal, owner, requester)
-    if owner != requester and not allowed(ctx, AclOperation.CREATE_TOKENS, ResourceType.USER, owner):
+    if owner != requester and not allowed(
+        ctx, AclOperation.CREATE_TOKENS, ResourceType.USER, owner
+    ):
         return _created(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
     renewers = [f"{r.principal_type}:{r.principal_name}" for r in req.renewers]
-    for kind, name in [principal_parts(owner), *((r.principal_type, r.principal_name) for r in req.renewers)]:
+    for kind, name in [
+        principal_parts(owner),
+        *((r.principal_type, r.principal_name) for r in req.renewers),
+    ]:
         if check_principal(kind, name) is not None:
             return _created(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)
     manager = ctx.broker.delegation_tokens
@@ -104,7 +113,9 @@ async def handle_create_delegation_token(
 R = TypeVar("R", RenewDelegationTokenResponse, ExpireDelegationTokenResponse)
 
 
-async def _changed(ctx: RequestContext, response: type[R], change: Callable[[], Awaitable[int]]) -> R:
+async def _changed(
+    ctx: RequestContext, response: type[R], change: Callable[[], Awaitable[int]]
+) -> R:
     """Renew or expire: the refusals, then the change's new expiry timestamp or its error."""
     refusal = _refusal(ctx)
     if refusal is not None:
@@ -122,7 +133,8 @@ async def handle_renew_delegation_token(
 ) -> RenewDelegationTokenResponse:
     manager = ctx.broker.delegation_tokens
     return await _changed(
-        ctx, RenewDelegationTokenResponse,
+        ctx,
+        RenewDelegationTokenResponse,
         lambda: manager.renew(bytes(req.hmac), ctx.conn.principal, req.renew_period_ms),
     )
 
@@ -133,7 +145,8 @@ async def handle_expire_delegation_token(
 ) -> ExpireDelegationTokenResponse:
     manager = ctx.broker.delegation_tokens
     return await _changed(
-        ctx, ExpireDelegationTokenResponse,
+        ctx,
+        ExpireDelegationTokenResponse,
         lambda: manager.expire(bytes(req.hmac), ctx.conn.principal, req.expiry_time_period_ms),
     )
 
@@ -155,7 +168,11 @@ async def handle_describe_delegation_token(
     refusal = _refusal(ctx)
     if refusal is not None:
         return DescribeDelegationTokenResponse(error_code=refusal, tokens=[], throttle_time_ms=0)
-    owners = None if req.owners is None else [f"{o.principal_type}:{o.principal_name}" for o in req.owners]
+    owners = (
+        None
+        if req.owners is None
+        else [f"{o.principal_type}:{o.principal_name}" for o in req.owners]
+    )
     manager = ctx.broker.delegation_tokens
     T = DescribeDelegationTokenResponse.Tokens
     tokens = []
@@ -164,19 +181,21 @@ async def handle_describe_delegation_token(
             continue
         owner_type, owner_name = principal_parts(token.owner)
         requester_type, requester_name = principal_parts(token.requester)
-        tokens.append(T(
-            principal_type=owner_type,
-            principal_name=owner_name,
-            token_requester_principal_type=requester_type,
-            token_requester_principal_name=requester_name,
-            issue_timestamp=token.issue_timestamp_ms,
-            expiry_timestamp=token.expiry_timestamp_ms,
-            max_timestamp=token.max_timestamp_ms,
-            token_id=token.token_id,
-            hmac=manager.hmac(token),
-            renewers=[
-                T.Renewers(principal_type=kind, principal_name=name)
-                for kind, name in map(principal_parts, token.renewers)
-            ],
-        ))
+        tokens.append(
+            T(
+                principal_type=owner_type,
+                principal_name=owner_name,
+                token_requester_principal_type=requester_type,
+                token_requester_principal_name=requester_name,
+                issue_timestamp=token.issue_timestamp_ms,
+                expiry_timestamp=token.expiry_timestamp_ms,
+                max_timestamp=token.max_timestamp_ms,
+                token_id=token.token_id,
+                hmac=manager.hmac(token),
+                renewers=[
+                    T.Renewers(principal_type=kind, principal_name=name)
+                    for kind, name in map(principal_parts, token.renewers)
+                ],
+            )
+        )
     return DescribeDelegationTokenResponse(error_code=0, tokens=tokens, throttle_time_ms=0)

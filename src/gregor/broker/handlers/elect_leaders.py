@@ -28,11 +28,15 @@ _MESSAGES = {
 
 
 @handles(ElectLeadersRequest)
-async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+async def handle_elect_leaders(
+    ctx: RequestContext, req: ElectLeadersRequest
+) -> ElectLeadersResponse:
     election_type = req.election_type if ctx.version >= 1 else 0
-    asked = None if req.topic_partitions is None else [
-        (t.topic, index) for t in req.topic_partitions for index in t.partitions
-    ]
+    asked = (
+        None
+        if req.topic_partitions is None
+        else [(t.topic, index) for t in req.topic_partitions for index in t.partitions]
+    )
     if not cluster_allowed(ctx, AclOperation.ALTER):
         denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         results = {tp: denied for tp in asked or []}
@@ -50,6 +54,9 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
             PartResult(partition_id=index, error_code=code, error_message=message)
         )
     return ElectLeadersResponse(
-        throttle_time_ms=0, error_code=top if ctx.version >= 1 else 0,
-        replica_election_results=[Result(topic=t, partition_result=ps) for t, ps in by_topic.items()],
+        throttle_time_ms=0,
+        error_code=top if ctx.version >= 1 else 0,
+        replica_election_results=[
+            Result(topic=t, partition_result=ps) for t, ps in by_topic.items()
+        ],
     )

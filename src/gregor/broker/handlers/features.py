@@ -26,22 +26,29 @@ def _answer(req: UpdateFeaturesRequest, error: int, message: str | None) -> Upda
         error_code=error,
         error_message=message,
         results=[
-            UpdateFeaturesResponse.Results(feature=u.feature, error_code=error, error_message=message)
+            UpdateFeaturesResponse.Results(
+                feature=u.feature, error_code=error, error_message=message
+            )
             for u in req.feature_updates
         ],
     )
 
 
 @handles(UpdateFeaturesRequest)
-async def handle_update_features(ctx: RequestContext, req: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
+async def handle_update_features(
+    ctx: RequestContext, req: UpdateFeaturesRequest
+) -> UpdateFeaturesResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):
         return _answer(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     updates = [
         features.FeatureUpdate(
             u.feature,
             u.max_version_level,
-            u.upgrade_type if ctx.version >= 1
-            else features.SAFE_DOWNGRADE if u.allow_downgrade else features.UPGRADE,
+            u.upgrade_type
+            if ctx.version >= 1
+            else features.SAFE_DOWNGRADE
+            if u.allow_downgrade
+            else features.UPGRADE,
         )
         for u in req.feature_updates
     ]

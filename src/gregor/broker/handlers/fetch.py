@@ -44,8 +44,14 @@ Aborted = FetchResponse.Responses.Partitions.AbortedTransactions
 
 def _error_part(index: int, code: int) -> PartResp:
     return PartResp(
-        partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
-        log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"",
+        partition_index=index,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
     )
 
 
@@ -78,10 +84,16 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
         found = image.topic(topic)
         return topic, (found.topic_id if found else ZERO_UUID)
 
-    def cached(name: str | None, tid: uuid.UUID, p: FetchRequest.Topics.Partitions) -> CachedPartition:
+    def cached(
+        name: str | None, tid: uuid.UUID, p: FetchRequest.Topics.Partitions
+    ) -> CachedPartition:
         cp = CachedPartition(
-            topic=name or "", partition=p.partition, topic_id=tid, fetch_offset=p.fetch_offset,
-            partition_max_bytes=p.partition_max_bytes, current_leader_epoch=p.current_leader_epoch,
+            topic=name or "",
+            partition=p.partition,
+            topic_id=tid,
+            fetch_offset=p.fetch_offset,
+            partition_max_bytes=p.partition_max_bytes,
+            current_leader_epoch=p.current_leader_epoch,
             log_start_offset=p.log_start_offset,
         )
         if name is None:
@@ -124,7 +136,10 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
             old = session.partitions.get((cp.topic, cp.partition))
             if old is not None:
                 cp.high_watermark, cp.last_stable_offset, cp.sent_log_start_offset = (
-                    old.high_watermark, old.last_stable_offset, old.sent_log_start_offset)
+                    old.high_watermark,
+                    old.last_stable_offset,
+                    old.sent_log_start_offset,
+                )
             if name is None:
                 unresolved.append(cp)
             else:
@@ -133,7 +148,9 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     return plan
 
 
-def _convert_for(version: int) -> Callable[[bytes | memoryview, int, int], bytes | memoryview] | None:
+def _convert_for(
+    version: int,
+) -> Callable[[bytes | memoryview, int, int], bytes | memoryview] | None:
     """Fetch v0-v3 read message format v0 (v0, v1) or v1 (v2, v3): the records from the fetch
     offset, about ``limit`` bytes of them (the replica manager runs this in a worker thread)."""
     if version >= 4:
@@ -156,9 +173,15 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=plan.error, session_id=0, responses=[])
     # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's checks).
     if is_follower:
-        readable = {cp.topic for cp in plan.partitions} if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else set()
+        readable = (
+            {cp.topic for cp in plan.partitions}
+            if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
+            else set()
+        )
     else:
-        readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (cp.topic for cp in plan.partitions))
+        readable = allowed_names(
+            ctx, AclOperation.READ, ResourceType.TOPIC, (cp.topic for cp in plan.partitions)
+        )
 
     def preset(cp: CachedPartition) -> ErrorCode:
         if id(cp) in plan.unresolved:
@@ -167,7 +190,11 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
 
     parts = [
         FetchPartition(
-            cp.topic, cp.partition, cp.fetch_offset, cp.partition_max_bytes, cp.current_leader_epoch,
+            cp.topic,
+            cp.partition,
+            cp.fetch_offset,
+            cp.partition_max_bytes,
+            cp.current_leader_epoch,
             preset_error=preset(cp),
         )
         for cp in plan.partitions
@@ -188,15 +215,24 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         sendfile=ctx.conn.sendfile,
         follower_read=version >= 11 and not is_follower,
         client_rack=(
-            req.rack_id if version >= 11 and not is_follower and req.rack_id and ctx.broker.config["replica.selector.class"]
+            req.rack_id
+            if version >= 11
+            and not is_follower
+            and req.rack_id
+            and ctx.broker.config["replica.selector.class"]
             else None
         ),
     )
     await ctx.broker.replicas.fetch(parts, params)
-    if not is_follower and ctx.broker.quotas.active:  # replication is never throttled by client quotas
+    if (
+        not is_follower and ctx.broker.quotas.active
+    ):  # replication is never throttled by client quotas
         throttle = ctx.broker.quotas.throttle_ms(
-            CONSUMER_BYTE_RATE, ctx.conn.principal, ctx.client_id,
-            sum(part.size for part in parts if not part.error), count_if_throttled=False,
+            CONSUMER_BYTE_RATE,
+            ctx.conn.principal,
+            ctx.client_id,
+            sum(part.size for part in parts if not part.error),
+            count_if_throttled=False,
         )
         if throttle:
             return _throttled_response(ctx, plan, throttle)
@@ -221,14 +257,22 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             r.high_watermark, r.log_start_offset = part.high_watermark, part.log_start_offset
             leader = hints.leader(cp.topic, cp.partition, part.error) if hints is not None else None
             if leader is not None:
-                r.current_leader = PartResp.CurrentLeader(leader_id=leader[0], leader_epoch=leader[1])
+                r.current_leader = PartResp.CurrentLeader(
+                    leader_id=leader[0], leader_epoch=leader[1]
+                )
         else:
-            if plan.incremental and not part.size and (
-                part.high_watermark, part.last_stable_offset, part.log_start_offset
-            ) == (cp.high_watermark, cp.last_stable_offset, cp.sent_log_start_offset):
+            if (
+                plan.incremental
+                and not part.size
+                and (part.high_watermark, part.last_stable_offset, part.log_start_offset)
+                == (cp.high_watermark, cp.last_stable_offset, cp.sent_log_start_offset)
+            ):
                 continue
             cp.high_watermark, cp.last_stable_offset, cp.sent_log_start_offset = (
-                part.high_watermark, part.last_stable_offset, part.log_start_offset)
+                part.high_watermark,
+                part.last_stable_offset,
+                part.log_start_offset,
+            )
             aborted = None
             if isolation == READ_COMMITTED and part.aborted_transactions is not None:
                 aborted = [
@@ -236,9 +280,13 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                     for a in part.aborted_transactions
                 ]
             r = PartResp(
-                partition_index=cp.partition, error_code=0, high_watermark=part.high_watermark,
-                last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset,
-                aborted_transactions=aborted, preferred_read_replica=part.preferred_read_replica,
+                partition_index=cp.partition,
+                error_code=0,
+                high_watermark=part.high_watermark,
+                last_stable_offset=part.last_stable_offset,
+                log_start_offset=part.log_start_offset,
+                aborted_transactions=aborted,
+                preferred_read_replica=part.preferred_read_replica,
                 # A SendableRegion (sendfile) goes through encode_parts as it is: the encoder
                 # only takes its len() (protocol.primitives.write_records).
                 records=part.records,  # type: ignore[arg-type]
@@ -256,7 +304,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         for n, h, port, rack in (hints.endpoints() if hints is not None else [])
     ]
     return FetchResponse(
-        throttle_time_ms=0, error_code=0, session_id=session_id, responses=responses,
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=session_id,
+        responses=responses,
         node_endpoints=node_endpoints,
     )
 
@@ -274,5 +325,10 @@ def _throttled_response(ctx: RequestContext, plan: FetchPlan, throttle_ms: int) 
         if plan.session is not None:
             ctx.broker.fetch_sessions.remove(plan.session.session_id)
         session_id = 0
-    return FetchResponse(throttle_time_ms=throttle_ms, error_code=0, session_id=session_id, responses=[],
-                         node_endpoints=[])
+    return FetchResponse(
+        throttle_time_ms=throttle_ms,
+        error_code=0,
+        session_id=session_id,
+        responses=[],
+        node_endpoints=[],
+    )

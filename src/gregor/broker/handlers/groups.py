@@ -98,7 +98,9 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[in
 
 
 @handles(FindCoordinatorRequest)
-async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+async def handle_find_coordinator(
+    ctx: RequestContext, req: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     version = ctx.version
     key_type = req.key_type if version >= 1 else GROUP_KEY_TYPE
     addresses = {n: (e.host, e.port) for n, e, _ in ctx.broker.endpoints(ctx.conn.listener)}
@@ -117,13 +119,25 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
         out = []
         for key in req.coordinator_keys:
             code, message, node, host, port = await find(key)
-            out.append(FindCoordinatorResponse.Coordinators(
-                key=key, node_id=node, host=host, port=port, error_code=code, error_message=message,
-            ))
+            out.append(
+                FindCoordinatorResponse.Coordinators(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
     code, message, node, host, port = await find(req.key)
     return FindCoordinatorResponse(
-        throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port,
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        node_id=node,
+        host=host,
+        port=port,
     )
 
 
@@ -131,8 +145,12 @@ async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorReque
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     if not _group_allowed(ctx, AclOperation.READ, req.group_id):
         return JoinGroupResponse(
-            error_code=GROUP_DENIED, generation_id=-1, protocol_type=None,
-            protocol_name=None if ctx.version >= 7 else "", leader="", member_id=req.member_id or "",
+            error_code=GROUP_DENIED,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if ctx.version >= 7 else "",
+            leader="",
+            member_id=req.member_id or "",
             members=[],
         )
     return await ctx.broker.groups.join_group(req, ctx.version, ctx.client_id, ctx.client_host)
@@ -141,7 +159,9 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
 @handles(SyncGroupRequest)
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     if not _group_allowed(ctx, AclOperation.READ, req.group_id):
-        return SyncGroupResponse(error_code=GROUP_DENIED, protocol_type=None, protocol_name=None, assignment=b"")
+        return SyncGroupResponse(
+            error_code=GROUP_DENIED, protocol_type=None, protocol_name=None, assignment=b""
+        )
     return await ctx.broker.groups.sync_group(req, ctx.version)
 
 
@@ -159,45 +179,75 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
     return await ctx.broker.groups.leave_group(req, ctx.version)
 
 
-def _commit_denied(topics: list[OffsetCommitRequest.Topics], code: int) -> list[OffsetCommitResponse.Topics]:
+def _commit_denied(
+    topics: list[OffsetCommitRequest.Topics], code: int
+) -> list[OffsetCommitResponse.Topics]:
     T = OffsetCommitResponse.Topics
     return [
-        T(name=t.name, partitions=[T.Partitions(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        T(
+            name=t.name,
+            partitions=[
+                T.Partitions(partition_index=p.partition_index, error_code=code)
+                for p in t.partitions
+            ],
+        )
         for t in topics
     ]
 
 
 @handles(OffsetCommitRequest)
-async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle_offset_commit(
+    ctx: RequestContext, req: OffsetCommitRequest
+) -> OffsetCommitResponse:
     if not _group_allowed(ctx, AclOperation.READ, req.group_id):
         return OffsetCommitResponse(topics=_commit_denied(req.topics, GROUP_DENIED))
-    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
     refused = [t for t in req.topics if t.name not in readable]
     if not refused:
         return await ctx.broker.groups.offset_commit(req, ctx.version)
     req.topics = [t for t in req.topics if t.name in readable]
-    response = await ctx.broker.groups.offset_commit(req, ctx.version) if req.topics else OffsetCommitResponse(topics=[])
+    response = (
+        await ctx.broker.groups.offset_commit(req, ctx.version)
+        if req.topics
+        else OffsetCommitResponse(topics=[])
+    )
     response.topics = response.topics + _commit_denied(refused, TOPIC_DENIED)
     return response
 
 
 _Entry = TypeVar(
-    "_Entry", DescribeGroupsResponse.Groups, DeleteGroupsResponse.Results, ConsumerGroupDescribeResponse.Groups
+    "_Entry",
+    DescribeGroupsResponse.Groups,
+    DeleteGroupsResponse.Results,
+    ConsumerGroupDescribeResponse.Groups,
 )
-_FetchedTopic = TypeVar("_FetchedTopic", OffsetFetchResponse.Topics, OffsetFetchResponse.Groups.Topics)
+_FetchedTopic = TypeVar(
+    "_FetchedTopic", OffsetFetchResponse.Topics, OffsetFetchResponse.Groups.Topics
+)
 
 
-def _fetched_topics(ctx: RequestContext, topics: list[_FetchedTopic], asked: bool) -> list[_FetchedTopic]:
+def _fetched_topics(
+    ctx: RequestContext, topics: list[_FetchedTopic], asked: bool
+) -> list[_FetchedTopic]:
     """Offsets of topics the principal may not describe: refused when asked for by name,
     left out when all were asked for."""
-    described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+    described = allowed_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics)
+    )
     out = []
     for t in topics:
         if t.name in described:
             out.append(t)
         elif asked:
             for p in t.partitions:
-                p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code = -1, -1, "", TOPIC_DENIED
+                p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code = (
+                    -1,
+                    -1,
+                    "",
+                    TOPIC_DENIED,
+                )
             out.append(t)
     return out
 
@@ -205,46 +255,72 @@ def _fetched_topics(ctx: RequestContext, topics: list[_FetchedTopic], asked: boo
 @handles(OffsetFetchRequest)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.version >= 8:
-        denied = [g.group_id for g in req.groups if not _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)]
+        denied = [
+            g.group_id
+            for g in req.groups
+            if not _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)
+        ]
         asked = {g.group_id: g.topics is not None for g in req.groups}
         req.groups = [g for g in req.groups if g.group_id not in denied]
         response = (
-            await ctx.broker.groups.offset_fetch(req, ctx.version) if req.groups else OffsetFetchResponse(groups=[])
+            await ctx.broker.groups.offset_fetch(req, ctx.version)
+            if req.groups
+            else OffsetFetchResponse(groups=[])
         )
         for g in response.groups:
             g.topics = _fetched_topics(ctx, g.topics, asked.get(g.group_id, False))
         response.groups = response.groups + [
-            OffsetFetchResponse.Groups(group_id=gid, topics=[], error_code=GROUP_DENIED) for gid in denied
+            OffsetFetchResponse.Groups(group_id=gid, topics=[], error_code=GROUP_DENIED)
+            for gid in denied
         ]
         return response
     if not _group_allowed(ctx, AclOperation.DESCRIBE, req.group_id):
         T = OffsetFetchResponse.Topics
         topics = [
-            T(name=t.name, partitions=[
-                T.Partitions(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                             error_code=GROUP_DENIED)
-                for i in t.partition_indexes
-            ])
+            T(
+                name=t.name,
+                partitions=[
+                    T.Partitions(
+                        partition_index=i,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=GROUP_DENIED,
+                    )
+                    for i in t.partition_indexes
+                ],
+            )
             for t in (req.topics or [])
         ]
-        return OffsetFetchResponse(topics=topics if ctx.version < 2 else [], error_code=GROUP_DENIED)
+        return OffsetFetchResponse(
+            topics=topics if ctx.version < 2 else [], error_code=GROUP_DENIED
+        )
     response = await ctx.broker.groups.offset_fetch(req, ctx.version)
     response.topics = _fetched_topics(ctx, response.topics, req.topics is not None)
     return response
 
 
 @handles(OffsetDeleteRequest)
-async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+async def handle_offset_delete(
+    ctx: RequestContext, req: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     if not _group_allowed(ctx, AclOperation.DELETE, req.group_id):
         return OffsetDeleteResponse(error_code=GROUP_DENIED, topics=[])
-    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
     refused = [t for t in req.topics if t.name not in readable]
     req.topics = [t for t in req.topics if t.name in readable]
     response = await ctx.broker.groups.offset_delete(req, ctx.version)
     T = OffsetDeleteResponse.Topics
     response.topics = response.topics + [
-        T(name=t.name, partitions=[T.Partitions(partition_index=p.partition_index, error_code=TOPIC_DENIED)
-                                   for p in t.partitions])
+        T(
+            name=t.name,
+            partitions=[
+                T.Partitions(partition_index=p.partition_index, error_code=TOPIC_DENIED)
+                for p in t.partitions
+            ],
+        )
         for t in refused
     ]
     return response
@@ -265,17 +341,30 @@ async def _per_group(
 
 
 @handles(DescribeGroupsRequest)
-async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+async def handle_describe_groups(
+    ctx: RequestContext, req: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     async def served(ids: list[str]) -> list[DescribeGroupsResponse.Groups]:
         req.groups = ids
         return (await ctx.broker.groups.describe_groups(req, ctx.version)).groups
 
     G = DescribeGroupsResponse.Groups
-    return DescribeGroupsResponse(groups=await _per_group(
-        ctx, AclOperation.DESCRIBE, list(req.groups), served,
-        lambda g: G(error_code=GROUP_DENIED, group_id=g, group_state="", protocol_type="", protocol_data="",
-                    members=[]),
-    ))
+    return DescribeGroupsResponse(
+        groups=await _per_group(
+            ctx,
+            AclOperation.DESCRIBE,
+            list(req.groups),
+            served,
+            lambda g: G(
+                error_code=GROUP_DENIED,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=[],
+            ),
+        )
+    )
 
 
 @handles(ListGroupsRequest)
@@ -287,25 +376,43 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
         # Share groups (KIP-932) coordinated here, listed with type and protocol type "share".
         coordinator = ctx.broker.groups.coordinator
         for g in sorted(ctx.broker.shares.groups.listing(), key=lambda g: g.group_id):
-            if coordinator.partition_error(g.group_id) or (states and g.state.lower() not in states):
+            if coordinator.partition_error(g.group_id) or (
+                states and g.state.lower() not in states
+            ):
                 continue  # a group this broker no longer coordinates is someone else's to list
-            response.groups.append(ListGroupsResponse.Groups(
-                group_id=g.group_id, protocol_type="share", group_state=g.state, group_type="share"))
+            response.groups.append(
+                ListGroupsResponse.Groups(
+                    group_id=g.group_id,
+                    protocol_type="share",
+                    group_state=g.state,
+                    group_type="share",
+                )
+            )
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
-        response.groups = [g for g in response.groups if _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)]
+        response.groups = [
+            g for g in response.groups if _group_allowed(ctx, AclOperation.DESCRIBE, g.group_id)
+        ]
     return response
 
 
 @handles(DeleteGroupsRequest)
-async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+async def handle_delete_groups(
+    ctx: RequestContext, req: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
     async def served(ids: list[str]) -> list[DeleteGroupsResponse.Results]:
         req.groups_names = ids
         return (await ctx.broker.groups.delete_groups(req, ctx.version)).results
 
     R = DeleteGroupsResponse.Results
-    return DeleteGroupsResponse(results=await _per_group(
-        ctx, AclOperation.DELETE, list(req.groups_names), served, lambda g: R(group_id=g, error_code=GROUP_DENIED),
-    ))
+    return DeleteGroupsResponse(
+        results=await _per_group(
+            ctx,
+            AclOperation.DELETE,
+            list(req.groups_names),
+            served,
+            lambda g: R(group_id=g, error_code=GROUP_DENIED),
+        )
+    )
 
 
 _PROTOCOL_OFF = "the consumer group protocol is off: the finalized group.version is 0"
@@ -322,16 +429,24 @@ async def handle_consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse:
     if not _consumer_protocol_on(ctx):
         return ConsumerGroupHeartbeatResponse(
-            error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_PROTOCOL_OFF, member_epoch=-1,
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            error_message=_PROTOCOL_OFF,
+            member_epoch=-1,
             heartbeat_interval_ms=0,
         )
     if not _group_allowed(ctx, AclOperation.READ, req.group_id):
-        return ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED, member_epoch=-1, heartbeat_interval_ms=0)
+        return ConsumerGroupHeartbeatResponse(
+            error_code=GROUP_DENIED, member_epoch=-1, heartbeat_interval_ms=0
+        )
     names = req.subscribed_topic_names or []
     if len(allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
         # Kafka refuses a subscription naming a topic the member may not describe.
-        return ConsumerGroupHeartbeatResponse(error_code=TOPIC_DENIED, member_epoch=-1, heartbeat_interval_ms=0)
-    return await ctx.broker.groups.consumer_group_heartbeat(req, ctx.version, ctx.client_id, ctx.client_host)
+        return ConsumerGroupHeartbeatResponse(
+            error_code=TOPIC_DENIED, member_epoch=-1, heartbeat_interval_ms=0
+        )
+    return await ctx.broker.groups.consumer_group_heartbeat(
+        req, ctx.version, ctx.client_id, ctx.client_host
+    )
 
 
 @handles(ConsumerGroupDescribeRequest)
@@ -344,13 +459,36 @@ async def handle_consumer_group_describe(
 
     G = ConsumerGroupDescribeResponse.Groups
     if not _consumer_protocol_on(ctx):
-        return ConsumerGroupDescribeResponse(groups=[
-            G(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_PROTOCOL_OFF, group_id=g, group_state="",
-              group_epoch=0, assignment_epoch=0, assignor_name="", members=[])
-            for g in req.group_ids
-        ])
-    return ConsumerGroupDescribeResponse(groups=await _per_group(
-        ctx, AclOperation.DESCRIBE, list(req.group_ids), served,
-        lambda g: G(error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="", group_epoch=0,
-                    assignment_epoch=0, assignor_name="", members=[]),
-    ))
+        return ConsumerGroupDescribeResponse(
+            groups=[
+                G(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
+                    error_message=_PROTOCOL_OFF,
+                    group_id=g,
+                    group_state="",
+                    group_epoch=0,
+                    assignment_epoch=0,
+                    assignor_name="",
+                    members=[],
+                )
+                for g in req.group_ids
+            ]
+        )
+    return ConsumerGroupDescribeResponse(
+        groups=await _per_group(
+            ctx,
+            AclOperation.DESCRIBE,
+            list(req.group_ids),
+            served,
+            lambda g: G(
+                error_code=GROUP_DENIED,
+                error_message=None,
+                group_id=g,
+                group_state="",
+                group_epoch=0,
+                assignment_epoch=0,
+                assignor_name="",
+                members=[],
+            ),
+        )
+    )

@@ -24,7 +24,14 @@ LOPart = ListOffsetsResponse.Topics.Partitions
 
 
 def _lo_error(index: int, code: int) -> LOPart:
-    return LOPart(partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[])
+    return LOPart(
+        partition_index=index,
+        error_code=code,
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=-1,
+        old_style_offsets=[],
+    )
 
 
 def _leader(ctx: RequestContext, topic: str, index: int) -> Partition:
@@ -34,7 +41,11 @@ def _leader(ctx: RequestContext, topic: str, index: int) -> Partition:
 
 
 def list_offset(
-    ctx: RequestContext, topic: str, p: ListOffsetsRequest.Topics.Partitions, isolation: int, replica_id: int
+    ctx: RequestContext,
+    topic: str,
+    p: ListOffsetsRequest.Topics.Partitions,
+    isolation: int,
+    replica_id: int,
 ) -> LOPart:
     version = ctx.version
     index = p.partition_index
@@ -53,8 +64,12 @@ def list_offset(
             olds = olds[: p.max_num_offsets]
         return LOPart(partition_index=index, error_code=0, old_style_offsets=olds)
     return LOPart(
-        partition_index=index, error_code=0, timestamp=found.timestamp, offset=found.offset,
-        leader_epoch=found.leader_epoch, old_style_offsets=[],
+        partition_index=index,
+        error_code=0,
+        timestamp=found.timestamp,
+        offset=found.offset,
+        leader_epoch=found.leader_epoch,
+        old_style_offsets=[],
     )
 
 
@@ -62,12 +77,17 @@ def list_offset(
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     isolation = req.isolation_level if ctx.version >= 2 else 0
     topics = []
-    described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
+    described = allowed_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
     for t in req.topics:
         if t.name in described:
             parts = [list_offset(ctx, t.name, p, isolation, req.replica_id) for p in t.partitions]
         else:
-            parts = [_lo_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+            parts = [
+                _lo_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partitions
+            ]
         topics.append(LOTopic(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -76,7 +96,9 @@ OETopic = OffsetForLeaderEpochResponse.Topics
 OEPart = OffsetForLeaderEpochResponse.Topics.Partitions
 
 
-def _end_offset(ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.Topics.Partitions) -> OEPart:
+def _end_offset(
+    ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.Topics.Partitions
+) -> OEPart:
     try:
         partition = _leader(ctx, topic, p.partition)
     except KafkaError as e:
@@ -85,7 +107,9 @@ def _end_offset(ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.
     if fenced:
         return OEPart(error_code=fenced, partition=p.partition, leader_epoch=-1, end_offset=-1)
     epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
-    return OEPart(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end)
+    return OEPart(
+        error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end
+    )
 
 
 @handles(OffsetForLeaderEpochRequest)
@@ -94,16 +118,28 @@ async def handle_offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     # A follower (replica_id >= 0, v3+) needs CLUSTER_ACTION; a consumer DESCRIBE on the topic.
     if ctx.version >= 3 and req.replica_id >= 0:
-        described = {t.topic for t in req.topics} if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else set()
+        described = (
+            {t.topic for t in req.topics}
+            if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
+            else set()
+        )
     else:
-        described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in req.topics))
+        described = allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in req.topics)
+        )
     denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     topics = [
-        OETopic(topic=t.topic, partitions=[
-            _end_offset(ctx, t.topic, p) if t.topic in described
-            else OEPart(error_code=denied, partition=p.partition, leader_epoch=-1, end_offset=-1)
-            for p in t.partitions
-        ])
+        OETopic(
+            topic=t.topic,
+            partitions=[
+                _end_offset(ctx, t.topic, p)
+                if t.topic in described
+                else OEPart(
+                    error_code=denied, partition=p.partition, leader_epoch=-1, end_offset=-1
+                )
+                for p in t.partitions
+            ],
+        )
         for t in req.topics
     ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

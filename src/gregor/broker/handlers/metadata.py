@@ -57,7 +57,9 @@ class Live:
         return ErrorCode.LEADER_NOT_AVAILABLE
 
 
-def _topic_entry(topic: TopicImage, live: Live, with_ops: bool = False, authz: Authorizer | None = None) -> Topic:
+def _topic_entry(
+    topic: TopicImage, live: Live, with_ops: bool = False, authz: Authorizer | None = None
+) -> Topic:
     parts = [
         Partition(
             error_code=live.error(p.leader),
@@ -139,7 +141,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     if req.topics is None or (version == 0 and not req.topics):
         authz = ops_authorizer(ctx)
         topics = [
-            _topic_entry(t, live, topic_ops, authz) for t in broker.image.topics.values()
+            _topic_entry(t, live, topic_ops, authz)
+            for t in broker.image.topics.values()
             if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         ]
     else:
@@ -160,6 +163,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         topics=topics,
         cluster_authorized_operations=(
             authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, ops_authorizer(ctx))
-            if cluster_ops else OPERATIONS_NOT_REQUESTED
+            if cluster_ops
+            else OPERATIONS_NOT_REQUESTED
         ),
     )

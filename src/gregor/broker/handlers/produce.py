@@ -56,16 +56,25 @@ def _part(index: int, result: ProduceResult) -> PartResp:
     info = result.info
     if result.error or info is None:
         return PartResp(
-            index=index, error_code=result.error, base_offset=-1, log_append_time_ms=-1,
-            log_start_offset=-1, error_message=result.message,
+            index=index,
+            error_code=result.error,
+            base_offset=-1,
+            log_append_time_ms=-1,
+            log_start_offset=-1,
+            error_message=result.message,
             record_errors=[
-                RecordErr(batch_index=i, batch_index_error_message=m) for i, m in result.record_errors
+                RecordErr(batch_index=i, batch_index_error_message=m)
+                for i, m in result.record_errors
             ],
         )
     return PartResp(
-        index=index, error_code=0, base_offset=info.first_offset,
-        log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset,
-        record_errors=[], error_message=None,
+        index=index,
+        error_code=0,
+        base_offset=info.first_offset,
+        log_append_time_ms=info.log_append_time,
+        log_start_offset=info.log_start_offset,
+        record_errors=[],
+        error_message=None,
     )
 
 
@@ -89,18 +98,27 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         refused = ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if refused is not None:
         for t in req.topic_data:
-            responses.append(TopicResp(name=t.name, partition_responses=[
-                _part(p.index, refused) for p in t.partition_data
-            ]))
+            responses.append(
+                TopicResp(
+                    name=t.name,
+                    partition_responses=[_part(p.index, refused) for p in t.partition_data],
+                )
+            )
     else:
         # A topic the principal may not write to is refused before anything is appended.
-        writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
+        writable = allowed_names(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data)
+        )
         entries = [
             (t.name, p.index, p.records)
-            for t in req.topic_data if t.name in writable for p in t.partition_data
+            for t in req.topic_data
+            if t.name in writable
+            for p in t.partition_data
         ]
         results = await ctx.broker.replicas.append_records(
-            entries, required_acks=req.acks, timeout_ms=req.timeout_ms,
+            entries,
+            required_acks=req.acks,
+            timeout_ms=req.timeout_ms,
             transactional_id=transactional_id,
             version=ctx.version,
             txn_operation=TxnOperation.for_produce(ctx.version),
@@ -119,7 +137,9 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             for part in r.partition_responses:
                 leader = hints.leader(r.name, part.index, part.error_code)
                 if leader is not None:
-                    part.current_leader = PartResp.CurrentLeader(leader_id=leader[0], leader_epoch=leader[1])
+                    part.current_leader = PartResp.CurrentLeader(
+                        leader_id=leader[0], leader_epoch=leader[1]
+                    )
         node_endpoints = [
             ProduceResponse.NodeEndpoints(node_id=n, host=h, port=port, rack=rack)
             for n, h, port, rack in hints.endpoints()
@@ -128,10 +148,21 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         for r in responses:
             for p in r.partition_responses:
                 if p.error_code:
-                    log_event(log, "produce.error", logging.WARNING, topic=r.name, partition=p.index,
-                              error=ErrorCode(p.error_code).name, acks=0)
+                    log_event(
+                        log,
+                        "produce.error",
+                        logging.WARNING,
+                        topic=r.name,
+                        partition=p.index,
+                        error=ErrorCode(p.error_code).name,
+                        acks=0,
+                    )
         return await _throttled(ctx, req, None)
-    return await _throttled(ctx, req, ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=node_endpoints))
+    return await _throttled(
+        ctx,
+        req,
+        ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=node_endpoints),
+    )
 
 
 def _count_traffic(
@@ -164,14 +195,20 @@ def _count_traffic(
         traffic.failed_produce_requests += len(t.partition_data)
 
 
-async def _throttled(ctx: RequestContext, req: ProduceRequest, resp: ProduceResponse | None) -> ProduceResponse | None:
+async def _throttled(
+    ctx: RequestContext, req: ProduceRequest, resp: ProduceResponse | None
+) -> ProduceResponse | None:
     """The producer byte-rate quota: the request's record bytes count against its client; the
     throttle time goes in the answer (the dispatcher holds the connection), or, for acks=0,
     which has no answer, the connection is held here."""
     if not ctx.broker.quotas.active:
         return resp
-    size = sum(len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None)
-    throttle = ctx.broker.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size)
+    size = sum(
+        len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None
+    )
+    throttle = ctx.broker.quotas.throttle_ms(
+        PRODUCER_BYTE_RATE, ctx.conn.principal, ctx.client_id, size
+    )
     if resp is None:
         if throttle:
             await asyncio.wait([ctx.conn.hung_up], timeout=throttle / 1000)

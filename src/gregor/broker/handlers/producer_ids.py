@@ -20,7 +20,9 @@ from gregor.protocol.messages.init_producer_id import InitProducerIdRequest, Ini
 
 
 def _refused(code: ErrorCode) -> InitProducerIdResponse:
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1
+    )
 
 
 def _writes_some_topic(ctx: RequestContext) -> bool:
@@ -29,17 +31,26 @@ def _writes_some_topic(ctx: RequestContext) -> bool:
     return any(
         allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, b.resource_name)
         for b in ctx.broker.image.acls
-        if b.resource_type == ResourceType.TOPIC and b.operation in (AclOperation.WRITE, AclOperation.ALL)
-    ) or any(allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t) for t in ctx.broker.image.topics)
+        if b.resource_type == ResourceType.TOPIC
+        and b.operation in (AclOperation.WRITE, AclOperation.ALL)
+    ) or any(
+        allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t) for t in ctx.broker.image.topics
+    )
 
 
 @handles(InitProducerIdRequest)
-async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+async def handle_init_producer_id(
+    ctx: RequestContext, req: InitProducerIdRequest
+) -> InitProducerIdResponse:
     if req.transactional_id is not None:
-        if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        if not allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+        ):
             return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return await init_producer_id(ctx, req)
     if not (cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) or _writes_some_topic(ctx)):
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid = await ctx.broker.producer_ids.next_id()
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0
+    )

@@ -6,7 +6,7 @@ DESCRIBE_CONFIGS on the cluster and Alter needs ALTER_CONFIGS, as in Kafka
 (CLUSTER_AUTHORIZATION_FAILED otherwise). Describe filters entities with Kafka's components:
 match type 0 is that name, 1 the type's default, 2 any name but the default; ``strict``
 leaves out entities with other types. A filter naming a type twice, or a match that does
-not fit its match type, is INVALID_REQUEST. Alter answers per entry (``changes.alter_client_quotas``).
+not fit its match type, is INVALID_REQUEST. Alter answers per entry (``access_changes.alter_client_quotas``).
 """
 
 from __future__ import annotations
@@ -50,12 +50,18 @@ async def handle_describe_client_quotas(
 ) -> DescribeClientQuotasResponse:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE_CONFIGS):
         return DescribeClientQuotasResponse(
-            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, entries=None
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            entries=None,
         )
     problem = _filter_error(req)
     if problem is not None:
         return DescribeClientQuotasResponse(
-            throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=problem, entries=None
+            throttle_time_ms=0,
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message=problem,
+            entries=None,
         )
     components = [(c.entity_type, c.match_type, c.match) for c in req.components]
     entries = [
@@ -66,32 +72,53 @@ async def handle_describe_client_quotas(
         for entity, values in ctx.broker.image.client_quotas.items()
         if rules.matches(entity, components, bool(req.strict))
     ]
-    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
+    return DescribeClientQuotasResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, entries=entries
+    )
 
 
 @handles(AlterClientQuotasRequest, 0, 1)
-async def handle_alter_client_quotas(ctx: RequestContext, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
-    def entity(e: AlterClientQuotasRequest.Entries) -> list[AlterClientQuotasResponse.Entries.Entity]:
+async def handle_alter_client_quotas(
+    ctx: RequestContext, req: AlterClientQuotasRequest
+) -> AlterClientQuotasResponse:
+    def entity(
+        e: AlterClientQuotasRequest.Entries,
+    ) -> list[AlterClientQuotasResponse.Entries.Entity]:
         return [
-            AlterClientQuotasResponse.Entries.Entity(entity_type=x.entity_type, entity_name=x.entity_name)
+            AlterClientQuotasResponse.Entries.Entity(
+                entity_type=x.entity_type, entity_name=x.entity_name
+            )
             for x in e.entity
         ]
 
     if not cluster_allowed(ctx, AclOperation.ALTER_CONFIGS):
-        return AlterClientQuotasResponse(throttle_time_ms=0, entries=[
-            AlterClientQuotasResponse.Entries(
-                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, entity=entity(e)
-            )
-            for e in req.entries
-        ])
+        return AlterClientQuotasResponse(
+            throttle_time_ms=0,
+            entries=[
+                AlterClientQuotasResponse.Entries(
+                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=None,
+                    entity=entity(e),
+                )
+                for e in req.entries
+            ],
+        )
     asked = [
-        ([(x.entity_type, x.entity_name) for x in e.entity], [(o.key, o.value, bool(o.remove)) for o in e.ops])
+        (
+            [(x.entity_type, x.entity_name) for x in e.entity],
+            [(o.key, o.value, bool(o.remove)) for o in e.ops],
+        )
         for e in req.entries
     ]
     results = await ctx.broker.alter_client_quotas(asked, bool(req.validate_only))
-    return AlterClientQuotasResponse(throttle_time_ms=0, entries=[
-        AlterClientQuotasResponse.Entries(
-            error_code=code_of(err) if err else 0, error_message=message_of(err) if err else None, entity=entity(e)
-        )
-        for e, err in zip(req.entries, results, strict=True)
-    ])
+    return AlterClientQuotasResponse(
+        throttle_time_ms=0,
+        entries=[
+            AlterClientQuotasResponse.Entries(
+                error_code=code_of(err) if err else 0,
+                error_message=message_of(err) if err else None,
+                entity=entity(e),
+            )
+            for e, err in zip(req.entries, results, strict=True)
+        ],
+    )

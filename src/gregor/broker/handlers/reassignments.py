@@ -41,7 +41,8 @@ async def handle_alter_partition_reassignments(
 ) -> AlterPartitionReassignmentsResponse:
     asked = [
         (t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
-        for t in req.topics for p in t.partitions
+        for t in req.topics
+        for p in t.partitions
     ]
     top, top_message = ErrorCode.NONE, None
     if cluster_allowed(ctx, AclOperation.ALTER):
@@ -58,7 +59,8 @@ async def handle_alter_partition_reassignments(
             AlterPartition(partition_index=index, error_code=code, error_message=message)
         )
     return AlterPartitionReassignmentsResponse(
-        error_code=top, error_message=top_message,
+        error_code=top,
+        error_message=top_message,
         responses=[AlterTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
     )
 
@@ -83,10 +85,14 @@ async def handle_list_partition_reassignments(
         for index in indexes:
             p = image.partition(name, index)
             if p is not None and p.reassigning:
-                partitions.append(ListPartition(
-                    partition_index=index, replicas=list(p.replicas),
-                    adding_replicas=list(p.adding_replicas), removing_replicas=list(p.removing_replicas),
-                ))
+                partitions.append(
+                    ListPartition(
+                        partition_index=index,
+                        replicas=list(p.replicas),
+                        adding_replicas=list(p.adding_replicas),
+                        removing_replicas=list(p.removing_replicas),
+                    )
+                )
         if partitions:
             out.append(ListTopic(name=name, partitions=partitions))
     return ListPartitionReassignmentsResponse(topics=out)

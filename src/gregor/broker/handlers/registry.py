@@ -34,12 +34,20 @@ HANDLERS: dict[int, HandlerEntry] = {}
 
 
 def handles(
-    message_cls: type[Req], min_version: int | None = None, max_version: int | None = None,
-    *, inter_broker_only: bool = False,
-) -> Callable[[Callable[[RequestContext, Req], Awaitable[Resp]]], Callable[[RequestContext, Req], Awaitable[Resp]]]:
+    message_cls: type[Req],
+    min_version: int | None = None,
+    max_version: int | None = None,
+    *,
+    inter_broker_only: bool = False,
+) -> Callable[
+    [Callable[[RequestContext, Req], Awaitable[Resp]]],
+    Callable[[RequestContext, Req], Awaitable[Resp]],
+]:
     """Register a handler for ``message_cls``'s API; versions default to all the codec knows."""
 
-    def register(fn: Callable[[RequestContext, Req], Awaitable[Resp]]) -> Callable[[RequestContext, Req], Awaitable[Resp]]:
+    def register(
+        fn: Callable[[RequestContext, Req], Awaitable[Resp]],
+    ) -> Callable[[RequestContext, Req], Awaitable[Resp]]:
         lo = message_cls.MIN_VERSION if min_version is None else min_version
         hi = message_cls.MAX_VERSION if max_version is None else max_version
         HANDLERS[message_cls.API_KEY] = HandlerEntry(cast(Handler, fn), lo, hi, inter_broker_only)

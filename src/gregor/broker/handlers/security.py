@@ -40,7 +40,9 @@ from gregor.security.scram import (
 
 
 @handles(SaslHandshakeRequest)
-async def handle_sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
+async def handle_sasl_handshake(
+    ctx: RequestContext, req: SaslHandshakeRequest
+) -> SaslHandshakeResponse:
     return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
@@ -61,19 +63,24 @@ async def handle_alter_user_scram_credentials(
 ) -> AlterUserScramCredentialsResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):
         users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
-        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-            AlterUserScramCredentialsResponse.Results(
-                user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None
-            )
-            for user in users
-        ])
+        return AlterUserScramCredentialsResponse(
+            throttle_time_ms=0,
+            results=[
+                AlterUserScramCredentialsResponse.Results(
+                    user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None
+                )
+                for user in users
+            ],
+        )
     # A mechanism number Kafka does not know stays unknown (as "") for the change to refuse.
     deletions = [(d.name, MECHANISM_NAMES.get(d.mechanism, "")) for d in req.deletions]
     upsertions: list[tuple[str, ScramCredential]] = []
     for u in req.upsertions:
         mechanism = MECHANISM_NAMES.get(u.mechanism, "")
         if mechanism:
-            cred = credential_from_salted_password(mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations)
+            cred = credential_from_salted_password(
+                mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations
+            )
         else:
             cred = ScramCredential("", b"", b"", b"", u.iterations)
         upsertions.append((u.name, cred))
@@ -82,7 +89,9 @@ async def handle_alter_user_scram_credentials(
         throttle_time_ms=0,
         results=[
             AlterUserScramCredentialsResponse.Results(
-                user=user, error_code=code_of(err) if err else 0, error_message=message_of(err) if err else None
+                user=user,
+                error_code=code_of(err) if err else 0,
+                error_message=message_of(err) if err else None,
             )
             for user, err in results.items()
         ],
@@ -116,7 +125,10 @@ async def handle_describe_user_scram_credentials(
     R = DescribeUserScramCredentialsResponse.Results
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         return DescribeUserScramCredentialsResponse(
-            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=[]
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            results=[],
         )
     if not req.users:
         results = [_described(ctx, user) for user in sorted(ctx.broker.image.scram_credentials)]
@@ -125,14 +137,15 @@ async def handle_describe_user_scram_credentials(
         results = []
         for name in dict.fromkeys(names):
             if names.count(name) > 1:
-                results.append(R(
-                    user=name,
-                    error_code=ErrorCode.DUPLICATE_RESOURCE,
-                    error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
-                ))
+                results.append(
+                    R(
+                        user=name,
+                        error_code=ErrorCode.DUPLICATE_RESOURCE,
+                        error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
+                    )
+                )
             else:
                 results.append(_described(ctx, name))
     return DescribeUserScramCredentialsResponse(
         throttle_time_ms=0, error_code=0, error_message=None, results=results
     )
-

@@ -91,8 +91,13 @@ async def handle_share_group_heartbeat(
     ctx: RequestContext, req: ShareGroupHeartbeatRequest
 ) -> ShareGroupHeartbeatResponse:
     def answer(error: int, message: str | None = None) -> ShareGroupHeartbeatResponse:
-        return ShareGroupHeartbeatResponse(error_code=error, error_message=message, member_id=req.member_id or None,
-                                           member_epoch=-1, heartbeat_interval_ms=0)
+        return ShareGroupHeartbeatResponse(
+            error_code=error,
+            error_message=message,
+            member_id=req.member_id or None,
+            member_epoch=-1,
+            heartbeat_interval_ms=0,
+        )
 
     if not _share_on(ctx):
         return answer(ErrorCode.UNSUPPORTED_VERSION, _OFF)
@@ -108,20 +113,31 @@ async def handle_share_group_heartbeat(
         return answer(ErrorCode.GROUP_ID_NOT_FOUND, f"group {req.group_id} is not a share group")
     shares = ctx.broker.shares
     result = shares.heartbeat(
-        req.group_id, req.member_id, req.member_epoch, req.rack_id, req.subscribed_topic_names,
-        ctx.client_id or "", ctx.client_host, ctx.version,
+        req.group_id,
+        req.member_id,
+        req.member_epoch,
+        req.rack_id,
+        req.subscribed_topic_names,
+        ctx.client_id or "",
+        ctx.client_host,
+        ctx.version,
     )
     assignment = None
     if result.assignment is not None:
         A = ShareGroupHeartbeatResponse.Assignment
-        assignment = A(topic_partitions=[
-            A.TopicPartitions(topic_id=tid, partitions=sorted(ps)) for tid, ps in sorted(
-                result.assignment.items(), key=lambda kv: str(kv[0]))
-        ])
+        assignment = A(
+            topic_partitions=[
+                A.TopicPartitions(topic_id=tid, partitions=sorted(ps))
+                for tid, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
+            ]
+        )
     return ShareGroupHeartbeatResponse(
-        error_code=result.error, error_message=result.message, member_id=result.member_id,
-        member_epoch=result.member_epoch, heartbeat_interval_ms=shares.groups.heartbeat_interval_ms if not result.error
-        else 0, assignment=assignment,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=shares.groups.heartbeat_interval_ms if not result.error else 0,
+        assignment=assignment,
     )
 
 
@@ -133,8 +149,16 @@ async def handle_share_group_describe(
     M = G.Members
 
     def failed(gid: str, error: int, message: str | None = None) -> Any:
-        return G(error_code=error, error_message=message, group_id=gid, group_state="", group_epoch=0,
-                 assignment_epoch=0, assignor_name="", members=[])
+        return G(
+            error_code=error,
+            error_message=message,
+            group_id=gid,
+            group_state="",
+            group_epoch=0,
+            assignment_epoch=0,
+            assignor_name="",
+            members=[],
+        )
 
     out = []
     image = ctx.broker.image
@@ -158,16 +182,38 @@ async def handle_share_group_describe(
             tps = []
             for tid, ps in sorted(m.assignment.items(), key=lambda kv: str(kv[0])):
                 t = image.topic_by_id(tid)
-                tps.append(M.Assignment.TopicPartitions(topic_id=tid, topic_name=t.name if t else "", partitions=sorted(ps)))
-            members.append(M(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-                             client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
-                             assignment=M.Assignment(topic_partitions=tps)))
+                tps.append(
+                    M.Assignment.TopicPartitions(
+                        topic_id=tid, topic_name=t.name if t else "", partitions=sorted(ps)
+                    )
+                )
+            members.append(
+                M(
+                    member_id=m.member_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed),
+                    assignment=M.Assignment(topic_partitions=tps),
+                )
+            )
         ops = -2147483648
         if req.include_authorized_operations:
             ops = authorized_operations(ResourceType.GROUP, gid, ops_authorizer(ctx))
-        out.append(G(error_code=0, error_message=None, group_id=gid, group_state=group.state,
-                     group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch, assignor_name="simple",
-                     members=members, authorized_operations=ops))
+        out.append(
+            G(
+                error_code=0,
+                error_message=None,
+                group_id=gid,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name="simple",
+                members=members,
+                authorized_operations=ops,
+            )
+        )
     return ShareGroupDescribeResponse(groups=out)
 
 
@@ -190,7 +236,9 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
     lock_ms = ctx.broker.shares.partitions.group_settings(req.group_id or "")[0]
 
     def top(error: int, message: str | None = None) -> ShareFetchResponse:
-        return ShareFetchResponse(error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms)
+        return ShareFetchResponse(
+            error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms
+        )
 
     if not _share_on(ctx):
         return top(ErrorCode.UNSUPPORTED_VERSION, _OFF)
@@ -216,14 +264,22 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
             asked.append((name, p.partition_index))
             if p.acknowledgement_batches:
                 acks[(name, p.partition_index)] = _acks(p.acknowledgement_batches)
-    denied = {n for n, _ in asked} - allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, {n for n, _ in asked})
+    denied = {n for n, _ in asked} - allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, {n for n, _ in asked}
+    )
     for tp in asked:
         if tp[0] in denied:
             errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             acks.pop(tp, None)
-    forget = [(n, i) for t in req.forgotten_topics_data if (n := _resolve(ctx, t.topic_id)) for i in t.partitions]
+    forget = [
+        (n, i)
+        for t in req.forgotten_topics_data
+        if (n := _resolve(ctx, t.topic_id))
+        for i in t.partitions
+    ]
     error, session = partitions.session_update(
-        group, member, req.share_session_epoch, asked, forget, ctx.conn.hung_up)
+        group, member, req.share_session_epoch, asked, forget, ctx.conn.hung_up
+    )
     if error:
         return top(error)
     assert session is not None
@@ -239,9 +295,12 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         pass  # max_bytes 0: acknowledgements only, no records (as Kafka answers it)
     else:
         session.partitions.difference_update(errors)  # a topic it may not read is not fetched
-        max_records = req.max_records if ctx.version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
+        max_records = (
+            req.max_records if ctx.version >= 1 and req.max_records > 0 else DEFAULT_MAX_RECORDS
+        )
         fetched = await partitions.fetch(
-            group, member, session, max_records, req.max_bytes, req.max_wait_ms, ctx.conn.hung_up)
+            group, member, session, max_records, req.max_bytes, req.max_wait_ms, ctx.conn.hung_up
+        )
     by_topic: dict[str, list[Any]] = {}
     image = ctx.broker.image
     for tp in sorted(set(fetched) | set(errors) | set(ack_errors)):
@@ -251,33 +310,64 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         if not (error or acquired or tp in ack_errors):
             continue
         pi = image.partition(*tp)
-        leader = P.CurrentLeader(leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1)
-        by_topic.setdefault(tp[0], []).append(P(
-            partition_index=tp[1], error_code=error, acknowledge_error_code=ack_errors.get(tp, 0),
-            current_leader=leader, records=f.records if f is not None and acquired and f.records else b"",
-            acquired_records=[P.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c) for a, b, c in acquired],
-        ))
+        leader = P.CurrentLeader(
+            leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1
+        )
+        by_topic.setdefault(tp[0], []).append(
+            P(
+                partition_index=tp[1],
+                error_code=error,
+                acknowledge_error_code=ack_errors.get(tp, 0),
+                current_leader=leader,
+                records=f.records if f is not None and acquired and f.records else b"",
+                acquired_records=[
+                    P.AcquiredRecords(first_offset=a, last_offset=b, delivery_count=c)
+                    for a, b, c in acquired
+                ],
+            )
+        )
     responses = []
     for name, ps in by_topic.items():
         known = image.topic(name)
         topic_id = ids.get(name) or (known.topic_id if known is not None else None)
-        if topic_id is not None:  # a session partition whose topic was deleted meanwhile is left out
+        if (
+            topic_id is not None
+        ):  # a session partition whose topic was deleted meanwhile is left out
             responses.append(R(topic_id=topic_id, partitions=ps))
-    responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID, records=b"",
-                                                current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1))])
-                  for tid, i in unknown]
-    return ShareFetchResponse(error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses)
+    responses += [
+        R(
+            topic_id=tid,
+            partitions=[
+                P(
+                    partition_index=i,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    records=b"",
+                    current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1),
+                )
+            ],
+        )
+        for tid, i in unknown
+    ]
+    return ShareFetchResponse(
+        error_code=0, acquisition_lock_timeout_ms=lock_ms, responses=responses
+    )
 
 
 @handles(ShareAcknowledgeRequest)
-async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+async def handle_share_acknowledge(
+    ctx: RequestContext, req: ShareAcknowledgeRequest
+) -> ShareAcknowledgeResponse:
     R = ShareAcknowledgeResponse.Responses
     P = R.Partitions
     if not _share_on(ctx):
-        return ShareAcknowledgeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_OFF)
+        return ShareAcknowledgeResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=_OFF
+        )
     group, member = req.group_id or "", req.member_id or ""
     if not group or not member:
-        return ShareAcknowledgeResponse(error_code=ErrorCode.INVALID_REQUEST, error_message="group id and member id must be set")
+        return ShareAcknowledgeResponse(
+            error_code=ErrorCode.INVALID_REQUEST, error_message="group id and member id must be set"
+        )
     if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, group):
         return ShareAcknowledgeResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     partitions = ctx.broker.shares.partitions
@@ -298,7 +388,9 @@ async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeReq
         ids[name] = t.topic_id
         for p in t.partitions:
             acks[(name, p.partition_index)] = _acks(p.acknowledgement_batches)
-    denied = {n for n, _ in acks} - allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, {n for n, _ in acks})
+    denied = {n for n, _ in acks} - allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, {n for n, _ in acks}
+    )
     for tp in list(acks):
         if tp[0] in denied:
             errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -310,12 +402,29 @@ async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeReq
     image = ctx.broker.image
     for tp, code in sorted(errors.items()):
         pi = image.partition(*tp)
-        by_topic.setdefault(tp[0], []).append(P(partition_index=tp[1], error_code=code, current_leader=P.CurrentLeader(
-            leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1)))
+        by_topic.setdefault(tp[0], []).append(
+            P(
+                partition_index=tp[1],
+                error_code=code,
+                current_leader=P.CurrentLeader(
+                    leader_id=pi.leader if pi else -1, leader_epoch=pi.leader_epoch if pi else -1
+                ),
+            )
+        )
     responses = [R(topic_id=ids[n], partitions=ps) for n, ps in by_topic.items()]
-    responses += [R(topic_id=tid, partitions=[P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                                                current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1))])
-                  for tid, i in unknown]
+    responses += [
+        R(
+            topic_id=tid,
+            partitions=[
+                P(
+                    partition_index=i,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    current_leader=P.CurrentLeader(leader_id=-1, leader_epoch=-1),
+                )
+            ],
+        )
+        for tid, i in unknown
+    ]
     return ShareAcknowledgeResponse(error_code=0, responses=responses)
 
 
@@ -352,10 +461,14 @@ async def handle_initialize_share_group_state(
     ctx: RequestContext, req: InitializeShareGroupStateRequest
 ) -> InitializeShareGroupStateResponse:
     service = ctx.broker.shares.state
-    return InitializeShareGroupStateResponse(results=await _codes_per_partition(
-        ctx, req, InitializeShareGroupStateResponse,
-        lambda key, p: service.initialize(key, p.state_epoch, p.start_offset),
-    ))
+    return InitializeShareGroupStateResponse(
+        results=await _codes_per_partition(
+            ctx,
+            req,
+            InitializeShareGroupStateResponse,
+            lambda key, p: service.initialize(key, p.state_epoch, p.start_offset),
+        )
+    )
 
 
 @handles(ReadShareGroupStateRequest)
@@ -370,14 +483,28 @@ async def handle_read_share_group_state(
         parts = []
         for p in t.partitions:
             if refusal:
-                parts.append(R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1))
+                parts.append(
+                    R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1)
+                )
                 continue
             r = await service.read((req.group_id, t.topic_id, p.partition), p.leader_epoch)
-            parts.append(R.Partitions(
-                partition=p.partition, error_code=r.error, state_epoch=r.state_epoch, start_offset=r.start_offset,
-                state_batches=[R.Partitions.StateBatches(first_offset=b.first_offset, last_offset=b.last_offset,
-                                                         delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                               for b in r.state_batches]))
+            parts.append(
+                R.Partitions(
+                    partition=p.partition,
+                    error_code=r.error,
+                    state_epoch=r.state_epoch,
+                    start_offset=r.start_offset,
+                    state_batches=[
+                        R.Partitions.StateBatches(
+                            first_offset=b.first_offset,
+                            last_offset=b.last_offset,
+                            delivery_state=b.delivery_state,
+                            delivery_count=b.delivery_count,
+                        )
+                        for b in r.state_batches
+                    ],
+                )
+            )
         results.append(R(topic_id=t.topic_id, partitions=parts))
     return ReadShareGroupStateResponse(results=results)
 
@@ -394,11 +521,21 @@ async def handle_read_share_group_state_summary(
         parts = []
         for p in t.partitions:
             if refusal:
-                parts.append(R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1))
+                parts.append(
+                    R.Partitions(partition=p.partition, error_code=refusal, start_offset=-1)
+                )
                 continue
-            r = await service.read((req.group_id, t.topic_id, p.partition), p.leader_epoch, summary=True)
-            parts.append(R.Partitions(partition=p.partition, error_code=r.error, state_epoch=r.state_epoch,
-                                      start_offset=r.start_offset))
+            r = await service.read(
+                (req.group_id, t.topic_id, p.partition), p.leader_epoch, summary=True
+            )
+            parts.append(
+                R.Partitions(
+                    partition=p.partition,
+                    error_code=r.error,
+                    state_epoch=r.state_epoch,
+                    start_offset=r.start_offset,
+                )
+            )
         results.append(R(topic_id=t.topic_id, partitions=parts))
     return ReadShareGroupStateSummaryResponse(results=results)
 
@@ -410,11 +547,15 @@ async def handle_write_share_group_state(
     service = ctx.broker.shares.state
 
     def write(key: ShareKey, p: Any) -> Awaitable[int]:
-        batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                   for b in p.state_batches]
+        batches = [
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in p.state_batches
+        ]
         return service.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
 
-    return WriteShareGroupStateResponse(results=await _codes_per_partition(ctx, req, WriteShareGroupStateResponse, write))
+    return WriteShareGroupStateResponse(
+        results=await _codes_per_partition(ctx, req, WriteShareGroupStateResponse, write)
+    )
 
 
 @handles(DeleteShareGroupStateRequest)
@@ -422,9 +563,14 @@ async def handle_delete_share_group_state(
     ctx: RequestContext, req: DeleteShareGroupStateRequest
 ) -> DeleteShareGroupStateResponse:
     service = ctx.broker.shares.state
-    return DeleteShareGroupStateResponse(results=await _codes_per_partition(
-        ctx, req, DeleteShareGroupStateResponse, lambda key, p: service.delete(key),
-    ))
+    return DeleteShareGroupStateResponse(
+        results=await _codes_per_partition(
+            ctx,
+            req,
+            DeleteShareGroupStateResponse,
+            lambda key, p: service.delete(key),
+        )
+    )
 
 
 # --- the share groups' offsets (admin) ---
@@ -464,30 +610,65 @@ async def handle_describe_share_group_offsets(
         every = g.topics is None
         wanted = [(t.topic_name, list(t.partitions)) for t in g.topics or []]
         if every:
-            wanted = [(name, list(range(len(t.partitions)))) for name, t in sorted(image.topics.items()) if not t.internal]
-        visible = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {n for n, _ in wanted})
+            wanted = [
+                (name, list(range(len(t.partitions))))
+                for name, t in sorted(image.topics.items())
+                if not t.internal
+            ]
+        visible = allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {n for n, _ in wanted}
+        )
         topics = []
         for name, indexes in wanted:
             t = image.topic(name)
             parts = []
             for i in indexes:
                 if name not in visible:
-                    parts.append(T.Partitions(partition_index=i, start_offset=-1, lag=-1, leader_epoch=-1,
-                                              error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    parts.append(
+                        T.Partitions(
+                            partition_index=i,
+                            start_offset=-1,
+                            lag=-1,
+                            leader_epoch=-1,
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        )
+                    )
                     continue
                 if t is None or not 0 <= i < len(t.partitions):
-                    parts.append(T.Partitions(partition_index=i, start_offset=-1, lag=-1, leader_epoch=-1,
-                                              error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    parts.append(
+                        T.Partitions(
+                            partition_index=i,
+                            start_offset=-1,
+                            lag=-1,
+                            leader_epoch=-1,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        )
+                    )
                     continue
-                r = await shares.partitions.persister.read((g.group_id, t.topic_id, i), -1, summary=True)
+                r = await shares.partitions.persister.read(
+                    (g.group_id, t.topic_id, i), -1, summary=True
+                )
                 if every and (r.error or r.start_offset < 0):
                     continue  # "every partition": only those the group has state for
-                parts.append(T.Partitions(
-                    partition_index=i, start_offset=r.start_offset if not r.error else -1,
-                    lag=shares.partitions.lag(g.group_id, name, i, r.start_offset) if not r.error else -1,
-                    leader_epoch=r.leader_epoch, error_code=r.error))
+                parts.append(
+                    T.Partitions(
+                        partition_index=i,
+                        start_offset=r.start_offset if not r.error else -1,
+                        lag=shares.partitions.lag(g.group_id, name, i, r.start_offset)
+                        if not r.error
+                        else -1,
+                        leader_epoch=r.leader_epoch,
+                        error_code=r.error,
+                    )
+                )
             if parts:
-                topics.append(T(topic_name=name, topic_id=t.topic_id if t else uuid.UUID(int=0), partitions=parts))
+                topics.append(
+                    T(
+                        topic_name=name,
+                        topic_id=t.topic_id if t else uuid.UUID(int=0),
+                        partitions=parts,
+                    )
+                )
         out.append(G(group_id=g.group_id, error_code=0, topics=topics))
     return DescribeShareGroupOffsetsResponse(groups=out)
 
@@ -504,7 +685,9 @@ async def handle_alter_share_group_offsets(
         return AlterShareGroupOffsetsResponse(error_code=refusal)
     image = ctx.broker.image
     persister = ctx.broker.shares.partitions.persister
-    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, {t.topic_name for t in req.topics})
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, {t.topic_name for t in req.topics}
+    )
     out = []
     for topic in req.topics:
         t = image.topic(topic.topic_name)
@@ -520,9 +703,17 @@ async def handle_alter_share_group_offsets(
             else:
                 key = (req.group_id, t.topic_id, p.partition_index)
                 current = await persister.read(key, -1, summary=True)
-                code = current.error or await persister.initialize(key, current.state_epoch + 1, p.start_offset)
+                code = current.error or await persister.initialize(
+                    key, current.state_epoch + 1, p.start_offset
+                )
             parts.append(T.Partitions(partition_index=p.partition_index, error_code=code))
-        out.append(T(topic_name=topic.topic_name, topic_id=t.topic_id if t else uuid.UUID(int=0), partitions=parts))
+        out.append(
+            T(
+                topic_name=topic.topic_name,
+                topic_id=t.topic_id if t else uuid.UUID(int=0),
+                partitions=parts,
+            )
+        )
     ctx.broker.shares.partitions.forget(req.group_id, [t.topic_name for t in req.topics])
     return AlterShareGroupOffsetsResponse(error_code=0, responses=out)
 
@@ -539,7 +730,9 @@ async def handle_delete_share_group_offsets(
         return DeleteShareGroupOffsetsResponse(error_code=refusal)
     image = ctx.broker.image
     persister = ctx.broker.shares.partitions.persister
-    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, {t.topic_name for t in req.topics})
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, {t.topic_name for t in req.topics}
+    )
     out = []
     for topic in req.topics:
         t = image.topic(topic.topic_name)
@@ -552,6 +745,12 @@ async def handle_delete_share_group_offsets(
             code = 0
             for i in range(len(t.partitions)):
                 code = code or await persister.delete((req.group_id, t.topic_id, i))
-        out.append(T(topic_name=topic.topic_name, topic_id=t.topic_id if t else uuid.UUID(int=0), error_code=code))
+        out.append(
+            T(
+                topic_name=topic.topic_name,
+                topic_id=t.topic_id if t else uuid.UUID(int=0),
+                error_code=code,
+            )
+        )
     ctx.broker.shares.partitions.forget(req.group_id, [t.topic_name for t in req.topics])
     return DeleteShareGroupOffsetsResponse(error_code=0, responses=out)

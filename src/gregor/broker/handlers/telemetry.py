@@ -46,7 +46,9 @@ async def handle_get_telemetry_subscriptions(
         inst = telemetry.get_subscriptions(req.client_instance_id, _client(ctx))
     except KafkaError as e:
         return GetTelemetrySubscriptionsResponse(
-            throttle_time_ms=0, error_code=code_of(e), client_instance_id=req.client_instance_id,
+            throttle_time_ms=0,
+            error_code=code_of(e),
+            client_instance_id=req.client_instance_id,
         )
     return GetTelemetrySubscriptionsResponse(
         throttle_time_ms=0,
@@ -62,11 +64,17 @@ async def handle_get_telemetry_subscriptions(
 
 
 @handles(PushTelemetryRequest)
-async def handle_push_telemetry(ctx: RequestContext, req: PushTelemetryRequest) -> PushTelemetryResponse:
+async def handle_push_telemetry(
+    ctx: RequestContext, req: PushTelemetryRequest
+) -> PushTelemetryResponse:
     try:
         ctx.broker.client_telemetry.push(
-            req.client_instance_id, req.subscription_id, req.terminating, req.compression_type,
-            bytes(req.metrics), _client(ctx),
+            req.client_instance_id,
+            req.subscription_id,
+            req.terminating,
+            req.compression_type,
+            bytes(req.metrics),
+            _client(ctx),
         )
     except KafkaError as e:
         return PushTelemetryResponse(throttle_time_ms=0, error_code=code_of(e))
@@ -78,10 +86,14 @@ async def handle_list_client_metrics_resources(
     ctx: RequestContext, req: ListClientMetricsResourcesRequest
 ) -> ListClientMetricsResourcesResponse:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE_CONFIGS):
-        return ListClientMetricsResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return ListClientMetricsResourcesResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        )
     names = sorted(subscriptions_of(ctx.broker.image.config_resources))
     return ListClientMetricsResourcesResponse(
         throttle_time_ms=0,
         error_code=0,
-        client_metrics_resources=[ListClientMetricsResourcesResponse.ClientMetricsResources(name=n) for n in names],
+        client_metrics_resources=[
+            ListClientMetricsResourcesResponse.ClientMetricsResources(name=n) for n in names
+        ],
     )

@@ -78,7 +78,9 @@ def _fenced(code: int, version: int, first_version: int) -> int:
 # --- InitProducerId ---
 
 
-async def init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+async def init_producer_id(
+    ctx: RequestContext, req: InitProducerIdRequest
+) -> InitProducerIdResponse:
     """InitProducerId with a transactional id (``handlers.producer_ids`` delegates here)."""
     version = ctx.version
     assert req.transactional_id is not None
@@ -88,7 +90,8 @@ async def init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> I
     )
     code = _fenced(result.error_code, version, 4)
     return InitProducerIdResponse(
-        throttle_time_ms=0, error_code=code,
+        throttle_time_ms=0,
+        error_code=code,
         producer_id=result.producer_id if not code else -1,
         producer_epoch=result.producer_epoch if not code else -1,
     )
@@ -98,21 +101,34 @@ async def init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> I
 
 
 async def _add_partitions(
-    ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
-    partitions: list[tuple[str, int]], verify_only: bool, from_broker: bool = False,
+    ctx: RequestContext,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[tuple[str, int]],
+    verify_only: bool,
+    from_broker: bool = False,
 ) -> dict[tuple[str, int], int]:
     """Per-partition results of adding (or, for ``verify_only``, checking) partitions.
     ``from_broker`` (v4+): a partition leader asks, on a client's behalf; no client ACLs, and
     an add is a transaction version 2 client's."""
     txns = ctx.broker.transactions
-    if not from_broker and not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+    if not from_broker and not allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
         return dict.fromkeys(partitions, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     topics = {t for t, _ in partitions}
-    writable = topics if from_broker else allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
+    writable = (
+        topics
+        if from_broker
+        else allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
+    )
     if len(writable) < len(topics):
         # Kafka adds nothing when a topic is refused: those say why, the rest were not attempted.
         return {
-            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] not in writable else ErrorCode.OPERATION_NOT_ATTEMPTED
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if tp[0] not in writable
+            else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in partitions
         }
     if verify_only:
@@ -123,7 +139,9 @@ async def _add_partitions(
         # Kafka adds nothing when any partition is unknown: those say why, the rest were
         # not attempted.
         return {
-            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in unknown
+            else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in partitions
         }
     code = await txns.add_partitions(
@@ -140,13 +158,19 @@ def _by_topic(results: dict[tuple[str, int], int], topic_cls: Any, part_cls: Any
 
 
 @handles(AddPartitionsToTxnRequest)
-async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     version = ctx.version
     if version <= 3:
         partitions = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
         results = await _add_partitions(
-            ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-            req.v3_and_below_producer_epoch, partitions, False,
+            ctx,
+            req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            partitions,
+            False,
         )
         results = {tp: _fenced(code, version, 2) for tp, code in results.items()}
         v3 = AddResp.ResultsByTopicV3AndBelow
@@ -166,7 +190,12 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
     for txn in req.transactions:
         partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
         results = await _add_partitions(
-            ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions, txn.verify_only,
+            ctx,
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            partitions,
+            txn.verify_only,
             from_broker=True,
         )
         if version >= 5 and txn.verify_only:
@@ -174,10 +203,14 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
                 tp: ErrorCode.TRANSACTION_ABORTABLE if code == ErrorCode.INVALID_TXN_STATE else code
                 for tp, code in results.items()
             }
-        out.append(by_txn(
-            transactional_id=txn.transactional_id,
-            topic_results=_by_topic(results, by_txn.TopicResults, by_txn.TopicResults.ResultsByPartition),
-        ))
+        out.append(
+            by_txn(
+                transactional_id=txn.transactional_id,
+                topic_results=_by_topic(
+                    results, by_txn.TopicResults, by_txn.TopicResults.ResultsByPartition
+                ),
+            )
+        )
     return AddResp(throttle_time_ms=0, error_code=0, results_by_transaction=out)
 
 
@@ -185,11 +218,17 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
 
 
 @handles(AddOffsetsToTxnRequest)
-async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+async def handle_add_offsets_to_txn(
+    ctx: RequestContext, req: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
     if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return AddOffsetsToTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
     if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return AddOffsetsToTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
     groups = ctx.broker.groups
     await groups.ensure_topic()
     partition = groups.partition_for(req.group_id)
@@ -205,15 +244,22 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnReq
 @handles(EndTxnRequest)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return EndTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
     result = await ctx.broker.transactions.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+        req.transactional_id,
+        req.producer_id,
+        req.producer_epoch,
+        req.committed,
         2 if ctx.version >= 5 else 0,
     )
     code = _fenced(result.error_code, ctx.version, 2)
     return EndTxnResponse(
-        throttle_time_ms=0, error_code=code,
-        producer_id=-1 if code else result.producer_id, producer_epoch=-1 if code else result.producer_epoch,
+        throttle_time_ms=0,
+        error_code=code,
+        producer_id=-1 if code else result.producer_id,
+        producer_epoch=-1 if code else result.producer_epoch,
     )
 
 
@@ -221,31 +267,46 @@ async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnRespo
 
 
 @handles(TxnOffsetCommitRequest)
-async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+async def handle_txn_offset_commit(
+    ctx: RequestContext, req: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
     groups = ctx.broker.groups
     code: int = ErrorCode.NONE
     if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif len(allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))) < len(
-        {t.name for t in req.topics}
-    ):
+    elif len(
+        allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    ) < len({t.name for t in req.topics}):
         code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     else:
         await groups.ensure_topic()
         # v5+ (transaction version 2): the group's partition is added here, not by
         # AddOffsetsToTxn; below, it must have been added.
         code = await ctx.broker.transactions.check_transactional_write(
-            req.transactional_id, OFFSETS_TOPIC, groups.partition_for(req.group_id), req.producer_id,
-            req.producer_epoch, TxnOperation.for_txn_offset_commit(ctx.version),
+            req.transactional_id,
+            OFFSETS_TOPIC,
+            groups.partition_for(req.group_id),
+            req.producer_id,
+            req.producer_epoch,
+            TxnOperation.for_txn_offset_commit(ctx.version),
         )
     if code:
         topic, part = TxnOffsetCommitResponse.Topics, TxnOffsetCommitResponse.Topics.Partitions
-        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-            topic(name=t.name, partitions=[part(partition_index=p.partition_index, error_code=code) for p in t.partitions])
-            for t in req.topics
-        ])
+        return TxnOffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                topic(
+                    name=t.name,
+                    partitions=[
+                        part(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ],
+        )
     return await groups.txn_offset_commit(req, ctx.version)
 
 
@@ -253,28 +314,50 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
 
 
 @handles(WriteTxnMarkersRequest)
-async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+async def handle_write_txn_markers(
+    ctx: RequestContext, req: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
     replicas = ctx.broker.replicas
     markers = WriteTxnMarkersResponse.Markers
     topic, part = markers.Topics, markers.Topics.Partitions
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
-        return WriteTxnMarkersResponse(markers=[
-            markers(producer_id=m.producer_id, topics=[
-                topic(name=t.name, partitions=[
-                    part(partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for p in t.partition_indexes
-                ])
-                for t in m.topics
-            ])
-            for m in req.markers
-        ])
+        return WriteTxnMarkersResponse(
+            markers=[
+                markers(
+                    producer_id=m.producer_id,
+                    topics=[
+                        topic(
+                            name=t.name,
+                            partitions=[
+                                part(
+                                    partition_index=p,
+                                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                )
+                                for p in t.partition_indexes
+                            ],
+                        )
+                        for t in m.topics
+                    ],
+                )
+                for m in req.markers
+            ]
+        )
     out = []
     for m in req.markers:
         topics = []
         for t in m.topics:
             parts = [
-                part(partition_index=p, error_code=replicas.write_txn_marker(
-                    t.name, p, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
-                ))
+                part(
+                    partition_index=p,
+                    error_code=replicas.write_txn_marker(
+                        t.name,
+                        p,
+                        m.producer_id,
+                        m.producer_epoch,
+                        m.transaction_result,
+                        m.coordinator_epoch,
+                    ),
+                )
                 for p in t.partition_indexes
             ]
             topics.append(topic(name=t.name, partitions=parts))
@@ -291,69 +374,120 @@ async def handle_describe_transactions(
 ) -> DescribeTransactionsResponse:
     state_cls = DescribeTransactionsResponse.TransactionStates
     out = []
-    described = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.transactional_ids)
+    described = allowed_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.transactional_ids
+    )
     for d in await ctx.broker.transactions.describe(req.transactional_ids):
         if d.transactional_id not in described:
-            out.append(state_cls(
-                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=d.transactional_id,
-                transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
-                producer_id=-1, producer_epoch=-1, topics=[],
-            ))
+            out.append(
+                state_cls(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    transactional_id=d.transactional_id,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )
+            )
             continue
         topics: dict[str, list[int]] = {}
         for topic, p in d.partitions:
             topics.setdefault(topic, []).append(p)
-        out.append(state_cls(
-            error_code=d.error_code, transactional_id=d.transactional_id, transaction_state=d.state,
-            transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms,
-            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
-            topics=[state_cls.Topics(topic=t, partitions=ps) for t, ps in topics.items()],
-        ))
+        out.append(
+            state_cls(
+                error_code=d.error_code,
+                transactional_id=d.transactional_id,
+                transaction_state=d.state,
+                transaction_timeout_ms=d.timeout_ms,
+                transaction_start_time_ms=d.start_ms,
+                producer_id=d.producer_id,
+                producer_epoch=d.producer_epoch,
+                topics=[state_cls.Topics(topic=t, partitions=ps) for t, ps in topics.items()],
+            )
+        )
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
 
 
 @handles(ListTransactionsRequest)
-async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
+async def handle_list_transactions(
+    ctx: RequestContext, req: ListTransactionsRequest
+) -> ListTransactionsResponse:
     duration = req.duration_filter if ctx.version >= 1 else -1
     code, unknown, listing = await ctx.broker.transactions.list_transactions(
         req.state_filters, req.producer_id_filters, duration
     )
     state_cls = ListTransactionsResponse.TransactionStates
     return ListTransactionsResponse(
-        throttle_time_ms=0, error_code=code, unknown_state_filters=unknown,
+        throttle_time_ms=0,
+        error_code=code,
+        unknown_state_filters=unknown,
         transaction_states=[
-            state_cls(transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
+            state_cls(
+                transactional_id=t.transactional_id,
+                producer_id=t.producer_id,
+                transaction_state=t.state,
+            )
             for t in listing
-            if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
+            if allowed(
+                ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id
+            )
         ],
     )
 
 
 @handles(DescribeProducersRequest)
-async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+async def handle_describe_producers(
+    ctx: RequestContext, req: DescribeProducersRequest
+) -> DescribeProducersResponse:
     replicas = ctx.broker.replicas
     topic_cls = DescribeProducersResponse.Topics
     part_cls, active_cls = topic_cls.Partitions, topic_cls.Partitions.ActiveProducers
     out = []
-    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    readable = allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
     for t in req.topics:
         parts = []
         for p in t.partition_indexes:
             if t.name not in readable:
-                parts.append(part_cls(partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                      error_message=None, active_producers=[]))
+                parts.append(
+                    part_cls(
+                        partition_index=p,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message=None,
+                        active_producers=[],
+                    )
+                )
                 continue
             try:
                 partition = replicas.leader_partition(t.name, p)
             except KafkaError as e:
-                parts.append(part_cls(partition_index=p, error_code=code_of(e), error_message=None, active_producers=[]))
+                parts.append(
+                    part_cls(
+                        partition_index=p,
+                        error_code=code_of(e),
+                        error_message=None,
+                        active_producers=[],
+                    )
+                )
                 continue
             active = [
-                active_cls(producer_id=e.producer_id, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
-                           last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                           current_txn_start_offset=e.current_txn_first_offset)
+                active_cls(
+                    producer_id=e.producer_id,
+                    producer_epoch=e.producer_epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=e.current_txn_first_offset,
+                )
                 for e in partition.active_producers()
             ]
-            parts.append(part_cls(partition_index=p, error_code=0, error_message=None, active_producers=active))
+            parts.append(
+                part_cls(
+                    partition_index=p, error_code=0, error_message=None, active_producers=active
+                )
+            )
         out.append(topic_cls(name=t.name, partitions=parts))
     return DescribeProducersResponse(throttle_time_ms=0, topics=out)

@@ -23,7 +23,9 @@ from gregor.client.admin.topics import TopicsApi
 from gregor.client.admin.transactions import TransactionsApi
 
 
-class AIOAdminClient(TopicsApi, ConfigsApi, GroupsApi, RecordsApi, SecurityApi, TransactionsApi, ClusterApi):
+class AIOAdminClient(
+    TopicsApi, ConfigsApi, GroupsApi, RecordsApi, SecurityApi, TransactionsApi, ClusterApi
+):
     """An asyncio Kafka admin client: ``async with AIOAdminClient({...}) as admin: ...``."""
 
 

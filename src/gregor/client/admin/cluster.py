@@ -21,7 +21,10 @@ class ClusterApi(AdminBase):
     async def describe_cluster(self) -> ClusterDescription:
         conn = await self._any()
         if conn.supports(messages.DescribeClusterRequest.API_KEY):
-            resp: messages.DescribeClusterResponse = await conn.send(messages.DescribeClusterRequest(), conn.version(messages.DescribeClusterRequest.API_KEY))
+            resp: messages.DescribeClusterResponse = await conn.send(
+                messages.DescribeClusterRequest(),
+                conn.version(messages.DescribeClusterRequest.API_KEY),
+            )
             if resp.error_code:
                 raise error_for_code(resp.error_code)(resp.error_message)
             return ClusterDescription(
@@ -31,7 +34,9 @@ class ClusterApi(AdminBase):
             )
         meta = await self._client.fetch_metadata([], update=False)
         return ClusterDescription(
-            meta.cluster_id, meta.controller_id, sorted((b.node_id, b.host, b.port, b.rack) for b in meta.brokers)
+            meta.cluster_id,
+            meta.controller_id,
+            sorted((b.node_id, b.host, b.port, b.rack) for b in meta.brokers),
         )
 
     async def describe_features(self) -> FeatureMetadata:
@@ -39,10 +44,16 @@ class ClusterApi(AdminBase):
         conn = await self._any()
         version = conn.version(messages.ApiVersionsRequest.API_KEY, 4)
         if version < 3:
-            raise UnsupportedForBrokerError(f"{conn} does not report features (ApiVersions v{version})")
-        resp: messages.ApiVersionsResponse = await conn.send(messages.ApiVersionsRequest(
-            client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
-        ), version)
+            raise UnsupportedForBrokerError(
+                f"{conn} does not report features (ApiVersions v{version})"
+            )
+        resp: messages.ApiVersionsResponse = await conn.send(
+            messages.ApiVersionsRequest(
+                client_software_name=CLIENT_SOFTWARE_NAME,
+                client_software_version=CLIENT_SOFTWARE_VERSION,
+            ),
+            version,
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return FeatureMetadata(
@@ -52,7 +63,11 @@ class ClusterApi(AdminBase):
         )
 
     async def update_features(
-        self, updates: Mapping[str, tuple[int, int]], *, validate_only: bool = False, raise_on_error: bool = False
+        self,
+        updates: Mapping[str, tuple[int, int]],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = False,
     ) -> dict[str, KafkaError | None]:
         """UpdateFeatures: ``{feature: (max_version_level, upgrade_type)}`` (UPGRADE,
         SAFE_DOWNGRADE or UNSAFE_DOWNGRADE; level 0 turns a feature off); per feature None or
@@ -60,12 +75,17 @@ class ClusterApi(AdminBase):
         conn = await self._controller()
         version = conn.version(messages.UpdateFeaturesRequest.API_KEY, 1)
         if validate_only and version < 1:
-            raise UnsupportedForBrokerError(f"{conn} cannot validate feature updates only (UpdateFeatures v0)")
+            raise UnsupportedForBrokerError(
+                f"{conn} cannot validate feature updates only (UpdateFeatures v0)"
+            )
         req = messages.UpdateFeaturesRequest(
             timeout_ms=self._timeout_ms,
             feature_updates=[
                 messages.UpdateFeaturesRequest.FeatureUpdates(
-                    feature=name, max_version_level=lv, upgrade_type=kind, allow_downgrade=kind != UPGRADE
+                    feature=name,
+                    max_version_level=lv,
+                    upgrade_type=kind,
+                    allow_downgrade=kind != UPGRADE,
                 )
                 for name, (lv, kind) in updates.items()
             ],
@@ -90,8 +110,11 @@ class ClusterApi(AdminBase):
             by_topic.setdefault(tp[0], []).append(tp[1])
         req = messages.ElectLeadersRequest(
             election_type=election_type,
-            topic_partitions=None if partitions is None else [
-                messages.ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()
+            topic_partitions=None
+            if partitions is None
+            else [
+                messages.ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+                for t, ps in by_topic.items()
             ],
             timeout_ms=self._timeout_ms,
         )
@@ -103,7 +126,8 @@ class ClusterApi(AdminBase):
             raise error_for_code(resp.error_code)()
         return {
             TopicPartition(r.topic, p.partition_id): error_or_none(p.error_code, p.error_message)
-            for r in resp.replica_election_results for p in r.partition_result
+            for r in resp.replica_election_results
+            for p in r.partition_result
         }
 
     async def alter_partition_reassignments(
@@ -111,21 +135,31 @@ class ClusterApi(AdminBase):
     ) -> dict[TopicPartition, KafkaError | None]:
         """Move partitions to these replicas (None: cancel the partition's reassignment)."""
         conn = await self._controller()
-        by_topic: dict[str, list[messages.AlterPartitionReassignmentsRequest.Topics.Partitions]] = {}
+        by_topic: dict[
+            str, list[messages.AlterPartitionReassignmentsRequest.Topics.Partitions]
+        ] = {}
         for tp, replicas in reassignments.items():
             by_topic.setdefault(tp[0], []).append(
-                messages.AlterPartitionReassignmentsRequest.Topics.Partitions(partition_index=tp[1], replicas=replicas)
+                messages.AlterPartitionReassignmentsRequest.Topics.Partitions(
+                    partition_index=tp[1], replicas=replicas
+                )
             )
         req = messages.AlterPartitionReassignmentsRequest(
             timeout_ms=self._timeout_ms,
-            topics=[messages.AlterPartitionReassignmentsRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=[
+                messages.AlterPartitionReassignmentsRequest.Topics(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
         )
-        resp: messages.AlterPartitionReassignmentsResponse = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.AlterPartitionReassignmentsResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return {
             TopicPartition(r.name, p.partition_index): error_or_none(p.error_code, p.error_message)
-            for r in resp.responses for p in r.partitions
+            for r in resp.responses
+            for p in r.partitions
         }
 
     async def list_partition_reassignments(
@@ -138,16 +172,26 @@ class ClusterApi(AdminBase):
             by_topic.setdefault(tp[0], []).append(tp[1])
         req = messages.ListPartitionReassignmentsRequest(
             timeout_ms=self._timeout_ms,
-            topics=None if partitions is None else [
-                messages.ListPartitionReassignmentsRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
+            topics=None
+            if partitions is None
+            else [
+                messages.ListPartitionReassignmentsRequest.Topics(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
             ],
         )
-        resp: messages.ListPartitionReassignmentsResponse = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.ListPartitionReassignmentsResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return {
-            TopicPartition(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
-            for t in resp.topics for p in t.partitions
+            TopicPartition(t.name, p.partition_index): (
+                list(p.replicas),
+                list(p.adding_replicas),
+                list(p.removing_replicas),
+            )
+            for t in resp.topics
+            for p in t.partitions
         }
 
     async def describe_log_dirs(
@@ -159,9 +203,14 @@ class ClusterApi(AdminBase):
         meta = await self._client.fetch_metadata(None if topics is None else list(topics))
         nodes = sorted(b.node_id for b in meta.brokers) if brokers is None else sorted(brokers)
         req = messages.DescribeLogDirsRequest(
-            topics=None if topics is None else [
-                messages.DescribeLogDirsRequest.Topics(topic=t.name, partitions=sorted(p.partition_index for p in t.partitions))
-                for t in meta.topics if not t.error_code and t.name is not None
+            topics=None
+            if topics is None
+            else [
+                messages.DescribeLogDirsRequest.Topics(
+                    topic=t.name, partitions=sorted(p.partition_index for p in t.partitions)
+                )
+                for t in meta.topics
+                if not t.error_code and t.name is not None
             ]
         )
         out: dict[int, dict[str, LogDirDescription]] = {}
@@ -178,9 +227,12 @@ class ClusterApi(AdminBase):
                     "usable_bytes": r.usable_bytes if version >= 4 else None,
                     "partitions": {
                         (t.name, p.partition_index): {
-                            "size": p.partition_size, "offset_lag": p.offset_lag, "is_future": p.is_future_key,
+                            "size": p.partition_size,
+                            "offset_lag": p.offset_lag,
+                            "is_future": p.is_future_key,
                         }
-                        for t in r.topics for p in t.partitions
+                        for t in r.topics
+                        for p in t.partitions
                     },
                 }
                 for r in resp.results

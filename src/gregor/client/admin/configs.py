@@ -23,7 +23,9 @@ class ConfigsApi(AdminBase):
         conn = await self._any()
         req = messages.DescribeConfigsRequest(
             resources=[
-                messages.DescribeConfigsRequest.Resources(resource_type=t, resource_name=n, configuration_keys=None)
+                messages.DescribeConfigsRequest.Resources(
+                    resource_type=t, resource_name=n, configuration_keys=None
+                )
                 for t, n in res
             ],
             include_synonyms=include_synonyms,
@@ -47,7 +49,10 @@ class ConfigsApi(AdminBase):
                     source,
                     c.read_only,
                     c.is_sensitive,
-                    [(s.name, s.value, CONFIG_SOURCES.get(s.source, str(s.source))) for s in c.synonyms],
+                    [
+                        (s.name, s.value, CONFIG_SOURCES.get(s.source, str(s.source)))
+                        for s in c.synonyms
+                    ],
                 )
             out[key] = entries
         return out
@@ -66,14 +71,20 @@ class ConfigsApi(AdminBase):
                 messages.AlterConfigsRequest.Resources(
                     resource_type=config_resource_type(t),
                     resource_name=n,
-                    configs=[messages.AlterConfigsRequest.Resources.Configs(name=k, value=v) for k, v in kv.items()],
+                    configs=[
+                        messages.AlterConfigsRequest.Resources.Configs(name=k, value=v)
+                        for k, v in kv.items()
+                    ],
                 )
                 for (t, n), kv in configs.items()
             ],
             validate_only=validate_only,
         )
         resp: messages.AlterConfigsResponse = await conn.send(req, conn.version(req.API_KEY))
-        out = {(r.resource_type, r.resource_name): error_or_none(r.error_code, r.error_message) for r in resp.responses}
+        out = {
+            (r.resource_type, r.resource_name): error_or_none(r.error_code, r.error_message)
+            for r in resp.responses
+        }
         raise_first(out, raise_on_error)
         return out
 
@@ -92,7 +103,9 @@ class ConfigsApi(AdminBase):
                     resource_type=config_resource_type(t),
                     resource_name=n,
                     configs=[
-                        messages.IncrementalAlterConfigsRequest.Resources.Configs(name=k, config_operation=op, value=v)
+                        messages.IncrementalAlterConfigsRequest.Resources.Configs(
+                            name=k, config_operation=op, value=v
+                        )
                         for k, op, v in ops
                     ],
                 )
@@ -100,15 +113,23 @@ class ConfigsApi(AdminBase):
             ],
             validate_only=validate_only,
         )
-        resp: messages.IncrementalAlterConfigsResponse = await conn.send(req, conn.version(req.API_KEY))
-        out = {(r.resource_type, r.resource_name): error_or_none(r.error_code, r.error_message) for r in resp.responses}
+        resp: messages.IncrementalAlterConfigsResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
+        out = {
+            (r.resource_type, r.resource_name): error_or_none(r.error_code, r.error_message)
+            for r in resp.responses
+        }
         raise_first(out, raise_on_error)
         return out
 
     async def list_client_metrics_resources(self) -> list[str]:
         """The names of the client metrics subscriptions (KIP-714 config resources)."""
         conn = await self._any()
-        resp: messages.ListClientMetricsResourcesResponse = await conn.send(messages.ListClientMetricsResourcesRequest(), conn.version(messages.ListClientMetricsResourcesRequest.API_KEY))
+        resp: messages.ListClientMetricsResourcesResponse = await conn.send(
+            messages.ListClientMetricsResourcesRequest(),
+            conn.version(messages.ListClientMetricsResourcesRequest.API_KEY),
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return sorted(r.name for r in resp.client_metrics_resources)

@@ -38,17 +38,24 @@ class RecordsApi(AdminBase):
             topics: dict[str, list[messages.DeleteRecordsRequest.Topics.Partitions]] = {}
             for tp, off in q.items():
                 topics.setdefault(tp.topic, []).append(
-                    messages.DeleteRecordsRequest.Topics.Partitions(partition_index=tp.partition, offset=off)
+                    messages.DeleteRecordsRequest.Topics.Partitions(
+                        partition_index=tp.partition, offset=off
+                    )
                 )
             req = messages.DeleteRecordsRequest(
-                topics=[messages.DeleteRecordsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
+                topics=[
+                    messages.DeleteRecordsRequest.Topics(name=t, partitions=ps)
+                    for t, ps in topics.items()
+                ],
                 timeout_ms=self._timeout_ms,
             )
             resp: messages.DeleteRecordsResponse = await conn.send(req, conn.version(req.API_KEY))
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
-                    out[tp] = error_for_code(p.error_code)(str(tp)) if p.error_code else p.low_watermark
+                    out[tp] = (
+                        error_for_code(p.error_code)(str(tp)) if p.error_code else p.low_watermark
+                    )
 
         await asyncio.gather(*(one(n, q) for n, q in by_node.items()))
         raise_first(out, raise_on_error)

@@ -36,15 +36,25 @@ class SecurityApi(AdminBase):
         """Add ACLs; per binding, None or the broker's refusal."""
         bindings = list(bindings)
         conn = await self._controller()
-        req = messages.CreateAclsRequest(creations=[
-            messages.CreateAclsRequest.Creations(
-                resource_type=b.resource_type, resource_name=b.name, resource_pattern_type=b.pattern_type,
-                principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission_type,
-            )
-            for b in bindings
-        ])
+        req = messages.CreateAclsRequest(
+            creations=[
+                messages.CreateAclsRequest.Creations(
+                    resource_type=b.resource_type,
+                    resource_name=b.name,
+                    resource_pattern_type=b.pattern_type,
+                    principal=b.principal,
+                    host=b.host,
+                    operation=b.operation,
+                    permission_type=b.permission_type,
+                )
+                for b in bindings
+            ]
+        )
         resp: messages.CreateAclsResponse = await conn.send(req, conn.version(req.API_KEY))
-        out = {b: error_or_none(r.error_code, r.error_message) for b, r in zip(bindings, resp.results, strict=True)}
+        out = {
+            b: error_or_none(r.error_code, r.error_message)
+            for b, r in zip(bindings, resp.results, strict=True)
+        }
         raise_first(out, raise_on_error)
         return out
 
@@ -53,8 +63,12 @@ class SecurityApi(AdminBase):
         f = acl_filter or AclBindingFilter()
         conn = await self._any()
         req = messages.DescribeAclsRequest(
-            resource_type_filter=f.resource_type, resource_name_filter=f.name, pattern_type_filter=f.pattern_type,
-            principal_filter=f.principal, host_filter=f.host, operation=f.operation,
+            resource_type_filter=f.resource_type,
+            resource_name_filter=f.name,
+            pattern_type_filter=f.pattern_type,
+            principal_filter=f.principal,
+            host_filter=f.host,
+            operation=f.operation,
             permission_type=f.permission_type,
         )
         resp: messages.DescribeAclsResponse = await conn.send(req, conn.version(req.API_KEY))
@@ -62,8 +76,13 @@ class SecurityApi(AdminBase):
             raise error_for_code(resp.error_code)(resp.error_message)
         return [
             AclBinding(
-                ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type), a.principal, a.host,
-                AclOperation(a.operation), AclPermissionType(a.permission_type),
+                ResourceType(r.resource_type),
+                r.resource_name,
+                PatternType(r.pattern_type),
+                a.principal,
+                a.host,
+                AclOperation(a.operation),
+                AclPermissionType(a.permission_type),
             )
             for r in resp.resources
             for a in r.acls
@@ -75,14 +94,20 @@ class SecurityApi(AdminBase):
         """Remove the ACLs each filter matches; per filter, the ACLs removed or the error."""
         filters = list(filters)
         conn = await self._controller()
-        req = messages.DeleteAclsRequest(filters=[
-            messages.DeleteAclsRequest.Filters(
-                resource_type_filter=f.resource_type, resource_name_filter=f.name,
-                pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
-                operation=f.operation, permission_type=f.permission_type,
-            )
-            for f in filters
-        ])
+        req = messages.DeleteAclsRequest(
+            filters=[
+                messages.DeleteAclsRequest.Filters(
+                    resource_type_filter=f.resource_type,
+                    resource_name_filter=f.name,
+                    pattern_type_filter=f.pattern_type,
+                    principal_filter=f.principal,
+                    host_filter=f.host,
+                    operation=f.operation,
+                    permission_type=f.permission_type,
+                )
+                for f in filters
+            ]
+        )
         resp: messages.DeleteAclsResponse = await conn.send(req, conn.version(req.API_KEY))
         out: list[list[AclBinding] | KafkaError] = []
         for r in resp.filter_results:
@@ -90,13 +115,20 @@ class SecurityApi(AdminBase):
             if err is not None:
                 out.append(err)
                 continue
-            out.append([
-                AclBinding(
-                    ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type), m.principal,
-                    m.host, AclOperation(m.operation), AclPermissionType(m.permission_type),
-                )
-                for m in r.matching_acls
-            ])
+            out.append(
+                [
+                    AclBinding(
+                        ResourceType(m.resource_type),
+                        m.resource_name,
+                        PatternType(m.pattern_type),
+                        m.principal,
+                        m.host,
+                        AclOperation(m.operation),
+                        AclPermissionType(m.permission_type),
+                    )
+                    for m in r.matching_acls
+                ]
+            )
         if raise_on_error:
             for item in out:
                 if isinstance(item, KafkaError):
@@ -110,17 +142,23 @@ class SecurityApi(AdminBase):
         salt); every user with a credential when ``users`` is None."""
         conn = await self._any()
         req = messages.DescribeUserScramCredentialsRequest(
-            users=None if users is None else [messages.DescribeUserScramCredentialsRequest.Users(name=u) for u in users]
+            users=None
+            if users is None
+            else [messages.DescribeUserScramCredentialsRequest.Users(name=u) for u in users]
         )
-        resp: messages.DescribeUserScramCredentialsResponse = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.DescribeUserScramCredentialsResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         out: dict[str, list[tuple[ScramMechanism, int]] | KafkaError] = {}
         for r in resp.results:
             err = error_or_none(r.error_code, r.error_message)
-            out[r.user] = err if err is not None else [
-                (ScramMechanism(c.mechanism), c.iterations) for c in r.credential_infos
-            ]
+            out[r.user] = (
+                err
+                if err is not None
+                else [(ScramMechanism(c.mechanism), c.iterations) for c in r.credential_infos]
+            )
         return out
 
     async def alter_user_scram_credentials(
@@ -138,16 +176,26 @@ class SecurityApi(AdminBase):
             m = ScramMechanism.parse(mechanism)
             salt = os.urandom(32)
             salted = hashlib.pbkdf2_hmac(m.hash_name, password.encode(), salt, iterations)
-            ups.append(messages.AlterUserScramCredentialsRequest.Upsertions(
-                name=user, mechanism=m, iterations=iterations, salt=salt, salted_password=salted,
-            ))
+            ups.append(
+                messages.AlterUserScramCredentialsRequest.Upsertions(
+                    name=user,
+                    mechanism=m,
+                    iterations=iterations,
+                    salt=salt,
+                    salted_password=salted,
+                )
+            )
         dels = [
-            messages.AlterUserScramCredentialsRequest.Deletions(name=user, mechanism=ScramMechanism.parse(mechanism))
+            messages.AlterUserScramCredentialsRequest.Deletions(
+                name=user, mechanism=ScramMechanism.parse(mechanism)
+            )
             for user, mechanism in deletions
         ]
         conn = await self._controller()
         req = messages.AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups)
-        resp: messages.AlterUserScramCredentialsResponse = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.AlterUserScramCredentialsResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         out = {r.user: error_or_none(r.error_code, r.error_message) for r in resp.results}
         raise_first(out, raise_on_error)
         return out
@@ -161,16 +209,22 @@ class SecurityApi(AdminBase):
         conn = await self._any()
         req = messages.DescribeClientQuotasRequest(
             components=[
-                messages.DescribeClientQuotasRequest.Components(entity_type=t, match_type=m, match=n)
+                messages.DescribeClientQuotasRequest.Components(
+                    entity_type=t, match_type=m, match=n
+                )
                 for t, m, n in components
             ],
             strict=strict,
         )
-        resp: messages.DescribeClientQuotasResponse = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.DescribeClientQuotasResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)(resp.error_message)
         return {
-            tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {v.key: v.value for v in entry.values}
+            tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {
+                v.key: v.value for v in entry.values
+            }
             for entry in resp.entries or []
         }
 
@@ -187,9 +241,16 @@ class SecurityApi(AdminBase):
         req = messages.AlterClientQuotasRequest(
             entries=[
                 messages.AlterClientQuotasRequest.Entries(
-                    entity=[messages.AlterClientQuotasRequest.Entries.Entity(entity_type=t, entity_name=n) for t, n in entity],
+                    entity=[
+                        messages.AlterClientQuotasRequest.Entries.Entity(
+                            entity_type=t, entity_name=n
+                        )
+                        for t, n in entity
+                    ],
                     ops=[
-                        messages.AlterClientQuotasRequest.Entries.Ops(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                        messages.AlterClientQuotasRequest.Entries.Ops(
+                            key=k, value=0.0 if v is None else float(v), remove=v is None
+                        )
                         for k, v in ops.items()
                     ],
                 )
@@ -199,7 +260,9 @@ class SecurityApi(AdminBase):
         )
         resp: messages.AlterClientQuotasResponse = await conn.send(req, conn.version(req.API_KEY))
         out = {
-            tuple(sorted((e.entity_type, e.entity_name) for e in r.entity)): error_or_none(r.error_code, r.error_message)
+            tuple(sorted((e.entity_type, e.entity_name) for e in r.entity)): error_or_none(
+                r.error_code, r.error_message
+            )
             for r in resp.entries
         }
         raise_first(out, raise_on_error)
@@ -224,17 +287,26 @@ class SecurityApi(AdminBase):
         )
         version = conn.version(req.API_KEY)
         if owner and version < 3:
-            raise UnsupportedForBrokerError("creating a token for another owner needs CreateDelegationToken v3")
+            raise UnsupportedForBrokerError(
+                "creating a token for another owner needs CreateDelegationToken v3"
+            )
         resp: messages.CreateDelegationTokenResponse = await conn.send(req, version)
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         requester = (
             f"{resp.token_requester_principal_type}:{resp.token_requester_principal_name}"
-            if version >= 3 else f"{resp.principal_type}:{resp.principal_name}"
+            if version >= 3
+            else f"{resp.principal_type}:{resp.principal_name}"
         )
         return DelegationToken(
-            resp.token_id, bytes(resp.hmac), f"{resp.principal_type}:{resp.principal_name}", requester,
-            tuple(renewers), resp.issue_timestamp_ms, resp.expiry_timestamp_ms, resp.max_timestamp_ms,
+            resp.token_id,
+            bytes(resp.hmac),
+            f"{resp.principal_type}:{resp.principal_name}",
+            requester,
+            tuple(renewers),
+            resp.issue_timestamp_ms,
+            resp.expiry_timestamp_ms,
+            resp.max_timestamp_ms,
         )
 
     async def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
@@ -242,7 +314,9 @@ class SecurityApi(AdminBase):
         ``delegation.token.expiry.time.ms``."""
         conn = await self._controller()
         req = messages.RenewDelegationTokenRequest(hmac=hmac, renew_period_ms=renew_period_ms)
-        resp: messages.RenewDelegationTokenResponse = await conn.send(req, conn.version(req.API_KEY))
+        resp: messages.RenewDelegationTokenResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return int(resp.expiry_timestamp_ms)
@@ -250,17 +324,25 @@ class SecurityApi(AdminBase):
     async def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
         """Expire the token with this HMAC after the period (-1: now); its expiry timestamp."""
         conn = await self._controller()
-        req = messages.ExpireDelegationTokenRequest(hmac=hmac, expiry_time_period_ms=expiry_time_period_ms)
-        resp: messages.ExpireDelegationTokenResponse = await conn.send(req, conn.version(req.API_KEY))
+        req = messages.ExpireDelegationTokenRequest(
+            hmac=hmac, expiry_time_period_ms=expiry_time_period_ms
+        )
+        resp: messages.ExpireDelegationTokenResponse = await conn.send(
+            req, conn.version(req.API_KEY)
+        )
         if resp.error_code:
             raise error_for_code(resp.error_code)()
         return int(resp.expiry_timestamp_ms)
 
-    async def describe_delegation_tokens(self, owners: Iterable[str] | None = None) -> list[DelegationToken]:
+    async def describe_delegation_tokens(
+        self, owners: Iterable[str] | None = None
+    ) -> list[DelegationToken]:
         """The tokens of these owners ("User:name"; None: every owner) the principal may see."""
         conn = await self._any()
         req = messages.DescribeDelegationTokenRequest(
-            owners=None if owners is None else [
+            owners=None
+            if owners is None
+            else [
                 messages.DescribeDelegationTokenRequest.Owners(principal_type=t, principal_name=n)
                 for t, _, n in (o.partition(":") for o in owners)
             ]
@@ -272,10 +354,21 @@ class SecurityApi(AdminBase):
         out = []
         for t in resp.tokens:
             owner = f"{t.principal_type}:{t.principal_name}"
-            requester = f"{t.token_requester_principal_type}:{t.token_requester_principal_name}" if version >= 3 else owner
-            out.append(DelegationToken(
-                t.token_id, bytes(t.hmac), owner, requester,
-                tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
-                t.issue_timestamp, t.expiry_timestamp, t.max_timestamp,
-            ))
+            requester = (
+                f"{t.token_requester_principal_type}:{t.token_requester_principal_name}"
+                if version >= 3
+                else owner
+            )
+            out.append(
+                DelegationToken(
+                    t.token_id,
+                    bytes(t.hmac),
+                    owner,
+                    requester,
+                    tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
+                    t.issue_timestamp,
+                    t.expiry_timestamp,
+                    t.max_timestamp,
+                )
+            )
         return out

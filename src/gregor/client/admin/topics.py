@@ -16,7 +16,11 @@ class TopicsApi(AdminBase):
     """The admin client's topic calls."""
 
     async def create_topics(
-        self, topics: Iterable[NewTopic], *, validate_only: bool = False, raise_on_error: bool = False
+        self,
+        topics: Iterable[NewTopic],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = False,
     ) -> dict[str, KafkaError | None]:
         topics = list(topics)
         conn = await self._controller()
@@ -28,7 +32,9 @@ class TopicsApi(AdminBase):
                 np = 1 if np < 0 else np
                 rf = 1 if rf < 0 else rf
             assignments = [
-                messages.CreateTopicsRequest.Topics.Assignments(partition_index=p, broker_ids=list(b))
+                messages.CreateTopicsRequest.Topics.Assignments(
+                    partition_index=p, broker_ids=list(b)
+                )
                 for p, b in sorted((t.assignments or {}).items())
             ]
             if assignments:
@@ -39,10 +45,15 @@ class TopicsApi(AdminBase):
                     num_partitions=np,
                     replication_factor=rf,
                     assignments=assignments,
-                    configs=[messages.CreateTopicsRequest.Topics.Configs(name=k, value=str(v)) for k, v in t.configs.items()],
+                    configs=[
+                        messages.CreateTopicsRequest.Topics.Configs(name=k, value=str(v))
+                        for k, v in t.configs.items()
+                    ],
                 )
             )
-        req = messages.CreateTopicsRequest(topics=req_topics, timeout_ms=self._timeout_ms, validate_only=validate_only)
+        req = messages.CreateTopicsRequest(
+            topics=req_topics, timeout_ms=self._timeout_ms, validate_only=validate_only
+        )
         resp: messages.CreateTopicsResponse = await conn.send(req, version)
         out = {t.name: error_or_none(t.error_code, t.error_message) for t in resp.topics}
         self._client.request_update()
@@ -57,13 +68,18 @@ class TopicsApi(AdminBase):
         version = conn.version(messages.DeleteTopicsRequest.API_KEY)
         if version >= 6:
             req = messages.DeleteTopicsRequest(
-                topics=[messages.DeleteTopicsRequest.Topics(name=n) for n in names], timeout_ms=self._timeout_ms
+                topics=[messages.DeleteTopicsRequest.Topics(name=n) for n in names],
+                timeout_ms=self._timeout_ms,
             )
         else:
             req = messages.DeleteTopicsRequest(topic_names=names, timeout_ms=self._timeout_ms)
         resp: messages.DeleteTopicsResponse = await conn.send(req, version)
         # by name: the answer names every topic asked for (only a deletion by id leaves it null)
-        out = {r.name: error_or_none(r.error_code, r.error_message) for r in resp.responses if r.name is not None}
+        out = {
+            r.name: error_or_none(r.error_code, r.error_message)
+            for r in resp.responses
+            if r.name is not None
+        }
         self._client.request_update()
         raise_first(out, raise_on_error)
         return out
@@ -107,7 +123,9 @@ class TopicsApi(AdminBase):
             if internal or not d.is_internal
         }
 
-    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription | KafkaError]:
+    async def describe_topics(
+        self, names: Iterable[str]
+    ) -> dict[str, TopicDescription | KafkaError]:
         resp = await self._client.fetch_metadata(list(names), update=False)
         out: dict[str, TopicDescription | KafkaError] = {}
         for t in resp.topics:
@@ -127,7 +145,13 @@ class TopicsApi(AdminBase):
             t.is_internal,
             sorted(
                 (
-                    PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
+                    PartitionInfo(
+                        p.partition_index,
+                        p.leader_id,
+                        p.leader_epoch,
+                        list(p.replica_nodes),
+                        list(p.isr_nodes),
+                    )
                     for p in t.partitions
                 ),
                 key=lambda p: p.partition,

@@ -83,7 +83,13 @@ TOPIC = 2
 BROKER = 4
 #: Config resource types (Kafka's ConfigResource.Type, not the ACL resource types).
 CLIENT_METRICS = 16
-RESOURCE_TYPES = {"topic": TOPIC, "broker": BROKER, "broker_logger": 8, "client_metrics": CLIENT_METRICS, "group": 32}
+RESOURCE_TYPES = {
+    "topic": TOPIC,
+    "broker": BROKER,
+    "broker_logger": 8,
+    "client_metrics": CLIENT_METRICS,
+    "group": 32,
+}
 CONFIG_SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -104,7 +110,9 @@ def config_resource_type(kind: int | str) -> int:
         return kind
     code = RESOURCE_TYPES.get(kind)
     if code is None:
-        raise ConfigError(f"unknown config resource type {kind!r} (use one of {', '.join(RESOURCE_TYPES)})")
+        raise ConfigError(
+            f"unknown config resource type {kind!r} (use one of {', '.join(RESOURCE_TYPES)})"
+        )
     return code
 
 

@@ -101,17 +101,23 @@ class ArrowBatchBuilder:
         self.next_offset = max(self.next_offset, nxt)
         return self.next_offset
 
-    def build(self, start_offset: int | None = None, end_offset: int | None = None) -> pa.RecordBatch:
+    def build(
+        self, start_offset: int | None = None, end_offset: int | None = None
+    ) -> pa.RecordBatch:
         c = self.columns
         n = len(c)
         schema = spark_schema(self.include_headers, self.timestamp_unit)
         if n == 0:
             return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
         keys = _binary(pa.binary(), n, c.key_offsets, c.key_data, c.key_valid, c.key_nulls)
-        values = _binary(pa.binary(), n, c.value_offsets, c.value_data, c.value_valid, c.value_nulls)
+        values = _binary(
+            pa.binary(), n, c.value_offsets, c.value_data, c.value_valid, c.value_nulls
+        )
         offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(c.offsets)])
         # the walk wrote the timestamps in this unit (ArrowColumns.timestamp_scale)
-        ts = pa.Array.from_buffers(pa.timestamp(self.timestamp_unit, tz="UTC"), n, [None, pa.py_buffer(c.timestamps)])
+        ts = pa.Array.from_buffers(
+            pa.timestamp(self.timestamp_unit, tz="UTC"), n, [None, pa.py_buffer(c.timestamps)]
+        )
         ts_types = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(c.timestamp_types)])
         columns = [
             keys,
@@ -139,11 +145,17 @@ class ArrowBatchBuilder:
         c = self.columns
         hn = len(c.hvalue_valid)
         hkeys = _binary(pa.string(), hn, c.hkey_offsets, c.hkey_data, None, 0)
-        hvalues = _binary(pa.binary(), hn, c.hvalue_offsets, c.hvalue_data, c.hvalue_valid, c.hvalue_nulls)
+        hvalues = _binary(
+            pa.binary(), hn, c.hvalue_offsets, c.hvalue_data, c.hvalue_valid, c.hvalue_nulls
+        )
         structs = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
         validity = _validity(c.header_valid, c.header_nulls)
         return pa.Array.from_buffers(
-            HEADER_TYPE, n, [validity, pa.py_buffer(c.header_offsets)], null_count=c.header_nulls, children=[structs]
+            HEADER_TYPE,
+            n,
+            [validity, pa.py_buffer(c.header_offsets)],
+            null_count=c.header_nulls,
+            children=[structs],
         )
 
 
@@ -173,7 +185,9 @@ def _scalar(value: str | int, type_: pa.DataType) -> pa.Scalar:
     worker reading topics never imports pandas."""
     if isinstance(value, str) and type_ == pa.string():
         data = value.encode()
-        return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(array("i", [0, len(data)])), pa.py_buffer(data)])[0]
+        return pa.Array.from_buffers(
+            type_, 1, [None, pa.py_buffer(array("i", [0, len(data)])), pa.py_buffer(data)]
+        )[0]
     if isinstance(value, int) and type_ == pa.int32():
         return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(array("i", [value]))])[0]
     return pa.scalar(value, type_)
@@ -188,15 +202,25 @@ def _validity(flags: array[int] | None, nulls: int) -> pa.Buffer | None:
     n = len(flags)
     if nulls == n:
         return pa.py_buffer(bytes((n + 7) // 8))
-    as_bool = pc.cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), pa.bool_())  # 0: False
+    as_bool = pc.cast(
+        pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), pa.bool_()
+    )  # 0: False
     return as_bool.buffers()[1]
 
 
 def _binary(
-    type_: pa.DataType, n: int, offsets: array[int], data: array[int], valid: array[int] | None, nulls: int
+    type_: pa.DataType,
+    n: int,
+    offsets: array[int],
+    data: array[int],
+    valid: array[int] | None,
+    nulls: int,
 ) -> pa.Array:
     return pa.Array.from_buffers(
-        type_, n, [_validity(valid, nulls), pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+        type_,
+        n,
+        [_validity(valid, nulls), pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=nulls,
     )
 
 
@@ -211,7 +235,9 @@ def _bisect(offsets: array[int], target: int) -> int:
     return lo
 
 
-def fetch_request(tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, min_bytes: int = 1) -> FetchRequest:
+def fetch_request(
+    tp: TopicPartition, offset: int, max_bytes: int, isolation_level: int, min_bytes: int = 1
+) -> FetchRequest:
     """A sessionless Fetch of one partition from ``offset``, as a consumer asks (replica -1)."""
     return FetchRequest(
         replica_id=-1,
@@ -261,13 +287,19 @@ async def fetch_arrow(
     """
     tp = TopicPartition(topic, partition)
     builder = ArrowBatchBuilder(
-        topic, partition, include_headers=include_headers, timestamp_unit=timestamp_unit,
-        read_committed=isolation_level == 1, verify_crc=verify_crc,
+        topic,
+        partition,
+        include_headers=include_headers,
+        timestamp_unit=timestamp_unit,
+        read_committed=isolation_level == 1,
+        verify_crc=verify_crc,
     )
     position = start_offset
     deadline = time.monotonic() + timeout
     await client.wait_for_metadata(topic, timeout)
-    pending: tuple[int, Awaitable[FetchResponse]] | None = None  # a fetch sent ahead while the last is decoded
+    pending: tuple[int, Awaitable[FetchResponse]] | None = (
+        None  # a fetch sent ahead while the last is decoded
+    )
 
     def send(conn: BrokerConnection, offset: int) -> Awaitable[FetchResponse]:
         req = fetch_request(tp, offset, max_bytes, isolation_level)
@@ -299,7 +331,11 @@ async def fetch_arrow(
                 await client.refresh_metadata()
                 continue
             raise error_for_code(p.error_code)(f"{tp} at offset {position}")
-        limit = p.last_stable_offset if isolation_level == 1 and p.last_stable_offset >= 0 else p.high_watermark
+        limit = (
+            p.last_stable_offset
+            if isolation_level == 1 and p.last_stable_offset >= 0
+            else p.high_watermark
+        )
         if end_offset is None:
             end_offset = limit
         if position >= min(end_offset, limit):

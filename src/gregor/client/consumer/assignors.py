@@ -313,8 +313,11 @@ def make_assignors(names: str | list[str]) -> list[Assignor]:
     out = []
     for n in names:
         key = n.lower().rsplit(".", 1)[-1]
-        key = {"rangeassignor": "range", "roundrobinassignor": "roundrobin",
-               "cooperativestickyassignor": "cooperative-sticky"}.get(key, key)
+        key = {
+            "rangeassignor": "range",
+            "roundrobinassignor": "roundrobin",
+            "cooperativestickyassignor": "cooperative-sticky",
+        }.get(key, key)
         cls = ASSIGNORS.get(key)
         if cls is None:
             raise ValueError(f"unknown partition.assignment.strategy {n!r}")

@@ -102,10 +102,23 @@ def close_shared_clients() -> None:
 
 
 class _Fetched:
-    __slots__ = ("error_code", "records", "high_watermark", "last_stable_offset", "log_start_offset", "aborted")
+    __slots__ = (
+        "error_code",
+        "records",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "aborted",
+    )
 
     def __init__(
-        self, error_code: int, records: Buffer | None, hw: int, lso: int, log_start: int, aborted: list[tuple[int, int]]
+        self,
+        error_code: int,
+        records: Buffer | None,
+        hw: int,
+        lso: int,
+        log_start: int,
+        aborted: list[tuple[int, int]],
     ) -> None:
         self.error_code = error_code
         self.records = records
@@ -123,7 +136,14 @@ def _fetched(resp: FetchResponse, tp: TopicPartition) -> _Fetched | None:
         p = resp.responses[0].partitions[0]
         if p.error_code not in STALE_METADATA:
             aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
-            return _Fetched(p.error_code, p.records, p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted)
+            return _Fetched(
+                p.error_code,
+                p.records,
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset,
+                aborted,
+            )
     return None
 
 
@@ -156,7 +176,9 @@ async def _fetch(
                     return f
                 client.request_update()
         if time.monotonic() > deadline:
-            raise KafkaTimeoutError(f"{tp}: no answer to Fetch at offset {offset} within {timeout}s")
+            raise KafkaTimeoutError(
+                f"{tp}: no answer to Fetch at offset {offset} within {timeout}s"
+            )
         await client.refresh_metadata()
         await asyncio.sleep(client.retry_backoff)
 
@@ -172,7 +194,9 @@ class _LeaderLink:
     this process.
     """
 
-    def __init__(self, client: KafkaClient, tp: TopicPartition, isolation_level: int, timeout: float) -> None:
+    def __init__(
+        self, client: KafkaClient, tp: TopicPartition, isolation_level: int, timeout: float
+    ) -> None:
         self.client = client
         self.tp = tp
         self.isolation_level = isolation_level
@@ -184,7 +208,9 @@ class _LeaderLink:
     def send(self, offset: int, max_bytes: int) -> None:
         try:
             conn = self.conn or self._connect()
-            conn.send(fetch_request(self.tp, offset, max_bytes, self.isolation_level), fetch_version(conn))
+            conn.send(
+                fetch_request(self.tp, offset, max_bytes, self.isolation_level), fetch_version(conn)
+            )
         except KafkaError as e:
             if not e.retriable:
                 raise
@@ -206,7 +232,9 @@ class _LeaderLink:
                         return f
                     self._drop()  # the partition moved: the connection may be to a follower now
             if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"{self.tp}: no answer to Fetch at offset {offset} within {self.timeout}s")
+                raise KafkaTimeoutError(
+                    f"{self.tp}: no answer to Fetch at offset {offset} within {self.timeout}s"
+                )
             self.client.request_update()
             self._lt.run(self.client.refresh_metadata())
             time.sleep(self.client.retry_backoff)
@@ -224,7 +252,9 @@ class _LeaderLink:
             idle = _IDLE.get(key)
             conn = idle.pop() if idle else None
         if conn is None:
-            conn = BlockingConnection(broker.host, broker.port, **client.connection_options(node)).connect()
+            conn = BlockingConnection(
+                broker.host, broker.port, **client.connection_options(node)
+            ).connect()
         self.conn = conn
         self._key = key
         return conn
@@ -371,14 +401,20 @@ class RangeReader:
         end = self.end_offset
         builder = self._builder(None)
         chunk_start = position
-        pending: tuple[int, int] | None = self._submit(position) if end is None or position < end else None
+        pending: tuple[int, int] | None = (
+            self._submit(position) if end is None or position < end else None
+        )
         while pending is not None:
             f = self._link.result(*pending)
             pending = None
             if f.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 low = self._log_start()
                 if position < low:
-                    self._lose("deleted before they were read", position, min(low, end) if end is not None else low)
+                    self._lose(
+                        "deleted before they were read",
+                        position,
+                        min(low, end) if end is not None else low,
+                    )
                     if len(builder):  # what was read before the gap, then a new chunk after it
                         batch = builder.build(chunk_start, position)
                         self.records += batch.num_rows
@@ -397,7 +433,11 @@ class RangeReader:
                 continue
             if f.error_code:
                 raise error_for_code(f.error_code)(f"{self.tp} at offset {position}")
-            limit = f.last_stable_offset if self.isolation_level == 1 and f.last_stable_offset >= 0 else f.high_watermark
+            limit = (
+                f.last_stable_offset
+                if self.isolation_level == 1 and f.last_stable_offset >= 0
+                else f.high_watermark
+            )
             if end is None:
                 end = limit
             if position >= end:
@@ -444,7 +484,9 @@ class RangeReader:
                 yield batch
 
     def _offsets(self, spec: int) -> int:
-        r = self._lt.run(list_offsets(self.client, {self.tp: spec}, self.isolation_level, self.timeout))
+        r = self._lt.run(
+            list_offsets(self.client, {self.tp: spec}, self.isolation_level, self.timeout)
+        )
         off = r[self.tp][0]
         return off if off is not None else 0
 

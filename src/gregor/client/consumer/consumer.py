@@ -65,7 +65,12 @@ class AIOConsumer:
     def __init__(self, config: Settings | None = None, **kwargs: SettingValue) -> None:
         self.config = cfg = Config("consumer", config, **kwargs)
         reset = str(cfg["auto.offset.reset"]).lower()
-        reset = {"smallest": "earliest", "largest": "latest", "beginning": "earliest", "end": "latest"}.get(reset, reset)
+        reset = {
+            "smallest": "earliest",
+            "largest": "latest",
+            "beginning": "earliest",
+            "end": "latest",
+        }.get(reset, reset)
         if reset not in ("earliest", "latest", "none"):
             raise ConfigError(f"auto.offset.reset must be earliest, latest or none, got {reset!r}")
         if cfg["isolation.level"] not in ("read_committed", "read_uncommitted"):
@@ -82,7 +87,10 @@ class AIOConsumer:
                 self._group = ConsumerProtocolMember(self._client, cfg, self._subs)
             else:
                 self._group = ClassicMember(
-                    self._client, cfg, self._subs, make_assignors(cfg["partition.assignment.strategy"])
+                    self._client,
+                    cfg,
+                    self._subs,
+                    make_assignors(cfg["partition.assignment.strategy"]),
                 )
             self._group.before_revoke = self._commit_before_revoke
         self._auto_commit = bool(cfg["enable.auto.commit"] and cfg["group.id"])
@@ -253,7 +261,11 @@ class AIOConsumer:
         missing = self._subs.missing_positions()
         if not missing:
             return
-        need_committed = [tp for tp in missing if self._subs.assignment[tp].needs_committed and self._subs.assignment[tp].reset is None]
+        need_committed = [
+            tp
+            for tp in missing
+            if self._subs.assignment[tp].needs_committed and self._subs.assignment[tp].reset is None
+        ]
         if need_committed and self._group is not None:
             committed = await self._group.fetch_committed(
                 need_committed, require_stable=self.config["isolation.level"] == "read_committed"
@@ -271,7 +283,9 @@ class AIOConsumer:
             st = self._subs.assignment[tp]
             how = st.reset or self._subs.default_reset
             if how == "none":
-                raise error_for_code(ErrorCode.OFFSET_OUT_OF_RANGE)(f"{tp} has no committed offset and auto.offset.reset=none")
+                raise error_for_code(ErrorCode.OFFSET_OUT_OF_RANGE)(
+                    f"{tp} has no committed offset and auto.offset.reset=none"
+                )
             to_reset[tp] = EARLIEST if how == "earliest" else LATEST
         if to_reset:
             try:
@@ -294,15 +308,21 @@ class AIOConsumer:
         """ListOffsets per leader: {tp: (offset or None, timestamp, leader_epoch)}."""
         query = dict(query)
         isolation = 1 if self.config["isolation.level"] == "read_committed" else 0
-        return await list_offsets(self._client, query, isolation, self._api_timeout if timeout is None else timeout)
+        return await list_offsets(
+            self._client, query, isolation, self._api_timeout if timeout is None else timeout
+        )
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): EARLIEST for tp in tps})
-        return {tp: -1 if off is None else off for tp, (off, _, _) in r.items()}  # -1: the broker has none
+        return {
+            tp: -1 if off is None else off for tp, (off, _, _) in r.items()
+        }  # -1: the broker has none
 
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         r = await self._list_offsets({TopicPartition(*tp): LATEST for tp in tps})
-        return {tp: -1 if off is None else off for tp, (off, _, _) in r.items()}  # -1: the broker has none
+        return {
+            tp: -1 if off is None else off for tp, (off, _, _) in r.items()
+        }  # -1: the broker has none
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
@@ -332,7 +352,9 @@ class AIOConsumer:
             if st.position is not None
         }
 
-    async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None) -> None:
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None
+    ) -> None:
         """Commit ``offsets`` (next offsets to read), or every consumed position."""
         if self._group is None:
             raise IllegalStateError("commit needs a group.id")
@@ -340,7 +362,9 @@ class AIOConsumer:
             oms = self._consumed()
         else:
             oms = {
-                TopicPartition(*tp): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
+                TopicPartition(*tp): v
+                if isinstance(v, OffsetAndMetadata)
+                else OffsetAndMetadata(int(v))
                 for tp, v in offsets.items()
             }
         await self._group.commit(oms, timeout=self._api_timeout)
@@ -351,10 +375,14 @@ class AIOConsumer:
             await self._group.commit(oms, timeout=self._api_timeout)
         self._fetcher.drop(tps)
 
-    async def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    async def committed(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         if self._group is None:
             raise IllegalStateError("committed needs a group.id")
-        return await self._group.fetch_committed([TopicPartition(*tp) for tp in tps], timeout=self._api_timeout)
+        return await self._group.fetch_committed(
+            [TopicPartition(*tp) for tp in tps], timeout=self._api_timeout
+        )
 
     async def _maybe_auto_commit(self) -> None:
         if not self._auto_commit:
@@ -376,14 +404,18 @@ class AIOConsumer:
         if self._subs.pattern is not None:
             pat = self._subs.pattern
             topics = {
-                t for t, tm in self._client.cluster.topics.items()
-                if pat.fullmatch(t) and not (tm.is_internal and self.config["exclude.internal.topics"])
+                t
+                for t, tm in self._client.cluster.topics.items()
+                if pat.fullmatch(t)
+                and not (tm.is_internal and self.config["exclude.internal.topics"])
             }
             self._subs.topics = topics
             return topics
         return self._subs.topics
 
-    async def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
+    async def poll(
+        self, timeout_ms: int = 1000, max_records: int | None = None
+    ) -> list[ConsumerRecord]:
         """Records from the assigned partitions; waits up to ``timeout_ms`` for some."""
         if not self._started:
             raise IllegalStateError("consumer not started")
@@ -457,7 +489,9 @@ async def list_offsets(
             continue
         refreshed = False
 
-        async def one(node: int, q: dict[TopicPartition, int], cluster: ClusterMetadata = cluster) -> None:
+        async def one(
+            node: int, q: dict[TopicPartition, int], cluster: ClusterMetadata = cluster
+        ) -> None:
             conn = await client.connection(node)
             version = conn.version(ListOffsetsRequest.API_KEY, min_version=1)
             if any(ts == MAX_TIMESTAMP for ts in q.values()):
@@ -475,7 +509,9 @@ async def list_offsets(
             req = ListOffsetsRequest(
                 replica_id=-1,
                 isolation_level=isolation_level,
-                topics=[ListOffsetsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()],
+                topics=[
+                    ListOffsetsRequest.Topics(name=t, partitions=ps) for t, ps in topics.items()
+                ],
             )
             resp: ListOffsetsResponse = await conn.send(req, version)
             for t in resp.topics:
@@ -492,7 +528,9 @@ async def list_offsets(
                     else:
                         raise error_for_code(p.error_code)(f"ListOffsets {tp}")
 
-        results = await asyncio.gather(*(one(n, q) for n, q in by_node.items()), return_exceptions=True)
+        results = await asyncio.gather(
+            *(one(n, q) for n, q in by_node.items()), return_exceptions=True
+        )
         for r in results:
             if isinstance(r, BaseException):
                 if isinstance(r, KafkaError) and r.retriable:

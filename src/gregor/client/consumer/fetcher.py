@@ -98,14 +98,29 @@ class SubscriptionState:
         self.version += 1
 
     def fetchable(self) -> list[TopicPartition]:
-        return [tp for tp, s in self.assignment.items() if not s.paused and s.position is not None and s.reset is None]
+        return [
+            tp
+            for tp, s in self.assignment.items()
+            if not s.paused and s.position is not None and s.reset is None
+        ]
 
     def missing_positions(self) -> list[TopicPartition]:
-        return [tp for tp, s in self.assignment.items() if s.position is None or s.reset is not None]
+        return [
+            tp for tp, s in self.assignment.items() if s.position is None or s.reset is not None
+        ]
 
 
 class CompletedFetch:
-    __slots__ = ("tp", "data", "fetch_offset", "aborted", "records", "index", "next_offset", "leader_epoch")
+    __slots__ = (
+        "tp",
+        "data",
+        "fetch_offset",
+        "aborted",
+        "records",
+        "index",
+        "next_offset",
+        "leader_epoch",
+    )
 
     def __init__(
         self,
@@ -147,7 +162,9 @@ class Fetcher:
         self.max_bytes = config["fetch.max.bytes"]
         self.max_wait_ms = config["fetch.max.wait.ms"]
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
-        self.isolation = READ_COMMITTED if config["isolation.level"] == "read_committed" else READ_UNCOMMITTED
+        self.isolation = (
+            READ_COMMITTED if config["isolation.level"] == "read_committed" else READ_UNCOMMITTED
+        )
         self.check_crcs = config["check.crcs"]
         self.rack = config["client.rack"]
         self.completed: deque[CompletedFetch] = deque()
@@ -273,7 +290,10 @@ class Fetcher:
                 if st is None or st.position is None:
                     continue
                 pm = cluster.partition(tp)
-                wanted[tp] = (self.fetch_offset(tp, st.position), pm.leader_epoch if pm is not None else -1)
+                wanted[tp] = (
+                    self.fetch_offset(tp, st.position),
+                    pm.leader_epoch if pm is not None else -1,
+                )
             full = session.session_id == 0 or session.epoch == 0
             if full:
                 send = dict(wanted)
@@ -337,7 +357,9 @@ class Fetcher:
             if use_ids and f_tid is None:
                 continue
             f_list.append(
-                FetchRequest.ForgottenTopicsData(topic_id=cast(uuid.UUID, f_tid), partitions=f_parts)
+                FetchRequest.ForgottenTopicsData(
+                    topic_id=cast(uuid.UUID, f_tid), partitions=f_parts
+                )
                 if use_ids
                 else FetchRequest.ForgottenTopicsData(topic=topic, partitions=f_parts)
             )
@@ -368,7 +390,10 @@ class Fetcher:
         use_ids: bool,
     ) -> None:
         if resp.error_code:
-            if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            if resp.error_code in (
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+            ):
                 self.session_errors += 1
                 session.reset()
                 failures = self._session_failures[node] = self._session_failures.get(node, 0) + 1
@@ -407,7 +432,11 @@ class Fetcher:
                 if st is None:
                     continue
                 requested = wanted.get(tp)
-                if requested is None or st.position is None or self.fetch_offset(tp, st.position) != requested[0]:
+                if (
+                    requested is None
+                    or st.position is None
+                    or self.fetch_offset(tp, st.position) != requested[0]
+                ):
                     session.partitions.pop(tp, None)  # stale: make the next request name it
                     continue
                 code = p.error_code
@@ -417,7 +446,9 @@ class Fetcher:
                     st.log_start_offset = p.log_start_offset
                     data = p.records
                     if data is not None and len(data):
-                        cf = CompletedFetch(tp, data, requested[0], list(p.aborted_transactions or ()), requested[1])
+                        cf = CompletedFetch(
+                            tp, data, requested[0], list(p.aborted_transactions or ()), requested[1]
+                        )
                         cf.next_offset = max(end_offset(data), requested[0])
                         if cf.next_offset > requested[0]:
                             self.completed.append(cf)
@@ -426,7 +457,9 @@ class Fetcher:
                 session.partitions.pop(tp, None)
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     if self.subs.default_reset == "none":
-                        self.errors.append(OffsetOutOfRangeError(f"{tp} offset {st.position} is out of range"))
+                        self.errors.append(
+                            OffsetOutOfRangeError(f"{tp} offset {st.position} is out of range")
+                        )
                         got_data = True
                     else:
                         st.reset = self.subs.default_reset
@@ -459,7 +492,10 @@ class Fetcher:
                 completed.popleft()
                 continue
             if cf.records is None:
-                if st.position != cf.fetch_offset and not cf.fetch_offset < st.position < cf.next_offset:
+                if (
+                    st.position != cf.fetch_offset
+                    and not cf.fetch_offset < st.position < cf.next_offset
+                ):
                     completed.popleft()
                     continue
                 cf.fetch_offset = st.position
@@ -471,7 +507,9 @@ class Fetcher:
                     cf.records, cf.next_offset = self._decode(cf)
                 except ProtocolError as e:
                     completed.popleft()
-                    raise KafkaError(f"{cf.tp}: corrupt record data at offset {cf.fetch_offset}: {e}") from None
+                    raise KafkaError(
+                        f"{cf.tp}: corrupt record data at offset {cf.fetch_offset}: {e}"
+                    ) from None
                 finally:
                     if gc_was_enabled:
                         gc.enable()

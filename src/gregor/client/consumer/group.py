@@ -105,7 +105,9 @@ class GroupBase:
         self.generation = -1
         self.member_id = ""
         self.listener: object = None  # any object with some of RebalanceListener's methods
-        self.before_revoke: Callable[[set[TopicPartition]], Awaitable[None]] | None = None  # auto-commit hook
+        self.before_revoke: Callable[[set[TopicPartition]], Awaitable[None]] | None = (
+            None  # auto-commit hook
+        )
         self.closed = False
         self.rejoin_needed = True
 
@@ -120,7 +122,11 @@ class GroupBase:
         self.coordinator = -1
 
     async def _send(
-        self, req: messages.Message, response: type[R], max_version: int | None = None, timeout: float | None = None
+        self,
+        req: messages.Message,
+        response: type[R],
+        max_version: int | None = None,
+        timeout: float | None = None,
     ) -> R:
         """Send ``req`` to the group coordinator; its ``response``."""
         node = await self.coordinator_node()
@@ -156,9 +162,13 @@ class GroupBase:
     # --- offsets ---
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id, self.instance_id)
+        return ConsumerGroupMetadata(
+            self.group_id, self.generation, self.member_id, self.instance_id
+        )
 
-    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout: float | None = None) -> None:
+    async def commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout: float | None = None
+    ) -> None:
         if not offsets:
             return
         by_topic: dict[str, list[messages.OffsetCommitRequest.Topics.Partitions]] = {}
@@ -178,7 +188,10 @@ class GroupBase:
                 generation_id_or_member_epoch=self.generation,
                 member_id=self.member_id,
                 group_instance_id=self.instance_id,
-                topics=[messages.OffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=[
+                    messages.OffsetCommitRequest.Topics(name=t, partitions=ps)
+                    for t, ps in by_topic.items()
+                ],
             )
             resp = await self._send(req, messages.OffsetCommitResponse)
             for t in resp.topics:
@@ -190,7 +203,10 @@ class GroupBase:
         await self.client.with_retries(attempt, timeout=timeout)
 
     async def fetch_committed(
-        self, tps: Iterable[TopicPartition], require_stable: bool = False, timeout: float | None = None
+        self,
+        tps: Iterable[TopicPartition],
+        require_stable: bool = False,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         tps = list(tps)
         by_topic: dict[str, list[int]] = {}
@@ -206,7 +222,12 @@ class GroupBase:
                     groups=[
                         messages.OffsetFetchRequest.Groups(
                             group_id=self.group_id,
-                            topics=[messages.OffsetFetchRequest.Groups.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                            topics=[
+                                messages.OffsetFetchRequest.Groups.Topics(
+                                    name=t, partition_indexes=ps
+                                )
+                                for t, ps in by_topic.items()
+                            ],
                         )
                     ],
                     require_stable=require_stable,
@@ -214,7 +235,10 @@ class GroupBase:
             else:
                 req = messages.OffsetFetchRequest(
                     group_id=self.group_id,
-                    topics=[messages.OffsetFetchRequest.Topics(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                    topics=[
+                        messages.OffsetFetchRequest.Topics(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()
+                    ],
                     require_stable=require_stable,
                 )
             try:
@@ -222,7 +246,10 @@ class GroupBase:
             except KafkaConnectionError:
                 self.coordinator_dead()
                 raise
-            topics: list[messages.OffsetFetchResponse.Groups.Topics] | list[messages.OffsetFetchResponse.Topics]
+            topics: (
+                list[messages.OffsetFetchResponse.Groups.Topics]
+                | list[messages.OffsetFetchResponse.Topics]
+            )
             if version >= 8:
                 g = resp.groups[0]
                 code, topics = g.error_code, g.topics
@@ -251,7 +278,11 @@ class GroupBase:
     def _handle_error(self, code: int) -> None:
         if code in _COORDINATOR_ERRORS:
             self.coordinator_dead()
-        elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_MEMBER_EPOCH):
+        elif code in (
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.FENCED_MEMBER_EPOCH,
+        ):
             self.rejoin_needed = True
         elif code == ErrorCode.REBALANCE_IN_PROGRESS:
             self.rejoin_needed = True
@@ -269,7 +300,13 @@ class GroupBase:
 
 
 class ClassicMember(GroupBase):
-    def __init__(self, client: KafkaClient, config: Config, subs: SubscriptionState, assignors: list[Assignor]) -> None:
+    def __init__(
+        self,
+        client: KafkaClient,
+        config: Config,
+        subs: SubscriptionState,
+        assignors: list[Assignor],
+    ) -> None:
         super().__init__(client, config, subs)
         self.assignors = assignors
         self.session_timeout = config["session.timeout.ms"]
@@ -325,8 +362,13 @@ class ClassicMember(GroupBase):
         except KafkaError as e:
             self.rejoin_needed = True
             if not e.retriable and not isinstance(
-                e, (error_for_code(ErrorCode.REBALANCE_IN_PROGRESS), error_for_code(ErrorCode.UNKNOWN_MEMBER_ID),
-                    error_for_code(ErrorCode.ILLEGAL_GENERATION), error_for_code(ErrorCode.MEMBER_ID_REQUIRED))
+                e,
+                (
+                    error_for_code(ErrorCode.REBALANCE_IN_PROGRESS),
+                    error_for_code(ErrorCode.UNKNOWN_MEMBER_ID),
+                    error_for_code(ErrorCode.ILLEGAL_GENERATION),
+                    error_for_code(ErrorCode.MEMBER_ID_REQUIRED),
+                ),
             ):
                 raise
             await asyncio.sleep(self.client.retry_backoff)
@@ -362,7 +404,10 @@ class ClassicMember(GroupBase):
             self.generation,
             self.config["client.rack"] or None,
         )
-        protocols = [messages.JoinGroupRequest.Protocols(name=a.name, metadata=encode_subscription(sub)) for a in self.assignors]
+        protocols = [
+            messages.JoinGroupRequest.Protocols(name=a.name, metadata=encode_subscription(sub))
+            for a in self.assignors
+        ]
         while True:
             req = messages.JoinGroupRequest(
                 group_id=self.group_id,
@@ -373,7 +418,9 @@ class ClassicMember(GroupBase):
                 protocol_type="consumer",
                 protocols=protocols,
             )
-            resp = await self._send(req, messages.JoinGroupResponse, timeout=self.rebalance_timeout / 1000 + 5)
+            resp = await self._send(
+                req, messages.JoinGroupResponse, timeout=self.rebalance_timeout / 1000 + 5
+            )
             code = resp.error_code
             if code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = resp.member_id
@@ -405,7 +452,9 @@ class ClassicMember(GroupBase):
             protocol_name=self.protocol,
             assignments=assignments,
         )
-        sresp = await self._send(sreq, messages.SyncGroupResponse, timeout=self.rebalance_timeout / 1000 + 5)
+        sresp = await self._send(
+            sreq, messages.SyncGroupResponse, timeout=self.rebalance_timeout / 1000 + 5
+        )
         if sresp.error_code:
             code = sresp.error_code
             if code == ErrorCode.UNKNOWN_MEMBER_ID:
@@ -417,10 +466,14 @@ class ClassicMember(GroupBase):
             raise error_for_code(code)(f"SyncGroup {self.group_id}")
         return decode_assignment(sresp.assignment)
 
-    async def _lead(self, resp: messages.JoinGroupResponse) -> list[messages.SyncGroupRequest.Assignments]:
+    async def _lead(
+        self, resp: messages.JoinGroupResponse
+    ) -> list[messages.SyncGroupRequest.Assignments]:
         assignor = self._assignor(resp.protocol_name)
         if assignor is None:
-            raise KafkaError(f"group chose assignor {resp.protocol_name!r}, which this member lacks")
+            raise KafkaError(
+                f"group chose assignor {resp.protocol_name!r}, which this member lacks"
+            )
         members = {m.member_id: decode_subscription(m.metadata) for m in resp.members}
         all_topics = {t for s in members.values() for t in s.topics}
         self.client.add_topics(all_topics)
@@ -433,7 +486,9 @@ class ClassicMember(GroupBase):
         self._assigned_counts = counts
         result = assignor.assign(members, counts)
         return [
-            messages.SyncGroupRequest.Assignments(member_id=m, assignment=encode_assignment(Assignment(parts)))
+            messages.SyncGroupRequest.Assignments(
+                member_id=m, assignment=encode_assignment(Assignment(parts))
+            )
             for m, parts in result.items()
         ]
 
@@ -458,7 +513,11 @@ class ClassicMember(GroupBase):
             code = resp.error_code
             if code == ErrorCode.REBALANCE_IN_PROGRESS:
                 self.rejoin_needed = True
-            elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            elif code in (
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                ErrorCode.ILLEGAL_GENERATION,
+                ErrorCode.FENCED_INSTANCE_ID,
+            ):
                 lost = set(self.subs.assignment)
                 if code == ErrorCode.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
@@ -481,7 +540,11 @@ class ClassicMember(GroupBase):
             if version >= 3:
                 req = messages.LeaveGroupRequest(
                     group_id=self.group_id,
-                    members=[messages.LeaveGroupRequest.Members(member_id=self.member_id, group_instance_id=self.instance_id)],
+                    members=[
+                        messages.LeaveGroupRequest.Members(
+                            member_id=self.member_id, group_instance_id=self.instance_id
+                        )
+                    ],
                 )
             else:
                 req = messages.LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)

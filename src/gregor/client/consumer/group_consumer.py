@@ -24,6 +24,7 @@ from gregor.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGrou
 
 log = logging.getLogger("gregor.client.group")
 
+
 class ConsumerProtocolMember(GroupBase):
     """KIP-848: the broker assigns; the member reconciles and heartbeats."""
 
@@ -112,7 +113,9 @@ class ConsumerProtocolMember(GroupBase):
             if resp.heartbeat_interval_ms > 0:
                 self.interval = resp.heartbeat_interval_ms / 1000
             if resp.assignment is not None:
-                self._pending = {tp.topic_id: list(tp.partitions) for tp in resp.assignment.topic_partitions}
+                self._pending = {
+                    tp.topic_id: list(tp.partitions) for tp in resp.assignment.topic_partitions
+                }
 
     async def _reconcile(self) -> None:
         target_ids = self._pending
@@ -125,7 +128,9 @@ class ConsumerProtocolMember(GroupBase):
             if any(tid not in cluster.topic_names for tid in target_ids):
                 return  # try again after the next metadata refresh
         target = {
-            TopicPartition(cluster.topic_names[tid], p) for tid, ps in target_ids.items() for p in ps
+            TopicPartition(cluster.topic_names[tid], p)
+            for tid, ps in target_ids.items()
+            for p in ps
         }
         self._pending = None
         owned = set(self.subs.assignment)

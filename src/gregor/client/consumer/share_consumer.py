@@ -68,7 +68,9 @@ class AIOShareConsumer:
             raise KafkaError("a share consumer needs group.id")
         mode = self.config["share.acknowledgement.mode"]
         if mode not in ("implicit", "explicit"):
-            raise KafkaError(f"share.acknowledgement.mode must be implicit or explicit, not {mode!r}")
+            raise KafkaError(
+                f"share.acknowledgement.mode must be implicit or explicit, not {mode!r}"
+            )
         self.explicit = mode == "explicit"
         self.group_id: str = group_id
         self.member_id = str(uuid.uuid4())
@@ -107,7 +109,9 @@ class AIOShareConsumer:
     async def _heartbeat(self, leaving: bool = False) -> None:
         node = await self._client.find_coordinator(self.group_id, 0)
         req = messages.ShareGroupHeartbeatRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=-1 if leaving else self.member_epoch,
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=-1 if leaving else self.member_epoch,
             rack_id=self.config["client.rack"] or None,
             subscribed_topic_names=None if leaving or self.member_epoch else self._topics,
         )
@@ -123,7 +127,9 @@ class AIOShareConsumer:
         if resp.heartbeat_interval_ms > 0:
             self._interval = resp.heartbeat_interval_ms / 1000
         if resp.assignment is not None:
-            self._assignment = {t.topic_id: list(t.partitions) for t in resp.assignment.topic_partitions}
+            self._assignment = {
+                t.topic_id: list(t.partitions) for t in resp.assignment.topic_partitions
+            }
             self._joined.set()
 
     async def _heartbeat_loop(self) -> None:
@@ -136,19 +142,28 @@ class AIOShareConsumer:
 
     def assignment(self) -> set[TopicPartition]:
         names = self._client.cluster.topic_names
-        return {TopicPartition(names[tid], p) for tid, ps in self._assignment.items() if tid in names for p in ps}
+        return {
+            TopicPartition(names[tid], p)
+            for tid, ps in self._assignment.items()
+            if tid in names
+            for p in ps
+        }
 
     # --- acknowledgements ---
 
     def acknowledge(self, record: ShareRecord, ack_type: int = ACCEPT) -> None:
         if ack_type not in (ACCEPT, RELEASE, REJECT):
             raise KafkaError(f"unknown acknowledge type {ack_type}")
-        self._pending.setdefault(TopicPartition(record.topic, record.partition), {})[record.offset] = ack_type
+        self._pending.setdefault(TopicPartition(record.topic, record.partition), {})[
+            record.offset
+        ] = ack_type
 
     def _implicit_acks(self) -> None:
         if not self.explicit:
             for r in self._delivered:
-                self._pending.setdefault(TopicPartition(r.topic, r.partition), {}).setdefault(r.offset, ACCEPT)
+                self._pending.setdefault(TopicPartition(r.topic, r.partition), {}).setdefault(
+                    r.offset, ACCEPT
+                )
         self._delivered = []
 
     @staticmethod
@@ -200,7 +215,9 @@ class AIOShareConsumer:
         self._delivered = list(records)
         return records
 
-    async def _fetch(self, node: int, partitions: set[TopicPartition], wait_ms: int) -> list[ShareRecord]:
+    async def _fetch(
+        self, node: int, partitions: set[TopicPartition], wait_ms: int
+    ) -> list[ShareRecord]:
         session = self._sessions.setdefault(node, _Session())
         acks = self._take_acks(node)
         cluster = self._client.cluster
@@ -215,23 +232,37 @@ class AIOShareConsumer:
             tid = cluster.topic_id(tp.topic)
             if tid is None:
                 continue
-            topics.setdefault(tid, []).append(T.Partitions(
-                partition_index=tp.partition, partition_max_bytes=self.config["max.partition.fetch.bytes"],
-                acknowledgement_batches=[T.Partitions.AcknowledgementBatches(
-                    first_offset=a, last_offset=b, acknowledge_types=[k]) for a, b, k in acks.get(tp, [])],
-            ))
+            topics.setdefault(tid, []).append(
+                T.Partitions(
+                    partition_index=tp.partition,
+                    partition_max_bytes=self.config["max.partition.fetch.bytes"],
+                    acknowledgement_batches=[
+                        T.Partitions.AcknowledgementBatches(
+                            first_offset=a, last_offset=b, acknowledge_types=[k]
+                        )
+                        for a, b, k in acks.get(tp, [])
+                    ],
+                )
+            )
         forget: dict[uuid.UUID, list[int]] = {}
         for tp in forgotten:
             tid = cluster.topic_id(tp.topic)
             if tid is not None:
                 forget.setdefault(tid, []).append(tp.partition)
         req = messages.ShareFetchRequest(
-            group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
-            max_wait_ms=wait_ms, min_bytes=1, max_bytes=self.config["fetch.max.bytes"],
-            max_records=self.config["max.poll.records"], batch_size=self.config["max.poll.records"],
+            group_id=self.group_id,
+            member_id=self.member_id,
+            share_session_epoch=session.epoch,
+            max_wait_ms=wait_ms,
+            min_bytes=1,
+            max_bytes=self.config["fetch.max.bytes"],
+            max_records=self.config["max.poll.records"],
+            batch_size=self.config["max.poll.records"],
             topics=[T(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
-            forgotten_topics_data=[messages.ShareFetchRequest.ForgottenTopicsData(topic_id=tid, partitions=ps)
-                                   for tid, ps in forget.items()],
+            forgotten_topics_data=[
+                messages.ShareFetchRequest.ForgottenTopicsData(topic_id=tid, partitions=ps)
+                for tid, ps in forget.items()
+            ],
         )
         resp: messages.ShareFetchResponse = await self._client.send(node, req)
         if resp.error_code in _SESSION_LOST:
@@ -260,10 +291,18 @@ class AIOShareConsumer:
                 for rec in iter_records(p.records, skip_control=True):
                     count = counts.get(rec.offset)
                     if count is not None:
-                        out.append(ShareRecord(
-                            name, p.partition_index, rec.offset, rec.timestamp, rec.key, rec.value,
-                            tuple((k, v) for k, v in rec.headers), count,
-                        ))
+                        out.append(
+                            ShareRecord(
+                                name,
+                                p.partition_index,
+                                rec.offset,
+                                rec.timestamp,
+                                rec.key,
+                                rec.value,
+                                tuple((k, v) for k, v in rec.headers),
+                                count,
+                            )
+                        )
         return out
 
     async def commit_sync(self) -> dict[TopicPartition, KafkaError | None]:
@@ -274,23 +313,37 @@ class AIOShareConsumer:
     async def _acknowledge(self, final: bool) -> dict[TopicPartition, KafkaError | None]:
         cluster = self._client.cluster
         out: dict[TopicPartition, KafkaError | None] = {}
-        nodes = {cluster.leader_for(tp) for tp in self._pending} | (set(self._sessions) if final else set())
+        nodes = {cluster.leader_for(tp) for tp in self._pending} | (
+            set(self._sessions) if final else set()
+        )
         for node in sorted(n for n in nodes if n >= 0):
             session = self._sessions.get(node)
             acks = self._take_acks(node)
             if session is None or session.epoch == 0:
-                out.update({tp: KafkaError("no share session with the partition's leader") for tp in acks})
+                out.update(
+                    {tp: KafkaError("no share session with the partition's leader") for tp in acks}
+                )
                 continue
             A = messages.ShareAcknowledgeRequest.Topics
             topics: dict[uuid.UUID, list[messages.ShareAcknowledgeRequest.Topics.Partitions]] = {}
             for tp, runs in acks.items():
                 tid = cluster.topic_id(tp.topic)
                 if tid is not None:
-                    topics.setdefault(tid, []).append(A.Partitions(partition_index=tp.partition, acknowledgement_batches=[
-                        A.Partitions.AcknowledgementBatches(first_offset=a, last_offset=b, acknowledge_types=[k])
-                        for a, b, k in runs]))
+                    topics.setdefault(tid, []).append(
+                        A.Partitions(
+                            partition_index=tp.partition,
+                            acknowledgement_batches=[
+                                A.Partitions.AcknowledgementBatches(
+                                    first_offset=a, last_offset=b, acknowledge_types=[k]
+                                )
+                                for a, b, k in runs
+                            ],
+                        )
+                    )
             req = messages.ShareAcknowledgeRequest(
-                group_id=self.group_id, member_id=self.member_id, share_session_epoch=-1 if final else session.epoch,
+                group_id=self.group_id,
+                member_id=self.member_id,
+                share_session_epoch=-1 if final else session.epoch,
                 topics=[A(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
             )
             resp: messages.ShareAcknowledgeResponse = await self._client.send(node, req)
@@ -308,7 +361,8 @@ class AIOShareConsumer:
                 name = cluster.topic_names.get(t.topic_id, "")
                 for p in t.partitions:
                     out[TopicPartition(name, p.partition_index)] = (
-                        error_for_code(p.error_code)(p.error_message) if p.error_code else None)
+                        error_for_code(p.error_code)(p.error_message) if p.error_code else None
+                    )
             for tp in acks:
                 out.setdefault(tp, None)
         return out

@@ -145,7 +145,9 @@ class BlockingConnection(ConnectionBase):
 
     def request(self, message: Message, version: int | None = None) -> Message:
         if self.in_flight:
-            raise KafkaConnectionError(f"{self}: {self.in_flight} responses are waiting to be read first")
+            raise KafkaConnectionError(
+                f"{self}: {self.in_flight} responses are waiting to be read first"
+            )
         self.send(message, version)
         return self.receive()
 
@@ -156,7 +158,9 @@ class BlockingConnection(ConnectionBase):
 
     def _failure(self, what: str, e: OSError) -> Exception:
         self.close()
-        if isinstance(e, (TimeoutError, BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)):
+        if isinstance(
+            e, (TimeoutError, BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+        ):
             # SO_RCVTIMEO / SO_SNDTIMEO ran out
             return KafkaTimeoutError(f"request to {self} timed out")
         return KafkaConnectionError(f"cannot {what} {self}: {e}")

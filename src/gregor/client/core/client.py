@@ -287,16 +287,25 @@ class KafkaClient:
         raise NoBrokersAvailableError("; ".join(errors) or "no bootstrap servers")
 
     async def send(
-        self, node_id: int, message: Message, version: int | None = None, *, timeout: float | None = None
+        self,
+        node_id: int,
+        message: Message,
+        version: int | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Any:
         """Send to ``node_id`` (connecting if needed); the response, of the request's API's
         response class (see :meth:`BrokerConnection.send`)."""
         conn = await self.connection(node_id)
         return await conn.send(message, version, timeout=timeout)
 
-    async def with_retries(self, fn: Callable[[], Awaitable[T]], *, timeout: float | None = None) -> T:
+    async def with_retries(
+        self, fn: Callable[[], Awaitable[T]], *, timeout: float | None = None
+    ) -> T:
         """Run ``await fn()`` until it succeeds, retrying retriable errors until ``timeout``."""
-        deadline = time.monotonic() + (self.config["default.api.timeout.ms"] / 1000 if timeout is None else timeout)
+        deadline = time.monotonic() + (
+            self.config["default.api.timeout.ms"] / 1000 if timeout is None else timeout
+        )
         attempt = 0
         while True:
             try:
@@ -323,7 +332,9 @@ class KafkaClient:
         self._new_topics = False
         topics = None if self._all_topics else sorted(self._topics)
         try:
-            await self.fetch_metadata(topics, allow_auto_create=self.config["allow.auto.create.topics"])
+            await self.fetch_metadata(
+                topics, allow_auto_create=self.config["allow.auto.create.topics"]
+            )
         except BaseException:
             self._need_update = True
             raise
@@ -335,9 +346,7 @@ class KafkaClient:
         conn = await self.any_connection()
         version = conn.version(MetadataRequest.API_KEY)
         req = MetadataRequest(
-            topics=None
-            if topics is None
-            else [MetadataRequest.Topics(name=t) for t in topics],
+            topics=None if topics is None else [MetadataRequest.Topics(name=t) for t in topics],
             allow_auto_topic_creation=allow_auto_create,
         )
         if topics is None and version == 0:
@@ -376,7 +385,9 @@ class KafkaClient:
             if code in (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION):
                 raise error_for_code(code)(topic)  # no refresh will change it, as Kafka's producer
             if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout:.1f}s")
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after {timeout:.1f}s"
+                )
             await asyncio.sleep(self.retry_backoff)
 
     async def find_coordinator(self, key: str, key_type: int = 0) -> int:
@@ -390,9 +401,21 @@ class KafkaClient:
         resp: FindCoordinatorResponse = await conn.send(req, version)
         if version >= 4:
             c = resp.coordinators[0]
-            code, msg, node_id, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
+            code, msg, node_id, host, port = (
+                c.error_code,
+                c.error_message,
+                c.node_id,
+                c.host,
+                c.port,
+            )
         else:
-            code, msg, node_id, host, port = resp.error_code, resp.error_message, resp.node_id, resp.host, resp.port
+            code, msg, node_id, host, port = (
+                resp.error_code,
+                resp.error_message,
+                resp.node_id,
+                resp.host,
+                resp.port,
+            )
         if code:
             raise error_for_code(code)(msg)
         known = self.cluster.brokers.get(node_id)

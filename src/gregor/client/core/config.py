@@ -101,7 +101,11 @@ SHARE_CONSUMER: dict[str, ConfigValue] = {
 }
 
 ROLES = {
-    "producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN, "share_consumer": SHARE_CONSUMER, "client": {},
+    "producer": PRODUCER,
+    "consumer": CONSUMER,
+    "admin": ADMIN,
+    "share_consumer": SHARE_CONSUMER,
+    "client": {},
 }
 
 
@@ -247,7 +251,9 @@ def _convert(name: str, value: SettingValue, default: ConfigValue) -> ConfigValu
         raise ConfigError(f"{name} must be an integer, got {value!r}")
     if isinstance(value, str):
         return value.strip()
-    if name in ("bootstrap.servers", "partition.assignment.strategy") and isinstance(value, Iterable):
+    if name in ("bootstrap.servers", "partition.assignment.strategy") and isinstance(
+        value, Iterable
+    ):
         items = list(value)
         names = [v for v in items if isinstance(v, str)]
         if len(names) != len(items):

@@ -78,7 +78,9 @@ class _Protocol(asyncio.BufferedProtocol):
             self.conn._frames_received(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.conn._fail(KafkaConnectionError(f"connection to {self.conn} lost: {exc or 'closed by peer'}"))
+        self.conn._fail(
+            KafkaConnectionError(f"connection to {self.conn} lost: {exc or 'closed by peer'}")
+        )
 
     def pause_writing(self) -> None:
         self.conn._writable.clear()
@@ -151,7 +153,9 @@ class ConnectionBase:
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # The broker listed its ranges in a v0 body: retry with the highest it knows.
             theirs = {k.api_key: k.max_version for k in resp.api_keys}
-            resp = expect((yield req, min(theirs.get(ApiVersionsRequest.API_KEY, 0), 3)), ApiVersionsResponse)
+            resp = expect(
+                (yield req, min(theirs.get(ApiVersionsRequest.API_KEY, 0), 3)), ApiVersionsResponse
+            )
         if resp.error_code:
             self.close()
             raise KafkaConnectionError(f"ApiVersions failed on {self}: error {resp.error_code}")
@@ -159,7 +163,10 @@ class ConnectionBase:
 
     def _login(self, login: SaslClient) -> Exchange:
         """SaslHandshake, then SaslAuthenticate until the mechanism is done (KIP-152)."""
-        hello = expect((yield SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1)), SaslHandshakeResponse)
+        hello = expect(
+            (yield SaslHandshakeRequest(mechanism=login.mechanism), self.version(17, 1)),
+            SaslHandshakeResponse,
+        )
         if hello.error_code:
             raise SaslAuthenticationFailedError(
                 f"{self} does not enable SASL mechanism {login.mechanism} (it offers {hello.mechanisms})"
@@ -167,9 +174,13 @@ class ConnectionBase:
         version = self.version(36, 2)
         token: bytes | None = login.first()
         while token is not None:
-            resp = expect((yield SaslAuthenticateRequest(auth_bytes=token), version), SaslAuthenticateResponse)
+            resp = expect(
+                (yield SaslAuthenticateRequest(auth_bytes=token), version), SaslAuthenticateResponse
+            )
             if resp.error_code:
-                raise SaslAuthenticationFailedError(resp.error_message or f"{login.mechanism} login refused")
+                raise SaslAuthenticationFailedError(
+                    resp.error_message or f"{login.mechanism} login refused"
+                )
             token = login.respond(bytes(resp.auth_bytes))
 
     def supports(self, api_key: int, min_version: int = 0) -> bool:
@@ -223,7 +234,10 @@ class BrokerConnection(ConnectionBase):
         try:
             transport, _ = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port, ssl=self.ssl_context,
+                    lambda: _Protocol(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl_context,
                     server_hostname=self.host if self.ssl_context is not None else None,
                 ),
                 self.connect_timeout,
@@ -238,8 +252,11 @@ class BrokerConnection(ConnectionBase):
             await self._converse(self._negotiation(), timeout=self.connect_timeout)
         except (KafkaTimeoutError, KafkaConnectionError) as e:
             self.close()
-            why = (f"no answer within {self.connect_timeout * 1000:.0f} ms" if isinstance(e, KafkaTimeoutError)
-                   else str(e).replace(f" from {self}", "").replace(f" to {self}", ""))
+            why = (
+                f"no answer within {self.connect_timeout * 1000:.0f} ms"
+                if isinstance(e, KafkaTimeoutError)
+                else str(e).replace(f" from {self}", "").replace(f" to {self}", "")
+            )
             raise KafkaConnectionError(
                 f"{self} did not complete Kafka's handshake (ApiVersions: {why}): is it a Kafka listener, "
                 "with the right security.protocol?"
@@ -297,7 +314,9 @@ class BrokerConnection(ConnectionBase):
             self._arm_timer(loop)
         return fut
 
-    async def request(self, message: Message, version: int | None = None, *, timeout: float | None = None) -> Any:
+    async def request(
+        self, message: Message, version: int | None = None, *, timeout: float | None = None
+    ) -> Any:
         return await self.send(message, version, timeout=timeout)
 
     async def drain(self) -> None:

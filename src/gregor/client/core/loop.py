@@ -45,7 +45,9 @@ class LoopThread:
 
     def run(self, coro: Coroutine[object, object, T], timeout: float | None = None) -> T:
         if threading.current_thread() is self.thread:
-            raise RuntimeError("a synchronous gregor client cannot be called from its own loop thread")
+            raise RuntimeError(
+                "a synchronous gregor client cannot be called from its own loop thread"
+            )
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return fut.result(timeout)

@@ -180,7 +180,9 @@ class ClusterMetadata:
         tm = self.topics.get(topic)
         if tm is None:
             return []
-        return sorted(p for p, pm in tm.partitions.items() if pm.leader >= 0 and pm.leader in self.brokers)
+        return sorted(
+            p for p, pm in tm.partitions.items() if pm.leader >= 0 and pm.leader in self.brokers
+        )
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         tm = self.topics.get(topic)

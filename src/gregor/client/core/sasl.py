@@ -53,7 +53,12 @@ def _escape(name: str) -> str:
 
 class ScramClient:
     def __init__(
-        self, mechanism: str, username: str, password: str, nonce: str | None = None, tokenauth: bool = False
+        self,
+        mechanism: str,
+        username: str,
+        password: str,
+        nonce: str | None = None,
+        tokenauth: bool = False,
     ) -> None:
         if mechanism not in _HASHES:
             raise ValueError(f"{mechanism} is not a SCRAM mechanism")
@@ -73,21 +78,31 @@ class ScramClient:
         text = bytes(challenge).decode("utf-8", errors="replace")
         attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
         if "e" in attrs:
-            raise SaslAuthenticationError(f"{self.mechanism} login refused by the broker: {attrs['e']}")
+            raise SaslAuthenticationError(
+                f"{self.mechanism} login refused by the broker: {attrs['e']}"
+            )
         if self._server_signature is None:
             return self._final(text, attrs)
         verifier = attrs.get("v")
-        if verifier is None or not hmac.compare_digest(base64.b64decode(verifier), self._server_signature):
-            raise SaslAuthenticationError(f"{self.mechanism}: the broker's signature does not verify")
+        if verifier is None or not hmac.compare_digest(
+            base64.b64decode(verifier), self._server_signature
+        ):
+            raise SaslAuthenticationError(
+                f"{self.mechanism}: the broker's signature does not verify"
+            )
         return None
 
     def _final(self, server_first: str, attrs: dict[str, str]) -> bytes:
         try:
             nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
         except (KeyError, ValueError) as e:
-            raise SaslAuthenticationError(f"{self.mechanism}: malformed server-first message") from e
+            raise SaslAuthenticationError(
+                f"{self.mechanism}: malformed server-first message"
+            ) from e
         if not nonce.startswith(self._nonce) or iterations < 1:
-            raise SaslAuthenticationError(f"{self.mechanism}: the broker's nonce or iteration count is invalid")
+            raise SaslAuthenticationError(
+                f"{self.mechanism}: the broker's nonce or iteration count is invalid"
+            )
         salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), salt, iterations)
         client_key = hmac.new(salted, b"Client Key", self._hash).digest()
         stored_key = hashlib.new(self._hash, client_key).digest()
@@ -100,11 +115,15 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
 
-def sasl_client(mechanism: str, username: str, password: str, tokenauth: bool = False) -> SaslClient:
+def sasl_client(
+    mechanism: str, username: str, password: str, tokenauth: bool = False
+) -> SaslClient:
     """A client for ``mechanism`` (one of ``CLIENT_MECHANISMS``); ValueError for others.
     ``tokenauth``: a SCRAM login with a delegation token."""
     if mechanism == PLAIN:
         return PlainClient(username, password)
     if mechanism in _HASHES:
         return ScramClient(mechanism, username, password, tokenauth=tokenauth)
-    raise ValueError(f"SASL mechanism {mechanism} is not supported for logging in (use {', '.join(CLIENT_MECHANISMS)})")
+    raise ValueError(
+        f"SASL mechanism {mechanism} is not supported for logging in (use {', '.join(CLIENT_MECHANISMS)})"
+    )

@@ -54,7 +54,9 @@ def tls_context(get: Getter) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
         cert = _text(get, "ssl.certificate.location")
         if cert:
-            ctx.load_cert_chain(cert, _text(get, "ssl.key.location"), _text(get, "ssl.key.password"))
+            ctx.load_cert_chain(
+                cert, _text(get, "ssl.key.location"), _text(get, "ssl.key.password")
+            )
         elif _text(get, "ssl.key.location"):
             raise ConfigError("ssl.key.location needs ssl.certificate.location")
     except (OSError, ssl.SSLError) as e:
@@ -66,7 +68,9 @@ def tls_context(get: Getter) -> ssl.SSLContext:
     return ctx
 
 
-def connection_security(get: Getter) -> tuple[ssl.SSLContext | None, Callable[[], SaslClient] | None]:
+def connection_security(
+    get: Getter,
+) -> tuple[ssl.SSLContext | None, Callable[[], SaslClient] | None]:
     """(TLS context, SASL login factory) for the client's connections; None where unused."""
     protocol = str(get("security.protocol") or "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
@@ -85,6 +89,8 @@ def connection_security(get: Getter) -> tuple[ssl.SSLContext | None, Callable[[]
             raise ConfigError(f"sasl.mechanism={mechanism} needs sasl.username and sasl.password")
         tokenauth = str(get("sasl.scram.tokenauth") or "false").strip().lower() in ("true", "1")
         if tokenauth and mechanism == "PLAIN":
-            raise ConfigError("sasl.scram.tokenauth needs a SCRAM sasl.mechanism (a token cannot log in with PLAIN)")
+            raise ConfigError(
+                "sasl.scram.tokenauth needs a SCRAM sasl.mechanism (a token cannot log in with PLAIN)"
+            )
         login = functools.partial(sasl_client, mechanism, str(username), str(password), tokenauth)
     return context, login

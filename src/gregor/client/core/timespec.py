@@ -23,7 +23,9 @@ def parse_datetime(text: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(iso)
     except ValueError:
-        raise ValueError(f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss (e.g. 2026-11-26T08:30:00.000)") from None
+        raise ValueError(
+            f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss (e.g. 2026-11-26T08:30:00.000)"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp() * 1000)

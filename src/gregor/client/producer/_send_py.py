@@ -91,7 +91,9 @@ class ProducerBatch:
     def record_count(self) -> int:
         return len(self.builder)
 
-    def build(self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool) -> bytes:
+    def build(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool
+    ) -> bytes:
         """The batch's bytes; built once and kept for retries (same sequence on the wire)."""
         if self.payload is None:
             b = self.builder
@@ -103,7 +105,9 @@ class ProducerBatch:
             self.payload = b.build()
         return self.payload
 
-    def rebuild_with(self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool) -> None:
+    def rebuild_with(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool
+    ) -> None:
         """Forget the built bytes so the next send uses a new producer id/epoch/sequence."""
         self.payload = None
         self.base_sequence = NO_SEQUENCE
@@ -169,7 +173,11 @@ class AccumulatorCore:
                 q = self.queues[tp] = PartitionQueue()
             batches = q.batches
             batch = batches[-1] if batches else None
-            if batch is None or batch.closed or (batch.size + size > self.batch_size and batch.size > 0):
+            if (
+                batch is None
+                or batch.closed
+                or (batch.size + size > self.batch_size and batch.size > 0)
+            ):
                 if batch is not None and not batch.closed:
                     wake = True  # the previous batch is full: ready now
                 batch = self._new_batch(tp, q)
@@ -228,7 +236,9 @@ class ProducerCore:
         v = value if value is None or isinstance(value, bytes) else to_bytes(value)
         hdrs: Sequence[tuple[str, Buffer | None]] = ()
         if headers:
-            hdrs = [(hk.decode() if isinstance(hk, bytes) else hk, to_bytes(hv)) for hk, hv in headers]
+            hdrs = [
+                (hk.decode() if isinstance(hk, bytes) else hk, to_bytes(hv)) for hk, hv in headers
+            ]
         tps = self._tps.get(topic)
         if tps is None or self._tps_version != self._client.cluster.version:
             tps = self._topic_partitions(topic)

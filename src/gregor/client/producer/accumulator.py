@@ -60,7 +60,9 @@ class RecordAccumulator(AccumulatorCore):
 
     def _new_batch(self, tp: TopicPartition, q: PartitionQueue) -> ProducerBatch:
         """Open a new batch at the tail of ``q`` (under the lock; ``append`` calls this)."""
-        builder = RecordBatchBuilder(compression=self.compression, compression_level=self.compression_level)
+        builder = RecordBatchBuilder(
+            compression=self.compression, compression_level=self.compression_level
+        )
         batch = ProducerBatch(tp, builder, time.monotonic())
         q.batches.append(batch)
         self.incomplete.add(batch)

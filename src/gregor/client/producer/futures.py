@@ -30,7 +30,17 @@ class RecordMetadata(NamedTuple):
 
 
 class BatchResult:
-    __slots__ = ("topic", "partition", "done", "base_offset", "log_append_time", "error", "_event", "_waiters", "_callbacks")
+    __slots__ = (
+        "topic",
+        "partition",
+        "done",
+        "base_offset",
+        "log_append_time",
+        "error",
+        "_event",
+        "_waiters",
+        "_callbacks",
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -43,7 +53,9 @@ class BatchResult:
         self._waiters: list[asyncio.Future[None]] = []
         self._callbacks: list[tuple[ProduceFuture, Callable[[ProduceFuture], object]]] = []
 
-    def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
+    def complete(
+        self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None
+    ) -> None:
         if self.done:
             return
         self.base_offset = base_offset
@@ -86,7 +98,9 @@ class ProduceFuture(tuple[BatchResult, int, int, int, int]):
 
     __slots__ = ()
 
-    def __new__(cls, batch: BatchResult, index: int, timestamp: int, key_size: int, value_size: int) -> ProduceFuture:
+    def __new__(
+        cls, batch: BatchResult, index: int, timestamp: int, key_size: int, value_size: int
+    ) -> ProduceFuture:
         return tuple.__new__(cls, (batch, index, timestamp, key_size, value_size))
 
     @property

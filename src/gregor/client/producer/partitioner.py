@@ -56,12 +56,16 @@ class StickyPartitioner:
         self.batch_size = max(batch_size, 1)
         self._current: dict[str, list[int]] = {}  # topic -> [partition, bytes so far]
 
-    def partition(self, topic: str, cluster: ClusterMetadata | list[int], all_partitions: int, size: int) -> int:
+    def partition(
+        self, topic: str, cluster: ClusterMetadata | list[int], all_partitions: int, size: int
+    ) -> int:
         """The sticky partition for a record of ``size`` bytes; ``cluster`` is consulted (for
         partitions with a leader) only when it is time to move, or a list of them is given."""
         cur = self._current.get(topic)
         if cur is None or cur[1] >= self.batch_size:
-            available = cluster if isinstance(cluster, list) else cluster.available_partitions(topic)
+            available = (
+                cluster if isinstance(cluster, list) else cluster.available_partitions(topic)
+            )
             choices = [p for p in available if p < all_partitions] or list(range(all_partitions))
             if cur is not None and len(choices) > 1:
                 choices = [p for p in choices if p != cur[0]] or choices

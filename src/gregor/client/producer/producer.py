@@ -95,7 +95,9 @@ class AIOProducer(Sender, ProducerCore):
             if explicit:
                 raise ConfigError("a transactional producer needs enable.idempotence=true")
             idem = True
-        conflicts = acks != -1 or cfg["max.in.flight.requests.per.connection"] > 5 or cfg["retries"] == 0
+        conflicts = (
+            acks != -1 or cfg["max.in.flight.requests.per.connection"] > 5 or cfg["retries"] == 0
+        )
         if idem and conflicts:
             if explicit or self.transactional_id:
                 raise ConfigError(
@@ -141,7 +143,10 @@ class AIOProducer(Sender, ProducerCore):
         self._txn: TransactionManager | None = None
         if self.transactional_id:
             self._txn = TransactionManager(
-                self.transactional_id, self._client, lambda: (self.producer_id, self.producer_epoch), self._max_block,
+                self.transactional_id,
+                self._client,
+                lambda: (self.producer_id, self.producer_epoch),
+                self._max_block,
                 set_ids=self._take_transaction_epoch,
             )
 
@@ -223,10 +228,14 @@ class AIOProducer(Sender, ProducerCore):
         deadline = time.monotonic() + self._max_block
         while True:
             try:
-                return self.send_nowait(topic, value, key, partition, timestamp_ms, headers, block=False)
+                return self.send_nowait(
+                    topic, value, key, partition, timestamp_ms, headers, block=False
+                )
             except BufferFullError:
                 if time.monotonic() >= deadline:
-                    raise KafkaTimeoutError(f"buffer.memory full for {self._max_block:.1f}s") from None
+                    raise KafkaTimeoutError(
+                        f"buffer.memory full for {self._max_block:.1f}s"
+                    ) from None
                 await asyncio.sleep(0.001)
 
     async def send_and_wait(

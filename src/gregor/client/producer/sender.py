@@ -114,7 +114,9 @@ class Sender:
                 continue  # more may be ready at once
             timeout = None if next_time is None else max(0.0, next_time - time.monotonic())
             if self._need_pid_reset or (self._txn is not None and self._txn.new):
-                timeout = self._retry_backoff if timeout is None else min(timeout, self._retry_backoff)
+                timeout = (
+                    self._retry_backoff if timeout is None else min(timeout, self._retry_backoff)
+                )
             if timeout is None or timeout > 0:
                 handle = None if timeout is None else loop.call_later(timeout, self._set_wake)
                 try:
@@ -126,7 +128,9 @@ class Sender:
     async def _housekeeping(self, now: float) -> None:
         acc = self.accumulator
         for b in acc.expired(now, self._delivery_timeout):
-            self._fail_batch(b, KafkaTimeoutError(f"{b.tp}: record expired after delivery.timeout.ms"))
+            self._fail_batch(
+                b, KafkaTimeoutError(f"{b.tp}: record expired after delivery.timeout.ms")
+            )
         if self._need_pid_reset and not any(self._node_in_flight.values()):
             await self._reset_producer_id()
         txn = self._txn
@@ -196,7 +200,8 @@ class Sender:
                 acks=self.acks,
                 timeout_ms=int(self._request_timeout * 1000),
                 topic_data=[
-                    ProduceRequest.TopicData(name=t, partition_data=pd) for t, pd in topic_data.items()
+                    ProduceRequest.TopicData(name=t, partition_data=pd)
+                    for t, pd in topic_data.items()
                 ],
             )
             max_version = self._txn.produce_max_version() if self._txn is not None else None
@@ -227,7 +232,9 @@ class Sender:
         for b in batches:
             r = results.get(b.tp)
             if r is None:
-                self._on_batch_error(b, ErrorCode.UNKNOWN_SERVER_ERROR, None, "no result for partition")
+                self._on_batch_error(
+                    b, ErrorCode.UNKNOWN_SERVER_ERROR, None, "no result for partition"
+                )
                 continue
             code = r.error_code
             if code == 0:
@@ -237,7 +244,9 @@ class Sender:
             else:
                 cl = r.current_leader
                 if cl.leader_id >= 0:
-                    cluster.update_leader(b.tp.topic, b.tp.partition, cl.leader_id, cl.leader_epoch, endpoints)
+                    cluster.update_leader(
+                        b.tp.topic, b.tp.partition, cl.leader_id, cl.leader_epoch, endpoints
+                    )
                 self._on_batch_error(b, code, None, r.error_message)
 
     def _complete_batch(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
@@ -248,13 +257,18 @@ class Sender:
         self.accumulator.release(b)
         b.result.complete(-1, -1, err)
 
-    def _on_batch_error(self, b: ProducerBatch, code: int, exc: BaseException | None, message: str | None) -> None:
+    def _on_batch_error(
+        self, b: ProducerBatch, code: int, exc: BaseException | None, message: str | None
+    ) -> None:
         now = time.monotonic()
         if exc is None:
             exc = error_for_code(code)(message) if code else KafkaError(message)
         retriable = exc.retriable if isinstance(exc, KafkaError) else False
         q = self.accumulator.queue(b.tp)
-        if self.idempotence and code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID):
+        if self.idempotence and code in (
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            ErrorCode.UNKNOWN_PRODUCER_ID,
+        ):
             if q.blocked:
                 retriable = True  # an earlier batch of this partition failed: resend in order
             elif not self.transactional_id:
@@ -267,7 +281,9 @@ class Sender:
         expired = now - b.created >= self._delivery_timeout
         if retriable and not expired and b.attempts <= self.config["retries"] and not self._closed:
             q.blocked = True
-            backoff = min(self._retry_backoff * (2 ** min(b.attempts - 1, 10)), self._retry_backoff_max)
+            backoff = min(
+                self._retry_backoff * (2 ** min(b.attempts - 1, 10)), self._retry_backoff_max
+            )
             self.accumulator.requeue(b, now + backoff)
             return
         if self.idempotence and not self.transactional_id:
@@ -324,7 +340,9 @@ class Sender:
                 seq = 0
                 for b in q.batches:
                     if b.payload is not None:
-                        b.rebuild_with(self.producer_id, self.producer_epoch, seq, bool(self.transactional_id))
+                        b.rebuild_with(
+                            self.producer_id, self.producer_epoch, seq, bool(self.transactional_id)
+                        )
                         seq = (seq + b.record_count) & _MAX_SEQUENCE
                 q.next_sequence = seq
         self._need_pid_reset = False

@@ -47,6 +47,7 @@ TRANSACTION_VERSION = "transaction.version"
 #: has the broker add partitions, a higher EndTxn bumps the epoch).
 V1_MAX_END_TXN, V1_MAX_PRODUCE, V1_MAX_TXN_OFFSET_COMMIT = 4, 11, 4
 
+
 class TxnState(enum.Enum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
@@ -93,12 +94,16 @@ async def end_transaction(
     async def attempt() -> None:
         if node[0] < 0:
             node[0] = await client.find_coordinator(tid, 1)
-        req = messages.EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+        req = messages.EndTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
+        )
         resp: messages.EndTxnResponse = await client.send(node[0], req)
         if resp.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
             node[0] = -1
         if resp.error_code:
-            raise error_for_code(resp.error_code)(f"EndTxn({'commit' if commit else 'abort'}) of {tid}")
+            raise error_for_code(resp.error_code)(
+                f"EndTxn({'commit' if commit else 'abort'}) of {tid}"
+            )
 
     await client.with_retries(attempt, timeout=timeout)
 
@@ -193,9 +198,12 @@ class TransactionManager:
             speaks = False
             if conn.supports(messages.EndTxnRequest.API_KEY, 5):
                 req = messages.ApiVersionsRequest(
-                    client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
+                    client_software_name=CLIENT_SOFTWARE_NAME,
+                    client_software_version=CLIENT_SOFTWARE_VERSION,
                 )
-                resp: messages.ApiVersionsResponse = await conn.send(req, conn.version(req.API_KEY, 3))
+                resp: messages.ApiVersionsResponse = await conn.send(
+                    req, conn.version(req.API_KEY, 3)
+                )
                 levels = {f.name: f.max_version_level for f in resp.finalized_features or ()}
                 speaks = not resp.error_code and levels.get(TRANSACTION_VERSION, 0) >= 2
             self._coordinator_tv2[node] = speaks
@@ -262,7 +270,9 @@ class TransactionManager:
                     v3_and_below_producer_id=self._ids()[0],
                     v3_and_below_producer_epoch=self._ids()[1],
                     v3_and_below_topics=[
-                        messages.AddPartitionsToTxnRequest.V3AndBelowTopics(name=t, partitions=sorted(ps))
+                        messages.AddPartitionsToTxnRequest.V3AndBelowTopics(
+                            name=t, partitions=sorted(ps)
+                        )
                         for t, ps in by_topic.items()
                     ],
                 )
@@ -273,7 +283,9 @@ class TransactionManager:
             raise
         self.partitions |= new
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata) -> None:
+    async def send_offsets(
+        self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata
+    ) -> None:
         if self.state is not TxnState.IN_TRANSACTION:
             raise IllegalStateError("no transaction in progress")
         group_id = group if isinstance(group, str) else group.group_id
@@ -293,7 +305,9 @@ class TransactionManager:
         by_topic: dict[str, list[messages.TxnOffsetCommitRequest.Topics.Partitions]] = {}
         for tp, off in offsets.items():
             by_topic.setdefault(tp.topic, []).append(
-                messages.TxnOffsetCommitRequest.Topics.Partitions(partition_index=tp.partition, committed_offset=int(off))
+                messages.TxnOffsetCommitRequest.Topics.Partitions(
+                    partition_index=tp.partition, committed_offset=int(off)
+                )
             )
         generation = -1 if isinstance(group, str) else group.generation_id
         member_id = "" if isinstance(group, str) else group.member_id
@@ -312,9 +326,14 @@ class TransactionManager:
                 generation_id=generation,
                 member_id=member_id,
                 group_instance_id=instance_id,
-                topics=[messages.TxnOffsetCommitRequest.Topics(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=[
+                    messages.TxnOffsetCommitRequest.Topics(name=t, partitions=ps)
+                    for t, ps in by_topic.items()
+                ],
             )
-            version = conn.version(req.API_KEY, None if tv2 else V1_MAX_TXN_OFFSET_COMMIT, 5 if tv2 else 0)
+            version = conn.version(
+                req.API_KEY, None if tv2 else V1_MAX_TXN_OFFSET_COMMIT, 5 if tv2 else 0
+            )
             resp: messages.TxnOffsetCommitResponse = await conn.send(req, version)
             code = first_error(resp)
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
@@ -359,7 +378,9 @@ def first_error(resp: object) -> int:
         return int(code)
     for attr in ("topics", "results_by_topic_v3_and_below"):
         for t in getattr(resp, attr, ()) or ():
-            for p in getattr(t, "partitions", None) or getattr(t, "results_by_partition", None) or ():
+            for p in (
+                getattr(t, "partitions", None) or getattr(t, "results_by_partition", None) or ()
+            ):
                 c = getattr(p, "error_code", 0) or getattr(p, "partition_error_code", 0)
                 if c:
                     return int(c)

@@ -184,6 +184,14 @@ def bad_length(n: int) -> ProtocolError:
     return ProtocolError(f"invalid length {n}")
 
 
+def null_array(n: int, name: str) -> ProtocolError:
+    """A negative count for an array that is null in no version: refused, as Kafka's generated
+    readers refuse it."""
+    if n != -1:
+        return bad_length(n)
+    return ProtocolError(f"non-nullable field {name} was serialized as null")
+
+
 def truncated() -> ProtocolError:
     return ProtocolError("truncated: a length points past the end of the buffer")
 

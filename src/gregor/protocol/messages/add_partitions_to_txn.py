@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -389,29 +389,23 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnRequest, i
     o.v3_and_below_transactional_id = str(buf[pos:end], 'utf-8'); pos = end
     o.v3_and_below_producer_id, o.v3_and_below_producer_epoch = _U_qh(buf, pos); pos += 10
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.v3_and_below_topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_AddPartitionsToTxnRequest_V3AndBelowTopics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.v3_and_below_topics = l0
+    if n < 0: raise _null_array(n, 'v3_and_below_topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AddPartitionsToTxnRequest_V3AndBelowTopics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+        else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.v3_and_below_topics = l0
     o.transactions = []
     o.unknown_tags = {}
     return o, pos
@@ -432,32 +426,30 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnRequest, i
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.v3_and_below_topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_AddPartitionsToTxnRequest_V3AndBelowTopics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.v3_and_below_topics = l0
+    if n < 0: raise _null_array(n, 'v3_and_below_topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AddPartitionsToTxnRequest_V3AndBelowTopics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+        else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.v3_and_below_topics = l0
     o.transactions = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -471,54 +463,51 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnRequest, i
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transactions = None  # type: ignore[assignment]
-    else:
-        if n * 14 > blen - pos: raise _bad_count(n)
-        l0: list[AddPartitionsToTxnRequest.Transactions] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'transactions')
+    if n * 14 > blen - pos: raise _bad_count(n)
+    l0: list[AddPartitionsToTxnRequest.Transactions] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AddPartitionsToTxnRequest_Transactions)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.producer_id, e1.producer_epoch, e1.verify_only = _U_qho(buf, pos); pos += 11
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[AddPartitionsToTxnRequest.Transactions.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AddPartitionsToTxnRequest_Transactions)
+            e2 = _new(_C_AddPartitionsToTxnRequest_Transactions_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.producer_id, e1.producer_epoch, e1.verify_only = _U_qho(buf, pos); pos += 11
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[AddPartitionsToTxnRequest.Transactions.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AddPartitionsToTxnRequest_Transactions_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
-                        else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.transactions = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
+            else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.transactions = l0
     o.v3_and_below_transactional_id = ''
     o.v3_and_below_producer_id = 0
     o.v3_and_below_producer_epoch = 0
@@ -534,20 +523,16 @@ def _encode_req_v0(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
     ap(s)
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
     l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = o.v3_and_below_topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[int] = x0.partitions
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
 
 
 def _encode_req_v3(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
@@ -556,23 +541,19 @@ def _encode_req_v3(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
     ap(s)
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
     l0: list[AddPartitionsToTxnRequest.V3AndBelowTopics] = o.v3_and_below_topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[int] = x0.partitions
+        c = len(l1)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -580,35 +561,29 @@ def _encode_req_v3(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
 
 def _encode_req_v4(o: AddPartitionsToTxnRequest, ap: _Append) -> None:
     l0: list[AddPartitionsToTxnRequest.Transactions] = o.transactions
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.transactional_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.transactional_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.verify_only))
+        l1: list[AddPartitionsToTxnRequest.Transactions.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.verify_only))
-            l1: list[AddPartitionsToTxnRequest.Transactions.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[int] = x1.partitions
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -619,34 +594,28 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse,
     o = _new(_C_AddPartitionsToTxnResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results_by_topic_v3_and_below = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'results_by_topic_v3_and_below')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'results_by_partition')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = []; a0 = l0.append
+        l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.results_by_partition = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition)
-                    e2.partition_index, e2.partition_error_code = _U_ih(buf, pos); pos += 6
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.results_by_partition = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results_by_topic_v3_and_below = l0
+            e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition)
+            e2.partition_index, e2.partition_error_code = _U_ih(buf, pos); pos += 6
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.results_by_partition = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results_by_topic_v3_and_below = l0
     o.error_code = 0
     o.results_by_transaction = []
     o.unknown_tags = {}
@@ -661,38 +630,36 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results_by_topic_v3_and_below = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results_by_topic_v3_and_below')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'results_by_partition')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.results_by_partition = None  # type: ignore[assignment]
-            else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition)
-                    e2.partition_index, e2.partition_error_code = _U_ih(buf, pos); pos += 6
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.results_by_partition = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results_by_topic_v3_and_below = l0
+            e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTopicV3AndBelow_ResultsByPartition)
+            e2.partition_index, e2.partition_error_code = _U_ih(buf, pos); pos += 6
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.results_by_partition = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results_by_topic_v3_and_below = l0
     o.error_code = 0
     o.results_by_transaction = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -708,59 +675,56 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results_by_transaction = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'results_by_transaction')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AddPartitionsToTxnResponse.ResultsByTransaction] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topic_results')
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AddPartitionsToTxnResponse.ResultsByTransaction] = []; a0 = l0.append
+        l1: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction)
+            e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction_TopicResults)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topic_results = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction_TopicResults)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.results_by_partition = None  # type: ignore[assignment]
-                    else:
-                        if n * 7 > blen - pos: raise _bad_count(n)
-                        l2: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction_TopicResults_ResultsByPartition)
-                            e3.partition_index, e3.partition_error_code = _U_ih(buf, pos); pos += 6
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.results_by_partition = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topic_results = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results_by_transaction = l0
+            if n < 0: raise _null_array(n, 'results_by_partition')
+            if n * 7 > blen - pos: raise _bad_count(n)
+            l2: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_AddPartitionsToTxnResponse_ResultsByTransaction_TopicResults_ResultsByPartition)
+                e3.partition_index, e3.partition_error_code = _U_ih(buf, pos); pos += 6
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.results_by_partition = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topic_results = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results_by_transaction = l0
     o.results_by_topic_v3_and_below = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -770,43 +734,35 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[AddPartitionsToTxnResponse,
 def _encode_resp_v0(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = o.results_by_topic_v3_and_below
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = x0.results_by_partition
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.partition_error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = x0.results_by_partition
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.partition_error_code))
 
 
 def _encode_resp_v3(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow] = o.results_by_topic_v3_and_below
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = x0.results_by_partition
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.partition_error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow.ResultsByPartition] = x0.results_by_partition
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.partition_error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -815,36 +771,30 @@ def _encode_resp_v3(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
 def _encode_resp_v4(o: AddPartitionsToTxnResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[AddPartitionsToTxnResponse.ResultsByTransaction] = o.results_by_transaction
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.transactional_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.transactional_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = x0.topic_results
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults] = x0.topic_results
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = x1.results_by_partition
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_ih(x2.partition_index, x2.partition_error_code))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[AddPartitionsToTxnResponse.ResultsByTransaction.TopicResults.ResultsByPartition] = x1.results_by_partition
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_ih(x2.partition_index, x2.partition_error_code))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -274,56 +274,47 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasRequest, in
     blen = len(buf)
     o = _new(_C_AlterClientQuotasRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.entries = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[AlterClientQuotasRequest.Entries] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'entries')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[AlterClientQuotasRequest.Entries] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterClientQuotasRequest_Entries)
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'entity')
+        if n * 4 > blen - pos: raise _bad_count(n)
+        l1: list[AlterClientQuotasRequest.Entries.Entity] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterClientQuotasRequest_Entries)
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.entity = None  # type: ignore[assignment]
+            e2 = _new(_C_AlterClientQuotasRequest_Entries_Entity)
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.entity_name = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[AlterClientQuotasRequest.Entries.Entity] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterClientQuotasRequest_Entries_Entity)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.entity_name = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.entity = l1
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.ops = None  # type: ignore[assignment]
-            else:
-                if n * 11 > blen - pos: raise _bad_count(n)
-                l1_2: list[AlterClientQuotasRequest.Entries.Ops] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.value, e2_2.remove = _U_do(buf, pos); pos += 9
-                    e2_2.unknown_tags = {}
-                    a1_2(e2_2)
-                e1.ops = l1_2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.entries = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.entity = l1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'ops')
+        if n * 11 > blen - pos: raise _bad_count(n)
+        l1_2: list[AlterClientQuotasRequest.Entries.Ops] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.value, e2_2.remove = _U_do(buf, pos); pos += 9
+            e2_2.unknown_tags = {}
+            a1_2(e2_2)
+        e1.ops = l1_2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.entries = l0
     o.validate_only, = _U_o(buf, pos); pos += 1
     o.unknown_tags = {}
     return o, pos
@@ -336,68 +327,65 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasRequest, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.entries = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'entries')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterClientQuotasRequest.Entries] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterClientQuotasRequest_Entries)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'entity')
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterClientQuotasRequest.Entries] = []; a0 = l0.append
+        l1: list[AlterClientQuotasRequest.Entries.Entity] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterClientQuotasRequest_Entries)
+            e2 = _new(_C_AlterClientQuotasRequest_Entries_Entity)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.entity = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[AlterClientQuotasRequest.Entries.Entity] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterClientQuotasRequest_Entries_Entity)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.entity_name = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.entity = l1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.ops = None  # type: ignore[assignment]
+            if n == -1: e2.entity_name = None
             else:
-                if n * 11 > blen - pos: raise _bad_count(n)
-                l1_2: list[AlterClientQuotasRequest.Entries.Ops] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.value, e2_2.remove = _U_do(buf, pos); pos += 9
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1.ops = l1_2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.entries = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.entity = l1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'ops')
+        if n * 11 > blen - pos: raise _bad_count(n)
+        l1_2: list[AlterClientQuotasRequest.Entries.Ops] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_AlterClientQuotasRequest_Entries_Ops)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.value, e2_2.remove = _U_do(buf, pos); pos += 9
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            a1_2(e2_2)
+        e1.ops = l1_2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.entries = l0
     o.validate_only, = _U_o(buf, pos); pos += 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -406,74 +394,62 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasRequest, in
 
 def _encode_req_v0(o: AlterClientQuotasRequest, ap: _Append) -> None:
     l0: list[AlterClientQuotasRequest.Entries] = o.entries
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            l1: list[AlterClientQuotasRequest.Entries.Entity] = x0.entity
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        l1: list[AlterClientQuotasRequest.Entries.Entity] = x0.entity
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s: bytes = x1.entity_type.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            sn: str | None = x1.entity_name
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s: bytes = x1.entity_type.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    sn: str | None = x1.entity_name
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-            l1_2: list[AlterClientQuotasRequest.Entries.Ops] = x0.ops
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1_2 in l1_2:
-                    s = x1_2.key.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_do(x1_2.value, x1_2.remove))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+        l1_2: list[AlterClientQuotasRequest.Entries.Ops] = x0.ops
+        ap(_P_i(len(l1_2)))
+        for x1_2 in l1_2:
+            s = x1_2.key.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_do(x1_2.value, x1_2.remove))
     ap(_P_o(o.validate_only))
 
 
 def _encode_req_v1(o: AlterClientQuotasRequest, ap: _Append) -> None:
     l0: list[AlterClientQuotasRequest.Entries] = o.entries
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            l1: list[AlterClientQuotasRequest.Entries.Entity] = x0.entity
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        l1: list[AlterClientQuotasRequest.Entries.Entity] = x0.entity
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s: bytes = x1.entity_type.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            sn: str | None = x1.entity_name
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s: bytes = x1.entity_type.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    sn: str | None = x1.entity_name
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            l1_2: list[AlterClientQuotasRequest.Entries.Ops] = x0.ops
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    s = x1_2.key.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_do(x1_2.value, x1_2.remove))
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        l1_2: list[AlterClientQuotasRequest.Entries.Ops] = x0.ops
+        n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            s = x1_2.key.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_do(x1_2.value, x1_2.remove))
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_o(o.validate_only))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -485,46 +461,40 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasResponse, 
     o = _new(_C_AlterClientQuotasResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.entries = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[AlterClientQuotasResponse.Entries] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'entries')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[AlterClientQuotasResponse.Entries] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterClientQuotasResponse_Entries)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'entity')
+        if n * 4 > blen - pos: raise _bad_count(n)
+        l1: list[AlterClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterClientQuotasResponse_Entries)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_AlterClientQuotasResponse_Entries_Entity)
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.entity_name = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.entity = None  # type: ignore[assignment]
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[AlterClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterClientQuotasResponse_Entries_Entity)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.entity_name = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.entity = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.entries = l0
+                e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.entity = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.entries = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -537,56 +507,54 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasResponse, 
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.entries = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[AlterClientQuotasResponse.Entries] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'entries')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[AlterClientQuotasResponse.Entries] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterClientQuotasResponse_Entries)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'entity')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[AlterClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterClientQuotasResponse_Entries)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_AlterClientQuotasResponse_Entries_Entity)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.error_message = None
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.entity_name = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.entity = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[AlterClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterClientQuotasResponse_Entries_Entity)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.entity_name = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.entity = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.entries = l0
+                e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.entity = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.entries = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -595,67 +563,59 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[AlterClientQuotasResponse, 
 def _encode_resp_v0(o: AlterClientQuotasResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[AlterClientQuotasResponse.Entries] = o.entries
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        l1: list[AlterClientQuotasResponse.Entries.Entity] = x0.entity
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.entity_type.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            sn = x1.entity_name
             if sn is None: ap(b'\xff\xff')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            l1: list[AlterClientQuotasResponse.Entries.Entity] = x0.entity
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.entity_type.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    sn = x1.entity_name
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
 
 
 def _encode_resp_v1(o: AlterClientQuotasResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[AlterClientQuotasResponse.Entries] = o.entries
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        l1: list[AlterClientQuotasResponse.Entries.Entity] = x0.entity
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.entity_type.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            sn = x1.entity_name
             if sn is None: ap(b'\x00')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            l1: list[AlterClientQuotasResponse.Entries.Entity] = x0.entity
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.entity_type.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    sn = x1.entity_name
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -323,51 +323,48 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionRequest_Topics)
+            e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
+            e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
-                    e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.new_isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
-                        else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    e2.new_isr_with_epochs = []
-                    e2.leader_recovery_state = 0
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'new_isr')
+            if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
+            else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
+            e2.new_isr_with_epochs = []
+            e2.leader_recovery_state = 0
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -381,50 +378,47 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 15 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionRequest_Topics)
+            e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
+            e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 15 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
-                    e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.new_isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
-                        else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
-                    e2.new_isr_with_epochs = []
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'new_isr')
+            if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
+            else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
+            e2.new_isr_with_epochs = []
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -438,45 +432,42 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 15 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
+            e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 15 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
-                    e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.new_isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
-                        else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
-                    e2.new_isr_with_epochs = []
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_name = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'new_isr')
+            if n < 64: e2.new_isr = list(_UA_i[n](buf, pos))
+            else: e2.new_isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
+            e2.new_isr_with_epochs = []
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_name = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -490,51 +481,48 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 15 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
+            e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 15 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionRequest_Topics_Partitions)
-                    e2.partition_index, e2.leader_epoch = _U_ii(buf, pos); pos += 8
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.new_isr_with_epochs = None  # type: ignore[assignment]
-                    else:
-                        if n * 13 > blen - pos: raise _bad_count(n)
-                        l2: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_AlterPartitionRequest_Topics_Partitions_NewIsrWithEpochs)
-                            e3.broker_id, e3.broker_epoch = _U_iq(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.new_isr_with_epochs = l2
-                    e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
-                    e2.new_isr = []
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_name = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'new_isr_with_epochs')
+            if n * 13 > blen - pos: raise _bad_count(n)
+            l2: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_AlterPartitionRequest_Topics_Partitions_NewIsrWithEpochs)
+                e3.broker_id, e3.broker_epoch = _U_iq(buf, pos); pos += 12
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.new_isr_with_epochs = l2
+            e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
+            e2.new_isr = []
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_name = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -543,33 +531,27 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[AlterPartitionRequest, int]:
 def _encode_req_v0(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
     l0: list[AlterPartitionRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2: list[int] = x1.new_isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ii(x1.partition_index, x1.leader_epoch))
+            l2: list[int] = x1.new_isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -578,33 +560,27 @@ def _encode_req_v0(o: AlterPartitionRequest, ap: _Append) -> None:
 def _encode_req_v1(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
     l0: list[AlterPartitionRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2: list[int] = x1.new_isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ii(x1.partition_index, x1.leader_epoch))
+            l2: list[int] = x1.new_isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -613,31 +589,25 @@ def _encode_req_v1(o: AlterPartitionRequest, ap: _Append) -> None:
 def _encode_req_v2(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
     l0: list[AlterPartitionRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2: list[int] = x1.new_isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ii(x1.partition_index, x1.leader_epoch))
+            l2: list[int] = x1.new_isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -646,33 +616,27 @@ def _encode_req_v2(o: AlterPartitionRequest, ap: _Append) -> None:
 def _encode_req_v3(o: AlterPartitionRequest, ap: _Append) -> None:
     ap(_P_iq(o.broker_id, o.broker_epoch))
     l0: list[AlterPartitionRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ii(x1.partition_index, x1.leader_epoch))
-                    l2: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = x1.new_isr_with_epochs
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iq(x2.broker_id, x2.broker_epoch))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[AlterPartitionRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ii(x1.partition_index, x1.leader_epoch))
+            l2: list[AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs] = x1.new_isr_with_epochs
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iq(x2.broker_id, x2.broker_epoch))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -686,50 +650,47 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 20 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionResponse_Topics)
+            e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 20 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    e2.leader_recovery_state = 0
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
+            e2.leader_recovery_state = 0
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -743,49 +704,46 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 21 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionResponse_Topics)
+            e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 21 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -799,44 +757,41 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[AlterPartitionResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterPartitionResponse_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 21 > blen - pos: raise _bad_count(n)
+        l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterPartitionResponse_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 21 > blen - pos: raise _bad_count(n)
-                l1: list[AlterPartitionResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterPartitionResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch = _U_ihii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_name = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_recovery_state, e2.partition_epoch = _U_bi(buf, pos); pos += 5
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_name = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -845,33 +800,27 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[AlterPartitionResponse, int
 def _encode_resp_v0(o: AlterPartitionResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[AlterPartitionResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -880,33 +829,27 @@ def _encode_resp_v0(o: AlterPartitionResponse, ap: _Append) -> None:
 def _encode_resp_v1(o: AlterPartitionResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[AlterPartitionResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -915,31 +858,25 @@ def _encode_resp_v1(o: AlterPartitionResponse, ap: _Append) -> None:
 def _encode_resp_v2(o: AlterPartitionResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[AlterPartitionResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[AlterPartitionResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihii(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_bi(x1.leader_recovery_state, x1.partition_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

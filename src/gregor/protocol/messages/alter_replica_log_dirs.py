@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -235,45 +235,36 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsRequest, 
     blen = len(buf)
     o = _new(_C_AlterReplicaLogDirsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.dirs = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'dirs')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[AlterReplicaLogDirsRequest.Dirs] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterReplicaLogDirsRequest_Dirs)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.path = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'topics')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[AlterReplicaLogDirsRequest.Dirs] = []; a0 = l0.append
+        l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterReplicaLogDirsRequest_Dirs)
+            e2 = _new(_C_AlterReplicaLogDirsRequest_Dirs_Topics)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.path = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterReplicaLogDirsRequest_Dirs_Topics)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
-                        else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.topics = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.dirs = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
+            else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.topics = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.dirs = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -285,53 +276,50 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsRequest, 
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.dirs = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'dirs')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterReplicaLogDirsRequest.Dirs] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterReplicaLogDirsRequest_Dirs)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.path = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
         if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterReplicaLogDirsRequest.Dirs] = []; a0 = l0.append
+        l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterReplicaLogDirsRequest_Dirs)
+            e2 = _new(_C_AlterReplicaLogDirsRequest_Dirs_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.path = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterReplicaLogDirsRequest_Dirs_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
-                        else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.dirs = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
+            else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.dirs = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -339,60 +327,48 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsRequest, 
 
 def _encode_req_v0(o: AlterReplicaLogDirsRequest, ap: _Append) -> None:
     l0: list[AlterReplicaLogDirsRequest.Dirs] = o.dirs
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.path.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.path.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = x0.topics
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = x0.topics
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    l2: list[int] = x1.partitions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+            l2: list[int] = x1.partitions
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_req_v2(o: AlterReplicaLogDirsRequest, ap: _Append) -> None:
     l0: list[AlterReplicaLogDirsRequest.Dirs] = o.dirs
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.path.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.path.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[AlterReplicaLogDirsRequest.Dirs.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[int] = x1.partitions
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -403,34 +379,28 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsResponse
     o = _new(_C_AlterReplicaLogDirsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'results')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[AlterReplicaLogDirsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterReplicaLogDirsResponse_Results)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[AlterReplicaLogDirsResponse.Results] = []; a0 = l0.append
+        l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterReplicaLogDirsResponse_Results)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterReplicaLogDirsResponse_Results_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+            e2 = _new(_C_AlterReplicaLogDirsResponse_Results_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -443,38 +413,36 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsResponse
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[AlterReplicaLogDirsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[AlterReplicaLogDirsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_AlterReplicaLogDirsResponse_Results)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_AlterReplicaLogDirsResponse_Results)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_AlterReplicaLogDirsResponse_Results_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            e2 = _new(_C_AlterReplicaLogDirsResponse_Results_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -483,43 +451,35 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[AlterReplicaLogDirsResponse
 def _encode_resp_v0(o: AlterReplicaLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[AlterReplicaLogDirsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
 
 
 def _encode_resp_v2(o: AlterReplicaLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[AlterReplicaLogDirsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[AlterReplicaLogDirsResponse.Results.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -287,18 +287,15 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
     o = _new(_C_ApiVersionsResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.api_keys = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_ApiVersionsResponse_ApiKeys)
-            e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
-            e1.unknown_tags = {}
-            a0(e1)
-        o.api_keys = l0
+    if n < 0: raise _null_array(n, 'api_keys')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ApiVersionsResponse_ApiKeys)
+        e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
+        e1.unknown_tags = {}
+        a0(e1)
+    o.api_keys = l0
     o.throttle_time_ms = 0
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -313,18 +310,15 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
     o = _new(_C_ApiVersionsResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.api_keys = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_ApiVersionsResponse_ApiKeys)
-            e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
-            e1.unknown_tags = {}
-            a0(e1)
-        o.api_keys = l0
+    if n < 0: raise _null_array(n, 'api_keys')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ApiVersionsResponse_ApiKeys)
+        e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
+        e1.unknown_tags = {}
+        a0(e1)
+    o.api_keys = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -342,17 +336,16 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.api_keys = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_ApiVersionsResponse_ApiKeys)
-            e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.api_keys = l0
+    if n < 0: raise _null_array(n, 'api_keys')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[ApiVersionsResponse.ApiKeys] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ApiVersionsResponse_ApiKeys)
+        e1.api_key, e1.min_version, e1.max_version = _U_hhh(buf, pos); pos += 6
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.api_keys = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -372,24 +365,23 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.supported_features = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[ApiVersionsResponse.SupportedFeatures] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ApiVersionsResponse_SupportedFeatures)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.min_version, e2.max_version = _U_hh(buf, pos); pos += 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                o.supported_features = l1
+            if n < 0: raise _null_array(n, 'supported_features')
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l1: list[ApiVersionsResponse.SupportedFeatures] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_ApiVersionsResponse_SupportedFeatures)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                e2.min_version, e2.max_version = _U_hh(buf, pos); pos += 4
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            o.supported_features = l1
             if pos != tend0: raise _bad_tag_size(tg0)
         elif tg0 == 1:
             o.finalized_features_epoch, = _U_q(buf, pos); pos += 8
@@ -399,24 +391,23 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.finalized_features = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1_2: list[ApiVersionsResponse.FinalizedFeatures] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_ApiVersionsResponse_FinalizedFeatures)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.max_version_level, e2_2.min_version_level = _U_hh(buf, pos); pos += 4
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                o.finalized_features = l1_2
+            if n < 0: raise _null_array(n, 'finalized_features')
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l1_2: list[ApiVersionsResponse.FinalizedFeatures] = []; a1_2 = l1_2.append
+            for _ in range(n):
+                e2_2 = _new(_C_ApiVersionsResponse_FinalizedFeatures)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
+                e2_2.max_version_level, e2_2.min_version_level = _U_hh(buf, pos); pos += 4
+                if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                a1_2(e2_2)
+            o.finalized_features = l1_2
             if pos != tend0: raise _bad_tag_size(tg0)
         elif tg0 == 3:
             o.zk_migration_ready, = _U_o(buf, pos); pos += 1
@@ -429,52 +420,44 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ApiVersionsResponse, int]:
 def _encode_resp_v0(o: ApiVersionsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[ApiVersionsResponse.ApiKeys] = o.api_keys
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
 
 
 def _encode_resp_v1(o: ApiVersionsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[ApiVersionsResponse.ApiKeys] = o.api_keys
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
     ap(_P_i(o.throttle_time_ms))
 
 
 def _encode_resp_v3(o: ApiVersionsResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[ApiVersionsResponse.ApiKeys] = o.api_keys
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_hhh(x0.api_key, x0.min_version, x0.max_version))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
     tl0: list[tuple[int, bytes]] = []
     tv0: list[ApiVersionsResponse.SupportedFeatures] = o.supported_features
     if tv0:
         tp0: list[bytes] = []; tap0 = tp0.append
         l1: list[ApiVersionsResponse.SupportedFeatures] = tv0
-        if l1 is None: tap0(b'\x00')
-        else:
-            n = len(l1) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1 in l1:
-                s: bytes = x1.name.encode()
-                n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-                tap0(s)
-                tap0(_P_hh(x1.min_version, x1.max_version))
-                ut2 = x1.unknown_tags
-                if ut2: _write_tags(tap0, ut2.items())
-                else: tap0(b'\x00')
+        n = len(l1) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s: bytes = x1.name.encode()
+            n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            tap0(s)
+            tap0(_P_hh(x1.min_version, x1.max_version))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(tap0, ut2.items())
+            else: tap0(b'\x00')
         tl0.append((0, b''.join(tp0)))
     tv0_2: int = o.finalized_features_epoch
     if tv0_2 != -1:
@@ -485,17 +468,15 @@ def _encode_resp_v3(o: ApiVersionsResponse, ap: _Append) -> None:
     if tv0_3:
         tp0 = []; tap0 = tp0.append
         l1_2: list[ApiVersionsResponse.FinalizedFeatures] = tv0_3
-        if l1_2 is None: tap0(b'\x00')
-        else:
-            n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1_2 in l1_2:
-                s = x1_2.name.encode()
-                n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-                tap0(s)
-                tap0(_P_hh(x1_2.max_version_level, x1_2.min_version_level))
-                ut2 = x1_2.unknown_tags
-                if ut2: _write_tags(tap0, ut2.items())
-                else: tap0(b'\x00')
+        n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            s = x1_2.name.encode()
+            n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            tap0(s)
+            tap0(_P_hh(x1_2.max_version_level, x1_2.min_version_level))
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(tap0, ut2.items())
+            else: tap0(b'\x00')
         tl0.append((2, b''.join(tp0)))
     tv0_4: bool = o.zk_migration_ready
     if tv0_4:

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -357,20 +357,19 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupDescribeRequest
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.group_ids = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.group_ids = l0
+    if n < 0: raise _null_array(n, 'group_ids')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.group_ids = l0
     o.include_authorized_operations, = _U_o(buf, pos); pos += 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -379,13 +378,11 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupDescribeRequest
 
 def _encode_req_v0(o: ConsumerGroupDescribeRequest, ap: _Append) -> None:
     l0: list[str] = o.group_ids
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ap(_P_o(o.include_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -400,203 +397,196 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupDescribeRespon
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 20 > blen - pos: raise _bad_count(n)
-        l0: list[ConsumerGroupDescribeResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 20 > blen - pos: raise _bad_count(n)
+    l0: list[ConsumerGroupDescribeResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ConsumerGroupDescribeResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        e1.group_epoch, e1.assignment_epoch = _U_ii(buf, pos); pos += 8
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.assignor_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'members')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[ConsumerGroupDescribeResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ConsumerGroupDescribeResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.error_message = None
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.instance_id = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+                e2.instance_id = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
-            e1.group_epoch, e1.assignment_epoch = _U_ii(buf, pos); pos += 8
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.assignor_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.members = None  # type: ignore[assignment]
+            if n == -1: e2.rack_id = None
             else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[ConsumerGroupDescribeResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.instance_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.instance_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.rack_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.rack_id = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.member_epoch, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.subscribed_topic_names = None  # type: ignore[assignment]
-                    else:
-                        if n > blen - pos: raise _bad_count(n)
-                        l2: list[str] = []; a2 = l2.append
-                        for _ in range(n):
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            x = str(buf[pos:end], 'utf-8'); pos = end
-                            a2(x)
-                        e2.subscribed_topic_names = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.subscribed_topic_regex = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.subscribed_topic_regex = str(buf[pos:end], 'utf-8'); pos = end
-                    e3 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e3.topic_partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 19 > blen - pos: raise _bad_count(n)
-                        l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = []; a3 = l3.append
-                        for _ in range(n):
-                            e4 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions)
-                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                            e4.topic_id = _uuid(uh0 << 64 | ul0)
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e4.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n < 0: e4.partitions = None  # type: ignore[assignment]
-                            else:
-                                if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
-                                else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                                pos += n * 4
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            a3(e4)
-                        e3.topic_partitions = l3
-                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                    e2.assignment = e3
-                    e3_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e3_2.topic_partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 19 > blen - pos: raise _bad_count(n)
-                        l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = []; a3_2 = l3_2.append
-                        for _ in range(n):
-                            e4_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment_TopicPartitions)
-                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                            e4_2.topic_id = _uuid(uh0 << 64 | ul0)
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e4_2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n < 0: e4_2.partitions = None  # type: ignore[assignment]
-                            else:
-                                if n < 64: e4_2.partitions = list(_UA_i[n](buf, pos))
-                                else: e4_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                                pos += n * 4
-                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
-                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
-                            a3_2(e4_2)
-                        e3_2.topic_partitions = l3_2
-                    if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
-                    else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
-                    e2.target_assignment = e3_2
-                    e2.member_type = -1
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.rack_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_epoch, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'subscribed_topic_names')
+            if n > blen - pos: raise _bad_count(n)
+            l2: list[str] = []; a2 = l2.append
+            for _ in range(n):
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                x = str(buf[pos:end], 'utf-8'); pos = end
+                a2(x)
+            e2.subscribed_topic_names = l2
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.subscribed_topic_regex = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.subscribed_topic_regex = str(buf[pos:end], 'utf-8'); pos = end
+            e3 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'topic_partitions')
+            if n * 19 > blen - pos: raise _bad_count(n)
+            l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = []; a3 = l3.append
+            for _ in range(n):
+                e4 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions)
+                uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                e4.topic_id = _uuid(uh0 << 64 | ul0)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e4.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partitions')
+                if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
+                else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                a3(e4)
+            e3.topic_partitions = l3
+            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+            else: e3.unknown_tags, pos = _read_tags(buf, pos)
+            e2.assignment = e3
+            e3_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'topic_partitions')
+            if n * 19 > blen - pos: raise _bad_count(n)
+            l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = []; a3_2 = l3_2.append
+            for _ in range(n):
+                e4_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment_TopicPartitions)
+                uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                e4_2.topic_id = _uuid(uh0 << 64 | ul0)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e4_2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partitions')
+                if n < 64: e4_2.partitions = list(_UA_i[n](buf, pos))
+                else: e4_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                a3_2(e4_2)
+            e3_2.topic_partitions = l3_2
+            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+            e2.target_assignment = e3_2
+            e2.member_type = -1
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -610,203 +600,196 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ConsumerGroupDescribeRespon
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 20 > blen - pos: raise _bad_count(n)
-        l0: list[ConsumerGroupDescribeResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 20 > blen - pos: raise _bad_count(n)
+    l0: list[ConsumerGroupDescribeResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ConsumerGroupDescribeResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        e1.group_epoch, e1.assignment_epoch = _U_ii(buf, pos); pos += 8
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.assignor_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'members')
+        if n * 17 > blen - pos: raise _bad_count(n)
+        l1: list[ConsumerGroupDescribeResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ConsumerGroupDescribeResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.error_message = None
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.instance_id = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+                e2.instance_id = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
-            e1.group_epoch, e1.assignment_epoch = _U_ii(buf, pos); pos += 8
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.assignor_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.members = None  # type: ignore[assignment]
+            if n == -1: e2.rack_id = None
             else:
-                if n * 17 > blen - pos: raise _bad_count(n)
-                l1: list[ConsumerGroupDescribeResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.instance_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.instance_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.rack_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.rack_id = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.member_epoch, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.subscribed_topic_names = None  # type: ignore[assignment]
-                    else:
-                        if n > blen - pos: raise _bad_count(n)
-                        l2: list[str] = []; a2 = l2.append
-                        for _ in range(n):
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            x = str(buf[pos:end], 'utf-8'); pos = end
-                            a2(x)
-                        e2.subscribed_topic_names = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.subscribed_topic_regex = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.subscribed_topic_regex = str(buf[pos:end], 'utf-8'); pos = end
-                    e3 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e3.topic_partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 19 > blen - pos: raise _bad_count(n)
-                        l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = []; a3 = l3.append
-                        for _ in range(n):
-                            e4 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions)
-                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                            e4.topic_id = _uuid(uh0 << 64 | ul0)
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e4.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n < 0: e4.partitions = None  # type: ignore[assignment]
-                            else:
-                                if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
-                                else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                                pos += n * 4
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            a3(e4)
-                        e3.topic_partitions = l3
-                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                    e2.assignment = e3
-                    e3_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e3_2.topic_partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 19 > blen - pos: raise _bad_count(n)
-                        l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = []; a3_2 = l3_2.append
-                        for _ in range(n):
-                            e4_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment_TopicPartitions)
-                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                            e4_2.topic_id = _uuid(uh0 << 64 | ul0)
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e4_2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n < 0: e4_2.partitions = None  # type: ignore[assignment]
-                            else:
-                                if n < 64: e4_2.partitions = list(_UA_i[n](buf, pos))
-                                else: e4_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                                pos += n * 4
-                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
-                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
-                            a3_2(e4_2)
-                        e3_2.topic_partitions = l3_2
-                    if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
-                    else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
-                    e2.target_assignment = e3_2
-                    e2.member_type, = _U_b(buf, pos); pos += 1
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.rack_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_epoch, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'subscribed_topic_names')
+            if n > blen - pos: raise _bad_count(n)
+            l2: list[str] = []; a2 = l2.append
+            for _ in range(n):
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                x = str(buf[pos:end], 'utf-8'); pos = end
+                a2(x)
+            e2.subscribed_topic_names = l2
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.subscribed_topic_regex = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.subscribed_topic_regex = str(buf[pos:end], 'utf-8'); pos = end
+            e3 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'topic_partitions')
+            if n * 19 > blen - pos: raise _bad_count(n)
+            l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = []; a3 = l3.append
+            for _ in range(n):
+                e4 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_Assignment_TopicPartitions)
+                uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                e4.topic_id = _uuid(uh0 << 64 | ul0)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e4.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partitions')
+                if n < 64: e4.partitions = list(_UA_i[n](buf, pos))
+                else: e4.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                a3(e4)
+            e3.topic_partitions = l3
+            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+            else: e3.unknown_tags, pos = _read_tags(buf, pos)
+            e2.assignment = e3
+            e3_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'topic_partitions')
+            if n * 19 > blen - pos: raise _bad_count(n)
+            l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = []; a3_2 = l3_2.append
+            for _ in range(n):
+                e4_2 = _new(_C_ConsumerGroupDescribeResponse_Groups_Members_TargetAssignment_TopicPartitions)
+                uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                e4_2.topic_id = _uuid(uh0 << 64 | ul0)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e4_2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partitions')
+                if n < 64: e4_2.partitions = list(_UA_i[n](buf, pos))
+                else: e4_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                a3_2(e4_2)
+            e3_2.topic_partitions = l3_2
+            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+            e2.target_assignment = e3_2
+            e2.member_type, = _U_b(buf, pos); pos += 1
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -815,121 +798,107 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ConsumerGroupDescribeRespon
 def _encode_resp_v0(o: ConsumerGroupDescribeResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[ConsumerGroupDescribeResponse.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        s = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.group_state.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ii(x0.group_epoch, x0.assignment_epoch))
+        s = x0.assignor_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ConsumerGroupDescribeResponse.Groups.Members] = x0.members
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.member_id.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            sn = x1.instance_id
             if sn is None: ap(b'\x00')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            s = x0.group_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.group_state.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_ii(x0.group_epoch, x0.assignment_epoch))
-            s = x0.assignor_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ConsumerGroupDescribeResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\x00')
+            sn = x1.rack_id
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    sn = x1.instance_id
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    sn = x1.rack_id
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_i(x1.member_epoch))
-                    s = x1.client_id.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[str] = x1.subscribed_topic_names
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            s = x2.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                    sn = x1.subscribed_topic_regex
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    e3: ConsumerGroupDescribeResponse.Groups.Members.Assignment = x1.assignment
-                    l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = e3.topic_partitions
-                    if l3 is None: ap(b'\x00')
-                    else:
-                        n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x3 in l3:
-                            ap(_P_QQ(x3.topic_id.int >> 64, x3.topic_id.int & _M64))
-                            s = x3.topic_name.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                            l4: list[int] = x3.partitions
-                            if l4 is None: ap(b'\x00')
-                            else:
-                                c = len(l4)
-                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                if c < 64: ap(_PA_i[c](*l4))
-                                else: ap(_pack('>%di' % c, *l4))
-                            ut4 = x3.unknown_tags
-                            if ut4: _write_tags(ap, ut4.items())
-                            else: ap(b'\x00')
-                    ut3 = e3.unknown_tags
-                    if ut3: _write_tags(ap, ut3.items())
-                    else: ap(b'\x00')
-                    e3_2: ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment = x1.target_assignment
-                    l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = e3_2.topic_partitions
-                    if l3_2 is None: ap(b'\x00')
-                    else:
-                        n = len(l3_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x3_2 in l3_2:
-                            ap(_P_QQ(x3_2.topic_id.int >> 64, x3_2.topic_id.int & _M64))
-                            s = x3_2.topic_name.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                            l4 = x3_2.partitions
-                            if l4 is None: ap(b'\x00')
-                            else:
-                                c = len(l4)
-                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                if c < 64: ap(_PA_i[c](*l4))
-                                else: ap(_pack('>%di' % c, *l4))
-                            ut4 = x3_2.unknown_tags
-                            if ut4: _write_tags(ap, ut4.items())
-                            else: ap(b'\x00')
-                    ut3 = e3_2.unknown_tags
-                    if ut3: _write_tags(ap, ut3.items())
-                    else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0.authorized_operations))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ap(_P_i(x1.member_epoch))
+            s = x1.client_id.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x1.client_host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            l2: list[str] = x1.subscribed_topic_names
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                s = x2.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            sn = x1.subscribed_topic_regex
+            if sn is None: ap(b'\x00')
+            else:
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            e3: ConsumerGroupDescribeResponse.Groups.Members.Assignment = x1.assignment
+            l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = e3.topic_partitions
+            n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x3 in l3:
+                ap(_P_QQ(x3.topic_id.int >> 64, x3.topic_id.int & _M64))
+                s = x3.topic_name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                l4: list[int] = x3.partitions
+                c = len(l4)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l4))
+                else: ap(_pack('>%di' % c, *l4))
+                ut4 = x3.unknown_tags
+                if ut4: _write_tags(ap, ut4.items())
+                else: ap(b'\x00')
+            ut3 = e3.unknown_tags
+            if ut3: _write_tags(ap, ut3.items())
             else: ap(b'\x00')
+            e3_2: ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment = x1.target_assignment
+            l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = e3_2.topic_partitions
+            n = len(l3_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x3_2 in l3_2:
+                ap(_P_QQ(x3_2.topic_id.int >> 64, x3_2.topic_id.int & _M64))
+                s = x3_2.topic_name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                l4 = x3_2.partitions
+                c = len(l4)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l4))
+                else: ap(_pack('>%di' % c, *l4))
+                ut4 = x3_2.unknown_tags
+                if ut4: _write_tags(ap, ut4.items())
+                else: ap(b'\x00')
+            ut3 = e3_2.unknown_tags
+            if ut3: _write_tags(ap, ut3.items())
+            else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ap(_P_i(x0.authorized_operations))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -938,122 +907,108 @@ def _encode_resp_v0(o: ConsumerGroupDescribeResponse, ap: _Append) -> None:
 def _encode_resp_v1(o: ConsumerGroupDescribeResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[ConsumerGroupDescribeResponse.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        s = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.group_state.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ii(x0.group_epoch, x0.assignment_epoch))
+        s = x0.assignor_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ConsumerGroupDescribeResponse.Groups.Members] = x0.members
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.member_id.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            sn = x1.instance_id
             if sn is None: ap(b'\x00')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            s = x0.group_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.group_state.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_ii(x0.group_epoch, x0.assignment_epoch))
-            s = x0.assignor_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ConsumerGroupDescribeResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\x00')
+            sn = x1.rack_id
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    sn = x1.instance_id
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    sn = x1.rack_id
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_i(x1.member_epoch))
-                    s = x1.client_id.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[str] = x1.subscribed_topic_names
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            s = x2.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                    sn = x1.subscribed_topic_regex
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    e3: ConsumerGroupDescribeResponse.Groups.Members.Assignment = x1.assignment
-                    l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = e3.topic_partitions
-                    if l3 is None: ap(b'\x00')
-                    else:
-                        n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x3 in l3:
-                            ap(_P_QQ(x3.topic_id.int >> 64, x3.topic_id.int & _M64))
-                            s = x3.topic_name.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                            l4: list[int] = x3.partitions
-                            if l4 is None: ap(b'\x00')
-                            else:
-                                c = len(l4)
-                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                if c < 64: ap(_PA_i[c](*l4))
-                                else: ap(_pack('>%di' % c, *l4))
-                            ut4 = x3.unknown_tags
-                            if ut4: _write_tags(ap, ut4.items())
-                            else: ap(b'\x00')
-                    ut3 = e3.unknown_tags
-                    if ut3: _write_tags(ap, ut3.items())
-                    else: ap(b'\x00')
-                    e3_2: ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment = x1.target_assignment
-                    l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = e3_2.topic_partitions
-                    if l3_2 is None: ap(b'\x00')
-                    else:
-                        n = len(l3_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x3_2 in l3_2:
-                            ap(_P_QQ(x3_2.topic_id.int >> 64, x3_2.topic_id.int & _M64))
-                            s = x3_2.topic_name.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                            l4 = x3_2.partitions
-                            if l4 is None: ap(b'\x00')
-                            else:
-                                c = len(l4)
-                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                if c < 64: ap(_PA_i[c](*l4))
-                                else: ap(_pack('>%di' % c, *l4))
-                            ut4 = x3_2.unknown_tags
-                            if ut4: _write_tags(ap, ut4.items())
-                            else: ap(b'\x00')
-                    ut3 = e3_2.unknown_tags
-                    if ut3: _write_tags(ap, ut3.items())
-                    else: ap(b'\x00')
-                    ap(_P_b(x1.member_type))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0.authorized_operations))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ap(_P_i(x1.member_epoch))
+            s = x1.client_id.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x1.client_host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            l2: list[str] = x1.subscribed_topic_names
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                s = x2.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            sn = x1.subscribed_topic_regex
+            if sn is None: ap(b'\x00')
+            else:
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            e3: ConsumerGroupDescribeResponse.Groups.Members.Assignment = x1.assignment
+            l3: list[ConsumerGroupDescribeResponse.Groups.Members.Assignment.TopicPartitions] = e3.topic_partitions
+            n = len(l3) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x3 in l3:
+                ap(_P_QQ(x3.topic_id.int >> 64, x3.topic_id.int & _M64))
+                s = x3.topic_name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                l4: list[int] = x3.partitions
+                c = len(l4)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l4))
+                else: ap(_pack('>%di' % c, *l4))
+                ut4 = x3.unknown_tags
+                if ut4: _write_tags(ap, ut4.items())
+                else: ap(b'\x00')
+            ut3 = e3.unknown_tags
+            if ut3: _write_tags(ap, ut3.items())
             else: ap(b'\x00')
+            e3_2: ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment = x1.target_assignment
+            l3_2: list[ConsumerGroupDescribeResponse.Groups.Members.TargetAssignment.TopicPartitions] = e3_2.topic_partitions
+            n = len(l3_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x3_2 in l3_2:
+                ap(_P_QQ(x3_2.topic_id.int >> 64, x3_2.topic_id.int & _M64))
+                s = x3_2.topic_name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                l4 = x3_2.partitions
+                c = len(l4)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l4))
+                else: ap(_pack('>%di' % c, *l4))
+                ut4 = x3_2.unknown_tags
+                if ut4: _write_tags(ap, ut4.items())
+                else: ap(b'\x00')
+            ut3 = e3_2.unknown_tags
+            if ut3: _write_tags(ap, ut3.items())
+            else: ap(b'\x00')
+            ap(_P_b(x1.member_type))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ap(_P_i(x0.authorized_operations))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -328,11 +328,10 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupHeartbeatReques
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0_2(e1)
@@ -432,11 +431,10 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ConsumerGroupHeartbeatReques
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0_2(e1)
@@ -488,12 +486,10 @@ def _encode_req_v0(o: ConsumerGroupHeartbeatRequest, ap: _Append) -> None:
         for x0_2 in l0_2:
             ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
             l1: list[int] = x0_2.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
             ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -550,12 +546,10 @@ def _encode_req_v1(o: ConsumerGroupHeartbeatRequest, ap: _Append) -> None:
         for x0_2 in l0_2:
             ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
             l1: list[int] = x0_2.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
             ut1 = x0_2.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -595,27 +589,25 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ConsumerGroupHeartbeatRespo
         if n < 128: pos += 1
         else: n, pos = _ruv(buf, pos)
         n -= 1
-        if n < 0: e1.topic_partitions = None  # type: ignore[assignment]
-        else:
-            if n * 18 > blen - pos: raise _bad_count(n)
-            l1: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions] = []; a1 = l1.append
-            for _ in range(n):
-                e2 = _new(_C_ConsumerGroupHeartbeatResponse_Assignment_TopicPartitions)
-                uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                e2.topic_id = _uuid(uh0 << 64 | ul0)
-                n = buf[pos]
-                if n < 128: pos += 1
-                else: n, pos = _ruv(buf, pos)
-                n -= 1
-                if n < 0: e2.partitions = None  # type: ignore[assignment]
-                else:
-                    if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
-                    else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                    pos += n * 4
-                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                a1(e2)
-            e1.topic_partitions = l1
+        if n < 0: raise _null_array(n, 'topic_partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions] = []; a1 = l1.append
+        for _ in range(n):
+            e2 = _new(_C_ConsumerGroupHeartbeatResponse_Assignment_TopicPartitions)
+            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+            e2.topic_id = _uuid(uh0 << 64 | ul0)
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
+            else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topic_partitions = l1
         if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
         else: e1.unknown_tags, pos = _read_tags(buf, pos)
         o.assignment = e1
@@ -644,21 +636,17 @@ def _encode_resp_v0(o: ConsumerGroupHeartbeatResponse, ap: _Append) -> None:
     else:
         ap(b'\x01')
         l1: list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions] = e1.topic_partitions
-        if l1 is None: ap(b'\x00')
-        else:
-            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            for x1 in l1:
-                ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
-                l2: list[int] = x1.partitions
-                if l2 is None: ap(b'\x00')
-                else:
-                    c = len(l2)
-                    n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    if c < 64: ap(_PA_i[c](*l2))
-                    else: ap(_pack('>%di' % c, *l2))
-                ut2 = x1.unknown_tags
-                if ut2: _write_tags(ap, ut2.items())
-                else: ap(b'\x00')
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
+            l2: list[int] = x1.partitions
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
         ut1 = e1.unknown_tags
         if ut1: _write_tags(ap, ut1.items())
         else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -188,22 +188,19 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ControlledShutdownResponse,
     o = _new(_C_ControlledShutdownResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.remaining_partitions = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ControlledShutdownResponse.RemainingPartitions] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_ControlledShutdownResponse_RemainingPartitions)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.remaining_partitions = l0
+    if n < 0: raise _null_array(n, 'remaining_partitions')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ControlledShutdownResponse.RemainingPartitions] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ControlledShutdownResponse_RemainingPartitions)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, = _U_i(buf, pos); pos += 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.remaining_partitions = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -216,24 +213,23 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ControlledShutdownResponse,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.remaining_partitions = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ControlledShutdownResponse.RemainingPartitions] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_ControlledShutdownResponse_RemainingPartitions)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.remaining_partitions = l0
+    if n < 0: raise _null_array(n, 'remaining_partitions')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ControlledShutdownResponse.RemainingPartitions] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ControlledShutdownResponse_RemainingPartitions)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.remaining_partitions = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -242,30 +238,26 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[ControlledShutdownResponse,
 def _encode_resp_v0(o: ControlledShutdownResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[ControlledShutdownResponse.RemainingPartitions] = o.remaining_partitions
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0.partition_index))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.partition_index))
 
 
 def _encode_resp_v3(o: ControlledShutdownResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[ControlledShutdownResponse.RemainingPartitions] = o.remaining_partitions
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0.partition_index))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.partition_index))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

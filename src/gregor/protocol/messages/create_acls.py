@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -193,32 +193,29 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.creations = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateAclsRequest_Creations)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
-            e1.resource_pattern_type = 3
-            e1.unknown_tags = {}
-            a0(e1)
-        o.creations = l0
+    if n < 0: raise _null_array(n, 'creations')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateAclsRequest_Creations)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
+        e1.resource_pattern_type = 3
+        e1.unknown_tags = {}
+        a0(e1)
+    o.creations = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -227,32 +224,29 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateAclsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.creations = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateAclsRequest_Creations)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_pattern_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.creations = l0
+    if n < 0: raise _null_array(n, 'creations')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateAclsRequest_Creations)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_pattern_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.creations = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -264,40 +258,39 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.creations = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateAclsRequest_Creations)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_pattern_type, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.creations = l0
+    if n < 0: raise _null_array(n, 'creations')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[CreateAclsRequest.Creations] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateAclsRequest_Creations)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_pattern_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.creations = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -305,64 +298,58 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreateAclsRequest, int]:
 
 def _encode_req_v0(o: CreateAclsRequest, ap: _Append) -> None:
     l0: list[CreateAclsRequest.Creations] = o.creations
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.principal.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.host.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_bb(x0.operation, x0.permission_type))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.principal.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_bb(x0.operation, x0.permission_type))
 
 
 def _encode_req_v1(o: CreateAclsRequest, ap: _Append) -> None:
     l0: list[CreateAclsRequest.Creations] = o.creations
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_b(x0.resource_pattern_type))
-            s = x0.principal.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.host.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_bb(x0.operation, x0.permission_type))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_b(x0.resource_pattern_type))
+        s = x0.principal.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_bb(x0.operation, x0.permission_type))
 
 
 def _encode_req_v2(o: CreateAclsRequest, ap: _Append) -> None:
     l0: list[CreateAclsRequest.Creations] = o.creations
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_b(x0.resource_pattern_type))
-            s = x0.principal.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.host.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_bb(x0.operation, x0.permission_type))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_b(x0.resource_pattern_type))
+        s = x0.principal.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_bb(x0.operation, x0.permission_type))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -373,24 +360,21 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreateAclsResponse, int]:
     o = _new(_C_CreateAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[CreateAclsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateAclsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+    if n < 0: raise _null_array(n, 'results')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[CreateAclsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateAclsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -403,26 +387,25 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreateAclsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[CreateAclsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateAclsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+    if n < 0: raise _null_array(n, 'results')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[CreateAclsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateAclsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -431,36 +414,32 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreateAclsResponse, int]:
 def _encode_resp_v0(o: CreateAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreateAclsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
 
 
 def _encode_resp_v2(o: CreateAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreateAclsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -185,25 +185,22 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest
     blen = len(buf)
     o = _new(_C_CreateDelegationTokenRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.renewers = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.renewers = l0
+    if n < 0: raise _null_array(n, 'renewers')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.renewers = l0
     o.max_lifetime_ms, = _U_q(buf, pos); pos += 8
     o.owner_principal_type = None
     o.owner_principal_name = None
@@ -218,30 +215,29 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.renewers = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.renewers = l0
+    if n < 0: raise _null_array(n, 'renewers')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.renewers = l0
     o.max_lifetime_ms, = _U_q(buf, pos); pos += 8
     o.owner_principal_type = None
     o.owner_principal_name = None
@@ -275,30 +271,29 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.renewers = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.renewers = l0
+    if n < 0: raise _null_array(n, 'renewers')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[CreateDelegationTokenRequest.Renewers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateDelegationTokenRequest_Renewers)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.renewers = l0
     o.max_lifetime_ms, = _U_q(buf, pos); pos += 8
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -307,34 +302,30 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[CreateDelegationTokenRequest
 
 def _encode_req_v0(o: CreateDelegationTokenRequest, ap: _Append) -> None:
     l0: list[CreateDelegationTokenRequest.Renewers] = o.renewers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.principal_type.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.principal_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.principal_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.principal_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
     ap(_P_q(o.max_lifetime_ms))
 
 
 def _encode_req_v2(o: CreateDelegationTokenRequest, ap: _Append) -> None:
     l0: list[CreateDelegationTokenRequest.Renewers] = o.renewers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.principal_type.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.principal_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.principal_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.principal_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_q(o.max_lifetime_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -355,19 +346,17 @@ def _encode_req_v3(o: CreateDelegationTokenRequest, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[CreateDelegationTokenRequest.Renewers] = o.renewers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.principal_type.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.principal_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.principal_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.principal_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_q(o.max_lifetime_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

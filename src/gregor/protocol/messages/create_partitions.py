@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -215,42 +215,36 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreatePartitionsRequest, int
     blen = len(buf)
     o = _new(_C_CreatePartitionsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0: list[CreatePartitionsRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreatePartitionsRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.count, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.assignments = None
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[CreatePartitionsRequest.Topics.Assignments] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreatePartitionsRequest_Topics_Assignments)
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.broker_ids = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
-                        else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.assignments = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0: list[CreatePartitionsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreatePartitionsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.count, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0:
+            if n != -1: raise _bad_length(n)
+            e1.assignments = None
+        else:
+            if n * 4 > blen - pos: raise _bad_count(n)
+            l1: list[CreatePartitionsRequest.Topics.Assignments] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_CreatePartitionsRequest_Topics_Assignments)
+                n, = _U_i(buf, pos); pos += 4
+                if n < 0: raise _null_array(n, 'broker_ids')
+                if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
+                else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                e2.unknown_tags = {}
+                a1(e2)
+            e1.assignments = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, o.validate_only = _U_io(buf, pos); pos += 5
     o.unknown_tags = {}
     return o, pos
@@ -263,47 +257,45 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreatePartitionsRequest, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[CreatePartitionsRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreatePartitionsRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.count, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.assignments = None
-            else:
-                if n * 2 > blen - pos: raise _bad_count(n)
-                l1: list[CreatePartitionsRequest.Topics.Assignments] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreatePartitionsRequest_Topics_Assignments)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.broker_ids = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
-                        else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.assignments = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[CreatePartitionsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreatePartitionsRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.count, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.assignments = None
+        else:
+            if n * 2 > blen - pos: raise _bad_count(n)
+            l1: list[CreatePartitionsRequest.Topics.Assignments] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_CreatePartitionsRequest_Topics_Assignments)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'broker_ids')
+                if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
+                else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.assignments = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, o.validate_only = _U_io(buf, pos); pos += 5
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -312,57 +304,49 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[CreatePartitionsRequest, int
 
 def _encode_req_v0(o: CreatePartitionsRequest, ap: _Append) -> None:
     l0: list[CreatePartitionsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0.count))
-            l1: list[CreatePartitionsRequest.Topics.Assignments] | None = x0.assignments
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    l2: list[int] = x1.broker_ids
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.count))
+        l1: list[CreatePartitionsRequest.Topics.Assignments] | None = x0.assignments
+        if l1 is None: ap(b'\xff\xff\xff\xff')
+        else:
+            ap(_P_i(len(l1)))
+            for x1 in l1:
+                l2: list[int] = x1.broker_ids
+                c = len(l2)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l2))
+                else: ap(_pack('>%di' % c, *l2))
     ap(_P_io(o.timeout_ms, o.validate_only))
 
 
 def _encode_req_v2(o: CreatePartitionsRequest, ap: _Append) -> None:
     l0: list[CreatePartitionsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0.count))
-            l1: list[CreatePartitionsRequest.Topics.Assignments] | None = x0.assignments
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    l2: list[int] = x1.broker_ids
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.count))
+        l1: list[CreatePartitionsRequest.Topics.Assignments] | None = x0.assignments
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                l2: list[int] = x1.broker_ids
+                c = len(l2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2))
+                else: ap(_pack('>%di' % c, *l2))
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_io(o.timeout_ms, o.validate_only))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -374,28 +358,25 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreatePartitionsResponse, i
     o = _new(_C_CreatePartitionsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[CreatePartitionsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreatePartitionsResponse_Results)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'results')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[CreatePartitionsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreatePartitionsResponse_Results)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -408,33 +389,32 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreatePartitionsResponse, i
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[CreatePartitionsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreatePartitionsResponse_Results)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'results')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[CreatePartitionsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreatePartitionsResponse_Results)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -443,42 +423,38 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreatePartitionsResponse, i
 def _encode_resp_v0(o: CreatePartitionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreatePartitionsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
 
 
 def _encode_resp_v2(o: CreatePartitionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreatePartitionsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

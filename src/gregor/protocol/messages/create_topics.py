@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -316,65 +316,53 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 16 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 16 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'assignments')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_CreateTopicsRequest_Topics)
+            e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
+            e2.partition_index, = _U_i(buf, pos); pos += 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'broker_ids')
+            if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
+            else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.assignments = l1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 4 > blen - pos: raise _bad_count(n)
+        l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.assignments = None  # type: ignore[assignment]
+            e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2_2.value = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
-                    e2.partition_index, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.broker_ids = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
-                        else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.assignments = l1
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configs = None  # type: ignore[assignment]
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2_2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.unknown_tags = {}
-                    a1_2(e2_2)
-                e1.configs = l1_2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.unknown_tags = {}
+            a1_2(e2_2)
+        e1.configs = l1_2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, = _U_i(buf, pos); pos += 4
     o.validate_only = False
     o.unknown_tags = {}
@@ -385,65 +373,53 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 16 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 16 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'assignments')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_CreateTopicsRequest_Topics)
+            e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
+            e2.partition_index, = _U_i(buf, pos); pos += 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'broker_ids')
+            if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
+            else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.assignments = l1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 4 > blen - pos: raise _bad_count(n)
+        l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.assignments = None  # type: ignore[assignment]
+            e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2_2.value = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
-                    e2.partition_index, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.broker_ids = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
-                        else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.assignments = l1
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configs = None  # type: ignore[assignment]
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2_2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.unknown_tags = {}
-                    a1_2(e2_2)
-                e1.configs = l1_2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.unknown_tags = {}
+            a1_2(e2_2)
+        e1.configs = l1_2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, o.validate_only = _U_io(buf, pos); pos += 5
     o.unknown_tags = {}
     return o, pos
@@ -456,78 +432,74 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'assignments')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_CreateTopicsRequest_Topics)
+            e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
+            e2.partition_index, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'broker_ids')
+            if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
+            else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.assignments = l1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
+            e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.assignments = None  # type: ignore[assignment]
+            if n == -1: e2_2.value = None
             else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[CreateTopicsRequest.Topics.Assignments] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreateTopicsRequest_Topics_Assignments)
-                    e2.partition_index, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.broker_ids = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.broker_ids = list(_UA_i[n](buf, pos))
-                        else: e2.broker_ids = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.assignments = l1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.configs = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1_2: list[CreateTopicsRequest.Topics.Configs] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_CreateTopicsRequest_Topics_Configs)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2_2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1.configs = l1_2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.value = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            a1_2(e2_2)
+        e1.configs = l1_2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, o.validate_only = _U_io(buf, pos); pos += 5
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -536,130 +508,106 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[CreateTopicsRequest, int]:
 
 def _encode_req_v0(o: CreateTopicsRequest, ap: _Append) -> None:
     l0: list[CreateTopicsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_ih(x0.num_partitions, x0.replication_factor))
+        l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_i(x1.partition_index))
+            l2: list[int] = x1.broker_ids
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+        l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
+        ap(_P_i(len(l1_2)))
+        for x1_2 in l1_2:
+            s = x1_2.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            sn: str | None = x1_2.value
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_i(x1.partition_index))
-                    l2: list[int] = x1.broker_ids
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-            l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1_2 in l1_2:
-                    s = x1_2.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    sn: str | None = x1_2.value
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
     ap(_P_i(o.timeout_ms))
 
 
 def _encode_req_v1(o: CreateTopicsRequest, ap: _Append) -> None:
     l0: list[CreateTopicsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_ih(x0.num_partitions, x0.replication_factor))
+        l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_i(x1.partition_index))
+            l2: list[int] = x1.broker_ids
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+        l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
+        ap(_P_i(len(l1_2)))
+        for x1_2 in l1_2:
+            s = x1_2.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            sn: str | None = x1_2.value
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_i(x1.partition_index))
-                    l2: list[int] = x1.broker_ids
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-            l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1_2 in l1_2:
-                    s = x1_2.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    sn: str | None = x1_2.value
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
     ap(_P_io(o.timeout_ms, o.validate_only))
 
 
 def _encode_req_v5(o: CreateTopicsRequest, ap: _Append) -> None:
     l0: list[CreateTopicsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ih(x0.num_partitions, x0.replication_factor))
+        l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_i(x1.partition_index))
+            l2: list[int] = x1.broker_ids
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
+        n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            s = x1_2.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1: list[CreateTopicsRequest.Topics.Assignments] = x0.assignments
-            if l1 is None: ap(b'\x00')
+            sn: str | None = x1_2.value
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.partition_index))
-                    l2: list[int] = x1.broker_ids
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            l1_2: list[CreateTopicsRequest.Topics.Configs] = x0.configs
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    s = x1_2.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    sn: str | None = x1_2.value
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_io(o.timeout_ms, o.validate_only))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -670,28 +618,25 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateTopicsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            e1.topic_id = _ZERO_UUID
-            e1.error_message = None
-            e1.num_partitions = -1
-            e1.replication_factor = -1
-            e1.configs = []
-            e1.topic_config_error_code = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        e1.topic_id = _ZERO_UUID
+        e1.error_message = None
+        e1.num_partitions = -1
+        e1.replication_factor = -1
+        e1.configs = []
+        e1.topic_config_error_code = 0
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -701,33 +646,30 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_CreateTopicsResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateTopicsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.topic_id = _ZERO_UUID
-            e1.num_partitions = -1
-            e1.replication_factor = -1
-            e1.configs = []
-            e1.topic_config_error_code = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.topic_id = _ZERO_UUID
+        e1.num_partitions = -1
+        e1.replication_factor = -1
+        e1.configs = []
+        e1.topic_config_error_code = 0
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -738,33 +680,30 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     o = _new(_C_CreateTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateTopicsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.topic_id = _ZERO_UUID
-            e1.num_partitions = -1
-            e1.replication_factor = -1
-            e1.configs = []
-            e1.topic_config_error_code = 0
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.topic_id = _ZERO_UUID
+        e1.num_partitions = -1
+        e1.replication_factor = -1
+        e1.configs = []
+        e1.topic_config_error_code = 0
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -777,79 +716,78 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateTopicsResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.configs = None
+        else:
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l1: list[CreateTopicsResponse.Topics.Configs] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_CreateTopicsResponse_Topics_Configs)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.configs = None
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[CreateTopicsResponse.Topics.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreateTopicsResponse_Topics_Configs)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+                e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e2.value = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.configs = l1
-            e1.topic_id = _ZERO_UUID
-            e1.topic_config_error_code = 0
-            nt1 = buf[pos]
-            if nt1 < 128: pos += 1
-            else: nt1, pos = _ruv(buf, pos)
-            ut1: dict[int, bytes] = {}
-            for _ in range(nt1):
-                tg1, pos = _ruv(buf, pos)
-                sz1, pos = _ruv(buf, pos)
-                tend1 = pos + sz1
-                if tend1 > blen: raise _bad_length(sz1)
-                if tg1 == 0:
-                    e1.topic_config_error_code, = _U_h(buf, pos); pos += 2
-                    if pos != tend1: raise _bad_tag_size(tg1)
-                else: ut1[tg1] = bytes(buf[pos:tend1]); pos = tend1
-            e1.unknown_tags = ut1
-            a0(e1)
-        o.topics = l0
+                    e2.value = str(buf[pos:end], 'utf-8'); pos = end
+                e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.configs = l1
+        e1.topic_id = _ZERO_UUID
+        e1.topic_config_error_code = 0
+        nt1 = buf[pos]
+        if nt1 < 128: pos += 1
+        else: nt1, pos = _ruv(buf, pos)
+        ut1: dict[int, bytes] = {}
+        for _ in range(nt1):
+            tg1, pos = _ruv(buf, pos)
+            sz1, pos = _ruv(buf, pos)
+            tend1 = pos + sz1
+            if tend1 > blen: raise _bad_length(sz1)
+            if tg1 == 0:
+                e1.topic_config_error_code, = _U_h(buf, pos); pos += 2
+                if pos != tend1: raise _bad_tag_size(tg1)
+            else: ut1[tg1] = bytes(buf[pos:tend1]); pos = tend1
+        e1.unknown_tags = ut1
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -863,79 +801,78 @@ def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 28 > blen - pos: raise _bad_count(n)
-        l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_CreateTopicsResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 28 > blen - pos: raise _bad_count(n)
+    l0: list[CreateTopicsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_CreateTopicsResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0, e1.error_code = _U_QQh(buf, pos); pos += 18
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1.error_code = _U_QQh(buf, pos); pos += 18
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.configs = None
+        else:
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l1: list[CreateTopicsResponse.Topics.Configs] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_CreateTopicsResponse_Topics_Configs)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.num_partitions, e1.replication_factor = _U_ih(buf, pos); pos += 6
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.configs = None
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[CreateTopicsResponse.Topics.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_CreateTopicsResponse_Topics_Configs)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+                e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e2.value = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.configs = l1
-            e1.topic_config_error_code = 0
-            nt1 = buf[pos]
-            if nt1 < 128: pos += 1
-            else: nt1, pos = _ruv(buf, pos)
-            ut1: dict[int, bytes] = {}
-            for _ in range(nt1):
-                tg1, pos = _ruv(buf, pos)
-                sz1, pos = _ruv(buf, pos)
-                tend1 = pos + sz1
-                if tend1 > blen: raise _bad_length(sz1)
-                if tg1 == 0:
-                    e1.topic_config_error_code, = _U_h(buf, pos); pos += 2
-                    if pos != tend1: raise _bad_tag_size(tg1)
-                else: ut1[tg1] = bytes(buf[pos:tend1]); pos = tend1
-            e1.unknown_tags = ut1
-            a0(e1)
-        o.topics = l0
+                    e2.value = str(buf[pos:end], 'utf-8'); pos = end
+                e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.configs = l1
+        e1.topic_config_error_code = 0
+        nt1 = buf[pos]
+        if nt1 < 128: pos += 1
+        else: nt1, pos = _ruv(buf, pos)
+        ut1: dict[int, bytes] = {}
+        for _ in range(nt1):
+            tg1, pos = _ruv(buf, pos)
+            sz1, pos = _ruv(buf, pos)
+            tend1 = pos + sz1
+            if tend1 > blen: raise _bad_length(sz1)
+            if tg1 == 0:
+                e1.topic_config_error_code, = _U_h(buf, pos); pos += 2
+                if pos != tend1: raise _bad_tag_size(tg1)
+            else: ut1[tg1] = bytes(buf[pos:tend1]); pos = tend1
+        e1.unknown_tags = ut1
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -943,99 +880,91 @@ def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[CreateTopicsResponse, int]:
 
 def _encode_resp_v0(o: CreateTopicsResponse, ap: _Append) -> None:
     l0: list[CreateTopicsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_h(x0.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
 
 
 def _encode_resp_v1(o: CreateTopicsResponse, ap: _Append) -> None:
     l0: list[CreateTopicsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
 
 
 def _encode_resp_v2(o: CreateTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreateTopicsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
 
 
 def _encode_resp_v5(o: CreateTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreateTopicsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
+        ap(_P_ih(x0.num_partitions, x0.replication_factor))
+        l1: list[CreateTopicsResponse.Topics.Configs] | None = x0.configs
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.name.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1: list[CreateTopicsResponse.Topics.Configs] | None = x0.configs
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
+                sn = x1.value
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    sn = x1.value
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            tl1: list[tuple[int, bytes]] = []
-            tv1: int = x0.topic_config_error_code
-            if tv1 != 0:
-                tp1: list[bytes] = []; tap1 = tp1.append
-                tap1(_P_h(tv1))
-                tl1.append((0, b''.join(tp1)))
-            ut1 = x0.unknown_tags
-            if ut1: tl1.extend(ut1.items())
-            if tl1: _write_tags(ap, tl1)
-            else: ap(b'\x00')
+                ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
+        tl1: list[tuple[int, bytes]] = []
+        tv1: int = x0.topic_config_error_code
+        if tv1 != 0:
+            tp1: list[bytes] = []; tap1 = tp1.append
+            tap1(_P_h(tv1))
+            tl1.append((0, b''.join(tp1)))
+        ut1 = x0.unknown_tags
+        if ut1: tl1.extend(ut1.items())
+        if tl1: _write_tags(ap, tl1)
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1044,49 +973,47 @@ def _encode_resp_v5(o: CreateTopicsResponse, ap: _Append) -> None:
 def _encode_resp_v7(o: CreateTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[CreateTopicsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQh(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_QQh(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
+        ap(_P_ih(x0.num_partitions, x0.replication_factor))
+        l1: list[CreateTopicsResponse.Topics.Configs] | None = x0.configs
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.name.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ap(_P_ih(x0.num_partitions, x0.replication_factor))
-            l1: list[CreateTopicsResponse.Topics.Configs] | None = x0.configs
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
+                sn = x1.value
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    sn = x1.value
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            tl1: list[tuple[int, bytes]] = []
-            tv1: int = x0.topic_config_error_code
-            if tv1 != 0:
-                tp1: list[bytes] = []; tap1 = tp1.append
-                tap1(_P_h(tv1))
-                tl1.append((0, b''.join(tp1)))
-            ut1 = x0.unknown_tags
-            if ut1: tl1.extend(ut1.items())
-            if tl1: _write_tags(ap, tl1)
-            else: ap(b'\x00')
+                ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
+        tl1: list[tuple[int, bytes]] = []
+        tv1: int = x0.topic_config_error_code
+        if tv1 != 0:
+            tp1: list[bytes] = []; tap1 = tp1.append
+            tap1(_P_h(tv1))
+            tl1.append((0, b''.join(tp1)))
+        ut1 = x0.unknown_tags
+        if ut1: tl1.extend(ut1.items())
+        if tl1: _write_tags(ap, tl1)
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -246,38 +246,35 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.filters = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteAclsRequest_Filters)
-            e1.resource_type_filter, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.resource_name_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.resource_name_filter = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.principal_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.principal_filter = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.host_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.host_filter = str(buf[pos:end], 'utf-8'); pos = end
-            e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
-            e1.pattern_type_filter = 3
-            e1.unknown_tags = {}
-            a0(e1)
-        o.filters = l0
+    if n < 0: raise _null_array(n, 'filters')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteAclsRequest_Filters)
+        e1.resource_type_filter, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.resource_name_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.resource_name_filter = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.principal_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.principal_filter = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.host_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.host_filter = str(buf[pos:end], 'utf-8'); pos = end
+        e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
+        e1.pattern_type_filter = 3
+        e1.unknown_tags = {}
+        a0(e1)
+    o.filters = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -286,38 +283,35 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteAclsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.filters = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteAclsRequest_Filters)
-            e1.resource_type_filter, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.resource_name_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.resource_name_filter = str(buf[pos:end], 'utf-8'); pos = end
-            e1.pattern_type_filter, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.principal_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.principal_filter = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.host_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.host_filter = str(buf[pos:end], 'utf-8'); pos = end
-            e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.filters = l0
+    if n < 0: raise _null_array(n, 'filters')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteAclsRequest_Filters)
+        e1.resource_type_filter, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.resource_name_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.resource_name_filter = str(buf[pos:end], 'utf-8'); pos = end
+        e1.pattern_type_filter, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.principal_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.principal_filter = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.host_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.host_filter = str(buf[pos:end], 'utf-8'); pos = end
+        e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.filters = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -329,46 +323,45 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.filters = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteAclsRequest_Filters)
-            e1.resource_type_filter, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.resource_name_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.resource_name_filter = str(buf[pos:end], 'utf-8'); pos = end
-            e1.pattern_type_filter, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.principal_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.principal_filter = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.host_filter = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.host_filter = str(buf[pos:end], 'utf-8'); pos = end
-            e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.filters = l0
+    if n < 0: raise _null_array(n, 'filters')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteAclsRequest.Filters] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteAclsRequest_Filters)
+        e1.resource_type_filter, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.resource_name_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.resource_name_filter = str(buf[pos:end], 'utf-8'); pos = end
+        e1.pattern_type_filter, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.principal_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.principal_filter = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.host_filter = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.host_filter = str(buf[pos:end], 'utf-8'); pos = end
+        e1.operation, e1.permission_type = _U_bb(buf, pos); pos += 2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.filters = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -376,91 +369,85 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteAclsRequest, int]:
 
 def _encode_req_v0(o: DeleteAclsRequest, ap: _Append) -> None:
     l0: list[DeleteAclsRequest.Filters] = o.filters
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type_filter))
-            sn: str | None = x0.resource_name_filter
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            sn = x0.principal_filter
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            sn = x0.host_filter
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_bb(x0.operation, x0.permission_type))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type_filter))
+        sn: str | None = x0.resource_name_filter
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        sn = x0.principal_filter
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        sn = x0.host_filter
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        ap(_P_bb(x0.operation, x0.permission_type))
 
 
 def _encode_req_v1(o: DeleteAclsRequest, ap: _Append) -> None:
     l0: list[DeleteAclsRequest.Filters] = o.filters
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type_filter))
-            sn: str | None = x0.resource_name_filter
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_b(x0.pattern_type_filter))
-            sn = x0.principal_filter
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            sn = x0.host_filter
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_bb(x0.operation, x0.permission_type))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type_filter))
+        sn: str | None = x0.resource_name_filter
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        ap(_P_b(x0.pattern_type_filter))
+        sn = x0.principal_filter
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        sn = x0.host_filter
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        ap(_P_bb(x0.operation, x0.permission_type))
 
 
 def _encode_req_v2(o: DeleteAclsRequest, ap: _Append) -> None:
     l0: list[DeleteAclsRequest.Filters] = o.filters
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type_filter))
-            sn: str | None = x0.resource_name_filter
-            if sn is None: ap(b'\x00')
-            else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_b(x0.pattern_type_filter))
-            sn = x0.principal_filter
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            sn = x0.host_filter
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_bb(x0.operation, x0.permission_type))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type_filter))
+        sn: str | None = x0.resource_name_filter
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ap(_P_b(x0.pattern_type_filter))
+        sn = x0.principal_filter
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        sn = x0.host_filter
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ap(_P_bb(x0.operation, x0.permission_type))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -471,58 +458,52 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
     o = _new(_C_DeleteAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.filter_results = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'filter_results')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteAclsResponse_FilterResults)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'matching_acls')
+        if n * 13 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteAclsResponse_FilterResults)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
+            e2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
+            if n == -1: e2.error_message = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.matching_acls = None  # type: ignore[assignment]
-            else:
-                if n * 13 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.resource_type, = _U_b(buf, pos); pos += 1
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
-                    e2.pattern_type = 3
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.matching_acls = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.filter_results = l0
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2.resource_type, = _U_b(buf, pos); pos += 1
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.principal = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
+            e2.pattern_type = 3
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.matching_acls = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.filter_results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -532,58 +513,52 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
     o = _new(_C_DeleteAclsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.filter_results = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'filter_results')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteAclsResponse_FilterResults)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'matching_acls')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteAclsResponse_FilterResults)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
+            e2.error_code, = _U_h(buf, pos); pos += 2
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
+            if n == -1: e2.error_message = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.matching_acls = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.resource_type, = _U_b(buf, pos); pos += 1
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.pattern_type, = _U_b(buf, pos); pos += 1
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.matching_acls = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.filter_results = l0
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2.resource_type, = _U_b(buf, pos); pos += 1
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.pattern_type, = _U_b(buf, pos); pos += 1
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.principal = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.matching_acls = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.filter_results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -596,74 +571,72 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.filter_results = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'filter_results')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteAclsResponse.FilterResults] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteAclsResponse_FilterResults)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'matching_acls')
+        if n * 11 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteAclsResponse_FilterResults)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
+            e2.error_code, = _U_h(buf, pos); pos += 2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.error_message = None
+            if n == -1: e2.error_message = None
             else:
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2.resource_type, = _U_b(buf, pos); pos += 1
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.matching_acls = None  # type: ignore[assignment]
-            else:
-                if n * 11 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteAclsResponse_FilterResults_MatchingAcls)
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.resource_type, = _U_b(buf, pos); pos += 1
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.pattern_type, = _U_b(buf, pos); pos += 1
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.matching_acls = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.filter_results = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.pattern_type, = _U_b(buf, pos); pos += 1
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.principal = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.matching_acls = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.filter_results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -672,126 +645,114 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteAclsResponse, int]:
 def _encode_resp_v0(o: DeleteAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteAclsResponse.FilterResults] = o.filter_results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_h(x1.error_code))
+            sn = x1.error_message
             if sn is None: ap(b'\xff\xff')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_h(x1.error_code))
-                    sn = x1.error_message
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_b(x1.resource_type))
-                    s = x1.resource_name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.principal.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_bb(x1.operation, x1.permission_type))
+            ap(_P_b(x1.resource_type))
+            s = x1.resource_name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            s = x1.principal.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            s = x1.host.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_bb(x1.operation, x1.permission_type))
 
 
 def _encode_resp_v1(o: DeleteAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteAclsResponse.FilterResults] = o.filter_results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+        l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_h(x1.error_code))
+            sn = x1.error_message
             if sn is None: ap(b'\xff\xff')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 ap(_P_h(len(s)))
                 ap(s)
-            l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_h(x1.error_code))
-                    sn = x1.error_message
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_b(x1.resource_type))
-                    s = x1.resource_name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_b(x1.pattern_type))
-                    s = x1.principal.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_bb(x1.operation, x1.permission_type))
+            ap(_P_b(x1.resource_type))
+            s = x1.resource_name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_b(x1.pattern_type))
+            s = x1.principal.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            s = x1.host.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_bb(x1.operation, x1.permission_type))
 
 
 def _encode_resp_v2(o: DeleteAclsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteAclsResponse.FilterResults] = o.filter_results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_h(x1.error_code))
+            sn = x1.error_message
             if sn is None: ap(b'\x00')
             else:
-                s: bytes = sn.encode()
+                s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            l1: list[DeleteAclsResponse.FilterResults.MatchingAcls] = x0.matching_acls
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_h(x1.error_code))
-                    sn = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_b(x1.resource_type))
-                    s = x1.resource_name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_b(x1.pattern_type))
-                    s = x1.principal.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_bb(x1.operation, x1.permission_type))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ap(_P_b(x1.resource_type))
+            s = x1.resource_name.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_b(x1.pattern_type))
+            s = x1.principal.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x1.host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_bb(x1.operation, x1.permission_type))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -143,19 +143,16 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteGroupsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups_names = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.groups_names = l0
+    if n < 0: raise _null_array(n, 'groups_names')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.groups_names = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -167,20 +164,19 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteGroupsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups_names = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.groups_names = l0
+    if n < 0: raise _null_array(n, 'groups_names')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.groups_names = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -188,24 +184,20 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteGroupsRequest, int]:
 
 def _encode_req_v0(o: DeleteGroupsRequest, ap: _Append) -> None:
     l0: list[str] = o.groups_names
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            ap(_P_h(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        ap(_P_h(len(s)))
+        ap(s)
 
 
 def _encode_req_v2(o: DeleteGroupsRequest, ap: _Append) -> None:
     l0: list[str] = o.groups_names
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -216,22 +208,19 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteGroupsResponse, int]:
     o = _new(_C_DeleteGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteGroupsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteGroupsResponse_Results)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+    if n < 0: raise _null_array(n, 'results')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteGroupsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteGroupsResponse_Results)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -244,24 +233,23 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteGroupsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteGroupsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteGroupsResponse_Results)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+    if n < 0: raise _null_array(n, 'results')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteGroupsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteGroupsResponse_Results)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -270,30 +258,26 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteGroupsResponse, int]:
 def _encode_resp_v0(o: DeleteGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteGroupsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_h(x0.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
 
 
 def _encode_resp_v2(o: DeleteGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteGroupsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_h(x0.error_code))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

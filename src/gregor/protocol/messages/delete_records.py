@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -242,34 +242,28 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteRecordsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteRecordsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteRecordsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteRecordsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 12 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteRecordsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteRecordsRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 12 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteRecordsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteRecordsRequest_Topics_Partitions)
-                    e2.partition_index, e2.offset = _U_iq(buf, pos); pos += 12
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_DeleteRecordsRequest_Topics_Partitions)
+            e2.partition_index, e2.offset = _U_iq(buf, pos); pos += 12
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, = _U_i(buf, pos); pos += 4
     o.unknown_tags = {}
     return o, pos
@@ -282,38 +276,36 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteRecordsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteRecordsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteRecordsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteRecordsRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 13 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteRecordsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteRecordsRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 13 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteRecordsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteRecordsRequest_Topics_Partitions)
-                    e2.partition_index, e2.offset = _U_iq(buf, pos); pos += 12
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_DeleteRecordsRequest_Topics_Partitions)
+            e2.partition_index, e2.offset = _U_iq(buf, pos); pos += 12
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -322,43 +314,35 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DeleteRecordsRequest, int]:
 
 def _encode_req_v0(o: DeleteRecordsRequest, ap: _Append) -> None:
     l0: list[DeleteRecordsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[DeleteRecordsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DeleteRecordsRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.offset))
     ap(_P_i(o.timeout_ms))
 
 
 def _encode_req_v2(o: DeleteRecordsRequest, ap: _Append) -> None:
     l0: list[DeleteRecordsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DeleteRecordsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.offset))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DeleteRecordsRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.offset))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.timeout_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -370,34 +354,28 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteRecordsResponse, int]
     o = _new(_C_DeleteRecordsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteRecordsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteRecordsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteRecordsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteRecordsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteRecordsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteRecordsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteRecordsResponse_Topics_Partitions)
-                    e2.partition_index, e2.low_watermark, e2.error_code = _U_iqh(buf, pos); pos += 14
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_DeleteRecordsResponse_Topics_Partitions)
+            e2.partition_index, e2.low_watermark, e2.error_code = _U_iqh(buf, pos); pos += 14
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -410,38 +388,36 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteRecordsResponse, int]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteRecordsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteRecordsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteRecordsResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 15 > blen - pos: raise _bad_count(n)
+        l1: list[DeleteRecordsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DeleteRecordsResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 15 > blen - pos: raise _bad_count(n)
-                l1: list[DeleteRecordsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DeleteRecordsResponse_Topics_Partitions)
-                    e2.partition_index, e2.low_watermark, e2.error_code = _U_iqh(buf, pos); pos += 14
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_DeleteRecordsResponse_Topics_Partitions)
+            e2.partition_index, e2.low_watermark, e2.error_code = _U_iqh(buf, pos); pos += 14
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -450,43 +426,35 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DeleteRecordsResponse, int]
 def _encode_resp_v0(o: DeleteRecordsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteRecordsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[DeleteRecordsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqh(x1.partition_index, x1.low_watermark, x1.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DeleteRecordsResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqh(x1.partition_index, x1.low_watermark, x1.error_code))
 
 
 def _encode_resp_v2(o: DeleteRecordsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteRecordsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DeleteRecordsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iqh(x1.partition_index, x1.low_watermark, x1.error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DeleteRecordsResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iqh(x1.partition_index, x1.low_watermark, x1.error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

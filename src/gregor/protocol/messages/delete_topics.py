@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -191,19 +191,16 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topic_names = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.topic_names = l0
+    if n < 0: raise _null_array(n, 'topic_names')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.topic_names = l0
     o.timeout_ms, = _U_i(buf, pos); pos += 4
     o.topics = []
     o.unknown_tags = {}
@@ -217,20 +214,19 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_names = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.topic_names = l0
+    if n < 0: raise _null_array(n, 'topic_names')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.topic_names = l0
     o.timeout_ms, = _U_i(buf, pos); pos += 4
     o.topics = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -245,27 +241,26 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteTopicsRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteTopicsRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.name = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteTopicsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteTopicsRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.name = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.timeout_ms, = _U_i(buf, pos); pos += 4
     o.topic_names = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -275,25 +270,21 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[DeleteTopicsRequest, int]:
 
 def _encode_req_v0(o: DeleteTopicsRequest, ap: _Append) -> None:
     l0: list[str] = o.topic_names
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            ap(_P_h(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        ap(_P_h(len(s)))
+        ap(s)
     ap(_P_i(o.timeout_ms))
 
 
 def _encode_req_v4(o: DeleteTopicsRequest, ap: _Append) -> None:
     l0: list[str] = o.topic_names
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ap(_P_i(o.timeout_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -302,20 +293,18 @@ def _encode_req_v4(o: DeleteTopicsRequest, ap: _Append) -> None:
 
 def _encode_req_v6(o: DeleteTopicsRequest, ap: _Append) -> None:
     l0: list[DeleteTopicsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            sn: str | None = x0.name
-            if sn is None: ap(b'\x00')
-            else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        sn: str | None = x0.name
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.timeout_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -326,24 +315,21 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
     o = _new(_C_DeleteTopicsResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteTopicsResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            e1.topic_id = _ZERO_UUID
-            e1.error_message = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteTopicsResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        e1.topic_id = _ZERO_UUID
+        e1.error_message = None
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -354,24 +340,21 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     o = _new(_C_DeleteTopicsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteTopicsResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            e1.topic_id = _ZERO_UUID
-            e1.error_message = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteTopicsResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        e1.topic_id = _ZERO_UUID
+        e1.error_message = None
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -384,26 +367,25 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteTopicsResponse_Responses)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            e1.topic_id = _ZERO_UUID
-            e1.error_message = None
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteTopicsResponse_Responses)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        e1.topic_id = _ZERO_UUID
+        e1.error_message = None
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -417,34 +399,33 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteTopicsResponse_Responses)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteTopicsResponse_Responses)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -458,36 +439,35 @@ def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 21 > blen - pos: raise _bad_count(n)
-        l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DeleteTopicsResponse_Responses)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.name = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1.error_code = _U_QQh(buf, pos); pos += 18
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 21 > blen - pos: raise _bad_count(n)
+    l0: list[DeleteTopicsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DeleteTopicsResponse_Responses)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.name = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0, e1.error_code = _U_QQh(buf, pos); pos += 18
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -495,43 +475,37 @@ def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[DeleteTopicsResponse, int]:
 
 def _encode_resp_v0(o: DeleteTopicsResponse, ap: _Append) -> None:
     l0: list[DeleteTopicsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_h(x0.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
 
 
 def _encode_resp_v1(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteTopicsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_h(x0.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_h(x0.error_code))
 
 
 def _encode_resp_v4(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteTopicsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()  # type: ignore[union-attr]
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_h(x0.error_code))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()  # type: ignore[union-attr]
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -540,23 +514,21 @@ def _encode_resp_v4(o: DeleteTopicsResponse, ap: _Append) -> None:
 def _encode_resp_v5(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteTopicsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()  # type: ignore[union-attr]
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()  # type: ignore[union-attr]
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -565,26 +537,24 @@ def _encode_resp_v5(o: DeleteTopicsResponse, ap: _Append) -> None:
 def _encode_resp_v6(o: DeleteTopicsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DeleteTopicsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            sn: str | None = x0.name
-            if sn is None: ap(b'\x00')
-            else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_QQh(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.error_code))
-            sn = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        sn: str | None = x0.name
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ap(_P_QQh(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.error_code))
+        sn = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

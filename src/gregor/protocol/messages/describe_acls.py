@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -392,44 +392,38 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeAclsResponse, int]:
         if n < 0 or end > blen: raise _bad_length(n)
         o.error_message = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeAclsResponse_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'acls')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeAclsResponse_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.acls = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.acls = l1
-            e1.pattern_type = 3
-            e1.unknown_tags = {}
-            a0(e1)
-        o.resources = l0
+            e2.principal = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.acls = l1
+        e1.pattern_type = 3
+        e1.unknown_tags = {}
+        a0(e1)
+    o.resources = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -445,44 +439,38 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeAclsResponse, int]:
         if n < 0 or end > blen: raise _bad_length(n)
         o.error_message = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeAclsResponse_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.pattern_type, = _U_b(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'acls')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeAclsResponse_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.pattern_type, = _U_b(buf, pos); pos += 1
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.acls = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.acls = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.resources = l0
+            e2.principal = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.acls = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.resources = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -504,54 +492,52 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeAclsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.resources = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeAclsResponse_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.pattern_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'acls')
         if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeAclsResponse.Resources] = []; a0 = l0.append
+        l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeAclsResponse_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.pattern_type, = _U_b(buf, pos); pos += 1
+            e2.principal = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.acls = None  # type: ignore[assignment]
-            else:
-                if n * 5 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeAclsResponse.Resources.Acls] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeAclsResponse_Resources_Acls)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.acls = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.resources = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.operation, e2.permission_type = _U_bb(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.acls = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.resources = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -566,26 +552,22 @@ def _encode_resp_v0(o: DescribeAclsResponse, ap: _Append) -> None:
         ap(_P_h(len(s)))
         ap(s)
     l0: list[DescribeAclsResponse.Resources] = o.resources
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.principal.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.principal.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_bb(x1.operation, x1.permission_type))
+            s = x1.host.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_bb(x1.operation, x1.permission_type))
 
 
 def _encode_resp_v1(o: DescribeAclsResponse, ap: _Append) -> None:
@@ -597,27 +579,23 @@ def _encode_resp_v1(o: DescribeAclsResponse, ap: _Append) -> None:
         ap(_P_h(len(s)))
         ap(s)
     l0: list[DescribeAclsResponse.Resources] = o.resources
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_b(x0.pattern_type))
+        l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.principal.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_b(x0.pattern_type))
-            l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.principal.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_bb(x1.operation, x1.permission_type))
+            s = x1.host.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_bb(x1.operation, x1.permission_type))
 
 
 def _encode_resp_v2(o: DescribeAclsResponse, ap: _Append) -> None:
@@ -629,33 +607,29 @@ def _encode_resp_v2(o: DescribeAclsResponse, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[DescribeAclsResponse.Resources] = o.resources
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_b(x0.pattern_type))
+        l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.principal.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_b(x0.pattern_type))
-            l1: list[DescribeAclsResponse.Resources.Acls] = x0.acls
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.principal.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_bb(x1.operation, x1.permission_type))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            s = x1.host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_bb(x1.operation, x1.permission_type))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

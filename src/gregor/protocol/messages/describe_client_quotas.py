@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -254,28 +254,25 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRequest,
     blen = len(buf)
     o = _new(_C_DescribeClientQuotasRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.components = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeClientQuotasRequest.Components] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeClientQuotasRequest_Components)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'components')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeClientQuotasRequest.Components] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeClientQuotasRequest_Components)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+        e1.match_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.match = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-            e1.match_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.match = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.match = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.components = l0
+            e1.match = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.components = l0
     o.strict, = _U_o(buf, pos); pos += 1
     o.unknown_tags = {}
     return o, pos
@@ -288,33 +285,32 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRequest,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.components = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeClientQuotasRequest.Components] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeClientQuotasRequest_Components)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'components')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeClientQuotasRequest.Components] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeClientQuotasRequest_Components)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+        e1.match_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.match = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-            e1.match_type, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.match = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.match = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.components = l0
+            e1.match = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.components = l0
     o.strict, = _U_o(buf, pos); pos += 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -323,42 +319,38 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRequest,
 
 def _encode_req_v0(o: DescribeClientQuotasRequest, ap: _Append) -> None:
     l0: list[DescribeClientQuotasRequest.Components] = o.components
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.entity_type.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.entity_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_b(x0.match_type))
+        sn: str | None = x0.match
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_b(x0.match_type))
-            sn: str | None = x0.match
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     ap(_P_o(o.strict))
 
 
 def _encode_req_v1(o: DescribeClientQuotasRequest, ap: _Append) -> None:
     l0: list[DescribeClientQuotasRequest.Components] = o.components
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.entity_type.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.entity_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_b(x0.match_type))
+        sn: str | None = x0.match
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_b(x0.match_type))
-            sn: str | None = x0.match
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_o(o.strict))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -385,44 +377,38 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRespons
         for _ in range(n):
             e1 = _new(_C_DescribeClientQuotasResponse_Entries)
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.entity = None  # type: ignore[assignment]
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeClientQuotasResponse_Entries_Entity)
-                    n, = _U_h(buf, pos); pos += 2
+            if n < 0: raise _null_array(n, 'entity')
+            if n * 4 > blen - pos: raise _bad_count(n)
+            l1: list[DescribeClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_DescribeClientQuotasResponse_Entries_Entity)
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+                n, = _U_h(buf, pos); pos += 2
+                if n == -1: e2.entity_name = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.entity_name = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.entity = l1
+                    e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
+                e2.unknown_tags = {}
+                a1(e2)
+            e1.entity = l1
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.values = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1_2: list[DescribeClientQuotasResponse.Entries.Values] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.value, = _U_d(buf, pos); pos += 8
-                    e2_2.unknown_tags = {}
-                    a1_2(e2_2)
-                e1.values = l1_2
+            if n < 0: raise _null_array(n, 'values')
+            if n * 10 > blen - pos: raise _bad_count(n)
+            l1_2: list[DescribeClientQuotasResponse.Entries.Values] = []; a1_2 = l1_2.append
+            for _ in range(n):
+                e2_2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+                e2_2.value, = _U_d(buf, pos); pos += 8
+                e2_2.unknown_tags = {}
+                a1_2(e2_2)
+            e1.values = l1_2
             e1.unknown_tags = {}
             a0(e1)
         o.entries = l0
@@ -457,54 +443,52 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeClientQuotasRespons
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.entity = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeClientQuotasResponse_Entries_Entity)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+            if n < 0: raise _null_array(n, 'entity')
+            if n * 3 > blen - pos: raise _bad_count(n)
+            l1: list[DescribeClientQuotasResponse.Entries.Entity] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_DescribeClientQuotasResponse_Entries_Entity)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e2.entity_name = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.entity_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.entity_name = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.entity = l1
+                    e2.entity_name = str(buf[pos:end], 'utf-8'); pos = end
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.entity = l1
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.values = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1_2: list[DescribeClientQuotasResponse.Entries.Values] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.value, = _U_d(buf, pos); pos += 8
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1.values = l1_2
+            if n < 0: raise _null_array(n, 'values')
+            if n * 10 > blen - pos: raise _bad_count(n)
+            l1_2: list[DescribeClientQuotasResponse.Entries.Values] = []; a1_2 = l1_2.append
+            for _ in range(n):
+                e2_2 = _new(_C_DescribeClientQuotasResponse_Entries_Values)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.key = str(buf[pos:end], 'utf-8'); pos = end
+                e2_2.value, = _U_d(buf, pos); pos += 8
+                if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                a1_2(e2_2)
+            e1.values = l1_2
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -528,28 +512,24 @@ def _encode_resp_v0(o: DescribeClientQuotasResponse, ap: _Append) -> None:
         ap(_P_i(len(l0)))
         for x0 in l0:
             l1: list[DescribeClientQuotasResponse.Entries.Entity] = x0.entity
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.entity_type.encode()
+            ap(_P_i(len(l1)))
+            for x1 in l1:
+                s = x1.entity_type.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+                sn = x1.entity_name
+                if sn is None: ap(b'\xff\xff')
+                else:
+                    s = sn.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    sn = x1.entity_name
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
             l1_2: list[DescribeClientQuotasResponse.Entries.Values] = x0.values
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1_2 in l1_2:
-                    s = x1_2.key.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_d(x1_2.value))
+            ap(_P_i(len(l1_2)))
+            for x1_2 in l1_2:
+                s = x1_2.key.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+                ap(_P_d(x1_2.value))
 
 
 def _encode_resp_v1(o: DescribeClientQuotasResponse, ap: _Append) -> None:
@@ -566,34 +546,30 @@ def _encode_resp_v1(o: DescribeClientQuotasResponse, ap: _Append) -> None:
         n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         for x0 in l0:
             l1: list[DescribeClientQuotasResponse.Entries.Entity] = x0.entity
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.entity_type.encode()
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.entity_type.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                sn = x1.entity_name
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    sn = x1.entity_name
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
             l1_2: list[DescribeClientQuotasResponse.Entries.Values] = x0.values
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    s = x1_2.key.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_d(x1_2.value))
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
+            n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1_2 in l1_2:
+                s = x1_2.key.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                ap(_P_d(x1_2.value))
+                ut2 = x1_2.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')

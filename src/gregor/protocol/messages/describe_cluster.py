@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -231,34 +231,33 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeClusterResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeClusterResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeClusterResponse_Brokers)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeClusterResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeClusterResponse_Brokers)
+        e1.broker_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.brokers = l0
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     o.endpoint_type = 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -292,34 +291,33 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeClusterResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeClusterResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeClusterResponse_Brokers)
-            e1.broker_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeClusterResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeClusterResponse_Brokers)
+        e1.broker_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.brokers = l0
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -339,24 +337,22 @@ def _encode_resp_v0(o: DescribeClusterResponse, ap: _Append) -> None:
     ap(s)
     ap(_P_i(o.controller_id))
     l0: list[DescribeClusterResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_i(x0.broker_id))
+        s = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn = x0.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            sn = x0.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.cluster_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -377,24 +373,22 @@ def _encode_resp_v1(o: DescribeClusterResponse, ap: _Append) -> None:
     ap(s)
     ap(_P_i(o.controller_id))
     l0: list[DescribeClusterResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.broker_id))
-            s = x0.host.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_i(x0.broker_id))
+        s = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn = x0.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            sn = x0.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.cluster_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -287,36 +287,33 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeConfigsRequest_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configuration_keys = None
-            else:
-                if n * 2 > blen - pos: raise _bad_count(n)
-                l1: list[str] = []; a1 = l1.append
-                for _ in range(n):
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    x = str(buf[pos:end], 'utf-8'); pos = end
-                    a1(x)
-                e1.configuration_keys = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.resources = l0
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsRequest_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0:
+            if n != -1: raise _bad_length(n)
+            e1.configuration_keys = None
+        else:
+            if n * 2 > blen - pos: raise _bad_count(n)
+            l1: list[str] = []; a1 = l1.append
+            for _ in range(n):
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                x = str(buf[pos:end], 'utf-8'); pos = end
+                a1(x)
+            e1.configuration_keys = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.resources = l0
     o.include_synonyms = False
     o.include_documentation = False
     o.unknown_tags = {}
@@ -327,36 +324,33 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeConfigsRequest_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configuration_keys = None
-            else:
-                if n * 2 > blen - pos: raise _bad_count(n)
-                l1: list[str] = []; a1 = l1.append
-                for _ in range(n):
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    x = str(buf[pos:end], 'utf-8'); pos = end
-                    a1(x)
-                e1.configuration_keys = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.resources = l0
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsRequest_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0:
+            if n != -1: raise _bad_length(n)
+            e1.configuration_keys = None
+        else:
+            if n * 2 > blen - pos: raise _bad_count(n)
+            l1: list[str] = []; a1 = l1.append
+            for _ in range(n):
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                x = str(buf[pos:end], 'utf-8'); pos = end
+                a1(x)
+            e1.configuration_keys = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.resources = l0
     o.include_synonyms, = _U_o(buf, pos); pos += 1
     o.include_documentation = False
     o.unknown_tags = {}
@@ -367,36 +361,33 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]
     blen = len(buf)
     o = _new(_C_DescribeConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeConfigsRequest_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configuration_keys = None
-            else:
-                if n * 2 > blen - pos: raise _bad_count(n)
-                l1: list[str] = []; a1 = l1.append
-                for _ in range(n):
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    x = str(buf[pos:end], 'utf-8'); pos = end
-                    a1(x)
-                e1.configuration_keys = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.resources = l0
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsRequest_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0:
+            if n != -1: raise _bad_length(n)
+            e1.configuration_keys = None
+        else:
+            if n * 2 > blen - pos: raise _bad_count(n)
+            l1: list[str] = []; a1 = l1.append
+            for _ in range(n):
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                x = str(buf[pos:end], 'utf-8'); pos = end
+                a1(x)
+            e1.configuration_keys = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.resources = l0
     o.include_synonyms, o.include_documentation = _U_oo(buf, pos); pos += 2
     o.unknown_tags = {}
     return o, pos
@@ -409,42 +400,41 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeConfigsRequest_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.configuration_keys = None
-            else:
-                if n > blen - pos: raise _bad_count(n)
-                l1: list[str] = []; a1 = l1.append
-                for _ in range(n):
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    x = str(buf[pos:end], 'utf-8'); pos = end
-                    a1(x)
-                e1.configuration_keys = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.resources = l0
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsRequest.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsRequest_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.configuration_keys = None
+        else:
+            if n > blen - pos: raise _bad_count(n)
+            l1: list[str] = []; a1 = l1.append
+            for _ in range(n):
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                x = str(buf[pos:end], 'utf-8'); pos = end
+                a1(x)
+            e1.configuration_keys = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.resources = l0
     o.include_synonyms, o.include_documentation = _U_oo(buf, pos); pos += 2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -453,87 +443,79 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[DescribeConfigsRequest, int]
 
 def _encode_req_v0(o: DescribeConfigsRequest, ap: _Append) -> None:
     l0: list[DescribeConfigsRequest.Resources] = o.resources
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[str] | None = x0.configuration_keys
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[str] | None = x0.configuration_keys
+        if l1 is None: ap(b'\xff\xff\xff\xff')
+        else:
+            ap(_P_i(len(l1)))
+            for x1 in l1:
+                s = x1.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v1(o: DescribeConfigsRequest, ap: _Append) -> None:
     l0: list[DescribeConfigsRequest.Resources] = o.resources
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[str] | None = x0.configuration_keys
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[str] | None = x0.configuration_keys
+        if l1 is None: ap(b'\xff\xff\xff\xff')
+        else:
+            ap(_P_i(len(l1)))
+            for x1 in l1:
+                s = x1.encode()
+                ap(_P_h(len(s)))
+                ap(s)
     ap(_P_o(o.include_synonyms))
 
 
 def _encode_req_v3(o: DescribeConfigsRequest, ap: _Append) -> None:
     l0: list[DescribeConfigsRequest.Resources] = o.resources
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[str] | None = x0.configuration_keys
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[str] | None = x0.configuration_keys
+        if l1 is None: ap(b'\xff\xff\xff\xff')
+        else:
+            ap(_P_i(len(l1)))
+            for x1 in l1:
+                s = x1.encode()
+                ap(_P_h(len(s)))
+                ap(s)
     ap(_P_oo(o.include_synonyms, o.include_documentation))
 
 
 def _encode_req_v4(o: DescribeConfigsRequest, ap: _Append) -> None:
     l0: list[DescribeConfigsRequest.Resources] = o.resources
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[str] | None = x0.configuration_keys
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[str] | None = x0.configuration_keys
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_oo(o.include_synonyms, o.include_documentation))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -545,56 +527,50 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, in
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeConfigsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configs = None  # type: ignore[assignment]
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.value = None
             else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.read_only, e2.is_default, e2.is_sensitive = _U_ooo(buf, pos); pos += 3
-                    e2.config_source = -1
-                    e2.synonyms = []
-                    e2.config_type = 0
-                    e2.documentation = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.configs = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2.read_only, e2.is_default, e2.is_sensitive = _U_ooo(buf, pos); pos += 3
+            e2.config_source = -1
+            e2.synonyms = []
+            e2.config_type = 0
+            e2.documentation = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.configs = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -604,78 +580,69 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, in
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'results')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'configs')
         if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+        l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeConfigsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configs = None  # type: ignore[assignment]
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.value = None
             else:
-                if n * 11 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
-                    n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'synonyms')
+            if n * 5 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e3.name = str(buf[pos:end], 'utf-8'); pos = end
+                n, = _U_h(buf, pos); pos += 2
+                if n == -1: e3.value = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.synonyms = None  # type: ignore[assignment]
-                    else:
-                        if n * 5 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
-                            n, = _U_h(buf, pos); pos += 2
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e3.name = str(buf[pos:end], 'utf-8'); pos = end
-                            n, = _U_h(buf, pos); pos += 2
-                            if n == -1: e3.value = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.value = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.source, = _U_b(buf, pos); pos += 1
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.synonyms = l2
-                    e2.is_default = False
-                    e2.config_type = 0
-                    e2.documentation = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.configs = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+                    e3.value = str(buf[pos:end], 'utf-8'); pos = end
+                e3.source, = _U_b(buf, pos); pos += 1
+                e3.unknown_tags = {}
+                a2(e3)
+            e2.synonyms = l2
+            e2.is_default = False
+            e2.config_type = 0
+            e2.documentation = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.configs = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -685,83 +652,74 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, in
     o = _new(_C_DescribeConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeConfigsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configs = None  # type: ignore[assignment]
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.value = None
             else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
-                    n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'synonyms')
+            if n * 5 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
+                n, = _U_h(buf, pos); pos += 2
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e3.name = str(buf[pos:end], 'utf-8'); pos = end
+                n, = _U_h(buf, pos); pos += 2
+                if n == -1: e3.value = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.synonyms = None  # type: ignore[assignment]
-                    else:
-                        if n * 5 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
-                            n, = _U_h(buf, pos); pos += 2
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e3.name = str(buf[pos:end], 'utf-8'); pos = end
-                            n, = _U_h(buf, pos); pos += 2
-                            if n == -1: e3.value = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.value = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.source, = _U_b(buf, pos); pos += 1
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.synonyms = l2
-                    e2.config_type, = _U_b(buf, pos); pos += 1
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.documentation = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.documentation = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.is_default = False
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.configs = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+                    e3.value = str(buf[pos:end], 'utf-8'); pos = end
+                e3.source, = _U_b(buf, pos); pos += 1
+                e3.unknown_tags = {}
+                a2(e3)
+            e2.synonyms = l2
+            e2.config_type, = _U_b(buf, pos); pos += 1
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.documentation = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.documentation = str(buf[pos:end], 'utf-8'); pos = end
+            e2.is_default = False
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.configs = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -774,107 +732,104 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeConfigsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeConfigsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 9 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeConfigsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.configs = None  # type: ignore[assignment]
+            if n == -1: e2.value = None
             else:
-                if n * 9 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeConfigsResponse.Results.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeConfigsResponse_Results_Configs)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'synonyms')
+            if n * 4 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e3.name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e3.value = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.read_only, e2.config_source, e2.is_sensitive = _U_obo(buf, pos); pos += 3
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.synonyms = None  # type: ignore[assignment]
-                    else:
-                        if n * 4 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeConfigsResponse_Results_Configs_Synonyms)
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            end = pos + n
-                            if n < 0 or end > blen: raise _bad_length(n)
-                            e3.name = str(buf[pos:end], 'utf-8'); pos = end
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n == -1: e3.value = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.value = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.source, = _U_b(buf, pos); pos += 1
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.synonyms = l2
-                    e2.config_type, = _U_b(buf, pos); pos += 1
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.documentation = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.documentation = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.is_default = False
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.configs = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+                    e3.value = str(buf[pos:end], 'utf-8'); pos = end
+                e3.source, = _U_b(buf, pos); pos += 1
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.synonyms = l2
+            e2.config_type, = _U_b(buf, pos); pos += 1
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.documentation = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.documentation = str(buf[pos:end], 'utf-8'); pos = end
+            e2.is_default = False
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.configs = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -883,209 +838,187 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeConfigsResponse, in
 def _encode_resp_v0(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeConfigsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            sn = x1.value
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    sn = x1.value
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_ooo(x1.read_only, x1.is_default, x1.is_sensitive))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_ooo(x1.read_only, x1.is_default, x1.is_sensitive))
 
 
 def _encode_resp_v1(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeConfigsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            sn = x1.value
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
+            l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
+            ap(_P_i(len(l2)))
+            for x2 in l2:
+                s = x2.name.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+                sn = x2.value
+                if sn is None: ap(b'\xff\xff')
+                else:
+                    s = sn.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    sn = x1.value
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            s = x2.name.encode()
-                            ap(_P_h(len(s)))
-                            ap(s)
-                            sn = x2.value
-                            if sn is None: ap(b'\xff\xff')
-                            else:
-                                s = sn.encode()
-                                ap(_P_h(len(s)))
-                                ap(s)
-                            ap(_P_b(x2.source))
+                ap(_P_b(x2.source))
 
 
 def _encode_resp_v3(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeConfigsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            sn = x1.value
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
+            l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
+            ap(_P_i(len(l2)))
+            for x2 in l2:
+                s = x2.name.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+                sn = x2.value
+                if sn is None: ap(b'\xff\xff')
+                else:
+                    s = sn.encode()
                     ap(_P_h(len(s)))
                     ap(s)
-                    sn = x1.value
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            s = x2.name.encode()
-                            ap(_P_h(len(s)))
-                            ap(s)
-                            sn = x2.value
-                            if sn is None: ap(b'\xff\xff')
-                            else:
-                                s = sn.encode()
-                                ap(_P_h(len(s)))
-                                ap(s)
-                            ap(_P_b(x2.source))
-                    ap(_P_b(x1.config_type))
-                    sn = x1.documentation
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                ap(_P_b(x2.source))
+            ap(_P_b(x1.config_type))
+            sn = x1.documentation
+            if sn is None: ap(b'\xff\xff')
+            else:
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_resp_v4(o: DescribeConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeConfigsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
-            if l1 is None: ap(b'\x00')
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeConfigsResponse.Results.Configs] = x0.configs
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            sn = x1.value
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
+            l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                s = x2.name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                sn = x2.value
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    sn = x1.value
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_obo(x1.read_only, x1.config_source, x1.is_sensitive))
-                    l2: list[DescribeConfigsResponse.Results.Configs.Synonyms] = x1.synonyms
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            s = x2.name.encode()
-                            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                            ap(s)
-                            sn = x2.value
-                            if sn is None: ap(b'\x00')
-                            else:
-                                s = sn.encode()
-                                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(s)
-                            ap(_P_b(x2.source))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ap(_P_b(x1.config_type))
-                    sn = x1.documentation
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                ap(_P_b(x2.source))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ap(_P_b(x1.config_type))
+            sn = x1.documentation
+            if sn is None: ap(b'\x00')
+            else:
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

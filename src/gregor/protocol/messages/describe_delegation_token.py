@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -329,56 +329,50 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResp
     o = _new(_C_DescribeDelegationTokenResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.tokens = None  # type: ignore[assignment]
-    else:
-        if n * 38 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'tokens')
+    if n * 38 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.issue_timestamp, e1.expiry_timestamp, e1.max_timestamp = _U_qqq(buf, pos); pos += 24
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.token_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.hmac = bytes(buf[pos:end]); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'renewers')
+        if n * 4 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
+            e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+            e2.principal_type = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.issue_timestamp, e1.expiry_timestamp, e1.max_timestamp = _U_qqq(buf, pos); pos += 24
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.token_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.hmac = bytes(buf[pos:end]); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.renewers = None  # type: ignore[assignment]
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.renewers = l1
-            e1.token_requester_principal_type = ''
-            e1.token_requester_principal_name = ''
-            e1.unknown_tags = {}
-            a0(e1)
-        o.tokens = l0
+            e2.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.renewers = l1
+        e1.token_requester_principal_type = ''
+        e1.token_requester_principal_name = ''
+        e1.unknown_tags = {}
+        a0(e1)
+    o.tokens = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.unknown_tags = {}
     return o, pos
@@ -392,75 +386,73 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResp
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.tokens = None  # type: ignore[assignment]
-    else:
-        if n * 30 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'tokens')
+    if n * 30 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.issue_timestamp, e1.expiry_timestamp, e1.max_timestamp = _U_qqq(buf, pos); pos += 24
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.token_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.hmac = bytes(buf[pos:end]); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'renewers')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
+            e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+            e2.principal_type = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.issue_timestamp, e1.expiry_timestamp, e1.max_timestamp = _U_qqq(buf, pos); pos += 24
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.token_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.hmac = bytes(buf[pos:end]); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.renewers = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.renewers = l1
-            e1.token_requester_principal_type = ''
-            e1.token_requester_principal_name = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.tokens = l0
+            e2.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.renewers = l1
+        e1.token_requester_principal_type = ''
+        e1.token_requester_principal_name = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.tokens = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -475,87 +467,85 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResp
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.tokens = None  # type: ignore[assignment]
-    else:
-        if n * 32 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'tokens')
+    if n * 32 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeDelegationTokenResponse.Tokens] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.token_requester_principal_type = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.token_requester_principal_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.issue_timestamp, e1.expiry_timestamp, e1.max_timestamp = _U_qqq(buf, pos); pos += 24
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.token_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.hmac = bytes(buf[pos:end]); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'renewers')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeDelegationTokenResponse_Tokens)
+            e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_type = str(buf[pos:end], 'utf-8'); pos = end
+            e2.principal_type = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.token_requester_principal_type = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.token_requester_principal_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.issue_timestamp, e1.expiry_timestamp, e1.max_timestamp = _U_qqq(buf, pos); pos += 24
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.token_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.hmac = bytes(buf[pos:end]); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.renewers = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeDelegationTokenResponse_Tokens_Renewers)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal_type = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.principal_name = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.renewers = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.tokens = l0
+            e2.principal_name = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.renewers = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.tokens = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -565,74 +555,66 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeDelegationTokenResp
 def _encode_resp_v0(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[DescribeDelegationTokenResponse.Tokens] = o.tokens
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.principal_type.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.principal_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.principal_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_qqq(x0.issue_timestamp, x0.expiry_timestamp, x0.max_timestamp))
+        s = x0.token_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.hmac
+        ap(_P_i(len(s)))
+        ap(s)
+        l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.principal_type.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.principal_name.encode()
+            s = x1.principal_name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_qqq(x0.issue_timestamp, x0.expiry_timestamp, x0.max_timestamp))
-            s = x0.token_id.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.hmac
-            ap(_P_i(len(s)))
-            ap(s)
-            l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.principal_type.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.principal_name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
     ap(_P_i(o.throttle_time_ms))
 
 
 def _encode_resp_v2(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[DescribeDelegationTokenResponse.Tokens] = o.tokens
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.principal_type.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.principal_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.principal_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_qqq(x0.issue_timestamp, x0.expiry_timestamp, x0.max_timestamp))
+        s = x0.token_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.hmac
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.principal_type.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.principal_name.encode()
+            s = x1.principal_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_qqq(x0.issue_timestamp, x0.expiry_timestamp, x0.max_timestamp))
-            s = x0.token_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.hmac
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.principal_type.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.principal_name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -642,46 +624,42 @@ def _encode_resp_v2(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
 def _encode_resp_v3(o: DescribeDelegationTokenResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[DescribeDelegationTokenResponse.Tokens] = o.tokens
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.principal_type.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.principal_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.principal_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.token_requester_principal_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.token_requester_principal_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_qqq(x0.issue_timestamp, x0.expiry_timestamp, x0.max_timestamp))
+        s = x0.token_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.hmac
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.principal_type.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.principal_name.encode()
+            s = x1.principal_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.token_requester_principal_type.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.token_requester_principal_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_qqq(x0.issue_timestamp, x0.expiry_timestamp, x0.max_timestamp))
-            s = x0.token_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.hmac
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeDelegationTokenResponse.Tokens.Renewers] = x0.renewers
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.principal_type.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.principal_name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())

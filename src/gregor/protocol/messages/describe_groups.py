@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -205,19 +205,16 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.groups = l0
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.groups = l0
     o.include_authorized_operations = False
     o.unknown_tags = {}
     return o, pos
@@ -227,19 +224,16 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
     o = _new(_C_DescribeGroupsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.groups = l0
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.groups = l0
     o.include_authorized_operations, = _U_o(buf, pos); pos += 1
     o.unknown_tags = {}
     return o, pos
@@ -252,20 +246,19 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.groups = l0
+    if n < 0: raise _null_array(n, 'groups')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.groups = l0
     o.include_authorized_operations, = _U_o(buf, pos); pos += 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -274,36 +267,30 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[DescribeGroupsRequest, int]:
 
 def _encode_req_v0(o: DescribeGroupsRequest, ap: _Append) -> None:
     l0: list[str] = o.groups
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            ap(_P_h(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        ap(_P_h(len(s)))
+        ap(s)
 
 
 def _encode_req_v3(o: DescribeGroupsRequest, ap: _Append) -> None:
     l0: list[str] = o.groups
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            ap(_P_h(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        ap(_P_h(len(s)))
+        ap(s)
     ap(_P_o(o.include_authorized_operations))
 
 
 def _encode_req_v5(o: DescribeGroupsRequest, ap: _Append) -> None:
     l0: list[str] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ap(_P_o(o.include_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -314,68 +301,62 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int
     blen = len(buf)
     o = _new(_C_DescribeGroupsResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 14 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeGroupsResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'members')
         if n * 14 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+        l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeGroupsResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.members = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_metadata = bytes(buf[pos:end]); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_assignment = bytes(buf[pos:end]); pos = end
-                    e2.group_instance_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.groups = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_metadata = bytes(buf[pos:end]); pos = end
+            n, = _U_i(buf, pos); pos += 4
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_assignment = bytes(buf[pos:end]); pos = end
+            e2.group_instance_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations = -2147483648
+        e1.unknown_tags = {}
+        a0(e1)
+    o.groups = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -386,68 +367,62 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 14 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeGroupsResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'members')
         if n * 14 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+        l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeGroupsResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.members = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_metadata = bytes(buf[pos:end]); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_assignment = bytes(buf[pos:end]); pos = end
-                    e2.group_instance_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations = -2147483648
-            e1.unknown_tags = {}
-            a0(e1)
-        o.groups = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_metadata = bytes(buf[pos:end]); pos = end
+            n, = _U_i(buf, pos); pos += 4
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_assignment = bytes(buf[pos:end]); pos = end
+            e2.group_instance_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations = -2147483648
+        e1.unknown_tags = {}
+        a0(e1)
+    o.groups = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -457,68 +432,62 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeGroupsResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'members')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeGroupsResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.members = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_metadata = bytes(buf[pos:end]); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_assignment = bytes(buf[pos:end]); pos = end
-                    e2.group_instance_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.groups = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_metadata = bytes(buf[pos:end]); pos = end
+            n, = _U_i(buf, pos); pos += 4
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_assignment = bytes(buf[pos:end]); pos = end
+            e2.group_instance_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations, = _U_i(buf, pos); pos += 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.groups = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -528,73 +497,67 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int
     o = _new(_C_DescribeGroupsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeGroupsResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'members')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeGroupsResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.members = None  # type: ignore[assignment]
+            if n == -1: e2.group_instance_id = None
             else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.group_instance_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_metadata = bytes(buf[pos:end]); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_assignment = bytes(buf[pos:end]); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.groups = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
+            n, = _U_i(buf, pos); pos += 4
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_metadata = bytes(buf[pos:end]); pos = end
+            n, = _U_i(buf, pos); pos += 4
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_assignment = bytes(buf[pos:end]); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations, = _U_i(buf, pos); pos += 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.groups = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -607,104 +570,102 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeGroupsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeGroupsResponse_Groups)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'members')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeGroupsResponse_Groups)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_state = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.protocol_data = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.members = None  # type: ignore[assignment]
+            if n == -1: e2.group_instance_id = None
             else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeGroupsResponse.Groups.Members] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeGroupsResponse_Groups_Members)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.group_instance_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_metadata = bytes(buf[pos:end]); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.member_assignment = bytes(buf[pos:end]); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.members = l1
-            e1.authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_id = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.client_host = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_metadata = bytes(buf[pos:end]); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.member_assignment = bytes(buf[pos:end]); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.members = l1
+        e1.authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -712,232 +673,212 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[DescribeGroupsResponse, int
 
 def _encode_resp_v0(o: DescribeGroupsResponse, ap: _Append) -> None:
     l0: list[DescribeGroupsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.group_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.group_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.group_state.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_data.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_state.encode()
+            s = x1.client_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.protocol_type.encode()
+            s = x1.client_host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.protocol_data.encode()
-            ap(_P_h(len(s)))
+            s = x1.member_metadata
+            ap(_P_i(len(s)))
             ap(s)
-            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.member_metadata
-                    ap(_P_i(len(s)))
-                    ap(s)
-                    s = x1.member_assignment
-                    ap(_P_i(len(s)))
-                    ap(s)
+            s = x1.member_assignment
+            ap(_P_i(len(s)))
+            ap(s)
 
 
 def _encode_resp_v1(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeGroupsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.group_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.group_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.group_state.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_data.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_state.encode()
+            s = x1.client_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.protocol_type.encode()
+            s = x1.client_host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.protocol_data.encode()
-            ap(_P_h(len(s)))
+            s = x1.member_metadata
+            ap(_P_i(len(s)))
             ap(s)
-            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.member_metadata
-                    ap(_P_i(len(s)))
-                    ap(s)
-                    s = x1.member_assignment
-                    ap(_P_i(len(s)))
-                    ap(s)
+            s = x1.member_assignment
+            ap(_P_i(len(s)))
+            ap(s)
 
 
 def _encode_resp_v3(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeGroupsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.group_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.group_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.group_state.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_data.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_state.encode()
+            s = x1.client_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.protocol_type.encode()
+            s = x1.client_host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.protocol_data.encode()
-            ap(_P_h(len(s)))
+            s = x1.member_metadata
+            ap(_P_i(len(s)))
             ap(s)
-            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.member_metadata
-                    ap(_P_i(len(s)))
-                    ap(s)
-                    s = x1.member_assignment
-                    ap(_P_i(len(s)))
-                    ap(s)
-            ap(_P_i(x0.authorized_operations))
+            s = x1.member_assignment
+            ap(_P_i(len(s)))
+            ap(s)
+        ap(_P_i(x0.authorized_operations))
 
 
 def _encode_resp_v4(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeGroupsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.group_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.group_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.group_state.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_type.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.protocol_data.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.member_id.encode()
             ap(_P_h(len(s)))
             ap(s)
-            s = x0.group_state.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.protocol_type.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.protocol_data.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            sn: str | None = x1.group_instance_id
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    sn: str | None = x1.group_instance_id
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    s = x1.client_id.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.member_metadata
-                    ap(_P_i(len(s)))
-                    ap(s)
-                    s = x1.member_assignment
-                    ap(_P_i(len(s)))
-                    ap(s)
-            ap(_P_i(x0.authorized_operations))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            s = x1.client_id.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            s = x1.client_host.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            s = x1.member_metadata
+            ap(_P_i(len(s)))
+            ap(s)
+            s = x1.member_assignment
+            ap(_P_i(len(s)))
+            ap(s)
+        ap(_P_i(x0.authorized_operations))
 
 
 def _encode_resp_v5(o: DescribeGroupsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeGroupsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.group_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.group_state.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.protocol_type.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.protocol_data.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.member_id.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.group_state.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.protocol_type.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.protocol_data.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeGroupsResponse.Groups.Members] = x0.members
-            if l1 is None: ap(b'\x00')
+            sn: str | None = x1.group_instance_id
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.member_id.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    sn: str | None = x1.group_instance_id
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    s = x1.client_id.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.client_host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.member_metadata
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1.member_assignment
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0.authorized_operations))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            s = x1.client_id.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x1.client_host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x1.member_metadata
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            s = x1.member_assignment
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0.authorized_operations))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

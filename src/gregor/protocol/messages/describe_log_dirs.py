@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -272,13 +272,10 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsRequest, int]
             if n < 0 or end > blen: raise _bad_length(n)
             e1.topic = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             e1.unknown_tags = {}
             a0(e1)
         o.topics = l0
@@ -310,11 +307,10 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsRequest, int]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -334,12 +330,10 @@ def _encode_req_v0(o: DescribeLogDirsRequest, ap: _Append) -> None:
             ap(_P_h(len(s)))
             ap(s)
             l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
 
 
 def _encode_req_v2(o: DescribeLogDirsRequest, ap: _Append) -> None:
@@ -352,12 +346,10 @@ def _encode_req_v2(o: DescribeLogDirsRequest, ap: _Append) -> None:
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -371,53 +363,44 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, in
     o = _new(_C_DescribeLogDirsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.results = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeLogDirsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeLogDirsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 21 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
-                            e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.partitions = l2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.topics = l1
-            e1.total_bytes = -1
-            e1.usable_bytes = -1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.results = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 21 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
+                e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
+                e3.unknown_tags = {}
+                a2(e3)
+            e2.partitions = l2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.topics = l1
+        e1.total_bytes = -1
+        e1.usable_bytes = -1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.results = l0
     o.error_code = 0
     o.unknown_tags = {}
     return o, pos
@@ -431,62 +414,59 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeLogDirsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeLogDirsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 22 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
-                            e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.total_bytes = -1
-            e1.usable_bytes = -1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 22 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
+                e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.total_bytes = -1
+        e1.usable_bytes = -1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     o.error_code = 0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -501,62 +481,59 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeLogDirsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeLogDirsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 22 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
-                            e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.total_bytes = -1
-            e1.usable_bytes = -1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 22 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
+                e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.total_bytes = -1
+        e1.usable_bytes = -1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -570,61 +547,58 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 21 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 21 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeLogDirsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeLogDirsResponse_Results)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeLogDirsResponse_Results)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.log_dir = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeLogDirsResponse.Results.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeLogDirsResponse_Results_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 22 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
-                            e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.total_bytes, e1.usable_bytes = _U_qq(buf, pos); pos += 16
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 22 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeLogDirsResponse_Results_Topics_Partitions)
+                e3.partition_index, e3.partition_size, e3.offset_lag, e3.is_future_key = _U_iqqo(buf, pos); pos += 21
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.total_bytes, e1.usable_bytes = _U_qq(buf, pos); pos += 16
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -633,64 +607,52 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[DescribeLogDirsResponse, in
 def _encode_resp_v0(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeLogDirsResponse.Results] = o.results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.log_dir.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.log_dir.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
+            ap(_P_i(len(l2)))
+            for x2 in l2:
+                ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
 
 
 def _encode_resp_v2(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeLogDirsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.log_dir.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.log_dir.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -699,37 +661,31 @@ def _encode_resp_v2(o: DescribeLogDirsResponse, ap: _Append) -> None:
 def _encode_resp_v3(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[DescribeLogDirsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.log_dir.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.log_dir.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -738,38 +694,32 @@ def _encode_resp_v3(o: DescribeLogDirsResponse, ap: _Append) -> None:
 def _encode_resp_v4(o: DescribeLogDirsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[DescribeLogDirsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.log_dir.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.log_dir.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeLogDirsResponse.Results.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_qq(x0.total_bytes, x0.usable_bytes))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[DescribeLogDirsResponse.Results.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqqo(x2.partition_index, x2.partition_size, x2.offset_lag, x2.is_future_key))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_qq(x0.total_bytes, x0.usable_bytes))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -256,32 +256,30 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeProducersRequest, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeProducersRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeProducersRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
-                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeProducersRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeProducersRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_indexes')
+        if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+        else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -289,23 +287,19 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeProducersRequest, in
 
 def _encode_req_v0(o: DescribeProducersRequest, ap: _Append) -> None:
     l0: list[DescribeProducersRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[int] = x0.partition_indexes
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[int] = x0.partition_indexes
+        c = len(l1)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -319,62 +313,59 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeProducersResponse, 
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeProducersResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeProducersResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeProducersResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 9 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeProducersResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeProducersResponse_Topics)
+            e2 = _new(_C_DescribeProducersResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 9 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeProducersResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeProducersResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.active_producers = None  # type: ignore[assignment]
-                    else:
-                        if n * 37 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeProducersResponse_Topics_Partitions_ActiveProducers)
-                            e3.producer_id, e3.producer_epoch, e3.last_sequence, e3.last_timestamp, e3.coordinator_epoch, e3.current_txn_start_offset = _U_qiiqiq(buf, pos); pos += 36
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.active_producers = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'active_producers')
+            if n * 37 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeProducersResponse_Topics_Partitions_ActiveProducers)
+                e3.producer_id, e3.producer_epoch, e3.last_sequence, e3.last_timestamp, e3.coordinator_epoch, e3.current_txn_start_offset = _U_qiiqiq(buf, pos); pos += 36
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.active_producers = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -383,40 +374,34 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeProducersResponse, 
 def _encode_resp_v0(o: DescribeProducersResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeProducersResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeProducersResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeProducersResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            sn: str | None = x1.error_message
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    sn: str | None = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    l2: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = x1.active_producers
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_qiiqiq(x2.producer_id, x2.producer_epoch, x2.last_sequence, x2.last_timestamp, x2.coordinator_epoch, x2.current_txn_start_offset))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            l2: list[DescribeProducersResponse.Topics.Partitions.ActiveProducers] = x1.active_producers
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_qiiqiq(x2.producer_id, x2.producer_epoch, x2.last_sequence, x2.last_timestamp, x2.coordinator_epoch, x2.current_txn_start_offset))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

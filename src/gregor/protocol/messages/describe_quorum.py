@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -413,38 +413,36 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeQuorumRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeQuorumRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeQuorumRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeQuorumRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 5 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeQuorumRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeQuorumRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 5 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeQuorumRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeQuorumRequest_Topics_Partitions)
-                    e2.partition_index, = _U_i(buf, pos); pos += 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_DescribeQuorumRequest_Topics_Partitions)
+            e2.partition_index, = _U_i(buf, pos); pos += 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -452,25 +450,21 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeQuorumRequest, int]:
 
 def _encode_req_v0(o: DescribeQuorumRequest, ap: _Append) -> None:
     l0: list[DescribeQuorumRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeQuorumRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.partition_index))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeQuorumRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_i(x1.partition_index))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -484,75 +478,71 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeQuorumResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 25 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeQuorumResponse_Topics)
+            e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_ihiiq(buf, pos); pos += 22
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            if n < 0: raise _null_array(n, 'current_voters')
+            if n * 13 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
+                e3.replica_id, e3.log_end_offset = _U_iq(buf, pos); pos += 12
+                e3.replica_directory_id = _ZERO_UUID
+                e3.last_fetch_timestamp = -1
+                e3.last_caught_up_timestamp = -1
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.current_voters = l2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 25 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_ihiiq(buf, pos); pos += 22
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.current_voters = None  # type: ignore[assignment]
-                    else:
-                        if n * 13 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
-                            e3.replica_id, e3.log_end_offset = _U_iq(buf, pos); pos += 12
-                            e3.replica_directory_id = _ZERO_UUID
-                            e3.last_fetch_timestamp = -1
-                            e3.last_caught_up_timestamp = -1
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.current_voters = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.observers = None  # type: ignore[assignment]
-                    else:
-                        if n * 13 > blen - pos: raise _bad_count(n)
-                        l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
-                        for _ in range(n):
-                            e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
-                            e3_2.replica_id, e3_2.log_end_offset = _U_iq(buf, pos); pos += 12
-                            e3_2.replica_directory_id = _ZERO_UUID
-                            e3_2.last_fetch_timestamp = -1
-                            e3_2.last_caught_up_timestamp = -1
-                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
-                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
-                            a2_2(e3_2)
-                        e2.observers = l2_2
-                    e2.error_message = None
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'observers')
+            if n * 13 > blen - pos: raise _bad_count(n)
+            l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
+            for _ in range(n):
+                e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
+                e3_2.replica_id, e3_2.log_end_offset = _U_iq(buf, pos); pos += 12
+                e3_2.replica_directory_id = _ZERO_UUID
+                e3_2.last_fetch_timestamp = -1
+                e3_2.last_caught_up_timestamp = -1
+                if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                a2_2(e3_2)
+            e2.observers = l2_2
+            e2.error_message = None
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.error_message = None
     o.nodes = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -568,71 +558,67 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeQuorumResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 25 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeQuorumResponse_Topics)
+            e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_ihiiq(buf, pos); pos += 22
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            if n < 0: raise _null_array(n, 'current_voters')
+            if n * 29 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
+                e3.replica_id, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
+                e3.replica_directory_id = _ZERO_UUID
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.current_voters = l2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 25 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_ihiiq(buf, pos); pos += 22
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.current_voters = None  # type: ignore[assignment]
-                    else:
-                        if n * 29 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
-                            e3.replica_id, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
-                            e3.replica_directory_id = _ZERO_UUID
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.current_voters = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.observers = None  # type: ignore[assignment]
-                    else:
-                        if n * 29 > blen - pos: raise _bad_count(n)
-                        l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
-                        for _ in range(n):
-                            e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
-                            e3_2.replica_id, e3_2.log_end_offset, e3_2.last_fetch_timestamp, e3_2.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
-                            e3_2.replica_directory_id = _ZERO_UUID
-                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
-                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
-                            a2_2(e3_2)
-                        e2.observers = l2_2
-                    e2.error_message = None
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'observers')
+            if n * 29 > blen - pos: raise _bad_count(n)
+            l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
+            for _ in range(n):
+                e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
+                e3_2.replica_id, e3_2.log_end_offset, e3_2.last_fetch_timestamp, e3_2.last_caught_up_timestamp = _U_iqqq(buf, pos); pos += 28
+                e3_2.replica_directory_id = _ZERO_UUID
+                if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                a2_2(e3_2)
+            e2.observers = l2_2
+            e2.error_message = None
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.error_message = None
     o.nodes = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -657,124 +643,118 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeQuorumResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeQuorumResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 26 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeQuorumResponse_Topics)
+            e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_iiq(buf, pos); pos += 16
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'current_voters')
+            if n * 45 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
+                e3.replica_id, uh1, ul1, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
+                e3.replica_directory_id = _uuid(uh1 << 64 | ul1)
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.current_voters = l2
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'observers')
+            if n * 45 > blen - pos: raise _bad_count(n)
+            l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
+            for _ in range(n):
+                e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
+                e3_2.replica_id, uh1, ul1, e3_2.log_end_offset, e3_2.last_fetch_timestamp, e3_2.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
+                e3_2.replica_directory_id = _uuid(uh1 << 64 | ul1)
+                if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
+                else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
+                a2_2(e3_2)
+            e2.observers = l2_2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: raise _null_array(n, 'nodes')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0_2: list[DescribeQuorumResponse.Nodes] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_DescribeQuorumResponse_Nodes)
+        e1_2.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'listeners')
+        if n * 5 > blen - pos: raise _bad_count(n)
+        l1_2: list[DescribeQuorumResponse.Nodes.Listeners] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_DescribeQuorumResponse_Nodes_Listeners)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 26 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeQuorumResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeQuorumResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.leader_id, e2.leader_epoch, e2.high_watermark = _U_iiq(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.current_voters = None  # type: ignore[assignment]
-                    else:
-                        if n * 45 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeQuorumResponse_Topics_Partitions_CurrentVoters)
-                            e3.replica_id, uh1, ul1, e3.log_end_offset, e3.last_fetch_timestamp, e3.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
-                            e3.replica_directory_id = _uuid(uh1 << 64 | ul1)
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.current_voters = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.observers = None  # type: ignore[assignment]
-                    else:
-                        if n * 45 > blen - pos: raise _bad_count(n)
-                        l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = []; a2_2 = l2_2.append
-                        for _ in range(n):
-                            e3_2 = _new(_C_DescribeQuorumResponse_Topics_Partitions_Observers)
-                            e3_2.replica_id, uh1, ul1, e3_2.log_end_offset, e3_2.last_fetch_timestamp, e3_2.last_caught_up_timestamp = _U_iQQqqq(buf, pos); pos += 44
-                            e3_2.replica_directory_id = _uuid(uh1 << 64 | ul1)
-                            if buf[pos] == 0: pos += 1; e3_2.unknown_tags = {}
-                            else: e3_2.unknown_tags, pos = _read_tags(buf, pos)
-                            a2_2(e3_2)
-                        e2.observers = l2_2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
-    n = buf[pos]
-    if n < 128: pos += 1
-    else: n, pos = _ruv(buf, pos)
-    n -= 1
-    if n < 0: o.nodes = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0_2: list[DescribeQuorumResponse.Nodes] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_DescribeQuorumResponse_Nodes)
-            e1_2.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.listeners = None  # type: ignore[assignment]
-            else:
-                if n * 5 > blen - pos: raise _bad_count(n)
-                l1_2: list[DescribeQuorumResponse.Nodes.Listeners] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_DescribeQuorumResponse_Nodes_Listeners)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.port, = _U_H(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1_2.listeners = l1_2
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.nodes = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.port, = _U_H(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            a1_2(e2_2)
+        e1_2.listeners = l1_2
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.nodes = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -783,43 +763,35 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[DescribeQuorumResponse, int
 def _encode_resp_v0(o: DescribeQuorumResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[DescribeQuorumResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihiiq(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch, x1.high_watermark))
-                    l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iq(x2.replica_id, x2.log_end_offset))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2_2 in l2_2:
-                            ap(_P_iq(x2_2.replica_id, x2_2.log_end_offset))
-                            ut3 = x2_2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihiiq(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch, x1.high_watermark))
+            l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iq(x2.replica_id, x2.log_end_offset))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
+            n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2_2 in l2_2:
+                ap(_P_iq(x2_2.replica_id, x2_2.log_end_offset))
+                ut3 = x2_2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -828,43 +800,35 @@ def _encode_resp_v0(o: DescribeQuorumResponse, ap: _Append) -> None:
 def _encode_resp_v1(o: DescribeQuorumResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[DescribeQuorumResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihiiq(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch, x1.high_watermark))
-                    l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqqq(x2.replica_id, x2.log_end_offset, x2.last_fetch_timestamp, x2.last_caught_up_timestamp))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2_2 in l2_2:
-                            ap(_P_iqqq(x2_2.replica_id, x2_2.log_end_offset, x2_2.last_fetch_timestamp, x2_2.last_caught_up_timestamp))
-                            ut3 = x2_2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihiiq(x1.partition_index, x1.error_code, x1.leader_id, x1.leader_epoch, x1.high_watermark))
+            l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqqq(x2.replica_id, x2.log_end_offset, x2.last_fetch_timestamp, x2.last_caught_up_timestamp))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
+            n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2_2 in l2_2:
+                ap(_P_iqqq(x2_2.replica_id, x2_2.log_end_offset, x2_2.last_fetch_timestamp, x2_2.last_caught_up_timestamp))
+                ut3 = x2_2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -879,74 +843,62 @@ def _encode_resp_v2(o: DescribeQuorumResponse, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[DescribeQuorumResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.topic_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            sn = x1.error_message
+            if sn is None: ap(b'\x00')
+            else:
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ap(_P_iiq(x1.leader_id, x1.leader_epoch, x1.high_watermark))
+            l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iQQqqq(x2.replica_id, x2.replica_directory_id.int >> 64, x2.replica_directory_id.int & _M64, x2.log_end_offset, x2.last_fetch_timestamp, x2.last_caught_up_timestamp))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
+            n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2_2 in l2_2:
+                ap(_P_iQQqqq(x2_2.replica_id, x2_2.replica_directory_id.int >> 64, x2_2.replica_directory_id.int & _M64, x2_2.log_end_offset, x2_2.last_fetch_timestamp, x2_2.last_caught_up_timestamp))
+                ut3 = x2_2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
+    l0_2: list[DescribeQuorumResponse.Nodes] = o.nodes
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.node_id))
+        l1_2: list[DescribeQuorumResponse.Nodes.Listeners] = x0_2.listeners
+        n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            s = x1_2.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeQuorumResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    sn = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_iiq(x1.leader_id, x1.leader_epoch, x1.high_watermark))
-                    l2: list[DescribeQuorumResponse.Topics.Partitions.CurrentVoters] = x1.current_voters
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iQQqqq(x2.replica_id, x2.replica_directory_id.int >> 64, x2.replica_directory_id.int & _M64, x2.log_end_offset, x2.last_fetch_timestamp, x2.last_caught_up_timestamp))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    l2_2: list[DescribeQuorumResponse.Topics.Partitions.Observers] = x1.observers
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2_2 in l2_2:
-                            ap(_P_iQQqqq(x2_2.replica_id, x2_2.replica_directory_id.int >> 64, x2_2.replica_directory_id.int & _M64, x2_2.log_end_offset, x2_2.last_fetch_timestamp, x2_2.last_caught_up_timestamp))
-                            ut3 = x2_2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            s = x1_2.host.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_H(x1_2.port))
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
-    l0_2: list[DescribeQuorumResponse.Nodes] = o.nodes
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.node_id))
-            l1_2: list[DescribeQuorumResponse.Nodes.Listeners] = x0_2.listeners
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    s = x1_2.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1_2.host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_H(x1_2.port))
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -295,53 +295,51 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsReq
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeShareGroupOffsetsRequest.Groups] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeShareGroupOffsetsRequest_Groups)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.topics = None
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeShareGroupOffsetsRequest.Groups.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeShareGroupOffsetsRequest_Groups_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
-                        else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeShareGroupOffsetsRequest.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeShareGroupOffsetsRequest_Groups)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.topics = None
+        else:
+            if n * 3 > blen - pos: raise _bad_count(n)
+            l1: list[DescribeShareGroupOffsetsRequest.Groups.Topics] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_DescribeShareGroupOffsetsRequest_Groups_Topics)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partitions')
+                if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
+                else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.topics = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -349,34 +347,30 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsReq
 
 def _encode_req_v0(o: DescribeShareGroupOffsetsRequest, ap: _Append) -> None:
     l0: list[DescribeShareGroupOffsetsRequest.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[DescribeShareGroupOffsetsRequest.Groups.Topics] | None = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.topic_name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeShareGroupOffsetsRequest.Groups.Topics] | None = x0.topics
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.topic_name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                l2: list[int] = x1.partitions
+                c = len(l2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2))
+                else: ap(_pack('>%di' % c, *l2))
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -390,81 +384,78 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsRe
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeShareGroupOffsetsResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeShareGroupOffsetsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeShareGroupOffsetsResponse_Groups)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 19 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeShareGroupOffsetsResponse_Groups)
+            e2 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+            e2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 19 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 20 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics_Partitions)
+                e3.partition_index, e3.start_offset, e3.leader_epoch, e3.error_code = _U_iqih(buf, pos); pos += 18
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e3.error_message = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                    uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                    e2.topic_id = _uuid(uh0 << 64 | ul0)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 20 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics_Partitions)
-                            e3.partition_index, e3.start_offset, e3.leader_epoch, e3.error_code = _U_iqih(buf, pos); pos += 18
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n == -1: e3.error_message = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.lag = -1
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                    e3.error_message = str(buf[pos:end], 'utf-8'); pos = end
+                e3.lag = -1
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -478,80 +469,77 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsRe
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeShareGroupOffsetsResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeShareGroupOffsetsResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeShareGroupOffsetsResponse_Groups)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 19 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeShareGroupOffsetsResponse_Groups)
+            e2 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            uh0, ul0 = _U_QQ(buf, pos); pos += 16
+            e2.topic_id = _uuid(uh0 << 64 | ul0)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 19 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 28 > blen - pos: raise _bad_count(n)
+            l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics_Partitions)
+                e3.partition_index, e3.start_offset, e3.leader_epoch, e3.lag, e3.error_code = _U_iqiqh(buf, pos); pos += 26
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e3.error_message = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-                    uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                    e2.topic_id = _uuid(uh0 << 64 | ul0)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 28 > blen - pos: raise _bad_count(n)
-                        l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_DescribeShareGroupOffsetsResponse_Groups_Topics_Partitions)
-                            e3.partition_index, e3.start_offset, e3.leader_epoch, e3.lag, e3.error_code = _U_iqiqh(buf, pos); pos += 26
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n == -1: e3.error_message = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                    e3.error_message = str(buf[pos:end], 'utf-8'); pos = end
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -560,50 +548,44 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[DescribeShareGroupOffsetsRe
 def _encode_resp_v0(o: DescribeShareGroupOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeShareGroupOffsetsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.topic_name.encode()
+            ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
+            l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqih(x2.partition_index, x2.start_offset, x2.leader_epoch, x2.error_code))
+                sn: str | None = x2.error_message
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
-                    l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqih(x2.partition_index, x2.start_offset, x2.leader_epoch, x2.error_code))
-                            sn: str | None = x2.error_message
-                            if sn is None: ap(b'\x00')
-                            else:
-                                s = sn.encode()
-                                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(s)
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_h(x0.error_code))
-            sn = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_h(x0.error_code))
+        sn = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -612,50 +594,44 @@ def _encode_resp_v0(o: DescribeShareGroupOffsetsResponse, ap: _Append) -> None:
 def _encode_resp_v1(o: DescribeShareGroupOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeShareGroupOffsetsResponse.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.topic_name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[DescribeShareGroupOffsetsResponse.Groups.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.topic_name.encode()
+            ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
+            l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqiqh(x2.partition_index, x2.start_offset, x2.leader_epoch, x2.lag, x2.error_code))
+                sn: str | None = x2.error_message
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    ap(_P_QQ(x1.topic_id.int >> 64, x1.topic_id.int & _M64))
-                    l2: list[DescribeShareGroupOffsetsResponse.Groups.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqiqh(x2.partition_index, x2.start_offset, x2.leader_epoch, x2.lag, x2.error_code))
-                            sn: str | None = x2.error_message
-                            if sn is None: ap(b'\x00')
-                            else:
-                                s = sn.encode()
-                                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(s)
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_h(x0.error_code))
-            sn = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_h(x0.error_code))
+        sn = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -313,23 +313,22 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeTopicPartitionsReque
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeTopicPartitionsRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeTopicPartitionsRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeTopicPartitionsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeTopicPartitionsRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.response_partition_limit, = _U_i(buf, pos); pos += 4
     n, = _U_b(buf, pos); pos += 1
     if n < 0: o.cursor = None
@@ -353,16 +352,14 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeTopicPartitionsReque
 
 def _encode_req_v0(o: DescribeTopicPartitionsRequest, ap: _Append) -> None:
     l0: list[DescribeTopicPartitionsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.response_partition_limit))
     e1: DescribeTopicPartitionsRequest.Cursor | None = o.cursor
     if e1 is None: ap(b'\xff')
@@ -388,89 +385,84 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeTopicPartitionsResp
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 26 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeTopicPartitionsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 26 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeTopicPartitionsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeTopicPartitionsResponse_Topics)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.name = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0, e1.is_internal = _U_QQo(buf, pos); pos += 17
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 20 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeTopicPartitionsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeTopicPartitionsResponse_Topics)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeTopicPartitionsResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1.name = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1.is_internal = _U_QQo(buf, pos); pos += 17
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.eligible_leader_replicas = None
             else:
-                if n * 20 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeTopicPartitionsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeTopicPartitionsResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.eligible_leader_replicas = None
-                    else:
-                        if n < 64: e2.eligible_leader_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.eligible_leader_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.last_known_elr = None
-                    else:
-                        if n < 64: e2.last_known_elr = list(_UA_i[n](buf, pos))
-                        else: e2.last_known_elr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                if n < 64: e2.eligible_leader_replicas = list(_UA_i[n](buf, pos))
+                else: e2.eligible_leader_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.last_known_elr = None
+            else:
+                if n < 64: e2.last_known_elr = list(_UA_i[n](buf, pos))
+                else: e2.last_known_elr = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     n, = _U_b(buf, pos); pos += 1
     if n < 0: o.next_cursor = None
     else:
@@ -494,66 +486,56 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeTopicPartitionsResp
 def _encode_resp_v0(o: DescribeTopicPartitionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeTopicPartitionsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.name
-            if sn is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.name
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ap(_P_QQo(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.is_internal))
+        l1: list[DescribeTopicPartitionsResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2_2: list[int] | None = x1.eligible_leader_replicas
+            if l2_2 is None: ap(b'\x00')
             else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_QQo(x0.topic_id.int >> 64, x0.topic_id.int & _M64, x0.is_internal))
-            l1: list[DescribeTopicPartitionsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2_2 = x1.last_known_elr
+            if l2_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2_2: list[int] | None = x1.eligible_leader_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2_2 = x1.last_known_elr
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0.topic_authorized_operations))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0.topic_authorized_operations))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     e1: DescribeTopicPartitionsResponse.NextCursor | None = o.next_cursor
     if e1 is None: ap(b'\xff')
     else:

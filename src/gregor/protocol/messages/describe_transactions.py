@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -198,20 +198,19 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeTransactionsRequest,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transactional_ids = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.transactional_ids = l0
+    if n < 0: raise _null_array(n, 'transactional_ids')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.transactional_ids = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -219,13 +218,11 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[DescribeTransactionsRequest,
 
 def _encode_req_v0(o: DescribeTransactionsRequest, ap: _Append) -> None:
     l0: list[str] = o.transactional_ids
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -239,62 +236,59 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeTransactionsRespons
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transaction_states = None  # type: ignore[assignment]
-    else:
-        if n * 28 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeTransactionsResponse.TransactionStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'transaction_states')
+    if n * 28 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeTransactionsResponse.TransactionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeTransactionsResponse_TransactionStates)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.transaction_state = str(buf[pos:end], 'utf-8'); pos = end
+        e1.transaction_timeout_ms, e1.transaction_start_time_ms, e1.producer_id, e1.producer_epoch = _U_iqqh(buf, pos); pos += 22
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeTransactionsResponse.TransactionStates.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_DescribeTransactionsResponse_TransactionStates)
-            e1.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_DescribeTransactionsResponse_TransactionStates_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.topic = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.transaction_state = str(buf[pos:end], 'utf-8'); pos = end
-            e1.transaction_timeout_ms, e1.transaction_start_time_ms, e1.producer_id, e1.producer_epoch = _U_iqqh(buf, pos); pos += 22
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeTransactionsResponse.TransactionStates.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeTransactionsResponse_TransactionStates_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.topic = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
-                        else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.transaction_states = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e2.partitions = list(_UA_i[n](buf, pos))
+            else: e2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.transaction_states = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -303,39 +297,33 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeTransactionsRespons
 def _encode_resp_v0(o: DescribeTransactionsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[DescribeTransactionsResponse.TransactionStates] = o.transaction_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            s: bytes = x0.transactional_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        s: bytes = x0.transactional_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.transaction_state.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_iqqh(x0.transaction_timeout_ms, x0.transaction_start_time_ms, x0.producer_id, x0.producer_epoch))
+        l1: list[DescribeTransactionsResponse.TransactionStates.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.topic.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            s = x0.transaction_state.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_iqqh(x0.transaction_timeout_ms, x0.transaction_start_time_ms, x0.producer_id, x0.producer_epoch))
-            l1: list[DescribeTransactionsResponse.TransactionStates.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.topic.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            l2: list[int] = x1.partitions
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -272,48 +272,46 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[DescribeUserScramCredential
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[DescribeUserScramCredentialsResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_DescribeUserScramCredentialsResponse_Results)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'results')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[DescribeUserScramCredentialsResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_DescribeUserScramCredentialsResponse_Results)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.user = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.user = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.credential_infos = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_DescribeUserScramCredentialsResponse_Results_CredentialInfos)
-                    e2.mechanism, e2.iterations = _U_bi(buf, pos); pos += 5
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.credential_infos = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'credential_infos')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = []; a1 = l1.append
+        for _ in range(n):
+            e2 = _new(_C_DescribeUserScramCredentialsResponse_Results_CredentialInfos)
+            e2.mechanism, e2.iterations = _U_bi(buf, pos); pos += 5
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.credential_infos = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -328,32 +326,28 @@ def _encode_resp_v0(o: DescribeUserScramCredentialsResponse, ap: _Append) -> Non
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[DescribeUserScramCredentialsResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.user.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.user.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            l1: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = x0.credential_infos
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_bi(x1.mechanism, x1.iterations))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+        l1: list[DescribeUserScramCredentialsResponse.Results.CredentialInfos] = x0.credential_infos
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_bi(x1.mechanism, x1.iterations))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -234,13 +234,10 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ElectLeadersRequest, int]:
             if n < 0 or end > blen: raise _bad_length(n)
             e1.topic = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             e1.unknown_tags = {}
             a0(e1)
         o.topic_partitions = l0
@@ -268,13 +265,10 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ElectLeadersRequest, int]:
             if n < 0 or end > blen: raise _bad_length(n)
             e1.topic = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             e1.unknown_tags = {}
             a0(e1)
         o.topic_partitions = l0
@@ -308,11 +302,10 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[ElectLeadersRequest, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
-                else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partitions')
+            if n < 64: e1.partitions = list(_UA_i[n](buf, pos))
+            else: e1.partitions = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -333,12 +326,10 @@ def _encode_req_v0(o: ElectLeadersRequest, ap: _Append) -> None:
             ap(_P_h(len(s)))
             ap(s)
             l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
     ap(_P_i(o.timeout_ms))
 
 
@@ -353,12 +344,10 @@ def _encode_req_v1(o: ElectLeadersRequest, ap: _Append) -> None:
             ap(_P_h(len(s)))
             ap(s)
             l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
     ap(_P_i(o.timeout_ms))
 
 
@@ -373,12 +362,10 @@ def _encode_req_v2(o: ElectLeadersRequest, ap: _Append) -> None:
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             l1: list[int] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -393,40 +380,34 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
     o = _new(_C_ElectLeadersResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.replica_election_results = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'replica_election_results')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_result')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
+            e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
+            e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_result = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
-                    e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_result = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.replica_election_results = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_result = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.replica_election_results = l0
     o.error_code = 0
     o.unknown_tags = {}
     return o, pos
@@ -437,40 +418,34 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
     o = _new(_C_ElectLeadersResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.replica_election_results = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'replica_election_results')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_result')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
+            e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
+            e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_result = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
-                    e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_result = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.replica_election_results = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_result = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.replica_election_results = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -483,47 +458,45 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.replica_election_results = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'replica_election_results')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[ElectLeadersResponse.ReplicaElectionResults] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_result')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ElectLeadersResponse_ReplicaElectionResults)
+            e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
+            e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_result = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ElectLeadersResponse_ReplicaElectionResults_PartitionResult)
-                    e2.partition_id, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_result = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.replica_election_results = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_result = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.replica_election_results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -532,79 +505,67 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ElectLeadersResponse, int]:
 def _encode_resp_v0(o: ElectLeadersResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[ElectLeadersResponse.ReplicaElectionResults] = o.replica_election_results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_id, x1.error_code))
+            sn: str | None = x1.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_id, x1.error_code))
-                    sn: str | None = x1.error_message
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_resp_v1(o: ElectLeadersResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[ElectLeadersResponse.ReplicaElectionResults] = o.replica_election_results
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_id, x1.error_code))
+            sn: str | None = x1.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_id, x1.error_code))
-                    sn: str | None = x1.error_message
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_resp_v2(o: ElectLeadersResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[ElectLeadersResponse.ReplicaElectionResults] = o.replica_election_results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ElectLeadersResponse.ReplicaElectionResults.PartitionResult] = x0.partition_result
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_id, x1.error_code))
+            sn: str | None = x1.error_message
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_id, x1.error_code))
-                    sn: str | None = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -630,39 +630,33 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes = _U_iii(buf, pos); pos += 12
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
-                    e2.current_leader_epoch = -1
-                    e2.last_fetched_epoch = -1
-                    e2.log_start_offset = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
+            e2.current_leader_epoch = -1
+            e2.last_fetched_epoch = -1
+            e2.log_start_offset = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.max_bytes = 2147483647
     o.isolation_level = 0
     o.session_id = 0
@@ -680,39 +674,33 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes = _U_iiii(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
-                    e2.current_leader_epoch = -1
-                    e2.last_fetched_epoch = -1
-                    e2.log_start_offset = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
+            e2.current_leader_epoch = -1
+            e2.last_fetched_epoch = -1
+            e2.log_start_offset = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.isolation_level = 0
     o.session_id = 0
     o.session_epoch = -1
@@ -729,39 +717,33 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _U_iiiib(buf, pos); pos += 17
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
-                    e2.current_leader_epoch = -1
-                    e2.last_fetched_epoch = -1
-                    e2.log_start_offset = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.fetch_offset, e2.partition_max_bytes = _U_iqi(buf, pos); pos += 16
+            e2.current_leader_epoch = -1
+            e2.last_fetched_epoch = -1
+            e2.log_start_offset = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
@@ -777,38 +759,32 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _U_iiiib(buf, pos); pos += 17
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 24 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 24 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iqqi(buf, pos); pos += 24
-                    e2.current_leader_epoch = -1
-                    e2.last_fetched_epoch = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iqqi(buf, pos); pos += 24
+            e2.current_leader_epoch = -1
+            e2.last_fetched_epoch = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
@@ -824,63 +800,51 @@ def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 24 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 24 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iqqi(buf, pos); pos += 24
-                    e2.current_leader_epoch = -1
-                    e2.last_fetched_epoch = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iqqi(buf, pos); pos += 24
+            e2.current_leader_epoch = -1
+            e2.last_fetched_epoch = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     o.rack_id = ''
     o.cluster_id = None
     o._replica_state = None
@@ -893,62 +857,50 @@ def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 28 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 28 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iiqqi(buf, pos); pos += 28
-                    e2.last_fetched_epoch = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iiqqi(buf, pos); pos += 28
+            e2.last_fetched_epoch = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     o.rack_id = ''
     o.cluster_id = None
     o._replica_state = None
@@ -961,62 +913,50 @@ def _decode_req_v11(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _U_iiiibii(buf, pos); pos += 25
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 28 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 28 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iiqqi(buf, pos); pos += 28
-                    e2.last_fetched_epoch = -1
-                    e2.replica_directory_id = _ZERO_UUID
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.log_start_offset, e2.partition_max_bytes = _U_iiqqi(buf, pos); pos += 28
+            e2.last_fetched_epoch = -1
+            e2.replica_directory_id = _ZERO_UUID
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     n, = _U_h(buf, pos); pos += 2
     end = pos + n
     if n < 0 or end > blen: raise _bad_length(n)
@@ -1035,71 +975,67 @@ def _decode_req_v12(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 33 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 33 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
-                    e2.replica_directory_id = _ZERO_UUID
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
+            e2.replica_directory_id = _ZERO_UUID
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1142,61 +1078,57 @@ def _decode_req_v13(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 33 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 33 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
-                    e2.replica_directory_id = _ZERO_UUID
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
+            e2.replica_directory_id = _ZERO_UUID
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic = ''
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic = ''
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1239,61 +1171,57 @@ def _decode_req_v15(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 33 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 33 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
-                    e2.replica_directory_id = _ZERO_UUID
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
+            e2.replica_directory_id = _ZERO_UUID
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        e1.topic = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic = ''
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic = ''
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1344,74 +1272,70 @@ def _decode_req_v17(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[FetchRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 33 > blen - pos: raise _bad_count(n)
+        l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 33 > blen - pos: raise _bad_count(n)
-                l1: list[FetchRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
-                    e2.replica_directory_id = _ZERO_UUID
-                    nt2 = buf[pos]
-                    if nt2 < 128: pos += 1
-                    else: nt2, pos = _ruv(buf, pos)
-                    ut2: dict[int, bytes] = {}
-                    for _ in range(nt2):
-                        tg2, pos = _ruv(buf, pos)
-                        sz2, pos = _ruv(buf, pos)
-                        tend2 = pos + sz2
-                        if tend2 > blen: raise _bad_length(sz2)
-                        if tg2 == 0:
-                            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-                            e2.replica_directory_id = _uuid(uh0 << 64 | ul0)
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
-                    e2.unknown_tags = ut2
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_FetchRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.fetch_offset, e2.last_fetched_epoch, e2.log_start_offset, e2.partition_max_bytes = _U_iiqiqi(buf, pos); pos += 32
+            e2.replica_directory_id = _ZERO_UUID
+            nt2 = buf[pos]
+            if nt2 < 128: pos += 1
+            else: nt2, pos = _ruv(buf, pos)
+            ut2: dict[int, bytes] = {}
+            for _ in range(nt2):
+                tg2, pos = _ruv(buf, pos)
+                sz2, pos = _ruv(buf, pos)
+                tend2 = pos + sz2
+                if tend2 > blen: raise _bad_length(sz2)
+                if tg2 == 0:
+                    uh0, ul0 = _U_QQ(buf, pos); pos += 16
+                    e2.replica_directory_id = _uuid(uh0 << 64 | ul0)
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
+            e2.unknown_tags = ut2
+            a1(e2)
+        e1.partitions = l1
+        e1.topic = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.forgotten_topics_data = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
-                else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1_2.topic = ''
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.forgotten_topics_data = l0_2
+    if n < 0: raise _null_array(n, 'forgotten_topics_data')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0_2: list[FetchRequest.ForgottenTopicsData] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_FetchRequest_ForgottenTopicsData)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n < 64: e1_2.partitions = list(_UA_i[n](buf, pos))
+        else: e1_2.partitions = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1_2.topic = ''
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.forgotten_topics_data = l0_2
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1457,172 +1381,132 @@ def _decode_req_v17(buf: _Buffer, pos: int) -> tuple[FetchRequest, int]:
 def _encode_req_v0(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iii(o.replica_id, o.max_wait_ms, o.min_bytes))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
 
 
 def _encode_req_v3(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
 
 
 def _encode_req_v4(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition, x1.fetch_offset, x1.partition_max_bytes))
 
 
 def _encode_req_v5(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqqi(x1.partition, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqqi(x1.partition, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
 
 
 def _encode_req_v7(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqqi(x1.partition, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqqi(x1.partition, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            s = x0_2.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1_2)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        s = x0_2.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
 
 
 def _encode_req_v9(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iiqqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iiqqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            s = x0_2.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1_2)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        s = x0_2.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
 
 
 def _encode_req_v11(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iiqqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iiqqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.log_start_offset, x1.partition_max_bytes))
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            s = x0_2.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1_2)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        s = x0_2.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
     s = o.rack_id.encode()
     ap(_P_h(len(s)))
     ap(s)
@@ -1631,43 +1515,35 @@ def _encode_req_v11(o: FetchRequest, ap: _Append) -> None:
 def _encode_req_v12(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            s = x0_2.topic.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\x00')
-            else:
-                c = len(l1_2)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        s = x0_2.topic.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     s = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
@@ -1691,39 +1567,31 @@ def _encode_req_v12(o: FetchRequest, ap: _Append) -> None:
 def _encode_req_v13(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\x00')
-            else:
-                c = len(l1_2)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     s: bytes = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
@@ -1747,39 +1615,31 @@ def _encode_req_v13(o: FetchRequest, ap: _Append) -> None:
 def _encode_req_v15(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\x00')
-            else:
-                c = len(l1_2)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     s: bytes = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
@@ -1812,46 +1672,38 @@ def _encode_req_v15(o: FetchRequest, ap: _Append) -> None:
 def _encode_req_v17(o: FetchRequest, ap: _Append) -> None:
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     l0: list[FetchRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[FetchRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
-                    tl2: list[tuple[int, bytes]] = []
-                    tv2: UUID = x1.replica_directory_id
-                    if tv2 != _ZERO_UUID:
-                        tp2: list[bytes] = []; tap2 = tp2.append
-                        tap2(_P_QQ(tv2.int >> 64, tv2.int & _M64))
-                        tl2.append((0, b''.join(tp2)))
-                    ut2 = x1.unknown_tags
-                    if ut2: tl2.extend(ut2.items())
-                    if tl2: _write_tags(ap, tl2)
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[FetchRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiqiqi(x1.partition, x1.current_leader_epoch, x1.fetch_offset, x1.last_fetched_epoch, x1.log_start_offset, x1.partition_max_bytes))
+            tl2: list[tuple[int, bytes]] = []
+            tv2: UUID = x1.replica_directory_id
+            if tv2 != _ZERO_UUID:
+                tp2: list[bytes] = []; tap2 = tp2.append
+                tap2(_P_QQ(tv2.int >> 64, tv2.int & _M64))
+                tl2.append((0, b''.join(tp2)))
+            ut2 = x1.unknown_tags
+            if ut2: tl2.extend(ut2.items())
+            if tl2: _write_tags(ap, tl2)
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[FetchRequest.ForgottenTopicsData] = o.forgotten_topics_data
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
-            l1_2: list[int] = x0_2.partitions
-            if l1_2 is None: ap(b'\x00')
-            else:
-                c = len(l1_2)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1_2))
-                else: ap(_pack('>%di' % c, *l1_2))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_QQ(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64))
+        l1_2: list[int] = x0_2.partitions
+        c = len(l1_2)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1_2))
+        else: ap(_pack('>%di' % c, *l1_2))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     s: bytes = o.rack_id.encode()
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
@@ -1886,48 +1738,42 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     o = _new(_C_FetchResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark = _U_ihq(buf, pos); pos += 14
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.records = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark = _U_ihq(buf, pos); pos += 14
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.last_stable_offset = -1
-                    e2.log_start_offset = -1
-                    e2.aborted_transactions = []
-                    e2.preferred_read_replica = -1
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.last_stable_offset = -1
+            e2.log_start_offset = -1
+            e2.aborted_transactions = []
+            e2.preferred_read_replica = -1
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms = 0
     o.error_code = 0
     o.session_id = 0
@@ -1942,48 +1788,42 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_FetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark = _U_ihq(buf, pos); pos += 14
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.records = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark = _U_ihq(buf, pos); pos += 14
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.last_stable_offset = -1
-                    e2.log_start_offset = -1
-                    e2.aborted_transactions = []
-                    e2.preferred_read_replica = -1
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.last_stable_offset = -1
+            e2.log_start_offset = -1
+            e2.aborted_transactions = []
+            e2.preferred_read_replica = -1
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
@@ -1997,59 +1837,53 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_FetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 30 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset = _U_ihqq(buf, pos); pos += 22
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+                e2.aborted_transactions = None
             else:
-                if n * 30 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 16 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset = _U_ihqq(buf, pos); pos += 22
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.aborted_transactions = None
-                    else:
-                        if n * 16 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.log_start_offset = -1
-                    e2.preferred_read_replica = -1
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    e3.unknown_tags = {}
+                    a2(e3)
+                e2.aborted_transactions = l2
+            n, = _U_i(buf, pos); pos += 4
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.log_start_offset = -1
+            e2.preferred_read_replica = -1
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
@@ -2063,58 +1897,52 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_FetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 38 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+                e2.aborted_transactions = None
             else:
-                if n * 38 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 16 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.aborted_transactions = None
-                    else:
-                        if n * 16 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.preferred_read_replica = -1
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    e3.unknown_tags = {}
+                    a2(e3)
+                e2.aborted_transactions = l2
+            n, = _U_i(buf, pos); pos += 4
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.preferred_read_replica = -1
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
@@ -2128,58 +1956,52 @@ def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos); pos += 10
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 38 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+                e2.aborted_transactions = None
             else:
-                if n * 38 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 16 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.aborted_transactions = None
-                    else:
-                        if n * 16 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.preferred_read_replica = -1
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    e3.unknown_tags = {}
+                    a2(e3)
+                e2.aborted_transactions = l2
+            n, = _U_i(buf, pos); pos += 4
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.preferred_read_replica = -1
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.node_endpoints = []
     o.unknown_tags = {}
     return o, pos
@@ -2191,58 +2013,52 @@ def _decode_resp_v11(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos); pos += 10
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 42 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+                e2.aborted_transactions = None
             else:
-                if n * 42 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 16 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.aborted_transactions = None
-                    else:
-                        if n * 16 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    e3.unknown_tags = {}
+                    a2(e3)
+                e2.aborted_transactions = l2
+            e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
+            n, = _U_i(buf, pos); pos += 4
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.node_endpoints = []
     o.unknown_tags = {}
     return o, pos
@@ -2257,98 +2073,96 @@ def _decode_resp_v12(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 37 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n < 0: e2.aborted_transactions = None
             else:
-                if n * 37 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 17 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.aborted_transactions = None
-                    else:
-                        if n * 17 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    nt2 = buf[pos]
-                    if nt2 < 128: pos += 1
-                    else: nt2, pos = _ruv(buf, pos)
-                    ut2: dict[int, bytes] = {}
-                    for _ in range(nt2):
-                        tg2, pos = _ruv(buf, pos)
-                        sz2, pos = _ruv(buf, pos)
-                        tend2 = pos + sz2
-                        if tend2 > blen: raise _bad_length(sz2)
-                        if tg2 == 0:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_DivergingEpoch)
-                            e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._diverging_epoch = e4
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        elif tg2 == 1:
-                            e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
-                            e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
-                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4_2
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        elif tg2 == 2:
-                            e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
-                            e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
-                            else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._snapshot_id = e4_3
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
-                    e2.unknown_tags = ut2
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                    a2(e3)
+                e2.aborted_transactions = l2
+            e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            nt2 = buf[pos]
+            if nt2 < 128: pos += 1
+            else: nt2, pos = _ruv(buf, pos)
+            ut2: dict[int, bytes] = {}
+            for _ in range(nt2):
+                tg2, pos = _ruv(buf, pos)
+                sz2, pos = _ruv(buf, pos)
+                tend2 = pos + sz2
+                if tend2 > blen: raise _bad_length(sz2)
+                if tg2 == 0:
+                    e4 = _new(_C_FetchResponse_Responses_Partitions_DivergingEpoch)
+                    e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
+                    if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                    else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._diverging_epoch = e4
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                elif tg2 == 1:
+                    e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
+                    e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
+                    if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                    else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._current_leader = e4_2
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                elif tg2 == 2:
+                    e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
+                    e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
+                    if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
+                    else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._snapshot_id = e4_3
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
+            e2.unknown_tags = ut2
+            a1(e2)
+        e1.partitions = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     o.node_endpoints = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -2364,93 +2178,91 @@ def _decode_resp_v13(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 37 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n < 0: e2.aborted_transactions = None
             else:
-                if n * 37 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 17 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.aborted_transactions = None
-                    else:
-                        if n * 17 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    nt2 = buf[pos]
-                    if nt2 < 128: pos += 1
-                    else: nt2, pos = _ruv(buf, pos)
-                    ut2: dict[int, bytes] = {}
-                    for _ in range(nt2):
-                        tg2, pos = _ruv(buf, pos)
-                        sz2, pos = _ruv(buf, pos)
-                        tend2 = pos + sz2
-                        if tend2 > blen: raise _bad_length(sz2)
-                        if tg2 == 0:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_DivergingEpoch)
-                            e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._diverging_epoch = e4
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        elif tg2 == 1:
-                            e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
-                            e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
-                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4_2
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        elif tg2 == 2:
-                            e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
-                            e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
-                            else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._snapshot_id = e4_3
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
-                    e2.unknown_tags = ut2
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                    a2(e3)
+                e2.aborted_transactions = l2
+            e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            nt2 = buf[pos]
+            if nt2 < 128: pos += 1
+            else: nt2, pos = _ruv(buf, pos)
+            ut2: dict[int, bytes] = {}
+            for _ in range(nt2):
+                tg2, pos = _ruv(buf, pos)
+                sz2, pos = _ruv(buf, pos)
+                tend2 = pos + sz2
+                if tend2 > blen: raise _bad_length(sz2)
+                if tg2 == 0:
+                    e4 = _new(_C_FetchResponse_Responses_Partitions_DivergingEpoch)
+                    e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
+                    if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                    else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._diverging_epoch = e4
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                elif tg2 == 1:
+                    e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
+                    e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
+                    if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                    else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._current_leader = e4_2
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                elif tg2 == 2:
+                    e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
+                    e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
+                    if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
+                    else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._snapshot_id = e4_3
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
+            e2.unknown_tags = ut2
+            a1(e2)
+        e1.partitions = l1
+        e1.topic = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     o.node_endpoints = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -2466,93 +2278,91 @@ def _decode_resp_v16(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[FetchResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FetchResponse_Responses)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 37 > blen - pos: raise _bad_count(n)
+        l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_FetchResponse_Responses)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_FetchResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n < 0: e2.aborted_transactions = None
             else:
-                if n * 37 > blen - pos: raise _bad_count(n)
-                l1: list[FetchResponse.Responses.Partitions] = []; a1 = l1.append
+                if n * 17 > blen - pos: raise _bad_count(n)
+                l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
                 for _ in range(n):
-                    e2 = _new(_C_FetchResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code, e2.high_watermark, e2.last_stable_offset, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.aborted_transactions = None
-                    else:
-                        if n * 17 > blen - pos: raise _bad_count(n)
-                        l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
-                            e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.aborted_transactions = l2
-                    e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2._diverging_epoch = None
-                    e2._current_leader = None
-                    e2._snapshot_id = None
-                    nt2 = buf[pos]
-                    if nt2 < 128: pos += 1
-                    else: nt2, pos = _ruv(buf, pos)
-                    ut2: dict[int, bytes] = {}
-                    for _ in range(nt2):
-                        tg2, pos = _ruv(buf, pos)
-                        sz2, pos = _ruv(buf, pos)
-                        tend2 = pos + sz2
-                        if tend2 > blen: raise _bad_length(sz2)
-                        if tg2 == 0:
-                            e4 = _new(_C_FetchResponse_Responses_Partitions_DivergingEpoch)
-                            e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._diverging_epoch = e4
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        elif tg2 == 1:
-                            e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
-                            e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
-                            else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4_2
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        elif tg2 == 2:
-                            e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
-                            e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
-                            if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
-                            else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._snapshot_id = e4_3
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
-                    e2.unknown_tags = ut2
-                    a1(e2)
-                e1.partitions = l1
-            e1.topic = ''
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+                    e3 = _new(_C_FetchResponse_Responses_Partitions_AbortedTransactions)
+                    e3.producer_id, e3.first_offset = _U_qq(buf, pos); pos += 16
+                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                    a2(e3)
+                e2.aborted_transactions = l2
+            e2.preferred_read_replica, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n == -1: e2.records = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2._diverging_epoch = None
+            e2._current_leader = None
+            e2._snapshot_id = None
+            nt2 = buf[pos]
+            if nt2 < 128: pos += 1
+            else: nt2, pos = _ruv(buf, pos)
+            ut2: dict[int, bytes] = {}
+            for _ in range(nt2):
+                tg2, pos = _ruv(buf, pos)
+                sz2, pos = _ruv(buf, pos)
+                tend2 = pos + sz2
+                if tend2 > blen: raise _bad_length(sz2)
+                if tg2 == 0:
+                    e4 = _new(_C_FetchResponse_Responses_Partitions_DivergingEpoch)
+                    e4.epoch, e4.end_offset = _U_iq(buf, pos); pos += 12
+                    if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                    else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._diverging_epoch = e4
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                elif tg2 == 1:
+                    e4_2 = _new(_C_FetchResponse_Responses_Partitions_CurrentLeader)
+                    e4_2.leader_id, e4_2.leader_epoch = _U_ii(buf, pos); pos += 8
+                    if buf[pos] == 0: pos += 1; e4_2.unknown_tags = {}
+                    else: e4_2.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._current_leader = e4_2
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                elif tg2 == 2:
+                    e4_3 = _new(_C_FetchResponse_Responses_Partitions_SnapshotId)
+                    e4_3.end_offset, e4_3.epoch = _U_qi(buf, pos); pos += 12
+                    if buf[pos] == 0: pos += 1; e4_3.unknown_tags = {}
+                    else: e4_3.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._snapshot_id = e4_3
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
+            e2.unknown_tags = ut2
+            a1(e2)
+        e1.partitions = l1
+        e1.topic = ''
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     o.node_endpoints = []
     nt0 = buf[pos]
     if nt0 < 128: pos += 1
@@ -2568,34 +2378,33 @@ def _decode_resp_v16(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.node_endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 11 > blen - pos: raise _bad_count(n)
-                l1_2: list[FetchResponse.NodeEndpoints] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_FetchResponse_NodeEndpoints)
-                    e2_2.node_id, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+            if n < 0: raise _null_array(n, 'node_endpoints')
+            if n * 11 > blen - pos: raise _bad_count(n)
+            l1_2: list[FetchResponse.NodeEndpoints] = []; a1_2 = l1_2.append
+            for _ in range(n):
+                e2_2 = _new(_C_FetchResponse_NodeEndpoints)
+                e2_2.node_id, = _U_i(buf, pos); pos += 4
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
+                e2_2.port, = _U_i(buf, pos); pos += 4
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e2_2.rack = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.port, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2_2.rack = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                o.node_endpoints = l1_2
+                    e2_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+                if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                a1_2(e2_2)
+            o.node_endpoints = l1_2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
@@ -2604,204 +2413,176 @@ def _decode_resp_v16(buf: _Buffer, pos: int) -> tuple[FetchResponse, int]:
 
 def _encode_resp_v0(o: FetchResponse, ap: _Append) -> None:
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihq(x1.partition_index, x1.error_code, x1.high_watermark))
-                    _write_records(ap, x1.records)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihq(x1.partition_index, x1.error_code, x1.high_watermark))
+            _write_records(ap, x1.records)
 
 
 def _encode_resp_v1(o: FetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihq(x1.partition_index, x1.error_code, x1.high_watermark))
-                    _write_records(ap, x1.records)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihq(x1.partition_index, x1.error_code, x1.high_watermark))
+            _write_records(ap, x1.records)
 
 
 def _encode_resp_v4(o: FetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                    _write_records(ap, x1.records)
+                ap(_P_i(len(l2)))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+            _write_records(ap, x1.records)
 
 
 def _encode_resp_v5(o: FetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                    _write_records(ap, x1.records)
+                ap(_P_i(len(l2)))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+            _write_records(ap, x1.records)
 
 
 def _encode_resp_v7(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                    _write_records(ap, x1.records)
+                ap(_P_i(len(l2)))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+            _write_records(ap, x1.records)
 
 
 def _encode_resp_v11(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                    ap(_P_i(x1.preferred_read_replica))
-                    _write_records(ap, x1.records)
+                ap(_P_i(len(l2)))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+            ap(_P_i(x1.preferred_read_replica))
+            _write_records(ap, x1.records)
 
 
 def _encode_resp_v12(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ap(_P_i(x1.preferred_read_replica))
-                    _write_compact_records(ap, x1.records)
-                    tl2: list[tuple[int, bytes]] = []
-                    tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
-                    if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
-                        tp2: list[bytes] = []; tap2 = tp2.append
-                        e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
-                        tap2(_P_iq(e4.epoch, e4.end_offset))
-                        ut4 = e4.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((0, b''.join(tp2)))
-                    tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
-                    if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
-                        tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
-                        ut4 = e4_2.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((1, b''.join(tp2)))
-                    tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
-                    if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
-                        tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
-                        ut4 = e4_3.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((2, b''.join(tp2)))
-                    ut2 = x1.unknown_tags
-                    if ut2: tl2.extend(ut2.items())
-                    if tl2: _write_tags(ap, tl2)
+                n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+                    ut3 = x2.unknown_tags
+                    if ut3: _write_tags(ap, ut3.items())
                     else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ap(_P_i(x1.preferred_read_replica))
+            _write_compact_records(ap, x1.records)
+            tl2: list[tuple[int, bytes]] = []
+            tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
+            if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
+                tp2: list[bytes] = []; tap2 = tp2.append
+                e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
+                tap2(_P_iq(e4.epoch, e4.end_offset))
+                ut4 = e4.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((0, b''.join(tp2)))
+            tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
+            if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
+                tp2 = []; tap2 = tp2.append
+                e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
+                tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
+                ut4 = e4_2.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((1, b''.join(tp2)))
+            tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
+            if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
+                tp2 = []; tap2 = tp2.append
+                e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
+                tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
+                ut4 = e4_3.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((2, b''.join(tp2)))
+            ut2 = x1.unknown_tags
+            if ut2: tl2.extend(ut2.items())
+            if tl2: _write_tags(ap, tl2)
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -2810,63 +2591,59 @@ def _encode_resp_v12(o: FetchResponse, ap: _Append) -> None:
 def _encode_resp_v13(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ap(_P_i(x1.preferred_read_replica))
-                    _write_compact_records(ap, x1.records)
-                    tl2: list[tuple[int, bytes]] = []
-                    tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
-                    if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
-                        tp2: list[bytes] = []; tap2 = tp2.append
-                        e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
-                        tap2(_P_iq(e4.epoch, e4.end_offset))
-                        ut4 = e4.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((0, b''.join(tp2)))
-                    tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
-                    if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
-                        tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
-                        ut4 = e4_2.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((1, b''.join(tp2)))
-                    tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
-                    if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
-                        tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
-                        ut4 = e4_3.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((2, b''.join(tp2)))
-                    ut2 = x1.unknown_tags
-                    if ut2: tl2.extend(ut2.items())
-                    if tl2: _write_tags(ap, tl2)
+                n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+                    ut3 = x2.unknown_tags
+                    if ut3: _write_tags(ap, ut3.items())
                     else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ap(_P_i(x1.preferred_read_replica))
+            _write_compact_records(ap, x1.records)
+            tl2: list[tuple[int, bytes]] = []
+            tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
+            if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
+                tp2: list[bytes] = []; tap2 = tp2.append
+                e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
+                tap2(_P_iq(e4.epoch, e4.end_offset))
+                ut4 = e4.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((0, b''.join(tp2)))
+            tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
+            if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
+                tp2 = []; tap2 = tp2.append
+                e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
+                tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
+                ut4 = e4_2.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((1, b''.join(tp2)))
+            tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
+            if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
+                tp2 = []; tap2 = tp2.append
+                e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
+                tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
+                ut4 = e4_3.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((2, b''.join(tp2)))
+            ut2 = x1.unknown_tags
+            if ut2: tl2.extend(ut2.items())
+            if tl2: _write_tags(ap, tl2)
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -2875,86 +2652,80 @@ def _encode_resp_v13(o: FetchResponse, ap: _Append) -> None:
 def _encode_resp_v16(o: FetchResponse, ap: _Append) -> None:
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
     l0: list[FetchResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[FetchResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[FetchResponse.Responses.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
+            l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
+            if l2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.partition_index, x1.error_code, x1.high_watermark, x1.last_stable_offset, x1.log_start_offset))
-                    l2: list[FetchResponse.Responses.Partitions.AbortedTransactions] | None = x1.aborted_transactions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_qq(x2.producer_id, x2.first_offset))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ap(_P_i(x1.preferred_read_replica))
-                    _write_compact_records(ap, x1.records)
-                    tl2: list[tuple[int, bytes]] = []
-                    tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
-                    if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
-                        tp2: list[bytes] = []; tap2 = tp2.append
-                        e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
-                        tap2(_P_iq(e4.epoch, e4.end_offset))
-                        ut4 = e4.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((0, b''.join(tp2)))
-                    tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
-                    if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
-                        tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
-                        ut4 = e4_2.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((1, b''.join(tp2)))
-                    tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
-                    if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
-                        tp2 = []; tap2 = tp2.append
-                        e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
-                        tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
-                        ut4 = e4_3.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((2, b''.join(tp2)))
-                    ut2 = x1.unknown_tags
-                    if ut2: tl2.extend(ut2.items())
-                    if tl2: _write_tags(ap, tl2)
+                n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                for x2 in l2:
+                    ap(_P_qq(x2.producer_id, x2.first_offset))
+                    ut3 = x2.unknown_tags
+                    if ut3: _write_tags(ap, ut3.items())
                     else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            ap(_P_i(x1.preferred_read_replica))
+            _write_compact_records(ap, x1.records)
+            tl2: list[tuple[int, bytes]] = []
+            tv2: FetchResponse.Responses.Partitions.DivergingEpoch | None = x1._diverging_epoch
+            if tv2 is not None and (tv2.epoch != -1 or tv2.end_offset != -1 or tv2.unknown_tags):
+                tp2: list[bytes] = []; tap2 = tp2.append
+                e4: FetchResponse.Responses.Partitions.DivergingEpoch = tv2
+                tap2(_P_iq(e4.epoch, e4.end_offset))
+                ut4 = e4.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((0, b''.join(tp2)))
+            tv2_2: FetchResponse.Responses.Partitions.CurrentLeader | None = x1._current_leader
+            if tv2_2 is not None and (tv2_2.leader_id != -1 or tv2_2.leader_epoch != -1 or tv2_2.unknown_tags):
+                tp2 = []; tap2 = tp2.append
+                e4_2: FetchResponse.Responses.Partitions.CurrentLeader = tv2_2
+                tap2(_P_ii(e4_2.leader_id, e4_2.leader_epoch))
+                ut4 = e4_2.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((1, b''.join(tp2)))
+            tv2_3: FetchResponse.Responses.Partitions.SnapshotId | None = x1._snapshot_id
+            if tv2_3 is not None and (tv2_3.end_offset != -1 or tv2_3.epoch != -1 or tv2_3.unknown_tags):
+                tp2 = []; tap2 = tp2.append
+                e4_3: FetchResponse.Responses.Partitions.SnapshotId = tv2_3
+                tap2(_P_qi(e4_3.end_offset, e4_3.epoch))
+                ut4 = e4_3.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((2, b''.join(tp2)))
+            ut2 = x1.unknown_tags
+            if ut2: tl2.extend(ut2.items())
+            if tl2: _write_tags(ap, tl2)
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     tl0: list[tuple[int, bytes]] = []
     tv0: list[FetchResponse.NodeEndpoints] = o.node_endpoints
     if tv0:
         tp0: list[bytes] = []; tap0 = tp0.append
         l1_2: list[FetchResponse.NodeEndpoints] = tv0
-        if l1_2 is None: tap0(b'\x00')
-        else:
-            n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1_2 in l1_2:
-                tap0(_P_i(x1_2.node_id))
-                s: bytes = x1_2.host.encode()
+        n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            tap0(_P_i(x1_2.node_id))
+            s: bytes = x1_2.host.encode()
+            n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            tap0(s)
+            tap0(_P_i(x1_2.port))
+            sn: str | None = x1_2.rack
+            if sn is None: tap0(b'\x00')
+            else:
+                s = sn.encode()
                 n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                 tap0(s)
-                tap0(_P_i(x1_2.port))
-                sn: str | None = x1_2.rack
-                if sn is None: tap0(b'\x00')
-                else:
-                    s = sn.encode()
-                    n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-                    tap0(s)
-                ut2 = x1_2.unknown_tags
-                if ut2: _write_tags(tap0, ut2.items())
-                else: tap0(b'\x00')
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(tap0, ut2.items())
+            else: tap0(b'\x00')
         tl0.append((0, b''.join(tp0)))
     ut0 = o.unknown_tags
     if ut0: tl0.extend(ut0.items())

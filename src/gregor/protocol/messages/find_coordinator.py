@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -232,20 +232,19 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[FindCoordinatorRequest, int]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.coordinator_keys = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.coordinator_keys = l0
+    if n < 0: raise _null_array(n, 'coordinator_keys')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.coordinator_keys = l0
     o.key = ''
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -278,13 +277,11 @@ def _encode_req_v3(o: FindCoordinatorRequest, ap: _Append) -> None:
 def _encode_req_v4(o: FindCoordinatorRequest, ap: _Append) -> None:
     ap(_P_b(o.key_type))
     l0: list[str] = o.coordinator_keys
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -363,41 +360,40 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[FindCoordinatorResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.coordinators = None  # type: ignore[assignment]
-    else:
-        if n * 14 > blen - pos: raise _bad_count(n)
-        l0: list[FindCoordinatorResponse.Coordinators] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_FindCoordinatorResponse_Coordinators)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'coordinators')
+    if n * 14 > blen - pos: raise _bad_count(n)
+    l0: list[FindCoordinatorResponse.Coordinators] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_FindCoordinatorResponse_Coordinators)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.key = str(buf[pos:end], 'utf-8'); pos = end
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, e1.error_code = _U_ih(buf, pos); pos += 6
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.key = str(buf[pos:end], 'utf-8'); pos = end
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, e1.error_code = _U_ih(buf, pos); pos += 6
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.coordinators = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.coordinators = l0
     o.error_code = 0
     o.error_message = None
     o.node_id = 0
@@ -452,27 +448,25 @@ def _encode_resp_v3(o: FindCoordinatorResponse, ap: _Append) -> None:
 def _encode_resp_v4(o: FindCoordinatorResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[FindCoordinatorResponse.Coordinators] = o.coordinators
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.key.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.key.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.node_id))
+        s = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ih(x0.port, x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.node_id))
-            s = x0.host.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_ih(x0.port, x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -162,30 +162,28 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[GetTelemetrySubscriptionsRe
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.accepted_compression_types = None  # type: ignore[assignment]
-    else:
-        if n < 64: o.accepted_compression_types = list(_UA_b[n](buf, pos))
-        else: o.accepted_compression_types = list(_unpack_from('>%db' % n, buf, pos))
-        pos += n * 1
+    if n < 0: raise _null_array(n, 'accepted_compression_types')
+    if n < 64: o.accepted_compression_types = list(_UA_b[n](buf, pos))
+    else: o.accepted_compression_types = list(_unpack_from('>%db' % n, buf, pos))
+    pos += n * 1
     o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality = _U_iio(buf, pos); pos += 9
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.requested_metrics = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.requested_metrics = l0
+    if n < 0: raise _null_array(n, 'requested_metrics')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.requested_metrics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -194,21 +192,17 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[GetTelemetrySubscriptionsRe
 def _encode_resp_v0(o: GetTelemetrySubscriptionsResponse, ap: _Append) -> None:
     ap(_P_ihQQi(o.throttle_time_ms, o.error_code, o.client_instance_id.int >> 64, o.client_instance_id.int & _M64, o.subscription_id))
     l0: list[int] = o.accepted_compression_types
-    if l0 is None: ap(b'\x00')
-    else:
-        c = len(l0)
-        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        if c < 64: ap(_PA_b[c](*l0))
-        else: ap(_pack('>%db' % c, *l0))
+    c = len(l0)
+    n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    if c < 64: ap(_PA_b[c](*l0))
+    else: ap(_pack('>%db' % c, *l0))
     ap(_P_iio(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality))
     l0_2: list[str] = o.requested_metrics
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0_2:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0_2:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

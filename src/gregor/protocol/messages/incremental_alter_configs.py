@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -222,45 +222,39 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsReque
     blen = len(buf)
     o = _new(_C_IncrementalAlterConfigsRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.resources = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[IncrementalAlterConfigsRequest.Resources] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[IncrementalAlterConfigsRequest.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_IncrementalAlterConfigsRequest_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'configs')
+        if n * 5 > blen - pos: raise _bad_count(n)
+        l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_IncrementalAlterConfigsRequest_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_IncrementalAlterConfigsRequest_Resources_Configs)
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.configs = None  # type: ignore[assignment]
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.config_operation, = _U_b(buf, pos); pos += 1
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.value = None
             else:
-                if n * 5 > blen - pos: raise _bad_count(n)
-                l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_IncrementalAlterConfigsRequest_Resources_Configs)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.config_operation, = _U_b(buf, pos); pos += 1
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.configs = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.resources = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.value = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.configs = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.resources = l0
     o.validate_only, = _U_o(buf, pos); pos += 1
     o.unknown_tags = {}
     return o, pos
@@ -273,55 +267,53 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsReque
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.resources = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'resources')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[IncrementalAlterConfigsRequest.Resources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_IncrementalAlterConfigsRequest_Resources)
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'configs')
         if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[IncrementalAlterConfigsRequest.Resources] = []; a0 = l0.append
+        l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_IncrementalAlterConfigsRequest_Resources)
-            e1.resource_type, = _U_b(buf, pos); pos += 1
+            e2 = _new(_C_IncrementalAlterConfigsRequest_Resources_Configs)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2.config_operation, = _U_b(buf, pos); pos += 1
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.configs = None  # type: ignore[assignment]
+            if n == -1: e2.value = None
             else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_IncrementalAlterConfigsRequest_Resources_Configs)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.config_operation, = _U_b(buf, pos); pos += 1
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.value = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.value = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.configs = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.resources = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.value = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.configs = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.resources = l0
     o.validate_only, = _U_o(buf, pos); pos += 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -330,63 +322,55 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsReque
 
 def _encode_req_v0(o: IncrementalAlterConfigsRequest, ap: _Append) -> None:
     l0: list[IncrementalAlterConfigsRequest.Resources] = o.resources
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = x0.configs
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s = x1.name.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = x0.configs
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+            ap(_P_b(x1.config_operation))
+            sn: str | None = x1.value
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_b(x1.config_operation))
-                    sn: str | None = x1.value
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
     ap(_P_o(o.validate_only))
 
 
 def _encode_req_v1(o: IncrementalAlterConfigsRequest, ap: _Append) -> None:
     l0: list[IncrementalAlterConfigsRequest.Resources] = o.resources
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_b(x0.resource_type))
-            s: bytes = x0.resource_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_b(x0.resource_type))
+        s: bytes = x0.resource_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = x0.configs
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[IncrementalAlterConfigsRequest.Resources.Configs] = x0.configs
-            if l1 is None: ap(b'\x00')
+            ap(_P_b(x1.config_operation))
+            sn: str | None = x1.value
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_b(x1.config_operation))
-                    sn: str | None = x1.value
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_o(o.validate_only))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -398,29 +382,26 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsResp
     o = _new(_C_IncrementalAlterConfigsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0: list[IncrementalAlterConfigsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_IncrementalAlterConfigsResponse_Responses)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0: list[IncrementalAlterConfigsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_IncrementalAlterConfigsResponse_Responses)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -433,34 +414,33 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsResp
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[IncrementalAlterConfigsResponse.Responses] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_IncrementalAlterConfigsResponse_Responses)
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            e1.resource_type, = _U_b(buf, pos); pos += 1
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[IncrementalAlterConfigsResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_IncrementalAlterConfigsResponse_Responses)
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        e1.resource_type, = _U_b(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.resource_name = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -469,44 +449,40 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[IncrementalAlterConfigsResp
 def _encode_resp_v0(o: IncrementalAlterConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[IncrementalAlterConfigsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s: bytes = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s: bytes = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
 
 
 def _encode_resp_v1(o: IncrementalAlterConfigsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[IncrementalAlterConfigsResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_h(x0.error_code))
-            sn: str | None = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s: bytes = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_b(x0.resource_type))
-            s = x0.resource_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_h(x0.error_code))
+        sn: str | None = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s: bytes = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ap(_P_b(x0.resource_type))
+        s = x0.resource_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

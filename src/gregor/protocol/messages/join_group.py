@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -242,25 +242,22 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.protocols = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupRequest_Protocols)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.protocols = l0
+    if n < 0: raise _null_array(n, 'protocols')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupRequest_Protocols)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.protocols = l0
     o.rebalance_timeout_ms = -1
     o.group_instance_id = None
     o.reason = None
@@ -285,25 +282,22 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.protocols = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupRequest_Protocols)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.protocols = l0
+    if n < 0: raise _null_array(n, 'protocols')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupRequest_Protocols)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.protocols = l0
     o.group_instance_id = None
     o.reason = None
     o.unknown_tags = {}
@@ -333,25 +327,22 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.protocol_type = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.protocols = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupRequest_Protocols)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.protocols = l0
+    if n < 0: raise _null_array(n, 'protocols')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupRequest_Protocols)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.protocols = l0
     o.reason = None
     o.unknown_tags = {}
     return o, pos
@@ -395,30 +386,29 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.protocols = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupRequest_Protocols)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.protocols = l0
+    if n < 0: raise _null_array(n, 'protocols')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupRequest_Protocols)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.protocols = l0
     o.reason = None
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -463,30 +453,29 @@ def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[JoinGroupRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.protocols = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupRequest_Protocols)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.protocols = l0
+    if n < 0: raise _null_array(n, 'protocols')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupRequest.Protocols] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupRequest_Protocols)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.protocols = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -513,16 +502,14 @@ def _encode_req_v0(o: JoinGroupRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[JoinGroupRequest.Protocols] = o.protocols
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.metadata
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.metadata
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_req_v1(o: JoinGroupRequest, ap: _Append) -> None:
@@ -537,16 +524,14 @@ def _encode_req_v1(o: JoinGroupRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[JoinGroupRequest.Protocols] = o.protocols
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.metadata
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.metadata
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_req_v5(o: JoinGroupRequest, ap: _Append) -> None:
@@ -567,16 +552,14 @@ def _encode_req_v5(o: JoinGroupRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[JoinGroupRequest.Protocols] = o.protocols
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.metadata
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.metadata
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_req_v6(o: JoinGroupRequest, ap: _Append) -> None:
@@ -597,19 +580,17 @@ def _encode_req_v6(o: JoinGroupRequest, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[JoinGroupRequest.Protocols] = o.protocols
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.metadata
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.metadata
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -633,19 +614,17 @@ def _encode_req_v8(o: JoinGroupRequest, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[JoinGroupRequest.Protocols] = o.protocols
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.metadata
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.metadata
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     sn = o.reason
     if sn is None: ap(b'\x00')
     else:
@@ -674,26 +653,23 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.members = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupResponse_Members)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            e1.group_instance_id = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.members = l0
+    if n < 0: raise _null_array(n, 'members')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupResponse_Members)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        e1.group_instance_id = None
+        e1.unknown_tags = {}
+        a0(e1)
+    o.members = l0
     o.throttle_time_ms = 0
     o.protocol_type = None
     o.skip_assignment = False
@@ -718,26 +694,23 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.members = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupResponse_Members)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            e1.group_instance_id = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.members = l0
+    if n < 0: raise _null_array(n, 'members')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupResponse_Members)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        e1.group_instance_id = None
+        e1.unknown_tags = {}
+        a0(e1)
+    o.members = l0
     o.protocol_type = None
     o.skip_assignment = False
     o.unknown_tags = {}
@@ -761,31 +734,28 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.members = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupResponse_Members)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'members')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupResponse_Members)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.members = l0
     o.protocol_type = None
     o.skip_assignment = False
     o.unknown_tags = {}
@@ -821,39 +791,38 @@ def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupResponse_Members)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'members')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupResponse_Members)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.members = l0
     o.protocol_type = None
     o.skip_assignment = False
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -901,39 +870,38 @@ def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupResponse_Members)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'members')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupResponse_Members)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.members = l0
     o.skip_assignment = False
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -981,39 +949,38 @@ def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[JoinGroupResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_JoinGroupResponse_Members)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'members')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[JoinGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_JoinGroupResponse_Members)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.metadata = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.metadata = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.members = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -1031,16 +998,14 @@ def _encode_resp_v0(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[JoinGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.member_id.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.metadata
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.metadata
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_resp_v2(o: JoinGroupResponse, ap: _Append) -> None:
@@ -1055,16 +1020,14 @@ def _encode_resp_v2(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[JoinGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.member_id.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.metadata
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.metadata
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_resp_v5(o: JoinGroupResponse, ap: _Append) -> None:
@@ -1079,22 +1042,20 @@ def _encode_resp_v5(o: JoinGroupResponse, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[JoinGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            s = x0.metadata
-            ap(_P_i(len(s)))
-            ap(s)
+        s = x0.metadata
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_resp_v6(o: JoinGroupResponse, ap: _Append) -> None:
@@ -1109,25 +1070,23 @@ def _encode_resp_v6(o: JoinGroupResponse, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[JoinGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            s = x0.metadata
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        s = x0.metadata
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1154,25 +1113,23 @@ def _encode_resp_v7(o: JoinGroupResponse, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[JoinGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn = x0.group_instance_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn = x0.group_instance_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            s = x0.metadata
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        s = x0.metadata
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1200,25 +1157,23 @@ def _encode_resp_v9(o: JoinGroupResponse, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[JoinGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn = x0.group_instance_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn = x0.group_instance_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            s = x0.metadata
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        s = x0.metadata
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

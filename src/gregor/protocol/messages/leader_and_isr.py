@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -429,58 +429,46 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 30 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_UngroupedPartitionStates)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.partition_epoch, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.is_new = False
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 30 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.partition_epoch, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.is_new = False
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.type = 0
@@ -494,58 +482,46 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 31 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_UngroupedPartitionStates)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.partition_epoch, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.is_new, = _U_o(buf, pos); pos += 1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 31 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.partition_epoch, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.is_new, = _U_o(buf, pos); pos += 1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.type = 0
@@ -559,74 +535,59 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 29 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 29 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.is_new, = _U_o(buf, pos); pos += 1
-                    e2.adding_replicas = []
-                    e2.removing_replicas = []
-                    e2.leader_recovery_state = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_states = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topic_states = l0
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.is_new, = _U_o(buf, pos); pos += 1
+            e2.adding_replicas = []
+            e2.removing_replicas = []
+            e2.leader_recovery_state = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_states = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topic_states = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.type = 0
     o.ungrouped_partition_states = []
@@ -639,88 +600,73 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     o = _new(_C_LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 37 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             n, = _U_i(buf, pos); pos += 4
             if n < 0:
                 if n != -1: raise _bad_length(n)
-                e1.partition_states = None  # type: ignore[assignment]
+                e2.adding_replicas = None
             else:
-                if n * 37 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.adding_replicas = None
-                    else:
-                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.removing_replicas = None
-                    else:
-                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.is_new, = _U_o(buf, pos); pos += 1
-                    e2.leader_recovery_state = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_states = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topic_states = l0
+                if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0:
+                if n != -1: raise _bad_length(n)
+                e2.removing_replicas = None
+            else:
+                if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            e2.is_new, = _U_o(buf, pos); pos += 1
+            e2.leader_recovery_state = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_states = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topic_states = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.type = 0
     o.ungrouped_partition_states = []
@@ -736,101 +682,96 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 26 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+            e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.adding_replicas = None
             else:
-                if n * 26 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.adding_replicas = None
-                    else:
-                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.removing_replicas = None
-                    else:
-                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.is_new, = _U_o(buf, pos); pos += 1
-                    e2.leader_recovery_state = 0
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
+                if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.removing_replicas = None
+            else:
+                if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            e2.is_new, = _U_o(buf, pos); pos += 1
+            e2.leader_recovery_state = 0
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.type = 0
     o.ungrouped_partition_states = []
@@ -847,102 +788,97 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 19 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 19 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 26 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+            e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.adding_replicas = None
             else:
-                if n * 26 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.adding_replicas = None
-                    else:
-                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.removing_replicas = None
-                    else:
-                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.is_new, = _U_o(buf, pos); pos += 1
-                    e2.leader_recovery_state = 0
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
+                if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.removing_replicas = None
+            else:
+                if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            e2.is_new, = _U_o(buf, pos); pos += 1
+            e2.leader_recovery_state = 0
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -958,101 +894,96 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 19 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 19 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 27 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+            e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.adding_replicas = None
             else:
-                if n * 27 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.adding_replicas = None
-                    else:
-                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.removing_replicas = None
-                    else:
-                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.is_new, e2.leader_recovery_state = _U_ob(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
+                if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.removing_replicas = None
+            else:
+                if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            e2.is_new, e2.leader_recovery_state = _U_ob(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -1068,101 +999,96 @@ def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 19 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 19 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 27 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrRequest_TopicStates)
+            e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.partition_epoch, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.adding_replicas = None
             else:
-                if n * 27 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.partition_epoch, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.adding_replicas = None
-                    else:
-                        if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.removing_replicas = None
-                    else:
-                        if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.is_new, e2.leader_recovery_state = _U_ob(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
+                if n < 64: e2.adding_replicas = list(_UA_i[n](buf, pos))
+                else: e2.adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: e2.removing_replicas = None
+            else:
+                if n < 64: e2.removing_replicas = list(_UA_i[n](buf, pos))
+                else: e2.removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+            e2.is_new, e2.leader_recovery_state = _U_ob(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.live_leaders = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
-            e1_2.broker_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_leaders = l0_2
+    if n < 0: raise _null_array(n, 'live_leaders')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[LeaderAndIsrRequest.LiveLeaders] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_LeaderAndIsrRequest_LiveLeaders)
+        e1_2.broker_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_leaders = l0_2
     o.ungrouped_partition_states = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1172,247 +1098,201 @@ def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrRequest, int]:
 def _encode_req_v0(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.partition_epoch))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.partition_epoch))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0_2.port))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0_2.port))
 
 
 def _encode_req_v1(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[LeaderAndIsrRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.partition_epoch))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_o(x0.is_new))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.partition_epoch))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_o(x0.is_new))
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0_2.port))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0_2.port))
 
 
 def _encode_req_v2(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_o(x1.is_new))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            l2 = x1.replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_o(x1.is_new))
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0_2.port))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0_2.port))
 
 
 def _encode_req_v3(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            l2 = x1.replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2_2: list[int] | None = x1.adding_replicas
+            if l2_2 is None: ap(b'\xff\xff\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2_2: list[int] | None = x1.adding_replicas
-                    if l2_2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2_2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2_2 = x1.removing_replicas
-                    if l2_2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2_2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    ap(_P_o(x1.is_new))
+                c = len(l2_2)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2_2 = x1.removing_replicas
+            if l2_2 is None: ap(b'\xff\xff\xff\xff')
+            else:
+                c = len(l2_2)
+                ap(_P_i(c))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            ap(_P_o(x1.is_new))
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0_2.port))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0_2.port))
 
 
 def _encode_req_v4(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2_2: list[int] | None = x1.adding_replicas
+            if l2_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2_2: list[int] | None = x1.adding_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2_2 = x1.removing_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    ap(_P_o(x1.is_new))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2_2 = x1.removing_replicas
+            if l2_2 is None: ap(b'\x00')
+            else:
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            ap(_P_o(x1.is_new))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0_2.port))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0_2.port))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1421,69 +1301,59 @@ def _encode_req_v4(o: LeaderAndIsrRequest, ap: _Append) -> None:
 def _encode_req_v5(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiqb(o.controller_id, o.controller_epoch, o.broker_epoch, o.type))
     l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2_2: list[int] | None = x1.adding_replicas
+            if l2_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2_2: list[int] | None = x1.adding_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2_2 = x1.removing_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    ap(_P_o(x1.is_new))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2_2 = x1.removing_replicas
+            if l2_2 is None: ap(b'\x00')
+            else:
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            ap(_P_o(x1.is_new))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0_2.port))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0_2.port))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1492,69 +1362,59 @@ def _encode_req_v5(o: LeaderAndIsrRequest, ap: _Append) -> None:
 def _encode_req_v6(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_iiqb(o.controller_id, o.controller_epoch, o.broker_epoch, o.type))
     l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2_2: list[int] | None = x1.adding_replicas
+            if l2_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2_2: list[int] | None = x1.adding_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2_2 = x1.removing_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    ap(_P_ob(x1.is_new, x1.leader_recovery_state))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2_2 = x1.removing_replicas
+            if l2_2 is None: ap(b'\x00')
+            else:
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            ap(_P_ob(x1.is_new, x1.leader_recovery_state))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0_2.port))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0_2.port))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1563,69 +1423,59 @@ def _encode_req_v6(o: LeaderAndIsrRequest, ap: _Append) -> None:
 def _encode_req_v7(o: LeaderAndIsrRequest, ap: _Append) -> None:
     ap(_P_ioiqb(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch, o.type))
     l0: list[LeaderAndIsrRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[LeaderAndIsrRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.partition_epoch))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2_2: list[int] | None = x1.adding_replicas
+            if l2_2 is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.partition_epoch))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2_2: list[int] | None = x1.adding_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    l2_2 = x1.removing_replicas
-                    if l2_2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2_2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2_2))
-                        else: ap(_pack('>%di' % c, *l2_2))
-                    ap(_P_ob(x1.is_new, x1.leader_recovery_state))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            l2_2 = x1.removing_replicas
+            if l2_2 is None: ap(b'\x00')
+            else:
+                c = len(l2_2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2_2))
+                else: ap(_pack('>%di' % c, *l2_2))
+            ap(_P_ob(x1.is_new, x1.leader_recovery_state))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     l0_2: list[LeaderAndIsrRequest.LiveLeaders] = o.live_leaders
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.broker_id))
-            s = x0_2.host_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0_2.port))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.broker_id))
+        s = x0_2.host_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0_2.port))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1636,22 +1486,19 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     o = _new(_C_LeaderAndIsrResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.partition_errors = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrResponse.PartitionErrors] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrResponse_PartitionErrors)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
-            e1.unknown_tags = {}
-            a0(e1)
-        o.partition_errors = l0
+    if n < 0: raise _null_array(n, 'partition_errors')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrResponse.PartitionErrors] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrResponse_PartitionErrors)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
+        e1.unknown_tags = {}
+        a0(e1)
+    o.partition_errors = l0
     o.topics = []
     o.unknown_tags = {}
     return o, pos
@@ -1665,24 +1512,23 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.partition_errors = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrResponse.PartitionErrors] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrResponse_PartitionErrors)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.partition_errors = l0
+    if n < 0: raise _null_array(n, 'partition_errors')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrResponse.PartitionErrors] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrResponse_PartitionErrors)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.partition_errors = l0
     o.topics = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1697,33 +1543,31 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[LeaderAndIsrResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[LeaderAndIsrResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaderAndIsrResponse_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_errors')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[LeaderAndIsrResponse.Topics.PartitionErrors] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_LeaderAndIsrResponse_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_errors = None  # type: ignore[assignment]
-            else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[LeaderAndIsrResponse.Topics.PartitionErrors] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_LeaderAndIsrResponse_Topics_PartitionErrors)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_errors = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_LeaderAndIsrResponse_Topics_PartitionErrors)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_errors = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.partition_errors = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1733,30 +1577,26 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[LeaderAndIsrResponse, int]:
 def _encode_resp_v0(o: LeaderAndIsrResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[LeaderAndIsrResponse.PartitionErrors] = o.partition_errors
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_ih(x0.partition_index, x0.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_ih(x0.partition_index, x0.error_code))
 
 
 def _encode_resp_v4(o: LeaderAndIsrResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[LeaderAndIsrResponse.PartitionErrors] = o.partition_errors
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_ih(x0.partition_index, x0.error_code))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ih(x0.partition_index, x0.error_code))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1765,23 +1605,19 @@ def _encode_resp_v4(o: LeaderAndIsrResponse, ap: _Append) -> None:
 def _encode_resp_v5(o: LeaderAndIsrResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[LeaderAndIsrResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[LeaderAndIsrResponse.Topics.PartitionErrors] = x0.partition_errors
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[LeaderAndIsrResponse.Topics.PartitionErrors] = x0.partition_errors
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

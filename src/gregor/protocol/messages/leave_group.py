@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -210,28 +210,25 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.group_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.members = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaveGroupRequest_Members)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'members')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaveGroupRequest_Members)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.reason = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.reason = None
+        e1.unknown_tags = {}
+        a0(e1)
+    o.members = l0
     o.member_id = ''
     o.unknown_tags = {}
     return o, pos
@@ -251,33 +248,32 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaveGroupRequest_Members)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'members')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaveGroupRequest_Members)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.reason = None
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.reason = None
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.members = l0
     o.member_id = ''
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -298,41 +294,40 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None  # type: ignore[assignment]
-    else:
-        if n * 4 > blen - pos: raise _bad_count(n)
-        l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaveGroupRequest_Members)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'members')
+    if n * 4 > blen - pos: raise _bad_count(n)
+    l0: list[LeaveGroupRequest.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaveGroupRequest_Members)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.reason = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.reason = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.reason = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1.reason = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.members = l0
     o.member_id = ''
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -353,19 +348,17 @@ def _encode_req_v3(o: LeaveGroupRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[LeaveGroupRequest.Members] = o.members
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
 
 
 def _encode_req_v4(o: LeaveGroupRequest, ap: _Append) -> None:
@@ -373,22 +366,20 @@ def _encode_req_v4(o: LeaveGroupRequest, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[LeaveGroupRequest.Members] = o.members
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -399,28 +390,26 @@ def _encode_req_v5(o: LeaveGroupRequest, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[LeaveGroupRequest.Members] = o.members
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            sn = x0.reason
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        sn = x0.reason
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -448,28 +437,25 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.members = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[LeaveGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaveGroupResponse_Members)
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'members')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[LeaveGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaveGroupResponse_Members)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            e1.unknown_tags = {}
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        e1.unknown_tags = {}
+        a0(e1)
+    o.members = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -482,33 +468,32 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[LeaveGroupResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.members = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[LeaveGroupResponse.Members] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_LeaveGroupResponse_Members)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'members')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[LeaveGroupResponse.Members] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_LeaveGroupResponse_Members)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.group_instance_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.group_instance_id = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.members = l0
+            e1.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.members = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -525,42 +510,38 @@ def _encode_resp_v1(o: LeaveGroupResponse, ap: _Append) -> None:
 def _encode_resp_v3(o: LeaveGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[LeaveGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.member_id.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
-            ap(_P_h(x0.error_code))
+        ap(_P_h(x0.error_code))
 
 
 def _encode_resp_v4(o: LeaveGroupResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[LeaveGroupResponse.Members] = o.members
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.member_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn: str | None = x0.group_instance_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn: str | None = x0.group_instance_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_h(x0.error_code))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ap(_P_h(x0.error_code))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

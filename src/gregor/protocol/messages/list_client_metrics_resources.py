@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -152,23 +152,22 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListClientMetricsResourcesR
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.client_metrics_resources = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[ListClientMetricsResourcesResponse.ClientMetricsResources] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_ListClientMetricsResourcesResponse_ClientMetricsResources)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.client_metrics_resources = l0
+    if n < 0: raise _null_array(n, 'client_metrics_resources')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[ListClientMetricsResourcesResponse.ClientMetricsResources] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListClientMetricsResourcesResponse_ClientMetricsResources)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.client_metrics_resources = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -177,16 +176,14 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListClientMetricsResourcesR
 def _encode_resp_v0(o: ListClientMetricsResourcesResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[ListClientMetricsResourcesResponse.ClientMetricsResources] = o.client_metrics_resources
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -278,35 +278,29 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
-                    e2.partition_index, e2.timestamp, e2.max_num_offsets = _U_iqi(buf, pos); pos += 16
-                    e2.current_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
+            e2.partition_index, e2.timestamp, e2.max_num_offsets = _U_iqi(buf, pos); pos += 16
+            e2.current_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.isolation_level = 0
     o.unknown_tags = {}
     return o, pos
@@ -317,36 +311,30 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 12 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 12 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
-                    e2.partition_index, e2.timestamp = _U_iq(buf, pos); pos += 12
-                    e2.current_leader_epoch = -1
-                    e2.max_num_offsets = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
+            e2.partition_index, e2.timestamp = _U_iq(buf, pos); pos += 12
+            e2.current_leader_epoch = -1
+            e2.max_num_offsets = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.isolation_level = 0
     o.unknown_tags = {}
     return o, pos
@@ -357,36 +345,30 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, o.isolation_level = _U_ib(buf, pos); pos += 5
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 12 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 12 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
-                    e2.partition_index, e2.timestamp = _U_iq(buf, pos); pos += 12
-                    e2.current_leader_epoch = -1
-                    e2.max_num_offsets = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
+            e2.partition_index, e2.timestamp = _U_iq(buf, pos); pos += 12
+            e2.current_leader_epoch = -1
+            e2.max_num_offsets = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -396,35 +378,29 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_ListOffsetsRequest)
     o.replica_id, o.isolation_level = _U_ib(buf, pos); pos += 5
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
-                    e2.partition_index, e2.current_leader_epoch, e2.timestamp = _U_iiq(buf, pos); pos += 16
-                    e2.max_num_offsets = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
+            e2.partition_index, e2.current_leader_epoch, e2.timestamp = _U_iiq(buf, pos); pos += 16
+            e2.max_num_offsets = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -437,39 +413,37 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 17 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 17 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
-                    e2.partition_index, e2.current_leader_epoch, e2.timestamp = _U_iiq(buf, pos); pos += 16
-                    e2.max_num_offsets = 0
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsRequest_Topics_Partitions)
+            e2.partition_index, e2.current_leader_epoch, e2.timestamp = _U_iiq(buf, pos); pos += 16
+            e2.max_num_offsets = 0
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -478,97 +452,77 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[ListOffsetsRequest, int]:
 def _encode_req_v0(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
     l0: list[ListOffsetsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.timestamp, x1.max_num_offsets))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.timestamp, x1.max_num_offsets))
 
 
 def _encode_req_v1(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
     l0: list[ListOffsetsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.timestamp))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.timestamp))
 
 
 def _encode_req_v2(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_ib(o.replica_id, o.isolation_level))
     l0: list[ListOffsetsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.timestamp))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.timestamp))
 
 
 def _encode_req_v4(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_ib(o.replica_id, o.isolation_level))
     l0: list[ListOffsetsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iiq(x1.partition_index, x1.current_leader_epoch, x1.timestamp))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iiq(x1.partition_index, x1.current_leader_epoch, x1.timestamp))
 
 
 def _encode_req_v6(o: ListOffsetsRequest, ap: _Append) -> None:
     ap(_P_ib(o.replica_id, o.isolation_level))
     l0: list[ListOffsetsRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiq(x1.partition_index, x1.current_leader_epoch, x1.timestamp))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ListOffsetsRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiq(x1.partition_index, x1.current_leader_epoch, x1.timestamp))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -578,45 +532,36 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 10 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.old_style_offsets = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.old_style_offsets = list(_UA_q[n](buf, pos))
-                        else: e2.old_style_offsets = list(_unpack_from('>%dq' % n, buf, pos))
-                        pos += n * 8
-                    e2.timestamp = -1
-                    e2.offset = -1
-                    e2.leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'old_style_offsets')
+            if n < 64: e2.old_style_offsets = list(_UA_q[n](buf, pos))
+            else: e2.old_style_offsets = list(_unpack_from('>%dq' % n, buf, pos))
+            pos += n * 8
+            e2.timestamp = -1
+            e2.offset = -1
+            e2.leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -626,36 +571,30 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     blen = len(buf)
     o = _new(_C_ListOffsetsResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 22 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 22 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.timestamp, e2.offset = _U_ihqq(buf, pos); pos += 22
-                    e2.leader_epoch = -1
-                    e2.old_style_offsets = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.timestamp, e2.offset = _U_ihqq(buf, pos); pos += 22
+            e2.leader_epoch = -1
+            e2.old_style_offsets = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -666,36 +605,30 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 22 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 22 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.timestamp, e2.offset = _U_ihqq(buf, pos); pos += 22
-                    e2.leader_epoch = -1
-                    e2.old_style_offsets = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.timestamp, e2.offset = _U_ihqq(buf, pos); pos += 22
+            e2.leader_epoch = -1
+            e2.old_style_offsets = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -705,35 +638,29 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     o = _new(_C_ListOffsetsResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 26 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 26 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.timestamp, e2.offset, e2.leader_epoch = _U_ihqqi(buf, pos); pos += 26
-                    e2.old_style_offsets = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.timestamp, e2.offset, e2.leader_epoch = _U_ihqqi(buf, pos); pos += 26
+            e2.old_style_offsets = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -746,39 +673,37 @@ def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[ListOffsetsResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ListOffsetsResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 27 > blen - pos: raise _bad_count(n)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ListOffsetsResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 27 > blen - pos: raise _bad_count(n)
-                l1: list[ListOffsetsResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code, e2.timestamp, e2.offset, e2.leader_epoch = _U_ihqqi(buf, pos); pos += 26
-                    e2.old_style_offsets = []
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_ListOffsetsResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code, e2.timestamp, e2.offset, e2.leader_epoch = _U_ihqqi(buf, pos); pos += 26
+            e2.old_style_offsets = []
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -786,103 +711,81 @@ def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[ListOffsetsResponse, int]:
 
 def _encode_resp_v0(o: ListOffsetsResponse, ap: _Append) -> None:
     l0: list[ListOffsetsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    l2: list[int] = x1.old_style_offsets
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_q[c](*l2))
-                        else: ap(_pack('>%dq' % c, *l2))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            l2: list[int] = x1.old_style_offsets
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_q[c](*l2))
+            else: ap(_pack('>%dq' % c, *l2))
 
 
 def _encode_resp_v1(o: ListOffsetsResponse, ap: _Append) -> None:
     l0: list[ListOffsetsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqq(x1.partition_index, x1.error_code, x1.timestamp, x1.offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqq(x1.partition_index, x1.error_code, x1.timestamp, x1.offset))
 
 
 def _encode_resp_v2(o: ListOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[ListOffsetsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqq(x1.partition_index, x1.error_code, x1.timestamp, x1.offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqq(x1.partition_index, x1.error_code, x1.timestamp, x1.offset))
 
 
 def _encode_resp_v4(o: ListOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[ListOffsetsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqqi(x1.partition_index, x1.error_code, x1.timestamp, x1.offset, x1.leader_epoch))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqqi(x1.partition_index, x1.error_code, x1.timestamp, x1.offset, x1.leader_epoch))
 
 
 def _encode_resp_v6(o: ListOffsetsResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[ListOffsetsResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihqqi(x1.partition_index, x1.error_code, x1.timestamp, x1.offset, x1.leader_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ListOffsetsResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihqqi(x1.partition_index, x1.error_code, x1.timestamp, x1.offset, x1.leader_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -163,29 +163,27 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ListTransactionsRequest, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.state_filters = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.state_filters = l0
+    if n < 0: raise _null_array(n, 'state_filters')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.state_filters = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.producer_id_filters = None  # type: ignore[assignment]
-    else:
-        if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
-        else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
-        pos += n * 8
+    if n < 0: raise _null_array(n, 'producer_id_filters')
+    if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
+    else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
+    pos += n * 8
     o.duration_filter = -1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -199,29 +197,27 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ListTransactionsRequest, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.state_filters = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.state_filters = l0
+    if n < 0: raise _null_array(n, 'state_filters')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.state_filters = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.producer_id_filters = None  # type: ignore[assignment]
-    else:
-        if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
-        else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
-        pos += n * 8
+    if n < 0: raise _null_array(n, 'producer_id_filters')
+    if n < 64: o.producer_id_filters = list(_UA_q[n](buf, pos))
+    else: o.producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
+    pos += n * 8
     o.duration_filter, = _U_q(buf, pos); pos += 8
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -230,20 +226,16 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[ListTransactionsRequest, int
 
 def _encode_req_v0(o: ListTransactionsRequest, ap: _Append) -> None:
     l0: list[str] = o.state_filters
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     l0_2: list[int] = o.producer_id_filters
-    if l0_2 is None: ap(b'\x00')
-    else:
-        c = len(l0_2)
-        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        if c < 64: ap(_PA_q[c](*l0_2))
-        else: ap(_pack('>%dq' % c, *l0_2))
+    c = len(l0_2)
+    n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    if c < 64: ap(_PA_q[c](*l0_2))
+    else: ap(_pack('>%dq' % c, *l0_2))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -251,20 +243,16 @@ def _encode_req_v0(o: ListTransactionsRequest, ap: _Append) -> None:
 
 def _encode_req_v1(o: ListTransactionsRequest, ap: _Append) -> None:
     l0: list[str] = o.state_filters
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     l0_2: list[int] = o.producer_id_filters
-    if l0_2 is None: ap(b'\x00')
-    else:
-        c = len(l0_2)
-        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        if c < 64: ap(_PA_q[c](*l0_2))
-        else: ap(_pack('>%dq' % c, *l0_2))
+    c = len(l0_2)
+    n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    if c < 64: ap(_PA_q[c](*l0_2))
+    else: ap(_pack('>%dq' % c, *l0_2))
     ap(_P_q(o.duration_filter))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -279,49 +267,47 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListTransactionsResponse, i
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.unknown_state_filters = None  # type: ignore[assignment]
-    else:
-        if n > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.unknown_state_filters = l0
+    if n < 0: raise _null_array(n, 'unknown_state_filters')
+    if n > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.unknown_state_filters = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.transaction_states = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0_2: list[ListTransactionsResponse.TransactionStates] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1 = _new(_C_ListTransactionsResponse_TransactionStates)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.producer_id, = _U_q(buf, pos); pos += 8
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.transaction_state = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1)
-        o.transaction_states = l0_2
+    if n < 0: raise _null_array(n, 'transaction_states')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0_2: list[ListTransactionsResponse.TransactionStates] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1 = _new(_C_ListTransactionsResponse_TransactionStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.producer_id, = _U_q(buf, pos); pos += 8
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.transaction_state = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1)
+    o.transaction_states = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -330,28 +316,24 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ListTransactionsResponse, i
 def _encode_resp_v0(o: ListTransactionsResponse, ap: _Append) -> None:
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     l0: list[str] = o.unknown_state_filters
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
     l0_2: list[ListTransactionsResponse.TransactionStates] = o.transaction_states
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            s = x0_2.transactional_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_q(x0_2.producer_id))
-            s = x0_2.transaction_state.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        s = x0_2.transactional_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_q(x0_2.producer_id))
+        s = x0_2.transaction_state.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

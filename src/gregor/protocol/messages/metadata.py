@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -584,75 +584,60 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            e1.rack = None
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        e1.rack = None
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_epoch = -1
-                    e2.offline_replicas = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.is_internal = False
-            e1_2.topic_authorized_operations = -2147483648
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_epoch = -1
+            e2.offline_replicas = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.is_internal = False
+        e1_2.topic_authorized_operations = -2147483648
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.throttle_time_ms = 0
     o.cluster_id = None
     o.controller_id = -1
@@ -665,81 +650,66 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     o.controller_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_epoch = -1
-                    e2.offline_replicas = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.topic_authorized_operations = -2147483648
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_epoch = -1
+            e2.offline_replicas = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.topic_authorized_operations = -2147483648
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.throttle_time_ms = 0
     o.cluster_id = None
     o.cluster_authorized_operations = -2147483648
@@ -751,29 +721,26 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
     o = _new(_C_MetadataResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     n, = _U_h(buf, pos); pos += 2
     if n == -1: o.cluster_id = None
     else:
@@ -782,56 +749,44 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
         o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
     o.controller_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_epoch = -1
-                    e2.offline_replicas = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.topic_authorized_operations = -2147483648
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_epoch = -1
+            e2.offline_replicas = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.topic_authorized_operations = -2147483648
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.throttle_time_ms = 0
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
@@ -843,29 +798,26 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     n, = _U_h(buf, pos); pos += 2
     if n == -1: o.cluster_id = None
     else:
@@ -874,56 +826,44 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
         o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
     o.controller_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_epoch = -1
-                    e2.offline_replicas = []
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.topic_authorized_operations = -2147483648
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_epoch = -1
+            e2.offline_replicas = []
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.topic_authorized_operations = -2147483648
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
@@ -934,29 +874,26 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     n, = _U_h(buf, pos); pos += 2
     if n == -1: o.cluster_id = None
     else:
@@ -965,63 +902,48 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
         o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
     o.controller_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 22 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 22 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id = _U_hii(buf, pos); pos += 10
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.topic_authorized_operations = -2147483648
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.topic_authorized_operations = -2147483648
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
@@ -1032,29 +954,26 @@ def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     n, = _U_h(buf, pos); pos += 2
     if n == -1: o.cluster_id = None
     else:
@@ -1063,62 +982,47 @@ def _decode_resp_v7(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
         o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
     o.controller_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 9 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 9 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 26 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 26 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.topic_authorized_operations = -2147483648
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.topic_authorized_operations = -2147483648
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     o.unknown_tags = {}
     return o, pos
@@ -1129,29 +1033,26 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_MetadataResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.brokers = l0
     n, = _U_h(buf, pos); pos += 2
     if n == -1: o.cluster_id = None
     else:
@@ -1160,62 +1061,47 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
         o.cluster_id = str(buf[pos:end], 'utf-8'); pos = end
     o.controller_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 13 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 13 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 26 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 26 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            e1_2.topic_id = _ZERO_UUID
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+        e1_2.topic_id = _ZERO_UUID
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     o.unknown_tags = {}
     return o, pos
@@ -1229,34 +1115,33 @@ def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.brokers = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1271,69 +1156,64 @@ def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.is_internal, = _U_o(buf, pos); pos += 1
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.is_internal, = _U_o(buf, pos); pos += 1
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            e1_2.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+        e1_2.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1348,34 +1228,33 @@ def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.brokers = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1390,69 +1269,64 @@ def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 26 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 26 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
+        e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
-            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations, = _U_i(buf, pos); pos += 4
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1467,34 +1341,33 @@ def _decode_resp_v11(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.brokers = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1509,69 +1382,64 @@ def _decode_resp_v11(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 26 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 26 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
+        e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
-            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1586,34 +1454,33 @@ def _decode_resp_v12(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.brokers = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_MetadataResponse_Brokers)
-            e1.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'brokers')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0: list[MetadataResponse.Brokers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_MetadataResponse_Brokers)
+        e1.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.brokers = l0
+            e1.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.brokers = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
@@ -1628,71 +1495,66 @@ def _decode_resp_v12(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 26 > blen - pos: raise _bad_count(n)
-        l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 26 > blen - pos: raise _bad_count(n)
+    l0_2: list[MetadataResponse.Topics] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_MetadataResponse_Topics)
+        e1_2.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1_2.name = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
+        e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1_2 = _new(_C_MetadataResponse_Topics)
-            e1_2.error_code, = _U_h(buf, pos); pos += 2
+            e2 = _new(_C_MetadataResponse_Topics_Partitions)
+            e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n == -1: e1_2.name = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0, e1_2.is_internal = _U_QQo(buf, pos); pos += 17
-            e1_2.topic_id = _uuid(uh0 << 64 | ul0)
+            if n < 0: raise _null_array(n, 'replica_nodes')
+            if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
+            else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1_2.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[MetadataResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_MetadataResponse_Topics_Partitions)
-                    e2.error_code, e2.partition_index, e2.leader_id, e2.leader_epoch = _U_hiii(buf, pos); pos += 14
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replica_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replica_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr_nodes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
-                        else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1_2.partitions = l1
-            e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.topics = l0_2
+            if n < 0: raise _null_array(n, 'isr_nodes')
+            if n < 64: e2.isr_nodes = list(_UA_i[n](buf, pos))
+            else: e2.isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1_2.partitions = l1
+        e1_2.topic_authorized_operations, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.topics = l0_2
     o.cluster_authorized_operations = -2147483648
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -1701,113 +1563,91 @@ def _decode_resp_v12(buf: _Buffer, pos: int) -> tuple[MetadataResponse, int]:
 
 def _encode_resp_v0(o: MetadataResponse, ap: _Append) -> None:
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0.port))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v1(o: MetadataResponse, ap: _Append) -> None:
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v2(o: MetadataResponse, ap: _Append) -> None:
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     sn = o.cluster_id
     if sn is None: ap(b'\xff\xff')
     else:
@@ -1816,55 +1656,45 @@ def _encode_resp_v2(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v3(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     sn = o.cluster_id
     if sn is None: ap(b'\xff\xff')
     else:
@@ -1873,55 +1703,45 @@ def _encode_resp_v3(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v5(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     sn = o.cluster_id
     if sn is None: ap(b'\xff\xff')
     else:
@@ -1930,62 +1750,50 @@ def _encode_resp_v5(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hii(x1.error_code, x1.partition_index, x1.leader_id))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v7(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     sn = o.cluster_id
     if sn is None: ap(b'\xff\xff')
     else:
@@ -1994,62 +1802,50 @@ def _encode_resp_v7(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
 
 
 def _encode_resp_v8(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
     sn = o.cluster_id
     if sn is None: ap(b'\xff\xff')
     else:
@@ -2058,67 +1854,55 @@ def _encode_resp_v8(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-            ap(_P_i(x0_2.topic_authorized_operations))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+        ap(_P_i(x0_2.topic_authorized_operations))
     ap(_P_i(o.cluster_authorized_operations))
 
 
 def _encode_resp_v9(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     sn = o.cluster_id
     if sn is None: ap(b'\x00')
     else:
@@ -2127,49 +1911,39 @@ def _encode_resp_v9(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_o(x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0_2.topic_authorized_operations))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_o(x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0_2.topic_authorized_operations))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.cluster_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -2179,24 +1953,22 @@ def _encode_resp_v9(o: MetadataResponse, ap: _Append) -> None:
 def _encode_resp_v10(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     sn = o.cluster_id
     if sn is None: ap(b'\x00')
     else:
@@ -2205,49 +1977,39 @@ def _encode_resp_v10(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0_2.topic_authorized_operations))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0_2.topic_authorized_operations))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.cluster_authorized_operations))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -2257,24 +2019,22 @@ def _encode_resp_v10(o: MetadataResponse, ap: _Append) -> None:
 def _encode_resp_v11(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     sn = o.cluster_id
     if sn is None: ap(b'\x00')
     else:
@@ -2283,49 +2043,39 @@ def _encode_resp_v11(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            s = x0_2.name.encode()  # type: ignore[union-attr]
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0_2.topic_authorized_operations))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        s = x0_2.name.encode()  # type: ignore[union-attr]
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0_2.topic_authorized_operations))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -2334,24 +2084,22 @@ def _encode_resp_v11(o: MetadataResponse, ap: _Append) -> None:
 def _encode_resp_v12(o: MetadataResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[MetadataResponse.Brokers] = o.brokers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_i(x0.node_id))
-            s: bytes = x0.host.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_i(x0.node_id))
+        s: bytes = x0.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0.port))
+        sn: str | None = x0.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_i(x0.port))
-            sn: str | None = x0.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     sn = o.cluster_id
     if sn is None: ap(b'\x00')
     else:
@@ -2360,52 +2108,42 @@ def _encode_resp_v12(o: MetadataResponse, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.controller_id))
     l0_2: list[MetadataResponse.Topics] = o.topics
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_h(x0_2.error_code))
-            sn = x0_2.name
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
-            l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
-                    l2: list[int] = x1.replica_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.isr_nodes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0_2.topic_authorized_operations))
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_h(x0_2.error_code))
+        sn = x0_2.name
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ap(_P_QQo(x0_2.topic_id.int >> 64, x0_2.topic_id.int & _M64, x0_2.is_internal))
+        l1: list[MetadataResponse.Topics.Partitions] = x0_2.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_hiii(x1.error_code, x1.partition_index, x1.leader_id, x1.leader_epoch))
+            l2: list[int] = x1.replica_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.isr_nodes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0_2.topic_authorized_operations))
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

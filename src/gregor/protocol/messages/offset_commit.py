@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -273,42 +273,36 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.group_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.committed_leader_epoch = -1
-                    e2.commit_timestamp = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.committed_leader_epoch = -1
+            e2.commit_timestamp = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
@@ -330,41 +324,35 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 22 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.commit_timestamp = _U_iqq(buf, pos); pos += 20
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 22 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.commit_timestamp = _U_iqq(buf, pos); pos += 20
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.committed_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.committed_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.group_instance_id = None
     o.retention_time_ms = -1
     o.unknown_tags = {}
@@ -385,42 +373,36 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     o.retention_time_ms, = _U_q(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.committed_leader_epoch = -1
-                    e2.commit_timestamp = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.committed_leader_epoch = -1
+            e2.commit_timestamp = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.group_instance_id = None
     o.unknown_tags = {}
     return o, pos
@@ -439,42 +421,36 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.committed_leader_epoch = -1
-                    e2.commit_timestamp = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.committed_leader_epoch = -1
+            e2.commit_timestamp = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.group_instance_id = None
     o.retention_time_ms = -1
     o.unknown_tags = {}
@@ -494,41 +470,35 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.commit_timestamp = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.commit_timestamp = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.group_instance_id = None
     o.retention_time_ms = -1
     o.unknown_tags = {}
@@ -554,41 +524,35 @@ def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
         if n < 0 or end > blen: raise _bad_length(n)
         o.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.commit_timestamp = 0
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.commit_timestamp = 0
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.retention_time_ms = -1
     o.unknown_tags = {}
     return o, pos
@@ -625,48 +589,46 @@ def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitRequest_Topics)
+            e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.commit_timestamp = 0
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.commit_timestamp = 0
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.retention_time_ms = -1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -678,25 +640,21 @@ def _encode_req_v0(o: OffsetCommitRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v1(o: OffsetCommitRequest, ap: _Append) -> None:
@@ -708,25 +666,21 @@ def _encode_req_v1(o: OffsetCommitRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqq(x1.partition_index, x1.committed_offset, x1.commit_timestamp))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqq(x1.partition_index, x1.committed_offset, x1.commit_timestamp))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v2(o: OffsetCommitRequest, ap: _Append) -> None:
@@ -739,25 +693,21 @@ def _encode_req_v2(o: OffsetCommitRequest, ap: _Append) -> None:
     ap(s)
     ap(_P_q(o.retention_time_ms))
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v5(o: OffsetCommitRequest, ap: _Append) -> None:
@@ -769,25 +719,21 @@ def _encode_req_v5(o: OffsetCommitRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v6(o: OffsetCommitRequest, ap: _Append) -> None:
@@ -799,25 +745,21 @@ def _encode_req_v6(o: OffsetCommitRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v7(o: OffsetCommitRequest, ap: _Append) -> None:
@@ -835,25 +777,21 @@ def _encode_req_v7(o: OffsetCommitRequest, ap: _Append) -> None:
         ap(_P_h(len(s)))
         ap(s)
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v8(o: OffsetCommitRequest, ap: _Append) -> None:
@@ -871,31 +809,27 @@ def _encode_req_v8(o: OffsetCommitRequest, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[OffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetCommitRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn = x1.committed_metadata
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn = x1.committed_metadata
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -905,34 +839,28 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetCommitResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
+        l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -943,34 +871,28 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
     o = _new(_C_OffsetCommitResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
+        l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -983,38 +905,36 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetCommitResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetCommitResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetCommitResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetCommitResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -1022,61 +942,49 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[OffsetCommitResponse, int]:
 
 def _encode_resp_v0(o: OffsetCommitResponse, ap: _Append) -> None:
     l0: list[OffsetCommitResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
 
 
 def _encode_resp_v3(o: OffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetCommitResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
 
 
 def _encode_resp_v8(o: OffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetCommitResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetCommitResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

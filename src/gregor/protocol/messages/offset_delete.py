@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -225,32 +225,26 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetDeleteRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.group_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetDeleteRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetDeleteRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetDeleteRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 4 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetDeleteRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetDeleteRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 4 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetDeleteRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetDeleteRequest_Topics_Partitions)
-                    e2.partition_index, = _U_i(buf, pos); pos += 4
-                    a1(e2)
-                e1.partitions = l1
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetDeleteRequest_Topics_Partitions)
+            e2.partition_index, = _U_i(buf, pos); pos += 4
+            a1(e2)
+        e1.partitions = l1
+        a0(e1)
+    o.topics = l0
     return o, pos
 
 
@@ -259,19 +253,15 @@ def _encode_req_v0(o: OffsetDeleteRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[OffsetDeleteRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetDeleteRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_i(x1.partition_index))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetDeleteRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_i(x1.partition_index))
 
 
 def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetDeleteResponse, int]:
@@ -279,51 +269,41 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetDeleteResponse, int]:
     o = _new(_C_OffsetDeleteResponse)
     o.error_code, o.throttle_time_ms = _U_hi(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetDeleteResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetDeleteResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetDeleteResponse.Topics] = []; a0 = l0.append
+        l1: list[OffsetDeleteResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetDeleteResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetDeleteResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetDeleteResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    a1(e2)
-                e1.partitions = l1
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetDeleteResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            a1(e2)
+        e1.partitions = l1
+        a0(e1)
+    o.topics = l0
     return o, pos
 
 
 def _encode_resp_v0(o: OffsetDeleteResponse, ap: _Append) -> None:
     ap(_P_hi(o.error_code, o.throttle_time_ms))
     l0: list[OffsetDeleteResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetDeleteResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetDeleteResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
 
 
 OffsetDeleteRequest._DECODERS = {0: _decode_req_v0}

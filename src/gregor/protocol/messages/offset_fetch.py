@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -416,13 +416,10 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n < 0 or end > blen: raise _bad_length(n)
             e1.name = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_indexes = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
-                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partition_indexes')
+            if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+            else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             e1.unknown_tags = {}
             a0(e1)
         o.topics = l0
@@ -463,11 +460,10 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
-                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partition_indexes')
+            if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+            else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -510,11 +506,10 @@ def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
-                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            if n < 0: raise _null_array(n, 'partition_indexes')
+            if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+            else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
             if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
             else: e1.unknown_tags, pos = _read_tags(buf, pos)
             a0(e1)
@@ -533,55 +528,53 @@ def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchRequest.Groups] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_OffsetFetchRequest_Groups)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.topics = None
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchRequest.Groups.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchRequest_Groups_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partition_indexes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
-                        else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.member_id = None
-            e1.member_epoch = -1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchRequest.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchRequest_Groups)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.topics = None
+        else:
+            if n * 3 > blen - pos: raise _bad_count(n)
+            l1: list[OffsetFetchRequest.Groups.Topics] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_OffsetFetchRequest_Groups_Topics)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partition_indexes')
+                if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
+                else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.topics = l1
+        e1.member_id = None
+        e1.member_epoch = -1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     o.require_stable, = _U_o(buf, pos); pos += 1
     o.group_id = ''
     o.topics = []
@@ -597,63 +590,61 @@ def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchRequest.Groups] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_OffsetFetchRequest_Groups)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchRequest.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchRequest_Groups)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.member_id = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.member_id = None
-            else:
+            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        e1.member_epoch, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: e1.topics = None
+        else:
+            if n * 3 > blen - pos: raise _bad_count(n)
+            l1: list[OffsetFetchRequest.Groups.Topics] = []; a1 = l1.append
+            for _ in range(n):
+                e2 = _new(_C_OffsetFetchRequest_Groups_Topics)
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
                 end = pos + n
                 if n < 0 or end > blen: raise _bad_length(n)
-                e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            e1.member_epoch, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.topics = None
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchRequest.Groups.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchRequest_Groups_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partition_indexes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
-                        else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                e2.name = str(buf[pos:end], 'utf-8'); pos = end
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'partition_indexes')
+                if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
+                else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+                pos += n * 4
+                if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+                else: e2.unknown_tags, pos = _read_tags(buf, pos)
+                a1(e2)
+            e1.topics = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     o.require_stable, = _U_o(buf, pos); pos += 1
     o.group_id = ''
     o.topics = []
@@ -675,12 +666,10 @@ def _encode_req_v0(o: OffsetFetchRequest, ap: _Append) -> None:
             ap(_P_h(len(s)))
             ap(s)
             l1: list[int] = x0.partition_indexes
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
 
 
 def _encode_req_v6(o: OffsetFetchRequest, ap: _Append) -> None:
@@ -696,12 +685,10 @@ def _encode_req_v6(o: OffsetFetchRequest, ap: _Append) -> None:
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             l1: list[int] = x0.partition_indexes
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -723,12 +710,10 @@ def _encode_req_v7(o: OffsetFetchRequest, ap: _Append) -> None:
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
             l1: list[int] = x0.partition_indexes
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+            c = len(l1)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l1))
+            else: ap(_pack('>%di' % c, *l1))
             ut1 = x0.unknown_tags
             if ut1: _write_tags(ap, ut1.items())
             else: ap(b'\x00')
@@ -740,34 +725,30 @@ def _encode_req_v7(o: OffsetFetchRequest, ap: _Append) -> None:
 
 def _encode_req_v8(o: OffsetFetchRequest, ap: _Append) -> None:
     l0: list[OffsetFetchRequest.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[OffsetFetchRequest.Groups.Topics] | None = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partition_indexes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetFetchRequest.Groups.Topics] | None = x0.topics
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.name.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+                l2: list[int] = x1.partition_indexes
+                c = len(l2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2))
+                else: ap(_pack('>%di' % c, *l2))
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_o(o.require_stable))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -776,41 +757,37 @@ def _encode_req_v8(o: OffsetFetchRequest, ap: _Append) -> None:
 
 def _encode_req_v9(o: OffsetFetchRequest, ap: _Append) -> None:
     l0: list[OffsetFetchRequest.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        sn: str | None = x0.member_id
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            sn: str | None = x0.member_id
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
+        ap(_P_i(x0.member_epoch))
+        l1: list[OffsetFetchRequest.Groups.Topics] | None = x0.topics
+        if l1 is None: ap(b'\x00')
+        else:
+            n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x1 in l1:
+                s = x1.name.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ap(_P_i(x0.member_epoch))
-            l1: list[OffsetFetchRequest.Groups.Topics] | None = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partition_indexes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+                l2: list[int] = x1.partition_indexes
+                c = len(l2)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_i[c](*l2))
+                else: ap(_pack('>%di' % c, *l2))
+                ut2 = x1.unknown_tags
+                if ut2: _write_tags(ap, ut2.items())
+                else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_o(o.require_stable))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -821,42 +798,36 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetFetchResponse_Topics)
+            e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.metadata = None
             else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    e2.committed_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.error_code, = _U_h(buf, pos); pos += 2
+            e2.committed_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.groups = []
     o.error_code = 0
@@ -868,42 +839,36 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     blen = len(buf)
     o = _new(_C_OffsetFetchResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetFetchResponse_Topics)
+            e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.metadata = None
             else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    e2.committed_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.error_code, = _U_h(buf, pos); pos += 2
+            e2.committed_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.error_code, = _U_h(buf, pos); pos += 2
     o.throttle_time_ms = 0
     o.groups = []
@@ -916,42 +881,36 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 16 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetFetchResponse_Topics)
+            e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.metadata = None
             else:
-                if n * 16 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    e2.committed_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.error_code, = _U_h(buf, pos); pos += 2
+            e2.committed_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.error_code, = _U_h(buf, pos); pos += 2
     o.groups = []
     o.unknown_tags = {}
@@ -963,41 +922,35 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_OffsetFetchResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 20 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetFetchResponse_Topics)
+            e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.metadata = None
             else:
-                if n * 20 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.error_code, = _U_h(buf, pos); pos += 2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.error_code, = _U_h(buf, pos); pos += 2
     o.groups = []
     o.unknown_tags = {}
@@ -1012,48 +965,46 @@ def _decode_resp_v6(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 20 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetFetchResponse_Topics)
+            e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.metadata = None
             else:
-                if n * 20 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchResponse_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.error_code, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.error_code, = _U_h(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.error_code, = _U_h(buf, pos); pos += 2
     o.groups = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -1069,70 +1020,67 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.groups = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetFetchResponse.Groups] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'groups')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetFetchResponse.Groups] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetFetchResponse_Groups)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetFetchResponse.Groups.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetFetchResponse_Groups)
+            e2 = _new(_C_OffsetFetchResponse_Groups_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.group_id = str(buf[pos:end], 'utf-8'); pos = end
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetFetchResponse.Groups.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetFetchResponse_Groups_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 20 > blen - pos: raise _bad_count(n)
+            l2: list[OffsetFetchResponse.Groups.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_OffsetFetchResponse_Groups_Topics_Partitions)
+                e3.partition_index, e3.committed_offset, e3.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e3.metadata = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 20 > blen - pos: raise _bad_count(n)
-                        l2: list[OffsetFetchResponse.Groups.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_OffsetFetchResponse_Groups_Topics_Partitions)
-                            e3.partition_index, e3.committed_offset, e3.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n == -1: e3.metadata = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.metadata = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.error_code, = _U_h(buf, pos); pos += 2
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.groups = l0
+                    e3.metadata = str(buf[pos:end], 'utf-8'); pos = end
+                e3.error_code, = _U_h(buf, pos); pos += 2
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.groups = l0
     o.topics = []
     o.error_code = 0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -1142,134 +1090,114 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[OffsetFetchResponse, int]:
 
 def _encode_resp_v0(o: OffsetFetchResponse, ap: _Append) -> None:
     l0: list[OffsetFetchResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_h(x1.error_code))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_h(x1.error_code))
 
 
 def _encode_resp_v2(o: OffsetFetchResponse, ap: _Append) -> None:
     l0: list[OffsetFetchResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_h(x1.error_code))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_h(x1.error_code))
     ap(_P_h(o.error_code))
 
 
 def _encode_resp_v3(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetFetchResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_h(x1.error_code))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_h(x1.error_code))
     ap(_P_h(o.error_code))
 
 
 def _encode_resp_v5(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetFetchResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn: str | None = x1.metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn: str | None = x1.metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
-                    ap(_P_h(x1.error_code))
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
+            ap(_P_h(x1.error_code))
     ap(_P_h(o.error_code))
 
 
 def _encode_resp_v6(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetFetchResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetFetchResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn: str | None = x1.metadata
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn: str | None = x1.metadata
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ap(_P_h(x1.error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ap(_P_h(x1.error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_h(o.error_code))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -1279,44 +1207,38 @@ def _encode_resp_v6(o: OffsetFetchResponse, ap: _Append) -> None:
 def _encode_resp_v8(o: OffsetFetchResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetFetchResponse.Groups] = o.groups
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.group_id.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.group_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetFetchResponse.Groups.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s = x1.name.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[OffsetFetchResponse.Groups.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s = x1.name.encode()
+            l2: list[OffsetFetchResponse.Groups.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_iqi(x2.partition_index, x2.committed_offset, x2.committed_leader_epoch))
+                sn: str | None = x2.metadata
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
                     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                     ap(s)
-                    l2: list[OffsetFetchResponse.Groups.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_iqi(x2.partition_index, x2.committed_offset, x2.committed_leader_epoch))
-                            sn: str | None = x2.metadata
-                            if sn is None: ap(b'\x00')
-                            else:
-                                s = sn.encode()
-                                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(s)
-                            ap(_P_h(x2.error_code))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_h(x0.error_code))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                ap(_P_h(x2.error_code))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_h(x0.error_code))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -254,35 +254,29 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest,
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
-                    e2.partition, e2.leader_epoch = _U_ii(buf, pos); pos += 8
-                    e2.current_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
+            e2.partition, e2.leader_epoch = _U_ii(buf, pos); pos += 8
+            e2.current_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.replica_id = -2
     o.unknown_tags = {}
     return o, pos
@@ -292,34 +286,28 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest,
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 12 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 12 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.replica_id = -2
     o.unknown_tags = {}
     return o, pos
@@ -330,34 +318,28 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest,
     o = _new(_C_OffsetForLeaderEpochRequest)
     o.replica_id, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 12 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 12 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -370,38 +352,36 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 13 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 13 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
-                    e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochRequest_Topics_Partitions)
+            e2.partition, e2.current_leader_epoch, e2.leader_epoch = _U_iii(buf, pos); pos += 12
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -409,78 +389,62 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRequest,
 
 def _encode_req_v0(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
     l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ii(x1.partition, x1.leader_epoch))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ii(x1.partition, x1.leader_epoch))
 
 
 def _encode_req_v2(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
     l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
 
 
 def _encode_req_v3(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
     l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
 
 
 def _encode_req_v4(o: OffsetForLeaderEpochRequest, ap: _Append) -> None:
     ap(_P_i(o.replica_id))
     l0: list[OffsetForLeaderEpochRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetForLeaderEpochRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iii(x1.partition, x1.current_leader_epoch, x1.leader_epoch))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -490,35 +454,29 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRespons
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
-                    e2.error_code, e2.partition, e2.end_offset = _U_hiq(buf, pos); pos += 14
-                    e2.leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
+            e2.error_code, e2.partition, e2.end_offset = _U_hiq(buf, pos); pos += 14
+            e2.leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -528,34 +486,28 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRespons
     blen = len(buf)
     o = _new(_C_OffsetForLeaderEpochResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
-                    e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
+            e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.throttle_time_ms = 0
     o.unknown_tags = {}
     return o, pos
@@ -566,34 +518,28 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRespons
     o = _new(_C_OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
-                    e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
+            e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -606,38 +552,36 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRespons
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[OffsetForLeaderEpochResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 19 > blen - pos: raise _bad_count(n)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_OffsetForLeaderEpochResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 19 > blen - pos: raise _bad_count(n)
-                l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
-                    e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_OffsetForLeaderEpochResponse_Topics_Partitions)
+            e2.error_code, e2.partition, e2.leader_epoch, e2.end_offset = _U_hiiq(buf, pos); pos += 18
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -645,78 +589,62 @@ def _decode_resp_v4(buf: _Buffer, pos: int) -> tuple[OffsetForLeaderEpochRespons
 
 def _encode_resp_v0(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
     l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hiq(x1.error_code, x1.partition, x1.end_offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hiq(x1.error_code, x1.partition, x1.end_offset))
 
 
 def _encode_resp_v1(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
     l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
 
 
 def _encode_resp_v2(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
 
 
 def _encode_resp_v4(o: OffsetForLeaderEpochResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[OffsetForLeaderEpochResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[OffsetForLeaderEpochResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_hiiq(x1.error_code, x1.partition, x1.leader_epoch, x1.end_offset))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -380,40 +380,34 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
     o = _new(_C_ProduceRequest)
     o.acks, o.timeout_ms = _U_hi(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topic_data = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_data')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceRequest_TopicData)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_data')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceRequest_TopicData)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
+            e2.index, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_data = None  # type: ignore[assignment]
+            if n == -1: e2.records = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
-                    e2.index, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_data = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topic_data = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_data = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topic_data = l0
     o.transactional_id = None
     o.unknown_tags = {}
     return o, pos
@@ -431,40 +425,34 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
         o.transactional_id = str(buf[pos:end], 'utf-8'); pos = end
     o.acks, o.timeout_ms = _U_hi(buf, pos); pos += 6
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topic_data = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_data')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceRequest_TopicData)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_data')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceRequest_TopicData)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
+            e2.index, = _U_i(buf, pos); pos += 4
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_data = None  # type: ignore[assignment]
+            if n == -1: e2.records = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
-                    e2.index, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_data = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topic_data = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_data = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topic_data = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -487,48 +475,46 @@ def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_data = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_data')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceRequest.TopicData] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceRequest_TopicData)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_data')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceRequest_TopicData)
+            e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
+            e2.index, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
+            elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_data = None  # type: ignore[assignment]
+            if n == -1: e2.records = None
             else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceRequest.TopicData.PartitionData] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceRequest_TopicData_PartitionData)
-                    e2.index, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    elif buf[pos + 1] < 128: n = (n & 127) | (buf[pos + 1] << 7); pos += 2
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.records = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.records = mv[pos:end]; pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_data = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_data = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.records = mv[pos:end]; pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_data = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_data = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -537,20 +523,16 @@ def _decode_req_v9(buf: _Buffer, pos: int) -> tuple[ProduceRequest, int]:
 def _encode_req_v0(o: ProduceRequest, ap: _Append) -> None:
     ap(_P_hi(o.acks, o.timeout_ms))
     l0: list[ProduceRequest.TopicData] = o.topic_data
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_i(x1.index))
-                    _write_records(ap, x1.records)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_i(x1.index))
+            _write_records(ap, x1.records)
 
 
 def _encode_req_v3(o: ProduceRequest, ap: _Append) -> None:
@@ -562,20 +544,16 @@ def _encode_req_v3(o: ProduceRequest, ap: _Append) -> None:
         ap(s)
     ap(_P_hi(o.acks, o.timeout_ms))
     l0: list[ProduceRequest.TopicData] = o.topic_data
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_i(x1.index))
-                    _write_records(ap, x1.records)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_i(x1.index))
+            _write_records(ap, x1.records)
 
 
 def _encode_req_v9(o: ProduceRequest, ap: _Append) -> None:
@@ -587,26 +565,22 @@ def _encode_req_v9(o: ProduceRequest, ap: _Append) -> None:
         ap(s)
     ap(_P_hi(o.acks, o.timeout_ms))
     l0: list[ProduceRequest.TopicData] = o.topic_data
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.index))
-                    _write_compact_records(ap, x1.records)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ProduceRequest.TopicData.PartitionData] = x0.partition_data
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_i(x1.index))
+            _write_compact_records(ap, x1.records)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -616,39 +590,33 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_responses = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset = _U_ihq(buf, pos); pos += 14
-                    e2.log_append_time_ms = -1
-                    e2.log_start_offset = -1
-                    e2.record_errors = []
-                    e2.error_message = None
-                    e2._current_leader = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_responses = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset = _U_ihq(buf, pos); pos += 14
+            e2.log_append_time_ms = -1
+            e2.log_start_offset = -1
+            e2.record_errors = []
+            e2.error_message = None
+            e2._current_leader = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_responses = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms = 0
     o.node_endpoints = []
     o.unknown_tags = {}
@@ -659,39 +627,33 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_responses = None  # type: ignore[assignment]
-            else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset = _U_ihq(buf, pos); pos += 14
-                    e2.log_append_time_ms = -1
-                    e2.log_start_offset = -1
-                    e2.record_errors = []
-                    e2.error_message = None
-                    e2._current_leader = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_responses = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset = _U_ihq(buf, pos); pos += 14
+            e2.log_append_time_ms = -1
+            e2.log_start_offset = -1
+            e2.record_errors = []
+            e2.error_message = None
+            e2._current_leader = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_responses = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.node_endpoints = []
     o.unknown_tags = {}
@@ -702,38 +664,32 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 22 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_responses = None  # type: ignore[assignment]
-            else:
-                if n * 22 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms = _U_ihqq(buf, pos); pos += 22
-                    e2.log_start_offset = -1
-                    e2.record_errors = []
-                    e2.error_message = None
-                    e2._current_leader = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_responses = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms = _U_ihqq(buf, pos); pos += 22
+            e2.log_start_offset = -1
+            e2.record_errors = []
+            e2.error_message = None
+            e2._current_leader = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_responses = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.node_endpoints = []
     o.unknown_tags = {}
@@ -744,37 +700,31 @@ def _decode_resp_v5(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 30 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_responses = None  # type: ignore[assignment]
-            else:
-                if n * 30 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    e2.record_errors = []
-                    e2.error_message = None
-                    e2._current_leader = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_responses = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
+            e2.record_errors = []
+            e2.error_message = None
+            e2._current_leader = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_responses = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.node_endpoints = []
     o.unknown_tags = {}
@@ -785,60 +735,51 @@ def _decode_resp_v8(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     blen = len(buf)
     o = _new(_C_ProduceResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 36 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_responses = None  # type: ignore[assignment]
+            if n < 0: raise _null_array(n, 'record_errors')
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
+                e3.batch_index, = _U_i(buf, pos); pos += 4
+                n, = _U_h(buf, pos); pos += 2
+                if n == -1: e3.batch_index_error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e3.batch_index_error_message = str(buf[pos:end], 'utf-8'); pos = end
+                e3.unknown_tags = {}
+                a2(e3)
+            e2.record_errors = l2
+            n, = _U_h(buf, pos); pos += 2
+            if n == -1: e2.error_message = None
             else:
-                if n * 36 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.record_errors = None  # type: ignore[assignment]
-                    else:
-                        if n * 6 > blen - pos: raise _bad_count(n)
-                        l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
-                            e3.batch_index, = _U_i(buf, pos); pos += 4
-                            n, = _U_h(buf, pos); pos += 2
-                            if n == -1: e3.batch_index_error_message = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.batch_index_error_message = str(buf[pos:end], 'utf-8'); pos = end
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.record_errors = l2
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2._current_leader = None
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_responses = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.responses = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2._current_leader = None
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_responses = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.node_endpoints = []
     o.unknown_tags = {}
@@ -852,72 +793,69 @@ def _decode_resp_v9(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 33 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            if n < 0: raise _null_array(n, 'record_errors')
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
+                e3.batch_index, = _U_i(buf, pos); pos += 4
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e3.batch_index_error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e3.batch_index_error_message = str(buf[pos:end], 'utf-8'); pos = end
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.record_errors = l2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_responses = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 33 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.record_errors = None  # type: ignore[assignment]
-                    else:
-                        if n * 6 > blen - pos: raise _bad_count(n)
-                        l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
-                            e3.batch_index, = _U_i(buf, pos); pos += 4
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n == -1: e3.batch_index_error_message = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.batch_index_error_message = str(buf[pos:end], 'utf-8'); pos = end
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.record_errors = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2._current_leader = None
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_responses = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2._current_leader = None
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_responses = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.node_endpoints = []
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -932,88 +870,85 @@ def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[ProduceResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ProduceResponse_Responses)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_responses')
+        if n * 33 > blen - pos: raise _bad_count(n)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ProduceResponse_Responses)
+            e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
+            e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
+            if n < 0: raise _null_array(n, 'record_errors')
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
+                e3.batch_index, = _U_i(buf, pos); pos += 4
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e3.batch_index_error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen: raise _bad_length(n)
+                    e3.batch_index_error_message = str(buf[pos:end], 'utf-8'); pos = end
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.record_errors = l2
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_responses = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 33 > blen - pos: raise _bad_count(n)
-                l1: list[ProduceResponse.Responses.PartitionResponses] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ProduceResponse_Responses_PartitionResponses)
-                    e2.index, e2.error_code, e2.base_offset, e2.log_append_time_ms, e2.log_start_offset = _U_ihqqq(buf, pos); pos += 30
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.record_errors = None  # type: ignore[assignment]
-                    else:
-                        if n * 6 > blen - pos: raise _bad_count(n)
-                        l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_ProduceResponse_Responses_PartitionResponses_RecordErrors)
-                            e3.batch_index, = _U_i(buf, pos); pos += 4
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n == -1: e3.batch_index_error_message = None
-                            else:
-                                end = pos + n
-                                if n < 0 or end > blen: raise _bad_length(n)
-                                e3.batch_index_error_message = str(buf[pos:end], 'utf-8'); pos = end
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.record_errors = l2
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e2._current_leader = None
-                    nt2 = buf[pos]
-                    if nt2 < 128: pos += 1
-                    else: nt2, pos = _ruv(buf, pos)
-                    ut2: dict[int, bytes] = {}
-                    for _ in range(nt2):
-                        tg2, pos = _ruv(buf, pos)
-                        sz2, pos = _ruv(buf, pos)
-                        tend2 = pos + sz2
-                        if tend2 > blen: raise _bad_length(sz2)
-                        if tg2 == 0:
-                            e4 = _new(_C_ProduceResponse_Responses_PartitionResponses_CurrentLeader)
-                            e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
-                            if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
-                            else: e4.unknown_tags, pos = _read_tags(buf, pos)
-                            e2._current_leader = e4
-                            if pos != tend2: raise _bad_tag_size(tg2)
-                        else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
-                    e2.unknown_tags = ut2
-                    a1(e2)
-                e1.partition_responses = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e2._current_leader = None
+            nt2 = buf[pos]
+            if nt2 < 128: pos += 1
+            else: nt2, pos = _ruv(buf, pos)
+            ut2: dict[int, bytes] = {}
+            for _ in range(nt2):
+                tg2, pos = _ruv(buf, pos)
+                sz2, pos = _ruv(buf, pos)
+                tend2 = pos + sz2
+                if tend2 > blen: raise _bad_length(sz2)
+                if tg2 == 0:
+                    e4 = _new(_C_ProduceResponse_Responses_PartitionResponses_CurrentLeader)
+                    e4.leader_id, e4.leader_epoch = _U_ii(buf, pos); pos += 8
+                    if buf[pos] == 0: pos += 1; e4.unknown_tags = {}
+                    else: e4.unknown_tags, pos = _read_tags(buf, pos)
+                    e2._current_leader = e4
+                    if pos != tend2: raise _bad_tag_size(tg2)
+                else: ut2[tg2] = bytes(buf[pos:tend2]); pos = tend2
+            e2.unknown_tags = ut2
+            a1(e2)
+        e1.partition_responses = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     o.node_endpoints = []
     nt0 = buf[pos]
@@ -1030,34 +965,33 @@ def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: o.node_endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 11 > blen - pos: raise _bad_count(n)
-                l1_2: list[ProduceResponse.NodeEndpoints] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_ProduceResponse_NodeEndpoints)
-                    e2_2.node_id, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
+            if n < 0: raise _null_array(n, 'node_endpoints')
+            if n * 11 > blen - pos: raise _bad_count(n)
+            l1_2: list[ProduceResponse.NodeEndpoints] = []; a1_2 = l1_2.append
+            for _ in range(n):
+                e2_2 = _new(_C_ProduceResponse_NodeEndpoints)
+                e2_2.node_id, = _U_i(buf, pos); pos += 4
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
+                e2_2.port, = _U_i(buf, pos); pos += 4
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n == -1: e2_2.rack = None
+                else:
                     end = pos + n
                     if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.port, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2_2.rack = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                o.node_endpoints = l1_2
+                    e2_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+                if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+                else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+                a1_2(e2_2)
+            o.node_endpoints = l1_2
             if pos != tend0: raise _bad_tag_size(tg0)
         else: ut0[tg0] = bytes(buf[pos:tend0]); pos = tend0
     o.unknown_tags = ut0
@@ -1066,153 +1000,125 @@ def _decode_resp_v10(buf: _Buffer, pos: int) -> tuple[ProduceResponse, int]:
 
 def _encode_resp_v0(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihq(x1.index, x1.error_code, x1.base_offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihq(x1.index, x1.error_code, x1.base_offset))
 
 
 def _encode_resp_v1(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihq(x1.index, x1.error_code, x1.base_offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihq(x1.index, x1.error_code, x1.base_offset))
     ap(_P_i(o.throttle_time_ms))
 
 
 def _encode_resp_v2(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms))
     ap(_P_i(o.throttle_time_ms))
 
 
 def _encode_resp_v5(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
     ap(_P_i(o.throttle_time_ms))
 
 
 def _encode_resp_v8(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
+            l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
+            ap(_P_i(len(l2)))
+            for x2 in l2:
+                ap(_P_i(x2.batch_index))
+                sn: str | None = x2.batch_index_error_message
+                if sn is None: ap(b'\xff\xff')
+                else:
+                    s = sn.encode()
+                    ap(_P_h(len(s)))
+                    ap(s)
+            sn = x1.error_message
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
-                    l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_i(x2.batch_index))
-                            sn: str | None = x2.batch_index_error_message
-                            if sn is None: ap(b'\xff\xff')
-                            else:
-                                s = sn.encode()
-                                ap(_P_h(len(s)))
-                                ap(s)
-                    sn = x1.error_message
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
     ap(_P_i(o.throttle_time_ms))
 
 
 def _encode_resp_v9(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
+            l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_i(x2.batch_index))
+                sn: str | None = x2.batch_index_error_message
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
+                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                    ap(s)
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            sn = x1.error_message
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
-                    l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_i(x2.batch_index))
-                            sn: str | None = x2.batch_index_error_message
-                            if sn is None: ap(b'\x00')
-                            else:
-                                s = sn.encode()
-                                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(s)
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    sn = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -1221,81 +1127,73 @@ def _encode_resp_v9(o: ProduceResponse, ap: _Append) -> None:
 
 def _encode_resp_v10(o: ProduceResponse, ap: _Append) -> None:
     l0: list[ProduceResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[ProduceResponse.Responses.PartitionResponses] = x0.partition_responses
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
+            l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_i(x2.batch_index))
+                sn: str | None = x2.batch_index_error_message
+                if sn is None: ap(b'\x00')
+                else:
+                    s = sn.encode()
+                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                    ap(s)
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            sn = x1.error_message
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ihqqq(x1.index, x1.error_code, x1.base_offset, x1.log_append_time_ms, x1.log_start_offset))
-                    l2: list[ProduceResponse.Responses.PartitionResponses.RecordErrors] = x1.record_errors
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_i(x2.batch_index))
-                            sn: str | None = x2.batch_index_error_message
-                            if sn is None: ap(b'\x00')
-                            else:
-                                s = sn.encode()
-                                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                ap(s)
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    sn = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    tl2: list[tuple[int, bytes]] = []
-                    tv2: ProduceResponse.Responses.PartitionResponses.CurrentLeader | None = x1._current_leader
-                    if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
-                        tp2: list[bytes] = []; tap2 = tp2.append
-                        e4: ProduceResponse.Responses.PartitionResponses.CurrentLeader = tv2
-                        tap2(_P_ii(e4.leader_id, e4.leader_epoch))
-                        ut4 = e4.unknown_tags
-                        if ut4: _write_tags(tap2, ut4.items())
-                        else: tap2(b'\x00')
-                        tl2.append((0, b''.join(tp2)))
-                    ut2 = x1.unknown_tags
-                    if ut2: tl2.extend(ut2.items())
-                    if tl2: _write_tags(ap, tl2)
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            tl2: list[tuple[int, bytes]] = []
+            tv2: ProduceResponse.Responses.PartitionResponses.CurrentLeader | None = x1._current_leader
+            if tv2 is not None and (tv2.leader_id != -1 or tv2.leader_epoch != -1 or tv2.unknown_tags):
+                tp2: list[bytes] = []; tap2 = tp2.append
+                e4: ProduceResponse.Responses.PartitionResponses.CurrentLeader = tv2
+                tap2(_P_ii(e4.leader_id, e4.leader_epoch))
+                ut4 = e4.unknown_tags
+                if ut4: _write_tags(tap2, ut4.items())
+                else: tap2(b'\x00')
+                tl2.append((0, b''.join(tp2)))
+            ut2 = x1.unknown_tags
+            if ut2: tl2.extend(ut2.items())
+            if tl2: _write_tags(ap, tl2)
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_i(o.throttle_time_ms))
     tl0: list[tuple[int, bytes]] = []
     tv0: list[ProduceResponse.NodeEndpoints] = o.node_endpoints
     if tv0:
         tp0: list[bytes] = []; tap0 = tp0.append
         l1_2: list[ProduceResponse.NodeEndpoints] = tv0
-        if l1_2 is None: tap0(b'\x00')
-        else:
-            n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-            for x1_2 in l1_2:
-                tap0(_P_i(x1_2.node_id))
-                s = x1_2.host.encode()
+        n = len(l1_2) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            tap0(_P_i(x1_2.node_id))
+            s = x1_2.host.encode()
+            n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
+            tap0(s)
+            tap0(_P_i(x1_2.port))
+            sn = x1_2.rack
+            if sn is None: tap0(b'\x00')
+            else:
+                s = sn.encode()
                 n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
                 tap0(s)
-                tap0(_P_i(x1_2.port))
-                sn = x1_2.rack
-                if sn is None: tap0(b'\x00')
-                else:
-                    s = sn.encode()
-                    n = len(s) + 1; tap0(_UV1[n] if n < 128 else _uvb(n))
-                    tap0(s)
-                ut2 = x1_2.unknown_tags
-                if ut2: _write_tags(tap0, ut2.items())
-                else: tap0(b'\x00')
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(tap0, ut2.items())
+            else: tap0(b'\x00')
         tl0.append((0, b''.join(tp0)))
     ut0 = o.unknown_tags
     if ut0: tl0.extend(ut0.items())

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -125,32 +125,27 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[SaslHandshakeResponse, int]
     o = _new(_C_SaslHandshakeResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.mechanisms = None  # type: ignore[assignment]
-    else:
-        if n * 2 > blen - pos: raise _bad_count(n)
-        l0: list[str] = []; a0 = l0.append
-        for _ in range(n):
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            x = str(buf[pos:end], 'utf-8'); pos = end
-            a0(x)
-        o.mechanisms = l0
+    if n < 0: raise _null_array(n, 'mechanisms')
+    if n * 2 > blen - pos: raise _bad_count(n)
+    l0: list[str] = []; a0 = l0.append
+    for _ in range(n):
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        x = str(buf[pos:end], 'utf-8'); pos = end
+        a0(x)
+    o.mechanisms = l0
     return o, pos
 
 
 def _encode_resp_v0(o: SaslHandshakeResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[str] = o.mechanisms
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.encode()
-            ap(_P_h(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.encode()
+        ap(_P_h(len(s)))
+        ap(s)
 
 
 SaslHandshakeRequest._DECODERS = {0: _decode_req_v0, 1: _decode_req_v0}

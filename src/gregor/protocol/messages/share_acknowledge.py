@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -384,57 +384,53 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[ShareAcknowledgeRequest, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[ShareAcknowledgeRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[ShareAcknowledgeRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ShareAcknowledgeRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[ShareAcknowledgeRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ShareAcknowledgeRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_ShareAcknowledgeRequest_Topics_Partitions)
+            e2.partition_index, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[ShareAcknowledgeRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ShareAcknowledgeRequest_Topics_Partitions)
-                    e2.partition_index, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.acknowledgement_batches = None  # type: ignore[assignment]
-                    else:
-                        if n * 18 > blen - pos: raise _bad_count(n)
-                        l2: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_ShareAcknowledgeRequest_Topics_Partitions_AcknowledgementBatches)
-                            e3.first_offset, e3.last_offset = _U_qq(buf, pos); pos += 16
-                            n = buf[pos]
-                            if n < 128: pos += 1
-                            else: n, pos = _ruv(buf, pos)
-                            n -= 1
-                            if n < 0: e3.acknowledge_types = None  # type: ignore[assignment]
-                            else:
-                                if n < 64: e3.acknowledge_types = list(_UA_b[n](buf, pos))
-                                else: e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
-                                pos += n * 1
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.acknowledgement_batches = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'acknowledgement_batches')
+            if n * 18 > blen - pos: raise _bad_count(n)
+            l2: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_ShareAcknowledgeRequest_Topics_Partitions_AcknowledgementBatches)
+                e3.first_offset, e3.last_offset = _U_qq(buf, pos); pos += 16
+                n = buf[pos]
+                if n < 128: pos += 1
+                else: n, pos = _ruv(buf, pos)
+                n -= 1
+                if n < 0: raise _null_array(n, 'acknowledge_types')
+                if n < 64: e3.acknowledge_types = list(_UA_b[n](buf, pos))
+                else: e3.acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
+                pos += n * 1
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.acknowledgement_batches = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -455,39 +451,31 @@ def _encode_req_v0(o: ShareAcknowledgeRequest, ap: _Append) -> None:
         ap(s)
     ap(_P_i(o.share_session_epoch))
     l0: list[ShareAcknowledgeRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[ShareAcknowledgeRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_i(x1.partition_index))
-                    l2: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = x1.acknowledgement_batches
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_qq(x2.first_offset, x2.last_offset))
-                            l3: list[int] = x2.acknowledge_types
-                            if l3 is None: ap(b'\x00')
-                            else:
-                                c = len(l3)
-                                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                                if c < 64: ap(_PA_b[c](*l3))
-                                else: ap(_pack('>%db' % c, *l3))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[ShareAcknowledgeRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_i(x1.partition_index))
+            l2: list[ShareAcknowledgeRequest.Topics.Partitions.AcknowledgementBatches] = x1.acknowledgement_batches
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_qq(x2.first_offset, x2.last_offset))
+                l3: list[int] = x2.acknowledge_types
+                c = len(l3)
+                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                if c < 64: ap(_PA_b[c](*l3))
+                else: ap(_pack('>%db' % c, *l3))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -510,79 +498,76 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[ShareAcknowledgeResponse, i
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.responses = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[ShareAcknowledgeResponse.Responses] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'responses')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[ShareAcknowledgeResponse.Responses] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_ShareAcknowledgeResponse_Responses)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 17 > blen - pos: raise _bad_count(n)
+        l1: list[ShareAcknowledgeResponse.Responses.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_ShareAcknowledgeResponse_Responses)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_ShareAcknowledgeResponse_Responses_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 17 > blen - pos: raise _bad_count(n)
-                l1: list[ShareAcknowledgeResponse.Responses.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_ShareAcknowledgeResponse_Responses_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    e3 = _new(_C_ShareAcknowledgeResponse_Responses_Partitions_CurrentLeader)
-                    e3.leader_id, e3.leader_epoch = _U_ii(buf, pos); pos += 8
-                    if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                    else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                    e2.current_leader = e3
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.responses = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            e3 = _new(_C_ShareAcknowledgeResponse_Responses_Partitions_CurrentLeader)
+            e3.leader_id, e3.leader_epoch = _U_ii(buf, pos); pos += 8
+            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+            else: e3.unknown_tags, pos = _read_tags(buf, pos)
+            e2.current_leader = e3
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.responses = l0
     n = buf[pos]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.node_endpoints = None  # type: ignore[assignment]
-    else:
-        if n * 11 > blen - pos: raise _bad_count(n)
-        l0_2: list[ShareAcknowledgeResponse.NodeEndpoints] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_ShareAcknowledgeResponse_NodeEndpoints)
-            e1_2.node_id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'node_endpoints')
+    if n * 11 > blen - pos: raise _bad_count(n)
+    l0_2: list[ShareAcknowledgeResponse.NodeEndpoints] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_ShareAcknowledgeResponse_NodeEndpoints)
+        e1_2.node_id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.host = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.port, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1_2.rack = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.host = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.port, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.node_endpoints = l0_2
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.node_endpoints = l0_2
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -597,53 +582,47 @@ def _encode_resp_v0(o: ShareAcknowledgeResponse, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[ShareAcknowledgeResponse.Responses] = o.responses
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[ShareAcknowledgeResponse.Responses.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    sn = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    e3: ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader = x1.current_leader
-                    ap(_P_ii(e3.leader_id, e3.leader_epoch))
-                    ut3 = e3.unknown_tags
-                    if ut3: _write_tags(ap, ut3.items())
-                    else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
-    l0_2: list[ShareAcknowledgeResponse.NodeEndpoints] = o.node_endpoints
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.node_id))
-            s = x0_2.host.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_i(x0_2.port))
-            sn = x0_2.rack
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[ShareAcknowledgeResponse.Responses.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            sn = x1.error_message
             if sn is None: ap(b'\x00')
             else:
                 s = sn.encode()
                 n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
                 ap(s)
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            e3: ShareAcknowledgeResponse.Responses.Partitions.CurrentLeader = x1.current_leader
+            ap(_P_ii(e3.leader_id, e3.leader_epoch))
+            ut3 = e3.unknown_tags
+            if ut3: _write_tags(ap, ut3.items())
             else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
+    l0_2: list[ShareAcknowledgeResponse.NodeEndpoints] = o.node_endpoints
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.node_id))
+        s = x0_2.host.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_i(x0_2.port))
+        sn = x0_2.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

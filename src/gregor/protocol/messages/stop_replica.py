@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -304,22 +304,19 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.delete_partitions = _U_iio(buf, pos); pos += 9
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partitions = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaRequest.UngroupedPartitions] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_StopReplicaRequest_UngroupedPartitions)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partitions = l0
+    if n < 0: raise _null_array(n, 'ungrouped_partitions')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaRequest.UngroupedPartitions] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaRequest_UngroupedPartitions)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, = _U_i(buf, pos); pos += 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partitions = l0
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -333,29 +330,23 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     o = _new(_C_StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions = _U_iiqo(buf, pos); pos += 17
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_StopReplicaRequest_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_indexes = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
-                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_indexes')
+        if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+        else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.is_kraft_controller = False
     o.topic_states = []
     o.ungrouped_partitions = []
@@ -371,32 +362,30 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaRequest.Topics] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_StopReplicaRequest_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_indexes = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
-                else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_indexes')
+        if n < 64: e1.partition_indexes = list(_UA_i[n](buf, pos))
+        else: e1.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     o.is_kraft_controller = False
     o.topic_states = []
     o.ungrouped_partitions = []
@@ -413,38 +402,36 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 10 > blen - pos: raise _bad_count(n)
+        l1: list[StopReplicaRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_StopReplicaRequest_TopicStates)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1: list[StopReplicaRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_StopReplicaRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.leader_epoch, e2.delete_partition = _U_iio(buf, pos); pos += 9
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
+            e2 = _new(_C_StopReplicaRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.leader_epoch, e2.delete_partition = _U_iio(buf, pos); pos += 9
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
     o.is_kraft_controller = False
     o.delete_partitions = False
     o.topics = []
@@ -462,38 +449,36 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 10 > blen - pos: raise _bad_count(n)
+        l1: list[StopReplicaRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_StopReplicaRequest_TopicStates)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1: list[StopReplicaRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_StopReplicaRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.leader_epoch, e2.delete_partition = _U_iio(buf, pos); pos += 9
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
+            e2 = _new(_C_StopReplicaRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.leader_epoch, e2.delete_partition = _U_iio(buf, pos); pos += 9
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
     o.delete_partitions = False
     o.topics = []
     o.ungrouped_partitions = []
@@ -505,55 +490,45 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[StopReplicaRequest, int]:
 def _encode_req_v0(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iio(o.controller_id, o.controller_epoch, o.delete_partitions))
     l0: list[StopReplicaRequest.UngroupedPartitions] = o.ungrouped_partitions
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0.partition_index))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0.partition_index))
 
 
 def _encode_req_v1(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iiqo(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions))
     l0: list[StopReplicaRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[int] = x0.partition_indexes
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[int] = x0.partition_indexes
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
 
 
 def _encode_req_v2(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iiqo(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions))
     l0: list[StopReplicaRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[int] = x0.partition_indexes
-            if l1 is None: ap(b'\x00')
-            else:
-                c = len(l1)
-                n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[int] = x0.partition_indexes
+        c = len(l1)
+        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -562,25 +537,21 @@ def _encode_req_v2(o: StopReplicaRequest, ap: _Append) -> None:
 def _encode_req_v3(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[StopReplicaRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[StopReplicaRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iio(x1.partition_index, x1.leader_epoch, x1.delete_partition))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[StopReplicaRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iio(x1.partition_index, x1.leader_epoch, x1.delete_partition))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -589,25 +560,21 @@ def _encode_req_v3(o: StopReplicaRequest, ap: _Append) -> None:
 def _encode_req_v4(o: StopReplicaRequest, ap: _Append) -> None:
     ap(_P_ioiq(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch))
     l0: list[StopReplicaRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[StopReplicaRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iio(x1.partition_index, x1.leader_epoch, x1.delete_partition))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[StopReplicaRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iio(x1.partition_index, x1.leader_epoch, x1.delete_partition))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -618,22 +585,19 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[StopReplicaResponse, int]:
     o = _new(_C_StopReplicaResponse)
     o.error_code, = _U_h(buf, pos); pos += 2
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.partition_errors = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaResponse.PartitionErrors] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_StopReplicaResponse_PartitionErrors)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
-            e1.unknown_tags = {}
-            a0(e1)
-        o.partition_errors = l0
+    if n < 0: raise _null_array(n, 'partition_errors')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaResponse.PartitionErrors] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaResponse_PartitionErrors)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
+        e1.unknown_tags = {}
+        a0(e1)
+    o.partition_errors = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -646,24 +610,23 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[StopReplicaResponse, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.partition_errors = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0: list[StopReplicaResponse.PartitionErrors] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_StopReplicaResponse_PartitionErrors)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.partition_errors = l0
+    if n < 0: raise _null_array(n, 'partition_errors')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0: list[StopReplicaResponse.PartitionErrors] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_StopReplicaResponse_PartitionErrors)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.error_code = _U_ih(buf, pos); pos += 6
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.partition_errors = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -672,30 +635,26 @@ def _decode_resp_v2(buf: _Buffer, pos: int) -> tuple[StopReplicaResponse, int]:
 def _encode_resp_v0(o: StopReplicaResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[StopReplicaResponse.PartitionErrors] = o.partition_errors
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_ih(x0.partition_index, x0.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_ih(x0.partition_index, x0.error_code))
 
 
 def _encode_resp_v2(o: StopReplicaResponse, ap: _Append) -> None:
     ap(_P_h(o.error_code))
     l0: list[StopReplicaResponse.PartitionErrors] = o.partition_errors
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_ih(x0.partition_index, x0.error_code))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ih(x0.partition_index, x0.error_code))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -182,25 +182,22 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     if n < 0 or end > blen: raise _bad_length(n)
     o.member_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.assignments = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_SyncGroupRequest_Assignments)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.assignment = bytes(buf[pos:end]); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.assignments = l0
+    if n < 0: raise _null_array(n, 'assignments')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_SyncGroupRequest_Assignments)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.assignment = bytes(buf[pos:end]); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.assignments = l0
     o.group_instance_id = None
     o.protocol_type = None
     o.protocol_name = None
@@ -227,25 +224,22 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
         if n < 0 or end > blen: raise _bad_length(n)
         o.group_instance_id = str(buf[pos:end], 'utf-8'); pos = end
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.assignments = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_SyncGroupRequest_Assignments)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.assignment = bytes(buf[pos:end]); pos = end
-            e1.unknown_tags = {}
-            a0(e1)
-        o.assignments = l0
+    if n < 0: raise _null_array(n, 'assignments')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_SyncGroupRequest_Assignments)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.assignment = bytes(buf[pos:end]); pos = end
+        e1.unknown_tags = {}
+        a0(e1)
+    o.assignments = l0
     o.protocol_type = None
     o.protocol_name = None
     o.unknown_tags = {}
@@ -283,30 +277,29 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.assignments = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_SyncGroupRequest_Assignments)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.assignment = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.assignments = l0
+    if n < 0: raise _null_array(n, 'assignments')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_SyncGroupRequest_Assignments)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.assignment = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.assignments = l0
     o.protocol_type = None
     o.protocol_name = None
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
@@ -363,30 +356,29 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[SyncGroupRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.assignments = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_SyncGroupRequest_Assignments)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.assignment = bytes(buf[pos:end]); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.assignments = l0
+    if n < 0: raise _null_array(n, 'assignments')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[SyncGroupRequest.Assignments] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_SyncGroupRequest_Assignments)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.member_id = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.assignment = bytes(buf[pos:end]); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.assignments = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -401,16 +393,14 @@ def _encode_req_v0(o: SyncGroupRequest, ap: _Append) -> None:
     ap(_P_h(len(s)))
     ap(s)
     l0: list[SyncGroupRequest.Assignments] = o.assignments
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.member_id.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.assignment
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.assignment
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_req_v3(o: SyncGroupRequest, ap: _Append) -> None:
@@ -428,16 +418,14 @@ def _encode_req_v3(o: SyncGroupRequest, ap: _Append) -> None:
         ap(_P_h(len(s)))
         ap(s)
     l0: list[SyncGroupRequest.Assignments] = o.assignments
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.member_id.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            s = x0.assignment
-            ap(_P_i(len(s)))
-            ap(s)
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        s = x0.assignment
+        ap(_P_i(len(s)))
+        ap(s)
 
 
 def _encode_req_v4(o: SyncGroupRequest, ap: _Append) -> None:
@@ -455,19 +443,17 @@ def _encode_req_v4(o: SyncGroupRequest, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[SyncGroupRequest.Assignments] = o.assignments
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.assignment
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.assignment
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -500,19 +486,17 @@ def _encode_req_v5(o: SyncGroupRequest, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[SyncGroupRequest.Assignments] = o.assignments
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.member_id.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            s = x0.assignment
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.member_id.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        s = x0.assignment
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

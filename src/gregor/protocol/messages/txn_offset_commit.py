@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -281,41 +281,35 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitRequest, int]
     o.group_id = str(buf[pos:end], 'utf-8'); pos = end
     o.producer_id, o.producer_epoch = _U_qh(buf, pos); pos += 10
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_TxnOffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 14 > blen - pos: raise _bad_count(n)
+        l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_TxnOffsetCommitRequest_Topics)
+            e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 14 > blen - pos: raise _bad_count(n)
-                l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset = _U_iq(buf, pos); pos += 12
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.committed_leader_epoch = -1
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.committed_leader_epoch = -1
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.generation_id = -1
     o.member_id = ''
     o.group_instance_id = None
@@ -336,40 +330,34 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitRequest, int]
     o.group_id = str(buf[pos:end], 'utf-8'); pos = end
     o.producer_id, o.producer_epoch = _U_qh(buf, pos); pos += 10
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_TxnOffsetCommitRequest_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_TxnOffsetCommitRequest_Topics)
+            e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n, = _U_h(buf, pos); pos += 2
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.generation_id = -1
     o.member_id = ''
     o.group_instance_id = None
@@ -415,47 +403,45 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitRequest, int]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[TxnOffsetCommitRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_TxnOffsetCommitRequest_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 18 > blen - pos: raise _bad_count(n)
+        l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_TxnOffsetCommitRequest_Topics)
+            e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
+            e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.committed_metadata = None
             else:
-                if n * 18 > blen - pos: raise _bad_count(n)
-                l1: list[TxnOffsetCommitRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_TxnOffsetCommitRequest_Topics_Partitions)
-                    e2.partition_index, e2.committed_offset, e2.committed_leader_epoch = _U_iqi(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.committed_metadata = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.committed_metadata = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -470,25 +456,21 @@ def _encode_req_v0(o: TxnOffsetCommitRequest, ap: _Append) -> None:
     ap(s)
     ap(_P_qh(o.producer_id, o.producer_epoch))
     l0: list[TxnOffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iq(x1.partition_index, x1.committed_offset))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iq(x1.partition_index, x1.committed_offset))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v2(o: TxnOffsetCommitRequest, ap: _Append) -> None:
@@ -500,25 +482,21 @@ def _encode_req_v2(o: TxnOffsetCommitRequest, ap: _Append) -> None:
     ap(s)
     ap(_P_qh(o.producer_id, o.producer_epoch))
     l0: list[TxnOffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn: str | None = x1.committed_metadata
+            if sn is None: ap(b'\xff\xff')
             else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn: str | None = x1.committed_metadata
-                    if sn is None: ap(b'\xff\xff')
-                    else:
-                        s = sn.encode()
-                        ap(_P_h(len(s)))
-                        ap(s)
+                s = sn.encode()
+                ap(_P_h(len(s)))
+                ap(s)
 
 
 def _encode_req_v3(o: TxnOffsetCommitRequest, ap: _Append) -> None:
@@ -539,31 +517,27 @@ def _encode_req_v3(o: TxnOffsetCommitRequest, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[TxnOffsetCommitRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[TxnOffsetCommitRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
+            sn = x1.committed_metadata
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iqi(x1.partition_index, x1.committed_offset, x1.committed_leader_epoch))
-                    sn = x1.committed_metadata
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -574,34 +548,28 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitResponse, in
     o = _new(_C_TxnOffsetCommitResponse)
     o.throttle_time_ms, = _U_i(buf, pos); pos += 4
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topics = None  # type: ignore[assignment]
-    else:
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[TxnOffsetCommitResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_TxnOffsetCommitResponse_Topics)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partitions')
         if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[TxnOffsetCommitResponse.Topics] = []; a0 = l0.append
+        l1: list[TxnOffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_TxnOffsetCommitResponse_Topics)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[TxnOffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_TxnOffsetCommitResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partitions = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_TxnOffsetCommitResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partitions = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topics = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -614,38 +582,36 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[TxnOffsetCommitResponse.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[TxnOffsetCommitResponse.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_TxnOffsetCommitResponse_Topics)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 7 > blen - pos: raise _bad_count(n)
+        l1: list[TxnOffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_TxnOffsetCommitResponse_Topics)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.name = str(buf[pos:end], 'utf-8'); pos = end
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 7 > blen - pos: raise _bad_count(n)
-                l1: list[TxnOffsetCommitResponse.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_TxnOffsetCommitResponse_Topics_Partitions)
-                    e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            e2 = _new(_C_TxnOffsetCommitResponse_Topics_Partitions)
+            e2.partition_index, e2.error_code = _U_ih(buf, pos); pos += 6
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -654,43 +620,35 @@ def _decode_resp_v3(buf: _Buffer, pos: int) -> tuple[TxnOffsetCommitResponse, in
 def _encode_resp_v0(o: TxnOffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[TxnOffsetCommitResponse.Topics] = o.topics
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            l1: list[TxnOffsetCommitResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[TxnOffsetCommitResponse.Topics.Partitions] = x0.partitions
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
 
 
 def _encode_resp_v3(o: TxnOffsetCommitResponse, ap: _Append) -> None:
     ap(_P_i(o.throttle_time_ms))
     l0: list[TxnOffsetCommitResponse.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.name.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            l1: list[TxnOffsetCommitResponse.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition_index, x1.error_code))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[TxnOffsetCommitResponse.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition_index, x1.error_code))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -209,25 +209,24 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.feature_updates = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateFeaturesRequest.FeatureUpdates] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_UpdateFeaturesRequest_FeatureUpdates)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.feature = str(buf[pos:end], 'utf-8'); pos = end
-            e1.max_version_level, e1.allow_downgrade = _U_ho(buf, pos); pos += 3
-            e1.upgrade_type = 1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.feature_updates = l0
+    if n < 0: raise _null_array(n, 'feature_updates')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateFeaturesRequest.FeatureUpdates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateFeaturesRequest_FeatureUpdates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.feature = str(buf[pos:end], 'utf-8'); pos = end
+        e1.max_version_level, e1.allow_downgrade = _U_ho(buf, pos); pos += 3
+        e1.upgrade_type = 1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.feature_updates = l0
     o.validate_only = False
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -242,25 +241,24 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.feature_updates = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateFeaturesRequest.FeatureUpdates] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_UpdateFeaturesRequest_FeatureUpdates)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.feature = str(buf[pos:end], 'utf-8'); pos = end
-            e1.max_version_level, e1.upgrade_type = _U_hb(buf, pos); pos += 3
-            e1.allow_downgrade = False
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.feature_updates = l0
+    if n < 0: raise _null_array(n, 'feature_updates')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateFeaturesRequest.FeatureUpdates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateFeaturesRequest_FeatureUpdates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.feature = str(buf[pos:end], 'utf-8'); pos = end
+        e1.max_version_level, e1.upgrade_type = _U_hb(buf, pos); pos += 3
+        e1.allow_downgrade = False
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.feature_updates = l0
     o.validate_only, = _U_o(buf, pos); pos += 1
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
@@ -270,17 +268,15 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesRequest, int]:
 def _encode_req_v0(o: UpdateFeaturesRequest, ap: _Append) -> None:
     ap(_P_i(o.timeout_ms))
     l0: list[UpdateFeaturesRequest.FeatureUpdates] = o.feature_updates
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.feature.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_ho(x0.max_version_level, x0.allow_downgrade))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.feature.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_ho(x0.max_version_level, x0.allow_downgrade))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -289,17 +285,15 @@ def _encode_req_v0(o: UpdateFeaturesRequest, ap: _Append) -> None:
 def _encode_req_v1(o: UpdateFeaturesRequest, ap: _Append) -> None:
     ap(_P_i(o.timeout_ms))
     l0: list[UpdateFeaturesRequest.FeatureUpdates] = o.feature_updates
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.feature.encode()
-            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-            ap(s)
-            ap(_P_hb(x0.max_version_level, x0.upgrade_type))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.feature.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_hb(x0.max_version_level, x0.upgrade_type))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ap(_P_o(o.validate_only))
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
@@ -323,33 +317,32 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[UpdateFeaturesResponse, int
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 5 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateFeaturesResponse.Results] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_UpdateFeaturesResponse_Results)
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
+    if n < 0: raise _null_array(n, 'results')
+    if n * 5 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateFeaturesResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateFeaturesResponse_Results)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.feature = str(buf[pos:end], 'utf-8'); pos = end
+        e1.error_code, = _U_h(buf, pos); pos += 2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1.error_message = None
+        else:
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.feature = str(buf[pos:end], 'utf-8'); pos = end
-            e1.error_code, = _U_h(buf, pos); pos += 2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1.error_message = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+            e1.error_message = str(buf[pos:end], 'utf-8'); pos = end
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -364,23 +357,21 @@ def _encode_resp_v0(o: UpdateFeaturesResponse, ap: _Append) -> None:
         n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
         ap(s)
     l0: list[UpdateFeaturesResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s = x0.feature.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s = x0.feature.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_h(x0.error_code))
+        sn = x0.error_message
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_h(x0.error_code))
-            sn = x0.error_message
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -356,60 +356,48 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 30 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
-        for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.zk_version, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.offline_replicas = []
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 30 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.zk_version, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.offline_replicas = []
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n, = _U_h(buf, pos); pos += 2
-            end = pos + n
-            if n < 0 or end > blen: raise _bad_length(n)
-            e1_2.v0_host = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_port, = _U_i(buf, pos); pos += 4
-            e1_2.endpoints = []
-            e1_2.rack = None
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1_2.v0_host = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_port, = _U_i(buf, pos); pos += 4
+        e1_2.endpoints = []
+        e1_2.rack = None
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -423,75 +411,60 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 30 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 30 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.zk_version, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.offline_replicas = []
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
+    n, = _U_i(buf, pos); pos += 4
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 8 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+            e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2.port, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.zk_version, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.offline_replicas = []
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
-    n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 8 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    e2.listener = ''
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.endpoints = l1
-            e1_2.rack = None
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.security_protocol, = _U_h(buf, pos); pos += 2
+            e2.listener = ''
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.endpoints = l1
+        e1_2.rack = None
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -505,80 +478,65 @@ def _decode_req_v2(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 30 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 30 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.zk_version, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.offline_replicas = []
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
+    n, = _U_i(buf, pos); pos += 4
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+            e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2.port, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.zk_version, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.offline_replicas = []
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
-    n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    e2.listener = ''
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.endpoints = l1
-            n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
+            e2.security_protocol, = _U_h(buf, pos); pos += 2
+            e2.listener = ''
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.endpoints = l1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -592,83 +550,68 @@ def _decode_req_v3(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 30 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 30 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.zk_version, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.offline_replicas = []
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
+    n, = _U_i(buf, pos); pos += 4
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 10 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+            e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2.port, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.zk_version, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.offline_replicas = []
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
-    n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.endpoints = l1
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.listener = str(buf[pos:end], 'utf-8'); pos = end
+            e2.security_protocol, = _U_h(buf, pos); pos += 2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.endpoints = l1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -682,90 +625,72 @@ def _decode_req_v4(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _U_ii(buf, pos); pos += 8
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.ungrouped_partition_states = None  # type: ignore[assignment]
-    else:
-        if n * 34 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'ungrouped_partition_states')
+    if n * 34 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'isr')
+        if n < 64: e1.isr = list(_UA_i[n](buf, pos))
+        else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.zk_version, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'replicas')
+        if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
+        else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'offline_replicas')
+        if n < 64: e1.offline_replicas = list(_UA_i[n](buf, pos))
+        else: e1.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.ungrouped_partition_states = l0
+    n, = _U_i(buf, pos); pos += 4
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 10 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_UngroupedPartitionStates)
+            e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2.port, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            e1.partition_index, e1.controller_epoch, e1.leader, e1.leader_epoch = _U_iiii(buf, pos); pos += 16
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.isr = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.isr = list(_UA_i[n](buf, pos))
-                else: e1.isr = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.zk_version, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.replicas = list(_UA_i[n](buf, pos))
-                else: e1.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.offline_replicas = None  # type: ignore[assignment]
-            else:
-                if n < 64: e1.offline_replicas = list(_UA_i[n](buf, pos))
-                else: e1.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.ungrouped_partition_states = l0
-    n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2.port, = _U_i(buf, pos); pos += 4
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2.security_protocol, = _U_h(buf, pos); pos += 2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1_2.endpoints = l1
+            e2.host = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.listener = str(buf[pos:end], 'utf-8'); pos = end
+            e2.security_protocol, = _U_h(buf, pos); pos += 2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1_2.endpoints = l1
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.broker_epoch = 0
     o.topic_states = []
@@ -779,103 +704,82 @@ def _decode_req_v5(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     o = _new(_C_UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _U_iiq(buf, pos); pos += 16
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 6 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 6 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+        n, = _U_h(buf, pos); pos += 2
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 32 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+            e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.zk_version, = _U_i(buf, pos); pos += 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n, = _U_i(buf, pos); pos += 4
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.partition_states = l1
+        e1.topic_id = _ZERO_UUID
+        e1.unknown_tags = {}
+        a0(e1)
+    o.topic_states = l0
+    n, = _U_i(buf, pos); pos += 4
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 10 > blen - pos: raise _bad_count(n)
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2_2.port, = _U_i(buf, pos); pos += 4
             n, = _U_h(buf, pos); pos += 2
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 32 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.zk_version, = _U_i(buf, pos); pos += 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.partition_states = l1
-            e1.topic_id = _ZERO_UUID
-            e1.unknown_tags = {}
-            a0(e1)
-        o.topic_states = l0
-    n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 10 > blen - pos: raise _bad_count(n)
-                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2_2.port, = _U_i(buf, pos); pos += 4
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
-                    e2_2.unknown_tags = {}
-                    a1_2(e2_2)
-                e1_2.endpoints = l1_2
+            e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_h(buf, pos); pos += 2
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            e1_2.unknown_tags = {}
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+            e2_2.unknown_tags = {}
+            a1_2(e2_2)
+        e1_2.endpoints = l1_2
+        n, = _U_h(buf, pos); pos += 2
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        e1_2.unknown_tags = {}
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     o.type = 0
@@ -891,123 +795,116 @@ def _decode_req_v6(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 3 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 3 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 24 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+            e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.zk_version, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        e1.topic_id = _ZERO_UUID
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 9 > blen - pos: raise _bad_count(n)
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2_2.port, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 24 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.zk_version, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            e1.topic_id = _ZERO_UUID
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
-    n = buf[pos]
-    if n < 128: pos += 1
-    else: n, pos = _ruv(buf, pos)
-    n -= 1
-    if n < 0: o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 9 > blen - pos: raise _bad_count(n)
-                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2_2.port, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1_2.endpoints = l1_2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            a1_2(e2_2)
+        e1_2.endpoints = l1_2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     o.type = 0
@@ -1024,124 +921,117 @@ def _decode_req_v7(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 19 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 19 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 24 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+            e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.zk_version, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 9 > blen - pos: raise _bad_count(n)
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2_2.port, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 24 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.zk_version, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
-    n = buf[pos]
-    if n < 128: pos += 1
-    else: n, pos = _ruv(buf, pos)
-    n -= 1
-    if n < 0: o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 9 > blen - pos: raise _bad_count(n)
-                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2_2.port, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1_2.endpoints = l1_2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            a1_2(e2_2)
+        e1_2.endpoints = l1_2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.is_kraft_controller = False
     o.ungrouped_partition_states = []
     o.type = 0
@@ -1158,124 +1048,117 @@ def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topic_states = None  # type: ignore[assignment]
-    else:
-        if n * 19 > blen - pos: raise _bad_count(n)
-        l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topic_states')
+    if n * 19 > blen - pos: raise _bad_count(n)
+    l0: list[UpdateMetadataRequest.TopicStates] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        end = pos + n
+        if n < 0 or end > blen: raise _bad_length(n)
+        e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partition_states')
+        if n * 24 > blen - pos: raise _bad_count(n)
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_UpdateMetadataRequest_TopicStates)
+            e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
+            e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'isr')
+            if n < 64: e2.isr = list(_UA_i[n](buf, pos))
+            else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.zk_version, = _U_i(buf, pos); pos += 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'replicas')
+            if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
+            else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'offline_replicas')
+            if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
+            else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partition_states = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topic_states = l0
+    n = buf[pos]
+    if n < 128: pos += 1
+    else: n, pos = _ruv(buf, pos)
+    n -= 1
+    if n < 0: raise _null_array(n, 'live_brokers')
+    if n * 7 > blen - pos: raise _bad_count(n)
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
+    for _ in range(n):
+        e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
+        e1_2.id, = _U_i(buf, pos); pos += 4
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'endpoints')
+        if n * 9 > blen - pos: raise _bad_count(n)
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
+        for _ in range(n):
+            e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
+            e2_2.port, = _U_i(buf, pos); pos += 4
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
             end = pos + n
             if n < 0 or end > blen: raise _bad_length(n)
-            e1.topic_name = str(buf[pos:end], 'utf-8'); pos = end
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partition_states = None  # type: ignore[assignment]
-            else:
-                if n * 24 > blen - pos: raise _bad_count(n)
-                l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_UpdateMetadataRequest_TopicStates_PartitionStates)
-                    e2.partition_index, e2.controller_epoch, e2.leader, e2.leader_epoch = _U_iiii(buf, pos); pos += 16
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.isr = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.isr = list(_UA_i[n](buf, pos))
-                        else: e2.isr = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.zk_version, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.replicas = list(_UA_i[n](buf, pos))
-                        else: e2.replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.offline_replicas = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.offline_replicas = list(_UA_i[n](buf, pos))
-                        else: e2.offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partition_states = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topic_states = l0
-    n = buf[pos]
-    if n < 128: pos += 1
-    else: n, pos = _ruv(buf, pos)
-    n -= 1
-    if n < 0: o.live_brokers = None  # type: ignore[assignment]
-    else:
-        if n * 7 > blen - pos: raise _bad_count(n)
-        l0_2: list[UpdateMetadataRequest.LiveBrokers] = []; a0_2 = l0_2.append
-        for _ in range(n):
-            e1_2 = _new(_C_UpdateMetadataRequest_LiveBrokers)
-            e1_2.id, = _U_i(buf, pos); pos += 4
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n < 0: e1_2.endpoints = None  # type: ignore[assignment]
-            else:
-                if n * 9 > blen - pos: raise _bad_count(n)
-                l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = []; a1_2 = l1_2.append
-                for _ in range(n):
-                    e2_2 = _new(_C_UpdateMetadataRequest_LiveBrokers_Endpoints)
-                    e2_2.port, = _U_i(buf, pos); pos += 4
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.host = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
-                    e2_2.security_protocol, = _U_h(buf, pos); pos += 2
-                    if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
-                    else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1_2(e2_2)
-                e1_2.endpoints = l1_2
-            n = buf[pos]
-            if n < 128: pos += 1
-            else: n, pos = _ruv(buf, pos)
-            n -= 1
-            if n == -1: e1_2.rack = None
-            else:
-                end = pos + n
-                if n < 0 or end > blen: raise _bad_length(n)
-                e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
-            e1_2.v0_host = ''
-            e1_2.v0_port = 0
-            if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
-            else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
-            a0_2(e1_2)
-        o.live_brokers = l0_2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2_2.listener = str(buf[pos:end], 'utf-8'); pos = end
+            e2_2.security_protocol, = _U_h(buf, pos); pos += 2
+            if buf[pos] == 0: pos += 1; e2_2.unknown_tags = {}
+            else: e2_2.unknown_tags, pos = _read_tags(buf, pos)
+            a1_2(e2_2)
+        e1_2.endpoints = l1_2
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n == -1: e1_2.rack = None
+        else:
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e1_2.rack = str(buf[pos:end], 'utf-8'); pos = end
+        e1_2.v0_host = ''
+        e1_2.v0_port = 0
+        if buf[pos] == 0: pos += 1; e1_2.unknown_tags = {}
+        else: e1_2.unknown_tags, pos = _read_tags(buf, pos)
+        a0_2(e1_2)
+    o.live_brokers = l0_2
     o.ungrouped_partition_states = []
     o.type = 0
     nt0 = buf[pos]
@@ -1298,388 +1181,310 @@ def _decode_req_v8(buf: _Buffer, pos: int) -> tuple[UpdateMetadataRequest, int]:
 def _encode_req_v0(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.zk_version))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.zk_version))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
     l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            s = x0_2.v0_host.encode()
-            ap(_P_h(len(s)))
-            ap(s)
-            ap(_P_i(x0_2.v0_port))
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        s = x0_2.v0_host.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_i(x0_2.v0_port))
 
 
 def _encode_req_v1(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.zk_version))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        ap(_P_i(len(l1_2)))
+        for x1 in l1_2:
+            ap(_P_i(x1.port))
+            s = x1.host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.zk_version))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1 in l1_2:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_h(x1.security_protocol))
+            ap(_P_h(x1.security_protocol))
 
 
 def _encode_req_v2(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.zk_version))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        ap(_P_i(len(l1_2)))
+        for x1 in l1_2:
+            ap(_P_i(x1.port))
+            s = x1.host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.zk_version))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1 in l1_2:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_h(x1.security_protocol))
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
+            ap(_P_h(x1.security_protocol))
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
 
 
 def _encode_req_v3(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.zk_version))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        ap(_P_i(len(l1_2)))
+        for x1 in l1_2:
+            ap(_P_i(x1.port))
+            s = x1.host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.zk_version))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1 in l1_2:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.listener.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_h(x1.security_protocol))
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
+            s = x1.listener.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_h(x1.security_protocol))
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
 
 
 def _encode_req_v4(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ii(o.controller_id, o.controller_epoch))
     l0: list[UpdateMetadataRequest.UngroupedPartitionStates] = o.ungrouped_partition_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
+        l1: list[int] = x0.isr
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        ap(_P_i(x0.zk_version))
+        l1 = x0.replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+        l1 = x0.offline_replicas
+        c = len(l1)
+        ap(_P_i(c))
+        if c < 64: ap(_PA_i[c](*l1))
+        else: ap(_pack('>%di' % c, *l1))
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        ap(_P_i(len(l1_2)))
+        for x1 in l1_2:
+            ap(_P_i(x1.port))
+            s = x1.host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            ap(_P_iiii(x0.partition_index, x0.controller_epoch, x0.leader, x0.leader_epoch))
-            l1: list[int] = x0.isr
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            ap(_P_i(x0.zk_version))
-            l1 = x0.replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-            l1 = x0.offline_replicas
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                c = len(l1)
-                ap(_P_i(c))
-                if c < 64: ap(_PA_i[c](*l1))
-                else: ap(_pack('>%di' % c, *l1))
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1 in l1_2:
-                    ap(_P_i(x1.port))
-                    s = x1.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1.listener.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_h(x1.security_protocol))
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
+            s = x1.listener.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_h(x1.security_protocol))
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
 
 
 def _encode_req_v5(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        ap(_P_h(len(s)))
+        ap(s)
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.zk_version))
+            l2 = x1.replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    ap(_P_i(len(l0_2)))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        ap(_P_i(len(l1_2)))
+        for x1_2 in l1_2:
+            ap(_P_i(x1_2.port))
+            s = x1_2.host.encode()
             ap(_P_h(len(s)))
             ap(s)
-            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.zk_version))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0_2)))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1_2)))
-                for x1_2 in l1_2:
-                    ap(_P_i(x1_2.port))
-                    s = x1_2.host.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    s = x1_2.listener.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    ap(_P_h(x1_2.security_protocol))
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\xff\xff')
-            else:
-                s = sn.encode()
-                ap(_P_h(len(s)))
-                ap(s)
+            s = x1_2.listener.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            ap(_P_h(x1_2.security_protocol))
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\xff\xff')
+        else:
+            s = sn.encode()
+            ap(_P_h(len(s)))
+            ap(s)
 
 
 def _encode_req_v6(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.zk_version))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            ap(_P_i(x1_2.port))
+            s = x1_2.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.zk_version))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            s = x1_2.listener.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_h(x1_2.security_protocol))
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    ap(_P_i(x1_2.port))
-                    s = x1_2.host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1_2.listener.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_h(x1_2.security_protocol))
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1688,79 +1493,65 @@ def _encode_req_v6(o: UpdateMetadataRequest, ap: _Append) -> None:
 def _encode_req_v7(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_iiq(o.controller_id, o.controller_epoch, o.broker_epoch))
     l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.zk_version))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            ap(_P_i(x1_2.port))
+            s = x1_2.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.zk_version))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            s = x1_2.listener.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_h(x1_2.security_protocol))
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    ap(_P_i(x1_2.port))
-                    s = x1_2.host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1_2.listener.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_h(x1_2.security_protocol))
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -1769,79 +1560,65 @@ def _encode_req_v7(o: UpdateMetadataRequest, ap: _Append) -> None:
 def _encode_req_v8(o: UpdateMetadataRequest, ap: _Append) -> None:
     ap(_P_ioiq(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch))
     l0: list[UpdateMetadataRequest.TopicStates] = o.topic_states
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            s: bytes = x0.topic_name.encode()
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        s: bytes = x0.topic_name.encode()
+        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        ap(s)
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
+            l2: list[int] = x1.isr
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ap(_P_i(x1.zk_version))
+            l2 = x1.replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            l2 = x1.offline_replicas
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
+            else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
+    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
+    n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0_2 in l0_2:
+        ap(_P_i(x0_2.id))
+        l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
+        n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1_2 in l1_2:
+            ap(_P_i(x1_2.port))
+            s = x1_2.host.encode()
             n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
             ap(s)
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[UpdateMetadataRequest.TopicStates.PartitionStates] = x0.partition_states
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiii(x1.partition_index, x1.controller_epoch, x1.leader, x1.leader_epoch))
-                    l2: list[int] = x1.isr
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ap(_P_i(x1.zk_version))
-                    l2 = x1.replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    l2 = x1.offline_replicas
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+            s = x1_2.listener.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            ap(_P_h(x1_2.security_protocol))
+            ut2 = x1_2.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
-    l0_2: list[UpdateMetadataRequest.LiveBrokers] = o.live_brokers
-    if l0_2 is None: ap(b'\x00')
-    else:
-        n = len(l0_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0_2 in l0_2:
-            ap(_P_i(x0_2.id))
-            l1_2: list[UpdateMetadataRequest.LiveBrokers.Endpoints] = x0_2.endpoints
-            if l1_2 is None: ap(b'\x00')
-            else:
-                n = len(l1_2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1_2 in l1_2:
-                    ap(_P_i(x1_2.port))
-                    s = x1_2.host.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    s = x1_2.listener.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    ap(_P_h(x1_2.security_protocol))
-                    ut2 = x1_2.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            sn: str | None = x0_2.rack
-            if sn is None: ap(b'\x00')
-            else:
-                s = sn.encode()
-                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                ap(s)
-            ut1 = x0_2.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
-            else: ap(b'\x00')
+        sn: str | None = x0_2.rack
+        if sn is None: ap(b'\x00')
+        else:
+            s = sn.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+        ut1 = x0_2.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     tl0: list[tuple[int, bytes]] = []
     tv0: int = o.type
     if tv0 != 0:

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -294,48 +294,45 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[WriteShareGroupStateRequest,
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.topics = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[WriteShareGroupStateRequest.Topics] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'topics')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[WriteShareGroupStateRequest.Topics] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_WriteShareGroupStateRequest_Topics)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 22 > blen - pos: raise _bad_count(n)
+        l1: list[WriteShareGroupStateRequest.Topics.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_WriteShareGroupStateRequest_Topics)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_WriteShareGroupStateRequest_Topics_Partitions)
+            e2.partition, e2.state_epoch, e2.leader_epoch, e2.start_offset = _U_iiiq(buf, pos); pos += 20
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
-            else:
-                if n * 22 > blen - pos: raise _bad_count(n)
-                l1: list[WriteShareGroupStateRequest.Topics.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_WriteShareGroupStateRequest_Topics_Partitions)
-                    e2.partition, e2.state_epoch, e2.leader_epoch, e2.start_offset = _U_iiiq(buf, pos); pos += 20
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.state_batches = None  # type: ignore[assignment]
-                    else:
-                        if n * 20 > blen - pos: raise _bad_count(n)
-                        l2: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_WriteShareGroupStateRequest_Topics_Partitions_StateBatches)
-                            e3.first_offset, e3.last_offset, e3.delivery_state, e3.delivery_count = _U_qqbh(buf, pos); pos += 19
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.state_batches = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.topics = l0
+            if n < 0: raise _null_array(n, 'state_batches')
+            if n * 20 > blen - pos: raise _bad_count(n)
+            l2: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_WriteShareGroupStateRequest_Topics_Partitions_StateBatches)
+                e3.first_offset, e3.last_offset, e3.delivery_state, e3.delivery_count = _U_qqbh(buf, pos); pos += 19
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.state_batches = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.topics = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -346,32 +343,26 @@ def _encode_req_v0(o: WriteShareGroupStateRequest, ap: _Append) -> None:
     n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
     ap(s)
     l0: list[WriteShareGroupStateRequest.Topics] = o.topics
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[WriteShareGroupStateRequest.Topics.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_iiiq(x1.partition, x1.state_epoch, x1.leader_epoch, x1.start_offset))
-                    l2: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = x1.state_batches
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_qqbh(x2.first_offset, x2.last_offset, x2.delivery_state, x2.delivery_count))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[WriteShareGroupStateRequest.Topics.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_iiiq(x1.partition, x1.state_epoch, x1.leader_epoch, x1.start_offset))
+            l2: list[WriteShareGroupStateRequest.Topics.Partitions.StateBatches] = x1.state_batches
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_qqbh(x2.first_offset, x2.last_offset, x2.delivery_state, x2.delivery_count))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -384,42 +375,40 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[WriteShareGroupStateRespons
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.results = None  # type: ignore[assignment]
-    else:
-        if n * 18 > blen - pos: raise _bad_count(n)
-        l0: list[WriteShareGroupStateResponse.Results] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'results')
+    if n * 18 > blen - pos: raise _bad_count(n)
+    l0: list[WriteShareGroupStateResponse.Results] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_WriteShareGroupStateResponse_Results)
+        uh0, ul0 = _U_QQ(buf, pos); pos += 16
+        e1.topic_id = _uuid(uh0 << 64 | ul0)
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'partitions')
+        if n * 8 > blen - pos: raise _bad_count(n)
+        l1: list[WriteShareGroupStateResponse.Results.Partitions] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_WriteShareGroupStateResponse_Results)
-            uh0, ul0 = _U_QQ(buf, pos); pos += 16
-            e1.topic_id = _uuid(uh0 << 64 | ul0)
+            e2 = _new(_C_WriteShareGroupStateResponse_Results_Partitions)
+            e2.partition, e2.error_code = _U_ih(buf, pos); pos += 6
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.partitions = None  # type: ignore[assignment]
+            if n == -1: e2.error_message = None
             else:
-                if n * 8 > blen - pos: raise _bad_count(n)
-                l1: list[WriteShareGroupStateResponse.Results.Partitions] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_WriteShareGroupStateResponse_Results_Partitions)
-                    e2.partition, e2.error_code = _U_ih(buf, pos); pos += 6
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n == -1: e2.error_message = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen: raise _bad_length(n)
-                        e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.partitions = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.results = l0
+                end = pos + n
+                if n < 0 or end > blen: raise _bad_length(n)
+                e2.error_message = str(buf[pos:end], 'utf-8'); pos = end
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.partitions = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.results = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -427,29 +416,25 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[WriteShareGroupStateRespons
 
 def _encode_resp_v0(o: WriteShareGroupStateResponse, ap: _Append) -> None:
     l0: list[WriteShareGroupStateResponse.Results] = o.results
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
-            l1: list[WriteShareGroupStateResponse.Results.Partitions] = x0.partitions
-            if l1 is None: ap(b'\x00')
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_QQ(x0.topic_id.int >> 64, x0.topic_id.int & _M64))
+        l1: list[WriteShareGroupStateResponse.Results.Partitions] = x0.partitions
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            ap(_P_ih(x1.partition, x1.error_code))
+            sn: str | None = x1.error_message
+            if sn is None: ap(b'\x00')
             else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    ap(_P_ih(x1.partition, x1.error_code))
-                    sn: str | None = x1.error_message
-                    if sn is None: ap(b'\x00')
-                    else:
-                        s: bytes = sn.encode()
-                        n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        ap(s)
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+                s: bytes = sn.encode()
+                n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+                ap(s)
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -11,7 +11,7 @@ from typing import Any
 
 from gregor.protocol.messages._base import (
     UNSET, Append as _Append, Buffer as _Buffer, Message, Struct,
-    bad_count as _bad_count, bad_length as _bad_length,
+    bad_count as _bad_count, bad_length as _bad_length, null_array as _null_array,
     bad_tag_size as _bad_tag_size, records_repr as _records_repr,
 )
 from gregor.protocol.primitives import (
@@ -276,43 +276,34 @@ def _decode_req_v0(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersRequest, int]
     blen = len(buf)
     o = _new(_C_WriteTxnMarkersRequest)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.markers = None  # type: ignore[assignment]
-    else:
-        if n * 19 > blen - pos: raise _bad_count(n)
-        l0: list[WriteTxnMarkersRequest.Markers] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'markers')
+    if n * 19 > blen - pos: raise _bad_count(n)
+    l0: list[WriteTxnMarkersRequest.Markers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_WriteTxnMarkersRequest_Markers)
+        e1.producer_id, e1.producer_epoch, e1.transaction_result = _U_qho(buf, pos); pos += 11
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[WriteTxnMarkersRequest.Markers.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_WriteTxnMarkersRequest_Markers)
-            e1.producer_id, e1.producer_epoch, e1.transaction_result = _U_qho(buf, pos); pos += 11
+            e2 = _new(_C_WriteTxnMarkersRequest_Markers_Topics)
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[WriteTxnMarkersRequest.Markers.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_WriteTxnMarkersRequest_Markers_Topics)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.partition_indexes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
-                        else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.topics = l1
-            e1.coordinator_epoch, = _U_i(buf, pos); pos += 4
-            e1.unknown_tags = {}
-            a0(e1)
-        o.markers = l0
+            if n < 0: raise _null_array(n, 'partition_indexes')
+            if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
+            else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.topics = l1
+        e1.coordinator_epoch, = _U_i(buf, pos); pos += 4
+        e1.unknown_tags = {}
+        a0(e1)
+    o.markers = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -324,48 +315,45 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersRequest, int]
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.markers = None  # type: ignore[assignment]
-    else:
-        if n * 17 > blen - pos: raise _bad_count(n)
-        l0: list[WriteTxnMarkersRequest.Markers] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'markers')
+    if n * 17 > blen - pos: raise _bad_count(n)
+    l0: list[WriteTxnMarkersRequest.Markers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_WriteTxnMarkersRequest_Markers)
+        e1.producer_id, e1.producer_epoch, e1.transaction_result = _U_qho(buf, pos); pos += 11
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[WriteTxnMarkersRequest.Markers.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_WriteTxnMarkersRequest_Markers)
-            e1.producer_id, e1.producer_epoch, e1.transaction_result = _U_qho(buf, pos); pos += 11
+            e2 = _new(_C_WriteTxnMarkersRequest_Markers_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[WriteTxnMarkersRequest.Markers.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_WriteTxnMarkersRequest_Markers_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partition_indexes = None  # type: ignore[assignment]
-                    else:
-                        if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
-                        else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
-                        pos += n * 4
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            e1.coordinator_epoch, = _U_i(buf, pos); pos += 4
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.markers = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'partition_indexes')
+            if n < 64: e2.partition_indexes = list(_UA_i[n](buf, pos))
+            else: e2.partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        e1.coordinator_epoch, = _U_i(buf, pos); pos += 4
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.markers = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -373,58 +361,46 @@ def _decode_req_v1(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersRequest, int]
 
 def _encode_req_v0(o: WriteTxnMarkersRequest, ap: _Append) -> None:
     l0: list[WriteTxnMarkersRequest.Markers] = o.markers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.transaction_result))
-            l1: list[WriteTxnMarkersRequest.Markers.Topics] = x0.topics
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s: bytes = x1.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    l2: list[int] = x1.partition_indexes
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        c = len(l2)
-                        ap(_P_i(c))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-            ap(_P_i(x0.coordinator_epoch))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.transaction_result))
+        l1: list[WriteTxnMarkersRequest.Markers.Topics] = x0.topics
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s: bytes = x1.name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            l2: list[int] = x1.partition_indexes
+            c = len(l2)
+            ap(_P_i(c))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+        ap(_P_i(x0.coordinator_epoch))
 
 
 def _encode_req_v1(o: WriteTxnMarkersRequest, ap: _Append) -> None:
     l0: list[WriteTxnMarkersRequest.Markers] = o.markers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.transaction_result))
-            l1: list[WriteTxnMarkersRequest.Markers.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s: bytes = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[int] = x1.partition_indexes
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        c = len(l2)
-                        n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        if c < 64: ap(_PA_i[c](*l2))
-                        else: ap(_pack('>%di' % c, *l2))
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ap(_P_i(x0.coordinator_epoch))
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_qho(x0.producer_id, x0.producer_epoch, x0.transaction_result))
+        l1: list[WriteTxnMarkersRequest.Markers.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s: bytes = x1.name.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            l2: list[int] = x1.partition_indexes
+            c = len(l2)
+            n = c + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            if c < 64: ap(_PA_i[c](*l2))
+            else: ap(_pack('>%di' % c, *l2))
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ap(_P_i(x0.coordinator_epoch))
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')
@@ -434,47 +410,38 @@ def _decode_resp_v0(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersResponse, in
     blen = len(buf)
     o = _new(_C_WriteTxnMarkersResponse)
     n, = _U_i(buf, pos); pos += 4
-    if n < 0:
-        if n != -1: raise _bad_length(n)
-        o.markers = None  # type: ignore[assignment]
-    else:
-        if n * 12 > blen - pos: raise _bad_count(n)
-        l0: list[WriteTxnMarkersResponse.Markers] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'markers')
+    if n * 12 > blen - pos: raise _bad_count(n)
+    l0: list[WriteTxnMarkersResponse.Markers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_WriteTxnMarkersResponse_Markers)
+        e1.producer_id, = _U_q(buf, pos); pos += 8
+        n, = _U_i(buf, pos); pos += 4
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 6 > blen - pos: raise _bad_count(n)
+        l1: list[WriteTxnMarkersResponse.Markers.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_WriteTxnMarkersResponse_Markers)
-            e1.producer_id, = _U_q(buf, pos); pos += 8
+            e2 = _new(_C_WriteTxnMarkersResponse_Markers_Topics)
+            n, = _U_h(buf, pos); pos += 2
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
             n, = _U_i(buf, pos); pos += 4
-            if n < 0:
-                if n != -1: raise _bad_length(n)
-                e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 6 > blen - pos: raise _bad_count(n)
-                l1: list[WriteTxnMarkersResponse.Markers.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_WriteTxnMarkersResponse_Markers_Topics)
-                    n, = _U_h(buf, pos); pos += 2
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n, = _U_i(buf, pos); pos += 4
-                    if n < 0:
-                        if n != -1: raise _bad_length(n)
-                        e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 6 > blen - pos: raise _bad_count(n)
-                        l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_WriteTxnMarkersResponse_Markers_Topics_Partitions)
-                            e3.partition_index, e3.error_code = _U_ih(buf, pos); pos += 6
-                            e3.unknown_tags = {}
-                            a2(e3)
-                        e2.partitions = l2
-                    e2.unknown_tags = {}
-                    a1(e2)
-                e1.topics = l1
-            e1.unknown_tags = {}
-            a0(e1)
-        o.markers = l0
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 6 > blen - pos: raise _bad_count(n)
+            l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_WriteTxnMarkersResponse_Markers_Topics_Partitions)
+                e3.partition_index, e3.error_code = _U_ih(buf, pos); pos += 6
+                e3.unknown_tags = {}
+                a2(e3)
+            e2.partitions = l2
+            e2.unknown_tags = {}
+            a1(e2)
+        e1.topics = l1
+        e1.unknown_tags = {}
+        a0(e1)
+    o.markers = l0
     o.unknown_tags = {}
     return o, pos
 
@@ -486,53 +453,50 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersResponse, in
     if n < 128: pos += 1
     else: n, pos = _ruv(buf, pos)
     n -= 1
-    if n < 0: o.markers = None  # type: ignore[assignment]
-    else:
-        if n * 10 > blen - pos: raise _bad_count(n)
-        l0: list[WriteTxnMarkersResponse.Markers] = []; a0 = l0.append
+    if n < 0: raise _null_array(n, 'markers')
+    if n * 10 > blen - pos: raise _bad_count(n)
+    l0: list[WriteTxnMarkersResponse.Markers] = []; a0 = l0.append
+    for _ in range(n):
+        e1 = _new(_C_WriteTxnMarkersResponse_Markers)
+        e1.producer_id, = _U_q(buf, pos); pos += 8
+        n = buf[pos]
+        if n < 128: pos += 1
+        else: n, pos = _ruv(buf, pos)
+        n -= 1
+        if n < 0: raise _null_array(n, 'topics')
+        if n * 3 > blen - pos: raise _bad_count(n)
+        l1: list[WriteTxnMarkersResponse.Markers.Topics] = []; a1 = l1.append
         for _ in range(n):
-            e1 = _new(_C_WriteTxnMarkersResponse_Markers)
-            e1.producer_id, = _U_q(buf, pos); pos += 8
+            e2 = _new(_C_WriteTxnMarkersResponse_Markers_Topics)
             n = buf[pos]
             if n < 128: pos += 1
             else: n, pos = _ruv(buf, pos)
             n -= 1
-            if n < 0: e1.topics = None  # type: ignore[assignment]
-            else:
-                if n * 3 > blen - pos: raise _bad_count(n)
-                l1: list[WriteTxnMarkersResponse.Markers.Topics] = []; a1 = l1.append
-                for _ in range(n):
-                    e2 = _new(_C_WriteTxnMarkersResponse_Markers_Topics)
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    end = pos + n
-                    if n < 0 or end > blen: raise _bad_length(n)
-                    e2.name = str(buf[pos:end], 'utf-8'); pos = end
-                    n = buf[pos]
-                    if n < 128: pos += 1
-                    else: n, pos = _ruv(buf, pos)
-                    n -= 1
-                    if n < 0: e2.partitions = None  # type: ignore[assignment]
-                    else:
-                        if n * 7 > blen - pos: raise _bad_count(n)
-                        l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = []; a2 = l2.append
-                        for _ in range(n):
-                            e3 = _new(_C_WriteTxnMarkersResponse_Markers_Topics_Partitions)
-                            e3.partition_index, e3.error_code = _U_ih(buf, pos); pos += 6
-                            if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
-                            else: e3.unknown_tags, pos = _read_tags(buf, pos)
-                            a2(e3)
-                        e2.partitions = l2
-                    if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
-                    else: e2.unknown_tags, pos = _read_tags(buf, pos)
-                    a1(e2)
-                e1.topics = l1
-            if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
-            else: e1.unknown_tags, pos = _read_tags(buf, pos)
-            a0(e1)
-        o.markers = l0
+            end = pos + n
+            if n < 0 or end > blen: raise _bad_length(n)
+            e2.name = str(buf[pos:end], 'utf-8'); pos = end
+            n = buf[pos]
+            if n < 128: pos += 1
+            else: n, pos = _ruv(buf, pos)
+            n -= 1
+            if n < 0: raise _null_array(n, 'partitions')
+            if n * 7 > blen - pos: raise _bad_count(n)
+            l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = []; a2 = l2.append
+            for _ in range(n):
+                e3 = _new(_C_WriteTxnMarkersResponse_Markers_Topics_Partitions)
+                e3.partition_index, e3.error_code = _U_ih(buf, pos); pos += 6
+                if buf[pos] == 0: pos += 1; e3.unknown_tags = {}
+                else: e3.unknown_tags, pos = _read_tags(buf, pos)
+                a2(e3)
+            e2.partitions = l2
+            if buf[pos] == 0: pos += 1; e2.unknown_tags = {}
+            else: e2.unknown_tags, pos = _read_tags(buf, pos)
+            a1(e2)
+        e1.topics = l1
+        if buf[pos] == 0: pos += 1; e1.unknown_tags = {}
+        else: e1.unknown_tags, pos = _read_tags(buf, pos)
+        a0(e1)
+    o.markers = l0
     if buf[pos] == 0: pos += 1; o.unknown_tags = {}
     else: o.unknown_tags, pos = _read_tags(buf, pos)
     return o, pos
@@ -540,57 +504,45 @@ def _decode_resp_v1(buf: _Buffer, pos: int) -> tuple[WriteTxnMarkersResponse, in
 
 def _encode_resp_v0(o: WriteTxnMarkersResponse, ap: _Append) -> None:
     l0: list[WriteTxnMarkersResponse.Markers] = o.markers
-    if l0 is None: ap(b'\xff\xff\xff\xff')
-    else:
-        ap(_P_i(len(l0)))
-        for x0 in l0:
-            ap(_P_q(x0.producer_id))
-            l1: list[WriteTxnMarkersResponse.Markers.Topics] = x0.topics
-            if l1 is None: ap(b'\xff\xff\xff\xff')
-            else:
-                ap(_P_i(len(l1)))
-                for x1 in l1:
-                    s: bytes = x1.name.encode()
-                    ap(_P_h(len(s)))
-                    ap(s)
-                    l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\xff\xff\xff\xff')
-                    else:
-                        ap(_P_i(len(l2)))
-                        for x2 in l2:
-                            ap(_P_ih(x2.partition_index, x2.error_code))
+    ap(_P_i(len(l0)))
+    for x0 in l0:
+        ap(_P_q(x0.producer_id))
+        l1: list[WriteTxnMarkersResponse.Markers.Topics] = x0.topics
+        ap(_P_i(len(l1)))
+        for x1 in l1:
+            s: bytes = x1.name.encode()
+            ap(_P_h(len(s)))
+            ap(s)
+            l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = x1.partitions
+            ap(_P_i(len(l2)))
+            for x2 in l2:
+                ap(_P_ih(x2.partition_index, x2.error_code))
 
 
 def _encode_resp_v1(o: WriteTxnMarkersResponse, ap: _Append) -> None:
     l0: list[WriteTxnMarkersResponse.Markers] = o.markers
-    if l0 is None: ap(b'\x00')
-    else:
-        n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-        for x0 in l0:
-            ap(_P_q(x0.producer_id))
-            l1: list[WriteTxnMarkersResponse.Markers.Topics] = x0.topics
-            if l1 is None: ap(b'\x00')
-            else:
-                n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                for x1 in l1:
-                    s: bytes = x1.name.encode()
-                    n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                    ap(s)
-                    l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = x1.partitions
-                    if l2 is None: ap(b'\x00')
-                    else:
-                        n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
-                        for x2 in l2:
-                            ap(_P_ih(x2.partition_index, x2.error_code))
-                            ut3 = x2.unknown_tags
-                            if ut3: _write_tags(ap, ut3.items())
-                            else: ap(b'\x00')
-                    ut2 = x1.unknown_tags
-                    if ut2: _write_tags(ap, ut2.items())
-                    else: ap(b'\x00')
-            ut1 = x0.unknown_tags
-            if ut1: _write_tags(ap, ut1.items())
+    n = len(l0) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+    for x0 in l0:
+        ap(_P_q(x0.producer_id))
+        l1: list[WriteTxnMarkersResponse.Markers.Topics] = x0.topics
+        n = len(l1) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+        for x1 in l1:
+            s: bytes = x1.name.encode()
+            n = len(s) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            ap(s)
+            l2: list[WriteTxnMarkersResponse.Markers.Topics.Partitions] = x1.partitions
+            n = len(l2) + 1; ap(_UV1[n] if n < 128 else _uvb(n))
+            for x2 in l2:
+                ap(_P_ih(x2.partition_index, x2.error_code))
+                ut3 = x2.unknown_tags
+                if ut3: _write_tags(ap, ut3.items())
+                else: ap(b'\x00')
+            ut2 = x1.unknown_tags
+            if ut2: _write_tags(ap, ut2.items())
             else: ap(b'\x00')
+        ut1 = x0.unknown_tags
+        if ut1: _write_tags(ap, ut1.items())
+        else: ap(b'\x00')
     ut0 = o.unknown_tags
     if ut0: _write_tags(ap, ut0.items())
     else: ap(b'\x00')

@@ -334,9 +334,7 @@ def decode_batches(
 ) -> list[RecordBatch]:
     """Decode every v2 batch in ``buf``."""
     return [
-        decode_batch(
-            buf, pos, verify_crc=verify_crc, max_decompressed_size=max_decompressed_size
-        )
+        decode_batch(buf, pos, verify_crc=verify_crc, max_decompressed_size=max_decompressed_size)
         for pos, _ in iter_batches(buf, allow_partial_tail=allow_partial_tail)
     ]
 

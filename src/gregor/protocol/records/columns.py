@@ -109,7 +109,9 @@ class ArrowColumns:
             raise _out_of_range() from None
         self.timestamp_types.append(timestamp_type)
         self.key_nulls += _add_binary(self.key_offsets, self.key_data, self.key_valid, key)
-        self.value_nulls += _add_binary(self.value_offsets, self.value_data, self.value_valid, value)
+        self.value_nulls += _add_binary(
+            self.value_offsets, self.value_data, self.value_valid, value
+        )
         if include_headers:
             if headers is None:
                 self.header_valid.append(0)
@@ -118,7 +120,9 @@ class ArrowColumns:
                 self.header_valid.append(1)
                 for hkey, hvalue in headers:
                     _add_binary(self.hkey_offsets, self.hkey_data, None, hkey.encode())
-                    self.hvalue_nulls += _add_binary(self.hvalue_offsets, self.hvalue_data, self.hvalue_valid, hvalue)
+                    self.hvalue_nulls += _add_binary(
+                        self.hvalue_offsets, self.hvalue_data, self.hvalue_valid, hvalue
+                    )
             _append_i32(self.header_offsets, len(self.hvalue_valid))
 
 

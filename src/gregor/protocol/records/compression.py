@@ -54,6 +54,7 @@ class UnsupportedCompressionError(ProtocolError):
     """The codec cannot be used here (zstd in message format v0/v1: Kafka's
     UNSUPPORTED_COMPRESSION_TYPE)."""
 
+
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024
@@ -155,9 +156,7 @@ def lz4_encode(
 # --- decompress ---
 
 
-def decompress(
-    codec: int, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
-) -> bytes:
+def decompress(codec: int, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
     """Decompress a record payload; ProtocolError if corrupt or larger than ``max_size``."""
     if codec == Compression.NONE:
         if len(data) > max_size:

@@ -167,9 +167,7 @@ def downconvert(
             mb = MessageSetBuilder(
                 magic, codec, base_offset=-1, timestamp_type=1 if v1_log_append else 0
             )
-        for offset_delta, ts_delta, key, value, _headers in _scan_py.walk(
-            payload, h.records_count
-        ):
+        for offset_delta, ts_delta, key, value, _headers in _scan_py.walk(payload, h.records_count):
             offset = h.base_offset + offset_delta
             if offset < start:
                 continue

@@ -237,7 +237,9 @@ def deep_messages(
     if wrapper.value is None:
         raise ProtocolError("compressed legacy message has a null value")
     if codec == _compression.Compression.ZSTD:
-        raise _compression.UnsupportedCompressionError("zstd is not allowed in message format v0/v1")
+        raise _compression.UnsupportedCompressionError(
+            "zstd is not allowed in message format v0/v1"
+        )
     data = _compression.decompress(codec, wrapper.value, max_size=max_decompressed_size)
     inner = list(iter_shallow_messages(data, verify_crc=verify_crc))
     if not inner:

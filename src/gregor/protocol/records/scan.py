@@ -145,7 +145,9 @@ def iter_fetched_batches(
             yield FetchedBatch(pos, h, None, None, True, nxt)
         else:
             if verify_crc and not crc_ok(mv, pos, h):
-                raise ProtocolError(f"record batch at offset {h.base_offset} fails its CRC32C check")
+                raise ProtocolError(
+                    f"record batch at offset {h.base_offset} fails its CRC32C check"
+                )
             payload: Buffer = mv[pos + HEADER_SIZE : entry_end]
             if h.attributes & COMPRESSION_MASK:
                 payload = decompress(
@@ -268,7 +270,9 @@ def consumer_records_from(
     new = tuple.__new__
     next_offset = start
     records_of = walk.current().consumer_records
-    for fb in iter_fetched_batches(data, start=start, abort_filter=abort_filter, verify_crc=verify_crc):
+    for fb in iter_fetched_batches(
+        data, start=start, abort_filter=abort_filter, verify_crc=verify_crc
+    ):
         h = fb.header
         if h is None:
             for r in fb.legacy or ():
@@ -276,7 +280,17 @@ def consumer_records_from(
                     append(
                         new(
                             record_type,
-                            (topic, partition, r.offset, r.timestamp, 0, r.key, r.value, tuple(r.headers), -1),
+                            (
+                                topic,
+                                partition,
+                                r.offset,
+                                r.timestamp,
+                                0,
+                                r.key,
+                                r.value,
+                                tuple(r.headers),
+                                -1,
+                            ),
                         )
                     )
                     next_offset = r.offset + 1

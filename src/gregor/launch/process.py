@@ -1,0 +1,163 @@
+"""``BrokerProcess``: a real broker as a child process (``python -m gregor serve``).
+
+It imports nothing of the broker itself, so applications that are clients of a broker (the
+pipelines) start their embedded broker with it, and the test harness (``gregor.testing``) its
+broker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from gregor.launch.child import ChildProcess
+from gregor.launch.ports import free_port
+
+_STARTED = re.compile(r"event=broker\.started .*listeners=(\S+)")
+_METRICS = re.compile(r"event=broker\.started .*metrics=(\S+)")
+
+
+_IN_USE = "address already in use"  # how the broker's failed bind reads in its log
+_PORT_ATTEMPTS = 5
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def level_number(name: str) -> int:
+    """The ``logging`` level number of a level name (``--log-level`` of ``gregor serve``)."""
+    n = logging.getLevelName(name.upper())
+    if not isinstance(n, int):
+        raise ValueError(f"unknown log level {name!r}")
+    return n
+
+
+class BrokerProcess(ChildProcess):
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        data_dir: str | Path | None = None,
+        port: int = 0,
+        start_timeout: float | None = None,
+        log_level: str = "INFO",
+    ) -> None:
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gregor-test-")
+            data_dir = self._tmp.name
+        self.data_dir = Path(data_dir)
+        self.port = port
+        self.start_timeout = start_timeout
+        if level_number(log_level) > level_number("INFO"):
+            # The port is learned from the INFO line ``broker.started``; a quieter level would
+            # hide it and start() would wait for a line that never comes.
+            raise ValueError(
+                f"log_level {log_level!r} hides the broker.started line; use INFO or DEBUG"
+            )
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.data_dir / "broker.log"
+        self._log_offset = 0
+        #: Bound port of every listener by name (several listeners: SSL, SASL_SSL, ...).
+        self.listener_ports: dict[str, int] = {}
+        #: ``http://host:port/metrics`` when the broker serves metrics (``metrics.listener``).
+        self.metrics_url: str | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    def bootstrap(self, listener: str) -> str:
+        """``host:port`` of the listener named ``listener`` (its bound port)."""
+        return f"127.0.0.1:{self.listener_ports[listener]}"
+
+    def start(self) -> BrokerProcess:
+        """Start the broker and wait for it to listen. Without a port given (and no
+        ``listeners`` in the config) it gets one below the ephemeral range (see
+        ``gregor.launch.ports``) and keeps it across restarts; when another test took that port first,
+        it tries another."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise BrokerStartError("broker already running")
+        if self.port or "listeners" in self.config:
+            return self._start()
+        attempts = 0
+        while True:
+            self.port = free_port()
+            try:
+                return self._start()
+            except BrokerStartError as e:
+                attempts += 1
+                if _IN_USE not in str(e) or attempts == _PORT_ATTEMPTS:
+                    self.port = 0
+                    raise
+
+    def _start(self) -> BrokerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir / "logs"),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(self.config)
+        args = [sys.executable, "-m", "gregor", "serve", "--log-level", self.log_level]
+        for k, v in props.items():
+            args += ["--override", f"{k}={v}"]
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        log = open(self.log_path, "ab")
+        self._log_offset = log.tell()
+        try:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        finally:
+            log.close()
+        self._wait_started()
+        return self
+
+    def _wait_started(self) -> None:
+        """Wait for the ``broker.started`` line for as long as the process lives (recovery after
+        a SIGKILL takes a while on a busy machine), or ``start_timeout`` seconds if given."""
+        assert self.proc is not None
+        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
+        while deadline is None or time.monotonic() < deadline:
+            text = self.read_log()
+            m = _STARTED.search(text)
+            if m:
+                bound = m.group(1).split(",")
+                self.listener_ports = {
+                    b.split("://", 1)[0]: int(b.rsplit(":", 1)[1]) for b in bound if "://" in b
+                }
+                self.port = int(bound[0].rsplit(":", 1)[1])
+                metrics = _METRICS.search(text)
+                self.metrics_url = metrics.group(1) if metrics else None
+                return
+            if self.proc.poll() is not None:
+                raise BrokerStartError(
+                    f"broker exited with {self.proc.returncode}:\n{text[-4000:]}"
+                )
+            time.sleep(0.05)
+        self.kill()
+        raise BrokerStartError(
+            f"broker did not start in {self.start_timeout}s:\n{self.read_log()[-4000:]}"
+        )
+
+    def read_log(self, since_start: bool = True) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                if since_start:
+                    f.seek(self._log_offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
