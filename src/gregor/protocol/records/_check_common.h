@@ -47,10 +47,12 @@ static int gregor_check_common(const unsigned char *p, Py_ssize_t end, Py_ssize_
                                Py_ssize_t *keyless, Py_ssize_t *bad_delta)
 {
     Py_ssize_t k = 0, i, rec_end, nulls = 0, bad = -1;
-    int64_t lo = -1, hi = -1, ts, td;
-    uint64_t n;
-    int has_min = 0;
-    for (i = 0; i < count; i++) {
+    /* Timestamps are kept as deltas and the base added once at the end: base + delta is
+     * monotonic in delta, so when the extremes fit 64 bits every record's does. A record whose
+     * timestamp is -1 (delta == ~base) counts for the largest but not the smallest. */
+    int64_t lo = INT64_MAX, hi = INT64_MIN, td, minus_one = ~base_ts;
+    uint64_t n, twice_i = 0;
+    for (i = 0; i < count; i++, twice_i += 2) {
         GREGOR_VARINT3(n, end);
         if (n & 1) return 0;
         n >>= 1;
@@ -59,38 +61,38 @@ static int gregor_check_common(const unsigned char *p, Py_ssize_t end, Py_ssize_
         k += 1; /* attributes */
         GREGOR_VARINT3(n, rec_end);
         td = (int64_t)(n >> 1) ^ -(int64_t)(n & 1);
+        if (td > hi) hi = td;
+        if (td < lo && td != minus_one) lo = td;
         GREGOR_VARINT3(n, rec_end);
-        if (((int64_t)(n >> 1) ^ -(int64_t)(n & 1)) != (int64_t)i && bad < 0) bad = i;
+        if (n != twice_i && bad < 0) bad = i; /* the offset delta's zigzag is 2 * index */
         /* the key: null (-1) or a length within the record */
         GREGOR_VARINT3(n, rec_end);
         if (n & 1) {
             if (n != 1) return 0;
             nulls++;
+        } else if ((n >>= 1) > (uint64_t)(rec_end - k)) {
+            return 0;
         } else {
-            n >>= 1;
-            if (n > (uint64_t)(rec_end - k)) return 0;
             k += (Py_ssize_t)n;
         }
         GREGOR_VARINT3(n, rec_end);
         if (n & 1) {
             if (n != 1) return 0;
+        } else if ((n >>= 1) > (uint64_t)(rec_end - k)) {
+            return 0;
         } else {
-            n >>= 1;
-            if (n > (uint64_t)(rec_end - k)) return 0;
             k += (Py_ssize_t)n;
         }
         if (k + 1 != rec_end || p[k] != 0) return 0; /* no headers, nothing after them */
         k = rec_end;
-        if (__builtin_add_overflow(base_ts, td, &ts)) return 0;
-        if (ts > hi) hi = ts;
-        if (ts != -1 && (!has_min || ts < lo)) {
-            lo = ts;
-            has_min = 1;
-        }
     }
     if (k != end) return 0;
-    *min_ts = lo;
-    *max_ts = hi;
+    if (count > 0) {
+        if (__builtin_add_overflow(base_ts, hi, &hi)) return 0;
+        if (lo != INT64_MAX && __builtin_add_overflow(base_ts, lo, &lo)) return 0;
+    }
+    *min_ts = (count > 0 && lo != INT64_MAX) ? lo : -1;
+    *max_ts = (count > 0 && hi > -1) ? hi : -1; /* the largest is at least -1 */
     *keyless = nulls;
     *bad_delta = bad;
     return 1;
