@@ -183,7 +183,11 @@ def main() -> None:
     p.add_argument("--members", type=int, default=10)
     p.add_argument("--partitions", type=int, default=20)
     a = p.parse_args()
-    config = {"group.consumer.heartbeat.interval.ms": HEARTBEAT_MS, "group.initial.rebalance.delay.ms": 0}
+    config = {
+        "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+        "group.consumer.min.heartbeat.interval.ms": HEARTBEAT_MS,
+        "group.initial.rebalance.delay.ms": 0,
+    }
     with BrokerProcess(config=config) as broker:
         gregor = bench(broker.bootstrap_servers, list(PROTOCOLS), a.rounds, a.members, a.partitions)
     tansu_proc = Tansu()

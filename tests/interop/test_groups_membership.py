@@ -133,6 +133,7 @@ def test_live_members_carry_on_across_a_broker_restart(kind: str) -> None:
     with KafkaTap() as tap, BrokerProcess(config={
         **BROKER_CONFIG,
         "group.consumer.session.timeout.ms": RESTART_SESSION_MS,
+        "group.consumer.max.session.timeout.ms": RESTART_SESSION_MS,
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{tap.port}",
     }) as broker:
         tap.upstream_port = broker.port
