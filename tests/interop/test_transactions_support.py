@@ -346,6 +346,18 @@ def read(client: str, bootstrap: str, tps: list[TP], isolation: str, count: int,
         c.close()
 
 
+def settled_end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """``end_offsets`` once no transaction is open on the partition (the last stable offset
+    has reached the high watermark). Kafka writes a transaction's markers after it has
+    answered EndTxn, Gregor before it answers; a client's commit or abort has returned on
+    both, and the markers follow on Kafka."""
+    while True:
+        hw, lso = end_offsets(bootstrap, topic, partition)
+        if hw == lso:
+            return hw, lso
+        time.sleep(0.05)
+
+
 def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
     """(latest offset for read_uncommitted, for read_committed), i.e. the high watermark and
     the last stable offset, from ListOffsets on the wire."""
