@@ -400,7 +400,11 @@ def test_state_survives_a_broker_kill() -> None:
             assert produce(c, "k", 0, pd, ed, 0, [b"d1"], drop).error_code == 0
         b.restart(hard=True)
         with RawClient(b.bootstrap_servers) as c:
-            while describe(c, keep)[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # (Kafka answers NOT_COORDINATOR until it has taken its state topic up again; a
+            # client then finds the coordinator again)
+            while describe(c, keep)[0].error_code in (
+                    E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE):
+                c.request(FindCoordinatorRequest(key=keep, key_type=1), 1)
                 time.sleep(0.05)
             assert describe(c, keep)[0].transaction_state == "Ongoing"
             hw, lso, _, _ = fetch(c, "k", 0, READ_COMMITTED)
@@ -416,7 +420,8 @@ def test_state_survives_a_broker_kill() -> None:
             assert aborted == [(pd, 1)]
             data = [(bt.producer_id, r.value) for bt in batches if not bt.is_control for r in bt.records]
             assert data == [(pk, b"k1"), (pd, b"d1"), (pk, b"k2")]
-        assert "event=txn.timed_out" in b.read_log()
+        if INTEROP_BROKER == "gregor":  # Gregor's own log line (Kafka's differ)
+            assert "event=txn.timed_out" in b.read_log()
 
 
 def test_idempotent_sequences_on_the_wire(client: RawClient) -> None:
