@@ -382,14 +382,23 @@ def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
 def _offsets(bootstrap: str, topic: str, group: str) -> tuple[dict[int, int], dict[int, int]]:
     """(end offset, committed offset of ``group`` or 0) per partition, read with
     confluent-kafka whatever the worker's client (bookkeeping, not the thing under test)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         md = c.list_topics(topic, timeout=BUDGET_S)
         parts = sorted(md.topics[topic].partitions)
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=BUDGET_S)[1] for p in parts}
-        committed = c.committed([TopicPartition(topic, p) for p in parts], timeout=BUDGET_S)
+        while True:
+            try:
+                committed = c.committed([TopicPartition(topic, p) for p in parts], timeout=BUDGET_S)
+                break
+            except KafkaException as e:
+                # librdkafka hands these up instead of retrying: Kafka answers them while it
+                # makes and loads __consumer_offsets, where Gregor has it before it answers.
+                if e.args[0].code() not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+                    raise
+                time.sleep(0.1)
         return ends, {tp.partition: max(tp.offset, 0) for tp in committed}
     finally:
         c.close()
