@@ -201,6 +201,7 @@ def main() -> None:
     a = p.parse_args()
     config = {
         "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+        "group.consumer.min.heartbeat.interval.ms": HEARTBEAT_MS,
         "group.initial.rebalance.delay.ms": 0,
     }
     with BrokerProcess(config=config) as broker:

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from gregor.testing.kafka import QUICK_JVM_OPTIONS, JavaError, KafkaCluster
+from gregor.testing.kafka import QUICK_JVM_OPTIONS, JavaError, KafkaCluster, _cluster_id
 
 pytestmark = [pytest.mark.jvm, pytest.mark.slow]
 
@@ -83,3 +83,11 @@ def test_java_harness_tool_exit_codes_and_errors(java_harness) -> None:  # noqa:
     assert r.stdout.startswith("4.1.1")
     with pytest.raises(JavaError, match="unknown op"):
         java_harness.call("no-such-op")
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    """One random id in 64 started with "-", which ``kafka-storage format -t`` took for an
+    option: that Kafka node failed to start (seen in the interop runs against Kafka)."""
+    ids = [_cluster_id() for _ in range(2000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)

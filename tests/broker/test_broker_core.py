@@ -196,6 +196,91 @@ def test_settings_the_broker_cannot_honour_stop_it(props: dict[str, str], says: 
         BrokerConfig(props)
 
 
+@pytest.mark.parametrize(
+    ("props", "says"),
+    [
+        # Kafka's GroupCoordinatorConfig and ShareGroupConfig, checked in Kafka's order and words.
+        (
+            {"group.consumer.heartbeat.interval.ms": "300"},
+            "group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {"group.consumer.heartbeat.interval.ms": "20000"},
+            "group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            {"group.consumer.min.heartbeat.interval.ms": "20000"},
+            "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {
+                "group.consumer.session.timeout.ms": "3000",
+                "group.consumer.min.heartbeat.interval.ms": "100",
+                "group.consumer.heartbeat.interval.ms": "300",
+            },
+            "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {"group.consumer.session.timeout.ms": "120000"},
+            "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        (
+            {"group.consumer.max.session.timeout.ms": "40000"},
+            "group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {
+                "group.consumer.min.session.timeout.ms": "1000",
+                "group.consumer.session.timeout.ms": "5000",
+            },
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ),
+        (
+            {"group.share.heartbeat.interval.ms": "1000"},
+            "group.share.heartbeat.interval.ms must be greater than or equal to group.share.min.heartbeat.interval.ms",
+        ),
+        (
+            {"group.share.session.timeout.ms": "61000"},
+            "group.share.session.timeout.ms must be less than or equal to group.share.max.session.timeout.ms",
+        ),
+        (
+            {"group.share.record.lock.duration.ms": "1000"},
+            "group.share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms",
+        ),
+        (
+            {"group.share.record.lock.duration.ms": "90000"},
+            "group.share.max.record.lock.duration.ms must be greater than or equal to group.share.record.lock.duration.ms",
+        ),
+        (
+            {"group.consumer.session.timeout.ms": "0"},
+            "group.consumer.session.timeout.ms=0 is below the minimum 1",
+        ),
+    ],
+)
+def test_group_timeouts_outside_their_bounds_stop_the_broker(
+    props: dict[str, str], says: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig(props)
+    assert str(e.value) == says
+
+
+def test_group_timeouts_within_bounds_moved_together_start() -> None:
+    """The group tests' short sessions: allowed once the bounds are lowered with them."""
+    config = BrokerConfig(
+        {
+            "group.consumer.session.timeout.ms": "3000",
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "300",
+            "group.consumer.min.heartbeat.interval.ms": "100",
+        }
+    )
+    assert (
+        config["group.consumer.session.timeout.ms"],
+        config["group.consumer.heartbeat.interval.ms"],
+    ) == (3000, 300)
+
+
 def test_a_plaintext_listener_under_its_own_name_is_served() -> None:
     config = BrokerConfig(
         {

@@ -127,6 +127,15 @@ def test_a_bad_log_level_and_bad_settings(logs: str) -> None:
         2,
         ["Error: log.segment.bytes=-5 is below the minimum 14 (see 'gregor serve --help')"],
     )
+    # As Kafka refuses it at start (GroupCoordinatorConfig), in its words.
+    r = serve("-o", "group.consumer.session.timeout.ms=3000", "-o", logs)
+    assert outcome(r) == (
+        2,
+        [
+            "Error: group.consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms (see 'gregor serve --help')"
+        ],
+    )
 
 
 def test_an_unreachable_metadata_store(logs: str) -> None:

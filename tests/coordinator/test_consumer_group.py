@@ -216,8 +216,14 @@ def test_regex_subscription_and_client_member_id_v1() -> None:
     h.topics.add("u", 3)
     r = h.cgh("cg", "my-own-id", 2, version=1)
     assert h.assignment_of(r) == {"t": [0, 1, 2, 3, 4, 5], "u": [0, 1, 2]}
+    # A regex that does not compile: INVALID_REGULAR_EXPRESSION, as Kafka answers it (its text
+    # then gives RE2/J's reason, here Python's).
     bad = h.cgh("cg2", "x", 0, topics=None, regex="(", rebalance=30000, version=1)
-    assert bad.error_code == E.INVALID_REQUEST
+    assert (bad.error_code, bad.error_message) == (
+        E.INVALID_REGULAR_EXPRESSION,
+        "SubscribedTopicRegex `(` is not a valid regular expression: missing ), unterminated subpattern.",
+    )
+    assert "cg2" not in h.coord.groups
 
 
 def test_regex_known_to_the_group_resolves_at_once_and_literal_topics_come_first() -> None:

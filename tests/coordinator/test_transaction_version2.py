@@ -208,6 +208,23 @@ def test_fences_bump_the_epoch_once_more_on_a_version_2_cluster() -> None:
     assert h.end2("tx", pid, epoch, False) == EndTxnResult(E.PRODUCER_FENCED)
 
 
+def test_a_version_1_clients_transaction_is_fenced_as_on_a_version_1_cluster() -> None:
+    """As Kafka 4.1.1 does it: the abort a fence or a timeout starts takes the version 2 path
+    only for a version 2 client's transaction; a version 1 client's (AddPartitionsToTxn v3,
+    EndTxn v4 and below) is aborted with the fence epoch, as on a version 1 cluster."""
+    h, pid, epoch = v2()
+    h.add("tx", pid, epoch, ("t", 0))
+    assert h.init("tx").error_code == E.CONCURRENT_TRANSACTIONS
+    assert h.markers == [("t", 0, pid, epoch + 1, False, 4)]
+    assert h.init("tx") == InitProducerIdResult(0, pid, epoch + 2)
+    # A timeout: the abort carries the fence epoch, and it stays.
+    epoch += 2
+    h.add("tx", pid, epoch, ("t", 1))
+    h.advance(TIMEOUT)
+    assert h.markers[-1] == ("t", 1, pid, epoch + 1, False, 4)
+    assert h.end("tx", pid, epoch, False) == E.PRODUCER_FENCED
+
+
 def test_a_fence_at_the_last_epoch_does_not_overflow() -> None:
     h = TxnHarness(transaction_version=2)
     _load_state(

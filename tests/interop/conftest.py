@@ -33,6 +33,13 @@ if INTEROP_BROKER == "kafka":
 elif INTEROP_BROKER != "gregor":
     raise pytest.UsageError(f"GREGOR_INTEROP_BROKER={INTEROP_BROKER!r}: gregor or kafka")
 
+
+def gregor_only(reason: str) -> pytest.MarkDecorator:
+    """Mark a test of Gregor's own answer where Kafka's differs by design (README's
+    compatibility section lists each): skipped against Kafka, with ``reason``."""
+    return pytest.mark.skipif(INTEROP_BROKER == "kafka", reason=f"Gregor's own behaviour: {reason}")
+
+
 #: Partitions of auto-created topics in the shared broker (tests that need another count
 #: create their topic explicitly or start their own broker).
 DEFAULT_PARTITIONS = 3

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
+from gregor.protocol.messages.list_offsets import ListOffsetsRequest
 from gregor.protocol.messages.metadata import MetadataRequest
 
 CREATE_TOPICS_KEY = 19
@@ -188,8 +189,31 @@ def create_topic(
             assert len(t.partitions) == partitions, (
                 f"{name} has {len(t.partitions)} partitions, wanted {partitions}"
             )
-            return
+            break
         time.sleep(0.05)
+    # Kafka's broker may show a new topic in its metadata a moment before it leads the
+    # partitions (NOT_LEADER_OR_FOLLOWER until then); Gregor leads them before it answers.
+    while not _partitions_answer(bootstrap, name, partitions):
+        time.sleep(0.05)
+
+
+def _partitions_answer(bootstrap: str, name: str, partitions: int) -> bool:
+    """True when ListOffsets answers every partition of ``name`` without an error."""
+    req = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsRequest.Topics(
+                name=name,
+                partitions=[
+                    ListOffsetsRequest.Topics.Partitions(partition_index=p, timestamp=-1)
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
+    with RawClient(bootstrap) as c:
+        resp = c.request(req, 1)
+    return all(p.error_code == 0 for t in resp.topics for p in t.partitions)
 
 
 def chunks(it: Iterable, n: int) -> Iterable[list]:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from conftest import INTEROP_BROKER
 from interop_helpers import create_topic, topic_name
 from kafka_tap import KafkaTap
 from test_groups_support import BROKER_CONFIG, KINDS, Member, splits_evenly, wait_for
@@ -71,11 +72,12 @@ def test_members_share_then_leave_then_crash(broker: BrokerProcess, kind: str) -
             "the last member to hold everything",
         )
         m2.close()
-    log = broker.read_log()
-    assert re.search(
-        rf"event=group\.member_removed group={re.escape(group)} member=\S+ reason=\"session timeout\"",
-        log,
-    )
+    if INTEROP_BROKER == "gregor":  # Gregor's own log line (Kafka's differ)
+        log = broker.read_log()
+        assert re.search(
+            rf"event=group\.member_removed group={re.escape(group)} member=\S+ reason=\"session timeout\"",
+            log,
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -171,6 +173,7 @@ def test_live_members_carry_on_across_a_broker_restart(kind: str) -> None:
             config={
                 **BROKER_CONFIG,
                 "group.consumer.session.timeout.ms": RESTART_SESSION_MS,
+                "group.consumer.max.session.timeout.ms": RESTART_SESSION_MS,
                 "advertised.listeners": f"PLAINTEXT://127.0.0.1:{tap.port}",
             }
         ) as broker,

@@ -3,6 +3,7 @@ restart (SIGKILL), with no record delivered twice beyond the last commit and non
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -67,6 +68,7 @@ def test_offsets_topic_partition_count_is_taken_from_the_topic() -> None:
     from interop_helpers import RawClient
 
     from gregor.protocol.errors import ErrorCode
+    from gregor.protocol.messages.find_coordinator import FindCoordinatorRequest
     from gregor.protocol.messages.metadata import MetadataRequest
     from gregor.protocol.messages.offset_commit import OffsetCommitRequest
     from gregor.protocol.messages.offset_fetch import OffsetFetchRequest
@@ -75,25 +77,33 @@ def test_offsets_topic_partition_count_is_taken_from_the_topic() -> None:
         topic = topic_name("hashing")
         create_topic(b.bootstrap_servers, topic, 1)
         groups = [f"g{i}" for i in range(20)]
+        retry = (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.NOT_COORDINATOR,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        )
         with RawClient(b.bootstrap_servers) as c:
             for i, g in enumerate(groups):
-                c.request(
-                    OffsetCommitRequest(
-                        group_id=g,
-                        generation_id_or_member_epoch=-1,
-                        topics=[
-                            OffsetCommitRequest.Topics(
-                                name=topic,
-                                partitions=[
-                                    OffsetCommitRequest.Topics.Partitions(
-                                        partition_index=0, committed_offset=i
-                                    )
-                                ],
-                            )
-                        ],
-                    ),
-                    8,
+                commit = OffsetCommitRequest(
+                    group_id=g,
+                    generation_id_or_member_epoch=-1,
+                    topics=[
+                        OffsetCommitRequest.Topics(
+                            name=topic,
+                            partitions=[
+                                OffsetCommitRequest.Topics.Partitions(
+                                    partition_index=0, committed_offset=i
+                                )
+                            ],
+                        )
+                    ],
                 )
+                # As clients do: find the coordinator first (Kafka makes __consumer_offsets only
+                # then, and answers these errors until it has), and ask again.
+                while (code := c.request(commit, 8).topics[0].partitions[0].error_code) in retry:
+                    c.request(FindCoordinatorRequest(key=g, key_type=0), 1)
+                    time.sleep(0.05)
+                assert code == 0
         b.config["offsets.topic.num.partitions"] = "7"
         b.restart()
         with RawClient(b.bootstrap_servers) as c:

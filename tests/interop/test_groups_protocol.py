@@ -9,10 +9,12 @@ only exercise at whatever version each client picks.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from conftest import INTEROP_BROKER, gregor_only
 from interop_helpers import RawClient, create_topic
 
 from gregor.protocol.errors import ErrorCode as E
@@ -43,8 +45,21 @@ TOPIC = "wire-groups"
 def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess(config={"group.min.session.timeout.ms": 1000}) as b:
         create_topic(b.bootstrap_servers, TOPIC, 4)
+        if INTEROP_BROKER == "kafka":
+            _wait_for_coordinators(b)
         yield b
         assert "event=request.failed" not in b.read_log(), b.read_log()[-4000:]
+
+
+def _wait_for_coordinators(broker: BrokerProcess) -> None:
+    """Kafka makes ``__consumer_offsets`` and ``__transaction_state`` at the first
+    FindCoordinator and answers COORDINATOR_NOT_AVAILABLE until they are ready, where Gregor
+    answers at once (README, compatibility): wait for both, as clients do, before the tests."""
+    with RawClient(broker.bootstrap_servers) as c:
+        for key_type in (0, 1):
+            request = FindCoordinatorRequest(key="warm-up", key_type=key_type)
+            while c.request(request, 1).error_code == E.COORDINATOR_NOT_AVAILABLE:
+                time.sleep(0.1)
 
 
 @pytest.fixture
@@ -57,6 +72,7 @@ def gid(tag: str) -> str:
     return f"{tag}-{uuid.uuid4().hex[:8]}"
 
 
+@gregor_only("Kafka 4 serves none of the versions KIP-896 removed (README, compatibility)")
 def test_api_versions_advertise_the_group_apis(client: RawClient) -> None:
     resp = client.request(
         ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
@@ -122,7 +138,11 @@ def _join(client: RawClient, group: str, version: int, member_id: str = "") -> o
         protocol_type="consumer",
         protocols=[JoinGroupRequest.Protocols(name="range", metadata=b"\x00\x01")],
     )
-    return client.request(req, version)
+    # As clients do: Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it loads the group's
+    # partition of __consumer_offsets (Gregor has loaded it before it answers).
+    while (r := client.request(req, version)).error_code == E.COORDINATOR_LOAD_IN_PROGRESS:
+        time.sleep(0.05)
+    return r
 
 
 @pytest.mark.parametrize("version", range(10))
@@ -189,6 +209,10 @@ def test_classic_group_lifecycle(client: RawClient, version: int) -> None:
 
 @pytest.mark.parametrize("version", range(10))
 def test_offset_commit_and_fetch(client: RawClient, version: int) -> None:
+    if version < 2 and INTEROP_BROKER == "kafka":
+        pytest.skip(
+            "Gregor's own behaviour: Kafka 4 removed OffsetCommit v0-1 (KIP-896; README, compatibility)"
+        )
     group = gid(f"offsets-v{version}")
     P = OffsetCommitRequest.Topics.Partitions
     req = OffsetCommitRequest(
@@ -212,7 +236,8 @@ def test_offset_commit_and_fetch(client: RawClient, version: int) -> None:
         ],
     )
     resp = client.request(req, version)
-    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
+    # (Kafka lists the refused partition first; the order carries no meaning)
+    assert sorted((p.partition_index, p.error_code) for p in resp.topics[0].partitions) == [
         (0, 0),
         (9, E.UNKNOWN_TOPIC_OR_PARTITION),
     ]
@@ -312,6 +337,7 @@ def test_offset_fetch_batched_groups_and_all_topics(client: RawClient) -> None:
 def test_describe_and_list_groups(client: RawClient, version: int) -> None:
     group = gid(f"describe-v{version}")
     r = _join(client, group, 3)
+    assert r.error_code == 0
     client.request(
         SyncGroupRequest(
             group_id=group,
@@ -325,7 +351,8 @@ def test_describe_and_list_groups(client: RawClient, version: int) -> None:
         DescribeGroupsRequest(groups=[group, "no-such-group"], include_authorized_operations=True),
         version,
     )
-    g, missing = d.groups
+    # (Kafka may list the missing group first; the order carries no meaning)
+    g, missing = sorted(d.groups, key=lambda x: x.group_id != group)
     assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (
         0,
         "Stable",
@@ -382,7 +409,8 @@ def test_delete_groups_and_offset_delete(client: RawClient, version: int) -> Non
         [(p.partition_index, p.error_code) for p in od.topics[0].partitions],
     ) == (0, [(0, 0)])
     r = client.request(DeleteGroupsRequest(groups_names=[group, group + "-none"]), version)
-    assert [(x.group_id, x.error_code) for x in r.results] == [
+    # (Kafka lists the missing group first; the order carries no meaning)
+    assert sorted((x.group_id, x.error_code) for x in r.results) == [
         (group, 0),
         (group + "-none", E.GROUP_ID_NOT_FOUND),
     ]
@@ -506,9 +534,16 @@ def test_consumer_group_heartbeat_v1_regex(client: RawClient) -> None:
         subscribed_topic_regex="(",
         topic_partitions=[],
     )
-    assert _cgh(client, bad, 1).error_code == E.INVALID_REQUEST
+    r = _cgh(client, bad, 1)
+    assert r.error_code == E.INVALID_REGULAR_EXPRESSION
+    assert r.error_message.startswith(
+        "SubscribedTopicRegex `(` is not a valid regular expression: "
+    )
 
 
+@gregor_only(
+    "Kafka closes the connections of JoinGroup requests it holds when it stops, unanswered"
+)
 def test_held_join_is_answered_when_the_broker_stops(broker: BrokerProcess) -> None:
     """A graceful stop answers JoinGroup requests the coordinator holds (NOT_COORDINATOR)
     rather than leaving them hanging until the shutdown timeout."""

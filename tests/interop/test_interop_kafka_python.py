@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from conftest import gregor_only
 from interop_clients import (
     ck_consume,
     ck_produce,
@@ -99,6 +100,9 @@ def test_acks(broker, acks: object) -> None:  # noqa: ANN001
         ((0, 8, 2), None),
     ],
 )
+@gregor_only(
+    "Kafka 4 serves none of the versions KIP-896 removed nor message formats v0/v1 (README, compatibility)"
+)
 def test_old_client_message_sets(broker, api_version: tuple, codec: str | None) -> None:  # noqa: ANN001
     """Magic 1 (0.10) and magic 0 (0.9) message sets in both directions, plus cross-client:
     what the old client wrote reads back exactly through a modern client, and what a modern
@@ -186,6 +190,9 @@ def test_long_poll_wakes_on_produce(broker) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("api_version", [(0, 10, 0), (0, 9)])
+@gregor_only(
+    "Kafka 4 serves none of the versions KIP-896 removed nor message formats v0/v1 (README, compatibility)"
+)
 def test_old_client_reads_past_its_fetch_limit(broker, api_version: tuple) -> None:  # noqa: ANN001
     """3 MB in batches of about 100 KB, read 64 KB per partition per fetch: most reads stop
     inside a batch, and down-conversion must still hand the old client whole messages."""

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from confluent_kafka import TopicPartition
+from conftest import INTEROP_BROKER, gregor_only
 from interop_clients import ck_consumer, ck_drain, ck_produce
 from interop_helpers import BASE_TS, RawClient, Rec, create_topic, topic_name
 
@@ -131,12 +132,18 @@ def test_api_versions_unknown_version_answers_v0(broker, topic, bystander) -> No
         body = ApiVersionsResponse.decode(memoryview(frame)[4:], 0)  # v0: no header tags
         assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
         keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-        assert keys[18][1] >= 3 and keys[0][1] >= 9 and keys[1][1] >= 12
+        assert keys[18][1] >= 3
         ok = c.request(
             ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3
         )
         assert ok.error_code == 0
-        assert {k.api_key: (k.min_version, k.max_version) for k in ok.api_keys} == keys
+        table = {k.api_key: (k.min_version, k.max_version) for k in ok.api_keys}
+        assert table[0][1] >= 9 and table[1][1] >= 12
+        assert keys.items() <= table.items()
+        if INTEROP_BROKER == "gregor":
+            # Gregor lists its whole table there; Kafka only ApiVersions' own range, as KIP-511
+            # asks (README, compatibility).
+            assert keys == table
     _still_serving(broker, bystander, topic)
 
 
@@ -297,6 +304,9 @@ def test_fetch_session_epochs(broker, topic, bystander) -> None:  # noqa: ANN001
     _still_serving(broker, bystander, topic)
 
 
+@gregor_only(
+    "Kafka fills partition_max_bytes with the start of the next batch too (clients drop it)"
+)
 def test_fetch_returns_whole_batches(broker, topic, bystander) -> None:  # noqa: ANN001
     """A read cut off by the byte limit ends at the last whole batch; a first batch larger
     than the limit still comes whole (KIP-74)."""

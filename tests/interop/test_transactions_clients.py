@@ -14,7 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 from interop_helpers import create_topic
-from test_transactions_support import CLIENTS, consumer, end_offsets, producer, read
+from test_transactions_support import (
+    CLIENTS,
+    consumer,
+    end_offsets,
+    producer,
+    read,
+    settled_end_offsets,
+)
 
 from gregor.testing import BrokerProcess
 
@@ -61,7 +68,7 @@ def test_commit_is_seen_once_and_not_before(broker: BrokerProcess, client: str) 
     finally:
         p.close()
     # 60 records and the COMMIT marker.
-    assert end_offsets(broker.bootstrap_servers, topic, 0) == (61, 61)
+    assert settled_end_offsets(broker.bootstrap_servers, topic, 0) == (61, 61)
     after: list[tuple[int, int, bytes | None]] = []
     while len(after) < 60:
         after += watcher.poll()
@@ -98,7 +105,10 @@ def test_abort_is_invisible_to_read_committed(broker: BrokerProcess, client: str
         [b"aborted-%d" % i for i in range(30)] + [b"kept-%d" % i for i in range(4)]
     )
     # Per partition: 15 aborted, ABORT marker, 2 kept, COMMIT marker.
-    assert [end_offsets(broker.bootstrap_servers, topic, q) for q in (0, 1)] == [(19, 19), (19, 19)]
+    assert [settled_end_offsets(broker.bootstrap_servers, topic, q) for q in (0, 1)] == [
+        (19, 19),
+        (19, 19),
+    ]
 
 
 @pytest.mark.parametrize("client", CLIENTS)

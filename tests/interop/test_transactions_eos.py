@@ -19,8 +19,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from conftest import INTEROP_BROKER
 from interop_helpers import create_topic
-from test_transactions_support import CLIENTS, end_offsets, producer, read
+from test_transactions_support import CLIENTS, end_offsets, producer, read, settled_end_offsets
 
 from gregor.testing import BrokerProcess
 
@@ -110,7 +111,8 @@ def test_consume_transform_produce_survives_sigkill(broker: BrokerProcess, clien
         "confluent", bs, [(dst, 0), (dst, 1)], "read_uncommitted", len(want) + 1, linger=0.5
     )
     assert len(everything) > len(want)
-    assert "event=txn.fencing" in broker.read_log()
+    if INTEROP_BROKER == "gregor":  # Gregor's own log line (Kafka's differ)
+        assert "event=txn.fencing" in broker.read_log()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -137,7 +139,7 @@ def test_broker_restart_mid_transaction(client: str) -> None:
             p.commit()
         finally:
             p.close()
-        assert [end_offsets(bs, topic, q) for q in (0, 1)] == [(21, 21), (21, 21)]
+        assert [settled_end_offsets(bs, topic, q) for q in (0, 1)] == [(21, 21), (21, 21)]
         want = sorted(
             [b"before-%02d" % i for i in range(20)] + [b"after-%02d" % i for i in range(20)]
         )
@@ -165,7 +167,8 @@ def test_abandoned_transaction_is_aborted_after_broker_restart() -> None:
         plain.flush()
         got = read("confluent", bs, [(topic, 0)], "read_committed", 1, linger=0)
         assert [v for _, _, v in got] == [b"later"]
-        assert "event=txn.timed_out transactional_id=abandoned" in b.read_log()
+        if INTEROP_BROKER == "gregor":  # Gregor's own log line (Kafka's differ)
+            assert "event=txn.timed_out transactional_id=abandoned" in b.read_log()
         everything = read("confluent", bs, [(topic, 0)], "read_uncommitted", 11, linger=0)
         assert [v for _, _, v in everything] == [b"lost-%d" % i for i in range(10)] + [b"later"]
         del dead

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from interop_helpers import create_topic
-from test_transactions_support import end_offsets, read
+from test_transactions_support import read, settled_end_offsets
 
 from gregor.testing import BrokerProcess
 
@@ -126,7 +126,7 @@ def test_transactions_go_on_after_sigkill_restart(broker: BrokerProcess) -> None
         c.close()
     assert committed(bs, group, src) == 4 * PER_TXN
     # 4 transactions of PER_TXN records, each followed by its commit marker.
-    assert end_offsets(bs, dst, 0) == (4 * (PER_TXN + 1), 4 * (PER_TXN + 1))
+    assert settled_end_offsets(bs, dst, 0) == (4 * (PER_TXN + 1), 4 * (PER_TXN + 1))
     got = read("confluent", bs, [(dst, 0)], "read_committed", 4 * PER_TXN, linger=0)
     assert [v for _, _, v in got] == [b"out-%03d" % i for i in range(4 * PER_TXN)]
 

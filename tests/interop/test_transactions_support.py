@@ -379,6 +379,18 @@ def read(
         c.close()
 
 
+def settled_end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """``end_offsets`` once no transaction is open on the partition (the last stable offset
+    has reached the high watermark). Kafka writes a transaction's markers after it has
+    answered EndTxn, Gregor before it answers; a client's commit or abort has returned on
+    both, and the markers follow on Kafka."""
+    while True:
+        hw, lso = end_offsets(bootstrap, topic, partition)
+        if hw == lso:
+            return hw, lso
+        time.sleep(0.05)
+
+
 def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
     """(latest offset for read_uncommitted, for read_committed), i.e. the high watermark and
     the last stable offset, from ListOffsets on the wire."""
@@ -415,7 +427,7 @@ def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
 def _offsets(bootstrap: str, topic: str, group: str) -> tuple[dict[int, int], dict[int, int]]:
     """(end offset, committed offset of ``group`` or 0) per partition, read with
     confluent-kafka whatever the worker's client (bookkeeping, not the thing under test)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
@@ -424,7 +436,19 @@ def _offsets(bootstrap: str, topic: str, group: str) -> tuple[dict[int, int], di
         ends = {
             p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=BUDGET_S)[1] for p in parts
         }
-        committed = c.committed([TopicPartition(topic, p) for p in parts], timeout=BUDGET_S)
+        while True:
+            try:
+                committed = c.committed([TopicPartition(topic, p) for p in parts], timeout=BUDGET_S)
+                break
+            except KafkaException as e:
+                # librdkafka hands these up instead of retrying: Kafka answers them while it
+                # makes and loads __consumer_offsets, where Gregor has it before it answers.
+                if e.args[0].code() not in (
+                    KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                ):
+                    raise
+                time.sleep(0.1)
         return ends, {tp.partition: max(tp.offset, 0) for tp in committed}
     finally:
         c.close()

@@ -270,6 +270,45 @@ def test_build_spec_merges_the_supplement_after_the_guide(monkeypatch) -> None:
         generate.build_spec(text, extra + "# source: here\n" + response.format(v=1))
 
 
+def test_supplement_error_rows_add_codes_the_guide_lacks(monkeypatch) -> None:
+    monkeypatch.setitem(generate.API_KEYS, "Demo", 1000)
+    rows = "# source: here\nNEWER_ERROR | 1000 | True | Newer than the guide. |\n"
+    (row,) = guide.parse_supplement_errors(SUPPLEMENT + rows)
+    assert (row.name, row.code, row.retriable, row.description) == (
+        "NEWER_ERROR",
+        1000,
+        True,
+        "Newer than the guide.",
+    )
+    text = (
+        SAMPLE
+        + "Demo Response (Version: 0) => x\nx => INT8\nDemo Response (Version: 1) => x TAG_BUFFER\nx => INT8\n"
+    )
+    files = generate.build_spec(text, rows)
+    errors = json.loads(files[generate.SPEC_DIR / "errors.json"])["errors"]
+    assert errors[-1] == {
+        "name": "NEWER_ERROR",
+        "code": 1000,
+        "retriable": True,
+        "description": "Newer than the guide.",
+    }
+    assert [e["name"] for e in errors[:-1]] == [e.name for e in guide.parse_guide(SAMPLE)[1]]
+    # A code the guide already lists must be deleted from the supplement.
+    with pytest.raises(SystemExit, match="the guide now documents error 0"):
+        generate.build_spec(text, "# source: here\nOLD_NEWS | 0 | False | Known. |\n")
+
+
+def test_the_committed_supplement_adds_invalid_regular_expression() -> None:
+    from gregor.protocol.errors import ErrorCode, InvalidRegularExpressionError, error_for_code
+
+    rows = guide.parse_supplement_errors(generate.SUPPLEMENT.read_text(encoding="utf-8"))
+    assert [(e.name, e.code, e.retriable) for e in rows] == [
+        ("INVALID_REGULAR_EXPRESSION", 128, False)
+    ]
+    assert ErrorCode.INVALID_REGULAR_EXPRESSION == 128
+    assert error_for_code(128) is InvalidRegularExpressionError
+
+
 def test_the_committed_supplement() -> None:
     blocks = guide.parse_supplement(generate.SUPPLEMENT.read_text(encoding="utf-8"))
     assert [(v.api, v.kind, v.version) for v in blocks] == [

@@ -1,4 +1,5 @@
-"""Error codes: one class per code of the guide's table, lookup, retriable flags."""
+"""Error codes: one class per code of the guide's table (and the supplement's rows), lookup,
+retriable flags."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ SPEC = Path(errors.__file__).parent / "spec" / "errors.json"
 
 def test_every_code_of_the_table_has_a_class() -> None:
     table = json.loads(SPEC.read_text())["errors"]
-    assert len(table) == 129  # -1, 0 .. 127
-    assert {e["code"] for e in table} == set(range(-1, 128))
+    assert len(table) == 130  # -1, 0 .. 127 from the guide, 128 from the supplement
+    assert {e["code"] for e in table} == set(range(-1, 129))
     for e in table:
         assert ErrorCode[e["name"]] == e["code"]
         if e["code"] == 0:
@@ -39,7 +40,7 @@ def test_every_code_of_the_table_has_a_class() -> None:
         )
         assert issubclass(cls, RetriableError) == e["retriable"]
         assert getattr(errors, cls.__name__) is cls
-    assert len(ERRORS_BY_CODE) == 128
+    assert len(ERRORS_BY_CODE) == 129
 
 
 def test_known_facts_from_the_guide() -> None:
@@ -51,6 +52,8 @@ def test_known_facts_from_the_guide() -> None:
     assert errors.InvalidTopicError.name == "INVALID_TOPIC_EXCEPTION"
     assert errors.UnknownServerError.code == -1
     assert errors.VoterNotFoundError.code == 127
+    assert errors.InvalidRegularExpressionError.code == ErrorCode.INVALID_REGULAR_EXPRESSION == 128
+    assert errors.InvalidRegularExpressionError.retriable is False
 
 
 def test_instances_carry_the_code_and_message() -> None:

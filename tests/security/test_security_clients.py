@@ -281,6 +281,47 @@ def test_an_untrusted_client_certificate_is_refused(broker: BrokerProcess, pki: 
     )
 
 
+def _refusal_reason(bootstrap: str, ctx: ssl.SSLContext) -> str:
+    """Why the client's TLS session was refused, as OpenSSL on the client side reports it (the
+    alert it received), or the kind of error it saw instead."""
+    try:
+        raw = Raw(bootstrap, ctx)
+        try:
+            raw.request(ApiVersionsRequest(), 0)
+        finally:
+            raw.close()
+    except ssl.SSLError as e:
+        return str(e.reason)
+    except OSError as e:
+        return type(e).__name__
+    return "accepted"
+
+
+@pytest.mark.parametrize(
+    ("version", "no_certificate"),
+    [
+        (ssl.TLSVersion.TLSv1_2, "SSLV3_ALERT_HANDSHAKE_FAILURE"),
+        (ssl.TLSVersion.TLSv1_3, "TLSV13_ALERT_CERTIFICATE_REQUIRED"),
+    ],
+)
+def test_a_refused_tls_handshake_sends_the_alert(
+    broker: BrokerProcess, pki: Pki, version: ssl.TLSVersion, no_certificate: str
+) -> None:
+    """As from Kafka, the client hears why its TLS session was refused (OpenSSL's alert) rather
+    than seeing the connection dropped mid-handshake, which the Java client takes for a
+    network failure and retries until its timeout instead of failing with
+    SslAuthenticationException (tests/interop/test_java_security.py)."""
+    no_cert, stranger = _tls_client(pki), _tls_client(pki, pki.stranger)
+    for ctx in (no_cert, stranger):
+        ctx.minimum_version = ctx.maximum_version = version
+    assert _refusal_reason(broker.bootstrap("MTLS"), no_cert) == no_certificate
+    assert _refusal_reason(broker.bootstrap("MTLS"), stranger) == "TLSV1_ALERT_UNKNOWN_CA"
+    # The listener serves the next client as before.
+    confluent_round_trip(
+        broker.bootstrap("MTLS"), {"security.protocol": "SSL", **tls(pki, pki.alice)}, n=1
+    )
+
+
 def test_garbage_instead_of_a_tls_handshake_closes_that_connection_only(
     broker: BrokerProcess, pki: Pki
 ) -> None:

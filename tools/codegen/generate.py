@@ -75,10 +75,26 @@ def merge_supplement(
     return versions + extra
 
 
+def merge_supplement_errors(
+    errors: list[guide.ErrorCode], extra: list[guide.ErrorCode]
+) -> list[guide.ErrorCode]:
+    """The guide's error codes followed by the supplement's; a code in both is an error."""
+    known = {e.code for e in errors}
+    for e in extra:
+        if e.code in known:
+            raise SystemExit(
+                f"supplement.txt: the guide now documents error {e.code} ({e.name}); delete its row "
+                "from tools/codegen/supplement.txt"
+            )
+        known.add(e.code)
+    return errors + extra
+
+
 def build_spec(text: str, supplement: str = "") -> dict[Path, str]:
     """Stage 1: guide text (+ supplement text) -> {path: JSON text}."""
     versions, errors = guide.parse_guide(text)
     extra = guide.parse_supplement(supplement)
+    errors = merge_supplement_errors(errors, guide.parse_supplement_errors(supplement))
     from_supplement = {(v.api, v.kind, v.version) for v in extra}
     by_api: dict[str, dict[str, list[guide.Version]]] = defaultdict(lambda: defaultdict(list))
     order: list[str] = []

@@ -29,7 +29,9 @@ into one schema per message is the job of :mod:`schema`.
 :func:`parse_supplement` reads the hand-written supplement (``tools/codegen/supplement.txt``)
 in the same block format, strictly: apart from blocks only blank lines and ``#`` comments are
 allowed, every block must be preceded by a ``# source:`` comment saying where its facts come
-from, and its description table (optional) may describe just the fields it names.
+from, and its description table (optional) may describe just the fields it names. Rows of the
+guide's error table (``NAME | code | retriable | description |``) may follow a ``# source:``
+comment too: error codes the guide's table lacks (:func:`parse_supplement_errors`).
 """
 
 from __future__ import annotations
@@ -185,6 +187,12 @@ def parse_supplement(text: str) -> list[Version]:
     return _parse(text, strict=True)[0]  # an error-table row is "not a block" here
 
 
+def parse_supplement_errors(text: str) -> list[ErrorCode]:
+    """Return the supplement's error-table rows (the guide's row format, after a ``# source:``
+    comment): error codes newer than the guide's table."""
+    return _parse(text, strict=True)[1]
+
+
 _SOURCE_RE = re.compile(r"^#\s*source:\s*(.*)$", re.IGNORECASE)
 
 
@@ -204,7 +212,9 @@ def _parse(text: str, strict: bool) -> tuple[list[Version], list[ErrorCode]]:
                     source = [src.group(1).strip()]
                 elif line.startswith("#") and source:
                     source.append(line.lstrip("#").strip())
-                elif line and not line.startswith("#"):
+                elif (
+                    line and not line.startswith("#") and not (source and _ERROR_ROW_RE.match(line))
+                ):
                     raise GuideError(f"supplement line {i + 1}: not a block, blank or # comment")
             i += 1
             continue

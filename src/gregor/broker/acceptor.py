@@ -15,7 +15,8 @@ socket then goes through, in Kafka's order:
    limited);
 3. counted, it gets its transport (``loop.connect_accepted_socket``) and its ``Connection``,
    which gives the count back when it closes. On an SSL or SASL_SSL listener the TLS
-   handshake runs first; a refused handshake (no common protocol, an untrusted client
+   handshake runs first (``ssl_transport_layer``: a refused handshake's TLS alert reaches the
+   client, as from Kafka); a refused handshake (no common protocol, an untrusted client
    certificate, plain text on a TLS port, a timeout) gives the count back and is logged with
    the peer and the reason, at most ``HANDSHAKE_LOG_LIMIT`` lines per ten seconds, with the
    number of lines left out.
@@ -36,6 +37,7 @@ from typing import Protocol
 
 from gregor.broker.connection_quotas import ConnectionQuotas, normalize_ip
 from gregor.broker.events import LogRateLimit, log_event
+from gregor.broker.ssl_transport_layer import accept_tls
 
 log = logging.getLogger("gregor.broker")
 
@@ -262,10 +264,16 @@ class Acceptor:
         self, conn: AcceptedConnection, sock: socket.socket, peer: str, release: Callable[[], None]
     ) -> None:
         try:
-            await self._loop.connect_accepted_socket(lambda: conn, sock, ssl=self._ssl)
+            if self._ssl is None:
+                await self._loop.connect_accepted_socket(lambda: conn, sock)
+            else:
+                # The transport owns the socket from here on (it sends a refused handshake's
+                # alert before it closes): nothing to close here.
+                await accept_tls(self._loop, conn, sock, self._ssl)
         except (OSError, ssl.SSLError, TimeoutError, EOFError, ValueError) as e:
             release()
-            sock.close()
+            if self._ssl is None:
+                sock.close()
             if self._ssl is not None and self._handshake_log.allow():
                 log_event(
                     log,

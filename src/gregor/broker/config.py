@@ -194,45 +194,65 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
     ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
-    ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "KIP-848 heartbeat interval."),
-    ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "KIP-848 session timeout."),
     ConfigKey(
-        "group.consumer.min.session.timeout.ms", "int", 45000, "Smallest KIP-848 session timeout."
+        "group.consumer.heartbeat.interval.ms", "int", 5000, "KIP-848 heartbeat interval.", 1
+    ),
+    ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "KIP-848 session timeout.", 1),
+    ConfigKey(
+        "group.consumer.min.session.timeout.ms",
+        "int",
+        45000,
+        "Smallest KIP-848 session timeout.",
+        1,
     ),
     ConfigKey(
-        "group.consumer.max.session.timeout.ms", "int", 60000, "Largest KIP-848 session timeout."
+        "group.consumer.max.session.timeout.ms", "int", 60000, "Largest KIP-848 session timeout.", 1
     ),
     ConfigKey(
         "group.consumer.min.heartbeat.interval.ms",
         "int",
         5000,
         "Smallest KIP-848 heartbeat interval.",
+        1,
     ),
     ConfigKey(
         "group.consumer.max.heartbeat.interval.ms",
         "int",
         15000,
         "Largest KIP-848 heartbeat interval.",
+        1,
     ),
-    ConfigKey("group.share.session.timeout.ms", "int", 45000, "Share group session timeout."),
+    ConfigKey("group.share.session.timeout.ms", "int", 45000, "Share group session timeout.", 1),
     ConfigKey(
-        "group.share.min.session.timeout.ms", "int", 45000, "Smallest share group session timeout."
+        "group.share.min.session.timeout.ms",
+        "int",
+        45000,
+        "Smallest share group session timeout.",
+        1,
     ),
     ConfigKey(
-        "group.share.max.session.timeout.ms", "int", 60000, "Largest share group session timeout."
+        "group.share.max.session.timeout.ms",
+        "int",
+        60000,
+        "Largest share group session timeout.",
+        1,
     ),
-    ConfigKey("group.share.heartbeat.interval.ms", "int", 5000, "Share group heartbeat interval."),
+    ConfigKey(
+        "group.share.heartbeat.interval.ms", "int", 5000, "Share group heartbeat interval.", 1
+    ),
     ConfigKey(
         "group.share.min.heartbeat.interval.ms",
         "int",
         5000,
         "Smallest share group heartbeat interval.",
+        1,
     ),
     ConfigKey(
         "group.share.max.heartbeat.interval.ms",
         "int",
         15000,
         "Largest share group heartbeat interval.",
+        1,
     ),
     ConfigKey(
         "group.share.record.lock.duration.ms", "int", 30000, "Share group record lock duration."
@@ -734,6 +754,7 @@ class BrokerConfig:
                     "security on, run `gregor console` with the client's -X login settings instead"
                 )
         self._check_connection_limits()
+        self._check_group_bounds()
         self.password_encoder = self._encoder("password.encoder.secret")
         #: Decodes what an earlier password.encoder.secret encoded (re-encoded at start).
         self.old_password_encoder = self._encoder("password.encoder.old.secret")
@@ -758,6 +779,46 @@ class BrokerConfig:
                 f"metadata.store={store} is not available in this version of Gregor "
                 f"(use one of: {', '.join(sorted(METADATA_STORES))}, etcd://host:port[/prefix])"
             )
+
+    def _check_group_bounds(self) -> None:
+        """Kafka's start-up checks of the group coordinator's settings (GroupCoordinatorConfig,
+        ShareGroupConfig), in its order and words: each default within its bounds, the bounds
+        in order, the heartbeat interval below the session timeout."""
+        v = self.values
+
+        def require(ok: bool, message: str) -> None:
+            if not ok:
+                raise ConfigError(message)
+
+        def at_least(a: str, b: str) -> None:
+            require(v[a] >= v[b], f"{a} must be greater than or equal to {b}")
+
+        def at_most(a: str, b: str) -> None:
+            require(v[a] <= v[b], f"{a} must be less than or equal to {b}")
+
+        for kind in ("consumer", "share"):
+            heartbeat, session = (
+                f"group.{kind}.heartbeat.interval.ms",
+                f"group.{kind}.session.timeout.ms",
+            )
+            for value, low, high in (
+                (
+                    heartbeat,
+                    f"group.{kind}.min.heartbeat.interval.ms",
+                    f"group.{kind}.max.heartbeat.interval.ms",
+                ),
+                (
+                    session,
+                    f"group.{kind}.min.session.timeout.ms",
+                    f"group.{kind}.max.session.timeout.ms",
+                ),
+            ):
+                at_least(high, low)
+                at_least(value, low)
+                at_most(value, high)
+            require(v[heartbeat] < v[session], f"{heartbeat} must be less than {session}")
+        at_least("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms")
+        at_least("group.share.max.record.lock.duration.ms", "group.share.record.lock.duration.ms")
 
     def _check_connection_limits(self) -> None:
         try:

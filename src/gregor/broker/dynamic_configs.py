@@ -344,7 +344,8 @@ def _scala_set(names: Iterable[str]) -> str:
 
 def validate_broker_overrides(name: str, overrides: Mapping[str, str], layers: Layers) -> None:
     """Refuse a new override set for the broker resource ``name`` ("" = cluster default) as
-    Kafka does (INVALID_REQUEST, "Invalid config value for resource ...: ..."): read-only keys,
+    Kafka 4 does (INVALID_REQUEST with the reason alone: ZooKeeper-era Kafka put "Invalid
+    config value for resource ..." before it, Kafka's KRaft brokers do not): read-only keys,
     SSL store settings without a listener prefix, per-broker keys at the cluster level,
     password configs without ``password.encoder.secret``, values the broker cannot use.
     ``layers`` are the current ones, passwords in clear (``decode_passwords``); the set (in
@@ -354,10 +355,7 @@ def validate_broker_overrides(name: str, overrides: Mapping[str, str], layers: L
     per_broker = name != ""
 
     def refuse(why: str) -> KafkaError:
-        return kafka_error(
-            ErrorCode.INVALID_REQUEST,
-            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {why}",
-        )
+        return kafka_error(ErrorCode.INVALID_REQUEST, why)
 
     read_only = [k for k in overrides if dynamic_mode(k) is None and k not in SSL_LISTENER_CONFIGS]
     if read_only:

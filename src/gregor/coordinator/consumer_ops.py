@@ -36,8 +36,8 @@ from gregor.coordinator.consumer_group import (
 )
 from gregor.coordinator.core import (
     CoordinatorCore,
-    compile_subscription_regex,
     storage_error_to_coordinator,
+    subscription_regex_error,
 )
 from gregor.coordinator.events import log_event
 from gregor.coordinator.records import (
@@ -310,8 +310,13 @@ class ConsumerOps(CoordinatorCore):
         else:
             return bad, f"MemberEpoch is invalid: {epoch}."
         regex = _regex(req)
-        if regex is not None and regex != "" and compile_subscription_regex(regex) is None:
-            return bad, f"SubscribedTopicRegex {regex} is not a valid regular expression."
+        if regex is not None and regex != "":
+            problem = subscription_regex_error(regex)
+            if problem is not None:
+                return (
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {problem}.",
+                )
         if (
             req.server_assignor is not None
             and req.server_assignor not in self.config.consumer_assignors

@@ -678,3 +678,12 @@ def compile_subscription_regex(pattern: str) -> re.Pattern[str] | None:
         return re.compile(pattern)
     except re.error:
         return None
+
+
+def subscription_regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` does not compile (``re``'s words; Kafka gives RE2/J's), None if it does."""
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return e.msg
+    return None

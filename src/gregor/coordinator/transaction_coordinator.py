@@ -37,9 +37,10 @@ transaction that arrives late carries the old epoch and is fenced (PRODUCER_FENC
 ending the next transaction; a retry of the EndTxn that did end it (its epoch one below, or
 the last epoch of the previous producer id after a rotation) gets the same answer again.
 Version 1 clients (EndTxn below v5) keep the old rules (``_end``) on any cluster. The
-cluster's ``transaction.version`` (``transaction_version()``) decides what the coordinator does
-on its own: the value version it writes (1 from level 1) and whether the aborts it starts (a
-fence, a timeout) take the version 2 path.
+cluster's ``transaction.version`` (``transaction_version()``) decides the value version the
+coordinator writes (1 from level 1); the aborts it starts (a fence, a timeout) take the version
+2 path on a version 2 cluster for a version 2 client's transaction only (as Kafka 4.1.1 does:
+a version 1 client's is aborted with the fence epoch alone).
 
 Queries that need no write (``verify``, ``describe``, ``list_transactions``) answer at once.
 
@@ -354,7 +355,7 @@ class TransactionCoordinator:
                 epoch,
                 False,
                 False,
-                self._server_tv2(),
+                self._server_tv2(md),
                 lambda code, _pid, _epoch: reply(code or ErrorCode.CONCURRENT_TRANSACTIONS),
             )
             return
@@ -507,9 +508,11 @@ class TransactionCoordinator:
             md, producer_id, producer_epoch, commit, True, client_transaction_version >= 2, reply
         )
 
-    def _server_tv2(self) -> bool:
-        """Whether the aborts the coordinator starts itself take the version 2 path."""
-        return self.transaction_version() >= 2
+    def _server_tv2(self, md: TxnMetadata) -> bool:
+        """Whether an abort the coordinator starts itself (a fence, a timeout) takes the version
+        2 path: on a version 2 cluster, for a version 2 client's transaction (as Kafka 4.1 does;
+        a version 1 client's is aborted with the fence epoch, as on a version 1 cluster)."""
+        return self.transaction_version() >= 2 and md.client_transaction_version >= 2
 
     def _end_any(
         self,
@@ -835,7 +838,7 @@ class TransactionCoordinator:
             if code and self.txns.get(tid) is md and md.state == TxnState.ONGOING:
                 self._schedule_timeout(md, self.clock() + self.config.retry_backoff_ms)
 
-        self._end_any(md, md.producer_id, epoch, False, False, self._server_tv2(), aborted)
+        self._end_any(md, md.producer_id, epoch, False, False, self._server_tv2(md), aborted)
 
     def _expire_ids(self) -> None:
         now = self.clock()

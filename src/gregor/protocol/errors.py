@@ -169,6 +169,7 @@ class ErrorCode(IntEnum):
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class UnknownServerError(KafkaError):
@@ -1337,6 +1338,15 @@ class VoterNotFoundError(KafkaError):
     description = "The voter is not part of the set of voters."
 
 
+class InvalidRegularExpressionError(KafkaError):
+    """The regular expression is not valid."""
+
+    code = 128
+    name = "INVALID_REGULAR_EXPRESSION"
+    retriable = False
+    description = "The regular expression is not valid."
+
+
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {
     -1: UnknownServerError,
     1: OffsetOutOfRangeError,
@@ -1466,6 +1476,7 @@ ERRORS_BY_CODE: dict[int, type[KafkaError]] = {
     125: InvalidVoterKeyError,
     126: DuplicateVoterError,
     127: VoterNotFoundError,
+    128: InvalidRegularExpressionError,
 }
 
 
@@ -1636,4 +1647,5 @@ __all__ = [
     "InvalidVoterKeyError",
     "DuplicateVoterError",
     "VoterNotFoundError",
+    "InvalidRegularExpressionError",
 ]

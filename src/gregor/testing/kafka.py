@@ -105,8 +105,13 @@ logger.state.level = warn
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as Kafka's."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as Kafka's, and as
+    Kafka's ``Uuid.randomUuid`` never one that starts with "-" (``kafka-storage format -t``
+    would take it for an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _properties(path: Path, props: Mapping[str, str]) -> None:
