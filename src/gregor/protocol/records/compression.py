@@ -325,35 +325,34 @@ def snappy_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -
     says its decompressed size first (read without decompressing), so the output's size is
     known, and refused over ``max_size``, before anything is decompressed."""
     buf = data if isinstance(data, bytes) else bytes(data)
+    raw_len = cramjam.snappy.decompress_raw_len
     try:
-        if buf[:8] == XERIAL_MAGIC and len(buf) >= 16:
-            blocks = []
-            total = 0
-            pos = 16
-            end = len(buf)
-            while pos < end:
-                if end - pos < 4:
-                    raise ProtocolError("xerial snappy block length truncated")
-                n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                pos += 4
-                if n < 0 or n > end - pos:
-                    raise ProtocolError("xerial snappy block overruns the payload")
-                block = buf[pos : pos + n]
-                pos += n
-                size = cramjam.snappy.decompress_raw_len(block)
-                total += size
-                if total > max_size:
-                    raise DecompressedSizeError(
-                        f"snappy payload decompresses to over {max_size} bytes"
-                    )
-                blocks.append((block, size))
-            if len(blocks) == 1:
-                return _snappy_block(*blocks[0])
-            return b"".join([_snappy_block(block, size) for block, size in blocks])
-        size = cramjam.snappy.decompress_raw_len(buf)
-        if size > max_size:
-            raise DecompressedSizeError(f"snappy payload decompresses to over {max_size} bytes")
-        return _snappy_block(buf, size)
+        if buf[:8] != XERIAL_MAGIC or len(buf) < 16:
+            size = raw_len(buf)
+            if size > max_size:
+                raise DecompressedSizeError(f"snappy payload decompresses to over {max_size} bytes")
+            return _snappy_block(buf, size)
+        blocks = []
+        total = 0
+        pos = 16
+        end = len(buf)
+        while pos < end:
+            if end - pos < 4:
+                raise ProtocolError("xerial snappy block length truncated")
+            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            pos += 4
+            if n < 0 or n > end - pos:
+                raise ProtocolError("xerial snappy block overruns the payload")
+            block = buf[pos : pos + n]
+            pos += n
+            size = raw_len(block)
+            total += size
+            if total > max_size:
+                raise DecompressedSizeError(f"snappy payload decompresses to over {max_size} bytes")
+            blocks.append((block, size))
+        if len(blocks) == 1:  # a batch under 32 KiB: one block
+            return _snappy_block(*blocks[0])
+        return b"".join([_snappy_block(block, size) for block, size in blocks])
     except ProtocolError:
         raise
     except Exception as e:
@@ -362,9 +361,9 @@ def snappy_decode(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -
 
 def _snappy_block(block: bytes, size: int) -> bytes:
     """One raw snappy block of ``size`` decompressed bytes (its preamble's, checked against
-    the bound by the caller), into a buffer of that size."""
-    out = bytearray(size)
-    if cramjam.snappy.decompress_raw_into(block, out) != size:
+    the bound by the caller): cramjam allocates the preamble's size and no more."""
+    out = cramjam.snappy.decompress_raw(block)
+    if len(out) != size:
         raise ProtocolError("snappy block shorter than its preamble says")
     return bytes(out)
 
