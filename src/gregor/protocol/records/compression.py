@@ -178,8 +178,6 @@ class _Contexts(threading.local):
 
 
 _contexts = _Contexts()
-#: A fresh gzip decompressor to copy: a copy is set up in less time than a new one.
-_GZIP = zlib.decompressobj(16 + zlib.MAX_WBITS)
 
 
 def decompress(codec: int, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
@@ -204,7 +202,7 @@ def _gzip_decode(data: Buffer, max_size: int) -> bytes:
     size = 0
     rest: Buffer = data
     while True:
-        d = _GZIP.copy()
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
             out = d.decompress(rest, max_size + 1 - size)
         except zlib.error as e:
