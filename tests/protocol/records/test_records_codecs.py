@@ -2,9 +2,13 @@
 
 import gzip
 import struct
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import cramjam
+import lz4.frame
 import pytest
+import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -188,6 +192,135 @@ def test_decompression_bomb_is_capped(codec):
     assert len(bomb) < 3 * 1024 * 1024
     with pytest.raises(ProtocolError, match="over"):
         c.decompress(codec, bomb, max_size=1024 * 1024)
+
+
+MIB = 1024 * 1024
+
+
+def _bombs() -> list[tuple[str, int, bytes]]:
+    """Payloads that inflate far past 1 MiB, in every shape a codec's reader takes."""
+    zeros = bytes(50 * MIB)
+    raw_snappy_liar = b"\xff\xff\xff\xff\x0f" + b"\x00" * 16  # preamble: 4 GiB
+    lz4_small_claim = lz4.frame.compress(zeros, store_size=True)
+    lz4_small_claim = (  # content size said to be 10 bytes (and the header checksum fixed)
+        lz4_small_claim[:6] + (10).to_bytes(8, "little") + lz4_small_claim[14:]
+    )
+    hc = (c.xxh32(lz4_small_claim[4:14]) >> 8) & 0xFF
+    lz4_small_claim = lz4_small_claim[:14] + bytes((hc,)) + lz4_small_claim[15:]
+    zstd_no_size = zstandard.ZstdCompressor(write_content_size=False).compress(zeros)
+    zstd_small = zstandard.ZstdCompressor().compress(b"small")
+    return [
+        ("gzip", 1, c.compress(1, zeros)),
+        ("snappy-xerial", 2, c.compress(2, zeros)),
+        ("snappy-raw-lying-preamble", 2, raw_snappy_liar),
+        ("lz4", 3, c.compress(3, zeros)),
+        ("lz4-content-size-10", 3, lz4_small_claim),
+        ("zstd", 4, c.compress(4, zeros)),
+        ("zstd-no-content-size", 4, zstd_no_size),
+        ("zstd-second-frame", 4, zstd_small + zstd_no_size),
+    ]
+
+
+@pytest.mark.parametrize(("codec", "bomb"), [b[1:] for b in _bombs()], ids=[b[0] for b in _bombs()])
+def test_a_bomb_costs_at_most_the_bound(codec: int, bomb: bytes) -> None:
+    """A payload that inflates to 50 MiB, read with a bound of 1 MiB, is refused after at most
+    twice the bound was allocated (tracemalloc sees every buffer the readers allocate: zlib's,
+    python-lz4's and zstandard's output and ours)."""
+    c.decompress(codec, c.compress(codec, b"warm up this thread's contexts"))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProtocolError):
+            c.decompress(codec, bomb, max_size=MIB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= 2 * MIB + 256 * 1024, peak
+
+
+@pytest.mark.parametrize(("codec", "bomb"), [b[1:] for b in _bombs()], ids=[b[0] for b in _bombs()])
+def test_a_refused_payload_leaves_the_thread_able_to_decompress(codec: int, bomb: bytes) -> None:
+    """The thread's reused contexts come out of a refusal (the bound, or corrupt data) ready for
+    the next batch."""
+    good = b"the next batch " * 100
+    enc = c.compress(codec, good)
+    for bad in (bomb, bytes(range(200)), enc[: len(enc) // 2]):
+        with pytest.raises(ProtocolError):
+            c.decompress(codec, bad, max_size=MIB)
+        assert c.decompress(codec, enc) == good
+
+
+def test_zstd_frames_without_a_content_size_as_the_java_client_writes_them() -> None:
+    data = b"java zstd " * 5000
+    enc = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    assert c._zstd_content_size(enc) is None
+    assert c.decompress(c.Compression.ZSTD, enc) == data
+    chunked = zstandard.ZstdCompressor(write_content_size=False).compressobj()
+    streamed = b"".join(chunked.compress(data[i : i + 1000]) for i in range(0, len(data), 1000))
+    streamed += chunked.flush()
+    assert c.decompress(c.Compression.ZSTD, streamed) == data
+    with pytest.raises(ProtocolError, match="over"):
+        c.decompress(c.Compression.ZSTD, enc, max_size=len(data) - 1)
+    assert c.decompress(c.Compression.ZSTD, enc, max_size=len(data)) == data
+
+
+@pytest.mark.parametrize("content_size", [True, False], ids=["content-size", "no-content-size"])
+def test_zstd_truncated_or_trailing_bytes_are_refused(content_size: bool) -> None:
+    """zstandard's reader stops without an error where a truncated frame ends, and its
+    one-call decompress ignores what follows a frame without a content size: both must still
+    be refused."""
+    data = bytes(range(256)) * 40
+    enc = zstandard.ZstdCompressor(write_content_size=content_size, write_checksum=True).compress(
+        data
+    )
+    for cut in (1, 4, 5, len(enc) // 2, len(enc) - 9):
+        with pytest.raises(ProtocolError, match="zstd"):
+            c.decompress(c.Compression.ZSTD, enc[:-cut])
+    for tail in (b"x", b"garbage after the frame", c.ZSTD_MAGIC + b"\x00" * 8):
+        with pytest.raises(ProtocolError, match="zstd"):
+            c.decompress(c.Compression.ZSTD, enc + tail)
+
+
+def test_zstd_reads_every_frame_and_skips_skippable_frames() -> None:
+    a, b = b"first frame " * 100, b"second frame " * 300
+    with_size = zstandard.ZstdCompressor().compress
+    without_size = zstandard.ZstdCompressor(write_content_size=False).compress
+    skippable = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"skip!"
+    for first, second in [(with_size, with_size), (with_size, without_size),
+                          (without_size, with_size)]:  # fmt: skip
+        enc = first(a) + skippable + second(b)
+        assert c.decompress(c.Compression.ZSTD, enc) == a + b
+    with pytest.raises(ProtocolError, match="over"):
+        c.decompress(c.Compression.ZSTD, with_size(a) + with_size(b), max_size=len(a + b) - 1)
+
+
+def test_lz4_reads_every_frame_and_refuses_truncated_or_trailing_bytes() -> None:
+    a, b = b"first frame " * 100, bytes(range(256)) * 300
+    enc = c.compress(c.Compression.LZ4, a) + c.compress(c.Compression.LZ4, b)
+    assert c.decompress(c.Compression.LZ4, enc) == a + b
+    with pytest.raises(ProtocolError, match="over"):
+        c.decompress(c.Compression.LZ4, enc, max_size=len(a + b) - 1)
+    one = c.compress(c.Compression.LZ4, b)
+    for cut in (1, 4, len(one) // 2):
+        with pytest.raises(ProtocolError, match="lz4"):
+            c.decompress(c.Compression.LZ4, one[:-cut])
+    for tail in (b"x", b"garbage after the frame"):
+        with pytest.raises(ProtocolError, match="lz4"):
+            c.decompress(c.Compression.LZ4, one + tail)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_threads_decompress_at_once(codec: int) -> None:
+    """Each thread reads with its own codec contexts (the event loop's thread and the workers
+    large batches are scanned in): payloads decompressed in four threads at once all come out
+    whole."""
+    payloads = [bytes([i]) * 300_000 + bytes(range(256)) * (i + 1) for i in range(32)]
+    encoded = [c.compress(codec, p) for p in payloads]
+
+    def decode(i: int) -> bool:
+        return all(c.decompress(codec, encoded[i]) == payloads[i] for _ in range(5))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(decode, range(len(payloads))))
 
 
 def test_gzip_with_lying_size_trailer_still_decodes_and_caps():
