@@ -119,6 +119,7 @@ from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
 from gregor.cli.replicas import leader_election, reassign  # noqa: E402
 from gregor.cli.schema_registry import schema_registry  # noqa: E402
+from gregor.cli.schemas import schemas  # noqa: E402
 from gregor.cli.share_groups import share_groups  # noqa: E402
 from gregor.cli.storage import storage  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
@@ -149,6 +150,7 @@ main.add_command(reassign)
 main.add_command(console)
 main.add_command(storage)
 main.add_command(schema_registry)
+main.add_command(schemas)
 
 
 if __name__ == "__main__":
