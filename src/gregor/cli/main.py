@@ -97,6 +97,14 @@ def serve(
         from gregor.cli.console import beside_broker
 
         companions.append(beside_broker(*config.console_address))
+    if config.schema_registry_address is not None:
+        from gregor.cli.schema_registry import beside_broker as registry_beside_broker
+
+        companions.append(
+            registry_beside_broker(
+                *config.schema_registry_address, str(config.values["schema.registry.topic"])
+            )
+        )
     try:
         code = run(config, companions)
     except BrokerStartupError as e:
