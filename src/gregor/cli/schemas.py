@@ -10,13 +10,10 @@ one line, exit 1.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +21,6 @@ import click
 
 from gregor.cli.clientopts import done, fail, output_option
 
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 LEVELS = (
     "NONE",
@@ -39,59 +35,28 @@ MODES = ("READWRITE", "READONLY", "IMPORT")
 
 
 class RegistryClient:
-    """One registry's REST API: ``call`` sends a request and returns the decoded JSON body, or
-    ends the command with the registry's own error."""
+    """The registry's REST API for a command: the registry's own error, or an unreachable
+    registry, ends the command in one line."""
 
     def __init__(self, url: str, user: str | None, password: str | None) -> None:
+        from gregor.client.schema_registry import RegistryClient as Client
+
         self.url = url.rstrip("/")
-        self.auth = (
-            "Basic " + base64.b64encode(f"{user}:{password or ''}".encode()).decode()
-            if user is not None
-            else None
-        )
+        self._client = Client(url, user, password)
 
     def call(
         self, method: str, path: str, body: Any = None, **query: str | int | bool | None
     ) -> Any:
-        params = {
-            k: str(v).lower() if isinstance(v, bool) else str(v)
-            for k, v in query.items()
-            if v is not None and v is not False
-        }
-        target = self.url + path + ("?" + urllib.parse.urlencode(params) if params else "")
-        headers = {"Accept": CONTENT_TYPE}
-        if body is not None:
-            headers["Content-Type"] = CONTENT_TYPE
-        if self.auth is not None:
-            headers["Authorization"] = self.auth
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(target, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                text = resp.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as e:
-            fail(_error_line(e.code, e.read().decode("utf-8", "replace")))
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            fail(f"cannot reach the schema registry at {self.url}: {reason}")
-        try:
-            return json.loads(text) if text else None
-        except ValueError:
-            fail(f"the schema registry at {self.url} answered something that is not JSON")
+        from gregor.client.schema_registry import RegistryHTTPError, RegistryUnreachable
 
-
-def _error_line(status: int, text: str) -> str:
-    try:
-        body = json.loads(text)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and "message" in body:
-        return f"{body['message']} (error {body.get('error_code', status)})"
-    if status == 401:
-        return "the schema registry needs a login: --user NAME (401)"
-    if status == 403:
-        return "the schema registry refused: not authorized (403)"
-    return f"the schema registry answered HTTP {status}"
+        try:
+            return self._client.call(method, path, body, **query)
+        except RegistryHTTPError as e:
+            if e.status == 401 and e.code == 401:
+                fail("the schema registry needs a login: --user NAME (401)")
+            fail(str(e))
+        except RegistryUnreachable as e:
+            fail(str(e))
 
 
 def registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
