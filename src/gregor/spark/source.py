@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -11,7 +13,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from gregor.spark.options import OptionError, parse_source
+from gregor.spark.avro_columns import AvroColumn
+from gregor.spark.avro_options import parse_columns, typed_schema
+from gregor.spark.options import OptionError, SourceOptions, parse_source
 from gregor.spark.reader import KafkaBatchReader, KafkaStreamReader
 from gregor.spark.schema import kafka_schema
 from gregor.spark.sink_options import parse_sink
@@ -26,15 +30,26 @@ class GregorDataSource(DataSource):
     def name(cls) -> str:
         return "gregor"
 
+    def _columns(self) -> tuple[AvroColumn, ...]:
+        """The typed columns, their schemas looked up once per instance."""
+        cols: tuple[AvroColumn, ...] | None = getattr(self, "_typed_columns", None)
+        if cols is None:
+            cols = parse_columns(self.options)
+            self._typed_columns = cols
+        return cols
+
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return kafka_schema(include)
+        return typed_schema(kafka_schema(include), self._columns())
+
+    def _source(self, streaming: bool) -> SourceOptions:
+        return replace(parse_source(self.options, streaming=streaming), columns=self._columns())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(parse_source(self.options, streaming=False))
+        return KafkaBatchReader(self._source(False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(parse_source(self.options, streaming=True))
+        return KafkaStreamReader(self._source(True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
