@@ -164,3 +164,16 @@ def test_malformed_records_are_found_one_by_one() -> None:
     ac._decoder(spec).writers[9] = None
     with pytest.raises(ac.MalformedRecord, match=r"at t-0 offset 3 "):
         decode(spec, values)
+
+
+def test_datums_longer_than_canonical_decode_exactly() -> None:
+    # One block for a batch is only right when every datum is read from its own bytes; a
+    # writer's overlong varint, or bytes after a datum (which Confluent's deserializer
+    # ignores), must not shift the rows after it.
+    rows = [{"id": i, "blob": b"b", "count": i, "label": "x", "maybe": None} for i in range(6)]
+    values: list[bytes | None] = [frame(5, V2, r) for r in rows]
+    assert values[1] is not None and values[1][5] == 0x02  # id 1: zigzag 2, one byte
+    values[1] = values[1][:5] + b"\x82\x00" + values[1][6:]  # the same id in two bytes
+    values[4] = (values[4] or b"") + b"\x02\x04trailing"
+    spec = decoder(V2, {5: V2}, ac.FAILFAST)
+    assert decode(spec, values) == rows

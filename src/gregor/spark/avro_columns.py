@@ -21,11 +21,12 @@ import io
 import json
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gregor.client.schema_registry import RegistryClient
 from gregor.spark.avro_schema import (
@@ -209,11 +210,22 @@ def _for_decoding(schema: Any) -> Any:
 
 
 def _container_header(schema: str, sync: bytes) -> bytes:
+    """The container's header: its schema is a record of the frame (magic byte and id, a
+    fixed of 5 bytes) and the writer's value, so a batch's framed values, as they lie in the
+    Arrow buffer, are the block's datums without a copy to strip the frames."""
     try:
-        schema = json.dumps(_for_decoding(json.loads(schema)))
+        writer = _for_decoding(json.loads(schema))
     except ValueError:
-        pass  # a bare primitive name
-    meta = {b"avro.schema": schema.encode(), b"avro.codec": b"null"}
+        writer = schema  # a bare primitive name
+    framed = {
+        "type": "record",
+        "name": "GregorFramedValue",
+        "fields": [
+            {"name": "frame", "type": {"type": "fixed", "name": "GregorFrame", "size": 5}},
+            {"name": "value", "type": writer},
+        ],
+    }
+    meta = {b"avro.schema": json.dumps(framed).encode(), b"avro.codec": b"null"}
     out = bytearray(b"Obj\x01")
     out += _zigzag_varint(len(meta))
     for k, v in meta.items():
@@ -222,39 +234,50 @@ def _container_header(schema: str, sync: bytes) -> bytes:
     return bytes(out) + sync
 
 
-def _container(values: pa.BinaryArray, header: bytes, sync: bytes) -> bytes:
-    """An object container of ``values`` (each a frame, 5 bytes before its datum), one block
-    per datum: ``0x02`` (one datum), the datum's length (zigzag varint), the datum, the sync."""
+def _frames(values: pa.BinaryArray) -> tuple[pa.Buffer, np.ndarray]:
+    """The bytes of ``values`` (frames, back to back in the Arrow buffer) and the frames'
+    offsets in them."""
     n = len(values)
     offsets = np.frombuffer(
         values.buffers()[1], dtype=np.int32, count=n + 1, offset=values.offset * 4
-    )
+    ).astype(np.int64)
     base = int(offsets[0])
-    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)[base : int(offsets[-1])]
-    starts = offsets[:-1] - base
-    keep = np.ones(len(data), dtype=bool)
-    for j in range(5):
-        keep[starts + j] = False
-    body = data[keep]
-    lengths = np.diff(offsets).astype(np.int64) - 5
-    datum_starts = starts - 5 * np.arange(n, dtype=np.int64)
-    zz = lengths * 2
+    data = values.buffers()[2]
+    return data.slice(base, int(offsets[-1]) - base), offsets - base
+
+
+def _one_block(values: pa.BinaryArray, header: bytes, sync: bytes) -> tuple[bytes, np.ndarray]:
+    """An object container of ``values`` in one block, and each value's datum length."""
+    data, offsets = _frames(values)
+    count = _zigzag_varint(len(values))
+    block = b"".join((header, count, _zigzag_varint(data.size), memoryview(data), sync))
+    return block, np.diff(offsets) - 5
+
+
+def _container(values: pa.BinaryArray, header: bytes, sync: bytes) -> bytes:
+    """An object container of ``values``, one block per value: ``0x02`` (one datum), the
+    value's length (zigzag varint), the value, the sync."""
+    n = len(values)
+    data, offsets = _frames(values)
+    body = np.frombuffer(data, dtype=np.uint8)
+    starts = offsets[:-1]
+    zz = np.diff(offsets) * 2
     width = 1 + (zz >= 1 << 7) + (zz >= 1 << 14) + (zz >= 1 << 21) + (zz >= 1 << 28)
-    head = 1 + width + np.where(np.arange(n) > 0, 16, 0)  # sync of the block before, count, size
+    later = np.where(np.arange(n) > 0, 16, 0)  # the sync that ends the block before
+    head = 1 + width + later
     head_starts = np.concatenate(([0], np.cumsum(head)[:-1]))
     fill = np.empty(int(head.sum()), dtype=np.uint8)
     sync_arr = np.frombuffer(sync, dtype=np.uint8)
-    later = head_starts[1:]
     for t in range(16):
-        fill[later + t] = sync_arr[t]
-    at = head_starts + np.where(np.arange(n) > 0, 16, 0)
+        fill[head_starts[1:] + t] = sync_arr[t]
+    at = head_starts + later
     fill[at] = 2  # zigzag(1): one datum in the block
     for j in range(5):
         m = width > j
         byte = (zz[m] >> (7 * j)) & 0x7F
         byte |= np.where(width[m] > j + 1, 0x80, 0)
         fill[at[m] + 1 + j] = byte.astype(np.uint8)
-    out = np.insert(body, np.repeat(datum_starts, head), fill)
+    out = np.insert(body, np.repeat(starts, head), fill)
     return header + out.tobytes() + sync
 
 
@@ -273,39 +296,127 @@ class _Undecodable(Exception):
     pass
 
 
-def _as_struct(table: pa.Table) -> pa.StructArray:
-    table = table.combine_chunks()
-    return pa.StructArray.from_arrays(
-        [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in table.columns],
-        names=table.column_names,
-    )
+def _value_column(table: pa.Table) -> pa.Array:
+    """The ``value`` field of the framed records polars decoded."""
+    return table.column("value").combine_chunks()
+
+
+def _varint_sizes(values: np.ndarray) -> np.ndarray:
+    """How many bytes Avro's zigzag varint of each int64 takes (canonically)."""
+    z = ((values << 1) ^ (values >> 63)).view(np.uint64)
+    sizes = np.ones(len(z), dtype=np.int64)
+    for k in range(1, 10):
+        sizes += z >= np.uint64(1 << (7 * k))
+    return sizes
+
+
+def _ints(array: pa.Array) -> np.ndarray:
+    if pa.types.is_date32(array.type) or pa.types.is_time32(array.type):
+        array = array.view(pa.int32())
+    elif pa.types.is_timestamp(array.type) or pa.types.is_time64(array.type):
+        array = array.view(pa.int64())
+    filled = pc.fill_null(array.cast(pa.int64()), 0)
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _canonical_sizes(node: AvroNode, array: pa.Array) -> np.ndarray | None:
+    """The bytes each row of ``array`` (decoded with ``node``, as polars gives it) takes in
+    Avro's canonical binary encoding (shortest varints, an array in one block), or None for a
+    type this does not compute (decimals)."""
+    n = len(array)
+    if node.nullable:
+        inner = _canonical_sizes(replace(node, nullable=False), array)
+        if inner is None:
+            return None
+        valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return 1 + np.where(valid, inner, 0)  # the branch index (0 or 1) takes one byte
+    if node.logical == "decimal":
+        return None
+    kind = node.kind
+    if kind == "boolean":
+        return np.ones(n, dtype=np.int64)
+    if kind in ("int", "long", "enum"):
+        return _varint_sizes(_ints(array))
+    if kind == "float":
+        return np.full(n, 4, dtype=np.int64)
+    if kind == "double":
+        return np.full(n, 8, dtype=np.int64)
+    if kind in ("string", "bytes", "fixed"):
+        lengths = np.asarray(
+            pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False),
+            dtype=np.int64,
+        )
+        return lengths if kind == "fixed" else _varint_sizes(lengths) + lengths
+    if kind == "record":
+        assert isinstance(array, pa.StructArray)
+        if array.offset != 0:
+            array = pa.concat_arrays([array])
+        total = np.zeros(n, dtype=np.int64)
+        for i, f in enumerate(node.fields):
+            part = _canonical_sizes(f.type, array.field(i))
+            if part is None:
+                return None
+            total += part
+        return total
+    if kind == "array":
+        assert node.items is not None
+        if array.offset != 0:
+            array = pa.concat_arrays([array])
+        offsets = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        first, last = int(offsets[0]), int(offsets[-1])
+        items = _canonical_sizes(node.items, array.values.slice(first, last - first))
+        if items is None:
+            return None
+        cumulative = np.concatenate(([0], np.cumsum(items)))
+        within = cumulative[offsets[1:] - first] - cumulative[offsets[:-1] - first]
+        counts = np.diff(offsets)
+        return np.where(counts > 0, _varint_sizes(counts) + within + 1, 1)
+    return None
+
+
+def _resolved(decoded: pa.Table, writer: AvroNode, dec: _Decoder) -> tuple[pa.Array, pa.Array]:
+    raw = _value_column(decoded)
+    # An enum index beyond its symbols: malformed, like bytes that do not decode.
+    return raw, resolve(conform(raw, writer), writer, dec.reader)
 
 
 def _decode_group(
-    values: pa.BinaryArray, writer: AvroNode, header: bytes, dec: _Decoder
+    values: pa.BinaryArray, writer: AvroNode, header: bytes, dec: _Decoder, exact: bool = False
 ) -> tuple[pa.Array | None, np.ndarray]:
     """The group decoded and resolved to the reader (None when nothing decoded), and the
-    positions (in ``values``) of the datums that did not decode."""
+    positions (in ``values``) of the datums that did not decode.
+
+    First the datums go back to back in one block (fast: polars pays per block). That is only
+    right if each datum was read from exactly its own bytes: every row's canonical size equal
+    to its datum's length proves it (a datum reads at least its canonical size, and the block
+    holds exactly the lengths' sum). Otherwise (a writer that encodes longer than canonical, a
+    decimal) the group is decoded ``exact``ly: one block per datum."""
     try:
-        decoded = _polars_decode(_container(values, header, dec.sync))
+        if exact:
+            decoded = _polars_decode(_container(values, header, dec.sync))
+            if decoded.num_rows != len(values):
+                raise _Undecodable("row count")
+            return _resolved(decoded, writer, dec)[1], np.array([], dtype=np.int64)
+        container, lengths = _one_block(values, header, dec.sync)
+        decoded = _polars_decode(container)
         if decoded.num_rows != len(values):
             raise _Undecodable("row count")
-        if writer.kind == "record":
-            array: pa.Array = _as_struct(decoded)
-        else:
-            array = decoded.column(0).combine_chunks()
-        # An enum index beyond its symbols, a decimal too wide: malformed, like bytes that do
-        # not decode.
-        return resolve(conform(array, writer), writer, dec.reader), np.array([], dtype=np.int64)
+        raw, out = _resolved(decoded, writer, dec)
+        sizes = _canonical_sizes(writer, raw)
     except (_Undecodable, ValueError, IndexError, pa.ArrowException):
         if len(values) == 1:
+            if not exact:
+                return _decode_group(values, writer, header, dec, exact=True)
             return None, np.array([0], dtype=np.int64)
         half = len(values) // 2
-        a, bad_a = _decode_group(values.slice(0, half), writer, header, dec)
-        b, bad_b = _decode_group(values.slice(half), writer, header, dec)
+        a, bad_a = _decode_group(values.slice(0, half), writer, header, dec, exact)
+        b, bad_b = _decode_group(values.slice(half), writer, header, dec, exact)
         parts = [x for x in (a, b) if x is not None]
         bad = np.concatenate((bad_a, bad_b + half))
         return (pa.concat_arrays(parts) if parts else None), bad
+    if sizes is None or not np.array_equal(sizes, lengths):
+        return _decode_group(values, writer, header, dec, exact=True)
+    return out, np.array([], dtype=np.int64)
 
 
 def decode_column(
@@ -336,9 +447,13 @@ def decode_column(
     pieces: list[pa.Array] = []
     order: list[np.ndarray] = []
     rows = np.nonzero(framed)[0]
-    for schema_id in np.unique(ids[rows]):
-        group = rows[ids[rows] == schema_id]
-        writer = dec.writer(int(schema_id))
+    framed_ids = ids[rows]
+    if len(rows) and framed_ids.min() == framed_ids.max():  # the common case: one writer
+        by_id: list[tuple[int, np.ndarray]] = [(int(framed_ids[0]), rows)]
+    else:
+        by_id = [(int(i), rows[framed_ids == i]) for i in np.unique(framed_ids)]
+    for schema_id, group in by_id:
+        writer = dec.writer(schema_id)
         if writer is None:
             bad.append(group)
             continue
@@ -359,7 +474,10 @@ def decode_column(
             f"version {spec.version}). Current parse Mode: FAILFAST. To process malformed "
             "records as null result, try setting the option 'mode' as 'PERMISSIVE'."
         )
-    nulls = np.setdiff1d(np.arange(n), np.concatenate(order) if order else np.zeros(0, np.int64))
+    covered = np.zeros(n, dtype=bool)
+    for group in order:
+        covered[group] = True
+    nulls = np.nonzero(~covered)[0]
     if len(nulls):
         pieces.append(pa.nulls(len(nulls), dec.target))
         order.append(nulls)
