@@ -69,44 +69,49 @@ def main() -> None:
         f"{'size':>8} {'avro (gregor)':>14} {'json (arrow)':>13} {'fastavro/row':>13} {'avro/json':>10}"
     )
     for pad in (0, 900):
-        rows = records(args.records, pad)
-        framed = []
-        for r in rows:
-            out = io.BytesIO()
-            out.write(b"\x00" + struct.pack(">I", 1))
-            fastavro.schemaless_writer(out, parsed, r)
-            framed.append(out.getvalue())
-        avro_values = pa.array(framed, pa.binary())
-        json_values = pa.array([json.dumps(r).encode() for r in rows], pa.binary())
-        offsets = pa.array(range(len(rows)), pa.int64())
-        size = sum(len(v) for v in framed) // len(framed)
+        measure(records(args.records, pad), parsed, spec, args.rounds)
 
-        def avro() -> None:  # noqa: B023 (each size measured inside its own iteration)
-            col = ac.decode_column(avro_values, spec, "orders", 0, offsets)
-            assert len(col) == len(rows) and col.null_count == 0
 
-        def as_json() -> None:
-            # the values joined as JSON lines (what a JSON path must do first), then parsed
-            text = b"\n".join(json_values.to_pylist())
-            table = pj.read_json(io.BytesIO(text))
-            assert table.num_rows == len(rows)
+def measure(
+    rows: list[dict[str, object]], parsed: object, spec: ac.AvroColumn, rounds: int
+) -> None:
+    framed = []
+    for r in rows:
+        out = io.BytesIO()
+        out.write(b"\x00" + struct.pack(">I", 1))
+        fastavro.schemaless_writer(out, parsed, r)
+        framed.append(out.getvalue())
+    avro_values = pa.array(framed, pa.binary())
+    json_values = pa.array([json.dumps(r).encode() for r in rows], pa.binary())
+    offsets = pa.array(range(len(rows)), pa.int64())
+    size = sum(len(v) for v in framed) // len(framed)
 
-        def per_row() -> None:
-            out = [fastavro.schemaless_reader(io.BytesIO(v[5:]), parsed) for v in framed]
-            assert len(out) == len(rows)
+    def avro() -> None:
+        col = ac.decode_column(avro_values, spec, "orders", 0, offsets)
+        assert len(col) == len(rows) and col.null_count == 0
 
-        rates = {}
-        for name, fn in (("avro", avro), ("json", as_json), ("row", per_row)):
-            times = []
-            for _ in range(args.rounds if name != "row" else max(1, args.rounds // 2)):
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-            rates[name] = len(rows) / statistics.median(times)
-        print(
-            f"{size:>6} B {rates['avro']:>14,.0f} {rates['json']:>13,.0f} "
-            f"{rates['row']:>13,.0f} {rates['avro'] / rates['json']:>10.2f}"
-        )
+    def as_json() -> None:
+        # the values joined as JSON lines (what a JSON path must do first), then parsed
+        text = b"\n".join(json_values.to_pylist())
+        table = pj.read_json(io.BytesIO(text))
+        assert table.num_rows == len(rows)
+
+    def per_row() -> None:
+        out = [fastavro.schemaless_reader(io.BytesIO(v[5:]), parsed) for v in framed]
+        assert len(out) == len(rows)
+
+    rates = {}
+    for name, fn in (("avro", avro), ("json", as_json), ("row", per_row)):
+        times = []
+        for _ in range(rounds if name != "row" else max(1, rounds // 2)):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        rates[name] = len(rows) / statistics.median(times)
+    print(
+        f"{size:>6} B {rates['avro']:>14,.0f} {rates['json']:>13,.0f} "
+        f"{rates['row']:>13,.0f} {rates['avro'] / rates['json']:>10.2f}"
+    )
 
 
 if __name__ == "__main__":
