@@ -50,8 +50,11 @@ def _one_topic(opts: dict[str, str]) -> str | None:
     return None
 
 
-def parse_columns(options: Mapping[str, str]) -> tuple[AvroColumn, ...]:
-    """The columns to decode, each with its reader schema looked up in the registry now."""
+def parse_columns(
+    options: Mapping[str, str], *, sink_topic: str | None = None, sink: bool = False
+) -> tuple[AvroColumn, ...]:
+    """The columns to decode (or, for a sink, encode), each with its schema looked up in the
+    registry now. A sink's default subject comes from its ``topic`` option."""
     opts = lower_keys(options)
     mode = opts.get("mode", FAILFAST).strip().upper()
     if mode not in (FAILFAST, PERMISSIVE):
@@ -79,11 +82,12 @@ def parse_columns(options: Mapping[str, str]) -> tuple[AvroColumn, ...]:
             )
         subject = opts.get(f"{column}subject", "").strip()
         if not subject:
-            topic = _one_topic(opts)
+            topic = sink_topic if sink else _one_topic(opts)
             if topic is None:
                 raise OptionError(
-                    f"{column}Format 'avro' of several topics (or a pattern) needs the option "
-                    f"{column}Subject"
+                    f"{column}Format 'avro' "
+                    + ("without a topic option" if sink else "of several topics (or a pattern)")
+                    + f" needs the option {column}Subject"
                 )
             subject = f"{topic}-{column}"
         version = opts.get(f"{column}schemaversion", "latest").strip().lower()
@@ -129,6 +133,39 @@ def parse_columns(options: Mapping[str, str]) -> tuple[AvroColumn, ...]:
     return tuple(out)
 
 
+def check_sink_columns(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructType:
+    """The sink's input ``schema`` with the encoded columns' struct types checked against their
+    schemas (every field the schema has without a default is there) and shown as binary, for
+    Spark's Kafka sink rules that follow."""
+    from pyspark.sql.types import BinaryType
+
+    types = {f.name: f.dataType for f in schema.fields}
+    for c in columns:
+        t = types.get(c.column)
+        if t is None:
+            continue  # check_sink_schema says what is missing
+        node = parse(c.schema)
+        if not isinstance(t, StructType) or node.kind != "record":
+            raise OptionError(
+                f"{c.column}Format 'avro' writes a struct column as the record of subject "
+                f"{c.subject}; the {c.column} column is {t.simpleString()}"
+            )
+        have = set(t.fieldNames())
+        missing = [f.name for f in node.fields if f.name not in have and not f.has_default]
+        if missing:
+            raise OptionError(
+                f"the {c.column} column lacks {missing} of subject {c.subject} version {c.version}"
+            )
+    return StructType(
+        [
+            StructField(f.name, BinaryType(), f.nullable)
+            if f.name in {c.column for c in columns}
+            else f
+            for f in schema.fields
+        ]
+    )
+
+
 def typed_schema(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructType:
     """Spark's Kafka schema with the decoded columns' struct types."""
     types = {c.column: spark_type(parse(c.schema)) for c in columns}
@@ -137,4 +174,4 @@ def typed_schema(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructT
     )
 
 
-__all__ = ["COLUMN_KEYS", "parse_columns", "typed_schema"]
+__all__ = ["COLUMN_KEYS", "check_sink_columns", "parse_columns", "typed_schema"]
