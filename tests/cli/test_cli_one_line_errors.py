@@ -98,6 +98,13 @@ def args_for(closed: str, files: Path) -> dict[str, list[str]]:
         "quotas describe": [],
         "reassign": ["--reassignment-json-file", str(files / "plan.json"), "--verify"],
         "schema-registry": ["--listener", "http://127.0.0.1:0"],
+        "schemas compatibility": ["s", "-", "--registry", f"http://{closed}"],
+        "schemas config": ["--registry", f"http://{closed}"],
+        "schemas delete": ["s", "--registry", f"http://{closed}"],
+        "schemas describe": ["s", "--registry", f"http://{closed}"],
+        "schemas list": ["--registry", f"http://{closed}"],
+        "schemas mode": ["--registry", f"http://{closed}"],
+        "schemas register": ["s", "-", "--registry", f"http://{closed}"],
         "serve": [],  # run as a process of its own below
         "share-groups delete-offsets": ["g", "--topic", "t"],
         "storage format": [
@@ -131,6 +138,13 @@ def args_for(closed: str, files: Path) -> dict[str, list[str]]:
 
 NO_BROKER_FLAG = {
     "dump-log",
+    "schemas compatibility",
+    "schemas config",
+    "schemas delete",
+    "schemas describe",
+    "schemas list",
+    "schemas mode",
+    "schemas register",
     "clients metrics",
     "pipeline run",
     "serve",

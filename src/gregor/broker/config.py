@@ -479,6 +479,20 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "listener); unset: none. `gregor console` serves it for any cluster.",
     ),
     ConfigKey(
+        "schema.registry.listener",
+        "string",
+        None,
+        "Serve a Confluent-compatible schema registry at http://host:port beside the broker "
+        "(through its first PLAINTEXT listener, schemas in schema.registry.topic); unset: none. "
+        "`gregor schema-registry` serves one for any cluster.",
+    ),
+    ConfigKey(
+        "schema.registry.topic",
+        "string",
+        "_schemas",
+        "The compacted topic the schema registry beside the broker keeps its schemas in.",
+    ),
+    ConfigKey(
         "metrics.listener",
         "string",
         None,
@@ -672,6 +686,9 @@ class BrokerConfig:
         self.listener_security: dict[str, ListenerSecurity] = {}
         #: (host, port) of the Prometheus endpoint (``metrics.listener``), None without one.
         self.metrics_address: tuple[str, int] | None = None
+        #: (host, port) of the schema registry served beside the broker
+        #: (``schema.registry.listener``).
+        self.schema_registry_address: tuple[str, int] | None = None
         #: (host, port) of the web console served beside the broker (``console.listener``).
         self.console_address: tuple[str, int] | None = None
         for listener in self.listeners:
@@ -753,6 +770,7 @@ class BrokerConfig:
                     "console.listener needs a PLAINTEXT listener to reach the broker through; with "
                     "security on, run `gregor console` with the client's -X login settings instead"
                 )
+        self._check_schema_registry()
         self._check_connection_limits()
         self._check_group_bounds()
         self.password_encoder = self._encoder("password.encoder.secret")
@@ -819,6 +837,50 @@ class BrokerConfig:
             require(v[heartbeat] < v[session], f"{heartbeat} must be less than {session}")
         at_least("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms")
         at_least("group.share.max.record.lock.duration.ms", "group.share.record.lock.duration.ms")
+
+    def _check_schema_registry(self) -> None:
+        """``schema.registry.listener``: ``http://HOST:PORT`` on loopback (the registry has no
+        login yet), reaching the broker through a PLAINTEXT listener, and on a single broker
+        (one registry writes a topic's ids; a cluster-wide writer election is not built yet)."""
+        value = self.values["schema.registry.listener"]
+        if not value:
+            return
+        text = str(value).strip()
+        key = f"schema.registry.listener={value}"
+        if text.startswith("https://"):
+            raise ConfigError(
+                f"{key}: https is not served yet; serve http on loopback, or put "
+                "`gregor schema-registry` behind a TLS proxy"
+            )
+        if not text.startswith("http://"):
+            raise ConfigError(f"{key}: use http://host:port (e.g. http://127.0.0.1:8081)")
+        try:
+            self.schema_registry_address = parse_metrics_listener(text)
+        except ConfigError:
+            raise ConfigError(f"{key}: use http://host:port (e.g. http://127.0.0.1:8081)") from None
+        if not _is_loopback(self.schema_registry_address[0]):
+            raise ConfigError(
+                f"{key}: the schema registry has no login yet, so it serves on a loopback "
+                "address only (127.0.0.1, ::1, localhost)"
+            )
+        if not any(
+            self.security_protocol(listener.name) == "PLAINTEXT" for listener in self.listeners
+        ):
+            raise ConfigError(
+                "schema.registry.listener needs a PLAINTEXT listener to reach the broker through; "
+                "with security on, run `gregor schema-registry` with the client's -X login settings"
+            )
+        if is_etcd_url(str(self.values["metadata.store"])):
+            raise ConfigError(
+                "schema.registry.listener is for a single broker: in a cluster every broker's "
+                "registry would allocate ids, and electing one writer is not built yet; run one "
+                "`gregor schema-registry` for the cluster instead"
+            )
+        topic = str(self.values["schema.registry.topic"] or "")
+        if not topic or len(topic) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
+            raise ConfigError(
+                f"schema.registry.topic={topic!r}: a topic name (1 to 249 of [A-Za-z0-9._-])"
+            )
 
     def _check_connection_limits(self) -> None:
         try:

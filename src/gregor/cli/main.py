@@ -97,6 +97,14 @@ def serve(
         from gregor.cli.console import beside_broker
 
         companions.append(beside_broker(*config.console_address))
+    if config.schema_registry_address is not None:
+        from gregor.cli.schema_registry import beside_broker as registry_beside_broker
+
+        companions.append(
+            registry_beside_broker(
+                *config.schema_registry_address, str(config.values["schema.registry.topic"])
+            )
+        )
     try:
         code = run(config, companions)
     except BrokerStartupError as e:
@@ -119,6 +127,7 @@ from gregor.cli.produce import produce  # noqa: E402
 from gregor.cli.quotas import quotas  # noqa: E402
 from gregor.cli.replicas import leader_election, reassign  # noqa: E402
 from gregor.cli.schema_registry import schema_registry  # noqa: E402
+from gregor.cli.schemas import schemas  # noqa: E402
 from gregor.cli.share_groups import share_groups  # noqa: E402
 from gregor.cli.storage import storage  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
@@ -149,6 +158,7 @@ main.add_command(reassign)
 main.add_command(console)
 main.add_command(storage)
 main.add_command(schema_registry)
+main.add_command(schemas)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,82 @@
 """``gregor schema-registry``: a Confluent-compatible schema registry for a cluster, keeping its
-schemas in the cluster's ``_schemas`` topic (``gregor.schema_registry``)."""
+schemas in the cluster's ``_schemas`` topic (``gregor.schema_registry``).
+
+:func:`beside_broker` is the registry ``gregor serve`` runs beside its broker
+(``schema.registry.listener``), a client of the broker's first PLAINTEXT listener on the
+broker's own event loop: the command layer composes the two, so the broker imports no
+registry."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from gregor.cli.clientopts import client_config, client_options
+
+if TYPE_CHECKING:
+    from gregor.broker.broker import Broker
+    from gregor.broker.main import Companion
+
+EXTRA_NEEDED = (
+    "the schema registry needs the schema-registry extra: pip install 'gregor[schema-registry]'"
+)
+
+
+def beside_broker(host: str, port: int, topic: str) -> Companion:
+    """The schema registry beside a broker (``schema.registry.listener``): started once the
+    broker listens, it reads ``topic`` to its end before it answers. The broker's config has
+    checked the address (loopback: the registry has no login yet) and the PLAINTEXT listener."""
+    try:
+        from gregor.schema_registry.server import SchemaRegistryServer
+    except ImportError:
+        raise click.ClickException(f"schema.registry.listener is set but {EXTRA_NEEDED}") from None
+
+    async def start(broker: Broker) -> Callable[[], Awaitable[None]]:
+        import logging
+
+        from gregor.broker.events import log_event
+        from gregor.broker.main import BrokerStartupError
+        from gregor.schema_registry.errors import RegistryError
+        from gregor.schema_registry.store import StoreConfigError
+
+        name, bind_host, bound = next(
+            (n, h, p)
+            for n, h, p in broker.bound_listeners
+            if broker.config.security_protocol(n) == "PLAINTEXT"
+        )
+        target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+        shown = f"[{host}]" if ":" in host else host
+        server = SchemaRegistryServer(
+            {"bootstrap.servers": f"{target}:{bound}"}, f"http://{shown}:{port}", topic=topic
+        )
+        try:
+            await server.start()
+        except OSError as e:
+            # asyncio names the address before the reason: "... bind on address (...): reason"
+            reason = str(e.strerror or e).rsplit("): ", 1)[-1]
+            raise BrokerStartupError(
+                f"schema.registry.listener: cannot listen on {shown}:{port}: {reason}"
+            ) from None
+        except StoreConfigError as e:
+            raise BrokerStartupError(f"schema.registry.listener: {e}") from None
+        except RegistryError as e:
+            raise BrokerStartupError(
+                f"schema.registry.listener: the registry could not read {topic}: {e.message}"
+            ) from None
+        log_event(
+            logging.getLogger("gregor.broker"),
+            "schema_registry.started",
+            url=server.url,
+            topic=topic,
+            listener=name,
+        )
+        return server.stop
+
+    return start
 
 
 def _loopback(host: str) -> bool:
@@ -83,9 +151,7 @@ def schema_registry(
         from gregor.schema_registry.server import ListenerError, parse_listener, run_forever
         from gregor.schema_registry.store import StoreConfigError
     except ImportError:
-        raise click.ClickException(
-            "the schema registry needs the schema-registry extra: pip install 'gregor[schema-registry]'"
-        ) from None
+        raise click.ClickException(EXTRA_NEEDED) from None
     from gregor.broker.events import setup_logging
 
     try:

@@ -35,10 +35,13 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gregor.client import ConfigError, TopicPartition
 from gregor.client.config import COMMON, PRODUCER
+
+if TYPE_CHECKING:
+    from gregor.spark.avro_columns import AvroColumn
 
 EARLIEST = -2
 LATEST = -1
@@ -71,6 +74,15 @@ SOURCE_KEYS = frozenset(
         "includeheaders",
         "gregor.chunkrecords",
         "gregor.timeoutms",
+        # typed key and value columns (gregor.spark.avro_options)
+        "valueformat",
+        "keyformat",
+        "schemaregistry",
+        "valuesubject",
+        "keysubject",
+        "valueschemaversion",
+        "keyschemaversion",
+        "mode",
     }
 )
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
@@ -148,6 +160,8 @@ class SourceOptions:
     fetch_offset_retry_interval_s: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: The key and value columns decoded from Avro (``gregor.spark.avro_options``).
+    columns: tuple[AvroColumn, ...] = ()
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to a subscribe / subscribePattern subscription."""

@@ -56,6 +56,7 @@ from pyspark.sql.streaming.datasource import (
 
 from gregor.client import AdminClient, TopicPartition
 from gregor.client.bulk import RangeReader, end_offsets, shared_client
+from gregor.spark.avro_columns import AvroColumn, decode_batch
 from gregor.spark.options import (
     EARLIEST,
     LATEST,
@@ -92,6 +93,7 @@ class KafkaInputPartition(InputPartition):
     chunk_records: int
     timeout: float
     new_partitions: NewPartitions | None = None
+    columns: tuple[AvroColumn, ...] = ()
 
     def __post_init__(self) -> None:
         super().__init__(None)
@@ -113,6 +115,7 @@ def _input_partitions(
             options.check_crcs,
             options.chunk_records,
             options.timeout,
+            columns=options.columns,
         )
         for r in ranges
     ]
@@ -178,8 +181,12 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
         timeout=p.timeout,
         verify_crc=p.check_crcs,
     )
-    for batch in reader:
-        yield to_spark_arrow(batch, p.include_headers)
+    if p.columns:
+        for batch in reader:
+            yield decode_batch(to_spark_arrow(batch, p.include_headers), p.columns)
+    else:
+        for batch in reader:
+            yield to_spark_arrow(batch, p.include_headers)
 
 
 @dataclass(frozen=True)

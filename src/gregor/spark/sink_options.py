@@ -9,8 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gregor.spark.options import OptionError, bool_option, kafka_settings, lower_keys
+
+if TYPE_CHECKING:
+    from gregor.spark.avro_columns import AvroColumn
 
 log = logging.getLogger("gregor.spark")
 
@@ -25,6 +29,14 @@ SINK_KEYS = frozenset(
         "gregor.exactlyonce",
         "gregor.transactionalidprefix",
         "gregor.sinkcommittopic",
+        # typed key and value columns (gregor.spark.avro_options)
+        "valueformat",
+        "keyformat",
+        "schemaregistry",
+        "valuesubject",
+        "keysubject",
+        "valueschemaversion",
+        "keyschemaversion",
     }
 )
 
@@ -39,6 +51,8 @@ class SinkOptions:
     exactly_once: bool = True
     transactional_id_prefix: str = "gregor-spark"
     commit_topic: str = "gregor-spark-sink-commits"
+    #: The key and value columns encoded as Avro (``gregor.spark.avro_options``).
+    columns: tuple[AvroColumn, ...] = ()
 
 
 def parse_sink(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:

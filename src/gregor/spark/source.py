@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -11,10 +13,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from gregor.spark.options import OptionError, parse_source
+from gregor.spark.avro_columns import AvroColumn
+from gregor.spark.avro_options import check_sink_columns, parse_columns, typed_schema
+from gregor.spark.options import OptionError, SourceOptions, parse_source
 from gregor.spark.reader import KafkaBatchReader, KafkaStreamReader
 from gregor.spark.schema import kafka_schema
-from gregor.spark.sink_options import parse_sink
+from gregor.spark.sink_options import SinkOptions, parse_sink
 from gregor.spark.txsink import TransactionalStreamWriter
 from gregor.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_sink_schema
 
@@ -26,15 +30,30 @@ class GregorDataSource(DataSource):
     def name(cls) -> str:
         return "gregor"
 
+    def _columns(self) -> tuple[AvroColumn, ...]:
+        """The typed columns, their schemas looked up once per instance."""
+        cols: tuple[AvroColumn, ...] | None = getattr(self, "_typed_columns", None)
+        if cols is None:
+            cols = parse_columns(self.options)
+            self._typed_columns = cols
+        return cols
+
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return kafka_schema(include)
+        return typed_schema(kafka_schema(include), self._columns())
+
+    def _source(self, streaming: bool) -> SourceOptions:
+        return replace(parse_source(self.options, streaming=streaming), columns=self._columns())
+
+    def _sink(self, streaming: bool) -> SinkOptions:
+        sink = parse_sink(self.options, streaming=streaming)
+        return replace(sink, columns=parse_columns(self.options, sink_topic=sink.topic, sink=True))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(parse_source(self.options, streaming=False))
+        return KafkaBatchReader(self._source(False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(parse_source(self.options, streaming=True))
+        return KafkaStreamReader(self._source(True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -42,13 +61,13 @@ class GregorDataSource(DataSource):
                 'Kafka topics cannot be written in the "Overwrite" mode (the sink does not support '
                 "truncate): a topic can only be appended to, use mode('append')"
             )
-        sink = parse_sink(self.options)
-        check_sink_schema(schema, sink)
+        sink = self._sink(streaming=False)
+        check_sink_schema(check_sink_columns(schema, sink.columns), sink)
         return KafkaBatchWriter(sink)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        sink = parse_sink(self.options, streaming=True)
-        check_sink_schema(schema, sink)
+        sink = self._sink(streaming=True)
+        check_sink_schema(check_sink_columns(schema, sink.columns), sink)
         if sink.exactly_once:
             return TransactionalStreamWriter(sink)  # type: ignore[return-value]
         return KafkaStreamWriter(sink)  # type: ignore[return-value]

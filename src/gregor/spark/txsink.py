@@ -221,6 +221,10 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         try:
             producer.init_transactions()
             producer.begin_transaction()
+            if o.columns:
+                from gregor.spark.avro_encode import encode_batches
+
+                iterator = encode_batches(iterator, o.columns)
             msg.records = send_batches(producer, o.topic, iterator)
             _tid, msg.producer_id, msg.producer_epoch = producer.transaction_handle()
         except BaseException:

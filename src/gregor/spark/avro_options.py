@@ -1,0 +1,177 @@
+"""The source's options for typed key and value columns, resolved once when a query is planned.
+
+``valueFormat`` / ``keyFormat``: ``binary`` (Spark's Kafka schema, the default) or ``avro``
+(Confluent-framed Avro through a schema registry, decoded into a struct column). With
+``avro``: ``schemaRegistry`` (the registry's URL), ``valueSubject`` / ``keySubject`` (default
+``<topic>-value`` / ``<topic>-key``, Confluent's TopicNameStrategy, for a query of one topic),
+``valueSchemaVersion`` / ``keySchemaVersion`` (``latest``, the default, or a version number:
+looked up once, so every task of the query reads with the same schema), and ``mode``
+(``FAILFAST``, the default, or ``PERMISSIVE``: a record that does not decode reads as null),
+as Spark's ``from_avro`` takes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql.types import StructField, StructType
+
+from gregor.client.schema_registry import RegistryHTTPError, RegistryUnreachable
+from gregor.spark.avro_columns import FAILFAST, PERMISSIVE, AvroColumn, registry_client
+from gregor.spark.avro_schema import AvroUnsupported, parse, spark_type
+from gregor.spark.options import OptionError, lower_keys
+
+COLUMN_KEYS = frozenset(
+    {
+        "valueformat",
+        "keyformat",
+        "schemaregistry",
+        "valuesubject",
+        "keysubject",
+        "valueschemaversion",
+        "keyschemaversion",
+        "mode",
+    }
+)
+
+
+def _one_topic(opts: dict[str, str]) -> str | None:
+    if "subscribe" in opts:
+        topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
+        return topics[0] if len(topics) == 1 else None
+    if "assign" in opts:
+        import json
+
+        try:
+            assigned = json.loads(opts["assign"])
+        except ValueError:
+            return None
+        return next(iter(assigned)) if isinstance(assigned, dict) and len(assigned) == 1 else None
+    return None
+
+
+def parse_columns(
+    options: Mapping[str, str], *, sink_topic: str | None = None, sink: bool = False
+) -> tuple[AvroColumn, ...]:
+    """The columns to decode (or, for a sink, encode), each with its schema looked up in the
+    registry now. A sink's default subject comes from its ``topic`` option."""
+    opts = lower_keys(options)
+    mode = opts.get("mode", FAILFAST).strip().upper()
+    if mode not in (FAILFAST, PERMISSIVE):
+        raise OptionError(
+            f"mode must be FAILFAST or PERMISSIVE (as from_avro takes it), got {opts['mode']!r}"
+        )
+    out = []
+    for column in ("key", "value"):
+        fmt = opts.get(f"{column}format", "binary").strip().lower()
+        if fmt == "binary":
+            for k in (f"{column}subject", f"{column}schemaversion"):
+                if k in opts:
+                    raise OptionError(f"option {k!r} needs {column}Format 'avro'")
+            continue
+        if fmt != "avro":
+            raise OptionError(
+                f"{column}Format must be binary or avro, got {fmt!r} (JSON Schema and Protobuf "
+                "columns are not supported yet)"
+            )
+        url = opts.get("schemaregistry", "").strip()
+        if not url.startswith(("http://", "https://")):
+            raise OptionError(
+                f"{column}Format 'avro' needs the option schemaRegistry: the registry's http:// "
+                "or https:// URL"
+            )
+        subject = opts.get(f"{column}subject", "").strip()
+        if not subject:
+            topic = sink_topic if sink else _one_topic(opts)
+            if topic is None:
+                raise OptionError(
+                    f"{column}Format 'avro' "
+                    + ("without a topic option" if sink else "of several topics (or a pattern)")
+                    + f" needs the option {column}Subject"
+                )
+            subject = f"{topic}-{column}"
+        version = opts.get(f"{column}schemaversion", "latest").strip().lower()
+        if version != "latest" and not version.isdigit():
+            raise OptionError(
+                f"{column}SchemaVersion must be latest or a version number, got {version!r}"
+            )
+        try:
+            got = registry_client(url).subject_version(subject, version)
+        except RegistryHTTPError as e:
+            raise OptionError(f"{column}Format 'avro': subject {subject!r}: {e}") from None
+        except RegistryUnreachable as e:
+            raise OptionError(f"{column}Format 'avro': {e}") from None
+        kind = got.get("schemaType", "AVRO")
+        if kind != "AVRO":
+            raise OptionError(
+                f"{column}Format 'avro': subject {subject!r} version {got.get('version')} is "
+                f"a {kind} schema"
+            )
+        if got.get("references"):
+            raise OptionError(
+                f"{column}Format 'avro': subject {subject!r} has schema references, which the "
+                "typed columns do not support yet"
+            )
+        try:
+            parse(str(got["schema"]))
+            spark_type(parse(str(got["schema"])))
+        except AvroUnsupported as e:
+            raise OptionError(
+                f"{column}Format 'avro': subject {subject!r}: {e} is not supported yet"
+            ) from None
+        out.append(
+            AvroColumn(
+                column,
+                url,
+                subject,
+                int(got.get("version", 0)),
+                int(got["id"]),
+                str(got["schema"]),
+                mode,
+            )
+        )
+    return tuple(out)
+
+
+def check_sink_columns(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructType:
+    """The sink's input ``schema`` with the encoded columns' struct types checked against their
+    schemas (every field the schema has without a default is there) and shown as binary, for
+    Spark's Kafka sink rules that follow."""
+    from pyspark.sql.types import BinaryType
+
+    types = {f.name: f.dataType for f in schema.fields}
+    for c in columns:
+        t = types.get(c.column)
+        if t is None:
+            continue  # check_sink_schema says what is missing
+        node = parse(c.schema)
+        if not isinstance(t, StructType) or node.kind != "record":
+            raise OptionError(
+                f"{c.column}Format 'avro' writes a struct column as the record of subject "
+                f"{c.subject}; the {c.column} column is {t.simpleString()}"
+            )
+        have = set(t.fieldNames())
+        missing = [f.name for f in node.fields if f.name not in have and not f.has_default]
+        if missing:
+            raise OptionError(
+                f"the {c.column} column lacks {missing} of subject {c.subject} version {c.version}"
+            )
+    return StructType(
+        [
+            StructField(f.name, BinaryType(), f.nullable)
+            if f.name in {c.column for c in columns}
+            else f
+            for f in schema.fields
+        ]
+    )
+
+
+def typed_schema(schema: StructType, columns: tuple[AvroColumn, ...]) -> StructType:
+    """Spark's Kafka schema with the decoded columns' struct types."""
+    types = {c.column: spark_type(parse(c.schema)) for c in columns}
+    return StructType(
+        [StructField(f.name, types[f.name], True) if f.name in types else f for f in schema.fields]
+    )
+
+
+__all__ = ["COLUMN_KEYS", "check_sink_columns", "parse_columns", "typed_schema"]
