@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from tables_support import (
     committed_offsets,
     create_table_topic,
@@ -114,3 +114,59 @@ def test_a_restart_resumes_from_the_table_without_duplicates(broker: InProcessBr
     assert committed_offsets(broker.data_dir / "logs", topic) == {
         p: first[p] + 50 for p in range(2)
     }
+
+
+def test_describe_gives_what_pyiceberg_opens_the_table_with(broker: InProcessBroker) -> None:
+    import json
+
+    from pyiceberg.catalog import load_catalog
+
+    from gregor.testing.cli import run_command
+
+    topic = "described"
+    create_table_topic(broker.bootstrap_servers, topic, 2)
+    produce(broker.bootstrap_servers, topic, 40, 2)
+    wait_until(lambda: caught_up(broker, topic, 2))
+    code, out, err = run_command(
+        broker.bootstrap_servers, "tables", "describe", topic, "--output", "json"
+    )
+    assert code == 0, err
+    d = json.loads(out)
+    # the two lines a user needs
+    table = load_catalog(d["catalog_name"], **d["catalog_properties"]).load_table(tuple(d["table"]))
+    assert table.scan().to_arrow().num_rows == 40
+    assert d["catalog_type"] == "sql"
+    assert d["catalog_uri"] == "sqlite:///" + str(
+        broker.data_dir / "logs" / "iceberg" / "catalog.db"
+    )
+    assert d["table"] == ["gregor", topic]
+    assert [
+        (r["partition"], r["table_offset"], r["end_offset"], r["lag"]) for r in d["partitions"]
+    ] == [
+        (0, 20, 20, 0),
+        (1, 20, 20, 0),
+    ]
+    assert d["mode"] == "key_value" and d["target_lag_ms"] == 50
+    code, out, err = run_command(broker.bootstrap_servers, "tables", "list", "--output", "json")
+    assert code == 0, err
+    assert json.loads(out) == [{"topic": topic, "mode": "key_value", "table": ["gregor", topic]}]
+
+
+def test_table_topic_configs_are_validated_as_kafka_validates_topic_configs(
+    broker: InProcessBroker,
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    cases = {
+        "bad-mode": ({"iceberg.mode": "parquet"}, "must be one of"),
+        "schema-mode": ({"iceberg.mode": "value_schema_latest"}, "not implemented yet"),
+        "bad-lag": ({"iceberg.target.lag.ms": "0"}, "must be at least 1"),
+        "nan-lag": ({"iceberg.target.lag.ms": "soon"}, "not a number"),
+    }
+    futures = admin.create_topics([NewTopic(n, 1, 1, config=c) for n, (c, _) in cases.items()])
+    for name, (_, why) in cases.items():
+        with pytest.raises(KafkaException) as e:
+            futures[name].result(30)
+        assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert why in e.value.args[0].str()
