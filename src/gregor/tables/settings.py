@@ -21,7 +21,6 @@ config is refused (:func:`mode_error`) and a broker that finds such a topic at s
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,7 +48,11 @@ class TablesUnavailableError(RuntimeError):
 
 
 def pyiceberg_available() -> bool:
-    return importlib.util.find_spec("pyiceberg") is not None
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def mode_error(value: str) -> str | None:
