@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import NewTopic
 from tables_support import (
     committed_offsets,
     create_table_topic,
@@ -170,3 +171,32 @@ def test_table_topic_configs_are_validated_as_kafka_validates_topic_configs(
             futures[name].result(30)
         assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
         assert why in e.value.args[0].str()
+
+
+def test_turning_the_table_on_later_takes_the_whole_log_and_off_stops_it(
+    broker: InProcessBroker,
+) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    topic = "later"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    produce(broker.bootstrap_servers, topic, 30, 2)
+    assert broker.call(_translators(broker)) == []
+
+    def alter(mode: str) -> None:
+        entries = [
+            ConfigEntry("iceberg.mode", mode, incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("iceberg.target.lag.ms", "50", incremental_operation=AlterConfigOpType.SET),
+        ]
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+        for f in admin.incremental_alter_configs([resource]).values():
+            f.result(30)
+
+    alter("key_value")
+    wait_until(lambda: caught_up(broker, topic, 2))
+    assert table_rows(broker.data_dir / "logs", topic) == topic_rows(
+        broker.bootstrap_servers, topic, 2
+    )
+    alter("disabled")
+    wait_until(lambda: broker.call(_translators(broker)) == [])
