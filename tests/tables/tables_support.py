@@ -57,7 +57,10 @@ def committed_offsets(data_dir: Path, topic: str) -> dict[int, int]:
 
 
 def table_rows(data_dir: Path, topic: str) -> list[Row]:
-    """Every row of the table, ordered by (partition, offset) as the table's files hold them."""
+    """Every row of the table, ordered by (partition, offset) as the table's files hold them
+    (none before the broker made the table)."""
+    if not table_exists(data_dir, topic):
+        return []
     t = open_table(data_dir, topic)
     out: list[Row] = []
     for r in t.scan().to_arrow().to_pylist():
