@@ -47,3 +47,20 @@ def test_a_broker_without_pyiceberg_does_not_start_with_a_table_topic(tmp_path: 
     assert (
         "topic wants-a-table has iceberg.mode set, but pyiceberg is not installed" in done.stderr
     ), done.stderr
+
+
+def test_a_catalog_the_broker_cannot_open_stops_it_at_start() -> None:
+    import pytest
+
+    from gregor.broker.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError, match="iceberg.catalog.type=hive is not one of sql, rest"):
+        BrokerConfig({"iceberg.catalog.type": "hive"})
+    with pytest.raises(ConfigError, match="iceberg.catalog.type=rest needs iceberg.catalog.uri"):
+        BrokerConfig({"iceberg.catalog.type": "rest"})
+    with pytest.raises(ConfigError, match="iceberg.namespace='a.b' must be one non-empty name"):
+        BrokerConfig({"iceberg.namespace": "a.b"})
+    rest = BrokerConfig(
+        {"iceberg.catalog.type": "rest", "iceberg.catalog.uri": "http://127.0.0.1:8181"}
+    )
+    assert rest["iceberg.catalog.uri"] == "http://127.0.0.1:8181"
