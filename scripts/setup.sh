@@ -13,7 +13,7 @@ stamp=.venv/.gregor-installed
 # is a build requirement).
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
   || [ -n "$(find src \( -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -newer "$stamp")" ]; then
-  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark,cluster,console,schema-registry]'
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,spark,cluster,console,schema-registry,tables]'
   touch "$stamp"
 fi
 # Byte-compile once: the generated codec is large, and with PYTHONDONTWRITEBYTECODE set

@@ -61,6 +61,7 @@ from gregor.broker.server import Connection, close_excess, close_idle, start_lis
 from gregor.broker.share_partitions import SharePartitions, ShareSettings
 from gregor.broker.share_service import SharePersister, ShareService
 from gregor.broker.shares import Shares
+from gregor.broker.table_topics import wanted_translations
 from gregor.broker.topic_admin import TopicAdmin
 from gregor.broker.topic_configs import ConfigResourceType
 from gregor.broker.txn_service import TxnService
@@ -86,6 +87,8 @@ from gregor.security.password_encoder import looks_encoded
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.log_dirs import LogDirs, open_log_dirs
 from gregor.storage.manager import LogManager, delete_files
+from gregor.tables.service import TableTranslation
+from gregor.tables.settings import TopicTableConfig, catalog_settings, require_pyiceberg
 
 log = logging.getLogger("gregor.broker")
 
@@ -155,6 +158,8 @@ class Broker:
         self.groups: GroupService
         self.transactions: TxnService
         self.publisher: MetadataPublisher
+        #: Topics as Iceberg tables: the translators of the partitions led here (issue 39).
+        self.tables: TableTranslation | None = None
         #: In a cluster (``metadata.store=etcd://``): replication and the controller's duties.
         self.clustered = is_etcd_url(str(config["metadata.store"]))
         self.fetchers: ReplicaFetchers | None = None
@@ -270,9 +275,12 @@ class Broker:
                     "including one naming a super user; set listener.name."
                     f"{listener.name.lower()}.oauthbearer.sasl.server.callback.handler.class to validate signed JWTs",
                 )
+        self.tables = self._table_translation()
         await self.store.register_broker(self._registration())
         self.publisher.publish(initial_delta(self.store.image))
         self.store.subscribe(self.publisher.publish)
+        self._reconcile_tables()
+        self.store.subscribe(lambda _delta: self._reconcile_tables())
         self.store.subscribe(self.controller_service.on_delta)
         self.store.subscribe(self._register_again_if_unregistered)
         if self.propagation is not None:
@@ -373,6 +381,19 @@ class Broker:
             wall_clock_ms,
         )
         return Shares(state, partitions, groups)
+
+    def _table_translation(self) -> TableTranslation:
+        """Fail closed: a topic that asks for a table stops a broker that cannot write one."""
+        for topic in self.store.image.topics.values():
+            if TopicTableConfig.of(topic.configs).enabled:
+                require_pyiceberg(topic.name)
+        return TableTranslation(catalog_settings(self.config.raw, str(self.config.log_dirs[0])))
+
+    def _reconcile_tables(self) -> None:
+        if self.tables is not None and not self.stopping:
+            self.tables.reconcile(
+                wanted_translations(self.store.image, self.replicas, self.node_id)
+            )
 
     def _start_replication(self) -> None:
         """The cluster's parts: follower fetchers, ISR changes, the controller's duties, and
@@ -542,6 +563,8 @@ class Broker:
             await _stop_part(self.alter_partitions.close())
         if self.fetchers is not None:
             await _stop_part(self.fetchers.close())
+        if self.tables is not None:
+            await _stop_part(self.tables.stop())
         await _stop_part(self.groups.stop())
         await _stop_part(self.transactions.stop())
         await _stop_part(self.shares.stop())

@@ -34,6 +34,7 @@ from gregor.security.password_encoder import PasswordEncoder
 from gregor.security.tls import TlsConfigError
 from gregor.storage.config import from_broker_props
 from gregor.storage.errors import InvalidConfigError
+from gregor.tables.settings import catalog_settings
 
 #: KIP-392 replica selectors Gregor implements (Kafka's class name).
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -123,6 +124,25 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.dirs", "list", None, "Data directories; default log.dir."),
     ConfigKey("log.dir", "string", "./gregor-data", "Data directory when log.dirs is unset."),
     ConfigKey("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties."),
+    ConfigKey(
+        "iceberg.catalog.type",
+        "string",
+        "sql",
+        "The Iceberg catalog of topics' tables: sql (SQLite in the data directory) or rest.",
+    ),
+    ConfigKey(
+        "iceberg.catalog.uri",
+        "string",
+        None,
+        "The catalog's URI (a REST catalog's, or a SQL catalog's database URL).",
+    ),
+    ConfigKey(
+        "iceberg.warehouse",
+        "string",
+        None,
+        "Where tables' files go; default the iceberg/warehouse directory of the data directory.",
+    ),
+    ConfigKey("iceberg.namespace", "string", "gregor", "The namespace of topics' tables."),
     ConfigKey("broker.rack", "string", None, "Rack of this broker."),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", 1),
     ConfigKey(
@@ -786,6 +806,10 @@ class BrokerConfig:
             from_broker_props(dict(self.raw)).validate()
         except (InvalidConfigError, ValueError) as e:
             raise ConfigError(f"invalid log setting: {e}") from None
+        try:
+            catalog_settings(self.raw, str(self.log_dirs[0]))
+        except ValueError as e:
+            raise ConfigError(f"topics as tables: {e}") from None
         store = str(self.values["metadata.store"])
         if is_etcd_url(store):
             try:

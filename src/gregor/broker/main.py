@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from gregor.broker.broker import Broker
 from gregor.broker.config import BrokerConfig
 from gregor.storage.log_dirs import LogDirectoryError
+from gregor.tables.settings import TablesUnavailableError
 
 PROFILE_ENV = "GREGOR_PROFILE"
 
@@ -46,7 +47,7 @@ class BrokerStartupError(Exception):
 
 def startup_error(exc: BaseException, config: BrokerConfig) -> BrokerStartupError | None:
     """The one-line start-up error for ``exc``, or None when it is not one we can explain."""
-    if isinstance(exc, LogDirectoryError):
+    if isinstance(exc, (LogDirectoryError, TablesUnavailableError)):
         return BrokerStartupError(str(exc))
     if (
         type(exc).__name__ == "EtcdUnavailableError"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from gregor.storage.errors import InvalidConfigError
+from gregor.tables import settings as tables_settings
 
 LONG_MAX = (1 << 63) - 1
 LONG_MIN = -(1 << 63)
@@ -113,6 +114,10 @@ def _throttled_replicas(v: str) -> str | None:
 
 def _remote_storage(v: str) -> str | None:
     return "tiered storage is not supported by this broker" if v.strip().lower() == "true" else None
+
+
+def _iceberg_mode(v: str) -> str | None:
+    return tables_settings.mode_error(v)
 
 
 def _s(name: str, default: object, scale: int = 1) -> Synonym:
@@ -208,6 +213,22 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         "Replicas whose follower fetches are throttled: '*' or partition:broker pairs.",
         check=_throttled_replicas,
         stored_only=True,
+    ),
+    TopicConfigDef(
+        tables_settings.MODE,
+        _T.STRING,
+        tables_settings.DISABLED,
+        "Whether the topic is also an Iceberg table: 'disabled', or 'key_value' (key, value, "
+        "headers, timestamp, partition and offset columns).",
+        choices=tables_settings.MODES,
+        check=_iceberg_mode,
+    ),
+    TopicConfigDef(
+        tables_settings.TARGET_LAG_MS,
+        _T.LONG,
+        str(tables_settings.DEFAULT_TARGET_LAG_MS),
+        "How long a committed record may wait before the topic's Iceberg table shows it.",
+        minimum=1,
     ),
     TopicConfigDef(
         "index.interval.bytes",

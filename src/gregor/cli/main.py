@@ -130,6 +130,7 @@ from gregor.cli.schema_registry import schema_registry  # noqa: E402
 from gregor.cli.schemas import schemas  # noqa: E402
 from gregor.cli.share_groups import share_groups  # noqa: E402
 from gregor.cli.storage import storage  # noqa: E402
+from gregor.cli.tables import tables  # noqa: E402
 from gregor.cli.tokens import tokens  # noqa: E402
 from gregor.cli.topics import topics  # noqa: E402
 from gregor.cli.transactions import transactions  # noqa: E402
@@ -159,6 +160,7 @@ main.add_command(console)
 main.add_command(storage)
 main.add_command(schema_registry)
 main.add_command(schemas)
+main.add_command(tables)
 
 
 if __name__ == "__main__":

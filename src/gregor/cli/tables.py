@@ -1,0 +1,183 @@
+"""``gregor tables``: the topics that are Iceberg tables, and where each table is.
+
+The catalog is the broker's (its ``iceberg.catalog.*``, ``iceberg.warehouse``,
+``iceberg.namespace`` and data directory, read with DescribeConfigs); the table's offsets are
+those its current snapshot records (``gregor.tables.offsets``), and the lag is each
+partition's last stable offset (ListOffsets, read_committed) minus the table's offset.
+``describe --output json`` gives what pyiceberg needs to open the table::
+
+    d = json.loads(out)
+    table = load_catalog(d["catalog_name"], **d["catalog_properties"]).load_table(tuple(d["table"]))
+
+The SQL catalog on SQLite (the default) is a file in the broker's data directory, so the
+command must run where that file is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from gregor.cli.clientopts import (
+    client_config,
+    client_options,
+    fail,
+    no_such_topic,
+    output_option,
+    topic_param,
+)
+from gregor.tables import settings as ts
+
+
+def _admin(bootstrap_server: str, properties: tuple[str, ...]) -> Any:
+    from gregor.client import AdminClient
+
+    return AdminClient(client_config(bootstrap_server, properties))
+
+
+@click.group()
+def tables() -> None:
+    """Topics as Iceberg tables (iceberg.mode): list them, describe one."""
+
+
+def _catalog(admin: Any) -> ts.CatalogSettings:
+    cluster = admin.describe_cluster()
+    broker_id = str(cluster.brokers[0][0] if cluster.brokers else cluster.controller_id)
+    found = admin.describe_configs([("broker", broker_id)])
+    entries = next(iter(found.values()))
+    if isinstance(entries, Exception):
+        fail(f"cannot read the broker's configs: {entries}")
+    values = {name: e.value for name, e in entries.items() if e.value is not None}
+    props = {k: v for k, v in values.items() if k.startswith("iceberg.")}
+    data_dir = (values.get("log.dirs") or values.get("log.dir") or "").split(",")[0].strip()
+    if not os.path.isabs(data_dir) and props.get(ts.CATALOG_TYPE, "sql") == "sql":
+        if not props.get(ts.CATALOG_URI) or not props.get(ts.WAREHOUSE):
+            fail(
+                f"the broker's data directory {data_dir!r} is relative to where it runs: set "
+                "iceberg.catalog.uri and iceberg.warehouse (or an absolute log.dirs) on the broker"
+            )
+    try:
+        return ts.catalog_settings(props, data_dir)
+    except ValueError as e:
+        fail(str(e))
+        raise
+
+
+def _topic_configs(admin: Any, names: list[str]) -> dict[str, ts.TopicTableConfig]:
+    found = admin.describe_configs([("topic", n) for n in names])
+    out = {}
+    for (_, name), entries in found.items():
+        if isinstance(entries, Exception):
+            continue
+        out[name] = ts.TopicTableConfig.of(
+            {k: e.value for k, e in entries.items() if e.value is not None}
+        )
+    return out
+
+
+def _describe(admin: Any, settings: ts.CatalogSettings, topic: str) -> dict[str, Any]:
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from gregor.client.core.metadata import TopicPartition
+    from gregor.tables.offsets import table_offsets
+
+    described = admin.describe_topics([topic])[topic]
+    config = _topic_configs(admin, [topic])[topic]
+    partitions = sorted(p.partition for p in described.partitions)
+    ends = admin.list_offsets(
+        {TopicPartition(topic, p): "latest" for p in partitions}, isolation_level=1
+    )
+    identifier = [settings.namespace, topic]
+    catalog = load_catalog(settings.name, **settings.load_properties())
+    offsets: dict[int, int] = {}
+    snapshot: dict[str, Any] | None = None
+    try:
+        table = catalog.load_table(tuple(identifier))
+    except NoSuchTableError:
+        table = None
+    if table is not None:
+        offsets = table_offsets(table)
+        current = table.current_snapshot()
+        if current is not None:
+            snapshot = {"id": current.snapshot_id, "timestamp_ms": current.timestamp_ms}
+    rows = []
+    for p in partitions:
+        end = ends[TopicPartition(topic, p)][0] or 0
+        at = offsets.get(p)
+        rows.append({"partition": p, "table_offset": at, "end_offset": end, "lag": end - (at or 0)})
+    return {
+        "topic": topic,
+        "mode": config.mode,
+        "target_lag_ms": config.target_lag_ms,
+        "table": identifier,
+        "table_exists": table is not None,
+        "catalog_name": settings.name,
+        "catalog_type": settings.type,
+        "catalog_uri": settings.uri,
+        "catalog_properties": settings.load_properties(),
+        "snapshot": snapshot,
+        "partitions": rows,
+        "lag": sum(r["lag"] for r in rows),
+    }
+
+
+@tables.command("list")
+@client_options
+@output_option
+def list_tables(bootstrap_server: str, properties: tuple[str, ...], output: str) -> None:
+    """The topics whose iceberg.mode is not disabled, with their tables.
+
+    \b
+    Examples:
+      gregor tables list
+      gregor tables list --output json
+    """
+    with _admin(bootstrap_server, properties) as admin:
+        names = sorted(admin.list_topics())
+        configs = _topic_configs(admin, names) if names else {}
+        settings = _catalog(admin)
+    found = [
+        {"topic": n, "mode": c.mode, "table": [settings.namespace, n]}
+        for n, c in sorted(configs.items())
+        if c.enabled
+    ]
+    if output == "json":
+        click.echo(json.dumps(found))
+        return
+    for t in found:
+        click.echo(f"{t['topic']}\t{t['mode']}\t{'.'.join(t['table'])}")
+
+
+@tables.command()
+@client_options
+@topic_param()
+@output_option
+def describe(bootstrap_server: str, properties: tuple[str, ...], topic: str, output: str) -> None:
+    """Where a topic's table is (catalog, identifier), its offsets and its lag.
+
+    \b
+    Examples:
+      gregor tables describe orders
+      gregor tables describe orders --output json
+    """
+    with _admin(bootstrap_server, properties) as admin:
+        names = admin.list_topics()
+        if topic not in names:
+            fail(no_such_topic(topic, names))
+        settings = _catalog(admin)
+        d = _describe(admin, settings, topic)
+    if output == "json":
+        click.echo(json.dumps(d, indent=2))
+        return
+    click.echo(f"Topic: {d['topic']}\tMode: {d['mode']}\tTargetLagMs: {d['target_lag_ms']}")
+    click.echo(f"Table: {'.'.join(d['table'])}\tExists: {d['table_exists']}")
+    click.echo(f"Catalog: {d['catalog_type']} {d['catalog_uri']}")
+    for r in d["partitions"]:
+        click.echo(
+            f"\tPartition: {r['partition']}\tTableOffset: {r['table_offset']}\t"
+            f"EndOffset: {r['end_offset']}\tLag: {r['lag']}"
+        )

@@ -1,0 +1,18 @@
+"""Topics as Iceberg tables (issue 39): each led partition of a topic whose ``iceberg.mode``
+is not ``disabled`` is translated, committed record by committed record, into the topic's
+Iceberg table, exactly once.
+
+The modules, from the bottom:
+
+* ``settings``: the topic and broker settings, and the fail-closed checks (pyiceberg missing);
+* ``schema``: the ``key_value`` table (Iceberg schema, hour partitioning) and the conversion of
+  fetched record sets to its rows;
+* ``offsets``: the per-partition offsets every commit records in its snapshot summary;
+* ``faults``: the crash points the crash tests kill a broker at;
+* ``catalog``: pyiceberg's catalog, a topic's table, and the exactly-once commit;
+* ``translator``: one partition's read/convert/buffer/commit loop;
+* ``service``: the broker's set of translators, reconciled with what it leads.
+
+The broker implements ``translator.PartitionSource`` over its partitions
+(``gregor.broker.table_topics``) and reconciles the service after every metadata change.
+"""

@@ -1,0 +1,124 @@
+"""The catalog side: open the catalog, make a topic's table, commit a partition's rows.
+
+Theory of operation. Everything here blocks (pyiceberg writes Parquet and talks to the
+catalog synchronously), so the translators call it in worker threads; nothing here touches
+the broker's state. One :class:`TableCatalog` per broker holds the pyiceberg catalog; one
+:class:`TopicTable` per topic holds its table and is what the topic's translators commit
+through, one at a time (the caller holds the topic's lock).
+
+A commit (:meth:`TopicTable.commit`) is exactly-once by construction:
+
+1. reload the table and read the per-partition offsets of its current snapshot
+   (``gregor.tables.offsets``);
+2. if this partition's entry is not the offset the translator's rows start at, someone else
+   (an earlier leader, another broker) has moved the partition on: the commit is refused
+   with :class:`OffsetsMoved` and the translator resumes from the table's offset;
+3. otherwise write the rows' data files and manifests in a pyiceberg transaction whose
+   snapshot summary carries the new offsets, and commit it. The catalog accepts it only if
+   the table's current snapshot is still the one read in step 1 (pyiceberg's
+   AssertRefSnapshotId, the SQL catalog's compare-and-set of the metadata location); when it
+   is not, the commit starts again at step 1 (the data files written for the lost attempt
+   are orphans, never in the table).
+
+A process killed anywhere in this leaves either the old snapshot (and maybe orphan files)
+or the new one: never part of a commit.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+
+from gregor.tables.faults import crash_point
+from gregor.tables.offsets import commit_properties, table_offsets
+from gregor.tables.schema import iceberg_schema, partition_spec
+from gregor.tables.settings import CatalogSettings
+
+#: Attempts of one commit against concurrent writers of other partitions.
+COMMIT_ATTEMPTS = 50
+
+
+class OffsetsMoved(Exception):
+    """The table's offset of a partition is not where the translator's rows start."""
+
+    def __init__(self, partition: int, expected: int | None, found: int | None) -> None:
+        super().__init__(
+            f"partition {partition}: the table is at offset {found}, the rows start at {expected}"
+        )
+        self.found = found
+
+
+class TableCatalog:
+    """The broker's Iceberg catalog (pyiceberg's ``load_catalog`` of the settings)."""
+
+    def __init__(self, settings: CatalogSettings) -> None:
+        self.settings = settings
+        self._catalog: Any = None
+
+    @property
+    def catalog(self) -> Any:
+        if self._catalog is None:
+            from pyiceberg.catalog import load_catalog
+
+            if self.settings.type == "sql":
+                path = self.settings.uri.removeprefix("sqlite:///")
+                if path != self.settings.uri:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._catalog = load_catalog(self.settings.name, **self.settings.load_properties())
+        return self._catalog
+
+    def identifier(self, topic: str) -> tuple[str, str]:
+        return (self.settings.namespace, topic)
+
+    def open_table(self, topic: str) -> TopicTable:
+        """The topic's table, created (key_value schema, by hour) if it does not exist."""
+        catalog = self.catalog
+        catalog.create_namespace_if_not_exists(self.settings.namespace)
+        table = catalog.create_table_if_not_exists(
+            self.identifier(topic),
+            schema=iceberg_schema(),
+            partition_spec=partition_spec(),
+            properties={"gregor.topic": topic},
+        )
+        return TopicTable(topic, table)
+
+
+class TopicTable:
+    def __init__(self, topic: str, table: Any) -> None:
+        self.topic = topic
+        self.table = table
+
+    def offsets(self) -> dict[int, int]:
+        """The per-partition next offsets of the table's current snapshot, reloaded."""
+        self.table = self.table.refresh()
+        return table_offsets(self.table)
+
+    def commit(
+        self, partition: int, expected: int | None, first: int, next_offset: int, rows: pa.Table
+    ) -> int:
+        """Append ``rows`` (partition's records in ``[first, next_offset)``) on top of a
+        snapshot whose offset for ``partition`` is ``expected``; returns the new snapshot id.
+        Raises :class:`OffsetsMoved` when the table is elsewhere for this partition."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        for _ in range(COMMIT_ATTEMPTS):
+            parent = self.offsets()
+            found = parent.get(partition)
+            if found != expected:
+                raise OffsetsMoved(partition, expected, found)
+            tx = self.table.transaction()
+            tx.append(
+                rows, snapshot_properties=commit_properties(parent, partition, first, next_offset)
+            )
+            crash_point("commit.staged")
+            try:
+                self.table = tx.commit_transaction()
+            except CommitFailedException:
+                continue
+            snapshot = self.table.current_snapshot()
+            return int(snapshot.snapshot_id)
+        raise RuntimeError(
+            f"{self.topic}: {COMMIT_ATTEMPTS} commits in a row lost to concurrent writers"
+        )

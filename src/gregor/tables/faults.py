@@ -1,0 +1,44 @@
+"""Crash points of the translate/commit cycle, for the crash tests.
+
+``GREGOR_TABLES_CRASH_AT=<point>:<n>`` in a broker's environment makes the process SIGKILL
+itself the ``n``-th time (1-based) any translator reaches ``point``: the tests kill a real
+``gregor serve`` exactly there, then restart it and compare the table with the topic. The
+points, in the order one commit passes them:
+
+* ``read``: records read and converted, not yet buffered for a commit;
+* ``commit.begin``: a commit is due, nothing of it written yet;
+* ``commit.staged``: its data files, manifest and manifest list are written, the catalog not
+  yet told (the files are orphans if the process dies here);
+* ``commit.done``: the catalog took the commit, the translator has not yet moved on.
+
+Unset (always, outside tests), :func:`crash_point` only counts nothing and returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "GREGOR_TABLES_CRASH_AT"
+POINTS = ("read", "commit.begin", "commit.staged", "commit.done")
+
+
+def _parse(text: str) -> tuple[str, int] | None:
+    point, _, count = text.strip().rpartition(":")
+    if point not in POINTS or not count.isdigit() or int(count) < 1:
+        return None
+    return point, int(count)
+
+
+_TARGET = _parse(os.environ.get(ENV, ""))
+_seen = 0
+
+
+def crash_point(point: str) -> None:
+    """SIGKILL this process if it is the configured point's configured visit."""
+    global _seen
+    if _TARGET is None or _TARGET[0] != point:
+        return
+    _seen += 1
+    if _seen == _TARGET[1]:
+        os.kill(os.getpid(), signal.SIGKILL)

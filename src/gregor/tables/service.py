@@ -1,0 +1,113 @@
+"""The broker's table translation: one translator per led partition of a topic with a table.
+
+Theory of operation. The broker tells :meth:`TableTranslation.reconcile` after every metadata
+change which partitions should be translated here (those it leads whose topic's
+``iceberg.mode`` is not ``disabled``), each with its leader epoch and the topic's settings. The
+service starts a :class:`~gregor.tables.translator.PartitionTranslator` task for each new one,
+cancels those no longer wanted, and restarts one whose leader epoch or settings changed (a new
+translator resumes from the table, so a restart is always safe). All catalog work (opening
+tables, commits) runs in one worker thread, one job at a time: commits of one topic's
+partitions never race inside a broker, and pyiceberg's SQL catalog on SQLite sees one writer
+per process. Writers in other processes (another broker, after a leader change) are fenced
+by the catalog's optimistic commit (``gregor.tables.catalog``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from gregor.tables.catalog import TableCatalog, TopicTable
+from gregor.tables.settings import CatalogSettings, TopicTableConfig
+from gregor.tables.translator import PartitionSource, PartitionTranslator
+
+log = logging.getLogger("gregor.tables")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """A partition this broker should translate."""
+
+    source: PartitionSource
+    config: TopicTableConfig
+    leader_epoch: int
+
+
+@dataclass
+class _Running:
+    wanted: Wanted
+    translator: PartitionTranslator | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class TableTranslation:
+    def __init__(self, settings: CatalogSettings) -> None:
+        self.catalog = TableCatalog(settings)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-tables")
+        self._tables: dict[str, TopicTable] = {}
+        self._running: dict[tuple[str, int], _Running] = {}
+
+    @property
+    def translators(self) -> dict[tuple[str, int], PartitionTranslator]:
+        return {k: r.translator for k, r in self._running.items() if r.translator is not None}
+
+    async def run_catalog(self, job: Callable[[], object]) -> object:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, job)
+
+    def reconcile(self, wanted: Mapping[tuple[str, int], Wanted]) -> None:
+        """Start, stop and restart translators so that exactly ``wanted`` run (on the loop)."""
+        for key in list(self._running):
+            running = self._running[key]
+            now = wanted.get(key)
+            if (
+                now is None
+                or running.task is None
+                or running.task.done()
+                or now.leader_epoch != running.wanted.leader_epoch
+                or now.config != running.wanted.config
+                or now.source != running.wanted.source
+            ):
+                if running.task is not None:
+                    running.task.cancel()
+                del self._running[key]
+        for key, w in wanted.items():
+            if key not in self._running:
+                running = _Running(w)
+                running.task = asyncio.get_running_loop().create_task(
+                    self._translate(running), name=f"table-{key[0]}-{key[1]}"
+                )
+                self._running[key] = running
+        dropped = {t for t in self._tables if not any(k[0] == t for k in self._running)}
+        for topic in dropped:
+            del self._tables[topic]
+
+    async def _translate(self, running: _Running) -> None:
+        w = running.wanted
+        topic = w.source.topic
+        while True:
+            try:
+                table = self._tables.get(topic)
+                if table is None:
+                    opened = await self.run_catalog(lambda: self.catalog.open_table(topic))
+                    assert isinstance(opened, TopicTable)
+                    table = self._tables.setdefault(topic, opened)
+                break
+            except Exception:  # noqa: BLE001 - the catalog may come back; say why meanwhile
+                log.exception("opening the table of topic %s failed", topic)
+                await asyncio.sleep(1.0)
+        running.translator = PartitionTranslator(
+            w.source, table, self.run_catalog, target_lag_ms=w.config.target_lag_ms
+        )
+        await running.translator.run()
+
+    async def stop(self) -> None:
+        """Cancel every translator and wait for the catalog thread's last job."""
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        self._running.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)

@@ -1,0 +1,142 @@
+"""The settings of topics as tables: per-topic modes and the broker's catalog.
+
+Per topic (Kafka-style topic configs, validated by ``gregor.broker.topic_configs``):
+
+* ``iceberg.mode``: ``disabled`` (the default), ``key_value`` (key, value, headers, timestamp,
+  partition and offset columns). ``value_schema_id_prefix`` and ``value_schema_latest`` (the
+  value's columns typed from the schema registry) are names this broker knows but does not
+  implement yet: they answer INVALID_CONFIG saying so.
+* ``iceberg.target.lag.ms``: how long a record may wait in the translator's buffer before a
+  commit makes it visible in the table (default 60,000).
+
+Per broker (``server.properties``): ``iceberg.catalog.type`` (``sql``: pyiceberg's SQL catalog
+on SQLite in the broker's first data directory; ``rest`` with ``iceberg.catalog.uri``),
+``iceberg.warehouse`` (where data files go; by default a directory beside that catalog) and
+``iceberg.namespace`` (the tables' namespace, ``gregor``).
+
+A mode other than ``disabled`` needs pyiceberg (the ``tables`` extra): without it the topic
+config is refused (:func:`mode_error`) and a broker that finds such a topic at start stops
+(:func:`require_pyiceberg`), so a topic never silently goes without its table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+MODE = "iceberg.mode"
+TARGET_LAG_MS = "iceberg.target.lag.ms"
+CATALOG_TYPE = "iceberg.catalog.type"
+CATALOG_URI = "iceberg.catalog.uri"
+WAREHOUSE = "iceberg.warehouse"
+NAMESPACE = "iceberg.namespace"
+
+DISABLED = "disabled"
+KEY_VALUE = "key_value"
+#: Every mode name the topic config accepts as a name.
+MODES = (DISABLED, KEY_VALUE, "value_schema_id_prefix", "value_schema_latest")
+#: The modes this broker translates.
+IMPLEMENTED_MODES = (DISABLED, KEY_VALUE)
+DEFAULT_TARGET_LAG_MS = 60_000
+CATALOG_TYPES = ("sql", "rest")
+DEFAULT_NAMESPACE = "gregor"
+
+
+class TablesUnavailableError(RuntimeError):
+    """A topic asks for a table and this installation cannot write one."""
+
+
+def pyiceberg_available() -> bool:
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def mode_error(value: str) -> str | None:
+    """Why ``iceberg.mode=value`` cannot be honoured here, or None."""
+    mode = value.strip()
+    if mode not in IMPLEMENTED_MODES:
+        return f"mode {mode} is not implemented yet (implemented: {', '.join(IMPLEMENTED_MODES)})"
+    if mode != DISABLED and not pyiceberg_available():
+        return (
+            "this broker cannot write Iceberg tables: pyiceberg is not installed "
+            "(install gregor's 'tables' extra)"
+        )
+    return None
+
+
+def require_pyiceberg(topic: str) -> None:
+    """Fail closed: a topic that asks for a table on a broker without pyiceberg."""
+    if not pyiceberg_available():
+        raise TablesUnavailableError(
+            f"topic {topic} has {MODE} set, but pyiceberg is not installed "
+            "(install gregor's 'tables' extra, or set the topic's iceberg.mode=disabled)"
+        )
+
+
+@dataclass(frozen=True)
+class TopicTableConfig:
+    """One topic's table settings, from its effective topic configs."""
+
+    mode: str = DISABLED
+    target_lag_ms: int = DEFAULT_TARGET_LAG_MS
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != DISABLED
+
+    @classmethod
+    def of(cls, configs: Mapping[str, str]) -> TopicTableConfig:
+        return cls(
+            configs.get(MODE, DISABLED).strip(),
+            int(configs.get(TARGET_LAG_MS, DEFAULT_TARGET_LAG_MS)),
+        )
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """Where the tables live: what ``pyiceberg.catalog.load_catalog`` is given."""
+
+    name: str
+    type: str
+    properties: Mapping[str, str]
+    namespace: str = DEFAULT_NAMESPACE
+
+    @property
+    def uri(self) -> str:
+        return self.properties.get("uri", "")
+
+    def load_properties(self) -> dict[str, str]:
+        """``load_catalog(name, **this)`` opens the catalog."""
+        return {"type": self.type, **self.properties}
+
+
+def catalog_settings(
+    broker_props: Mapping[str, str], data_dir: str, name: str = "gregor"
+) -> CatalogSettings:
+    """The catalog a broker's settings name; raises ValueError for one it cannot open."""
+    kind = broker_props.get(CATALOG_TYPE, "sql").strip().lower()
+    if kind not in CATALOG_TYPES:
+        raise ValueError(f"{CATALOG_TYPE}={kind} is not one of {', '.join(CATALOG_TYPES)}")
+    namespace = broker_props.get(NAMESPACE, DEFAULT_NAMESPACE).strip()
+    if not namespace or "." in namespace:
+        raise ValueError(f"{NAMESPACE}={namespace!r} must be one non-empty name without dots")
+    home = os.path.abspath(os.path.join(data_dir, "iceberg"))
+    warehouse = broker_props.get(WAREHOUSE, "").strip() or os.path.join(home, "warehouse")
+    if "://" not in warehouse:
+        warehouse = "file://" + os.path.abspath(warehouse)
+    props = {"warehouse": warehouse}
+    if kind == "sql":
+        uri = broker_props.get(CATALOG_URI, "").strip() or "sqlite:///" + os.path.join(
+            home, "catalog.db"
+        )
+        props["uri"] = uri
+    else:
+        uri = broker_props.get(CATALOG_URI, "").strip()
+        if not uri:
+            raise ValueError(f"{CATALOG_TYPE}=rest needs {CATALOG_URI}")
+        props["uri"] = uri
+    return CatalogSettings(name, kind, props, namespace)

@@ -1,0 +1,219 @@
+"""One partition's translator: the committed log, in order, into the topic's table.
+
+Theory of operation. The leader of a partition whose topic has a table runs one
+:class:`PartitionTranslator` (a task on the broker's loop, started and stopped by
+``gregor.tables.service``). It keeps three numbers:
+
+* ``committed``: the partition's offset in the table's current snapshot (None: the table has
+  no entry for it yet), read from the table when the translator starts;
+* ``first``: where the rows buffered now start (``committed``, or the log start offset);
+* ``position``: the next offset to read; every record below it and at or above ``first`` is
+  either in the buffer or was left out on purpose (a control batch, an aborted transaction).
+
+The loop reads through the same path a read_committed Fetch takes (``PartitionSource``: up to
+the last stable offset, with the aborted-transaction list), converts in a worker thread
+(``gregor.tables.schema.RowConverter``: control batches and aborted records dropped), and
+buffers the rows. A commit is due when the oldest buffered read is ``iceberg.target.lag.ms``
+old or the buffer holds ``max_buffer_bytes``; it appends ``[first, position)`` on top of a
+snapshot whose offset for this partition is ``committed`` (``gregor.tables.catalog``) and
+moves ``committed`` and ``first`` to ``position``. A commit that finds the table elsewhere
+(another writer moved the partition on) drops the buffer and resumes from the table's offset.
+Caught up, the loop waits until the partition's high watermark moves or the commit falls
+due.
+
+Nothing is kept across a crash but the table: a new translator resumes at the table's
+offset, so the table is always a prefix of the partition's committed records, each once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+
+from gregor.tables.catalog import OffsetsMoved, TopicTable
+from gregor.tables.faults import crash_point
+from gregor.tables.schema import ARROW_SCHEMA, RowConverter
+
+log = logging.getLogger("gregor.tables")
+
+#: Bytes asked of one read (the records of whole batches, at least one batch).
+READ_BYTES = 4 << 20
+#: Buffered Arrow bytes that make a commit due whatever the lag.
+MAX_BUFFER_BYTES = 64 << 20
+#: Pause after a failed read or commit before the translator tries again.
+RETRY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRead:
+    """What a read_committed read of a partition found."""
+
+    records: bytes | memoryview | None
+    aborted: Sequence[tuple[int, int]]  # (producer id, first offset) of aborted transactions
+    last_stable_offset: int
+    log_start_offset: int
+
+
+class PartitionSource(Protocol):
+    """The leader's partition as the translator reads it (the broker implements it)."""
+
+    topic: str
+    index: int
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    def read_committed(self, offset: int, max_bytes: int) -> CommittedRead: ...
+
+    def wait(self) -> asyncio.Future[None]:
+        """A future done when the partition's high watermark (or last stable offset) moves."""
+        ...
+
+    def forget(self, fut: asyncio.Future[None]) -> None: ...
+
+
+#: Runs blocking catalog work off the loop, one job at a time (the service's executor).
+CatalogRunner = Callable[[Callable[[], object]], Awaitable[object]]
+
+
+class PartitionTranslator:
+    def __init__(
+        self,
+        source: PartitionSource,
+        table: TopicTable,
+        run_catalog: CatalogRunner,
+        *,
+        target_lag_ms: int,
+        max_buffer_bytes: int = MAX_BUFFER_BYTES,
+    ) -> None:
+        self.source = source
+        self.table = table
+        self.run_catalog = run_catalog
+        self.target_lag_ms = target_lag_ms
+        self.max_buffer_bytes = max_buffer_bytes
+        self.committed: int | None = None
+        self.first = 0
+        self.position = 0
+        self.commits = 0
+        self._rows: list[pa.Table] = []
+        self._bytes = 0
+        self._oldest: float | None = None  # monotonic time of the oldest buffered read
+        self._converter = RowConverter(source.topic, source.index)
+
+    def __repr__(self) -> str:
+        return f"PartitionTranslator({self.source.topic}-{self.source.index}, at {self.position})"
+
+    async def run(self) -> None:
+        """Translate until cancelled; failures are logged and retried."""
+        while True:
+            try:
+                await self._resume()
+                await self._translate()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a failed read or commit: start again from the table
+                log.exception("translating %s-%d failed", self.source.topic, self.source.index)
+                await asyncio.sleep(RETRY_S)
+
+    async def _resume(self) -> None:
+        offsets = await self.run_catalog(self.table.offsets)
+        assert isinstance(offsets, dict)
+        self._start_at(offsets.get(self.source.index))
+
+    def _start_at(self, committed: int | None) -> None:
+        self.committed = committed
+        start = committed if committed is not None else self.source.log_start_offset
+        self.first = self.position = start
+        self._rows = []
+        self._bytes = 0
+        self._oldest = None
+        self._converter = RowConverter(self.source.topic, self.source.index)
+
+    async def _translate(self) -> None:
+        source = self.source
+        while True:
+            if self.position < source.log_start_offset:
+                log.warning(
+                    "%s-%d: offsets %d to %d were deleted before they reached the table",
+                    source.topic,
+                    source.index,
+                    self.position,
+                    source.log_start_offset,
+                )
+                self.position = source.log_start_offset
+                self._converter = RowConverter(source.topic, source.index)
+            read = None
+            if self.position < source.last_stable_offset and self._bytes < self.max_buffer_bytes:
+                read = source.read_committed(self.position, READ_BYTES)
+            if read is not None and read.records:
+                rows, nxt = await asyncio.to_thread(
+                    self._converter.rows, read.records, read.aborted, self.position
+                )
+                crash_point("read")
+                if nxt > self.position:
+                    if rows.num_rows:
+                        self._rows.append(rows)
+                        self._bytes += rows.nbytes
+                    if self._oldest is None:
+                        self._oldest = time.monotonic()
+                    self.position = nxt
+            if self._due():
+                await self._commit()
+                continue
+            if read is not None and read.records and self.position < source.last_stable_offset:
+                continue  # more to read now
+            await self._wait()
+
+    def _due(self) -> bool:
+        if self._oldest is None:
+            return False
+        if self._bytes >= self.max_buffer_bytes:
+            return True
+        return (time.monotonic() - self._oldest) * 1000 >= self.target_lag_ms
+
+    async def _wait(self) -> None:
+        """Until the partition moves past ``position`` or the commit falls due."""
+        source = self.source
+        if self.position < source.last_stable_offset and self._bytes < self.max_buffer_bytes:
+            return
+        timeout = None
+        if self._oldest is not None:
+            timeout = max(0.0, self._oldest + self.target_lag_ms / 1000 - time.monotonic())
+        fut = source.wait()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            source.forget(fut)
+
+    async def _commit(self) -> None:
+        crash_point("commit.begin")
+        rows = pa.concat_tables(self._rows) if self._rows else ARROW_SCHEMA.empty_table()
+        partition, expected, first, nxt = (
+            self.source.index,
+            self.committed,
+            self.first,
+            self.position,
+        )
+        try:
+            await self.run_catalog(lambda: self.table.commit(partition, expected, first, nxt, rows))
+        except OffsetsMoved as e:
+            log.warning("%s-%d: %s; resuming from the table", self.source.topic, partition, e)
+            self._start_at(e.found)
+            return
+        crash_point("commit.done")
+        self.commits += 1
+        self.committed = self.first = nxt
+        self._rows = []
+        self._bytes = 0
+        self._oldest = None

@@ -1,0 +1,112 @@
+"""The crash test of topics as tables: a real ``gregor serve`` is SIGKILLed at seeded random
+points of the translate/commit cycle (``gregor.tables.faults``: after a read, before a commit,
+with the commit's files written but the catalog not told, right after the commit), restarted,
+and each time the table holds exactly a prefix of every partition, record by record; after
+the last restart it catches up with the whole topic. Records are produced with confluent-kafka
+while the broker runs (and dies)."""
+
+from __future__ import annotations
+
+import random
+import signal
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from tables_support import (
+    assert_prefix,
+    committed_offsets,
+    create_table_topic,
+    end_offsets,
+    table_rows,
+    topic_rows,
+    wait_until,
+)
+
+from gregor.tables.faults import ENV, POINTS
+from gregor.testing import BrokerProcess
+
+TOPIC = "crashing"
+PARTITIONS = 2
+#: Chunks a round produces at most while waiting for its crash point.
+MAX_CHUNKS = 10
+
+
+def produce_until_dead(broker: BrokerProcess, data_dir: Path, rng: random.Random, tag: str) -> None:
+    """Chunks of records until the broker has died at its crash point: each chunk is flushed
+    and then read and committed by the translator (or the broker dies on the way), so every
+    point of the cycle comes round once a chunk."""
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 3000,
+            "reconnect.backoff.max.ms": 100,
+        }
+    )
+    assert broker.proc is not None
+    for chunk in range(MAX_CHUNKS):
+        for i in range(rng.randint(5, 60)):
+            key = f"{tag}-{chunk}-{i}".encode() if i % 5 else None
+            headers = [("round", tag.encode())] if i % 2 else None
+            p.produce(TOPIC, f"{tag}:{chunk}:{i}".encode(), key, headers=headers)
+        p.flush(10)
+        wait_until(lambda: died_or_caught_up(broker, data_dir))
+        if broker.proc.poll() is not None:
+            break
+    p.purge()
+    p.flush(0)
+
+
+def caught_up(broker: BrokerProcess, data_dir: Path) -> bool:
+    ends = end_offsets(broker.bootstrap_servers, TOPIC, PARTITIONS)
+    table = committed_offsets(data_dir, TOPIC)
+    return all(table.get(p) == end for p, end in ends.items() if end > 0)
+
+
+def died_or_caught_up(broker: BrokerProcess, data_dir: Path) -> bool:
+    assert broker.proc is not None
+    if broker.proc.poll() is not None:
+        return True
+    try:
+        return caught_up(broker, data_dir)
+    except KafkaException:  # it died while we asked
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [39])
+def test_sigkill_anywhere_in_the_cycle_keeps_the_table_a_prefix_of_the_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    rng = random.Random(seed)
+    data_dir = tmp_path / "logs"
+    broker = BrokerProcess(data_dir=tmp_path)
+    try:
+        broker.start()
+        create_table_topic(broker.bootstrap_servers, TOPIC, PARTITIONS, lag_ms=20)
+        # every point at least once, then two more anywhere, in a seeded order
+        points = [*POINTS, rng.choice(POINTS), rng.choice(POINTS)]
+        rng.shuffle(points)
+        died_at: list[str] = []
+        for rnd, point in enumerate(points):
+            monkeypatch.setenv(ENV, f"{point}:{rng.randint(1, 2)}")
+            broker.kill()
+            broker.start()
+            produce_until_dead(broker, data_dir, rng, f"r{rnd}")
+            assert broker.proc is not None
+            if broker.proc.poll() == -signal.SIGKILL:
+                died_at.append(point)
+            broker.kill()
+            monkeypatch.delenv(ENV)
+            broker.start()
+            table = table_rows(data_dir, TOPIC)  # first the table, then the (growing) topic
+            assert_prefix(table, topic_rows(broker.bootstrap_servers, TOPIC, PARTITIONS), 2)
+        assert set(died_at) == set(POINTS)  # the broker died at every point of the cycle
+        wait_until(lambda: caught_up(broker, data_dir))
+        expected = topic_rows(broker.bootstrap_servers, TOPIC, PARTITIONS)
+        assert table_rows(data_dir, TOPIC) == expected
+        assert len(expected) > 0
+    finally:
+        broker.stop()
