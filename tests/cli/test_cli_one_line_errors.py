@@ -118,6 +118,8 @@ def args_for(closed: str, files: Path) -> dict[str, list[str]]:
         "share-groups list": [],
         "share-groups offsets": ["g"],
         "share-groups reset-offsets": ["g", "--topic", "t", "--to-earliest", "--execute"],
+        "tables describe": ["t"],
+        "tables list": [],
         "tokens create": [],
         "tokens describe": [],
         "tokens expire": ["--hmac", "AAAA"],
