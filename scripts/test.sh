@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--fast" ]; then
   shift
   bash scripts/setup.sh
-  exec .venv/bin/python -m pytest -n 2 -m "not interop and not spark and not jvm and not slow" "$@"
+  exec .venv/bin/python -m pytest -n 2 -m "not interop and not spark and not jvm and not slow and not process" "$@"
 fi
 bash scripts/system-deps.sh
 bash scripts/setup.sh
