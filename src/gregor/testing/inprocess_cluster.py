@@ -61,6 +61,11 @@ __all__ = ["ClusterMemoryStore", "InProcessCluster", "MemberStore"]
 T = TypeVar("T")
 log = logging.getLogger("gregor.testing")
 
+#: Settings of every broker, under the cluster's ``config``: the last broker to stop has no
+#: one to hand its leadership to, and Kafka's 5 s between its controlled shutdown's attempts
+#: (``controlled.shutdown.retry.backoff.ms``) would hold every ``close()`` for 5 s.
+TEST_DEFAULTS: dict[str, object] = {"controlled.shutdown.retry.backoff.ms": 100}
+
 #: How long ``close()`` waits for the brokers to stop (``gregor.launch.child.stop_all``'s).
 STOP_TIMEOUT_S = 30.0
 
@@ -249,7 +254,11 @@ class InProcessCluster:
         try:
             self.call(self.store.start)
             for node_id in range(1, self.size + 1):
-                props: dict[str, object] = {"node.id": node_id, "metadata.store": "memory"}
+                props: dict[str, object] = {
+                    "node.id": node_id,
+                    "metadata.store": "memory",
+                    **TEST_DEFAULTS,
+                }
                 props.update(self.config)
                 props.update(self.broker_config.get(node_id, {}))
                 where = self.data_dir / f"broker-{node_id}" if self.data_dir is not None else None
