@@ -2,8 +2,11 @@
 # Sets up the virtualenv and runs the test suite. Extra arguments go to pytest.
 #
 #   bash scripts/test.sh          the whole suite (CI and the README run this)
-#   bash scripts/test.sh --fast   all but the interop, spark, jvm and slow tests: under a minute
+#   bash scripts/test.sh --fast   all but the interop, spark, jvm, slow and process tests
 #
+# The fast run starts no child process: tests/conftest.py's process guard fails a test of it
+# that tries (mark such a test `process`, or run its brokers in-process: InProcessBroker,
+# InProcessCluster).
 # The fast run needs no JVM or kcat, so it skips the Debian packages step and the JVM peers.
 # The whole run fetches the JVM peers first (scripts/kafka.sh: Kafka's jars from Maven Central,
 # cached outside the repository) and keeps the tests that use them on one xdist worker, so each
@@ -13,7 +16,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--fast" ]; then
   shift
   bash scripts/setup.sh
-  exec .venv/bin/python -m pytest -n 2 -m "not interop and not spark and not jvm and not slow" "$@"
+  exec .venv/bin/python -m pytest -n 2 -m "not interop and not spark and not jvm and not slow and not process" "$@"
 fi
 bash scripts/system-deps.sh
 bash scripts/setup.sh

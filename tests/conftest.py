@@ -2,8 +2,16 @@
 
 Markers (registered in pyproject.toml): everything under ``tests/interop/`` is ``interop``
 (third-party clients and tools against a broker), everything under ``tests/spark/`` is
-``spark`` (a JVM per session); ``slow`` is set by hand on tests that take seconds.
-``bash scripts/test.sh --fast`` deselects all three.
+``spark`` (a JVM per session); ``slow`` is set by hand on tests that take seconds, ``process``
+on tests that start a child process (a broker or cluster process, etcd, the command line as a
+process). ``bash scripts/test.sh --fast`` deselects all of them, and ``jvm``.
+
+The process guard: a run whose marker expression says ``not process`` (the fast run) starts no
+child process. While each test runs (its fixtures included), ``gregor.testing.process_guard``
+refuses every process start with ``ProcessStartRefused``, and a test that tried one fails, even
+if it swallowed the error, with a message that says to mark it ``process`` or move its broker
+into the test's process (``InProcessBroker``, ``InProcessCluster``). ``PROCESS_GUARD_ALLOWED``
+lists the modules whose process starts go through, each with its reason.
 
 JVM peers: tests marked ``jvm`` use Apache Kafka or the Java harness (``gregor.testing.kafka``);
 the session fixtures ``java_harness`` and ``kafka_broker`` start each once per test session, and
@@ -23,6 +31,7 @@ it once it is there (``tests/spark/conftest.py``). ``GREGOR_TEST_JVM_ARCHIVE=off
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -38,6 +47,41 @@ TESTS = Path(__file__).parent
 FOLDER_MARKS = {"interop": pytest.mark.interop, "spark": pytest.mark.spark}
 
 
+#: Tests that start a process, marked ``process`` here rather than in their modules (a node id
+#: matching one of these patterns): brokers as processes (a second process on one directory,
+#: start-up errors as the process prints them, a restart), ``gregor`` as a command, etcd, the
+#: compiled twins' build and import checks (a fresh interpreter), protoc (the schema registry's
+#: Protobuf descriptors), the JVM archive's build group. Found by the process guard.
+PROCESS_TESTS = re.compile(
+    "|".join(
+        [
+            r"tests/broker/test_broker_core\.py::test_gregor_serve_refuses_a_sasl_listener",
+            r"tests/broker/test_broker_log_dir_lock\.py::test_a_(second_broker_process|directory_of_another_node|data_directory_from_before)",
+            r"tests/broker/test_broker_startup_errors\.py::",
+            r"tests/broker/test_alter_replica_log_dirs\.py::test_a_partition_moves_between_log_dirs_while_written",
+            r"tests/cli/test_cli_one_line_errors\.py::",
+            r"tests/contract/test_metadata_store\.py::.*\[etcd",
+            r"tests/pipelines/test_pipeline_output_dir\.py::",
+            r"tests/protocol/records/test_records_scan\.py::test_(no_extensions_forces_the_reference|compiled_walk_is_built)",
+            r"tests/protocol/test_codec_messages\.py::test_message_modules_load_on_first_use",
+            r"tests/schema_registry/test_compatibility\.py::",
+            r"tests/schema_registry/test_http_api\.py::test_json_schema_and_protobuf_register",
+            r"tests/schema_registry/test_protobuf_text\.py::",
+            r"tests/schema_registry/test_store\.py::test_a_restarted_registry_rebuilds_everything",
+            r"tests/security/test_acl_apis\.py::test_without_an_authorizer_the_acl_apis_answer_security_disabled",
+            r"tests/security/test_delegation_tokens\.py::",
+            r"tests/security/test_storage_format\.py::test_a_formatted_directory_is_not_formatted_again",
+            r"tests/security/test_jwt\.py::test_signed_jwt_validation_gets_no_unsecured_warning",
+            r"tests/security/test_oauthbearer\.py::test_a_listener_with_the_unsecured_validator_is_warned_about",
+            r"tests/storage/test_storage_crash\.py::test_kill_minus_nine",
+            r"tests/storage/test_storage_fast_append\.py::test_compiled_and_reference_fast_paths_agree",
+            r"tests/test_testing_jvm_archive\.py::test_stop_build_kills_the_group",
+            r"tests/test_testing_ports\.py::test_a_broker_",
+        ]
+    )
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own hook applies -m
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -48,9 +92,53 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mark = FOLDER_MARKS.get(folder)
         if mark is not None:
             item.add_marker(mark)
+        if PROCESS_TESTS.match(item.nodeid):
+            item.add_marker(pytest.mark.process)
     for item in items:
         if item.get_closest_marker("jvm") is not None:
             item.add_marker(pytest.mark.xdist_group("jvm"))
+
+
+#: Modules allowed to start a process in the fast run (a caller's stack holding one goes
+#: through), each with its reason. Empty: no test of the fast run needs one.
+PROCESS_GUARD_ALLOWED: dict[str, str] = {}
+_REFUSED = pytest.StashKey[list[str]]()
+_GUARD_HINT = (
+    " (scripts/test.sh --fast, -m 'not process'): mark the test @pytest.mark.process, or run its"
+    " brokers in the test's process (gregor.testing.InProcessBroker, InProcessCluster)"
+)
+
+
+def _guards_processes(config: pytest.Config) -> bool:
+    return "not process" in (config.option.markexpr or "")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """In the fast run, the process guard is on while the test (setup, call, teardown) runs.
+    Only where tests run: an xdist controller starts its workers as processes."""
+    if not _guards_processes(item.config):
+        yield
+        return
+    from gregor.testing.process_guard import no_processes
+
+    with no_processes(PROCESS_GUARD_ALLOWED, _GUARD_HINT) as refused:
+        item.stash[_REFUSED] = refused
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test that tried to start a process fails, even if it went on without one."""
+    outcome = yield
+    refused = item.stash.get(_REFUSED, None)
+    if not refused:
+        return
+    report = outcome.get_result()
+    if report.passed and not getattr(report, "wasxfail", None):
+        report.outcome = "failed"
+        report.longrepr = "started a process in the fast run: " + "; ".join(refused) + _GUARD_HINT
+    refused.clear()  # reported once
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata
 
 from gregor.testing.cluster import ClusterProcess
+from gregor.testing.etcd import etcd_binary
+from gregor.testing.inprocess_cluster import InProcessCluster
+
+#: Broker processes on etcd (``ClusterProcess``) or brokers in this process (``InProcessCluster``).
+Cluster = ClusterProcess | InProcessCluster
+
+#: The etcd binary is needed by a test on ``ClusterProcess`` (one marked ``process``).
+needs_etcd = pytest.mark.skipif(
+    etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"
+)
 
 #: Fast failure detection for tests: leases of 2 s (the ClusterProcess default), followers
 #: out of the ISR after 3 s behind.
@@ -28,7 +39,7 @@ CLUSTER_CONFIG: dict[str, object] = {
 
 
 def metadata_until(
-    cluster: ClusterProcess, condition: Callable[[ClusterMetadata], bool]
+    cluster: Cluster, condition: Callable[[ClusterMetadata], bool]
 ) -> ClusterMetadata:
     """Metadata from any running broker, asked again until ``condition`` holds."""
     while True:
@@ -42,7 +53,7 @@ def metadata_until(
 
 
 def partition_until(
-    cluster: ClusterProcess, topic: str, index: int, condition: Callable[[PartitionMetadata], bool]
+    cluster: Cluster, topic: str, index: int, condition: Callable[[PartitionMetadata], bool]
 ) -> PartitionMetadata:
     def holds(md: ClusterMetadata) -> bool:
         t = md.topics.get(topic)
@@ -58,7 +69,7 @@ def partition_until(
 
 
 def create_topic(
-    cluster: ClusterProcess,
+    cluster: Cluster,
     name: str,
     partitions: int,
     rf: int,
@@ -82,7 +93,7 @@ def create_topic(
 
 
 def read_all(
-    cluster: ClusterProcess, topic: str, partitions: int, expected: int
+    cluster: Cluster, topic: str, partitions: int, expected: int
 ) -> dict[int, list[bytes]]:
     """Every record of ``topic`` (``expected`` in all), by partition, in offset order."""
     consumer = Consumer(
@@ -112,7 +123,7 @@ class BackgroundProducer:
     """A confluent-kafka producer (acks=all, idempotent) writing numbered records from a
     thread until stopped; ``acked`` lists (partition, value) in acknowledgement order."""
 
-    def __init__(self, cluster: ClusterProcess, topic: str, partitions: int) -> None:
+    def __init__(self, cluster: Cluster, topic: str, partitions: int) -> None:
         self.topic = topic
         self.partitions = partitions
         self.producer = Producer(

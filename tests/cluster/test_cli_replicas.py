@@ -1,5 +1,5 @@
-"""``gregor reassign`` and ``gregor leader-election`` on a 3-broker cluster (etcd, real broker
-processes), their effects read back with confluent-kafka's metadata."""
+"""``gregor reassign`` and ``gregor leader-election`` on a 3-broker cluster (real brokers in
+this process, ``InProcessCluster``), their effects read back with confluent-kafka's metadata."""
 
 from __future__ import annotations
 
@@ -11,21 +11,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from replication_helpers import metadata_until, partition_until
 
 from gregor.testing.cli import run_command
-from gregor.testing.cluster import ClusterProcess
-from gregor.testing.etcd import etcd_binary
+from gregor.testing.inprocess_cluster import InProcessCluster
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
-]
+pytestmark = [pytest.mark.timeout(300)]
 
 
-def gregor(cluster: ClusterProcess, *args: str) -> tuple[int, str, str]:
+def gregor(cluster: InProcessCluster, *args: str) -> tuple[int, str, str]:
     return run_command(cluster.bootstrap_servers, *args)
 
 
-def test_generate_execute_verify_and_elect(cluster: ClusterProcess, tmp_path: Path) -> None:
+def test_generate_execute_verify_and_elect(cluster: InProcessCluster, tmp_path: Path) -> None:
     metadata_until(cluster, lambda m: len(m.brokers) == 3)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("moved", 2, replica_assignment=[[1, 2], [2, 1]])])[

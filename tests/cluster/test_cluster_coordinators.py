@@ -1,33 +1,39 @@
 """Group and transaction coordinators on a 3-broker cluster, with confluent-kafka: a
 transaction spans partitions led by different brokers (markers travel as WriteTxnMarkers);
 committed offsets and an open transaction survive the SIGKILL of their coordinator's broker.
+
+A test that kills a broker is marked ``process``: the ``cluster`` fixture gives it broker
+processes on etcd (``ClusterProcess``); the others run on brokers in this process
+(``InProcessCluster``).
 """
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from replication_helpers import CLUSTER_CONFIG, create_topic, metadata_until, partition_until
+from replication_helpers import (
+    CLUSTER_CONFIG,
+    Cluster,
+    create_topic,
+    metadata_until,
+    needs_etcd,
+    partition_until,
+)
 
 from gregor.coordinator.partitioning import partition_for
 from gregor.testing.cluster import ClusterProcess
-from gregor.testing.etcd import etcd_binary
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
-]
+from gregor.testing.inprocess_cluster import InProcessCluster
 
 INTERNAL_PARTITIONS = int(str(CLUSTER_CONFIG["offsets.topic.num.partitions"]))
 
 
-def coordinator_of(cluster: ClusterProcess, internal_topic: str, key: str) -> int:
+def coordinator_of(cluster: Cluster, internal_topic: str, key: str) -> int:
     index = partition_for(key, INTERNAL_PARTITIONS)
     return partition_until(cluster, internal_topic, index, lambda p: len(p.isrs) == 3).leader
 
 
 def read(
-    cluster: ClusterProcess, topic: str, partitions: int, isolation: str, expected: int
+    cluster: Cluster, topic: str, partitions: int, isolation: str, expected: int
 ) -> list[bytes]:
     """``expected`` records, then nothing more up to the end offsets (sorted values)."""
     consumer = Consumer(
@@ -58,7 +64,7 @@ def read(
         consumer.close()
 
 
-def transactional_producer(cluster: ClusterProcess, txn_id: str) -> Producer:
+def transactional_producer(cluster: Cluster, txn_id: str) -> Producer:
     producer = Producer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
@@ -70,7 +76,7 @@ def transactional_producer(cluster: ClusterProcess, txn_id: str) -> Producer:
     return producer
 
 
-def test_a_transaction_spans_partitions_led_by_different_brokers(cluster: ClusterProcess) -> None:
+def test_a_transaction_spans_partitions_led_by_different_brokers(cluster: InProcessCluster) -> None:
     create_topic(cluster, "spread", 3, 3)
     md = metadata_until(cluster, lambda m: "spread" in m.topics)
     assert sorted(p.leader for p in md.topics["spread"].partitions.values()) == [1, 2, 3]
@@ -89,6 +95,9 @@ def test_a_transaction_spans_partitions_led_by_different_brokers(cluster: Cluste
     assert len(read(cluster, "spread", 3, "read_uncommitted", 90)) == 90
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_committed_offsets_survive_the_group_coordinators_death(cluster: ClusterProcess) -> None:
     create_topic(cluster, "events", 2, 3)
     consumer = Consumer(
@@ -124,6 +133,9 @@ def test_committed_offsets_survive_the_group_coordinators_death(cluster: Cluster
         consumer.close()
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_a_transaction_commits_after_its_coordinators_death(cluster: ClusterProcess) -> None:
     create_topic(cluster, "orders", 3, 3)
     producer = transactional_producer(cluster, "orders-txn")
@@ -145,6 +157,9 @@ def test_a_transaction_commits_after_its_coordinators_death(cluster: ClusterProc
     )
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_group_keeps_consuming_when_its_coordinator_dies(
     cluster: ClusterProcess, protocol: str
@@ -215,6 +230,9 @@ def test_a_group_keeps_consuming_when_its_coordinator_dies(
     assert all(final[p] >= committed_before_kill.get(p, -1001) for p in (0, 1))
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(
     cluster: ClusterProcess,
 ) -> None:
@@ -281,7 +299,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(
     )
 
 
-def test_a_version_2_transaction_spans_brokers(cluster: ClusterProcess) -> None:
+def test_a_version_2_transaction_spans_brokers(cluster: InProcessCluster) -> None:
     """Gregor's producer on transaction version 2 (the cluster's default level): partition
     leaders on other brokers than the transaction coordinator add their partitions to the
     transaction through it (AddPartitionsToTxn v4+, not verify only), and the group's

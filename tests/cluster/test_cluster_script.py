@@ -18,7 +18,7 @@ from gregor.client import AdminClient
 from gregor.testing import process_group
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.process, pytest.mark.slow, pytest.mark.timeout(240)]
 BROKER_LINE = re.compile(r"^broker (\d+): (\S+)  log: (\S+)  data: (\S+)$")
 
 

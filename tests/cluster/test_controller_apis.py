@@ -1,5 +1,6 @@
-"""The controller's APIs between real broker processes (3 brokers, etcd, a separate
-REPLICATION inter-broker listener), spoken with raw requests as another broker would.
+"""The controller's APIs between real brokers (3 brokers in this process sharing a memory
+metadata store, ``InProcessCluster``, a separate REPLICATION inter-broker listener), spoken
+with raw requests as another broker would.
 
 Broker to controller: AlterPartition, AllocateProducerIds and ControlledShutdown are served
 and advertised only on the inter-broker listener; the controller fences stale brokers, leader
@@ -29,7 +30,6 @@ from replication_helpers import CLUSTER_CONFIG, create_topic, metadata_until
 
 from gregor.client.conn import BrokerConnection
 from gregor.client.errors import KafkaConnectionError
-from gregor.cluster.etcd_store import EtcdMetadataStore
 from gregor.cluster.image import MetadataImage
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages import Message
@@ -41,14 +41,9 @@ from gregor.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from gregor.protocol.messages.stop_replica import StopReplicaRequest
 from gregor.protocol.messages.unregister_broker import UnregisterBrokerRequest
 from gregor.protocol.messages.update_metadata import UpdateMetadataRequest
-from gregor.testing.cluster import ClusterProcess
-from gregor.testing.etcd import etcd_binary
+from gregor.testing.inprocess_cluster import InProcessCluster
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
-]
+pytestmark = [pytest.mark.timeout(300)]
 
 #: AlterPartition, AllocateProducerIds, ControlledShutdown; LeaderAndIsr, StopReplica, UpdateMetadata.
 INTER_BROKER = {56: (0, 3), 67: (0, 0), 7: (0, 3), 4: (0, 7), 5: (0, 4), 6: (0, 8)}
@@ -63,12 +58,12 @@ Member = AlterPartitionRequest.Topics.Partitions.NewIsrWithEpochs
 
 
 @pytest.fixture
-def cluster() -> Iterator[ClusterProcess]:
-    with ClusterProcess(3, config=TWO_LISTENERS) as c:
+def cluster() -> Iterator[InProcessCluster]:
+    with InProcessCluster(3, config=TWO_LISTENERS) as c:
         yield c
 
 
-def ask(cluster: ClusterProcess, node: int, listener: str, message: Message, version: int) -> Any:
+def ask(cluster: InProcessCluster, node: int, listener: str, message: Message, version: int) -> Any:
     async def go() -> Any:
         host, port = cluster.broker(node).bootstrap(listener).rsplit(":", 1)
         conn = await BrokerConnection(
@@ -82,20 +77,12 @@ def ask(cluster: ClusterProcess, node: int, listener: str, message: Message, ver
     return asyncio.run(go())
 
 
-def image(cluster: ClusterProcess) -> MetadataImage:
-    """The cluster's metadata as etcd holds it (epochs clients never see)."""
-
-    async def go() -> MetadataImage:
-        store = EtcdMetadataStore(cluster.metadata_store)
-        try:
-            return await store.start()
-        finally:
-            await store.close()
-
-    return asyncio.run(go())
+def image(cluster: InProcessCluster) -> MetadataImage:
+    """The cluster's metadata as the store holds it (epochs clients never see)."""
+    return cluster.image
 
 
-def controller_of(cluster: ClusterProcess) -> int:
+def controller_of(cluster: InProcessCluster) -> int:
     return metadata_until(cluster, lambda m: m.controller_id > 0).controller_id
 
 
@@ -126,7 +113,7 @@ def alter(
     )
 
 
-def test_advertised_and_served_only_on_the_inter_broker_listener(cluster: ClusterProcess) -> None:
+def test_advertised_and_served_only_on_the_inter_broker_listener(cluster: InProcessCluster) -> None:
     hello = ApiVersionsRequest(client_software_name="t", client_software_version="1")
     clients = {
         k.api_key: (k.min_version, k.max_version)
@@ -143,7 +130,7 @@ def test_advertised_and_served_only_on_the_inter_broker_listener(cluster: Cluste
         ask(cluster, 1, "PLAINTEXT", AllocateProducerIdsRequest(broker_id=1, broker_epoch=-1), 0)
 
 
-def test_alter_partition_is_fenced_as_kafka_fences_it(cluster: ClusterProcess) -> None:
+def test_alter_partition_is_fenced_as_kafka_fences_it(cluster: InProcessCluster) -> None:
     create_topic(cluster, "isr", 1, 3)
     controller = controller_of(cluster)
     other = next(n for n in (1, 2, 3) if n != controller)
@@ -212,7 +199,7 @@ def test_alter_partition_is_fenced_as_kafka_fences_it(cluster: ClusterProcess) -
 
 
 def test_producer_id_blocks_come_from_the_controller_and_never_overlap(
-    cluster: ClusterProcess,
+    cluster: InProcessCluster,
 ) -> None:
     controller = controller_of(cluster)
     other = next(n for n in (1, 2, 3) if n != controller)
@@ -251,7 +238,7 @@ def test_producer_id_blocks_come_from_the_controller_and_never_overlap(
 
 
 def test_controlled_shutdown_moves_leadership_and_keeps_the_broker_out_of_isrs(
-    cluster: ClusterProcess,
+    cluster: InProcessCluster,
 ) -> None:
     create_topic(cluster, "cs", 3, 3)
     controller = controller_of(cluster)
@@ -292,13 +279,13 @@ def test_controlled_shutdown_moves_leadership_and_keeps_the_broker_out_of_isrs(
     )
 
 
-def test_unregister_broker_refuses_an_unknown_id(cluster: ClusterProcess) -> None:
+def test_unregister_broker_refuses_an_unknown_id(cluster: InProcessCluster) -> None:
     resp = ask(cluster, 1, "PLAINTEXT", UnregisterBrokerRequest(broker_id=42), 0)
     assert resp.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED and "42" in resp.error_message
 
 
 def test_an_unregistered_running_broker_registers_again_with_a_new_epoch(
-    cluster: ClusterProcess,
+    cluster: InProcessCluster,
 ) -> None:
     metadata_until(cluster, lambda m: len(m.brokers) == 3)
     before = image(cluster).brokers[3].epoch
@@ -369,7 +356,7 @@ def lai_codes(resp: Any, version: int) -> list[int]:
 
 @pytest.mark.parametrize("version", [0, 1, 4, 5, 7])
 def test_leader_and_isr_is_fenced_and_answered_per_partition(
-    cluster: ClusterProcess, version: int
+    cluster: InProcessCluster, version: int
 ) -> None:
     create_topic(cluster, "driven", 1, 3)
     img = image(cluster)
@@ -399,7 +386,9 @@ def test_leader_and_isr_is_fenced_and_answered_per_partition(
     assert lai_codes(send(partition_epoch_delta=5), version) == [ErrorCode.REQUEST_TIMED_OUT]
 
 
-def test_update_metadata_and_stop_replica_are_fenced_and_answered(cluster: ClusterProcess) -> None:
+def test_update_metadata_and_stop_replica_are_fenced_and_answered(
+    cluster: InProcessCluster,
+) -> None:
     create_topic(cluster, "driven", 1, 3)
     img = image(cluster)
     broker = next(n for n in (1, 2, 3) if n != img.controller_id)
@@ -453,7 +442,7 @@ def test_update_metadata_and_stop_replica_are_fenced_and_answered(cluster: Clust
     assert (cluster.broker(broker).data_dir / "logs" / "driven-0").is_dir()
 
 
-def test_the_controller_drives_the_brokers_with_them(cluster: ClusterProcess) -> None:
+def test_the_controller_drives_the_brokers_with_them(cluster: InProcessCluster) -> None:
     create_topic(cluster, "pushed", 1, 3)
     controller = controller_of(cluster)
     others = [n for n in (1, 2, 3) if n != controller]
@@ -486,7 +475,7 @@ def test_the_controller_drives_the_brokers_with_them(cluster: ClusterProcess) ->
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_older_alter_partition_and_controlled_shutdown_versions(
-    cluster: ClusterProcess, version: int
+    cluster: InProcessCluster, version: int
 ) -> None:
     create_topic(cluster, "older", 1, 3)
     img = image(cluster)
@@ -534,7 +523,7 @@ def test_older_alter_partition_and_controlled_shutdown_versions(
     ] == []
 
 
-def test_finalized_features_are_cluster_wide(cluster: ClusterProcess) -> None:
+def test_finalized_features_are_cluster_wide(cluster: InProcessCluster) -> None:
     """UpdateFeatures through one broker: every broker's ApiVersions reports the new levels
     (they live in the metadata store), and a refusal through another changes nothing."""
     from gregor.protocol.messages.update_features import UpdateFeaturesRequest

@@ -23,9 +23,10 @@ from gregor.cluster.store import MetadataStore
 from gregor.protocol.errors import TopicAlreadyExistsError
 from gregor.testing.etcd import EtcdProcess, etcd_binary, free_port
 
-pytestmark = pytest.mark.skipif(
-    etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
+]
 
 SESSION_MS = 2000
 

@@ -23,6 +23,7 @@ from gregor.testing.cluster import ClusterProcess
 from gregor.testing.etcd import etcd_binary
 
 pytestmark = [
+    pytest.mark.process,
     pytest.mark.slow,
     pytest.mark.timeout(300),
     pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),

@@ -4,6 +4,10 @@ old replica is removed (its log directory goes), and every acknowledged record i
 once, in order, from the new replicas; a reassignment that cannot finish (its leader is
 down) is listed as in progress with its adding and removing replicas, and a cancel puts the
 partition back on its original replica.
+
+The reassignment that cannot finish needs its leader killed: that test is marked ``process``
+(broker processes on etcd, ``ClusterProcess``); the other runs on brokers in this process
+(``InProcessCluster``), as the ``cluster`` fixture gives them.
 """
 
 from __future__ import annotations
@@ -14,19 +18,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 from kafka.errors import InvalidReplicationAssignmentError
-from replication_helpers import BackgroundProducer, metadata_until, partition_until, read_all
+from replication_helpers import (
+    BackgroundProducer,
+    Cluster,
+    metadata_until,
+    needs_etcd,
+    partition_until,
+    read_all,
+)
 
 from gregor.testing.cluster import ClusterProcess
-from gregor.testing.etcd import etcd_binary
+from gregor.testing.inprocess_cluster import InProcessCluster
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
-]
+pytestmark = [pytest.mark.timeout(300)]
 
 
-def create_on(cluster: ClusterProcess, name: str, replicas: list[int]) -> None:
+def create_on(cluster: Cluster, name: str, replicas: list[int]) -> None:
     metadata_until(cluster, lambda m: len(m.brokers) == cluster.size)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(name, 1, replica_assignment=[replicas])])[name].result(30)
@@ -39,7 +46,9 @@ def kafka_python_admin(cluster: ClusterProcess) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=30000)
 
 
-def test_data_moves_to_the_new_replicas_and_the_old_one_is_removed(cluster: ClusterProcess) -> None:
+def test_data_moves_to_the_new_replicas_and_the_old_one_is_removed(
+    cluster: InProcessCluster,
+) -> None:
     create_on(cluster, "moves", [1])
     producer = BackgroundProducer(cluster, "moves", 1).start()
     producer.wait_for_acks(300)
@@ -66,6 +75,9 @@ def test_data_moves_to_the_new_replicas_and_the_old_one_is_removed(cluster: Clus
     assert read_all(cluster, "moves", 1, len(acked)) == {0: acked}
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_an_unfinished_reassignment_is_listed_and_cancelled(cluster: ClusterProcess) -> None:
     create_on(cluster, "stuck", [1])
     producer = BackgroundProducer(cluster, "stuck", 1).start()

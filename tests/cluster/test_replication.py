@@ -1,7 +1,10 @@
-"""Replicated partitions on a 3-broker cluster (etcd + real broker processes), seen through
-real clients: acks=all waits for the ISR and loses nothing across leader kills; the ISR
+"""Replicated partitions on a 3-broker cluster, seen through real clients: acks=all waits for the ISR and loses nothing across leader kills; the ISR
 shrinks and grows back; min.insync.replicas refuses writes; a deposed leader truncates what
 was never committed; SIGTERM moves leadership before a broker stops.
+
+A test that kills or pauses a broker, or kills an etcd member, is marked ``process``: it runs on
+broker processes and etcd (the ``cluster`` fixture gives it a ``ClusterProcess``). The others
+run on brokers in this process (``InProcessCluster``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from confluent_kafka.admin import AdminClient
 from replication_helpers import (
     CLUSTER_CONFIG,
     BackgroundProducer,
+    Cluster,
     create_topic,
+    needs_etcd,
     partition_until,
     read_all,
 )
@@ -30,17 +35,10 @@ from replication_helpers import (
 from gregor.client.conn import BrokerConnection
 from gregor.protocol.messages import FetchRequest, FetchResponse, ProduceRequest, ProduceResponse
 from gregor.testing.cluster import ClusterProcess
-from gregor.testing.etcd import etcd_binary
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
-]
+from gregor.testing.inprocess_cluster import InProcessCluster
 
 
-def produce_one(
-    cluster: ClusterProcess, topic: str, value: bytes, acks: str = "all"
-) -> KafkaError | None:
+def produce_one(cluster: Cluster, topic: str, value: bytes, acks: str = "all") -> KafkaError | None:
     """Produce one record without retries; the delivery error, or None."""
     producer = Producer(
         {
@@ -58,6 +56,9 @@ def produce_one(
     return result[0]
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_acknowledged_records_survive_repeated_leader_kills(cluster: ClusterProcess) -> None:
     create_topic(cluster, "orders", 3, 3, {"min.insync.replicas": "2"})
     producer = BackgroundProducer(cluster, "orders", 3).start()
@@ -83,6 +84,9 @@ def test_acknowledged_records_survive_repeated_leader_kills(cluster: ClusterProc
     assert len(killed) == 2
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_isr_shrinks_refuses_below_min_insync_and_grows_back(cluster: ClusterProcess) -> None:
     create_topic(cluster, "strict", 1, 3, {"min.insync.replicas": "3"})
     assert produce_one(cluster, "strict", b"all three") is None
@@ -102,7 +106,7 @@ def test_isr_shrinks_refuses_below_min_insync_and_grows_back(cluster: ClusterPro
     assert records[0] == [b"all three", b"acks=1 is fine", b"three again"]
 
 
-def high_watermark(cluster: ClusterProcess, topic: str) -> int:
+def high_watermark(cluster: Cluster, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hw"})
     try:
         return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1])
@@ -110,6 +114,9 @@ def high_watermark(cluster: ClusterProcess, topic: str) -> int:
         consumer.close()
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterProcess) -> None:
     create_topic(cluster, "diverge", 1, 3)
     assert produce_one(cluster, "diverge", b"committed") is None
@@ -142,7 +149,7 @@ def test_a_deposed_leader_truncates_what_was_never_committed(cluster: ClusterPro
     assert high_watermark(cluster, "diverge") == len(history)
 
 
-def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProcess) -> None:
+def test_sigterm_moves_leadership_before_the_broker_stops(cluster: InProcessCluster) -> None:
     create_topic(cluster, "moving", 1, 3)
     assert produce_one(cluster, "moving", b"before") is None
     leader = partition_until(
@@ -155,7 +162,7 @@ def test_sigterm_moves_leadership_before_the_broker_stops(cluster: ClusterProces
     assert read_all(cluster, "moving", 1, 2)[0] == [b"before", b"after"]
 
 
-def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: ClusterProcess) -> None:
+def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: InProcessCluster) -> None:
     """KIP-951: NOT_LEADER_OR_FOLLOWER comes with CurrentLeader and the leader's endpoint."""
     create_topic(cluster, "hinted", 1, 3)
     p = partition_until(cluster, "hinted", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
@@ -225,7 +232,7 @@ def test_a_follower_names_the_leader_in_produce_and_fetch_errors(cluster: Cluste
 
 def test_replicas_are_placed_across_racks() -> None:
     racks = {1: "a", 2: "a", 3: "b", 4: "b"}
-    with ClusterProcess(
+    with InProcessCluster(
         4, config=CLUSTER_CONFIG, broker_config={n: {"broker.rack": r} for n, r in racks.items()}
     ) as c:
         create_topic(c, "racked", 8, 2)
@@ -237,6 +244,9 @@ def test_replicas_are_placed_across_racks() -> None:
         assert sorted(p.leader for p in md.partitions.values()) == [1, 1, 2, 2, 3, 3, 4, 4]
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> None:
     create_topic(cluster, "paused", 1, 3, {"min.insync.replicas": "2"})
     assert produce_one(cluster, "paused", b"before") is None
@@ -274,6 +284,9 @@ def test_a_paused_leader_is_fenced_when_it_resumes(cluster: ClusterProcess) -> N
     assert read_all(cluster, "paused", 1, 2)[0] == [b"before", b"while paused"]
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterProcess) -> None:
     create_topic(cluster, "elect", 1, 3)
     p = partition_until(cluster, "elect", 0, lambda p: len(p.isrs) == 3 and p.leader >= 0)
@@ -298,6 +311,9 @@ def test_preferred_and_unclean_elections_with_confluent_admin(cluster: ClusterPr
     assert produce_one(cluster, "elect", b"after") is None
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_leadership_moves_back_to_preferred_replicas_by_itself() -> None:
     config = {**CLUSTER_CONFIG, "leader.imbalance.check.interval.seconds": 1}
     with ClusterProcess(3, config=config) as c:
@@ -319,6 +335,9 @@ def test_leadership_moves_back_to_preferred_replicas_by_itself() -> None:
             )
 
 
+@pytest.mark.process
+@pytest.mark.slow
+@needs_etcd
 def test_the_cluster_carries_on_when_an_etcd_member_dies() -> None:
     with ClusterProcess(3, config=CLUSTER_CONFIG, etcd_members=3) as c:
         create_topic(c, "before", 1, 3)
@@ -343,7 +362,7 @@ def test_consumers_read_from_a_replica_in_their_rack() -> None:
         **CLUSTER_CONFIG,
         "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
     }
-    with ClusterProcess(
+    with InProcessCluster(
         3, config=config, broker_config={n: {"broker.rack": r} for n, r in racks.items()}
     ) as c:
         create_topic(c, "near", 1, 3)

@@ -1,10 +1,12 @@
 """Replication between brokers over a secured inter-broker listener: a 3-broker cluster
-(etcd, real broker processes) whose brokers reach each other only through a SASL_SSL listener
+(real brokers in this process sharing a memory metadata store, ``InProcessCluster``) whose brokers reach each other only through a SASL_SSL listener
 logging in with PLAIN, or a SASL_PLAINTEXT one logging in with SCRAM-SHA-256 whose credential
 is created through the client listener after the brokers start (until then the followers'
 logins are refused and they keep trying). Clients use a separate PLAINTEXT listener. The
 proof: every replica joins the ISR, acks=all produces are acknowledged, and every record
-reads back; the brokers' logs show the refused logins and no password.
+reads back; the brokers' logs show the refused logins and no password. (Each broker's log
+holds the lines logged on the cluster's event loop in that broker's tasks; see
+``gregor.testing.inprocess_cluster``.)
 """
 
 from __future__ import annotations
@@ -23,14 +25,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from gregor.testing.cluster import ClusterProcess
-from gregor.testing.etcd import etcd_binary
+from gregor.testing.inprocess_cluster import InProcessCluster
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(etcd_binary() is None, reason="no etcd binary (scripts/system-deps.sh)"),
-]
+pytestmark = [pytest.mark.timeout(300)]
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -52,7 +49,7 @@ def two_listeners(protocol: str) -> dict[str, object]:
     }
 
 
-def round_trip(cluster: ClusterProcess, topic: str, count: int = 200) -> None:
+def round_trip(cluster: InProcessCluster, topic: str, count: int = 200) -> None:
     """RF=3 topic: every replica in the ISR, ``count`` acks=all records acknowledged and read."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     while len(admin.list_topics(timeout=10).brokers) < 3:
@@ -94,7 +91,7 @@ def round_trip(cluster: ClusterProcess, topic: str, count: int = 200) -> None:
 
 
 @pytest.fixture
-def sasl_ssl_cluster(pki: Pki) -> Iterator[ClusterProcess]:
+def sasl_ssl_cluster(pki: Pki) -> Iterator[InProcessCluster]:
     config: dict[str, Any] = {
         **two_listeners("SASL_SSL"),
         "listener.name.broker.ssl.keystore.type": "PEM",
@@ -105,11 +102,11 @@ def sasl_ssl_cluster(pki: Pki) -> Iterator[ClusterProcess]:
         "listener.name.broker.plain.sasl.jaas.config": PLAIN_JAAS,
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
     }
-    with ClusterProcess(3, config=config) as c:
+    with InProcessCluster(3, config=config) as c:
         yield c
 
 
-def test_replication_over_sasl_ssl_with_plain(sasl_ssl_cluster: ClusterProcess) -> None:
+def test_replication_over_sasl_ssl_with_plain(sasl_ssl_cluster: InProcessCluster) -> None:
     round_trip(sasl_ssl_cluster, "tls-replicated")
     for node in (1, 2, 3):
         assert "broker-secret" not in sasl_ssl_cluster.broker(node).read_log()
@@ -122,7 +119,7 @@ def test_replication_over_sasl_plaintext_with_scram_created_at_run_time() -> Non
         "listener.name.broker.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
     }
-    with ClusterProcess(3, config=config) as cluster:
+    with InProcessCluster(3, config=config) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.create_topics([NewTopic("before-credentials", 1, 3)])["before-credentials"].result(30)
         # No credential yet: followers' logins are refused, and they say so.

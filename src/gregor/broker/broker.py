@@ -97,10 +97,16 @@ MAINTENANCE_INTERVAL_S = 1.0
 
 class Broker:
     """``BrokerState`` for the handlers; ``Broker(config)``, ``await start()``,
-    ``await stop()``."""
+    ``await stop()``.
 
-    def __init__(self, config: BrokerConfig) -> None:
+    ``metadata_store``: a store made by the caller instead of the one ``metadata.store`` names
+    (``gregor.testing.InProcessCluster`` hands each of its brokers a view of one shared memory
+    store). A broker given one is clustered (replication and the controller's duties), as on
+    ``etcd://``; it starts the store and closes it when it stops."""
+
+    def __init__(self, config: BrokerConfig, metadata_store: MetadataStore | None = None) -> None:
         self.config = config
+        self._given_store = metadata_store
         self.node_id = config.node_id
         self.stopping = False
         self.connections: set[Connection] = set()
@@ -161,7 +167,7 @@ class Broker:
         #: Topics as Iceberg tables: the translators of the partitions led here (issue 39).
         self.tables: TableTranslation | None = None
         #: In a cluster (``metadata.store=etcd://``): replication and the controller's duties.
-        self.clustered = is_etcd_url(str(config["metadata.store"]))
+        self.clustered = is_etcd_url(str(config["metadata.store"])) or metadata_store is not None
         self.fetchers: ReplicaFetchers | None = None
         self.alter_partitions: AlterPartitionManager | None = None
         self.controller: Controller | None = None
@@ -193,14 +199,16 @@ class Broker:
 
     async def _start(self) -> None:
         config = self.config
-        self.store = open_metadata_store(
+        self.store = self._given_store or open_metadata_store(
             config["metadata.store"],
             config.log_dirs[0],
             config.get("cluster.id"),
             int(config["broker.session.timeout.ms"]),
         )
         image = await self.store.start()
-        keeps_cluster_id = str(config["metadata.store"]).strip().lower() != "memory"
+        keeps_cluster_id = (
+            self._given_store is None and str(config["metadata.store"]).strip().lower() != "memory"
+        )
         self.log_dirs.claim(image.cluster_id if keeps_cluster_id else None)
         await self._secure_stored_passwords()
         self.delegation_tokens.store = self.store

@@ -17,6 +17,7 @@ from gregor.launch.process import BrokerStartError, level_number
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
+    from gregor.broker.config import BrokerConfig
 
 T = TypeVar("T")
 
@@ -147,6 +148,17 @@ class InProcessBroker:
         return "127.0.0.1"
 
     @property
+    def listener_ports(self) -> dict[str, int]:
+        """Bound port of every listener by name, as ``BrokerProcess.listener_ports``."""
+        if self.broker is None:
+            return {}
+        return {name: port for name, _, port in self.broker.bound_listeners}
+
+    def bootstrap(self, listener: str) -> str:
+        """``host:port`` of the listener named ``listener`` (its bound port)."""
+        return f"127.0.0.1:{self.listener_ports[listener]}"
+
+    @property
     def running(self) -> bool:
         return self.broker is not None
 
@@ -163,7 +175,6 @@ class InProcessBroker:
 
     async def start_async(self) -> InProcessBroker:
         """Build and start the broker on the running event loop."""
-        from gregor.broker.broker import Broker
         from gregor.broker.config import BrokerConfig
 
         if self.broker is not None:
@@ -176,13 +187,11 @@ class InProcessBroker:
         }
         props.update(self.config)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._handler = _BrokerLog(
-            self.log_path, self._own_thread if self._loop is not None else None
-        )
+        self._handler = _BrokerLog(self.log_path, self._log_filter())
         logging.getLogger("gregor").addHandler(self._handler)
         _RootLevel.acquire(self.log_level)
         try:
-            broker = Broker(BrokerConfig(props))
+            broker = self._new_broker(BrokerConfig(props))
             await broker.start()
         except BaseException:
             self._drop_log_handler()
@@ -190,6 +199,15 @@ class InProcessBroker:
         self.broker = broker
         self.port = broker.bound_listeners[0][2]
         return self
+
+    def _new_broker(self, config: BrokerConfig) -> Broker:
+        from gregor.broker.broker import Broker
+
+        return Broker(config)
+
+    def _log_filter(self) -> Callable[[logging.LogRecord], bool] | None:
+        """Which of the broker loggers' records are this broker's (None: all of them)."""
+        return self._own_thread if self._loop is not None else None
 
     async def stop_async(self) -> None:
         """Stop the broker gracefully (its logs closed clean, as on SIGTERM)."""
