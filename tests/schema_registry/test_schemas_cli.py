@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gregor.testing.cli import run_command
 from gregor.testing.ports import free_port
 
@@ -71,6 +73,7 @@ def test_register_list_describe(registry: Registry, tmp_path: Path) -> None:
     assert json.loads("\n".join(lines[3:])) == json.loads(V1)
 
 
+@pytest.mark.process  # the registry compiles .proto text with grpcio-tools' protoc
 def test_protobuf_with_a_reference(registry: Registry, tmp_path: Path) -> None:
     common = 'syntax = "proto3";\npackage shop;\nmessage Money { int64 cents = 1; }\n'
     order = (

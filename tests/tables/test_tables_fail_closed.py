@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tables_support import create_table_topic
 
 from gregor.testing import InProcessBroker
@@ -16,6 +17,7 @@ from gregor.testing import InProcessBroker
 WITHOUT_PYICEBERG = "import sys; sys.modules['pyiceberg'] = None; "
 
 
+@pytest.mark.process  # a Python process where pyiceberg cannot be imported
 def test_a_table_topic_config_is_refused_without_pyiceberg() -> None:
     code = (
         WITHOUT_PYICEBERG
@@ -33,6 +35,7 @@ def test_a_table_topic_config_is_refused_without_pyiceberg() -> None:
     ]
 
 
+@pytest.mark.process  # a Python process where pyiceberg cannot be imported
 def test_a_broker_without_pyiceberg_does_not_start_with_a_table_topic(tmp_path: Path) -> None:
     with InProcessBroker(data_dir=tmp_path) as broker:
         create_table_topic(broker.bootstrap_servers, "wants-a-table", 1)
