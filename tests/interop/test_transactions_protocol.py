@@ -426,13 +426,15 @@ def test_produce_verification(client: RawClient) -> None:
     pid, epoch = init_ok(client, txn)
     # Not added to the transaction: refused, and no transaction is opened on the partition
     # (v11 clients know TRANSACTION_ABORTABLE, KIP-890).
-    assert (
-        produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn).error_code == E.INVALID_TXN_STATE
-    )
-    assert (
-        produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn, 11).error_code
-        == E.TRANSACTION_ABORTABLE
-    )
+    if INTEROP_BROKER == "gregor":  # Kafka 4.1.1's answer varies (README, compatibility)
+        assert (
+            produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn).error_code
+            == E.INVALID_TXN_STATE
+        )
+        assert (
+            produce(client, TOPIC, 2, pid, epoch, 0, [b"early"], txn, 11).error_code
+            == E.TRANSACTION_ABORTABLE
+        )
     add_partitions(client, txn, pid, epoch, {TOPIC: [2]})
     assert produce(client, TOPIC, 2, pid, epoch, 0, [b"ok"], txn).error_code == 0
     assert produce(client, TOPIC, 2, pid, epoch, 1, [b"ok2"], txn).error_code == 0
@@ -553,10 +555,10 @@ def test_write_txn_markers(client: RawClient) -> None:
             )
         ]
     )
-    assert (
-        client.request(stale, 1).markers[0].topics[0].partitions[0].error_code
-        == E.INVALID_PRODUCER_EPOCH
-    )
+    code = client.request(stale, 1).markers[0].topics[0].partitions[0].error_code
+    # The API's documented error; Kafka 4.1.1 answers UNKNOWN_SERVER_ERROR (README, compatibility).
+    if INTEROP_BROKER == "gregor":
+        assert code == E.INVALID_PRODUCER_EPOCH
 
 
 def test_describe_list_and_producers(client: RawClient) -> None:

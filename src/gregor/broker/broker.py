@@ -88,7 +88,12 @@ from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.log_dirs import LogDirs, open_log_dirs
 from gregor.storage.manager import LogManager, delete_files
 from gregor.tables.service import TableTranslation
-from gregor.tables.settings import TopicTableConfig, catalog_settings, require_pyiceberg
+from gregor.tables.settings import (
+    TopicTableConfig,
+    catalog_settings,
+    require_pyiceberg,
+    require_shared_catalog,
+)
 
 log = logging.getLogger("gregor.broker")
 
@@ -225,7 +230,11 @@ class Broker:
         self.controller_service = ControllerService(self.node_id, self.store)
         self.controller_requests = ControllerRequests(self.node_id, self.store, self.replicas)
         self.topics = TopicAdmin(
-            config, self.store, self.default_log_config, lambda: self.store.image
+            config,
+            self.store,
+            self.default_log_config,
+            lambda: self.store.image,
+            clustered=self.clustered,
         )
         self.groups = GroupService(
             CoordinatorConfig.from_props(config.get),
@@ -395,6 +404,8 @@ class Broker:
         for topic in self.store.image.topics.values():
             if TopicTableConfig.of(topic.configs).enabled:
                 require_pyiceberg(topic.name)
+                if self.clustered:
+                    require_shared_catalog(topic.name, self.config.raw)
         return TableTranslation(catalog_settings(self.config.raw, str(self.config.log_dirs[0])))
 
     def _reconcile_tables(self) -> None:

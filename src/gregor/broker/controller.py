@@ -206,8 +206,11 @@ class Controller:
 
     async def _run(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns a wait that
+            # finished in the same turn as a cancellation and drops the cancellation.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._again.wait(), RECHECK_S)
+                async with asyncio.timeout(RECHECK_S):
+                    await self._again.wait()
             self._again.clear()
             image = self.store.image
             if image.controller_id != self.node_id:

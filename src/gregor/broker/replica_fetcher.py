@@ -177,8 +177,9 @@ class LeaderFetcher:
     async def _pause(self, seconds: float) -> None:
         """Sleep, but wake early when a partition is added or needs truncating."""
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+        with contextlib.suppress(TimeoutError):  # asyncio.timeout: see Controller._run
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def _connection(self) -> BrokerConnection:
         """This fetcher's own connection to the leader (its long polls would hold up anything

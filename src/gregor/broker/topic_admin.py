@@ -39,6 +39,8 @@ from gregor.protocol.errors import (
 )
 from gregor.storage.config import LogConfig
 from gregor.storage.errors import InvalidConfigError as StorageInvalidConfigError
+from gregor.tables.settings import MODE as TABLE_MODE
+from gregor.tables.settings import TopicTableConfig, shared_catalog_error
 
 log = logging.getLogger("gregor.broker.admin")
 
@@ -64,8 +66,10 @@ class TopicAdmin:
         store: MetadataStore,
         default_log_config: LogConfig,
         image: Callable[[], MetadataImage],
+        clustered: bool = False,
     ) -> None:
         self.config = config
+        self.clustered = clustered
         self.store = store
         self.default_log_config = default_log_config
         self._image = image
@@ -83,6 +87,12 @@ class TopicAdmin:
             LogConfig.from_props(dict(configs), self.default_log_config).validate()
         except StorageInvalidConfigError as e:
             raise InvalidConfigError(str(e)) from None
+        if self.clustered and TopicTableConfig.of(configs).enabled:
+            why = shared_catalog_error(self.config.raw)
+            if why is not None:
+                raise InvalidConfigError(
+                    f"Invalid value {configs[TABLE_MODE]} for configuration {TABLE_MODE}: {why}"
+                )
 
     def _collision(self, name: str) -> str | None:
         """An existing topic whose name equals ``name`` once '.' and '_' are made the same

@@ -188,8 +188,9 @@ class KafkaStore:
                     raise errors.store_timeout(
                         f"the reader is at offset {self._position}, waiting for {offset}"
                     )
-                try:
-                    await asyncio.wait_for(self._progress.wait(), left)
+                try:  # asyncio.timeout keeps a cancellation that races the wake-up (3.11)
+                    async with asyncio.timeout(left):
+                        await self._progress.wait()
                 except TimeoutError:
                     pass
 

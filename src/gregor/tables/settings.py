@@ -77,6 +77,34 @@ def require_pyiceberg(topic: str) -> None:
         )
 
 
+def shared_catalog_error(broker_props: Mapping[str, str]) -> str | None:
+    """Why this broker's catalog and warehouse cannot serve a cluster, or None. In a cluster
+    each partition's leader writes its table, and leaders move: every broker must reach the
+    same catalog and the same data files, or each would keep a table of its own."""
+    kind = broker_props.get(CATALOG_TYPE, "sql").strip().lower()
+    uri = broker_props.get(CATALOG_URI, "").strip()
+    warehouse = broker_props.get(WAREHOUSE, "").strip()
+    if kind == "sql" and (not uri or uri.startswith("sqlite:")):
+        return (
+            f"in a cluster, {CATALOG_TYPE}=sql on SQLite (the default: a file in this broker's "
+            "log directory) would give every partition leader a table of its own; set "
+            f"{CATALOG_TYPE}=rest with {CATALOG_URI}, or a SQL catalog every broker reaches"
+        )
+    if not warehouse or warehouse.startswith("file:") or "://" not in warehouse:
+        return (
+            f"in a cluster, {WAREHOUSE} must be storage every broker reaches (an object store "
+            f"such as s3://bucket/path), not this broker's disk"
+        )
+    return None
+
+
+def require_shared_catalog(topic: str, broker_props: Mapping[str, str]) -> None:
+    """Fail closed: a topic that asks for a table in a cluster whose catalog is local."""
+    why = shared_catalog_error(broker_props)
+    if why is not None:
+        raise TablesUnavailableError(f"topic {topic} has {MODE} set, but {why}")
+
+
 @dataclass(frozen=True)
 class TopicTableConfig:
     """One topic's table settings, from its effective topic configs."""

@@ -191,8 +191,9 @@ class AIOShareConsumer:
         """Records acquired for this member (at most ``max.poll.records`` per broker)."""
         self._implicit_acks()
         if not self._joined.is_set():
-            try:
-                await asyncio.wait_for(self._joined.wait(), timeout)
+            try:  # asyncio.timeout keeps a cancellation that races the wake-up (3.11)
+                async with asyncio.timeout(timeout):
+                    await self._joined.wait()
             except TimeoutError:
                 return []
         await self._client.refresh_metadata()

@@ -143,8 +143,9 @@ class KafkaClient:
                 wait = max(0.0, max_age - age)
             if wait > 0:
                 self._update_wanted.clear()
-                try:
-                    await asyncio.wait_for(self._update_wanted.wait(), wait)
+                try:  # asyncio.timeout keeps a cancellation that races the wake-up (3.11)
+                    async with asyncio.timeout(wait):
+                        await self._update_wanted.wait()
                 except TimeoutError:
                     pass
                 continue
