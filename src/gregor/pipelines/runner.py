@@ -43,6 +43,18 @@ from gregor.pipelines.options import KEEP_HELP, OUTPUT_DIR_HELP, ROWS_HELP, rows
 
 _DEBUG = bool(os.environ.get("GREGOR_PIPELINE_DEBUG"))  # timestamps, batch durations
 _T0 = time.monotonic()
+#: Set by the job's SIGINT handler: a Ctrl-C reaches the whole process group, and a call into
+#: Spark's JVM that was in flight may fail with Py4J's own error before (or instead of) the
+#: KeyboardInterrupt, so an error after a Ctrl-C is reported as the Ctrl-C it is.
+_interrupted = False
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
 # Start-up is most of the job's time on a small machine: Spark's JVM with only the C1 compiler
 # starts in about half the time (C2's compiler threads compete for the cores) for a small loss
 # of peak speed, a gain for a job of a minute (GREGOR_PIPELINE_JAVA_OPTIONS replaces it); and
@@ -200,7 +212,7 @@ def run(
         # PySpark's own Ctrl-C handler calls into the JVM from the signal handler (to cancel
         # the jobs) and fails there with a traceback while a call is in flight; a plain
         # KeyboardInterrupt lets the finally below stop the query, Spark and the broker.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _on_sigint)
         if _DEBUG:
             say("Spark session ready")
         end_time, batches, busy = _stream(spark, config, gen, produced, say)
@@ -454,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
         print("Aborted!", file=sys.stderr)
         return 1
     except Exception as e:
+        if _interrupted:  # the Ctrl-C's consequence, not a failure of its own
+            print("Aborted!", file=sys.stderr)
+            return 1
         if os.environ.get("GREGOR_DEBUG", "").strip().lower() not in ("", "0", "false", "no"):
             raise
         print(f"Error: {_one_line(e)}", file=sys.stderr)
