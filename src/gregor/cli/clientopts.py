@@ -105,6 +105,18 @@ def no_such_topic(name: str, known: Iterable[str]) -> str:
     return f"topic {name!r} does not exist{hint}"
 
 
+def plaintext_bootstrap(broker: Any) -> tuple[str, str]:
+    """(listener name, host:port) of a broker's first PLAINTEXT listener, for a companion served
+    beside it (the console, the schema registry) to connect through."""
+    name, bind_host, bound = next(
+        (n, h, p)
+        for n, h, p in broker.bound_listeners
+        if broker.config.security_protocol(n) == "PLAINTEXT"
+    )
+    target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+    return name, f"{target}:{bound}"
+
+
 def client_config(
     bootstrap_server: str, properties: tuple[str, ...], **fixed: Any
 ) -> dict[str, Any]:

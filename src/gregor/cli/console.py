@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options
+from gregor.cli.clientopts import client_config, client_options, plaintext_bootstrap
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
@@ -35,13 +35,8 @@ def beside_broker(host: str, port: int) -> Companion:
         from gregor.console.app import serve as serve_console
         from gregor.console.settings import resolve
 
-        name, bind_host, bound = next(
-            (n, h, p)
-            for n, h, p in broker.bound_listeners
-            if broker.config.security_protocol(n) == "PLAINTEXT"
-        )
-        target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
-        settings, _ = resolve({"bootstrap.servers": f"{target}:{bound}"}, host, port, auth="none")
+        name, bootstrap = plaintext_bootstrap(broker)
+        settings, _ = resolve({"bootstrap.servers": bootstrap}, host, port, auth="none")
         runner, console_port = await serve_console(settings)
         log = logging.getLogger("gregor.broker")
         log_event(log, "console.started", url=f"http://{host}:{console_port}/", listener=name)

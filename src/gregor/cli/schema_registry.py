@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gregor.cli.clientopts import client_config, client_options
+from gregor.cli.clientopts import client_config, client_options, plaintext_bootstrap
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
@@ -43,15 +43,10 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
         from gregor.schema_registry.errors import RegistryError
         from gregor.schema_registry.store import StoreConfigError
 
-        name, bind_host, bound = next(
-            (n, h, p)
-            for n, h, p in broker.bound_listeners
-            if broker.config.security_protocol(n) == "PLAINTEXT"
-        )
-        target = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+        name, bootstrap = plaintext_bootstrap(broker)
         shown = f"[{host}]" if ":" in host else host
         server = SchemaRegistryServer(
-            {"bootstrap.servers": f"{target}:{bound}"}, f"http://{shown}:{port}", topic=topic
+            {"bootstrap.servers": bootstrap}, f"http://{shown}:{port}", topic=topic
         )
         try:
             await server.start()
