@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -95,10 +96,19 @@ Examples:
       --insecure-no-auth     # beyond loopback: anyone who reaches it may change schemas
 
 \b
-Clients use it as Confluent's: schema.registry.url=http://127.0.0.1:8081. One registry
-writes to a topic at a time: run one per --topic (a writer election comes later). There
-is no authentication yet (it comes with the broker-served registry): a listener beyond
-loopback needs --insecure-no-auth.
+  gregor schema-registry -b broker:9093 -X security.protocol=SASL_SSL \\
+      -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=registry -X sasl.password=... \\
+      -X ssl.ca.location=ca.pem --auth sasl --listener https://0.0.0.0:8081 \\
+      --tls-cert registry.crt --tls-key registry.key   # clients log in as Kafka users
+
+\b
+Clients use it as Confluent's: schema.registry.url=http://127.0.0.1:8081 (with --auth
+sasl also basic.auth.user.info=USER:PASSWORD). One registry writes to a topic at a time:
+run one per --topic (a writer election comes later). With --auth sasl each request's
+basic-auth user and password are checked by logging in to the cluster as that user (its
+PLAIN or SCRAM users; a successful login is remembered for 60 s); without it there is no
+login, so a listener beyond loopback needs --insecure-no-auth. Passwords over plain HTTP
+beyond loopback need --insecure-plain-http (or serve https with --tls-cert).
 """,
 )
 @client_options
@@ -120,9 +130,33 @@ loopback needs --insecure-no-auth.
     help="The topic's replication factor when the registry creates it (-1: the broker's default).",
 )
 @click.option(
+    "--auth",
+    type=click.Choice(["none", "sasl"]),
+    default="none",
+    show_default=True,
+    help="sasl: every request needs HTTP basic auth with a Kafka user's name and password, "
+    "checked by logging in to the cluster as that user (the client settings' SASL mechanism: "
+    "PLAIN or SCRAM).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Serve https with this PEM certificate chain (with the key too when --tls-key is not "
+    "given); an encrypted key's password from GREGOR_SCHEMA_REGISTRY_TLS_KEY_PASSWORD.",
+)
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False), default=None, help="The PEM key of --tls-cert."
+)
+@click.option(
     "--insecure-no-auth",
     is_flag=True,
-    help="Serve beyond loopback although the registry has no authentication yet.",
+    help="Serve beyond loopback without --auth (anyone who reaches it may change schemas).",
+)
+@click.option(
+    "--insecure-plain-http",
+    is_flag=True,
+    help="With --auth sasl, serve plain http beyond loopback anyway (passwords in clear).",
 )
 @click.option(
     "--output",
@@ -137,7 +171,11 @@ def schema_registry(
     listener: str,
     topic: str,
     replication_factor: int,
+    auth: str,
+    tls_cert: str | None,
+    tls_key: str | None,
     insecure_no_auth: bool,
+    insecure_plain_http: bool,
     output: str,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) backed by the cluster."""
@@ -148,19 +186,44 @@ def schema_registry(
     except ImportError:
         raise click.ClickException(EXTRA_NEEDED) from None
     from gregor.broker.events import setup_logging
+    from gregor.schema_registry.auth import AuthConfigError, SaslBasicAuth
+    from gregor.security.pem_files import pem_server_context
+    from gregor.security.tls import TlsConfigError
 
+    if tls_key and not tls_cert:
+        raise click.UsageError("--tls-key needs --tls-cert")
     try:
-        host, _ = parse_listener(listener)
+        host, _ = parse_listener(listener, tls=tls_cert is not None)
     except ListenerError as e:
         raise click.BadParameter(str(e), param_hint="--listener") from None
-    if not _loopback(host) and not insecure_no_auth:
+    beyond = not _loopback(host)
+    if beyond and auth == "none" and not insecure_no_auth:
         raise click.UsageError(
-            f"{listener} is beyond loopback and the schema registry has no authentication yet: anyone who "
-            "reaches it could change or delete schemas (pass --insecure-no-auth to serve it anyway)"
+            f"{listener} is beyond loopback and --auth is none: anyone who reaches it could "
+            "change or delete schemas (use --auth sasl, or pass --insecure-no-auth)"
+        )
+    if beyond and auth == "sasl" and tls_cert is None and not insecure_plain_http:
+        raise click.UsageError(
+            f"{listener} is beyond loopback and plain http: passwords would cross the network "
+            "in clear (serve https with --tls-cert, or pass --insecure-plain-http)"
         )
     if not topic or len(topic) > 249:
         raise click.BadParameter("a topic name of 1 to 249 characters", param_hint="--topic")
     cfg = client_config(bootstrap_server, properties)
+    try:
+        checker = SaslBasicAuth(cfg) if auth == "sasl" else None
+    except AuthConfigError as e:
+        raise click.UsageError(f"--auth sasl: {e}") from None
+    try:
+        tls = (
+            pem_server_context(
+                tls_cert, tls_key, os.environ.get("GREGOR_SCHEMA_REGISTRY_TLS_KEY_PASSWORD")
+            )
+            if tls_cert
+            else None
+        )
+    except TlsConfigError as e:
+        raise click.ClickException(str(e)) from None
     setup_logging("INFO")
 
     def ready(url: str) -> None:
@@ -172,7 +235,15 @@ def schema_registry(
 
     try:
         asyncio.run(
-            run_forever(cfg, listener, ready, topic=topic, replication_factor=replication_factor)
+            run_forever(
+                cfg,
+                listener,
+                ready,
+                topic=topic,
+                replication_factor=replication_factor,
+                auth=checker,
+                tls=tls,
+            )
         )
     except KeyboardInterrupt:
         pass

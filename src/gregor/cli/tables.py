@@ -16,7 +16,6 @@ command must run where that file is.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import click
@@ -44,23 +43,10 @@ def tables() -> None:
 
 
 def _catalog(admin: Any) -> ts.CatalogSettings:
-    cluster = admin.describe_cluster()
-    broker_id = str(cluster.brokers[0][0] if cluster.brokers else cluster.controller_id)
-    found = admin.describe_configs([("broker", broker_id)])
-    entries = next(iter(found.values()))
-    if isinstance(entries, Exception):
-        fail(f"cannot read the broker's configs: {entries}")
-    values = {name: e.value for name, e in entries.items() if e.value is not None}
-    props = {k: v for k, v in values.items() if k.startswith("iceberg.")}
-    data_dir = (values.get("log.dirs") or values.get("log.dir") or "").split(",")[0].strip()
-    if not os.path.isabs(data_dir) and props.get(ts.CATALOG_TYPE, "sql") == "sql":
-        if not props.get(ts.CATALOG_URI) or not props.get(ts.WAREHOUSE):
-            fail(
-                f"the broker's data directory {data_dir!r} is relative to where it runs: set "
-                "iceberg.catalog.uri and iceberg.warehouse (or an absolute log.dirs) on the broker"
-            )
+    from gregor.tables.discovery import cluster_catalog
+
     try:
-        return ts.catalog_settings(props, data_dir)
+        return cluster_catalog(admin)
     except ValueError as e:
         fail(str(e))
         raise

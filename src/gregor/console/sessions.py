@@ -16,11 +16,8 @@ full and it is the least recently used of the shared-client sessions; ending clo
 client. Expired sessions are dropped when looked up and by ``reap()``, which the console
 runs every few seconds. ``clock`` is the monotonic clock (a test may pass its own).
 
-``LoginThrottle`` bounds what login attempts can make the console do to the cluster (each
-opens a Kafka connection and a SASL exchange, which for SCRAM costs the broker thousands of
-hash rounds): a fixed number of logins in progress at once, and a token bucket per client
-address (``attempts`` per ``window_s``) kept for at most ``MAX_ADDRESSES`` addresses, the least
-recently seen forgotten first.
+``LoginThrottle`` (``gregor.security.login_throttle``, shared with the schema registry) bounds
+what login attempts can make the console do to the cluster.
 
 The login form itself carries a stateless token (``LoginToken``): an HMAC, with a key made at
 start, of the time and a nonce that is also in a cookie, so a login form can only be posted by
@@ -41,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_ADDRESSES = 4096
 LOGIN_FORM_TTL_S = 3600.0
 
 Clock = Callable[[], float]
@@ -142,44 +138,6 @@ class SessionStore:
     async def close(self) -> None:
         for s in list(self._sessions.values()):
             await self._end(s)
-
-
-class LoginThrottle:
-    def __init__(
-        self, attempts: int, window_s: float, concurrent: int, clock: Clock = time.monotonic
-    ) -> None:
-        self.capacity = float(attempts)
-        self.rate = attempts / window_s
-        self.concurrent = concurrent
-        self.in_progress = 0
-        self.clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = (
-            OrderedDict()
-        )  # address: (tokens, at)
-
-    def admit(self, address: str) -> float:
-        """Take one attempt from ``address``'s bucket: 0.0 when allowed, else the seconds until
-        the next one is."""
-        now = self.clock()
-        tokens, at = self._buckets.pop(address, (self.capacity, now))
-        tokens = min(self.capacity, tokens + (now - at) * self.rate)
-        allowed = tokens >= 1.0
-        if allowed:
-            tokens -= 1.0
-        self._buckets[address] = (tokens, now)
-        while len(self._buckets) > MAX_ADDRESSES:
-            self._buckets.popitem(last=False)
-        return 0.0 if allowed else (1.0 - tokens) / self.rate
-
-    def begin(self) -> bool:
-        """A slot for one login in progress (False: all are taken); ``end()`` gives it back."""
-        if self.in_progress >= self.concurrent:
-            return False
-        self.in_progress += 1
-        return True
-
-    def end(self) -> None:
-        self.in_progress -= 1
 
 
 class LoginToken:

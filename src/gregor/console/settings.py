@@ -182,35 +182,15 @@ def _allowed_hosts(host: str, given: tuple[str, ...]) -> frozenset[str]:
     return frozenset((host_name(host),))
 
 
-def _read_pem(path: str, option: str) -> str:
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        raise ConsoleConfigError(f"{option} {path} cannot be read: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ConsoleConfigError(f"{option} {path} is not a PEM file") from None
-    if "-----BEGIN" not in text:
-        raise ConsoleConfigError(f"{option} {path} is not a PEM file")
-    return text
-
-
 def tls_context(cert: str, key: str | None, key_password: str | None) -> ssl.SSLContext:
-    """A server context from PEM files: ``cert`` the certificate chain (and, without ``key``,
-    the private key too, as the broker's ``ssl.keystore.location``), ``key`` the private key."""
-    from gregor.security.tls import TlsConfigError, server_context
+    """A server context from the PEM files of --tls-cert and --tls-key."""
+    from gregor.security.pem_files import pem_server_context
+    from gregor.security.tls import TlsConfigError
 
-    settings: dict[str, str | None] = {"ssl.key.password": key_password}
-    if key:
-        settings["ssl.keystore.certificate.chain"] = _read_pem(cert, "--tls-cert")
-        settings["ssl.keystore.key"] = _read_pem(key, "--tls-key")
-    else:
-        _read_pem(cert, "--tls-cert")
-        settings["ssl.keystore.location"] = cert
     try:
-        return server_context(settings.get)
+        return pem_server_context(cert, key, key_password)
     except TlsConfigError as e:
-        raise ConsoleConfigError(f"--tls-cert/--tls-key: {e}") from None
+        raise ConsoleConfigError(str(e)) from None
 
 
 def resolve(

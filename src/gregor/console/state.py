@@ -10,8 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
-from gregor.console.sessions import Clock, LoginThrottle, LoginToken, Session, SessionStore
+from gregor.console.sessions import Clock, LoginToken, Session, SessionStore
 from gregor.console.settings import ConsoleSettings
+from gregor.security.login_throttle import LoginThrottle
 
 
 @dataclass

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from gregor.schema_registry import errors
 from gregor.schema_registry.formats import SCHEMA_TYPES
@@ -442,8 +443,11 @@ async def contexts(request: web.Request) -> web.Response:
     return answer(_page(request, _registry(request).contexts()))
 
 
-def make_app(registry: SchemaRegistry) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[error_middleware])
+def make_app(registry: SchemaRegistry, middlewares: Sequence[Middleware] = ()) -> web.Application:
+    """The API; ``middlewares`` (authentication) run inside the error answers."""
+    app = web.Application(
+        client_max_size=MAX_BODY_BYTES, middlewares=[error_middleware, *middlewares]
+    )
     app[REGISTRY] = registry
     app.add_routes(routes)
     return app

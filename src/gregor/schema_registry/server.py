@@ -9,12 +9,14 @@ schema, and ``stop`` closes the listener before the store. ``run_forever`` is wh
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from gregor.schema_registry.auth import SaslBasicAuth, auth_middleware
 from gregor.schema_registry.http import make_app
 from gregor.schema_registry.registry import SchemaRegistry
 from gregor.schema_registry.state import RegistryState
@@ -25,19 +27,24 @@ class ListenerError(ValueError):
     """The listener is not ``http://HOST:PORT``."""
 
 
-def parse_listener(url: str) -> tuple[str, int]:
+def parse_listener(url: str, *, tls: bool = False) -> tuple[str, int]:
+    """(host, port) of ``http://HOST:PORT``, or of ``https://HOST:PORT`` when ``tls``."""
+    scheme = "https" if tls else "http"
     try:
         split = urlsplit(url.strip())
         port = split.port
     except ValueError as e:
-        raise ListenerError(f"{url!r} is not http://HOST:PORT ({e})") from None
-    if split.scheme != "http":
+        raise ListenerError(f"{url!r} is not {scheme}://HOST:PORT ({e})") from None
+    if split.scheme != scheme:
         raise ListenerError(
-            f"{url!r}: only http:// listeners are served so far (https comes with the broker's "
-            "listener, a later part)"
+            f"{url!r}: an https:// listener needs a certificate (--tls-cert)"
+            if split.scheme == "https"
+            else f"{url!r}: with a certificate the listener is https://HOST:PORT"
+            if tls
+            else f"{url!r} is not http://HOST:PORT"
         )
     if not split.hostname or port is None or split.path not in ("", "/"):
-        raise ListenerError(f"{url!r} is not http://HOST:PORT")
+        raise ListenerError(f"{url!r} is not {scheme}://HOST:PORT")
     return split.hostname, port
 
 
@@ -50,8 +57,12 @@ class SchemaRegistryServer:
         topic: str = "_schemas",
         replication_factor: int = -1,
         timeout_s: float = 30.0,
+        auth: SaslBasicAuth | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.host, self.port = parse_listener(listener)
+        self.host, self.port = parse_listener(listener, tls=tls is not None)
+        self.auth = auth
+        self.tls = tls
         self.state = RegistryState()
         self.store = KafkaStore(
             client_config,
@@ -67,14 +78,15 @@ class SchemaRegistryServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.bound_port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.bound_port}"
 
     async def start(self) -> SchemaRegistryServer:
         try:
             await self.store.start()
-            self._runner = web.AppRunner(make_app(self.registry), access_log=None)
+            middlewares = [auth_middleware(self.auth)] if self.auth is not None else []
+            self._runner = web.AppRunner(make_app(self.registry, middlewares), access_log=None)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port)
+            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
             await site.start()
         except BaseException:
             await self.stop()
@@ -103,9 +115,16 @@ async def run_forever(
     *,
     topic: str = "_schemas",
     replication_factor: int = -1,
+    auth: SaslBasicAuth | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     async with SchemaRegistryServer(
-        client_config, listener, topic=topic, replication_factor=replication_factor
+        client_config,
+        listener,
+        topic=topic,
+        replication_factor=replication_factor,
+        auth=auth,
+        tls=tls,
     ) as server:
         ready(server.url)
         await asyncio.Event().wait()

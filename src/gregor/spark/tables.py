@@ -1,0 +1,233 @@
+"""A topic's Iceberg table read by Spark's own Parquet reader (``iceberg.mode``, issue 39).
+
+Theory of operation. pyiceberg plans the scan on the driver: it opens the catalog (the one
+the cluster's brokers write to, found with DescribeConfigs when none is given), picks the
+snapshot (the current one, ``snapshot_id``, or the last one at or before ``as_of_ms``) and
+prunes manifests and data files with ``row_filter`` (by partition, the hour of the record
+timestamp, and by each file's column statistics). Spark then reads exactly those files with
+its native, vectorized Parquet reader in the JVM, with the table's columns given (no schema
+inference, no Python per row). ``row_filter`` only prunes: it is applied again by Spark, so a
+file that holds some matching rows gives only those.
+
+A snapshot's summary carries the next offset of every partition it covers
+(``gregor.offsets``); with ``tail=True`` the records after those offsets, up to each
+partition's last stable offset, are read through the ``gregor`` data source read_committed
+(as the translator reads: aborted records and control batches never appear) and unioned, so
+the frame is the whole committed topic as of the read, the table's part at Parquet speed.
+
+The result has the data source's columns but ``timestampType`` (the table does not keep it):
+``key``, ``value``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``headers``.
+
+Limits, refused with a message: a warehouse Spark's Hadoop cannot open without a JVM
+package (anything but local files: S3 needs hadoop-aws; read such a table with pyiceberg,
+DuckDB or polars instead), and tables with delete files (``key_value`` tables have none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: The ``key_value`` table's columns as Spark reads them from the data files.
+TABLE_COLUMNS = ("key", "value", "headers", "timestamp", "partition", "offset")
+#: The frame's columns (the data source's, without ``timestampType``).
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+class TableReadError(ValueError):
+    """The table cannot be read natively (see the module's limits)."""
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """What pyiceberg planned: the data files to read, the snapshot, and its offsets."""
+
+    topic: str
+    files: tuple[str, ...]
+    snapshot_id: int | None
+    offsets: Mapping[int, int]  # partition: next offset not in the snapshot
+
+
+def _spark_types() -> Any:
+    from pyspark.sql import types as T
+
+    header = T.StructType(
+        [T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]
+    )
+    return T.StructType(
+        [
+            T.StructField("key", T.BinaryType()),
+            T.StructField("value", T.BinaryType()),
+            T.StructField("headers", T.ArrayType(header)),
+            T.StructField("timestamp", T.TimestampType()),
+            T.StructField("partition", T.IntegerType(), nullable=False),
+            T.StructField("offset", T.LongType(), nullable=False),
+        ]
+    )
+
+
+def _catalog_properties(
+    catalog: Mapping[str, str] | None, bootstrap_servers: str | None, kafka: Mapping[str, str]
+) -> tuple[dict[str, str], str]:
+    """(load_catalog properties, namespace): given, or asked of the cluster."""
+    if catalog is not None:
+        props = dict(catalog)
+        return props, props.pop("namespace", "gregor")
+    if not bootstrap_servers:
+        raise TableReadError("give catalog= (pyiceberg's properties) or bootstrap_servers=")
+    from gregor.client import AdminClient
+    from gregor.tables.discovery import cluster_catalog
+
+    with AdminClient({"bootstrap.servers": bootstrap_servers, **kafka}) as admin:
+        settings = cluster_catalog(admin)
+    return settings.load_properties(), settings.namespace
+
+
+def plan_table(
+    topic: str,
+    *,
+    catalog: Mapping[str, str] | None = None,
+    bootstrap_servers: str | None = None,
+    row_filter: str | None = None,
+    snapshot_id: int | None = None,
+    as_of_ms: int | None = None,
+    kafka: Mapping[str, str] | None = None,
+) -> TablePlan:
+    """Plan a read of ``topic``'s table (see the module); ``catalog`` is what ``gregor tables
+    describe TOPIC --output json`` gives as ``catalog_properties`` (plus ``namespace`` when not
+    ``gregor``); without it the cluster at ``bootstrap_servers`` is asked."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.expressions import AlwaysTrue
+
+    from gregor.tables.offsets import offsets_of_summary
+
+    if snapshot_id is not None and as_of_ms is not None:
+        raise TableReadError("give snapshot_id or as_of_ms, not both")
+    props, namespace = _catalog_properties(catalog, bootstrap_servers, dict(kafka or {}))
+    table = load_catalog("gregor", **props).load_table((namespace, topic))
+    if as_of_ms is not None:
+        snap = table.snapshot_as_of_timestamp(as_of_ms)
+        if snap is None:
+            raise TableReadError(f"the table of {topic} has no snapshot at or before {as_of_ms}")
+    elif snapshot_id is not None:
+        snap = table.snapshot_by_id(snapshot_id)
+        if snap is None:
+            raise TableReadError(f"the table of {topic} has no snapshot {snapshot_id}")
+    else:
+        snap = table.current_snapshot()
+    if snap is None:
+        return TablePlan(topic, (), None, {})
+    scan = table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snap.snapshot_id)
+    files = []
+    for task in scan.plan_files():
+        if task.delete_files:
+            raise TableReadError(f"the table of {topic} has delete files: read it with pyiceberg")
+        files.append(task.file.file_path)
+    for path in files:
+        if not path.startswith(("file:", "/")):
+            raise TableReadError(
+                f"{path}: Spark reads only local files without a JVM package (S3 needs "
+                "hadoop-aws); read this table with pyiceberg, DuckDB or polars"
+            )
+    summary = snap.summary.additional_properties if snap.summary is not None else {}
+    return TablePlan(topic, tuple(files), snap.snapshot_id, offsets_of_summary(summary))
+
+
+def read_table(
+    spark: Any,
+    topic: str,
+    *,
+    catalog: Mapping[str, str] | None = None,
+    bootstrap_servers: str | None = None,
+    row_filter: str | None = None,
+    snapshot_id: int | None = None,
+    as_of_ms: int | None = None,
+    tail: bool = False,
+    kafka: Mapping[str, str] | None = None,
+) -> Any:
+    """``topic``'s table as a DataFrame (see the module); ``tail=True`` unions the records not
+    yet in the snapshot (needs ``bootstrap_servers``); ``kafka`` holds client settings (Kafka
+    names) for the cluster, e.g. SASL."""
+    from pyspark.sql import functions as F
+
+    plan = plan_table(
+        topic,
+        catalog=catalog,
+        bootstrap_servers=bootstrap_servers,
+        row_filter=row_filter,
+        snapshot_id=snapshot_id,
+        as_of_ms=as_of_ms,
+        kafka=kafka,
+    )
+    schema = _spark_types()
+    if plan.files:
+        files = spark.read.schema(schema).parquet(*plan.files)
+    else:
+        files = spark.createDataFrame([], schema)
+    frame = files.select(
+        "key",
+        "value",
+        F.lit(topic).alias("topic"),
+        "partition",
+        "offset",
+        "timestamp",
+        "headers",
+    )
+    if row_filter:
+        frame = frame.where(_spark_filter(row_filter))
+    if not tail:
+        return frame
+    if not bootstrap_servers:
+        raise TableReadError("tail=True reads the topic: give bootstrap_servers=")
+    return frame.unionByName(
+        _tail(spark, topic, plan, bootstrap_servers, dict(kafka or {}), row_filter)
+    )
+
+
+def _spark_filter(row_filter: str) -> Any:
+    """pyiceberg's filter text as a Spark condition (the same SQL-like grammar for what a
+    user writes: comparisons, ``and``/``or``/``not``, ``in``, ``is null``)."""
+    from pyspark.sql import functions as F
+
+    return F.expr(row_filter)
+
+
+def _tail(
+    spark: Any,
+    topic: str,
+    plan: TablePlan,
+    bootstrap_servers: str,
+    kafka: dict[str, str],
+    row_filter: str | None,
+) -> Any:
+    import json
+
+    from gregor.client import AdminClient
+
+    with AdminClient({"bootstrap.servers": bootstrap_servers, **kafka}) as admin:
+        described = admin.describe_topics([topic])[topic]
+    partitions = sorted(p.partition for p in described.partitions)
+    starting = {str(p): plan.offsets.get(p, -2) for p in partitions}  # -2: earliest
+    reader = (
+        spark.read.format("gregor")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("assign", json.dumps({topic: partitions}))
+        .option("startingOffsets", json.dumps({topic: starting}))
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        .option("kafka.isolation.level", "read_committed")
+    )
+    for k, v in kafka.items():
+        reader = reader.option(f"kafka.{k}", v)
+    rows = reader.load().select(*COLUMNS)
+    return rows.where(_spark_filter(row_filter)) if row_filter else rows
+
+
+__all__ = [
+    "COLUMNS",
+    "TablePlan",
+    "TableReadError",
+    "plan_table",
+    "read_table",
+]
