@@ -25,45 +25,42 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from gregor.broker import features
-from gregor.broker.acceptor import Acceptor
-from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
-from gregor.broker.client_telemetry import ClientTelemetry, subscriptions_of
-from gregor.broker.config import BrokerConfig
-from gregor.broker.connection_quotas import ConnectionQuotas
-from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
-from gregor.broker.controller_apis import ControllerService
-from gregor.broker.controller_propagation import ControllerPropagation
-from gregor.broker.controller_requests import ControllerRequests
+from gregor.broker.access.delegation_token_manager import DelegationTokenManager
+from gregor.broker.access.quota_manager import QuotaManager
+from gregor.broker.admin.topic_admin import TopicAdmin
+from gregor.broker.channels.broker_channels import BrokerChannels
+from gregor.broker.channels.controller_channel import ControllerChannel, ControllerProducerIds
+from gregor.broker.channels.txn_routing import TxnRouting
+from gregor.broker.common.events import log_event
+from gregor.broker.config.broker_config import BrokerConfig
+from gregor.broker.config.dynamic_configs import is_password_config, reencode_passwords
+from gregor.broker.config.topic_configs import ConfigResourceType
+from gregor.broker.controller import features
+from gregor.broker.controller.controller import Controller, RebalanceConfig, elect_leaders
+from gregor.broker.controller.controller_apis import ControllerService
+from gregor.broker.controller.controller_propagation import ControllerPropagation
+from gregor.broker.controller.controller_requests import ControllerRequests
+from gregor.broker.controller.liveness import BrokerLiveness
 from gregor.broker.coordinator_runtime import wall_clock_ms
-from gregor.broker.delegation_token_manager import DelegationTokenManager
-from gregor.broker.dispatch import Dispatcher
-from gregor.broker.dynamic_configs import is_password_config, reencode_passwords
-from gregor.broker.events import log_event
-from gregor.broker.fetch_session import FetchSessionCache
 from gregor.broker.group_service import GroupService
 from gregor.broker.handlers import HANDLERS
-from gregor.broker.inter_broker import (
-    BrokerChannels,
-    ControllerChannel,
-    ControllerProducerIds,
-    TxnRouting,
-)
-from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
-from gregor.broker.metrics import BrokerMetrics
-from gregor.broker.metrics_http import MetricsEndpoint, serve_metrics
+from gregor.broker.metrics.broker_metrics import BrokerMetrics
+from gregor.broker.metrics.client_telemetry import ClientTelemetry, subscriptions_of
+from gregor.broker.metrics.metrics_http import MetricsEndpoint, serve_metrics
+from gregor.broker.net.acceptor import Acceptor
+from gregor.broker.net.connection_quotas import ConnectionQuotas
+from gregor.broker.net.dispatch import Dispatcher
+from gregor.broker.net.server import Connection, close_excess, close_idle, start_listener
 from gregor.broker.producer_ids import ProducerIdManager
-from gregor.broker.quota_manager import QuotaManager
-from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
-from gregor.broker.replica_manager import ReplicaManager
-from gregor.broker.server import Connection, close_excess, close_idle, start_listener
+from gregor.broker.replication.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
+from gregor.broker.replication.fetch_session import FetchSessionCache
+from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
+from gregor.broker.replication.replica_manager import ReplicaManager
+from gregor.broker.replication.table_topics import wanted_translations
 from gregor.broker.share_partitions import SharePartitions, ShareSettings
 from gregor.broker.share_service import SharePersister, ShareService
 from gregor.broker.shares import Shares
-from gregor.broker.table_topics import wanted_translations
-from gregor.broker.topic_admin import TopicAdmin
-from gregor.broker.topic_configs import ConfigResourceType
 from gregor.broker.txn_service import TxnService
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
@@ -146,7 +143,7 @@ class Broker:
             int(config.get("telemetry.max.bytes")),
         )
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
-        #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
+        #: handler asks it through ``gregor.broker.handlers.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None
         if config["authorizer.class.name"]:
             self.authorizer = AclAuthorizer(

@@ -14,25 +14,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gregor.broker.config import BrokerConfig
+from gregor.broker.config.broker_config import BrokerConfig
 from gregor.cluster.image import AclBinding, BrokerEndpoint, MetadataImage, ScramCredential
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.framing import RequestHeader
 from gregor.security.acls import AclBindingFilter
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
-    from gregor.broker.client_telemetry import ClientTelemetry
-    from gregor.broker.controller_apis import ControllerService
-    from gregor.broker.controller_requests import ControllerRequests
-    from gregor.broker.delegation_token_manager import DelegationTokenManager
-    from gregor.broker.fetch_session import FetchSessionCache
+    from gregor.broker.access.delegation_token_manager import DelegationTokenManager
+    from gregor.broker.access.quota_manager import QuotaManager
+    from gregor.broker.admin.topic_admin import TopicAdmin
+    from gregor.broker.controller.controller_apis import ControllerService
+    from gregor.broker.controller.controller_requests import ControllerRequests
     from gregor.broker.group_service import GroupService
-    from gregor.broker.metrics import BrokerMetrics
+    from gregor.broker.metrics.broker_metrics import BrokerMetrics
+    from gregor.broker.metrics.client_telemetry import ClientTelemetry
     from gregor.broker.producer_ids import ProducerIdManager
-    from gregor.broker.quota_manager import QuotaManager
-    from gregor.broker.replica_manager import ReplicaManager
+    from gregor.broker.replication.fetch_session import FetchSessionCache
+    from gregor.broker.replication.replica_manager import ReplicaManager
     from gregor.broker.shares import Shares
-    from gregor.broker.topic_admin import TopicAdmin
     from gregor.broker.txn_service import TxnService
     from gregor.security.authorizer import AclAuthorizer
     from gregor.storage.manager import LogManager

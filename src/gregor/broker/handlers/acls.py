@@ -11,8 +11,8 @@ filters are LITERAL (the codec's default).
 
 from __future__ import annotations
 
-from gregor.broker.authz import cluster_allowed
-from gregor.broker.errors import code_of, message_of
+from gregor.broker.common.errors import code_of, message_of
+from gregor.broker.handlers.authz import cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode, KafkaError

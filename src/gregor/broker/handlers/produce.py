@@ -16,11 +16,11 @@ import asyncio
 import logging
 from typing import Any
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names
-from gregor.broker.events import log_event
+from gregor.broker.common.events import log_event
+from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed, allowed_names
 from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
-from gregor.broker.replica_manager import ProduceResult
+from gregor.broker.replication.replica_manager import ProduceResult
 from gregor.broker.state import RequestContext
 from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode

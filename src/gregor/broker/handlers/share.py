@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from gregor.broker import features
-from gregor.broker.authorized_ops import authorized_operations
-from gregor.broker.authz import (
+from gregor.broker.access.authorized_ops import authorized_operations
+from gregor.broker.controller import features
+from gregor.broker.handlers.authz import (
     AclOperation,
     ResourceType,
     allowed,

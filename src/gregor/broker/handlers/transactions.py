@@ -27,11 +27,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.common.topics import OFFSETS_TOPIC
+from gregor.broker.handlers.authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+)
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
-from gregor.broker.topics import OFFSETS_TOPIC
 from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.add_offsets_to_txn import (
