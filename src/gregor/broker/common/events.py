@@ -19,7 +19,6 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
@@ -48,7 +47,7 @@ def escape_log_text(text: str) -> str:
     return "".join(map(_escape_char, text))
 
 
-def _fmt_value(v: Any) -> str:
+def _fmt_value(v: object) -> str:
     s = escape_log_text(str(v))
     if s == "" or any(c in s for c in ' "=\\'):
         return '"' + s.replace('"', '\\"') + '"'
@@ -71,7 +70,9 @@ class LogfmtFormatter(logging.Formatter):
         return " ".join(parts)
 
 
-def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
+def log_event(
+    logger: logging.Logger, event: str, level: int = logging.INFO, **fields: object
+) -> None:
     if logger.isEnabledFor(level):
         logger.log(level, event, extra={"fields": fields})
 
@@ -84,7 +85,7 @@ class JsonFormatter(logging.Formatter):
             time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z"
         )
-        doc: dict[str, Any] = {"ts": ts, "level": record.levelname, "logger": record.name}
+        doc: dict[str, object] = {"ts": ts, "level": record.levelname, "logger": record.name}
         fields = getattr(record, "fields", None)
         if fields is not None:
             doc["event"] = escape_log_text(record.getMessage())

@@ -23,8 +23,8 @@ the connection is closed, as Kafka closes it.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import Any
 
 
 class TruncatedRegionError(Exception):
@@ -89,7 +89,7 @@ class SendableRegion:
         self.close()
 
 
-def socket_fd(transport: Any) -> int | None:
+def socket_fd(transport: asyncio.BaseTransport) -> int | None:
     """The socket of a plain-TCP transport, for ``sendfile``; None over TLS (the bytes must
     go through the TLS layer) or when the transport has no socket."""
     if (

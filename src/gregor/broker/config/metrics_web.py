@@ -43,7 +43,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import yaml
@@ -105,7 +104,7 @@ class WebConfig:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+def _mapping(value: object, where: str) -> Mapping[str, object]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -114,7 +113,7 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 
 def _check_keys(
-    section: Mapping[str, Any],
+    section: Mapping[str, object],
     allowed: set[str],
     where: str,
     unsupported: frozenset[str] = frozenset(),
@@ -128,7 +127,7 @@ def _check_keys(
             raise WebConfigError(f"{where}.{key} is not a setting of the web config file")
 
 
-def _tls(section: Mapping[str, Any], base: Path) -> ssl.SSLContext | None:
+def _tls(section: Mapping[str, object], base: Path) -> ssl.SSLContext | None:
     _check_keys(section, _TLS_KEYS, "tls_server_config", _TLS_UNSUPPORTED)
     if not section:
         return None

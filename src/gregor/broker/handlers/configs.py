@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 from gregor.broker.common.errors import code_of, kafka_error, message_of
 from gregor.broker.common.topics import topic_name_error
@@ -88,7 +88,7 @@ _BROKER_TYPES = {
 _LEVEL_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
 
 
-def _format_default(value: Any) -> str | None:
+def _format_default(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -395,7 +395,12 @@ def _topic_state(broker: BrokerState, name: str) -> TopicImage:
     return ts
 
 
-def _check_unique_keys(configs: Iterable[Any]) -> None:
+class _ConfigKey(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+def _check_unique_keys(configs: Iterable[_ConfigKey]) -> None:
     dup = [n for n, c in Counter(c.name for c in configs).items() if c > 1]
     if dup:
         raise kafka_error(

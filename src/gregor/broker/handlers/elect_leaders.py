@@ -45,7 +45,7 @@ async def handle_elect_leaders(
         results = {tp: ErrorCode.INVALID_REQUEST for tp in asked or []}
         top = ErrorCode.INVALID_REQUEST
     else:
-        results = await ctx.broker.elect_leaders(election_type, asked)
+        results = await ctx.broker.cluster_admin.elect_leaders(election_type, asked)
         top = ErrorCode.NONE
     by_topic: dict[str, list[PartResult]] = {}
     for (topic, index), code in results.items():

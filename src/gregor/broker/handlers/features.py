@@ -60,7 +60,7 @@ async def handle_update_features(
         if ctx.version >= 1 and req.validate_only:
             change(ctx.broker.image.features)
         elif updates:
-            await ctx.broker.update_features(change)
+            await ctx.broker.cluster_admin.update_features(change)
     except KafkaError as e:
         return _answer(req, code_of(e), e.message)
     return _answer(req, 0, None)

@@ -110,7 +110,7 @@ async def handle_alter_client_quotas(
         )
         for e in req.entries
     ]
-    results = await ctx.broker.alter_client_quotas(asked, bool(req.validate_only))
+    results = await ctx.broker.cluster_admin.alter_client_quotas(asked, bool(req.validate_only))
     return AlterClientQuotasResponse(
         throttle_time_ms=0,
         entries=[

@@ -48,7 +48,7 @@ async def handle_alter_partition_reassignments(
     if cluster_allowed(ctx, AclOperation.ALTER):
         results = [
             (ErrorCode.NONE, None) if e is None else (code_of(e), str(e))
-            for e in await ctx.broker.reassign_partitions(asked)
+            for e in await ctx.broker.cluster_admin.reassign_partitions(asked)
         ]
     else:
         top, top_message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED

@@ -84,7 +84,7 @@ async def handle_alter_user_scram_credentials(
         else:
             cred = ScramCredential("", b"", b"", b"", u.iterations)
         upsertions.append((u.name, cred))
-    results = await ctx.broker.alter_scram_credentials(deletions, upsertions)
+    results = await ctx.broker.cluster_admin.alter_scram_credentials(deletions, upsertions)
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[

@@ -29,8 +29,9 @@ import asyncio
 import bisect
 import logging
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -50,12 +51,27 @@ if TYPE_CHECKING:
     from gregor.cluster.image import MetadataImage
 
 
+class _ListenerInfo(Protocol):
+    @property
+    def listener(self) -> str: ...
+
+
+class _Connection(Protocol):
+    """A broker connection (``net.server.Connection``) as the metrics see it."""
+
+    @property
+    def info(self) -> _ListenerInfo: ...
+
+
 class Broker(Protocol):
     """What the metrics read of the broker."""
 
     metrics: BrokerMetrics
     node_id: int
-    connections: set[Any]  # server.Connection (each has .info.listener)
+
+    @property
+    def connections(self) -> AbstractSet[_Connection]: ...
+
     bound_listeners: list[tuple[str, str, int]]
     client_telemetry: ClientTelemetry
 

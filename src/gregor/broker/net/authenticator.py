@@ -9,11 +9,11 @@ Theory of operation. A connection on a SASL_PLAINTEXT or SASL_SSL listener start
   the state is AUTHENTICATE (v1: tokens come wrapped in SaslAuthenticate) or RAW (v0: the next
   frames are bare size-prefixed tokens, answered the same way). A mechanism that is not
   enabled is answered UNSUPPORTED_SASL_MECHANISM with the enabled list, and the connection is
-  closed. Any other request closes the connection without an answer (Kafka: "Unexpected Kafka
+  closed. Every other request closes the connection without an answer (Kafka: "Unexpected Kafka
   request of type ... during SASL handshake").
 - AUTHENTICATE: SaslAuthenticate carries the client's token to the mechanism; its reply goes
   back in ``auth_bytes``. A failure is answered SASL_AUTHENTICATION_FAILED with the
-  mechanism's message and closes the connection. Any other request is answered
+  mechanism's message and closes the connection. Every other request is answered
   ILLEGAL_SASL_STATE where it is a SASL request, and the connection is closed.
 - RAW (the unframed v0 flow): each frame is a token; a failure closes the connection (v0 has
   no way to say why).

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Generator, Mapping
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from gregor.broker.common.events import log_event
 from gregor.broker.common.file_send import SendableRegion
@@ -29,7 +29,7 @@ from gregor.broker.net.authenticator import SaslSession
 from gregor.broker.state import BrokerState, ConnectionInfo, RequestContext
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.framing import coalesce, decode_request_header, encode_response_parts
-from gregor.protocol.messages import API_KEYS
+from gregor.protocol.messages import API_KEYS, Message
 from gregor.protocol.messages.api_versions import ApiVersionsRequest
 from gregor.security.quotas import REQUEST_PERCENTAGE
 
@@ -78,19 +78,22 @@ KIP_219_FROM = {
 }
 
 
-class _Timed:
+_T = TypeVar("_T")
+
+
+class _Timed(Generic[_T]):
     """Awaits a coroutine and adds up the time spent in its own steps (``ns``), not in what it
     waits for: the event loop's time a request used, Kafka's request-handler time."""
 
     __slots__ = ("_coro", "ns")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def __init__(self, coro: Coroutine[object, object, _T]) -> None:
         self._coro = coro
         self.ns = 0
 
-    def __await__(self) -> Generator[Any, Any, Any]:
+    def __await__(self) -> Generator[object, object, _T]:
         coro = self._coro
-        value: Any = None
+        value: object = None
         error: BaseException | None = None
         while True:
             start = time.perf_counter_ns()
@@ -98,7 +101,8 @@ class _Timed:
                 signal = coro.send(value) if error is None else coro.throw(error)
             except StopIteration as stop:
                 self.ns += time.perf_counter_ns() - start
-                return stop.value
+                result: _T = stop.value
+                return result
             self.ns += time.perf_counter_ns() - start
             try:
                 value, error = (yield signal), None
@@ -190,7 +194,7 @@ class Dispatcher:
         # request_percentage (Kafka's request quota) times the handling unless exempt; served
         # metrics time it too, to split local (the handler's own steps) from remote (waiting).
         request_quota = not inter_broker and quotas.has(REQUEST_PERCENTAGE)
-        timed: _Timed | None = None
+        timed: _Timed[Message | bytes | None] | None = None
         ctx = RequestContext(self.broker, conn.info, header)
         try:
             if not (request_quota or metrics.timing):

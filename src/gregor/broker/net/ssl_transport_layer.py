@@ -21,7 +21,7 @@ import asyncio
 import socket
 import ssl
 from asyncio import sslproto
-from typing import Any
+from typing import cast
 
 
 class SslTransportLayer(sslproto.SSLProtocol):
@@ -48,8 +48,7 @@ class SslTransportLayer(sslproto.SSLProtocol):
         outgoing: ssl.MemoryBIO = self._outgoing  # type: ignore[attr-defined]
         alert = outgoing.read()
         if alert and not transport.is_closing():
-            writable: Any = transport
-            writable.write(alert)
+            cast(asyncio.WriteTransport, transport).write(alert)
         transport.close()
 
 
