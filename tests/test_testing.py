@@ -128,7 +128,7 @@ def test_each_broker_logs_only_its_own_lines() -> None:
 def test_a_config_the_broker_refuses_fails_start_and_leaves_nothing_running() -> None:
     import threading
 
-    from gregor.broker.config import ConfigError
+    from gregor.broker.config.broker_config import ConfigError
 
     threads = {t.name for t in threading.enumerate()}
     broker = InProcessBroker({"num.partitions": "0"})

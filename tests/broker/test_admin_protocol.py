@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gregor.broker.topic_configs import TOPIC_CONFIGS
+from gregor.broker.config.topic_configs import TOPIC_CONFIGS
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.messages.alter_configs import AlterConfigsRequest
 from gregor.protocol.messages.api_versions import ApiVersionsRequest

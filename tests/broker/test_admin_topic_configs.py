@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gregor.broker.config import BROKER_KEYS
-from gregor.broker.handlers.configs import _format_default
-from gregor.broker.topic_configs import (
+from gregor.broker.config.broker_config import BROKER_KEYS
+from gregor.broker.config.topic_configs import (
     BROKER_SYNONYMS,
     BY_NAME,
     TOPIC_CONFIGS,
@@ -17,6 +16,7 @@ from gregor.broker.topic_configs import (
     validate_overrides,
     value_error,
 )
+from gregor.broker.handlers.configs import _format_default
 from gregor.storage.config import LogConfig, from_broker_props
 from gregor.storage.errors import InvalidConfigError
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gregor.broker.broker import Broker
-from gregor.broker.config import BrokerConfig, ConfigError
+from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.protocol.connection import ClientConnection
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.create_partitions import CreatePartitionsRequest

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gregor.broker.controller import Controller
+from gregor.broker.controller.controller import Controller
 from gregor.cluster.memory_store import MemoryMetadataStore
 
 

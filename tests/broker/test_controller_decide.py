@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from gregor.broker.controller import PartitionChange, decide, imbalanced
-from gregor.broker.replica_fetcher import complete_batches
+from gregor.broker.controller.controller import PartitionChange, decide, imbalanced
+from gregor.broker.replication.replica_fetcher import complete_batches
 from gregor.cluster.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 
 

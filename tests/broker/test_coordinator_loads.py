@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gregor.broker.topics import OFFSETS_TOPIC
+from gregor.broker.common.topics import OFFSETS_TOPIC
 from gregor.client import AIOProducer, TopicPartition
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.offset_fetch import OffsetFetchRequest

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from gregor.broker.liveness import BrokerLiveness
+from gregor.broker.controller.liveness import BrokerLiveness
 from gregor.cluster.image import BrokerEndpoint, BrokerRegistration
 from gregor.cluster.memory_store import MemoryMetadataStore
 

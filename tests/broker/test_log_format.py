@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gregor.broker.events import log_event, setup_logging
+from gregor.broker.common.events import log_event, setup_logging
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ HOSTILE = 'evil\r\x1b[2J\x1b[31mlevel=ERROR\u2028\u2029\x00\x7f\x85\u202e\ttab\\
 def test_every_control_character_of_a_value_is_escaped(
     restore_logging: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gregor.broker.events import escape_log_text
+    from gregor.broker.common.events import escape_log_text
 
     escaped = escape_log_text(HOSTILE)
     assert escaped == (
@@ -111,7 +111,7 @@ def test_client_supplied_names_reach_the_broker_log_escaped() -> None:
 
 
 def test_log_rate_limit_counts_what_it_leaves_out() -> None:
-    from gregor.broker.events import LogRateLimit
+    from gregor.broker.common.events import LogRateLimit
 
     now = [0.0]
     limit = LogRateLimit(limit=3, window_s=10.0, clock=lambda: now[0])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gregor.broker.topics import assign_replicas, rack_alternated
+from gregor.broker.common.topics import assign_replicas, rack_alternated
 
 
 def test_round_robin_without_racks() -> None:

@@ -251,7 +251,7 @@ def test_the_acl_apis_need_cluster_alter_and_describe(broker: InProcessBroker) -
         AclOperation.ALTER,
         AclPermissionType.ALLOW,
     )
-    assert broker.call(lambda: b.create_acls([cluster_alter])) == [None]
+    assert broker.call(lambda: b.cluster_admin.create_acls([cluster_alter])) == [None]
     resp = roundtrip(broker, CreateAclsRequest(creations=[creation("orders")]), 3)
     assert [r.error_code for r in resp.results] == [0]
     assert len(described(roundtrip(broker, describe_all(3), 3))) == 2
@@ -384,7 +384,7 @@ def test_cluster_apis_need_cluster_describe_and_report_authorized_operations(
         AclOperation.DESCRIBE,
         AclPermissionType.ALLOW,
     )
-    assert broker.call(lambda: b.create_acls([describe])) == [None]
+    assert broker.call(lambda: b.cluster_admin.create_acls([describe])) == [None]
     resp = roundtrip(broker, DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
     assert (resp.error_code, [n.broker_id for n in resp.brokers]) == (0, [b.node_id])
     assert resp.cluster_authorized_operations == 1 << int(AclOperation.DESCRIBE)
@@ -428,7 +428,7 @@ def test_add_partitions_to_txn_from_v4_is_for_brokers(broker: InProcessBroker) -
         AclOperation.CLUSTER_ACTION,
         AclPermissionType.ALLOW,
     )
-    assert broker.call(lambda: b.create_acls([action])) == [None]
+    assert broker.call(lambda: b.cluster_admin.create_acls([action])) == [None]
     resp = roundtrip(broker, req, 5)
     assert resp.error_code == 0
     results = {

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from sasl_clients import authentication_error, produce_then_consume
 
-from gregor.broker.config import BrokerConfig, ConfigError
+from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.security.jwt import SignedJwtValidator
 from gregor.security.oauthbearer import OAuthBearerServer, TokenRejected
 from gregor.testing import BrokerProcess

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from certs import Pki
 
-from gregor.broker.config import BrokerConfig, ConfigError
+from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.security.principal import SslPrincipalMapper, dn_from_peercert
 from gregor.security.tls import server_context
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sasl_clients import authentication_error, produce_then_consume
 
-from gregor.broker.config import BrokerConfig, ConfigError
+from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.security.oauthbearer import OAuthBearerServer, UnsecuredValidator
 from gregor.security.sasl import SaslAuthenticationError
 from gregor.testing import BrokerProcess

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from gregor.broker.topic_admin import TopicAdmin
+from gregor.broker.admin.topic_admin import TopicAdmin
 from gregor.protocol.errors import InvalidConfigError
 from gregor.testing.inprocess_cluster import InProcessCluster
 
@@ -70,7 +70,7 @@ def test_a_cluster_with_local_catalogs_refuses_table_topics() -> None:
     ],
 )
 def test_which_catalogs_a_cluster_accepts(settings: dict[str, str], refused: str | None) -> None:
-    from gregor.broker.config import BrokerConfig
+    from gregor.broker.config.broker_config import BrokerConfig
     from gregor.storage.config import LogConfig
 
     config = BrokerConfig.load(None, [f"{k}={v}" for k, v in settings.items()])

@@ -21,7 +21,7 @@ WITHOUT_PYICEBERG = "import sys; sys.modules['pyiceberg'] = None; "
 def test_a_table_topic_config_is_refused_without_pyiceberg() -> None:
     code = (
         WITHOUT_PYICEBERG
-        + "from gregor.broker.topic_configs import value_error; "
+        + "from gregor.broker.config.topic_configs import value_error; "
         + "print(value_error('iceberg.mode', 'key_value')); "
         + "print(value_error('iceberg.mode', 'disabled'))"
     )
@@ -55,7 +55,7 @@ def test_a_broker_without_pyiceberg_does_not_start_with_a_table_topic(tmp_path: 
 def test_a_catalog_the_broker_cannot_open_stops_it_at_start() -> None:
     import pytest
 
-    from gregor.broker.config import BrokerConfig, ConfigError
+    from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 
     with pytest.raises(ConfigError, match="iceberg.catalog.type=hive is not one of sql, rest"):
         BrokerConfig({"iceberg.catalog.type": "hive"})

@@ -22,52 +22,49 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from gregor.broker import features
-from gregor.broker.acceptor import Acceptor
-from gregor.broker.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
-from gregor.broker.client_telemetry import ClientTelemetry, subscriptions_of
-from gregor.broker.config import BrokerConfig
-from gregor.broker.connection_quotas import ConnectionQuotas
-from gregor.broker.controller import Controller, RebalanceConfig, elect_leaders
-from gregor.broker.controller_apis import ControllerService
-from gregor.broker.controller_propagation import ControllerPropagation
-from gregor.broker.controller_requests import ControllerRequests
+from gregor.broker.access.delegation_token_manager import DelegationTokenManager
+from gregor.broker.access.quota_manager import QuotaManager
+from gregor.broker.admin.cluster_admin import ClusterAdmin
+from gregor.broker.admin.topic_admin import TopicAdmin
+from gregor.broker.channels.broker_channels import BrokerChannels
+from gregor.broker.channels.controller_channel import ControllerChannel, ControllerProducerIds
+from gregor.broker.channels.txn_routing import TxnRouting
+from gregor.broker.common.events import log_event
+from gregor.broker.config.broker_config import BrokerConfig
+from gregor.broker.config.dynamic_configs import is_password_config, reencode_passwords
+from gregor.broker.config.topic_configs import ConfigResourceType
+from gregor.broker.controller import features
+from gregor.broker.controller.controller import Controller, RebalanceConfig
+from gregor.broker.controller.controller_apis import ControllerService
+from gregor.broker.controller.controller_propagation import ControllerPropagation
+from gregor.broker.controller.controller_requests import ControllerRequests
+from gregor.broker.controller.liveness import BrokerLiveness
 from gregor.broker.coordinator_runtime import wall_clock_ms
-from gregor.broker.delegation_token_manager import DelegationTokenManager
-from gregor.broker.dispatch import Dispatcher
-from gregor.broker.dynamic_configs import is_password_config, reencode_passwords
-from gregor.broker.events import log_event
-from gregor.broker.fetch_session import FetchSessionCache
 from gregor.broker.group_service import GroupService
 from gregor.broker.handlers import HANDLERS
-from gregor.broker.inter_broker import (
-    BrokerChannels,
-    ControllerChannel,
-    ControllerProducerIds,
-    TxnRouting,
-)
-from gregor.broker.liveness import BrokerLiveness
 from gregor.broker.metadata_publisher import MetadataPublisher, initial_delta
-from gregor.broker.metrics import BrokerMetrics
-from gregor.broker.metrics_http import MetricsEndpoint, serve_metrics
+from gregor.broker.metrics.broker_metrics import BrokerMetrics
+from gregor.broker.metrics.client_telemetry import ClientTelemetry, subscriptions_of
+from gregor.broker.metrics.metrics_http import MetricsEndpoint, serve_metrics
+from gregor.broker.net.acceptor import Acceptor
+from gregor.broker.net.connection_quotas import ConnectionQuotas
+from gregor.broker.net.dispatch import Dispatcher
+from gregor.broker.net.server import Connection, close_excess, close_idle, start_listener
 from gregor.broker.producer_ids import ProducerIdManager
-from gregor.broker.quota_manager import QuotaManager
-from gregor.broker.replica_fetcher import FetcherConfig, ReplicaFetchers
-from gregor.broker.replica_manager import ReplicaManager
-from gregor.broker.server import Connection, close_excess, close_idle, start_listener
+from gregor.broker.replication.alter_partition import ALTER_PARTITION_VERSION, AlterPartitionManager
+from gregor.broker.replication.fetch_session import FetchSessionCache
+from gregor.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetchers
+from gregor.broker.replication.replica_manager import ReplicaManager
+from gregor.broker.replication.table_topics import wanted_translations
 from gregor.broker.share_partitions import SharePartitions, ShareSettings
 from gregor.broker.share_service import SharePersister, ShareService
 from gregor.broker.shares import Shares
-from gregor.broker.table_topics import wanted_translations
-from gregor.broker.topic_admin import TopicAdmin
-from gregor.broker.topic_configs import ConfigResourceType
 from gregor.broker.txn_service import TxnService
 from gregor.cluster.etcd_url import is_etcd_url
 from gregor.cluster.image import (
-    AclBinding,
     BrokerEndpoint,
     BrokerRegistration,
     MetadataDelta,
@@ -78,10 +75,8 @@ from gregor.cluster.store import MetadataStore, open_metadata_store
 from gregor.coordinator import CoordinatorConfig
 from gregor.coordinator.share_group import ShareGroups
 from gregor.coordinator.transaction_coordinator import TxnCoordinatorConfig
-from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from gregor.protocol.messages.controlled_shutdown import ControlledShutdownRequest
-from gregor.security.acls import AclBindingFilter
 from gregor.security.authorizer import AclAuthorizer, parse_super_users
 from gregor.security.password_encoder import looks_encoded
 from gregor.storage.config import LogConfig, from_broker_props
@@ -151,7 +146,7 @@ class Broker:
             int(config.get("telemetry.max.bytes")),
         )
         #: The ACL authorizer (``authorizer.class.name``), None when none is configured; every
-        #: handler asks it through ``gregor.broker.authz``. It reads the image's ACLs.
+        #: handler asks it through ``gregor.broker.handlers.authz``. It reads the image's ACLs.
         self.authorizer: AclAuthorizer | None = None
         if config["authorizer.class.name"]:
             self.authorizer = AclAuthorizer(
@@ -166,6 +161,7 @@ class Broker:
         self.replicas: ReplicaManager
         self.producer_ids: ProducerIdManager
         self.topics: TopicAdmin
+        self.cluster_admin: ClusterAdmin
         self.groups: GroupService
         self.transactions: TxnService
         self.publisher: MetadataPublisher
@@ -229,6 +225,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store)
         self.controller_service = ControllerService(self.node_id, self.store)
         self.controller_requests = ControllerRequests(self.node_id, self.store, self.replicas)
+        self.cluster_admin = ClusterAdmin(self.store)
         self.topics = TopicAdmin(
             config,
             self.store,
@@ -324,7 +321,7 @@ class Broker:
         for server in self.servers:  # bound above, accepting only now that all is ready
             await server.start_serving()
         self._maintenance_task = asyncio.create_task(self._maintenance())
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {}  # keyword arguments of log_event
         if config.metrics_address is not None:
             scheme = (
                 "https"
@@ -639,47 +636,8 @@ class Broker:
 
     # --- BrokerState ---
 
-    async def alter_scram_credentials(
-        self,
-        deletions: Sequence[tuple[str, str]],
-        upsertions: Sequence[tuple[str, ScramCredential]],
-    ) -> dict[str, KafkaError | None]:
-        return await self.store.alter_scram_credentials(deletions, upsertions)
-
-    async def alter_client_quotas(
-        self,
-        entries: Sequence[
-            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
-        ],
-        validate_only: bool = False,
-    ) -> list[KafkaError | None]:
-        return await self.store.alter_client_quotas(entries, validate_only)
-
-    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
-        return await self.store.create_acls(bindings)
-
-    async def delete_acls(
-        self, filters: Sequence[AclBindingFilter]
-    ) -> list[KafkaError | list[AclBinding]]:
-        return await self.store.delete_acls(filters)
-
-    async def update_features(
-        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
-    ) -> int:
-        return await self.store.update_features(change)
-
-    async def elect_leaders(
-        self, election_type: int, partitions: list[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], ErrorCode]:
-        return await elect_leaders(self.store, election_type, partitions)
-
     def serves_inter_broker_apis(self, listener: str) -> bool:
         return self.clustered and listener == self.config.inter_broker_listener
-
-    async def reassign_partitions(
-        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]
-    ) -> list[KafkaError | None]:
-        return await self.store.reassign_partitions(reassignments)
 
     def live_broker_ids(self) -> list[int]:
         """Registered, unfenced brokers, less any this broker has seen die (``BrokerLiveness``)."""

@@ -23,7 +23,7 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 
 from gregor.broker.broker import Broker
-from gregor.broker.config import BrokerConfig
+from gregor.broker.config.broker_config import BrokerConfig
 from gregor.storage.log_dirs import LogDirectoryError
 from gregor.tables.settings import TablesUnavailableError
 

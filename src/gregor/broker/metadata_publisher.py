@@ -25,15 +25,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from gregor.broker.config import BrokerConfig
+from gregor.broker.admin.topic_admin import TopicAdmin
+from gregor.broker.common.events import log_event
+from gregor.broker.common.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
+from gregor.broker.config.broker_config import BrokerConfig
+from gregor.broker.config.dynamic_configs import broker_layers, effective_props
+from gregor.broker.config.topic_configs import ConfigResourceType
 from gregor.broker.coordinator_runtime import CoordinatorRuntime
-from gregor.broker.dynamic_configs import broker_layers, effective_props
-from gregor.broker.events import log_event
 from gregor.broker.group_service import GroupService
-from gregor.broker.replica_manager import ReplicaManager
-from gregor.broker.topic_admin import TopicAdmin
-from gregor.broker.topic_configs import ConfigResourceType
-from gregor.broker.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
+from gregor.broker.replication.replica_manager import ReplicaManager
 from gregor.cluster.image import EMPTY, MetadataDelta, MetadataImage, PartitionImage, TopicImage
 from gregor.storage.config import from_broker_props
 from gregor.storage.manager import LogManager

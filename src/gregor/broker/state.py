@@ -10,29 +10,28 @@ runtimes or storage. A handler is ``async def handle(ctx, request) -> response``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gregor.broker.config import BrokerConfig
-from gregor.cluster.image import AclBinding, BrokerEndpoint, MetadataImage, ScramCredential
-from gregor.protocol.errors import ErrorCode, KafkaError
+from gregor.broker.config.broker_config import BrokerConfig
+from gregor.cluster.image import BrokerEndpoint, MetadataImage
 from gregor.protocol.framing import RequestHeader
-from gregor.security.acls import AclBindingFilter
 
 if TYPE_CHECKING:  # the services import nothing from here; this only names their types
-    from gregor.broker.client_telemetry import ClientTelemetry
-    from gregor.broker.controller_apis import ControllerService
-    from gregor.broker.controller_requests import ControllerRequests
-    from gregor.broker.delegation_token_manager import DelegationTokenManager
-    from gregor.broker.fetch_session import FetchSessionCache
+    from gregor.broker.access.delegation_token_manager import DelegationTokenManager
+    from gregor.broker.access.quota_manager import QuotaManager
+    from gregor.broker.admin.cluster_admin import ClusterAdmin
+    from gregor.broker.admin.topic_admin import TopicAdmin
+    from gregor.broker.controller.controller_apis import ControllerService
+    from gregor.broker.controller.controller_requests import ControllerRequests
     from gregor.broker.group_service import GroupService
-    from gregor.broker.metrics import BrokerMetrics
+    from gregor.broker.metrics.broker_metrics import BrokerMetrics
+    from gregor.broker.metrics.client_telemetry import ClientTelemetry
     from gregor.broker.producer_ids import ProducerIdManager
-    from gregor.broker.quota_manager import QuotaManager
-    from gregor.broker.replica_manager import ReplicaManager
+    from gregor.broker.replication.fetch_session import FetchSessionCache
+    from gregor.broker.replication.replica_manager import ReplicaManager
     from gregor.broker.shares import Shares
-    from gregor.broker.topic_admin import TopicAdmin
     from gregor.broker.txn_service import TxnService
     from gregor.security.authorizer import AclAuthorizer
     from gregor.storage.manager import LogManager
@@ -99,6 +98,12 @@ class BrokerState(Protocol):
     def topics(self) -> TopicAdmin: ...
 
     @property
+    def cluster_admin(self) -> ClusterAdmin:
+        """The other metadata writes: SCRAM credentials, client quotas, ACLs, features,
+        elections and reassignments."""
+        ...
+
+    @property
     def fetch_sessions(self) -> FetchSessionCache: ...
 
     @property
@@ -124,38 +129,6 @@ class BrokerState(Protocol):
 
     @property
     def controller_requests(self) -> ControllerRequests: ...
-
-    async def elect_leaders(
-        self, election_type: int, partitions: list[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], ErrorCode]:
-        """ElectLeaders: preferred (0) or unclean (1) elections of these partitions (None:
-        all); the result of each."""
-        ...
-
-    async def reassign_partitions(
-        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]]
-    ) -> list[KafkaError | None]:
-        """AlterPartitionReassignments: start, replace or (None) cancel reassignments; per
-        partition None or the error that refused it."""
-        ...
-
-    async def alter_scram_credentials(
-        self,
-        deletions: Sequence[tuple[str, str]],
-        upsertions: Sequence[tuple[str, ScramCredential]],
-    ) -> dict[str, KafkaError | None]:
-        """Change SCRAM credentials in the metadata store; per user, None or the error."""
-        ...
-
-    async def alter_client_quotas(
-        self,
-        entries: Sequence[
-            tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float, bool]]]
-        ],
-        validate_only: bool = False,
-    ) -> list[KafkaError | None]:
-        """Set and remove client quotas in the metadata store; per entry, None or the error."""
-        ...
 
     @property
     def authorizer(self) -> AclAuthorizer | None:
@@ -185,23 +158,6 @@ class BrokerState(Protocol):
     @property
     def quotas(self) -> QuotaManager:
         """Client byte-rate quotas: the throttle time a request's bytes earn."""
-        ...
-
-    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
-        """Add ACL bindings in the metadata store; per binding, None or the error."""
-        ...
-
-    async def delete_acls(
-        self, filters: Sequence[AclBindingFilter]
-    ) -> list[KafkaError | list[AclBinding]]:
-        """Remove the bindings each filter matches; per filter, the removed ones or the error."""
-        ...
-
-    async def update_features(
-        self, change: Callable[[Mapping[str, int]], Mapping[str, int]]
-    ) -> int:
-        """Finalize feature levels in the metadata store (``change`` checks them against the
-        image written to and may raise the refusal); the new finalized features' epoch."""
         ...
 
 

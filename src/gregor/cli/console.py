@@ -31,7 +31,7 @@ def beside_broker(host: str, port: int) -> Companion:
     refuses others; ``gregor console`` is the console with logins and TLS)."""
 
     async def start(broker: Broker) -> Callable[[], Awaitable[None]]:
-        from gregor.broker.events import log_event
+        from gregor.broker.common.events import log_event
         from gregor.console.app import serve as serve_console
         from gregor.console.settings import resolve
 
@@ -184,7 +184,7 @@ def console(
         raise click.ClickException(
             "the console needs the console extra: pip install 'gregor[console]'"
         ) from None
-    from gregor.broker.events import setup_logging
+    from gregor.broker.common.events import setup_logging
 
     host, port = parse_listen(listen)
     cfg = client_config(bootstrap_server, properties)

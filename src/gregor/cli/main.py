@@ -73,8 +73,8 @@ def serve(
     """Run a broker. With no arguments: 127.0.0.1:9092, data in ./gregor-data."""
     if console_listen:
         overrides = (*overrides, f"console.listener=http://{console_listen}")
-    from gregor.broker.config import BrokerConfig, ConfigError
-    from gregor.broker.events import setup_logging
+    from gregor.broker.common.events import setup_logging
+    from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 
     setup_logging(log_level, "json" if output == "json" else "logfmt")
     try:
@@ -83,7 +83,7 @@ def serve(
         raise click.UsageError(str(e)) from None
     import logging
 
-    from gregor.broker.events import log_event
+    from gregor.broker.common.events import log_event
     from gregor.broker.main import BrokerStartupError, run
 
     for key in config.unknown:

@@ -39,7 +39,7 @@ def beside_broker(host: str, port: int, topic: str) -> Companion:
     async def start(broker: Broker) -> Callable[[], Awaitable[None]]:
         import logging
 
-        from gregor.broker.events import log_event
+        from gregor.broker.common.events import log_event
         from gregor.broker.main import BrokerStartupError
         from gregor.schema_registry.errors import RegistryError
         from gregor.schema_registry.store import StoreConfigError
@@ -185,7 +185,7 @@ def schema_registry(
         from gregor.schema_registry.store import StoreConfigError
     except ImportError:
         raise click.ClickException(EXTRA_NEEDED) from None
-    from gregor.broker.events import setup_logging
+    from gregor.broker.common.events import setup_logging
     from gregor.schema_registry.auth import AuthConfigError, SaslBasicAuth
     from gregor.security.pem_files import pem_server_context
     from gregor.security.tls import TlsConfigError

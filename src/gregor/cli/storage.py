@@ -25,7 +25,7 @@ import uuid
 
 import click
 
-from gregor.broker.config import BrokerConfig, ConfigError
+from gregor.broker.config.broker_config import BrokerConfig, ConfigError
 from gregor.cluster.file_store import METADATA_FILE, FileMetadataStore
 from gregor.security.scram import (
     MAX_ITERATIONS,

@@ -14,5 +14,5 @@ The modules, from the bottom:
 * ``service``: the broker's set of translators, reconciled with what it leads.
 
 The broker implements ``translator.PartitionSource`` over its partitions
-(``gregor.broker.table_topics``) and reconciles the service after every metadata change.
+(``gregor.broker.replication.table_topics``) and reconciles the service after every metadata change.
 """

@@ -1,6 +1,6 @@
 """The settings of topics as tables: per-topic modes and the broker's catalog.
 
-Per topic (Kafka-style topic configs, validated by ``gregor.broker.topic_configs``):
+Per topic (Kafka-style topic configs, validated by ``gregor.broker.config.topic_configs``):
 
 * ``iceberg.mode``: ``disabled`` (the default), ``key_value`` (key, value, headers, timestamp,
   partition and offset columns). ``value_schema_id_prefix`` and ``value_schema_latest`` (the

@@ -17,7 +17,7 @@ from gregor.launch.process import BrokerStartError, level_number
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
-    from gregor.broker.config import BrokerConfig
+    from gregor.broker.config.broker_config import BrokerConfig
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ class _BrokerLog(logging.Handler):
 
     def __init__(self, path: Path, threads: Callable[[logging.LogRecord], bool] | None) -> None:
         super().__init__()
-        from gregor.broker.events import LogfmtFormatter
+        from gregor.broker.common.events import LogfmtFormatter
 
         self.setFormatter(LogfmtFormatter())
         self._path = path
@@ -175,7 +175,7 @@ class InProcessBroker:
 
     async def start_async(self) -> InProcessBroker:
         """Build and start the broker on the running event loop."""
-        from gregor.broker.config import BrokerConfig
+        from gregor.broker.config.broker_config import BrokerConfig
 
         if self.broker is not None:
             raise BrokerStartError("broker already running")

@@ -54,7 +54,7 @@ from gregor.testing.inprocess import InProcessBroker, _new_event_loop
 
 if TYPE_CHECKING:
     from gregor.broker.broker import Broker
-    from gregor.broker.config import BrokerConfig
+    from gregor.broker.config.broker_config import BrokerConfig
 
 __all__ = ["ClusterMemoryStore", "InProcessCluster", "MemberStore"]
 

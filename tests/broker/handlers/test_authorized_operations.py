@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from handler_wire import Wire
 
-from gregor.broker.authorized_ops import (
+from gregor.broker.access.authorized_ops import (
     OPERATIONS_NOT_REQUESTED,
     AclOperation,
     ResourceType,

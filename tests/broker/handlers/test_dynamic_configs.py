@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from handler_wire import Wire
 
-from gregor.broker.topic_configs import ConfigSource
+from gregor.broker.config.topic_configs import ConfigSource
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.alter_configs import AlterConfigsRequest
 from gregor.protocol.messages.create_topics import CreateTopicsRequest

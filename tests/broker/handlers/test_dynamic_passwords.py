@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from handler_wire import Wire
 
-from gregor.broker.topic_configs import ConfigType
+from gregor.broker.config.topic_configs import ConfigType
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.describe_configs import DescribeConfigsRequest
 from gregor.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
@@ -199,7 +199,7 @@ def test_the_secret_can_be_rotated_and_clear_values_are_encrypted_at_start(tmp_p
 
 
 def test_a_value_no_secret_decodes_is_ignored_as_kafka_does() -> None:
-    from gregor.broker.dynamic_configs import decode_passwords
+    from gregor.broker.config.dynamic_configs import decode_passwords
 
     encoded = PasswordEncoder("one").encode("pw")
     assert decode_passwords({"sasl.jaas.config": encoded, "a": "b"}, PasswordEncoder("two")) == {

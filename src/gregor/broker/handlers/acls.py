@@ -11,8 +11,8 @@ filters are LITERAL (the codec's default).
 
 from __future__ import annotations
 
-from gregor.broker.authz import cluster_allowed
-from gregor.broker.errors import code_of, message_of
+from gregor.broker.common.errors import code_of, message_of
+from gregor.broker.handlers.authz import cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode, KafkaError
@@ -90,7 +90,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
         )
         for c in req.creations
     ]
-    errors = await ctx.broker.create_acls(bindings) if bindings else []
+    errors = await ctx.broker.cluster_admin.create_acls(bindings) if bindings else []
     return CreateAclsResponse(
         results=[
             R(error_code=0, error_message=None)
@@ -177,7 +177,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
         )
         for f in req.filters
     ]
-    outcomes = await ctx.broker.delete_acls(filters) if filters else []
+    outcomes = await ctx.broker.cluster_admin.delete_acls(filters) if filters else []
     results: list[DeleteAclsResponse.FilterResults] = []
     for outcome in outcomes:
         if isinstance(outcome, KafkaError):

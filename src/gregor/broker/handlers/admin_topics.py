@@ -28,14 +28,14 @@ import logging
 import uuid
 from collections import Counter
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed, cluster_allowed
-from gregor.broker.dynamic_configs import broker_layers
-from gregor.broker.errors import code_of, message_of
-from gregor.broker.events import log_event
+from gregor.broker.access.quota_manager import MutationQuota
+from gregor.broker.common.errors import code_of, message_of
+from gregor.broker.common.events import log_event
+from gregor.broker.config.dynamic_configs import broker_layers
+from gregor.broker.config.topic_configs import describe_topic
+from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed, cluster_allowed
 from gregor.broker.handlers.registry import handles
-from gregor.broker.quota_manager import MutationQuota
 from gregor.broker.state import RequestContext
-from gregor.broker.topic_configs import describe_topic
 from gregor.protocol.errors import (
     ErrorCode,
     InvalidConfigError,

@@ -4,7 +4,7 @@ broker's inter-broker listener) and, from v3, the supported and finalized featur
 
 from __future__ import annotations
 
-from gregor.broker import features
+from gregor.broker.controller import features
 from gregor.broker.handlers.registry import HANDLERS, handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode

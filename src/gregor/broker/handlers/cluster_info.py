@@ -21,7 +21,7 @@ DescribeTopicPartitions pages through topics sorted by name: it starts at the re
 returns the place to resume as ``next_cursor`` (null when nothing is left). An empty topic list
 means every topic.
 
-Authorized operations come from ``gregor.broker.authorized_ops`` (no authorizer yet: every
+Authorized operations come from ``gregor.broker.access.authorized_ops`` (no authorizer yet: every
 operation the resource type supports).
 """
 
@@ -30,12 +30,18 @@ from __future__ import annotations
 import os
 import shutil
 
-from gregor.broker.authorized_ops import (
+from gregor.broker.access.authorized_ops import (
     OPERATIONS_NOT_REQUESTED,
     ResourceType,
     authorized_operations,
 )
-from gregor.broker.authz import CLUSTER_NAME, AclOperation, allowed, cluster_allowed, ops_authorizer
+from gregor.broker.handlers.authz import (
+    CLUSTER_NAME,
+    AclOperation,
+    allowed,
+    cluster_allowed,
+    ops_authorizer,
+)
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode

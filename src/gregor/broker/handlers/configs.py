@@ -3,9 +3,9 @@
 Resources are topics (type 2), this broker (4), its loggers (8), client metrics subscriptions
 (16, ``client_metrics_configs``) and groups (32). A topic's
 configs are its overrides on top of the broker's values and Kafka's defaults, resolved and
-described by :mod:`gregor.broker.topic_configs`. A broker's values come from its dynamic
+described by :mod:`gregor.broker.config.topic_configs`. A broker's values come from its dynamic
 override, the cluster-wide dynamic default (broker resource name ""), ``server.properties``
-and Kafka's default, in that order (:mod:`gregor.broker.dynamic_configs`); DescribeConfigs
+and Kafka's default, in that order (:mod:`gregor.broker.config.dynamic_configs`); DescribeConfigs
 reports each key with its source and marks read-only the keys Kafka cannot change
 dynamically. Group configs are :mod:`gregor.broker.group_configs`. Broker and group overrides
 are stored in the metadata image as config resources. Loggers cannot be altered.
@@ -21,13 +21,17 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
-from gregor.broker.authz import CLUSTER_NAME, AclOperation, ResourceType, allowed, denied_error
-from gregor.broker.client_metrics_configs import check_name as check_client_metrics_name
-from gregor.broker.client_metrics_configs import describe_client_metrics, validate_client_metrics
-from gregor.broker.config import BROKER_KEYS, BrokerConfig
-from gregor.broker.dynamic_configs import (
+from gregor.broker.common.errors import code_of, kafka_error, message_of
+from gregor.broker.common.topics import topic_name_error
+from gregor.broker.config.broker_config import BROKER_KEYS, BrokerConfig
+from gregor.broker.config.client_metrics_configs import check_name as check_client_metrics_name
+from gregor.broker.config.client_metrics_configs import (
+    describe_client_metrics,
+    validate_client_metrics,
+)
+from gregor.broker.config.dynamic_configs import (
     Layers,
     broker_layers,
     config_type,
@@ -36,11 +40,7 @@ from gregor.broker.dynamic_configs import (
     encode_passwords,
     validate_broker_overrides,
 )
-from gregor.broker.errors import code_of, kafka_error, message_of
-from gregor.broker.group_configs import check_group_name, describe_group, validate_group_overrides
-from gregor.broker.handlers.registry import handles
-from gregor.broker.state import BrokerState, RequestContext
-from gregor.broker.topic_configs import (
+from gregor.broker.config.topic_configs import (
     BROKER_SYNONYMS,
     BY_NAME,
     ConfigEntry,
@@ -51,7 +51,16 @@ from gregor.broker.topic_configs import (
     effective_value,
     split_list,
 )
-from gregor.broker.topics import topic_name_error
+from gregor.broker.group_configs import check_group_name, describe_group, validate_group_overrides
+from gregor.broker.handlers.authz import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    allowed,
+    denied_error,
+)
+from gregor.broker.handlers.registry import handles
+from gregor.broker.state import BrokerState, RequestContext
 from gregor.cluster.image import TopicImage
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -79,7 +88,7 @@ _BROKER_TYPES = {
 _LEVEL_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
 
 
-def _format_default(value: Any) -> str | None:
+def _format_default(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -386,7 +395,12 @@ def _topic_state(broker: BrokerState, name: str) -> TopicImage:
     return ts
 
 
-def _check_unique_keys(configs: Iterable[Any]) -> None:
+class _ConfigKey(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+def _check_unique_keys(configs: Iterable[_ConfigKey]) -> None:
     dup = [n for n, c in Counter(c.name for c in configs).items() if c > 1]
     if dup:
         raise kafka_error(

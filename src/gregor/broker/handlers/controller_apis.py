@@ -1,8 +1,8 @@
 """The controller's APIs at the wire. Broker to controller: AlterPartition (v0-3),
 AllocateProducerIds (v0) and ControlledShutdown (v0-3), decided by
-``gregor.broker.controller_apis.ControllerService``; controller to broker: LeaderAndIsr
+``gregor.broker.controller.controller_apis.ControllerService``; controller to broker: LeaderAndIsr
 (v0-7), UpdateMetadata (v0-8) and StopReplica (v0-4), applied by
-``gregor.broker.controller_requests.ControllerRequests``. All six are served and advertised
+``gregor.broker.controller.controller_requests.ControllerRequests``. All six are served and advertised
 only on a clustered broker's inter-broker listener and only to a principal with
 CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka does. And
 UnregisterBroker (v0), an admin API (kafka-cluster.sh unregister, Admin.unregisterBroker)
@@ -11,7 +11,7 @@ that needs ALTER on the cluster.
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, cluster_allowed
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode

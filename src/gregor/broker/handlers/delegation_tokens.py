@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import ANONYMOUS, RequestContext
 from gregor.protocol.errors import ErrorCode, KafkaError

@@ -4,14 +4,14 @@ Kafka's rules: the request needs ALTER on the cluster (else CLUSTER_AUTHORIZATIO
 top level from v1); v0 elects preferred replicas only; a null partition list means every
 partition. Each partition answers NONE when its leader moved, or ELECTION_NOT_NEEDED,
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION.
-The rules themselves are ``gregor.broker.controller.elect``; the change is a compare-and-set
+The rules themselves are ``gregor.broker.controller.controller.elect``; the change is a compare-and-set
 in the metadata store, so it works on one node (where there is never anything to elect) and
 in a cluster alike.
 """
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, cluster_allowed
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -45,7 +45,7 @@ async def handle_elect_leaders(
         results = {tp: ErrorCode.INVALID_REQUEST for tp in asked or []}
         top = ErrorCode.INVALID_REQUEST
     else:
-        results = await ctx.broker.elect_leaders(election_type, asked)
+        results = await ctx.broker.cluster_admin.elect_leaders(election_type, asked)
         top = ErrorCode.NONE
     by_topic: dict[str, list[PartResult]] = {}
     for (topic, index), code in results.items():

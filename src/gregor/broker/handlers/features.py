@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gregor.broker import features
-from gregor.broker.authz import AclOperation, cluster_allowed
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.controller import features
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode, KafkaError
@@ -60,7 +60,7 @@ async def handle_update_features(
         if ctx.version >= 1 and req.validate_only:
             change(ctx.broker.image.features)
         elif updates:
-            await ctx.broker.update_features(change)
+            await ctx.broker.cluster_admin.update_features(change)
     except KafkaError as e:
         return _answer(req, code_of(e), e.message)
     return _answer(req, 0, None)

@@ -7,7 +7,7 @@ endpoint on the listener the request came in on: a group's coordinator is "not y
 available" (COORDINATOR_LOAD_IN_PROGRESS) while its ``__consumer_offsets`` partition is being
 loaded.
 
-Authorization (``gregor.broker.authz``) happens here, before the coordinator sees a request,
+Authorization (``gregor.broker.handlers.authz``) happens here, before the coordinator sees a request,
 with Kafka's operations: READ on the group to join, sync, heartbeat, leave and commit (plus
 READ on each committed topic), DESCRIBE to fetch offsets, describe and find the coordinator,
 DELETE to delete a group or its offsets; ListGroups lists the groups the principal may
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from gregor.broker import features
-from gregor.broker.authz import (
+from gregor.broker.controller import features
+from gregor.broker.handlers.authz import (
     AclOperation,
     ResourceType,
     allowed,

@@ -7,10 +7,10 @@ checks the leader epoch the client names and shapes the answer for the request's
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed_names, cluster_allowed
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed_names, cluster_allowed
 from gregor.broker.handlers.registry import handles
-from gregor.broker.partition import Partition
+from gregor.broker.replication.partition import Partition
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse

@@ -4,13 +4,13 @@ Topic list semantics by version: v0 sends an empty list to mean "all topics"; fr
 list means all topics and an empty list means none. From v4 the request says whether missing
 topics may be auto-created (older versions: allowed when the broker allows it). From v10
 topics carry ids, and from v12 a request may name a topic by id alone. Authorized operations
-(KIP-430) are computed by ``gregor.broker.authorized_ops`` when asked for. The brokers listed are
+(KIP-430) are computed by ``gregor.broker.access.authorized_ops`` when asked for. The brokers listed are
 each live broker's endpoint on the listener this request came in on; a partition whose leader
 is not one of them (no leader, or a leader that died and is not replaced yet) answers
 LEADER_NOT_AVAILABLE with leader -1, as Kafka's metadata cache does, so clients ask again
 (from v6, LISTENER_NOT_FOUND when the leader is alive but has no endpoint on that listener).
 
-Authorization (``gregor.broker.authz``), as Kafka: "all topics" lists only those the principal
+Authorization (``gregor.broker.handlers.authz``), as Kafka: "all topics" lists only those the principal
 may DESCRIBE; a named topic it may not describe answers TOPIC_AUTHORIZATION_FAILED whether or
 not it exists; auto-creation needs CREATE on the cluster or on the topic.
 """
@@ -20,17 +20,17 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from gregor.broker.authorized_ops import (
+from gregor.broker.access.authorized_ops import (
     OPERATIONS_NOT_REQUESTED,
     Authorizer,
     ResourceType,
     authorized_operations,
 )
-from gregor.broker.authz import CLUSTER_NAME, AclOperation, allowed, ops_authorizer
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.common.topics import topic_name_error
+from gregor.broker.handlers.authz import CLUSTER_NAME, AclOperation, allowed, ops_authorizer
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
-from gregor.broker.topics import topic_name_error
 from gregor.cluster.image import TopicImage
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.metadata import MetadataRequest, MetadataResponse

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names
-from gregor.broker.events import log_event
+from gregor.broker.common.events import log_event
+from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed, allowed_names
 from gregor.broker.handlers.leader_hints import LeaderHints
 from gregor.broker.handlers.registry import handles
-from gregor.broker.replica_manager import ProduceResult
+from gregor.broker.replication.replica_manager import ProduceResult
 from gregor.broker.state import RequestContext
 from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode
@@ -167,9 +166,9 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
 
 def _count_traffic(
     ctx: RequestContext,
-    entries: list[tuple[str, int, Any]],
+    entries: list[tuple[str, int, bytes | bytearray | memoryview | None]],
     results: list[ProduceResult],
-    denied: list[Any],
+    denied: list[ProduceRequest.TopicData],
 ) -> None:
     """Kafka's BrokerTopicMetrics: per partition appended, a produce request, its bytes and
     records in (a retried duplicate adds no bytes); per partition refused, a failed request
@@ -185,7 +184,7 @@ def _count_traffic(
             traffic.failed_produce_requests += 1
             traffic.bytes_rejected += len(records) if records is not None else 0
         elif not info.duplicate:
-            traffic.bytes_in += len(records)
+            traffic.bytes_in += len(records) if records is not None else 0
             traffic.messages_in += info.records_count
     for t in denied:
         if t.name not in known:

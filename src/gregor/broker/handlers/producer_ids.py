@@ -11,7 +11,7 @@ IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed, cluster_allowed
+from gregor.broker.handlers.authz import AclOperation, ResourceType, allowed, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.handlers.transactions import init_producer_id
 from gregor.broker.state import RequestContext

@@ -11,8 +11,8 @@ not fit its match type, is INVALID_REQUEST. Alter answers per entry (``access_ch
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, cluster_allowed
-from gregor.broker.errors import code_of, message_of
+from gregor.broker.common.errors import code_of, message_of
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -110,7 +110,7 @@ async def handle_alter_client_quotas(
         )
         for e in req.entries
     ]
-    results = await ctx.broker.alter_client_quotas(asked, bool(req.validate_only))
+    results = await ctx.broker.cluster_admin.alter_client_quotas(asked, bool(req.validate_only))
     return AlterClientQuotasResponse(
         throttle_time_ms=0,
         entries=[

@@ -14,8 +14,8 @@ any broker answers, on one node and in a cluster alike.
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, cluster_allowed
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -48,7 +48,7 @@ async def handle_alter_partition_reassignments(
     if cluster_allowed(ctx, AclOperation.ALTER):
         results = [
             (ErrorCode.NONE, None) if e is None else (code_of(e), str(e))
-            for e in await ctx.broker.reassign_partitions(asked)
+            for e in await ctx.broker.cluster_admin.reassign_partitions(asked)
         ]
     else:
         top, top_message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED

@@ -13,8 +13,8 @@ lists each user's mechanisms and iteration counts (never the keys); no users mea
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, cluster_allowed
-from gregor.broker.errors import code_of, message_of
+from gregor.broker.common.errors import code_of, message_of
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode
@@ -84,7 +84,7 @@ async def handle_alter_user_scram_credentials(
         else:
             cred = ScramCredential("", b"", b"", b"", u.iterations)
         upsertions.append((u.name, cred))
-    results = await ctx.broker.alter_scram_credentials(deletions, upsertions)
+    results = await ctx.broker.cluster_admin.alter_scram_credentials(deletions, upsertions)
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from gregor.broker import features
-from gregor.broker.authorized_ops import authorized_operations
-from gregor.broker.authz import (
+from gregor.broker.access.authorized_ops import authorized_operations
+from gregor.broker.controller import features
+from gregor.broker.handlers.authz import (
     AclOperation,
     ResourceType,
     allowed,
@@ -148,7 +148,9 @@ async def handle_share_group_describe(
     G = ShareGroupDescribeResponse.Groups
     M = G.Members
 
-    def failed(gid: str, error: int, message: str | None = None) -> Any:
+    def failed(
+        gid: str, error: int, message: str | None = None
+    ) -> ShareGroupDescribeResponse.Groups:
         return G(
             error_code=error,
             error_message=message,
@@ -225,7 +227,20 @@ def _resolve(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
     return None if t is None else t.name
 
 
-def _acks(batches: Sequence[Any]) -> list[AckBatch]:
+class _AckBatch(Protocol):
+    """ShareFetch's and ShareAcknowledge's AcknowledgementBatches."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def acknowledge_types(self) -> list[int]: ...
+
+
+def _acks(batches: Sequence[_AckBatch]) -> list[AckBatch]:
     return [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
 
 
@@ -301,7 +316,7 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         fetched = await partitions.fetch(
             group, member, session, max_records, req.max_bytes, req.max_wait_ms, ctx.conn.hung_up
         )
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[ShareFetchResponse.Responses.Partitions]] = {}
     image = ctx.broker.image
     for tp in sorted(set(fetched) | set(errors) | set(ack_errors)):
         f = fetched.get(tp)
@@ -398,7 +413,7 @@ async def handle_share_acknowledge(
     errors.update(await partitions.acknowledge(group, member, acks))
     if req.share_session_epoch == -1:
         partitions.close_session(group, member)
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[ShareAcknowledgeResponse.Responses.Partitions]] = {}
     image = ctx.broker.image
     for tp, code in sorted(errors.items()):
         pi = image.partition(*tp)
@@ -546,7 +561,7 @@ async def handle_write_share_group_state(
 ) -> WriteShareGroupStateResponse:
     service = ctx.broker.shares.state
 
-    def write(key: ShareKey, p: Any) -> Awaitable[int]:
+    def write(key: ShareKey, p: WriteShareGroupStateRequest.Topics.Partitions) -> Awaitable[int]:
         batches = [
             StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
             for b in p.state_batches

@@ -8,10 +8,10 @@ DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from gregor.broker.authz import AclOperation, cluster_allowed
-from gregor.broker.client_telemetry import ACCEPTED_COMPRESSION, subscriptions_of
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.handlers.authz import AclOperation, cluster_allowed
 from gregor.broker.handlers.registry import handles
+from gregor.broker.metrics.client_telemetry import ACCEPTED_COMPRESSION, subscriptions_of
 from gregor.broker.state import RequestContext
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.get_telemetry_subscriptions import (

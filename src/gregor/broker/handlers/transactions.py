@@ -25,13 +25,20 @@ whole request otherwise, as Kafka answers), and no client ACL is checked on them
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
-from gregor.broker.authz import AclOperation, ResourceType, allowed, allowed_names, cluster_allowed
-from gregor.broker.errors import code_of
+from gregor.broker.common.errors import code_of
+from gregor.broker.common.topics import OFFSETS_TOPIC
+from gregor.broker.handlers.authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+)
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
-from gregor.broker.topics import OFFSETS_TOPIC
 from gregor.coordinator.transaction_types import TxnOperation
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.add_offsets_to_txn import (
@@ -150,8 +157,14 @@ async def _add_partitions(
     return dict.fromkeys(partitions, int(code))
 
 
-def _by_topic(results: dict[tuple[str, int], int], topic_cls: Any, part_cls: Any) -> list[Any]:
-    topics: dict[str, list[Any]] = {}
+_T = TypeVar("_T")
+_P = TypeVar("_P")
+
+
+def _by_topic(
+    results: dict[tuple[str, int], int], topic_cls: Callable[..., _T], part_cls: Callable[..., _P]
+) -> list[_T]:
+    topics: dict[str, list[_P]] = {}
     for (topic, p), code in results.items():
         topics.setdefault(topic, []).append(part_cls(partition_index=p, partition_error_code=code))
     return [topic_cls(name=t, results_by_partition=ps) for t, ps in topics.items()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gregor.broker.partition import Partition
+from gregor.broker.replication.partition import Partition
 
 DESCRIPTION = "acks=all acknowledged before the ISR has the write"
 NEMESIS = ("isolate",)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.broker.partition import Partition, PartitionRead
+from gregor.broker.replication.partition import Partition, PartitionRead
 
 DESCRIPTION = "read_committed served past the LSO"
 NEMESIS = ()

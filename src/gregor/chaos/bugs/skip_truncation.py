@@ -5,8 +5,8 @@ offsets they read before (inconsistent offsets) and acknowledged writes vanish."
 
 from __future__ import annotations
 
-from gregor.broker.partition import Partition
-from gregor.broker.replica_fetcher import LeaderFetcher
+from gregor.broker.replication.partition import Partition
+from gregor.broker.replication.replica_fetcher import LeaderFetcher
 
 DESCRIPTION = "a follower skips truncation after a leader change"
 NEMESIS = ("isolate", "kill")

@@ -5,8 +5,8 @@ inconsistent offsets, and acknowledged writes that no reader sees."""
 
 from __future__ import annotations
 
-from gregor.broker.partition import Partition
-from gregor.broker.replica_manager import ReplicaManager
+from gregor.broker.replication.partition import Partition
+from gregor.broker.replication.replica_manager import ReplicaManager
 
 DESCRIPTION = "a broker that lost leadership keeps appending client writes"
 NEMESIS = ("isolate", "kill")

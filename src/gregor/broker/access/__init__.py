@@ -1,0 +1,2 @@
+"""Who may do what and how much: the authorizer's operation tables, client quotas and
+delegation tokens."""

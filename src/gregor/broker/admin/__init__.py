@@ -1,0 +1,1 @@
+"""Metadata writes on behalf of admin requests: topics (create, delete, partitions, configs)."""
