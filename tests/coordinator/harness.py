@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.coordinator import CoordinatorConfig, GroupCoordinator
-from gregor.coordinator.records import decode_key, decode_value
+from gregor.coordinator.group.records import decode_key, decode_value
 from gregor.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from gregor.protocol.messages.heartbeat import HeartbeatRequest
 from gregor.protocol.messages.join_group import JoinGroupRequest

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import uuid
 
-from gregor.coordinator.share_coordinator import ReadResult, ShareCoordinator
-from gregor.coordinator.share_group import ShareGroups, assign
-from gregor.coordinator.share_partition import ACCEPT, GAP, REJECT, RELEASE, SharePartition
-from gregor.coordinator.share_state import (
+from gregor.coordinator.share.coordinator import ReadResult, ShareCoordinator
+from gregor.coordinator.share.group import ShareGroups, assign
+from gregor.coordinator.share.partition import ACCEPT, GAP, REJECT, RELEASE, SharePartition
+from gregor.coordinator.share.state import (
     ACKNOWLEDGED,
     ARCHIVED,
     AVAILABLE,

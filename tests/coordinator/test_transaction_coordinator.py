@@ -9,20 +9,20 @@ import pytest
 from harness import T0
 from txn_harness import TIMEOUT, TxnHarness
 
-from gregor.coordinator.transaction_coordinator import (
+from gregor.coordinator.txn.coordinator import (
     InitProducerIdResult,
     TxnCoordinatorConfig,
     TxnDescription,
     TxnListing,
 )
-from gregor.coordinator.transaction_records import (
+from gregor.coordinator.txn.records import (
     TxnLogValue,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from gregor.coordinator.transaction_state import TxnState
+from gregor.coordinator.txn.state import TxnState
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.records.batch import decode_batch
 

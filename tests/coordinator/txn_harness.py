@@ -11,13 +11,13 @@ from typing import Any
 
 from harness import FakeClock
 
-from gregor.coordinator.transaction_coordinator import (
+from gregor.coordinator.txn.coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,
     TxnCoordinatorConfig,
 )
-from gregor.coordinator.transaction_records import TxnLogValue, decode_key, decode_value
-from gregor.coordinator.transaction_state import TxnState
+from gregor.coordinator.txn.records import TxnLogValue, decode_key, decode_value
+from gregor.coordinator.txn.state import TxnState
 from gregor.protocol.records.batch import decode_batch
 
 PENDING = object()

@@ -45,7 +45,7 @@ from gregor.broker.file_send import SendableRegion
 from gregor.broker.partition import Partition
 from gregor.broker.topics import INTERNAL_TOPICS
 from gregor.cluster.image import MetadataImage
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import (
     CorruptMessageError,
     ErrorCode,

@@ -25,8 +25,8 @@ from gregor.broker.coordinator_runtime import (
 from gregor.broker.inter_broker import BrokerChannels
 from gregor.broker.topics import SHARE_STATE_TOPIC
 from gregor.cluster.image import MetadataImage
-from gregor.coordinator.share_coordinator import ReadResult, ShareCoordinator, share_key_text
-from gregor.coordinator.share_state import ShareKey, StateBatch
+from gregor.coordinator.share.coordinator import ReadResult, ShareCoordinator, share_key_text
+from gregor.coordinator.share.state import ShareKey, StateBatch
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest
 from gregor.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest

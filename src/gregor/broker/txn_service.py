@@ -42,7 +42,7 @@ from gregor.broker.coordinator_runtime import (
 from gregor.broker.inter_broker import TxnRouting
 from gregor.broker.producer_ids import ProducerIdManager
 from gregor.broker.topics import TXN_TOPIC
-from gregor.coordinator.transaction_coordinator import (
+from gregor.coordinator.txn.coordinator import (
     EndTxnResult,
     InitProducerIdResult,
     MarkerWrite,
@@ -51,7 +51,7 @@ from gregor.coordinator.transaction_coordinator import (
     TxnDescription,
     TxnListing,
 )
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import ErrorCode
 from gregor.storage.producer_state import AppendOrigin
 

@@ -5,15 +5,15 @@ shell that appends its writes to ``__consumer_offsets``, delivers its replies an
 clock; tests drive it directly with a fake clock.
 """
 
-from gregor.coordinator.coordinator import GroupCoordinator
-from gregor.coordinator.core import (
+from gregor.coordinator.common.partitioning import java_string_hashcode, partition_for
+from gregor.coordinator.group.coordinator import GroupCoordinator
+from gregor.coordinator.group.core import (
     CoordinatorConfig,
     PartitionStatus,
     Reply,
     TopicsView,
     Write,
 )
-from gregor.coordinator.partitioning import java_string_hashcode, partition_for
 
 __all__ = [
     "CoordinatorConfig",

@@ -32,7 +32,7 @@ from gregor.broker.errors import code_of
 from gregor.broker.handlers.registry import handles
 from gregor.broker.state import RequestContext
 from gregor.broker.topics import OFFSETS_TOPIC
-from gregor.coordinator.transaction_types import TxnOperation
+from gregor.coordinator.txn.types import TxnOperation
 from gregor.protocol.errors import ErrorCode, KafkaError
 from gregor.protocol.messages.add_offsets_to_txn import (
     AddOffsetsToTxnRequest,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gregor.coordinator.transaction_coordinator import TransactionCoordinator
-from gregor.coordinator.transaction_state import TxnMetadata
+from gregor.coordinator.txn.coordinator import TransactionCoordinator
+from gregor.coordinator.txn.state import TxnMetadata
 
 DESCRIPTION = "the coordinator applies an EndTxn from an older producer epoch"
 NEMESIS = ("hold", "crash")

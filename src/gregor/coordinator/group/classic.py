@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gregor.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
-from gregor.coordinator.offsets import OffsetStore
+from gregor.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+from gregor.coordinator.group.offsets import OffsetStore
 from gregor.protocol.exceptions import ProtocolError
 
 

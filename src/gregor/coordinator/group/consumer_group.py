@@ -27,8 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from gregor.coordinator.assignors import Assignment
-from gregor.coordinator.offsets import OffsetStore
+from gregor.coordinator.group.assignors import Assignment
+from gregor.coordinator.group.offsets import OffsetStore
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2

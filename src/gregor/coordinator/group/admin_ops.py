@@ -15,15 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.consumer_ops import GROUP_AUTHORIZED_OPERATIONS
-from gregor.coordinator.consumer_protocol import (
+from gregor.coordinator.group.classic import ClassicGroup, ClassicState
+from gregor.coordinator.group.consumer_ops import GROUP_AUTHORIZED_OPERATIONS
+from gregor.coordinator.group.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     encode_assignment,
     encode_subscription,
 )
-from gregor.coordinator.core import CoordinatorCore, PartitionStatus, storage_error_to_coordinator
-from gregor.coordinator.records import Key, OffsetCommitKey, Value
+from gregor.coordinator.group.core import (
+    CoordinatorCore,
+    PartitionStatus,
+    storage_error_to_coordinator,
+)
+from gregor.coordinator.group.records import Key, OffsetCommitKey, Value
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple, Protocol
 
-from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
-from gregor.coordinator.consumer_group import ConsumerGroup, ConsumerMember, MemberState
-from gregor.coordinator.offsets import OffsetAndMetadata
-from gregor.coordinator.partitioning import partition_for
-from gregor.coordinator.records import (
+from gregor.coordinator.common.partitioning import partition_for
+from gregor.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
+from gregor.coordinator.group.consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from gregor.coordinator.group.offsets import OffsetAndMetadata
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,

@@ -57,18 +57,18 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any
 
-from gregor.coordinator.core import Timers
-from gregor.coordinator.events import log_event
-from gregor.coordinator.partitioning import partition_for
-from gregor.coordinator.transaction_load import replay_transaction_log
-from gregor.coordinator.transaction_queries import describe_transactions, list_transactions
-from gregor.coordinator.transaction_records import (
+from gregor.coordinator.common.events import log_event
+from gregor.coordinator.common.partitioning import partition_for
+from gregor.coordinator.group.core import Timers
+from gregor.coordinator.txn.load import replay_transaction_log
+from gregor.coordinator.txn.queries import describe_transactions, list_transactions
+from gregor.coordinator.txn.records import (
     TxnLogValue,
     encode_key,
     encode_value,
     value_version,
 )
-from gregor.coordinator.transaction_state import (
+from gregor.coordinator.txn.state import (
     COMPLETE,
     IDLE,
     MAX_EPOCH,
@@ -80,7 +80,7 @@ from gregor.coordinator.transaction_state import (
     TxnTransit,
     is_epoch_exhausted,
 )
-from gregor.coordinator.transaction_types import (
+from gregor.coordinator.txn.types import (
     MARKER_DONE,
     MARKER_FENCED,
     EndTxnResult,

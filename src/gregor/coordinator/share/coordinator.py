@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from gregor.coordinator.partitioning import partition_for
-from gregor.coordinator.share_state import (
+from gregor.coordinator.common.partitioning import partition_for
+from gregor.coordinator.share.state import (
     ShareKey,
     ShareSnapshot,
     StateBatch,

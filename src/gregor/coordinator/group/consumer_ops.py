@@ -24,9 +24,10 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from gregor.coordinator.assignors import MemberSpec, assign
-from gregor.coordinator.classic import ClassicGroup
-from gregor.coordinator.consumer_group import (
+from gregor.coordinator.common.events import log_event
+from gregor.coordinator.group.assignors import MemberSpec, assign
+from gregor.coordinator.group.classic import ClassicGroup
+from gregor.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
@@ -34,13 +35,12 @@ from gregor.coordinator.consumer_group import (
     MemberState,
     copy_assignment,
 )
-from gregor.coordinator.core import (
+from gregor.coordinator.group.core import (
     CoordinatorCore,
     storage_error_to_coordinator,
     subscription_regex_error,
 )
-from gregor.coordinator.events import log_event
-from gregor.coordinator.records import (
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
-from gregor.coordinator.core import CoordinatorCore
-from gregor.coordinator.events import log_event
-from gregor.coordinator.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from gregor.coordinator.common.events import log_event
+from gregor.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
+from gregor.coordinator.group.core import CoordinatorCore
+from gregor.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.join_group import JoinGroupResponse
 from gregor.protocol.messages.sync_group import SyncGroupResponse

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gregor.coordinator.transaction_state import TopicPartition
+from gregor.coordinator.txn.state import TopicPartition
 from gregor.protocol.errors import ErrorCode
 
 

@@ -22,10 +22,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.core import CoordinatorCore, Group
-from gregor.coordinator.offsets import OffsetAndMetadata
-from gregor.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from gregor.coordinator.group.classic import ClassicGroup, ClassicState
+from gregor.coordinator.group.core import CoordinatorCore, Group
+from gregor.coordinator.group.offsets import OffsetAndMetadata
+from gregor.coordinator.group.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
 from gregor.protocol.errors import ErrorCode
 from gregor.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,

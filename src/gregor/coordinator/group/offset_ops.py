@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicState
-from gregor.coordinator.consumer_group import ConsumerGroup
-from gregor.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from gregor.coordinator.core import CoordinatorCore, Group
-from gregor.coordinator.offsets import OffsetAndMetadata
-from gregor.coordinator.records import (
+from gregor.coordinator.group.classic import ClassicGroup, ClassicState
+from gregor.coordinator.group.consumer_group import ConsumerGroup
+from gregor.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from gregor.coordinator.group.core import CoordinatorCore, Group
+from gregor.coordinator.group.offsets import OffsetAndMetadata
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,

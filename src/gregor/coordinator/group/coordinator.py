@@ -8,12 +8,12 @@ with ``take()``. See ``coordinator.core`` for the contract.
 
 from __future__ import annotations
 
-from gregor.coordinator.admin_ops import AdminOps
-from gregor.coordinator.classic import ClassicGroup
-from gregor.coordinator.classic_ops import ClassicOps
-from gregor.coordinator.consumer_ops import ConsumerOps
-from gregor.coordinator.offset_ops import OffsetOps
-from gregor.coordinator.transaction_offsets import TxnOffsetOps
+from gregor.coordinator.group.admin_ops import AdminOps
+from gregor.coordinator.group.classic import ClassicGroup
+from gregor.coordinator.group.classic_ops import ClassicOps
+from gregor.coordinator.group.consumer_ops import ConsumerOps
+from gregor.coordinator.group.offset_ops import OffsetOps
+from gregor.coordinator.group.transaction_offsets import TxnOffsetOps
 from gregor.protocol.errors import ErrorCode
 
 

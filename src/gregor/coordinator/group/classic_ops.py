@@ -15,11 +15,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from gregor.coordinator.classic import ClassicGroup, ClassicMember, ClassicState
-from gregor.coordinator.classic_rebalance import ClassicRebalance
-from gregor.coordinator.consumer_group import ConsumerGroup
-from gregor.coordinator.core import storage_error_to_coordinator
-from gregor.coordinator.records import (
+from gregor.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
+from gregor.coordinator.group.classic_rebalance import ClassicRebalance
+from gregor.coordinator.group.consumer_group import ConsumerGroup
+from gregor.coordinator.group.core import storage_error_to_coordinator
+from gregor.coordinator.group.records import (
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,
