@@ -12,7 +12,7 @@ import pytest
 from harness import PENDING, Harness
 
 from gregor.coordinator import CoordinatorConfig
-from gregor.coordinator.group.core import APPEND_MAX_BATCH_BYTES
+from gregor.coordinator.group.config import APPEND_MAX_BATCH_BYTES
 from gregor.coordinator.group.records import OffsetCommitKey
 from gregor.protocol.errors import ErrorCode as E
 from gregor.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
