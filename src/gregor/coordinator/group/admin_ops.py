@@ -14,7 +14,8 @@ in-memory state, then the answer).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from gregor.coordinator.common.append_errors import GROUP_APPEND_ERRORS
 from gregor.coordinator.common.outbox import Token
@@ -27,7 +28,7 @@ from gregor.coordinator.group.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from gregor.coordinator.group.core import GroupCore
+from gregor.coordinator.group.core import Group, GroupCore
 from gregor.coordinator.group.offset_ops import Offsets
 from gregor.coordinator.group.records import Key, OffsetCommitKey, Value
 from gregor.protocol.errors import ErrorCode
@@ -38,6 +39,8 @@ from gregor.protocol.messages.consumer_group_describe import (
 from gregor.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from gregor.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from gregor.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+
+T = TypeVar("T")
 
 
 class GroupAdmin:
@@ -223,7 +226,7 @@ class GroupAdmin:
             waiting[0] += 1
 
             def done(
-                code: int, _offset: int, i: int = i, gid: str = gid, group: Any = group
+                code: int, _offset: int, i: int = i, gid: str = gid, group: Group = group
             ) -> None:
                 if code:
                     results[i] = GROUP_APPEND_ERRORS(code)
@@ -277,12 +280,12 @@ class GroupAdmin:
                 )
                 continue
 
-            def tps(a: dict[uuid.UUID, set[int]], cls: Any) -> list[Any]:
+            def tps(a: dict[uuid.UUID, set[int]], make: Callable[..., T]) -> list[T]:
                 res = []
                 for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
                     if ps:
                         res.append(
-                            cls.TopicPartitions(
+                            make(
                                 topic_id=t,
                                 topic_name=self.core.topics.topic_name(t) or "",
                                 partitions=sorted(ps),
@@ -300,9 +303,9 @@ class GroupAdmin:
                     client_host=m.client_host,
                     subscribed_topic_names=list(m.subscribed_topic_names),
                     subscribed_topic_regex=m.subscribed_topic_regex,
-                    assignment=A(topic_partitions=tps(m.assigned, A)),
+                    assignment=A(topic_partitions=tps(m.assigned, A.TopicPartitions)),
                     target_assignment=TA(
-                        topic_partitions=tps(group.target.get(m.member_id, {}), TA)
+                        topic_partitions=tps(group.target.get(m.member_id, {}), TA.TopicPartitions)
                     ),
                     member_type=1,  # v1+ (KIP-1099): every member of a consumer group speaks KIP-848
                 )

@@ -10,9 +10,9 @@ diagram.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from gregor.coordinator.common.events import log_event
+from gregor.coordinator.common.outbox import WriteCallback
 from gregor.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
 from gregor.coordinator.group.core import GroupCore
 from gregor.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
@@ -41,7 +41,7 @@ class ClassicRebalance:
         protocol_type: str | None = None,
         protocol_name: str | None = None,
         leader: str = "",
-        members: list[Any] | None = None,
+        members: list[JoinGroupResponse.Members] | None = None,
         skip_assignment: bool = False,
     ) -> JoinGroupResponse:
         if version < 7 and protocol_name is None:
@@ -73,7 +73,7 @@ class ClassicRebalance:
             assignment=assignment,
         )
 
-    def _member_list(self, group: ClassicGroup) -> list[Any]:
+    def _member_list(self, group: ClassicGroup) -> list[JoinGroupResponse.Members]:
         return [
             JoinGroupResponse.Members(
                 member_id=m.member_id,
@@ -269,7 +269,10 @@ class ClassicRebalance:
         )
 
     def store_group(
-        self, group: ClassicGroup, on_done: Any, assignment: dict[str, bytes] | None = None
+        self,
+        group: ClassicGroup,
+        on_done: WriteCallback | None,
+        assignment: dict[str, bytes] | None = None,
     ) -> None:
         value = self.group_metadata_value(group, assignment)
         self.core.write(group.group_id, [(GroupMetadataKey(group.group_id), value)], on_done)

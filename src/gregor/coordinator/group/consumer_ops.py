@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from typing import Any
 
 from gregor.coordinator.common.append_errors import GROUP_APPEND_ERRORS
 from gregor.coordinator.common.events import log_event
@@ -74,7 +73,9 @@ def _regex(req: ConsumerGroupHeartbeatRequest) -> str | None:
     return getattr(req, "subscribed_topic_regex", None)
 
 
-def _to_wire(a: dict[uuid.UUID, set[int]]) -> list[Any]:
+def _to_wire(
+    a: dict[uuid.UUID, set[int]],
+) -> list[ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions]:
     TP = ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions
     return [
         TP(topic_id=t, partitions=sorted(ps))

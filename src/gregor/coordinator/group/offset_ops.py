@@ -21,8 +21,6 @@ restart from their reset policy; every client that reads the top-level error rea
 
 from __future__ import annotations
 
-from typing import Any
-
 from gregor.coordinator.common.append_errors import OFFSET_COMMIT_APPEND_ERRORS
 from gregor.coordinator.common.outbox import Token
 from gregor.coordinator.group.classic import ClassicGroup, ClassicState
@@ -114,7 +112,7 @@ class Offsets:
         order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
 
         def respond() -> None:
-            topics: dict[str, list[Any]] = {}
+            topics: dict[str, list[OffsetCommitResponse.Topics.Partitions]] = {}
             for name, p in order:
                 topics.setdefault(name, []).append(
                     Part(partition_index=p, error_code=results[(name, p)])
@@ -243,7 +241,7 @@ class Offsets:
             )
             out = []
             for (gid, _, _, _), (err, parts) in zip(groups, results, strict=True):
-                by_topic: dict[str, list[Any]] = {}
+                by_topic: dict[str, list[OffsetFetchResponse.Groups.Topics.Partitions]] = {}
                 for (t, p), (off, epoch, meta, code) in parts:
                     by_topic.setdefault(t, []).append(
                         P(
@@ -265,9 +263,9 @@ class Offsets:
             return
         T1, P1 = OffsetFetchResponse.Topics, OffsetFetchResponse.Topics.Partitions
         err, parts = results[0]
-        by_topic = {}
+        by_topic_v7: dict[str, list[OffsetFetchResponse.Topics.Partitions]] = {}
         for (t, p), (off, epoch, meta, code) in parts:
-            by_topic.setdefault(t, []).append(
+            by_topic_v7.setdefault(t, []).append(
                 P1(
                     partition_index=p,
                     committed_offset=off,
@@ -281,7 +279,7 @@ class Offsets:
             OffsetFetchResponse(
                 throttle_time_ms=0,
                 error_code=err if version >= 2 else 0,
-                topics=[T1(name=t, partitions=ps) for t, ps in by_topic.items()],
+                topics=[T1(name=t, partitions=ps) for t, ps in by_topic_v7.items()],
             ),
         )
 
@@ -297,7 +295,9 @@ class Offsets:
         """(group error, [((topic, partition), (offset, leader epoch, metadata, error))])."""
         missing = (-1, -1, "", 0)
 
-        def per_partition(code: int) -> list[Any]:
+        def per_partition(
+            code: int,
+        ) -> list[tuple[tuple[str, int], tuple[int, int, str | None, int]]]:
             return [((t, p), (-1, -1, "", code)) for t, ps in (topics or []) for p in ps]
 
         err = self.core.partition_error(gid) if gid is not None else ErrorCode.INVALID_GROUP_ID

@@ -20,8 +20,6 @@ still accepts the commit (the producer's transaction, not the group, decides its
 
 from __future__ import annotations
 
-from typing import Any
-
 from gregor.coordinator.common.append_errors import OFFSET_COMMIT_APPEND_ERRORS
 from gregor.coordinator.common.outbox import Token
 from gregor.coordinator.group.classic import ClassicGroup, ClassicState
@@ -84,7 +82,7 @@ class TxnOffsets:
         results: dict[tuple[str, int], int] = {}
 
         def respond() -> None:
-            topics: dict[str, list[Any]] = {}
+            topics: dict[str, list[TxnOffsetCommitResponse.Topics.Partitions]] = {}
             for name, p in order:
                 topics.setdefault(name, []).append(
                     Part(partition_index=p, error_code=results[(name, p)])
