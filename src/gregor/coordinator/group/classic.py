@@ -16,7 +16,7 @@ to ``__consumer_offsets``. Protocol selection picks, among the protocols every m
 supports, the one most members list first.
 
 This module holds the data and the local rules (protocol selection, static-member
-bookkeeping); the request handling and timers live in ``coordinator.classic_ops``.
+bookkeeping); the request handling and timers live in ``coordinator.group.classic_ops``.
 """
 
 from __future__ import annotations

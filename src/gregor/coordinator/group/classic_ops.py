@@ -2,10 +2,11 @@
 
 The timers behind them (session expiry, join completion, the initial rebalance delay, pending
 SyncGroup expiry), the rebalance itself and the response builders are in
-``coordinator.classic_rebalance``, which ``ClassicOps`` extends.
+``coordinator.group.classic_rebalance``, which ``ClassicGroups`` extends (one manager, its
+requests here and its rebalance machinery there).
 
-The rules follow Kafka's classic group coordinator; see ``coordinator.classic`` for the state
-diagram. Responses are built for the request's version: MEMBER_ID_REQUIRED only from
+The rules follow Kafka's classic group coordinator; see ``coordinator.group.classic`` for the
+state diagram. Responses are built for the request's version: MEMBER_ID_REQUIRED only from
 JoinGroup v4, nullable protocol names from v7, ``skip_assignment`` (KIP-814) from v9,
 batched LeaveGroup from v3.
 """

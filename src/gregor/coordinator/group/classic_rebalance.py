@@ -1,9 +1,9 @@
 """The classic group protocol's rebalance machinery, under the request handlers of
-``coordinator.classic_ops``: response builders, preparing and completing a rebalance (the
+``coordinator.group.classic_ops``: response builders, preparing and completing a rebalance (the
 join timer, the initial rebalance delay, pending SyncGroup expiry), handing out and storing
 assignments, member removal, and session (heartbeat) expiry.
 
-The rules follow Kafka's classic group coordinator; see ``coordinator.classic`` for the state
+The rules follow Kafka's classic group coordinator; see ``coordinator.group.classic`` for the state
 diagram.
 """
 

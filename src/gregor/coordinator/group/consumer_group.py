@@ -18,7 +18,7 @@ once no other member owns them (UNRELEASED_PARTITIONS until then). ``owners`` ma
 lookup.
 
 This module holds the data and the reconciliation rule; heartbeat handling, timers and
-persistence live in ``coordinator.consumer_ops``.
+persistence live in ``coordinator.group.consumer_ops`` and ``consumer_records``.
 """
 
 from __future__ import annotations

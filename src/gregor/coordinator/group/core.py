@@ -247,8 +247,6 @@ class GroupCore:
                 out[name] = (tid, count)
         return out
 
-    # --- hooks the mixins implement ---
-
 
 @functools.lru_cache(maxsize=256)
 def compile_subscription_regex(pattern: str) -> re.Pattern[str] | None:

@@ -2,10 +2,11 @@
 
 Theory of operation. Like the transaction coordinator this is a state machine without I/O:
 requests come with a typed token, writes to the internal topic and replies go to the shared
-outbox (``coordinator.common.outbox``) that the broker's ``CoordinatorRuntime`` drains. The state of a share partition (``share_state``) is
-kept by the partition of ``__share_group_state`` that its key ``group:topic_id:partition``
-hashes to, and only while this broker leads that partition (loaded by replaying it; until
-then COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR for partitions led elsewhere).
+outbox (``coordinator.common.outbox``) that the broker's ``CoordinatorRuntime`` drains. The
+state of a share partition (``share.state``) is kept by the partition of
+``__share_group_state`` that its key ``group:topic_id:partition`` hashes to, and only while
+this broker leads that partition (loaded by replaying it; until then
+COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR for partitions led elsewhere).
 
 Fencing, as Kafka's share coordinator does it: a request with an older leader epoch than the
 stored one is FENCED_LEADER_EPOCH (a share-partition leader that lost leadership), and an
